@@ -1,0 +1,147 @@
+"""The cost model of the pipeline problem, as arrays shared by formulations and heuristics.
+
+The independent verifier (:mod:`milp_partition.verify`) does **not** use this
+module: it recomputes every quantity from the graph and the cluster, so a bug
+here cannot hide by agreeing with itself.
+
+Definitions
+-----------
+- Time of node v on device d: ``node.time_on(kind(d))``; a node may not run on a
+  device whose kind it does not allow.
+- Transfer time of an edge: its ``transfer_time`` if given, else the cluster link's
+  ``latency_s + bytes / bandwidth_bytes_per_s`` converted to the graph's time unit;
+  times two when backward transfers are counted (gradient back along the edge).
+- Output transfer time of node u, ``out_transfer[u]``: the largest transfer time over
+  u's out-edges.  A device pays it once for each node u it sends to, or receives
+  from, another device (once per source node and direction, not per edge).  In the
+  Tarnawski files all out-edges of a node carry the same cost, so this is that cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from milp_partition.errors import InputError
+from milp_partition.graph import TIME_UNIT_SECONDS, Edge, Graph
+from milp_partition.problems import PipelineProblem
+
+
+def edge_transfer_time(edge: Edge, problem: PipelineProblem) -> float:
+    """Transfer time of ``edge`` in the graph's time unit (see module docstring)."""
+    graph = problem.graph
+    if edge.transfer_time is not None:
+        t = float(edge.transfer_time)
+    else:
+        link = problem.cluster.link
+        if link.latency_s == 0 and np.isinf(link.bandwidth_bytes_per_s):
+            t = 0.0
+        else:
+            unit = TIME_UNIT_SECONDS.get(graph.time_unit)
+            if unit is None:
+                raise InputError(
+                    f"edge {edge.source!r} -> {edge.target!r} has no transfer_time and the graph's time unit "
+                    f"{graph.time_unit!r} cannot be converted from the link's seconds; give transfer times or a time unit",
+                    source=problem.source or None,
+                )
+            t = link.transfer_seconds(edge.bytes) / unit
+    return t * (2.0 if backward_transfers(problem) else 1.0)
+
+
+def backward_transfers(problem: PipelineProblem) -> bool:
+    """Whether derived transfers are counted twice (see :class:`PipelineSettings`)."""
+    flag = problem.settings.backward_transfers
+    if flag is not None:
+        return flag
+    nodes = problem.graph.nodes
+    return any(n.backward_time > 0 and not n.is_backward for n in nodes) and not any(n.is_backward for n in nodes)
+
+
+@dataclass(frozen=True)
+class PipelineCosts:
+    """Arrays of one :class:`PipelineProblem`, indexed by node position and device position.
+
+    Attributes
+    ----------
+    node_time
+        ``(n, D)`` time of node v on device d (0 where not allowed).
+    allowed
+        ``(n, D)`` whether node v may run on device d.
+    out_transfer
+        ``(n,)`` output transfer time of each node.
+    is_cpu
+        ``(D,)`` True for host CPU cores (they pay no transfer time).
+    memory_capacity
+        ``(D,)`` capacity in bytes, -1 for unbounded.
+    param_bytes, activation_bytes, other_bytes
+        ``(n,)`` integer byte counts.
+    colocation_class
+        ``(n,)`` class index; nodes of one class share a device.
+    forward
+        ``(n,)`` True for forward nodes (the contiguity rule applies to them).
+    """
+
+    node_time: np.ndarray
+    allowed: np.ndarray
+    out_transfer: np.ndarray
+    is_cpu: np.ndarray
+    memory_capacity: np.ndarray
+    param_bytes: np.ndarray
+    activation_bytes: np.ndarray
+    other_bytes: np.ndarray
+    colocation_class: np.ndarray
+    forward: np.ndarray
+
+    @property
+    def static_bytes(self) -> np.ndarray:
+        return self.param_bytes + self.activation_bytes + self.other_bytes
+
+
+def pipeline_costs(problem: PipelineProblem) -> PipelineCosts:
+    """Build the :class:`PipelineCosts` of ``problem``."""
+    graph: Graph = problem.graph
+    kinds = problem.device_kinds
+    n, num_devices = len(graph.nodes), len(kinds)
+    node_time = np.zeros((n, num_devices))
+    allowed = np.zeros((n, num_devices), dtype=bool)
+    for v, node in enumerate(graph.nodes):
+        for d, kind in enumerate(kinds):
+            if node.can_run_on(kind):
+                allowed[v, d] = True
+                node_time[v, d] = node.time_on(kind)
+    out_transfer = np.zeros(n)
+    index = graph.index
+    for edge in graph.edges:
+        u = index[edge.source]
+        out_transfer[u] = max(out_transfer[u], edge_transfer_time(edge, problem))
+    capacity = np.array([-1 if m is None else m for m in problem.device_memory_bytes], dtype=np.int64)
+    return PipelineCosts(
+        node_time=node_time,
+        allowed=allowed,
+        out_transfer=out_transfer,
+        is_cpu=np.array([k == "cpu" for k in kinds], dtype=bool),
+        memory_capacity=capacity,
+        param_bytes=np.array([nd.param_bytes for nd in graph.nodes], dtype=np.int64),
+        activation_bytes=np.array([nd.activation_bytes for nd in graph.nodes], dtype=np.int64),
+        other_bytes=np.array([nd.other_bytes for nd in graph.nodes], dtype=np.int64),
+        colocation_class=colocation_classes(graph),
+        forward=np.array([not nd.is_backward for nd in graph.nodes], dtype=bool),
+    )
+
+
+def colocation_classes(graph: Graph) -> np.ndarray:
+    """Class index per node: nodes of one ``colocation_group`` share a class, others are alone."""
+    groups: dict[str, int] = {}
+    out = np.empty(len(graph.nodes), dtype=np.int64)
+    next_class = 0
+    for v, node in enumerate(graph.nodes):
+        if node.colocation_group is None:
+            out[v] = next_class
+            next_class += 1
+        else:
+            if node.colocation_group not in groups:
+                groups[node.colocation_group] = next_class
+                next_class += 1
+            out[v] = groups[node.colocation_group]
+    return out
