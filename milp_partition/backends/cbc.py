@@ -1,0 +1,172 @@
+"""COIN-OR CBC back-end through PuLP.
+
+PuLP 3.x bundles CBC (``PULP_CBC_CMD``); where that command is missing (PuLP 4
+installs CBC separately) ``COIN_CMD`` with a ``cbc`` on the PATH is used.  PuLP
+and CBC statuses are translated to :class:`SolveStatus` in
+:func:`_translate_status` and nowhere else.  CBC runs as a child process; its log
+goes to a file that a thread reads for progress lines and, at the end, for the
+best bound.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
+from milp_partition.backends.model import Model, VarKind
+from milp_partition.errors import SolverUnavailableError
+
+_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_INCUMBENT = [re.compile(r"Integer solution of " + _NUMBER), re.compile(_NUMBER + r" best solution")]
+_BOUND = [re.compile(r"best possible " + _NUMBER), re.compile(r"Continuous objective value is " + _NUMBER)]
+_FINAL_BOUND = re.compile(r"^Lower bound:\s+" + _NUMBER, re.M)
+_MIPSTART = re.compile(r"(?:MIPStart|mipstart)[^\n]*", re.I)
+
+
+def _translate_status(status: int, sol_status: int, has_values: bool) -> SolveStatus:
+    """Map PuLP's ``LpProblem.status`` and ``sol_status`` codes onto :class:`SolveStatus`."""
+    import pulp
+
+    if sol_status == pulp.LpSolutionOptimal and status == pulp.LpStatusOptimal:
+        return SolveStatus.OPTIMAL
+    if sol_status == pulp.LpSolutionIntegerFeasible and has_values:
+        return SolveStatus.FEASIBLE
+    if status == pulp.LpStatusInfeasible or sol_status == pulp.LpSolutionInfeasible:
+        return SolveStatus.INFEASIBLE
+    if status == pulp.LpStatusUnbounded or sol_status == pulp.LpSolutionUnbounded:
+        return SolveStatus.ERROR
+    return SolveStatus.UNKNOWN
+
+
+def _command(params: SolveParams, log_path: str, warm: bool) -> object:
+    import pulp
+
+    kwargs = dict(
+        msg=False,
+        timeLimit=float(params.time_limit_s),
+        threads=int(params.threads),
+        warmStart=warm,
+        logPath=log_path,
+        gapRel=0.0,
+        options=[f"randomCbcSeed {int(params.seed) + 1}"],
+    )
+    for name in ("PULP_CBC_CMD", "COIN_CMD"):
+        cls = getattr(pulp, name, None)
+        if cls is None:
+            continue
+        try:
+            cmd = cls(**kwargs)
+        except Exception:  # noqa: BLE001 - a PuLP version without this command or option
+            continue
+        if cmd.available():
+            return cmd
+    raise SolverUnavailableError(
+        "CBC is not available: PuLP found neither its bundled CBC nor a 'cbc' on the PATH; "
+        "install PuLP 3.x (bundles CBC) or coinor-cbc"
+    )
+
+
+class CbcBackend:
+    """Solve a :class:`Model` with CBC through PuLP."""
+
+    name = "cbc"
+
+    def solve(self, model: Model, params: SolveParams) -> SolveOutput:
+        try:
+            import pulp
+        except ImportError as exc:  # pragma: no cover - pulp is a core dependency
+            raise SolverUnavailableError(f"PuLP is not installed: {exc}; pip install pulp") from exc
+
+        prob = pulp.LpProblem(_safe_name(model.name), pulp.LpMinimize)
+        cats = {VarKind.BINARY: pulp.LpBinary, VarKind.INTEGER: pulp.LpInteger, VarKind.CONTINUOUS: pulp.LpContinuous}
+        xs = [pulp.LpVariable(f"x{v.index}", lowBound=v.lb, upBound=v.ub, cat=cats[v.kind]) for v in model.variables]
+        for k, c in enumerate(model.constraints):
+            expr = pulp.LpAffineExpression([(xs[i], a) for i, a in c.terms.items()])
+            if c.sense.value == "<=":
+                prob += expr <= c.rhs, f"c{k}"
+            elif c.sense.value == ">=":
+                prob += expr >= c.rhs, f"c{k}"
+            else:
+                prob += expr == c.rhs, f"c{k}"
+        prob.setObjective(pulp.LpAffineExpression([(xs[i], a) for i, a in model.objective.items()]))
+        warm = bool(params.use_hint and model.hint)
+        if warm:
+            for i, value in model.hint.items():
+                xs[i].setInitialValue(value)
+
+        with tempfile.TemporaryDirectory(prefix="milp_partition_cbc_") as tmp:
+            log_path = os.path.join(tmp, "cbc.log")
+            Path(log_path).touch()
+            cmd = _command(params, log_path, warm)
+            progress = ProgressPrinter("cbc", params.progress_interval_s)
+            stop = threading.Event()
+            watcher = threading.Thread(target=_watch_log, args=(log_path, progress, stop), daemon=True)
+            start = time.monotonic()
+            with progress:
+                watcher.start()
+                try:
+                    prob.solve(cmd)
+                except pulp.PulpSolverError as exc:
+                    stop.set()
+                    return SolveOutput(SolveStatus.ERROR, wall_seconds=time.monotonic() - start, log=str(exc))
+                finally:
+                    stop.set()
+                    watcher.join(timeout=2.0)
+            wall = time.monotonic() - start
+            log = Path(log_path).read_text(errors="replace")
+
+        values = [x.varValue for x in xs]
+        has_values = all(v is not None for v in values)
+        status = _translate_status(prob.status, prob.sol_status, has_values)
+        out = SolveOutput(status=status, wall_seconds=wall, log=log)
+        out.notes = {"pulp_status": pulp.LpStatus.get(prob.status, str(prob.status)), "pulp_sol_status": prob.sol_status}
+        starts = _MIPSTART.findall(log)
+        if starts:
+            out.notes["mipstart"] = starts[-1].strip()
+        incumbents = [float(m.group(1)) for pat in _INCUMBENT for m in pat.finditer(log)]
+        if incumbents:
+            out.first_incumbent = float(_INCUMBENT[0].search(log).group(1)) if _INCUMBENT[0].search(log) else incumbents[0]
+        if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+            out.values = [float(v) for v in values]  # type: ignore[arg-type]
+            out.objective = model.objective_value(out.values)
+        if status is SolveStatus.OPTIMAL:
+            out.bound = out.objective
+        else:
+            out.bound = _final_bound(log)
+        return out
+
+
+def _final_bound(log: str) -> float:
+    found = _FINAL_BOUND.findall(log)
+    if found:
+        return float(found[-1])
+    bounds = [float(m.group(1)) for m in _BOUND[0].finditer(log)]
+    return max(bounds) if bounds else -math.inf
+
+
+def _watch_log(path: str, progress: ProgressPrinter, stop: threading.Event) -> None:
+    with open(path, errors="replace") as fh:
+        while True:
+            line = fh.readline()
+            if not line:
+                if stop.is_set():
+                    return
+                time.sleep(0.2)
+                continue
+            for pat in _INCUMBENT:
+                m = pat.search(line)
+                if m:
+                    progress.update(incumbent=float(m.group(1)))
+            m = _BOUND[0].search(line)
+            if m:
+                progress.update(bound=float(m.group(1)))
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_]", "_", name) or "model"

@@ -1,0 +1,159 @@
+"""Integer scaling of a :class:`Model` for CP-SAT: the one documented place.
+
+CP-SAT accepts integer coefficients only.  Times and other real quantities are
+put on one integer grid with a global scale ``s`` (a power of ten):
+
+- A constraint whose coefficients and right-hand side are all integers and that
+  has no continuous variable (a memory row in bytes, an assignment row) is kept
+  as it is.
+- Every other row is multiplied by ``s``: a coefficient ``a`` of an integer
+  variable becomes ``round(a * s)``, the right-hand side ``round(rhs * s)``; a
+  continuous variable ``y`` becomes the integer ``Y = y * s`` (so its coefficient
+  must be integral, e.g. 1 or -1, and is kept).
+- A row with non-integral coefficients but no continuous variable (a bound on time
+  per sample, say) gets its own power of ten, chosen by the same rule, so a memory
+  row in bytes and a time row in milliseconds do not compete for one grid.
+- ``s`` is the smallest power of ten at which every scaled coefficient is integral
+  (to a relative 1e-9) -- then the scaled model is exact -- provided no scaled row
+  exceeds ``max_magnitude`` in absolute value over the variables' bounds.  Otherwise
+  ``s`` is the largest power of ten that keeps every row within ``max_magnitude``,
+  and rounding is recorded: each row's worst-case error in real units is
+  ``sum |a*s - round(a*s)| * max|x| / s`` (plus the right-hand side's).
+
+The back-end lowers the bound it reports by the objective's rounding error plus the
+largest row error, so a bound stays a proven bound in real units for the min-max
+programs of this project (the objective is a continuous variable bounded by rows).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from milp_partition.backends.model import Model, VarKind
+from milp_partition.errors import ModelError
+
+_INTEGRAL_REL_TOL = 1e-9  # a scaled value within this relative distance of an integer is integral
+_MAX_DECIMAL_EXPONENT = 15
+
+
+@dataclass(frozen=True)
+class ScaledRow:
+    terms: dict[int, int]
+    sense: str
+    rhs: int
+    name: str
+
+
+@dataclass(frozen=True)
+class ScaledModel:
+    """The integer image of a :class:`Model`.
+
+    Attributes
+    ----------
+    scale
+        Real value of a continuous variable = integer value / scale.
+    bounds
+        Integer bounds per variable.
+    rows
+        Integer rows.
+    objective
+        Integer objective; real objective = integer objective / scale.
+    exact
+        Whether no coefficient was rounded.
+    max_error
+        Worst-case error of the reported objective bound in real units (0 when exact).
+    """
+
+    scale: float
+    bounds: list[tuple[int, int]]
+    rows: list[ScaledRow]
+    objective: dict[int, int]
+    exact: bool
+    max_error: float
+
+
+def _is_integral(x: float) -> bool:
+    return abs(x - round(x)) <= _INTEGRAL_REL_TOL * max(1.0, abs(x))
+
+
+def _choose_exponent(largest: float, max_magnitude: float, integral_at: object) -> int:
+    """Smallest exponent j at which ``integral_at(10**j)`` holds, within the magnitude cap; else the cap."""
+    j_max = _MAX_DECIMAL_EXPONENT if largest == 0 else math.floor(math.log10(max_magnitude / largest))
+    if j_max < 0:
+        raise ModelError(f"the model's coefficients are too large to scale for CP-SAT (a row reaches {largest:g})")
+    j_max = min(j_max, _MAX_DECIMAL_EXPONENT)
+    return next((j for j in range(j_max + 1) if integral_at(10.0**j)), j_max)  # type: ignore[operator]
+
+
+def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
+    """Scale ``model`` to integers (see the module docstring)."""
+    maxabs = [max(abs(v.lb), abs(v.ub)) for v in model.variables]
+    continuous = [v.kind is VarKind.CONTINUOUS for v in model.variables]
+
+    def has_continuous(terms: dict[int, float]) -> bool:
+        return any(continuous[i] for i in terms)
+
+    def integral_row(terms: dict[int, float], rhs: float, s: float) -> bool:
+        return _is_integral(rhs * s) and all(continuous[i] or _is_integral(a * s) for i, a in terms.items())
+
+    def magnitude(terms: dict[int, float], rhs: float) -> float:
+        return sum(abs(a) * maxabs[i] for i, a in terms.items()) + abs(rhs)
+
+    for c in model.constraints:
+        for i, coef in c.terms.items():
+            if continuous[i] and not _is_integral(coef):
+                raise ModelError(f"row {c.name!r}: a continuous variable needs an integral coefficient, got {coef}")
+    for i, coef in model.objective.items():
+        if continuous[i] and not _is_integral(coef):
+            raise ModelError(f"objective: a continuous variable needs an integral coefficient, got {coef}")
+
+    # The shared grid: rows with a continuous variable, and the objective.
+    shared = [c for c in model.constraints if has_continuous(c.terms)]
+    largest = max([magnitude(c.terms, c.rhs) for c in shared] + [magnitude(model.objective, 0.0)])
+    exponent = _choose_exponent(
+        largest,
+        max_magnitude,
+        lambda s: all(integral_row(c.terms, c.rhs, s) for c in shared) and integral_row(model.objective, 0.0, s),
+    )
+    s = 10.0**exponent
+
+    bounds: list[tuple[int, int]] = []
+    for v, cont in zip(model.variables, continuous):
+        if cont:
+            bounds.append((math.floor(v.lb * s), math.ceil(v.ub * s)))
+        else:
+            bounds.append((math.ceil(v.lb - 1e-9), math.floor(v.ub + 1e-9)))
+
+    def scale_terms(terms: dict[int, float], rhs: float, row_scale: float) -> tuple[dict[int, int], int, float]:
+        out: dict[int, int] = {}
+        error = 0.0
+        for i, a in terms.items():
+            if continuous[i]:
+                out[i] = round(a)
+            else:
+                out[i] = round(a * row_scale)
+                error += abs(a * row_scale - out[i]) * maxabs[i]
+        rhs_int = round(rhs * row_scale)
+        error += abs(rhs * row_scale - rhs_int)
+        return {i: t for i, t in out.items() if t != 0}, rhs_int, error / row_scale
+
+    rows: list[ScaledRow] = []
+    max_row_error = 0.0
+    for c in model.constraints:
+        if has_continuous(c.terms):
+            row_scale = s
+        elif integral_row(c.terms, c.rhs, 1.0):
+            row_scale = 1.0
+        else:
+            row_scale = 10.0 ** _choose_exponent(
+                magnitude(c.terms, c.rhs), max_magnitude, lambda r, c=c: integral_row(c.terms, c.rhs, r)
+            )
+        terms, rhs, error = scale_terms(c.terms, c.rhs, row_scale)
+        if row_scale == s:
+            max_row_error = max(max_row_error, error)
+        rows.append(ScaledRow(terms, c.sense.value, rhs, c.name))
+
+    objective, _, obj_error = scale_terms(model.objective, 0.0, s)
+    max_error = max_row_error + obj_error
+    return ScaledModel(s, bounds, rows, objective, max_error == 0.0, max_error)

@@ -1,0 +1,88 @@
+"""The result of a solve: what the CLI prints and writes as JSON.
+
+The JSON contract (every problem): ``status``, ``objective`` (the verifier's
+value in the instance's own units), ``bound``, ``gap``, ``solve_seconds``,
+``solver`` and ``assignment`` (node id -> device id), plus problem-specific
+fields.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+RESULT_FORMAT = "milp-partition-result/1"
+
+
+@dataclass
+class HeuristicRun:
+    """One heuristic's outcome, as the verifier scored it."""
+
+    name: str
+    objective: float | None
+    seconds: float
+    exact: bool
+    message: str
+
+
+@dataclass
+class Result:
+    """A verified answer.
+
+    Attributes
+    ----------
+    status
+        ``optimal`` (proven by the solver, re-checked by the verifier), ``feasible``
+        (verified incumbent, not proven), ``infeasible`` (proven), ``unknown`` or ``error``.
+    objective
+        The verifier's objective of ``assignment`` (``None`` when there is none).
+    bound
+        A proven lower bound in the same units (``None`` when none).
+    gap
+        ``(objective - bound) / objective`` (``None`` when either is missing).
+    """
+
+    problem: str
+    status: str
+    objective: float | None
+    bound: float | None
+    gap: float | None
+    solve_seconds: float
+    solver: str
+    objective_name: str = "time_per_sample"
+    time_unit: str = ""
+    assignment: dict[str, str] = field(default_factory=dict)
+    time_per_sample: float | None = None
+    peak_memory_bytes: float | None = None
+    loads: dict[str, float] = field(default_factory=dict)
+    memory_bytes: dict[str, float] = field(default_factory=dict)
+    message: str = ""
+    instance: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    heuristics: list[HeuristicRun] = field(default_factory=list)
+    warm_start: dict[str, Any] = field(default_factory=dict)
+    solver_seconds: float = 0.0
+    solver_notes: dict[str, Any] = field(default_factory=dict)
+    solver_log: str = ""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d = {"format": RESULT_FORMAT, **d}
+        return _finite(d)
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n")
+
+
+def _finite(obj: Any) -> Any:
+    """Replace non-finite floats by None so the JSON is standard."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_finite(v) for v in obj]
+    return obj

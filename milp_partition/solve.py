@@ -1,0 +1,224 @@
+"""The one place that chains heuristics, formulation, back-end and verifier.
+
+``solve_pipeline`` runs the DPs of :mod:`heuristics.pipeline_dp` (each scored by
+the verifier), builds :mod:`formulations.pipeline` with the best heuristic value as
+an upper bound and its solution as a warm start, solves it with a back-end,
+decodes, verifies and returns a :class:`~milp_partition.result.Result` whose
+objective is always the verifier's.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from milp_partition.backends import SolveParams, SolveStatus, get_backend, relative_gap
+from milp_partition.problems import PipelineProblem, PipelineSolution
+from milp_partition.result import HeuristicRun, Result
+from milp_partition.verify import verify_pipeline
+
+#: Relative tolerance between the back-end's objective and the verifier's before a mismatch is an error.
+OBJECTIVE_MATCH_REL_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    """How to solve.
+
+    Attributes
+    ----------
+    solver
+        ``"cpsat"`` or ``"cbc"``; ``"none"`` runs the heuristics only.
+    time_limit_s, threads, seed
+        Passed to the back-end.
+    warm_start
+        Hint the best heuristic solution and bound the objective by its value.
+    heuristics
+        Run the DPs at all.
+    max_ideals
+        Cap of the ideal DP.
+    progress_interval_s
+        Progress line period on stderr; ``None`` for silence.
+    symmetry_breaking, lower_bounds
+        Formulation options (they never change the optimum).
+    """
+
+    solver: str = "cpsat"
+    time_limit_s: float = 60.0
+    threads: int = 2
+    seed: int = 0
+    warm_start: bool = True
+    heuristics: bool = True
+    max_ideals: int = 20000
+    progress_interval_s: float | None = None
+    symmetry_breaking: bool = True
+    lower_bounds: bool = True
+
+
+def _say(settings: SolveSettings, text: str) -> None:
+    if settings.progress_interval_s is not None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def run_pipeline_heuristics(problem: PipelineProblem, settings: SolveSettings) -> list[tuple[HeuristicRun, PipelineSolution | None]]:
+    """Run the chain DP and the ideal DP; score each solution with the verifier."""
+    from heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
+
+    runs: list[tuple[HeuristicRun, PipelineSolution | None]] = []
+    for name, fn in (("chain_dp", lambda: chain_dp(problem)), ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(settings.max_ideals)))):
+        dp = fn()
+        value: float | None = None
+        message = dp.message
+        if dp.solution is not None:
+            report = verify_pipeline(problem, dp.solution)
+            if report.feasible:
+                value = report.objective
+                if not math.isclose(value, dp.value, rel_tol=1e-9, abs_tol=1e-12):
+                    message += f" (verifier value {value!r} differs from the DP's {dp.value!r})"
+            else:
+                message += "; verifier rejected it: " + "; ".join(report.violations[:3])
+        runs.append((HeuristicRun(name, value, dp.seconds, dp.exact, message), dp.solution if value is not None else None))
+        _say(settings, f"[{name}] {'value ' + format(value, '.9g') if value is not None else 'no solution'} in {dp.seconds:.2f}s: {dp.message}")
+    return runs
+
+
+def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSettings()) -> Result:
+    """Solve ``problem`` and return a verified :class:`Result`."""
+    from formulations import pipeline as formulation
+
+    start = time.monotonic()
+    result = Result(
+        problem="pipeline",
+        status="unknown",
+        objective=None,
+        bound=None,
+        gap=None,
+        solve_seconds=0.0,
+        solver=settings.solver,
+        objective_name="time_per_sample" if problem.settings.objective == "time" else "peak_memory_bytes",
+        time_unit=problem.graph.time_unit,
+        instance={
+            "source": problem.source,
+            "name": problem.graph.name,
+            "nodes": len(problem.graph.nodes),
+            "edges": len(problem.graph.edges),
+            "devices": problem.device_ids,
+        },
+        settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(settings).items()}},
+    )
+
+    best: tuple[float, PipelineSolution, str] | None = None
+    if settings.heuristics:
+        for run, sol in run_pipeline_heuristics(problem, settings):
+            result.heuristics.append(run)
+            if sol is not None and run.objective is not None and (best is None or run.objective < best[0]):
+                best = (run.objective, sol, run.name)
+
+    if settings.solver == "none":
+        _finish_from_heuristic(result, problem, best, bound=None)
+        result.solve_seconds = time.monotonic() - start
+        return result
+
+    backend = get_backend(settings.solver)
+    pm = formulation.build(
+        problem,
+        upper_bound=best[0] if (best and settings.warm_start) else None,
+        settings=formulation.PipelineFormulationSettings(settings.symmetry_breaking, settings.lower_bounds),
+    )
+    if best is not None and settings.warm_start:
+        formulation.hint(pm, best[1], best[0])
+        result.warm_start = {"source": best[2], "objective": best[0]}
+    _say(
+        settings,
+        f"[{settings.solver}] model: {len(pm.model.variables)} variables, {len(pm.model.constraints)} constraints; "
+        f"time limit {settings.time_limit_s:g}s, {settings.threads} threads",
+    )
+    out = backend.solve(
+        pm.model,
+        SolveParams(
+            time_limit_s=settings.time_limit_s,
+            threads=settings.threads,
+            seed=settings.seed,
+            progress_interval_s=settings.progress_interval_s,
+            use_hint=settings.warm_start,
+        ),
+    )
+    result.solver_seconds = out.wall_seconds
+    result.solver_notes = dict(out.notes)
+    result.solver_log = out.log
+    if result.warm_start:
+        result.warm_start["first_incumbent"] = out.first_incumbent
+    bound = out.bound if math.isfinite(out.bound) else None
+
+    if out.status is SolveStatus.INFEASIBLE:
+        if best is not None:
+            result.status = "error"
+            result.message = f"the solver says infeasible but {best[2]} found a verified solution of value {best[0]!r}: a bug"
+        else:
+            result.status = "infeasible"
+            result.message = "proven infeasible: no assignment meets every constraint" + _infeasibility_hint(problem)
+    elif out.values is not None:
+        solution = formulation.decode(pm, out.values)
+        report = verify_pipeline(problem, solution)
+        if not report.feasible:
+            result.status = "error"
+            result.message = "the verifier rejected the solver's solution: " + "; ".join(report.violations[:5])
+        elif not math.isclose(report.objective, out.objective, rel_tol=OBJECTIVE_MATCH_REL_TOL, abs_tol=1e-9 + out.notes.get("rounding_error", 0.0)):  # type: ignore[operator]
+            result.status = "error"
+            result.message = f"the verifier's objective {report.objective!r} differs from the solver's {out.objective!r}: a bug"
+        else:
+            candidate = (report.objective, solution, settings.solver)
+            if best is not None and best[0] < report.objective:
+                candidate = best  # the warm start stayed better (time limit before the solver matched it)
+            _finish_from_heuristic(result, problem, candidate, bound=bound)
+            if out.status is SolveStatus.OPTIMAL and candidate[2] == settings.solver:
+                result.status = "optimal"
+    else:
+        _finish_from_heuristic(result, problem, best, bound=bound)
+        if out.status is SolveStatus.ERROR:
+            result.message = (result.message + "; " if result.message else "") + "the solver failed (see solver_log)"
+    if result.status == "optimal" and result.bound is not None and result.objective is not None:
+        if result.bound > result.objective * (1 + 1e-9) + 1e-12:
+            result.status, result.message = "error", f"bound {result.bound!r} above objective {result.objective!r}: a bug"
+    result.solve_seconds = time.monotonic() - start
+    return result
+
+
+def _finish_from_heuristic(
+    result: Result, problem: PipelineProblem, best: tuple[float, PipelineSolution, str] | None, bound: float | None
+) -> None:
+    """Fill objective, assignment, bound and gap from a verified solution (or mark none found)."""
+    if best is None:
+        result.status = "unknown"
+        result.bound = bound
+        result.message = result.message or "no feasible solution found within the limits"
+        return
+    report = verify_pipeline(problem, best[1])
+    result.status = "feasible"
+    result.objective = report.objective
+    result.assignment = dict(best[1].assignment)
+    result.time_per_sample = report.time_per_sample
+    result.peak_memory_bytes = report.peak_memory_bytes
+    result.loads = report.loads
+    result.memory_bytes = report.memory_bytes
+    if bound is not None:
+        result.bound = min(bound, report.objective) if bound <= report.objective * (1 + 1e-9) + 1e-12 else bound
+        result.gap = relative_gap(report.objective, result.bound)
+    result.message = result.message or f"best solution from {best[2]}"
+
+
+def _infeasibility_hint(problem: PipelineProblem) -> str:
+    """A reason a person can act on, when a simple one exists."""
+    caps = [d.memory_bytes for d in problem.cluster.devices]
+    if problem.cluster.host_cpu_cores == 0 and caps and all(c is not None for c in caps):
+        total = sum(nd.param_bytes + nd.activation_bytes + nd.other_bytes for nd in problem.graph.nodes)
+        biggest = max(problem.graph.nodes, key=lambda nd: nd.param_bytes + nd.activation_bytes + nd.other_bytes, default=None)
+        if problem.settings.memory_model == "static" and total > sum(caps):  # type: ignore[arg-type]
+            return f" (the graph needs {total} bytes in all, the accelerators hold {sum(caps)})"  # type: ignore[arg-type]
+        if biggest is not None:
+            need = biggest.param_bytes + biggest.activation_bytes + biggest.other_bytes
+            if problem.settings.memory_model == "static" and need > max(caps):  # type: ignore[type-var]
+                return f" (node {biggest.id!r} alone needs {need} bytes, more than any accelerator's {max(caps)})"  # type: ignore[type-var]
+    return ""

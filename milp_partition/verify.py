@@ -1,0 +1,219 @@
+"""Independent verifier: checks a solution against the problem's definition and computes its objective.
+
+This module shares no code with :mod:`formulations`, :mod:`heuristics` or
+:mod:`milp_partition.costs`: it recomputes every time, transfer and memory
+figure from the graph and the cluster, so a bug in a formulation cannot hide
+by agreeing with itself.  Every result the tool reports has passed through it.
+
+The pipeline problem (as in ``shared/benchmarks/README.md``): every node on one
+device it may run on; nodes of one colocation group together; on each accelerator
+the memory within capacity; with ``contiguous``, no path of forward nodes
+u -> w -> v with u, v on one device and w off it; the load of an accelerator is
+its nodes' time plus, once per source node and direction, the output transfer
+time of every node sending to it or from it across devices; a CPU core's load is
+its nodes' time.  The objective is the largest load (time per sample), or with
+``objective="memory"`` the largest accelerator memory, subject to every load
+within ``max_time_per_sample``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from milp_partition.problems import PipelineProblem, PipelineSolution
+
+#: Relative slack when comparing a load with the time bound of the memory objective.
+TIME_BOUND_REL_TOL = 1e-9
+
+_SECONDS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+
+
+@dataclass(frozen=True)
+class PipelineReport:
+    """What the verifier found.
+
+    Attributes
+    ----------
+    feasible
+        True when no constraint is violated.
+    violations
+        One line per violated constraint, naming nodes and devices.
+    objective
+        Time per sample (``objective="time"``) or peak accelerator memory in bytes
+        (``objective="memory"``); ``inf`` when infeasible.
+    time_per_sample
+        The largest device load, in the graph's time unit.
+    peak_memory_bytes
+        The largest accelerator memory.
+    loads, memory_bytes
+        Per device id.
+    """
+
+    feasible: bool
+    violations: list[str] = field(default_factory=list)
+    objective: float = math.inf
+    time_per_sample: float = math.inf
+    peak_memory_bytes: float = 0.0
+    loads: dict[str, float] = field(default_factory=dict)
+    memory_bytes: dict[str, float] = field(default_factory=dict)
+
+
+def verify_pipeline(problem: PipelineProblem, solution: PipelineSolution) -> PipelineReport:
+    """Check ``solution`` against ``problem`` and compute its objective."""
+    graph, cluster, settings = problem.graph, problem.cluster, problem.settings
+    accel = {dev.id: dev for dev in cluster.devices}
+    cpus = {f"cpu{i}" for i in range(cluster.host_cpu_cores)}
+    kind_of = {**{d: dev.kind for d, dev in accel.items()}, **dict.fromkeys(cpus, "cpu")}
+    nodes = {nd.id: nd for nd in graph.nodes}
+    where = dict(solution.assignment)
+    bad: list[str] = []
+
+    # every node on one known device it may run on
+    for node_id in nodes:
+        if node_id not in where:
+            bad.append(f"node {node_id!r} is not assigned to any device")
+    for node_id, dev in where.items():
+        if node_id not in nodes:
+            bad.append(f"the solution names unknown node {node_id!r}")
+        elif dev not in kind_of:
+            bad.append(f"node {node_id!r} is on unknown device {dev!r}")
+        else:
+            allowed = nodes[node_id].allowed_kinds
+            if allowed is not None and kind_of[dev] not in allowed:
+                bad.append(f"node {node_id!r} may not run on {dev!r} (kind {kind_of[dev]!r}; allowed {list(allowed)})")
+    if bad:
+        return PipelineReport(False, bad)
+
+    # colocation groups
+    group_device: dict[str, tuple[str, str]] = {}
+    for nd in graph.nodes:
+        if nd.colocation_group is None:
+            continue
+        first = group_device.setdefault(nd.colocation_group, (nd.id, where[nd.id]))
+        if first[1] != where[nd.id]:
+            bad.append(
+                f"colocation group {nd.colocation_group!r} is split: {first[0]!r} on {first[1]!r}, {nd.id!r} on {where[nd.id]!r}"
+            )
+
+    succ: dict[str, list[str]] = {nid: [] for nid in nodes}
+    pred: dict[str, list[str]] = {nid: [] for nid in nodes}
+    for e in graph.edges:
+        succ[e.source].append(e.target)
+        pred[e.target].append(e.source)
+
+    # contiguity: for each device, forward nodes reachable from it through forward edges
+    if settings.contiguous:
+        for dev in kind_of:
+            bad.extend(_convexity_violations(dev, graph.nodes, where, succ))
+
+    # stage order of a 1F1B pipeline
+    positions = {dev.id: i for i, dev in enumerate(cluster.devices)}
+    if settings.memory_model == "1f1b":
+        for e in graph.edges:
+            a, b = where[e.source], where[e.target]
+            if a in positions and b in positions and positions[a] > positions[b]:
+                bad.append(f"edge {e.source!r} -> {e.target!r} goes back from stage {a!r} to earlier stage {b!r}")
+
+    # memory
+    stages = len(cluster.devices)
+    memory = dict.fromkeys(accel, 0.0)
+    for nd in graph.nodes:
+        dev = where[nd.id]
+        if dev not in accel:
+            continue
+        if settings.memory_model == "1f1b":
+            memory[dev] += math.ceil(
+                settings.optimizer_state_factor * nd.param_bytes
+                + (stages - positions[dev]) * nd.activation_bytes
+                + nd.other_bytes
+            )
+        else:
+            memory[dev] += nd.param_bytes + nd.activation_bytes + nd.other_bytes
+    for dev, used in memory.items():
+        cap = accel[dev].memory_bytes
+        if cap is not None and used > cap:
+            bad.append(f"device {dev!r} holds {used:.0f} bytes, over its {cap} bytes")
+
+    # loads
+    out_time = {nid: 0.0 for nid in nodes}
+    for e in graph.edges:
+        out_time[e.source] = max(out_time[e.source], _transfer_time(problem, e.bytes, e.transfer_time))
+    loads = dict.fromkeys(kind_of, 0.0)
+    for nd in graph.nodes:
+        dev = where[nd.id]
+        loads[dev] += nd.time_by_kind.get(kind_of[dev], nd.forward_time + nd.backward_time)
+    for u in nodes:
+        cost = out_time[u]
+        if cost == 0.0:
+            continue
+        home = where[u]
+        receivers = {where[v] for v in succ[u]} - {home}
+        if receivers and home in accel:
+            loads[home] += cost  # outgoing, once per source node
+        for dev in receivers:
+            if dev in accel:
+                loads[dev] += cost  # incoming, once per source node and receiving device
+    time_per_sample = max(loads.values(), default=0.0)
+    peak = max(memory.values(), default=0.0)
+
+    if settings.objective == "memory":
+        limit = float(settings.max_time_per_sample or 0.0)
+        for dev, load in loads.items():
+            if load > limit * (1 + TIME_BOUND_REL_TOL) + 1e-12:
+                bad.append(f"device {dev!r} has load {load:.9g}, over the time bound {limit:.9g}")
+        objective = peak
+    else:
+        objective = time_per_sample
+    return PipelineReport(
+        feasible=not bad,
+        violations=bad,
+        objective=objective if not bad else math.inf,
+        time_per_sample=time_per_sample,
+        peak_memory_bytes=peak,
+        loads=loads,
+        memory_bytes=memory,
+    )
+
+
+def _transfer_time(problem: PipelineProblem, nbytes: int, given: float | None) -> float:
+    """Edge transfer time in the graph's unit: given, or latency + bytes / bandwidth (x2 for training)."""
+    graph, link = problem.graph, problem.cluster.link
+    if given is not None:
+        t = float(given)
+    elif link.latency_s == 0.0 and math.isinf(link.bandwidth_bytes_per_s):
+        t = 0.0
+    else:
+        unit = _SECONDS.get(graph.time_unit)
+        if unit is None:
+            raise ValueError(f"cannot convert link seconds to time unit {graph.time_unit!r}")
+        seconds = link.latency_s + (0.0 if math.isinf(link.bandwidth_bytes_per_s) else nbytes / link.bandwidth_bytes_per_s)
+        t = seconds / unit
+    twice = problem.settings.backward_transfers
+    if twice is None:
+        has_bwd_nodes = any(nd.is_backward for nd in graph.nodes)
+        twice = not has_bwd_nodes and any(nd.backward_time > 0 for nd in graph.nodes)
+    return 2.0 * t if twice else t
+
+
+def _convexity_violations(dev: str, nodes: tuple, where: dict[str, str], succ: dict[str, list[str]]) -> list[str]:
+    forward = {nd.id for nd in nodes if not nd.is_backward}
+    on = {nid for nid in forward if where[nid] == dev}
+    # reachable[w] = some node of `on` reaches w through forward nodes (w itself excluded when w is the start)
+    reached: set[str] = set()
+    stack = [v for u in on for v in succ[u] if v in forward]
+    while stack:
+        w = stack.pop()
+        if w in reached:
+            continue
+        reached.add(w)
+        stack.extend(v for v in succ[w] if v in forward)
+    out = []
+    for w in reached - on:
+        for v in succ[w]:
+            if v in on:
+                out.append(f"device {dev!r} is not contiguous: forward node {w!r} is off it but lies on a path between its nodes (-> {v!r})")
+                break
+        if len(out) >= 5:
+            break
+    return out
