@@ -173,8 +173,10 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
             if best is not None and best[0] < report.objective:
                 candidate = best  # the warm start stayed better (time limit before the solver matched it)
             _finish_from_heuristic(result, problem, candidate, bound=bound)
-            if out.status is SolveStatus.OPTIMAL and candidate[2] == settings.solver:
-                result.status = "optimal"
+            if candidate[2] == settings.solver:
+                result.message = "proven optimal" if out.status is SolveStatus.OPTIMAL else "time limit reached; incumbent and bound"
+                if out.status is SolveStatus.OPTIMAL:
+                    result.status = "optimal"
     else:
         _finish_from_heuristic(result, problem, best, bound=bound)
         if out.status is SolveStatus.ERROR:

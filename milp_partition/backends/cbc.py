@@ -16,12 +16,15 @@ import re
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
 from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
 from milp_partition.backends.model import Model, VarKind
 from milp_partition.errors import SolverUnavailableError
 
+#: CBC writes solution values with 8 significant digits (``%15.8g``); bounds are lowered by this much.
+_SOLUTION_PRECISION_REL = 1e-7
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _INCUMBENT = [re.compile(r"Integer solution of " + _NUMBER), re.compile(_NUMBER + r" best solution")]
 _BOUND = [re.compile(r"best possible " + _NUMBER), re.compile(r"Continuous objective value is " + _NUMBER)]
@@ -61,7 +64,9 @@ def _command(params: SolveParams, log_path: str, warm: bool) -> object:
         if cls is None:
             continue
         try:
-            cmd = cls(**kwargs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)  # PuLP 3.3 warns that PULP_CBC_CMD goes in 4.0
+                cmd = cls(**kwargs)
         except Exception:  # noqa: BLE001 - a PuLP version without this command or option
             continue
         if cmd.available():
@@ -85,7 +90,10 @@ class CbcBackend:
 
         prob = pulp.LpProblem(_safe_name(model.name), pulp.LpMinimize)
         cats = {VarKind.BINARY: pulp.LpBinary, VarKind.INTEGER: pulp.LpInteger, VarKind.CONTINUOUS: pulp.LpContinuous}
-        xs = [pulp.LpVariable(f"x{v.index}", lowBound=v.lb, upBound=v.ub, cat=cats[v.kind]) for v in model.variables]
+        if hasattr(prob, "add_variable"):  # PuLP >= 3.3; constructing LpVariable directly is deprecated there
+            xs = [prob.add_variable(f"x{v.index}", v.lb, v.ub, cat=cats[v.kind]) for v in model.variables]
+        else:  # pragma: no cover - older PuLP
+            xs = [pulp.LpVariable(f"x{v.index}", lowBound=v.lb, upBound=v.ub, cat=cats[v.kind]) for v in model.variables]
         for k, c in enumerate(model.constraints):
             expr = pulp.LpAffineExpression([(xs[i], a) for i, a in c.terms.items()])
             if c.sense.value == "<=":
@@ -136,7 +144,8 @@ class CbcBackend:
             out.values = [float(v) for v in values]  # type: ignore[arg-type]
             out.objective = model.objective_value(out.values)
         if status is SolveStatus.OPTIMAL:
-            out.bound = out.objective
+            # CBC proved optimality of values it prints to about 8 significant digits
+            out.bound = out.objective - _SOLUTION_PRECISION_REL * max(1.0, abs(out.objective))
         else:
             out.bound = _final_bound(log)
         return out

@@ -1,0 +1,5 @@
+import sys
+
+from milp_partition.cli import main
+
+sys.exit(main())

@@ -1,0 +1,265 @@
+"""Command-line interface: ``milp-partition solve | evaluate | info``.
+
+Exit codes: 0 a verified solution (optimal or feasible); 3 proven infeasible;
+4 no solution found within the limits; 2 bad input or usage; 1 internal error
+(the verifier rejected a solver's answer).  Errors print one line, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
+from milp_partition.errors import InputError, MilpPartitionError
+from milp_partition.problems import Instance, PipelineProblem, PipelineSettings, PipelineSolution
+from milp_partition.result import Result
+from milp_partition.units import parse_bytes, parse_rate
+
+EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_NO_SOLUTION = 0, 1, 2, 3, 4
+
+
+def _add_problem_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("problem")
+    g.add_argument("--problem", choices=["pipeline"], default="pipeline", help="which problem to solve (default: pipeline)")
+    g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
+    g.add_argument("--objective", choices=["time", "memory"], default="time",
+                   help="time: least time per sample; memory: least peak memory with time per sample <= --max-time-per-sample")
+    g.add_argument("--max-time-per-sample", type=float, help="bound on time per sample for --objective memory (graph time unit)")
+    g.add_argument("--memory-model", choices=["static", "1f1b"], default="static",
+                   help="static: sum of node bytes; 1f1b: training pipeline, stage i of s keeps s-i micro-batches of activations")
+    g.add_argument("--optimizer-factor", type=float, default=1.0, help="multiplier on parameter bytes under 1f1b (default 1)")
+    c = p.add_argument_group("cluster (overrides the instance's own)")
+    c.add_argument("--cluster", type=Path, help="a cluster JSON file (format milp-partition-cluster/1)")
+    c.add_argument("--devices", type=int, help="number of identical accelerators")
+    c.add_argument("--memory", help="memory per accelerator, e.g. 16GiB")
+    c.add_argument("--cpu-cores", type=int, help="host CPU cores usable as devices")
+    c.add_argument("--link-latency", type=float, help="link latency in seconds")
+    c.add_argument("--link-bandwidth", help="link bandwidth, e.g. 12GB/s")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="milp-partition", description="Provably optimal partitioning of DNN graphs across GPUs.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    s = sub.add_parser("solve", help="solve an instance and print a verified report")
+    s.add_argument("instance", type=Path, help="graph file: native JSON, Tarnawski JSON, PipeDream graph.txt, node-link JSON")
+    _add_problem_options(s)
+    o = s.add_argument_group("solver")
+    o.add_argument("--solver", choices=["cpsat", "cbc", "none"], default="cpsat", help="back-end; none = heuristics only")
+    o.add_argument("--time-limit", type=float, default=60.0, help="solver time limit in seconds (default 60)")
+    o.add_argument("--threads", type=int, default=2, help="solver threads (default 2)")
+    o.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    o.add_argument("--no-warm-start", action="store_true", help="do not hint the heuristic solution or bound by its value")
+    o.add_argument("--no-heuristics", action="store_true", help="skip the DP heuristics")
+    o.add_argument("--max-ideals", type=int, default=20000, help="cap on ideals enumerated by the ideal DP (default 20000)")
+    o.add_argument("--progress", type=float, default=5.0, help="seconds between progress lines on stderr (default 5; 0 = off)")
+    o.add_argument("--output", "-o", type=Path, help="write the result JSON here")
+    o.add_argument("--quiet", "-q", action="store_true", help="print only the summary line")
+
+    e = sub.add_parser("evaluate", help="verify a solution file and print its objective")
+    e.add_argument("instance", type=Path)
+    e.add_argument("solution", type=Path, help="a result JSON (its 'assignment') or a JSON object node id -> device id")
+    _add_problem_options(e)
+
+    i = sub.add_parser("info", help="describe an instance")
+    i.add_argument("instance", type=Path)
+    return parser
+
+
+def _cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
+    from milp_partition.io import read_cluster
+
+    if args.cluster is not None:
+        base = read_cluster(args.cluster)
+    elif instance.cluster is not None:
+        base = instance.cluster
+    elif args.devices is None:
+        raise InputError(
+            "this instance carries no cluster; give --devices N (and --memory SIZE, link figures) or --cluster FILE",
+            source=str(args.instance),
+        )
+    else:
+        base = None
+    link = base.link if base is not None else Link()
+    if args.link_latency is not None or args.link_bandwidth is not None:
+        link = Link(
+            latency_s=args.link_latency if args.link_latency is not None else link.latency_s,
+            bandwidth_bytes_per_s=parse_rate(args.link_bandwidth, "--link-bandwidth") if args.link_bandwidth else link.bandwidth_bytes_per_s,
+        )
+    cores = args.cpu_cores if args.cpu_cores is not None else (base.host_cpu_cores if base is not None else 0)
+    if args.devices is not None or args.memory is not None or base is None:
+        count = args.devices if args.devices is not None else len(base.devices)  # type: ignore[union-attr]
+        memory = parse_bytes(args.memory, "--memory") if args.memory is not None else (
+            base.devices[0].memory_bytes if base is not None and base.devices else None
+        )
+        kind = base.devices[0].kind if base is not None and base.devices else "gpu"
+        return homogeneous_cluster(count, memory, kind=kind, host_cpu_cores=cores, link=link, source="command line")
+    return make_cluster(base.devices, host_cpu_cores=cores, link=link, source="command line")
+
+
+def _problem_from_args(args: argparse.Namespace) -> PipelineProblem:
+    from milp_partition.io import read_instance
+
+    instance = read_instance(args.instance)
+    settings = PipelineSettings(
+        contiguous=not args.no_contiguous,
+        objective=args.objective,
+        max_time_per_sample=args.max_time_per_sample,
+        memory_model=args.memory_model,
+        optimizer_state_factor=args.optimizer_factor,
+    )
+    return PipelineProblem(instance.graph, _cluster_from_args(args, instance), settings, source=str(args.instance))
+
+
+def _fmt(x: float | None, digits: int = 10) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def _fmt_bytes(x: float | None) -> str:
+    if x is None:
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(x) >= size:
+            return f"{x / size:.2f} {unit}"
+    return f"{x:.0f} B"
+
+
+def format_report(result: Result, problem: PipelineProblem) -> str:
+    """A readable report of a pipeline result."""
+    unit = result.time_unit or "units"
+    lines = [
+        f"instance   {problem.source}  ({len(problem.graph.nodes)} nodes, {len(problem.graph.edges)} edges, "
+        f"{len(problem.cluster.devices)} accelerators, {problem.cluster.host_cpu_cores} CPU cores)",
+        f"problem    pipeline, {'contiguous' if problem.settings.contiguous else 'non-contiguous'}, objective {problem.settings.objective}, "
+        f"memory model {problem.settings.memory_model}",
+        f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
+    ]
+    if result.objective is not None:
+        obj = _fmt(result.objective) + (f" {unit}" if result.objective_name == "time_per_sample" else " bytes")
+        lines.append(f"objective  {result.objective_name} = {obj}   (verified)")
+        lines.append(f"bound      {_fmt(result.bound)}   gap {_fmt(100 * result.gap, 3) + '%' if result.gap is not None else '-'}")
+    lines.append(f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}")
+    for h in result.heuristics:
+        lines.append(f"heuristic  {h.name:9s} {_fmt(h.objective)}  ({h.seconds:.2f} s) {h.message}")
+    if result.warm_start:
+        ws = result.warm_start
+        lines.append(f"warm start from {ws.get('source')} ({_fmt(ws.get('objective'))}); solver's first incumbent {_fmt(ws.get('first_incumbent'))}")
+    if result.assignment:
+        counts: dict[str, int] = {}
+        for dev in result.assignment.values():
+            counts[dev] = counts.get(dev, 0) + 1
+        lines.append("")
+        lines.append(f"{'device':10s} {'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}")
+        for dev in problem.device_ids:
+            lines.append(
+                f"{dev:10s} {counts.get(dev, 0):6d} {_fmt(result.loads.get(dev, 0.0)):>18s} "
+                f"{_fmt_bytes(result.memory_bytes.get(dev)) if dev in result.memory_bytes else '-':>12s}"
+            )
+    return "\n".join(lines)
+
+
+def _cmd_solve(args: argparse.Namespace) -> int:
+    from milp_partition.solve import SolveSettings, solve_pipeline
+
+    problem = _problem_from_args(args)
+    settings = SolveSettings(
+        solver=args.solver,
+        time_limit_s=args.time_limit,
+        threads=args.threads,
+        seed=args.seed,
+        warm_start=not args.no_warm_start,
+        heuristics=not args.no_heuristics,
+        max_ideals=args.max_ideals,
+        progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
+    )
+    result = solve_pipeline(problem, settings)
+    if args.output is not None:
+        try:
+            result.write(args.output)
+        except OSError as exc:
+            raise InputError(f"cannot write the result: {exc.strerror}", source=str(args.output)) from exc
+    if args.quiet:
+        print(f"{result.status} objective={_fmt(result.objective)} bound={_fmt(result.bound)} gap={_fmt(result.gap, 3)} "
+              f"seconds={result.solve_seconds:.2f}")
+    else:
+        print(format_report(result, problem))
+    return {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "unknown": EXIT_NO_SOLUTION}.get(result.status, EXIT_ERROR)
+
+
+def _read_assignment(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the solution: {exc.strerror}", source=str(path)) from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}", source=str(path)) from exc
+    if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
+        data = data["assignment"]
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise InputError("expected a result JSON with an 'assignment' object, or an object mapping node id to device id", source=str(path))
+    return data
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from milp_partition.verify import verify_pipeline
+
+    problem = _problem_from_args(args)
+    report = verify_pipeline(problem, PipelineSolution(_read_assignment(args.solution)))
+    if not report.feasible:
+        print("INFEASIBLE solution:")
+        for line in report.violations:
+            print(f"  - {line}")
+        return EXIT_INFEASIBLE
+    print(f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {problem.graph.time_unit}; "
+          f"peak memory = {_fmt_bytes(report.peak_memory_bytes)}; objective ({problem.settings.objective}) = {_fmt(report.objective)}")
+    for dev in problem.device_ids:
+        print(f"  {dev:10s} load {_fmt(report.loads.get(dev, 0.0)):>16s}  memory {_fmt_bytes(report.memory_bytes.get(dev)) if dev in report.memory_bytes else '-'}")
+    return EXIT_OK
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    from milp_partition.io import read_instance
+
+    inst = read_instance(args.instance)
+    g = inst.graph
+    fwd = sum(1 for n in g.nodes if not n.is_backward)
+    groups = {n.colocation_group for n in g.nodes if n.colocation_group is not None}
+    print(f"file        {args.instance}")
+    print(f"graph       {g.name or '-'}: {len(g.nodes)} nodes ({fwd} forward, {len(g.nodes) - fwd} backward), {len(g.edges)} edges, "
+          f"{len(groups)} colocation groups, time unit {g.time_unit}")
+    print(f"work        forward {_fmt(sum(n.forward_time for n in g.nodes))}, backward {_fmt(sum(n.backward_time for n in g.nodes))}")
+    print(f"memory      params {_fmt_bytes(sum(n.param_bytes for n in g.nodes))}, activations {_fmt_bytes(sum(n.activation_bytes for n in g.nodes))}, "
+          f"other {_fmt_bytes(sum(n.other_bytes for n in g.nodes))}")
+    if inst.cluster is None:
+        print("cluster     none in the file (give --devices/--memory or --cluster when solving)")
+    else:
+        c = inst.cluster
+        mems = {d.memory_bytes for d in c.devices}
+        print(f"cluster     {len(c.devices)} accelerators ({', '.join(sorted({d.kind for d in c.devices}))}; memory "
+              f"{', '.join(_fmt_bytes(m) if m is not None else 'unbounded' for m in mems)}), {c.host_cpu_cores} CPU cores")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        handler = {"solve": _cmd_solve, "evaluate": _cmd_evaluate, "info": _cmd_info}[args.command]
+        return handler(args)
+    except MilpPartitionError as exc:
+        print(f"milp-partition: error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+    except KeyboardInterrupt:
+        print("milp-partition: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

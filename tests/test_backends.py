@@ -1,0 +1,128 @@
+"""Back-ends replay small programs with known optima; scaling keeps bounds proven."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+
+import pytest
+
+from milp_partition.backends import Model, Sense, SolveParams, SolveStatus, VarKind, get_backend
+from milp_partition.backends.base import ProgressPrinter, relative_gap
+from milp_partition.backends.scaling import scale_model
+from milp_partition.errors import InputError, ModelError
+
+BACKENDS = ["cpsat", "cbc"]
+
+
+def _knapsack_minmax(weights: list[float], bins: int) -> tuple[Model, float]:
+    """Min makespan of items on identical bins, with its brute-force optimum."""
+    m = Model("minmax")
+    x = {(i, b): m.add_var(f"x{i}{b}") for i in range(len(weights)) for b in range(bins)}
+    t = m.add_var("T", VarKind.CONTINUOUS, 0, sum(weights))
+    for i in range(len(weights)):
+        m.add_constraint([(x[i, b], 1) for b in range(bins)], Sense.EQ, 1)
+    for b in range(bins):
+        m.add_constraint([*((x[i, b], w) for i, w in enumerate(weights)), (t, -1)], Sense.LE, 0)
+    m.minimize([(t, 1)])
+    best = min(
+        max(sum(w for w, a in zip(weights, assign) if a == b) for b in range(bins))
+        for assign in itertools.product(range(bins), repeat=len(weights))
+    )
+    return m, best
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("weights", [[3.0, 1.0, 2.0, 2.0], [0.125, 0.7, 1.3, 0.45, 0.9], [1 / 3, 2 / 7, 5 / 11, 0.1]])
+def test_known_optimum(backend: str, weights: list[float]) -> None:
+    model, best = _knapsack_minmax(weights, 2)
+    out = get_backend(backend).solve(model, SolveParams(threads=1))
+    assert out.status is SolveStatus.OPTIMAL
+    assert out.values is not None
+    assignment_max = max(sum(w for i, w in enumerate(weights) if out.values[i * 2 + b] > 0.5) for b in range(2))
+    assert assignment_max == pytest.approx(best, rel=1e-9)
+    assert out.bound <= best + 1e-12
+    assert out.bound >= best - 1e-6
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_infeasible(backend: str) -> None:
+    m = Model()
+    x, y = m.add_var("x"), m.add_var("y")
+    m.add_constraint([(x, 1), (y, 1)], Sense.GE, 3)
+    m.minimize([(x, 1)])
+    out = get_backend(backend).solve(m, SolveParams(threads=1))
+    assert out.status is SolveStatus.INFEASIBLE
+    assert out.values is None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_hint_is_used(backend: str) -> None:
+    model, best = _knapsack_minmax([5.0, 4.0, 3.0, 3.0, 3.0, 2.0], 2)
+    assert best == 10  # {5,3,2} / {4,3,3}
+    # hint a worse split, {5,4} / {3,3,3,2}: 9 vs 11 -> 11
+    opt = [0, 0, 1, 1, 1, 1]
+    for i, b in enumerate(opt):
+        for bb in range(2):
+            model.set_hint(model.variables[i * 2 + bb], 1.0 if b == bb else 0.0)
+    model.set_hint(model.variables[-1], 11.0)
+    out = get_backend(backend).solve(model, SolveParams(threads=1))
+    assert out.status is SolveStatus.OPTIMAL
+    assert out.objective == pytest.approx(best, rel=1e-6)
+    if backend == "cpsat":
+        assert out.first_incumbent is not None and out.first_incumbent <= 11.0 + 1e-9
+        assert "hint" in out.log.lower()
+    else:
+        assert "mipstart" in out.notes
+
+
+def test_scaling_is_exact_for_decimal_data() -> None:
+    model, _ = _knapsack_minmax([0.125, 0.7, 1.3], 2)
+    scaled = scale_model(model, 2.0**40)
+    assert scaled.exact and scaled.max_error == 0.0
+    assert scaled.scale == 1000.0  # 0.125 needs three decimals
+
+
+def test_scaling_records_rounding_and_keeps_the_bound_proven() -> None:
+    weights = [1 / 3, 2 / 7, 5 / 11, 1 / 13]
+    model, best = _knapsack_minmax(weights, 2)
+    scaled = scale_model(model, 2.0**40)
+    assert not scaled.exact and 0 < scaled.max_error < 1e-8
+    out = get_backend("cpsat").solve(model, SolveParams(threads=1))
+    assert out.bound <= best  # conservative despite rounding
+
+
+def test_continuous_variable_needs_integral_coefficient() -> None:
+    m = Model()
+    t = m.add_var("T", VarKind.CONTINUOUS, 0, 1)
+    m.add_constraint([(t, 0.5)], Sense.LE, 1)
+    with pytest.raises(ModelError):
+        scale_model(m, 2.0**40)
+
+
+def test_model_rejects_bad_bounds_and_nan() -> None:
+    m = Model()
+    with pytest.raises(ModelError):
+        m.add_var("v", VarKind.INTEGER, 3, 1)
+    v = m.add_var("v", VarKind.INTEGER, 0, 3)
+    with pytest.raises(ModelError):
+        m.add_constraint([(v, math.nan)], Sense.LE, 1)
+
+
+def test_unknown_backend_is_a_clear_error() -> None:
+    with pytest.raises(InputError, match="unknown solver"):
+        get_backend("gurobi")
+
+
+def test_progress_printer_prints_incumbent_bound_gap() -> None:
+    buf = io.StringIO()
+    p = ProgressPrinter("x", 0.05, stream=buf)
+    with p:
+        p.update(incumbent=10.0, bound=8.0)
+        import time
+
+        time.sleep(0.2)
+    text = buf.getvalue()
+    assert "incumbent 10" in text and "bound 8" in text and "gap 20.00%" in text
+    assert relative_gap(10.0, 8.0) == pytest.approx(0.2)
