@@ -1,0 +1,94 @@
+"""The command line: reports, result JSON, exit codes, and errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from milp_partition.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+TINY = REPO / "examples" / "tiny.json"
+
+
+def test_solve_writes_the_result_contract(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "result.json"
+    assert main(["solve", str(TINY), "--output", str(out), "--progress", "0"]) == 0
+    report = capsys.readouterr().out
+    assert "OPTIMAL" in report and "verified" in report
+    data = json.loads(out.read_text())
+    for key in ("status", "objective", "bound", "gap", "solve_seconds", "solver", "assignment"):
+        assert key in data
+    assert data["status"] == "optimal" and data["solver"] == "cpsat"
+    assert set(data["assignment"]) == {n["id"] for n in json.loads(TINY.read_text())["nodes"]}
+    assert data["bound"] <= data["objective"] + 1e-12
+    # evaluate recomputes the same objective from the written solution
+    assert main(["evaluate", str(TINY), str(out)]) == 0
+    line = capsys.readouterr().out
+    assert f"{data['objective']:.10g}" in line
+
+
+def test_cbc_and_cpsat_agree_on_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    values = []
+    for solver in ("cpsat", "cbc"):
+        assert main(["solve", str(TINY), "--solver", solver, "--quiet"]) == 0
+        line = capsys.readouterr().out
+        assert line.startswith("optimal")
+        values.append(float(line.split("objective=")[1].split()[0]))
+    assert values[0] == pytest.approx(values[1], rel=1e-6)
+
+
+def test_infeasible_is_an_answer(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["solve", str(TINY), "--memory", "1MiB", "--quiet"])
+    assert code == 3
+    assert capsys.readouterr().out.startswith("infeasible")
+
+
+def test_evaluate_reports_violations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    nodes = [n["id"] for n in json.loads(TINY.read_text())["nodes"]]
+    bad = tmp_path / "sol.json"
+    bad.write_text(json.dumps({n: ("gpu0" if i % 2 else "gpu1") for i, n in enumerate(nodes)}))
+    assert main(["evaluate", str(TINY), str(bad)]) == 3
+    assert "not contiguous" in capsys.readouterr().out
+
+
+def test_missing_cluster_is_explained(capsys: pytest.CaptureFixture[str], shared_benchmarks: Path) -> None:
+    code = main(["solve", str(shared_benchmarks / "pipedream" / "alexnet.txt")])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "alexnet.txt" in err and "--devices" in err
+
+
+def test_pipedream_with_cluster_from_options(capsys: pytest.CaptureFixture[str], shared_benchmarks: Path) -> None:
+    code = main(["solve", str(shared_benchmarks / "pipedream" / "alexnet.txt"), "--devices", "2", "--memory", "32GiB",
+                 "--link-bandwidth", "10GB/s", "--memory-model", "1f1b", "--optimizer-factor", "3", "--quiet"])
+    assert code == 0
+    assert capsys.readouterr().out.startswith("optimal")
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ('{"format": "milp-partition/1", "nodes": [{"id": "a"}, {"id": "b"}], "edges": [{"source": "a", "target": "b"}, {"source": "b", "target": "a"}]}', "cycle"),
+        ('{"format": "milp-partition/1", "nodes": [{"id": "a", "forward_time": -1}]}', "forward_time"),
+        ('{"format": "milp-partition/1", "nodes": [{"id": "a"}], "edges": [{"source": "a", "target": "zz"}]}', "zz"),
+        ('{"format": "milp-partition/1", "nodes": [', "JSON"),
+    ],
+)
+def test_bad_input_exits_2_without_traceback(tmp_path: Path, content: str, needle: str) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = subprocess.run([sys.executable, "-m", "milp_partition", "solve", str(bad), "--devices", "2"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "bad.json" in proc.stderr and needle in proc.stderr
+
+
+def test_info(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(REPO / "examples" / "bert24_training.json")]) == 0
+    out = capsys.readouterr().out
+    assert "64 nodes (32 forward, 32 backward)" in out and "6 accelerators" in out
