@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
 import platform
 import sys
 import time
@@ -65,7 +64,14 @@ def run(rel: str, args: argparse.Namespace) -> dict:
             t0 = time.monotonic()
             res = solve_pipeline(
                 problem,
-                SolveSettings(solver=solver, time_limit_s=limit, threads=args.threads, warm_start=warm, heuristics=warm, max_ideals=args.max_ideals),
+                SolveSettings(
+                    solver=solver,
+                    time_limit_s=limit,
+                    threads=args.threads,
+                    warm_start=warm,
+                    heuristics=warm,
+                    max_ideals=args.max_ideals,
+                ),
             )
             row[f"{solver}_{mode}_status"] = res.status
             row[f"{solver}_{mode}_objective"] = res.objective
@@ -74,9 +80,47 @@ def run(rel: str, args: argparse.Namespace) -> dict:
             row[f"{solver}_{mode}_solver_s"] = round(res.solver_seconds, 2)
             if warm:
                 row[f"{solver}_first_incumbent"] = res.warm_start.get("first_incumbent")
-            print(f"  {rel} {solver} {mode}: {res.status} {res.objective} bound {res.bound} in {row[f'{solver}_{mode}_s']} s", file=sys.stderr)
+            print(
+                f"  {rel} {solver} {mode}: {res.status} {res.objective} bound {res.bound} in {row[f'{solver}_{mode}_s']} s",
+                file=sys.stderr,
+            )
     best = row.get("cpsat_cold_objective") or row.get("cpsat_warm_objective")
     row["rel_error"] = abs(best - REFERENCE[rel]) / REFERENCE[rel] if best is not None else None
+    return row
+
+
+#: Wide Inception-like graphs (seed, blocks, branches, max depth) on 6 accelerators of 16 GiB: beyond the ideal DP's cap.
+WIDE = [(1, 11, 6, 5), (2, 20, 6, 5), (3, 30, 6, 5)]
+
+
+def run_wide(spec: tuple[int, int, int, int], args: argparse.Namespace) -> dict:
+    from milp_partition.cluster import homogeneous_cluster
+    from milp_partition.generators import InceptionLikeSettings, inception_like
+
+    seed, blocks, branches, depth = spec
+    graph = inception_like(seed, InceptionLikeSettings(blocks=blocks, branches=branches, max_depth=depth))
+    problem = PipelineProblem(graph, homogeneous_cluster(6, 16 * 2**30), PipelineSettings(), source=graph.name)
+    t0 = time.monotonic()
+    res = solve_pipeline(
+        problem,
+        SolveSettings(solver="cpsat", time_limit_s=args.wide_time_limit, threads=args.threads, max_ideals=args.max_ideals),
+    )
+    row = {
+        "instance": f"{graph.name} (branches {branches}, depth <= {depth})",
+        "nodes": len(graph.nodes),
+        "edges": len(graph.edges),
+        "k": 6,
+        "status": res.status,
+        "objective": res.objective,
+        "bound": res.bound,
+        "gap": res.gap,
+        "seconds": round(time.monotonic() - t0, 2),
+    }
+    for h in res.heuristics:
+        row[f"{h.name}_value"] = h.objective
+        row[f"{h.name}_s"] = round(h.seconds, 3)
+        row[f"{h.name}_message"] = h.message
+    print(f"  {row['instance']}: {res.status} {res.objective} bound {res.bound} in {row['seconds']} s", file=sys.stderr)
     return row
 
 
@@ -88,7 +132,7 @@ def _f(x, digits: int = 10) -> str:
     return str(x)
 
 
-def write_tables(rows: list[dict], args: argparse.Namespace) -> None:
+def write_tables(rows: list[dict], wide: list[dict], args: argparse.Namespace) -> None:
     out = REPO / "results"
     out.mkdir(exist_ok=True)
     keys = sorted({k for r in rows for k in r})
@@ -114,13 +158,39 @@ def write_tables(rows: list[dict], args: argparse.Namespace) -> None:
         cbc = []
         for mode in ("cold", "warm"):
             st = r.get(f"cbc_{mode}_status")
-            cbc.append("-" if st is None else (f"{r[f'cbc_{mode}_s']} s" if st == "optimal" else f"{st} ({_f(r.get(f'cbc_{mode}_objective'), 7)} / {_f(r.get(f'cbc_{mode}_bound'), 7)})"))
+            cbc.append(
+                "-"
+                if st is None
+                else (
+                    f"{r[f'cbc_{mode}_s']} s"
+                    if st == "optimal"
+                    else f"{st} ({_f(r.get(f'cbc_{mode}_objective'), 7)} / {_f(r.get(f'cbc_{mode}_bound'), 7)})"
+                )
+            )
         lines.append(
             f"| {r['instance']} | {r['nodes']} | {r['edges']} | {r['k']} | {_f(r.get('chain_dp_value'))} | {_f(r.get('chain_dp_s'))} "
             f"| {_f(r.get('ideal_dp_value'))} | {_f(r.get('ideal_dp_s'))} | {_f(r.get('cpsat_warm_objective'))} "
             f"({r.get('cpsat_warm_status')}) | {_f(r.get('cpsat_warm_bound'))} | {_f(r['reference'])} | {_f(r.get('rel_error'), 3)} "
             f"| {_f(r.get('cpsat_cold_s'))} | {_f(r.get('cpsat_warm_s'))} | {cbc[0]} | {cbc[1]} |"
         )
+    if wide:
+        lines += [
+            "",
+            "## Wider graphs: beyond the ideal DP",
+            "",
+            "Seeded Inception-like layer graphs (`milp_partition.generators.inception_like`): blocks of parallel branches whose "
+            f"ideals exceed the ideal DP's cap of {args.max_ideals}. CP-SAT, warm-started from the chain DP, {args.threads} threads, "
+            f"limit {args.wide_time_limit:g} s.",
+            "",
+            "| instance | nodes | edges | k | chain DP | ideal DP | CP-SAT | status | bound | gap | seconds |",
+            "|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in wide:
+            ideal = _f(r.get("ideal_dp_value")) if r.get("ideal_dp_value") is not None else "cap exceeded"
+            lines.append(
+                f"| {r['instance']} | {r['nodes']} | {r['edges']} | {r['k']} | {_f(r.get('chain_dp_value'))} | {ideal} | "
+                f"{_f(r['objective'])} | {r['status']} | {_f(r['bound'])} | {_f(r['gap'], 3)} | {r['seconds']} |"
+            )
     (out / "pipeline.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -132,11 +202,13 @@ def main() -> None:
     ap.add_argument("--cbc-time-limit", type=float, default=120.0)
     ap.add_argument("--max-ideals", type=int, default=20000)
     ap.add_argument("--skip-cbc", action="store_true")
+    ap.add_argument("--wide-time-limit", type=float, default=300.0)
+    ap.add_argument("--skip-wide", action="store_true")
     ap.add_argument("--only", help="substring of the instance names to run")
     args = ap.parse_args()
     rows = [run(rel, args) for rel in REFERENCE if not args.only or args.only in rel]
-    write_tables(rows, args)
-    json.dumps(rows)
+    wide = [] if args.skip_wide else [run_wide(spec, args) for spec in WIDE]
+    write_tables(rows, wide, args)
 
 
 if __name__ == "__main__":

@@ -127,8 +127,10 @@ def identical_accelerator_runs(problem: PipelineProblem) -> list[list[int]]:
     """Groups of consecutive accelerator positions with the same kind and memory."""
     runs: list[list[int]] = []
     for d, dev in enumerate(problem.cluster.devices):
-        if runs and problem.cluster.devices[runs[-1][-1]].kind == dev.kind and (
-            problem.cluster.devices[runs[-1][-1]].memory_bytes == dev.memory_bytes
+        if (
+            runs
+            and problem.cluster.devices[runs[-1][-1]].kind == dev.kind
+            and (problem.cluster.devices[runs[-1][-1]].memory_bytes == dev.memory_bytes)
         ):
             runs[-1].append(d)
         else:
@@ -240,9 +242,7 @@ def build(
 
     # (f) contiguity over forward nodes
     if problem.settings.contiguous:
-        fwd_edges = [
-            (u, v) for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()) if costs.forward[u] and costs.forward[v]
-        ]
+        fwd_edges = [(u, v) for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()) if costs.forward[u] and costs.forward[v]]
         fwd_nodes = sorted({w for e in fwd_edges for w in e})
         for d in range(num_devices):
             for v in fwd_nodes:

@@ -27,11 +27,19 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("problem")
     g.add_argument("--problem", choices=["pipeline"], default="pipeline", help="which problem to solve (default: pipeline)")
     g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
-    g.add_argument("--objective", choices=["time", "memory"], default="time",
-                   help="time: least time per sample; memory: least peak memory with time per sample <= --max-time-per-sample")
+    g.add_argument(
+        "--objective",
+        choices=["time", "memory"],
+        default="time",
+        help="time: least time per sample; memory: least peak memory with time per sample <= --max-time-per-sample",
+    )
     g.add_argument("--max-time-per-sample", type=float, help="bound on time per sample for --objective memory (graph time unit)")
-    g.add_argument("--memory-model", choices=["static", "1f1b"], default="static",
-                   help="static: sum of node bytes; 1f1b: training pipeline, stage i of s keeps s-i micro-batches of activations")
+    g.add_argument(
+        "--memory-model",
+        choices=["static", "1f1b"],
+        default="static",
+        help="static: sum of node bytes; 1f1b: training pipeline, stage i of s keeps s-i micro-batches of activations",
+    )
     g.add_argument("--optimizer-factor", type=float, default=1.0, help="multiplier on parameter bytes under 1f1b (default 1)")
     c = p.add_argument_group("cluster (overrides the instance's own)")
     c.add_argument("--cluster", type=Path, help="a cluster JSON file (format milp-partition-cluster/1)")
@@ -43,7 +51,9 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="milp-partition", description="Provably optimal partitioning of DNN graphs across GPUs.")
+    parser = argparse.ArgumentParser(
+        prog="milp-partition", description="Provably optimal partitioning of DNN graphs across GPUs."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
     s = sub.add_parser("solve", help="solve an instance and print a verified report")
@@ -89,13 +99,17 @@ def _cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
     if args.link_latency is not None or args.link_bandwidth is not None:
         link = Link(
             latency_s=args.link_latency if args.link_latency is not None else link.latency_s,
-            bandwidth_bytes_per_s=parse_rate(args.link_bandwidth, "--link-bandwidth") if args.link_bandwidth else link.bandwidth_bytes_per_s,
+            bandwidth_bytes_per_s=parse_rate(args.link_bandwidth, "--link-bandwidth")
+            if args.link_bandwidth
+            else link.bandwidth_bytes_per_s,
         )
     cores = args.cpu_cores if args.cpu_cores is not None else (base.host_cpu_cores if base is not None else 0)
     if args.devices is not None or args.memory is not None or base is None:
         count = args.devices if args.devices is not None else len(base.devices)  # type: ignore[union-attr]
-        memory = parse_bytes(args.memory, "--memory") if args.memory is not None else (
-            base.devices[0].memory_bytes if base is not None and base.devices else None
+        memory = (
+            parse_bytes(args.memory, "--memory")
+            if args.memory is not None
+            else (base.devices[0].memory_bytes if base is not None and base.devices else None)
         )
         kind = base.devices[0].kind if base is not None and base.devices else "gpu"
         return homogeneous_cluster(count, memory, kind=kind, host_cpu_cores=cores, link=link, source="command line")
@@ -144,13 +158,17 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
     if result.objective is not None:
         obj = _fmt(result.objective) + (f" {unit}" if result.objective_name == "time_per_sample" else " bytes")
         lines.append(f"objective  {result.objective_name} = {obj}   (verified)")
-        lines.append(f"bound      {_fmt(result.bound)}   gap {_fmt(100 * result.gap, 3) + '%' if result.gap is not None else '-'}")
+        lines.append(
+            f"bound      {_fmt(result.bound)}   gap {_fmt(100 * result.gap, 3) + '%' if result.gap is not None else '-'}"
+        )
     lines.append(f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}")
     for h in result.heuristics:
         lines.append(f"heuristic  {h.name:9s} {_fmt(h.objective)}  ({h.seconds:.2f} s) {h.message}")
     if result.warm_start:
         ws = result.warm_start
-        lines.append(f"warm start from {ws.get('source')} ({_fmt(ws.get('objective'))}); solver's first incumbent {_fmt(ws.get('first_incumbent'))}")
+        lines.append(
+            f"warm start from {ws.get('source')} ({_fmt(ws.get('objective'))}); solver's first incumbent {_fmt(ws.get('first_incumbent'))}"
+        )
     if result.assignment:
         counts: dict[str, int] = {}
         for dev in result.assignment.values():
@@ -186,11 +204,15 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         except OSError as exc:
             raise InputError(f"cannot write the result: {exc.strerror}", source=str(args.output)) from exc
     if args.quiet:
-        print(f"{result.status} objective={_fmt(result.objective)} bound={_fmt(result.bound)} gap={_fmt(result.gap, 3)} "
-              f"seconds={result.solve_seconds:.2f}")
+        print(
+            f"{result.status} objective={_fmt(result.objective)} bound={_fmt(result.bound)} gap={_fmt(result.gap, 3)} "
+            f"seconds={result.solve_seconds:.2f}"
+        )
     else:
         print(format_report(result, problem))
-    return {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "unknown": EXIT_NO_SOLUTION}.get(result.status, EXIT_ERROR)
+    return {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "unknown": EXIT_NO_SOLUTION}.get(
+        result.status, EXIT_ERROR
+    )
 
 
 def _read_assignment(path: Path) -> dict[str, str]:
@@ -203,7 +225,9 @@ def _read_assignment(path: Path) -> dict[str, str]:
     if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
         data = data["assignment"]
     if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise InputError("expected a result JSON with an 'assignment' object, or an object mapping node id to device id", source=str(path))
+        raise InputError(
+            "expected a result JSON with an 'assignment' object, or an object mapping node id to device id", source=str(path)
+        )
     return data
 
 
@@ -217,10 +241,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  - {line}")
         return EXIT_INFEASIBLE
-    print(f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {problem.graph.time_unit}; "
-          f"peak memory = {_fmt_bytes(report.peak_memory_bytes)}; objective ({problem.settings.objective}) = {_fmt(report.objective)}")
+    print(
+        f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {problem.graph.time_unit}; "
+        f"peak memory = {_fmt_bytes(report.peak_memory_bytes)}; objective ({problem.settings.objective}) = {_fmt(report.objective)}"
+    )
     for dev in problem.device_ids:
-        print(f"  {dev:10s} load {_fmt(report.loads.get(dev, 0.0)):>16s}  memory {_fmt_bytes(report.memory_bytes.get(dev)) if dev in report.memory_bytes else '-'}")
+        print(
+            f"  {dev:10s} load {_fmt(report.loads.get(dev, 0.0)):>16s}  memory {_fmt_bytes(report.memory_bytes.get(dev)) if dev in report.memory_bytes else '-'}"
+        )
     return EXIT_OK
 
 
@@ -232,18 +260,26 @@ def _cmd_info(args: argparse.Namespace) -> int:
     fwd = sum(1 for n in g.nodes if not n.is_backward)
     groups = {n.colocation_group for n in g.nodes if n.colocation_group is not None}
     print(f"file        {args.instance}")
-    print(f"graph       {g.name or '-'}: {len(g.nodes)} nodes ({fwd} forward, {len(g.nodes) - fwd} backward), {len(g.edges)} edges, "
-          f"{len(groups)} colocation groups, time unit {g.time_unit}")
-    print(f"work        forward {_fmt(sum(n.forward_time for n in g.nodes))}, backward {_fmt(sum(n.backward_time for n in g.nodes))}")
-    print(f"memory      params {_fmt_bytes(sum(n.param_bytes for n in g.nodes))}, activations {_fmt_bytes(sum(n.activation_bytes for n in g.nodes))}, "
-          f"other {_fmt_bytes(sum(n.other_bytes for n in g.nodes))}")
+    print(
+        f"graph       {g.name or '-'}: {len(g.nodes)} nodes ({fwd} forward, {len(g.nodes) - fwd} backward), {len(g.edges)} edges, "
+        f"{len(groups)} colocation groups, time unit {g.time_unit}"
+    )
+    print(
+        f"work        forward {_fmt(sum(n.forward_time for n in g.nodes))}, backward {_fmt(sum(n.backward_time for n in g.nodes))}"
+    )
+    print(
+        f"memory      params {_fmt_bytes(sum(n.param_bytes for n in g.nodes))}, activations {_fmt_bytes(sum(n.activation_bytes for n in g.nodes))}, "
+        f"other {_fmt_bytes(sum(n.other_bytes for n in g.nodes))}"
+    )
     if inst.cluster is None:
         print("cluster     none in the file (give --devices/--memory or --cluster when solving)")
     else:
         c = inst.cluster
         mems = {d.memory_bytes for d in c.devices}
-        print(f"cluster     {len(c.devices)} accelerators ({', '.join(sorted({d.kind for d in c.devices}))}; memory "
-              f"{', '.join(_fmt_bytes(m) if m is not None else 'unbounded' for m in mems)}), {c.host_cpu_cores} CPU cores")
+        print(
+            f"cluster     {len(c.devices)} accelerators ({', '.join(sorted({d.kind for d in c.devices}))}; memory "
+            f"{', '.join(_fmt_bytes(m) if m is not None else 'unbounded' for m in mems)}), {c.host_cpu_cores} CPU cores"
+        )
     return EXIT_OK
 
 

@@ -283,7 +283,11 @@ def make_graph(
             _check_number(t, f"{where} field 'time_by_kind[{kind!r}]'", source)
         for fname in ("param_bytes", "activation_bytes", "other_bytes"):
             if int(getattr(node, fname)) != getattr(node, fname):
-                raise InputError(f"must be a whole number of bytes, got {getattr(node, fname)!r}", source=source, where=f"{where} field {fname!r}")
+                raise InputError(
+                    f"must be a whole number of bytes, got {getattr(node, fname)!r}",
+                    source=source,
+                    where=f"{where} field {fname!r}",
+                )
     pairs: set[tuple[str, str]] = set()
     for i, edge in enumerate(edges):
         where = f"edge {i} ({edge.source!r} -> {edge.target!r})"

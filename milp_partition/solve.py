@@ -62,12 +62,17 @@ def _say(settings: SolveSettings, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def run_pipeline_heuristics(problem: PipelineProblem, settings: SolveSettings) -> list[tuple[HeuristicRun, PipelineSolution | None]]:
+def run_pipeline_heuristics(
+    problem: PipelineProblem, settings: SolveSettings
+) -> list[tuple[HeuristicRun, PipelineSolution | None]]:
     """Run the chain DP and the ideal DP; score each solution with the verifier."""
     from heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
 
     runs: list[tuple[HeuristicRun, PipelineSolution | None]] = []
-    for name, fn in (("chain_dp", lambda: chain_dp(problem)), ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(settings.max_ideals)))):
+    for name, fn in (
+        ("chain_dp", lambda: chain_dp(problem)),
+        ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(settings.max_ideals))),
+    ):
         dp = fn()
         value: float | None = None
         message = dp.message
@@ -80,7 +85,10 @@ def run_pipeline_heuristics(problem: PipelineProblem, settings: SolveSettings) -
             else:
                 message += "; verifier rejected it: " + "; ".join(report.violations[:3])
         runs.append((HeuristicRun(name, value, dp.seconds, dp.exact, message), dp.solution if value is not None else None))
-        _say(settings, f"[{name}] {'value ' + format(value, '.9g') if value is not None else 'no solution'} in {dp.seconds:.2f}s: {dp.message}")
+        _say(
+            settings,
+            f"[{name}] {'value ' + format(value, '.9g') if value is not None else 'no solution'} in {dp.seconds:.2f}s: {dp.message}",
+        )
     return runs
 
 
@@ -165,7 +173,9 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
         if not report.feasible:
             result.status = "error"
             result.message = "the verifier rejected the solver's solution: " + "; ".join(report.violations[:5])
-        elif not math.isclose(report.objective, out.objective, rel_tol=OBJECTIVE_MATCH_REL_TOL, abs_tol=1e-9 + out.notes.get("rounding_error", 0.0)):  # type: ignore[operator]
+        elif not math.isclose(
+            report.objective, out.objective, rel_tol=OBJECTIVE_MATCH_REL_TOL, abs_tol=1e-9 + out.notes.get("rounding_error", 0.0)
+        ):  # type: ignore[operator]
             result.status = "error"
             result.message = f"the verifier's objective {report.objective!r} differs from the solver's {out.objective!r}: a bug"
         else:
@@ -174,7 +184,9 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
                 candidate = best  # the warm start stayed better (time limit before the solver matched it)
             _finish_from_heuristic(result, problem, candidate, bound=bound)
             if candidate[2] == settings.solver:
-                result.message = "proven optimal" if out.status is SolveStatus.OPTIMAL else "time limit reached; incumbent and bound"
+                result.message = (
+                    "proven optimal" if out.status is SolveStatus.OPTIMAL else "time limit reached; incumbent and bound"
+                )
                 if out.status is SolveStatus.OPTIMAL:
                     result.status = "optimal"
     else:

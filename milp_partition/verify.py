@@ -212,7 +212,9 @@ def _convexity_violations(dev: str, nodes: tuple, where: dict[str, str], succ: d
     for w in reached - on:
         for v in succ[w]:
             if v in on:
-                out.append(f"device {dev!r} is not contiguous: forward node {w!r} is off it but lies on a path between its nodes (-> {v!r})")
+                out.append(
+                    f"device {dev!r} is not contiguous: forward node {w!r} is off it but lies on a path between its nodes (-> {v!r})"
+                )
                 break
         if len(out) >= 5:
             break

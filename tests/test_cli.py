@@ -64,8 +64,23 @@ def test_missing_cluster_is_explained(capsys: pytest.CaptureFixture[str], shared
 
 
 def test_pipedream_with_cluster_from_options(capsys: pytest.CaptureFixture[str], shared_benchmarks: Path) -> None:
-    code = main(["solve", str(shared_benchmarks / "pipedream" / "alexnet.txt"), "--devices", "2", "--memory", "32GiB",
-                 "--link-bandwidth", "10GB/s", "--memory-model", "1f1b", "--optimizer-factor", "3", "--quiet"])
+    code = main(
+        [
+            "solve",
+            str(shared_benchmarks / "pipedream" / "alexnet.txt"),
+            "--devices",
+            "2",
+            "--memory",
+            "32GiB",
+            "--link-bandwidth",
+            "10GB/s",
+            "--memory-model",
+            "1f1b",
+            "--optimizer-factor",
+            "3",
+            "--quiet",
+        ]
+    )
     assert code == 0
     assert capsys.readouterr().out.startswith("optimal")
 
@@ -73,7 +88,10 @@ def test_pipedream_with_cluster_from_options(capsys: pytest.CaptureFixture[str],
 @pytest.mark.parametrize(
     "content, needle",
     [
-        ('{"format": "milp-partition/1", "nodes": [{"id": "a"}, {"id": "b"}], "edges": [{"source": "a", "target": "b"}, {"source": "b", "target": "a"}]}', "cycle"),
+        (
+            '{"format": "milp-partition/1", "nodes": [{"id": "a"}, {"id": "b"}], "edges": [{"source": "a", "target": "b"}, {"source": "b", "target": "a"}]}',
+            "cycle",
+        ),
         ('{"format": "milp-partition/1", "nodes": [{"id": "a", "forward_time": -1}]}', "forward_time"),
         ('{"format": "milp-partition/1", "nodes": [{"id": "a"}], "edges": [{"source": "a", "target": "zz"}]}', "zz"),
         ('{"format": "milp-partition/1", "nodes": [', "JSON"),
@@ -82,7 +100,9 @@ def test_pipedream_with_cluster_from_options(capsys: pytest.CaptureFixture[str],
 def test_bad_input_exits_2_without_traceback(tmp_path: Path, content: str, needle: str) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text(content)
-    proc = subprocess.run([sys.executable, "-m", "milp_partition", "solve", str(bad), "--devices", "2"], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "milp_partition", "solve", str(bad), "--devices", "2"], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert "bad.json" in proc.stderr and needle in proc.stderr

@@ -49,7 +49,9 @@ def test_cbc_reaches_the_same_optimum(shared_benchmarks: Path, rel: str) -> None
 
 @pytest.mark.slow
 def test_warm_start_is_used(shared_benchmarks: Path) -> None:
-    result = solve_pipeline(_problem(shared_benchmarks, "LayerGraphs/gnmt_inference.json"), SolveSettings(threads=2, time_limit_s=60))
+    result = solve_pipeline(
+        _problem(shared_benchmarks, "LayerGraphs/gnmt_inference.json"), SolveSettings(threads=2, time_limit_s=60)
+    )
     ws = result.warm_start
     assert ws["source"] in ("chain_dp", "ideal_dp")
     assert ws["first_incumbent"] is not None and ws["first_incumbent"] <= ws["objective"] * (1 + 1e-6)

@@ -18,7 +18,12 @@ def _chain_problem(**settings) -> PipelineProblem:
         Node("c", forward_time=3.0, other_bytes=30),
         Node("d", forward_time=4.0, other_bytes=40, allowed_kinds=("gpu",)),
     ]
-    edges = [Edge("a", "b", transfer_time=0.5), Edge("b", "c", transfer_time=0.25), Edge("a", "c", transfer_time=0.5), Edge("b", "d", transfer_time=0.25)]
+    edges = [
+        Edge("a", "b", transfer_time=0.5),
+        Edge("b", "c", transfer_time=0.25),
+        Edge("a", "c", transfer_time=0.5),
+        Edge("b", "d", transfer_time=0.25),
+    ]
     cluster = make_cluster([Device("g0", "gpu", 60), Device("g1", "gpu", 60)], host_cpu_cores=1)
     return PipelineProblem(make_graph(nodes, edges), cluster, PipelineSettings(**settings))
 
@@ -65,22 +70,36 @@ def test_contiguity_violation() -> None:
 
 def test_allowed_kinds_unknown_device_and_missing_node() -> None:
     p = _chain_problem()
-    assert any("may not run" in v for v in verify_pipeline(p, PipelineSolution({"a": "g0", "b": "g0", "c": "g0", "d": "cpu0"})).violations)
-    assert any("unknown device" in v for v in verify_pipeline(p, PipelineSolution({"a": "g9", "b": "g0", "c": "g0", "d": "g0"})).violations)
+    assert any(
+        "may not run" in v
+        for v in verify_pipeline(p, PipelineSolution({"a": "g0", "b": "g0", "c": "g0", "d": "cpu0"})).violations
+    )
+    assert any(
+        "unknown device" in v
+        for v in verify_pipeline(p, PipelineSolution({"a": "g9", "b": "g0", "c": "g0", "d": "g0"})).violations
+    )
     assert any("not assigned" in v for v in verify_pipeline(p, PipelineSolution({"a": "g0"})).violations)
 
 
 def test_colocation_groups_must_share_a_device() -> None:
-    nodes = [Node("f", forward_time=1.0, colocation_group="L1"), Node("b", backward_time=2.0, is_backward=True, colocation_group="L1")]
+    nodes = [
+        Node("f", forward_time=1.0, colocation_group="L1"),
+        Node("b", backward_time=2.0, is_backward=True, colocation_group="L1"),
+    ]
     p = PipelineProblem(make_graph(nodes, [Edge("f", "b")]), make_cluster([Device("g0"), Device("g1")]))
     assert any("colocation group" in v for v in verify_pipeline(p, PipelineSolution({"f": "g0", "b": "g1"})).violations)
     assert verify_pipeline(p, PipelineSolution({"f": "g0", "b": "g0"})).objective == pytest.approx(3.0)
 
 
 def test_1f1b_memory_and_stage_order() -> None:
-    nodes = [Node("x", forward_time=1, backward_time=2, param_bytes=10, activation_bytes=5), Node("y", forward_time=1, backward_time=1, param_bytes=4, activation_bytes=3)]
+    nodes = [
+        Node("x", forward_time=1, backward_time=2, param_bytes=10, activation_bytes=5),
+        Node("y", forward_time=1, backward_time=1, param_bytes=4, activation_bytes=3),
+    ]
     graph = make_graph(nodes, [Edge("x", "y", bytes=1000)], time_unit="ms")
-    cluster = make_cluster([Device("g0", "gpu", 100), Device("g1", "gpu", 100)], link=Link(latency_s=0.001, bandwidth_bytes_per_s=1e6))
+    cluster = make_cluster(
+        [Device("g0", "gpu", 100), Device("g1", "gpu", 100)], link=Link(latency_s=0.001, bandwidth_bytes_per_s=1e6)
+    )
     p = PipelineProblem(graph, cluster, PipelineSettings(memory_model="1f1b", optimizer_state_factor=3.0))
     r = verify_pipeline(p, PipelineSolution({"x": "g0", "y": "g1"}))
     assert r.feasible
@@ -99,5 +118,8 @@ def test_memory_objective_respects_time_bound() -> None:
     # g0: 1 + 2 + 3 + b's output out (0.25) = 6.25; g1: 4 + 0.25 = 4.25; both within 9
     assert r.feasible
     assert r.objective == 60  # g0 holds 10 + 20 + 30
-    tight = verify_pipeline(_chain_problem(objective="memory", max_time_per_sample=5.0), PipelineSolution({"a": "g0", "b": "g0", "c": "g0", "d": "g1"}))
+    tight = verify_pipeline(
+        _chain_problem(objective="memory", max_time_per_sample=5.0),
+        PipelineSolution({"a": "g0", "b": "g0", "c": "g0", "d": "g1"}),
+    )
     assert any("time bound" in v for v in tight.violations)

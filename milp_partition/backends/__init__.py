@@ -22,4 +22,15 @@ def get_backend(name: str) -> Backend:
     raise InputError(f"unknown solver {name!r}; choose one of {', '.join(BACKEND_NAMES)}", where="--solver")
 
 
-__all__ = ["Backend", "Model", "Sense", "SolveOutput", "SolveParams", "SolveStatus", "Var", "VarKind", "get_backend", "relative_gap"]
+__all__ = [
+    "Backend",
+    "Model",
+    "Sense",
+    "SolveOutput",
+    "SolveParams",
+    "SolveStatus",
+    "Var",
+    "VarKind",
+    "get_backend",
+    "relative_gap",
+]

@@ -67,7 +67,7 @@ def _command(params: SolveParams, log_path: str, warm: bool) -> object:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)  # PuLP 3.3 warns that PULP_CBC_CMD goes in 4.0
                 cmd = cls(**kwargs)
-        except Exception:  # noqa: BLE001 - a PuLP version without this command or option
+        except Exception:
             continue
         if cmd.available():
             return cmd

@@ -1,0 +1,81 @@
+"""The exact pipeline models against brute force, and CP-SAT against CBC, on random tiny graphs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+from brute_force import brute_force_pipeline
+from conftest import random_pipeline_problem
+
+from milp_partition.solve import SolveSettings, solve_pipeline
+from milp_partition.verify import verify_pipeline
+
+CASES = [
+    dict(seed=s, contiguous=c, binding_memory=m, backward=b)
+    for s, (c, m, b) in enumerate([(c, m, b) for c in (True, False) for m in (False, True) for b in (False, True)] * 2)
+]
+
+
+def _check(problem, solver: str, warm: bool = False) -> None:
+    expected = brute_force_pipeline(problem)
+    result = solve_pipeline(problem, SolveSettings(solver=solver, heuristics=warm, warm_start=warm, time_limit_s=30, threads=1))
+    if math.isinf(expected):
+        assert result.status == "infeasible", result.message
+        return
+    assert result.status == "optimal", result.message
+    assert result.objective == pytest.approx(expected, rel=1e-6, abs=1e-9)
+    assert result.bound is not None and result.bound <= result.objective + 1e-9
+    report = verify_pipeline(problem, _solution(result))
+    assert report.feasible and report.objective == pytest.approx(result.objective, rel=1e-12)
+
+
+def _solution(result):
+    from milp_partition.problems import PipelineSolution
+
+    return PipelineSolution(result.assignment)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_cpsat_matches_brute_force(case) -> None:
+    _check(random_pipeline_problem(**case, max_nodes=7), "cpsat")
+
+
+@pytest.mark.parametrize("case", CASES[:8], ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_cbc_matches_brute_force(case) -> None:
+    _check(random_pipeline_problem(**case, max_nodes=6), "cbc")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cpu_cores_and_warm_start(seed: int) -> None:
+    problem = random_pipeline_problem(100 + seed, max_nodes=6, devices=2, cpu_cores=1, binding_memory=seed % 2 == 0)
+    _check(problem, "cpsat", warm=True)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_1f1b_memory_model(seed: int) -> None:
+    problem = random_pipeline_problem(200 + seed, max_nodes=6, devices=3, binding_memory=True, memory_model="1f1b")
+    problem = replace(problem, settings=replace(problem.settings, optimizer_state_factor=2.0))
+    _check(problem, "cpsat")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_memory_objective(seed: int) -> None:
+    base = random_pipeline_problem(300 + seed, max_nodes=6, devices=3)
+    fastest = solve_pipeline(base, SolveSettings(heuristics=False, threads=1))
+    assert fastest.status == "optimal"
+    bound = fastest.objective * 1.2
+    problem = replace(base, settings=replace(base.settings, objective="memory", max_time_per_sample=bound))
+    _check(problem, "cpsat")
+
+
+def test_infeasible_memory_is_an_answer() -> None:
+    problem = random_pipeline_problem(7, max_nodes=5, devices=2, binding_memory=True)
+    tiny = replace(
+        problem, cluster=replace(problem.cluster, devices=tuple(replace(d, memory_bytes=1) for d in problem.cluster.devices))
+    )
+    for solver in ("cpsat", "cbc"):
+        result = solve_pipeline(tiny, SolveSettings(solver=solver, threads=1))
+        assert result.status == "infeasible"
+        assert result.objective is None and not result.assignment
