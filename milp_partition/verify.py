@@ -22,6 +22,7 @@ import math
 from dataclasses import dataclass, field
 
 from milp_partition.problems import PipelineProblem, PipelineSolution
+from milp_partition.strategy import StrategyProblem, StrategySolution
 
 #: Relative slack when comparing a load with the time bound of the memory objective.
 TIME_BOUND_REL_TOL = 1e-9
@@ -219,3 +220,60 @@ def _convexity_violations(dev: str, nodes: tuple, where: dict[str, str], succ: d
         if len(out) >= 5:
             break
     return out
+
+
+@dataclass(frozen=True)
+class StrategyReport:
+    """What the verifier found for a strategy solution.
+
+    Attributes
+    ----------
+    objective
+        Sum of the chosen node costs plus, for each edge once, the chosen matrix entry.
+    node_cost, edge_cost
+        The two parts of the objective.
+    memory_bytes
+        Sum of the chosen configurations' memory (0 when the instance has none).
+    """
+
+    feasible: bool
+    violations: list[str] = field(default_factory=list)
+    objective: float = math.inf
+    node_cost: float = 0.0
+    edge_cost: float = 0.0
+    memory_bytes: float = 0.0
+
+
+def verify_strategy(problem: StrategyProblem, solution: StrategySolution) -> StrategyReport:
+    """Check a strategy ``solution`` (every layer one of its configurations; memory within the limit) and cost it."""
+    nodes = {n.id: n for n in problem.nodes}
+    choice = dict(solution.choice)
+    bad: list[str] = []
+    picked: dict[str, int] = {}
+    for node_id, node in nodes.items():
+        if node_id not in choice:
+            bad.append(f"layer {node_id!r} has no configuration")
+            continue
+        names = list(node.configs)
+        if choice[node_id] not in names:
+            bad.append(f"layer {node_id!r}: {choice[node_id]!r} is not one of its configurations")
+            continue
+        picked[node_id] = names.index(choice[node_id])
+    for node_id in choice:
+        if node_id not in nodes:
+            bad.append(f"the solution names unknown layer {node_id!r}")
+    if bad:
+        return StrategyReport(False, bad)
+    node_cost = math.fsum(float(nodes[v].cost[i]) for v, i in picked.items())
+    edge_cost = math.fsum(float(e.cost[picked[e.source], picked[e.target]]) for e in problem.edges)
+    memory = 0.0
+    if all(n.memory_bytes is not None for n in nodes.values()):
+        memory = math.fsum(float(nodes[v].memory_bytes[i]) for v, i in picked.items())
+    limit = problem.memory_limit_bytes
+    if limit is not None:
+        if any(n.memory_bytes is None for n in nodes.values()):
+            bad.append("a memory limit is set but some layers carry no memory per configuration")
+        elif memory > limit:
+            bad.append(f"the chosen configurations need {memory:.0f} bytes per device, over the limit of {limit}")
+    total = node_cost + edge_cost
+    return StrategyReport(not bad, bad, total if not bad else math.inf, node_cost, edge_cost, memory)

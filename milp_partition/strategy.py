@@ -1,0 +1,86 @@
+"""The layer-wise parallelization-strategy problem (PaSE, Alpa, Tofu): plain data, no solving.
+
+Each layer (node) v picks one configuration c from its list; the cost of a choice
+is ``sum_v node_cost[v][c_v] + sum_(u,v) edge_cost[(u,v)][c_u, c_v]`` (each edge
+once).  Optionally each configuration has a per-device memory in bytes, and the
+chosen configurations' memory must stay within ``memory_limit_bytes``.
+
+Costs are in the instance's ``cost_unit`` (PaSE's tables: FLOP-equivalents per
+device; divide by 1e13 for seconds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True, eq=False)
+class StrategyNode:
+    """A layer and its configurations.
+
+    Attributes
+    ----------
+    id, name
+        Identifier and description (PaSE: op type and iteration domain).
+    configs
+        One name per configuration (PaSE: split factor of each domain dimension, ``1x4x1``).
+    cost
+        ``(len(configs),)`` cost of each configuration.
+    memory_bytes
+        ``(len(configs),)`` per-device memory of each configuration, or ``None`` when unknown.
+    """
+
+    id: str
+    name: str
+    configs: tuple[str, ...]
+    cost: np.ndarray
+    memory_bytes: np.ndarray | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class StrategyEdge:
+    """A tensor between two layers: ``cost[i, j]`` when the source takes config i and the target config j."""
+
+    source: str
+    target: str
+    cost: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class StrategyProblem:
+    """Layers, their configurations and the re-distribution costs between them.
+
+    Attributes
+    ----------
+    devices
+        Number of devices p the configurations split over.
+    memory_limit_bytes
+        Per-device memory limit on the sum of the chosen configurations' memory, or ``None``.
+    """
+
+    nodes: tuple[StrategyNode, ...]
+    edges: tuple[StrategyEdge, ...]
+    name: str = ""
+    devices: int = 1
+    cost_unit: str = ""
+    memory_limit_bytes: int | None = None
+    source: str = ""
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def index(self) -> dict[str, int]:
+        return {n.id: i for i, n in enumerate(self.nodes)}
+
+    @property
+    def total_configs(self) -> int:
+        return sum(len(n.configs) for n in self.nodes)
+
+
+@dataclass(frozen=True)
+class StrategySolution:
+    """The configuration name chosen for each layer: ``choice[node_id] = config``."""
+
+    choice: Mapping[str, str]
