@@ -13,11 +13,13 @@ put on one integer grid with a global scale ``s`` (a power of ten):
 - A row with non-integral coefficients but no continuous variable (a bound on time
   per sample, say) gets its own power of ten, chosen by the same rule, so a memory
   row in bytes and a time row in milliseconds do not compete for one grid.
-- ``s`` is the smallest power of ten at which every scaled coefficient is integral
+- Data that are already integers (costs in FLOPs, bytes) are kept at ``s = 1`` as long
+  as every row fits 64-bit integers.
+- Otherwise ``s`` is the smallest power of ten at which every scaled coefficient is integral
   (to a relative 1e-9) -- then the scaled model is exact -- provided no scaled row
   exceeds ``max_magnitude`` in absolute value over the variables' bounds.  Otherwise
-  ``s`` is the largest power of ten that keeps every row within ``max_magnitude``,
-  and rounding is recorded: each row's worst-case error in real units is
+  ``s`` is the largest power of ten that keeps every row within ``max_magnitude``
+  (a negative power for very large data), and rounding is recorded: each row's worst-case error in real units is
   ``sum |a*s - round(a*s)| * max|x| / s`` (plus the right-hand side's).
 
 The back-end lowers the bound it reports by the objective's rounding error plus the
@@ -35,6 +37,7 @@ from milp_partition.errors import ModelError
 
 _INTEGRAL_REL_TOL = 1e-9  # a scaled value within this relative distance of an integer is integral
 _MAX_DECIMAL_EXPONENT = 15
+_HARD_MAGNITUDE = 2.0**62  # CP-SAT's integer arithmetic must not overflow int64
 
 
 @dataclass(frozen=True)
@@ -78,12 +81,21 @@ def _is_integral(x: float) -> bool:
 
 
 def _choose_exponent(largest: float, max_magnitude: float, integral_at: object) -> int:
-    """Smallest exponent j at which ``integral_at(10**j)`` holds, within the magnitude cap; else the cap."""
-    j_max = _MAX_DECIMAL_EXPONENT if largest == 0 else math.floor(math.log10(max_magnitude / largest))
-    if j_max < 0:
-        raise ModelError(f"the model's coefficients are too large to scale for CP-SAT (a row reaches {largest:g})")
-    j_max = min(j_max, _MAX_DECIMAL_EXPONENT)
-    return next((j for j in range(j_max + 1) if integral_at(10.0**j)), j_max)  # type: ignore[operator]
+    """The power of ten for a group of rows whose largest magnitude at scale 1 is ``largest``.
+
+    Integer data are taken as they are (exponent 0) while they fit CP-SAT's 64-bit
+    arithmetic; otherwise the smallest exponent at which ``integral_at(10**j)`` holds
+    and the rows stay within ``max_magnitude``; otherwise the largest exponent that
+    keeps them within ``max_magnitude`` (negative for very large data), with rounding.
+    """
+    check = integral_at  # a callable: scale -> bool
+    if check(1.0) and largest <= _HARD_MAGNITUDE:  # type: ignore[operator]
+        return 0
+    if largest == 0:
+        return 0
+    j_max = min(math.floor(math.log10(max_magnitude / largest)), _MAX_DECIMAL_EXPONENT)
+    exact = next((j for j in range(1, j_max + 1) if check(10.0**j)), None)  # type: ignore[operator]
+    return exact if exact is not None else j_max
 
 
 def scale_model(model: Model, max_magnitude: float) -> ScaledModel:

@@ -1,0 +1,216 @@
+"""The solve chain of the strategy problem: reduce, DP, exact model, lift, verify.
+
+1. :func:`milp_partition.strategy_reductions.reduce` drops dominated configurations
+   and (without a memory limit) eliminates single-input single-output layers; the
+   optimum is unchanged and solutions lift back.
+2. The DPs of :mod:`heuristics.strategy_dp` run on the reduced problem.  Without a
+   memory limit the PaSE DP is exact; with one, the DP's unconstrained optimum is still
+   a valid lower bound (a relaxation) and its solution, when it fits, an incumbent.
+3. :mod:`formulations.strategy` is solved by a back-end, warm-started with the DP's
+   solution and, with ``dp_bound``, bounded below by the DP's proven value.
+4. The solution is lifted to the original problem and checked by the verifier, whose
+   objective is the one reported.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+from milp_partition.backends import SolveParams, SolveStatus, get_backend, relative_gap
+from milp_partition.result import HeuristicRun, Result
+from milp_partition.strategy import StrategyProblem, StrategySolution
+from milp_partition.verify import verify_strategy
+
+#: Relative tolerance between the back-end's objective and the verifier's before a mismatch is an error.
+OBJECTIVE_MATCH_REL_TOL = 1e-6
+
+
+@dataclass(frozen=True)
+class StrategySolveSettings:
+    """How to solve a strategy problem.
+
+    Attributes
+    ----------
+    solver
+        ``"cpsat"``, ``"cbc"`` or ``"none"`` (DP only).
+    time_limit_s, threads, seed
+        Passed to the back-end.
+    reduce
+        Apply the exact reductions first.
+    heuristics
+        Run the DPs.
+    warm_start
+        Hint the DP's solution and bound the objective above by its value.
+    dp_bound
+        Bound the objective below by the DP's proven value (the optimum without a memory
+        limit; the unconstrained optimum, a relaxation, with one).
+    max_table_entries
+        Cap of the PaSE DP's tables.
+    progress_interval_s
+        Progress lines on stderr; ``None`` for silence.
+    """
+
+    solver: str = "cpsat"
+    time_limit_s: float = 60.0
+    threads: int = 2
+    seed: int = 0
+    reduce: bool = True
+    heuristics: bool = True
+    warm_start: bool = True
+    dp_bound: bool = True
+    max_table_entries: int = 50_000_000
+    progress_interval_s: float | None = None
+
+
+def _say(settings: StrategySolveSettings, text: str) -> None:
+    if settings.progress_interval_s is not None:
+        print(text, file=sys.stderr, flush=True)
+
+
+def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = StrategySolveSettings()) -> Result:
+    """Solve ``problem`` and return a verified :class:`Result` (``assignment`` maps layer -> configuration)."""
+    from formulations import strategy as formulation
+    from heuristics.strategy_dp import StrategyDPSettings, chain_dp, pase_dp
+    from milp_partition.strategy_reductions import reduce as reduce_problem
+
+    start = time.monotonic()
+    result = Result(
+        problem="strategy",
+        status="unknown",
+        objective=None,
+        bound=None,
+        gap=None,
+        solve_seconds=0.0,
+        solver=settings.solver,
+        objective_name="cost",
+        time_unit=problem.cost_unit,
+        instance={
+            "source": problem.source,
+            "name": problem.name,
+            "layers": len(problem.nodes),
+            "edges": len(problem.edges),
+            "configurations": problem.total_configs,
+            "devices": problem.devices,
+            "memory_limit_bytes": problem.memory_limit_bytes,
+        },
+        settings={f"solve.{k}": v for k, v in asdict(settings).items()},
+    )
+
+    if settings.reduce:
+        t0 = time.monotonic()
+        reduced = reduce_problem(problem)
+        work = reduced.problem
+        result.solver_notes["reduction"] = {
+            "seconds": time.monotonic() - t0,
+            "layers": len(work.nodes),
+            "edges": len(work.edges),
+            "configurations": work.total_configs,
+        }
+        lift = reduced.lift
+        _say(settings, f"[reduce] {len(problem.nodes)} -> {len(work.nodes)} layers, {problem.total_configs} -> {work.total_configs} configurations")
+    else:
+        work, lift = problem, (lambda s: s)
+
+    incumbent: tuple[float, StrategySolution, str] | None = None
+    lower: float | None = None
+    if settings.heuristics:
+        for name, fn in (("chain_dp", lambda: chain_dp(work)), ("pase_dp", lambda: pase_dp(work, StrategyDPSettings(settings.max_table_entries)))):
+            dp = fn()
+            value = None
+            message = dp.message
+            if dp.solution is not None:
+                report = verify_strategy(problem, lift(dp.solution))
+                if report.feasible:
+                    value = report.objective
+                    if incumbent is None or value < incumbent[0]:
+                        incumbent = (value, dp.solution, name)
+                elif problem.memory_limit_bytes is None:
+                    message += "; verifier rejected it: " + "; ".join(report.violations[:3])
+                if dp.exact:
+                    # exact without memory; without memory or with it, the DP's table value bounds the optimum below
+                    unconstrained = dp.value
+                    lower = unconstrained if lower is None else max(lower, unconstrained)
+            result.heuristics.append(HeuristicRun(name, value, dp.seconds, dp.exact, message))
+            _say(settings, f"[{name}] {'value ' + format(value, '.12g') if value is not None else 'no feasible solution'} in {dp.seconds:.2f}s: {message}")
+
+    if settings.solver == "none":
+        _finish(result, problem, incumbent, lift, lower)
+        if incumbent is not None and lower is not None and result.gap == 0.0:
+            result.status, result.message = "optimal", "proven by the exact DP"
+        result.solve_seconds = time.monotonic() - start
+        return result
+
+    sm = formulation.build(
+        work,
+        upper_bound=incumbent[0] * (1 + 1e-12) if (incumbent and settings.warm_start) else None,
+        lower_bound=lower * (1 - 1e-12) if (lower is not None and settings.dp_bound) else None,
+        settings=formulation.StrategyFormulationSettings(integer_edge_variables=settings.solver == "cpsat"),
+    )
+    if incumbent is not None and settings.warm_start:
+        formulation.hint(sm, incumbent[1])
+        result.warm_start = {"source": incumbent[2], "objective": incumbent[0]}
+    _say(settings, f"[{settings.solver}] model: {len(sm.model.variables)} variables, {len(sm.model.constraints)} constraints")
+    out = get_backend(settings.solver).solve(
+        sm.model,
+        SolveParams(
+            time_limit_s=settings.time_limit_s,
+            threads=settings.threads,
+            seed=settings.seed,
+            progress_interval_s=settings.progress_interval_s,
+            use_hint=settings.warm_start,
+        ),
+    )
+    result.solver_seconds = out.wall_seconds
+    result.solver_notes.update(out.notes)
+    result.solver_log = out.log
+    if result.warm_start:
+        result.warm_start["first_incumbent"] = out.first_incumbent
+    bound = out.bound if math.isfinite(out.bound) else None
+
+    if out.status is SolveStatus.INFEASIBLE:
+        if incumbent is not None:
+            result.status, result.message = "error", f"the solver says infeasible but {incumbent[2]} found a verified solution: a bug"
+        else:
+            result.status = "infeasible"
+            result.message = "proven infeasible: no choice of configurations fits the memory limit"
+    elif out.values is not None:
+        solution = formulation.decode(sm, out.values)
+        report = verify_strategy(problem, lift(solution))
+        if not report.feasible:
+            result.status, result.message = "error", "the verifier rejected the solver's solution: " + "; ".join(report.violations[:5])
+        elif not math.isclose(report.objective, out.objective, rel_tol=OBJECTIVE_MATCH_REL_TOL):
+            result.status = "error"
+            result.message = f"the verifier's objective {report.objective!r} differs from the solver's {out.objective!r}: a bug"
+        else:
+            candidate = (report.objective, solution, settings.solver)
+            if incumbent is not None and incumbent[0] < report.objective:
+                candidate = incumbent
+            _finish(result, problem, candidate, lift, bound)
+            if out.status is SolveStatus.OPTIMAL and candidate[2] == settings.solver:
+                result.status = "optimal"
+                result.message = "proven optimal" + (" (with the exact DP's value as a lower bound)" if lower is not None and settings.dp_bound else "")
+    else:
+        _finish(result, problem, incumbent, lift, bound)
+    result.solve_seconds = time.monotonic() - start
+    return result
+
+
+def _finish(result: Result, problem: StrategyProblem, best: tuple[float, StrategySolution, str] | None, lift, bound: float | None) -> None:  # noqa: ANN001
+    if best is None:
+        result.status = "unknown"
+        result.bound = bound
+        result.message = result.message or "no feasible solution found within the limits"
+        return
+    solution = lift(best[1])
+    report = verify_strategy(problem, solution)
+    result.status = "feasible"
+    result.objective = report.objective
+    result.assignment = dict(solution.choice)
+    result.memory_bytes = {"per_device": report.memory_bytes}
+    if bound is not None:
+        result.bound = min(bound, report.objective)
+        result.gap = relative_gap(report.objective, result.bound)
+    result.message = result.message or f"best solution from {best[2]}"
