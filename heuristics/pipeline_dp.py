@@ -179,9 +179,7 @@ def _instance(problem: PipelineProblem) -> _Instance:
     for d in range(num_acc):
         if settings.memory_model == "1f1b":
             memory[:, d] = (
-                settings.optimizer_state_factor * costs.param_bytes
-                + (num_acc - d) * costs.activation_bytes
-                + costs.other_bytes
+                settings.optimizer_state_factor * costs.param_bytes + (num_acc - d) * costs.activation_bytes + costs.other_bytes
             )
         else:
             memory[:, d] = costs.static_bytes

@@ -25,7 +25,11 @@ EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_NO_SOLUTION = 0, 1, 2, 3,
 
 def _add_problem_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("problem")
-    g.add_argument("--problem", choices=["pipeline"], default="pipeline", help="which problem to solve (default: pipeline)")
+    g.add_argument(
+        "--problem",
+        choices=["pipeline", "strategy"],
+        help="which problem to solve (default: strategy for a strategy-tables file, else pipeline)",
+    )
     g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
     g.add_argument(
         "--objective",
@@ -41,6 +45,11 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
         help="static: sum of node bytes; 1f1b: training pipeline, stage i of s keeps s-i micro-batches of activations",
     )
     g.add_argument("--optimizer-factor", type=float, default=1.0, help="multiplier on parameter bytes under 1f1b (default 1)")
+    st = p.add_argument_group("strategy problem")
+    st.add_argument("--memory-limit", help="per-device memory limit on the chosen configurations, e.g. 2GiB")
+    st.add_argument(
+        "--bytes-per-element", type=int, default=4, help="element size when memory is derived from layer shapes (default 4)"
+    )
     c = p.add_argument_group("cluster (overrides the instance's own)")
     c.add_argument("--cluster", type=Path, help="a cluster JSON file (format milp-partition-cluster/1)")
     c.add_argument("--devices", type=int, help="number of identical accelerators")
@@ -66,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     o.add_argument("--no-warm-start", action="store_true", help="do not hint the heuristic solution or bound by its value")
     o.add_argument("--no-heuristics", action="store_true", help="skip the DP heuristics")
+    o.add_argument("--no-reduce", action="store_true", help="strategy: skip the exact reductions")
+    o.add_argument("--dp-bound", action="store_true", help="strategy: bound the objective below by the exact DP's value")
+    o.add_argument("--cutoff", action="store_true", help="strategy: bound the objective above by the DP solution's value")
     o.add_argument("--max-ideals", type=int, default=20000, help="cap on ideals enumerated by the ideal DP (default 20000)")
     o.add_argument("--progress", type=float, default=5.0, help="seconds between progress lines on stderr (default 5; 0 = off)")
     o.add_argument("--output", "-o", type=Path, help="write the result JSON here")
@@ -183,9 +195,113 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
     return "\n".join(lines)
 
 
+def _problem_kind(args: argparse.Namespace) -> str:
+    if args.problem is not None:
+        return args.problem
+    from milp_partition.io.native import parse_json, read_text_file
+    from milp_partition.io.strategy_tables import looks_like_strategy_tables
+
+    text = read_text_file(args.instance)
+    if text.lstrip()[:1] == "{" and looks_like_strategy_tables(parse_json(text, str(args.instance))):
+        return "strategy"
+    return "pipeline"
+
+
+def _strategy_from_args(args: argparse.Namespace):
+    from dataclasses import replace
+
+    from milp_partition.io.strategy_tables import read_strategy_tables
+    from milp_partition.strategy_memory import MemoryModelSettings, with_memory
+
+    problem = read_strategy_tables(args.instance)
+    if args.memory_limit is not None:
+        limit = parse_bytes(args.memory_limit, "--memory-limit")
+        if any(n.memory_bytes is None for n in problem.nodes):
+            settings = MemoryModelSettings(bytes_per_element=args.bytes_per_element, optimizer_state_factor=args.optimizer_factor)
+            problem = with_memory(problem, settings, memory_limit_bytes=limit)
+        else:
+            problem = replace(problem, memory_limit_bytes=limit)
+    return problem
+
+
+def format_strategy_report(result: Result, problem: object, max_rows: int = 30) -> str:
+    """A readable report of a strategy result."""
+    inst = result.instance
+    lines = [
+        f"instance   {inst.get('source')}  ({inst.get('layers')} layers, {inst.get('configurations')} configurations, "
+        f"{inst.get('edges')} edges, p = {inst.get('devices')})",
+        f"problem    strategy, memory limit {_fmt_bytes(inst.get('memory_limit_bytes')) if inst.get('memory_limit_bytes') is not None else 'none'}",
+        f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
+    ]
+    if result.objective is not None:
+        lines.append(f"objective  cost = {_fmt(result.objective, 15)}   (verified; {result.time_unit or 'instance units'})")
+        lines.append(
+            f"bound      {_fmt(result.bound, 15)}   gap {_fmt(100 * result.gap, 3) + '%' if result.gap is not None else '-'}"
+        )
+        if result.memory_bytes.get("per_device"):
+            lines.append(f"memory     {_fmt_bytes(result.memory_bytes['per_device'])} per device")
+    red = result.solver_notes.get("reduction")
+    if red:
+        lines.append(
+            f"reduced    to {red['layers']} layers, {red['configurations']} configurations, {red['edges']} edges in {red['seconds']:.3f} s"
+        )
+    lines.append(f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}")
+    for h in result.heuristics:
+        lines.append(f"heuristic  {h.name:9s} {_fmt(h.objective, 15)}  ({h.seconds:.3f} s) {h.message}")
+    if result.assignment:
+        lines.append("")
+        lines.append(f"{'layer':10s} configuration")
+        for k, (layer, config) in enumerate(result.assignment.items()):
+            if k == max_rows:
+                lines.append(f"... {len(result.assignment) - max_rows} more in the result JSON (--output)")
+                break
+            lines.append(f"{layer:10s} {config}")
+    return "\n".join(lines)
+
+
+def _cmd_solve_strategy(args: argparse.Namespace) -> int:
+    from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
+
+    problem = _strategy_from_args(args)
+    settings = StrategySolveSettings(
+        solver=args.solver,
+        time_limit_s=args.time_limit,
+        threads=args.threads,
+        seed=args.seed,
+        reduce=not args.no_reduce,
+        heuristics=not args.no_heuristics,
+        warm_start=not args.no_warm_start,
+        dp_bound=args.dp_bound,
+        cutoff=args.cutoff,
+        progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
+    )
+    result = solve_strategy(problem, settings)
+    return _emit(result, args, lambda: format_strategy_report(result, problem))
+
+
+def _emit(result: Result, args: argparse.Namespace, report) -> int:
+    if args.output is not None:
+        try:
+            result.write(args.output)
+        except OSError as exc:
+            raise InputError(f"cannot write the result: {exc.strerror}", source=str(args.output)) from exc
+    if args.quiet:
+        print(
+            f"{result.status} objective={_fmt(result.objective, 15)} bound={_fmt(result.bound, 15)} gap={_fmt(result.gap, 3)} "
+            f"seconds={result.solve_seconds:.2f}"
+        )
+    else:
+        print(report())
+    return {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "unknown": EXIT_NO_SOLUTION}.get(
+        result.status, EXIT_ERROR
+    )
+
+
 def _cmd_solve(args: argparse.Namespace) -> int:
     from milp_partition.solve import SolveSettings, solve_pipeline
 
+    if _problem_kind(args) == "strategy":
+        return _cmd_solve_strategy(args)
     problem = _problem_from_args(args)
     settings = SolveSettings(
         solver=args.solver,
@@ -198,21 +314,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
     )
     result = solve_pipeline(problem, settings)
-    if args.output is not None:
-        try:
-            result.write(args.output)
-        except OSError as exc:
-            raise InputError(f"cannot write the result: {exc.strerror}", source=str(args.output)) from exc
-    if args.quiet:
-        print(
-            f"{result.status} objective={_fmt(result.objective)} bound={_fmt(result.bound)} gap={_fmt(result.gap, 3)} "
-            f"seconds={result.solve_seconds:.2f}"
-        )
-    else:
-        print(format_report(result, problem))
-    return {"optimal": EXIT_OK, "feasible": EXIT_OK, "infeasible": EXIT_INFEASIBLE, "unknown": EXIT_NO_SOLUTION}.get(
-        result.status, EXIT_ERROR
-    )
+    return _emit(result, args, lambda: format_report(result, problem))
 
 
 def _read_assignment(path: Path) -> dict[str, str]:

@@ -44,8 +44,7 @@ class CycleError(InputError):
         self.cycle = cycle
         path = " -> ".join([*cycle, cycle[0]]) if cycle else "?"
         super().__init__(
-            f"the graph has a cycle: {path}; a computational graph must be acyclic, "
-            "remove or reverse one of these edges",
+            f"the graph has a cycle: {path}; a computational graph must be acyclic, remove or reverse one of these edges",
             source=source,
         )
 

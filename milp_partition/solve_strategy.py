@@ -43,10 +43,14 @@ class StrategySolveSettings:
     heuristics
         Run the DPs.
     warm_start
-        Hint the DP's solution and bound the objective above by its value.
+        Hint the DP's solution.
+    cutoff
+        Bound the objective above by the DP solution's value (a row over the whole
+        objective; on the PaSE instances it slows CP-SAT down, so it is off by default).
     dp_bound
         Bound the objective below by the DP's proven value (the optimum without a memory
-        limit; the unconstrained optimum, a relaxation, with one).
+        limit; the unconstrained optimum, a relaxation, with one).  Off by default for the
+        same reason: without it the solver's proof stands on its own.
     max_table_entries
         Cap of the PaSE DP's tables.
     progress_interval_s
@@ -60,7 +64,8 @@ class StrategySolveSettings:
     reduce: bool = True
     heuristics: bool = True
     warm_start: bool = True
-    dp_bound: bool = True
+    cutoff: bool = False
+    dp_bound: bool = False
     max_table_entries: int = 50_000_000
     progress_interval_s: float | None = None
 
@@ -110,14 +115,20 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             "configurations": work.total_configs,
         }
         lift = reduced.lift
-        _say(settings, f"[reduce] {len(problem.nodes)} -> {len(work.nodes)} layers, {problem.total_configs} -> {work.total_configs} configurations")
+        _say(
+            settings,
+            f"[reduce] {len(problem.nodes)} -> {len(work.nodes)} layers, {problem.total_configs} -> {work.total_configs} configurations",
+        )
     else:
         work, lift = problem, (lambda s: s)
 
     incumbent: tuple[float, StrategySolution, str] | None = None
     lower: float | None = None
     if settings.heuristics:
-        for name, fn in (("chain_dp", lambda: chain_dp(work)), ("pase_dp", lambda: pase_dp(work, StrategyDPSettings(settings.max_table_entries)))):
+        for name, fn in (
+            ("chain_dp", lambda: chain_dp(work)),
+            ("pase_dp", lambda: pase_dp(work, StrategyDPSettings(settings.max_table_entries))),
+        ):
             dp = fn()
             value = None
             message = dp.message
@@ -134,7 +145,10 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
                     unconstrained = dp.value
                     lower = unconstrained if lower is None else max(lower, unconstrained)
             result.heuristics.append(HeuristicRun(name, value, dp.seconds, dp.exact, message))
-            _say(settings, f"[{name}] {'value ' + format(value, '.12g') if value is not None else 'no feasible solution'} in {dp.seconds:.2f}s: {message}")
+            _say(
+                settings,
+                f"[{name}] {'value ' + format(value, '.12g') if value is not None else 'no feasible solution'} in {dp.seconds:.2f}s: {message}",
+            )
 
     if settings.solver == "none":
         _finish(result, problem, incumbent, lift, lower)
@@ -145,7 +159,7 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
 
     sm = formulation.build(
         work,
-        upper_bound=incumbent[0] * (1 + 1e-12) if (incumbent and settings.warm_start) else None,
+        upper_bound=incumbent[0] * (1 + 1e-12) if (incumbent and settings.cutoff) else None,
         lower_bound=lower * (1 - 1e-12) if (lower is not None and settings.dp_bound) else None,
         settings=formulation.StrategyFormulationSettings(integer_edge_variables=settings.solver == "cpsat"),
     )
@@ -172,7 +186,10 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
 
     if out.status is SolveStatus.INFEASIBLE:
         if incumbent is not None:
-            result.status, result.message = "error", f"the solver says infeasible but {incumbent[2]} found a verified solution: a bug"
+            result.status, result.message = (
+                "error",
+                f"the solver says infeasible but {incumbent[2]} found a verified solution: a bug",
+            )
         else:
             result.status = "infeasible"
             result.message = "proven infeasible: no choice of configurations fits the memory limit"
@@ -180,7 +197,10 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
         solution = formulation.decode(sm, out.values)
         report = verify_strategy(problem, lift(solution))
         if not report.feasible:
-            result.status, result.message = "error", "the verifier rejected the solver's solution: " + "; ".join(report.violations[:5])
+            result.status, result.message = (
+                "error",
+                "the verifier rejected the solver's solution: " + "; ".join(report.violations[:5]),
+            )
         elif not math.isclose(report.objective, out.objective, rel_tol=OBJECTIVE_MATCH_REL_TOL):
             result.status = "error"
             result.message = f"the verifier's objective {report.objective!r} differs from the solver's {out.objective!r}: a bug"
@@ -191,14 +211,18 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             _finish(result, problem, candidate, lift, bound)
             if out.status is SolveStatus.OPTIMAL and candidate[2] == settings.solver:
                 result.status = "optimal"
-                result.message = "proven optimal" + (" (with the exact DP's value as a lower bound)" if lower is not None and settings.dp_bound else "")
+                result.message = "proven optimal" + (
+                    " (with the exact DP's value as a lower bound)" if lower is not None and settings.dp_bound else ""
+                )
     else:
         _finish(result, problem, incumbent, lift, bound)
     result.solve_seconds = time.monotonic() - start
     return result
 
 
-def _finish(result: Result, problem: StrategyProblem, best: tuple[float, StrategySolution, str] | None, lift, bound: float | None) -> None:  # noqa: ANN001
+def _finish(
+    result: Result, problem: StrategyProblem, best: tuple[float, StrategySolution, str] | None, lift, bound: float | None
+) -> None:
     if best is None:
         result.status = "unknown"
         result.bound = bound

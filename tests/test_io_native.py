@@ -87,9 +87,7 @@ def test_dumps_loads_and_one_node_per_line() -> None:
 
 
 def test_only_id_is_required() -> None:
-    text = json.dumps(
-        {"format": FORMAT, "nodes": [{"id": "x"}, {"id": "y"}], "edges": [{"source": "x", "target": "y"}]}
-    )
+    text = json.dumps({"format": FORMAT, "nodes": [{"id": "x"}, {"id": "y"}], "edges": [{"source": "x", "target": "y"}]})
     inst = loads(text, "m.json", default_name="m")
     assert inst.graph.nodes == (Node("x"), Node("y"))
     assert inst.graph.edges == (Edge("x", "y"),)

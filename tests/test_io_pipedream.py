@@ -101,9 +101,7 @@ def test_space_indented_edges_crlf_and_stage_id(tmp_path: Path) -> None:
 
 
 def test_description_with_separator() -> None:
-    line = (
-        "node1 -- Seq(a -- b) -- forward_compute_time=1, backward_compute_time=0, activation_size=8, parameter_size=0"
-    )
+    line = "node1 -- Seq(a -- b) -- forward_compute_time=1, backward_compute_time=0, activation_size=8, parameter_size=0"
     graph = parse_pipedream(line, "g.txt")
     assert graph.nodes[0].name == "Seq(a -- b)"
 

@@ -423,12 +423,8 @@ def read_tarnawski(path: Path) -> PipelineProblem:
                 allowed_kinds=None if nd["supportedOnFpga"] else ("cpu",),
             )
         )
-    edges = [
-        Edge(str(e["sourceId"]), str(e["destId"]), bytes=int(e["size"]), transfer_time=e["cost"]) for e in data["edges"]
-    ]
-    cluster = homogeneous_cluster(
-        data["maxFPGAs"], int(data["maxSizePerFPGA"]), kind="gpu", host_cpu_cores=data["maxCPUs"]
-    )
+    edges = [Edge(str(e["sourceId"]), str(e["destId"]), bytes=int(e["size"]), transfer_time=e["cost"]) for e in data["edges"]]
+    cluster = homogeneous_cluster(data["maxFPGAs"], int(data["maxSizePerFPGA"]), kind="gpu", host_cpu_cores=data["maxCPUs"])
     return PipelineProblem(make_graph(nodes, edges, name=path.stem), cluster, PipelineSettings(), source=str(path))
 
 

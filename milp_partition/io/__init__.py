@@ -71,11 +71,7 @@ def _looks_like_json(text: str) -> bool:
 def _looks_like_tarnawski(data: Mapping[str, Any]) -> bool:
     nodes = data.get("nodes")
     first = nodes[0] if isinstance(nodes, list) and nodes else None
-    return (
-        "nodes" in data
-        and "edges" in data
-        and ("maxFPGAs" in data or (isinstance(first, Mapping) and "fpgaLatency" in first))
-    )
+    return "nodes" in data and "edges" in data and ("maxFPGAs" in data or (isinstance(first, Mapping) and "fpgaLatency" in first))
 
 
 def _json_format(data: Any, source: str) -> str:
@@ -88,6 +84,12 @@ def _json_format(data: Any, source: str) -> str:
     fmt = data.get("format")
     if isinstance(fmt, str) and fmt.startswith("milp-partition/"):
         return "native"
+    if isinstance(fmt, str) and fmt.startswith("strategy-tables/"):
+        raise InputError(
+            "this is a strategy-tables file (layer-wise parallelization), not a graph; "
+            "solve it with 'milp-partition solve FILE --problem strategy' or read it with read_strategy_tables",
+            source=source,
+        )
     if fmt == CLUSTER_FORMAT:
         raise InputError("this is a cluster file, not a graph; pass it as the cluster (read_cluster)", source=source)
     if fmt is not None:

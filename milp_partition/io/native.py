@@ -120,16 +120,12 @@ def parse_json(text: str, source: str = "") -> Any:
     except json.JSONDecodeError as exc:
         truncated = exc.pos >= len(text.rstrip())
         hint = "the file looks truncated; complete it" if truncated else "fix the JSON syntax there"
-        raise InputError(
-            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; {hint}", source=source
-        ) from None
+        raise InputError(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}; {hint}", source=source) from None
     except (ValueError, RecursionError) as exc:
         raise InputError(f"invalid JSON: {exc}", source=source) from None
 
 
-def dump_json_lines(
-    data: Mapping[str, Any], list_keys: Iterable[str] = ("nodes", "edges", "links"), *, source: str = ""
-) -> str:
+def dump_json_lines(data: Mapping[str, Any], list_keys: Iterable[str] = ("nodes", "edges", "links"), *, source: str = "") -> str:
     """Serialize an object as JSON with one list element per line under ``list_keys``.
 
     Floats are written with ``repr`` precision (plain :func:`json.dumps`), so they read back equal.
@@ -148,8 +144,7 @@ def dump_json_lines(
             if key in keys and isinstance(value, list) and value:
                 lines.append(f"  {json.dumps(key)}: [")
                 lines.extend(
-                    f"    {json.dumps(el, allow_nan=False)}{',' if j < len(value) - 1 else ''}"
-                    for j, el in enumerate(value)
+                    f"    {json.dumps(el, allow_nan=False)}{',' if j < len(value) - 1 else ''}" for j, el in enumerate(value)
                 )
                 lines.append(f"  ]{comma}")
             else:
@@ -244,9 +239,7 @@ def to_float(value: Any, where: str, source: str, *, expected: str = "a number")
     except OverflowError:
         raise InputError(f"is too large, got {_short(value)}", source=source, where=where) from None
     if not math.isfinite(result):
-        raise InputError(
-            f"must be a finite number, got {value!r}; replace it with a measured value", source=source, where=where
-        )
+        raise InputError(f"must be a finite number, got {value!r}; replace it with a measured value", source=source, where=where)
     return result
 
 

@@ -176,8 +176,7 @@ def from_networkx(g: nx.DiGraph, name: str | None = None, time_unit: str | None 
         for i, (key, attrs) in enumerate(g.nodes(data=True))
     ]
     edges = [
-        edge_from_dict({**attrs, "source": u, "target": v}, i, strict=False)
-        for i, (u, v, attrs) in enumerate(g.edges(data=True))
+        edge_from_dict({**attrs, "source": u, "target": v}, i, strict=False) for i, (u, v, attrs) in enumerate(g.edges(data=True))
     ]
     graph_name = g.graph.get("name", "") if name is None else name
     unit = check_time_unit(g.graph.get("time_unit", "unitless") if time_unit is None else time_unit, "time_unit", "")

@@ -112,9 +112,7 @@ def _parse_node_line(line: str, lineno: int, source: str) -> _ParsedNode:
 def _parse_edge_line(line: str, lineno: int, source: str) -> tuple[str, str]:
     parts = [p.strip() for p in line.strip().split(_SEP)]
     if len(parts) != 2 or not all(parts) or any(" " in p for p in parts):
-        raise InputError(
-            f"malformed edge line {line.strip()[:60]!r}; {_EDGE_HINT}", source=source, where=f"line {lineno}"
-        )
+        raise InputError(f"malformed edge line {line.strip()[:60]!r}; {_EDGE_HINT}", source=source, where=f"line {lineno}")
     return parts[0], parts[1]
 
 
@@ -128,9 +126,7 @@ def _check_edges(edges: list[tuple[str, str, int]], nodes: dict[str, _ParsedNode
                     f"edge refers to unknown node {end!r}; add its node line or fix the id", source=source, where=where
                 )
         if (src, dst) in seen:
-            raise InputError(
-                f"duplicate edge {src} -- {dst} (first on line {seen[src, dst]})", source=source, where=where
-            )
+            raise InputError(f"duplicate edge {src} -- {dst} (first on line {seen[src, dst]})", source=source, where=where)
         seen[src, dst] = lineno
 
 

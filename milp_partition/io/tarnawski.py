@@ -117,9 +117,7 @@ def _cluster(data: Mapping[str, Any], source: str) -> Cluster:
     memory = to_float(get_value(data, "maxSizePerFPGA", _TOP, source), "field 'maxSizePerFPGA'", source)
     if memory < 0:
         raise InputError(f"must not be negative, got {memory!r}", source=source, where="field 'maxSizePerFPGA'")
-    return homogeneous_cluster(
-        int(count), int(memory), kind=ACCELERATOR_KIND, host_cpu_cores=int(cores), source=source or None
-    )
+    return homogeneous_cluster(int(count), int(memory), kind=ACCELERATOR_KIND, host_cpu_cores=int(cores), source=source or None)
 
 
 def tarnawski_from_dict(data: Any, source: str = "", *, name: str = "") -> Instance:
@@ -255,9 +253,7 @@ def tarnawski_to_dict(instance: Instance, source: str = "") -> dict[str, Any]:
                 source,
                 f"edge {i} ({edge.source!r} -> {edge.target!r})",
             )
-        edges.append(
-            {"sourceId": int(edge.source), "destId": int(edge.target), "cost": edge.transfer_time, "size": edge.bytes}
-        )
+        edges.append({"sourceId": int(edge.source), "destId": int(edge.target), "cost": edge.transfer_time, "size": edge.bytes})
     return {
         "maxSizePerFPGA": cluster.devices[0].memory_bytes,
         "maxFPGAs": len(cluster.devices),
