@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
@@ -112,7 +113,7 @@ def test_ideal_dp_is_exact_on_paths(seed: int) -> None:
 
     path = make_graph(
         [replace(n, colocation_group=None, is_backward=False) for n in base.graph.nodes],
-        [Edge(a, b, transfer_time=0.3 * (i + 1)) for i, (a, b) in enumerate(zip(ids, ids[1:]))],
+        [Edge(a, b, transfer_time=0.3 * (i + 1)) for i, (a, b) in enumerate(itertools.pairwise(ids))],
     )
     problem = replace(base, graph=path)
     exact = solve_pipeline(problem, SolveSettings(heuristics=False, threads=1))
