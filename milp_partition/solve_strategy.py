@@ -19,6 +19,8 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 
+import numpy as np
+
 from milp_partition.backends import SolveParams, SolveStatus, get_backend, relative_gap
 from milp_partition.result import HeuristicRun, Result
 from milp_partition.strategy import StrategyProblem, StrategySolution
@@ -150,6 +152,23 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
                 f"[{name}] {'value ' + format(value, '.12g') if value is not None else 'no feasible solution'} in {dp.seconds:.2f}s: {message}",
             )
 
+    if settings.heuristics and problem.memory_limit_bytes is not None:
+        from heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
+
+        lag = lagrangian_memory_bound(problem, LagrangianSettings(max_table_entries=settings.max_table_entries))
+        value = None
+        if lag.solution is not None:
+            report = verify_strategy(problem, lag.solution)
+            if report.feasible:
+                value = report.objective
+                if incumbent is None or value < incumbent[0]:
+                    # the Lagrangian works on the original problem: map its choice onto the reduced one
+                    incumbent = (value, _restrict(work, lag.solution), "lagrangian")
+        if math.isfinite(lag.bound):
+            lower = lag.bound if lower is None else max(lower, lag.bound)
+        result.heuristics.append(HeuristicRun("lagrangian", value, lag.seconds, False, lag.message))
+        _say(settings, f"[lagrangian] {lag.message} in {lag.seconds:.2f}s")
+
     if settings.solver == "none":
         _finish(result, problem, incumbent, lift, lower)
         if incumbent is not None and lower is not None and result.gap == 0.0:
@@ -216,8 +235,25 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
                 )
     else:
         _finish(result, problem, incumbent, lift, bound)
+    if lower is not None and result.objective is not None and result.status == "feasible":
+        # the DP / Lagrangian bound is proven too: report the better of the two bounds
+        result.bound = min(max(result.bound if result.bound is not None else -math.inf, lower), result.objective)
+        result.gap = relative_gap(result.objective, result.bound)
     result.solve_seconds = time.monotonic() - start
     return result
+
+
+def _restrict(reduced: StrategyProblem, solution: StrategySolution) -> StrategySolution:
+    """An original solution seen on a problem reduced by dominance alone (every kept layer keeps its id).
+
+    A configuration that dominance dropped is replaced by one that dominates it
+    (never worse); the hint is then only a hint, and the verifier re-checks the answer.
+    """
+    return StrategySolution({n.id: _kept(n, solution.choice[n.id]) for n in reduced.nodes})
+
+
+def _kept(node, config: str) -> str:
+    return config if config in node.configs else node.configs[int(np.argmin(node.cost))]
 
 
 def _finish(

@@ -94,3 +94,32 @@ def test_cli_detects_strategy_tables(capsys: pytest.CaptureFixture[str]) -> None
     line = capsys.readouterr().out
     assert line.startswith("optimal")
     assert float(line.split("objective=")[1].split()[0]) == pytest.approx(OPTIMA["rnnlm_p8.json"]["optimum"], rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_lagrangian_bound_is_a_lower_bound(seed: int) -> None:
+    from heuristics.strategy_lagrangian import lagrangian_memory_bound
+
+    problem = random_problem(400 + seed, memory=True, small_ints=seed % 2 == 0)
+    expected, _ = brute_force(problem)
+    lag = lagrangian_memory_bound(problem)
+    assert lag.bound <= expected * (1 + 1e-12) + 1e-12
+    if math.isinf(expected):
+        assert lag.solution is None
+    if lag.solution is not None:
+        report = verify_strategy(problem, lag.solution)
+        assert report.feasible and report.objective == pytest.approx(lag.value, rel=1e-12, abs=1e-12)
+        assert lag.value >= expected - 1e-9
+
+
+def test_lagrangian_bound_matches_the_lp_bound_on_a_real_instance() -> None:
+    """alexnet_p8 under a binding limit: the bound is below the proven optimum and above the unconstrained one."""
+    from heuristics.strategy_lagrangian import lagrangian_memory_bound
+    from milp_partition.strategy_memory import with_memory
+
+    problem = with_memory(read_strategy_tables(STRATEGY / "alexnet_p8.json"), memory_limit_bytes=400 * 2**20)
+    exact = solve_strategy(problem, StrategySolveSettings(heuristics=False))
+    assert exact.status == "optimal"
+    lag = lagrangian_memory_bound(problem)
+    free = OPTIMA["alexnet_p8.json"]["optimum"]
+    assert free * (1 - 1e-12) <= lag.bound <= exact.objective * (1 + 1e-12)
