@@ -44,7 +44,11 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
         default="static",
         help="static: sum of node bytes; 1f1b: training pipeline, stage i of s keeps s-i micro-batches of activations",
     )
-    g.add_argument("--optimizer-factor", type=float, default=1.0, help="multiplier on parameter bytes under 1f1b (default 1)")
+    g.add_argument(
+        "--optimizer-factor",
+        type=float,
+        help="multiplier on parameter bytes (optimizer state): pipeline 1f1b default 1, strategy default 3",
+    )
     st = p.add_argument_group("strategy problem")
     st.add_argument("--memory-limit", help="per-device memory limit on the chosen configurations, e.g. 2GiB")
     st.add_argument(
@@ -137,7 +141,7 @@ def _problem_from_args(args: argparse.Namespace) -> PipelineProblem:
         objective=args.objective,
         max_time_per_sample=args.max_time_per_sample,
         memory_model=args.memory_model,
-        optimizer_state_factor=args.optimizer_factor,
+        optimizer_state_factor=1.0 if args.optimizer_factor is None else args.optimizer_factor,
     )
     return PipelineProblem(instance.graph, _cluster_from_args(args, instance), settings, source=str(args.instance))
 
@@ -217,7 +221,9 @@ def _strategy_from_args(args: argparse.Namespace):
     if args.memory_limit is not None:
         limit = parse_bytes(args.memory_limit, "--memory-limit")
         if any(n.memory_bytes is None for n in problem.nodes):
-            settings = MemoryModelSettings(bytes_per_element=args.bytes_per_element, optimizer_state_factor=args.optimizer_factor)
+            settings = MemoryModelSettings(bytes_per_element=args.bytes_per_element)
+            if args.optimizer_factor is not None:
+                settings = replace(settings, optimizer_state_factor=args.optimizer_factor)
             problem = with_memory(problem, settings, memory_limit_bytes=limit)
         else:
             problem = replace(problem, memory_limit_bytes=limit)
