@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import platform
 import sys
 import time
@@ -26,15 +27,7 @@ from milp_partition.solve import SolveSettings, solve_pipeline  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "benchmarks" / "pipeline"
 #: Reference optima of the contiguous variant (shared/benchmarks/README.md).
-REFERENCE = {
-    "LayerGraphs/bert24_inference.json": 17.78990625,
-    "LayerGraphs/bert24_training.json": 41.7458125,
-    "LayerGraphs/gnmt_inference.json": 32.910658203125,
-    "LayerGraphs/resnet50_inference.json": 33.774666015625,
-    "OperatorGraphs/bert_l-3_inference.json": 27.9185676799125,
-    "OperatorGraphs/bert_l-3_training.json": 65.30314912208605,
-    "OperatorGraphs/resnet50_inference.json": 124.34884977404485,
-}
+REFERENCE = json.loads((REPO / "benchmarks" / "pipeline_reference.json").read_text())["optima"]
 
 
 def _problem(rel: str, contiguous: bool = True) -> PipelineProblem:

@@ -10,17 +10,14 @@ objective is always the verifier's.
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass
 
-from milp_partition.backends import SolveParams, SolveStatus, get_backend, relative_gap
+from milp_partition.backends import SolveParams, SolveStatus, relative_gap
 from milp_partition.problems import PipelineProblem, PipelineSolution
 from milp_partition.result import HeuristicRun, Result
+from milp_partition.solve_common import answer_error, run_backend, say
 from milp_partition.verify import verify_pipeline
-
-#: Relative tolerance between the back-end's objective and the verifier's before a mismatch is an error.
-OBJECTIVE_MATCH_REL_TOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -57,11 +54,6 @@ class SolveSettings:
     lower_bounds: bool = True
 
 
-def _say(settings: SolveSettings, text: str) -> None:
-    if settings.progress_interval_s is not None:
-        print(text, file=sys.stderr, flush=True)
-
-
 def run_pipeline_heuristics(
     problem: PipelineProblem, settings: SolveSettings
 ) -> list[tuple[HeuristicRun, PipelineSolution | None]]:
@@ -85,8 +77,8 @@ def run_pipeline_heuristics(
             else:
                 message += "; verifier rejected it: " + "; ".join(report.violations[:3])
         runs.append((HeuristicRun(name, value, dp.seconds, dp.exact, message), dp.solution if value is not None else None))
-        _say(
-            settings,
+        say(
+            settings.progress_interval_s,
             f"[{name}] {'value ' + format(value, '.9g') if value is not None else 'no solution'} in {dp.seconds:.2f}s: {dp.message}",
         )
     return runs
@@ -129,7 +121,6 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
         result.solve_seconds = time.monotonic() - start
         return result
 
-    backend = get_backend(settings.solver)
     pm = formulation.build(
         problem,
         upper_bound=best[0] if (best and settings.warm_start) else None,
@@ -138,12 +129,14 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
     if best is not None and settings.warm_start:
         formulation.hint(pm, best[1], best[0])
         result.warm_start = {"source": best[2], "objective": best[0]}
-    _say(
-        settings,
+    say(
+        settings.progress_interval_s,
         f"[{settings.solver}] model: {len(pm.model.variables)} variables, {len(pm.model.constraints)} constraints; "
         f"time limit {settings.time_limit_s:g}s, {settings.threads} threads",
     )
-    out = backend.solve(
+    out = run_backend(
+        result,
+        settings.solver,
         pm.model,
         SolveParams(
             time_limit_s=settings.time_limit_s,
@@ -153,11 +146,6 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
             use_hint=settings.warm_start,
         ),
     )
-    result.solver_seconds = out.wall_seconds
-    result.solver_notes = dict(out.notes)
-    result.solver_log = out.log
-    if result.warm_start:
-        result.warm_start["first_incumbent"] = out.first_incumbent
     bound = out.bound if math.isfinite(out.bound) else None
 
     if out.status is SolveStatus.INFEASIBLE:
@@ -170,14 +158,9 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
     elif out.values is not None:
         solution = formulation.decode(pm, out.values)
         report = verify_pipeline(problem, solution)
-        if not report.feasible:
-            result.status = "error"
-            result.message = "the verifier rejected the solver's solution: " + "; ".join(report.violations[:5])
-        elif not math.isclose(
-            report.objective, out.objective, rel_tol=OBJECTIVE_MATCH_REL_TOL, abs_tol=1e-9 + out.notes.get("rounding_error", 0.0)
-        ):  # type: ignore[operator]
-            result.status = "error"
-            result.message = f"the verifier's objective {report.objective!r} differs from the solver's {out.objective!r}: a bug"
+        error = answer_error(report.feasible, report.violations, report.objective, out)
+        if error is not None:
+            result.status, result.message = "error", error
         else:
             candidate = (report.objective, solution, settings.solver)
             if best is not None and best[0] < report.objective:

@@ -15,19 +15,16 @@
 from __future__ import annotations
 
 import math
-import sys
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from milp_partition.backends import SolveParams, SolveStatus, get_backend, relative_gap
+from milp_partition.backends import SolveParams, SolveStatus, relative_gap
 from milp_partition.result import HeuristicRun, Result
+from milp_partition.solve_common import answer_error, run_backend, say
 from milp_partition.strategy import StrategyProblem, StrategySolution
 from milp_partition.verify import verify_strategy
-
-#: Relative tolerance between the back-end's objective and the verifier's before a mismatch is an error.
-OBJECTIVE_MATCH_REL_TOL = 1e-6
 
 
 @dataclass(frozen=True)
@@ -72,11 +69,6 @@ class StrategySolveSettings:
     progress_interval_s: float | None = None
 
 
-def _say(settings: StrategySolveSettings, text: str) -> None:
-    if settings.progress_interval_s is not None:
-        print(text, file=sys.stderr, flush=True)
-
-
 def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = StrategySolveSettings()) -> Result:
     """Solve ``problem`` and return a verified :class:`Result` (``assignment`` maps layer -> configuration)."""
     from formulations import strategy as formulation
@@ -117,8 +109,8 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             "configurations": work.total_configs,
         }
         lift = reduced.lift
-        _say(
-            settings,
+        say(
+            settings.progress_interval_s,
             f"[reduce] {len(problem.nodes)} -> {len(work.nodes)} layers, {problem.total_configs} -> {work.total_configs} configurations",
         )
     else:
@@ -147,8 +139,8 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
                     unconstrained = dp.value
                     lower = unconstrained if lower is None else max(lower, unconstrained)
             result.heuristics.append(HeuristicRun(name, value, dp.seconds, dp.exact, message))
-            _say(
-                settings,
+            say(
+                settings.progress_interval_s,
                 f"[{name}] {'value ' + format(value, '.12g') if value is not None else 'no feasible solution'} in {dp.seconds:.2f}s: {message}",
             )
 
@@ -167,7 +159,7 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
         if math.isfinite(lag.bound):
             lower = lag.bound if lower is None else max(lower, lag.bound)
         result.heuristics.append(HeuristicRun("lagrangian", value, lag.seconds, False, lag.message))
-        _say(settings, f"[lagrangian] {lag.message} in {lag.seconds:.2f}s")
+        say(settings.progress_interval_s, f"[lagrangian] {lag.message} in {lag.seconds:.2f}s")
 
     if settings.solver == "none":
         _finish(result, problem, incumbent, lift, lower)
@@ -185,8 +177,13 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
     if incumbent is not None and settings.warm_start:
         formulation.hint(sm, incumbent[1])
         result.warm_start = {"source": incumbent[2], "objective": incumbent[0]}
-    _say(settings, f"[{settings.solver}] model: {len(sm.model.variables)} variables, {len(sm.model.constraints)} constraints")
-    out = get_backend(settings.solver).solve(
+    say(
+        settings.progress_interval_s,
+        f"[{settings.solver}] model: {len(sm.model.variables)} variables, {len(sm.model.constraints)} constraints",
+    )
+    out = run_backend(
+        result,
+        settings.solver,
         sm.model,
         SolveParams(
             time_limit_s=settings.time_limit_s,
@@ -196,11 +193,6 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             use_hint=settings.warm_start,
         ),
     )
-    result.solver_seconds = out.wall_seconds
-    result.solver_notes.update(out.notes)
-    result.solver_log = out.log
-    if result.warm_start:
-        result.warm_start["first_incumbent"] = out.first_incumbent
     bound = out.bound if math.isfinite(out.bound) else None
 
     if out.status is SolveStatus.INFEASIBLE:
@@ -215,14 +207,9 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
     elif out.values is not None:
         solution = formulation.decode(sm, out.values)
         report = verify_strategy(problem, lift(solution))
-        if not report.feasible:
-            result.status, result.message = (
-                "error",
-                "the verifier rejected the solver's solution: " + "; ".join(report.violations[:5]),
-            )
-        elif not math.isclose(report.objective, out.objective, rel_tol=OBJECTIVE_MATCH_REL_TOL):
-            result.status = "error"
-            result.message = f"the verifier's objective {report.objective!r} differs from the solver's {out.objective!r}: a bug"
+        error = answer_error(report.feasible, report.violations, report.objective, out)
+        if error is not None:
+            result.status, result.message = "error", error
         else:
             candidate = (report.objective, solution, settings.solver)
             if incumbent is not None and incumbent[0] < report.objective:

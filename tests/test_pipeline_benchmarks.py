@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -11,15 +12,7 @@ from milp_partition.problems import PipelineProblem, PipelineSettings
 from milp_partition.solve import SolveSettings, solve_pipeline
 
 # Reference optima of the contiguous variant from shared/benchmarks/README.md (the authors' exact DP).
-REFERENCE = {
-    "LayerGraphs/bert24_inference.json": 17.78990625,
-    "LayerGraphs/bert24_training.json": 41.7458125,
-    "LayerGraphs/gnmt_inference.json": 32.910658203125,
-    "LayerGraphs/resnet50_inference.json": 33.774666015625,
-    "OperatorGraphs/bert_l-3_inference.json": 27.9185676799125,
-    "OperatorGraphs/bert_l-3_training.json": 65.30314912208605,
-    "OperatorGraphs/resnet50_inference.json": 124.34884977404485,
-}
+REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "pipeline_reference.json").read_text())["optima"]
 
 
 def _problem(shared: Path, rel: str) -> PipelineProblem:
