@@ -342,6 +342,8 @@ def _read_assignment(path: Path) -> dict[str, str]:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from milp_partition.verify import verify_pipeline
 
+    if _problem_kind(args) == "strategy":
+        return _evaluate_strategy(args)
     problem = _problem_from_args(args)
     report = verify_pipeline(problem, PipelineSolution(_read_assignment(args.solution)))
     if not report.feasible:
@@ -360,9 +362,40 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _evaluate_strategy(args: argparse.Namespace) -> int:
+    from milp_partition.strategy import StrategySolution
+    from milp_partition.verify import verify_strategy
+
+    report = verify_strategy(_strategy_from_args(args), StrategySolution(_read_assignment(args.solution)))
+    if not report.feasible:
+        print("INFEASIBLE solution:")
+        for line in report.violations:
+            print(f"  - {line}")
+        return EXIT_INFEASIBLE
+    print(
+        f"feasible; cost = {_fmt(report.objective, 15)} (layers {_fmt(report.node_cost, 15)}, re-distribution "
+        f"{_fmt(report.edge_cost, 15)}); memory {_fmt_bytes(report.memory_bytes) if report.memory_bytes else '-'} per device"
+    )
+    return EXIT_OK
+
+
 def _cmd_info(args: argparse.Namespace) -> int:
     from milp_partition.io import read_instance
 
+    args.problem = None
+    if _problem_kind(args) == "strategy":
+        from milp_partition.io.strategy_tables import read_strategy_tables
+
+        sp = read_strategy_tables(args.instance)
+        sizes = [len(n.configs) for n in sp.nodes]
+        print(f"file        {args.instance}")
+        print(f"strategy    {sp.name or '-'}: {len(sp.nodes)} layers, {len(sp.edges)} edges, p = {sp.devices}")
+        print(f"configs     {sum(sizes)} in all, {min(sizes, default=0)} to {max(sizes, default=0)} per layer")
+        print(
+            f"memory      {'per configuration given' if all(n.memory_bytes is not None for n in sp.nodes) else 'none (derived from layer shapes with --memory-limit)'}"
+        )
+        print(f"cost unit   {sp.cost_unit or '-'}")
+        return EXIT_OK
     inst = read_instance(args.instance)
     g = inst.graph
     fwd = sum(1 for n in g.nodes if not n.is_backward)

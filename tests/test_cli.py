@@ -112,3 +112,20 @@ def test_info(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["info", str(REPO / "examples" / "bert24_training.json")]) == 0
     out = capsys.readouterr().out
     assert "64 nodes (32 forward, 32 backward)" in out and "6 accelerators" in out
+
+
+def test_strategy_info_solve_evaluate(tmp_path: Path, capsys: pytest.CaptureFixture[str], shared_benchmarks: Path) -> None:
+    instance = shared_benchmarks / "strategy" / "alexnet_p4.json"
+    assert main(["info", str(instance)]) == 0
+    assert "14 layers" in capsys.readouterr().out
+    out = tmp_path / "r.json"
+    assert main(["solve", str(instance), "--progress", "0", "-o", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["status"] == "optimal" and data["problem"] == "strategy"
+    capsys.readouterr()
+    assert main(["evaluate", str(instance), str(out)]) == 0
+    assert f"cost = {data['objective']:.15g}" in capsys.readouterr().out
+    wrong = tmp_path / "w.json"
+    wrong.write_text(json.dumps({**data["assignment"], "0": "no-such-config"}))
+    assert main(["evaluate", str(instance), str(wrong)]) == 3
+    assert "not one of its configurations" in capsys.readouterr().out
