@@ -188,7 +188,7 @@ def test_empty_file(tmp_path: Path, text: str, fmt: str) -> None:
     ("text", "expected"),
     [
         ('{"foo": 1, "bar": []}', "unknown format (top-level keys: foo, bar)"),
-        ('{"format": "strategy-tables/1", "nodes": []}', "unknown format 'strategy-tables/1'"),
+        ('{"format": "strategy-tables/1", "nodes": []}', "this is a strategy-tables file"),
         ("[1, 2, 3]", "JSON list, not an object"),
         ("a,b,c\n1,2,3\n", "unknown format (the file starts with 'a,b,c')"),
     ],
