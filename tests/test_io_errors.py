@@ -188,7 +188,6 @@ def test_empty_file(tmp_path: Path, text: str, fmt: str) -> None:
     ("text", "expected"),
     [
         ('{"foo": 1, "bar": []}', "unknown format (top-level keys: foo, bar)"),
-        ('{"format": "strategy-tables/1", "nodes": []}', "this is a strategy-tables file"),
         ("[1, 2, 3]", "JSON list, not an object"),
         ("a,b,c\n1,2,3\n", "unknown format (the file starts with 'a,b,c')"),
     ],
@@ -197,6 +196,11 @@ def test_unknown_format(tmp_path: Path, text: str, expected: str) -> None:
     message = _message(_write(tmp_path, text))
     assert expected in message
     assert "PipeDream" in message
+
+
+def test_strategy_tables_given_as_a_graph(tmp_path: Path) -> None:
+    message = _message(_write(tmp_path, '{"format": "strategy-tables/1", "nodes": []}'))
+    assert "this is a strategy-tables file" in message and "--problem strategy" in message
 
 
 def test_unknown_format_name(tmp_path: Path) -> None:
