@@ -13,7 +13,7 @@ import math
 import time
 from dataclasses import asdict, dataclass
 
-from milp_partition.backends import SolveParams, SolveStatus, relative_gap
+from milp_partition.backends import SolveStatus, relative_gap
 from milp_partition.problems import PipelineProblem, PipelineSolution
 from milp_partition.result import HeuristicRun, Result
 from milp_partition.solve_common import answer_error, run_backend, say
@@ -129,23 +129,7 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
     if best is not None and settings.warm_start:
         formulation.hint(pm, best[1], best[0])
         result.warm_start = {"source": best[2], "objective": best[0]}
-    say(
-        settings.progress_interval_s,
-        f"[{settings.solver}] model: {len(pm.model.variables)} variables, {len(pm.model.constraints)} constraints; "
-        f"time limit {settings.time_limit_s:g}s, {settings.threads} threads",
-    )
-    out = run_backend(
-        result,
-        settings.solver,
-        pm.model,
-        SolveParams(
-            time_limit_s=settings.time_limit_s,
-            threads=settings.threads,
-            seed=settings.seed,
-            progress_interval_s=settings.progress_interval_s,
-            use_hint=settings.warm_start,
-        ),
-    )
+    out = run_backend(result, settings, pm.model)
     bound = out.bound if math.isfinite(out.bound) else None
 
     if out.status is SolveStatus.INFEASIBLE:

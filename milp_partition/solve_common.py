@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from typing import Protocol
 
 from milp_partition.backends import Model, SolveOutput, SolveParams, get_backend
 from milp_partition.result import Result
@@ -18,9 +19,32 @@ def say(progress_interval_s: float | None, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def run_backend(result: Result, solver: str, model: Model, params: SolveParams) -> SolveOutput:
-    """Solve ``model`` with back-end ``solver``; record its time, notes, log and first incumbent in ``result``."""
-    out = get_backend(solver).solve(model, params)
+class BackendSettings(Protocol):
+    """The fields of a problem's solve settings that the back-end call reads."""
+
+    solver: str
+    time_limit_s: float
+    threads: int
+    seed: int
+    warm_start: bool
+    progress_interval_s: float | None
+
+
+def run_backend(result: Result, settings: BackendSettings, model: Model) -> SolveOutput:
+    """Solve ``model`` with ``settings.solver``; record its time, notes, log and first incumbent in ``result``."""
+    say(
+        settings.progress_interval_s,
+        f"[{settings.solver}] model: {len(model.variables)} variables, {len(model.constraints)} constraints; "
+        f"time limit {settings.time_limit_s:g}s, {settings.threads} threads",
+    )
+    params = SolveParams(
+        time_limit_s=settings.time_limit_s,
+        threads=settings.threads,
+        seed=settings.seed,
+        progress_interval_s=settings.progress_interval_s,
+        use_hint=settings.warm_start,
+    )
+    out = get_backend(settings.solver).solve(model, params)
     result.solver_seconds = out.wall_seconds
     result.solver_notes.update(out.notes)
     result.solver_log = out.log

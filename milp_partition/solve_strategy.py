@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from milp_partition.backends import SolveParams, SolveStatus, relative_gap
+from milp_partition.backends import SolveStatus, relative_gap
 from milp_partition.result import HeuristicRun, Result
 from milp_partition.solve_common import answer_error, run_backend, say
 from milp_partition.strategy import StrategyProblem, StrategySolution
@@ -177,22 +177,7 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
     if incumbent is not None and settings.warm_start:
         formulation.hint(sm, incumbent[1])
         result.warm_start = {"source": incumbent[2], "objective": incumbent[0]}
-    say(
-        settings.progress_interval_s,
-        f"[{settings.solver}] model: {len(sm.model.variables)} variables, {len(sm.model.constraints)} constraints",
-    )
-    out = run_backend(
-        result,
-        settings.solver,
-        sm.model,
-        SolveParams(
-            time_limit_s=settings.time_limit_s,
-            threads=settings.threads,
-            seed=settings.seed,
-            progress_interval_s=settings.progress_interval_s,
-            use_hint=settings.warm_start,
-        ),
-    )
+    out = run_backend(result, settings, sm.model)
     bound = out.bound if math.isfinite(out.bound) else None
 
     if out.status is SolveStatus.INFEASIBLE:
