@@ -265,21 +265,28 @@ def format_strategy_report(result: Result, problem: object, max_rows: int = 30) 
     return "\n".join(lines)
 
 
+def _backend_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The solve-settings fields every problem takes from the solver options."""
+    return {
+        "solver": args.solver,
+        "time_limit_s": args.time_limit,
+        "threads": args.threads,
+        "seed": args.seed,
+        "progress_interval_s": None if (args.quiet or args.progress <= 0) else args.progress,
+    }
+
+
 def _cmd_solve_strategy(args: argparse.Namespace) -> int:
     from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
 
     problem = _strategy_from_args(args)
     settings = StrategySolveSettings(
-        solver=args.solver,
-        time_limit_s=args.time_limit,
-        threads=args.threads,
-        seed=args.seed,
+        **_backend_settings(args),
         reduce=not args.no_reduce,
         heuristics=not args.no_heuristics,
         warm_start=not args.no_warm_start,
         dp_bound=args.dp_bound,
         cutoff=args.cutoff,
-        progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
     )
     result = solve_strategy(problem, settings)
     return _emit(result, args, lambda: format_strategy_report(result, problem))
@@ -310,14 +317,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         return _cmd_solve_strategy(args)
     problem = _problem_from_args(args)
     settings = SolveSettings(
-        solver=args.solver,
-        time_limit_s=args.time_limit,
-        threads=args.threads,
-        seed=args.seed,
+        **_backend_settings(args),
         warm_start=not args.no_warm_start,
         heuristics=not args.no_heuristics,
         max_ideals=args.max_ideals,
-        progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
     )
     result = solve_pipeline(problem, settings)
     return _emit(result, args, lambda: format_report(result, problem))

@@ -46,12 +46,12 @@ class Result:
     """
 
     problem: str
-    status: str
-    objective: float | None
-    bound: float | None
-    gap: float | None
-    solve_seconds: float
     solver: str
+    status: str = "unknown"
+    objective: float | None = None
+    bound: float | None = None
+    gap: float | None = None
+    solve_seconds: float = 0.0
     objective_name: str = "time_per_sample"
     time_unit: str = ""
     assignment: dict[str, str] = field(default_factory=dict)

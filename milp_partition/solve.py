@@ -91,11 +91,6 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
     start = time.monotonic()
     result = Result(
         problem="pipeline",
-        status="unknown",
-        objective=None,
-        bound=None,
-        gap=None,
-        solve_seconds=0.0,
         solver=settings.solver,
         objective_name="time_per_sample" if problem.settings.objective == "time" else "peak_memory_bytes",
         time_unit=problem.graph.time_unit,
