@@ -9,6 +9,7 @@ traceback.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import math
 import sys
@@ -21,6 +22,11 @@ from milp_partition.result import Result
 from milp_partition.units import parse_bytes, parse_rate
 
 EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_NO_SOLUTION = 0, 1, 2, 3, 4
+
+# Modules that add further subcommands.  Each defines ``register(subparsers)``,
+# which adds its parser and sets ``handler=<function(args) -> exit code>`` as a
+# default; the function raises MilpPartitionError for bad input like the rest.
+_COMMAND_MODULES: tuple[str, ...] = ()
 
 
 def _add_problem_options(p: argparse.ArgumentParser) -> None:
@@ -94,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     i = sub.add_parser("info", help="describe an instance")
     i.add_argument("instance", type=Path)
+    for module_name in _COMMAND_MODULES:
+        importlib.import_module(module_name).register(sub)
     return parser
 
 
@@ -431,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        handler = {"solve": _cmd_solve, "evaluate": _cmd_evaluate, "info": _cmd_info}[args.command]
+        handler = getattr(args, "handler", None) or {"solve": _cmd_solve, "evaluate": _cmd_evaluate, "info": _cmd_info}[args.command]
         return handler(args)
     except MilpPartitionError as exc:
         print(f"milp-partition: error: {exc}", file=sys.stderr)
