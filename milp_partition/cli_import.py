@@ -1,0 +1,163 @@
+"""``milp-partition import torch | onnx``: a model in, a native graph file out.
+
+Registered by :mod:`milp_partition.cli` through ``_COMMAND_MODULES``.  Bad input raises
+:class:`~milp_partition.errors.InputError` (one line, exit 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from milp_partition.errors import InputError
+from milp_partition.importers.settings import ImportSettings
+
+_EPILOG = """examples:
+  milp-partition import torch milp_partition.importers.models:gpt --input-shape 8x1024:int64 --training \\
+      --granularity layer --profile H100 --output gpt.json
+  milp-partition import onnx model.onnx --input-shape 8x3x224x224 --output model.json
+then: milp-partition solve gpt.json --devices 4 --memory 80GiB"""
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--input-shape",
+        action="append",
+        default=[],
+        metavar="SHAPE",
+        help="shape of an input, e.g. 8x3x224x224, or 8x128:int64 for token ids; repeat per input",
+    )
+    p.add_argument("--dtype", default="float32", help="floating-point dtype of the model and the profile rate (default float32)")
+    p.add_argument("--training", action="store_true", help="build a training graph: backward nodes tied to forward nodes")
+    p.add_argument("--free-backward", action="store_true", help="do not colocate backward nodes with their forward nodes")
+    p.add_argument(
+        "--granularity", choices=["operator", "layer"], default="operator", help="one node per operator (default) or per layer"
+    )
+    p.add_argument("--layer-depth", type=int, default=2, help="module-path depth of a layer (default 2: h.3 of h.3.attn.qkv)")
+    p.add_argument(
+        "--optimizer-state-factor",
+        type=float,
+        default=3.0,
+        help="training: resident bytes per parameter byte beyond the weights (gradient + Adam moments = 3, default)",
+    )
+    p.add_argument(
+        "--backward-ratio",
+        type=float,
+        default=2.0,
+        help="backward FLOPs per forward FLOP where the backward is not traced (default 2)",
+    )
+    p.add_argument(
+        "--profile",
+        default="H100",
+        help="device profile for times: datasheet name (V100, A100, H100, H200) or profile JSON; 'none' for no times (default H100)",
+    )
+    p.add_argument("--no-edge-times", action="store_true", help="leave edge transfer times to the cluster's link at solve time")
+    p.add_argument("--time-unit", choices=["s", "ms", "us"], default="ms", help="time unit of the graph (default ms)")
+    p.add_argument("--output", "-o", type=Path, required=True, help="the native graph JSON to write")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``import`` with its ``torch`` and ``onnx`` subcommands."""
+    imp = subparsers.add_parser(
+        "import",
+        help="import a PyTorch or ONNX model as a graph file",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    kinds = imp.add_subparsers(dest="framework", required=True)
+    t = kinds.add_parser(
+        "torch", help="a PyTorch module from MODULE:FACTORY", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    t.add_argument("model", help="MODULE:FACTORY (dotted module or path/to/file.py); the factory returns an nn.Module")
+    _add_common(t)
+    t.add_argument(
+        "--tracer",
+        choices=["auto", "export", "fx"],
+        default="auto",
+        help="auto: torch.export, else torch.fx.symbolic_trace (default)",
+    )
+    t.add_argument("--measure", action="store_true", help="time each operator on this CPU instead of using a profile")
+    t.add_argument("--measure-repeats", type=int, default=3, help="timed runs per operator, median kept (default 3)")
+    t.set_defaults(handler=_cmd_import_torch)
+    o = kinds.add_parser("onnx", help="an ONNX file", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    o.add_argument("model", type=Path, help="the .onnx file")
+    _add_common(o)
+    o.set_defaults(handler=_cmd_import_onnx)
+
+
+def settings_from_args(args: argparse.Namespace) -> ImportSettings:
+    """The :class:`ImportSettings` of the command line."""
+    if args.layer_depth < 1:
+        raise InputError(f"must be at least 1, got {args.layer_depth}", where="--layer-depth")
+    for flag, value in (("--optimizer-state-factor", args.optimizer_state_factor), ("--backward-ratio", args.backward_ratio)):
+        if not value >= 0:
+            raise InputError(f"must be a non-negative number, got {value}", where=flag)
+    measure = bool(getattr(args, "measure", False))
+    return ImportSettings(
+        granularity=args.granularity,
+        layer_depth=args.layer_depth,
+        training=args.training,
+        colocate_backward=not args.free_backward,
+        backward_flops_ratio=args.backward_ratio,
+        optimizer_state_bytes_per_param_byte=args.optimizer_state_factor,
+        dtype=args.dtype,
+        profile=None if str(args.profile).lower() == "none" else args.profile,
+        measure=measure,
+        measure_repeats=getattr(args, "measure_repeats", 3),
+        edge_times=not args.no_edge_times,
+        time_unit=args.time_unit,
+    )
+
+
+def _report(imported, output: Path, seconds: float) -> int:  # type: ignore[no-untyped-def]
+    from milp_partition.importers.build import write_imported
+
+    write_imported(imported, str(output))
+    meta = imported.metadata
+    print(f"captured   {imported.captured.name} with {meta['capture']} ({meta['framework']})")
+    print(
+        f"graph      {meta['nodes']} nodes, {meta['edges']} edges, granularity {meta['granularity']}"
+        + (f" depth {meta['layer_depth']}" if meta["layer_depth"] else "")
+        + (", training" if meta["training"] else ", forward only")
+    )
+    print(f"FLOPs      {meta['flops']:.6g} (forward {meta['forward_flops']:.6g}); parameters {meta['param_bytes']} bytes")
+    ref = meta["reference_flops"]
+    if ref:
+        print("reference  FlopCounterMode on the whole model: " + ", ".join(f"{k} {v:.6g}" for k, v in ref.items()))
+    print(f"times      {meta['times']}")
+    if meta["unknown_ops"]:
+        print("no FLOPs   costed by bytes moved: " + ", ".join(meta["unknown_ops"]))
+    for note in meta["notes"]:
+        print(f"note       {note}")
+    print(f"wrote      {output} in {seconds:.2f} s")
+    return 0
+
+
+def _cmd_import_torch(args: argparse.Namespace) -> int:
+    from milp_partition.importers.deps import require
+
+    require("torch")
+    from milp_partition.importers.torch_import import build_module, import_torch_model, make_inputs, parse_input_shape
+
+    start = time.perf_counter()
+    settings = settings_from_args(args)
+    if not args.input_shape:
+        raise InputError("give the shape of each model input, e.g. --input-shape 8x3x224x224", where="--input-shape")
+    specs = [parse_input_shape(s) for s in args.input_shape]
+    module = build_module(args.model)
+    inputs = make_inputs(specs, settings.dtype)
+    name = args.model.rpartition(":")[2]
+    imported = import_torch_model(module, inputs, settings, name=name, tracer=args.tracer)
+    return _report(imported, args.output, time.perf_counter() - start)
+
+
+def _cmd_import_onnx(args: argparse.Namespace) -> int:
+    from milp_partition.importers.onnx_import import import_onnx_model
+    from milp_partition.importers.torch_import import parse_input_shape
+
+    start = time.perf_counter()
+    settings = settings_from_args(args)
+    shapes = [parse_input_shape(s).shape for s in args.input_shape] or None
+    imported = import_onnx_model(args.model, settings, shapes)
+    return _report(imported, args.output, time.perf_counter() - start)

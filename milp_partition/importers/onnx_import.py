@@ -1,0 +1,266 @@
+"""Import an ONNX model: shape inference, FLOP formulas (:mod:`.onnx_flops`), bytes, parameters.
+
+Each ONNX node is an operator record, except constants: ``Constant`` nodes and nodes whose
+inputs are all initializers or constants (``Identity`` of a shared weight) are folded into the
+initializers they stand for.  Floating-point initializers are parameters; others (masks,
+indices, shapes) are buffers.  The module path of a node is read from its name as the
+PyTorch exporter writes it (``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``), which gives
+layer granularity.  ONNX has no backward pass, so a training graph uses the ratios of
+:class:`~milp_partition.importers.settings.ImportSettings`.  Needs the ``onnx`` extra.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from milp_partition.errors import InputError
+from milp_partition.graph import Graph
+from milp_partition.importers.build import ImportedGraph, build_graph
+from milp_partition.importers.deps import require
+from milp_partition.importers.onnx_flops import VIEWS, known_op, numel, op_flops
+from milp_partition.importers.records import CapturedModel, OpRecord, TensorUse
+from milp_partition.importers.settings import ImportSettings
+
+
+def module_path_from_name(name: str) -> str:
+    """``/layer1/layer1.0/downsample/downsample.0/Conv`` -> ``layer1.0.downsample.0`` ("" for a bare name)."""
+    if "/" not in name:
+        return ""
+    parts: list[str] = []
+    for comp in name.split("/")[1:-1]:
+        if not comp:
+            continue
+        if parts and comp.startswith(parts[-1] + "."):
+            parts[-1] = comp
+        else:
+            parts.append(comp)
+    return ".".join(parts)
+
+
+def load_model(path: str | Path, input_shapes: Sequence[tuple[int, ...]] | None = None) -> Any:
+    """Load, check and shape-infer an ONNX file, fixing the graph inputs' shapes if given.
+
+    Raises
+    ------
+    InputError
+        When the file is missing, not an ONNX model, fails the checker or shape inference, or
+        ``input_shapes`` does not match the graph inputs.
+    """
+    onnx = require("onnx")
+    source = str(path)
+    if not Path(path).is_file():
+        raise InputError("no such file; check the path", source=source)
+    try:
+        model = onnx.load(source)
+    except Exception as exc:
+        raise InputError(
+            f"is not a valid ONNX model (cannot parse it: {type(exc).__name__}: {_first(exc)})", source=source
+        ) from None
+    if not model.graph.node:
+        raise InputError("is not a valid ONNX model (its graph has no nodes)", source=source)
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        raise InputError(f"is not a valid ONNX model (checker: {_first(exc)})", source=source) from None
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
+    if input_shapes:
+        if len(input_shapes) != len(graph_inputs):
+            raise InputError(
+                f"the model has {len(graph_inputs)} input(s) ({', '.join(i.name for i in graph_inputs)}), "
+                f"--input-shape gave {len(input_shapes)}",
+                source=source,
+                where="--input-shape",
+            )
+        for value, shape in zip(graph_inputs, input_shapes):
+            dims = value.type.tensor_type.shape.dim
+            if len(dims) != len(shape):
+                raise InputError(
+                    f"input {value.name!r} has rank {len(dims)}, --input-shape gave {'x'.join(map(str, shape))}",
+                    source=source,
+                    where="--input-shape",
+                )
+            for dim, size in zip(dims, shape):
+                if dim.HasField("dim_value") and dim.dim_value != size:
+                    raise InputError(
+                        f"input {value.name!r} has fixed shape {_dims(dims)}, --input-shape gave {'x'.join(map(str, shape))}",
+                        source=source,
+                        where="--input-shape",
+                    )
+                dim.Clear()
+                dim.dim_value = size
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception as exc:
+        raise InputError(f"shape inference failed: {_first(exc)}", source=source) from None
+
+
+def _first(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return next((ln.strip() for ln in text.splitlines() if ln.strip()), type(exc).__name__)[:300]
+
+
+def _dims(dims: Any) -> str:
+    return "x".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in dims)
+
+
+def capture_onnx(model: Any, name: str) -> CapturedModel:
+    """Operator records of a shape-inferred ONNX model (see the module docstring)."""
+    onnx = require("onnx")
+    graph = model.graph
+    shapes: dict[str, tuple[int, ...] | None] = {}
+    itemsize: dict[str, int] = {}
+
+    def note_value(value: Any) -> None:
+        ttype = value.type.tensor_type
+        if not value.type.HasField("tensor_type"):
+            return
+        dims = ttype.shape.dim
+        known = ttype.HasField("shape") and all(d.HasField("dim_value") for d in dims)
+        shapes[value.name] = tuple(d.dim_value for d in dims) if known else None
+        itemsize[value.name] = _itemsize(onnx, ttype.elem_type)
+
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        note_value(value)
+    const_bytes: dict[str, int] = {}
+    const_is_param: dict[str, bool] = {}
+    for init in graph.initializer:
+        shapes[init.name] = tuple(init.dims)
+        itemsize[init.name] = _itemsize(onnx, init.data_type)
+        const_bytes[init.name] = numel(tuple(init.dims)) * itemsize[init.name]
+        const_is_param[init.name] = init.data_type in _FLOAT_TYPES
+    alias: dict[str, str] = {}  # constant value -> the initializer (or Constant output) it stands for
+
+    def nbytes(tensor: str) -> int:
+        shape = shapes.get(tensor)
+        return 0 if shape is None else numel(shape) * itemsize.get(tensor, 4)
+
+    ops: list[OpRecord] = []
+    uses: list[TensorUse] = []
+    producer: dict[str, str] = {}
+    seen_state: set[str] = set()
+    used_ids: set[str] = set()
+    flops_by_kind = {"matmul": 0.0, "other": 0.0}
+    unknown: set[str] = set()
+    unknown_shape: set[str] = set()
+    for index, node in enumerate(graph.node):
+        real_inputs = [t for t in node.input if t]
+        if node.op_type == "Constant" or (real_inputs and all(t in const_bytes or t in alias for t in real_inputs)):
+            for out in node.output:
+                if node.op_type == "Identity" and real_inputs:
+                    alias[out] = alias.get(real_inputs[0], real_inputs[0])
+                else:
+                    const_bytes[out] = nbytes(out)
+                    const_is_param[out] = False
+            continue
+        op_id = node.name or f"{node.op_type}_{index}"
+        while op_id in used_ids:
+            op_id += "_"
+        used_ids.add(op_id)
+        params = buffers = in_bytes = 0
+        for t in real_inputs:
+            root = alias.get(t, t)
+            if root in const_bytes:
+                if root not in seen_state:
+                    seen_state.add(root)
+                    if const_is_param[root]:
+                        params += const_bytes[root]
+                    else:
+                        buffers += const_bytes[root]
+                in_bytes += const_bytes[root]
+                continue
+            in_bytes += nbytes(t)
+            if shapes.get(t) is None:
+                unknown_shape.add(t)
+            if t in producer:
+                uses.append(TensorUse(producer[t], op_id, t, nbytes(t)))
+        out_bytes = sum(nbytes(t) for t in node.output if t)
+        in_shapes = [shapes.get(alias.get(t, t)) if t else None for t in node.input]
+        out_shapes = [shapes.get(t) for t in node.output]
+        attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+        matmul, other = op_flops(node.op_type, in_shapes, out_shapes, attrs)
+        flops_by_kind["matmul"] += matmul
+        flops_by_kind["other"] += other
+        counted = known_op(node.op_type)
+        if not counted:
+            unknown.add(node.op_type if not node.domain else f"{node.domain}.{node.op_type}")
+        view = node.op_type in VIEWS
+        ops.append(
+            OpRecord(
+                id=op_id,
+                op_type=node.op_type if not node.domain else f"{node.domain}.{node.op_type}",
+                module_path=module_path_from_name(node.name),
+                forward_flops=matmul + other,
+                input_bytes=0 if view else in_bytes,
+                output_bytes=0 if view else out_bytes,
+                param_bytes=params,
+                buffer_bytes=buffers,
+                counted=counted,
+            )
+        )
+        for t in node.output:
+            if t:
+                producer[t] = op_id
+    notes = []
+    if unknown_shape:
+        notes.append(f"{len(unknown_shape)} tensors without an inferred shape are costed as 0 bytes")
+    total_params = sum(b for t, b in const_bytes.items() if const_is_param.get(t) and t in {i.name for i in graph.initializer})
+    return CapturedModel(
+        name=name,
+        framework="onnx",
+        capture="onnx.shape_inference",
+        ops=tuple(ops),
+        uses=tuple(uses),
+        total_param_bytes=total_params,
+        flops_by_kind=flops_by_kind,
+        unknown_ops=tuple(sorted(unknown)),
+        notes=tuple(notes),
+    )
+
+
+#: ONNX TensorProto element types that are floating point (FLOAT, FLOAT16, DOUBLE, BFLOAT16, FLOAT8 kinds).
+_FLOAT_TYPES: frozenset[int] = frozenset({1, 10, 11, 16, 17, 18, 19, 20})
+
+
+def _itemsize(onnx: Any, elem_type: int) -> int:
+    try:
+        return int(onnx.helper.tensor_dtype_to_np_dtype(elem_type).itemsize)
+    except Exception:
+        return 4
+
+
+def import_onnx_model(
+    path: str | Path, settings: ImportSettings | None = None, input_shapes: Sequence[tuple[int, ...]] | None = None
+) -> ImportedGraph:
+    """Load an ONNX file and build its graph, with records and metadata.
+
+    Parameters
+    ----------
+    path
+        The ``.onnx`` file.
+    settings
+        Granularity, training (backward by the documented ratios), profile.  ``measure`` is
+        not supported for ONNX.
+    input_shapes
+        Shapes of the graph inputs (in order) for dynamic dimensions; ``None`` keeps the file's.
+
+    Raises
+    ------
+    InputError
+        On a missing or corrupt file, failed shape inference, a bad shape, or ``measure``.
+    """
+    settings = settings or ImportSettings()
+    if settings.measure:
+        raise InputError("--measure times PyTorch operators; for an ONNX model use --profile", where="--measure")
+    model = load_model(path, input_shapes)
+    captured = capture_onnx(model, Path(path).stem)
+    return build_graph(captured, settings)
+
+
+def import_onnx(
+    path: str | Path, settings: ImportSettings | None = None, input_shapes: Sequence[tuple[int, ...]] | None = None
+) -> Graph:
+    """The graph of an ONNX file (see :func:`import_onnx_model`)."""
+    return import_onnx_model(path, settings, input_shapes).graph

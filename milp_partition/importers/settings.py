@@ -1,0 +1,69 @@
+"""Settings of a model import (one frozen dataclass, units in the field names)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Granularity = Literal["operator", "layer"]
+
+
+@dataclass(frozen=True)
+class ImportSettings:
+    """How to turn a model into a graph.
+
+    Attributes
+    ----------
+    granularity
+        ``"operator"``: one node per captured operator.  ``"layer"``: one node per run of
+        consecutive operators from the same module, cut at ``layer_depth``.
+    layer_depth
+        Module-path depth that names a layer (``h.3.attn`` at depth 2 is ``h.3``); shallower
+        paths are kept whole.
+    training
+        Build a training graph: a backward node per forward node, tied to it.
+    colocate_backward
+        Put each backward node in its forward node's colocation group (a pipeline keeps the
+        weights and saved activations where they were made).  False frees them.
+    backward_flops_ratio
+        Backward FLOPs per forward FLOP where the backward was not traced (ONNX; a PyTorch op
+        whose backward could not be run): 2, one product for the input gradient and one for
+        the weight gradient.
+    backward_bytes_ratio
+        Bytes moved by the backward pass per forward byte moved (gradients in and out beside
+        the saved activations): 2.
+    optimizer_state_bytes_per_param_byte
+        Resident bytes beyond the weights, per parameter byte, in a training graph: gradients
+        plus optimizer state (1 gradient + 2 Adam moments = 3; SGD with momentum = 2).  Added to
+        the forward node's ``other_bytes``.  Solve such a graph with ``--memory-model static``
+        or with ``--optimizer-factor 1``, so it is not counted twice.
+    dtype
+        Floating-point dtype of the model (``float32``, ``bfloat16``, ``float16``), also the
+        profile's compute rate to use.
+    profile
+        Device profile for times: a datasheet name (``H100``) or a profile JSON path; ``None``
+        leaves modelled times at zero unless ``measure``.  Default: the H100 datasheet.
+    measure
+        Time each operator on this machine's CPU instead (PyTorch only).
+    measure_repeats
+        Timed repetitions per operator (the median is kept).
+    edge_times
+        Give each edge a transfer time from the profile's device-to-device link; False leaves it
+        to the cluster's link at solve time.
+    time_unit
+        Time unit of the graph written (``"ms"``).
+    """
+
+    granularity: Granularity = "operator"
+    layer_depth: int = 2
+    training: bool = False
+    colocate_backward: bool = True
+    backward_flops_ratio: float = 2.0
+    backward_bytes_ratio: float = 2.0
+    optimizer_state_bytes_per_param_byte: float = 3.0
+    dtype: str = "float32"
+    profile: str | None = "H100"
+    measure: bool = False
+    measure_repeats: int = 3
+    edge_times: bool = True
+    time_unit: str = "ms"

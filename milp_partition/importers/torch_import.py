@@ -1,0 +1,161 @@
+"""Import a PyTorch model: ``MODULE:FACTORY`` and input shapes in, a graph out.
+
+The Python API is :func:`import_torch` (a :class:`~milp_partition.graph.Graph`) and
+:func:`import_torch_model` (the graph with its records and metadata).  Needs the ``torch`` extra.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from milp_partition.errors import InputError
+from milp_partition.graph import Graph
+from milp_partition.importers.build import ImportedGraph, build_graph
+from milp_partition.importers.deps import require
+from milp_partition.importers.settings import ImportSettings
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One example input: its shape and, for non-float inputs, its dtype (``int64`` token ids)."""
+
+    shape: tuple[int, ...]
+    dtype: str | None = None
+
+
+def parse_input_shape(text: str) -> InputSpec:
+    """Parse ``8x3x224x224`` or ``8x128:int64``.
+
+    Raises
+    ------
+    InputError
+        When a dimension is not a positive integer.
+    """
+    shape_text, _, dtype = text.partition(":")
+    try:
+        shape = tuple(int(d) for d in shape_text.lower().split("x"))
+    except ValueError:
+        raise InputError(
+            f"must be dimensions joined by 'x', optionally ':dtype' (8x3x224x224, 8x128:int64), got {text!r}",
+            where="--input-shape",
+        ) from None
+    if not shape or any(d <= 0 for d in shape):
+        raise InputError(f"dimensions must be positive integers, got {text!r}", where="--input-shape")
+    return InputSpec(shape, dtype or None)
+
+
+def make_inputs(specs: Sequence[InputSpec], dtype: str, seed: int = 0) -> list[Any]:
+    """Example tensors: normal random floats of ``dtype``, zeros for integer dtypes (valid indices)."""
+    torch = require("torch")
+    gen = torch.Generator().manual_seed(seed)
+    out = []
+    for spec in specs:
+        name = spec.dtype or dtype
+        tdtype = getattr(torch, name, None)
+        if not isinstance(tdtype, torch.dtype):
+            raise InputError(f"unknown dtype {name!r} (use e.g. float32, bfloat16, int64)", where="--input-shape")
+        if tdtype.is_floating_point:
+            out.append(torch.randn(spec.shape, generator=gen, dtype=tdtype))
+        else:
+            out.append(torch.zeros(spec.shape, dtype=tdtype))
+    return out
+
+
+def load_factory(spec: str) -> Callable[[], Any]:
+    """The callable named by ``MODULE:FACTORY`` (``MODULE`` a dotted module or a ``.py`` path).
+
+    Raises
+    ------
+    InputError
+        When the module cannot be imported or has no such callable (naming what it does have).
+    """
+    module_name, sep, attr = spec.rpartition(":")
+    if not sep or not module_name or not attr:
+        raise InputError(f"must be MODULE:FACTORY (e.g. milp_partition.importers.models:gpt), got {spec!r}", where="model")
+    try:
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise InputError("no such file; check the path", source=module_name)
+            loader_spec = importlib.util.spec_from_file_location(path.stem, path)
+            assert loader_spec is not None and loader_spec.loader is not None
+            module = importlib.util.module_from_spec(loader_spec)
+            sys.modules.setdefault(path.stem, module)
+            loader_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except InputError:
+        raise
+    except ImportError as exc:
+        raise InputError(f"cannot import module {module_name!r}: {exc}", where="model") from None
+    except Exception as exc:
+        raise InputError(f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}", where="model") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        available = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[:12]
+        raise InputError(
+            f"module {module_name!r} has no factory {attr!r}" + (f"; it defines: {', '.join(available)}" if available else ""),
+            where="model",
+        )
+    return factory
+
+
+def build_module(spec: str) -> Any:
+    """Call the factory of ``spec``; it returns an ``nn.Module`` (or a tuple whose first item is one)."""
+    torch = require("torch")
+    factory = load_factory(spec)
+    try:
+        model = factory()
+    except Exception as exc:
+        raise InputError(f"factory {spec!r} failed: {type(exc).__name__}: {exc}", where="model") from None
+    if isinstance(model, tuple) and model:
+        model = model[0]
+    if not isinstance(model, torch.nn.Module):
+        raise InputError(f"factory {spec!r} returned {type(model).__name__}, not a torch.nn.Module", where="model")
+    return model
+
+
+def import_torch_model(
+    module: Any,
+    example_inputs: Sequence[Any],
+    settings: ImportSettings | None = None,
+    *,
+    name: str | None = None,
+    tracer: str = "auto",
+) -> ImportedGraph:
+    """Capture ``module`` on ``example_inputs`` and build its graph, with records and metadata.
+
+    Parameters
+    ----------
+    module
+        A ``torch.nn.Module`` (put in eval mode and cast to ``settings.dtype``).
+    example_inputs
+        Positional inputs of ``forward`` (tensors of the shapes to plan for).
+    settings
+        Granularity, training, profile, measurement.
+    name
+        Graph name (default: the module's class name).
+    tracer
+        ``"auto"`` (``torch.export``, else ``torch.fx.symbolic_trace``), ``"export"`` or ``"fx"``.
+
+    Raises
+    ------
+    InputError
+        When the inputs do not fit, no tracer captures the model, or the profile is unknown.
+    """
+    from milp_partition.importers.torch_capture import capture_module
+
+    settings = settings or ImportSettings()
+    captured = capture_module(module, example_inputs, settings, name=name or type(module).__name__, tracer=tracer)
+    return build_graph(captured, settings)
+
+
+def import_torch(module: Any, example_inputs: Sequence[Any], settings: ImportSettings | None = None) -> Graph:
+    """The graph of ``module`` on ``example_inputs`` (see :func:`import_torch_model`); default settings if ``None``."""
+    return import_torch_model(module, example_inputs, settings).graph
