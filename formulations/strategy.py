@@ -13,8 +13,18 @@ and :math:`y^{uv}_{ij} \in [0,1]` (edge (u,v) takes the pair (i,j)).
     \text{(a) one-hot:}\quad & \textstyle\sum_{c} x_{vc} = 1 & \forall v \\
     \text{(b) row marginal:}\quad & \textstyle\sum_{j} y^{uv}_{ij} = x_{ui} & \forall (u,v), i \\
     \text{(c) column marginal:}\quad & \textstyle\sum_{i} y^{uv}_{ij} = x_{vj} & \forall (u,v), j \\
-    \text{(d) memory:}\quad & \textstyle\sum_{v,c} m_{vc} x_{vc} \le M & \text{when a limit is set} \\
-    \text{(e) bounds:}\quad & L \le \text{objective} \le U & \text{when given}
+    \text{(d) memory:}\quad & \textstyle\sum_{v,c} m_{vc} x_{vc} \le M & \text{static model, when a limit is set} \\
+    \text{(d') live memory:}\quad & \textstyle\sum_{v,c} (m_{vc} - g_{vc}) x_{vc}
+        + \sum_{u \in L_t} \sum_c g_{uc} x_{uc} \le M & \forall t, \text{ liveness model} \\
+    \text{(e) bounds:}\quad & L \le \text{objective} \le U & \text{when given} \\
+    \text{(f) ties:}\quad & x_{vc} = x_{wc} & \forall \{v, w\} \text{ tied}, c \text{ (opt-in)}
+
+Under the liveness model (:class:`~milp_partition.strategy.StrategyProblem`),
+:math:`g_{vc}` is the activation part of :math:`m_{vc}` and :math:`L_t` the layers
+whose output is alive at step t of the schedule: those at or before t in the schedule
+whose last consumer is at or after t (a layer with no consumer: only its own step).
+Ties (f) force layers of identical repeated blocks to one configuration: an
+approximation that can only raise the optimum, used only when asked for.
 
 With x integral, (b) and (c) leave exactly one feasible y per edge, the indicator of
 the chosen pair (a transportation polytope whose margins are unit vectors), so y may
@@ -25,11 +35,14 @@ IPDPS 2021) solves the unconstrained case by dynamic programming.
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from milp_partition.backends.model import Model, Sense, Var, VarKind
+from milp_partition.errors import ModelError
 from milp_partition.strategy import StrategyProblem, StrategySolution
 
 
@@ -63,8 +76,13 @@ def build(
     upper_bound: float | None = None,
     lower_bound: float | None = None,
     settings: StrategyFormulationSettings = StrategyFormulationSettings(),
+    ties: Sequence[Sequence[int]] = (),
 ) -> StrategyModel:
-    """Build the integer program of ``problem`` (see the module docstring)."""
+    """Build the integer program of ``problem`` (see the module docstring).
+
+    ``ties`` lists groups of layer indices with the same configuration list that
+    must take the same configuration (constraint (f)).
+    """
     model = Model(name=f"strategy_{problem.name or 'graph'}")
     index = problem.index
     x = [[model.add_var(f"x[{v},{c}]") for c in range(len(node.configs))] for v, node in enumerate(problem.nodes)]
@@ -91,7 +109,7 @@ def build(
         nz = np.nonzero(edge.cost)
         objective.extend((y[i, j], float(edge.cost[i, j])) for i, j in zip(*nz))
 
-    if problem.memory_limit_bytes is not None:  # (d) memory
+    if problem.memory_limit_bytes is not None and problem.memory_model == "static":  # (d) memory
         terms = [
             (x[v][c], float(node.memory_bytes[c]))  # type: ignore[index]
             for v, node in enumerate(problem.nodes)
@@ -100,6 +118,22 @@ def build(
         ]
         model.add_constraint(terms, Sense.LE, float(problem.memory_limit_bytes), "memory")
 
+    if problem.memory_limit_bytes is not None and problem.memory_model == "liveness":  # (d') live memory
+        for t, live in enumerate(live_sets(problem)):
+            terms = []
+            for v, node in enumerate(problem.nodes):
+                mem = node.memory_bytes
+                act = node.activation_bytes if node.activation_bytes is not None else np.zeros_like(mem)
+                part = mem if v in live else mem - act  # type: ignore[operator]
+                terms.extend((x[v][c], float(part[c])) for c in range(len(node.configs)) if part[c] != 0)
+            model.add_constraint(terms, Sense.LE, float(problem.memory_limit_bytes), f"live_memory[{t}]")
+
+    for group in ties:  # (f) ties
+        first = group[0]
+        for w in group[1:]:
+            for c in range(len(x[first])):
+                model.add_constraint([(x[first][c], 1.0), (x[w][c], -1.0)], Sense.EQ, 0.0, f"tie[{first},{w},{c}]")
+
     if upper_bound is not None:  # (e) bounds
         model.add_constraint(objective, Sense.LE, float(upper_bound), "upper_bound")
     if lower_bound is not None:
@@ -107,6 +141,32 @@ def build(
     model.minimize(objective)
     sm.objective_terms = len(objective)
     return sm
+
+
+def live_sets(problem: StrategyProblem) -> list[set[int]]:
+    """For each step t of the schedule, the layers whose output activation is alive (set :math:`L_t`)."""
+    index = problem.index
+    n = len(problem.nodes)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    indegree = [0] * n
+    for e in problem.edges:
+        succ[index[e.source]].append(index[e.target])
+        indegree[index[e.target]] += 1
+    ready = [v for v in range(n) if indegree[v] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        v = heapq.heappop(ready)
+        order.append(v)
+        for w in succ[v]:
+            indegree[w] -= 1
+            if indegree[w] == 0:
+                heapq.heappush(ready, w)
+    if len(order) != n:
+        raise ModelError("the liveness memory model needs an acyclic layer graph; this one has a cycle")
+    step = {v: t for t, v in enumerate(order)}
+    last = [max((step[w] for w in succ[v]), default=step[v]) for v in range(n)]
+    return [{v for v in range(n) if step[v] <= t <= last[v]} for t in range(n)]
 
 
 def hint(sm: StrategyModel, solution: StrategySolution) -> None:

@@ -89,6 +89,7 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             "configurations": problem.total_configs,
             "devices": problem.devices,
             "memory_limit_bytes": problem.memory_limit_bytes,
+            "memory_model": problem.memory_model,
         },
         settings={f"solve.{k}": v for k, v in asdict(settings).items()},
     )
@@ -139,7 +140,7 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
                 f"[{name}] {'value ' + format(value, '.12g') if value is not None else 'no feasible solution'} in {dp.seconds:.2f}s: {message}",
             )
 
-    if settings.heuristics and problem.memory_limit_bytes is not None:
+    if settings.heuristics and problem.memory_limit_bytes is not None and problem.memory_model == "static":
         from heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
 
         lag = lagrangian_memory_bound(problem, LagrangianSettings(max_table_entries=settings.max_table_entries))

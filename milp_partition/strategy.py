@@ -31,6 +31,10 @@ class StrategyNode:
         ``(len(configs),)`` cost of each configuration.
     memory_bytes
         ``(len(configs),)`` per-device memory of each configuration, or ``None`` when unknown.
+    activation_bytes
+        ``(len(configs),)`` the part of ``memory_bytes`` that is the layer's output
+        activation (freed after its last consumer under the ``liveness`` memory model;
+        the rest, parameters and optimizer state, stays resident), or ``None``: all resident.
     """
 
     id: str
@@ -38,6 +42,7 @@ class StrategyNode:
     configs: tuple[str, ...]
     cost: np.ndarray
     memory_bytes: np.ndarray | None = None
+    activation_bytes: np.ndarray | None = None
 
 
 @dataclass(frozen=True, eq=False)
@@ -59,6 +64,15 @@ class StrategyProblem:
         Number of devices p the configurations split over.
     memory_limit_bytes
         Per-device memory limit on the sum of the chosen configurations' memory, or ``None``.
+    memory_model
+        ``"static"``: the sum over all layers of the chosen configurations'
+        ``memory_bytes`` must fit.  ``"liveness"``: layers run one at a time in the
+        *schedule*, the topological order that takes the ready layer listed first
+        (Kahn's algorithm on the node order); a layer's resident memory
+        (``memory_bytes - activation_bytes``) counts at every step, its output
+        activation from its own step through the step of its last consumer (only
+        its own step when it has none), and the memory at every step must fit.
+        This is the model of inference, or of training with recomputation.
     """
 
     nodes: tuple[StrategyNode, ...]
@@ -68,6 +82,7 @@ class StrategyProblem:
     cost_unit: str = ""
     memory_limit_bytes: int | None = None
     source: str = ""
+    memory_model: str = "static"
     extra: Mapping[str, object] = field(default_factory=dict)
 
     @property

@@ -508,6 +508,18 @@ def memory_per_config(problem: StrategyProblem, settings: MemoryModelSettings = 
     return result
 
 
+def activation_per_config(problem: StrategyProblem, settings: MemoryModelSettings = MemoryModelSettings()) -> dict[str, np.ndarray]:
+    """The output-activation part of :func:`memory_per_config`: ``ceil(bytes_per_element * A)`` per configuration."""
+    _check_settings(settings, problem.source)
+    nodes = {n.id: n for n in problem.nodes}
+    result: dict[str, np.ndarray] = {}
+    for node_id, layer in layer_tensors(problem).items():
+        factors = config_factors(nodes[node_id], len(layer.domain), problem.source)
+        act = layer.output.elements_per_device(factors) if settings.keep_activations else np.zeros(factors.shape[0])
+        result[node_id] = np.ceil(settings.bytes_per_element * np.asarray(act, dtype=np.float64)).astype(np.int64)
+    return result
+
+
 def _layer_memory(layer: LayerTensors, factors: np.ndarray, settings: MemoryModelSettings) -> np.ndarray:
     weights = np.zeros(factors.shape[0], dtype=np.int64)
     for tensor in layer.weights:
@@ -545,7 +557,8 @@ def with_memory(
     -------
     StrategyProblem
         Equal to ``problem`` except for ``memory_bytes`` (int64, whole bytes, one
-        per configuration) on every node and ``memory_limit_bytes``.
+        per configuration) and its output-activation part ``activation_bytes`` on
+        every node, and ``memory_limit_bytes``.
 
     Raises
     ------
@@ -561,6 +574,9 @@ def with_memory(
             source=problem.source or None,
         )
     memory = memory_per_config(problem, settings)
-    nodes = tuple(replace(n, memory_bytes=memory[n.id]) for n in problem.nodes)
+    activation = activation_per_config(problem, settings)
+    nodes = tuple(
+        replace(n, memory_bytes=memory[n.id], activation_bytes=np.minimum(activation[n.id], memory[n.id])) for n in problem.nodes
+    )
     limit = None if memory_limit_bytes is None else int(memory_limit_bytes)
     return replace(problem, nodes=nodes, memory_limit_bytes=limit)

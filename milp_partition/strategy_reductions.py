@@ -168,6 +168,7 @@ class _Layer:
     configs: list[str]
     cost: np.ndarray
     memory: np.ndarray | None
+    activation: np.ndarray | None = None
 
 
 @dataclass
@@ -218,6 +219,7 @@ def _start(problem: StrategyProblem) -> _Work:
             list(n.configs),
             np.asarray(n.cost, dtype=np.float64).copy(),
             None if n.memory_bytes is None else np.asarray(n.memory_bytes, dtype=np.float64).copy(),
+            None if n.activation_bytes is None else np.asarray(n.activation_bytes, dtype=np.float64).copy(),
         )
         for n in problem.nodes
     }
@@ -241,7 +243,7 @@ def _finish(work: _Work) -> Reduced:
         layer = work.layers.get(n.id)
         if layer is None:
             continue
-        nodes.append(StrategyNode(n.id, n.name, tuple(layer.configs), layer.cost, layer.memory))
+        nodes.append(StrategyNode(n.id, n.name, tuple(layer.configs), layer.cost, layer.memory, layer.activation))
     edges = tuple(StrategyEdge(a, b, m) for (a, b), m in work.edges.items())
     problem = StrategyProblem(
         nodes=tuple(nodes),
@@ -252,6 +254,7 @@ def _finish(work: _Work) -> Reduced:
         memory_limit_bytes=original.memory_limit_bytes,
         source=original.source,
         extra=original.extra,
+        memory_model=original.memory_model,
     )
     return Reduced(
         problem=problem,
@@ -274,6 +277,8 @@ def _features(work: _Work, v: str) -> np.ndarray:
     cols = [layer.cost[:, None]]
     if work.memory_in_force and layer.memory is not None:
         cols.append(layer.memory[:, None])
+        if layer.activation is not None:  # liveness: the resident part counts on its own at some steps
+            cols.append((layer.memory - layer.activation)[:, None])
     cols.extend(work.matrix(v, u) for u in sorted(work.adjacent[v]))
     return np.concatenate(cols, axis=1)
 
@@ -300,6 +305,8 @@ def _restrict(work: _Work, v: str, keep: np.ndarray) -> None:
     layer.cost = layer.cost[keep]
     if layer.memory is not None:
         layer.memory = layer.memory[keep]
+    if layer.activation is not None:
+        layer.activation = layer.activation[keep]
     for u in work.adjacent[v]:
         if (v, u) in work.edges:
             work.edges[(v, u)] = work.edges[(v, u)][keep, :]

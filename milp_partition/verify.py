@@ -267,13 +267,56 @@ def verify_strategy(problem: StrategyProblem, solution: StrategySolution) -> Str
     node_cost = math.fsum(float(nodes[v].cost[i]) for v, i in picked.items())
     edge_cost = math.fsum(float(e.cost[picked[e.source], picked[e.target]]) for e in problem.edges)
     memory = 0.0
+    where_peak = ""
     if all(n.memory_bytes is not None for n in nodes.values()):
-        memory = math.fsum(float(nodes[v].memory_bytes[i]) for v, i in picked.items())
+        if problem.memory_model == "liveness":
+            memory, where_peak = _live_peak(problem, picked)
+        else:
+            memory = math.fsum(float(nodes[v].memory_bytes[i]) for v, i in picked.items())
     limit = problem.memory_limit_bytes
     if limit is not None:
         if any(n.memory_bytes is None for n in nodes.values()):
             bad.append("a memory limit is set but some layers carry no memory per configuration")
         elif memory > limit:
-            bad.append(f"the chosen configurations need {memory:.0f} bytes per device, over the limit of {limit}")
+            bad.append(f"the chosen configurations need {memory:.0f} bytes per device{where_peak}, over the limit of {limit}")
     total = node_cost + edge_cost
     return StrategyReport(not bad, bad, total if not bad else math.inf, node_cost, edge_cost, memory)
+
+
+def _live_peak(problem: StrategyProblem, picked: dict[str, int]) -> tuple[float, str]:
+    """Peak per-device memory under the liveness model, replaying the schedule step by step.
+
+    The schedule runs, at each step, the first layer in the node list whose
+    producers have all run; resident memory (``memory_bytes - activation_bytes``)
+    counts throughout, an output activation from its producer's step through its
+    last consumer's step.
+    """
+    nodes = {n.id: n for n in problem.nodes}
+    producers: dict[str, set[str]] = {v: set() for v in nodes}
+    consumers: dict[str, set[str]] = {v: set() for v in nodes}
+    for e in problem.edges:
+        producers[e.target].add(e.source)
+        consumers[e.source].add(e.target)
+    resident = 0.0
+    activation: dict[str, float] = {}
+    for v, i in picked.items():
+        act = 0.0 if nodes[v].activation_bytes is None else float(nodes[v].activation_bytes[i])
+        activation[v] = act
+        resident += float(nodes[v].memory_bytes[i]) - act
+    done: set[str] = set()
+    waiting: dict[str, set[str]] = {}  # produced activations -> consumers not yet run
+    peak, peak_layer = resident, ""
+    while len(done) < len(nodes):
+        runnable = next((v for v in nodes if v not in done and producers[v] <= done), None)
+        if runnable is None:
+            raise ValueError("the layer graph has a cycle; the liveness model needs an acyclic graph")
+        done.add(runnable)
+        waiting[runnable] = set(consumers[runnable])
+        now = resident + math.fsum(activation[v] for v in waiting)
+        if now > peak:
+            peak, peak_layer = now, runnable
+        for v in [v for v in waiting if runnable in waiting[v] or v == runnable]:
+            waiting[v].discard(runnable)
+            if not waiting[v]:
+                del waiting[v]
+    return peak, (f" at layer {peak_layer!r}" if peak_layer else "")

@@ -15,12 +15,16 @@ One JSON object holds a :class:`~milp_partition.strategy.StrategyProblem`:
     optional), ``configs`` (non-empty list of distinct strings), ``cost`` (one
     finite non-negative number per configuration) and, as an extension this
     project writes, ``memory_bytes`` (one whole non-negative number per
-    configuration).
+    configuration) and ``activation_bytes`` (the part of ``memory_bytes`` that
+    is the output activation, freed under the liveness memory model).
 ``edges[]``
     ``source``, ``target`` (node ids) and ``cost``: a matrix with one row per
     source configuration and one column per target configuration.
 ``memory_limit_bytes``
     Extension: a whole non-negative number or ``null`` (optional).
+``memory_model``
+    Extension: ``"static"`` (default) or ``"liveness"``
+    (see :class:`~milp_partition.strategy.StrategyProblem`).
 
 Costs become float64 arrays and memory int64 arrays.  Writing with
 :func:`write_strategy_tables` then reading with :func:`read_strategy_tables`
@@ -67,8 +71,8 @@ __all__ = [
 #: Value of the ``format`` field of a strategy-table file.
 STRATEGY_FORMAT = "strategy-tables/1"
 
-_TOP_FIELDS = ("format", "name", "source", "devices", "cost_unit", "nodes", "edges", "memory_limit_bytes")
-_NODE_FIELDS = ("id", "name", "configs", "cost", "memory_bytes")
+_TOP_FIELDS = ("format", "name", "source", "devices", "cost_unit", "nodes", "edges", "memory_limit_bytes", "memory_model")
+_NODE_FIELDS = ("id", "name", "configs", "cost", "memory_bytes", "activation_bytes")
 _EDGE_FIELDS = ("source", "target", "cost")
 _NUMBER_TYPES = frozenset({int, float})
 
@@ -204,12 +208,26 @@ def _node_from_dict(obj: Any, position: int, source: str) -> StrategyNode:
     cost = _cost_vector(get_value(obj, "cost", where, source), len(configs), _field(where, "cost"), source)
     memory = obj.get("memory_bytes")
     memory_bytes = None if memory is None else _memory_vector(memory, len(configs), _field(where, "memory_bytes"), source)
+    activation = obj.get("activation_bytes")
+    activation_bytes = None
+    if activation is not None:
+        if memory_bytes is None:
+            raise InputError("is given without 'memory_bytes'; give both", source=source, where=_field(where, "activation_bytes"))
+        activation_bytes = _memory_vector(activation, len(configs), _field(where, "activation_bytes"), source)
+        over = np.flatnonzero(activation_bytes > memory_bytes)
+        if len(over):
+            raise InputError(
+                f"[{int(over[0])}] is larger than memory_bytes[{int(over[0])}]; the activation is a part of the memory",
+                source=source,
+                where=_field(where, "activation_bytes"),
+            )
     return StrategyNode(
         id=node_id,
         name=get_str(obj, "name", where, source, ""),
         configs=configs,
         cost=cost,
         memory_bytes=memory_bytes,
+        activation_bytes=activation_bytes,
     )
 
 
@@ -252,6 +270,13 @@ def _memory_limit(data: Mapping[str, Any], source: str) -> int | None:
     if limit < 0:
         raise InputError(f"must be non-negative, got {limit}", source=source, where=where)
     return limit
+
+
+def _memory_model(data: Mapping[str, Any], source: str) -> str:
+    value = get_str(data, "memory_model", "top level", source, "static")
+    if value not in ("static", "liveness"):
+        raise InputError(f"must be 'static' or 'liveness', got {value!r}", source=source, where="field 'memory_model'")
+    return value
 
 
 # ---------------------------------------------------------------------------
@@ -344,6 +369,7 @@ def strategy_from_dict(data: Any, source: str = "", *, default_name: str = "") -
         cost_unit=cost_unit,
         memory_limit_bytes=_memory_limit(data, source),
         source=source,
+        memory_model=_memory_model(data, source),
         extra={"source_text": source_text},
     )
 
@@ -395,6 +421,8 @@ def strategy_to_dict(problem: StrategyProblem) -> dict[str, Any]:
     }
     if problem.memory_limit_bytes is not None:
         data["memory_limit_bytes"] = int(problem.memory_limit_bytes)
+    if problem.memory_model != "static":
+        data["memory_model"] = problem.memory_model
     data["nodes"] = [_node_to_dict(node) for node in problem.nodes]
     data["edges"] = [
         {"source": e.source, "target": e.target, "cost": np.asarray(e.cost, dtype=np.float64).tolist()} for e in problem.edges
@@ -411,6 +439,8 @@ def _node_to_dict(node: StrategyNode) -> dict[str, Any]:
     }
     if node.memory_bytes is not None:
         obj["memory_bytes"] = [int(v) for v in np.asarray(node.memory_bytes).tolist()]
+    if node.activation_bytes is not None:
+        obj["activation_bytes"] = [int(v) for v in np.asarray(node.activation_bytes).tolist()]
     return obj
 
 
