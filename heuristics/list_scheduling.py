@@ -1,0 +1,311 @@
+"""List-scheduling heuristics for operator placement: HEFT, m-TOPO and m-ETF.
+
+All three build a schedule with :class:`heuristics.placement_state.ScheduleState`,
+so each returned schedule respects precedence with transfer delays, no overlap on
+a device, colocation groups, allowed devices, static memory (hence liveness
+memory too) and, when the problem asks for it, link contention.  When memory runs
+out they raise :class:`~heuristics.placement_state.PlacementHeuristicError`
+instead of returning an infeasible schedule.
+
+* **HEFT** (Topcuoglu, Hariri and Wu, "Performance-effective and low-complexity
+  task scheduling for heterogeneous computing", IEEE TPDS 13(3), 2002): tasks in
+  decreasing *upward rank* (mean time over the devices a task can run on, plus the
+  mean off-diagonal transfer time of each edge), each put on the device with the
+  earliest finish time, with insertion into idle gaps.  The gap search is bounded
+  (bisection on gap ends, then at most ``gap_scan`` gaps; see
+  :mod:`heuristics.placement_state`), and memory-aware: devices where the task no
+  longer fits are skipped.
+* **m-TOPO** (Jeon et al., "Baechi: fast device placement of machine learning
+  graphs", SoCC 2020): tasks in topological order fill the devices one after the
+  other, moving to the next device when the current one holds its share of the
+  total memory (shares proportional to device speed, capped by capacity; shares
+  of time when tasks carry no memory); then a list schedule in upward-rank order
+  on the fixed devices.
+* **m-ETF** (Baechi's memory-constrained Earliest Task First, after Hwang et al.
+  1989): repeatedly the ready (task, device) pair with the earliest start among
+  devices with room is scheduled, ties to the earliest finish.  Ready tasks sit in
+  a heap keyed by their earliest start when last evaluated; device timelines only
+  grow, so a key never falls and a popped task whose fresh key is larger is pushed
+  back (lazy re-evaluation), never a scan of all ready tasks per step.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from heuristics.placement_memory import MemoryGuard
+from heuristics.placement_state import PlacementHeuristicError, ScheduleState
+from milp_partition.placement import PlacementProblem, PlacementSolution
+
+INF = math.inf
+
+
+@dataclass(frozen=True)
+class ListSchedulingSettings:
+    """Options shared by the list schedulers.
+
+    Attributes
+    ----------
+    insertion
+        Let a task use an idle gap on a device (HEFT's insertion policy).
+    gap_scan
+        Most gaps tried per device and task in the insertion search.
+    """
+
+    insertion: bool = True
+    gap_scan: int = 16
+
+
+def mean_costs(problem: PlacementProblem) -> tuple[np.ndarray, np.ndarray]:
+    """HEFT's mean task times (over devices where finite) and mean off-diagonal transfer times per edge."""
+    finite = np.isfinite(problem.time)
+    t = np.where(finite, problem.time, 0.0)
+    w = t.sum(axis=1) / np.maximum(finite.sum(axis=1), 1)
+    d = problem.num_devices
+    if problem.num_edges and d > 1:
+        c = problem.comm.sum(axis=(1, 2)) / (d * (d - 1))
+    else:
+        c = np.zeros(problem.num_edges)
+    return w, c
+
+
+def upward_rank(problem: PlacementProblem, task_cost: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:
+    """``rank[i] = task_cost[i] + max over edges i->j of (edge_cost[e] + rank[j])`` (0 for no successors)."""
+    n = problem.num_tasks
+    ptr, succ, edge = problem.succ
+    ptr_l, succ_l, edge_l = ptr.tolist(), succ.tolist(), edge.tolist()
+    w = task_cost.tolist()
+    c = edge_cost.tolist()
+    rank = [0.0] * n
+    for i in problem.topological_order[::-1].tolist():
+        best = 0.0
+        for j in range(ptr_l[i], ptr_l[i + 1]):
+            v = c[edge_l[j]] + rank[succ_l[j]]
+            if v > best:
+                best = v
+        rank[i] = w[i] + best
+    return np.asarray(rank)
+
+
+def rank_order(problem: PlacementProblem, rank: np.ndarray) -> list[int]:
+    """Tasks by decreasing rank, ties in topological order (so the order is itself topological)."""
+    pos = np.empty(problem.num_tasks, dtype=np.int64)
+    pos[problem.topological_order] = np.arange(problem.num_tasks)
+    return np.lexsort((pos, -rank)).tolist()
+
+
+def _best(starts: list[float], finishes: list[float]) -> int:
+    k = min(range(len(finishes)), key=lambda k: (finishes[k], starts[k], k))
+    return k
+
+
+def heft(problem: PlacementProblem, settings: ListSchedulingSettings | None = None) -> PlacementSolution:
+    """HEFT with bounded insertion and memory awareness (see the module docstring).
+
+    Raises
+    ------
+    PlacementHeuristicError
+        When a task fits on no device with the memory left.
+    """
+    settings = settings or ListSchedulingSettings()
+    w, c = mean_costs(problem)
+    order = rank_order(problem, upward_rank(problem, w, c))
+    state = ScheduleState(problem, insertion=settings.insertion, gap_scan=settings.gap_scan, heuristic="heft")
+    floating = state.floating
+    for i in order:
+        if floating[i]:
+            continue
+        starts, finishes = state.evaluate(i)
+        k = _best(starts, finishes)
+        if finishes[k] == INF:
+            raise state.fail(i)
+        state.commit(i, k, starts[k])
+    return state.solution()
+
+
+def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = None) -> PlacementSolution:
+    """Baechi's memory-constrained Earliest Task First (see the module docstring).
+
+    Raises
+    ------
+    PlacementHeuristicError
+        When a ready task fits on no device with the memory left.
+    """
+    settings = settings or ListSchedulingSettings()
+    n = problem.num_tasks
+    state = ScheduleState(problem, insertion=settings.insertion, gap_scan=settings.gap_scan, heuristic="m-etf")
+    floating = state.floating
+    pred_ptr = state.pred_ptr
+    pred_task = state.pred_task
+    indeg = [0] * n
+    for i in range(n):
+        indeg[i] = sum(1 for p in pred_task[pred_ptr[i] : pred_ptr[i + 1]] if not floating[p])
+    pos = np.empty(n, dtype=np.int64)
+    pos[problem.topological_order] = np.arange(n)
+    pos_l = pos.tolist()
+    sptr, succ, _ = problem.succ
+    sptr_l, succ_l = sptr.tolist(), succ.tolist()
+    heap: list[tuple[float, float, int, int]] = []
+
+    def push(i: int) -> None:
+        starts, finishes = state.evaluate(i)
+        k = min(range(len(starts)), key=lambda k: (starts[k], finishes[k], k))
+        if starts[k] == INF:
+            raise state.fail(i)
+        heapq.heappush(heap, (starts[k], finishes[k], pos_l[i], i))
+
+    for i in range(n):
+        if indeg[i] == 0 and not floating[i]:
+            push(i)
+    while heap:
+        key, _, _, i = heapq.heappop(heap)
+        starts, finishes = state.evaluate(i)
+        k = min(range(len(starts)), key=lambda k: (starts[k], finishes[k], k))
+        if starts[k] == INF:
+            raise state.fail(i)
+        if starts[k] > key and heap and starts[k] > heap[0][0]:
+            heapq.heappush(heap, (starts[k], finishes[k], pos_l[i], i))
+            continue
+        state.commit(i, k, starts[k])
+        for j in succ_l[sptr_l[i] : sptr_l[i + 1]]:
+            indeg[j] -= 1
+            if indeg[j] == 0:
+                push(j)
+    return state.solution()
+
+
+def device_speed(problem: PlacementProblem) -> np.ndarray:
+    """(d,) relative speed of each device: the tasks' least times summed over their times there (finite ones only)."""
+    finite = np.isfinite(problem.time)
+    best = np.where(finite, problem.time, INF).min(axis=1)
+    best = np.where(np.isfinite(best), best, 0.0)
+    t = np.where(finite, problem.time, 0.0)
+    num = (finite * best[:, None]).sum(axis=0)
+    den = t.sum(axis=0)
+    return np.where(den > 0, num / np.where(den > 0, den, 1.0), 1.0)
+
+
+def schedule_assignment(problem: PlacementProblem, device: np.ndarray, *, heuristic: str, settings: ListSchedulingSettings | None = None) -> PlacementSolution:
+    """List-schedule tasks on fixed devices, in decreasing upward rank with the real costs of the assignment.
+
+    Raises
+    ------
+    PlacementHeuristicError
+        When the assignment breaks memory, an allowed device or a colocation group.
+    """
+    settings = settings or ListSchedulingSettings()
+    device = np.asarray(device, dtype=np.int64)
+    n = problem.num_tasks
+    w = problem.time[np.arange(n), device]
+    c = problem.comm[np.arange(problem.num_edges), device[problem.edge_source], device[problem.edge_target]]
+    order = rank_order(problem, upward_rank(problem, w, c))
+    state = ScheduleState(problem, insertion=settings.insertion, gap_scan=settings.gap_scan, heuristic=heuristic, floating=False)
+    dev = device.tolist()
+    for i in order:
+        k = dev[i]
+        starts, _ = state.evaluate(i, (k,))
+        if starts[k] == INF:
+            raise state.fail(i, f" (on its assigned device {problem.device_ids[k]})")
+        state.commit(i, k, starts[k])
+    return state.solution()
+
+
+def place_virtual_inputs(problem: PlacementProblem, device: np.ndarray, guard: MemoryGuard) -> None:
+    """Put each unplaced (``-1``) task on its first successor's device where it fits, else on the first device with room.
+
+    ``device`` and ``guard`` are updated in place; tasks in colocation groups must already be placed.
+    """
+    sptr, succ, _ = problem.succ
+    for i in np.flatnonzero(device < 0).tolist():
+        cands = [int(device[j]) for j in succ[sptr[i] : sptr[i + 1]].tolist() if device[j] >= 0]
+        cands += list(range(problem.num_devices))
+        need = float(problem.task_memory[i])
+        k = next((k for k in cands if np.isfinite(problem.time[i, k]) and guard.fits(k, [i], need)), None)
+        if k is None:
+            raise PlacementHeuristicError(
+                f"cannot place task {problem.task_ids[i]!r}: it needs memory {need:g} and no device it may run on has that left"
+            )
+        device[i] = k
+        guard.take(k, [i], need)
+
+
+def m_topo(problem: PlacementProblem, settings: ListSchedulingSettings | None = None) -> PlacementSolution:
+    """Baechi's memory-constrained topological placement (see the module docstring).
+
+    Raises
+    ------
+    PlacementHeuristicError
+        When a task fits on no device with the memory left.
+    """
+    n, d = problem.num_tasks, problem.num_devices
+    speed = device_speed(problem)
+    dev_order = sorted(range(d), key=lambda k: (-speed[k], k))
+    cap = problem.device_memory.astype(np.float64)
+    total_mem = float(problem.task_memory.sum())
+    if total_mem > 0:
+        size = problem.task_memory
+        share = total_mem * speed / speed.sum()
+        limit = np.minimum(cap, share)
+    else:
+        w, _ = mean_costs(problem)
+        size = w
+        share = float(w.sum()) * speed / speed.sum()
+        limit = share
+    guard = MemoryGuard(problem)
+    free = guard.free
+    used = np.zeros(d)
+    device = np.full(n, -1, dtype=np.int64)
+    group = problem.colocation
+    group_device: dict[int, int] = {}
+    group_mem: dict[int, float] = {}
+    if (group >= 0).any():
+        for g, m in zip(group.tolist(), problem.task_memory.tolist()):
+            if g >= 0:
+                group_mem[g] = group_mem.get(g, 0.0) + m
+    indeg = np.diff(problem.pred[0])
+    floating = (~problem.occupies_device) & (indeg == 0) & (group < 0)
+    time_l = problem.time.tolist()
+    size_l = np.asarray(size, dtype=np.float64).tolist()
+    mem_l = problem.task_memory.tolist()
+    group_l = group.tolist()
+    cur = 0
+    for i in problem.topological_order.tolist():
+        if floating[i]:
+            continue
+        g = group_l[i]
+        if g >= 0 and g in group_device:
+            device[i] = group_device[g]
+            used[device[i]] += size_l[i]
+            continue
+        need = group_mem[g] if g >= 0 else mem_l[i]
+        items = [n + g] if g >= 0 else [i]
+        members_ok = None
+        if g >= 0:
+            members_ok = np.isfinite(problem.time[group == g]).all(axis=0)
+        k0 = dev_order[cur]
+        while cur < d - 1 and used[k0] > 0 and used[k0] + size_l[i] > limit[k0]:
+            cur += 1  # the current device holds its share: move on for good
+            k0 = dev_order[cur]
+        chosen = -1
+        for k in dev_order[cur:] + dev_order[:cur]:
+            if time_l[i][k] == INF or not guard.fits(k, items, need) or (members_ok is not None and not members_ok[k]):
+                continue
+            chosen = k
+            break
+        if chosen < 0:
+            raise PlacementHeuristicError(
+                f"m-topo cannot place task {problem.task_ids[i]!r}: it needs memory {need:g} and no device it may run "
+                f"on has that left ({', '.join(f'{problem.device_ids[k]}: {free[k]:g}' for k in range(d))}); "
+                "give the devices more memory, or try another heuristic or the exact solver"
+            )
+        device[i] = chosen
+        guard.take(chosen, items, need)
+        used[chosen] += size_l[i]
+        if g >= 0:
+            group_device[g] = chosen
+    place_virtual_inputs(problem, device, guard)
+    return schedule_assignment(problem, device, heuristic="m-topo", settings=settings)
