@@ -26,7 +26,7 @@ EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_NO_SOLUTION = 0, 1, 2, 3,
 # Modules that add further subcommands.  Each defines ``register(subparsers)``,
 # which adds its parser and sets ``handler=<function(args) -> exit code>`` as a
 # default; the function raises MilpPartitionError for bad input like the rest.
-_COMMAND_MODULES: tuple[str, ...] = ("milp_partition.cli_import",)
+_COMMAND_MODULES: tuple[str, ...] = ("milp_partition.cli_import", "milp_partition.cli_calibrate")
 
 
 def _add_problem_options(p: argparse.ArgumentParser) -> None:
@@ -144,6 +144,12 @@ def _problem_from_args(args: argparse.Namespace) -> PipelineProblem:
     from milp_partition.io import read_instance
 
     instance = read_instance(args.instance)
+    graph = instance.graph
+    if getattr(args, "profile", None):  # calibration: nodes without measured times get times from FLOPs and bytes
+        from milp_partition.calibration.apply import apply_profile
+        from milp_partition.calibration.profile import resolve_profile
+
+        graph, _ = apply_profile(graph, resolve_profile(args.profile), source=str(args.instance))
     settings = PipelineSettings(
         contiguous=not args.no_contiguous,
         objective=args.objective,
@@ -151,7 +157,7 @@ def _problem_from_args(args: argparse.Namespace) -> PipelineProblem:
         memory_model=args.memory_model,
         optimizer_state_factor=1.0 if args.optimizer_factor is None else args.optimizer_factor,
     )
-    return PipelineProblem(instance.graph, _cluster_from_args(args, instance), settings, source=str(args.instance))
+    return PipelineProblem(graph, _cluster_from_args(args, instance), settings, source=str(args.instance))
 
 
 def _fmt(x: float | None, digits: int = 10) -> str:

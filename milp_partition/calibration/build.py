@@ -1,0 +1,157 @@
+"""From the suite's measurements to a measured :class:`DeviceProfile`: one fit per series.
+
+=============  =========================  ==========================================
+series         x of the fit               profile field
+=============  =========================  ==========================================
+gemm <dtype>   FLOPs (2 n^3)              ``compute[dtype]`` = (overhead_s, 1 / beta)
+copy           bytes read + written       ``memory`` (arrays from ``stream_fit_min_bytes`` up)
+scale_add      bytes read + written       (fit record only)
+reduction      bytes read                 (fit record only)
+empty          --                         ``launch_latency_s`` (median)
+h2d, d2h       bytes                      ``links["h2d"]``, ``links["d2h"]``
+d2d <pair>     bytes                      ``links["d2d"]`` = the slowest pair (largest beta)
+allreduce      2 (p-1)/p * bytes          ``allreduce`` (alpha per ring step = intercept / (2 (p-1)))
+=============  =========================  ==========================================
+
+Without a measured all-reduce (one device, or no NCCL) the ring model prices each step as a
+``d2d`` copy, and ``allreduce.note`` says so.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+
+import numpy as np
+
+from milp_partition.calibration.backend import ArrayBackend
+from milp_partition.calibration.fit import LineFit, fit_line
+from milp_partition.calibration.profile import AlphaBeta, ComputeRate, DeviceProfile, FitRecord, Measurement
+from milp_partition.calibration.settings import SuiteSettings
+from milp_partition.calibration.suite import SuiteResult
+
+AB_MODEL = "time_s = alpha_s + bytes * beta_s_per_byte"
+GEMM_MODEL = "time_s = overhead_s + flops / peak_flop_per_s"
+RING_MODEL = "time_s = 2 (p-1) alpha_s + 2 (p-1)/p * bytes * beta_s_per_byte"
+
+
+def _record(name: str, model: str, coefficients: dict[str, float], f: LineFit) -> FitRecord:
+    return FitRecord(
+        name=name,
+        model=model,
+        coefficients=coefficients,
+        r2=f.r2,
+        max_rel_residual=f.max_rel_residual,
+        n_points=f.n_points,
+        n_holdout=f.n_holdout,
+        holdout_median_rel_error=f.holdout_median_rel_error,
+        holdout_max_rel_error=f.holdout_max_rel_error,
+    )
+
+
+def _ab_coefficients(f: LineFit) -> dict[str, float]:
+    return {"alpha_s": f.alpha, "beta_s_per_byte": f.beta, "bandwidth_bytes_per_s": 1.0 / f.beta}
+
+
+def _participants(label: str) -> int:
+    return int(label.split("=", 1)[1])
+
+
+def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteResult) -> DeviceProfile:
+    """Fit every series of ``result`` and assemble the measured profile of ``backend``'s device.
+
+    Raises
+    ------
+    FitError
+        A series cannot be fitted.
+    """
+    series: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, m in enumerate(result.measurements):
+        series[(m.benchmark, m.label)].append(i)
+    measurements = list(result.measurements)
+    fits: dict[tuple[str, str], LineFit] = {}
+    records: list[FitRecord] = []
+
+    def fit(key: tuple[str, str], x_of: Callable[[Measurement], float], min_size: int = 0) -> LineFit:
+        idx = [i for i in series[key] if measurements[i].size >= min_size]
+        ms = [measurements[i] for i in idx]
+        f = fit_line(np.array([x_of(m) for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
+        for i, held in zip(idx, f.held_out):
+            measurements[i] = replace(measurements[i], held_out=held)
+        fits[key] = f
+        return f
+
+    compute: dict[str, ComputeRate] = {}
+    for bench, label in list(series):
+        if bench == "gemm":
+            f = fit((bench, label), lambda m: m.flops)
+            compute[label] = ComputeRate(peak_flop_per_s=1.0 / f.beta, overhead_s=f.alpha)
+            records.append(_record(f"gemm {label}", GEMM_MODEL, {"overhead_s": f.alpha, "peak_flop_per_s": 1.0 / f.beta}, f))
+        elif bench in ("copy", "scale_add", "reduction"):
+            lo = settings.stream_fit_min_bytes
+            f = fit((bench, label), lambda m: m.bytes, lo)
+            records.append(_record(bench, AB_MODEL + (f" (arrays >= {lo} B)" if lo else ""), _ab_coefficients(f), f))
+        elif bench in ("h2d", "d2h", "d2d"):
+            f = fit((bench, label), lambda m: m.bytes)
+            records.append(_record(f"link {bench} {label}", AB_MODEL, _ab_coefficients(f), f))
+        elif bench == "allreduce":
+            p = _participants(label)
+            f = fit((bench, label), lambda m, p=p: 2 * (p - 1) / p * m.bytes)
+            records.append(
+                _record(
+                    f"allreduce {label}",
+                    RING_MODEL,
+                    {"alpha_s": f.alpha / (2 * (p - 1)), "beta_s_per_byte": f.beta, "bandwidth_bytes_per_s": 1.0 / f.beta},
+                    f,
+                )
+            )
+
+    notes_t = backend.transfer_notes()
+
+    def link(kind: str) -> AlphaBeta:
+        keys = [k for k in fits if k[0] == kind]
+        slowest = max(keys, key=lambda k: fits[k].beta)
+        f = fits[slowest]
+        note = notes_t[kind] + (f" ({slowest[1]})" if len(keys) > 1 else "")
+        return AlphaBeta(f.alpha, f.beta, note)
+
+    links = {kind: link(kind) for kind in ("h2d", "d2h", "d2d")}
+    ar_keys = [k for k in fits if k[0] == "allreduce"]
+    if ar_keys:
+        key = ar_keys[0]
+        p = _participants(key[1])
+        allreduce = AlphaBeta(fits[key].alpha / (2 * (p - 1)), fits[key].beta, f"NCCL ring all-reduce over {p} GPUs (measured)")
+    else:
+        allreduce = AlphaBeta(
+            links["d2d"].alpha_s, links["d2d"].beta_s_per_byte, "not measured: each ring step priced as a d2d copy"
+        )
+    copy_fit = fits[("copy", "float32")]
+    empty = [m for m in measurements if m.benchmark == "empty"]
+    versions = dict(backend.versions())
+    versions["suite_preset"] = settings.preset
+    return DeviceProfile(
+        name=backend.device_name,
+        source="measured",
+        backend=backend.name,
+        memory_bytes=backend.memory_bytes,
+        launch_latency_s=float(statistics.median(m.time_s for m in empty)),
+        compute=compute,
+        memory=AlphaBeta(copy_fit.alpha, copy_fit.beta, "copy kernel, bytes = read + written"),
+        links=links,
+        allreduce=allreduce,
+        fits=tuple(records),
+        measurements=tuple(measurements),
+        versions=versions,
+        created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
+        assumptions=(),
+        notes=(*result.notes, f"suite wall time {result.seconds:.1f} s"),
+    )
+
+
+def measurements_of(profile: DeviceProfile, benchmark: str, label: str | None = None) -> list[Measurement]:
+    """The raw measurements of one series, sorted by size."""
+    ms = [m for m in profile.measurements if m.benchmark == benchmark and (label is None or m.label == label)]
+    return sorted(ms, key=lambda m: m.size)

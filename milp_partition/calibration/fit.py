@@ -1,0 +1,133 @@
+"""Least-squares fits of ``time = alpha + x * beta``, their quality, and held-out validation.
+
+``x`` is FLOPs for matrix products, bytes for streaming kernels and copies, and the ring
+volume ``2 (p - 1) / p * bytes`` for all-reduce.  Sizes span decades, so the fit minimises
+*relative* residuals, ``sum(((alpha + x beta) - t) / t)^2``, and keeps ``alpha >= 0``.
+Quality is reported as R^2 of the times and the largest relative residual; held-out points
+(every ``holdout_every``-th size, never the first or the last) are left out of the fit and
+predicted, and the median and largest relative prediction error are reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from milp_partition.errors import MilpPartitionError
+
+#: Fewest points a fit needs (two coefficients plus one to judge them by).
+MIN_FIT_POINTS = 3
+
+
+class FitError(MilpPartitionError):
+    """A fit cannot be made (too few points, or time does not grow with size)."""
+
+
+@dataclass(frozen=True)
+class LineFit:
+    """One fitted series.
+
+    Attributes
+    ----------
+    alpha, beta
+        Intercept (seconds) and slope (seconds per unit of ``x``).
+    r2, max_rel_residual
+        Quality on the fitted points.
+    n_points, n_holdout
+        Points fitted and held out.
+    holdout_median_rel_error, holdout_max_rel_error
+        Relative prediction errors on the held-out points (None without any).
+    held_out
+        Per input point (in input order), whether it was held out.
+    """
+
+    alpha: float
+    beta: float
+    r2: float
+    max_rel_residual: float
+    n_points: int
+    n_holdout: int
+    holdout_median_rel_error: float | None
+    holdout_max_rel_error: float | None
+    held_out: tuple[bool, ...]
+
+    def predict(self, x: np.ndarray | float) -> np.ndarray | float:
+        return self.alpha + np.asarray(x, dtype=np.float64) * self.beta
+
+
+def holdout_mask(n_points: int, every: int) -> np.ndarray:
+    """Which of ``n_points`` sorted points to hold out: index ``i`` with ``i % every == 1``, not the last.
+
+    None is held out when that would leave fewer than :data:`MIN_FIT_POINTS` to fit, or ``every < 2``.
+    """
+    mask = np.zeros(n_points, dtype=bool)
+    if every < 2:
+        return mask
+    idx = np.arange(n_points)
+    mask[(idx % every == 1) & (idx < n_points - 1)] = True
+    if n_points - int(mask.sum()) < MIN_FIT_POINTS:
+        mask[:] = False
+    return mask
+
+
+def least_squares(x: np.ndarray, t: np.ndarray) -> tuple[float, float]:
+    """``(alpha, beta)`` minimising the relative residuals of ``alpha + x beta`` against ``t``, with ``alpha >= 0``.
+
+    Raises
+    ------
+    FitError
+        Fewer than two points, a non-positive time, or a slope that is not positive.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    t = np.asarray(t, dtype=np.float64)
+    if len(x) < 2 or len(np.unique(x)) < 2:
+        raise FitError(f"a line needs two distinct sizes, got {len(np.unique(x))}")
+    if np.any(t <= 0) or not np.all(np.isfinite(t)):
+        raise FitError("times must be positive and finite")
+    scale = float(np.max(np.abs(x)))
+    xs = x / scale
+    w = 1.0 / t
+    design = np.column_stack([w, w * xs])
+    (alpha, beta_s), *_ = np.linalg.lstsq(design, np.ones_like(t), rcond=None)
+    if alpha < 0:
+        alpha = 0.0
+        beta_s = float(np.sum(w * w * xs * t) / np.sum(w * w * xs * xs))
+    if not beta_s > 0:
+        raise FitError("time does not grow with size (slope <= 0); the measurements are too noisy to fit")
+    return float(alpha), float(beta_s / scale)
+
+
+def quality(x: np.ndarray, t: np.ndarray, alpha: float, beta: float) -> tuple[float, float]:
+    """``(R^2, largest relative residual)`` of ``alpha + x beta`` against ``t`` (R^2 is NaN for constant ``t``)."""
+    pred = alpha + np.asarray(x, dtype=np.float64) * beta
+    t = np.asarray(t, dtype=np.float64)
+    ss_tot = float(np.sum((t - t.mean()) ** 2))
+    r2 = 1.0 - float(np.sum((t - pred) ** 2)) / ss_tot if ss_tot > 0 else math.nan
+    return r2, float(np.max(np.abs(pred - t) / t))
+
+
+def fit_line(x: np.ndarray, t: np.ndarray, holdout_every: int) -> LineFit:
+    """Fit ``t = alpha + x beta`` on all but the held-out points and validate on those.
+
+    Raises
+    ------
+    FitError
+        Fewer than :data:`MIN_FIT_POINTS` points, or see :func:`least_squares`.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    t = np.asarray(t, dtype=np.float64)
+    if len(x) < MIN_FIT_POINTS:
+        raise FitError(f"{len(x)} points; a fit needs at least {MIN_FIT_POINTS}")
+    order = np.argsort(x, kind="stable")
+    mask_sorted = holdout_mask(len(x), holdout_every)
+    held = np.zeros(len(x), dtype=bool)
+    held[order] = mask_sorted
+    alpha, beta = least_squares(x[~held], t[~held])
+    r2, max_rel = quality(x[~held], t[~held], alpha, beta)
+    med = mx = None
+    if held.any():
+        err = np.abs(alpha + x[held] * beta - t[held]) / t[held]
+        med, mx = float(np.median(err)), float(np.max(err))
+    return LineFit(alpha, beta, r2, max_rel, int((~held).sum()), int(held.sum()), med, mx, tuple(bool(h) for h in held))
