@@ -55,6 +55,8 @@ class Result:
     objective_name: str = "time_per_sample"
     time_unit: str = ""
     assignment: dict[str, str] = field(default_factory=dict)
+    #: Placement problem: task id -> start time (the verified schedule's), next to ``assignment``.
+    starts: dict[str, float] = field(default_factory=dict)
     time_per_sample: float | None = None
     peak_memory_bytes: float | None = None
     loads: dict[str, float] = field(default_factory=dict)

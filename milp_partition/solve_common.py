@@ -43,6 +43,7 @@ def run_backend(result: Result, settings: BackendSettings, model: Model) -> Solv
         seed=settings.seed,
         progress_interval_s=settings.progress_interval_s,
         use_hint=settings.warm_start,
+        cpsat_parameters=tuple(getattr(settings, "cpsat_parameters", ())),
     )
     out = get_backend(settings.solver).solve(model, params)
     result.solver_seconds = out.wall_seconds

@@ -48,6 +48,9 @@ class SolveParams:
     cpsat_max_scaled_magnitude
         CP-SAT only: the largest magnitude a scaled constraint may reach, which caps the
         time scale (see :mod:`milp_partition.backends.scaling`).
+    cpsat_parameters
+        CP-SAT only: extra ``(name, value)`` pairs set on ``CpSolver.parameters``
+        (e.g. ``("optimize_with_lb_tree_search", True)``).
     """
 
     time_limit_s: float = 60.0
@@ -56,6 +59,7 @@ class SolveParams:
     progress_interval_s: float | None = None
     use_hint: bool = True
     cpsat_max_scaled_magnitude: float = 2.0**40
+    cpsat_parameters: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass

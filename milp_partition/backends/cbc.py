@@ -21,7 +21,7 @@ from pathlib import Path
 
 from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
 from milp_partition.backends.model import Model, VarKind
-from milp_partition.errors import SolverUnavailableError
+from milp_partition.errors import ModelError, SolverUnavailableError
 
 #: CBC writes solution values with 8 significant digits (``%15.8g``); bounds are lowered by this much.
 _SOLUTION_PRECISION_REL = 1e-7
@@ -88,6 +88,11 @@ class CbcBackend:
         except ImportError as exc:  # pragma: no cover - pulp is a core dependency
             raise SolverUnavailableError(f"PuLP is not installed: {exc}; pip install pulp") from exc
 
+        if model.has_scheduling:
+            raise ModelError(
+                "CBC cannot take intervals, no-overlap or cumulative constraints; "
+                "build the formulation's linear (disjunctive) variant for CBC"
+            )
         prob = pulp.LpProblem(_safe_name(model.name), pulp.LpMinimize)
         cats = {VarKind.BINARY: pulp.LpBinary, VarKind.INTEGER: pulp.LpInteger, VarKind.CONTINUOUS: pulp.LpContinuous}
         if hasattr(prob, "add_variable"):  # PuLP >= 3.3; constructing LpVariable directly is deprecated there

@@ -57,6 +57,8 @@ class CpSatBackend:
         solver.parameters.random_seed = int(params.seed)
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
+        for key, value in params.cpsat_parameters:
+            setattr(solver.parameters, key, value)
         log_lines: list[str] = []
         solver.log_callback = log_lines.append
 
@@ -79,9 +81,11 @@ class CpSatBackend:
 
         has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         status = _translate_status(code, has_solution)
+        if status is SolveStatus.OPTIMAL and not scaled.bound_valid:
+            status = SolveStatus.FEASIBLE  # optimal for a tighter (rounded) integer model only
         notes: dict[str, object] = {
             "scale": s,
-            "scaling_exact": scaled.exact,
+            "scaling_exact": scaled.exact and scaled.bound_valid,
             "rounding_error": scaled.max_error,
             "hinted_variables": hinted,
             "cpsat_status": solver.status_name(code),
@@ -95,7 +99,9 @@ class CpSatBackend:
                 values.append(raw / s if v.kind.value == "continuous" else float(raw))
             out.values = values
             out.objective = solver.objective_value / s
-        if status is SolveStatus.OPTIMAL:
+        if not scaled.bound_valid:
+            out.bound = -math.inf
+        elif status is SolveStatus.OPTIMAL:
             out.bound = out.objective - scaled.max_error
         elif has_solution or status is SolveStatus.UNKNOWN:
             bound = solver.best_objective_bound
@@ -132,9 +138,35 @@ def _build(cp: object, model: Model, scaled: ScaledModel) -> list[object]:
             cp.add(expr == row.rhs)
         else:  # pragma: no cover
             raise ModelError(f"unknown sense {row.sense!r}")
+    _build_scheduling(cp, cp_vars, scaled)
     idx = list(scaled.objective)
     cp.minimize(cp_model.LinearExpr.weighted_sum([cp_vars[i] for i in idx], [scaled.objective[i] for i in idx]))
     return cp_vars
+
+
+def _build_scheduling(cp: object, cp_vars: list[object], scaled: ScaledModel) -> None:
+    """Intervals, no-overlap and cumulative constraints (CP-SAT's native scheduling)."""
+    from ortools.sat.python import cp_model
+
+    assert isinstance(cp, cp_model.CpModel)
+    ivs = []
+    for iv in scaled.intervals:
+        start = cp_vars[iv.start]
+        if iv.end is not None:
+            end = cp_vars[iv.end]
+            size = cp.new_int_var(0, cp_model.INT_MAX // 4, f"{iv.name}_size")
+            if iv.presence is None:
+                ivs.append(cp.new_interval_var(start, size, end, iv.name))
+            else:
+                ivs.append(cp.new_optional_interval_var(start, size, end, cp_vars[iv.presence], iv.name))
+        elif iv.presence is None:
+            ivs.append(cp.new_fixed_size_interval_var(start, iv.size, iv.name))
+        else:
+            ivs.append(cp.new_optional_fixed_size_interval_var(start, iv.size, cp_vars[iv.presence], iv.name))
+    for no in scaled.no_overlaps:
+        cp.add_no_overlap([ivs[k] for k in no])
+    for intervals, demands, capacity, _name in scaled.cumulatives:
+        cp.add_cumulative([ivs[k] for k in intervals], list(demands), capacity)
 
 
 def _trivially_true(sense: str, rhs: int) -> bool:

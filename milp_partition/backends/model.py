@@ -52,6 +52,43 @@ class Constraint:
     name: str
 
 
+@dataclass(frozen=True)
+class Interval:
+    """A time interval ``[start, start + size)`` (or ``[start, end)`` when ``end`` is a variable).
+
+    ``start`` and ``end`` are indices of continuous variables; ``size`` is a real
+    duration in the model's time unit; the interval exists only when the binary
+    ``presence`` variable is 1 (always when ``None``).  Scheduling constraints
+    (:class:`NoOverlap`, :class:`Cumulative`) refer to intervals by position in
+    :attr:`Model.intervals`.  Only back-ends with native scheduling support (CP-SAT)
+    accept them; a MILP formulation linearizes them itself.
+    """
+
+    start: int
+    size: float
+    end: int | None
+    presence: int | None
+    name: str
+
+
+@dataclass(frozen=True)
+class NoOverlap:
+    """The present intervals listed do not overlap (zero-size ones are ignored)."""
+
+    intervals: tuple[int, ...]
+    name: str
+
+
+@dataclass(frozen=True)
+class Cumulative:
+    """At every instant, the demands of the present intervals covering it sum to at most ``capacity``."""
+
+    intervals: tuple[int, ...]
+    demands: tuple[float, ...]
+    capacity: float
+    name: str
+
+
 @dataclass
 class Model:
     """A mixed-integer linear program under construction (minimization).
@@ -71,6 +108,38 @@ class Model:
     constraints: list[Constraint] = field(default_factory=list)
     objective: dict[int, float] = field(default_factory=dict)
     hint: dict[int, float] = field(default_factory=dict)
+    intervals: list[Interval] = field(default_factory=list)
+    no_overlaps: list[NoOverlap] = field(default_factory=list)
+    cumulatives: list[Cumulative] = field(default_factory=list)
+
+    @property
+    def has_scheduling(self) -> bool:
+        """Whether the model uses intervals (which only CP-SAT accepts)."""
+        return bool(self.intervals)
+
+    def add_interval(
+        self, start: Var, size: float = 0.0, *, end: Var | None = None, presence: Var | None = None, name: str = ""
+    ) -> int:
+        """Add an interval (see :class:`Interval`); returns its position."""
+        if start.kind is not VarKind.CONTINUOUS or (end is not None and end.kind is not VarKind.CONTINUOUS):
+            raise ModelError(f"interval {name!r}: start and end must be continuous (time) variables")
+        if presence is not None and presence.kind is not VarKind.BINARY:
+            raise ModelError(f"interval {name!r}: presence must be a binary variable")
+        if not (math.isfinite(size) and size >= 0):
+            raise ModelError(f"interval {name!r}: size must be finite and >= 0, got {size}")
+        self.intervals.append(
+            Interval(start.index, float(size), end.index if end is not None else None, presence.index if presence is not None else None, name)
+        )
+        return len(self.intervals) - 1
+
+    def add_no_overlap(self, intervals: Iterable[int], name: str = "") -> None:
+        self.no_overlaps.append(NoOverlap(tuple(intervals), name))
+
+    def add_cumulative(self, intervals: Iterable[int], demands: Iterable[float], capacity: float, name: str = "") -> None:
+        ivs, dem = tuple(intervals), tuple(float(x) for x in demands)
+        if len(ivs) != len(dem) or not math.isfinite(capacity) or any(not math.isfinite(x) or x < 0 for x in dem):
+            raise ModelError(f"cumulative {name!r}: one finite, non-negative demand per interval and a finite capacity")
+        self.cumulatives.append(Cumulative(ivs, dem, float(capacity), name))
 
     def add_var(self, name: str, kind: VarKind = VarKind.BINARY, lb: float = 0.0, ub: float = 1.0) -> Var:
         """Add a variable; binaries are forced to [0, 1]."""

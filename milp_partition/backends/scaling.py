@@ -25,12 +25,25 @@ put on one integer grid with a global scale ``s`` (a power of ten):
 The back-end lowers the bound it reports by the objective's rounding error plus the
 largest row error, so a bound stays a proven bound in real units for the min-max
 programs of this project (the objective is a continuous variable bounded by rows).
+
+Scheduling models (intervals, no-overlap, cumulative; see :class:`~milp_partition.backends.model.Interval`):
+
+- Interval sizes are times on the shared grid: the exactness test above includes them.
+  When no exact scale fits, a size is rounded *up*, so every schedule of the
+  integer model is feasible in real units (the caller re-simulates it in real units).
+  Errors then add up along a chain of tasks, so the reported bound is lowered by
+  the *sum* of every shared row's error and every interval's rounding (not the
+  largest one): a real schedule maps to an integer one longer by at most that sum.
+- Cumulative demands and capacities get their own power of ten (integers stay as they
+  are).  If none is exact, demands are rounded up and the capacity down (schedules stay
+  feasible in real units) and ``bound_valid`` is False: the integer model is then
+  tighter than the real one and its bound proves nothing.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from milp_partition.backends.model import Model, VarKind
 from milp_partition.errors import ModelError
@@ -74,6 +87,21 @@ class ScaledModel:
     objective: dict[int, int]
     exact: bool
     max_error: float
+    intervals: list[ScaledInterval] = field(default_factory=list)
+    no_overlaps: list[tuple[int, ...]] = field(default_factory=list)
+    cumulatives: list[tuple[tuple[int, ...], tuple[int, ...], int, str]] = field(default_factory=list)
+    bound_valid: bool = True
+
+
+@dataclass(frozen=True)
+class ScaledInterval:
+    """An interval on the integer grid: ``start``/``end``/``presence`` are variable indices."""
+
+    start: int
+    size: int
+    end: int | None
+    presence: int | None
+    name: str
 
 
 def _is_integral(x: float) -> bool:
@@ -126,7 +154,9 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
     exponent = _choose_exponent(
         largest,
         max_magnitude,
-        lambda s: all(integral_row(c.terms, c.rhs, s) for c in shared) and integral_row(model.objective, 0.0, s),
+        lambda s: all(integral_row(c.terms, c.rhs, s) for c in shared)
+        and integral_row(model.objective, 0.0, s)
+        and all(_is_integral(iv.size * s) for iv in model.intervals),
     )
     s = 10.0**exponent
 
@@ -152,6 +182,7 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
 
     rows: list[ScaledRow] = []
     max_row_error = 0.0
+    sum_row_error = 0.0
     for c in model.constraints:
         if has_continuous(c.terms):
             row_scale = s
@@ -164,8 +195,39 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
         terms, rhs, error = scale_terms(c.terms, c.rhs, row_scale)
         if row_scale == s:
             max_row_error = max(max_row_error, error)
+            sum_row_error += error
         rows.append(ScaledRow(terms, c.sense.value, rhs, c.name))
 
     objective, _, obj_error = scale_terms(model.objective, 0.0, s)
     max_error = max_row_error + obj_error
-    return ScaledModel(s, bounds, rows, objective, max_error == 0.0, max_error)
+    if not model.intervals:
+        return ScaledModel(s, bounds, rows, objective, max_error == 0.0, max_error)
+
+    intervals: list[ScaledInterval] = []
+    interval_error = 0.0
+    for iv in model.intervals:
+        exact_size = iv.size * s
+        size = round(exact_size) if _is_integral(exact_size) else math.ceil(exact_size)
+        interval_error += (size - exact_size) / s
+        intervals.append(ScaledInterval(iv.start, size, iv.end, iv.presence, iv.name))
+    if max_error > 0 or interval_error > 0:
+        max_error = sum_row_error + interval_error + obj_error
+    cumulatives = []
+    bound_valid = True
+    for cu in model.cumulatives:
+        largest = sum(cu.demands) + abs(cu.capacity)
+        r = 10.0 ** _choose_exponent(
+            largest, max_magnitude, lambda r, cu=cu: all(_is_integral(x * r) for x in (*cu.demands, cu.capacity))
+        )
+        if all(_is_integral(x * r) for x in (*cu.demands, cu.capacity)):
+            demands = tuple(round(x * r) for x in cu.demands)
+            capacity = round(cu.capacity * r)
+        else:
+            demands = tuple(math.ceil(x * r) for x in cu.demands)
+            capacity = math.floor(cu.capacity * r)
+            bound_valid = False
+        cumulatives.append((cu.intervals, demands, capacity, cu.name))
+    return ScaledModel(
+        s, bounds, rows, objective, max_error == 0.0, max_error, intervals,
+        [no.intervals for no in model.no_overlaps], cumulatives, bound_valid,
+    )

@@ -1,0 +1,249 @@
+"""The solve chain of the placement problem: bounds -> heuristics -> formulation -> back-end -> decode -> verifier.
+
+``solve_placement`` computes the lower bounds of :mod:`milp_partition.placement_bounds`,
+runs the placement heuristics (each scored by :func:`verify_placement`; plus the
+best single device), builds :mod:`formulations.placement` with the best bound as
+``L`` and the best heuristic makespan as ``U`` and its schedule as a hint, solves
+it, decodes, verifies and returns a :class:`~milp_partition.result.Result` whose
+objective is always the simulator's makespan (real units) and whose bound is the
+larger of the solver's (already lowered for any rounding) and ours.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from milp_partition.backends import SolveStatus, relative_gap
+from milp_partition.placement import PlacementProblem, PlacementSolution
+from milp_partition.placement_bounds import BoundReport, best_bound
+from milp_partition.result import HeuristicRun, Result
+from milp_partition.solve_common import run_backend, say
+from milp_partition.verify_placement import simulate_placement, verify_placement
+
+#: Relative slack between the solver's makespan and the simulator's before a mismatch is an error.
+MAKESPAN_MATCH_REL_TOL = 1e-6
+#: A heuristic makespan within this relative distance of the bound is proven optimal without a solver.
+OPTIMAL_REL_TOL = 1e-9
+
+#: CP-SAT parameters used by default for placement (chosen on the Moirai instances, see results/placement.md).
+DEFAULT_CPSAT_PARAMETERS: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class PlacementSolveSettings:
+    """How to solve a placement problem.
+
+    Attributes
+    ----------
+    solver
+        ``"cpsat"``, ``"cbc"`` (disjunctive model; small instances only) or ``"none"`` (heuristics only).
+    time_limit_s, threads, seed
+        Passed to the back-end.
+    warm_start
+        Hint the best heuristic schedule and bound the makespan above by its value.
+    heuristics
+        Names of the placement heuristics to run (``None``: all of them).
+    progress_interval_s
+        Progress line period on stderr; ``None`` for silence.
+    symmetry_breaking, redundant
+        Formulation options (they never change the optimum).
+    cpsat_parameters
+        Extra CP-SAT parameters, ``(name, value)`` pairs.
+    """
+
+    solver: str = "cpsat"
+    time_limit_s: float = 60.0
+    threads: int = 2
+    seed: int = 0
+    warm_start: bool = True
+    heuristics: tuple[str, ...] | None = None
+    progress_interval_s: float | None = None
+    symmetry_breaking: bool = True
+    redundant: bool = True
+    cpsat_parameters: tuple[tuple[str, object], ...] = DEFAULT_CPSAT_PARAMETERS
+
+
+def single_device_schedule(problem: PlacementProblem) -> PlacementSolution | None:
+    """The best schedule with every task on one device (among devices that can hold them all), or ``None``."""
+    best: tuple[float, PlacementSolution] | None = None
+    for k in range(problem.num_devices):
+        if not np.isfinite(problem.time[:, k]).all():
+            continue
+        device = np.full(problem.num_tasks, k, dtype=np.int64)
+        sol = simulate_placement(problem, device)
+        report = verify_placement(problem, sol)
+        if report.feasible and (best is None or report.makespan < best[0]):
+            best = (report.makespan, report.schedule or sol)
+    return best[1] if best else None
+
+
+def run_placement_heuristics(
+    problem: PlacementProblem, settings: PlacementSolveSettings
+) -> list[tuple[HeuristicRun, PlacementSolution | None]]:
+    """Run the heuristics (and the single-device schedule); score each with the verifier."""
+    from heuristics.placement import PLACEMENT_HEURISTICS
+
+    names = list(PLACEMENT_HEURISTICS) if settings.heuristics is None else list(settings.heuristics)
+    for name in names:
+        if name not in PLACEMENT_HEURISTICS and name != "single-device":
+            from milp_partition.errors import InputError
+
+            raise InputError(
+                f"unknown placement heuristic {name!r}; known: {', '.join(['single-device', *PLACEMENT_HEURISTICS])}",
+                where="--heuristic",
+            )
+    jobs = [("single-device", lambda: single_device_schedule(problem))]
+    jobs += [(name, (lambda fn=PLACEMENT_HEURISTICS[name]: fn(problem))) for name in names if name != "single-device"]
+    runs: list[tuple[HeuristicRun, PlacementSolution | None]] = []
+    for name, fn in jobs:
+        t0 = time.monotonic()
+        sol: PlacementSolution | None = None
+        value: float | None = None
+        try:
+            sol = fn()
+            message = "" if sol is not None else "no single device holds every task"
+        except Exception as exc:  # a heuristic that fails must not stop the exact solve
+            message = f"failed: {exc}"
+        seconds = time.monotonic() - t0
+        if sol is not None:
+            report = verify_placement(problem, sol)
+            if report.feasible:
+                value = report.makespan
+                sol = report.schedule or sol
+            else:
+                message = "verifier rejected it: " + "; ".join(report.violations[:3])
+                sol = None
+        runs.append((HeuristicRun(name, value, seconds, False, message), sol))
+        say(
+            settings.progress_interval_s,
+            f"[{name}] {'makespan ' + format(value, '.9g') if value is not None else 'no schedule'} in {seconds:.2f}s"
+            + (f": {message}" if message else ""),
+        )
+    return runs
+
+
+def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings = PlacementSolveSettings()) -> Result:
+    """Solve ``problem`` and return a verified :class:`Result`."""
+    from formulations import placement as formulation
+
+    start = time.monotonic()
+    result = Result(
+        problem="placement",
+        solver=settings.solver,
+        objective_name="makespan",
+        time_unit=problem.time_unit,
+        instance={
+            "name": problem.name,
+            "tasks": problem.num_tasks,
+            "edges": problem.num_edges,
+            "devices": list(problem.device_ids),
+            "memory_unit": problem.memory_unit,
+        },
+        settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(settings).items()}},
+    )
+    t0 = time.monotonic()
+    bounds = best_bound(problem)
+    result.solver_notes["bounds"] = dict(bounds.values)
+    result.solver_notes["bounds_seconds"] = time.monotonic() - t0
+    say(settings.progress_interval_s, "[bounds] " + ", ".join(f"{k} {v:.9g}" for k, v in bounds.values.items()))
+
+    best: tuple[float, PlacementSolution, str] | None = None
+    for run, sol in run_placement_heuristics(problem, settings):
+        result.heuristics.append(run)
+        if sol is not None and run.objective is not None and (best is None or run.objective < best[0]):
+            best = (run.objective, sol, run.name)
+
+    if settings.solver == "none" or (best is not None and best[0] <= bounds.best * (1 + OPTIMAL_REL_TOL)):
+        _finish(result, problem, best, bounds.best)
+        if best is not None and best[0] <= bounds.best * (1 + OPTIMAL_REL_TOL):
+            result.status, result.message = "optimal", f"{best[2]} meets the lower bound"
+        result.solve_seconds = time.monotonic() - start
+        return result
+
+    pm = formulation.build(
+        problem,
+        lower_bound=bounds.best,
+        upper_bound=best[0] if (best and settings.warm_start) else None,
+        path=bounds.path,
+        settings=formulation.PlacementFormulationSettings(
+            disjunctive=settings.solver == "cbc", symmetry_breaking=settings.symmetry_breaking, redundant=settings.redundant
+        ),
+    )
+    if best is not None and settings.warm_start:
+        formulation.hint(pm, best[1], best[0])
+        result.warm_start = {"source": best[2], "objective": best[0]}
+    out = run_backend(result, settings, pm.model)
+    solver_bound = out.bound if math.isfinite(out.bound) else -math.inf
+    bound = max(bounds.best, solver_bound)
+
+    if out.status is SolveStatus.INFEASIBLE:
+        if best is not None and settings.warm_start:
+            # the model was bounded by U = best: infeasible means nothing beats the heuristic
+            _finish(result, problem, best, best[0])
+            result.status, result.message = "optimal", f"the solver proved nothing beats {best[2]}'s makespan"
+        elif best is not None:
+            result.status = "error"
+            result.message = f"the solver says infeasible but {best[2]} found a verified schedule of makespan {best[0]!r}: a bug"
+        else:
+            result.status, result.message = "infeasible", "proven infeasible: no placement meets every constraint"
+    elif out.values is not None:
+        solution = formulation.decode(pm, out.values)
+        report = verify_placement(problem, solution)
+        slack = 1e-9 * max(1.0, abs(out.objective)) + float(out.notes.get("rounding_error", 0.0))  # type: ignore[arg-type]
+        if not report.feasible:
+            result.status = "error"
+            result.message = "the verifier rejected the solver's schedule: " + "; ".join(report.violations[:5])
+        elif report.makespan > out.objective * (1 + MAKESPAN_MATCH_REL_TOL) + slack:
+            result.status = "error"
+            result.message = f"the simulator's makespan {report.makespan!r} exceeds the solver's {out.objective!r}: a bug"
+        else:
+            candidate = (report.makespan, report.schedule or solution, settings.solver)
+            if best is not None and best[0] < report.makespan:
+                candidate = best
+            if out.status is SolveStatus.OPTIMAL:
+                bound = max(bound, min(solver_bound, candidate[0]))
+            _finish(result, problem, candidate, bound)
+            if out.status is SolveStatus.OPTIMAL or candidate[0] <= bound * (1 + OPTIMAL_REL_TOL):
+                result.status, result.message = "optimal", "proven optimal"
+            else:
+                result.message = "time limit reached; incumbent and bound"
+    else:
+        _finish(result, problem, best, bound)
+        if out.status is SolveStatus.ERROR:
+            result.message = (result.message + "; " if result.message else "") + "the solver failed (see solver_log)"
+    if result.bound is not None and result.objective is not None and result.bound > result.objective * (1 + 1e-9) + 1e-12:
+        result.status, result.message = "error", f"bound {result.bound!r} above makespan {result.objective!r}: a bug"
+    result.solve_seconds = time.monotonic() - start
+    return result
+
+
+def _finish(
+    result: Result, problem: PlacementProblem, best: tuple[float, PlacementSolution, str] | None, bound: float | None
+) -> None:
+    """Fill makespan, schedule, bound and gap from a verified schedule (or mark none found)."""
+    if best is None:
+        result.status = "unknown"
+        result.bound = bound
+        result.message = result.message or "no feasible schedule found within the limits"
+        return
+    report = verify_placement(problem, best[1])
+    schedule = report.schedule or best[1]
+    result.status = "feasible"
+    result.objective = report.makespan
+    result.assignment = {t: problem.device_ids[int(schedule.device[i])] for i, t in enumerate(problem.task_ids)}
+    result.starts = {t: float(schedule.start[i]) for i, t in enumerate(problem.task_ids)}
+    result.loads = dict(report.device_load)
+    result.memory_bytes = dict(report.peak_memory)
+    if bound is not None and math.isfinite(bound):
+        result.bound = min(bound, report.makespan) if bound <= report.makespan * (1 + 1e-9) + 1e-12 else bound
+        result.gap = relative_gap(report.makespan, result.bound)
+    result.message = result.message or f"best schedule from {best[2]}"
+
+
+def bound_report(problem: PlacementProblem) -> BoundReport:
+    """The lower bounds of :mod:`milp_partition.placement_bounds` (re-exported for the CLI and benchmark)."""
+    return best_bound(problem)
