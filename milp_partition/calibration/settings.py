@@ -65,6 +65,8 @@ class SuiteSettings:
         Buffers each operand rotates among between runs, so a run does not find the last run's data in cache.
     rotation_max_bytes
         Cap on the bytes of one operand's rotated buffers together (large sizes use fewer buffers; they exceed caches anyway).
+    stream_kernels
+        Which of ``copy``, ``scale_add`` and ``reduction`` to run (``copy`` is required: it is the memory fit).
     stream_fit_min_bytes
         Streaming and reduction fits use array sizes from this up; smaller (cache-resident) points are
         kept as raw measurements but not fitted (on a CPU their bandwidth is the cache's, not memory's).
@@ -89,6 +91,7 @@ class SuiteSettings:
     cpu_half_precision_max_size: int = 128
     rotation_buffers: int = 3
     rotation_max_bytes: int = 256 * _MIB
+    stream_kernels: tuple[str, ...] = ("copy", "scale_add", "reduction")
     stream_fit_min_bytes: int = 0
     cpu_blas_threads: int | None = 1
     holdout_every: int = 3

@@ -130,12 +130,14 @@ class _Planner:
     # -- streaming, reduction, empty ------------------------------------------------------
     def stream_tasks(self) -> list[Task]:
         sizes = self.settings.stream_sizes_bytes
-        return (
-            [Task("copy", STREAM_DTYPE, b, self._copy(b)) for b in sizes]
-            + [Task("scale_add", STREAM_DTYPE, b, self._scale_add(b)) for b in sizes]
-            + [Task("reduction", STREAM_DTYPE, b, self._reduction(b)) for b in sizes]
-            + [Task("empty", STREAM_DTYPE, 1, self._empty())]
-        )
+        makers = {"copy": self._copy, "scale_add": self._scale_add, "reduction": self._reduction}
+        unknown = set(self.settings.stream_kernels) - set(makers)
+        if unknown or "copy" not in self.settings.stream_kernels:
+            raise ValueError(
+                f"stream_kernels must include 'copy' and name only {', '.join(makers)}; got {self.settings.stream_kernels}"
+            )
+        tasks = [Task(k, STREAM_DTYPE, b, makers[k](b)) for k in self.settings.stream_kernels for b in sizes]
+        return [*tasks, Task("empty", STREAM_DTYPE, 1, self._empty())]
 
     def _vectors(self, nbytes: int, count: int) -> tuple[int, list[list[Any]]]:
         xp = self.backend.xp
