@@ -23,10 +23,10 @@ instead of returning an infeasible schedule.
   on the fixed devices.
 * **m-ETF** (Baechi's memory-constrained Earliest Task First, after Hwang et al.
   1989): repeatedly the ready (task, device) pair with the earliest start among
-  devices with room is scheduled, ties to the earliest finish.  Ready tasks sit in
-  a heap keyed by their earliest start when last evaluated; device timelines only
-  grow, so a key never falls and a popped task whose fresh key is larger is pushed
-  back (lazy re-evaluation), never a scan of all ready tasks per step.
+  devices with room is scheduled, ties to the earliest finish; tasks are appended
+  to devices.  One heap per device holds the ready tasks keyed by their inputs'
+  arrival there, so a step peeks ``d`` heap tops instead of scanning all ready
+  tasks (with link contention, one heap with lazy re-evaluation).
 """
 
 from __future__ import annotations
@@ -130,14 +130,21 @@ def heft(problem: PlacementProblem, settings: ListSchedulingSettings | None = No
 def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = None) -> PlacementSolution:
     """Baechi's memory-constrained Earliest Task First (see the module docstring).
 
+    Without link contention a ready task's input arrival time on each device is
+    fixed, and on device k the earliest start of task i is
+    ``max(ready[i, k], avail[k])`` (tasks are appended; m-ETF does not insert), so
+    the best task of each device is the top of a per-device heap keyed by
+    ``ready[i, k]``: a step costs ``O(d log n)``.  With contention the arrival
+    times move with the ports, and a single heap with lazy re-evaluation is used.
+
     Raises
     ------
     PlacementHeuristicError
         When a ready task fits on no device with the memory left.
     """
     settings = settings or ListSchedulingSettings()
-    n = problem.num_tasks
-    state = ScheduleState(problem, insertion=settings.insertion, gap_scan=settings.gap_scan, heuristic="m-etf")
+    n, d = problem.num_tasks, problem.num_devices
+    state = ScheduleState(problem, insertion=False, gap_scan=settings.gap_scan, heuristic="m-etf")
     floating = state.floating
     pred_ptr = state.pred_ptr
     pred_task = state.pred_task
@@ -149,32 +156,84 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
     pos_l = pos.tolist()
     sptr, succ, _ = problem.succ
     sptr_l, succ_l = sptr.tolist(), succ.tolist()
-    heap: list[tuple[float, float, int, int]] = []
+    time_l = state.time
+    occupies = state.occupies
+    device = state.device
+    avail = state.avail
+    heaps: list[list[tuple[float, float, int, int]]] = [[] for _ in range(d)]
+    lazy: list[tuple[float, float, int, int]] = []
+    ready_stack = [i for i in range(n) if indeg[i] == 0 and not floating[i]]
 
-    def push(i: int) -> None:
-        starts, finishes = state.evaluate(i)
-        k = min(range(len(starts)), key=lambda k: (starts[k], finishes[k], k))
-        if starts[k] == INF:
-            raise state.fail(i)
-        heapq.heappush(heap, (starts[k], finishes[k], pos_l[i], i))
-
-    for i in range(n):
-        if indeg[i] == 0 and not floating[i]:
-            push(i)
-    while heap:
-        key, _, _, i = heapq.heappop(heap)
-        starts, finishes = state.evaluate(i)
-        k = min(range(len(starts)), key=lambda k: (starts[k], finishes[k], k))
-        if starts[k] == INF:
-            raise state.fail(i)
-        if starts[k] > key and heap and starts[k] > heap[0][0]:
-            heapq.heappush(heap, (starts[k], finishes[k], pos_l[i], i))
-            continue
-        state.commit(i, k, starts[k])
+    def place(i: int, k: int, start: float) -> None:
+        state.commit(i, k, start)
         for j in succ_l[sptr_l[i] : sptr_l[i + 1]]:
             indeg[j] -= 1
             if indeg[j] == 0:
-                push(j)
+                ready_stack.append(j)
+
+    def release() -> None:
+        while ready_stack:
+            i = ready_stack.pop()
+            if not occupies[i] or state.contention:
+                starts, finishes = state.evaluate(i)
+                k = min(range(d), key=lambda k: (starts[k], finishes[k], k))
+                if starts[k] == INF:
+                    raise state.fail(i)
+                if not occupies[i]:  # occupies nothing: place it now, at its inputs' arrival
+                    place(i, k, starts[k])
+                else:
+                    heapq.heappush(lazy, (starts[k], finishes[k], pos_l[i], i))
+                continue
+            ready = state.data_ready(i)
+            row = time_l[i]
+            for k in range(d):
+                if row[k] != INF:
+                    heapq.heappush(heaps[k], (ready[k], row[k], pos_l[i], i))
+
+    release()
+    if state.contention:
+        while lazy:
+            key, _, _, i = heapq.heappop(lazy)
+            starts, finishes = state.evaluate(i)
+            k = min(range(d), key=lambda k: (starts[k], finishes[k], k))
+            if starts[k] == INF:
+                raise state.fail(i)
+            if starts[k] > key and lazy and starts[k] > lazy[0][0]:
+                heapq.heappush(lazy, (starts[k], finishes[k], pos_l[i], i))
+                continue
+            place(i, k, starts[k])
+            release()
+        return state.solution()
+    fits = state.guard.fits
+    while True:
+        best: tuple[float, float, int, int] | None = None
+        for k in range(d):
+            h = heaps[k]
+            while h:
+                i = h[0][3]
+                if device[i] >= 0:
+                    heapq.heappop(h)
+                    continue
+                need, forced, items = state.memory_need(i)
+                if (forced >= 0 and forced != k) or not fits(k, items, need):
+                    heapq.heappop(h)  # never again: see the memory guard (its fallback device keeps it)
+                    continue
+                break
+            if h:
+                r, t, _, i = h[0]
+                s = r if r > avail[k] else avail[k]
+                cand = (s, s + t, k, i)
+                if best is None or cand < best:
+                    best = cand
+        if best is None:
+            break
+        s, _, k, i = best
+        heapq.heappop(heaps[k])
+        place(i, k, s)
+        release()
+    for i in range(n):
+        if device[i] < 0 and not floating[i]:
+            raise state.fail(i)
     return state.solution()
 
 
