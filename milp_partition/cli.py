@@ -26,7 +26,7 @@ EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_NO_SOLUTION = 0, 1, 2, 3,
 # Modules that add further subcommands.  Each defines ``register(subparsers)``,
 # which adds its parser and sets ``handler=<function(args) -> exit code>`` as a
 # default; the function raises MilpPartitionError for bad input like the rest.
-_COMMAND_MODULES: tuple[str, ...] = ("milp_partition.cli_import", "milp_partition.cli_calibrate")
+_COMMAND_MODULES: tuple[str, ...] = ("milp_partition.cli_import", "milp_partition.cli_calibrate", "milp_partition.cli_gap")
 
 
 def _add_problem_options(p: argparse.ArgumentParser) -> None:
