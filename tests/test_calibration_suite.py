@@ -18,10 +18,10 @@ from milp_partition.cli import main
 MIB = 2**20
 
 #: Largest median relative error allowed when predicting held-out sizes of the CPU fits.
-#: A correct fit on this shared 2-core machine stays well under it (about 0.05 for GEMM, up to
-#: about 0.3 for copies when others load the CPU); a fit with a doubled or halved slope, or bytes
+#: A correct fit on this shared 2-core machine (timed by thread CPU time, load 5) stays well under
+#: it (about 0.09 for GEMM, under 0.05 for copies); a fit with a doubled or halved slope, or bytes
 #: mistaken for elements, is off by 0.5 or more.
-HOLDOUT_MEDIAN_TOLERANCE = 0.45
+HOLDOUT_MEDIAN_TOLERANCE = 0.25
 
 
 def _tiny_profile(backend_name: str = "numpy"):
@@ -95,6 +95,7 @@ def test_numpy_fits_predict_held_out_sizes() -> None:
         stream_kernels=("copy",),
         stream_sizes_bytes=tuple(int(k * MIB) for k in (8, 12, 16, 24, 32, 48, 64)),
         transfer_sizes_bytes=(64, 4096, 65536, MIB, 4 * MIB),
+        transfer_fit_min_bytes=0,
         timing=TimingSettings(warmup=1, repeats=7, min_sample_time_s=1e-3),
     )
     backend = NumpyBackend()
@@ -105,7 +106,7 @@ def test_numpy_fits_predict_held_out_sizes() -> None:
         assert f.n_holdout >= 2, name
         assert f.holdout_median_rel_error is not None
         assert f.holdout_median_rel_error < HOLDOUT_MEDIAN_TOLERANCE, (name, f)
-    assert fits["gemm float32"].r2 > 0.9  # copies' R^2 swings with the machine's load; their held-out error is the check
+        assert f.r2 > 0.9, (name, f)
     # sanity of the coefficients themselves: a CPU core does 1-1000 GFLOP/s and copies at 0.5-500 GB/s
     assert 1e9 < profile.compute["float32"].peak_flop_per_s < 1e12
     assert 5e8 < profile.memory.bandwidth_bytes_per_s < 5e11

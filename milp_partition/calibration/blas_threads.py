@@ -35,14 +35,14 @@ def _openblas() -> tuple[ctypes.CDLL, str, str] | None:
 
 
 @contextlib.contextmanager
-def limit_blas_threads(threads: int | None) -> Iterator[str]:
-    """Run the body with at most ``threads`` BLAS threads; yields a line saying what was done.
+def limit_blas_threads(threads: int | None) -> Iterator[tuple[bool, str]]:
+    """Run the body with at most ``threads`` BLAS threads; yields (whether the limit holds, a line saying what was done).
 
     ``None`` leaves the library alone.  When neither ``threadpoolctl`` nor a known OpenBLAS is
     found, nothing changes and the line says so.
     """
     if threads is None:
-        yield "BLAS threads: library default"
+        yield False, "BLAS threads: library default"
         return
     try:
         from threadpoolctl import threadpool_limits
@@ -50,16 +50,16 @@ def limit_blas_threads(threads: int | None) -> Iterator[str]:
         threadpool_limits = None
     if threadpool_limits is not None:
         with threadpool_limits(limits=threads, user_api="blas"):
-            yield f"BLAS threads: {threads} (threadpoolctl)"
+            yield True, f"BLAS threads: {threads} (threadpoolctl)"
         return
     found = _openblas()
     if found is None:
-        yield f"BLAS threads: library default (could not limit to {threads}: no threadpoolctl, no known OpenBLAS)"
+        yield False, f"BLAS threads: library default (could not limit to {threads}: no threadpoolctl, no known OpenBLAS)"
         return
     handle, setter, getter = found
     before = int(getattr(handle, getter)())
     getattr(handle, setter)(ctypes.c_int(threads))
     try:
-        yield f"BLAS threads: {threads} (OpenBLAS, default {before})"
+        yield True, f"BLAS threads: {threads} (OpenBLAS, default {before})"
     finally:
         getattr(handle, setter)(ctypes.c_int(before))

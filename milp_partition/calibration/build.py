@@ -8,7 +8,7 @@ copy           bytes read + written       ``memory`` (arrays from ``stream_fit_m
 scale_add      bytes read + written       (fit record only)
 reduction      bytes read                 (fit record only)
 empty          --                         ``launch_latency_s`` (median)
-h2d, d2h       bytes                      ``links["h2d"]``, ``links["d2h"]``
+h2d, d2h       bytes (>= transfer_fit_min)  ``links["h2d"]``, ``links["d2h"]``
 d2d <pair>     bytes                      ``links["d2d"]`` = the slowest pair (largest beta)
 allreduce      2 (p-1)/p * bytes          ``allreduce`` (alpha per ring step = intercept / (2 (p-1)))
 =============  =========================  ==========================================
@@ -95,8 +95,10 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
             f = fit((bench, label), lambda m: m.bytes, lo)
             records.append(_record(bench, AB_MODEL + (f" (arrays >= {lo} B)" if lo else ""), _ab_coefficients(f), f))
         elif bench in ("h2d", "d2h", "d2d"):
-            f = fit((bench, label), lambda m: m.bytes)
-            records.append(_record(f"link {bench} {label}", AB_MODEL, _ab_coefficients(f), f))
+            lo = settings.transfer_fit_min_bytes
+            f = fit((bench, label), lambda m: m.bytes, lo)
+            model = AB_MODEL + (f" (messages >= {lo} B)" if lo else "")
+            records.append(_record(f"link {bench} {label}", model, _ab_coefficients(f), f))
         elif bench == "allreduce":
             p = _participants(label)
             f = fit((bench, label), lambda m, p=p: 2 * (p - 1) / p * m.bytes)

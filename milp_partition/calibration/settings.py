@@ -31,12 +31,19 @@ class TimingSettings:
         so timer resolution and per-call noise do not dominate tiny operations.
     max_inner
         Most operations per sample.
+    cpu_clock
+        Clock of the NumPy back-end: ``"thread"`` times the CPU time of the calling thread
+        (``time.thread_time``), which on a shared machine leaves out the time slices other processes
+        take (wall time there is bimodal: +4 ms whenever the scheduler switches away); it needs BLAS
+        limited to one thread, otherwise the suite falls back to ``"wall"`` (``time.perf_counter``).
+        GPUs always use CUDA events.
     """
 
     warmup: int = 1
     repeats: int = 5
     min_sample_time_s: float = 2e-3
     max_inner: int = 10_000
+    cpu_clock: str = "thread"
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,10 @@ class SuiteSettings:
     stream_fit_min_bytes
         Streaming and reduction fits use array sizes from this up; smaller (cache-resident) points are
         kept as raw measurements but not fitted (on a CPU their bandwidth is the cache's, not memory's).
+    transfer_fit_min_bytes
+        Copy (h2d, d2h, d2d) fits use messages from this size up.  On the NumPy back-end these are
+        memcpy between host buffers, with the same cache knee as the streaming kernels; on a GPU
+        (PCIe, NVLink) every size is fitted, so that alpha is the link's latency.
     cpu_blas_threads
         BLAS threads for the NumPy back-end (one: the tool's CPU devices are single cores, and one thread
         stays steady on a shared machine); None leaves the library's default.
@@ -93,6 +104,7 @@ class SuiteSettings:
     rotation_max_bytes: int = 256 * _MIB
     stream_kernels: tuple[str, ...] = ("copy", "scale_add", "reduction")
     stream_fit_min_bytes: int = 0
+    transfer_fit_min_bytes: int = 0
     cpu_blas_threads: int | None = 1
     holdout_every: int = 3
     check_tolerance_factor: float = 8.0
@@ -122,11 +134,14 @@ def preset(name: str, backend: str) -> SuiteSettings:
             gemm_sizes=(256, 512, 768, 1024, 1536, 2048, 3072, 4096)
             if gpu
             else (32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024),
-            stream_sizes_bytes=_geometric(4 * _KIB, 256 * _MIB, 2),
-            transfer_sizes_bytes=_geometric(8, (64 if gpu else 32) * _MIB, 4),
+            stream_sizes_bytes=_geometric(4 * _KIB, 4 * _MIB, 2) + tuple(k * _MIB for k in (6, 8, 12, 16, 24, 32, 48, 64)),
+            transfer_sizes_bytes=_geometric(8, 64 * _MIB, 4)
+            if gpu
+            else _geometric(8, 4 * _MIB, 4) + tuple(k * _MIB for k in (6, 8, 12, 16, 24, 32, 48, 64)),
             allreduce_sizes_bytes=_geometric(4 * _KIB, 64 * _MIB, 4),
             timing=TimingSettings(warmup=2 if gpu else 1, repeats=7, min_sample_time_s=1e-3),
             stream_fit_min_bytes=stream_fit_min_bytes,
+            transfer_fit_min_bytes=stream_fit_min_bytes,
         )
     if name == "full":
         return SuiteSettings(
@@ -140,5 +155,6 @@ def preset(name: str, backend: str) -> SuiteSettings:
             timing=TimingSettings(warmup=3 if gpu else 1, repeats=7, min_sample_time_s=5e-3),
             cpu_half_precision_max_size=256,
             stream_fit_min_bytes=stream_fit_min_bytes,
+            transfer_fit_min_bytes=stream_fit_min_bytes,
         )
     raise ValueError(f"unknown preset {name!r}; expected quick, full or tiny")

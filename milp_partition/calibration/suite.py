@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -140,10 +140,12 @@ class _Planner:
         return [*tasks, Task("empty", STREAM_DTYPE, 1, self._empty())]
 
     def _vectors(self, nbytes: int, count: int) -> tuple[int, list[list[Any]]]:
+        """``count`` random vectors of ``nbytes`` bytes, and copies of them for each rotation buffer."""
         xp = self.backend.xp
         n = max(1, nbytes // np.dtype(STREAM_DTYPE).itemsize)
         nb = _rotation(self.settings, n * np.dtype(STREAM_DTYPE).itemsize)
-        return nb, [[xp.asarray(self.rng.random(n, dtype=np.float32)) for _ in range(count)] for _ in range(nb)]
+        first = [xp.asarray(self.rng.random(n, dtype=np.float32)) for _ in range(count)]
+        return nb, [first] + [[xp.array(v, copy=True) for v in first] for _ in range(nb - 1)]
 
     def _copy(self, nbytes: int) -> Callable[[], Measurement]:
         def go() -> Measurement:
@@ -292,10 +294,20 @@ def run_suite(backend: ArrayBackend, settings: SuiteSettings, progress: Progress
     import time
 
     start = time.perf_counter()
-    tasks, notes = plan_suite(backend, settings)
     measurements = []
-    with limit_blas_threads(settings.cpu_blas_threads if backend.name == "numpy" else None) as blas_note:
+    cpu = backend.name == "numpy"
+    with limit_blas_threads(settings.cpu_blas_threads if cpu else None) as (limited, blas_note):
+        if cpu and settings.timing.cpu_clock == "thread" and not (limited and settings.cpu_blas_threads == 1):
+            settings = replace(settings, timing=replace(settings.timing, cpu_clock="wall"))
+        tasks, notes = plan_suite(backend, settings)
         notes.append(blas_note)
+        notes.append(
+            "clock: CUDA events"
+            if not cpu
+            else "clock: CPU time of the calling thread (time.thread_time; leaves out other processes' time slices)"
+            if settings.timing.cpu_clock == "thread"
+            else "clock: wall time (time.perf_counter)"
+        )
         for k, task in enumerate(tasks):
             if progress is not None:
                 progress(k, len(tasks), task.title)

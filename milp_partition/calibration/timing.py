@@ -31,8 +31,8 @@ def time_runs(backend: ArrayBackend, run: Callable[[int], object], settings: Tim
     for _ in range(settings.warmup):
         block(1)()
     backend.synchronize()
-    first = backend.time_block(block(1))
+    first = backend.time_block(block(1), settings.cpu_clock)
     inner = 1
     if first < settings.min_sample_time_s:
         inner = min(settings.max_inner, max(1, math.ceil(settings.min_sample_time_s / max(first, 1e-9))))
-    return tuple(backend.time_block(block(inner)) / inner for _ in range(settings.repeats))
+    return tuple(backend.time_block(block(inner), settings.cpu_clock) / inner for _ in range(settings.repeats))
