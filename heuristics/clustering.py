@@ -216,7 +216,9 @@ def pardnn(problem: PlacementProblem, settings: ParDNNSettings | None = None) ->
     mean_work = np.where(np.isfinite(cg.time), cg.time, 0.0).mean(axis=1) if cg.count else np.zeros(0)
     cluster_device = np.full(cg.count, -1, dtype=np.int64)
     finite = np.isfinite(problem.time)
-    horizon = float(upward_rank(problem, np.where(finite, problem.time, INF).min(axis=1), np.zeros(problem.num_edges)).max(initial=0.0))
+    horizon = float(
+        upward_rank(problem, np.where(finite, problem.time, INF).min(axis=1), np.zeros(problem.num_edges)).max(initial=0.0)
+    )
     for c in np.lexsort((np.arange(cg.count), -mean_work)).tolist():
         members = cg.members[c]
         need = float(cg.memory[c])
@@ -230,25 +232,33 @@ def pardnn(problem: PlacementProblem, settings: ParDNNSettings | None = None) ->
             cluster_device[c] = k
             load[k] += cg.time[c, k]
             continue
-        for i in members.tolist():  # split: task by task
+        group_device: dict[int, int] = {}
+        for i in members.tolist():  # split: task by task (a colocation group as one item)
             g = int(problem.colocation[i])
-            if g >= 0:
-                raise PlacementHeuristicError(
-                    f"pardnn cannot place the colocation group of task {problem.task_ids[i]!r} (memory {need:g} with its "
-                    "cluster) on any device; give the devices more memory, or try another heuristic or the exact solver"
-                )
+            if g >= 0 and g in group_device:
+                device[i] = group_device[g]
+                load[device[i]] += problem.time[i, device[i]]
+                continue
             row = problem.time[i] + _task_penalty(problem, i, device)
+            if g >= 0:
+                group = problem.colocation == g
+                row = row + np.where(np.isfinite(problem.time[group]).all(axis=0), 0.0, INF)
+                items_i, need_i = [n + g], float(problem.task_memory[group].sum())
+            else:
+                items_i, need_i = [i], float(problem.task_memory[i])
             score_i = np.maximum(load + problem.time[i], horizon) + row
             cands = [k for k in np.argsort(score_i, kind="stable").tolist() if np.isfinite(score_i[k])]
-            need_i = float(problem.task_memory[i])
-            k = next((k for k in cands if guard.fits(k, [i], need_i)), -1)
+            k = next((k for k in cands if guard.fits(k, items_i, need_i)), -1)
             if k < 0:
                 raise PlacementHeuristicError(
-                    f"pardnn cannot place task {problem.task_ids[i]!r}: it needs memory {need_i:g} and no device it may "
-                    "run on has that left; give the devices more memory, or try another heuristic or the exact solver"
+                    f"pardnn cannot place task {problem.task_ids[i]!r}: it needs memory {need_i:g} (with its colocation "
+                    "group, if any) and no device it may run on has that left; give the devices more memory, or try "
+                    "another heuristic or the exact solver"
                 )
-            guard.take(k, [i], need_i)
+            guard.take(k, items_i, need_i)
             device[i] = k
+            if g >= 0:
+                group_device[g] = k
             load[k] += problem.time[i, k]
     place_virtual_inputs(problem, device, guard)
     best = schedule_assignment(problem, device, heuristic="pardnn", settings=ListSchedulingSettings())

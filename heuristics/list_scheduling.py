@@ -216,6 +216,8 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
                     continue
                 need, forced, items = state.memory_need(i)
                 if (forced >= 0 and forced != k) or not fits(k, items, need):
+                    if len(items) > 1 and forced < 0 and state.detach_floating(i):
+                        continue  # its floating inputs now sit on their own; look again
                     heapq.heappop(h)  # never again: see the memory guard (its fallback device keeps it)
                     continue
                 break
@@ -248,7 +250,9 @@ def device_speed(problem: PlacementProblem) -> np.ndarray:
     return np.where(den > 0, num / np.where(den > 0, den, 1.0), 1.0)
 
 
-def schedule_assignment(problem: PlacementProblem, device: np.ndarray, *, heuristic: str, settings: ListSchedulingSettings | None = None) -> PlacementSolution:
+def schedule_assignment(
+    problem: PlacementProblem, device: np.ndarray, *, heuristic: str, settings: ListSchedulingSettings | None = None
+) -> PlacementSolution:
     """List-schedule tasks on fixed devices, in decreasing upward rank with the real costs of the assignment.
 
     Raises

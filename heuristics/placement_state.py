@@ -45,7 +45,9 @@ Floating tasks
     A task that takes no time anywhere, has no predecessor and no colocation
     group (a virtual input such as Moirai's) is not placed on its own: the first
     of its successors to be placed takes it along to its own device, so its
-    outgoing transfer costs nothing there.
+    outgoing transfer costs nothing there.  When a task and its floating inputs
+    fit no device together, the inputs are first placed on their own
+    (:meth:`ScheduleState.detach_floating`).
 """
 
 from __future__ import annotations
@@ -265,7 +267,25 @@ class ScheduleState:
             s = self.slot(k, ready[k], t) if occupies else ready[k]
             starts[k] = s
             finishes[k] = s + t
+        if len(items) > 1 and self.group[i] < 0 and min(finishes) == INF and self.detach_floating(i):
+            return self.evaluate(i, devices)
         return starts, finishes
+
+    def detach_floating(self, i: int) -> bool:
+        """Place the floating inputs of ``i`` on their own (where their memory fits); True if any was placed.
+
+        Used when task ``i`` and its floating inputs fit no device together: each
+        input alone still fits its fallback device (see :mod:`heuristics.placement_memory`).
+        """
+        placed = False
+        for p in self._floating_preds(i):
+            m = self.mem[p]
+            k = max((k for k in range(self.d) if self.guard.fits(k, [p], m)), key=lambda k: self.free[k], default=-1)
+            if k >= 0:
+                self.guard.take(k, [p], m)
+                self._set(p, k, 0.0)
+                placed = True
+        return placed
 
     def fail(self, i: int, why: str = "") -> PlacementHeuristicError:
         """The error for a task that fits no device."""

@@ -96,7 +96,9 @@ def _parse_heuristics(text: str) -> list[str]:
     names = [x.strip() for x in text.split(",") if x.strip()]
     for name in names:
         if name not in PLACEMENT_HEURISTICS:
-            raise InputError(f"unknown placement heuristic {name!r}; known: {', '.join(PLACEMENT_HEURISTICS)}", where="--heuristics")
+            raise InputError(
+                f"unknown placement heuristic {name!r}; known: {', '.join(PLACEMENT_HEURISTICS)}", where="--heuristics"
+            )
     return names
 
 
@@ -180,7 +182,9 @@ def run_job(job: GapJob) -> dict[str, str]:
     from milp_partition.io.placement_instance import read_placement_instance
     from milp_partition.placement import PlacementSettings
 
-    problem = read_placement_instance(job.path, PlacementSettings(link_contention=job.link_contention, memory_model=job.memory_model))
+    problem = read_placement_instance(
+        job.path, PlacementSettings(link_contention=job.link_contention, memory_model=job.memory_model)
+    )
     row = {"instance": job.instance, "sha": job.sha, "settings": job.settings, "method": job.method}
     t0 = time.perf_counter()
     if job.method == EXACT:
@@ -189,9 +193,7 @@ def run_job(job: GapJob) -> dict[str, str]:
         result = solve_placement(
             problem, PlacementSolveSettings(solver="cpsat", time_limit_s=job.time_limit_s, threads=job.threads, seed=job.seed)
         )
-        row.update(
-            status=result.status, makespan=_num(result.objective), bound=_num(result.bound), message=result.message
-        )
+        row.update(status=result.status, makespan=_num(result.objective), bound=_num(result.bound), message=result.message)
         row["seconds"] = f"{result.solve_seconds:.4g}"
         return row
     if job.method == BOUND:
@@ -245,7 +247,12 @@ def append_row(path: Path, row: dict[str, str]) -> None:
 
 def render_markdown(rows: list[dict[str, str]], command: str) -> str:
     """The gap table of all rows, one section per instance and settings."""
-    lines = [f"<!-- written by milp_partition/cli_gap.py: {command} -->", "", "# Placement heuristics against the exact solver", ""]
+    lines = [
+        f"<!-- written by milp_partition/cli_gap.py: {command} -->",
+        "",
+        "# Placement heuristics against the exact solver",
+        "",
+    ]
     lines += [
         "Gap = (makespan - best proven bound) / makespan; excess = makespan / best makespan found - 1. "
         "Makespans are the verifier's simulator's; bounds are proven (exact solve, or the cheap bounds with --no-exact).",
@@ -261,7 +268,10 @@ def render_markdown(rows: list[dict[str, str]], command: str) -> str:
         spans = [float(r["makespan"]) for r in rs if r["makespan"]]
         best_span = min(spans) if spans else None
         lines += [f"## {instance} ({base}, sha {sha})", ""]
-        lines += ["| method | status | makespan | bound | gap to bound | excess over best | seconds | settings |", "|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "| method | status | makespan | bound | gap to bound | excess over best | seconds | settings |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for r in rs:
             span = float(r["makespan"]) if r["makespan"] else None
             gap = f"{(span - best_bound) / span:.2%}" if span and best_bound is not None else ""
@@ -292,7 +302,9 @@ class _Progress:
             return
         filled = int(self.width * self.count / self.total)
         elapsed = time.monotonic() - self.start
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.count}/{self.total} {elapsed:6.1f}s {label[:50]:<50}")
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.count}/{self.total} {elapsed:6.1f}s {label[:50]:<50}"
+        )
         sys.stderr.flush()
 
     def step(self, label: str) -> None:

@@ -132,7 +132,9 @@ def _layered(s: PlacementGeneratorSettings, rng: np.random.Generator) -> tuple[n
     return key // n, key % n, kinds
 
 
-def _tile(s: PlacementGeneratorSettings, t_src: np.ndarray, t_dst: np.ndarray, t_kind: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _tile(
+    s: PlacementGeneratorSettings, t_src: np.ndarray, t_dst: np.ndarray, t_kind: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Repeat a block template (local indices, -1 = the previous block's output, its last task) and cut to n tasks."""
     n, size = s.num_tasks, len(t_kind)
     blocks = max(1, -(-(n - 1) // size))
