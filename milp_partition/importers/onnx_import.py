@@ -39,8 +39,14 @@ def module_path_from_name(name: str) -> str:
     return ".".join(parts)
 
 
-def load_model(path: str | Path, input_shapes: Sequence[tuple[int, ...]] | None = None) -> Any:
+def load_model(path: str | Path, input_shapes: Sequence[tuple[int, ...]] | None = None) -> tuple[Any, list[str]]:
     """Load, check and shape-infer an ONNX file, fixing the graph inputs' shapes if given.
+
+    Returns
+    -------
+    (model, notes)
+        The shape-inferred model; notes say when strict shape inference failed and a partial
+        inference was used instead.
 
     Raises
     ------
@@ -82,19 +88,31 @@ def load_model(path: str | Path, input_shapes: Sequence[tuple[int, ...]] | None 
                     source=source,
                     where="--input-shape",
                 )
+            if any(dim.HasField("dim_value") and dim.dim_value != size for dim, size in zip(dims, shape)):
+                raise InputError(
+                    f"input {value.name!r} has fixed shape {_dims(dims)}, --input-shape gave {'x'.join(map(str, shape))}",
+                    source=source,
+                    where="--input-shape",
+                )
             for dim, size in zip(dims, shape):
-                if dim.HasField("dim_value") and dim.dim_value != size:
-                    raise InputError(
-                        f"input {value.name!r} has fixed shape {_dims(dims)}, --input-shape gave {'x'.join(map(str, shape))}",
-                        source=source,
-                        where="--input-shape",
-                    )
                 dim.Clear()
                 dim.dim_value = size
+    for value in graph_inputs:
+        dims = value.type.tensor_type.shape.dim
+        if any(not d.HasField("dim_value") for d in dims):
+            raise InputError(
+                f"input {value.name!r} has dynamic shape {_dims(dims)}; give its shape with --input-shape",
+                source=source,
+            )
     try:
-        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True), []
+    except Exception as exc:
+        strict_error = _first(exc)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
     except Exception as exc:
         raise InputError(f"shape inference failed: {_first(exc)}", source=source) from None
+    return inferred, [f"strict shape inference failed ({strict_error}); shapes are partial"]
 
 
 def _first(exc: BaseException) -> str:
@@ -106,7 +124,7 @@ def _dims(dims: Any) -> str:
     return "x".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in dims)
 
 
-def capture_onnx(model: Any, name: str) -> CapturedModel:
+def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedModel:
     """Operator records of a shape-inferred ONNX model (see the module docstring)."""
     onnx = require("onnx")
     graph = model.graph
@@ -203,10 +221,12 @@ def capture_onnx(model: Any, name: str) -> CapturedModel:
         for t in node.output:
             if t:
                 producer[t] = op_id
-    notes = []
+    notes = list(notes)
     if unknown_shape:
         notes.append(f"{len(unknown_shape)} tensors without an inferred shape are costed as 0 bytes")
-    total_params = sum(b for t, b in const_bytes.items() if const_is_param.get(t) and t in {i.name for i in graph.initializer})
+    total_params = sum(
+        numel(tuple(i.dims)) * _itemsize(onnx, i.data_type) for i in graph.initializer if i.data_type in _FLOAT_TYPES
+    )
     return CapturedModel(
         name=name,
         framework="onnx",
@@ -254,8 +274,8 @@ def import_onnx_model(
     settings = settings or ImportSettings()
     if settings.measure:
         raise InputError("--measure times PyTorch operators; for an ONNX model use --profile", where="--measure")
-    model = load_model(path, input_shapes)
-    captured = capture_onnx(model, Path(path).stem)
+    model, notes = load_model(path, input_shapes)
+    captured = capture_onnx(model, Path(path).stem, notes)
     return build_graph(captured, settings)
 
 

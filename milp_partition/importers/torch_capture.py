@@ -19,10 +19,14 @@ The whole-model count of ``FlopCounterMode`` on the eager module is kept for che
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import operator
 import statistics
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
@@ -66,6 +70,20 @@ def reference_flops(module: nn.Module, inputs: Sequence[Any], training: bool) ->
     return result
 
 
+@contextlib.contextmanager
+def _quiet_tracers() -> Iterator[None]:
+    """Silence torch's log lines, warnings and stderr prints while tracing (failures come back as one-line errors)."""
+    logger = logging.getLogger("torch")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def capture_graph(module: nn.Module, inputs: Sequence[Any], tracer: str = "auto") -> tuple[torch.fx.GraphModule, str, list[str]]:
     """Capture ``module`` as an FX graph module.
 
@@ -85,13 +103,15 @@ def capture_graph(module: nn.Module, inputs: Sequence[Any], tracer: str = "auto"
     errors: list[str] = []
     if tracer in ("auto", "export"):
         try:
-            program = torch.export.export(module, tuple(inputs))
+            with _quiet_tracers():
+                program = torch.export.export(module, tuple(inputs))
             return program.module(), "torch.export", notes
         except Exception as exc:
             errors.append(f"torch.export failed: {one_line(exc)}")
     if tracer in ("auto", "fx"):
         try:
-            gm = torch.fx.symbolic_trace(module)
+            with _quiet_tracers():
+                gm = torch.fx.symbolic_trace(module)
             notes.extend(f"{e}; fell back to torch.fx.symbolic_trace" for e in errors)
             return gm, "torch.fx.symbolic_trace", notes
         except Exception as exc:
