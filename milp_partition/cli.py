@@ -46,9 +46,10 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-time-per-sample", type=float, help="bound on time per sample for --objective memory (graph time unit)")
     g.add_argument(
         "--memory-model",
-        choices=["static", "1f1b"],
+        choices=["static", "1f1b", "liveness"],
         default="static",
-        help="static: sum of node bytes; 1f1b: training pipeline, stage i of s keeps s-i micro-batches of activations",
+        help="static: sum of node bytes; 1f1b: training pipeline, stage i of s keeps s-i micro-batches of activations; "
+        "liveness (strategy): an activation counts only from its layer's step to its last consumer's",
     )
     g.add_argument(
         "--optimizer-factor",
@@ -60,6 +61,17 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
     st.add_argument(
         "--bytes-per-element", type=int, default=4, help="element size when memory is derived from layer shapes (default 4)"
     )
+    st.add_argument(
+        "--profile",
+        help="device profile for costs derived from FLOPs and bytes: a datasheet name (V100, A100, H100, H200) or a profile "
+        "JSON file (strategy-layers files default to H100)",
+    )
+    st.add_argument(
+        "--tie-blocks",
+        action="store_true",
+        help="strategy: give layers of identical repeated blocks one configuration (an approximation; the report says so)",
+    )
+    st.add_argument("--write-tables", type=Path, help="strategy: also write the (generated) problem as strategy-tables/1 JSON")
     c = p.add_argument_group("cluster (overrides the instance's own)")
     c.add_argument("--cluster", type=Path, help="a cluster JSON file (format milp-partition-cluster/1)")
     c.add_argument("--devices", type=int, help="number of identical accelerators")
@@ -218,20 +230,56 @@ def _problem_kind(args: argparse.Namespace) -> str:
         return args.problem
     from milp_partition.io.native import parse_json, read_text_file
     from milp_partition.io.strategy_tables import looks_like_strategy_tables
+    from milp_partition.strategy_layers import looks_like_layer_graph
 
     text = read_text_file(args.instance)
-    if text.lstrip()[:1] == "{" and looks_like_strategy_tables(parse_json(text, str(args.instance))):
-        return "strategy"
+    if text.lstrip()[:1] == "{":
+        data = parse_json(text, str(args.instance))
+        if looks_like_strategy_tables(data) or looks_like_layer_graph(data):
+            return "strategy"
     return "pipeline"
+
+
+def _read_strategy_problem(args: argparse.Namespace):
+    """Strategy tables as they are, or a strategy-layers file turned into tables with a device profile."""
+    from milp_partition.io.native import parse_json, read_text_file
+    from milp_partition.io.strategy_tables import read_strategy_tables
+    from milp_partition.strategy_layers import (
+        StrategyGenerationSettings,
+        generate_strategy_problem,
+        layer_graph_from_dict,
+        looks_like_layer_graph,
+    )
+
+    data = parse_json(read_text_file(args.instance), str(args.instance))
+    if not looks_like_layer_graph(data):
+        return read_strategy_tables(args.instance)
+    from milp_partition.calibration.profile import resolve_profile
+
+    if args.devices is None:
+        raise InputError("a strategy-layers file needs --devices (p, a power of two)", source=str(args.instance))
+    profile = resolve_profile(args.profile or "H100")
+    settings = StrategyGenerationSettings(devices=args.devices, bytes_per_element=args.bytes_per_element)
+    if args.optimizer_factor is not None:
+        from dataclasses import replace
+
+        settings = replace(settings, optimizer_state_factor=args.optimizer_factor)
+    graph = layer_graph_from_dict(data, str(args.instance))
+    return generate_strategy_problem(graph, profile, settings, source=str(args.instance))
 
 
 def _strategy_from_args(args: argparse.Namespace):
     from dataclasses import replace
 
-    from milp_partition.io.strategy_tables import read_strategy_tables
     from milp_partition.strategy_memory import MemoryModelSettings, with_memory
 
-    problem = read_strategy_tables(args.instance)
+    problem = _read_strategy_problem(args)
+    if args.memory_model == "liveness":
+        if any(n.memory_bytes is not None and n.activation_bytes is None for n in problem.nodes):
+            raise InputError("--memory-model liveness needs activation_bytes per configuration; this file has none", source=str(args.instance))
+        problem = replace(problem, memory_model="liveness")
+    elif args.memory_model != "static":
+        raise InputError(f"--memory-model {args.memory_model} applies to the pipeline problem; strategy takes static or liveness")
     if args.memory_limit is not None:
         limit = parse_bytes(args.memory_limit, "--memory-limit")
         if any(n.memory_bytes is None for n in problem.nodes):
@@ -265,6 +313,13 @@ def format_strategy_report(result: Result, problem: object, max_rows: int = 30) 
         lines.append(
             f"reduced    to {red['layers']} layers, {red['configurations']} configurations, {red['edges']} edges in {red['seconds']:.3f} s"
         )
+    ties = result.solver_notes.get("ties")
+    if ties:
+        lines.append(
+            f"tied       {ties['layers']} layers in {ties['groups']} groups of identical blocks (an approximation"
+            + (f"; tied problem: {ties['tied_layers']} layers, {ties['tied_status']}" if "tied_layers" in ties else "")
+            + ")"
+        )
     lines.append(f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}")
     for h in result.heuristics:
         lines.append(f"heuristic  {h.name:9s} {_fmt(h.objective, 15)}  ({h.seconds:.3f} s) {h.message}")
@@ -294,6 +349,10 @@ def _cmd_solve_strategy(args: argparse.Namespace) -> int:
     from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
 
     problem = _strategy_from_args(args)
+    if args.write_tables is not None:
+        from milp_partition.io.strategy_tables import write_strategy_tables
+
+        write_strategy_tables(problem, args.write_tables)
     settings = StrategySolveSettings(
         **_backend_settings(args),
         reduce=not args.no_reduce,
@@ -301,6 +360,7 @@ def _cmd_solve_strategy(args: argparse.Namespace) -> int:
         warm_start=not args.no_warm_start,
         dp_bound=args.dp_bound,
         cutoff=args.cutoff,
+        tie_blocks=args.tie_blocks,
     )
     result = solve_strategy(problem, settings)
     return _emit(result, args, lambda: format_strategy_report(result, problem))
@@ -401,8 +461,21 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
     args.problem = None
     if _problem_kind(args) == "strategy":
+        from milp_partition.io.native import parse_json, read_text_file
         from milp_partition.io.strategy_tables import read_strategy_tables
+        from milp_partition.strategy_layers import layer_graph_from_dict, looks_like_layer_graph
 
+        data = parse_json(read_text_file(args.instance), str(args.instance))
+        if looks_like_layer_graph(data):
+            lg = layer_graph_from_dict(data, str(args.instance))
+            kinds: dict[str, int] = {}
+            for layer in lg.layers:
+                kinds[layer.kind] = kinds.get(layer.kind, 0) + 1
+            print(f"file        {args.instance}")
+            print(f"layers      {lg.name or '-'}: {len(lg.layers)} layers, {len(lg.edges)} edges (strategy-layers/1)")
+            print(f"kinds       {', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}")
+            print("solve with  --devices P [--profile H100|FILE] [--memory-limit BYTES]")
+            return EXIT_OK
         sp = read_strategy_tables(args.instance)
         sizes = [len(n.configs) for n in sp.nodes]
         print(f"file        {args.instance}")

@@ -86,7 +86,9 @@ def _liveness_problem(seed: int) -> StrategyProblem:
     base = random_problem(seed, memory=True, small_ints=seed % 2 == 0)
     rng = np.random.default_rng(seed)
     nodes = tuple(
-        replace(n, memory_bytes=np.asarray(n.memory_bytes, dtype=np.int64) + 5, activation_bytes=rng.integers(0, 6, len(n.configs)))
+        replace(
+            n, memory_bytes=np.asarray(n.memory_bytes, dtype=np.int64) + 5, activation_bytes=rng.integers(0, 6, len(n.configs))
+        )
         for n in base.nodes
     )
     problem = replace(base, nodes=nodes, memory_limit_bytes=None, memory_model="liveness")
