@@ -64,6 +64,9 @@ class LagrangianResult:
         The multiplier of the best bound.
     seconds, evaluations, message
         Effort and a human-readable summary.
+    evaluated
+        Every multiplier tried with its :math:`L(\\lambda)` (unsafe, not lowered by
+        ``float_safety``), in the order tried; :mod:`heuristics.strategy_marginals` fixes at them.
     """
 
     bound: float
@@ -73,6 +76,7 @@ class LagrangianResult:
     seconds: float
     evaluations: int
     message: str
+    evaluated: tuple[tuple[float, float], ...] = ()
 
 
 def _relaxed(problem: StrategyProblem, lam: float) -> StrategyProblem:
@@ -101,6 +105,7 @@ def lagrangian_memory_bound(problem: StrategyProblem, settings: LagrangianSettin
     best_bound, best_lam = -math.inf, 0.0
     incumbent: tuple[float, StrategySolution] | None = None
     evaluations = 0
+    evaluated: list[tuple[float, float]] = []
 
     def evaluate(lam: float) -> float | None:
         """Memory of the relaxed optimum at ``lam`` (None when the DP refuses); updates bound and incumbent."""
@@ -112,6 +117,7 @@ def lagrangian_memory_bound(problem: StrategyProblem, settings: LagrangianSettin
         solution = dp.solution
         cost, memory = _cost_and_memory(problem, solution)
         value = cost + lam * memory - lam * limit  # L(lam), from the optimal choice at lam
+        evaluated.append((lam, value))
         if value > best_bound:
             best_bound, best_lam = value, lam
         if memory <= limit and (incumbent is None or cost < incumbent[0]):
@@ -121,7 +127,14 @@ def lagrangian_memory_bound(problem: StrategyProblem, settings: LagrangianSettin
     memory = evaluate(0.0)
     if memory is None:
         return LagrangianResult(
-            -math.inf, None, math.inf, 0.0, time.monotonic() - start, evaluations, "the PaSE DP refused (table cap)"
+            -math.inf,
+            None,
+            math.inf,
+            0.0,
+            time.monotonic() - start,
+            evaluations,
+            "the PaSE DP refused (table cap)",
+            tuple(evaluated),
         )
     lo, hi = 0.0, None
     if memory > limit:
@@ -153,5 +166,12 @@ def lagrangian_memory_bound(problem: StrategyProblem, settings: LagrangianSettin
         f"best fitting choice {value:.12g} (gap {100 * gap:.3g}%), {evaluations} DP runs"
     )
     return LagrangianResult(
-        bound, incumbent[1] if incumbent else None, value, best_lam, time.monotonic() - start, evaluations, message
+        bound,
+        incumbent[1] if incumbent else None,
+        value,
+        best_lam,
+        time.monotonic() - start,
+        evaluations,
+        message,
+        tuple(evaluated),
     )

@@ -54,6 +54,15 @@ class StrategySolveSettings:
         Cap of the PaSE DP's tables.
     progress_interval_s
         Progress lines on stderr; ``None`` for silence.
+    memory_dp
+        Under a static memory limit (with ``heuristics``, without ``tie_blocks``): after the
+        Lagrangian bound, prove the optimum by the Pareto DP at growing targets
+        (:func:`heuristics.strategy_pareto_dp.memory_search`, exact); the back-end runs only
+        when it does not finish within the time limit.
+    marginal_fixing
+        Under a static memory limit: remove configurations whose Lagrangian min-marginal
+        exceeds the target (:mod:`heuristics.strategy_marginals`, exact), before each
+        Pareto DP run and, at the incumbent's cost, before the back-end.
     """
 
     solver: str = "cpsat"
@@ -67,6 +76,8 @@ class StrategySolveSettings:
     dp_bound: bool = False
     max_table_entries: int = 50_000_000
     progress_interval_s: float | None = None
+    memory_dp: bool = True
+    marginal_fixing: bool = True
 
 
 def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = StrategySolveSettings()) -> Result:
@@ -156,6 +167,10 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             lower = lag.bound if lower is None else max(lower, lag.bound)
         result.heuristics.append(HeuristicRun("lagrangian", value, lag.seconds, False, lag.message))
         say(settings.progress_interval_s, f"[lagrangian] {lag.message} in {lag.seconds:.2f}s")
+        if math.isfinite(lag.bound) and lag.evaluated:
+            done, work, incumbent, lower = _memory_exact(result, problem, work, lift, lag, incumbent, lower, settings, start)
+            if done:
+                return result
 
     if settings.solver == "none":
         _finish(result, problem, incumbent, lift, lower)
@@ -209,6 +224,74 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
         result.gap = relative_gap(result.objective, result.bound)
     result.solve_seconds = time.monotonic() - start
     return result
+
+
+def _memory_exact(
+    result: Result,
+    problem: StrategyProblem,
+    work: StrategyProblem,
+    lift,
+    lag,
+    incumbent: tuple[float, StrategySolution, str] | None,
+    lower: float | None,
+    settings: StrategySolveSettings,
+    start: float,
+) -> tuple[bool, StrategyProblem, tuple[float, StrategySolution, str] | None, float | None]:
+    """Pareto DP (``memory_dp``) and min-marginal fixing (``marginal_fixing``) under a static memory limit.
+
+    Returns ``(done, work, incumbent, lower)``: ``done`` when ``result`` is finished with the
+    proven optimum; otherwise ``work`` is fixed at the incumbent's verified cost (every
+    solution costing at most that survives, so the back-end's optimum is the problem's) and
+    the incumbent and bound are improved, for the back-end.
+    """
+    from heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
+    from heuristics.strategy_pareto_dp import MemorySearchSettings, ParetoDPSettings, memory_search
+
+    lams = [lam for lam, _ in sorted(lag.evaluated, key=lambda t: -t[1])]
+    if settings.memory_dp:
+        left = max(0.0, settings.time_limit_s - (time.monotonic() - start))
+        search = memory_search(
+            work,
+            lag.bound,
+            lams,
+            (incumbent[0], incumbent[1]) if incumbent is not None else None,
+            MemorySearchSettings(
+                fixing=settings.marginal_fixing,
+                time_limit_s=left,
+                dp=ParetoDPSettings(max_table_entries=min(settings.max_table_entries, ParetoDPSettings().max_table_entries)),
+            ),
+        )
+        value = None
+        if search.solution is not None:
+            report = verify_strategy(problem, lift(search.solution))
+            if report.feasible:
+                value = report.objective
+                if incumbent is None or value < incumbent[0]:
+                    incumbent = (value, search.solution, "pareto_dp")
+        lower = search.bound if lower is None else max(lower, search.bound)
+        result.heuristics.append(HeuristicRun("pareto_dp", value, search.seconds, search.optimal, search.message))
+        result.solver_notes["memory_search"] = {
+            "seconds": search.seconds,
+            "optimal": search.optimal,
+            "targets": search.targets,
+            "configurations_after_fixing": search.configs,
+        }
+        say(settings.progress_interval_s, f"[pareto_dp] {search.message}")
+        if search.optimal and incumbent is not None and value is not None and value <= incumbent[0]:
+            _finish(result, problem, incumbent, lift, value)
+            result.status = "optimal"
+            result.message = "proven optimal by the Pareto DP with Lagrangian pruning (heuristics/strategy_pareto_dp.py)"
+            result.solve_seconds = time.monotonic() - start
+            return True, work, incumbent, lower
+    if settings.marginal_fixing and incumbent is not None:
+        keep, _ = marginal_masks(
+            work, incumbent[0], lams[:8], incumbent[1], MarginalSettings(max_table_entries=settings.max_table_entries)
+        )
+        before = work.total_configs
+        work = restrict(work, keep)
+        result.solver_notes["marginal_fixing"] = {"configurations": [before, work.total_configs], "at": incumbent[0]}
+        say(settings.progress_interval_s, f"[fixing] {before} -> {work.total_configs} configurations at {incumbent[0]:.12g}")
+    return False, work, incumbent, lower
 
 
 def _restrict(reduced: StrategyProblem, solution: StrategySolution) -> StrategySolution:
