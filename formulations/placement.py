@@ -41,7 +41,8 @@ crosses from a to b); CBC: order :math:`z_{ij} \in \{0,1\}` (i before j).
     \text{(i) load:}\quad & \textstyle\sum_i d_{ik} x_{ik} \le T & \forall k \\
     \text{(j) symmetry:}\quad & x_{i k'} \le \textstyle\sum_{i' < i} x_{i' k}
         & \text{identical devices } k < k' \text{ adjacent in their class} \\
-    \text{(k) bounds:}\quad & L \le T \le U
+    \text{(k) bounds:}\quad & L \le T \le U \\
+    \text{(l) all devices:}\quad & \mathrm{Cumulative}\{[S_i, S_i + \min_k d_{ik}), 1\} \le |D|
 
 (c) is exact: exactly one :math:`x_{jb}` is 1 and for it the first row reads
 :math:`S_j \ge C_i + c^e_{p(i) b}`; for the other b the row is implied by
@@ -89,11 +90,14 @@ class PlacementFormulationSettings:
         Add (j) among identical devices.
     redundant
         Add (g) with tails, (h), (i).
+    global_cumulative
+        Add (l) (CP-SAT only).
     """
 
     disjunctive: bool = False
     symmetry_breaking: bool = True
     redundant: bool = True
+    global_cumulative: bool = True
 
 
 @dataclass
@@ -268,6 +272,12 @@ def build(
             terms = [(x[i, k], float(t[i, k])) for i in range(n) if (i, k) in x and t[i, k] > 0]
             if terms:
                 model.add_constraint([*terms, (T, -1.0)], Sense.LE, 0.0, f"load_{k}")
+    # (l) all devices: at most |D| tasks run at once, each at least its fastest time
+    if settings.redundant and settings.global_cumulative and not settings.disjunctive:
+        fastest = np.where(allowed, problem.time, np.inf).min(axis=1)
+        ivs = [model.add_interval(start[i], float(fastest[i]), name=f"G_{i}") for i in range(n) if fastest[i] > 0]
+        if len(ivs) > d:
+            model.add_cumulative(ivs, [1.0] * len(ivs), float(d), "all_devices")
     # (j) symmetry
     if settings.symmetry_breaking:
         for cls in identical_device_classes(problem):

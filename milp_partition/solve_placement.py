@@ -51,6 +51,9 @@ class PlacementSolveSettings:
         Progress line period on stderr; ``None`` for silence.
     symmetry_breaking, redundant
         Formulation options (they never change the optimum).
+    decompose, decompose_time_fraction
+        Split the problem at its bottleneck tasks (:mod:`milp_partition.placement_decompose`)
+        and solve the segments first, within this fraction of the time limit (CP-SAT only).
     cpsat_parameters
         Extra CP-SAT parameters, ``(name, value)`` pairs.
     """
@@ -65,6 +68,8 @@ class PlacementSolveSettings:
     symmetry_breaking: bool = True
     redundant: bool = True
     cpsat_parameters: tuple[tuple[str, object], ...] = DEFAULT_CPSAT_PARAMETERS
+    decompose: bool = True
+    decompose_time_fraction: float = 0.5
 
 
 def single_device_schedule(problem: PlacementProblem) -> PlacementSolution | None:
@@ -157,16 +162,25 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
         if sol is not None and run.objective is not None and (best is None or run.objective < best[0]):
             best = (run.objective, sol, run.name)
 
-    if settings.solver == "none" or (best is not None and best[0] <= bounds.best * (1 + OPTIMAL_REL_TOL)):
-        _finish(result, problem, best, bounds.best)
-        if best is not None and best[0] <= bounds.best * (1 + OPTIMAL_REL_TOL):
+    lower = bounds.best
+    if settings.solver == "cpsat" and settings.decompose and not (best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL)):
+        lower, best = _run_decomposition(problem, settings, result, lower, best)
+
+    if settings.solver == "none" or (best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL)):
+        _finish(result, problem, best, lower)
+        if best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL):
             result.status, result.message = "optimal", f"{best[2]} meets the lower bound"
         result.solve_seconds = time.monotonic() - start
         return result
+    remaining = settings.time_limit_s - (time.monotonic() - start)
+    if remaining < settings.time_limit_s:
+        from dataclasses import replace
+
+        settings = replace(settings, time_limit_s=max(1.0, remaining))
 
     pm = formulation.build(
         problem,
-        lower_bound=bounds.best,
+        lower_bound=lower,
         upper_bound=best[0] if (best and settings.warm_start) else None,
         path=bounds.path,
         settings=formulation.PlacementFormulationSettings(
@@ -178,7 +192,7 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
         result.warm_start = {"source": best[2], "objective": best[0]}
     out = run_backend(result, settings, pm.model)
     solver_bound = out.bound if math.isfinite(out.bound) else -math.inf
-    bound = max(bounds.best, solver_bound)
+    bound = max(lower, solver_bound)
 
     if out.status is SolveStatus.INFEASIBLE:
         if best is not None and settings.warm_start:
@@ -219,6 +233,61 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
         result.status, result.message = "error", f"bound {result.bound!r} above makespan {result.objective!r}: a bug"
     result.solve_seconds = time.monotonic() - start
     return result
+
+
+def _run_decomposition(
+    problem: PlacementProblem,
+    settings: PlacementSolveSettings,
+    result: Result,
+    lower: float,
+    best: tuple[float, PlacementSolution, str] | None,
+) -> tuple[float, tuple[float, PlacementSolution, str] | None]:
+    """Solve the segments between bottleneck tasks; return the improved lower bound and best schedule."""
+    from dataclasses import replace
+
+    from milp_partition.placement_decompose import decompose, solve_decomposed
+
+    dec = decompose(problem)
+    if not dec.useful:
+        return lower, best
+    sub_settings = replace(settings, decompose=False, heuristics=("heft",), progress_interval_s=None)
+
+    def solve_segment(sub: PlacementProblem, limit_s: float) -> tuple[float, float, bool, PlacementSolution | None]:
+        r = solve_placement(sub, replace(sub_settings, time_limit_s=limit_s))
+        if r.objective is None:
+            return (r.bound or 0.0), math.inf, False, None
+        device = np.array([sub.device_index[r.assignment[t]] for t in sub.task_ids], dtype=np.int64)
+        start_ = np.array([r.starts[t] for t in sub.task_ids])
+        return (r.bound if r.bound is not None else 0.0), r.objective, r.status == "optimal", PlacementSolution(device, start_)
+
+    say(
+        settings.progress_interval_s,
+        f"[decompose] {len(dec.bottlenecks)} bottleneck tasks, {len(dec.segments)} segments, "
+        f"largest {max(len(s.inner) for s in dec.segments)} inner tasks",
+    )
+    say_fn = (lambda text: say(settings.progress_interval_s, text)) if settings.progress_interval_s else None
+    out = solve_decomposed(problem, dec, solve_segment, settings.time_limit_s * settings.decompose_time_fraction, say_fn)
+    note: dict[str, object] = {
+        "bottlenecks": len(dec.bottlenecks),
+        "segments": len(dec.segments),
+        "segment_solves": out.solves,
+        "bound": out.bound,
+        "value": out.value,
+        "all_segments_optimal": out.all_optimal,
+        "seconds": out.seconds,
+    }
+    lower = max(lower, out.bound)
+    if out.solution is not None:
+        report = verify_placement(problem, out.solution)
+        note["verified_makespan"] = report.makespan if report.feasible else None
+        if report.feasible and (best is None or report.makespan < best[0]):
+            best = (report.makespan, report.schedule or out.solution, "decomposition")
+        elif not report.feasible:
+            note["violations"] = list(report.violations[:3])
+    result.solver_notes["decomposition"] = note
+    result.solver_notes.setdefault("bounds", {})["decomposition"] = out.bound
+    say(settings.progress_interval_s, f"[decompose] bound {out.bound:.9g}, schedule {out.value:.9g} in {out.seconds:.1f}s")
+    return lower, best
 
 
 def _finish(

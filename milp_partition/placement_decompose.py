@@ -1,0 +1,295 @@
+r"""Exact series decomposition of a placement problem at its bottleneck tasks.
+
+A task v is a *bottleneck* when every other task is an ancestor or a descendant
+of it (tasks that are free -- no predecessor, time 0 on every device, memory 0,
+zero transfers out -- are set aside: they start at 0 anywhere and constrain
+nothing).  In every schedule all ancestors of v end before v starts and all
+descendants start after v ends, so with bottlenecks :math:`v_1, \dots, v_K` in
+topological order the time axis splits into segments: the tasks strictly between
+:math:`v_t` and :math:`v_{t+1}` run in :math:`[C_{v_t}, S_{v_{t+1}}]` and nothing
+else runs there.  Let
+
+.. math::
+
+    \sigma_t(b, b') = \min \{ C_{v_{t+1}} - C_{v_t} \;:\; \text{segment t scheduled},\;
+    p(v_t) = b,\; p(v_{t+1}) = b' \}
+
+(segment 0 from time 0 to :math:`C_{v_1}`, the last segment from :math:`C_{v_K}` to
+the makespan).  Transfers and (with contention) ports are used only inside their
+segment, so the makespan of any schedule is :math:`\sum_t (C_{v_{t+1}} - C_{v_t})
+\ge \sum_t \sigma_t(p(v_t), p(v_{t+1}))` and
+
+.. math::
+
+    F_1(b') = \sigma_0(b'), \quad F_{t+1}(b') = \min_b F_t(b) + \sigma_t(b, b'), \quad
+    \mathrm{OPT} \ge \min_b F_K(b) + \sigma_K(b).
+
+The recursion is exact when memory does not couple segments (each device's
+static memory is a sum over all segments; liveness memory is dropped inside a
+segment): the schedules of the segments, concatenated along the recursion's device
+path, form a schedule of that makespan, which the verifier checks.  With a lower
+bound of each :math:`\sigma` in place of its value the recursion gives a lower
+bound; with each segment's best schedule it gives a schedule (an upper bound).
+Each :math:`\sigma_t(b, b')` is a small placement problem (``v_t`` fixed on b with
+duration 0 at time 0, ``v_{t+1}`` fixed on b'), solved by the ordinary chain.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from milp_partition.placement import PlacementProblem, PlacementSettings, PlacementSolution, make_placement_problem
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Tasks strictly between two consecutive bottlenecks (``first``/``last`` are ``None`` at the ends)."""
+
+    first: int | None
+    last: int | None
+    inner: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """Free tasks, bottlenecks and segments (see the module docstring)."""
+
+    free: np.ndarray
+    bottlenecks: tuple[int, ...]
+    segments: tuple[Segment, ...]
+
+    @property
+    def useful(self) -> bool:
+        """True when no segment holds every task (the split helps)."""
+        return len(self.bottlenecks) > 0 and max(len(s.inner) for s in self.segments) + 2 < int((~self.free).sum())
+
+
+def free_tasks(problem: PlacementProblem) -> np.ndarray:
+    """(n,) bool: no predecessor, time 0 everywhere, memory 0, zero transfers out."""
+    n = problem.num_tasks
+    free = (np.where(np.isfinite(problem.time), problem.time, 1.0).max(axis=1) == 0) & (problem.task_memory == 0)
+    free &= np.isfinite(problem.time).all(axis=1)
+    indeg = np.bincount(problem.edge_target, minlength=n) if problem.num_edges else np.zeros(n, dtype=np.int64)
+    free &= indeg == 0
+    if problem.num_edges:
+        hot = problem.comm.max(axis=(1, 2)) > 0
+        free[problem.edge_source[hot]] = False
+    free &= problem.colocation < 0
+    return free
+
+
+def decompose(problem: PlacementProblem) -> Decomposition:
+    """Find the bottleneck tasks and the segments between them (bitsets over the DAG)."""
+    n = problem.num_tasks
+    free = free_tasks(problem)
+    topo = [i for i in problem.topological_order.tolist() if not free[i]]
+    ptr, pred, _ = problem.pred
+    sptr, succ, _ = problem.succ
+    anc = [0] * n
+    desc = [0] * n
+    for j in topo:
+        a = 0
+        for i in pred[ptr[j] : ptr[j + 1]].tolist():
+            if not free[i]:
+                a |= anc[i] | (1 << i)
+        anc[j] = a
+    for i in reversed(topo):
+        dd = 0
+        for j in succ[sptr[i] : sptr[i + 1]].tolist():
+            dd |= desc[j] | (1 << j)
+        desc[i] = dd
+    m = len(topo)
+    bottlenecks = [i for i in topo if anc[i].bit_count() + desc[i].bit_count() + 1 == m]
+    pos = {v: k for k, v in enumerate(topo)}
+    segments: list[Segment] = []
+    marks = [None, *bottlenecks, None]
+    for a, b in zip(marks, marks[1:]):
+        lo = pos[a] + 1 if a is not None else 0
+        hi = pos[b] if b is not None else m
+        segments.append(Segment(a, b, tuple(topo[lo:hi])))
+    if not bottlenecks:
+        segments = [Segment(None, None, tuple(topo))]
+    return Decomposition(free, tuple(bottlenecks), tuple(segments))
+
+
+def segment_problem(problem: PlacementProblem, seg: Segment, b: int | None, b2: int | None) -> tuple[PlacementProblem, list[int]]:
+    """The placement problem of ``seg`` with ``first`` on b (duration 0) and ``last`` on b2; and its task list."""
+    tasks = ([seg.first] if seg.first is not None else []) + list(seg.inner) + ([seg.last] if seg.last is not None else [])
+    local = {t: k for k, t in enumerate(tasks)}
+    time_ = problem.time[tasks].copy()
+    mem = problem.task_memory[tasks].copy()
+    if seg.first is not None:
+        time_[0] = np.inf
+        time_[0, b] = 0.0
+        mem[0] = problem.task_memory[seg.first]
+    if seg.last is not None:
+        row = np.full(problem.num_devices, np.inf)
+        row[b2] = problem.time[seg.last, b2]
+        time_[-1] = row
+    liveness = problem.settings.memory_model == "liveness"
+    cap = np.full(problem.num_devices, np.inf) if liveness else problem.device_memory.copy()
+    keep = [e for e in range(problem.num_edges) if int(problem.edge_source[e]) in local and int(problem.edge_target[e]) in local]
+    edges = [(problem.task_ids[int(problem.edge_source[e])], problem.task_ids[int(problem.edge_target[e])]) for e in keep]
+    groups = [f"g{int(problem.colocation[t])}" if problem.colocation[t] >= 0 else None for t in tasks]
+    sub = make_placement_problem(
+        [problem.task_ids[t] for t in tasks],
+        problem.device_ids,
+        time_,
+        mem,
+        cap,
+        edges,
+        problem.comm[keep] if keep else np.zeros((0, problem.num_devices, problem.num_devices)),
+        colocation=groups if any(g is not None for g in groups) else None,
+        name=f"{problem.name}_segment",
+        time_unit=problem.time_unit,
+        memory_unit=problem.memory_unit,
+        settings=PlacementSettings(problem.settings.link_contention, "static"),
+    )
+    return sub, tasks
+
+
+@dataclass
+class SegmentValue:
+    """A solved (or bounded) :math:`\\sigma_t(b, b')`: bound, best value and its schedule (in segment time)."""
+
+    bound: float
+    value: float
+    optimal: bool
+    device: np.ndarray | None = None
+    start: np.ndarray | None = None
+
+
+@dataclass
+class DecomposedOutcome:
+    """Result of the recursion: a lower bound, a stitched schedule (or ``None``) and whether every segment was proven."""
+
+    bound: float
+    value: float
+    solution: PlacementSolution | None
+    all_optimal: bool
+    seconds: float
+    solves: int = 0
+    notes: dict[str, object] = field(default_factory=dict)
+
+
+SegmentSolver = Callable[[PlacementProblem, float], tuple[float, float, bool, PlacementSolution | None]]
+"""``(problem, time_limit_s) -> (bound, makespan, optimal, schedule)`` of a segment problem."""
+
+
+def solve_decomposed(
+    problem: PlacementProblem,
+    decomposition: Decomposition,
+    solve_segment: SegmentSolver,
+    time_limit_s: float,
+    progress: Callable[[str], None] | None = None,
+) -> DecomposedOutcome:
+    """Solve every segment for every device pair and run the recursion for a bound and a schedule."""
+    t0 = time.monotonic()
+    d = problem.num_devices
+    allowed = problem.allowed
+    segs = decomposition.segments
+    values: list[dict[tuple[int, int], SegmentValue]] = []
+    solves = 0
+    total_pairs = sum(
+        (sum(allowed[s.first]) if s.first is not None else 1) * (sum(allowed[s.last]) if s.last is not None else 1) for s in segs
+    )
+    done = 0
+    for s_idx, seg in enumerate(segs):
+        table: dict[tuple[int, int], SegmentValue] = {}
+        bs = [k for k in range(d) if allowed[seg.first, k]] if seg.first is not None else [-1]
+        b2s = [k for k in range(d) if allowed[seg.last, k]] if seg.last is not None else [-1]
+        for b in bs:
+            for b2 in b2s:
+                left = time_limit_s - (time.monotonic() - t0)
+                per = max(0.05, left / max(1, total_pairs - done))
+                sub, tasks = segment_problem(problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)
+                bound, value, optimal, sol = solve_segment(sub, per)
+                solves += 1
+                done += 1
+                table[b, b2] = SegmentValue(
+                    bound, value, optimal, None if sol is None else np.asarray(sol.device), None if sol is None else np.asarray(sol.start)
+                )
+        values.append(table)
+        if progress is not None:
+            progress(
+                f"[decompose] segment {s_idx + 1}/{len(segs)} ({len(seg.inner)} inner tasks): "
+                f"{sum(v.optimal for v in table.values())}/{len(table)} device pairs proven, {time.monotonic() - t0:.1f}s"
+            )
+    # the recursion, for bounds (lower) and values (upper) with back-pointers
+    lb = np.zeros(d)
+    ub = np.zeros(d)
+    back: list[np.ndarray] = []
+    first = True
+    for seg, table in zip(segs, values):
+        new_lb = np.full(d, np.inf)
+        new_ub = np.full(d, np.inf)
+        arg = np.full(d, -1)
+        for (b, b2), v in table.items():
+            kb = max(b2, 0)
+            prev_lb = 0.0 if first else lb[b]
+            prev_ub = 0.0 if first else ub[b]
+            new_lb[kb] = min(new_lb[kb], prev_lb + v.bound)
+            if prev_ub + v.value < new_ub[kb]:
+                new_ub[kb], arg[kb] = prev_ub + v.value, b
+        lb, ub = new_lb, new_ub
+        back.append(arg)
+        first = False
+    bound = float(lb.min())
+    value = float(ub.min())
+    all_optimal = all(v.optimal for table in values for v in table.values())
+    solution = None
+    if math.isfinite(value):
+        solution = _stitch(problem, decomposition, values, back, int(np.argmin(ub)))
+    return DecomposedOutcome(bound, value, solution, all_optimal, time.monotonic() - t0, solves)
+
+
+def _stitch(
+    problem: PlacementProblem,
+    decomposition: Decomposition,
+    values: list[dict[tuple[int, int], SegmentValue]],
+    back: list[np.ndarray],
+    end_key: int,
+) -> PlacementSolution | None:
+    """Concatenate the segments' schedules along the recursion's device path."""
+    segs = decomposition.segments
+    keys: list[tuple[int, int]] = []
+    kb = end_key
+    for t in range(len(segs) - 1, -1, -1):
+        b = int(back[t][kb])
+        keys.append((b, kb if segs[t].last is not None else -1))
+        kb = b
+    keys.reverse()
+    n = problem.num_tasks
+    device = np.full(n, -1, dtype=np.int64)
+    start = np.zeros(n)
+    offset = 0.0
+    for seg, table, key in zip(segs, values, keys):
+        v = table[key]
+        if v.device is None or v.start is None:
+            return None
+        tasks = ([seg.first] if seg.first is not None else []) + list(seg.inner) + ([seg.last] if seg.last is not None else [])
+        for k, t in enumerate(tasks):
+            if seg.first is not None and k == 0:
+                continue
+            device[t] = int(v.device[k])
+            start[t] = offset + float(v.start[k])
+        if seg.last is not None:
+            offset = start[seg.last] + problem.time[seg.last, device[seg.last]]
+    ptr, succ, _ = problem.succ
+    for i in np.flatnonzero(decomposition.free).tolist():
+        nxt = succ[ptr[i] : ptr[i + 1]]
+        device[i] = int(device[nxt[0]]) if len(nxt) and device[nxt[0]] >= 0 else int(np.flatnonzero(problem.allowed[i])[0])
+        start[i] = 0.0
+    if (device < 0).any():
+        return None
+    return PlacementSolution(device, start)
+
+
+def with_segment_settings(settings: object, **changes: object) -> object:
+    """A copy of a frozen settings object with ``changes`` (for the segment solves)."""
+    return replace(settings, **changes)  # type: ignore[type-var]
