@@ -64,7 +64,7 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
     st.add_argument(
         "--profile",
         help="device profile for costs derived from FLOPs and bytes: a datasheet name (V100, A100, H100, H200) or a profile "
-        "JSON file (strategy-layers files default to H100)",
+        "JSON file (strategy-layers files default to H100; pipeline: nodes without measured times get times from their FLOPs)",
     )
     st.add_argument(
         "--tie-blocks",

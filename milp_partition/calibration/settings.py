@@ -88,6 +88,9 @@ class SuiteSettings:
         Every this many points of a series (never the first or last) is held out of its fit and predicted.
     check_tolerance_factor
         Allowed error of a kernel against its float64 reference, in units of ``eps * sqrt(terms)``.
+    check_max_elements
+        Element-wise checks of larger arrays compare a random sample of this many elements with the
+        reference (copies are always compared whole, reductions always summed whole).
     seed
         Seed of the random inputs.
     """
@@ -108,6 +111,7 @@ class SuiteSettings:
     cpu_blas_threads: int | None = 1
     holdout_every: int = 3
     check_tolerance_factor: float = 8.0
+    check_max_elements: int = 1 << 22
     seed: int = 0
 
 

@@ -147,6 +147,11 @@ class _Planner:
         first = [xp.asarray(self.rng.random(n, dtype=np.float32)) for _ in range(count)]
         return nb, [first] + [[xp.array(v, copy=True) for v in first] for _ in range(nb - 1)]
 
+    def _check_indices(self, n: int) -> slice | np.ndarray:
+        """Every element, or a random sample of ``check_max_elements`` of them for large arrays."""
+        k = self.settings.check_max_elements
+        return slice(None) if n <= k else self.rng.integers(0, n, k)
+
     def _copy(self, nbytes: int) -> Callable[[], Measurement]:
         def go() -> Measurement:
             xp = self.backend.xp
@@ -165,8 +170,10 @@ class _Planner:
             nb, bufs = self._vectors(nbytes, 3)
             x, y, out = bufs[0]
             kernels.scale_add(xp, x, y, out, SCALE_ADD_ALPHA)
-            ref = SCALE_ADD_ALPHA * _host64(self.backend, x) + _host64(self.backend, y)
-            kernels.check_close(f"scale_add {nbytes} B", self.backend.to_host(out), ref, STREAM_DTYPE, s.check_tolerance_factor)
+            xs, ys, outs = (self.backend.to_host(v) for v in (x, y, out))
+            idx = self._check_indices(xs.size)
+            ref = SCALE_ADD_ALPHA * xs[idx].astype(np.float64) + ys[idx]
+            kernels.check_close(f"scale_add {nbytes} B", outs[idx], ref, STREAM_DTYPE, s.check_tolerance_factor)
             times = time_runs(self.backend, lambda i: kernels.scale_add(xp, *bufs[i % nb], SCALE_ADD_ALPHA), s.timing)
             return _measurement("scale_add", STREAM_DTYPE, nbytes, 2.0 * x.size, 3.0 * x.nbytes, times)
 
@@ -178,7 +185,7 @@ class _Planner:
             nb, bufs = self._vectors(nbytes, 1)
             (x,) = bufs[0]
             got = kernels.reduction(xp, x)
-            ref = np.sum(_host64(self.backend, x))
+            ref = np.sum(self.backend.to_host(x), dtype=np.float64)
             kernels.check_close(
                 f"reduction {nbytes} B",
                 self.backend.to_host(got).reshape(1),
