@@ -54,6 +54,11 @@ class StrategySolveSettings:
         Cap of the PaSE DP's tables.
     progress_interval_s
         Progress lines on stderr; ``None`` for silence.
+    tie_blocks
+        An approximation, off by default: layers of identical repeated blocks
+        (:func:`milp_partition.strategy_ties.find_ties`, ``tie_rounds`` rounds of colour
+        refinement) must take one configuration.  The answer is then reported as
+        feasible, with the untied problem's proven bound (DP or Lagrangian), never as optimal.
     memory_dp
         Under a static memory limit (with ``heuristics``, without ``tie_blocks``): after the
         Lagrangian bound, prove the optimum by the Pareto DP at growing targets
@@ -76,6 +81,8 @@ class StrategySolveSettings:
     dp_bound: bool = False
     max_table_entries: int = 50_000_000
     progress_interval_s: float | None = None
+    tie_blocks: bool = False
+    tie_rounds: int = 2
     memory_dp: bool = True
     marginal_fixing: bool = True
 
@@ -141,8 +148,9 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
                         incumbent = (value, dp.solution, name)
                 elif problem.memory_limit_bytes is None:
                     message += "; verifier rejected it: " + "; ".join(report.violations[:3])
-                if dp.exact:
-                    # exact without memory; without memory or with it, the DP's table value bounds the optimum below
+                if dp.exact or dp.solution is not None:
+                    # the DP minimizes the cost ignoring memory: its value is the optimum without a limit and,
+                    # under one, a proven lower bound (a relaxation), whichever memory model is in force
                     unconstrained = dp.value
                     lower = unconstrained if lower is None else max(lower, unconstrained)
             result.heuristics.append(HeuristicRun(name, value, dp.seconds, dp.exact, message))
@@ -167,20 +175,38 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             lower = lag.bound if lower is None else max(lower, lag.bound)
         result.heuristics.append(HeuristicRun("lagrangian", value, lag.seconds, False, lag.message))
         say(settings.progress_interval_s, f"[lagrangian] {lag.message} in {lag.seconds:.2f}s")
-        if math.isfinite(lag.bound) and lag.evaluated:
+        if math.isfinite(lag.bound) and lag.evaluated and not settings.tie_blocks:
             done, work, incumbent, lower = _memory_exact(result, problem, work, lift, lag, incumbent, lower, settings, start)
             if done:
                 return result
 
-    if settings.solver == "none":
+    # under a memory limit, a DP solution that fits and meets the DP's bound needs no solver (without a limit the
+    # solver still runs, warm-started, so that its proof stands beside the DP's)
+    proven_by_dp = problem.memory_limit_bytes is not None and incumbent is not None and lower is not None and incumbent[0] <= lower
+    if settings.solver == "none" or proven_by_dp:
         _finish(result, problem, incumbent, lift, lower)
         if incumbent is not None and lower is not None and result.gap == 0.0:
-            result.status, result.message = "optimal", "proven by the exact DP"
+            result.status = "optimal"
+            result.message = (
+                "proven by the exact DP"
+                if problem.memory_limit_bytes is None
+                else "the cheapest choice without a memory limit fits the limit: optimal, proven by the DP"
+            )
         result.solve_seconds = time.monotonic() - start
         return result
 
+    ties: tuple[tuple[int, ...], ...] = ()
+    if settings.tie_blocks:
+        from milp_partition.strategy_ties import TieSettings, find_ties
+
+        ties = find_ties(work, TieSettings(rounds=settings.tie_rounds))
+        result.solver_notes["ties"] = {"groups": len(ties), "layers": sum(len(g) for g in ties)}
+        say(settings.progress_interval_s, f"[ties] {len(ties)} groups of identical layers, {sum(len(g) for g in ties)} layers tied")
+        if ties and (work.memory_limit_bytes is None or work.memory_model == "static"):
+            return _solve_quotient(result, problem, work, lift, ties, incumbent, lower, settings, start)
     sm = formulation.build(
         work,
+        ties=ties,
         upper_bound=incumbent[0] * (1 + 1e-12) if (incumbent and settings.cutoff) else None,
         lower_bound=lower * (1 - 1e-12) if (lower is not None and settings.dp_bound) else None,
         settings=formulation.StrategyFormulationSettings(integer_edge_variables=settings.solver == "cpsat"),
@@ -189,9 +215,13 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
         formulation.hint(sm, incumbent[1])
         result.warm_start = {"source": incumbent[2], "objective": incumbent[0]}
     out = run_backend(result, settings, sm.model)
-    bound = out.bound if math.isfinite(out.bound) else None
+    # a tied model's bound bounds only the tied problem: never report it
+    bound = out.bound if (math.isfinite(out.bound) and not ties) else None
 
-    if out.status is SolveStatus.INFEASIBLE:
+    if out.status is SolveStatus.INFEASIBLE and ties:
+        _finish(result, problem, incumbent, lift, None)
+        result.message = "no solution with tied blocks fits the memory limit; solve without tying for an exact answer"
+    elif out.status is SolveStatus.INFEASIBLE:
         if incumbent is not None:
             result.status, result.message = (
                 "error",
@@ -211,7 +241,14 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             if incumbent is not None and incumbent[0] < report.objective:
                 candidate = incumbent
             _finish(result, problem, candidate, lift, bound)
-            if out.status is SolveStatus.OPTIMAL and candidate[2] == settings.solver:
+            if ties and out.status is SolveStatus.OPTIMAL:
+                result.message = (
+                    f"optimal among solutions with tied blocks ({report.objective:.12g}); an approximation: "
+                    "the bound is the untied problem's"
+                )
+                result.bound = lower
+                result.gap = relative_gap(result.objective, lower) if lower is not None else None
+            elif out.status is SolveStatus.OPTIMAL and candidate[2] == settings.solver:
                 result.status = "optimal"
                 result.message = "proven optimal" + (
                     " (with the exact DP's value as a lower bound)" if lower is not None and settings.dp_bound else ""
@@ -222,6 +259,61 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
         # the DP / Lagrangian bound is proven too: report the better of the two bounds
         result.bound = min(max(result.bound if result.bound is not None else -math.inf, lower), result.objective)
         result.gap = relative_gap(result.objective, result.bound)
+        if ties and result.gap == 0.0:
+            result.status, result.message = "optimal", "the tied solution meets the untied problem's proven bound: optimal"
+    result.solve_seconds = time.monotonic() - start
+    return result
+
+
+def _solve_quotient(
+    result: Result,
+    problem: StrategyProblem,
+    work: StrategyProblem,
+    lift,
+    ties: tuple[tuple[int, ...], ...],
+    incumbent: tuple[float, StrategySolution, str] | None,
+    lower: float | None,
+    settings: StrategySolveSettings,
+    start: float,
+) -> Result:
+    """Tied blocks under the static (or no) memory model: solve the quotient problem, lift, verify.
+
+    The quotient's optimum is the best *tied* solution, not the problem's optimum; the
+    bound reported is the untied problem's (the DP's or the Lagrangian's), so the gap
+    shows what tying may have cost, and only a zero gap makes the answer optimal.
+    """
+    from dataclasses import replace
+
+    from milp_partition.strategy_ties import quotient
+
+    q = quotient(work, ties)
+    say(
+        settings.progress_interval_s,
+        f"[ties] solving the tied problem: {len(q.problem.nodes)} layers, {q.problem.total_configs} configurations",
+    )
+    remaining = max(1.0, settings.time_limit_s - (time.monotonic() - start))
+    inner = solve_strategy(q.problem, replace(settings, tie_blocks=False, time_limit_s=remaining))
+    result.solver_notes["ties"].update(
+        {"tied_layers": len(q.problem.nodes), "tied_status": inner.status, "tied_objective": inner.objective}
+    )
+    result.solver_seconds = inner.solver_seconds
+    candidate = incumbent
+    if inner.assignment:
+        solution = q.lift(StrategySolution(inner.assignment))
+        report = verify_strategy(problem, lift(solution))
+        if not report.feasible:
+            result.status, result.message = "error", "the lifted tied solution fails the verifier: " + "; ".join(report.violations[:3])
+            result.solve_seconds = time.monotonic() - start
+            return result
+        if candidate is None or report.objective <= candidate[0]:
+            candidate = (report.objective, solution, f"{settings.solver} on the tied problem")
+    _finish(result, problem, candidate, lift, lower)
+    if inner.status == "optimal":
+        result.message = f"best tied solution proven by {settings.solver} on the tied problem; tying is an approximation"
+    if candidate is None:
+        result.message = "no solution found" + (" (the tied problem is infeasible)" if inner.status == "infeasible" else "")
+    if result.gap == 0.0:
+        result.status, result.message = "optimal", "the tied solution meets the untied problem's proven bound: optimal"
     result.solve_seconds = time.monotonic() - start
     return result
 
