@@ -91,6 +91,8 @@ def resnet50(base_width: int = 64, classes: int = 1000) -> nn.Module:
 class CausalSelfAttention(nn.Module):
     """GPT-2 style multi-head causal self-attention written with matmul and softmax."""
 
+    mask: torch.Tensor
+
     def __init__(self, d_model: int, heads: int, max_len: int) -> None:
         super().__init__()
         self.heads = heads

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 Shape = tuple[int, ...] | None
 
@@ -85,7 +86,7 @@ def known_op(op_type: str) -> bool:
     )
 
 
-def op_flops(op_type: str, inputs: Sequence[Shape], outputs: Sequence[Shape], attrs: Mapping[str, object]) -> tuple[float, float]:
+def op_flops(op_type: str, inputs: Sequence[Shape], outputs: Sequence[Shape], attrs: Mapping[str, Any]) -> tuple[float, float]:
     """Forward FLOPs of one operator as ``(matmul, other)``: products and convolutions, and the rest.
 
     Parameters
@@ -135,29 +136,30 @@ def op_flops(op_type: str, inputs: Sequence[Shape], outputs: Sequence[Shape], at
         return 0.0, float(n_out)
     if op_type in POOLS:
         kernel = attrs.get("kernel_shape") or ()
-        return 0.0, float(n_out * math.prod(kernel))  # type: ignore[arg-type]
+        return 0.0, float(n_out * math.prod(kernel))
     if op_type in REDUCTIONS:
         return 0.0, float(numel(inputs[0]) if inputs else 0)
     return 0.0, 0.0
 
 
-def _attention(op_type: str, inputs: Sequence[Shape], attrs: Mapping[str, object]) -> tuple[float, float]:
+def _attention(op_type: str, inputs: Sequence[Shape], attrs: Mapping[str, Any]) -> tuple[float, float]:
     """Products and softmax of a fused attention operator (query, key, value layouts as ONNX gives them)."""
     q = inputs[0] if inputs else None
     if q is None:
         return 0.0, 0.0
     if op_type == "Attention" and len(q) == 4:  # ONNX opset 23: (B, H, S, D)
-        k = inputs[1] if len(inputs) > 1 and inputs[1] is not None else q
+        key = inputs[1] if len(inputs) > 1 and inputs[1] is not None else q
         b, h, s_q, d = q
-        s_kv = k[2]
+        s_kv = key[2]
     else:  # com.microsoft: (B, S, hidden); Attention packs q, k, v in the weights
-        heads = int(attrs.get("num_heads", 1) or 1)  # type: ignore[arg-type]
+        heads = int(attrs.get("num_heads", 1) or 1)
         b, s_q = q[0], q[1]
-        k = inputs[1] if op_type != "Attention" and len(inputs) > 1 and inputs[1] is not None else None
-        s_kv = k[1] if k is not None and len(k) == 3 else s_q
-        if op_type == "Attention" and len(inputs) > 1 and inputs[1] is not None:
-            hidden = inputs[1][1] // 3
-            projections = 2.0 * b * s_q * q[2] * inputs[1][1]
+        kv = inputs[1] if op_type != "Attention" and len(inputs) > 1 else None
+        s_kv = kv[1] if kv is not None and len(kv) == 3 else s_q
+        weights = inputs[1] if op_type == "Attention" and len(inputs) > 1 else None
+        if weights is not None:
+            hidden = weights[1] // 3
+            projections = 2.0 * b * s_q * q[2] * weights[1]
         else:
             hidden = q[2]
             projections = 0.0

@@ -329,7 +329,8 @@ def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> Any:
 
 def _call(gm: torch.fx.GraphModule, node: torch.fx.Node, args: Any, kwargs: Any) -> Any:
     if node.op == "call_function":
-        return node.target(*args, **kwargs)
+        target: Any = node.target
+        return target(*args, **kwargs)
     if node.op == "call_method":
         return getattr(args[0], str(node.target))(*args[1:], **kwargs)
     if node.op == "call_module":
