@@ -56,7 +56,7 @@ class ParDNNSettings:
     """
 
     max_refine_evaluations: int = 16
-    refine_task_budget: int = 400_000
+    refine_task_budget: int = 200_000
 
 
 def top_level(problem: PlacementProblem, task_cost: np.ndarray, edge_cost: np.ndarray) -> np.ndarray:

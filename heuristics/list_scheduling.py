@@ -163,6 +163,7 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
     heaps: list[list[tuple[float, float, int, int]]] = [[] for _ in range(d)]
     lazy: list[tuple[float, float, int, int]] = []
     ready_stack = [i for i in range(n) if indeg[i] == 0 and not floating[i]]
+    waiting: dict[int, list[float]] = {}  # released, not yet placed: task -> input arrival per device
 
     def place(i: int, k: int, start: float) -> None:
         state.commit(i, k, start)
@@ -185,6 +186,7 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
                     heapq.heappush(lazy, (starts[k], finishes[k], pos_l[i], i))
                 continue
             ready = state.data_ready(i)
+            waiting[i] = ready
             row = time_l[i]
             for k in range(d):
                 if row[k] != INF:
@@ -205,6 +207,7 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
             release()
         return state.solution()
     fits = state.guard.fits
+    retry = True
     while True:
         best: tuple[float, float, int, int] | None = None
         for k in range(d):
@@ -218,6 +221,8 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
                 if (forced >= 0 and forced != k) or not fits(k, items, need):
                     if len(items) > 1 and forced < 0 and state.detach_floating(i):
                         continue  # its floating inputs now sit on their own; look again
+                    if forced < 0 and state.guard.repack(k, items, need):
+                        break
                     heapq.heappop(h)  # never again: see the memory guard (its fallback device keeps it)
                     continue
                 break
@@ -228,9 +233,23 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
                 if best is None or cand < best:
                     best = cand
         if best is None:
-            break
+            if not waiting or not retry:
+                break
+            # every heap ran dry while released tasks wait: a re-packing moved their fallback device; offer them again
+            retry = False
+            for i, ready in waiting.items():
+                row = time_l[i]
+                for k in range(d):
+                    if row[k] != INF:
+                        heapq.heappush(heaps[k], (ready[k], row[k], pos_l[i], i))
+            continue
         s, _, k, i = best
+        need, _, items = state.memory_need(i)
+        if not fits(k, items, need):
+            continue  # a re-packing for another device's task took its room: look again
         heapq.heappop(heaps[k])
+        del waiting[i]
+        retry = True
         place(i, k, s)
         release()
     for i in range(n):

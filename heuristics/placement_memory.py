@@ -14,6 +14,9 @@ The guard prevents that with a *fallback packing*:
 
 By induction the fallback packing of the items not yet placed stays valid, so the
 greedy never fails on memory when step 1 succeeded (each check is O(1) per item).
+When the reservations alone keep a task from the device it prefers, the caller
+may ask :meth:`MemoryGuard.repack` to re-pack the other items' reservations
+around it (a bounded number of times, on a bounded number of items).
 When no device's capacity is below the total task memory, memory cannot bind and
 the guard reserves nothing.  When both packings fail, it reserves nothing and the
 greedy may still fail, with a clear error.
@@ -33,9 +36,17 @@ class MemoryGuard:
     has no item of its own.
     """
 
+    #: Most re-packing attempts per guard (see :meth:`repack`).
+    max_repacks: int = 200
+    #: Re-packing is tried only while at most this many items hold reservations.
+    max_repack_items: int = 5000
+
     def __init__(self, problem: PlacementProblem, *, reserve: bool = True) -> None:
         n, d = problem.num_tasks, problem.num_devices
-        self.n = n
+        self.n, self.d = n, d
+        self.repacks = 0
+        self.holding = 0  # items holding a reservation
+        self.ok_rows: list[list[bool]] = []
         self.free = problem.device_memory.astype(np.float64).tolist()
         self.cap = list(self.free)
         groups = problem.colocation
@@ -60,24 +71,63 @@ class MemoryGuard:
         real = np.concatenate([~member, np.ones(num_groups, dtype=bool)])
         items = np.flatnonzero(real & (item_mem > 0))
         items = items[np.lexsort((items, -item_mem[items]))].tolist()
-        ok_rows = item_allowed.tolist()
+        self.ok_rows = item_allowed.tolist()
+        self.d = d
+        fb = self._pack(items, list(self.free))
+        if fb is None:
+            self.packed = False
+            return
+        for x, k in fb.items():
+            self.fallback[x] = k
+            self.reserved[k] += self.item_mem[x]
+        self.holding = len(fb)
+
+    def _pack(self, items: list[int], room: list[float]) -> dict[int, int] | None:
+        """Worst-fit decreasing, else best-fit decreasing, of ``items`` (sorted by decreasing memory) into ``room``."""
+        d = self.d
         for worst_fit in (True, False):
-            room = list(self.free)
-            fb = {}
+            left = list(room)
+            fb: dict[int, int] = {}
             for x in items:
                 m = self.item_mem[x]
-                cands = [k for k in range(d) if ok_rows[x][k] and m <= room[k]]
+                row = self.ok_rows[x]
+                cands = [k for k in range(d) if row[k] and m <= left[k]]
                 if not cands:
                     break
-                k = max(cands, key=lambda k: (room[k], -k)) if worst_fit else min(cands, key=lambda k: (room[k], k))
-                room[k] -= m
+                k = max(cands, key=lambda k: (left[k], -k)) if worst_fit else min(cands, key=lambda k: (left[k], k))
+                left[k] -= m
                 fb[x] = k
             else:
-                for x, k in fb.items():
-                    self.fallback[x] = k
-                    self.reserved[k] += self.item_mem[x]
-                return
-        self.packed = False
+                return fb
+        return None
+
+    def repack(self, k: int, items: list[int], need: float) -> bool:
+        """Try to make room for ``items`` on device ``k`` by re-packing the reservations of every other unplaced item.
+
+        Returns True (and adopts the new fallback packing) when ``need`` then fits
+        on ``k``.  Bounded: at most :attr:`max_repacks` attempts per guard, and
+        only while at most :attr:`max_repack_items` items hold reservations.
+        """
+        if self.repacks >= self.max_repacks or need > self.free[k] or self.holding > self.max_repack_items + len(items):
+            return False
+        self.repacks += 1
+        own = set(items)
+        rest = [x for x in range(len(self.fallback)) if self.fallback[x] >= 0 and x not in own]
+        room = list(self.free)
+        room[k] -= need
+        rest.sort(key=lambda x: (-self.item_mem[x], x))
+        fb = self._pack(rest, room)
+        if fb is None:
+            return False
+        self.reserved = [0.0] * self.d
+        for x in rest:
+            self.fallback[x] = fb[x]
+            self.reserved[fb[x]] += self.item_mem[x]
+        for x in items:
+            if self.fallback[x] >= 0:
+                self.fallback[x] = k
+                self.reserved[k] += self.item_mem[x]
+        return True
 
     def item_of(self, task: int, group: int) -> int:
         """The item of a task: its group's, or its own."""
@@ -102,3 +152,4 @@ class MemoryGuard:
             if f >= 0:
                 self.reserved[f] -= self.item_mem[x]
                 self.fallback[x] = -1
+                self.holding -= 1

@@ -258,15 +258,24 @@ class ScheduleState:
         g = self.group[i]
         allowed_g = self.group_allowed[g] if g >= 0 and forced < 0 else None
         occupies = self.occupies[i]
+        blocked: list[tuple[float, float, int]] = []
         for k in devices if devices is not None else range(d):
             t = times[k]
-            if t == INF or (forced >= 0 and k != forced) or not fits(k, items, need):
+            if t == INF or (forced >= 0 and k != forced):
                 continue
             if allowed_g is not None and not allowed_g[k]:
                 continue
             s = self.slot(k, ready[k], t) if occupies else ready[k]
+            if not fits(k, items, need):
+                if need <= self.free[k]:
+                    blocked.append((s + t, s, k))  # only the reservations keep it out
+                continue
             starts[k] = s
             finishes[k] = s + t
+        if blocked:
+            f, s, k = min(blocked)
+            if f < min(finishes) and self.guard.repack(k, items, need):
+                starts[k], finishes[k] = s, f
         if len(items) > 1 and self.group[i] < 0 and min(finishes) == INF and self.detach_floating(i):
             return self.evaluate(i, devices)
         return starts, finishes
@@ -303,6 +312,8 @@ class ScheduleState:
     def commit(self, i: int, k: int, start: float) -> None:
         """Place task ``i`` on device ``k`` at ``start`` (a value :meth:`evaluate` returned)."""
         need, _, items = self.memory_need(i)
+        if need > self.free[k]:  # never write an over-full device, whatever the caller did
+            raise self.fail(i, f" (device {self.problem.device_ids[k]} has {self.free[k]:g} left)")
         for p in self._floating_preds(i):
             self._set(p, k, 0.0)
         t = self.time[i][k]
