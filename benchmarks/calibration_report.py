@@ -100,6 +100,47 @@ def _g(x: float | None, digits: int = 3) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
 
 
+def _effective(m: Measurement) -> str:
+    if m.benchmark == "gemm":
+        return f"{m.flops / m.time_s / 1e9:.3g} GFLOP/s"
+    return f"{m.bytes / m.time_s / 1e9:.3g} GB/s"
+
+
+def _reading(profile: DeviceProfile) -> list[str]:
+    """Remarks computed from the fits, for a reader of the page."""
+    fits = {f.name: f for f in profile.fits}
+    out = []
+    for dtype, rate in profile.compute.items():
+        effs = ", ".join(
+            f"n = {n}: {profile.flop_efficiency(2.0 * n**3, dtype):.0%}"
+            for n in sorted({m.size for m in profile.measurements if m.benchmark == "gemm" and m.label == dtype})[::3]
+        )
+        out.append(
+            f"- GEMM {dtype}: fitted peak {rate.peak_flop_per_s / 1e9:.4g} GFLOP/s; the fitted efficiency (fraction of that "
+            f"peak) grows with size: {effs}."
+        )
+    copy, sa = fits.get("copy"), fits.get("scale_add")
+    if copy and sa and copy.holdout_median_rel_error and sa.holdout_median_rel_error:
+        if copy.holdout_median_rel_error > 2 * sa.holdout_median_rel_error:
+            lo = _fit_min_size(copy)
+            ms = [m for m in profile.measurements if m.benchmark == "copy" and m.size >= lo]
+            rates = [m.bytes / m.time_s / 1e9 for m in sorted(ms, key=lambda m: m.size)]
+            out.append(
+                f"- Copies are not one straight line even beyond the cache: the effective rate goes from "
+                f"{min(rates):.3g} to {max(rates):.3g} GB/s over the fitted sizes (see the column below; on this CPU large "
+                "copies get faster, as a memcpy that switches to non-temporal stores for copies large against the cache "
+                f"would). One alpha-beta line averages the regimes, hence held-out errors of {copy.holdout_median_rel_error:.2f} "
+                f"for copy against {sa.holdout_median_rel_error:.2f} for scale_add, an element-wise loop with one regime. "
+                "The memcpy-based h2d/d2h/d2d series on the CPU behave like copy."
+            )
+    if profile.backend == "numpy":
+        out.append(
+            "- On the CPU, arrays and messages under 8 MiB run at cache speed (grey in the plot, `not fitted (cache)` "
+            "below); the fits cover memory-resident sizes, what a layer's tensors are."
+        )
+    return out
+
+
 def _rate(f: FitRecord) -> str:
     c = f.coefficients
     if "peak_flop_per_s" in c:
@@ -287,19 +328,23 @@ def write_markdown(profile: DeviceProfile, path: Path, context: dict[str, str]) 
         "",
         f"![measured against fitted]({context['svg_name']})",
         "",
+        "### Reading the fits",
+        "",
+        *_reading(profile),
+        "",
         "## Measurements",
         "",
         f"Every median with its prediction is in `{context['csv_name']}` (every repeat too); the profile JSON holds them as well.",
         "",
-        "| series | size | median time | fitted | rel. error | role |",
-        "|---|---|---|---|---|---|",
+        "| series | size | median time | effective rate | fitted | rel. error | role |",
+        "|---|---|---|---|---|---|---|",
     ]
     for m in profile.measurements:
         f = _series_fit(profile, m)
         pred = _predict(f, _x(m)) if f else math.nan
         err = abs(pred - m.time_s) / m.time_s if f else math.nan
         lines.append(
-            f"| {m.benchmark} {m.label} | {m.size} | {m.time_s:.4g} s | {_g(pred, 4)} s | {_g(err, 2)} | {_role(f, m)} |"
+            f"| {m.benchmark} {m.label} | {m.size} | {m.time_s:.4g} s | {_effective(m)} | {_g(pred, 4)} s | {_g(err, 2)} | {_role(f, m)} |"
         )
     lines += [
         "",
@@ -317,8 +362,8 @@ def write_markdown(profile: DeviceProfile, path: Path, context: dict[str, str]) 
         "## Reproduce",
         "",
         "```bash",
-        "milp-partition calibrate --backend numpy --quick --output profile.json   # a minute or less",
-        f"python {SCRIPT} --time-quick                                  # this page",
+        "milp-partition calibrate --backend numpy --quick --output profile.json   # under a minute",
+        f"python {SCRIPT} --time-quick                        # this page (full suite, about 3 minutes)",
         "```",
         "",
     ]

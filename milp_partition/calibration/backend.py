@@ -158,6 +158,7 @@ class CupyBackend(ArrayBackend):
         self.device_name = raw_name.decode() if isinstance(raw_name, bytes) else str(raw_name)
         self.memory_bytes = int(props["totalGlobalMem"])
         self._peer_enabled: set[tuple[int, int]] = set()
+        self._nccl_comms: list[Any] | None = None
 
     def synchronize(self) -> None:
         for d in range(self.device_count):
@@ -230,7 +231,9 @@ class CupyBackend(ArrayBackend):
             return None
         cp = self._cp
         devices = list(range(self.device_count))
-        comms = nccl.NcclCommunicator.initAll(devices)
+        if self._nccl_comms is None:  # one communicator per GPU, made once and reused for every size
+            self._nccl_comms = nccl.NcclCommunicator.initAll(devices)
+        comms = self._nccl_comms
         bufs = []
         for d in devices:
             with cp.cuda.Device(d):

@@ -24,6 +24,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
+from functools import partial
 
 import numpy as np
 
@@ -54,6 +55,11 @@ def _record(name: str, model: str, coefficients: dict[str, float], f: LineFit) -
 
 def _ab_coefficients(f: LineFit) -> dict[str, float]:
     return {"alpha_s": f.alpha, "beta_s_per_byte": f.beta, "bandwidth_bytes_per_s": 1.0 / f.beta}
+
+
+def _ring_bytes(p: int, m: Measurement) -> float:
+    """Bytes each device sends in a ring all-reduce of ``m.bytes`` over ``p`` devices."""
+    return 2 * (p - 1) / p * m.bytes
 
 
 def _participants(label: str) -> int:
@@ -101,7 +107,7 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
             records.append(_record(f"link {bench} {label}", model, _ab_coefficients(f), f))
         elif bench == "allreduce":
             p = _participants(label)
-            f = fit((bench, label), lambda m, p=p: 2 * (p - 1) / p * m.bytes)
+            f = fit((bench, label), partial(_ring_bytes, p))
             records.append(
                 _record(
                     f"allreduce {label}",

@@ -174,7 +174,12 @@ class _Planner:
             idx = self._check_indices(xs.size)
             ref = SCALE_ADD_ALPHA * xs[idx].astype(np.float64) + ys[idx]
             kernels.check_close(f"scale_add {nbytes} B", outs[idx], ref, STREAM_DTYPE, s.check_tolerance_factor)
-            times = time_runs(self.backend, lambda i: kernels.scale_add(xp, *bufs[i % nb], SCALE_ADD_ALPHA), s.timing)
+
+            def run(i: int) -> object:
+                x, y, out = bufs[i % nb]
+                return kernels.scale_add(xp, x, y, out, SCALE_ADD_ALPHA)
+
+            times = time_runs(self.backend, run, s.timing)
             return _measurement("scale_add", STREAM_DTYPE, nbytes, 2.0 * x.size, 3.0 * x.nbytes, times)
 
         return go
