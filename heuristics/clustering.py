@@ -22,9 +22,9 @@ steps on the placement problem:
    split into single tasks, mapped the same way.
 3. **Schedule** on the fixed devices: list scheduling by upward rank with
    insertion (:func:`heuristics.list_scheduling.schedule_assignment`).
-4. **Refinement.**  A bounded number of moves of a whole cluster from the most
-   loaded device to the device that suits it best (static memory checked); a move
-   stays when the rescheduled makespan falls.  The number of trial schedules is
+4. **Refinement.**  A bounded number of moves of a whole cluster, to the device
+   where its time plus transfers is least or off the most loaded device (static
+   memory checked); a move stays when the rescheduled makespan falls.  The number of trial schedules is
    ``min(max_refine_evaluations, refine_task_budget // n)``, so it stays
    deterministic and bounded at scale.
 """
@@ -55,7 +55,7 @@ class ParDNNSettings:
         Trial schedules are also limited to ``refine_task_budget // num_tasks``.
     """
 
-    max_refine_evaluations: int = 16
+    max_refine_evaluations: int = 64
     refine_task_budget: int = 200_000
 
 
@@ -295,7 +295,12 @@ def _refine(
     best: PlacementSolution,
     settings: ParDNNSettings,
 ) -> PlacementSolution:
-    """Move whole clusters off the most loaded device while the makespan falls (static memory kept)."""
+    """Move whole clusters while the makespan falls (static memory kept).
+
+    Half the trial budget goes to *affinity* moves (a cluster to the device where
+    its time plus its transfers to placed neighbours is least, largest gain
+    first), the rest to *balance* moves (a cluster off the most loaded device).
+    """
     n, d = problem.num_tasks, problem.num_devices
     budget = min(settings.max_refine_evaluations, settings.refine_task_budget // max(n, 1))
     if budget <= 0 or d < 2 or cg.count < 2:
@@ -303,6 +308,37 @@ def _refine(
     best_value = _makespan(problem, best)
     used = np.bincount(device, weights=problem.task_memory, minlength=d)
     cap = problem.device_memory
+    # (a) affinity: clusters whose time plus transfers would fall most on another device, largest gain first
+    gains = []
+    for c in np.flatnonzero(cluster_device >= 0).tolist():
+        members = cg.members[c]
+        if c == 0 or (problem.colocation[members] >= 0).any():
+            continue
+        others = device.copy()
+        others[members] = -1
+        cost = cg.time[c] + cg.penalty(c, others)
+        cur = int(cluster_device[c])
+        alt = np.where((np.arange(d) != cur) & (used + cg.memory[c] <= cap), cost, INF)
+        k = int(np.argmin(alt))
+        if alt[k] < cost[cur]:
+            gains.append((cost[cur] - alt[k], c, k))
+    gains.sort(key=lambda g: (-g[0], g[1]))
+    for _, c, k in gains[: budget // 2]:
+        members = cg.members[c]
+        cur = int(cluster_device[c])
+        if used[k] + cg.memory[c] > cap[k]:
+            continue
+        trial = device.copy()
+        trial[members] = k
+        budget -= 1
+        sol = schedule_assignment(problem, trial, heuristic="pardnn", settings=ListSchedulingSettings())
+        value = _makespan(problem, sol)
+        if value < best_value:
+            best, best_value = sol, value
+            used[cur] -= cg.memory[c]
+            used[k] += cg.memory[c]
+            device, cluster_device[c] = trial, k
+    # (b) balance: move a cluster off the most loaded device
     tried: set[int] = set()
     while budget > 0:
         busy = np.bincount(device, weights=problem.time[np.arange(n), device], minlength=d)
