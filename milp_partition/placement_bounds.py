@@ -93,7 +93,8 @@ def device_path(problem: PlacementProblem) -> PathBounds:
             arrive = (finish[i][:, None] + comm[e]).min(axis=0)
             np.maximum(ready, arrive, out=ready)
         finish[j] = ready + t[j]
-    head = finish - t
+    with np.errstate(invalid="ignore"):
+        head = finish - t
     rest = np.full((n, d), np.inf)  # rest[i, a] = d_ia + tail
     sptr, succ, sedge = problem.succ
     for i in problem.topological_order[::-1].tolist():
@@ -102,7 +103,8 @@ def device_path(problem: PlacementProblem) -> PathBounds:
             need = (comm[e] + rest[j][None, :]).min(axis=1)
             np.maximum(after, need, out=after)
         rest[i] = t[i] + after
-    tail = rest - t
+    with np.errstate(invalid="ignore"):
+        tail = rest - t
     value = float(np.min(head + t + tail, axis=1).max()) if n else 0.0
     head = np.where(np.isfinite(t), head, np.inf)
     tail = np.where(np.isfinite(t), tail, np.inf)

@@ -187,9 +187,21 @@ def solve_decomposed(
     solve_segment: SegmentSolver,
     time_limit_s: float,
     progress: Callable[[str], None] | None = None,
+    upper_bound: float = math.inf,
+    tails: np.ndarray | None = None,
 ) -> DecomposedOutcome:
-    """Solve every segment for every device pair and run the recursion for a bound and a schedule."""
+    """Solve every segment for every device pair and run the recursion for a bound and a schedule.
+
+    Pruning: with a known makespan ``U`` and valid tails ``q`` (least time from a task's
+    end on a device to the makespan), a pair (b, b') of segment t is not solved when
+    ``F_t(b) + lb(sigma_t(b, b')) + q(v_{t+1}, b') >= U``: every schedule through it is no
+    better than U.  Such pairs count as infinite in the recursion and the bound is
+    ``min(U, recursion)``, which stays valid.
+    """
+    from milp_partition.placement_bounds import best_bound
+
     t0 = time.monotonic()
+    pruned = 0
     d = problem.num_devices
     allowed = problem.allowed
     segs = decomposition.segments
@@ -199,6 +211,7 @@ def solve_decomposed(
         (sum(allowed[s.first]) if s.first is not None else 1) * (sum(allowed[s.last]) if s.last is not None else 1) for s in segs
     )
     done = 0
+    lb_run = np.zeros(d)  # F_t(b): lower bound on C_{v_t} with v_t on b, over pairs not pruned
     for s_idx, seg in enumerate(segs):
         table: dict[tuple[int, int], SegmentValue] = {}
         bs = [k for k in range(d) if allowed[seg.first, k]] if seg.first is not None else [-1]
@@ -208,13 +221,24 @@ def solve_decomposed(
                 left = time_limit_s - (time.monotonic() - t0)
                 per = max(0.05, left / max(1, total_pairs - done))
                 sub, tasks = segment_problem(problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)
+                done += 1
+                prefix = 0.0 if b < 0 else lb_run[b]
+                if math.isfinite(upper_bound) and seg.last is not None:
+                    after = float(tails[seg.last, b2]) if tails is not None else 0.0
+                    if not math.isfinite(prefix) or prefix + best_bound(sub).best + after >= upper_bound * (1 - 1e-12):
+                        pruned += 1
+                        continue
                 bound, value, optimal, sol = solve_segment(sub, per)
                 solves += 1
-                done += 1
                 table[b, b2] = SegmentValue(
                     bound, value, optimal, None if sol is None else np.asarray(sol.device), None if sol is None else np.asarray(sol.start)
                 )
         values.append(table)
+        new_run = np.full(d, np.inf)
+        for (b, b2), v in table.items():
+            kb = max(b2, 0)
+            new_run[kb] = min(new_run[kb], (0.0 if b < 0 else lb_run[b]) + v.bound)
+        lb_run = new_run
         if progress is not None:
             progress(
                 f"[decompose] segment {s_idx + 1}/{len(segs)} ({len(seg.inner)} inner tasks): "
@@ -239,13 +263,13 @@ def solve_decomposed(
         lb, ub = new_lb, new_ub
         back.append(arg)
         first = False
-    bound = float(lb.min())
+    bound = float(min(lb.min(), upper_bound))
     value = float(ub.min())
     all_optimal = all(v.optimal for table in values for v in table.values())
     solution = None
     if math.isfinite(value):
         solution = _stitch(problem, decomposition, values, back, int(np.argmin(ub)))
-    return DecomposedOutcome(bound, value, solution, all_optimal, time.monotonic() - t0, solves)
+    return DecomposedOutcome(bound, value, solution, all_optimal, time.monotonic() - t0, solves, {"pruned_pairs": pruned})
 
 
 def _stitch(

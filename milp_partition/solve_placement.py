@@ -51,9 +51,11 @@ class PlacementSolveSettings:
         Progress line period on stderr; ``None`` for silence.
     symmetry_breaking, redundant
         Formulation options (they never change the optimum).
-    decompose, decompose_time_fraction
-        Split the problem at its bottleneck tasks (:mod:`milp_partition.placement_decompose`)
-        and solve the segments first, within this fraction of the time limit (CP-SAT only).
+    decompose, decompose_time_fraction, quick_solve_s
+        When the problem splits at bottleneck tasks (:mod:`milp_partition.placement_decompose`):
+        solve the whole model for ``min(quick_solve_s, 10% of the limit)``; if that proves
+        nothing, solve the segments within this fraction of the time left, then the whole
+        model again with the decomposition's bound and schedule (CP-SAT only).
     cpsat_parameters
         Extra CP-SAT parameters, ``(name, value)`` pairs.
     """
@@ -69,7 +71,8 @@ class PlacementSolveSettings:
     redundant: bool = True
     cpsat_parameters: tuple[tuple[str, object], ...] = DEFAULT_CPSAT_PARAMETERS
     decompose: bool = True
-    decompose_time_fraction: float = 0.5
+    decompose_time_fraction: float = 0.6
+    quick_solve_s: float = 10.0
 
 
 def single_device_schedule(problem: PlacementProblem) -> PlacementSolution | None:
@@ -164,7 +167,27 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
 
     lower = bounds.best
     if settings.solver == "cpsat" and settings.decompose and not (best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL)):
-        lower, best = _run_decomposition(problem, settings, result, lower, best)
+        from dataclasses import replace
+
+        from milp_partition.placement_decompose import decompose
+
+        dec = decompose(problem)
+        if dec.useful:
+            # a short solve of the whole model first: easy instances end here
+            quick_s = min(settings.quick_solve_s, 0.1 * settings.time_limit_s)
+            say(settings.progress_interval_s, f"[cpsat] quick solve of the whole model ({quick_s:g}s) before the decomposition")
+            first = solve_placement(problem, replace(settings, decompose=False, time_limit_s=quick_s))
+            if first.status in ("optimal", "error", "infeasible"):
+                first.solver_notes["quick_solve_s"] = quick_s
+                first.solve_seconds = time.monotonic() - start
+                return first
+            if first.objective is not None and (best is None or first.objective < best[0]):
+                best = (first.objective, _solution_of(problem, first), "cpsat (quick solve)")
+            lower = max(lower, first.bound if first.bound is not None else 0.0)
+            left = settings.time_limit_s - (time.monotonic() - start)
+            lower, best = _run_decomposition(
+                problem, replace(settings, time_limit_s=max(1.0, left)), result, lower, best, dec
+            )
 
     if settings.solver == "none" or (best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL)):
         _finish(result, problem, best, lower)
@@ -241,15 +264,14 @@ def _run_decomposition(
     result: Result,
     lower: float,
     best: tuple[float, PlacementSolution, str] | None,
+    dec: object,
 ) -> tuple[float, tuple[float, PlacementSolution, str] | None]:
     """Solve the segments between bottleneck tasks; return the improved lower bound and best schedule."""
     from dataclasses import replace
 
-    from milp_partition.placement_decompose import decompose, solve_decomposed
+    from milp_partition.placement_decompose import Decomposition, solve_decomposed
 
-    dec = decompose(problem)
-    if not dec.useful:
-        return lower, best
+    assert isinstance(dec, Decomposition)
     sub_settings = replace(settings, decompose=False, heuristics=("heft",), progress_interval_s=None)
 
     def solve_segment(sub: PlacementProblem, limit_s: float) -> tuple[float, float, bool, PlacementSolution | None]:
@@ -266,7 +288,17 @@ def _run_decomposition(
         f"largest {max(len(s.inner) for s in dec.segments)} inner tasks",
     )
     say_fn = (lambda text: say(settings.progress_interval_s, text)) if settings.progress_interval_s else None
-    out = solve_decomposed(problem, dec, solve_segment, settings.time_limit_s * settings.decompose_time_fraction, say_fn)
+    from milp_partition.placement_bounds import device_path
+
+    out = solve_decomposed(
+        problem,
+        dec,
+        solve_segment,
+        settings.time_limit_s * settings.decompose_time_fraction,
+        say_fn,
+        upper_bound=best[0] if best is not None else math.inf,
+        tails=device_path(problem).tail,
+    )
     note: dict[str, object] = {
         "bottlenecks": len(dec.bottlenecks),
         "segments": len(dec.segments),
@@ -274,6 +306,7 @@ def _run_decomposition(
         "bound": out.bound,
         "value": out.value,
         "all_segments_optimal": out.all_optimal,
+        "pruned_pairs": out.notes.get("pruned_pairs", 0),
         "seconds": out.seconds,
     }
     lower = max(lower, out.bound)
@@ -288,6 +321,12 @@ def _run_decomposition(
     result.solver_notes.setdefault("bounds", {})["decomposition"] = out.bound
     say(settings.progress_interval_s, f"[decompose] bound {out.bound:.9g}, schedule {out.value:.9g} in {out.seconds:.1f}s")
     return lower, best
+
+
+def _solution_of(problem: PlacementProblem, result: Result) -> PlacementSolution:
+    """The schedule of a result (its ``assignment`` and ``starts``)."""
+    device = np.array([problem.device_index[result.assignment[t]] for t in problem.task_ids], dtype=np.int64)
+    return PlacementSolution(device, np.array([result.starts[t] for t in problem.task_ids], dtype=np.float64))
 
 
 def _finish(

@@ -1,0 +1,194 @@
+"""The placement problem behind ``milp-partition solve | evaluate | info`` (``--problem placement``).
+
+:mod:`milp_partition.cli` detects a ``placement-instance/1`` file (or takes
+``--problem placement``) and hands the parsed arguments here.  Errors are raised
+as :class:`~milp_partition.errors.InputError` and printed by the CLI on one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from milp_partition.errors import InputError
+from milp_partition.placement import PlacementProblem, PlacementSettings, PlacementSolution
+from milp_partition.result import Result
+
+EXIT_OK, EXIT_INFEASIBLE = 0, 3
+
+
+def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
+    """Read the instance (``placement-instance/1``, or a native graph with a cluster) under the command line's settings."""
+    from milp_partition.io.native import parse_json, read_text_file
+    from milp_partition.io.placement_instance import looks_like_placement_instance, placement_from_dict
+
+    memory_model = getattr(args, "memory_model", "static") or "static"
+    if memory_model not in ("static", "liveness"):
+        raise InputError(f"--memory-model {memory_model} does not apply to placement; use static or liveness", where="--memory-model")
+    settings = PlacementSettings(link_contention=bool(getattr(args, "link_contention", False)), memory_model=memory_model)
+    source = str(args.instance)
+    text = read_text_file(args.instance)
+    data = parse_json(text, source) if text.lstrip()[:1] == "{" else None
+    if looks_like_placement_instance(data):
+        return placement_from_dict(data, source, settings)
+    from milp_partition.placement_convert import placement_from_instance_file
+
+    return placement_from_instance_file(args.instance, settings=settings)
+
+
+def _fmt(x: float | None, digits: int = 10) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20) -> str:
+    """A readable report of a placement result."""
+    unit = result.time_unit or "units"
+    s = problem.settings
+    lines = [
+        f"instance   {problem.name or '-'}  ({problem.num_tasks} tasks, {problem.num_edges} edges, {problem.num_devices} devices)",
+        f"problem    placement, memory model {s.memory_model}, link contention {'on' if s.link_contention else 'off'}",
+        f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
+    ]
+    if result.objective is not None:
+        lines.append(f"objective  makespan = {_fmt(result.objective)} {unit}   (simulated and verified)")
+        gap = result.gap if result.gap is None or result.gap > 1e-9 else 0.0
+        lines.append(f"bound      {_fmt(result.bound)}   gap {_fmt(100 * gap, 3) + '%' if gap is not None else '-'}")
+    bounds = result.solver_notes.get("bounds")
+    if bounds:
+        lines.append("bounds     " + ", ".join(f"{k} {_fmt(v, 7)}" for k, v in bounds.items()))
+    lines.append(f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}")
+    for h in result.heuristics:
+        lines.append(f"heuristic  {h.name:13s} {_fmt(h.objective)}  ({h.seconds:.2f} s) {h.message}")
+    if result.warm_start:
+        ws = result.warm_start
+        lines.append(f"warm start from {ws.get('source')} ({_fmt(ws.get('objective'))}); solver's first incumbent {_fmt(ws.get('first_incumbent'))}")
+    if result.assignment:
+        counts: dict[str, int] = {}
+        for dev in result.assignment.values():
+            counts[dev] = counts.get(dev, 0) + 1
+        lines.append("")
+        lines.append(f"{'device':10s} {'tasks':>6s} {'busy (' + unit + ')':>16s} {'memory':>14s}")
+        for dev in problem.device_ids:
+            lines.append(
+                f"{dev:10s} {counts.get(dev, 0):6d} {_fmt(result.loads.get(dev, 0.0)):>16s} {_fmt(result.memory_bytes.get(dev)):>14s}"
+            )
+        lines.append("")
+        lines.append(f"{'task':12s} {'device':10s} {'start':>12s}")
+        for k, (task, start) in enumerate(sorted(result.starts.items(), key=lambda kv: (kv[1], kv[0]))):
+            if k == max_rows:
+                lines.append(f"... {len(result.starts) - max_rows} more in the result JSON (--output)")
+                break
+            lines.append(f"{task:12s} {result.assignment[task]:10s} {_fmt(start):>12s}")
+    return "\n".join(lines)
+
+
+def cmd_solve(args: argparse.Namespace, backend_settings: dict[str, object], emit: Callable[..., int]) -> int:
+    """``solve`` for a placement instance."""
+    from milp_partition.solve_placement import PlacementSolveSettings, solve_placement
+
+    problem = problem_from_args(args)
+    names: tuple[str, ...] | None = None
+    if getattr(args, "heuristic", None):
+        names = tuple(n.strip() for item in args.heuristic for n in item.split(",") if n.strip())
+    if getattr(args, "no_heuristics", False):
+        names = ()
+    settings = PlacementSolveSettings(
+        **backend_settings,  # type: ignore[arg-type]
+        warm_start=not getattr(args, "no_warm_start", False),
+        heuristics=names,
+    )
+    result = solve_placement(problem, settings)
+    return emit(result, args, lambda: format_report(result, problem))
+
+
+def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
+    """A result JSON (``assignment`` and ``starts``) or ``{task: {"device": id, "start": t}}`` as a schedule."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the solution: {exc.strerror}", source=str(path)) from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}", source=str(path)) from exc
+    if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
+        assignment, starts = data["assignment"], data.get("starts") or {}
+    elif isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
+        assignment = {k: v.get("device") for k, v in data.items()}
+        starts = {k: v.get("start") for k, v in data.items() if v.get("start") is not None}
+    else:
+        raise InputError(
+            "expected a result JSON with 'assignment' (and 'starts'), or an object task id -> {device, start}", source=str(path)
+        )
+    n = problem.num_tasks
+    device = np.zeros(n, dtype=np.int64)
+    start = np.zeros(n)
+    for i, t in enumerate(problem.task_ids):
+        if t not in assignment:
+            raise InputError("the solution gives no device for this task", source=str(path), where=f"task {t!r}")
+        dev = assignment[t]
+        if dev not in problem.device_index:
+            raise InputError(f"unknown device {dev!r}; devices are {', '.join(problem.device_ids)}", source=str(path), where=f"task {t!r}")
+        device[i] = problem.device_index[dev]
+        value = starts.get(t)
+        start[i] = float(value) if isinstance(value, (int, float)) else math.nan
+    extra = sorted(set(assignment) - set(problem.task_ids))
+    if extra:
+        raise InputError(f"unknown task id {extra[0]!r} in the solution", source=str(path))
+    if np.isnan(start).any():
+        if not np.isnan(start).all():
+            i = int(np.flatnonzero(np.isnan(start))[0])
+            raise InputError("the solution gives starts for some tasks but not this one", source=str(path), where=f"task {problem.task_ids[i]!r}")
+        from milp_partition.verify_placement import simulate_placement
+
+        return simulate_placement(problem, device)  # devices only: the semi-active schedule in topological order
+    return PlacementSolution(device, start)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate`` for a placement instance: verify a schedule and print the simulator's makespan."""
+    from milp_partition.verify_placement import verify_placement
+
+    problem = problem_from_args(args)
+    report = verify_placement(problem, read_schedule(args.solution, problem))
+    if not report.feasible:
+        print("INFEASIBLE schedule:")
+        for line in report.violations:
+            print(f"  - {line}")
+        return EXIT_INFEASIBLE
+    print(
+        f"feasible; makespan = {_fmt(report.makespan)} {problem.time_unit} (simulated; as given {_fmt(report.given_makespan)})"
+    )
+    for dev in problem.device_ids:
+        print(f"  {dev:10s} busy {_fmt(report.device_load.get(dev, 0.0)):>14s}  memory {_fmt(report.peak_memory.get(dev)):>14s}")
+    return EXIT_OK
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """``info`` for a placement instance: sizes and lower bounds."""
+    from milp_partition.placement_bounds import best_bound
+    from milp_partition.placement_decompose import decompose
+
+    problem = problem_from_args(args)
+    b = best_bound(problem)
+    dec = decompose(problem)
+    print(f"file        {args.instance}")
+    print(
+        f"placement   {problem.name or '-'}: {problem.num_tasks} tasks, {problem.num_edges} edges, {problem.num_devices} devices, "
+        f"time unit {problem.time_unit}, memory unit {problem.memory_unit}"
+    )
+    for k, dev in enumerate(problem.device_ids):
+        col = np.where(np.isfinite(problem.time[:, k]), problem.time[:, k], 0.0)
+        print(f"device      {dev:8s} memory {_fmt(float(problem.device_memory[k]))}, work {_fmt(float(col.sum()))} (all tasks there)")
+    print(f"memory      tasks need {_fmt(float(problem.task_memory.sum()))} in all")
+    print("bounds      " + ", ".join(f"{k} {_fmt(v, 7)}" for k, v in b.values.items()))
+    print(
+        f"structure   {len(dec.bottlenecks)} bottleneck tasks, {len(dec.segments)} segments, "
+        f"largest {max((len(s.inner) for s in dec.segments), default=0)} inner tasks"
+    )
+    return EXIT_OK
