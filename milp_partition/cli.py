@@ -33,8 +33,17 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("problem")
     g.add_argument(
         "--problem",
-        choices=["pipeline", "strategy"],
-        help="which problem to solve (default: strategy for a strategy-tables file, else pipeline)",
+        choices=["pipeline", "strategy", "placement"],
+        help="which problem to solve (default: placement for a placement-instance file, strategy for a strategy-tables "
+        "file, else pipeline)",
+    )
+    pl = p.add_argument_group("placement problem")
+    pl.add_argument("--link-contention", action="store_true", help="serialize transfers leaving or entering one device")
+    pl.add_argument(
+        "--heuristic",
+        action="append",
+        metavar="NAME",
+        help="placement heuristics to run for the warm start (heft, m-topo, m-etf, pardnn; repeat or comma-separate; default all)",
     )
     g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
     g.add_argument(
@@ -235,6 +244,8 @@ def _problem_kind(args: argparse.Namespace) -> str:
     text = read_text_file(args.instance)
     if text.lstrip()[:1] == "{":
         data = parse_json(text, str(args.instance))
+        if isinstance(data, dict) and data.get("format") == "placement-instance/1":
+            return "placement"
         if looks_like_strategy_tables(data) or looks_like_layer_graph(data):
             return "strategy"
     return "pipeline"
@@ -387,7 +398,12 @@ def _emit(result: Result, args: argparse.Namespace, report) -> int:
 def _cmd_solve(args: argparse.Namespace) -> int:
     from milp_partition.solve import SolveSettings, solve_pipeline
 
-    if _problem_kind(args) == "strategy":
+    kind = _problem_kind(args)
+    if kind == "placement":
+        from milp_partition.cli_placement import cmd_solve
+
+        return cmd_solve(args, _backend_settings(args), _emit)
+    if kind == "strategy":
         return _cmd_solve_strategy(args)
     problem = _problem_from_args(args)
     settings = SolveSettings(
@@ -419,7 +435,12 @@ def _read_assignment(path: Path) -> dict[str, str]:
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     from milp_partition.verify import verify_pipeline
 
-    if _problem_kind(args) == "strategy":
+    kind = _problem_kind(args)
+    if kind == "placement":
+        from milp_partition.cli_placement import cmd_evaluate
+
+        return cmd_evaluate(args)
+    if kind == "strategy":
         return _evaluate_strategy(args)
     problem = _problem_from_args(args)
     report = verify_pipeline(problem, PipelineSolution(_read_assignment(args.solution)))
@@ -460,7 +481,12 @@ def _cmd_info(args: argparse.Namespace) -> int:
     from milp_partition.io import read_instance
 
     args.problem = None
-    if _problem_kind(args) == "strategy":
+    kind = _problem_kind(args)
+    if kind == "placement":
+        from milp_partition.cli_placement import cmd_info
+
+        return cmd_info(args)
+    if kind == "strategy":
         from milp_partition.io.native import parse_json, read_text_file
         from milp_partition.io.strategy_tables import read_strategy_tables
         from milp_partition.strategy_layers import layer_graph_from_dict, looks_like_layer_graph
