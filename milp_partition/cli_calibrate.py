@@ -13,9 +13,12 @@ import math
 import sys
 import time
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from milp_partition.errors import MilpPartitionError
+
+if TYPE_CHECKING:
+    from milp_partition.calibration.profile import DeviceProfile
 
 EXIT_OK, EXIT_FAILED = 0, 1
 #: Width of the progress bar in characters.
@@ -76,7 +79,7 @@ def _g(x: float | None, digits: int = 3) -> str:
     return "-" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}g}"
 
 
-def summary_table(profile) -> str:
+def summary_table(profile: DeviceProfile) -> str:
     """The fits of a measured profile as a fixed-width table."""
     lines = [
         f"device     {profile.name}  (backend {profile.backend}, source {profile.source})",
