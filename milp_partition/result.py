@@ -57,6 +57,8 @@ class Result:
     assignment: dict[str, str] = field(default_factory=dict)
     #: Placement problem: task id -> start time (the verified schedule's), next to ``assignment``.
     starts: dict[str, float] = field(default_factory=dict)
+    #: Placement with link contention: ``"source->target"`` -> start of that edge's transfer.
+    transfer_starts: dict[str, float] = field(default_factory=dict)
     time_per_sample: float | None = None
     peak_memory_bytes: float | None = None
     loads: dict[str, float] = field(default_factory=dict)

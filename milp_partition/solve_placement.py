@@ -182,7 +182,7 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
                 first.solve_seconds = time.monotonic() - start
                 return first
             if first.objective is not None and (best is None or first.objective < best[0]):
-                best = (first.objective, _solution_of(problem, first), "cpsat (quick solve)")
+                best = (first.objective, solution_of(problem, first), "cpsat (quick solve)")
             lower = max(lower, first.bound if first.bound is not None else 0.0)
             left = settings.time_limit_s - (time.monotonic() - start)
             lower, best = _run_decomposition(
@@ -278,9 +278,7 @@ def _run_decomposition(
         r = solve_placement(sub, replace(sub_settings, time_limit_s=limit_s))
         if r.objective is None:
             return (r.bound or 0.0), math.inf, False, None
-        device = np.array([sub.device_index[r.assignment[t]] for t in sub.task_ids], dtype=np.int64)
-        start_ = np.array([r.starts[t] for t in sub.task_ids])
-        return (r.bound if r.bound is not None else 0.0), r.objective, r.status == "optimal", PlacementSolution(device, start_)
+        return (r.bound if r.bound is not None else 0.0), r.objective, r.status == "optimal", solution_of(sub, r)
 
     say(
         settings.progress_interval_s,
@@ -323,10 +321,18 @@ def _run_decomposition(
     return lower, best
 
 
-def _solution_of(problem: PlacementProblem, result: Result) -> PlacementSolution:
-    """The schedule of a result (its ``assignment`` and ``starts``)."""
+def edge_key(problem: PlacementProblem, e: int) -> str:
+    """``"source->target"``: how a result names edge e."""
+    return f"{problem.task_ids[int(problem.edge_source[e])]}->{problem.task_ids[int(problem.edge_target[e])]}"
+
+
+def solution_of(problem: PlacementProblem, result: Result) -> PlacementSolution:
+    """The schedule of a result (its ``assignment``, ``starts`` and, with contention, ``transfer_starts``)."""
     device = np.array([problem.device_index[result.assignment[t]] for t in problem.task_ids], dtype=np.int64)
-    return PlacementSolution(device, np.array([result.starts[t] for t in problem.task_ids], dtype=np.float64))
+    tstart = None
+    if result.transfer_starts:
+        tstart = np.array([result.transfer_starts.get(edge_key(problem, e), math.nan) for e in range(problem.num_edges)])
+    return PlacementSolution(device, np.array([result.starts[t] for t in problem.task_ids], dtype=np.float64), tstart)
 
 
 def _finish(
@@ -344,6 +350,11 @@ def _finish(
     result.objective = report.makespan
     result.assignment = {t: problem.device_ids[int(schedule.device[i])] for i, t in enumerate(problem.task_ids)}
     result.starts = {t: float(schedule.start[i]) for i, t in enumerate(problem.task_ids)}
+    result.transfer_starts = {}
+    if problem.settings.link_contention and schedule.transfer_start is not None:
+        result.transfer_starts = {
+            edge_key(problem, e): float(x) for e, x in enumerate(schedule.transfer_start.tolist()) if math.isfinite(x)
+        }
     result.loads = dict(report.device_load)
     result.memory_bytes = dict(report.peak_memory)
     if bound is not None and math.isfinite(bound):

@@ -154,7 +154,7 @@ def _build_scheduling(cp: object, cp_vars: list[object], scaled: ScaledModel) ->
         start = cp_vars[iv.start]
         if iv.end is not None:
             end = cp_vars[iv.end]
-            size = cp.new_int_var(0, cp_model.INT_MAX // 4, f"{iv.name}_size")
+            size = cp.new_int_var(0, max(0, scaled.bounds[iv.end][1] - scaled.bounds[iv.start][0]), f"{iv.name}_size")
             if iv.presence is None:
                 ivs.append(cp.new_interval_var(start, size, end, iv.name))
             else:
