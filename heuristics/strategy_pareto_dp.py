@@ -32,6 +32,7 @@ costs at most G, no solution does (:attr:`ParetoDPResult.proven_above`).
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from dataclasses import dataclass
@@ -50,8 +51,10 @@ class ParetoDPSettings:
     Attributes
     ----------
     max_labels
-        Give up when a bucket would hold more labels than this (memory: about 40 bytes each
+        Give up when a bucket would keep more labels than this (memory: about 40 bytes each
         plus a pointer per child).
+    chunk_labels
+        Joins are expanded, pruned and filtered this many candidate labels at a time.
     max_table_entries
         Refuse when a clique table would exceed this many entries.
     relative_tolerance, absolute_tolerance
@@ -61,6 +64,7 @@ class ParetoDPSettings:
     """
 
     max_labels: int = 4_000_000
+    chunk_labels: int = 2_000_000
     max_table_entries: int = 2_000_000
     relative_tolerance: float = 1e-9
     absolute_tolerance: float = 1e-6
@@ -247,24 +251,40 @@ def pareto_dp(
             for c in children[v]:
                 child = buckets[c]
                 c_others = steps[when[c]].others
-                proj = _projection(shape, [position[x] for x in c_others])[a]
-                lo = np.searchsorted(child.key, proj, "left")
-                hi = np.searchsorted(child.key, proj, "right")
-                counts = hi - lo
-                total = int(counts.sum())
-                if total > settings.max_labels:
-                    raise _GiveUp(f"{total} labels joining a bucket")
-                rep = np.repeat(np.arange(a.size), counts)
-                offsets = np.cumsum(counts) - counts
-                pick = lo[rep] + (np.arange(total) - offsets[rep])
-                a = a[rep]
-                cost = cost[rep] + child.cost[pick]
-                lab_mem = lab_mem[rep] + child.mem[pick]
-                back = np.concatenate([back[rep], pick[:, None]], axis=1)
                 for i, (_, tree) in enumerate(trees):
                     rest[i] = rest[i] - _broadcast(tree.sent[c], c_others, position, shape).ravel()
                 unjoined_least -= subtree_least[c]
-                a, cost, lab_mem, back = _prune(a, cost, lab_mem, back, room - unjoined_least, trees, rest, limit_f, threshold)
+                proj = _projection(shape, [position[x] for x in c_others])[a]
+                lo, hi = _window(child, proj, room - unjoined_least - lab_mem)
+                parts = []
+                for rows in _chunks(hi - lo, settings.chunk_labels):
+                    counts = (hi - lo)[rows]
+                    total = int(counts.sum())
+                    rep = np.repeat(rows, counts)
+                    offsets = np.cumsum(counts) - counts
+                    pick = np.repeat(lo[rows], counts) + (np.arange(total) - np.repeat(offsets, counts))
+                    part = _prune(
+                        a[rep],
+                        cost[rep] + child.cost[pick],
+                        lab_mem[rep] + child.mem[pick],
+                        np.concatenate([back[rep], pick[:, None]], axis=1),
+                        room - unjoined_least,
+                        trees,
+                        rest,
+                        limit_f,
+                        threshold,
+                    )
+                    kept = _pareto(part[0], part[1], part[2])
+                    parts.append(tuple(x[kept] for x in part))
+                    if sum(p_[0].size for p_ in parts) > settings.max_labels:
+                        raise _GiveUp(f"over {settings.max_labels} labels in a bucket")
+                    if time.monotonic() - start > settings.time_limit_s:
+                        raise _GiveUp("time limit")
+                if parts:
+                    a, cost, lab_mem, back = (np.concatenate([p_[k] for p_ in parts]) for k in range(4))
+                else:
+                    a, cost, lab_mem = a[:0], cost[:0], lab_mem[:0]
+                    back = np.zeros((0, back.shape[1] + 1), dtype=np.int64)
                 kept = _pareto(a, cost, lab_mem)
                 a, cost, lab_mem, back = a[kept], cost[kept], lab_mem[kept], back[kept]
             largest = max(largest, a.size)
@@ -315,6 +335,31 @@ def pareto_dp(
         f"largest bucket {largest} labels, {len(multipliers)} multipliers"
     )
     return result(solution, value, optimal, not optimal, True, largest, text)
+
+
+def _window(child: _Bucket, key: np.ndarray, room: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each query, the range of ``child``'s message labels with this key and memory at most ``room``.
+
+    The message is sorted by (key, memory); memories are replaced by their exact integer
+    ranks so that (key, rank) sorts as one int64.
+    """
+    uniq = np.unique(child.mem)
+    span = np.int64(uniq.size + 1)
+    combined = child.key * span + np.searchsorted(uniq, child.mem).astype(np.int64)
+    allowed = np.searchsorted(uniq, room, "right").astype(np.int64)  # ranks below this fit
+    lo = np.searchsorted(combined, key * span, "left")
+    hi = np.searchsorted(combined, key * span + allowed, "left")
+    return lo, np.maximum(hi, lo)
+
+
+def _chunks(counts: np.ndarray, size: int) -> list[np.ndarray]:
+    """Split the rows into consecutive groups whose counts sum to about ``size`` (at least one row each)."""
+    if counts.size == 0:
+        return []
+    ends = np.cumsum(counts)
+    cut = np.searchsorted(ends, np.arange(size, int(ends[-1]), size), "right")
+    bounds = np.unique(np.concatenate([[0], cut, [counts.size]]))
+    return [np.arange(b0, b1) for b0, b1 in itertools.pairwise(bounds) if b1 > b0]
 
 
 def _prune(
@@ -369,8 +414,9 @@ class MemorySearchSettings:
         Each new target's gap above the bound is ``growth`` times the previous one.
     max_targets
         Targets tried at most.
-    multipliers
-        How many of the Lagrangian's multipliers (those of the best bounds) prune.
+    spread
+        The multipliers that prune: the best one (the first given) times each factor; a
+        spread prunes labels of high and of low memory better than the best multiplier alone.
     fixing
         Remove configurations by min-marginals (:func:`heuristics.strategy_marginals.marginal_masks`)
         at each target before the DP.
@@ -383,7 +429,7 @@ class MemorySearchSettings:
     first_gap: float = 1e-3
     growth: float = 4.0
     max_targets: int = 12
-    multipliers: int = 2
+    spread: tuple[float, ...] = (1.0, 0.5, 2.0)
     fixing: bool = True
     time_limit_s: float = 60.0
     dp: ParetoDPSettings = ParetoDPSettings()
@@ -442,7 +488,7 @@ def memory_search(
     start = time.monotonic()
     best_value, best = (incumbent[0], incumbent[1]) if incumbent is not None else (math.inf, None)
     bound = lower
-    lams = [float(x) for x in multipliers[: settings.multipliers]]
+    lams = [float(multipliers[0]) * f for f in settings.spread] if multipliers else []
     configs = problem.total_configs
     gap = settings.first_gap
     notes: list[str] = []

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -63,7 +64,8 @@ class StrategySolveSettings:
         Under a static memory limit (with ``heuristics``, without ``tie_blocks``): after the
         Lagrangian bound, prove the optimum by the Pareto DP at growing targets
         (:func:`heuristics.strategy_pareto_dp.memory_search`, exact); the back-end runs only
-        when it does not finish within the time limit.
+        when it does not finish within ``memory_dp_share`` of the time limit, and then gets
+        the time that is left.
     marginal_fixing
         Under a static memory limit: remove configurations whose Lagrangian min-marginal
         exceeds the target (:mod:`heuristics.strategy_marginals`, exact), before each
@@ -84,6 +86,7 @@ class StrategySolveSettings:
     tie_blocks: bool = False
     tie_rounds: int = 2
     memory_dp: bool = True
+    memory_dp_share: float = 0.5
     marginal_fixing: bool = True
 
 
@@ -179,6 +182,8 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             done, work, incumbent, lower = _memory_exact(result, problem, work, lift, lag, incumbent, lower, settings, start)
             if done:
                 return result
+            left_s = max(1.0, settings.time_limit_s - (time.monotonic() - start))
+            settings = dataclasses.replace(settings, time_limit_s=left_s)  # the back-end gets what is left
 
     # under a memory limit, a DP solution that fits and meets the DP's bound needs no solver (without a limit the
     # solver still runs, warm-started, so that its proof stands beside the DP's)
@@ -341,7 +346,7 @@ def _memory_exact(
 
     lams = [lam for lam, _ in sorted(lag.evaluated, key=lambda t: -t[1])]
     if settings.memory_dp:
-        left = max(0.0, settings.time_limit_s - (time.monotonic() - start))
+        left = max(0.0, settings.memory_dp_share * settings.time_limit_s - (time.monotonic() - start))
         search = memory_search(
             work,
             lag.bound,
