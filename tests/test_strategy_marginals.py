@@ -12,7 +12,7 @@ from test_strategy_dp import brute_force, random_problem
 from heuristics.strategy_dp import pase_dp
 from heuristics.strategy_lagrangian import lagrangian_memory_bound
 from heuristics.strategy_marginals import fix_by_marginals, marginal_masks, min_marginals, restrict
-from heuristics.strategy_pareto_dp import memory_search, pareto_dp
+from heuristics.strategy_pareto_dp import ParetoDPSettings, memory_search, pareto_dp
 from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
 from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
 from milp_partition.verify import verify_strategy
@@ -135,17 +135,18 @@ def test_pareto_dp_matches_brute_force(seed: int) -> None:
     problem = _limited(1000 + seed)
     optimum, _ = brute_force(problem)
     lams = [0.0, 0.6, 3.0][: 1 + seed % 3]
+    dp = ParetoDPSettings(chunk_labels=[1, 3, 1_000_000][seed % 3])  # small chunks split every join
     for target in (optimum, optimum * 1.2 + 1, 1e12):
         if math.isinf(optimum):
-            result = pareto_dp(problem, 1e12, lams)
+            result = pareto_dp(problem, 1e12, lams, dp)
             assert result.solution is None and result.proven_above
             break
-        result = pareto_dp(problem, target, lams)
+        result = pareto_dp(problem, target, lams, dp)
         assert result.finished and result.optimal, result.message
         assert result.value == pytest.approx(optimum, rel=1e-12, abs=1e-12)
         assert verify_strategy(problem, result.solution).feasible
     if math.isfinite(optimum) and optimum > 0.5:
-        below = pareto_dp(problem, optimum - 0.5 if seed % 2 == 0 else optimum * 0.9, lams)
+        below = pareto_dp(problem, optimum - 0.5 if seed % 2 == 0 else optimum * 0.9, lams, dp)
         assert not below.optimal and below.proven_above
 
 
@@ -172,3 +173,28 @@ def test_non_static_memory_models_are_left_alone() -> None:
     _, steps = marginal_masks(problem, 1e12, [1.0, 2.0])
     assert [s.multiplier for s in steps] == [0.0]  # plain min-marginals only
     assert fix_by_marginals(problem, 1e12).problem is problem
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("name", "optimum"),
+    [("resnet101_p4.json", 6369525863744.0), ("transformer_p4.json", 8730383155200.0), ("transformer_p8.json", 6083018170368.0)],
+)
+def test_binding_memory_limit_proven_on_real_instances(name: str, optimum: float) -> None:
+    """The benchmark's binding limit (halfway between the least memory and the unconstrained optimum's): proven in 60 s."""
+    import json
+
+    from test_strategy_dp import STRATEGY
+
+    from milp_partition.io.strategy_tables import read_strategy_tables
+    from milp_partition.strategy_memory import with_memory
+
+    row = {r["file"]: r for r in json.loads((STRATEGY / "optima.json").read_text())}[name]
+    free = with_memory(read_strategy_tables(STRATEGY / name))
+    need = verify_strategy(free, StrategySolution(row["pase_choice"])).memory_bytes
+    least = sum(int(n.memory_bytes.min()) for n in free.nodes)
+    problem = replace(free, memory_limit_bytes=(least + int(need)) // 2)
+    result = solve_strategy(problem, StrategySolveSettings(threads=2, time_limit_s=60))
+    assert result.status == "optimal" and result.gap == 0.0, result.message
+    assert result.objective == pytest.approx(optimum, rel=1e-12)
+    assert result.solve_seconds < 60
