@@ -388,8 +388,9 @@ class FixingResult:
     Attributes
     ----------
     problem
-        The problem with the surviving configurations (same ids and names); every solution
-        of the input costing at most ``upper_bound`` survives.
+        The problem with the surviving configurations (same ids and names).  Fixing keeps
+        every solution costing at most ``upper_bound``; dominance then keeps one at least
+        as good for each, so the optimum is unchanged.
     upper_bound, incumbent
         The best verified feasible cost and choice (improved by the Lagrangian's fitting choices).
     bound
