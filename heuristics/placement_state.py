@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -246,7 +247,7 @@ class ScheduleState:
                 j += 1
         return avail
 
-    def evaluate(self, i: int, devices: list[int] | range | None = None) -> tuple[list[float], list[float]]:
+    def evaluate(self, i: int, devices: Sequence[int] | None = None) -> tuple[list[float], list[float]]:
         """Earliest start and finish of ready task ``i`` on each device (``inf`` where it cannot go)."""
         d = self.d
         need, forced, items = self.memory_need(i)

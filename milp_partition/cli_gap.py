@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from milp_partition.errors import InputError
+from milp_partition.placement import MemoryModel
 
 EXACT = "exact"
 BOUND = "bound"
@@ -54,7 +55,7 @@ class GapJob:
     threads: int
     seed: int
     link_contention: bool
-    memory_model: str
+    memory_model: MemoryModel
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -199,8 +200,8 @@ def run_job(job: GapJob) -> dict[str, str]:
     if job.method == BOUND:
         from milp_partition.placement_bounds import best_bound
 
-        report = best_bound(problem)
-        row.update(status="bound", makespan="", bound=_num(report.best), message="")
+        bounds = best_bound(problem)
+        row.update(status="bound", makespan="", bound=_num(bounds.best), message="")
         row["seconds"] = f"{time.perf_counter() - t0:.4g}"
         return row
     from heuristics.placement import run_placement_heuristic

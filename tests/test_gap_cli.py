@@ -87,3 +87,13 @@ def test_gap_unknown_heuristic(tmp_path, tiny_instance, capsys):
 def test_gap_missing_instance(tmp_path, capsys):
     assert main(["gap", str(tmp_path / "nope.json"), "--output-dir", str(tmp_path)]) == 2
     assert "nope.json" in capsys.readouterr().err
+
+
+def test_gap_parallel_jobs(tiny_instance, tmp_path, capsys):
+    argv = ["gap", str(tiny_instance), "--no-exact", "--jobs", "2", "--output-dir", str(tmp_path), "--name", "p"]
+    assert main(argv) == 0
+    rows = _rows(tmp_path / "p.csv")
+    assert sorted(r["method"] for r in rows) == ["bound", "heft", "m-etf", "m-topo", "pardnn"]
+    assert all(r["status"] in ("feasible", "bound") for r in rows)
+    bound = next(float(r["bound"]) for r in rows if r["method"] == "bound")
+    assert all(float(r["makespan"]) >= bound * (1 - 1e-9) for r in rows if r["makespan"])
