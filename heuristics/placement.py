@@ -4,6 +4,7 @@
 name       method                                                             module
 =========  =================================================================  =====================================
 heft       HEFT (Topcuoglu et al., IEEE TPDS 2002), bounded insertion         :mod:`heuristics.list_scheduling`
+heft-iter  HEFT over several rank functions (Zhao, Sakellariou 2003), best    :mod:`heuristics.list_scheduling`
 m-topo     Baechi's m-TOPO (Jeon et al., SoCC 2020)                           :mod:`heuristics.list_scheduling`
 m-etf      Baechi's m-ETF (Jeon et al., SoCC 2020)                            :mod:`heuristics.list_scheduling`
 pardnn     ParDNN-style critical-path clustering (Qararyah et al. 2021)       :mod:`heuristics.clustering`
@@ -20,13 +21,13 @@ import types
 from collections.abc import Callable, Mapping
 
 from heuristics.clustering import pardnn
-from heuristics.list_scheduling import heft, m_etf, m_topo
+from heuristics.list_scheduling import heft, heft_iterated, m_etf, m_topo
 from heuristics.placement_state import PlacementHeuristicError
 from milp_partition.errors import InputError
 from milp_partition.placement import PlacementProblem, PlacementSolution
 
 PLACEMENT_HEURISTICS: Mapping[str, Callable[[PlacementProblem], PlacementSolution]] = types.MappingProxyType(
-    {"heft": heft, "m-topo": m_topo, "m-etf": m_etf, "pardnn": pardnn}
+    {"heft": heft, "m-topo": m_topo, "m-etf": m_etf, "pardnn": pardnn, "heft-iter": heft_iterated}
 )
 
 __all__ = ["PLACEMENT_HEURISTICS", "PlacementHeuristicError", "run_placement_heuristic"]

@@ -34,14 +34,14 @@ def test_gap_end_to_end_and_resume(shared_benchmarks, tiny_instance, tmp_path, c
             "--time-limit", "20", "--output-dir", str(out), "--name", "g"]  # fmt: skip
     assert main(argv) == 0
     first = capsys.readouterr()
-    assert "10 run(s), 0 skipped" in first.out
-    assert "10/10" in first.err  # the progress bar
+    assert "12 run(s), 0 skipped" in first.out
+    assert "12/12" in first.err  # the progress bar
     rows = _rows(out / "g.csv")
-    assert len(rows) == 10
+    assert len(rows) == 12
     by = {(r["instance"], r["method"]): r for r in rows}
     exact = by[("example-1", "exact")]
     assert exact["status"] == "optimal" and float(exact["makespan"]) == pytest.approx(30.0)
-    for name in ("heft", "m-topo", "m-etf", "pardnn"):
+    for name in ("heft", "m-topo", "m-etf", "pardnn", "heft-iter"):
         for inst in ("example-1", "tiny"):
             r = by[(inst, name)]
             assert r["status"] == "feasible"
@@ -53,7 +53,7 @@ def test_gap_end_to_end_and_resume(shared_benchmarks, tiny_instance, tmp_path, c
 
     assert main(argv) == 0  # resume: nothing left to run
     second = capsys.readouterr()
-    assert "0 run(s), 10 skipped" in second.out
+    assert "0 run(s), 12 skipped" in second.out
     assert _rows(out / "g.csv") == rows
 
     # another setting is a different sweep; --no-exact reports the cheap bounds
@@ -75,13 +75,13 @@ def test_gap_end_to_end_and_resume(shared_benchmarks, tiny_instance, tmp_path, c
         == 0
     )
     rows = _rows(out / "g.csv")
-    assert len(rows) == 14 and {r["method"] for r in rows[10:]} == {"heft", "bound"}
+    assert len(rows) == 16 and {r["method"] for r in rows[12:]} == {"heft", "bound"}
 
 
 def test_gap_unknown_heuristic(tmp_path, tiny_instance, capsys):
     assert main(["gap", str(tiny_instance), "--heuristics", "heft,foo", "--output-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "unknown placement heuristic 'foo'" in err and "heft, m-topo, m-etf, pardnn" in err
+    assert "unknown placement heuristic 'foo'" in err and "heft, m-topo, m-etf, pardnn, heft-iter" in err
 
 
 def test_gap_missing_instance(tmp_path, capsys):
@@ -93,7 +93,7 @@ def test_gap_parallel_jobs(tiny_instance, tmp_path, capsys):
     argv = ["gap", str(tiny_instance), "--no-exact", "--jobs", "2", "--output-dir", str(tmp_path), "--name", "p"]
     assert main(argv) == 0
     rows = _rows(tmp_path / "p.csv")
-    assert sorted(r["method"] for r in rows) == ["bound", "heft", "m-etf", "m-topo", "pardnn"]
+    assert sorted(r["method"] for r in rows) == ["bound", "heft", "heft-iter", "m-etf", "m-topo", "pardnn"]
     assert all(r["status"] in ("feasible", "bound") for r in rows)
     bound = next(float(r["bound"]) for r in rows if r["method"] == "bound")
     assert all(float(r["makespan"]) >= bound * (1 - 1e-9) for r in rows if r["makespan"])

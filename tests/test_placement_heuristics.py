@@ -158,8 +158,16 @@ def test_deterministic():
 
 def test_unknown_heuristic_lists_known_ones():
     problem = generate_placement_problem(PlacementGeneratorSettings(num_tasks=10))
-    with pytest.raises(InputError, match="unknown placement heuristic 'foo'; known: heft, m-topo, m-etf, pardnn"):
+    with pytest.raises(InputError, match="unknown placement heuristic 'foo'; known: heft, m-topo, m-etf, pardnn, heft-iter"):
         run_placement_heuristic("foo", problem)
+
+
+def test_iterated_heft_never_worse_than_heft(shared_benchmarks):
+    for instance in ("example-1", "GoogLeNet", "inceptionv4"):
+        problem = read_placement_instance(shared_benchmarks / "placement" / f"{instance}.json")
+        assert _check(problem, "heft-iter") <= _check(problem, "heft") * (1 + 1e-12)
+    example = read_placement_instance(shared_benchmarks / "placement" / "example-1.json")
+    assert _check(example, "heft-iter") == pytest.approx(30.0)  # the proven optimum, memory tight
 
 
 def test_registry_is_immutable():
