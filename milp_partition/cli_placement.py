@@ -140,6 +140,11 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
     extra = sorted(set(assignment) - set(problem.task_ids))
     if extra:
         raise InputError(f"unknown task id {extra[0]!r} in the solution", source=str(path))
+    tstart = None
+    if isinstance(data, dict) and isinstance(data.get("transfer_starts"), dict) and data["transfer_starts"]:
+        from milp_partition.solve_placement import edge_key
+
+        tstart = np.array([float(data["transfer_starts"].get(edge_key(problem, e), math.nan)) for e in range(problem.num_edges)])
     if np.isnan(start).any():
         if not np.isnan(start).all():
             i = int(np.flatnonzero(np.isnan(start))[0])
@@ -147,7 +152,7 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
         from milp_partition.verify_placement import simulate_placement
 
         return simulate_placement(problem, device)  # devices only: the semi-active schedule in topological order
-    return PlacementSolution(device, start)
+    return PlacementSolution(device, start, tstart)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

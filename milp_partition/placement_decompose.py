@@ -189,87 +189,156 @@ def solve_decomposed(
     progress: Callable[[str], None] | None = None,
     upper_bound: float = math.inf,
     tails: np.ndarray | None = None,
+    first_pass_fraction: float = 0.35,
 ) -> DecomposedOutcome:
-    """Solve every segment for every device pair and run the recursion for a bound and a schedule.
+    """Solve the segments for the device pairs that matter and run the recursion for a bound and a schedule.
 
-    Pruning: with a known makespan ``U`` and valid tails ``q`` (least time from a task's
-    end on a device to the makespan), a pair (b, b') of segment t is not solved when
-    ``F_t(b) + lb(sigma_t(b, b')) + q(v_{t+1}, b') >= U``: every schedule through it is no
-    better than U.  Such pairs count as infinite in the recursion and the bound is
-    ``min(U, recursion)``, which stays valid.
+    Pass 1 solves every pair briefly (its share of ``first_pass_fraction`` of the time).
+    Later passes re-solve, with the time left shared among them, only the pairs not
+    yet proven whose forward bound ``F_{t-1}(b)`` plus their own bound plus the backward
+    bound ``G_{t+1}(b')`` is below the best recursion value ``U``: no other pair can
+    lie on a better schedule.  A pair is skipped outright in pass 1 when
+    ``F_{t-1}(b) + lb + q(v_{t+1}, b') >= U0`` with valid tails ``q`` and the initial
+    upper bound ``U0``; skipped pairs count as infinite and the bound is
+    ``min(U0, recursion)``, which stays valid (any schedule through them is no better than U0).
     """
     from milp_partition.placement_bounds import best_bound
 
     t0 = time.monotonic()
-    pruned = 0
     d = problem.num_devices
     allowed = problem.allowed
     segs = decomposition.segments
-    values: list[dict[tuple[int, int], SegmentValue]] = []
-    solves = 0
-    total_pairs = sum(
-        (sum(allowed[s.first]) if s.first is not None else 1) * (sum(allowed[s.last]) if s.last is not None else 1) for s in segs
-    )
-    done = 0
-    lb_run = np.zeros(d)  # F_t(b): lower bound on C_{v_t} with v_t on b, over pairs not pruned
-    for s_idx, seg in enumerate(segs):
-        table: dict[tuple[int, int], SegmentValue] = {}
+    tables: list[dict[tuple[int, int], SegmentValue]] = [{} for _ in segs]
+    limits: dict[tuple[int, int, int], float] = {}
+    solves = pruned = 0
+
+    def pair_keys(seg: Segment) -> list[tuple[int, int]]:
         bs = [k for k in range(d) if allowed[seg.first, k]] if seg.first is not None else [-1]
         b2s = [k for k in range(d) if allowed[seg.last, k]] if seg.last is not None else [-1]
-        for b in bs:
-            for b2 in b2s:
-                left = time_limit_s - (time.monotonic() - t0)
-                per = max(0.05, left / max(1, total_pairs - done))
-                sub, tasks = segment_problem(problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)
-                done += 1
-                prefix = 0.0 if b < 0 else lb_run[b]
-                if math.isfinite(upper_bound) and seg.last is not None:
-                    after = float(tails[seg.last, b2]) if tails is not None else 0.0
-                    if not math.isfinite(prefix) or prefix + best_bound(sub).best + after >= upper_bound * (1 - 1e-12):
-                        pruned += 1
-                        continue
-                bound, value, optimal, sol = solve_segment(sub, per)
-                solves += 1
-                table[b, b2] = SegmentValue(
-                    bound, value, optimal, None if sol is None else np.asarray(sol.device), None if sol is None else np.asarray(sol.start)
-                )
-        values.append(table)
-        new_run = np.full(d, np.inf)
-        for (b, b2), v in table.items():
-            kb = max(b2, 0)
-            new_run[kb] = min(new_run[kb], (0.0 if b < 0 else lb_run[b]) + v.bound)
-        lb_run = new_run
+        return [(b, b2) for b in bs for b2 in b2s]
+
+    def solve_pair(s_idx: int, b: int, b2: int, limit: float) -> None:
+        nonlocal solves
+        seg = segs[s_idx]
+        sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)
+        bound, value, optimal, sol = solve_segment(sub, limit)
+        solves += 1
+        old = tables[s_idx].get((b, b2))
+        if old is not None:  # keep the better of the two runs
+            bound = max(bound, old.bound)
+            if old.value <= value:
+                value, sol_dev, sol_start = old.value, old.device, old.start
+            else:
+                sol_dev = None if sol is None else np.asarray(sol.device)
+                sol_start = None if sol is None else np.asarray(sol.start)
+            optimal = optimal or old.optimal or bound >= value * (1 - 1e-12)
+        else:
+            sol_dev = None if sol is None else np.asarray(sol.device)
+            sol_start = None if sol is None else np.asarray(sol.start)
+        tables[s_idx][b, b2] = SegmentValue(bound, value, optimal, sol_dev, sol_start)
+        limits[s_idx, b, b2] = limit
+
+    def forward(attr: str) -> list[np.ndarray]:
+        """F[s][k]: best sum over segments 0..s ending with v_{s+1} on k (k = 0 for the last segment)."""
+        out: list[np.ndarray] = []
+        run = np.zeros(d)
+        for s_idx, table in enumerate(tables):
+            new = np.full(d, np.inf)
+            for (b, b2), v in table.items():
+                kb = max(b2, 0)
+                new[kb] = min(new[kb], (0.0 if b < 0 else run[b]) + getattr(v, attr))
+            out.append(new)
+            run = new
+        return out
+
+    def backward() -> list[np.ndarray]:
+        """G[s][k]: least sum of bounds over segments s..end starting with v_s on k."""
+        out: list[np.ndarray] = [np.zeros(d) for _ in segs] + [np.zeros(d)]
+        for s_idx in range(len(segs) - 1, -1, -1):
+            new = np.full(d, np.inf)
+            nxt = out[s_idx + 1]
+            for (b, b2), v in tables[s_idx].items():
+                kb = max(b, 0)
+                new[kb] = min(new[kb], v.bound + (0.0 if b2 < 0 else nxt[b2]))
+            out[s_idx] = new
+        return out
+
+    # pass 1
+    all_pairs = [(s_idx, b, b2) for s_idx, seg in enumerate(segs) for b, b2 in pair_keys(seg)]
+    first_budget = time_limit_s * first_pass_fraction
+    run = np.zeros(d)
+    done = 0
+    for s_idx, seg in enumerate(segs):
+        for b, b2 in pair_keys(seg):
+            done += 1
+            prefix = 0.0 if b < 0 else run[b]
+            if math.isfinite(upper_bound) and seg.last is not None:
+                sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2)
+                after = float(tails[seg.last, b2]) if tails is not None else 0.0
+                if not math.isfinite(prefix) or prefix + best_bound(sub).best + after >= upper_bound * (1 - 1e-12):
+                    pruned += 1
+                    continue
+            left = first_budget - (time.monotonic() - t0)
+            solve_pair(s_idx, b, b2, max(0.05, left / max(1, len(all_pairs) - done + 1)))
+        new = np.full(d, np.inf)
+        for (b, b2), v in tables[s_idx].items():
+            new[max(b2, 0)] = min(new[max(b2, 0)], (0.0 if b < 0 else run[b]) + v.bound)
+        run = new
         if progress is not None:
             progress(
-                f"[decompose] segment {s_idx + 1}/{len(segs)} ({len(seg.inner)} inner tasks): "
-                f"{sum(v.optimal for v in table.values())}/{len(table)} device pairs proven, {time.monotonic() - t0:.1f}s"
+                f"[decompose] pass 1, segment {s_idx + 1}/{len(segs)} ({len(seg.inner)} inner tasks): "
+                f"{sum(v.optimal for v in tables[s_idx].values())}/{len(tables[s_idx])} device pairs proven, "
+                f"{time.monotonic() - t0:.1f}s"
             )
-    # the recursion, for bounds (lower) and values (upper) with back-pointers
-    lb = np.zeros(d)
-    ub = np.zeros(d)
-    back: list[np.ndarray] = []
-    first = True
-    for seg, table in zip(segs, values):
-        new_lb = np.full(d, np.inf)
-        new_ub = np.full(d, np.inf)
-        arg = np.full(d, -1)
-        for (b, b2), v in table.items():
-            kb = max(b2, 0)
-            prev_lb = 0.0 if first else lb[b]
-            prev_ub = 0.0 if first else ub[b]
-            new_lb[kb] = min(new_lb[kb], prev_lb + v.bound)
-            if prev_ub + v.value < new_ub[kb]:
-                new_ub[kb], arg[kb] = prev_ub + v.value, b
-        lb, ub = new_lb, new_ub
-        back.append(arg)
-        first = False
-    bound = float(min(lb.min(), upper_bound))
-    value = float(ub.min())
-    all_optimal = all(v.optimal for table in values for v in table.values())
+    # later passes: only the pairs that can still lie on a better schedule
+    rounds = 1
+    while time.monotonic() - t0 < time_limit_s - 0.5:
+        F, G = forward("bound"), backward()
+        ub = float(min(upper_bound, forward("value")[-1].min()))
+        open_pairs = []
+        for s_idx, table in enumerate(tables):
+            for (b, b2), v in table.items():
+                if v.optimal:
+                    continue
+                before = 0.0 if b < 0 else F[s_idx - 1][b]
+                after = 0.0 if b2 < 0 else G[s_idx + 1][b2]
+                if before + v.bound + after < ub * (1 - 1e-9):
+                    open_pairs.append((s_idx, b, b2))
+        if not open_pairs:
+            break
+        rounds += 1
+        left = time_limit_s - (time.monotonic() - t0)
+        share = left / len(open_pairs)
+        if progress is not None:
+            lb_now = float(min(upper_bound, F[-1].min()))
+            progress(f"[decompose] pass {rounds}: {len(open_pairs)} open device pairs, bound {lb_now:.9g}, best {ub:.9g}")
+        for s_idx, b, b2 in open_pairs:
+            if time.monotonic() - t0 >= time_limit_s - 0.5:
+                break
+            solve_pair(s_idx, b, b2, max(share, 2 * limits.get((s_idx, b, b2), 0.0)))
+    lb_last = forward("bound")[-1]
+    ub_all = forward("value")
+    bound = float(min(lb_last.min(), upper_bound))
+    value = float(ub_all[-1].min())
+    all_optimal = pruned == 0 and all(v.optimal for table in tables for v in table.values())
     solution = None
     if math.isfinite(value):
-        solution = _stitch(problem, decomposition, values, back, int(np.argmin(ub)))
-    return DecomposedOutcome(bound, value, solution, all_optimal, time.monotonic() - t0, solves, {"pruned_pairs": pruned})
+        back = []
+        run_ub = np.zeros(d)
+        for table in tables:
+            new = np.full(d, np.inf)
+            arg = np.full(d, -1)
+            for (b, b2), v in table.items():
+                kb = max(b2, 0)
+                cand = (0.0 if b < 0 else run_ub[b]) + v.value
+                if cand < new[kb]:
+                    new[kb], arg[kb] = cand, b
+            back.append(arg)
+            run_ub = new
+        solution = _stitch(problem, decomposition, tables, back, int(np.argmin(run_ub)))
+    return DecomposedOutcome(
+        bound, value, solution, all_optimal, time.monotonic() - t0, solves, {"pruned_pairs": pruned, "passes": rounds}
+    )
 
 
 def _stitch(
