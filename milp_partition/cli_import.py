@@ -77,6 +77,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default="auto",
         help="auto: torch.export, else torch.fx.symbolic_trace (default)",
     )
+    t.add_argument(
+        "--execute-on",
+        choices=["meta", "cpu"],
+        default="meta",
+        help="run the model on the meta device (shapes only, fast; default) or on the CPU to count",
+    )
     t.add_argument("--measure", action="store_true", help="time each operator on this CPU instead of using a profile")
     t.add_argument("--measure-repeats", type=int, default=3, help="timed runs per operator, median kept (default 3)")
     t.set_defaults(handler=_cmd_import_torch)
@@ -104,6 +110,7 @@ def settings_from_args(args: argparse.Namespace) -> ImportSettings:
         dtype=args.dtype,
         profile=None if str(args.profile).lower() == "none" else args.profile,
         measure=measure,
+        execute_on=getattr(args, "execute_on", "meta"),
         measure_repeats=getattr(args, "measure_repeats", 3),
         edge_times=not args.no_edge_times,
         time_unit=args.time_unit,

@@ -188,3 +188,44 @@ def test_factories_and_shapes() -> None:
     for bad in ("8x-1", "axb", ""):
         with pytest.raises(InputError, match="--input-shape"):
             parse_input_shape(bad)
+
+
+@pytest.mark.parametrize("name", ["resnet50", "gpt12"])
+def test_meta_and_cpu_execution_agree(name: str) -> None:
+    module, inputs = _model(name)
+    meta = captured(name, True)
+    cpu = capture_module(module, inputs, ImportSettings(training=True, execute_on="cpu"), name=name)
+    assert "FLOPs and bytes from shapes (meta device)" in meta.notes
+    assert [(o.id, o.forward_flops, o.backward_flops, o.input_bytes, o.output_bytes, o.param_bytes) for o in meta.ops] == [
+        (o.id, o.forward_flops, o.backward_flops, o.input_bytes, o.output_bytes, o.param_bytes) for o in cpu.ops
+    ]
+    # eval-mode batch norm saves its (empty on the CPU) statistics with their full size on meta
+    saved_meta = sum(o.saved_bytes or 0 for o in meta.ops)
+    saved_cpu = sum(o.saved_bytes or 0 for o in cpu.ops)
+    assert saved_cpu <= saved_meta <= 1.1 * saved_cpu
+    # the caller's module is not moved or cast
+    assert next(module.parameters()).device.type == "cpu"
+
+
+def test_meta_falls_back_to_cpu() -> None:
+    class ItemInForward(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x) * float(x.shape[0])
+
+    class NeedsValues(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.lin(x) + torch.nonzero(x > 0).sum()
+
+    imported = import_torch_model(NeedsValues(), [torch.ones(2, 4)], tracer="fx")
+    assert any("ran on the CPU" in n for n in imported.metadata["notes"])
+    assert imported.total_flops == 2 * 2 * 4 * 4
+    plain = import_torch_model(ItemInForward(), [torch.ones(2, 4)])
+    assert not any("ran on the CPU" in n for n in plain.metadata["notes"])

@@ -44,7 +44,10 @@ class ImportSettings:
         Device profile for times: a datasheet name (``H100``) or a profile JSON path; ``None``
         leaves modelled times at zero unless ``measure``.  Default: the H100 datasheet.
     measure
-        Time each operator on this machine's CPU instead (PyTorch only).
+        Time each operator on this machine's CPU instead (PyTorch only; implies ``execute_on="cpu"``).
+    execute_on
+        Where the PyTorch importer runs the model to count: ``"meta"`` (shapes only, no compute
+        or memory; falls back to the CPU where an operator has no meta kernel) or ``"cpu"``.
     measure_repeats
         Timed repetitions per operator (the median is kept).
     edge_times
@@ -64,6 +67,7 @@ class ImportSettings:
     dtype: str = "float32"
     profile: str | None = "H100"
     measure: bool = False
+    execute_on: Literal["meta", "cpu"] = "meta"
     measure_repeats: int = 3
     edge_times: bool = True
     time_unit: str = "ms"

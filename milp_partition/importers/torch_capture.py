@@ -20,6 +20,7 @@ The whole-model count of ``FlopCounterMode`` on the eager module is kept for che
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import logging
 import operator
@@ -27,6 +28,7 @@ import statistics
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -147,8 +149,9 @@ def _is_view(node: torch.fx.Node) -> bool:
 
 
 def _storage_key(t: torch.Tensor) -> int:
+    """Identity of a tensor's storage (shared by its views; valid on the meta device too)."""
     try:
-        return t.untyped_storage().data_ptr()
+        return t.untyped_storage()._cdata
     except (RuntimeError, NotImplementedError):
         return id(t)
 
@@ -338,20 +341,30 @@ def _call(gm: torch.fx.GraphModule, node: torch.fx.Node, args: Any, kwargs: Any)
     raise ValueError(f"unexpected FX node kind {node.op!r}")
 
 
+class _MetaFailed(Exception):
+    """Shape-only execution failed (an operator without a meta kernel, a data-dependent branch)."""
+
+
 def capture_module(
     module: nn.Module, inputs: Sequence[Any], settings: ImportSettings, *, name: str = "model", tracer: str = "auto"
 ) -> CapturedModel:
     """Capture ``module`` on ``inputs`` into operator records (see the module docstring).
 
+    The module is copied (the caller's is left as it was), put in eval mode (batch norm on
+    running statistics, dropout off) and cast to ``settings.dtype``.  With
+    ``settings.execute_on == "meta"`` (the default without ``measure``) the copy and the inputs
+    live on PyTorch's meta device: every count comes from shapes alone, without computing or
+    allocating tensors, so a large model imports in seconds.  Where shape-only execution fails,
+    the import runs again on the CPU and says so in its notes.
+
     Parameters
     ----------
     module
-        The model; it is put in eval mode (batch norm on running statistics, dropout off) and
-        cast to ``settings.dtype``.
+        The model.
     inputs
         Example inputs (positional arguments of ``forward``).
     settings
-        Import settings (``training``, ``measure``, ``dtype``).
+        Import settings (``training``, ``measure``, ``dtype``, ``execute_on``).
     name
         Model name for the graph and messages.
     tracer
@@ -367,23 +380,57 @@ def capture_module(
         raise InputError(
             f"must be a floating-point torch dtype such as float32 or bfloat16, got {settings.dtype!r}", where="--dtype"
         )
-    module = module.to(dtype).eval()
-    inputs = [x.to(dtype) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    if settings.execute_on not in ("meta", "cpu"):
+        raise ValueError(f"execute_on must be 'meta' or 'cpu', got {settings.execute_on!r}")
+    if settings.execute_on == "meta" and not settings.measure:
+        try:
+            return _capture_on("meta", module, inputs, settings, dtype, name, tracer)
+        except _MetaFailed as exc:
+            captured = _capture_on("cpu", module, inputs, settings, dtype, name, tracer)
+            note = f"shape-only (meta) execution failed ({exc}); ran on the CPU"
+            return replace(captured, notes=(*captured.notes, note))
+    return _capture_on("cpu", module, inputs, settings, dtype, name, tracer)
+
+
+def _capture_on(
+    device: str,
+    module: nn.Module,
+    inputs: Sequence[Any],
+    settings: ImportSettings,
+    dtype: torch.dtype,
+    name: str,
+    tracer: str,
+) -> CapturedModel:
+    meta = device == "meta"
+    try:
+        module = copy.deepcopy(module).to(device=device, dtype=dtype).eval()
+    except Exception as exc:
+        raise InputError(f"cannot copy the model to {device} {dtype}: {one_line(exc)}", source=name) from None
+    inputs = [
+        (x.to(device=device, dtype=dtype) if x.is_floating_point() else x.to(device)) if isinstance(x, torch.Tensor) else x
+        for x in inputs
+    ]
     try:
         reference = reference_flops(module, inputs, settings.training)
     except Exception as exc:
+        if meta:
+            raise _MetaFailed(one_line(exc, 120)) from None
         shapes = ", ".join("x".join(map(str, x.shape)) for x in inputs if isinstance(x, torch.Tensor))
         raise InputError(
             f"input shape {shapes} does not fit the model: {one_line(exc)}", source=name, where="--input-shape"
         ) from None
     gm, method, notes = capture_graph(module, inputs, tracer)
     notes.append("captured in eval mode (batch norm on running statistics, dropout off)")
+    if meta:
+        notes.append("FLOPs and bytes from shapes (meta device)")
     recorder = _Recorder(gm, settings)
     try:
         recorder.run(inputs)
     except InputError:
         raise
     except Exception as exc:
+        if meta:
+            raise _MetaFailed(one_line(exc, 120)) from None
         raise InputError(
             f"the captured graph ({method}) does not run on the example inputs: {one_line(exc)}", source=name
         ) from None
