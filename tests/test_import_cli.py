@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import warnings
 
 import pytest
@@ -92,3 +93,12 @@ def test_corrupt_onnx_is_one_line(tmp_path, capsys) -> None:
     bad.write_bytes(b"\x0a\x03abc\x12\xff garbage")
     code = main(["import", "onnx", str(bad), "-o", str(tmp_path / "g.json")])
     _one_line_error(capsys, code, "broken.onnx", "is not a valid ONNX model")
+
+
+@pytest.mark.parametrize(("framework", "module", "model"), [("torch", "torch", "m:f"), ("onnx", "onnx", "model.onnx")])
+def test_missing_extra_is_named(tmp_path, capsys, monkeypatch, framework: str, module: str, model: str) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import torch` / `import onnx` fail
+    (tmp_path / "model.onnx").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    code = main(["import", framework, model, "--input-shape", "2x4", "-o", "g.json"])
+    _one_line_error(capsys, code, f"pip install 'milp-partition[{module}]'")

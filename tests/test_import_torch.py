@@ -190,7 +190,7 @@ def test_factories_and_shapes() -> None:
             parse_input_shape(bad)
 
 
-@pytest.mark.parametrize("name", ["resnet50", "gpt12"])
+@pytest.mark.parametrize("name", ["resnet50"])
 def test_meta_and_cpu_execution_agree(name: str) -> None:
     module, inputs = _model(name)
     meta = captured(name, True)
