@@ -107,12 +107,15 @@ def render(runs: dict[str, dict]) -> tuple[str, list[dict]]:
         rows.append({k: r[k] for k in ("file", "tasks", "edges", "devices", "status", "makespan", "bound", "gap", "seconds")}
                     | {f"bound_{k}": b.get(k) for k in BOUND_KINDS}
                     | {"reference_best": ref.get("best_makespan"), "reference_bound": ref.get("lower_bound")})
+    names: list[str] = []
+    for r in runs.values():
+        names += [h["name"] for h in r["heuristics"] if h["name"] not in names]
     lines += [
         "",
-        "## Heuristics (gap to our best bound)",
+        "## Heuristics (makespan, gap to our best bound, time)",
         "",
-        "| instance | " + " | ".join(["single-device", "heft", "m-topo", "m-etf", "pardnn"]) + " |",
-        "|---|---|---|---|---|---|",
+        "| instance | " + " | ".join(names) + " |",
+        "|---|" + "---|" * len(names),
     ]
     for name in FILES:
         r = runs.get(name)
@@ -120,7 +123,7 @@ def render(runs: dict[str, dict]) -> tuple[str, list[dict]]:
             continue
         cells = []
         by_name = {h["name"]: h for h in r["heuristics"]}
-        for h in ("single-device", "heft", "m-topo", "m-etf", "pardnn"):
+        for h in names:
             x = by_name.get(h)
             if x is None or x["makespan"] is None:
                 cells.append("-")
