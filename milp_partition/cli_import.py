@@ -134,7 +134,8 @@ def _report(imported, output: Path, seconds: float) -> int:  # type: ignore[no-u
         print("reference  FlopCounterMode on the whole model: " + ", ".join(f"{k} {v:.6g}" for k, v in ref.items()))
     print(f"times      {meta['times']}")
     if meta["unknown_ops"]:
-        print("no FLOPs   costed by bytes moved: " + ", ".join(meta["unknown_ops"]))
+        how = "timed" if imported.settings.measure else "costed by bytes moved"
+        print(f"no FLOPs   {how}: " + ", ".join(meta["unknown_ops"]))
     for note in meta["notes"]:
         print(f"note       {note}")
     print(f"wrote      {output} in {seconds:.2f} s")

@@ -229,3 +229,12 @@ def test_meta_falls_back_to_cpu() -> None:
     assert imported.total_flops == 2 * 2 * 4 * 4
     plain = import_torch_model(ItemInForward(), [torch.ones(2, 4)])
     assert not any("ran on the CPU" in n for n in plain.metadata["notes"])
+
+
+def test_model_without_operators() -> None:
+    class Identity(torch.nn.Module):
+        def forward(self, x):
+            return x
+
+    with pytest.raises(InputError, match="Identity: the captured graph has no operators"):
+        import_torch_model(Identity(), [torch.ones(2)])

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from milp_partition.errors import InputError
 from milp_partition.graph import TIME_UNIT_SECONDS, Edge, Graph, Node, make_graph
 from milp_partition.importers.grouping import group_operators
 from milp_partition.importers.records import CapturedModel
@@ -78,6 +79,8 @@ def build_graph(captured: CapturedModel, settings: ImportSettings) -> ImportedGr
     if settings.time_unit not in TIME_UNIT_SECONDS:
         raise ValueError(f"time_unit must be one of {', '.join(TIME_UNIT_SECONDS)}, got {settings.time_unit!r}")
     unit_s = TIME_UNIT_SECONDS[settings.time_unit]
+    if not captured.ops:
+        raise InputError("the captured graph has no operators (the model computes nothing from its inputs)", source=captured.name)
     profile = load_profile_spec(settings.profile) if settings.profile and not settings.measure else None
     groups = group_operators(captured.ops, settings.granularity, settings.layer_depth)
     group_of = {op.id: gid for gid, ops in groups for op in ops}
