@@ -2,7 +2,8 @@
 
 Forward graph
     One node per group of operators (:mod:`~milp_partition.importers.grouping`): FLOPs, time,
-    parameter bytes summed; an edge per pair of groups joined by a tensor, carrying the bytes of
+    parameter bytes summed; its ``name`` is the module path and operator id of a single
+    operator (``h.3.attn.qkv/linear_12``) or the layer and its operator count; an edge per pair of groups joined by a tensor, carrying the bytes of
     the distinct tensors that cross (a tensor read twice by one group counts once).
 
 Training graph (``settings.training``)
@@ -93,7 +94,10 @@ def build_graph(captured: CapturedModel, settings: ImportSettings) -> ImportedGr
         params = sum(op.param_bytes for op in ops)
         buffers = sum(op.buffer_bytes for op in ops)
         op_type = ops[0].op_type if len(ops) == 1 else "layer"
-        name = gid if len(ops) == 1 else f"{gid} ({len(ops)} ops)"
+        if len(ops) > 1:
+            name = f"{gid} ({len(ops)} ops)"
+        else:  # the module path it came from, then the operator
+            name = f"{ops[0].module_path or 'top'}/{gid}" if ops[0].module_path != gid else gid
         colocation = gid if settings.training and settings.colocate_backward else None
         if settings.training:
             saved = sum(op.output_bytes if op.saved_bytes is None else op.saved_bytes for op in ops)
