@@ -164,3 +164,27 @@ def test_module_path_from_exporter_names() -> None:
     assert module_path_from_name("/h.3/attn/qkv/MatMul") == "h.3.attn.qkv"
     assert module_path_from_name("/Add") == ""
     assert module_path_from_name("Identity_3") == ""
+
+
+def test_fused_attention_operator(tmp_path) -> None:
+    shape = [2, 4, 16, 32]  # batch, heads, sequence, head size
+    inputs = [helper.make_tensor_value_info(n, TensorProto.FLOAT, shape) for n in ("q", "k", "v")]
+    nodes = [
+        helper.make_node("Attention", ["q", "k", "v"], ["y"], name="/attn/Attention", is_causal=1),
+        helper.make_node("LayerNormalization", ["y", "s", "b"], ["z"], name="/ln/LayerNormalization", axis=-1),
+    ]
+    weights = [
+        helper.make_tensor("s", TensorProto.FLOAT, [32], [1.0] * 32),
+        helper.make_tensor("b", TensorProto.FLOAT, [32], [0.0] * 32),
+    ]
+    graph = helper.make_graph(nodes, "attention", inputs, [helper.make_tensor_value_info("z", TensorProto.FLOAT, shape)], weights)
+    path = tmp_path / "attention.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)]), str(path))
+    imported = import_onnx_model(path)
+    assert imported.metadata["unknown_ops"] == []
+    assert imported.graph.node("/attn/Attention").flops == 4 * 2 * 4 * 16 * 16 * 32 + 5 * 2 * 4 * 16 * 16
+    assert imported.graph.node("/ln/LayerNormalization").flops == 7 * 2 * 4 * 16 * 32
+    assert imported.graph.node("/ln/LayerNormalization").param_bytes == 2 * 32 * 4
+    assert [(e.source, e.target, e.bytes) for e in imported.graph.edges] == [
+        ("/attn/Attention", "/ln/LayerNormalization", 2 * 4 * 16 * 32 * 4)
+    ]
