@@ -65,8 +65,8 @@ class Decomposition:
 
     @property
     def useful(self) -> bool:
-        """True when no segment holds every task (the split helps)."""
-        return len(self.bottlenecks) > 0 and max(len(s.inner) for s in self.segments) + 2 < int((~self.free).sum())
+        """True when the split helps: some bottleneck and no segment with more than 3/4 of the tasks."""
+        return len(self.bottlenecks) > 0 and max(len(s.inner) for s in self.segments) <= 0.75 * int((~self.free).sum())
 
 
 def free_tasks(problem: PlacementProblem) -> np.ndarray:

@@ -7,6 +7,11 @@ best single device), builds :mod:`formulations.placement` with the best bound as
 it, decodes, verifies and returns a :class:`~milp_partition.result.Result` whose
 objective is always the simulator's makespan (real units) and whose bound is the
 larger of the solver's (already lowered for any rounding) and ours.
+
+When the graph splits at bottleneck tasks (:mod:`milp_partition.placement_decompose`)
+and a short solve of the whole model proves nothing, the segments are solved per
+device pair first; their recursion gives a bound and a stitched schedule (verified
+like any other), and the whole model then runs with both for the time left.
 """
 
 from __future__ import annotations
