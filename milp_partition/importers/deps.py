@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+from collections.abc import Mapping
+from types import MappingProxyType, ModuleType
 
 from milp_partition.errors import InputError
 
 #: Extra of ``pyproject.toml`` that provides each optional module.
-EXTRAS: dict[str, str] = {"torch": "torch", "onnx": "onnx"}
+EXTRAS: Mapping[str, str] = MappingProxyType({"torch": "torch", "onnx": "onnx"})
 
 
 def require(module: str) -> ModuleType:
