@@ -68,6 +68,7 @@ Liveness memory and link contention are CP-SAT only (CBC raises ModelError).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -227,7 +228,7 @@ def build(
                 continue
             Cb = float(max(c[a, b] for a in range(d) if (i, a) in x))
             if Cb <= 0:
-                model.add_constraint(base + [(x[j, b], 0.0)], Sense.GE, 0.0, f"prec_{e}_in{b}")
+                model.add_constraint([*base, (x[j, b], 0.0)], Sense.GE, 0.0, f"prec_{e}_in{b}")
                 continue
             terms = base + [(x[i, a], -float(c[a, b])) for a in range(d) if (i, a) in x] + [(x[j, b], -Cb)]
             model.add_constraint(terms, Sense.GE, -Cb, f"prec_{e}_in{b}")
@@ -281,7 +282,7 @@ def build(
     # (j) symmetry
     if settings.symmetry_breaking:
         for cls in identical_device_classes(problem):
-            for k, k2 in zip(cls, cls[1:]):
+            for k, k2 in itertools.pairwise(cls):
                 _add_symmetry(pm, k, k2)
     model.minimize([(T, 1.0)])
     return pm

@@ -36,6 +36,7 @@ duration 0 at time 0, ``v_{t+1}`` fixed on b'), solved by the ordinary chain.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -108,7 +109,7 @@ def decompose(problem: PlacementProblem) -> Decomposition:
     pos = {v: k for k, v in enumerate(topo)}
     segments: list[Segment] = []
     marks = [None, *bottlenecks, None]
-    for a, b in zip(marks, marks[1:]):
+    for a, b in itertools.pairwise(marks):
         lo = pos[a] + 1 if a is not None else 0
         hi = pos[b] if b is not None else m
         segments.append(Segment(a, b, tuple(topo[lo:hi])))
@@ -242,7 +243,7 @@ def solve_decomposed(
         """F[s][k]: best sum over segments 0..s ending with v_{s+1} on k (k = 0 for the last segment)."""
         out: list[np.ndarray] = []
         run = np.zeros(d)
-        for s_idx, table in enumerate(tables):
+        for _s_idx, table in enumerate(tables):
             new = np.full(d, np.inf)
             for (b, b2), v in table.items():
                 kb = max(b2, 0)

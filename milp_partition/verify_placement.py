@@ -37,6 +37,7 @@ with its left-justified makespan, never worse than the given one.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -185,7 +186,7 @@ def simulate_placement(
     dev_next = [-1] * n
     pending = [0] * n
     for s in seqs:
-        for a, b in zip(s, s[1:]):
+        for a, b in itertools.pairwise(s):
             dev_next[a] = b
             pending[b] += 1
     src_l, dst_l = problem.edge_source.tolist(), problem.edge_target.tolist()
@@ -217,7 +218,7 @@ def simulate_placement(
                 ports.setdefault(("out", dev_l[src_l[e]]), []).append(e)
                 ports.setdefault(("in", dev_l[dst_l[e]]), []).append(e)
         for seq in ports.values():
-            for a, b in zip(seq, seq[1:]):
+            for a, b in itertools.pairwise(seq):
                 t_next[a].append(b)
                 t_pending[b] += 1
         for e in range(m):
@@ -323,7 +324,7 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
     violations: list[str] = []
     notes: list[str] = []
     device = np.asarray(solution.device)
-    if device.shape != (n,) or not np.issubdtype(device.dtype, np.integer) and not np.all(np.mod(device, 1) == 0):
+    if device.shape != (n,) or (not np.issubdtype(device.dtype, np.integer) and not np.all(np.mod(device, 1) == 0)):
         return PlacementReport(False, math.inf, (f"need one integer device index per task ({n}), got shape {device.shape}",))
     device = device.astype(np.int64)
     if n and (device.min() < 0 or device.max() >= d):
@@ -443,7 +444,7 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
             else:
                 notes.append("the simulated schedule also exceeds liveness memory")
     if len(violations) > MAX_VIOLATIONS:
-        violations = violations[:MAX_VIOLATIONS] + [f"... and {len(violations) - MAX_VIOLATIONS} more violations"]
+        violations = [*violations[:MAX_VIOLATIONS], f"... and {len(violations) - MAX_VIOLATIONS} more violations"]
     return PlacementReport(
         feasible=not violations,
         makespan=float(makespan),
