@@ -137,3 +137,19 @@ def test_decomposition_is_exact_on_a_chain_of_diamonds() -> None:
     assert out.all_optimal and out.bound == pytest.approx(want) and out.value == pytest.approx(want)
     report = verify_placement(problem, out.solution)
     assert report.feasible and report.makespan == pytest.approx(want)
+
+
+def test_inexact_times_keep_schedule_real_and_bound_proven() -> None:
+    """Times with no exact decimal scale (thirds, sevenths): rounding is recorded, the bound stays below the optimum."""
+    base = random_problem(3, 5, 2)
+    problem = make_placement_problem(
+        base.task_ids, base.device_ids, base.time / 3.0, base.task_memory, base.device_memory,
+        [(base.task_ids[a], base.task_ids[b]) for a, b in zip(base.edge_source.tolist(), base.edge_target.tolist())],
+        base.comm / 7.0,
+    )
+    want = brute_force_makespan(problem)
+    result = solve_placement(problem, PlacementSolveSettings(time_limit_s=20, threads=1, heuristics=()))
+    assert result.solver_notes["scaling_exact"] is False and result.solver_notes["rounding_error"] > 0
+    got = _check_result(problem, result)
+    assert result.bound <= want + 1e-12
+    assert got == pytest.approx(want, abs=1e-6)
