@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from milp_partition.errors import InputError
 from milp_partition.placement import PlacementProblem, PlacementSettings, PlacementSolution, make_placement_problem
 
 
@@ -221,7 +222,11 @@ def solve_decomposed(
     def solve_pair(s_idx: int, b: int, b2: int, limit: float) -> None:
         nonlocal solves
         seg = segs[s_idx]
-        sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)
+        try:
+            sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)
+        except InputError:  # e.g. a colocation group that cannot follow its bottleneck onto b
+            tables[s_idx][b, b2] = SegmentValue(math.inf, math.inf, True)
+            return
         bound, value, optimal, sol = solve_segment(sub, limit)
         solves += 1
         old = tables[s_idx].get((b, b2))
@@ -274,7 +279,11 @@ def solve_decomposed(
             done += 1
             prefix = 0.0 if b < 0 else run[b]
             if math.isfinite(upper_bound) and seg.last is not None:
-                sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2)
+                try:
+                    sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2)
+                except InputError:
+                    tables[s_idx][b, b2] = SegmentValue(math.inf, math.inf, True)
+                    continue
                 after = float(tails[seg.last, b2]) if tails is not None else 0.0
                 if not math.isfinite(prefix) or prefix + best_bound(sub).best + after >= upper_bound * (1 - 1e-12):
                     pruned += 1

@@ -281,6 +281,8 @@ def _run_decomposition(
 
     def solve_segment(sub: PlacementProblem, limit_s: float) -> tuple[float, float, bool, PlacementSolution | None]:
         r = solve_placement(sub, replace(sub_settings, time_limit_s=limit_s))
+        if r.status == "infeasible":
+            return math.inf, math.inf, True, None
         if r.objective is None:
             return (r.bound or 0.0), math.inf, False, None
         return (r.bound if r.bound is not None else 0.0), r.objective, r.status == "optimal", solution_of(sub, r)

@@ -153,3 +153,27 @@ def test_inexact_times_keep_schedule_real_and_bound_proven() -> None:
     got = _check_result(problem, result)
     assert result.bound <= want + 1e-12
     assert got == pytest.approx(want, abs=1e-6)
+
+
+def test_decomposition_with_colocation_across_a_bottleneck() -> None:
+    """A group spanning a bottleneck and a task that cannot follow it onto one device: those pairs are infeasible."""
+    tasks = ["s", "a0", "c0", "j0", "a1", "c1", "j1"]
+    edges = [("s", "a0"), ("s", "c0"), ("a0", "j0"), ("c0", "j0"), ("j0", "a1"), ("j0", "c1"), ("a1", "j1"), ("c1", "j1")]
+    time = np.array([[1, 2], [3, 1], [2, 2], [1, 1], [2, np.inf], [1, 3], [2, 1]], dtype=float)
+    comm = np.zeros((len(edges), 2, 2))
+    comm[:, 0, 1] = comm[:, 1, 0] = 1.0
+    problem = make_placement_problem(
+        tasks, ["g0", "g1"], time, np.zeros(7), [np.inf, np.inf], edges, comm,
+        colocation=[None, None, None, "g", "g", None, None],
+    )
+    dec = decompose(problem)
+    assert dec.bottlenecks == (0, 3, 6)
+
+    def solve_segment(sub, limit_s):
+        r = solve_placement(sub, PlacementSolveSettings(time_limit_s=limit_s, threads=1, decompose=False))
+        return r.bound, r.objective, r.status == "optimal", solution_of(sub, r)
+
+    out = solve_decomposed(problem, dec, solve_segment, 20.0)
+    want = brute_force_makespan(problem)
+    assert out.bound == pytest.approx(want) and out.value == pytest.approx(want)
+    assert verify_placement(problem, out.solution).feasible
