@@ -24,10 +24,13 @@ segment, so the makespan of any schedule is :math:`\sum_t (C_{v_{t+1}} - C_{v_t}
     F_1(b') = \sigma_0(b'), \quad F_{t+1}(b') = \min_b F_t(b) + \sigma_t(b, b'), \quad
     \mathrm{OPT} \ge \min_b F_K(b) + \sigma_K(b).
 
-The recursion is exact when memory does not couple segments (each device's
-static memory is a sum over all segments; liveness memory is dropped inside a
-segment): the schedules of the segments, concatenated along the recursion's device
-path, form a schedule of that makespan, which the verifier checks.  With a lower
+Edges that skip a bottleneck (from an ancestor of :math:`v_t` straight into a later
+segment) are dropped from the segment problems, which only relaxes them.  The
+recursion is exact when neither those edges nor memory couple segments (each
+device's static memory is a sum over all segments; liveness memory is dropped
+inside a segment): the schedules of the segments, concatenated along the
+recursion's device path, then form a schedule of that makespan.  The verifier
+checks the stitched schedule either way; only a verified one is used.  With a lower
 bound of each :math:`\sigma` in place of its value the recursion gives a lower
 bound; with each segment's best schedule it gives a schedule (an upper bound).
 Each :math:`\sigma_t(b, b')` is a small placement problem (``v_t`` fixed on b with
