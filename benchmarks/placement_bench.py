@@ -171,7 +171,7 @@ def render(runs: dict[str, dict]) -> tuple[str, list[dict]]:
         "- CP-SAT parameters: the defaults. On GoogLeNet's whole model (60 s, 2 workers, measured once while developing) "
         "`optimize_with_lb_tree_search` and `use_objective_lb_search` raised CP-SAT's bound a little (0.903 -> 0.912 and "
         "0.937) but found worse incumbents (1.324 and 1.317 against 1.246); none came near a proof, which the decomposition "
-        "gives in under a minute.",
+        "gives in under a minute. On the transformer (120 s) `optimize_with_lb_tree_search` left the bound at 10.237.",
         "- The transformer has no useful bottleneck: after its 13 final tasks, no task is comparable to all others (each has "
         "at least 54 tasks it is not ordered with; an encoder and a decoder side by side would look like this). Its transfers are large next to its tasks (median transfer 0.15 ms, "
         "median task 0.006 ms on d3), so every bound here, which either drops transfers or lets each path choose devices on "
