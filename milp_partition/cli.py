@@ -287,7 +287,9 @@ def _strategy_from_args(args: argparse.Namespace):
     problem = _read_strategy_problem(args)
     if args.memory_model == "liveness":
         if any(n.memory_bytes is not None and n.activation_bytes is None for n in problem.nodes):
-            raise InputError("--memory-model liveness needs activation_bytes per configuration; this file has none", source=str(args.instance))
+            raise InputError(
+                "--memory-model liveness needs activation_bytes per configuration; this file has none", source=str(args.instance)
+            )
         problem = replace(problem, memory_model="liveness")
     elif args.memory_model != "static":
         raise InputError(f"--memory-model {args.memory_model} applies to the pipeline problem; strategy takes static or liveness")
@@ -544,7 +546,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        handler = getattr(args, "handler", None) or {"solve": _cmd_solve, "evaluate": _cmd_evaluate, "info": _cmd_info}[args.command]
+        handler = (
+            getattr(args, "handler", None) or {"solve": _cmd_solve, "evaluate": _cmd_evaluate, "info": _cmd_info}[args.command]
+        )
         return handler(args)
     except MilpPartitionError as exc:
         print(f"milp-partition: error: {exc}", file=sys.stderr)

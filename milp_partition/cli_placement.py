@@ -29,7 +29,9 @@ def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
 
     memory_model = getattr(args, "memory_model", "static") or "static"
     if memory_model not in ("static", "liveness"):
-        raise InputError(f"--memory-model {memory_model} does not apply to placement; use static or liveness", where="--memory-model")
+        raise InputError(
+            f"--memory-model {memory_model} does not apply to placement; use static or liveness", where="--memory-model"
+        )
     settings = PlacementSettings(link_contention=bool(getattr(args, "link_contention", False)), memory_model=memory_model)
     source = str(args.instance)
     text = read_text_file(args.instance)
@@ -68,7 +70,9 @@ def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20)
         lines.append(f"heuristic  {h.name:13s} {_fmt(h.objective)}  ({h.seconds:.2f} s) {h.message}")
     if result.warm_start:
         ws = result.warm_start
-        lines.append(f"warm start from {ws.get('source')} ({_fmt(ws.get('objective'))}); solver's first incumbent {_fmt(ws.get('first_incumbent'))}")
+        lines.append(
+            f"warm start from {ws.get('source')} ({_fmt(ws.get('objective'))}); solver's first incumbent {_fmt(ws.get('first_incumbent'))}"
+        )
     if result.assignment:
         counts: dict[str, int] = {}
         for dev in result.assignment.values():
@@ -133,7 +137,9 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
             raise InputError("the solution gives no device for this task", source=str(path), where=f"task {t!r}")
         dev = assignment[t]
         if dev not in problem.device_index:
-            raise InputError(f"unknown device {dev!r}; devices are {', '.join(problem.device_ids)}", source=str(path), where=f"task {t!r}")
+            raise InputError(
+                f"unknown device {dev!r}; devices are {', '.join(problem.device_ids)}", source=str(path), where=f"task {t!r}"
+            )
         device[i] = problem.device_index[dev]
         value = starts.get(t)
         start[i] = float(value) if isinstance(value, (int, float)) else math.nan
@@ -148,7 +154,11 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
     if np.isnan(start).any():
         if not np.isnan(start).all():
             i = int(np.flatnonzero(np.isnan(start))[0])
-            raise InputError("the solution gives starts for some tasks but not this one", source=str(path), where=f"task {problem.task_ids[i]!r}")
+            raise InputError(
+                "the solution gives starts for some tasks but not this one",
+                source=str(path),
+                where=f"task {problem.task_ids[i]!r}",
+            )
         from milp_partition.verify_placement import simulate_placement
 
         return simulate_placement(problem, device)  # devices only: the semi-active schedule in topological order
@@ -166,9 +176,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  - {line}")
         return EXIT_INFEASIBLE
-    print(
-        f"feasible; makespan = {_fmt(report.makespan)} {problem.time_unit} (simulated; as given {_fmt(report.given_makespan)})"
-    )
+    print(f"feasible; makespan = {_fmt(report.makespan)} {problem.time_unit} (simulated; as given {_fmt(report.given_makespan)})")
     for dev in problem.device_ids:
         print(f"  {dev:10s} busy {_fmt(report.device_load.get(dev, 0.0)):>14s}  memory {_fmt(report.peak_memory.get(dev)):>14s}")
     return EXIT_OK
@@ -189,7 +197,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     )
     for k, dev in enumerate(problem.device_ids):
         col = np.where(np.isfinite(problem.time[:, k]), problem.time[:, k], 0.0)
-        print(f"device      {dev:8s} memory {_fmt(float(problem.device_memory[k]))}, work {_fmt(float(col.sum()))} (all tasks there)")
+        print(
+            f"device      {dev:8s} memory {_fmt(float(problem.device_memory[k]))}, work {_fmt(float(col.sum()))} (all tasks there)"
+        )
     print(f"memory      tasks need {_fmt(float(problem.task_memory.sum()))} in all")
     print("bounds      " + ", ".join(f"{k} {_fmt(v, 7)}" for k, v in b.values.items()))
     print(

@@ -187,7 +187,9 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
 
     # under a memory limit, a DP solution that fits and meets the DP's bound needs no solver (without a limit the
     # solver still runs, warm-started, so that its proof stands beside the DP's)
-    proven_by_dp = problem.memory_limit_bytes is not None and incumbent is not None and lower is not None and incumbent[0] <= lower
+    proven_by_dp = (
+        problem.memory_limit_bytes is not None and incumbent is not None and lower is not None and incumbent[0] <= lower
+    )
     if settings.solver == "none" or proven_by_dp:
         _finish(result, problem, incumbent, lift, lower)
         if incumbent is not None and lower is not None and result.gap == 0.0:
@@ -206,7 +208,10 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
 
         ties = find_ties(work, TieSettings(rounds=settings.tie_rounds))
         result.solver_notes["ties"] = {"groups": len(ties), "layers": sum(len(g) for g in ties)}
-        say(settings.progress_interval_s, f"[ties] {len(ties)} groups of identical layers, {sum(len(g) for g in ties)} layers tied")
+        say(
+            settings.progress_interval_s,
+            f"[ties] {len(ties)} groups of identical layers, {sum(len(g) for g in ties)} layers tied",
+        )
         if ties and (work.memory_limit_bytes is None or work.memory_model == "static"):
             return _solve_quotient(result, problem, work, lift, ties, incumbent, lower, settings, start)
     sm = formulation.build(
@@ -307,7 +312,10 @@ def _solve_quotient(
         solution = q.lift(StrategySolution(inner.assignment))
         report = verify_strategy(problem, lift(solution))
         if not report.feasible:
-            result.status, result.message = "error", "the lifted tied solution fails the verifier: " + "; ".join(report.violations[:3])
+            result.status, result.message = (
+                "error",
+                "the lifted tied solution fails the verifier: " + "; ".join(report.violations[:3]),
+            )
             result.solve_seconds = time.monotonic() - start
             return result
         if candidate is None or report.objective <= candidate[0]:

@@ -508,7 +508,9 @@ def memory_per_config(problem: StrategyProblem, settings: MemoryModelSettings = 
     return result
 
 
-def activation_per_config(problem: StrategyProblem, settings: MemoryModelSettings = MemoryModelSettings()) -> dict[str, np.ndarray]:
+def activation_per_config(
+    problem: StrategyProblem, settings: MemoryModelSettings = MemoryModelSettings()
+) -> dict[str, np.ndarray]:
     """The output-activation part of :func:`memory_per_config`: ``ceil(bytes_per_element * A)`` per configuration."""
     _check_settings(settings, problem.source)
     nodes = {n.id: n for n in problem.nodes}

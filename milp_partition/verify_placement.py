@@ -105,14 +105,18 @@ def _topo_rank(problem: PlacementProblem) -> np.ndarray:
     return rank
 
 
-def _device_sequences(
-    problem: PlacementProblem, device: np.ndarray, dur: np.ndarray, order: object
-) -> list[list[int]]:
+def _device_sequences(problem: PlacementProblem, device: np.ndarray, dur: np.ndarray, order: object) -> list[list[int]]:
     """Per device, the tasks of positive duration in their run order."""
     d = problem.num_devices
     blocking = dur > 0
-    if order is not None and not isinstance(order, np.ndarray) and len(order) == d and all(  # type: ignore[arg-type]
-        isinstance(s, (list, tuple, np.ndarray)) for s in order  # type: ignore[union-attr]
+    if (
+        order is not None
+        and not isinstance(order, np.ndarray)
+        and len(order) == d
+        and all(  # type: ignore[arg-type]
+            isinstance(s, (list, tuple, np.ndarray))
+            for s in order  # type: ignore[union-attr]
+        )
     ):
         seqs = [[int(i) for i in s if blocking[int(i)]] for s in order]  # type: ignore[union-attr]
         listed = sorted(i for s in seqs for i in s)
@@ -122,7 +126,10 @@ def _device_sequences(
         for k, s in enumerate(seqs):
             for i in s:
                 if device[i] != k:
-                    raise InputError(f"task {problem.task_ids[i]!r} is listed on device {problem.device_ids[k]!r} but assigned elsewhere", where="order")
+                    raise InputError(
+                        f"task {problem.task_ids[i]!r} is listed on device {problem.device_ids[k]!r} but assigned elsewhere",
+                        where="order",
+                    )
         return seqs
     rank = _topo_rank(problem)
     if order is None:
@@ -278,7 +285,9 @@ def simulate_placement(
             "the per-device order contradicts the precedence edges (a task waits for one that waits for it)",
             where=f"task {problem.task_ids[stuck]!r}",
         )
-    return PlacementSolution(dev.copy(), np.asarray(start, dtype=np.float64), np.asarray(tstart, dtype=np.float64) if contention else None)
+    return PlacementSolution(
+        dev.copy(), np.asarray(start, dtype=np.float64), np.asarray(tstart, dtype=np.float64) if contention else None
+    )
 
 
 def makespan_of(problem: PlacementProblem, solution: PlacementSolution) -> float:
@@ -296,7 +305,9 @@ def release_times(problem: PlacementProblem, end: np.ndarray) -> np.ndarray:
     return rel
 
 
-def _liveness_peaks(problem: PlacementProblem, device: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, list[tuple[int, float]]]:
+def _liveness_peaks(
+    problem: PlacementProblem, device: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, list[tuple[int, float]]]:
     """Peak held memory per device, and (device, time) of each peak above capacity (first per device)."""
     rel = release_times(problem, end)
     peaks = np.zeros(problem.num_devices)
@@ -375,11 +386,7 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
         )
     arrival = np.where(transfer, tstart + lag, end[src] + lag) if m else np.zeros(0)
     for e in np.flatnonzero(start[dst] < arrival - tol).tolist():
-        what = (
-            f"the transfer from {dids[device[src[e]]]} to {dids[device[dst[e]]]} ({lag[e]:.9g})"
-            if cross[e]
-            else "same device"
-        )
+        what = f"the transfer from {dids[device[src[e]]]} to {dids[device[dst[e]]]} ({lag[e]:.9g})" if cross[e] else "same device"
         violations.append(
             f"edge {e} ({ids[src[e]]!r} -> {ids[dst[e]]!r}): {ids[dst[e]]!r} starts at {start[dst[e]]:.9g} but its input "
             f"arrives at {arrival[e]:.9g} ({what})"

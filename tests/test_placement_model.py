@@ -29,7 +29,11 @@ def _instance() -> dict:
 BAD = {
     "comm of the wrong size": (lambda d: d["edges"][3].__setitem__("comm", [[0, 1], [1, 0]]), "3 x 3", "edge 3"),
     "no device can hold a task": (lambda d: d["tasks"][5].__setitem__("memory", 99), "no device can run it", "needs memory 99"),
-    "a cycle": (lambda d: d["edges"].append({"source": d["tasks"][-1]["id"], "target": "1", "comm": [[0] * 3] * 3}), "cycle", None),
+    "a cycle": (
+        lambda d: d["edges"].append({"source": d["tasks"][-1]["id"], "target": "1", "comm": [[0] * 3] * 3}),
+        "cycle",
+        None,
+    ),
     "unknown task id": (lambda d: d["edges"][0].__setitem__("target", "nope"), "unknown task id 'nope'", "edge 0"),
     "NaN time": (lambda d: d["tasks"][2].__setitem__("time", [float("nan"), 1, 1]), "finite number", "task '2'"),
     "wrong number of times": (lambda d: d["tasks"][2].__setitem__("time", [1, 1]), "one time per device", "task '2'"),
@@ -84,7 +88,9 @@ def test_native_graph_and_cluster_conversion() -> None:
         Node("b", forward_time=3.0, param_bytes=20, allowed_kinds=("gpu",)),
         Node("c", forward_time=1.0, param_bytes=5),
     ]
-    graph = make_graph(nodes, [Edge("a", "b", bytes=1000), Edge("a", "c", bytes=2000), Edge("b", "c", transfer_time=0.5)], time_unit="ms")
+    graph = make_graph(
+        nodes, [Edge("a", "b", bytes=1000), Edge("a", "c", bytes=2000), Edge("b", "c", transfer_time=0.5)], time_unit="ms"
+    )
     cluster = make_cluster([Device("g0", "gpu", 100), Device("g1", "gpu", 100)], host_cpu_cores=1, link=Link(1e-3, 1e6))
     p = placement_from_graph(graph, cluster)
     assert p.device_ids == ("g0", "g1", "cpu0")

@@ -14,13 +14,24 @@ def chain(settings=None, capacity=(10.0, 10.0), colocation=None):
     time = [[2.0, 3.0], [2.0, 1.0], [1.0, 1.0]]
     comm = [[[0, 2], [2, 0]]] * 3
     return make_placement_problem(
-        ["a", "b", "c"], ["g0", "g1"], time, [4.0, 4.0, 3.0], list(capacity), [("a", "b"), ("b", "c"), ("a", "c")], comm,
-        colocation=colocation, settings=settings,
+        ["a", "b", "c"],
+        ["g0", "g1"],
+        time,
+        [4.0, 4.0, 3.0],
+        list(capacity),
+        [("a", "b"), ("b", "c"), ("a", "c")],
+        comm,
+        colocation=colocation,
+        settings=settings,
     )
 
 
 def sol(device, start, transfer_start=None):
-    return PlacementSolution(np.asarray(device), np.asarray(start, dtype=float), None if transfer_start is None else np.asarray(transfer_start, dtype=float))
+    return PlacementSolution(
+        np.asarray(device),
+        np.asarray(start, dtype=float),
+        None if transfer_start is None else np.asarray(transfer_start, dtype=float),
+    )
 
 
 def test_feasible_schedule_and_semi_active_makespan() -> None:
@@ -91,8 +102,16 @@ def test_link_contention() -> None:
     # s on g0 feeds t1 and t2 on g1: the two transfers share g0's out-port and g1's in-port
     cont = PlacementSettings(link_contention=True)
     comm = [[[0, 3], [3, 0]]] * 2
-    p = make_placement_problem(["s", "t1", "t2"], ["g0", "g1"], [[1, 1], [1, 1], [1, 1]], [0, 0, 0], [1, 1],
-                               [("s", "t1"), ("s", "t2")], comm, settings=cont)
+    p = make_placement_problem(
+        ["s", "t1", "t2"],
+        ["g0", "g1"],
+        [[1, 1], [1, 1], [1, 1]],
+        [0, 0, 0],
+        [1, 1],
+        [("s", "t1"), ("s", "t2")],
+        comm,
+        settings=cont,
+    )
     bad = sol([0, 1, 1], [0, 4, 5], [1, 1])
     r = verify_placement(p, bad)
     assert not r.feasible and any("out-port" in v for v in r.violations) and any("in-port" in v for v in r.violations)
@@ -125,7 +144,14 @@ def test_simulator_scales() -> None:
     pairs = sorted({(int(a), int(b)) for a, b in zip(src, dst)})
     ids = [str(i) for i in range(n)]
     comm = np.broadcast_to(np.full((d, d), 0.5) - 0.5 * np.eye(d), (len(pairs), d, d))
-    p = make_placement_problem(ids, [f"g{k}" for k in range(d)], rng.random((n, d)), np.zeros(n), np.full(d, np.inf),
-                               [(ids[a], ids[b]) for a, b in pairs], comm)
+    p = make_placement_problem(
+        ids,
+        [f"g{k}" for k in range(d)],
+        rng.random((n, d)),
+        np.zeros(n),
+        np.full(d, np.inf),
+        [(ids[a], ids[b]) for a, b in pairs],
+        comm,
+    )
     s = simulate_placement(p, rng.integers(0, d, size=n))
     assert verify_placement(p, s).feasible

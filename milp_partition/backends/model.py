@@ -128,7 +128,13 @@ class Model:
         if not (math.isfinite(size) and size >= 0):
             raise ModelError(f"interval {name!r}: size must be finite and >= 0, got {size}")
         self.intervals.append(
-            Interval(start.index, float(size), end.index if end is not None else None, presence.index if presence is not None else None, name)
+            Interval(
+                start.index,
+                float(size),
+                end.index if end is not None else None,
+                presence.index if presence is not None else None,
+                name,
+            )
         )
         return len(self.intervals) - 1
 

@@ -154,9 +154,11 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
     exponent = _choose_exponent(
         largest,
         max_magnitude,
-        lambda s: all(integral_row(c.terms, c.rhs, s) for c in shared)
-        and integral_row(model.objective, 0.0, s)
-        and all(_is_integral(iv.size * s) for iv in model.intervals),
+        lambda s: (
+            all(integral_row(c.terms, c.rhs, s) for c in shared)
+            and integral_row(model.objective, 0.0, s)
+            and all(_is_integral(iv.size * s) for iv in model.intervals)
+        ),
     )
     s = 10.0**exponent
 
@@ -228,6 +230,14 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
             bound_valid = False
         cumulatives.append((cu.intervals, demands, capacity, cu.name))
     return ScaledModel(
-        s, bounds, rows, objective, max_error == 0.0, max_error, intervals,
-        [no.intervals for no in model.no_overlaps], cumulatives, bound_valid,
+        s,
+        bounds,
+        rows,
+        objective,
+        max_error == 0.0,
+        max_error,
+        intervals,
+        [no.intervals for no in model.no_overlaps],
+        cumulatives,
+        bound_valid,
     )
