@@ -126,3 +126,35 @@ def test_progress_printer_prints_incumbent_bound_gap() -> None:
     text = buf.getvalue()
     assert "incumbent 10" in text and "bound 8" in text and "gap 20.00%" in text
     assert relative_gap(10.0, 8.0) == pytest.approx(0.2)
+
+
+def test_cbc_watchdog_interrupts_a_child_named_cbc(tmp_path) -> None:
+    """CBC ignores its time limit inside a long LP; the watchdog sends SIGINT to a child process named cbc."""
+    import os
+    import shutil
+    import subprocess
+    import threading
+    import time
+
+    from milp_partition.backends import cbc
+
+    sleep = shutil.which("sleep")
+    if sleep is None or not os.path.isdir("/proc"):
+        pytest.skip("needs sleep and /proc")
+    fake = tmp_path / "cbc"
+    fake.symlink_to(sleep)
+    child = subprocess.Popen([str(fake), "30"])
+    try:
+        assert child.pid in cbc._cbc_children()
+        stop, stopped = threading.Event(), []
+        start = time.monotonic()
+        worker = threading.Thread(target=cbc._watchdog, args=(0.2, 5.0, stop, stopped))
+        worker.start()
+        child.wait(timeout=10)
+        stop.set()
+        worker.join(timeout=10)
+        assert time.monotonic() - start < 10
+        assert child.returncode != 0 and stopped and "interrupted" in stopped[0]
+    finally:
+        if child.poll() is None:
+            child.kill()

@@ -51,6 +51,10 @@ class SolveParams:
     cpsat_parameters
         CP-SAT only: extra ``(name, value)`` pairs set on ``CpSolver.parameters``
         (e.g. ``("optimize_with_lb_tree_search", True)``).
+    cbc_overrun_grace_s
+        CBC only: CBC checks its time limit between nodes, not inside a long LP solve; when
+        it runs this long past ``time_limit_s`` it is interrupted (SIGINT: it stops and
+        reports its incumbent), and killed after as long again.
     """
 
     time_limit_s: float = 60.0
@@ -60,6 +64,7 @@ class SolveParams:
     use_hint: bool = True
     cpsat_max_scaled_magnitude: float = 2.0**40
     cpsat_parameters: tuple[tuple[str, object], ...] = ()
+    cbc_overrun_grace_s: float = 10.0
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import signal
 import tempfile
 import threading
 import time
@@ -120,25 +121,40 @@ class CbcBackend:
             progress = ProgressPrinter("cbc", params.progress_interval_s)
             stop = threading.Event()
             watcher = threading.Thread(target=_watch_log, args=(log_path, progress, stop), daemon=True)
+            stopped: list[str] = []
+            deadline = params.time_limit_s + params.cbc_overrun_grace_s
+            watchdog = threading.Thread(target=_watchdog, args=(deadline, params.cbc_overrun_grace_s, stop, stopped), daemon=True)
             start = time.monotonic()
             with progress:
                 watcher.start()
+                watchdog.start()
                 try:
                     prob.solve(cmd)
                 except pulp.PulpSolverError as exc:
                     stop.set()
+                    if stopped:  # killed past its time limit: no answer, not a failure
+                        return SolveOutput(
+                            SolveStatus.UNKNOWN, wall_seconds=time.monotonic() - start, log=f"{exc}; {stopped[-1]}"
+                        )
                     return SolveOutput(SolveStatus.ERROR, wall_seconds=time.monotonic() - start, log=str(exc))
                 finally:
                     stop.set()
                     watcher.join(timeout=2.0)
+                    watchdog.join(timeout=2.0)
             wall = time.monotonic() - start
             log = Path(log_path).read_text(errors="replace")
+            if stopped:
+                log += f"\n[milp_partition] {stopped[-1]}\n"
 
         values = [x.varValue for x in xs]
         has_values = all(v is not None for v in values)
         status = _translate_status(prob.status, prob.sol_status, has_values)
         out = SolveOutput(status=status, wall_seconds=wall, log=log)
         out.notes = {"pulp_status": pulp.LpStatus.get(prob.status, str(prob.status)), "pulp_sol_status": prob.sol_status}
+        if stopped:
+            out.notes["overrun"] = stopped[-1]
+            if status is SolveStatus.OPTIMAL:  # an interrupted run proves nothing
+                status = out.status = SolveStatus.FEASIBLE if has_values else SolveStatus.UNKNOWN
         starts = _MIPSTART.findall(log)
         if starts:
             out.notes["mipstart"] = starts[-1].strip()
@@ -154,6 +170,47 @@ class CbcBackend:
         else:
             out.bound = _final_bound(log)
         return out
+
+
+def _cbc_children() -> list[int]:
+    """PIDs of this process's child processes named ``cbc`` (Linux /proc; empty elsewhere)."""
+    me, found = os.getpid(), []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        name, rest = stat[stat.find("(") + 1 : stat.rfind(")")], stat[stat.rfind(")") + 2 :].split()
+        if name.startswith("cbc") and len(rest) > 1 and int(rest[1]) == me:
+            found.append(int(entry))
+    return found
+
+
+def _watchdog(deadline_s: float, grace_s: float, stop: threading.Event, stopped: list[str]) -> None:
+    """Interrupt CBC (SIGINT, then SIGKILL after ``grace_s``) when it runs past ``deadline_s`` seconds."""
+    start = time.monotonic()
+    if stop.wait(deadline_s):
+        return
+    for pid in _cbc_children():
+        try:
+            os.kill(pid, signal.SIGINT)
+        except OSError:
+            pass
+    stopped.append(f"CBC ran {time.monotonic() - start:.0f} s, past its time limit: interrupted")
+    if stop.wait(grace_s):
+        return
+    for pid in _cbc_children():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    stopped.append(f"CBC did not stop {grace_s:g} s after the interrupt: killed, its incumbent is lost")
 
 
 def _final_bound(log: str) -> float:
