@@ -11,13 +11,15 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import math
 import sys
 from pathlib import Path
 
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError, MilpPartitionError
 from milp_partition.problems import Instance, PipelineProblem, PipelineSettings, PipelineSolution
+from milp_partition.report import device_counts, gap_text, run_lines
+from milp_partition.report import fmt as _fmt
+from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
 from milp_partition.units import parse_bytes, parse_rate
 
@@ -181,21 +183,6 @@ def _problem_from_args(args: argparse.Namespace) -> PipelineProblem:
     return PipelineProblem(graph, _cluster_from_args(args, instance), settings, source=str(args.instance))
 
 
-def _fmt(x: float | None, digits: int = 10) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    return f"{x:.{digits}g}"
-
-
-def _fmt_bytes(x: float | None) -> str:
-    if x is None:
-        return "-"
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(x) >= size:
-            return f"{x / size:.2f} {unit}"
-    return f"{x:.0f} B"
-
-
 def format_report(result: Result, problem: PipelineProblem) -> str:
     """A readable report of a pipeline result."""
     unit = result.time_unit or "units"
@@ -209,21 +196,10 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
     if result.objective is not None:
         obj = _fmt(result.objective) + (f" {unit}" if result.objective_name == "time_per_sample" else " bytes")
         lines.append(f"objective  {result.objective_name} = {obj}   (verified)")
-        lines.append(
-            f"bound      {_fmt(result.bound)}   gap {_fmt(100 * result.gap, 3) + '%' if result.gap is not None else '-'}"
-        )
-    lines.append(f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}")
-    for h in result.heuristics:
-        lines.append(f"heuristic  {h.name:9s} {_fmt(h.objective)}  ({h.seconds:.2f} s) {h.message}")
-    if result.warm_start:
-        ws = result.warm_start
-        lines.append(
-            f"warm start from {ws.get('source')} ({_fmt(ws.get('objective'))}); solver's first incumbent {_fmt(ws.get('first_incumbent'))}"
-        )
+        lines.append(f"bound      {_fmt(result.bound)}   gap {gap_text(result.gap)}")
+    lines.extend(run_lines(result))
     if result.assignment:
-        counts: dict[str, int] = {}
-        for dev in result.assignment.values():
-            counts[dev] = counts.get(dev, 0) + 1
+        counts = device_counts(result, problem.device_ids)
         lines.append("")
         lines.append(f"{'device':10s} {'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}")
         for dev in problem.device_ids:
@@ -316,9 +292,7 @@ def format_strategy_report(result: Result, problem: object, max_rows: int = 30) 
     ]
     if result.objective is not None:
         lines.append(f"objective  cost = {_fmt(result.objective, 15)}   (verified; {result.time_unit or 'instance units'})")
-        lines.append(
-            f"bound      {_fmt(result.bound, 15)}   gap {_fmt(100 * result.gap, 3) + '%' if result.gap is not None else '-'}"
-        )
+        lines.append(f"bound      {_fmt(result.bound, 15)}   gap {gap_text(result.gap)}")
         if result.memory_bytes.get("per_device"):
             lines.append(f"memory     {_fmt_bytes(result.memory_bytes['per_device'])} per device")
     red = result.solver_notes.get("reduction")
@@ -333,9 +307,7 @@ def format_strategy_report(result: Result, problem: object, max_rows: int = 30) 
             + (f"; tied problem: {ties['tied_layers']} layers, {ties['tied_status']}" if "tied_layers" in ties else "")
             + ")"
         )
-    lines.append(f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}")
-    for h in result.heuristics:
-        lines.append(f"heuristic  {h.name:9s} {_fmt(h.objective, 15)}  ({h.seconds:.3f} s) {h.message}")
+    lines.extend(run_lines(result, digits=15))
     if result.assignment:
         lines.append("")
         lines.append(f"{'layer':10s} configuration")

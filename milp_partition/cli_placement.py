@@ -17,6 +17,8 @@ import numpy as np
 
 from milp_partition.errors import InputError
 from milp_partition.placement import PlacementProblem, PlacementSettings, PlacementSolution
+from milp_partition.report import device_counts, gap_text, run_lines
+from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
@@ -43,12 +45,6 @@ def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
     return placement_from_instance_file(args.instance, settings=settings)
 
 
-def _fmt(x: float | None, digits: int = 10) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    return f"{x:.{digits}g}"
-
-
 def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20) -> str:
     """A readable report of a placement result."""
     unit = result.time_unit or "units"
@@ -60,23 +56,13 @@ def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20)
     ]
     if result.objective is not None:
         lines.append(f"objective  makespan = {_fmt(result.objective)} {unit}   (simulated and verified)")
-        gap = result.gap if result.gap is None or result.gap > 1e-9 else 0.0
-        lines.append(f"bound      {_fmt(result.bound)}   gap {_fmt(100 * gap, 3) + '%' if gap is not None else '-'}")
+        lines.append(f"bound      {_fmt(result.bound)}   gap {gap_text(result.gap)}")
     bounds = result.solver_notes.get("bounds")
     if bounds:
         lines.append("bounds     " + ", ".join(f"{k} {_fmt(v, 7)}" for k, v in bounds.items()))
-    lines.append(f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}")
-    for h in result.heuristics:
-        lines.append(f"heuristic  {h.name:13s} {_fmt(h.objective)}  ({h.seconds:.2f} s) {h.message}")
-    if result.warm_start:
-        ws = result.warm_start
-        lines.append(
-            f"warm start from {ws.get('source')} ({_fmt(ws.get('objective'))}); solver's first incumbent {_fmt(ws.get('first_incumbent'))}"
-        )
+    lines.extend(run_lines(result, name_width=13))
     if result.assignment:
-        counts: dict[str, int] = {}
-        for dev in result.assignment.values():
-            counts[dev] = counts.get(dev, 0) + 1
+        counts = device_counts(result, problem.device_ids)
         lines.append("")
         lines.append(f"{'device':10s} {'tasks':>6s} {'busy (' + unit + ')':>16s} {'memory':>14s}")
         for dev in problem.device_ids:

@@ -1,0 +1,53 @@
+"""Text blocks shared by the reports of every problem (number formats, times, heuristics, warm start, devices)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from milp_partition.result import Result
+
+
+def fmt(x: float | None, digits: int = 10) -> str:
+    """``x`` with ``digits`` significant digits; ``-`` for none, NaN or infinity."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "-"
+    return f"{x:.{digits}g}"
+
+
+def fmt_bytes(x: float | None) -> str:
+    """A byte count in GiB, MiB, KiB or B."""
+    if x is None:
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(x) >= size:
+            return f"{x / size:.2f} {unit}"
+    return f"{x:.0f} B"
+
+
+def gap_text(gap: float | None) -> str:
+    """A relative gap in percent; below 1e-9 (rounding of the sums) it reads 0%."""
+    if gap is None:
+        return "-"
+    return "0%" if gap < 1e-9 else f"{fmt(100 * gap, 3)}%"
+
+
+def run_lines(result: Result, name_width: int = 9, digits: int = 10) -> list[str]:
+    """The time line, one line per heuristic run, and the warm start line."""
+    lines = [f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}"]
+    for h in result.heuristics:
+        lines.append(f"heuristic  {h.name:{name_width}s} {fmt(h.objective, digits)}  ({h.seconds:.3f} s) {h.message}")
+    if result.warm_start:
+        ws = result.warm_start
+        lines.append(
+            f"warm start from {ws.get('source')} ({fmt(ws.get('objective'))}); solver's first incumbent {fmt(ws.get('first_incumbent'))}"
+        )
+    return lines
+
+
+def device_counts(result: Result, devices: Iterable[str]) -> dict[str, int]:
+    """How many nodes or tasks of ``result.assignment`` each device holds (0 for an unused one)."""
+    counts = dict.fromkeys(devices, 0)
+    for dev in result.assignment.values():
+        counts[dev] = counts.get(dev, 0) + 1
+    return counts
