@@ -61,6 +61,13 @@ class PlacementSolveSettings:
         solve the whole model for ``min(quick_solve_s, 10% of the limit)``; if that proves
         nothing, solve the segments within this fraction of the time left, then the whole
         model again with the decomposition's bound and schedule (CP-SAT only).
+    main_line
+        When the whole graph has no useful decomposition, look for a large induced subgraph
+        that has one (:func:`milp_partition.placement_subgraph.main_line`) and solve its
+        segments for a lower bound (the induced problem's optimum is at most the whole's).
+    flow_bound
+        Compute the transfer-flow LP bound (:func:`milp_partition.placement_bounds.transfer_flow`);
+        segment solves turn it off (hundreds of small solves).
     cpsat_parameters
         Extra CP-SAT parameters, ``(name, value)`` pairs.
     """
@@ -78,6 +85,8 @@ class PlacementSolveSettings:
     decompose: bool = True
     decompose_time_fraction: float = 0.6
     quick_solve_s: float = 10.0
+    main_line: bool = True
+    flow_bound: bool = True
 
 
 def single_device_schedule(problem: PlacementProblem) -> PlacementSolution | None:
@@ -159,7 +168,7 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
         settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(settings).items()}},
     )
     t0 = time.monotonic()
-    bounds = best_bound(problem)
+    bounds = best_bound(problem, flow=settings.flow_bound)
     result.solver_notes["bounds"] = dict(bounds.values)
     result.solver_notes["bounds_seconds"] = time.monotonic() - t0
     say(settings.progress_interval_s, "[bounds] " + ", ".join(f"{k} {v:.9g}" for k, v in bounds.values.items()))
@@ -177,11 +186,19 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
         from milp_partition.placement_decompose import decompose
 
         dec = decompose(problem)
-        if dec.useful:
+        line = None
+        if not dec.useful and settings.main_line:
+            from milp_partition.placement_subgraph import main_line
+
+            line = main_line(problem)
+        if dec.useful or line is not None:
             # a short solve of the whole model first: easy instances end here
             quick_s = min(settings.quick_solve_s, 0.1 * settings.time_limit_s)
             say(settings.progress_interval_s, f"[cpsat] quick solve of the whole model ({quick_s:g}s) before the decomposition")
-            first = solve_placement(problem, replace(settings, decompose=False, time_limit_s=quick_s))
+            # (the main-line path has computed the transfer-flow LP already: it is not re-run for the quick solve)
+            first = solve_placement(
+                problem, replace(settings, decompose=False, time_limit_s=quick_s, flow_bound=settings.flow_bound and dec.useful)
+            )
             if first.status in ("optimal", "error", "infeasible"):
                 first.solver_notes["quick_solve_s"] = quick_s
                 first.solve_seconds = time.monotonic() - start
@@ -190,9 +207,12 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
                 best = (first.objective, solution_of(problem, first), "cpsat (quick solve)")
             lower = max(lower, first.bound if first.bound is not None else 0.0)
             left = settings.time_limit_s - (time.monotonic() - start)
-            lower, best = _run_decomposition(
-                problem, replace(settings, time_limit_s=max(1.0, left)), result, lower, best, dec
-            )
+            if dec.useful:
+                lower, best = _run_decomposition(
+                    problem, replace(settings, time_limit_s=max(1.0, left)), result, lower, best, dec
+                )
+            else:
+                lower = _run_main_line(problem, replace(settings, time_limit_s=max(1.0, left)), result, lower, best, line)
 
     if settings.solver == "none" or (best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL)):
         _finish(result, problem, best, lower)
@@ -277,15 +297,7 @@ def _run_decomposition(
     from milp_partition.placement_decompose import Decomposition, solve_decomposed
 
     assert isinstance(dec, Decomposition)
-    sub_settings = replace(settings, decompose=False, heuristics=("heft",), progress_interval_s=None)
-
-    def solve_segment(sub: PlacementProblem, limit_s: float) -> tuple[float, float, bool, PlacementSolution | None]:
-        r = solve_placement(sub, replace(sub_settings, time_limit_s=limit_s))
-        if r.status == "infeasible":
-            return math.inf, math.inf, True, None
-        if r.objective is None:
-            return (r.bound or 0.0), math.inf, False, None
-        return (r.bound if r.bound is not None else 0.0), r.objective, r.status == "optimal", solution_of(sub, r)
+    solve_segment = _segment_solver(settings)
 
     say(
         settings.progress_interval_s,
@@ -326,6 +338,83 @@ def _run_decomposition(
     result.solver_notes.setdefault("bounds", {})["decomposition"] = out.bound
     say(settings.progress_interval_s, f"[decompose] bound {out.bound:.9g}, schedule {out.value:.9g} in {out.seconds:.1f}s")
     return lower, best
+
+
+def _segment_solver(settings: PlacementSolveSettings):  # type: ignore[no-untyped-def]
+    """``(segment problem, limit) -> (bound, makespan, optimal, schedule)`` by the ordinary chain (no decomposition)."""
+    from dataclasses import replace
+
+    sub_settings = replace(
+        settings, decompose=False, main_line=False, flow_bound=False, heuristics=("heft",), progress_interval_s=None
+    )
+
+    def solve_segment(sub: PlacementProblem, limit_s: float) -> tuple[float, float, bool, PlacementSolution | None]:
+        r = solve_placement(sub, replace(sub_settings, time_limit_s=limit_s))
+        if r.status == "infeasible":
+            return math.inf, math.inf, True, None
+        if r.objective is None:
+            return (r.bound or 0.0), math.inf, False, None
+        return (r.bound if r.bound is not None else 0.0), r.objective, r.status == "optimal", solution_of(sub, r)
+
+    return solve_segment
+
+
+def _run_main_line(
+    problem: PlacementProblem,
+    settings: PlacementSolveSettings,
+    result: Result,
+    lower: float,
+    best: tuple[float, PlacementSolution, str] | None,
+    line: object,
+) -> float:
+    """Bound the whole problem by the decomposition of an induced subgraph (its schedule is not one of the whole).
+
+    ``OPT(induced) <= OPT(whole)`` (:mod:`milp_partition.placement_subgraph`), and the recursion's
+    bound is at most ``OPT(induced)`` whatever upper bound prunes it (module docstring of
+    :mod:`milp_partition.placement_decompose`), so its bound is one of the whole.
+    """
+    from dataclasses import replace
+
+    from milp_partition.placement_bounds import device_path
+    from milp_partition.placement_decompose import Decomposition, solve_decomposed
+
+    keep, sub, dec = line  # type: ignore[misc]
+    assert isinstance(dec, Decomposition)
+    t0 = time.monotonic()
+    upper = best[0] if best is not None else math.inf
+    quiet = replace(settings, heuristics=("heft", "heft-iter"), progress_interval_s=None)
+    for run, _sol in run_placement_heuristics(sub, quiet):
+        if run.objective is not None:
+            upper = min(upper, run.objective)
+    say(
+        settings.progress_interval_s,
+        f"[main line] induced subgraph of {sub.num_tasks} tasks: {len(dec.bottlenecks)} bottleneck tasks, "
+        f"{len(dec.segments)} segments, largest {max(len(s.inner) for s in dec.segments)} inner tasks",
+    )
+    say_fn = (lambda text: say(settings.progress_interval_s, text)) if settings.progress_interval_s else None
+    left = settings.time_limit_s - (time.monotonic() - t0)
+    out = solve_decomposed(
+        sub,
+        dec,
+        _segment_solver(settings),
+        max(1.0, left * settings.decompose_time_fraction),
+        say_fn,
+        upper_bound=upper,
+        tails=device_path(sub).tail,
+    )
+    result.solver_notes["main_line"] = {
+        "tasks": sub.num_tasks,
+        "bottlenecks": len(dec.bottlenecks),
+        "segments": len(dec.segments),
+        "segment_solves": out.solves,
+        "bound": out.bound,
+        "induced_schedule": out.value,
+        "all_segments_optimal": out.all_optimal,
+        "seconds": time.monotonic() - t0,
+    }
+    result.solver_notes.setdefault("bounds", {})["main_line"] = out.bound
+    say(settings.progress_interval_s, f"[main line] bound {out.bound:.9g} (induced schedule {out.value:.9g}) in {time.monotonic() - t0:.1f}s")
+    return max(lower, out.bound) if math.isfinite(out.bound) else lower
 
 
 def edge_key(problem: PlacementProblem, e: int) -> str:
