@@ -323,21 +323,24 @@ def _refine(
         if alt[k] < cost[cur]:
             gains.append((cost[cur] - alt[k], c, k))
     gains.sort(key=lambda g: (-g[0], g[1]))
-    for _, c, k in gains[: budget // 2]:
-        members = cg.members[c]
-        cur = int(cluster_device[c])
-        if used[k] + cg.memory[c] > cap[k]:
-            continue
+
+    def try_move(c: int, k: int) -> None:
+        """Schedule with cluster c on device k; keep the move when the makespan falls."""
+        nonlocal best, best_value, device, budget
         trial = device.copy()
-        trial[members] = k
+        trial[cg.members[c]] = k
         budget -= 1
         sol = schedule_assignment(problem, trial, heuristic="pardnn", settings=ListSchedulingSettings())
         value = _makespan(problem, sol)
         if value < best_value:
             best, best_value = sol, value
-            used[cur] -= cg.memory[c]
+            used[int(cluster_device[c])] -= cg.memory[c]
             used[k] += cg.memory[c]
             device, cluster_device[c] = trial, k
+
+    for _, c, k in gains[: budget // 2]:
+        if used[k] + cg.memory[c] <= cap[k]:
+            try_move(c, k)
     # (b) balance: move a cluster off the most loaded device
     tried: set[int] = set()
     while budget > 0:
@@ -358,15 +361,5 @@ def _refine(
         ok = np.isfinite(score) & (used + cg.memory[c] <= cap)
         if not ok.any():
             continue
-        k = int(np.argmin(np.where(ok, score, INF)))
-        trial = device.copy()
-        trial[members] = k
-        budget -= 1
-        sol = schedule_assignment(problem, trial, heuristic="pardnn", settings=ListSchedulingSettings())
-        value = _makespan(problem, sol)
-        if value < best_value:
-            best, best_value = sol, value
-            used[top] -= cg.memory[c]
-            used[k] += cg.memory[c]
-            device, cluster_device[c] = trial, k
+        try_move(c, int(np.argmin(np.where(ok, score, INF))))
     return best

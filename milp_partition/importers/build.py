@@ -99,22 +99,22 @@ def build_graph(captured: CapturedModel, settings: ImportSettings) -> ImportedGr
         else:  # the module path it came from, then the operator
             name = f"{ops[0].module_path or 'top'}/{gid}" if ops[0].module_path != gid else gid
         colocation = gid if settings.training and settings.colocate_backward else None
-        if settings.training:
-            saved = sum(op.output_bytes if op.saved_bytes is None else op.saved_bytes for op in ops)
-            optimizer = round(settings.optimizer_state_bytes_per_param_byte * params)
-            nodes.append(
-                Node(
-                    id=gid,
-                    name=name,
-                    op_type=op_type,
-                    forward_time=sum(t.forward_s for t in times) / unit_s,
-                    flops=fwd_flops,
-                    param_bytes=params,
-                    activation_bytes=saved,
-                    other_bytes=buffers + optimizer,
-                    colocation_group=colocation,
-                )
+        saved = sum(op.output_bytes if op.saved_bytes is None else op.saved_bytes for op in ops) if settings.training else 0
+        optimizer = round(settings.optimizer_state_bytes_per_param_byte * params) if settings.training else 0
+        nodes.append(
+            Node(
+                id=gid,
+                name=name,
+                op_type=op_type,
+                forward_time=sum(t.forward_s for t in times) / unit_s,
+                flops=fwd_flops,
+                param_bytes=params,
+                activation_bytes=saved,
+                other_bytes=buffers + optimizer,
+                colocation_group=colocation,
             )
+        )
+        if settings.training:
             backward.append(
                 Node(
                     id=gid + BACKWARD_SUFFIX,
@@ -124,18 +124,6 @@ def build_graph(captured: CapturedModel, settings: ImportSettings) -> ImportedGr
                     flops=sum(backward_flops(op, settings) for op in ops),
                     colocation_group=colocation,
                     is_backward=True,
-                )
-            )
-        else:
-            nodes.append(
-                Node(
-                    id=gid,
-                    name=name,
-                    op_type=op_type,
-                    forward_time=sum(t.forward_s for t in times) / unit_s,
-                    flops=fwd_flops,
-                    param_bytes=params,
-                    other_bytes=buffers,
                 )
             )
 
