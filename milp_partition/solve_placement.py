@@ -11,7 +11,11 @@ larger of the solver's (already lowered for any rounding) and ours.
 When the graph splits at bottleneck tasks (:mod:`milp_partition.placement_decompose`)
 and a short solve of the whole model proves nothing, the segments are solved per
 device pair first; their recursion gives a bound and a stitched schedule (verified
-like any other), and the whole model then runs with both for the time left.
+like any other), and the whole model then runs with both for the time left.  When
+the whole graph does not split but a large induced subgraph does (a side branch
+beside a main line, as the transformer's encoder beside its decoder:
+:mod:`milp_partition.placement_subgraph`), that subgraph's segments are solved the
+same way for a bound only (the induced problem's optimum is at most the whole's).
 """
 
 from __future__ import annotations
