@@ -188,8 +188,15 @@ def best_bound(problem: PlacementProblem, *, flow: bool = True) -> BoundReport:
 
 
 def _lagrangian_bound(
-    rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-    cost: np.ndarray, lb: np.ndarray, ub: np.ndarray, dual: np.ndarray,
+    rows: np.ndarray,
+    cols: np.ndarray,
+    vals: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    cost: np.ndarray,
+    lb: np.ndarray,
+    ub: np.ndarray,
+    dual: np.ndarray,
 ) -> float:
     """A rigorous lower bound on ``min cost.x  s.t. lo <= Ax <= hi, lb <= x <= ub`` from any multipliers.
 
@@ -282,7 +289,11 @@ def transfer_flow(problem: PlacementProblem, upper: float | None = None) -> floa
         row([(int(cidx[i]), 1.0)] + [(int(yidx[i, k]), -float(t[i, k])) for k in ks if t[i, k] != 0], 0.0, inf)
         row([(tidx, 1.0), (int(cidx[i]), -1.0)], 0.0, inf)
     for k in range(d):
-        row([(tidx, 1.0)] + [(int(yidx[i, k]), -float(t[i, k])) for i in np.flatnonzero(allowed[:, k]).tolist() if t[i, k] != 0], 0.0, inf)
+        row(
+            [(tidx, 1.0)] + [(int(yidx[i, k]), -float(t[i, k])) for i in np.flatnonzero(allowed[:, k]).tolist() if t[i, k] != 0],
+            0.0,
+            inf,
+        )
     src, dst = problem.edge_source.tolist(), problem.edge_target.tolist()
     for e in range(m):
         u, v = src[e], dst[e]
@@ -307,7 +318,10 @@ def transfer_flow(problem: PlacementProblem, upper: float | None = None) -> floa
             row([(int(yidx[v, b]), -1.0)] + [(z[a, b], 1.0) for a in ku], 0.0, 0.0)
     solver = pywraplp.Solver.CreateSolver("GLOP")
     xs = [solver.NumVar(lb[j], ub[j], "") for j in range(nv)]
-    cons = [solver.Constraint(-solver.infinity() if lo[r] == -inf else lo[r], solver.infinity() if hi[r] == inf else hi[r]) for r in range(len(lo))]
+    cons = [
+        solver.Constraint(-solver.infinity() if lo[r] == -inf else lo[r], solver.infinity() if hi[r] == inf else hi[r])
+        for r in range(len(lo))
+    ]
     for r, j, v in zip(R, Cc, V):
         cons[r].SetCoefficient(xs[j], v)
     solver.Minimize(xs[tidx])
@@ -316,7 +330,16 @@ def transfer_flow(problem: PlacementProblem, upper: float | None = None) -> floa
         return 0.0
     cost = np.zeros(nv)
     cost[tidx] = 1.0
-    arrays = (np.asarray(R), np.asarray(Cc), np.asarray(V, dtype=float), np.asarray(lo), np.asarray(hi), cost, np.asarray(lb), np.asarray(ub))
+    arrays = (
+        np.asarray(R),
+        np.asarray(Cc),
+        np.asarray(V, dtype=float),
+        np.asarray(lo),
+        np.asarray(hi),
+        cost,
+        np.asarray(lb),
+        np.asarray(ub),
+    )
     duals = np.array([c.dual_value() for c in cons])
     value = max(_lagrangian_bound(*arrays, duals), _lagrangian_bound(*arrays, -duals))
     return max(0.0, value - LP_SAFETY_REL * abs(value) - 1e-12)

@@ -33,7 +33,9 @@ def induced(problem: PlacementProblem, tasks: list[int] | np.ndarray, name_suffi
     """The problem restricted to ``tasks`` (see the module docstring); task ids are kept."""
     tasks = sorted(int(t) for t in tasks)
     keep_set = set(tasks)
-    keep = [e for e in range(problem.num_edges) if int(problem.edge_source[e]) in keep_set and int(problem.edge_target[e]) in keep_set]
+    keep = [
+        e for e in range(problem.num_edges) if int(problem.edge_source[e]) in keep_set and int(problem.edge_target[e]) in keep_set
+    ]
     edges = [(problem.task_ids[int(problem.edge_source[e])], problem.task_ids[int(problem.edge_target[e])]) for e in keep]
     groups = [f"g{int(problem.colocation[t])}" if problem.colocation[t] >= 0 else None for t in tasks]
     d = problem.num_devices

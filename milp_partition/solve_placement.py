@@ -296,8 +296,6 @@ def _run_decomposition(
     dec: object,
 ) -> tuple[float, tuple[float, PlacementSolution, str] | None]:
     """Solve the segments between bottleneck tasks; return the improved lower bound and best schedule."""
-    from dataclasses import replace
-
     from milp_partition.placement_decompose import Decomposition, solve_decomposed
 
     assert isinstance(dec, Decomposition)
@@ -382,7 +380,9 @@ def _run_main_line(
     from milp_partition.placement_bounds import device_path
     from milp_partition.placement_decompose import Decomposition, solve_decomposed
 
-    keep, sub, dec = line  # type: ignore[misc]
+    assert isinstance(line, tuple)
+    sub: PlacementProblem = line[1]
+    dec = line[2]
     assert isinstance(dec, Decomposition)
     t0 = time.monotonic()
     upper = best[0] if best is not None else math.inf
@@ -417,7 +417,10 @@ def _run_main_line(
         "seconds": time.monotonic() - t0,
     }
     result.solver_notes.setdefault("bounds", {})["main_line"] = out.bound
-    say(settings.progress_interval_s, f"[main line] bound {out.bound:.9g} (induced schedule {out.value:.9g}) in {time.monotonic() - t0:.1f}s")
+    say(
+        settings.progress_interval_s,
+        f"[main line] bound {out.bound:.9g} (induced schedule {out.value:.9g}) in {time.monotonic() - t0:.1f}s",
+    )
     return max(lower, out.bound) if math.isfinite(out.bound) else lower
 
 

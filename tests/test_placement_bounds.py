@@ -28,16 +28,24 @@ def _problem(seed: int, n: int, d: int, *, comm_scale: float = 1.0, binding_memo
     memory = rng.integers(1, 5, size=n).astype(float)
     capacity = np.full(d, memory.sum() if not binding_memory else math.ceil(memory.sum() / d) + 1)
     capacity = np.maximum(capacity, memory.max())
-    return make_placement_problem(
-        [f"t{i}" for i in range(n)], [f"d{k}" for k in range(d)], time, memory, capacity, edges, comm
-    )
+    return make_placement_problem([f"t{i}" for i in range(n)], [f"d{k}" for k in range(d)], time, memory, capacity, edges, comm)
 
 
 CASES = [
     (seed, n, d, scale, mem)
     for seed, (n, d, scale, mem) in enumerate(
-        [(4, 2, 1.0, False), (5, 2, 3.0, False), (5, 3, 1.0, False), (4, 3, 2.0, True), (5, 2, 0.5, True),
-         (6, 2, 2.0, False), (4, 4, 3.0, False), (5, 3, 4.0, False), (6, 2, 1.0, True), (5, 2, 6.0, False)]
+        [
+            (4, 2, 1.0, False),
+            (5, 2, 3.0, False),
+            (5, 3, 1.0, False),
+            (4, 3, 2.0, True),
+            (5, 2, 0.5, True),
+            (6, 2, 2.0, False),
+            (4, 4, 3.0, False),
+            (5, 3, 4.0, False),
+            (6, 2, 1.0, True),
+            (5, 2, 6.0, False),
+        ]
     )
 ]
 
