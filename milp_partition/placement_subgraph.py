@@ -78,6 +78,8 @@ def incomparable_counts(problem: PlacementProblem) -> np.ndarray:
 
 #: :func:`main_line` accepts an induced problem whose largest segment has at most this many tasks.
 MAX_SEGMENT_TASKS = 96
+#: :func:`main_line` looks only at graphs up to this many tasks (its bitsets grow with the square of it).
+MAX_TASKS = 5000
 
 
 def main_line(problem: PlacementProblem, max_tries: int = 200) -> tuple[np.ndarray, PlacementProblem, object] | None:
@@ -87,12 +89,12 @@ def main_line(problem: PlacementProblem, max_tries: int = 200) -> tuple[np.ndarr
     that keep at least half of the tasks, tried from large to small (at most ``max_tries`` of
     them, evenly spread); the first whose induced problem decomposes with no segment over
     :data:`MAX_SEGMENT_TASKS` tasks wins (the largest such R: more tasks, a stronger bound).
-    ``None`` when none does.
+    ``None`` when none does, and for graphs of fewer than 8 or more than :data:`MAX_TASKS` tasks.
     """
     from milp_partition.placement_decompose import decompose
 
     n = problem.num_tasks
-    if n < 8:
+    if n < 8 or n > MAX_TASKS:
         return None
     inc = incomparable_counts(problem)
     values = np.unique(inc)[::-1][1:]
