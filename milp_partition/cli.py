@@ -143,6 +143,11 @@ def _cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
     else:
         base = None
     link = base.link if base is not None else Link()
+    if base is None and getattr(args, "profile", None):  # no cluster given: the profile's device-to-device link
+        from milp_partition.calibration.profile import resolve_profile
+
+        d2d = resolve_profile(args.profile).links["d2d"]
+        link = Link(latency_s=d2d.alpha_s, bandwidth_bytes_per_s=d2d.bandwidth_bytes_per_s)
     if args.link_latency is not None or args.link_bandwidth is not None:
         link = Link(
             latency_s=args.link_latency if args.link_latency is not None else link.latency_s,

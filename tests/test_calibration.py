@@ -244,3 +244,28 @@ def test_solve_with_profile_fills_times_of_a_flops_only_graph(tmp_path, capsys) 
     assert objective(with_v100) > objective(with_h100) > objective(without)
     assert main(["solve", str(path), "--solver", "none", "--quiet", "--profile", str(tmp_path / "missing.json")]) == 2
     assert "neither a datasheet name" in capsys.readouterr().err
+
+
+def test_profile_gives_the_link_when_no_cluster_is_given(tmp_path) -> None:
+    """A graph without a cluster, solved with --devices and --profile, moves tensors over the profile's d2d link;
+    an instance's own cluster link, or --link-* flags, are kept."""
+    from pathlib import Path
+
+    from milp_partition.calibration.profile import datasheet_profile
+    from milp_partition.cli import _problem_from_args, build_parser
+
+    data = json.loads((Path(__file__).resolve().parents[1] / "examples" / "tiny.json").read_text())
+    data.pop("cluster", None)
+    path = tmp_path / "no_cluster.json"
+    path.write_text(json.dumps(data))
+    d2d = datasheet_profile("H100").links["d2d"]
+    args = build_parser().parse_args(["solve", str(path), "--devices", "2", "--profile", "H100"])
+    link = _problem_from_args(args).cluster.link
+    assert link.latency_s == d2d.alpha_s and link.bandwidth_bytes_per_s == pytest.approx(d2d.bandwidth_bytes_per_s)
+    args = build_parser().parse_args(["solve", str(path), "--devices", "2", "--profile", "H100", "--link-latency", "0.5"])
+    assert _problem_from_args(args).cluster.link.latency_s == 0.5
+    args = build_parser().parse_args(["solve", str(path), "--devices", "2"])
+    assert _problem_from_args(args).cluster.link.latency_s == 0.0  # no profile: the default link
+    own = Path(__file__).resolve().parents[1] / "examples" / "tiny.json"
+    args = build_parser().parse_args(["solve", str(own), "--profile", "H100"])
+    assert _problem_from_args(args).cluster.link.latency_s == 1e-05  # the instance's own link stays
