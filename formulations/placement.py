@@ -130,8 +130,7 @@ def identical_device_classes(problem: PlacementProblem) -> list[list[int]]:
             if b in seen:
                 continue
             if not (
-                np.array_equal(problem.time[:, a], problem.time[:, b])
-                and problem.device_memory[a] == problem.device_memory[b]
+                np.array_equal(problem.time[:, a], problem.time[:, b]) and problem.device_memory[a] == problem.device_memory[b]
             ):
                 continue
             perm = np.arange(d)
@@ -168,7 +167,9 @@ def build(
     """Build the program of the module docstring."""
     n, d, m = problem.num_tasks, problem.num_devices, problem.num_edges
     if settings.disjunctive and (problem.settings.memory_model == "liveness" or problem.settings.link_contention):
-        raise ModelError("the disjunctive (CBC) placement model has static memory and no link contention only; use --solver cpsat")
+        raise ModelError(
+            "the disjunctive (CBC) placement model has static memory and no link contention only; use --solver cpsat"
+        )
     allowed = problem.allowed
     t = np.where(allowed, problem.time, 0.0)
     comm = problem.comm
@@ -245,7 +246,11 @@ def build(
         _add_disjunctive(pm, t, U)
     else:
         for k in range(d):
-            ivs = [model.add_interval(start[i], float(t[i, k]), presence=x[i, k], name=f"I_{i}_{k}") for i in range(n) if (i, k) in x and t[i, k] > 0]
+            ivs = [
+                model.add_interval(start[i], float(t[i, k]), presence=x[i, k], name=f"I_{i}_{k}")
+                for i in range(n)
+                if (i, k) in x and t[i, k] > 0
+            ]
             if len(ivs) > 1:
                 model.add_no_overlap(ivs, f"nooverlap_{k}")
     # (e) memory
@@ -306,11 +311,17 @@ def _add_disjunctive(pm: PlacementModel, t: np.ndarray, H: float) -> None:
             for k in common:
                 # i before j:  S_j >= S_i + d_ik - H(1 - z) - H(2 - x_ik - x_jk)
                 model.add_constraint(
-                    [(S[j], 1.0), (S[i], -1.0), (z, -H), (x[i, k], -H), (x[j, k], -H)], Sense.GE, float(t[i, k]) - 3 * H, f"disj_{i}_{j}_{k}_a"
+                    [(S[j], 1.0), (S[i], -1.0), (z, -H), (x[i, k], -H), (x[j, k], -H)],
+                    Sense.GE,
+                    float(t[i, k]) - 3 * H,
+                    f"disj_{i}_{j}_{k}_a",
                 )
                 # j before i:  S_i >= S_j + d_jk - H z - H(2 - x_ik - x_jk)
                 model.add_constraint(
-                    [(S[i], 1.0), (S[j], -1.0), (z, H), (x[i, k], -H), (x[j, k], -H)], Sense.GE, float(t[j, k]) - 2 * H, f"disj_{i}_{j}_{k}_b"
+                    [(S[i], 1.0), (S[j], -1.0), (z, H), (x[i, k], -H), (x[j, k], -H)],
+                    Sense.GE,
+                    float(t[j, k]) - 2 * H,
+                    f"disj_{i}_{j}_{k}_b",
                 )
 
 
@@ -389,7 +400,9 @@ def _add_symmetry(pm: PlacementModel, k: int, k2: int) -> None:
         if (i, k) in x:
             u = model.add_var(f"u_{k}_{i}", VarKind.INTEGER, 0.0, float(i + 1))
             pm.prefix[k, i] = u
-            model.add_constraint([(u, 1.0), (x[i, k], -1.0)] + ([(prev, -1.0)] if prev is not None else []), Sense.EQ, 0.0, f"prefix_{k}_{i}")
+            model.add_constraint(
+                [(u, 1.0), (x[i, k], -1.0)] + ([(prev, -1.0)] if prev is not None else []), Sense.EQ, 0.0, f"prefix_{k}_{i}"
+            )
             prev = u
 
 

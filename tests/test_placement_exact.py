@@ -40,14 +40,31 @@ def random_problem(seed: int, n: int, d: int, *, binding_memory: bool = False, c
         groups[1] = groups[2] = "g"
         time[2] = np.where(np.isfinite(time[1]), np.where(np.isfinite(time[2]), time[2], 3.0), np.inf)
     return make_placement_problem(
-        [f"t{i}" for i in range(n)], [f"d{k}" for k in range(d)], time, memory, capacity, edges, comm,
-        colocation=groups, settings=settings,
+        [f"t{i}" for i in range(n)],
+        [f"d{k}" for k in range(d)],
+        time,
+        memory,
+        capacity,
+        edges,
+        comm,
+        colocation=groups,
+        settings=settings,
     )
 
 
-CASES = [(seed, n, d, mem, col) for seed, (n, d, mem, col) in enumerate(
-    [(4, 2, False, False), (5, 2, True, False), (5, 3, False, False), (4, 3, True, False), (5, 2, False, True), (6, 2, True, False)]
-)]
+CASES = [
+    (seed, n, d, mem, col)
+    for seed, (n, d, mem, col) in enumerate(
+        [
+            (4, 2, False, False),
+            (5, 2, True, False),
+            (5, 3, False, False),
+            (4, 3, True, False),
+            (5, 2, False, True),
+            (6, 2, True, False),
+        ]
+    )
+]
 
 
 def _check_result(problem, result) -> float:
@@ -66,7 +83,9 @@ def test_models_match_brute_force(seed, n, d, mem, col, solver) -> None:
     problem = random_problem(seed, n, d, binding_memory=mem, colocation=col)
     want = brute_force_makespan(problem)
     for heuristics in ((), None):  # from scratch, and with the heuristics' warm start
-        result = solve_placement(problem, PlacementSolveSettings(solver=solver, time_limit_s=20, threads=1, heuristics=heuristics))
+        result = solve_placement(
+            problem, PlacementSolveSettings(solver=solver, time_limit_s=20, threads=1, heuristics=heuristics)
+        )
         assert result.status == "optimal", result.message
         assert _check_result(problem, result) == pytest.approx(want, abs=1e-9)
 
@@ -143,7 +162,11 @@ def test_inexact_times_keep_schedule_real_and_bound_proven() -> None:
     """Times with no exact decimal scale (thirds, sevenths): rounding is recorded, the bound stays below the optimum."""
     base = random_problem(3, 5, 2)
     problem = make_placement_problem(
-        base.task_ids, base.device_ids, base.time / 3.0, base.task_memory, base.device_memory,
+        base.task_ids,
+        base.device_ids,
+        base.time / 3.0,
+        base.task_memory,
+        base.device_memory,
         [(base.task_ids[a], base.task_ids[b]) for a, b in zip(base.edge_source.tolist(), base.edge_target.tolist())],
         base.comm / 7.0,
     )
@@ -163,7 +186,13 @@ def test_decomposition_with_colocation_across_a_bottleneck() -> None:
     comm = np.zeros((len(edges), 2, 2))
     comm[:, 0, 1] = comm[:, 1, 0] = 1.0
     problem = make_placement_problem(
-        tasks, ["g0", "g1"], time, np.zeros(7), [np.inf, np.inf], edges, comm,
+        tasks,
+        ["g0", "g1"],
+        time,
+        np.zeros(7),
+        [np.inf, np.inf],
+        edges,
+        comm,
         colocation=[None, None, None, "g", "g", None, None],
     )
     dec = decompose(problem)
