@@ -533,6 +533,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("milp-partition: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly, as other command-line tools do
+        import os
+
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the flush at exit cannot fail again
+        except (OSError, ValueError):
+            pass
+        return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -129,3 +129,23 @@ def test_strategy_info_solve_evaluate(tmp_path: Path, capsys: pytest.CaptureFixt
     wrong.write_text(json.dumps({**data["assignment"], "0": "no-such-config"}))
     assert main(["evaluate", str(instance), str(wrong)]) == 3
     assert "not one of its configurations" in capsys.readouterr().out
+
+
+def test_output_cut_short_by_a_closed_pipe_gives_no_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`milp-partition solve ... | head -3`: the closed pipe ends the command quietly with exit 0."""
+    import sys
+    from pathlib import Path
+
+    class ClosedPipe:
+        def write(self, text: str) -> int:
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def flush(self) -> None:
+            pass
+
+        def fileno(self) -> int:
+            raise OSError("no file")
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "tiny.json"
+    monkeypatch.setattr(sys, "stdout", ClosedPipe())
+    assert main(["solve", str(example), "--progress", "0"]) == 0
