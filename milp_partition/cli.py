@@ -235,7 +235,7 @@ def _problem_kind(args: argparse.Namespace) -> str:
 def _read_strategy_problem(args: argparse.Namespace):
     """Strategy tables as they are, or a strategy-layers file turned into tables with a device profile."""
     from milp_partition.io.native import parse_json, read_text_file
-    from milp_partition.io.strategy_tables import read_strategy_tables
+    from milp_partition.io.strategy_tables import strategy_from_dict
     from milp_partition.strategy_layers import (
         StrategyGenerationSettings,
         generate_strategy_problem,
@@ -245,7 +245,7 @@ def _read_strategy_problem(args: argparse.Namespace):
 
     data = parse_json(read_text_file(args.instance), str(args.instance))
     if not looks_like_layer_graph(data):
-        return read_strategy_tables(args.instance)
+        return strategy_from_dict(data, str(args.instance), default_name=Path(args.instance).stem)
     from milp_partition.calibration.profile import resolve_profile
 
     if args.devices is None:
@@ -467,7 +467,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
         return cmd_info(args)
     if kind == "strategy":
         from milp_partition.io.native import parse_json, read_text_file
-        from milp_partition.io.strategy_tables import read_strategy_tables
+        from milp_partition.io.strategy_tables import strategy_from_dict
         from milp_partition.strategy_layers import layer_graph_from_dict, looks_like_layer_graph
 
         data = parse_json(read_text_file(args.instance), str(args.instance))
@@ -481,7 +481,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
             print(f"kinds       {', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}")
             print("solve with  --devices P [--profile H100|FILE] [--memory-limit BYTES]")
             return EXIT_OK
-        sp = read_strategy_tables(args.instance)
+        sp = strategy_from_dict(data, str(args.instance), default_name=Path(args.instance).stem)
         sizes = [len(n.configs) for n in sp.nodes]
         print(f"file        {args.instance}")
         print(f"strategy    {sp.name or '-'}: {len(sp.nodes)} layers, {len(sp.edges)} edges, p = {sp.devices}")

@@ -195,7 +195,7 @@ def _elements(kind: str, d: Mapping[str, int]) -> tuple[float, float, float]:
     return 2 * d["n"], d["b"] * d["n"], d["b"] * d["n"]
 
 
-def _check_layer(layer: LayerSpec, p: int, source: str) -> _Kind:
+def _check_layer(layer: LayerSpec, source: str) -> _Kind:
     where = f"layer {layer.id!r}"
     if layer.kind not in _KINDS:
         raise InputError(f"unknown kind {layer.kind!r}; known kinds: {', '.join(LAYER_KINDS)}", source=source, where=where)
@@ -282,7 +282,7 @@ def generate_strategy_problem(
     tilings: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     out_bytes: dict[str, float] = {}
     for layer in graph.layers:
-        kind = _check_layer(layer, p, source)
+        kind = _check_layer(layer, source)
         splits = _splits(kind, layer.dims, p)
         if len(splits) > settings.max_configs_per_layer:
             raise InputError(
@@ -325,12 +325,12 @@ def generate_strategy_problem(
                 activation_bytes=np.asarray(acts, dtype=np.int64),
             )
         )
+    xfer = np.vectorize(lambda nbytes: profile.transfer_time_s(float(nbytes), "d2d") if nbytes > 0 else 0.0, otypes=[float])
     edges = []
     for a, b in graph.edges:
         produced = tilings[a][0]
         consumed = tilings[b][1]
         moved = _moved_fraction(produced, consumed) * out_bytes[a] / np.prod(consumed, axis=1)[None, :]
-        xfer = np.vectorize(lambda nbytes: profile.transfer_time_s(float(nbytes), "d2d") if nbytes > 0 else 0.0, otypes=[float])
         edges.append(StrategyEdge(source=a, target=b, cost=k_edge * xfer(moved)))
     return StrategyProblem(
         nodes=tuple(nodes),
