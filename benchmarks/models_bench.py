@@ -33,8 +33,8 @@ from milp_partition.importers import ImportSettings  # noqa: E402
 from milp_partition.importers import models as M  # noqa: E402
 from milp_partition.importers.onnx_import import import_onnx_model  # noqa: E402
 from milp_partition.importers.torch_import import import_torch_model  # noqa: E402
-from milp_partition.problems import PipelineProblem, PipelineSettings  # noqa: E402
-from milp_partition.solve import SolveSettings, solve_pipeline  # noqa: E402
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings  # noqa: E402
+from milp_partition.pipeline.solve import SolveSettings, solve_pipeline  # noqa: E402
 
 GiB = 2**30
 #: name -> (factory, input shape, input dtype, description)

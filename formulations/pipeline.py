@@ -6,7 +6,7 @@ Colocation classes :math:`c \in C` (nodes of one class share a device; a node
 without a group is a class of its own), devices :math:`d \in D` (accelerators
 :math:`A`, then host CPU cores), nodes :math:`v` with class :math:`c(v)`,
 time :math:`t_{cd} = \sum_{v \in c} \mathrm{time}(v, d)`, output transfer time
-:math:`\tau_u` of node :math:`u` (see :mod:`milp_partition.costs`), memory
+:math:`\tau_u` of node :math:`u` (see :mod:`milp_partition.pipeline.costs`), memory
 coefficient :math:`m_{cd}` (static: parameter + activation + other bytes; 1F1B:
 :math:`f\,p_c + (s - i_d)\,a_c + o_c` with :math:`i_d` the accelerator's position
 and :math:`s = |A|`), capacity :math:`M_d`.
@@ -59,8 +59,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from milp_partition.backends.model import Model, Sense, Var, VarKind
-from milp_partition.costs import PipelineCosts, pipeline_costs
-from milp_partition.problems import PipelineProblem, PipelineSolution
+from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ Tasks :math:`i` with duration :math:`d_{ik}` on device :math:`k` (only pairs in
 :math:`m_i`, capacity :math:`M_k`; edges :math:`e = (i, j)` with transfer
 :math:`c^e_{ab}` (zero diagonal), :math:`C^e_b = \max_a c^e_{ab}`,
 :math:`\bar C^e_a = \max_b c^e_{ab}`; heads :math:`h_{ik}` and tails :math:`q_{ik}`
-of the device-path recursion (:mod:`milp_partition.placement_bounds`); a lower
+of the device-path recursion (:mod:`milp_partition.placement.bounds`); a lower
 bound :math:`L` and an upper bound :math:`U` (a heuristic's makespan).
 
 Variables: :math:`x_{ik} \in \{0,1\}` for :math:`(i,k) \in A`; start
@@ -48,7 +48,7 @@ crosses from a to b); CBC: order :math:`z_{ij} \in \{0,1\}` (i before j).
 :math:`S_j \ge C_i + c^e_{p(i) b}`; for the other b the row is implied by
 :math:`S_j \ge C_i`.  (g) with :math:`q = 0` is the plain makespan row; (g), (h),
 (i) and (k) are redundant (valid for every schedule, by
-:mod:`milp_partition.placement_bounds`) and prune the search.  (j) holds for some
+:mod:`milp_partition.placement.bounds`) and prune the search.  (j) holds for some
 optimal solution: permuting identical devices (same time column, capacity and
 transfer rows and columns) maps schedules to schedules, and the first task (by
 index) on each device of a class can be ordered.
@@ -75,8 +75,8 @@ import numpy as np
 
 from milp_partition.backends.model import Model, Sense, Var, VarKind
 from milp_partition.errors import ModelError
-from milp_partition.placement import PlacementProblem, PlacementSolution
-from milp_partition.placement_bounds import PathBounds
+from milp_partition.placement.bounds import PathBounds
+from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 
 
 @dataclass(frozen=True)

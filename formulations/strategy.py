@@ -43,7 +43,7 @@ import numpy as np
 
 from milp_partition.backends.model import Model, Sense, Var, VarKind
 from milp_partition.errors import ModelError
-from milp_partition.strategy import StrategyProblem, StrategySolution
+from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 r"""An exact memory-limited strategy DP: bucket elimination on Pareto sets of (cost, memory), pruned by Lagrangian bounds.
 
 The problem: minimize :math:`F(c) = \sum_v a_v(c_v) + \sum_{(u,v)} B_{uv}(c_u, c_v)` subject to
-:math:`\mathrm{mem}(c) = \sum_v m_v(c_v) \le M`.  The PaSE DP (:mod:`heuristics.strategy_dp`)
+:math:`\mathrm{mem}(c) = \sum_v m_v(c_v) \le M`.  The PaSE DP (:mod:`milp_partition.heuristics.strategy_dp`)
 keeps one number per assignment of a dependent set and cannot see the limit.  Here each
 entry of an elimination message is a *set of labels* :math:`(f, m)`, the cost and memory
 of the best completions of the eliminated part (v's subtree of the elimination tree),
@@ -18,12 +18,12 @@ Pruning (all exact for solutions of cost at most a target G):
 * memory: a label whose memory plus the least memory of the layers it does not cover
   exceeds M is dropped;
 * Lagrangian: for a multiplier :math:`\lambda \ge 0` and the calibrated tree of
-  :math:`F + \lambda\,\mathrm{mem}` (:func:`heuristics.strategy_marginals.calibrate`), a
+  :math:`F + \lambda\,\mathrm{mem}` (:func:`milp_partition.heuristics.strategy_marginals.calibrate`), a
   label over a clique assignment a has every completion costing at least
   :math:`f + \lambda m + R_\lambda(a) - \lambda M`, with :math:`R_\lambda(a)` the messages
   of the children not yet joined plus the outside message of the clique; the label goes
   when this exceeds :math:`G + \varepsilon` (the slack of
-  :mod:`heuristics.strategy_marginals`, above floating-point error).
+  :mod:`milp_partition.heuristics.strategy_marginals`, above floating-point error).
 
 Hence every solution costing at most G, or one at least as good, survives to the root:
 when the cheapest surviving fitting choice costs at most G it is optimal; when none
@@ -39,9 +39,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heuristics.strategy_dp import _arrays, _elimination_order, _objective, _problem_error, _solution
-from heuristics.strategy_marginals import Calibrated, calibrate
-from milp_partition.strategy import StrategyProblem, StrategySolution
+from milp_partition.heuristics.strategy_dp import _arrays, _elimination_order, _objective, _problem_error, _solution
+from milp_partition.heuristics.strategy_marginals import Calibrated, calibrate
+from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ class ParetoDPSettings:
     max_table_entries
         Refuse when a clique table would exceed this many entries.
     relative_tolerance, absolute_tolerance
-        Slack of the Lagrangian pruning, as in :class:`heuristics.strategy_marginals.MarginalSettings`.
+        Slack of the Lagrangian pruning, as in :class:`milp_partition.heuristics.strategy_marginals.MarginalSettings`.
     time_limit_s
         Give up after this many seconds.
     """
@@ -418,7 +418,7 @@ class MemorySearchSettings:
         The multipliers that prune: the best one (the first given) times each factor; a
         spread prunes labels of high and of low memory better than the best multiplier alone.
     fixing
-        Remove configurations by min-marginals (:func:`heuristics.strategy_marginals.marginal_masks`)
+        Remove configurations by min-marginals (:func:`milp_partition.heuristics.strategy_marginals.marginal_masks`)
         at each target before the DP.
     time_limit_s
         Overall time limit.
@@ -482,8 +482,8 @@ def memory_search(
     proven lower bound, and the next target is tried.  A target equal to UB always ends
     the search (the incumbent survives every pruning).
     """
-    from heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
-    from milp_partition.verify import verify_strategy
+    from milp_partition.heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
+    from milp_partition.verifiers.strategy import verify_strategy
 
     start = time.monotonic()
     best_value, best = (incumbent[0], incumbent[1]) if incumbent is not None else (math.inf, None)

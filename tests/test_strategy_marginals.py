@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 from test_strategy_dp import brute_force, random_problem
 
-from heuristics.strategy_dp import pase_dp
-from heuristics.strategy_lagrangian import lagrangian_memory_bound
-from heuristics.strategy_marginals import fix_by_marginals, marginal_masks, min_marginals, restrict
-from heuristics.strategy_pareto_dp import ParetoDPSettings, memory_search, pareto_dp
-from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
-from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
-from milp_partition.verify import verify_strategy
+from milp_partition.heuristics.strategy_dp import pase_dp
+from milp_partition.heuristics.strategy_lagrangian import lagrangian_memory_bound
+from milp_partition.heuristics.strategy_marginals import fix_by_marginals, marginal_masks, min_marginals, restrict
+from milp_partition.heuristics.strategy_pareto_dp import ParetoDPSettings, memory_search, pareto_dp
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
+from milp_partition.verifiers.strategy import verify_strategy
 
 
 def _all_costs(problem: StrategyProblem, lam: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -187,7 +187,7 @@ def test_binding_memory_limit_proven_on_real_instances(name: str, optimum: float
     from test_strategy_dp import STRATEGY
 
     from milp_partition.io.strategy_tables import read_strategy_tables
-    from milp_partition.strategy_memory import with_memory
+    from milp_partition.strategy.memory import with_memory
 
     row = {r["file"]: r for r in json.loads((STRATEGY / "optima.json").read_text())}[name]
     free = with_memory(read_strategy_tables(STRATEGY / name))

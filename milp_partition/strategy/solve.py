@@ -3,10 +3,10 @@
 1. :func:`milp_partition.strategy_reductions.reduce` drops dominated configurations
    and (without a memory limit) eliminates single-input single-output layers; the
    optimum is unchanged and solutions lift back.
-2. The DPs of :mod:`heuristics.strategy_dp` run on the reduced problem.  Without a
+2. The DPs of :mod:`milp_partition.heuristics.strategy_dp` run on the reduced problem.  Without a
    memory limit the PaSE DP is exact; with one, the DP's unconstrained optimum is still
    a valid lower bound (a relaxation) and its solution, when it fits, an incumbent.
-3. :mod:`formulations.strategy` is solved by a back-end, warm-started with the DP's
+3. :mod:`milp_partition.formulations.strategy` is solved by a back-end, warm-started with the DP's
    solution and, with ``dp_bound``, bounded below by the DP's proven value.
 4. The solution is lifted to the original problem and checked by the verifier, whose
    objective is the one reported.
@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from milp_partition.backends import SolveStatus, relative_gap
+from milp_partition.chain import answer_error, run_backend, say
 from milp_partition.result import HeuristicRun, Result
-from milp_partition.solve_common import answer_error, run_backend, say
-from milp_partition.strategy import StrategyProblem, StrategySolution
-from milp_partition.verify import verify_strategy
+from milp_partition.strategy.problem import StrategyProblem, StrategySolution
+from milp_partition.verifiers.strategy import verify_strategy
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,12 @@ class StrategySolveSettings:
     memory_dp
         Under a static memory limit (with ``heuristics``, without ``tie_blocks``): after the
         Lagrangian bound, prove the optimum by the Pareto DP at growing targets
-        (:func:`heuristics.strategy_pareto_dp.memory_search`, exact); the back-end runs only
+        (:func:`milp_partition.heuristics.strategy_pareto_dp.memory_search`, exact); the back-end runs only
         when it does not finish within ``memory_dp_share`` of the time limit, and then gets
         the time that is left.
     marginal_fixing
         Under a static memory limit: remove configurations whose Lagrangian min-marginal
-        exceeds the target (:mod:`heuristics.strategy_marginals`, exact), before each
+        exceeds the target (:mod:`milp_partition.heuristics.strategy_marginals`, exact), before each
         Pareto DP run and, at the incumbent's cost, before the back-end.
     """
 
@@ -92,9 +92,9 @@ class StrategySolveSettings:
 
 def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = StrategySolveSettings()) -> Result:
     """Solve ``problem`` and return a verified :class:`Result` (``assignment`` maps layer -> configuration)."""
-    from formulations import strategy as formulation
-    from heuristics.strategy_dp import StrategyDPSettings, chain_dp, pase_dp
-    from milp_partition.strategy_reductions import reduce as reduce_problem
+    from milp_partition.formulations import strategy as formulation
+    from milp_partition.heuristics.strategy_dp import StrategyDPSettings, chain_dp, pase_dp
+    from milp_partition.strategy.reductions import reduce as reduce_problem
 
     start = time.monotonic()
     result = Result(
@@ -163,7 +163,7 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             )
 
     if settings.heuristics and problem.memory_limit_bytes is not None and problem.memory_model == "static":
-        from heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
+        from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
 
         lag = lagrangian_memory_bound(problem, LagrangianSettings(max_table_entries=settings.max_table_entries))
         value = None
@@ -204,7 +204,7 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
 
     ties: tuple[tuple[int, ...], ...] = ()
     if settings.tie_blocks:
-        from milp_partition.strategy_ties import TieSettings, find_ties
+        from milp_partition.strategy.ties import TieSettings, find_ties
 
         ties = find_ties(work, TieSettings(rounds=settings.tie_rounds))
         result.solver_notes["ties"] = {"groups": len(ties), "layers": sum(len(g) for g in ties)}
@@ -294,7 +294,7 @@ def _solve_quotient(
     """
     from dataclasses import replace
 
-    from milp_partition.strategy_ties import quotient
+    from milp_partition.strategy.ties import quotient
 
     q = quotient(work, ties)
     say(
@@ -349,8 +349,8 @@ def _memory_exact(
     solution costing at most that survives, so the back-end's optimum is the problem's) and
     the incumbent and bound are improved, for the back-end.
     """
-    from heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
-    from heuristics.strategy_pareto_dp import MemorySearchSettings, ParetoDPSettings, memory_search
+    from milp_partition.heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
+    from milp_partition.heuristics.strategy_pareto_dp import MemorySearchSettings, ParetoDPSettings, memory_search
 
     lams = [lam for lam, _ in sorted(lag.evaluated, key=lambda t: -t[1])]
     if settings.memory_dp:

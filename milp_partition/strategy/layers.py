@@ -79,7 +79,7 @@ import numpy as np
 from milp_partition.calibration.profile import DeviceProfile
 from milp_partition.errors import InputError
 from milp_partition.graph import find_cycle
-from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The one place that chains heuristics, formulation, back-end and verifier.
 
-``solve_pipeline`` runs the DPs of :mod:`heuristics.pipeline_dp` (each scored by
-the verifier), builds :mod:`formulations.pipeline` with the best heuristic value as
+``solve_pipeline`` runs the DPs of :mod:`milp_partition.heuristics.pipeline_dp` (each scored by
+the verifier), builds :mod:`milp_partition.formulations.pipeline` with the best heuristic value as
 an upper bound and its solution as a warm start, solves it with a back-end,
 decodes, verifies and returns a :class:`~milp_partition.result.Result` whose
 objective is always the verifier's.
@@ -14,10 +14,10 @@ import time
 from dataclasses import asdict, dataclass
 
 from milp_partition.backends import SolveStatus, relative_gap
-from milp_partition.problems import PipelineProblem, PipelineSolution
+from milp_partition.chain import answer_error, run_backend, say
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import HeuristicRun, Result
-from milp_partition.solve_common import answer_error, run_backend, say
-from milp_partition.verify import verify_pipeline
+from milp_partition.verifiers.pipeline import verify_pipeline
 
 
 @dataclass(frozen=True)
@@ -58,7 +58,7 @@ def run_pipeline_heuristics(
     problem: PipelineProblem, settings: SolveSettings
 ) -> list[tuple[HeuristicRun, PipelineSolution | None]]:
     """Run the chain DP and the ideal DP; score each solution with the verifier."""
-    from heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
+    from milp_partition.heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
 
     runs: list[tuple[HeuristicRun, PipelineSolution | None]] = []
     for name, fn in (
@@ -86,7 +86,7 @@ def run_pipeline_heuristics(
 
 def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSettings()) -> Result:
     """Solve ``problem`` and return a verified :class:`Result`."""
-    from formulations import pipeline as formulation
+    from milp_partition.formulations import pipeline as formulation
 
     start = time.monotonic()
     result = Result(

@@ -1,20 +1,20 @@
 """The solve chain of the placement problem: bounds -> heuristics -> formulation -> back-end -> decode -> verifier.
 
-``solve_placement`` computes the lower bounds of :mod:`milp_partition.placement_bounds`,
+``solve_placement`` computes the lower bounds of :mod:`milp_partition.placement.bounds`,
 runs the placement heuristics (each scored by :func:`verify_placement`; plus the
-best single device), builds :mod:`formulations.placement` with the best bound as
+best single device), builds :mod:`milp_partition.formulations.placement` with the best bound as
 ``L`` and the best heuristic makespan as ``U`` and its schedule as a hint, solves
 it, decodes, verifies and returns a :class:`~milp_partition.result.Result` whose
 objective is always the simulator's makespan (real units) and whose bound is the
 larger of the solver's (already lowered for any rounding) and ours.
 
-When the graph splits at bottleneck tasks (:mod:`milp_partition.placement_decompose`)
+When the graph splits at bottleneck tasks (:mod:`milp_partition.placement.decompose`)
 and a short solve of the whole model proves nothing, the segments are solved per
 device pair first; their recursion gives a bound and a stitched schedule (verified
 like any other), and the whole model then runs with both for the time left.  When
 the whole graph does not split but a large induced subgraph does (a side branch
 beside a main line, as the transformer's encoder beside its decoder:
-:mod:`milp_partition.placement_subgraph`), that subgraph's segments are solved the
+:mod:`milp_partition.placement.subgraph`), that subgraph's segments are solved the
 same way for a bound only (the induced problem's optimum is at most the whole's).
 """
 
@@ -27,11 +27,11 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from milp_partition.backends import SolveStatus, relative_gap
-from milp_partition.placement import PlacementProblem, PlacementSolution
-from milp_partition.placement_bounds import BoundReport, best_bound
+from milp_partition.chain import run_backend, say
+from milp_partition.placement.bounds import BoundReport, best_bound
+from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 from milp_partition.result import HeuristicRun, Result
-from milp_partition.solve_common import run_backend, say
-from milp_partition.verify_placement import simulate_placement, verify_placement
+from milp_partition.verifiers.placement import simulate_placement, verify_placement
 
 #: Relative slack between the solver's makespan and the simulator's before a mismatch is an error.
 MAKESPAN_MATCH_REL_TOL = 1e-6
@@ -61,7 +61,7 @@ class PlacementSolveSettings:
     symmetry_breaking, redundant
         Formulation options (they never change the optimum).
     decompose, decompose_time_fraction, quick_solve_s
-        When the problem splits at bottleneck tasks (:mod:`milp_partition.placement_decompose`):
+        When the problem splits at bottleneck tasks (:mod:`milp_partition.placement.decompose`):
         solve the whole model for ``min(quick_solve_s, 10% of the limit)``; if that proves
         nothing, solve the segments within this fraction of the time left, then the whole
         model again with the decomposition's bound and schedule (CP-SAT only).
@@ -111,7 +111,7 @@ def run_placement_heuristics(
     problem: PlacementProblem, settings: PlacementSolveSettings
 ) -> list[tuple[HeuristicRun, PlacementSolution | None]]:
     """Run the heuristics (and the single-device schedule); score each with the verifier."""
-    from heuristics.placement import PLACEMENT_HEURISTICS
+    from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
 
     names = list(PLACEMENT_HEURISTICS) if settings.heuristics is None else list(settings.heuristics)
     for name in names:
@@ -154,7 +154,7 @@ def run_placement_heuristics(
 
 def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings = PlacementSolveSettings()) -> Result:
     """Solve ``problem`` and return a verified :class:`Result`."""
-    from formulations import placement as formulation
+    from milp_partition.formulations import placement as formulation
 
     start = time.monotonic()
     result = Result(
@@ -187,12 +187,12 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
     if settings.solver == "cpsat" and settings.decompose and not (best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL)):
         from dataclasses import replace
 
-        from milp_partition.placement_decompose import decompose
+        from milp_partition.placement.decompose import decompose
 
         dec = decompose(problem)
         line = None
         if not dec.useful and settings.main_line:
-            from milp_partition.placement_subgraph import main_line
+            from milp_partition.placement.subgraph import main_line
 
             line = main_line(problem)
         if dec.useful or line is not None:
@@ -296,7 +296,7 @@ def _run_decomposition(
     dec: object,
 ) -> tuple[float, tuple[float, PlacementSolution, str] | None]:
     """Solve the segments between bottleneck tasks; return the improved lower bound and best schedule."""
-    from milp_partition.placement_decompose import Decomposition, solve_decomposed
+    from milp_partition.placement.decompose import Decomposition, solve_decomposed
 
     assert isinstance(dec, Decomposition)
     solve_segment = _segment_solver(settings)
@@ -307,7 +307,7 @@ def _run_decomposition(
         f"largest {max(len(s.inner) for s in dec.segments)} inner tasks",
     )
     say_fn = (lambda text: say(settings.progress_interval_s, text)) if settings.progress_interval_s else None
-    from milp_partition.placement_bounds import device_path
+    from milp_partition.placement.bounds import device_path
 
     out = solve_decomposed(
         problem,
@@ -371,14 +371,14 @@ def _run_main_line(
 ) -> float:
     """Bound the whole problem by the decomposition of an induced subgraph (its schedule is not one of the whole).
 
-    ``OPT(induced) <= OPT(whole)`` (:mod:`milp_partition.placement_subgraph`), and the recursion's
+    ``OPT(induced) <= OPT(whole)`` (:mod:`milp_partition.placement.subgraph`), and the recursion's
     bound is at most ``OPT(induced)`` whatever upper bound prunes it (module docstring of
-    :mod:`milp_partition.placement_decompose`), so its bound is one of the whole.
+    :mod:`milp_partition.placement.decompose`), so its bound is one of the whole.
     """
     from dataclasses import replace
 
-    from milp_partition.placement_bounds import device_path
-    from milp_partition.placement_decompose import Decomposition, solve_decomposed
+    from milp_partition.placement.bounds import device_path
+    from milp_partition.placement.decompose import Decomposition, solve_decomposed
 
     assert isinstance(line, tuple)
     sub: PlacementProblem = line[1]
@@ -467,5 +467,5 @@ def _finish(
 
 
 def bound_report(problem: PlacementProblem) -> BoundReport:
-    """The lower bounds of :mod:`milp_partition.placement_bounds` (re-exported for the CLI and benchmark)."""
+    """The lower bounds of :mod:`milp_partition.placement.bounds` (re-exported for the CLI and benchmark)."""
     return best_bound(problem)

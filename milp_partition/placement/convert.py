@@ -41,7 +41,7 @@ import numpy as np
 from milp_partition.cluster import Cluster
 from milp_partition.errors import InputError
 from milp_partition.graph import TIME_UNIT_SECONDS, Graph, Node
-from milp_partition.placement import PlacementProblem, PlacementSettings, make_placement_problem
+from milp_partition.placement.problem import PlacementProblem, PlacementSettings, make_placement_problem
 
 BACKWARD_SUFFIX = ".bwd"
 
