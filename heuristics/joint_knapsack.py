@@ -1,0 +1,131 @@
+r"""The per-stage choice of configurations under memory: a multiple-choice knapsack.
+
+For a fixed stage (node set, data-parallel degree ``d``, tensor-parallel degree ``t``
+and micro-batches in flight ``y``) node ``v`` in configuration ``j`` costs
+:math:`c_{vj}` seconds per sample and holds :math:`m_{vj} = a_{vj} y + b_{vj}` bytes.
+The stage's best time is
+
+.. math::
+
+    F = \min \sum_v c_{v j_v} \quad \text{s.t.} \quad \sum_v m_{v j_v} \le M \qquad (c)\ \text{memory}
+
+:func:`min_cost_exact` solves it exactly by a Pareto dynamic program over the nodes
+(the (memory, cost) frontier; a point is kept only if no other point has both less
+memory and less or equal cost), :func:`min_cost_greedy` the way Piper does: start
+from the least-memory configurations and take upgrades best ratio (seconds saved per
+byte added) first while they fit.  Both return ``inf`` when even the least memory
+does not fit.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+
+def min_cost_exact(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, choices: bool = False) -> tuple[float, list[int] | None]:
+    """Exact least total cost with total memory at most ``memory_bytes``.
+
+    Parameters
+    ----------
+    cost, mem
+        ``(nodes, options)`` arrays; unavailable options are ``inf`` in both.
+    memory_bytes
+        The capacity ``M``.
+    choices
+        Also return each node's chosen option (else ``None``).
+
+    Returns
+    -------
+    (float, list of int or None)
+        The least cost (``inf`` when nothing fits) and the choice.
+    """
+    n = cost.shape[0]
+    if n == 0:
+        return 0.0, ([] if choices else None)
+    j_fast = _argmin_lex(cost, mem)
+    rows = np.arange(n)
+    if float(mem[rows, j_fast].sum()) <= memory_bytes:
+        return float(cost[rows, j_fast].sum()), (j_fast.tolist() if choices else None)
+    j_small = _argmin_lex(mem, cost)
+    min_mem = mem[rows, j_small]
+    if float(min_mem.sum()) > memory_bytes:
+        return math.inf, None
+    # nodes whose fastest option is also (one of) the smallest are fixed
+    free = np.nonzero((j_fast != j_small) & (cost[rows, j_small] > cost[rows, j_fast]) & (mem[rows, j_fast] > mem[rows, j_small]))[0]
+    fixed = np.ones(n, dtype=bool)
+    fixed[free] = False
+    base_cost = float(cost[rows[fixed], j_fast[fixed]].sum())
+    base_mem = float(mem[rows[fixed], j_fast[fixed]].sum())
+    # remaining minimum memory after each free node (for pruning)
+    free_min = min_mem[free]
+    rest_min = np.concatenate([np.cumsum(free_min[::-1])[::-1][1:], [0.0]]) if len(free) else np.zeros(0)
+    f_mem = np.array([base_mem])
+    f_cost = np.array([base_cost])
+    history: list[tuple[np.ndarray, np.ndarray]] = []
+    for pos, v in enumerate(free):
+        opts = [j for j in range(cost.shape[1]) if math.isfinite(cost[v, j]) and math.isfinite(mem[v, j])]
+        cand_mem = np.concatenate([f_mem + mem[v, j] for j in opts])
+        cand_cost = np.concatenate([f_cost + cost[v, j] for j in opts])
+        cand_parent = np.concatenate([np.arange(len(f_mem)) for _ in opts])
+        cand_opt = np.concatenate([np.full(len(f_mem), j) for j in opts])
+        keep = cand_mem + rest_min[pos] <= memory_bytes
+        cand_mem, cand_cost, cand_parent, cand_opt = cand_mem[keep], cand_cost[keep], cand_parent[keep], cand_opt[keep]
+        order = np.lexsort((cand_cost, cand_mem))
+        cand_mem, cand_cost, cand_parent, cand_opt = cand_mem[order], cand_cost[order], cand_parent[order], cand_opt[order]
+        best_before = np.concatenate([[math.inf], np.minimum.accumulate(cand_cost)[:-1]])
+        keep = cand_cost < best_before
+        f_mem, f_cost = cand_mem[keep], cand_cost[keep]
+        if choices:
+            history.append((cand_parent[keep], cand_opt[keep]))
+    best = int(np.argmin(f_cost))
+    value = float(f_cost[best])
+    if not choices:
+        return value, None
+    pick = j_fast.copy()
+    idx = best
+    for pos in range(len(free) - 1, -1, -1):
+        parent, opt = history[pos]
+        pick[free[pos]] = opt[idx]
+        idx = int(parent[idx])
+    return value, [int(j) for j in pick]
+
+
+def _argmin_lex(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
+    """Per row, the option with the least ``primary``, ties broken by the least ``secondary``."""
+    best = primary.min(axis=1, keepdims=True)
+    tie = np.where(primary == best, secondary, np.inf)
+    return np.argmin(tie, axis=1)
+
+
+def min_cost_greedy(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, choices: bool = False) -> tuple[float, list[int] | None]:
+    """Piper's rule: least-memory configurations, then upgrades by best seconds saved per byte while they fit."""
+    n = cost.shape[0]
+    if n == 0:
+        return 0.0, ([] if choices else None)
+    rows = np.arange(n)
+    pick = _argmin_lex(mem, cost)
+    used = float(mem[rows, pick].sum())
+    if used > memory_bytes:
+        return math.inf, None
+    upgrades: list[tuple[float, int, int]] = []
+    for v in range(n):
+        j0 = int(pick[v])
+        for j in range(cost.shape[1]):
+            saved = cost[v, j0] - cost[v, j]
+            if math.isfinite(cost[v, j]) and saved > 0:
+                extra = mem[v, j] - mem[v, j0]
+                ratio = math.inf if extra <= 0 else saved / extra
+                upgrades.append((ratio, v, j))
+    upgrades.sort(key=lambda u: (-u[0], u[1], u[2]))
+    for _, v, j in upgrades:
+        j0 = int(pick[v])
+        if cost[v, j] >= cost[v, j0]:
+            continue
+        extra = mem[v, j] - mem[v, j0]
+        if used + extra <= memory_bytes:
+            used += extra
+            pick[v] = j
+    value = float(cost[rows, pick].sum())
+    return value, ([int(j) for j in pick] if choices else None)
