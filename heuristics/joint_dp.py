@@ -158,15 +158,25 @@ def _bits(mask: int) -> list[int]:
 
 @dataclass
 class _StageTable:
-    """One stage ``I \\ J`` on degree t: per node and option ``P = p + comm / B``, ``W = 4 w / (N B)``, ``a``, ``b``."""
+    """One stage ``I \\ J`` on degree t: per node and option ``P = p + comm / B``, ``W = 4 w / (N B)``, ``a``, ``b``.
+
+    ``divs``, ``fast`` and ``y_fit``: per data-parallel degree (divisors of N with ``d t <= k``) the least
+    cost ignoring memory and the largest ``y`` at which that choice fits (so ``F(d, y) = fast`` for ``y <= y_fit``).
+    """
 
     nodes: list[int]
     P: np.ndarray
     W: np.ndarray
     A: np.ndarray
     Bf: np.ndarray
-    fast: dict[int, tuple[float, int]] = field(default_factory=dict)  # d -> (fastest cost, largest y it fits)
+    divs: np.ndarray
+    fast: np.ndarray
+    y_fit: np.ndarray
     values: dict[tuple[int, int], float] = field(default_factory=dict)  # (d, y) -> F
+    #: when every option of a node has the same w, the best choice does not depend on d:
+    #: F(d, y) = (G(y) + (d - 1) sum_v W_v) / d with G(y) the knapsack on P alone
+    w_sum: float | None = None
+    g_values: dict[int, float] = field(default_factory=dict)
     y_small: int = -1  # largest y the least-memory choice fits (computed lazily)
 
 
@@ -185,6 +195,7 @@ class JointDP:
         self.N = cl.microbatches
         self.smax = min(cl.devices, cl.microbatches)
         self.passes = 0
+        self.divisors = np.array(data.divisors, dtype=np.int64)
 
     # -- stage tables ---------------------------------------------------------------------------
     def table(self, i: int, j: int, t: int) -> _StageTable:
@@ -210,7 +221,33 @@ class JointDP:
                         comm += 2.0 * (c + d.bw[t][v][o].get(u, 0.0))
                 P[r, o] += comm / self.B
         W = 4.0 * d.w[t][nodes] / (self.N * self.B)
-        tab = _StageTable(nodes, P, W, d.a[t][nodes], d.b[t][nodes])
+        A, Bf = d.a[t][nodes], d.b[t][nodes]
+        divs = self.divisors[self.divisors * t <= self.k]
+        # cost[d, v, o] for every divisor at once
+        cost = (P[None, :, :] + (divs[:, None, None] - 1) * W[None, :, :]) / divs[:, None, None]
+        best = cost.min(axis=2, keepdims=True)
+        pick = np.argmin(np.where(cost == best, A[None, :, :], np.inf), axis=2)  # (divs, nodes)
+        rows = np.arange(len(nodes))
+        fast = cost[np.arange(len(divs))[:, None], rows[None, :], pick].sum(axis=1)
+        sa = A[rows[None, :], pick].sum(axis=1)
+        sb = Bf[rows[None, :], pick].sum(axis=1)
+        y_fit = np.zeros(len(divs), dtype=np.int64)
+        if not self.greedy:
+            for q in range(len(divs)):
+                if sb[q] > self.M:
+                    y = 0
+                elif sa[q] <= 0:
+                    y = self.smax + 1
+                else:
+                    y = int(min(self.smax + 1, math.floor((self.M - sb[q]) / sa[q])))
+                    while y > 0 and sa[q] * y + sb[q] > self.M:
+                        y -= 1
+                y_fit[q] = y
+        tab = _StageTable(nodes, P, W, A, Bf, divs, fast, y_fit)
+        finite = np.isfinite(P)
+        w_first = W[:, :1]
+        if bool(np.all((W == w_first) | ~finite)):
+            tab.w_sum = float(w_first.sum())
         self.tables[key] = tab
         return tab
 
@@ -219,6 +256,12 @@ class JointDP:
 
     def value(self, tab: _StageTable, dp: int, y: int) -> float:
         """F(stage, d, y): the least (or greedy) time per sample of the stage."""
+        if tab.w_sum is not None:
+            g = tab.g_values.get(y)
+            if g is None:
+                g = self.knapsack(tab.P, tab.A * y + tab.Bf, self.M)[0]
+                tab.g_values[y] = g
+            return (g + (dp - 1) * tab.w_sum) / dp
         key = (dp, y)
         v = tab.values.get(key)
         if v is None:
@@ -227,34 +270,11 @@ class JointDP:
         return v
 
     def choice(self, tab: _StageTable, dp: int, y: int) -> list[int]:
-        value, pick = self.knapsack(self.cost(tab, dp), tab.A * y + tab.Bf, self.M, choices=True)
+        cost = tab.P if tab.w_sum is not None else self.cost(tab, dp)
+        _, pick = self.knapsack(cost, tab.A * y + tab.Bf, self.M, choices=True)
         if pick is None:
             raise AssertionError("stage chosen by the DP does not fit")
         return pick
-
-    def _fast(self, tab: _StageTable, dp: int) -> tuple[float, int]:
-        f = tab.fast.get(dp)
-        if f is not None:
-            return f
-        cost = self.cost(tab, dp)
-        rows = np.arange(len(tab.nodes))
-        best = cost.min(axis=1, keepdims=True)
-        j = np.argmin(np.where(cost == best, tab.A, np.inf), axis=1)
-        fast_cost = float(cost[rows, j].sum())
-        sa, sb = float(tab.A[rows, j].sum()), float(tab.Bf[rows, j].sum())
-        if self.greedy:
-            y_fit = 0  # the greedy's value is recomputed at every y
-        elif sb > self.M:
-            y_fit = 0
-        elif sa <= 0:
-            y_fit = self.smax + 1
-        else:
-            y_fit = int(min(self.smax + 1, math.floor((self.M - sb) / sa)))
-            while y_fit > 0 and sa * y_fit + sb > self.M:
-                y_fit -= 1
-        f = (fast_cost, y_fit)
-        tab.fast[dp] = f
-        return f
 
     def _y_small(self, tab: _StageTable) -> int:
         if tab.y_small >= 0:
@@ -276,15 +296,16 @@ class JointDP:
         tab.y_small = lo
         return lo
 
-    def y_max(self, tab: _StageTable, dp: int, target: float, strict: bool, y_cap: int) -> int:
-        """The largest y <= y_cap with F(stage, d, y) <= target (< target when strict); 0 when none."""
-        fast_cost, y_fit = self._fast(tab, dp)
-        if fast_cost > target or (strict and fast_cost >= target):
-            return 0
-        if y_fit >= y_cap:
+    def y_max(self, tab: _StageTable, q: int, target: float, strict: bool, y_cap: int) -> int:
+        """The largest y <= y_cap with F(stage, d, y) <= target (< target when strict); 0 when none.
+
+        The caller has checked ``fast <= target`` (``<`` when strict).
+        """
+        dp = int(tab.divs[q])
+        lo = int(tab.y_fit[q])  # F(y) = fast <= target for y <= y_fit
+        if lo >= y_cap:
             return y_cap
         hi = min(y_cap, self._y_small(tab))
-        lo = y_fit  # F(y) = fast_cost <= target for y <= y_fit
 
         def ok(y: int) -> bool:
             v = self.value(tab, dp, y)
@@ -303,81 +324,119 @@ class JointDP:
         return lo
 
     # -- one feasibility pass --------------------------------------------------------------------
-    def feasible(self, target: float, strict: bool = False, deadline: float = math.inf) -> tuple[JointPlan, float] | None:
-        """A plan with every stage's time per sample <= target (< when strict) and its value, or None when none exists.
+    def feasible(
+        self, target: float, strict: bool = False, deadline: float = math.inf
+    ) -> tuple[tuple[JointPlan, float] | None, float]:
+        """A plan with every stage's time per sample <= target (< when strict) and its value, or None.
 
-        Raises TimeoutError past ``deadline`` (a ``time.monotonic()`` value).
+        Returns ``(plan and value or None, next)``: when there is no plan, ``next`` is a proven lower
+        bound on the optimum (> target; >= when strict): the least value recorded where the pass cut
+        something because of the target (a state's work bound, a stage's least time).  Raises
+        TimeoutError past ``deadline`` (a ``time.monotonic()`` value).
         """
         self.passes += 1
         d = self.data
         k, smax = self.k, self.smax
-        n_ideals = len(d.ideals)
-        full = n_ideals - 1
+        full = len(d.ideals) - 1
         INF = math.inf
         best: dict[int, np.ndarray] = {full: np.full(smax + 1, INF)}
         best[full][0] = 0.0
         parent: dict[int, np.ndarray] = {}
         words = d.ideal_words
-        per_device = target if target > 0 else 0.0
+        bounded = math.isfinite(target) and target > 0
+        nxt = INF  # least value cut
+        s_index = np.arange(smax + 1)
         for i in range(full, 0, -1):
             arr = best.get(i)
             if arr is None:
                 continue
             if time.monotonic() > deadline:
                 raise TimeoutError
+            finite_s = np.nonzero(np.isfinite(arr))[0]
+            if len(finite_s) == 0:
+                continue
             used = float(arr.min())
             budget = k - used
             if budget < 1:
                 continue
-            if per_device > 0 and math.isfinite(target) and d.ideal_work[i] > per_device * budget * (1 + 1e-12):
+            if bounded and d.ideal_work[i] > target * budget:
+                nxt = min(nxt, d.ideal_work[i] / budget)  # (a) the nodes of I need W(I) / T' devices
                 continue
             sub = np.all((words & ~words[i]) == 0, axis=1)
             sub[i] = False
             cand = np.nonzero(sub)[0]
-            if math.isfinite(target) and per_device > 0:
-                # nodes of I \ J need W(I \ J) / T devices, those of J need W(J) / T more: W(I) / T <= budget (checked);
-                # the stage itself needs at least one device, J's nodes W(J) / T
-                cand = cand[(d.ideal_work[cand] <= per_device * (budget - 1) * (1 + 1e-12)) | (cand == 0)]
-            finite_s = np.nonzero(np.isfinite(arr))[0]
+            if bounded and budget > 1:
+                cut = (d.ideal_work[cand] > target * (budget - 1)) & (cand != 0)
+                if cut.any():
+                    nxt = min(nxt, float(d.ideal_work[cand[cut]].min()) / (budget - 1))  # (b)
+                    cand = cand[~cut]
+            elif budget <= 1:
+                cand = cand[cand == 0]
             s_lo = int(finite_s[0])
+            count = np.cumsum(np.isfinite(arr))  # count[s]: finite states at or below s
             for j in cand.tolist():
                 for t in d.degrees:
-                    tab = None
-                    for dp in d.divisors:
-                        if dp * t > budget:
-                            break
-                        if s_lo + dp > smax:
-                            break
-                        if tab is None:
-                            tab = self.table(i, j, t)
-                        y_cap = (smax + dp - 1) // dp + 1
-                        ym = self.y_max(tab, dp, target, strict, y_cap)
-                        if ym < 1:
-                            continue
-                        s_top = min(dp * (ym - 1), smax - dp)
-                        if s_top < s_lo:
-                            continue
-                        src = arr[: s_top + 1] + dp * t
-                        tgt = best.get(j)
-                        if tgt is None:
-                            tgt = np.full(smax + 1, INF)
-                            best[j] = tgt
-                            parent[j] = np.zeros((smax + 1, 4), dtype=np.int64)
-                        seg = tgt[dp : s_top + 1 + dp]
-                        better = (src < seg) & (src <= k)
-                        if better.any():
-                            idx = np.nonzero(better)[0]
-                            seg[idx] = src[idx]
-                            par = parent[j]
-                            par[idx + dp, 0] = i
-                            par[idx + dp, 1] = idx
-                            par[idx + dp, 2] = dp
-                            par[idx + dp, 3] = t
+                    if t > budget:
+                        break
+                    tab = self.table(i, j, t)
+                    usable = (tab.divs * t <= budget) & (tab.divs + s_lo <= smax)
+                    ok = tab.fast < target if strict else tab.fast <= target
+                    cut = usable & ~ok
+                    if cut.any():
+                        nxt = min(nxt, float(tab.fast[cut].min()))  # (c) the stage's least time
+                    qs = np.nonzero(usable & ok)[0]
+                    if len(qs) == 0:
+                        continue
+                    divs = tab.divs[qs]
+                    y_cap = (smax - 1) // divs + 2
+                    ym = np.where(tab.y_fit[qs] >= y_cap, y_cap, 0)
+                    for r in np.nonzero(tab.y_fit[qs] < y_cap)[0].tolist():
+                        ym[r] = self.y_max(tab, int(qs[r]), target, strict, int(y_cap[r]))
+                    s_top = np.where(ym >= 1, np.minimum(divs * (ym - 1), smax - divs), -1)
+                    # (d) states cut by memory at the target: F at the least y among them
+                    upper = smax - divs
+                    below = np.where(s_top >= 0, count[np.maximum(s_top, 0)], 0)
+                    has_cut = (upper > s_top) & (count[np.maximum(upper, 0)] > below)
+                    for r in np.nonzero(has_cut)[0].tolist():
+                        dp = int(divs[r])
+                        over = finite_s[(finite_s > s_top[r]) & (finite_s + dp <= smax)]
+                        if len(over):
+                            nxt = min(nxt, self.value(tab, dp, -(-(int(over[0]) + dp) // dp)))
+                    live = s_top >= s_lo
+                    if not live.any():
+                        continue
+                    divs, s_top = divs[live], s_top[live]
+                    vals = arr[None, :] + (divs * t)[:, None]
+                    mask = (s_index[None, :] <= s_top[:, None]) & (vals <= k)
+                    rr, ss = np.nonzero(mask)
+                    if len(rr) == 0:
+                        continue
+                    tidx = ss + divs[rr]
+                    v = vals[rr, ss]
+                    order = np.lexsort((v, tidx))
+                    tidx, v, rr, ss = tidx[order], v[order], rr[order], ss[order]
+                    first = np.ones(len(tidx), dtype=bool)
+                    first[1:] = tidx[1:] != tidx[:-1]
+                    tidx, v, rr, ss = tidx[first], v[first], rr[first], ss[first]
+                    tgt = best.get(j)
+                    if tgt is None:
+                        tgt = np.full(smax + 1, INF)
+                        best[j] = tgt
+                        parent[j] = np.zeros((smax + 1, 4), dtype=np.int64)
+                    better = v < tgt[tidx]
+                    if better.any():
+                        tidx, v, rr, ss = tidx[better], v[better], rr[better], ss[better]
+                        tgt[tidx] = v
+                        par = parent[j]
+                        par[tidx, 0] = i
+                        par[tidx, 1] = ss
+                        par[tidx, 2] = divs[rr]
+                        par[tidx, 3] = t
         end = best.get(0)
         if end is None or not np.isfinite(end).any():
-            return None
+            return None, nxt
         s = int(np.nonzero(np.isfinite(end))[0][0])
-        return self._backtrack(parent, s)
+        return self._backtrack(parent, s), nxt
 
     def _backtrack(self, parent: dict[int, np.ndarray], s: int) -> tuple[JointPlan, float]:
         d = self.data
@@ -421,43 +480,57 @@ def search(
     *,
     greedy: bool = False,
     time_limit_s: float = math.inf,
-    rel_tolerance: float = 1e-9,
-    upper: float = math.inf,
+    bisect_until_rel: float = 1e-3,
     progress: Callable[[str], None] | None = None,
 ) -> SearchResult:
-    """Bisect on the target time per sample (see the module docstring); stop proven or at the time limit."""
+    """Search the target time per sample (see the module docstring); stop proven or at the time limit.
+
+    While the best plan's value ``hi`` and the proven bound ``lo`` differ by more than
+    ``bisect_until_rel`` (relative), the target is their midpoint; then it is ``lo``
+    itself, so a feasible pass ends the search (its plan's value is at most a proven
+    lower bound) and an infeasible one raises ``lo`` to the next value that could be
+    achieved.  With ``greedy=True`` (Piper's configuration choice) the result is a
+    baseline, never a proof.
+    """
     start = time.monotonic()
     deadline = start + time_limit_s
     dp = JointDP(data, greedy=greedy)
     lo = work_bound(data)
     best: tuple[JointPlan, float] | None = None
+
+    def done(optimal: bool, timed_out: bool = False) -> SearchResult:
+        elapsed = time.monotonic() - start
+        if best is None:
+            return SearchResult(None, math.inf, 0.0 if greedy else lo, False, False, dp.passes, elapsed, timed_out)
+        bound = 0.0 if greedy else min(lo, best[1])
+        return SearchResult(best[0], best[1], bound, optimal and not greedy, False, dp.passes, elapsed, timed_out)
+
     try:
-        first = dp.feasible(math.inf if not math.isfinite(upper) else upper, deadline=deadline)
-        if first is None and math.isfinite(upper):
-            first = dp.feasible(math.inf, deadline=deadline)
-        if first is None:
+        first, _ = dp.feasible(math.inf, deadline=deadline)
+        if first is None:  # exhaustive: no plan at all
             return SearchResult(None, math.inf, math.inf, False, not greedy, dp.passes, time.monotonic() - start)
         best = first
-        hi = best[1]
         while True:
+            hi = best[1]
+            if not greedy and hi <= lo:
+                return done(True)
             if progress is not None:
                 progress(f"[joint-dp] pass {dp.passes}: best {hi!r}, bound {lo!r}")
-            if hi - lo <= rel_tolerance * hi:
-                better = dp.feasible(hi, strict=True, deadline=deadline)
-                if better is None or better[1] >= hi:
-                    return SearchResult(best[0], hi, hi, not greedy, False, dp.passes, time.monotonic() - start)
-                best, hi = better, better[1]
-                continue
-            mid = 0.5 * (lo + hi)
-            got = dp.feasible(mid, deadline=deadline)
+            target = 0.5 * (lo + hi) if hi - lo > bisect_until_rel * hi else lo
+            got, nxt = dp.feasible(target, deadline=deadline)
             if got is None:
-                lo = mid
-            else:
-                if got[1] < hi:
-                    best, hi = got, got[1]
-                else:  # cannot happen for the exact DP; guards the greedy one
-                    lo = mid
+                if greedy and target == lo:
+                    return done(False)
+                lo = max(lo, nxt) if not greedy else max(lo, target)
+                if greedy and hi - lo <= 1e-9 * hi:
+                    return done(False)
+            elif got[1] < hi:
+                best = got
+                if greedy and target == lo:
+                    return done(False)
+            elif greedy:
+                return done(False)
+            else:  # a plan at most the target but not better than the best: the target was >= hi
+                lo = max(lo, target)
     except TimeoutError:
-        if best is None:
-            return SearchResult(None, math.inf, lo if not greedy else 0.0, False, False, dp.passes, time.monotonic() - start, True)
-        return SearchResult(best[0], best[1], lo if not greedy else 0.0, False, False, dp.passes, time.monotonic() - start, True)
+        return done(False, True)

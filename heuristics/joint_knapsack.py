@@ -58,18 +58,29 @@ def min_cost_exact(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, ch
     fixed[free] = False
     base_cost = float(cost[rows[fixed], j_fast[fixed]].sum())
     base_mem = float(mem[rows[fixed], j_fast[fixed]].sum())
-    # remaining minimum memory after each free node (for pruning)
-    free_min = min_mem[free]
-    rest_min = np.concatenate([np.cumsum(free_min[::-1])[::-1][1:], [0.0]]) if len(free) else np.zeros(0)
+    # identical free nodes form one group: choosing for the group is choosing how many take each option
+    keys = np.concatenate([cost[free], mem[free]], axis=1)
+    uniq, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    inverse = inverse.reshape(-1)
+    width = cost.shape[1]
+    groups: list[tuple[np.ndarray, np.ndarray, list[tuple[int, ...]]]] = []  # (mem, cost, option counts) per group choice
+    group_min = np.zeros(len(uniq))
+    for g in range(len(uniq)):
+        c_row, m_row = uniq[g, :width], uniq[g, width:]
+        opts = [j for j in range(width) if math.isfinite(c_row[j]) and math.isfinite(m_row[j])]
+        combos = _multisets(len(opts), int(counts[g]))
+        cnt = np.array(combos, dtype=float).reshape(len(combos), len(opts))
+        groups.append((cnt @ m_row[opts], cnt @ c_row[opts], [tuple(zip(opts, cb)) for cb in combos]))
+        group_min[g] = float(groups[-1][0].min())
+    rest_min = np.concatenate([np.cumsum(group_min[::-1])[::-1][1:], [0.0]]) if len(groups) else np.zeros(0)
     f_mem = np.array([base_mem])
     f_cost = np.array([base_cost])
     history: list[tuple[np.ndarray, np.ndarray]] = []
-    for pos, v in enumerate(free):
-        opts = [j for j in range(cost.shape[1]) if math.isfinite(cost[v, j]) and math.isfinite(mem[v, j])]
-        cand_mem = np.concatenate([f_mem + mem[v, j] for j in opts])
-        cand_cost = np.concatenate([f_cost + cost[v, j] for j in opts])
-        cand_parent = np.concatenate([np.arange(len(f_mem)) for _ in opts])
-        cand_opt = np.concatenate([np.full(len(f_mem), j) for j in opts])
+    for pos, (g_mem, g_cost, _) in enumerate(groups):
+        cand_mem = (f_mem[:, None] + g_mem[None, :]).reshape(-1)
+        cand_cost = (f_cost[:, None] + g_cost[None, :]).reshape(-1)
+        cand_parent = np.repeat(np.arange(len(f_mem)), len(g_mem))
+        cand_opt = np.tile(np.arange(len(g_mem)), len(f_mem))
         keep = cand_mem + rest_min[pos] <= memory_bytes
         cand_mem, cand_cost, cand_parent, cand_opt = cand_mem[keep], cand_cost[keep], cand_parent[keep], cand_opt[keep]
         order = np.lexsort((cand_cost, cand_mem))
@@ -85,11 +96,26 @@ def min_cost_exact(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, ch
         return value, None
     pick = j_fast.copy()
     idx = best
-    for pos in range(len(free) - 1, -1, -1):
+    members = [list(free[inverse == g]) for g in range(len(groups))]
+    for pos in range(len(groups) - 1, -1, -1):
         parent, opt = history[pos]
-        pick[free[pos]] = opt[idx]
+        counts_of = groups[pos][2][int(opt[idx])]
+        it = iter(members[pos])
+        for j, c in counts_of:
+            for _ in range(int(c)):
+                pick[next(it)] = j
         idx = int(parent[idx])
     return value, [int(j) for j in pick]
+
+
+def _multisets(options: int, size: int) -> list[tuple[int, ...]]:
+    """Every way to give ``size`` identical nodes one of ``options`` options: tuples of counts summing to ``size``."""
+    if options == 1:
+        return [(size,)]
+    out = []
+    for first in range(size + 1):
+        out.extend((first, *rest) for rest in _multisets(options - 1, size - first))
+    return out
 
 
 def _argmin_lex(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
