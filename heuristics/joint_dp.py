@@ -514,23 +514,17 @@ def search(
             hi = best[1]
             if not greedy and hi <= lo:
                 return done(True)
+            if greedy and (hi - lo <= 1e-7 * hi or dp.passes >= 60):
+                return done(False)  # the greedy's values are not monotone: a plain bisection, no proof
             if progress is not None:
                 progress(f"[joint-dp] pass {dp.passes}: best {hi!r}, bound {lo!r}")
-            target = 0.5 * (lo + hi) if hi - lo > bisect_until_rel * hi else lo
+            target = 0.5 * (lo + hi) if greedy or hi - lo > bisect_until_rel * hi else lo
             got, nxt = dp.feasible(target, deadline=deadline)
             if got is None:
-                if greedy and target == lo:
-                    return done(False)
-                lo = max(lo, nxt) if not greedy else max(lo, target)
-                if greedy and hi - lo <= 1e-9 * hi:
-                    return done(False)
+                lo = target if greedy else max(lo, nxt)
             elif got[1] < hi:
                 best = got
-                if greedy and target == lo:
-                    return done(False)
-            elif greedy:
-                return done(False)
-            else:  # a plan at most the target but not better than the best: the target was >= hi
-                lo = max(lo, target)
+            else:  # the plan is no better than the best: the target was not below it
+                lo = max(lo, target) if not greedy else target
     except TimeoutError:
         return done(False, True)

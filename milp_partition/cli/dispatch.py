@@ -35,9 +35,9 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("problem")
     g.add_argument(
         "--problem",
-        choices=["pipeline", "strategy", "placement"],
+        choices=["pipeline", "strategy", "placement", "joint"],
         help="which problem to solve (default: placement for a placement-instance file, strategy for a strategy-tables "
-        "file, else pipeline)",
+        "file, joint for a Piper or milp-partition-joint/1 file, else pipeline)",
     )
     pl = p.add_argument_group("placement problem")
     pl.add_argument("--link-contention", action="store_true", help="serialize transfers leaving or entering one device")
@@ -83,6 +83,7 @@ def _add_problem_options(p: argparse.ArgumentParser) -> None:
         help="strategy: give layers of identical repeated blocks one configuration (an approximation; the report says so)",
     )
     st.add_argument("--write-tables", type=Path, help="strategy: also write the (generated) problem as strategy-tables/1 JSON")
+    importlib.import_module("milp_partition.cli.joint").register_options(p)
     c = p.add_argument_group("cluster (overrides the instance's own)")
     c.add_argument("--cluster", type=Path, help="a cluster JSON file (format milp-partition-cluster/1)")
     c.add_argument("--devices", type=int, help="number of identical accelerators")
@@ -229,6 +230,10 @@ def _problem_kind(args: argparse.Namespace) -> str:
             return "placement"
         if looks_like_strategy_tables(data) or looks_like_layer_graph(data):
             return "strategy"
+        from milp_partition.io.piper import looks_like_joint
+
+        if looks_like_joint(data):
+            return "joint"
     return "pipeline"
 
 
@@ -378,6 +383,10 @@ def _cmd_solve(args: argparse.Namespace) -> int:
     from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 
     kind = _problem_kind(args)
+    if kind == "joint":
+        from milp_partition.cli import joint
+
+        return joint.cmd_solve(args, _emit)
     if kind == "placement":
         from milp_partition.cli.placement import cmd_solve
 
@@ -415,6 +424,10 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     from milp_partition.verifiers.pipeline import verify_pipeline
 
     kind = _problem_kind(args)
+    if kind == "joint":
+        from milp_partition.cli import joint
+
+        return joint.cmd_evaluate(args)
     if kind == "placement":
         from milp_partition.cli.placement import cmd_evaluate
 
@@ -461,6 +474,10 @@ def _cmd_info(args: argparse.Namespace) -> int:
 
     args.problem = None
     kind = _problem_kind(args)
+    if kind == "joint":
+        from milp_partition.cli import joint
+
+        return joint.cmd_info(args)
     if kind == "placement":
         from milp_partition.cli.placement import cmd_info
 
