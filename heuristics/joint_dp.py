@@ -75,6 +75,13 @@ class JointData:
     ideal_index: dict[int, int] = field(default_factory=dict)
     ideal_work: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ideal_words: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.uint64))
+    #: (ideals, nodes) membership
+    member: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    edge_src: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    edge_tgt: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: t -> (edges, options): 2 (c + sync) bytes of the edge as the target's (in) or the source's (out) option sees it
+    edge_in_bytes: dict[int, np.ndarray] = field(default_factory=dict)
+    edge_out_bytes: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
@@ -110,6 +117,18 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
         p[t], w[t], a[t], b[t] = arrs
         work = np.minimum(work, t * arrs[0].min(axis=1))
     data = JointData(problem, ids, preds, succs, degrees, divisors, p, w, a, b, fw, bw, work)
+    data.edge_src = np.array([index[e.source] for e in problem.edges], dtype=np.int64)
+    data.edge_tgt = np.array([index[e.target] for e in problem.edges], dtype=np.int64)
+    for t in degrees:
+        width = p[t].shape[1]
+        e_in = np.zeros((len(problem.edges), width))
+        e_out = np.zeros((len(problem.edges), width))
+        for q, e in enumerate(problem.edges):
+            u, v = index[e.source], index[e.target]
+            for o in range(width):
+                e_in[q, o] = 2.0 * (e.bytes + (fw[t][v][o].get(u, 0.0) if o < len(fw[t][v]) else 0.0))
+                e_out[q, o] = 2.0 * (e.bytes + (bw[t][u][o].get(v, 0.0) if o < len(bw[t][u]) else 0.0))
+        data.edge_in_bytes[t], data.edge_out_bytes[t] = e_in, e_out
     _enumerate_ideals(data, max_ideals)
     return data
 
@@ -142,7 +161,11 @@ def _enumerate_ideals(data: JointData, max_ideals: int) -> None:
         for k in range(words):
             arr[i, k] = (m >> (64 * k)) & ((1 << 64) - 1)
     data.ideal_words = arr
-    data.ideal_work = np.array([sum(data.work[v] for v in _bits(m)) for m in found])
+    member = np.zeros((len(found), n), dtype=bool)
+    for i, m in enumerate(found):
+        member[i, _bits(m)] = True
+    data.member = member
+    data.ideal_work = member @ data.work if n else np.zeros(len(found))
 
 
 def _bits(mask: int) -> list[int]:
@@ -206,21 +229,21 @@ class JointDP:
         d = self.data
         big, small = d.ideals[i], d.ideals[j]
         nodes = _bits(big & ~small)
+        in_big, in_small = d.member[i], d.member[j]
+        in_stage = in_big & ~in_small
+        src, tgt = d.edge_src, d.edge_tgt
+        e_in = in_stage[tgt] & in_small[src]  # (u, v): v in the stage, u before it
+        e_out = in_stage[src] & ~in_big[tgt]  # (v, w): v in the stage, w after it
         width = d.p[t].shape[1]
-        P = d.p[t][nodes].copy()
-        for r, v in enumerate(nodes):
-            for o in range(width):
-                if not math.isfinite(P[r, o]):
-                    continue
-                comm = 0.0
-                for u, c in d.preds[v]:
-                    if small >> u & 1:
-                        comm += 2.0 * (c + d.fw[t][v][o].get(u, 0.0))
-                for u, c in d.succs[v]:
-                    if not big >> u & 1:
-                        comm += 2.0 * (c + d.bw[t][v][o].get(u, 0.0))
-                P[r, o] += comm / self.B
-        W = 4.0 * d.w[t][nodes] / (self.N * self.B)
+        n = len(d.ids)
+        comm = np.zeros((n, width))
+        for o in range(width):
+            if e_in.any():
+                comm[:, o] += np.bincount(tgt[e_in], weights=d.edge_in_bytes[t][e_in, o], minlength=n)
+            if e_out.any():
+                comm[:, o] += np.bincount(src[e_out], weights=d.edge_out_bytes[t][e_out, o], minlength=n)
+        P = d.p[t][nodes] + comm[nodes] / self.B
+        W = np.where(np.isfinite(P), 4.0 * d.w[t][nodes] / (self.N * self.B), 0.0)
         A, Bf = d.a[t][nodes], d.b[t][nodes]
         divs = self.divisors[self.divisors * t <= self.k]
         # cost[d, v, o] for every divisor at once
@@ -306,6 +329,8 @@ class JointDP:
         if lo >= y_cap:
             return y_cap
         hi = min(y_cap, self._y_small(tab))
+        if math.isinf(target) and not strict:
+            return max(hi, lo)  # any choice that fits will do
 
         def ok(y: int) -> bool:
             v = self.value(tab, dp, y)
@@ -512,8 +537,8 @@ def search(
         best = first
         while True:
             hi = best[1]
-            if not greedy and hi <= lo:
-                return done(True)
+            if not greedy and hi - lo <= 1e-12 * hi:
+                return done(True)  # proven within rounding (the proof policy's tolerance is 1e-9)
             if greedy and (hi - lo <= 1e-7 * hi or dp.passes >= 60):
                 return done(False)  # the greedy's values are not monotone: a plain bisection, no proof
             if progress is not None:
@@ -521,7 +546,8 @@ def search(
             target = 0.5 * (lo + hi) if greedy or hi - lo > bisect_until_rel * hi else lo
             got, nxt = dp.feasible(target, deadline=deadline)
             if got is None:
-                lo = target if greedy else max(lo, nxt)
+                # no plan at the target proves the optimum above it; nxt may round down to the target
+                lo = target if greedy else max(lo, nxt, math.nextafter(target, math.inf))
             elif got[1] < hi:
                 best = got
             else:  # the plan is no better than the best: the target was not below it
