@@ -73,6 +73,10 @@ def min_cost_exact(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, ch
         groups.append((cnt @ m_row[opts], cnt @ c_row[opts], [tuple(zip(opts, cb)) for cb in combos]))
         group_min[g] = float(groups[-1][0].min())
     rest_min = np.concatenate([np.cumsum(group_min[::-1])[::-1][1:], [0.0]]) if len(groups) else np.zeros(0)
+    # pruning: a point whose cost plus the LP bound of the groups still to come exceeds a known
+    # solution's cost (the greedy's) cannot lead to the optimum
+    upper = min_cost_greedy(cost, mem, memory_bytes)[0] * (1 + 1e-12)
+    lp = _LPBound(groups, memory_bytes)
     f_mem = np.array([base_mem])
     f_cost = np.array([base_cost])
     history: list[tuple[np.ndarray, np.ndarray]] = []
@@ -87,6 +91,10 @@ def min_cost_exact(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, ch
         cand_mem, cand_cost, cand_parent, cand_opt = cand_mem[order], cand_cost[order], cand_parent[order], cand_opt[order]
         best_before = np.concatenate([[math.inf], np.minimum.accumulate(cand_cost)[:-1]])
         keep = cand_cost < best_before
+        if len(groups) - pos > 1 and keep.sum() > 8:
+            keep &= lp.lower(pos + 1, cand_mem, cand_cost) <= upper
+            if not keep.any():  # rounding: keep the cheapest point so the result stays a solution
+                keep[int(np.argmin(np.where(best_before > cand_cost, cand_cost, np.inf)))] = True
         f_mem, f_cost = cand_mem[keep], cand_cost[keep]
         if choices:
             history.append((cand_parent[keep], cand_opt[keep]))
@@ -106,6 +114,53 @@ def min_cost_exact(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, ch
                 pick[next(it)] = j
         idx = int(parent[idx])
     return value, [int(j) for j in pick]
+
+
+class _LPBound:
+    """LP relaxation of the groups from ``pos`` on: least-memory choices, then hull upgrades best saving per byte first."""
+
+    def __init__(self, groups: list[tuple[np.ndarray, np.ndarray, list]], memory_bytes: float) -> None:
+        self.M = memory_bytes
+        seg_group, seg_dm, seg_dc = [], [], []
+        base_cost, base_mem = [], []
+        for g, (g_mem, g_cost, _) in enumerate(groups):
+            start = int(np.lexsort((g_cost, g_mem))[0])
+            m0, c0 = float(g_mem[start]), float(g_cost[start])
+            base_cost.append(c0)
+            base_mem.append(m0)
+            while True:  # lower convex hull from the least-memory point towards cheaper ones
+                dm, dc = g_mem - m0, c0 - g_cost
+                ok = (dm > 0) & (dc > 0)
+                if not ok.any():
+                    break
+                eff = np.where(ok, dc / np.where(ok, dm, 1.0), -np.inf)
+                nxt = int(np.argmax(eff))
+                seg_group.append(g)
+                seg_dm.append(float(dm[nxt]))
+                seg_dc.append(float(dc[nxt]))
+                m0, c0 = float(g_mem[nxt]), float(g_cost[nxt])
+        self.groups = len(groups)
+        gidx = np.array(seg_group, dtype=np.int64)
+        dm_arr, dc_arr = np.array(seg_dm), np.array(seg_dc)
+        order = np.argsort(-(dc_arr / np.where(dm_arr > 0, dm_arr, 1.0)), kind="stable") if len(dm_arr) else np.zeros(0, dtype=np.int64)
+        self.seg_group, self.seg_dm, self.seg_dc = gidx[order], dm_arr[order], dc_arr[order]
+        self.rest_cost = np.concatenate([np.cumsum(np.array(base_cost)[::-1])[::-1], [0.0]])
+        self.rest_mem = np.concatenate([np.cumsum(np.array(base_mem)[::-1])[::-1], [0.0]])
+        self.cache: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def lower(self, pos: int, mem: np.ndarray, cost: np.ndarray) -> np.ndarray:
+        """A lower bound on the total cost of completing each point (mem, cost) with groups ``pos..``."""
+        tab = self.cache.get(pos)
+        if tab is None:
+            sel = self.seg_group >= pos
+            dm, dc = self.seg_dm[sel], self.seg_dc[sel]
+            tab = (np.concatenate([[0.0], np.cumsum(dm)]), np.concatenate([[0.0], np.cumsum(dc)]), dc / np.where(dm > 0, dm, 1.0))
+            self.cache[pos] = tab
+        cum_m, cum_c, eff = tab
+        room = np.maximum(self.M - mem - self.rest_mem[pos], 0.0)
+        k = np.searchsorted(cum_m, room, side="right") - 1  # whole segments that fit
+        saved = cum_c[k] + np.where(k < len(eff), (room - cum_m[k]) * np.append(eff, 0.0)[np.minimum(k, len(eff))], 0.0)
+        return cost + self.rest_cost[pos] - saved
 
 
 def _multisets(options: int, size: int) -> list[tuple[int, ...]]:

@@ -145,3 +145,30 @@ def test_greedy_knapsack_can_lose() -> None:
     mem = np.array([[0.0, 10.0], [0.0, 1.0], [0.0, 1.0]])  # for 10, 1, 1 bytes
     assert min_cost_exact(cost, mem, 10.0)[0] == 4.0
     assert min_cost_greedy(cost, mem, 10.0)[0] == 10.0
+
+
+def _capacity_dp(cost: np.ndarray, mem: np.ndarray, cap: int) -> float:
+    """Textbook multiple-choice knapsack over integer memory: best[m] = least cost using at most m bytes."""
+    best = np.zeros(cap + 1)
+    for v in range(cost.shape[0]):
+        new = np.full(cap + 1, math.inf)
+        for j in range(cost.shape[1]):
+            m = int(mem[v, j])
+            if m <= cap:
+                new[m:] = np.minimum(new[m:], best[: cap + 1 - m] + cost[v, j])
+        best = new
+    return float(best[cap])
+
+
+def test_knapsack_exact_on_larger_instances() -> None:
+    """Forty distinct nodes (the frontier and its LP-bound pruning at work) against the capacity DP."""
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n, o = 40, int(rng.integers(2, 4))
+        cost = rng.random((n, o)) * 10
+        mem = rng.integers(0, 30, (n, o)).astype(float)
+        cap = int(mem.min(axis=1).sum() + rng.integers(0, 200))
+        expected = _capacity_dp(cost, mem, cap)
+        value, choice = min_cost_exact(cost, mem, float(cap), choices=True)
+        assert value == pytest.approx(expected, rel=1e-12)
+        assert choice is not None and sum(mem[v, choice[v]] for v in range(n)) <= cap

@@ -78,12 +78,18 @@ def _sync_map(value: Any, allowed: set[str], where: str, source: str, side: str)
     for key, v in value.items():
         if str(key) not in allowed:
             raise InputError(
-                f"unknown id {key!r}: not a {side} of this node (the {side}s are {sorted(allowed) or 'none'})",
+                f"unknown id {key!r}: not a {side} of this node (its {side}s: {_few(sorted(allowed))})",
                 source=source,
                 where=where,
             )
         out[str(key)] = _number(v, f"{where}[{key!r}]", source)
     return out
+
+
+def _few(items: list[str], limit: int = 8) -> str:
+    if not items:
+        return "none"
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
 
 
 def _check_acyclic(ids: list[str], edges: list[JointEdge], source: str) -> None:
