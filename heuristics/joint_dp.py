@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from milp_partition.heuristics.joint_knapsack import min_cost_exact, min_cost_greedy
+from milp_partition.heuristics.joint_knapsack import cost_bounds, min_cost_exact, min_cost_greedy
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
 
 
@@ -168,6 +168,20 @@ def _enumerate_ideals(data: JointData, max_ideals: int) -> None:
     data.ideal_work = member @ data.work if n else np.zeros(len(found))
 
 
+def _pair_bound(w_s: np.ndarray, w_j: np.ndarray, budget: int) -> float:
+    """The least T' at which some pair (stage work w_s, rest w_j) fits ``budget`` devices by the work bound.
+
+    With ``a`` devices for the stage and ``budget - a`` for the rest, ``T' >= max(w_s / a, w_j / (budget - a))``.
+    """
+    if budget > 64:  # a weaker bound keeps this cheap: the total work over all devices
+        return float(((w_s + w_j) / budget).min())
+    a = np.arange(1, budget + 1, dtype=float)[None, :]
+    rest = budget - a
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need_rest = np.where(rest > 0, w_j[:, None] / np.where(rest > 0, rest, 1.0), np.where(w_j[:, None] > 0, np.inf, 0.0))
+    return float(np.maximum(w_s[:, None] / a, need_rest).min())
+
+
 def _bits(mask: int) -> list[int]:
     out = []
     v = 0
@@ -200,6 +214,7 @@ class _StageTable:
     #: F(d, y) = (G(y) + (d - 1) sum_v W_v) / d with G(y) the knapsack on P alone
     w_sum: float | None = None
     g_values: dict[int, float] = field(default_factory=dict)
+    bound_values: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
     y_small: int = -1  # largest y the least-memory choice fits (computed lazily)
 
 
@@ -292,6 +307,28 @@ class JointDP:
             tab.values[key] = v
         return v
 
+    def bounds(self, tab: _StageTable, dp: int, y: int) -> tuple[float, float]:
+        """Fast (lower, upper) bounds on F(stage, d, y) (see :func:`cost_bounds`); exact when cached."""
+        if tab.w_sum is not None:
+            g = tab.g_values.get(y)
+            if g is not None:
+                v = (g + (dp - 1) * tab.w_sum) / dp
+                return v, v
+            key = (-1, y)
+            b = tab.bound_values.get(key)
+            if b is None:
+                b = cost_bounds(tab.P, tab.A * y + tab.Bf, self.M)
+                tab.bound_values[key] = b
+            return ((b[0] + (dp - 1) * tab.w_sum) / dp, (b[1] + (dp - 1) * tab.w_sum) / dp)
+        v = tab.values.get((dp, y))
+        if v is not None:
+            return v, v
+        b = tab.bound_values.get((dp, y))
+        if b is None:
+            b = cost_bounds(self.cost(tab, dp), tab.A * y + tab.Bf, self.M)
+            tab.bound_values[(dp, y)] = b
+        return b
+
     def choice(self, tab: _StageTable, dp: int, y: int) -> list[int]:
         cost = tab.P if tab.w_sum is not None else self.cost(tab, dp)
         _, pick = self.knapsack(cost, tab.A * y + tab.Bf, self.M, choices=True)
@@ -333,6 +370,12 @@ class JointDP:
             return max(hi, lo)  # any choice that fits will do
 
         def ok(y: int) -> bool:
+            if not self.greedy:
+                low, up = self.bounds(tab, dp, y)
+                if (up < target) if strict else (up <= target):
+                    return True
+                if (low >= target) if strict else (low > target):
+                    return False
             v = self.value(tab, dp, y)
             return v < target if strict else v <= target
 
@@ -390,16 +433,24 @@ class JointDP:
             sub = np.all((words & ~words[i]) == 0, axis=1)
             sub[i] = False
             cand = np.nonzero(sub)[0]
+            need_j = np.zeros(len(cand))
             if bounded and budget > 1:
-                cut = (d.ideal_work[cand] > target * (budget - 1)) & (cand != 0)
+                # each stage on d t devices takes at least W(S) / (d t): the stage needs ceil(W(S) / T) devices and
+                # the nodes of J ceil(W(J) / T) more (rounded down a hair so float error never cuts a plan)
+                w_j = d.ideal_work[cand]
+                w_s = np.maximum(d.ideal_work[i] - w_j, 0.0)
+                need_j = np.where(cand == 0, 0.0, np.ceil(w_j / target * (1 - 1e-9)))
+                need_s = np.maximum(1.0, np.ceil(w_s / target * (1 - 1e-9)))
+                cut = need_s + need_j > budget
                 if cut.any():
-                    nxt = min(nxt, float(d.ideal_work[cand[cut]].min()) / (budget - 1))  # (b)
-                    cand = cand[~cut]
+                    nxt = min(nxt, _pair_bound(w_s[cut], w_j[cut], int(budget)))  # (b)
+                    cand, need_j = cand[~cut], need_j[~cut]
             elif budget <= 1:
-                cand = cand[cand == 0]
+                keep = cand == 0
+                cand, need_j = cand[keep], need_j[keep]
             s_lo = int(finite_s[0])
             count = np.cumsum(np.isfinite(arr))  # count[s]: finite states at or below s
-            for j in cand.tolist():
+            for j, need in zip(cand.tolist(), need_j.tolist()):
                 for t in d.degrees:
                     if t > budget:
                         break
@@ -426,13 +477,15 @@ class JointDP:
                         dp = int(divs[r])
                         over = finite_s[(finite_s > s_top[r]) & (finite_s + dp <= smax)]
                         if len(over):
-                            nxt = min(nxt, self.value(tab, dp, -(-(int(over[0]) + dp) // dp)))
+                            y_over = -(-(int(over[0]) + dp) // dp)
+                            low = self.bounds(tab, dp, y_over)[0]
+                            nxt = min(nxt, low if low > target else self.value(tab, dp, y_over))
                     live = s_top >= s_lo
                     if not live.any():
                         continue
                     divs, s_top = divs[live], s_top[live]
                     vals = arr[None, :] + (divs * t)[:, None]
-                    mask = (s_index[None, :] <= s_top[:, None]) & (vals <= k)
+                    mask = (s_index[None, :] <= s_top[:, None]) & (vals <= k - need)
                     rr, ss = np.nonzero(mask)
                     if len(rr) == 0:
                         continue

@@ -210,3 +210,46 @@ def min_cost_greedy(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, c
             pick[v] = j
     value = float(cost[rows, pick].sum())
     return value, ([int(j) for j in pick] if choices else None)
+
+
+def cost_bounds(cost: np.ndarray, mem: np.ndarray, memory_bytes: float) -> tuple[float, float]:
+    """Fast bounds ``(lower, upper)`` on :func:`min_cost_exact` (``inf`` when nothing fits).
+
+    With at most two options per node: the LP relaxation (least-memory options, then upgrades by
+    seconds saved per byte, the last one fractional) below, and the same upgrades cut before the
+    first that does not fit (a solution) above.  With more options: ``(-inf, inf)``, no bound.
+    """
+    n = cost.shape[0]
+    if n == 0:
+        return 0.0, 0.0
+    rows = np.arange(n)
+    small = _argmin_lex(mem, cost)
+    base_mem = float(mem[rows, small].sum())
+    if base_mem > memory_bytes:
+        return math.inf, math.inf
+    base_cost = float(cost[rows, small].sum())
+    if cost.shape[1] == 1:
+        return base_cost, base_cost
+    if cost.shape[1] > 2:
+        return -math.inf, math.inf
+    other = 1 - small
+    d_mem = mem[rows, other] - mem[rows, small]
+    d_cost = cost[rows, small] - cost[rows, other]
+    useful = np.isfinite(d_mem) & (d_cost > 0)
+    d_mem, d_cost = d_mem[useful], d_cost[useful]
+    if len(d_mem) == 0:
+        return base_cost, base_cost
+    free = d_mem <= 0
+    saved_free = float(d_cost[free].sum())
+    d_mem, d_cost = d_mem[~free], d_cost[~free]
+    order = np.argsort(-(d_cost / d_mem), kind="stable")
+    d_mem, d_cost = d_mem[order], d_cost[order]
+    cum_m = np.cumsum(d_mem)
+    cum_c = np.cumsum(d_cost)
+    room = memory_bytes - base_mem
+    k = int(np.searchsorted(cum_m, room, side="right"))  # whole upgrades that fit
+    whole = float(cum_c[k - 1]) if k > 0 else 0.0
+    frac = 0.0 if k >= len(d_mem) else (room - (float(cum_m[k - 1]) if k > 0 else 0.0)) / float(d_mem[k]) * float(d_cost[k])
+    upper = base_cost - saved_free - whole
+    lower = upper - frac
+    return lower * (1 - 1e-12), upper

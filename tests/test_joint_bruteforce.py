@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from milp_partition.heuristics.joint_knapsack import min_cost_exact, min_cost_greedy
+from milp_partition.heuristics.joint_knapsack import cost_bounds, min_cost_exact, min_cost_greedy
 from milp_partition.joint.problem import (
     JointCluster,
     JointConfig,
@@ -172,3 +172,18 @@ def test_knapsack_exact_on_larger_instances() -> None:
         value, choice = min_cost_exact(cost, mem, float(cap), choices=True)
         assert value == pytest.approx(expected, rel=1e-12)
         assert choice is not None and sum(mem[v, choice[v]] for v in range(n)) <= cap
+
+
+def test_cost_bounds_bracket_the_exact_value() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        cost = rng.random((n, 2)) * 10
+        mem = rng.integers(0, 30, (n, 2)).astype(float)
+        cap = float(mem.min(axis=1).sum() + rng.integers(-5, 200))
+        exact = min_cost_exact(cost, mem, cap)[0]
+        low, up = cost_bounds(cost, mem, cap)
+        if math.isinf(exact):
+            assert math.isinf(low)
+        else:
+            assert low <= exact + 1e-9 and exact <= up + 1e-9
