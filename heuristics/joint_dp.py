@@ -82,6 +82,9 @@ class JointData:
     #: t -> (edges, options): 2 (c + sync) bytes of the edge as the target's (in) or the source's (out) option sees it
     edge_in_bytes: dict[int, np.ndarray] = field(default_factory=dict)
     edge_out_bytes: dict[int, np.ndarray] = field(default_factory=dict)
+    #: t -> per ideal: sum of the nodes' least p (seconds) and least all-reduce term 4 w / (N B) (seconds)
+    ideal_p: dict[int, np.ndarray] = field(default_factory=dict)
+    ideal_w: dict[int, np.ndarray] = field(default_factory=dict)
 
 
 def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
@@ -130,6 +133,10 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
                 e_out[q, o] = 2.0 * (e.bytes + (bw[t][u][o].get(v, 0.0) if o < len(bw[t][u]) else 0.0))
         data.edge_in_bytes[t], data.edge_out_bytes[t] = e_in, e_out
     _enumerate_ideals(data, max_ideals)
+    scale = 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s)
+    for t in degrees:
+        data.ideal_p[t] = data.member @ p[t].min(axis=1)
+        data.ideal_w[t] = data.member @ (w[t].min(axis=1) * scale)
     return data
 
 
@@ -448,6 +455,22 @@ class JointDP:
             elif budget <= 1:
                 keep = cand == 0
                 cand, need_j = cand[keep], need_j[keep]
+            if bounded and len(cand):
+                # the stage's least time over t and d: (P - Wr) / d + Wr at the largest d (P: least compute, Wr: least all-reduce)
+                stage_lb = np.full(len(cand), INF)
+                for t in d.degrees:
+                    ds = [x for x in d.divisors if x * t <= budget]
+                    if not ds:
+                        continue
+                    dmax = ds[-1]
+                    p_s = np.maximum(d.ideal_p[t][i] - d.ideal_p[t][cand], 0.0)
+                    w_s = np.maximum(d.ideal_w[t][i] - d.ideal_w[t][cand], 0.0)
+                    lb = np.where(p_s >= w_s, (p_s - w_s) / dmax + w_s, p_s)
+                    stage_lb = np.minimum(stage_lb, lb * (1 - 1e-12))
+                cut = stage_lb >= target if strict else stage_lb > target
+                if cut.any():
+                    nxt = min(nxt, float(stage_lb[cut].min()))  # (b') the stage's least time bound
+                    cand, need_j = cand[~cut], need_j[~cut]
             s_lo = int(finite_s[0])
             count = np.cumsum(np.isfinite(arr))  # count[s]: finite states at or below s
             for j, need in zip(cand.tolist(), need_j.tolist()):
@@ -564,10 +587,9 @@ def search(
     """Search the target time per sample (see the module docstring); stop proven or at the time limit.
 
     While the best plan's value ``hi`` and the proven bound ``lo`` differ by more than
-    ``bisect_until_rel`` (relative), the target is their midpoint; then it is ``lo``
-    itself, so a feasible pass ends the search (its plan's value is at most a proven
-    lower bound) and an infeasible one raises ``lo`` to the next value that could be
-    achieved.  With ``greedy=True`` (Piper's configuration choice) the result is a
+    ``bisect_until_rel`` (relative), the target is their midpoint (an infeasible pass
+    raises ``lo`` to the least value it cut, above the target); then a strict pass at
+    ``hi`` either finds a better plan or proves ``hi`` optimal.  With ``greedy=True`` (Piper's configuration choice) the result is a
     baseline, never a proof.
     """
     start = time.monotonic()
@@ -596,7 +618,15 @@ def search(
                 return done(False)  # the greedy's values are not monotone: a plain bisection, no proof
             if progress is not None:
                 progress(f"[joint-dp] pass {dp.passes}: best {hi!r}, bound {lo!r}")
-            target = 0.5 * (lo + hi) if greedy or hi - lo > bisect_until_rel * hi else lo
+            if not greedy and hi - lo <= bisect_until_rel * hi:
+                # close: is any plan strictly better than the best?  None proves the best optimal
+                got, _ = dp.feasible(hi, strict=True, deadline=deadline)
+                if got is None or got[1] >= hi:
+                    lo = hi
+                else:
+                    best = got
+                continue
+            target = 0.5 * (lo + hi)
             got, nxt = dp.feasible(target, deadline=deadline)
             if got is None:
                 # no plan at the target proves the optimum above it; nxt may round down to the target
@@ -604,6 +634,6 @@ def search(
             elif got[1] < hi:
                 best = got
             else:  # the plan is no better than the best: the target was not below it
-                lo = max(lo, target) if not greedy else target
+                lo = target
     except TimeoutError:
         return done(False, True)
