@@ -19,15 +19,19 @@ import math
 import platform
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style  # noqa: E402
+from milp_partition.heuristics.joint_dp import joint_data  # noqa: E402
 from milp_partition.io.piper import read_joint  # noqa: E402
 from milp_partition.joint.generators import repeat_block  # noqa: E402
 from milp_partition.joint.problem import JointProblem, JointSolveSettings  # noqa: E402
 from milp_partition.joint.solve import solve_joint  # noqa: E402
+from milp_partition.verifiers.joint import verify_joint  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "benchmarks" / "joint"
 GIB = 2**30
@@ -76,10 +80,6 @@ def _run(problem: JointProblem, args: argparse.Namespace) -> dict:
         "stages": len(r.stages),
     }
     # baselines, timed on their own (the Piper-style DP gets its own limit)
-    from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
-    from milp_partition.heuristics.joint_dp import joint_data
-    from milp_partition.verifiers.joint import verify_joint
-
     data = joint_data(problem)
     for name, fn in (
         ("all_dp", all_data_parallel),
@@ -122,8 +122,6 @@ def main() -> int:
         base = read_joint(SHARED / "bert32a100.json", devices=8, memory_bytes=GIB, bandwidth_bytes_per_s=BANDWIDTH)
         for layers, k, mem in LARGER:
             problem = repeat_block(base, layers)
-            from dataclasses import replace
-
             problem = problem.with_cluster(replace(problem.cluster, devices=k, memory_bytes=mem * GIB))
             row = {"case": f"bert{layers} (repeated layer)", "k": k, "memory_gib": mem, "piper": None, "piper_seconds": None}
             row.update(_run(problem, args))

@@ -52,7 +52,7 @@ def _uniform_plans(data: JointData, stage_counts: list[int]) -> tuple[JointPlan 
             continue
         per = total // stages
         cuts, seen = [], 0
-        for pos, flag in enumerate(order):
+        for pos in range(len(order)):
             seen += is_block[pos]
             if is_block[pos] and seen % per == 0 and seen < total:
                 cuts.append(pos + 1)

@@ -24,7 +24,9 @@ import math
 import numpy as np
 
 
-def min_cost_exact(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, choices: bool = False) -> tuple[float, list[int] | None]:
+def min_cost_exact(
+    cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, choices: bool = False
+) -> tuple[float, list[int] | None]:
     """Exact least total cost with total memory at most ``memory_bytes``.
 
     Parameters
@@ -53,7 +55,9 @@ def min_cost_exact(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, ch
     if float(min_mem.sum()) > memory_bytes:
         return math.inf, None
     # nodes whose fastest option is also (one of) the smallest are fixed
-    free = np.nonzero((j_fast != j_small) & (cost[rows, j_small] > cost[rows, j_fast]) & (mem[rows, j_fast] > mem[rows, j_small]))[0]
+    free = np.nonzero(
+        (j_fast != j_small) & (cost[rows, j_small] > cost[rows, j_fast]) & (mem[rows, j_fast] > mem[rows, j_small])
+    )[0]
     fixed = np.ones(n, dtype=bool)
     fixed[free] = False
     base_cost = float(cost[rows[fixed], j_fast[fixed]].sum())
@@ -142,7 +146,11 @@ class _LPBound:
         self.groups = len(groups)
         gidx = np.array(seg_group, dtype=np.int64)
         dm_arr, dc_arr = np.array(seg_dm), np.array(seg_dc)
-        order = np.argsort(-(dc_arr / np.where(dm_arr > 0, dm_arr, 1.0)), kind="stable") if len(dm_arr) else np.zeros(0, dtype=np.int64)
+        order = (
+            np.argsort(-(dc_arr / np.where(dm_arr > 0, dm_arr, 1.0)), kind="stable")
+            if len(dm_arr)
+            else np.zeros(0, dtype=np.int64)
+        )
         self.seg_group, self.seg_dm, self.seg_dc = gidx[order], dm_arr[order], dc_arr[order]
         self.rest_cost = np.concatenate([np.cumsum(np.array(base_cost)[::-1])[::-1], [0.0]])
         self.rest_mem = np.concatenate([np.cumsum(np.array(base_mem)[::-1])[::-1], [0.0]])
@@ -180,7 +188,9 @@ def _argmin_lex(primary: np.ndarray, secondary: np.ndarray) -> np.ndarray:
     return np.argmin(tie, axis=1)
 
 
-def min_cost_greedy(cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, choices: bool = False) -> tuple[float, list[int] | None]:
+def min_cost_greedy(
+    cost: np.ndarray, mem: np.ndarray, memory_bytes: float, *, choices: bool = False
+) -> tuple[float, list[int] | None]:
     """Piper's rule: least-memory configurations, then upgrades by best seconds saved per byte while they fit."""
     n = cost.shape[0]
     if n == 0:

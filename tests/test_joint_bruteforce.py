@@ -83,7 +83,7 @@ def all_plans(problem: JointProblem):
                 if sum(d * t for d, t in degs) > k:
                     continue
                 per_stage = []
-                for g, (d, t) in zip(groups, degs):
+                for g, (_, t) in zip(groups, degs):
                     options = [[c.id for c in problem.node(v).configs[t]] for v in g]
                     per_stage.append([dict(zip(g, pick)) for pick in itertools.product(*options)])
                 for cfgs in itertools.product(*per_stage):

@@ -6,10 +6,9 @@ import json
 from pathlib import Path
 
 import pytest
+from test_joint_io import JOINT, needs_shared, tiny
 
 from milp_partition.cli import main
-
-from test_joint_io import JOINT, needs_shared, tiny
 
 
 @pytest.fixture
@@ -65,7 +64,9 @@ def test_infeasible_exits_3(tiny_file: Path, capsys) -> None:
 
 def test_evaluate_rejects_a_bad_plan(tiny_file: Path, tmp_path: Path, capsys) -> None:
     bad = tmp_path / "plan.json"
-    bad.write_text(json.dumps({"stages": [{"nodes": ["1"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"1": "vanilla"}}]}))
+    bad.write_text(
+        json.dumps({"stages": [{"nodes": ["1"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"1": "vanilla"}}]})
+    )
     assert main(["evaluate", str(tiny_file), str(bad)]) == 3
     assert "nodes in no stage" in capsys.readouterr().out
     bad.write_text(json.dumps({"stages": [{"nodes": ["1"]}]}))

@@ -41,14 +41,21 @@ def tiny() -> dict:
         "mbsInBatch": 4,
         "nodes": [
             {"id": 0, "name": "a", "TMPCs": {"1": [cfg("vanilla", 1.0, {}, {"1": 0.0})]}},
-            {"id": 1, "name": "b", "TMPCs": {"1": [cfg("vanilla", 2.0, {"0": 0.0}, {}), cfg("activation recomp", 3.0, {"0": 0.0}, {})]}},
+            {
+                "id": 1,
+                "name": "b",
+                "TMPCs": {"1": [cfg("vanilla", 2.0, {"0": 0.0}, {}), cfg("activation recomp", 3.0, {"0": 0.0}, {})]},
+            },
         ],
         "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 5.0}],
     }
 
 
 @needs_shared
-@pytest.mark.parametrize(("name", "nodes", "edges", "degrees"), [("bert32a100.json", 37, 67, (1, 2, 4, 8)), ("gnmt.json", 78, 104, (1,)), ("resnet.json", 177, 193, (1,))])
+@pytest.mark.parametrize(
+    ("name", "nodes", "edges", "degrees"),
+    [("bert32a100.json", 37, 67, (1, 2, 4, 8)), ("gnmt.json", 78, 104, (1,)), ("resnet.json", 177, 193, (1,))],
+)
 def test_reads_piper_files(name: str, nodes: int, edges: int, degrees: tuple[int, ...]) -> None:
     p = read_joint(JOINT / name, devices=8, memory_bytes=8 * GIB, bandwidth_bytes_per_s=25 * GIB)
     assert (len(p.nodes), len(p.edges), p.degrees) == (nodes, edges, degrees)

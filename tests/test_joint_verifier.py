@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from test_joint_io import tiny
 
 from milp_partition.io.piper import joint_from_dict
 from milp_partition.joint.problem import JointPlan, JointStage
 from milp_partition.verifiers.joint import verify_joint
-
-from test_joint_io import tiny
 
 V = "vanilla"
 

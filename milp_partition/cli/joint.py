@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError
+from milp_partition.io.native import parse_json, read_text_file
 from milp_partition.io.piper import read_joint
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
@@ -62,7 +63,9 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     lines.extend(run_lines(result, digits=12))
     if result.stages:
         lines.append("")
-        lines.append(f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  recomputed")
+        lines.append(
+            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  recomputed"
+        )
         for q, st in enumerate(result.stages):
             recomp = sum(1 for c in st["configs"].values() if c != "vanilla")
             lines.append(
@@ -140,19 +143,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """``info`` on a joint file: sizes, degrees, configurations and the file's cluster."""
-    from milp_partition.io.native import parse_json, read_text_file
-
     data = parse_json(read_text_file(args.instance), str(args.instance))
     fields = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch")
     cluster = data.get("cluster", {}) if "format" in data else {f: data.get(f) for f in fields}
-    overrides = {}
-    for key, default in (("devices", 1), ("memory_bytes", 0.0), ("bandwidth_bytes_per_s", 1.0), ("microbatches", 1)):
-        overrides[key] = default  # placeholders so the graph reads without a cluster; not printed
-    problem = read_joint(args.instance, **overrides)
+    # placeholders so the graph reads without a cluster; the file's own cluster is printed as it is
+    problem = read_joint(args.instance, devices=1, memory_bytes=0.0, bandwidth_bytes_per_s=1.0, microbatches=1)
     counts = [sum(len(c) for c in n.configs.values()) for n in problem.nodes]
     print(f"file        {args.instance}")
     print(f"joint       {problem.name or '-'}: {len(problem.nodes)} nodes, {len(problem.edges)} edges (Piper's problem)")
-    print(f"degrees     tensor-parallel {list(problem.degrees)}; {sum(counts)} configurations ({min(counts)} to {max(counts)} per node)")
+    print(
+        f"degrees     tensor-parallel {list(problem.degrees)}; {sum(counts)} configurations ({min(counts)} to {max(counts)} per node)"
+    )
     print(f"cluster     in the file: {json.dumps(cluster)}")
     print("solve with  --devices K --memory SIZE --bandwidth RATE [--microbatches N]")
     return EXIT_OK

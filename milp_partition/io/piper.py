@@ -45,7 +45,9 @@ def _number(value: Any, where: str, source: str, *, what: str = "a number >= 0")
         raise InputError(f"expected {what}, got {value!r}", source=source, where=where)
     x = float(value)
     if not math.isfinite(x) or x < 0:
-        raise InputError(f"expected {what}, got {value!r} (fix the value: it must be finite and not negative)", source=source, where=where)
+        raise InputError(
+            f"expected {what}, got {value!r} (fix the value: it must be finite and not negative)", source=source, where=where
+        )
     return x
 
 
@@ -145,7 +147,9 @@ def _build(
     first = ""
     for node_id, node_name, table, where in raw_nodes:
         if not isinstance(table, Mapping) or not table:
-            raise InputError("expected a non-empty object mapping tensor-parallel degree to configurations", source=source, where=where)
+            raise InputError(
+                "expected a non-empty object mapping tensor-parallel degree to configurations", source=source, where=where
+            )
         configs: dict[int, tuple[JointConfig, ...]] = {}
         for t_key, lst in table.items():
             w = f"{where} degree {t_key!r}"
@@ -182,7 +186,12 @@ def _build(
 def _cluster(fields: dict[str, Any], source: str) -> JointCluster:
     missing = [k for k, v in fields.items() if v is None]
     if missing:
-        flags = {"devices": "--devices K", "memory_bytes": "--memory SIZE", "bandwidth_bytes_per_s": "--bandwidth RATE", "microbatches": "--microbatches N"}
+        flags = {
+            "devices": "--devices K",
+            "memory_bytes": "--memory SIZE",
+            "bandwidth_bytes_per_s": "--bandwidth RATE",
+            "microbatches": "--microbatches N",
+        }
         raise InputError(
             "the joint problem needs " + ", ".join(missing) + "; give " + " ".join(flags[m] for m in missing),
             source=source,
@@ -261,7 +270,9 @@ def joint_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProbl
     if looks_like_piper(data):
         return piper_from_dict(data, source, **overrides)
     if not isinstance(data, Mapping) or data.get("format") != JOINT_FORMAT:
-        raise InputError(f"not a joint-problem file: expected \"format\": \"{JOINT_FORMAT}\" or Piper's JSON (nodes with TMPCs)", source=source)
+        raise InputError(
+            f'not a joint-problem file: expected "format": "{JOINT_FORMAT}" or Piper\'s JSON (nodes with TMPCs)', source=source
+        )
     nodes_raw = _get(data, "nodes", "top level", source)
     edges_raw = _get(data, "edges", "top level", source)
     if not isinstance(nodes_raw, list) or not isinstance(edges_raw, list):
@@ -295,9 +306,7 @@ def joint_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProbl
     cl = data.get("cluster", {}) or {}
     if not isinstance(cl, Mapping):
         raise InputError("expected an object", source=source, where="cluster")
-    cluster = _overrides(
-        {k: cl.get(k) for k in ("devices", "memory_bytes", "bandwidth_bytes_per_s", "microbatches")}, overrides
-    )
+    cluster = _overrides({k: cl.get(k) for k in ("devices", "memory_bytes", "bandwidth_bytes_per_s", "microbatches")}, overrides)
     return _build(raw, edges, read_config, cluster, str(data.get("name", "")), source)
 
 

@@ -49,7 +49,13 @@ def repeat_block(problem: JointProblem, layers: int, name: str | None = None) ->
     first, middle, last = chain[0], chain[1], chain[-1]
     inside = set(chain)
     keep_nodes = [n for n in problem.nodes if n.id not in inside or n.id in (first, last)]
-    keep_edges = [e for e in problem.edges if not (e.source in inside and e.target in inside) and not (e.target in inside and e.target not in (first, last)) and not (e.source in inside and e.source not in (first, last))]
+    keep_edges = [
+        e
+        for e in problem.edges
+        if not (e.source in inside and e.target in inside)
+        and not (e.target in inside and e.target not in (first, last))
+        and not (e.source in inside and e.source not in (first, last))
+    ]
     mid_node = problem.node(middle)
     mid_in_chain = next(e for e in problem.edges if e.target == middle and e.source in inside)
     mid_outside_in = [e for e in problem.edges if e.target == middle and e.source not in inside]
@@ -100,7 +106,9 @@ def repeat_block(problem: JointProblem, layers: int, name: str | None = None) ->
             n,
             configs={
                 t: tuple(
-                    replace(c, sync_fw_bytes=outside_map(c.sync_fw_bytes, False), sync_bw_bytes=outside_map(c.sync_bw_bytes, True))
+                    replace(
+                        c, sync_fw_bytes=outside_map(c.sync_fw_bytes, False), sync_bw_bytes=outside_map(c.sync_bw_bytes, True)
+                    )
                     for c in cs
                 )
                 for t, cs in n.configs.items()

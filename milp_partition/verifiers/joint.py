@@ -89,7 +89,9 @@ def verify_joint(problem: JointProblem, plan: JointPlan) -> JointReport:
         bad.append(f"nodes in no stage: {missing[:10]}{' ...' if len(missing) > 10 else ''}")
     for e in problem.edges:
         if e.source in stage_of and e.target in stage_of and stage_of[e.source] > stage_of[e.target]:
-            bad.append(f"edge {e.source}->{e.target} goes from stage {stage_of[e.source] + 1} back to stage {stage_of[e.target] + 1}")
+            bad.append(
+                f"edge {e.source}->{e.target} goes from stage {stage_of[e.source] + 1} back to stage {stage_of[e.target] + 1}"
+            )
     if bad:
         return JointReport(False, bad)
     degrees = [(st.data_parallel, st.tensor_parallel) for st in plan.stages]
