@@ -582,6 +582,7 @@ def search(
     greedy: bool = False,
     time_limit_s: float = math.inf,
     bisect_until_rel: float = 1e-3,
+    upper_s: float = math.inf,
     progress: Callable[[str], None] | None = None,
 ) -> SearchResult:
     """Search the target time per sample (see the module docstring); stop proven or at the time limit.
@@ -589,7 +590,8 @@ def search(
     While the best plan's value ``hi`` and the proven bound ``lo`` differ by more than
     ``bisect_until_rel`` (relative), the target is their midpoint (an infeasible pass
     raises ``lo`` to the least value it cut, above the target); then a strict pass at
-    ``hi`` either finds a better plan or proves ``hi`` optimal.  With ``greedy=True`` (Piper's configuration choice) the result is a
+    ``hi`` either finds a better plan or proves ``hi`` optimal.  ``upper_s``: the value of a
+    plan known to exist (a baseline's), the first pass's target.  With ``greedy=True`` (Piper's configuration choice) the result is a
     baseline, never a proof.
     """
     start = time.monotonic()
@@ -606,7 +608,11 @@ def search(
         return SearchResult(best[0], best[1], bound, optimal and not greedy, False, dp.passes, elapsed, timed_out)
 
     try:
-        first, _ = dp.feasible(math.inf, deadline=deadline)
+        first = None
+        if math.isfinite(upper_s):  # a known plan's value: the first pass can prune at once
+            first, _ = dp.feasible(upper_s, deadline=deadline)
+        if first is None:
+            first, _ = dp.feasible(math.inf, deadline=deadline)
         if first is None:  # exhaustive: no plan at all
             return SearchResult(None, math.inf, math.inf, False, not greedy, dp.passes, time.monotonic() - start)
         best = first
