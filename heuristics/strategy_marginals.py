@@ -366,7 +366,7 @@ def marginal_masks(
     for lam in multipliers:
         lam = float(lam) if has_memory else 0.0
         mm = min_marginals(problem, lam, settings)
-        shift = lam * float(limit) if has_memory else 0.0
+        shift = lam * float(limit) if (has_memory and limit is not None) else 0.0
         threshold = upper_bound + _slack(problem, upper_bound, lam, settings)
         removed = 0
         for n, mu in zip(problem.nodes, mm.values):

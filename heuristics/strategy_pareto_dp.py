@@ -210,8 +210,8 @@ def pareto_dp(
             children[p].append(s.node)
     # original factors go to the bucket of their first-eliminated layer
     edges_of: dict[int, list[tuple[int, int, np.ndarray]]] = {s.node: [] for s in steps}
-    for s, t, m in arrays.pairs:
-        edges_of[min(s, t, key=when.__getitem__)].append((s, t, m))
+    for first, second, matrix in arrays.pairs:
+        edges_of[min(first, second, key=when.__getitem__)].append((first, second, matrix))
     least = [float(np.min(m)) for m in mem]
     subtree_least: dict[int, float] = {}
     for s in steps:
@@ -299,14 +299,15 @@ def pareto_dp(
     roots = [s.node for s in steps if parent[s.node] is None]
     combo_cost, combo_mem = np.zeros(1), np.zeros(1)
     combo_back = np.zeros((1, 0), dtype=np.int64)
-    for r in roots:
-        b = buckets[r]
-        n, k = combo_cost.size, b.cost.size
-        if n * k > settings.max_labels:
+    for root in roots:
+        b = buckets[root]
+        n_combo, n_root = combo_cost.size, b.cost.size
+        if n_combo * n_root > settings.max_labels:
             return result(None, math.inf, False, False, False, largest, "gave up: too many labels combining components")
-        i, j = np.repeat(np.arange(n), k), np.tile(np.arange(k), n)
-        combo_cost, combo_mem = combo_cost[i] + b.cost[j], combo_mem[i] + b.mem[j]
-        combo_back = np.concatenate([combo_back[i], j[:, None]], axis=1)
+        left = np.repeat(np.arange(n_combo), n_root)
+        right = np.tile(np.arange(n_root), n_combo)
+        combo_cost, combo_mem = combo_cost[left] + b.cost[right], combo_mem[left] + b.mem[right]
+        combo_back = np.concatenate([combo_back[left], right[:, None]], axis=1)
         fits = combo_mem <= limit_f + mem_slack
         kept = _pareto(np.zeros(int(fits.sum()), dtype=np.int64), combo_cost[fits], combo_mem[fits])
         combo_cost, combo_mem, combo_back = combo_cost[fits][kept], combo_mem[fits][kept], combo_back[fits][kept]
