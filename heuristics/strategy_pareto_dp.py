@@ -40,8 +40,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from milp_partition.heuristics.strategy_dp import _arrays, _elimination_order, _objective, _problem_error, _solution
-from milp_partition.heuristics.strategy_marginals import Calibrated, calibrate
+from milp_partition.heuristics.strategy_marginals import Calibrated, MarginalSettings, calibrate, marginal_masks, restrict
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
+from milp_partition.verifiers.strategy import verify_strategy
 
 
 @dataclass(frozen=True)
@@ -483,8 +484,6 @@ def memory_search(
     proven lower bound, and the next target is tried.  A target equal to UB always ends
     the search (the incumbent survives every pruning).
     """
-    from milp_partition.heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
-    from milp_partition.verifiers.strategy import verify_strategy
 
     start = time.monotonic()
     best_value, best = (incumbent[0], incumbent[1]) if incumbent is not None else (math.inf, None)
