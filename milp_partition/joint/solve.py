@@ -6,7 +6,9 @@
    bisected on the target time per sample; it proves optimality (or infeasibility) or, at the time
    limit, leaves its best plan and a proven lower bound.
 4. Every plan is re-checked by :func:`~milp_partition.verifiers.joint.verify_joint`; the objective
-   reported is the verifier's time per sample (seconds), the status comes from :func:`settle_joint`.
+   reported is the verifier's time per sample (seconds), the status comes from the one policy,
+   :func:`milp_partition.chain.settle` (the exhaustive DP is an exact method: it proves optimality
+   through its bound, or infeasibility, and no back-end runs).
 """
 
 from __future__ import annotations
@@ -18,14 +20,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from milp_partition.chain import Bound, Candidate, settle
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.heuristics.joint_dp import TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
 from milp_partition.result import HeuristicRun, Result
 from milp_partition.verifiers.joint import JointReport, verify_joint
-
-#: Relative tolerance between a verified value and a proven bound for "optimal".
-PROOF_REL_TOL = 1e-9
 
 
 @dataclass
@@ -33,47 +33,6 @@ class JointResult(Result):
     """A :class:`Result` with the plan's stages (pipeline order), each with its evaluated figures."""
 
     stages: list[dict[str, Any]] = field(default_factory=list)
-
-
-@dataclass(frozen=True)
-class Settled:
-    """The status decision: status, objective (verified), bound, gap and a message."""
-
-    status: str
-    objective: float | None
-    bound: float | None
-    gap: float | None
-    message: str = ""
-
-
-def settle_joint(verified: list[float], bounds: list[float], proven_infeasible: bool) -> Settled:
-    """The one proof policy (to be swapped for ``milp_partition.chain.settle``).
-
-    Parameters
-    ----------
-    verified
-        Objective values of plans the verifier accepted.
-    bounds
-        Proven lower bounds on the optimum.
-    proven_infeasible
-        An exhaustive search found no plan.
-    """
-    best = min(verified) if verified else None
-    bound = max(bounds) if bounds else None
-    if proven_infeasible:
-        if best is not None:
-            return Settled("error", best, None, None, "the exact DP found no plan but a plan verifies: a bug")
-        return Settled("infeasible", None, None, None, "proven: the exhaustive DP found no plan")
-    if best is None:
-        return Settled("unknown", None, bound, None, "no verified plan within the limits")
-    if bound is not None and bound > best * (1 + PROOF_REL_TOL):
-        return Settled("error", best, None, None, f"the proven bound {bound!r} is above a verified plan {best!r}: a bug")
-    if bound is not None:
-        bound = min(bound, best)
-    gap = None if bound is None or best <= 0 else (best - bound) / best
-    if bound is not None and best - bound <= PROOF_REL_TOL * best:
-        return Settled("optimal", best, bound, gap)
-    return Settled("feasible", best, bound, gap)
 
 
 def stage_rows(plan: JointPlan, report: JointReport) -> list[dict[str, Any]]:
@@ -117,7 +76,7 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
         result.solve_seconds = time.monotonic() - start
         return result
     result.solver_notes["ideals"] = len(data.ideals)
-    plans: list[tuple[float, JointPlan, JointReport]] = []
+    plans: list[tuple[float, JointPlan, JointReport, str]] = []
     say = _say(settings)
 
     def consider(name: str, plan: JointPlan | None, seconds: float, exact: bool) -> None:
@@ -129,7 +88,7 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
             result.heuristics.append(HeuristicRun(name, None, seconds, exact, "rejected: " + "; ".join(rep.violations[:3])))
             return
         result.heuristics.append(HeuristicRun(name, rep.objective, seconds, exact, "verified"))
-        plans.append((rep.objective, plan, rep))
+        plans.append((rep.objective, plan, rep, name))
 
     # the cheap baselines always run: the best one's value is the exact search's first target
     for name, fn in (("all-data-parallel", all_data_parallel), ("pipedream-2bw", pipedream_2bw_style)):
@@ -148,16 +107,19 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
     result.solver_seconds = time.monotonic() - t0
     result.solver_notes.update({"passes": found.passes, "timed_out": found.timed_out, "dp_value": found.value})
     consider("joint-dp", found.plan, result.solver_seconds, True)
-    bounds = [found.bound] if found.plan is not None and math.isfinite(found.bound) else []
-    if found.plan is None and not found.infeasible and found.bound > 0 and math.isfinite(found.bound):
-        bounds = [found.bound]
-    settled = settle_joint([p[0] for p in plans], bounds, found.infeasible)
-    result.status, result.objective, result.bound, result.gap = settled.status, settled.objective, settled.bound, settled.gap
-    if found.timed_out and not result.message:
-        result.message = f"time limit {settings.time_limit_s:g}s reached"
-    result.message = settled.message or result.message
-    if plans:
-        value, plan, rep = min(plans, key=lambda p: p[0])
+    bounds = [Bound(found.bound, "joint-dp")] if math.isfinite(found.bound) and found.bound > 0 else []
+    verdict = settle(
+        [Candidate(value, (plan, rep), name) for value, plan, rep, name in plans],
+        bounds,
+        infeasible_proofs=["joint-dp (exhaustive)"] if found.infeasible else [],
+    )
+    result.status, result.bound, result.gap = verdict.status, verdict.bound, verdict.gap
+    result.message = verdict.message + (f"; time limit {settings.time_limit_s:g}s reached" if found.timed_out else "")
+    result.discarded = list(verdict.discarded)
+    if verdict.best is not None:
+        value = verdict.best.value
+        plan, rep = verdict.best.solution
+        result.objective = value
         result.stages = stage_rows(plan, rep)
         result.time_per_sample = value
         result.memory_bytes = {f"stage {q + 1}": st.memory_bytes for q, st in enumerate(rep.stages)}
