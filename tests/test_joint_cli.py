@@ -9,6 +9,9 @@ import pytest
 from test_joint_io import JOINT, needs_shared, tiny
 
 from milp_partition.cli import main
+from milp_partition.io.piper import joint_from_dict
+from milp_partition.joint.problem import JointSolveSettings
+from milp_partition.joint.solve import solve_joint
 
 
 @pytest.fixture
@@ -78,3 +81,18 @@ def test_info_on_piper_file(capsys) -> None:
     assert main(["info", str(JOINT / "gnmt.json")]) == 0
     out = capsys.readouterr().out
     assert "78 nodes, 104 edges" in out and "mbsInBatch" in out
+
+
+def test_no_time_reports_the_baselines_plan_and_a_proven_bound() -> None:
+    """With no time for the exact search the best baseline plan is reported as feasible with the work bound."""
+    problem = joint_from_dict(tiny(), "tiny")
+    r = solve_joint(problem, JointSolveSettings(time_limit_s=0.0, baselines=False))
+    assert r.status == "feasible" and r.objective == pytest.approx(2.3)  # all-data-parallel on 2 devices is optimal here
+    assert r.bound == pytest.approx(1.5)  # (1 + 2) / 2: sum of least t p over k
+    assert r.gap == pytest.approx((2.3 - 1.5) / 2.3)
+    assert r.stages and "time limit" in r.message
+
+
+def test_too_many_ideals_is_unknown() -> None:
+    r = solve_joint(joint_from_dict(tiny(), "tiny"), JointSolveSettings(max_ideals=1))
+    assert r.status == "unknown" and "ideals" in r.message
