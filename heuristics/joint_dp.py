@@ -21,18 +21,27 @@ plan with :math:`\max_i TPS_i \le T` exists iff some :math:`D(\emptyset, s)` is
 finite: a smaller :math:`D` at equal :math:`s` never hurts (later-built stages see
 only :math:`s` and the devices left), so the DP is exhaustive.  :math:`F` is
 non-decreasing in :math:`y` (memory only tightens), so each transition admits all
-:math:`s \le d (y_{\max} - 1)` at once.  Pruning: a stage on :math:`d t` devices
-takes at least :math:`\sum_v \min_t t\, p^{\min}_{v t} / (d t)`, so the nodes of
-:math:`I` need at least :math:`W(I) / T` devices.
+:math:`s \le d (y_{\max} - 1)` at once (:math:`y_{\max}` by bisection on :math:`y`, with
+the knapsack's LP bound and greedy value deciding most tests before the exact frontier runs).
+
+Pruning (each is a valid bound, so the DP stays exhaustive): a stage on :math:`d t` devices
+takes at least :math:`W(S) / (d t)` with :math:`W(S) = \sum_{v \in S} \min_t t\, p^{\min}_{vt}`,
+so (a) the nodes of :math:`I` need :math:`W(I) / T` devices, (b) a pair :math:`(I, J)` needs
+:math:`\lceil W(I \setminus J) / T \rceil + \lceil W(J) / T \rceil` devices, (b') the stage's
+least compute and all-reduce at its largest allowed :math:`d` must be at most :math:`T`,
+(c) its least time ignoring memory must be at most :math:`T`, and (d) memory caps :math:`y`.
+Whenever a pass cuts something it records the least target at which the cut would not
+happen; with no plan, the least such value is a proven lower bound above :math:`T`.
 
 Search
 ------
-:func:`search` bisects :math:`T` between a proven lower bound (the largest :math:`T`
-found infeasible, first :math:`W(V)/k`) and the best plan's value; a feasible pass
-returns a plan whose value becomes the new upper end.  When the two ends are within
-the relative tolerance, a pass with the strict test :math:`F < T_{\text{best}}`
-proves the best plan optimal (no plan is strictly better) or finds a better one.
-With ``greedy=True`` the stage choice is Piper's greedy instead (a baseline, not exact).
+:func:`search` bisects :math:`T` between a proven lower bound (first :math:`W(V)/k`, then the
+values recorded by infeasible passes) and the best plan's value (first a baseline's); a
+feasible pass returns a plan whose value becomes the new upper end.  When the two ends are
+within ``bisect_until_rel``, a pass with the strict test :math:`F < T_{\text{best}}` finds a
+better plan or proves the best one optimal.  An infeasible first pass at :math:`T = \infty`
+proves the instance infeasible.  With ``greedy=True`` the stage choice is Piper's greedy
+instead (a baseline, never a proof).
 """
 
 from __future__ import annotations
