@@ -617,16 +617,28 @@ def search(
         return SearchResult(best[0], best[1], bound, optimal and not greedy, False, dp.passes, elapsed, timed_out)
 
     try:
-        first = None
-        if math.isfinite(upper_s):  # a known plan's value: the first pass can prune at once
-            first, _ = dp.feasible(upper_s, deadline=deadline)
-        if first is None:
+        # a known plan's value (a baseline's) is the first upper end: the passes start near the lower end
+        # and prune hard; without one, a pass at T = infinity finds a plan or proves there is none
+        hi = upper_s if math.isfinite(upper_s) and not greedy else math.inf
+        if not math.isfinite(hi) and not greedy:
+            # no plan known: climb from the lower bound first (passes near it prune hard), 10% at a time
+            for _ in range(8):
+                target = lo * 1.1
+                got, nxt = dp.feasible(target, deadline=deadline)
+                if got is not None:
+                    best = got
+                    break
+                lo = max(lo, nxt, math.nextafter(target, math.inf))
+                if not math.isfinite(lo):  # nothing was cut by the target: no plan at any target
+                    return SearchResult(None, math.inf, math.inf, False, True, dp.passes, time.monotonic() - start)
+        if best is None and not math.isfinite(hi):
             first, _ = dp.feasible(math.inf, deadline=deadline)
-        if first is None:  # exhaustive: no plan at all
-            return SearchResult(None, math.inf, math.inf, False, not greedy, dp.passes, time.monotonic() - start)
-        best = first
+            if first is None:  # exhaustive: no plan at all
+                return SearchResult(None, math.inf, math.inf, False, not greedy, dp.passes, time.monotonic() - start)
+            best = first
         while True:
-            hi = best[1]
+            if best is not None:
+                hi = min(hi, best[1])
             if not greedy and hi - lo <= 1e-12 * hi:
                 return done(True)  # proven within rounding (the proof policy's tolerance is 1e-9)
             if greedy and (hi - lo <= 1e-7 * hi or dp.passes >= 60):
@@ -641,7 +653,8 @@ def search(
                 else:
                     best = got
                 continue
-            target = 0.5 * (lo + hi)
+            # passes near the lower end prune hardest (cheap); a quarter of the way up, not half
+            target = lo + (0.5 if greedy else 0.25) * (hi - lo)
             got, nxt = dp.feasible(target, deadline=deadline)
             if got is None:
                 # no plan at the target proves the optimum above it; nxt may round down to the target
