@@ -147,11 +147,10 @@ class JointSolveSettings:
     time_limit_s
         Wall-clock limit of the exact search; past it the best verified plan and the proven bound are reported.
     threads
-        Threads (the DP is single-threaded; kept for the common CLI).
-    rel_tolerance
-        Relative gap below which the search stops and the final strict check runs.
+        Accepted for the common CLI; the DP runs on one thread.
     baselines
-        Also run the Piper-style, PipeDream-2BW-style and all-data-parallel baselines.
+        Also run the Piper-style baseline (a quarter of the time limit); the cheap PipeDream-2BW-style and
+        all-data-parallel baselines always run (the best one's value is the exact search's first upper end).
     max_ideals
         Cap on the ideals (downsets) of the graph the exact DP enumerates.
     progress_interval_s
@@ -160,7 +159,6 @@ class JointSolveSettings:
 
     time_limit_s: float = 60.0
     threads: int = 1
-    rel_tolerance: float = 1e-9
     baselines: bool = True
     max_ideals: int = 200_000
     progress_interval_s: float | None = None
