@@ -144,7 +144,10 @@ def main() -> int:
         "Ours: the verifier's time per sample of the exact DP's plan; status `optimal` = proven (exhaustive feasibility DP "
         "bisected on the target time; a strict pass at the best value finds nothing better), `infeasible` = the exhaustive "
         "DP found no plan. Piper's values and DP seconds are from `shared/benchmarks/README.md` (its C++ DP, one thread). "
-        "Baseline columns: the baseline's verified value relative to ours (+x% = slower than ours).",
+        "Baseline columns: the baseline's verified value relative to ours (+x% = slower than ours). The Piper-style "
+        "column is this project's Python re-implementation of Piper's DP with its greedy configuration choice, stopped at "
+        "its own time limit: a huge gap means it had not converged in that time (its first plans are poor), not that "
+        "Piper's C++ planner does that badly (its values are the Piper column). `-`: no plan found.",
         "",
         "| case | k | memory (GiB) | ours | status | bound | ours s | Piper | Piper s | ours vs Piper | Piper-style | PipeDream-2BW | all-DP |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
