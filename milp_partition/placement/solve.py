@@ -38,6 +38,11 @@ MAKESPAN_MATCH_REL_TOL = 1e-6
 #: A heuristic makespan within this relative distance of the bound is proven optimal without a solver.
 OPTIMAL_REL_TOL = 1e-9
 
+#: Share of the time limit the transfer-flow LP may take (GLOP stops there; the cheaper bounds stand).
+FLOW_BOUND_SHARE = 0.25
+#: Share of the time limit the search for a main line may take.
+MAIN_LINE_SEARCH_SHARE = 0.1
+
 #: CP-SAT parameters used by default for placement (chosen on the Moirai instances, see results/placement.md).
 DEFAULT_CPSAT_PARAMETERS: tuple[tuple[str, object], ...] = ()
 
@@ -172,7 +177,8 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
         settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(settings).items()}},
     )
     t0 = time.monotonic()
-    bounds = best_bound(problem, flow=settings.flow_bound)
+    # deadline: every phase (bounds, decomposition, main line, back-end) shares the one time limit
+    bounds = best_bound(problem, flow=settings.flow_bound, flow_time_limit_s=FLOW_BOUND_SHARE * settings.time_limit_s)
     result.solver_notes["bounds"] = dict(bounds.values)
     result.solver_notes["bounds_seconds"] = time.monotonic() - t0
     say(settings.progress_interval_s, "[bounds] " + ", ".join(f"{k} {v:.9g}" for k, v in bounds.values.items()))
@@ -194,7 +200,7 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
         if not dec.useful and settings.main_line:
             from milp_partition.placement.subgraph import main_line
 
-            line = main_line(problem)
+            line = main_line(problem, deadline=time.monotonic() + MAIN_LINE_SEARCH_SHARE * settings.time_limit_s)
         if dec.useful or line is not None:
             # a short solve of the whole model first: easy instances end here
             quick_s = min(settings.quick_solve_s, 0.1 * settings.time_limit_s)
