@@ -39,7 +39,7 @@ MAKESPAN_MATCH_REL_TOL = 1e-6
 OPTIMAL_REL_TOL = 1e-9
 
 #: Share of the time limit the transfer-flow LP may take (GLOP stops there; the cheaper bounds stand).
-FLOW_BOUND_SHARE = 0.25
+FLOW_BOUND_SHARE = 0.2
 #: Share of the time limit the search for a main line may take.
 MAIN_LINE_SEARCH_SHARE = 0.1
 
@@ -206,10 +206,16 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
             quick_s = min(settings.quick_solve_s, 0.1 * settings.time_limit_s)
             say(settings.progress_interval_s, f"[cpsat] quick solve of the whole model ({quick_s:g}s) before the decomposition")
             # (the main-line path has computed the transfer-flow LP already: it is not re-run for the quick solve)
+            # (it re-runs only the best heuristic, for its hint: the others have had their turn, within the deadline)
             first = solve_placement(
-                problem, replace(settings, decompose=False, time_limit_s=quick_s, flow_bound=settings.flow_bound and dec.useful)
-            )
+                problem,
+                replace(
+                    settings, decompose=False, time_limit_s=quick_s, flow_bound=settings.flow_bound and dec.useful,
+                    heuristics=(best[2],) if best is not None else settings.heuristics,
+                ),
+            )  # fmt: skip
             if first.status in ("optimal", "error", "infeasible"):
+                first.heuristics = result.heuristics  # every heuristic's run, not only the re-run one
                 first.solver_notes["quick_solve_s"] = quick_s
                 first.solve_seconds = time.monotonic() - start
                 return first

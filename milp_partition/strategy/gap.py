@@ -10,7 +10,9 @@ the file has none) and ``memory_model`` (static, liveness).
 
 from __future__ import annotations
 
+import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -31,21 +33,42 @@ OBJECTIVE = "cost"
 AXES: Mapping[str, tuple[str, ...] | None] = {"devices": None, "memory": None, "memory_model": ("static", "liveness")}
 
 
-def data_parallel(problem: StrategyProblem) -> StrategySolution:
-    """Every layer split p ways along its first (batch) dimension only: config ``p x 1 x ... x 1``.
+def _extents(name: str) -> list[int] | None:
+    """The iteration domain of a PaSE layer name, ``Conv(dom=128x3x55x55)`` -> ``[128, 3, 55, 55]``."""
+    m = re.search(r"dom=([0-9x]+)", name)
+    return [int(x) for x in m.group(1).split("x")] if m else None
 
-    Raises :class:`MilpPartitionError` naming a layer that has no such configuration.
+
+def data_parallel(problem: StrategyProblem) -> StrategySolution:
+    """Every layer split p ways along its batch dimension only (Krizhevsky-style data parallelism everywhere).
+
+    The batch dimension of a layer is the first of its domain (``dom=...`` in its name) whose
+    extent is the batch size, taken as the most common first extent over the layers (PaSE's
+    graphs: 128; an LSTM's domain starts with layers and steps); without a domain, the
+    first dimension.  Raises :class:`MilpPartitionError` naming a layer without such a
+    configuration.
     """
+    domains = {n.id: _extents(n.name) for n in problem.nodes}
+    firsts = Counter(d[0] for d in domains.values() if d)
+    batch = firsts.most_common(1)[0][0] if firsts else None
     choice: dict[str, str] = {}
     for node in problem.nodes:
+        dom = domains[node.id]
+        axis = dom.index(batch) if dom and batch in dom else 0
         pick = None
         for c in node.configs:
             parts = c.split("x")
-            if parts[0] == str(problem.devices) and all(x == "1" for x in parts[1:]):
+            if (
+                len(parts) > axis
+                and parts[axis] == str(problem.devices)
+                and all(x == "1" for i, x in enumerate(parts) if i != axis)
+            ):
                 pick = c
                 break
         if pick is None:
-            raise MilpPartitionError(f"layer {node.id!r} has no data-parallel configuration {problem.devices}x1x...x1")
+            raise MilpPartitionError(
+                f"layer {node.id!r} has no data-parallel configuration (p = {problem.devices} on dimension {axis})"
+            )
         choice[node.id] = pick
     return StrategySolution(choice)
 
