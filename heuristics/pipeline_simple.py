@@ -32,29 +32,52 @@ class PipelineHeuristicError(MilpPartitionError):
 
 
 def _units(problem: PipelineProblem) -> tuple[list[list[str]], list[str]]:
-    """Groups of nodes that move together, in topological order of their first node; and nodes for the CPU."""
+    """Groups of nodes that move together, in topological order; and the nodes no accelerator may run.
+
+    A unit is a maximal run of the topological order closed under colocation: the span
+    from a group's first to its last forward node is merged with every span it overlaps,
+    so that cutting the order between units keeps each group whole and each device's
+    forward nodes an interval of the order (hence convex).  Backward nodes go with their
+    group, or without one with the unit of the forward node before them.
+    """
     graph = problem.graph
-    arrays = graph.arrays
-    order = [graph.nodes[i] for i in arrays.topo_order.tolist()]
+    order = [graph.nodes[i] for i in graph.arrays.topo_order.tolist()]
     kinds = {d.kind for d in problem.cluster.devices}
-    group_of: dict[str, int] = {}
+    cpu = [n.id for n in order if not any(n.can_run_on(k) for k in kinds)]
+    on_cpu = set(cpu)
+    forward = [n for n in order if not n.is_backward and n.id not in on_cpu]
+    pos = {n.id: i for i, n in enumerate(forward)}
+    span: dict[str, list[int]] = {}
+    for n in forward:
+        if n.colocation_group is not None:
+            lo_hi = span.setdefault(n.colocation_group, [pos[n.id], pos[n.id]])
+            lo_hi[1] = pos[n.id]
+    reach = list(range(len(forward)))  # reach[i]: last position that must share a unit with i
+    for lo, hi in span.values():
+        reach[lo] = max(reach[lo], hi)
     units: list[list[str]] = []
-    cpu: list[str] = []
-    by_group: dict[str, int] = {}
-    for node in order:
-        if not any(node.can_run_on(k) for k in kinds):
-            cpu.append(node.id)
+    unit_of_pos: list[int] = []
+    i = 0
+    while i < len(forward):
+        end = reach[i]
+        j = i
+        while j <= end:
+            end = max(end, reach[j])
+            j += 1
+        units.append([n.id for n in forward[i:j]])
+        unit_of_pos += [len(units) - 1] * (j - i)
+        i = j
+    unit_of_group = {g: unit_of_pos[lo] for g, (lo, _) in span.items()}
+    last = 0
+    for n in order:
+        if n.id in on_cpu:
             continue
-        key = node.colocation_group
-        if key is not None and key in by_group:
-            units[by_group[key]].append(node.id)
-            group_of[node.id] = by_group[key]
+        if not n.is_backward:
+            last = unit_of_pos[pos[n.id]]
             continue
-        units.append([node.id])
-        group_of[node.id] = len(units) - 1
-        if key is not None:
-            by_group[key] = len(units) - 1
-    return units, cpu
+        g = n.colocation_group
+        units[unit_of_group[g] if g in unit_of_group else last].append(n.id)
+    return [u for u in units if u], cpu
 
 
 def _node_time(problem: PipelineProblem, node_id: str) -> float:

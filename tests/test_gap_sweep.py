@@ -46,9 +46,9 @@ def test_grid_rejects_bad_values(capsys, tmp_path):
     assert "cannot read 'lots' as a size" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_pipeline_baselines_are_verified_and_no_better_than_brute_force(seed):
-    problem = random_pipeline_problem(seed, max_nodes=7)
+    problem = random_pipeline_problem(seed, max_nodes=7, backward=seed % 2 == 1, cpu_cores=int(seed % 3 == 0))
     optimum = brute_force_pipeline(problem)
     for fn in (equal_split, greedy_fill):
         report = verify_pipeline(problem, fn(problem))

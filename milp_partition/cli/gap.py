@@ -57,6 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-dir", type=Path, default=Path("results"), help="where NAME.csv and NAME.md go (default results/)")
     p.add_argument("--name", default="gap", help="file name stem (default gap)")
     p.add_argument("--no-charts", action="store_true", help="do not draw the charts")
+    p.add_argument("--note", default="", help="a line of text to put under the report's title (e.g. which script ran it)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run_gap_command)
 
@@ -174,6 +175,6 @@ def run_gap_command(args: argparse.Namespace) -> int:
             except ImportError:
                 print("warning: no charts: install matplotlib (pip install 'milp-partition[plot]')", file=sys.stderr)
     md_path = out_dir / f"{args.name}.md"
-    md_path.write_text(render_markdown(rows, _command(args), code, charts))
+    md_path.write_text(render_markdown(rows, _command(args), code, charts, args.note))
     print(f"{len(todo)} run(s), {skipped} skipped, {failed} failed; wrote {csv_path} and {md_path}")
     return 0

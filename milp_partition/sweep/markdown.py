@@ -16,12 +16,16 @@ def _pct(x: float | None) -> str:
     return "" if x is None else f"{x:.2%}"
 
 
-def render_markdown(rows: list[dict[str, str]], command: str, code: str, charts: list[str]) -> str:
+def render_markdown(rows: list[dict[str, str]], command: str, code: str, charts: list[str], note: str = "") -> str:
     """The report of ``rows``; ``charts`` are image file names to embed; rows of other ``code`` are marked stale."""
     lines = [
-        f"<!-- written by milp_partition/sweep/markdown.py (milp-partition gap): {command} -->",
+        f"<!-- written by milp_partition/sweep/markdown.py (milp-partition gap), last command: {command} -->",
         "",
         "# Heuristics against the exact solvers",
+        "",
+        *([note, ""] if note else []),
+        f"Code {code} (hash of the package source). Times are wall-clock seconds of each run alone: a heuristic's own "
+        "time; the exact solve end to end (bounds, heuristics for its warm start, model, solver, verification).",
         "",
         "Gap = (value - best proven bound) / value; excess = value / best value found - 1. Values are the independent "
         "verifiers' (real units of the instance: time per sample, cost, makespan); bounds are proven (the exact solve's, "
@@ -57,6 +61,7 @@ def render_markdown(rows: list[dict[str, str]], command: str, code: str, charts:
 
 def _group_table(g: Group, code: str) -> list[str]:
     unit = next((r["unit"] for r in g.rows if r["unit"]), "")
+    unit = unit if len(unit) <= 24 else unit.split(" ")[0]
     size = next((r["size"] for r in g.rows if r["size"]), "")
     exact_opts = next((r["options"] for r in g.rows if r["method"] == EXACT), g.options)
     lines = [
