@@ -3,7 +3,7 @@
 Writes, from the repository root (``python benchmarks/gap_bench.py``):
 
 * ``results/gap.{csv,md}`` with ``gap_gap.png`` and ``gap_time.png``: ``milp-partition gap`` over the
-  shared pipeline (Tarnawski layer graphs, one operator graph, PipeDream profiles; 4 and 8
+  shared pipeline (Tarnawski's layer and operator graphs; 4 and 8
   accelerators of 8 and 16 GiB), strategy (PaSE's tables at their own p; 5.5 and 16 GiB
   per device, memory derived from layer shapes) and placement (Moirai) instances, exact
   solves at ``--time-limit`` (default 30 s);
@@ -42,8 +42,7 @@ def _files() -> dict[str, list[str]]:
     lg = SHARED / "pipeline" / "LayerGraphs"
     return {
         "pipeline": [str(p) for p in sorted(lg.glob("*.json"))]
-        + [str(SHARED / "pipeline" / "OperatorGraphs" / "bert_l-3_inference.json")]
-        + [str(p) for p in sorted((SHARED / "pipedream").glob("*.txt"))],
+        + [str(p) for p in sorted((SHARED / "pipeline" / "OperatorGraphs").glob("*.json"))],
         "strategy": [str(p) for p in sorted((SHARED / "strategy").glob("*.json"))],  # optima.json is skipped
         "placement": [str(p) for p in sorted((SHARED / "placement").glob("*.json"))],  # reference.json is skipped
     }
