@@ -41,7 +41,7 @@ def run_plot_command(args: argparse.Namespace) -> int:
             f"field 'problem' is {problem!r}; a result JSON of {', '.join(PLOT_MODULES)} is expected", source=str(args.result)
         )
     try:
-        module = importlib.import_module(PLOT_MODULES[problem])
+        module = importlib.import_module(PLOT_MODULES[str(problem)])
     except ImportError:
         raise InputError("plot needs matplotlib: pip install 'milp-partition[plot]'", where="plot") from None
     fig = module.figure(result, args.instance, {"memory": args.memory or ""})

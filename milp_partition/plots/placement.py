@@ -43,12 +43,12 @@ def figure(result: Mapping[str, Any], instance_path: str | None, options: Mappin
         end[t] = float(starts[t]) + float(problem.time[i, k])
     tstarts = result.get("transfer_starts") or {}
     for e in range(problem.num_edges):
-        s, d = problem.task_ids[int(problem.edge_source[e])], problem.task_ids[int(problem.edge_target[e])]
-        a, b = dev_index[assignment[s]], dev_index[assignment[d]]
+        src, dst = problem.task_ids[int(problem.edge_source[e])], problem.task_ids[int(problem.edge_target[e])]
+        a, b = dev_index[assignment[src]], dev_index[assignment[dst]]
         dur = float(problem.comm[e, a, b])
         if a != b and dur > 0:
-            key = f"{s}->{d}"
-            transfers.append((key, a, b, float(tstarts.get(key, end[s])), dur))
+            key = f"{src}->{dst}"
+            transfers.append((key, a, b, float(tstarts.get(key, end[src])), dur))
     pairs = sorted({(a, b) for _, a, b, _, _ in transfers})
     lanes = list(problem.device_ids) + [f"{problem.device_ids[a]}→{problem.device_ids[b]}" for a, b in pairs]
     makespan = max([*end.values(), *(s + d for _, _, _, s, d in transfers)], default=0.0)

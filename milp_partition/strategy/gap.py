@@ -115,7 +115,7 @@ def applicable(path: Path, point: tuple[tuple[str, str], ...]) -> bool:
     p = dict(point)
     if looks_like_layer_graph(data):
         return "devices" in p
-    return "devices" not in p or str(data.get("devices")) == p["devices"]  # type: ignore[union-attr]
+    return "devices" not in p or (isinstance(data, Mapping) and str(data.get("devices")) == p["devices"])
 
 
 def load(path: str | Path, point: tuple[tuple[str, str], ...], options: Mapping[str, str]) -> StrategyProblem:

@@ -63,4 +63,4 @@ def groups(rows: list[dict[str, str]]) -> list[Group]:
     out: dict[tuple[str, ...], list[dict[str, str]]] = {}
     for r in rows:
         out.setdefault((r["problem"], r["instance"], r["sha"], r["point"], _base_options(r["options"])), []).append(r)
-    return [Group(*key, rows=tuple(rs)) for key, rs in out.items()]
+    return [Group(k[0], k[1], k[2], k[3], k[4], tuple(rs)) for k, rs in out.items()]
