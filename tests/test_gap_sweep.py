@@ -168,3 +168,15 @@ def test_heuristic_values_are_the_verifiers(shared_benchmarks, tmp_path):
     assert float(row["value"]) > ALEXNET_P4  # data parallelism everywhere is not PaSE's optimum here
     assert math.isfinite(float(row["seconds"]))
     assert json.loads(json.dumps(row)) == row
+
+
+def test_a_graph_without_cluster_needs_devices(shared_benchmarks, tmp_path, capsys):
+    profile = str(shared_benchmarks / "pipedream" / "alexnet.txt")
+    assert main(["gap", profile, "--no-exact", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "alexnet.txt" in err and "--devices" in err and "Traceback" not in err
+    assert not (tmp_path / "gap.csv").exists()  # bad input stops the sweep before any run
+    assert main(["gap", profile, "--no-exact", "--devices", "2", "--output-dir", str(tmp_path), "--quiet", "--no-charts"]) == 0
+    rows = _rows(tmp_path / "gap.csv")
+    assert {r["method"] for r in rows} == {"chain-dp", "ideal-dp", "equal-split", "greedy"}
+    assert {r["point"] for r in rows} == {"devices=2"}
