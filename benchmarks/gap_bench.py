@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import platform
 import subprocess
 import sys
@@ -38,13 +39,18 @@ RESULTS = REPO / "results"
 ME = "benchmarks/gap_bench.py"
 
 
+def rel(path: Path) -> str:
+    """``path`` relative to the repository root (where the script works), e.g. ``../shared/benchmarks/...``."""
+    return os.path.relpath(path, REPO)
+
+
 def _files() -> dict[str, list[str]]:
     lg = SHARED / "pipeline" / "LayerGraphs"
     return {
-        "pipeline": [str(p) for p in sorted(lg.glob("*.json"))]
-        + [str(p) for p in sorted((SHARED / "pipeline" / "OperatorGraphs").glob("*.json"))],
-        "strategy": [str(p) for p in sorted((SHARED / "strategy").glob("*.json"))],  # optima.json is skipped
-        "placement": [str(p) for p in sorted((SHARED / "placement").glob("*.json"))],  # reference.json is skipped
+        "pipeline": [rel(p) for p in sorted(lg.glob("*.json"))]
+        + [rel(p) for p in sorted((SHARED / "pipeline" / "OperatorGraphs").glob("*.json"))],
+        "strategy": [rel(p) for p in sorted((SHARED / "strategy").glob("*.json"))],  # optima.json is skipped
+        "placement": [rel(p) for p in sorted((SHARED / "placement").glob("*.json"))],  # reference.json is skipped
     }
 
 
@@ -109,8 +115,8 @@ def plots() -> None:
              "print(d['status'], d['objective'], d['bound'], round(d['solve_seconds'], 1))"],
             capture_output=True, text=True, check=True,
         ).stdout.split()  # fmt: skip
-        cmd = f"milp-partition solve {instance.relative_to(REPO.parent)} {' '.join(solve_args)} -o r.json; milp-partition plot r.json"
-        cmd += f" {' '.join(a if a != str(googlenet) else str(googlenet.relative_to(REPO.parent)) for a in plot_args)} -o {png}"
+        cmd = f"milp-partition solve {rel(instance)} {' '.join(solve_args)} -o r.json; milp-partition plot r.json "
+        cmd += "".join(f"{a if a != str(googlenet) else rel(googlenet)} " for a in plot_args) + f"-o {png}"
         lines += [
             f"## {problem}: {instance.name}",
             "",
@@ -167,6 +173,7 @@ def main() -> None:
     ap.add_argument("--plots", action="store_true", help="write results/plots.md")
     ap.add_argument("--ray-check", action="store_true", help="write results/gap_ray.md")
     args = ap.parse_args()
+    os.chdir(REPO)
     if not args.skip_sweep:
         sweep(args.only or ["pipeline", "strategy", "placement"], args)
     if args.plots:

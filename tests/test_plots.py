@@ -134,3 +134,16 @@ def test_plot_command(example_1, tmp_path, capsys):
     res.write_text(json.dumps({"problem": "nope"}))
     assert main(["plot", str(res), "--output", str(tmp_path / "g.png")]) == 2
     assert "'nope'" in capsys.readouterr().err
+
+
+def test_gap_chart_marks_a_heuristic_without_a_verified_answer():
+    rows = [
+        _row("pipeline", "c", "greedy", "2"),
+        _row("pipeline", "c", "equal-split", ""),
+        _row("pipeline", "c", "exact", "1", "1"),
+    ]
+    rows[1]["status"] = "rejected"
+    fig = gap_figure(rows)
+    ax = fig.axes[0]
+    assert [b.get_gid() for b in _bars(ax, "")] == ["pipeline|c|greedy"]
+    assert [ln.get_gid() for ln in ax.get_lines()] == ["missing|pipeline|c|equal-split"]

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from milp_partition.errors import InputError
+from milp_partition.sweep.charts import write_charts
 from milp_partition.sweep.executors import EXECUTORS, ExecutorSettings, Progress, run_jobs
 from milp_partition.sweep.grid import parse_grid
 from milp_partition.sweep.jobs import BOUND, EXACT, GapJob, append_row, code_fingerprint, compact, file_sha, read_rows
@@ -166,14 +167,9 @@ def run_gap_command(args: argparse.Namespace) -> int:
     charts: list[str] = []
     if not args.no_charts and rows:
         try:
-            from milp_partition.sweep.charts import write_charts
-        except ImportError:
+            charts = write_charts(rows, out_dir, args.name)
+        except ImportError:  # matplotlib is an optional extra
             print("warning: no charts: install matplotlib (pip install 'milp-partition[plot]')", file=sys.stderr)
-        else:
-            try:
-                charts = write_charts(rows, out_dir, args.name)
-            except ImportError:
-                print("warning: no charts: install matplotlib (pip install 'milp-partition[plot]')", file=sys.stderr)
     md_path = out_dir / f"{args.name}.md"
     md_path.write_text(render_markdown(rows, _command(args), code, charts, args.note))
     print(f"{len(todo)} run(s), {skipped} skipped, {failed} failed; wrote {csv_path} and {md_path}")

@@ -6,7 +6,6 @@ from it); :func:`write_charts` saves them next to the report.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -27,12 +26,15 @@ def gap_figure(rows: list[dict[str, str]]) -> Any:
     """One panel per problem: grouped bars, one group per instance and point, one bar per heuristic (gap in %).
 
     A bar is drawn for every heuristic row with a verified value and a bound; its
-    ``label`` (matplotlib's ``gid``) is ``"problem|instance label|method"``.
+    ``gid`` is ``"problem|instance label|method"``.  A heuristic row without a verified
+    value (rejected by the verifier, or no answer) is marked by an ``x`` at 0 whose
+    ``gid`` is ``"missing|problem|instance label|method"``: a missing bar is never a zero gap.
     """
     plt = _pyplot()
     gs = [g for g in groups(rows) if g.best_bound is not None]
     problems = list(dict.fromkeys(g.problem for g in gs)) or ["(no bounds)"]
-    fig, axes = plt.subplots(len(problems), 1, figsize=(11, 3.6 * len(problems)), squeeze=False)
+    widest = max((sum(1 for g in gs if g.problem == p) for p in problems), default=1)
+    fig, axes = plt.subplots(len(problems), 1, figsize=(max(11.0, 0.42 * widest + 3), 4.2 * len(problems)), squeeze=False)
     for ax, problem in zip(axes[:, 0], problems):
         pg = [g for g in gs if g.problem == problem]
         methods = list(dict.fromkeys(r["method"] for g in pg for r in g.rows if r["method"] not in (EXACT, BOUND)))
@@ -43,22 +45,34 @@ def gap_figure(rows: list[dict[str, str]]) -> Any:
             for i, g in enumerate(pg):
                 r = next((r for r in g.rows if r["method"] == m), None)
                 gap = g.gap(r) if r is not None else None
+                x = i + (j - (len(methods) - 1) / 2) * width
                 if gap is not None:
-                    xs.append(i + (j - (len(methods) - 1) / 2) * width)
+                    xs.append(x)
                     hs.append(100 * gap)
                     gids.append(f"{problem}|{g.label}|{m}")
+                elif r is not None:
+                    (mark,) = ax.plot([x], [0], marker="x", color=cmap(j % 10), markersize=5, linestyle="none")
+                    mark.set_gid(f"missing|{problem}|{g.label}|{m}")
             bars = ax.bar(xs, hs, width=width, label=m, color=cmap(j % 10))
             for bar, gid in zip(bars, gids):
                 bar.set_gid(gid)
         ax.set_xticks(range(len(pg)))
-        ax.set_xticklabels([g.label for g in pg], rotation=25, ha="right", fontsize=8)
+        ax.set_xticklabels([_tick(g.instance, g.point) for g in pg], rotation=60, ha="right", fontsize=7)
+        ax.set_xlim(-0.6, len(pg) - 0.4)
         ax.set_ylabel("gap to proven bound (%)")
-        ax.set_title(f"{problem}: heuristic gap to the best proven bound")
+        ax.set_title(f"{problem}: heuristic gap to the best proven bound (x: no verified answer)")
         ax.grid(axis="y", alpha=0.3)
         if methods:
-            ax.legend(fontsize=8, ncol=min(5, len(methods)))
+            ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
+
+
+def _tick(instance: str, point: str) -> str:
+    """``bert24_inference 4/8GiB``: the instance and its point's values (axis names dropped)."""
+    if point == "default":
+        return instance
+    return f"{instance} {'/'.join(x.split('=', 1)[1] for x in point.split(';'))}"
 
 
 def time_figure(rows: list[dict[str, str]]) -> Any:
@@ -81,7 +95,7 @@ def time_figure(rows: list[dict[str, str]]) -> Any:
         ax.set_title(f"{problem}: time against size")
         ax.grid(alpha=0.3)
         if pr:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     return fig
 
@@ -97,7 +111,3 @@ def write_charts(rows: list[dict[str, str]], out_dir: Path, stem: str) -> list[s
         plt.close(fig)
         names.append(name)
     return names
-
-
-def finite(x: float) -> bool:
-    return math.isfinite(x)

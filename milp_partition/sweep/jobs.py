@@ -125,11 +125,19 @@ def file_sha(path: Path) -> str:
         raise InputError(f"cannot read the instance: {exc.strerror or exc}", source=str(path)) from None
 
 
+#: Package files that only present results (tables, charts, plots): they do not enter :func:`code_fingerprint`.
+PRESENTATION: tuple[str, ...] = ("sweep/markdown.py", "sweep/charts.py", "cli/plot.py", "plots/")
+
+
 def code_fingerprint() -> str:
-    """Hash of every ``.py`` file of the package (formulations and heuristics included): 12 hex digits."""
+    """Hash of the package's ``.py`` files (formulations and heuristics included, :data:`PRESENTATION` not): 12 hex digits."""
     root = Path(__file__).resolve().parent.parent
     h = hashlib.sha1()
-    files = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
+    files = sorted(
+        p
+        for p in root.rglob("*.py")
+        if "__pycache__" not in p.parts and not p.relative_to(root).as_posix().startswith(PRESENTATION)
+    )
     for sub in ("formulations", "heuristics"):  # symbolic links: rglob does not follow them
         files += sorted((root / sub).resolve().glob("*.py"))
     for p in files:
