@@ -132,12 +132,13 @@ def _run_ray(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress)
         started = True
     try:
         remote = ray.remote(max_retries=0)(execute)
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        # an exact run asks for its solver threads, capped at the cluster's CPUs (more could never be scheduled)
         refs = {
-            remote.options(num_cpus=job.threads if job.method == EXACT else 1).remote(job): job  # type: ignore[attr-defined]
+            remote.options(num_cpus=min(cpus, job.threads) if job.method == EXACT else 1).remote(job): job  # type: ignore[attr-defined]
             for job in jobs
         }
         pending = list(refs)
-        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         progress.update(running=min(cpus, len(pending)))
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
