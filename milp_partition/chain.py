@@ -382,41 +382,52 @@ class Built:
     proves: bool = True
 
 
-class Reduction(Protocol[P, S]):
-    """An exact transformation of the problem: ``apply`` returns the reduced problem and the map back."""
+class Reduction(Protocol):
+    """An exact transformation of the problem: ``apply`` returns the reduced problem, the map back and notes."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
-    def apply(self, problem: P) -> tuple[P, Callable[[S], S], dict[str, Any]]: ...
-
-
-class Steps(Protocol[P, S]):
-    """The problem-specific steps that :func:`run_chain` plugs together."""
-
-    name: str
-
-    def new_result(self, problem: P, settings: ChainSettings) -> Result: ...
-
-    def verify(self, problem: P, solution: S) -> Evaluation[S]: ...
-
-    def reductions(self, run: Run[P, S]) -> Sequence[Reduction[P, S]]: ...
-
-    def bounds(self, run: Run[P, S]) -> Iterable[Bound]: ...
-
-    def heuristics(self, run: Run[P, S]) -> Iterable[Outcome[S]]: ...
-
-    def refine(self, run: Run[P, S]) -> Iterable[Outcome[S]]: ...
-
-    def build(self, run: Run[P, S]) -> Built | None: ...
-
-    def hint(self, built: Built, run: Run[P, S], candidate: Candidate[S]) -> None: ...
-
-    def decode(self, built: Built, values: dict[str, float]) -> S: ...
-
-    def record(self, result: Result, problem: P, best: Candidate[S]) -> None: ...
+    def apply(self, problem: Any) -> tuple[Any, Callable[[Any], Any], dict[str, Any]]: ...
 
 
-def add_outcome(run: Run[P, S], steps: Steps[P, S], out: Outcome[S]) -> float | None:
+class Steps(Protocol):
+    """The problem-specific steps that :func:`run_chain` plugs together.
+
+    ``new_result`` makes the empty result; ``verify`` is the problem's independent
+    verifier; ``reductions`` are applied first (solutions are lifted back through
+    them); ``bounds`` yields proven bounds; ``heuristics`` and ``refine`` yield
+    :class:`Outcome` objects (``refine`` runs only when nothing is proven yet);
+    ``build`` makes the formulation (``None``: no exact model), ``hint`` warm-starts
+    it, ``decode`` maps a back-end's values to a solution of the working problem;
+    ``record`` writes the problem-specific fields of the best solution into the result.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def new_result(self, problem: Any, settings: ChainSettings) -> Result: ...
+
+    def verify(self, problem: Any, solution: Any) -> Evaluation[Any]: ...
+
+    def reductions(self, run: Run[Any, Any]) -> Sequence[Reduction]: ...
+
+    def bounds(self, run: Run[Any, Any]) -> Iterable[Bound]: ...
+
+    def heuristics(self, run: Run[Any, Any]) -> Iterable[Outcome[Any]]: ...
+
+    def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[Any]]: ...
+
+    def build(self, run: Run[Any, Any]) -> Built | None: ...
+
+    def hint(self, built: Built, run: Run[Any, Any], candidate: Candidate[Any]) -> None: ...
+
+    def decode(self, built: Built, values: Sequence[float]) -> Any: ...
+
+    def record(self, result: Result, problem: Any, best: Candidate[Any]) -> None: ...
+
+
+def add_outcome(run: Run[Any, Any], steps: Steps, out: Outcome[Any]) -> float | None:
     """Lift, verify and record one heuristic outcome; return its verified value (``None`` when none)."""
     value: float | None = None
     message = out.message
@@ -440,9 +451,9 @@ def add_outcome(run: Run[P, S], steps: Steps[P, S], out: Outcome[S]) -> float | 
     return value
 
 
-def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings) -> Result:
+def run_chain(steps: Steps, problem: Any, settings: ChainSettings) -> Result:
     """Run every step for ``problem`` and return a verified :class:`Result` (see the module docstring)."""
-    run: Run[P, S] = Run(problem, problem, lambda s: s, settings, steps.new_result(problem, settings), time.monotonic())
+    run: Run[Any, Any] = Run(problem, problem, lambda s: s, settings, steps.new_result(problem, settings), time.monotonic())
     result = run.result
     for reduction in steps.reductions(run):
         t0 = time.monotonic()
@@ -464,7 +475,7 @@ def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings) -> Result
     return result
 
 
-def _solve_exact(run: Run[P, S], steps: Steps[P, S]) -> SolverClaim | None:
+def _solve_exact(run: Run[Any, Any], steps: Steps) -> SolverClaim | None:
     """Build, hint, solve, decode, lift and verify; the back-end's answer becomes a claim for :func:`settle`."""
     built = steps.build(run)
     if built is None:
@@ -497,7 +508,7 @@ def _solve_exact(run: Run[P, S], steps: Steps[P, S]) -> SolverClaim | None:
     return SolverClaim(source, out.status, bound, built.cutoff, doubt)
 
 
-def _finish(run: Run[P, S], steps: Steps[P, S], claim: SolverClaim | None) -> None:
+def _finish(run: Run[Any, Any], steps: Steps, claim: SolverClaim | None) -> None:
     """Settle the status and fill the result from the best verified solution."""
     verdict = settle(run.candidates, run.bounds, claim, run.infeasible_proofs)
     result = run.result

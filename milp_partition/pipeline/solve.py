@@ -127,8 +127,8 @@ class PipelineSteps:
     def hint(self, built: Built, run: Run, candidate: Candidate[PipelineSolution]) -> None:
         formulation.hint(built.state, candidate.solution, candidate.value)
 
-    def decode(self, built: Built, values: dict[str, float]) -> PipelineSolution:
-        return formulation.decode(built.state, values)
+    def decode(self, built: Built, values: Sequence[float]) -> PipelineSolution:
+        return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: PipelineProblem, best: Candidate[PipelineSolution]) -> None:
         report = verify_pipeline(problem, best.solution)
@@ -149,14 +149,16 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
 
 def _infeasibility_hint(problem: PipelineProblem) -> str:
     """A reason a person can act on, when a simple one exists."""
-    caps = [d.memory_bytes for d in problem.cluster.devices]
-    if problem.cluster.host_cpu_cores == 0 and caps and all(c is not None for c in caps):
-        total = sum(nd.param_bytes + nd.activation_bytes + nd.other_bytes for nd in problem.graph.nodes)
-        biggest = max(problem.graph.nodes, key=lambda nd: nd.param_bytes + nd.activation_bytes + nd.other_bytes, default=None)
-        if problem.settings.memory_model == "static" and total > sum(caps):  # type: ignore[arg-type]
-            return f" (the graph needs {total} bytes in all, the accelerators hold {sum(caps)})"  # type: ignore[arg-type]
-        if biggest is not None:
-            need = biggest.param_bytes + biggest.activation_bytes + biggest.other_bytes
-            if problem.settings.memory_model == "static" and need > max(caps):  # type: ignore[type-var]
-                return f" (node {biggest.id!r} alone needs {need} bytes, more than any accelerator's {max(caps)})"  # type: ignore[type-var]
+    caps = [d.memory_bytes for d in problem.cluster.devices if d.memory_bytes is not None]
+    if problem.cluster.host_cpu_cores != 0 or not caps or len(caps) != len(problem.cluster.devices):
+        return ""
+    if problem.settings.memory_model != "static":
+        return ""
+    need = {nd.id: nd.param_bytes + nd.activation_bytes + nd.other_bytes for nd in problem.graph.nodes}
+    if sum(need.values()) > sum(caps):
+        return f" (the graph needs {sum(need.values())} bytes in all, the accelerators hold {sum(caps)})"
+    if need:
+        biggest = max(need, key=lambda k: need[k])
+        if need[biggest] > max(caps):
+            return f" (node {biggest!r} alone needs {need[biggest]} bytes, more than any accelerator's {max(caps)})"
     return ""

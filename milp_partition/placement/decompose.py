@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from milp_partition.errors import InputError
+from milp_partition.placement.bounds import best_bound
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution, make_placement_problem
 
 
@@ -212,7 +213,6 @@ def solve_decomposed(
     :func:`time.monotonic`'s clock): a pair not solved by then enters the recursion with
     its segment problem's device-path bound and no schedule, which keeps the bound valid (only weaker).
     """
-    from milp_partition.placement.bounds import best_bound
 
     t0 = time.monotonic()
     end = t0 + time_limit_s if deadline is None else min(t0 + time_limit_s, deadline)

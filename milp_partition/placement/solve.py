@@ -21,6 +21,7 @@ same way for a bound only (the induced problem's optimum is at most the whole's)
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -137,8 +138,8 @@ def placement_heuristic_outcomes(
                 f"unknown placement heuristic {name!r}; known: {', '.join(['single-device', *PLACEMENT_HEURISTICS])}",
                 where="--heuristic",
             )
-    jobs = [("single-device", lambda: single_device_schedule(problem))]
-    jobs += [(name, (lambda fn=PLACEMENT_HEURISTICS[name]: fn(problem))) for name in names if name != "single-device"]
+    jobs: list[tuple[str, Callable[[], PlacementSolution | None]]] = [("single-device", lambda: single_device_schedule(problem))]
+    jobs += [(name, functools.partial(PLACEMENT_HEURISTICS[name], problem)) for name in names if name != "single-device"]
     for name, fn in jobs:
         t0 = time.monotonic()
         sol: PlacementSolution | None = None
@@ -275,8 +276,8 @@ class PlacementSteps:
     def hint(self, built: Built, run: Run, candidate: Candidate[PlacementSolution]) -> None:
         formulation.hint(built.state, candidate.solution, candidate.value)
 
-    def decode(self, built: Built, values: dict[str, float]) -> PlacementSolution:
-        return formulation.decode(built.state, values)
+    def decode(self, built: Built, values: Sequence[float]) -> PlacementSolution:
+        return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: PlacementProblem, best: Candidate[PlacementSolution]) -> None:
         report = verify_placement(problem, best.solution)

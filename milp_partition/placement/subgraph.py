@@ -28,6 +28,7 @@ import time
 
 import numpy as np
 
+from milp_partition.placement.decompose import decompose
 from milp_partition.placement.problem import PlacementProblem, make_placement_problem
 
 
@@ -96,7 +97,6 @@ def main_line(
     ``None`` when none does, for graphs of fewer than 8 or more than :data:`MAX_TASKS` tasks,
     and when :func:`time.monotonic` passes ``deadline`` before one is found.
     """
-    from milp_partition.placement.decompose import decompose
 
     n = problem.num_tasks
     if n < 8 or n > MAX_TASKS:

@@ -299,8 +299,8 @@ class StrategySteps:
     def hint(self, built: Built, run: Run, candidate: Candidate[StrategySolution]) -> None:
         formulation.hint(built.state, _restrict(run.work, candidate.solution))
 
-    def decode(self, built: Built, values: dict[str, float]) -> StrategySolution:
-        return formulation.decode(built.state, values)
+    def decode(self, built: Built, values: Sequence[float]) -> StrategySolution:
+        return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: StrategyProblem, best: Candidate[StrategySolution]) -> None:
         report = verify_strategy(problem, best.solution)
