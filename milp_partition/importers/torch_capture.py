@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import io
 import logging
 import operator
@@ -425,15 +426,24 @@ def _retie(module: nn.Module, tied: Mapping[str, str]) -> None:
 
 
 def _without_cache(module: nn.Module) -> str | None:
-    """Turn off ``config.use_cache`` of a Hugging Face style model (on the copy); a note saying so, or ``None``."""
-    config = getattr(module, "config", None)
-    if config is None or not getattr(config, "use_cache", False):
+    """Turn off ``config.use_cache`` of a Hugging Face style model and its parts (on the copy); a note, or ``None``."""
+    changed = False
+    for sub in module.modules():
+        config = getattr(sub, "config", None)
+        if config is not None and getattr(config, "use_cache", False):
+            config.use_cache = False
+            changed = True
+    if not changed:
         return None
-    config.use_cache = False
-    for sub in (getattr(config, "text_config", None), getattr(config, "decoder", None)):
-        if sub is not None and getattr(sub, "use_cache", False):
-            sub.use_cache = False
     return "run with use_cache=False (the key/value cache is an inference-only output; training builds none)"
+
+
+def _accepts(module: nn.Module, name: str) -> bool:
+    """True when ``module.forward`` has a parameter ``name``."""
+    try:
+        return name in inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def _prepare(module: nn.Module, device: str, dtype: torch.dtype, name: str) -> tuple[nn.Module, list[str]]:
@@ -552,6 +562,8 @@ def _capture_on(
     module, notes = _prepare(module, device, dtype, name)
     inputs = [_to_device(x, device, dtype) for x in inputs]
     kwargs = {k: _to_device(v, device, dtype) for k, v in kwargs.items()}
+    if "use_cache" not in kwargs and _accepts(module, "use_cache") and any("use_cache=False" in n for n in notes):
+        kwargs["use_cache"] = False
     functions: list[str] = []
     eager_backward: float | None = None
     eager_error: str | None = None
