@@ -588,6 +588,7 @@ def _capture_on(
     except Exception as exc:
         if meta:
             raise _MetaFailed(one_line(exc, 120)) from None
+        _check_inputs_fit(module, inputs, kwargs, name)
         raise InputError(
             f"the captured graph ({method}) does not run on the example inputs: {one_line(exc)}", source=name
         ) from None
