@@ -205,8 +205,8 @@ def module_shape_flops(model: nn.Module, *inputs: torch.Tensor, training: bool =
     One shape-only run on the meta device (forward hooks record each call's input and output
     shapes).  Forward per call: :math:`2 \\cdot \\text{outputs} \\cdot C_{in}/g \\cdot \\prod k` for a
     convolution, :math:`2 \\cdot \\text{rows} \\cdot \\text{in} \\cdot \\text{out}` for a linear layer.
-    Backward: the same again for the weight gradient, and again for the input gradient unless
-    the input is a model input (which needs none).
+    Backward: the same again for the weight gradient, and again for the input gradient when the
+    layer's input depends on a parameter (a model input, padded or not, needs none).
 
     Returns
     -------
@@ -215,8 +215,7 @@ def module_shape_flops(model: nn.Module, *inputs: torch.Tensor, training: bool =
     """
     meta = _meta_copy(model)
     forward = backward = 0.0
-    model_inputs = [x.to("meta") for x in inputs]
-    input_ids = {id(x) for x in model_inputs}
+    model_inputs = [x.detach().to("meta") for x in inputs]
 
     def hook(module: nn.Module, args: tuple[Any, ...], out: torch.Tensor) -> None:
         nonlocal forward, backward
@@ -229,12 +228,12 @@ def module_shape_flops(model: nn.Module, *inputs: torch.Tensor, training: bool =
         else:
             flops = 2.0 * out.shape[0] * math.prod(out.shape[2:]) * w.shape[0] * w.shape[1] * math.prod(w.shape[2:])
         forward += flops
-        backward += flops * (1 + int(id(x) not in input_ids))
+        backward += flops * (1 + int(x.requires_grad))
 
     kinds = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
     handles = [m.register_forward_hook(hook) for m in meta.modules() if isinstance(m, kinds)]
     try:
-        with torch.no_grad():
+        with torch.enable_grad():
             meta(*model_inputs)
     finally:
         for h in handles:
