@@ -50,20 +50,26 @@ def module_path_from_name(name: str) -> str:
 NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
 
 
-def module_path_of(node: Any) -> str:
-    """Module path of an ONNX node: from :data:`NAME_SCOPES_KEY` metadata if present, else from its name."""
+def scope_path(node: Any) -> str | None:
+    """Module path from :data:`NAME_SCOPES_KEY` metadata (``""``: the top level), or ``None`` if the node has none."""
     for prop in getattr(node, "metadata_props", ()):
         if prop.key != NAME_SCOPES_KEY:
             continue
         try:
             scopes = ast.literal_eval(prop.value)
         except (ValueError, SyntaxError):
-            break
+            return None
         if isinstance(scopes, list) and all(isinstance(x, str) for x in scopes):
             modules = [x for x in scopes[:-1] if x]  # the last scope is the operator itself
             return modules[-1] if modules else ""
-        break
-    return module_path_from_name(node.name)
+        return None
+    return None
+
+
+def module_path_of(node: Any) -> str:
+    """Module path of an ONNX node: from :data:`NAME_SCOPES_KEY` metadata if present, else from its name."""
+    path = scope_path(node)
+    return module_path_from_name(node.name) if path is None else path
 
 
 def tied_initializers(initializers: Sequence[Any]) -> dict[str, str]:
@@ -218,6 +224,11 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
     flops_by_kind = {"matmul": 0.0, "other": 0.0}
     unknown: set[str] = set()
     unknown_shape: set[str] = set()
+    # A file with scope metadata may still have nodes without (made by the exporter's optimizer):
+    # they take the module of the operator that produces their first input, else of the previous one.
+    has_scopes = any(scope_path(n) is not None for n in graph.node)
+    path_of_op: dict[str, str] = {}
+    last_path = ""
     for index, node in enumerate(graph.node):
         real_inputs = [t for t in node.input if t]
         if node.op_type == "Constant" or (real_inputs and all(t in const_bytes or t in alias for t in real_inputs)):
@@ -262,11 +273,16 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
         if not counted:
             unknown.add(node.op_type if not node.domain else f"{node.domain}.{node.op_type}")
         view = node.op_type in VIEWS
+        path = scope_path(node) if has_scopes else module_path_from_name(node.name)
+        if path is None:
+            sources = [producer[t] for t in real_inputs if t in producer]
+            path = path_of_op[sources[0]] if sources else last_path
+        path_of_op[op_id] = last_path = path
         ops.append(
             OpRecord(
                 id=op_id,
                 op_type=node.op_type if not node.domain else f"{node.domain}.{node.op_type}",
-                module_path=module_path_of(node),
+                module_path=path,
                 forward_flops=matmul + other,
                 input_bytes=0 if view else in_bytes,
                 output_bytes=0 if view else out_bytes,
