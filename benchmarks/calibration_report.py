@@ -38,7 +38,7 @@ from milp_partition.calibration.profile import (
 )
 from milp_partition.calibration.settings import preset
 from milp_partition.calibration.suite import run_suite
-from milp_partition.cli_calibrate import ProgressBar
+from milp_partition.cli.calibrate import ProgressBar
 
 SCRIPT = "benchmarks/calibration_report.py"
 REPO = Path(__file__).resolve().parents[1]

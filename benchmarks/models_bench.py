@@ -48,9 +48,9 @@ from milp_partition.importers.build import BACKWARD_SUFFIX  # noqa: E402
 from milp_partition.importers.onnx_import import import_onnx_model  # noqa: E402
 from milp_partition.importers.timing import load_profile_spec  # noqa: E402
 from milp_partition.importers.torch_import import import_torch_model, make_inputs, parse_input_shape  # noqa: E402
-from milp_partition.problems import PipelineProblem, PipelineSettings, PipelineSolution  # noqa: E402
-from milp_partition.solve import SolveSettings, solve_pipeline  # noqa: E402
-from milp_partition.verify import verify_pipeline  # noqa: E402
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, PipelineSolution  # noqa: E402
+from milp_partition.pipeline.solve import SolveSettings, solve_pipeline  # noqa: E402
+from milp_partition.verifiers.pipeline import verify_pipeline  # noqa: E402
 
 GiB = 2**30
 MiB = 2**20

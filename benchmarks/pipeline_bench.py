@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from milp_partition.io import read_instance  # noqa: E402
-from milp_partition.problems import PipelineProblem, PipelineSettings  # noqa: E402
-from milp_partition.solve import SolveSettings, solve_pipeline  # noqa: E402
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings  # noqa: E402
+from milp_partition.pipeline.solve import SolveSettings, solve_pipeline  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "benchmarks" / "pipeline"
 #: Reference optima of the contiguous variant (shared/benchmarks/README.md).
@@ -88,7 +88,7 @@ WIDE = [(1, 11, 6, 5), (2, 20, 6, 5), (3, 30, 6, 5)]
 
 def run_wide(spec: tuple[int, int, int, int], args: argparse.Namespace) -> dict:
     from milp_partition.cluster import homogeneous_cluster
-    from milp_partition.generators import InceptionLikeSettings, inception_like
+    from milp_partition.pipeline.generators import InceptionLikeSettings, inception_like
 
     seed, blocks, branches, depth = spec
     graph = inception_like(seed, InceptionLikeSettings(blocks=blocks, branches=branches, max_depth=depth))

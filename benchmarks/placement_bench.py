@@ -26,7 +26,7 @@ sys.path.insert(0, str(REPO))
 
 from milp_partition.backends import relative_gap  # noqa: E402
 from milp_partition.io.placement_instance import read_placement_instance  # noqa: E402
-from milp_partition.solve_placement import PlacementSolveSettings, solve_placement  # noqa: E402
+from milp_partition.placement.solve import PlacementSolveSettings, solve_placement  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "benchmarks" / "placement"
 FILES = ["example-1.json", "yolov5x.json", "GoogLeNet.json", "inceptionv4.json", "transformer.json"]

@@ -27,10 +27,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from heuristics.placement import PLACEMENT_HEURISTICS  # noqa: E402
+from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS  # noqa: E402
 from milp_partition.io.placement_instance import read_placement_instance  # noqa: E402
-from milp_partition.placement_generators import PlacementGeneratorSettings, generate_placement_problem  # noqa: E402
-from milp_partition.verify_placement import verify_placement  # noqa: E402
+from milp_partition.placement.generators import PlacementGeneratorSettings, generate_placement_problem  # noqa: E402
+from milp_partition.verifiers.placement import verify_placement  # noqa: E402
 
 MOIRAI = REPO.parent / "shared" / "benchmarks" / "placement"
 

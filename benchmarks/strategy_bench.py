@@ -26,13 +26,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from heuristics.strategy_dp import pase_dp  # noqa: E402
+from milp_partition.heuristics.strategy_dp import pase_dp  # noqa: E402
 from milp_partition.io.strategy_tables import read_strategy_tables  # noqa: E402
-from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy  # noqa: E402
-from milp_partition.strategy import StrategySolution  # noqa: E402
-from milp_partition.strategy_memory import with_memory  # noqa: E402
-from milp_partition.strategy_reductions import reduce  # noqa: E402
-from milp_partition.verify import verify_strategy  # noqa: E402
+from milp_partition.strategy.memory import with_memory  # noqa: E402
+from milp_partition.strategy.problem import StrategySolution  # noqa: E402
+from milp_partition.strategy.reductions import reduce  # noqa: E402
+from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy  # noqa: E402
+from milp_partition.verifiers.pipeline import verify_strategy  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "benchmarks" / "strategy"
 MEMORY_CASES = ["alexnet_p8.json", "inception3_p4.json", "resnet101_p4.json", "transformer_p4.json", "transformer_p8.json"]

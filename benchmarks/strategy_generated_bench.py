@@ -31,14 +31,14 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from heuristics.strategy_dp import pase_dp  # noqa: E402
 from milp_partition.calibration.profile import datasheet_profile  # noqa: E402
+from milp_partition.heuristics.strategy_dp import pase_dp  # noqa: E402
 from milp_partition.io.strategy_tables import read_strategy_tables  # noqa: E402
-from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy  # noqa: E402
-from milp_partition.strategy import StrategySolution  # noqa: E402
-from milp_partition.strategy_layers import StrategyGenerationSettings, generate_strategy_problem, transformer_layer_graph  # noqa: E402
-from milp_partition.strategy_memory import with_memory  # noqa: E402
-from milp_partition.verify import verify_strategy  # noqa: E402
+from milp_partition.strategy.layers import StrategyGenerationSettings, generate_strategy_problem, transformer_layer_graph  # noqa: E402
+from milp_partition.strategy.memory import with_memory  # noqa: E402
+from milp_partition.strategy.problem import StrategySolution  # noqa: E402
+from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy  # noqa: E402
+from milp_partition.verifiers.pipeline import verify_strategy  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "benchmarks" / "strategy"
 STACKS = [  # (blocks, hidden, heads, sequence, samples)

@@ -18,10 +18,10 @@ steps on the placement problem:
    ``load[k] + time of the cluster on k + transfer time of its edges to clusters
    already mapped``, among devices where every member may run and where the
    cluster's memory fits without stranding later tasks (the fallback reservation
-   of :mod:`heuristics.placement_memory`).  A cluster that fits nowhere whole is
+   of :mod:`milp_partition.heuristics.placement_memory`).  A cluster that fits nowhere whole is
    split into single tasks, mapped the same way.
 3. **Schedule** on the fixed devices: list scheduling by upward rank with
-   insertion (:func:`heuristics.list_scheduling.schedule_assignment`).
+   insertion (:func:`milp_partition.heuristics.list_scheduling.schedule_assignment`).
 4. **Refinement.**  A bounded number of moves of a whole cluster, to the device
    where its time plus transfers is least or off the most loaded device (static
    memory checked); a move stays when the rescheduled makespan falls.  The number of trial schedules is
@@ -35,10 +35,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heuristics.list_scheduling import ListSchedulingSettings, mean_costs, place_virtual_inputs, schedule_assignment, upward_rank
-from heuristics.placement_memory import MemoryGuard
-from heuristics.placement_state import PlacementHeuristicError
-from milp_partition.placement import PlacementProblem, PlacementSolution
+from milp_partition.heuristics.list_scheduling import (
+    ListSchedulingSettings,
+    mean_costs,
+    place_virtual_inputs,
+    schedule_assignment,
+    upward_rank,
+)
+from milp_partition.heuristics.placement_memory import MemoryGuard
+from milp_partition.heuristics.placement_state import PlacementHeuristicError
+from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 
 INF = float("inf")
 

@@ -1,10 +1,10 @@
 """List-scheduling heuristics for operator placement: HEFT (and iterated HEFT), m-TOPO and m-ETF.
 
-All three build a schedule with :class:`heuristics.placement_state.ScheduleState`,
+All three build a schedule with :class:`milp_partition.heuristics.placement_state.ScheduleState`,
 so each returned schedule respects precedence with transfer delays, no overlap on
 a device, colocation groups, allowed devices, static memory (hence liveness
 memory too) and, when the problem asks for it, link contention.  When memory runs
-out they raise :class:`~heuristics.placement_state.PlacementHeuristicError`
+out they raise :class:`~milp_partition.heuristics.placement_state.PlacementHeuristicError`
 instead of returning an infeasible schedule.
 
 * **HEFT** (Topcuoglu, Hariri and Wu, "Performance-effective and low-complexity
@@ -13,7 +13,7 @@ instead of returning an infeasible schedule.
   mean off-diagonal transfer time of each edge), each put on the device with the
   earliest finish time, with insertion into idle gaps.  The gap search is bounded
   (bisection on gap ends, then at most ``gap_scan`` gaps; see
-  :mod:`heuristics.placement_state`), and memory-aware: devices where the task no
+  :mod:`milp_partition.heuristics.placement_state`), and memory-aware: devices where the task no
   longer fits are skipped.
 * **heft-iter**: HEFT run with several rank functions (mean, optimistic, blended
   with the previous schedule's own costs; after Zhao and Sakellariou, Euro-Par 2003),
@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heuristics.placement_memory import MemoryGuard
-from heuristics.placement_state import PlacementHeuristicError, ScheduleState
-from milp_partition.placement import PlacementProblem, PlacementSolution
+from milp_partition.heuristics.placement_memory import MemoryGuard
+from milp_partition.heuristics.placement_state import PlacementHeuristicError, ScheduleState
+from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 
 INF = math.inf
 

@@ -84,8 +84,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from milp_partition.costs import PipelineCosts, pipeline_costs
-from milp_partition.problems import PipelineProblem, PipelineSolution
+from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 
 #: Relative slack on ``max_time_per_sample`` (the verifier's).
 TIME_BOUND_REL_TOL = 1e-9

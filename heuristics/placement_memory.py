@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from milp_partition.placement import PlacementProblem
+from milp_partition.placement.problem import PlacementProblem
 
 
 class MemoryGuard:

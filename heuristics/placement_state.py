@@ -12,7 +12,7 @@ and answers the two questions every list scheduler asks:
 * :meth:`ScheduleState.commit`: place it, updating the device timeline, the
   memory left, the link ports and the transfer start times.
 
-The semantics are those of :mod:`milp_partition.placement` (and of the independent
+The semantics are those of :mod:`milp_partition.placement.problem` (and of the independent
 verifier): a task starts no earlier than each predecessor's end plus the edge's
 transfer time when the two devices differ; tasks that take time do not overlap on
 a device; a task whose time is zero on every device occupies nothing.
@@ -58,9 +58,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from heuristics.placement_memory import MemoryGuard
 from milp_partition.errors import MilpPartitionError
-from milp_partition.placement import PlacementProblem, PlacementSolution
+from milp_partition.heuristics.placement_memory import MemoryGuard
+from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 
 INF = math.inf
 
@@ -285,7 +285,7 @@ class ScheduleState:
         """Place the floating inputs of ``i`` on their own (where their memory fits); True if any was placed.
 
         Used when task ``i`` and its floating inputs fit no device together: each
-        input alone still fits its fallback device (see :mod:`heuristics.placement_memory`).
+        input alone still fits its fallback device (see :mod:`milp_partition.heuristics.placement_memory`).
         """
         placed = False
         for p in self._floating_preds(i):

@@ -1,6 +1,6 @@
 r"""Dynamic programs for the layer-wise strategy problem (PaSE's DP and a chain Viterbi).
 
-The problem (:mod:`milp_partition.strategy`): each layer v picks a configuration
+The problem (:mod:`milp_partition.strategy.problem`): each layer v picks a configuration
 :math:`c_v` among :math:`k_v`, minimizing
 
 .. math::
@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from milp_partition.strategy import StrategyProblem, StrategySolution
+from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 
 
 @dataclass(frozen=True)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from heuristics.strategy_dp import StrategyDPSettings, pase_dp
-from milp_partition.strategy import StrategyProblem, StrategySolution
+from milp_partition.heuristics.strategy_dp import StrategyDPSettings, pase_dp
+from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ class LagrangianResult:
         Effort and a human-readable summary.
     evaluated
         Every multiplier tried with its :math:`L(\\lambda)` (unsafe, not lowered by
-        ``float_safety``), in the order tried; :mod:`heuristics.strategy_marginals` fixes at them.
+        ``float_safety``), in the order tried; :mod:`milp_partition.heuristics.strategy_marginals` fixes at them.
     """
 
     bound: float

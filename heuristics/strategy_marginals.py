@@ -1,6 +1,6 @@
 r"""Min-marginals of the strategy problem and exact configuration fixing by Lagrangian reduced costs.
 
-The problem (:mod:`milp_partition.strategy`): each layer v picks a configuration
+The problem (:mod:`milp_partition.strategy.problem`): each layer v picks a configuration
 :math:`c_v`, minimizing :math:`F(c) = \sum_v a_v(c_v) + \sum_{(u,v)} B_{uv}(c_u, c_v)`
 subject to :math:`\mathrm{mem}(c) = \sum_v m_v(c_v) \le M`.
 
@@ -16,10 +16,10 @@ For a multiplier :math:`\lambda \ge 0` let
 
 is a lower bound on the cost of every feasible solution that gives v the
 configuration j, and :math:`\min_j \mu_\lambda(v, j) = L(\lambda)` is the Lagrangian
-bound of :mod:`heuristics.strategy_lagrangian`.
+bound of :mod:`milp_partition.heuristics.strategy_lagrangian`.
 
 All min-marginals come from two passes over the elimination tree of the PaSE DP
-(:mod:`heuristics.strategy_dp`), i.e. min-sum *bucket-tree elimination* (Kask,
+(:mod:`milp_partition.heuristics.strategy_dp`), i.e. min-sum *bucket-tree elimination* (Kask,
 Dechter, Larrosa and Dechter, "Unifying tree decompositions for reasoning in graphical
 models", Artificial Intelligence 166, 2005; Dechter, "Bucket elimination", 1999):
 
@@ -74,8 +74,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from heuristics.strategy_dp import _aligned, _arrays, _elimination_order, _problem_error
-from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.heuristics.strategy_dp import _aligned, _arrays, _elimination_order, _problem_error
+from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.reductions import drop_dominated
+from milp_partition.verifiers.strategy import verify_strategy
 
 
 @dataclass(frozen=True)
@@ -366,7 +369,7 @@ def marginal_masks(
     for lam in multipliers:
         lam = float(lam) if has_memory else 0.0
         mm = min_marginals(problem, lam, settings)
-        shift = lam * float(limit) if has_memory else 0.0
+        shift = lam * float(limit) if (has_memory and limit is not None) else 0.0
         threshold = upper_bound + _slack(problem, upper_bound, lam, settings)
         removed = 0
         for n, mu in zip(problem.nodes, mm.values):
@@ -419,16 +422,13 @@ def fix_by_marginals(
 ) -> FixingResult:
     """Alternate the Lagrangian bound, min-marginal fixing and dominance until nothing more goes.
 
-    Each round runs :func:`heuristics.strategy_lagrangian.lagrangian_memory_bound` on the
+    Each round runs :func:`milp_partition.heuristics.strategy_lagrangian.lagrangian_memory_bound` on the
     current problem (a fitting choice cheaper than ``upper_bound`` becomes the incumbent),
     fixes at the multipliers of its best bounds (:func:`marginal_masks`), and drops
     dominated configurations (:func:`milp_partition.strategy_reductions.drop_dominated`,
     names unchanged).  Needs a memory limit with memory per configuration; without one the
     problem comes back unchanged.
     """
-    from heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
-    from milp_partition.strategy_reductions import drop_dominated
-    from milp_partition.verify import verify_strategy
 
     start = time.monotonic()
     work = problem

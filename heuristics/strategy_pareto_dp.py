@@ -1,7 +1,7 @@
 r"""An exact memory-limited strategy DP: bucket elimination on Pareto sets of (cost, memory), pruned by Lagrangian bounds.
 
 The problem: minimize :math:`F(c) = \sum_v a_v(c_v) + \sum_{(u,v)} B_{uv}(c_u, c_v)` subject to
-:math:`\mathrm{mem}(c) = \sum_v m_v(c_v) \le M`.  The PaSE DP (:mod:`heuristics.strategy_dp`)
+:math:`\mathrm{mem}(c) = \sum_v m_v(c_v) \le M`.  The PaSE DP (:mod:`milp_partition.heuristics.strategy_dp`)
 keeps one number per assignment of a dependent set and cannot see the limit.  Here each
 entry of an elimination message is a *set of labels* :math:`(f, m)`, the cost and memory
 of the best completions of the eliminated part (v's subtree of the elimination tree),
@@ -18,12 +18,12 @@ Pruning (all exact for solutions of cost at most a target G):
 * memory: a label whose memory plus the least memory of the layers it does not cover
   exceeds M is dropped;
 * Lagrangian: for a multiplier :math:`\lambda \ge 0` and the calibrated tree of
-  :math:`F + \lambda\,\mathrm{mem}` (:func:`heuristics.strategy_marginals.calibrate`), a
+  :math:`F + \lambda\,\mathrm{mem}` (:func:`milp_partition.heuristics.strategy_marginals.calibrate`), a
   label over a clique assignment a has every completion costing at least
   :math:`f + \lambda m + R_\lambda(a) - \lambda M`, with :math:`R_\lambda(a)` the messages
   of the children not yet joined plus the outside message of the clique; the label goes
   when this exceeds :math:`G + \varepsilon` (the slack of
-  :mod:`heuristics.strategy_marginals`, above floating-point error).
+  :mod:`milp_partition.heuristics.strategy_marginals`, above floating-point error).
 
 Hence every solution costing at most G, or one at least as good, survives to the root:
 when the cheapest surviving fitting choice costs at most G it is optimal; when none
@@ -39,9 +39,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from heuristics.strategy_dp import _arrays, _elimination_order, _objective, _problem_error, _solution
-from heuristics.strategy_marginals import Calibrated, calibrate
-from milp_partition.strategy import StrategyProblem, StrategySolution
+from milp_partition.heuristics.strategy_dp import _arrays, _elimination_order, _objective, _problem_error, _solution
+from milp_partition.heuristics.strategy_marginals import Calibrated, MarginalSettings, calibrate, marginal_masks, restrict
+from milp_partition.strategy.problem import StrategyProblem, StrategySolution
+from milp_partition.verifiers.strategy import verify_strategy
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ class ParetoDPSettings:
     max_table_entries
         Refuse when a clique table would exceed this many entries.
     relative_tolerance, absolute_tolerance
-        Slack of the Lagrangian pruning, as in :class:`heuristics.strategy_marginals.MarginalSettings`.
+        Slack of the Lagrangian pruning, as in :class:`milp_partition.heuristics.strategy_marginals.MarginalSettings`.
     time_limit_s
         Give up after this many seconds.
     """
@@ -210,8 +211,8 @@ def pareto_dp(
             children[p].append(s.node)
     # original factors go to the bucket of their first-eliminated layer
     edges_of: dict[int, list[tuple[int, int, np.ndarray]]] = {s.node: [] for s in steps}
-    for s, t, m in arrays.pairs:
-        edges_of[min(s, t, key=when.__getitem__)].append((s, t, m))
+    for first, second, matrix in arrays.pairs:
+        edges_of[min(first, second, key=when.__getitem__)].append((first, second, matrix))
     least = [float(np.min(m)) for m in mem]
     subtree_least: dict[int, float] = {}
     for s in steps:
@@ -299,14 +300,15 @@ def pareto_dp(
     roots = [s.node for s in steps if parent[s.node] is None]
     combo_cost, combo_mem = np.zeros(1), np.zeros(1)
     combo_back = np.zeros((1, 0), dtype=np.int64)
-    for r in roots:
-        b = buckets[r]
-        n, k = combo_cost.size, b.cost.size
-        if n * k > settings.max_labels:
+    for root in roots:
+        b = buckets[root]
+        n_combo, n_root = combo_cost.size, b.cost.size
+        if n_combo * n_root > settings.max_labels:
             return result(None, math.inf, False, False, False, largest, "gave up: too many labels combining components")
-        i, j = np.repeat(np.arange(n), k), np.tile(np.arange(k), n)
-        combo_cost, combo_mem = combo_cost[i] + b.cost[j], combo_mem[i] + b.mem[j]
-        combo_back = np.concatenate([combo_back[i], j[:, None]], axis=1)
+        left = np.repeat(np.arange(n_combo), n_root)
+        right = np.tile(np.arange(n_root), n_combo)
+        combo_cost, combo_mem = combo_cost[left] + b.cost[right], combo_mem[left] + b.mem[right]
+        combo_back = np.concatenate([combo_back[left], right[:, None]], axis=1)
         fits = combo_mem <= limit_f + mem_slack
         kept = _pareto(np.zeros(int(fits.sum()), dtype=np.int64), combo_cost[fits], combo_mem[fits])
         combo_cost, combo_mem, combo_back = combo_cost[fits][kept], combo_mem[fits][kept], combo_back[fits][kept]
@@ -418,7 +420,7 @@ class MemorySearchSettings:
         The multipliers that prune: the best one (the first given) times each factor; a
         spread prunes labels of high and of low memory better than the best multiplier alone.
     fixing
-        Remove configurations by min-marginals (:func:`heuristics.strategy_marginals.marginal_masks`)
+        Remove configurations by min-marginals (:func:`milp_partition.heuristics.strategy_marginals.marginal_masks`)
         at each target before the DP.
     time_limit_s
         Overall time limit.
@@ -482,8 +484,6 @@ def memory_search(
     proven lower bound, and the next target is tried.  A target equal to UB always ends
     the search (the incumbent survives every pruning).
     """
-    from heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
-    from milp_partition.verify import verify_strategy
 
     start = time.monotonic()
     best_value, best = (incumbent[0], incumbent[1]) if incumbent is not None else (math.inf, None)

@@ -1,5 +1,5 @@
 import sys
 
-from milp_partition.cli import main
+from milp_partition.cli.dispatch import main
 
 sys.exit(main())

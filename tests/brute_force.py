@@ -5,8 +5,8 @@ from __future__ import annotations
 import itertools
 import math
 
-from milp_partition.problems import PipelineProblem, PipelineSolution
-from milp_partition.verify import verify_pipeline
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
+from milp_partition.verifiers.pipeline import verify_pipeline
 
 
 def brute_force_pipeline(problem: PipelineProblem) -> float:

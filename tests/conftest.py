@@ -9,7 +9,7 @@ import pytest
 
 from milp_partition.cluster import Device, make_cluster
 from milp_partition.graph import Edge, Node, make_graph
-from milp_partition.problems import PipelineProblem, PipelineSettings
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "benchmarks"

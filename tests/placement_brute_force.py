@@ -14,8 +14,8 @@ import math
 
 import numpy as np
 
-from milp_partition.placement import PlacementProblem
-from milp_partition.verify_placement import simulate_placement
+from milp_partition.placement.problem import PlacementProblem
+from milp_partition.verifiers.placement import simulate_placement
 
 
 def linear_extensions(problem: PlacementProblem) -> list[tuple[int, ...]]:

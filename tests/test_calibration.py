@@ -222,7 +222,7 @@ def test_profile_times_are_finite_for_every_datasheet() -> None:
 def test_solve_with_profile_fills_times_of_a_flops_only_graph(tmp_path, capsys) -> None:
     from pathlib import Path
 
-    from milp_partition.cli import main
+    from milp_partition.cli.dispatch import main
 
     data = json.loads((Path(__file__).resolve().parents[1] / "examples" / "tiny.json").read_text())
     for node in data["nodes"]:
@@ -252,7 +252,7 @@ def test_profile_gives_the_link_when_no_cluster_is_given(tmp_path) -> None:
     from pathlib import Path
 
     from milp_partition.calibration.profile import datasheet_profile
-    from milp_partition.cli import _problem_from_args, build_parser
+    from milp_partition.cli.dispatch import _problem_from_args, build_parser
 
     data = json.loads((Path(__file__).resolve().parents[1] / "examples" / "tiny.json").read_text())
     data.pop("cluster", None)

@@ -13,7 +13,7 @@ from milp_partition.calibration.build import build_profile
 from milp_partition.calibration.profile import load_profile, write_profile
 from milp_partition.calibration.settings import TimingSettings, preset
 from milp_partition.calibration.suite import run_suite
-from milp_partition.cli import main
+from milp_partition.cli.dispatch import main
 
 MIB = 2**20
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from milp_partition.cli import main
+from milp_partition.cli.dispatch import main
 
 REPO = Path(__file__).resolve().parents[1]
 TINY = REPO / "examples" / "tiny.json"

@@ -6,9 +6,9 @@ import csv
 
 import pytest
 
-from milp_partition.cli import main
+from milp_partition.cli.dispatch import main
 from milp_partition.io.placement_instance import write_placement_instance
-from milp_partition.placement_generators import DeviceSetSettings, PlacementGeneratorSettings, generate_placement_problem
+from milp_partition.placement.generators import DeviceSetSettings, PlacementGeneratorSettings, generate_placement_problem
 
 
 def _rows(path):

@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from milp_partition.cli import main
+from milp_partition.cli.dispatch import main
 from milp_partition.io.native import read_native
 
 MODELS = "milp_partition.importers.models"

@@ -226,7 +226,7 @@ def test_named_inputs_and_realistic_integer_values() -> None:
 
 
 def test_cli_imports_a_default_config_model(tmp_path) -> None:
-    from milp_partition.cli import main
+    from milp_partition.cli.dispatch import main
 
     out = tmp_path / "g.json"
     code = main(

@@ -13,7 +13,7 @@ from milp_partition.errors import InputError
 from milp_partition.graph import Edge, Node, make_graph
 from milp_partition.io import detect_format, read_cluster, read_instance, write_cluster, write_instance
 from milp_partition.io.native import FORMAT, dumps, instance_to_dict, loads, read_native, write_native
-from milp_partition.problems import Instance
+from milp_partition.pipeline.problem import Instance
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT.parent / "shared" / "benchmarks"

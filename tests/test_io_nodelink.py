@@ -13,7 +13,7 @@ from milp_partition.errors import CycleError, InputError
 from milp_partition.graph import Edge, Node, make_graph
 from milp_partition.io import detect_format, from_networkx, read_instance, to_networkx, write_instance
 from milp_partition.io.nodelink import nodelink_from_dict, nodelink_to_dict
-from milp_partition.problems import Instance
+from milp_partition.pipeline.problem import Instance
 
 BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
 BENCH_FILES = sorted((BENCH / "pipeline").glob("*/*.json")) + sorted(

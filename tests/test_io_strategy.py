@@ -20,8 +20,8 @@ from milp_partition.io.strategy_tables import (
     strategy_to_dict,
     write_strategy_tables,
 )
-from milp_partition.strategy import StrategyProblem, StrategySolution
-from milp_partition.verify import verify_strategy
+from milp_partition.strategy.problem import StrategyProblem, StrategySolution
+from milp_partition.verifiers.strategy import verify_strategy
 
 STRATEGY = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "strategy"
 OPTIMA = {entry["file"]: entry for entry in json.loads((STRATEGY / "optima.json").read_text())}

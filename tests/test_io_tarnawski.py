@@ -14,7 +14,7 @@ from milp_partition.errors import InputError
 from milp_partition.graph import Edge, Node, make_graph
 from milp_partition.io import detect_format, read_instance, write_instance
 from milp_partition.io.tarnawski import read_tarnawski, tarnawski_from_dict, write_tarnawski
-from milp_partition.problems import Instance
+from milp_partition.pipeline.problem import Instance
 
 BENCH = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
 FILES = sorted((BENCH / "pipeline").glob("*/*.json"))

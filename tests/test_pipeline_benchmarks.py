@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from milp_partition.io import read_instance
-from milp_partition.problems import PipelineProblem, PipelineSettings
-from milp_partition.solve import SolveSettings, solve_pipeline
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings
+from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 
 # Reference optima of the contiguous variant from shared/benchmarks/README.md (the authors' exact DP).
 REFERENCE = json.loads((Path(__file__).resolve().parents[1] / "benchmarks" / "pipeline_reference.json").read_text())["optima"]

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 from milp_partition.cluster import Device, homogeneous_cluster, make_cluster
 from milp_partition.graph import Edge, Node, make_graph
-from milp_partition.problems import PipelineProblem, PipelineSettings, PipelineSolution
+from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, PipelineSolution
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 PIPELINE = SHARED / "benchmarks" / "pipeline"
@@ -34,7 +34,7 @@ LAYER_GRAPH_OPTIMA = {
 class Scorer:
     """Objective of an assignment by the problem's definition, ``inf`` when it breaks a rule.
 
-    Written from the definition alone (no :mod:`milp_partition.costs`); the memory of a
+    Written from the definition alone (no :mod:`milp_partition.pipeline.costs`); the memory of a
     node under 1F1B is rounded up to whole bytes, as the model and the verifier do.
     """
 

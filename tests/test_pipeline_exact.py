@@ -10,8 +10,8 @@ import pytest
 from brute_force import brute_force_pipeline
 from conftest import random_pipeline_problem
 
-from milp_partition.solve import SolveSettings, solve_pipeline
-from milp_partition.verify import verify_pipeline
+from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
+from milp_partition.verifiers.pipeline import verify_pipeline
 
 CASES = [
     dict(seed=s, contiguous=c, binding_memory=m, backward=b)
@@ -33,7 +33,7 @@ def _check(problem, solver: str, warm: bool = False) -> None:
 
 
 def _solution(result):
-    from milp_partition.problems import PipelineSolution
+    from milp_partition.pipeline.problem import PipelineSolution
 
     return PipelineSolution(result.assignment)
 
@@ -85,7 +85,7 @@ def test_infeasible_memory_is_an_answer() -> None:
 @pytest.mark.parametrize("seed", range(6))
 def test_cpsat_cbc_and_ideal_dp_agree(seed: int) -> None:
     """CP-SAT and CBC reach one optimum; the ideal DP is never below it, and equals it on a path."""
-    from heuristics.pipeline_dp import ideal_dp
+    from milp_partition.heuristics.pipeline_dp import ideal_dp
 
     problem = random_pipeline_problem(400 + seed, max_nodes=8, contiguous=True, binding_memory=seed % 2 == 1)
     values = {}
@@ -105,7 +105,7 @@ def test_cpsat_cbc_and_ideal_dp_agree(seed: int) -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_ideal_dp_is_exact_on_paths(seed: int) -> None:
     """On a path every contiguous split is a chain of ideals, so the DP's value is the optimum."""
-    from heuristics.pipeline_dp import ideal_dp
+    from milp_partition.heuristics.pipeline_dp import ideal_dp
 
     base = random_pipeline_problem(500 + seed, max_nodes=8)
     ids = [n.id for n in base.graph.nodes]

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from milp_partition.placement import make_placement_problem
-from milp_partition.placement_bounds import best_bound, device_path, fractional_load, transfer_flow
+from milp_partition.placement.bounds import best_bound, device_path, fractional_load, transfer_flow
+from milp_partition.placement.problem import make_placement_problem
 from tests.placement_brute_force import brute_force_makespan
 
 
@@ -95,7 +95,7 @@ def _side_branch_problem(seed: int, d: int = 2):
 
 @pytest.mark.parametrize("seed", range(4))
 def test_induced_subgraph_optimum_at_most_the_whole(seed):
-    from milp_partition.placement_subgraph import induced
+    from milp_partition.placement.subgraph import induced
 
     problem = _problem(400 + seed, 6, 2, comm_scale=2.0)
     whole = brute_force_makespan(problem)
@@ -106,9 +106,9 @@ def test_induced_subgraph_optimum_at_most_the_whole(seed):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_main_line_bound_at_most_the_optimum(seed):
-    from milp_partition.placement_decompose import decompose
-    from milp_partition.placement_subgraph import main_line
-    from milp_partition.solve_placement import PlacementSolveSettings, solve_placement
+    from milp_partition.placement.decompose import decompose
+    from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
+    from milp_partition.placement.subgraph import main_line
 
     problem = _side_branch_problem(500 + seed)
     assert not decompose(problem).useful
@@ -119,9 +119,14 @@ def test_main_line_bound_at_most_the_optimum(seed):
     result = solve_placement(problem, settings)
     assert result.bound <= opt + 1e-9 and result.objective >= opt - 1e-9
     # the main-line step itself (the chain above may have ended before it)
-    from milp_partition.solve_placement import _run_main_line
+    import time
 
-    scratch = solve_placement(problem, PlacementSolveSettings(solver="none"))
-    bound = _run_main_line(problem, settings, scratch, 0.0, None, line)
-    assert 0.0 < bound <= opt + 1e-9
-    assert scratch.solver_notes["main_line"]["bound"] == bound
+    from milp_partition.chain import Run, chain_settings
+    from milp_partition.placement.solve import _run_main_line
+    from milp_partition.result import Result
+
+    run = Run(problem, problem, lambda s: s, chain_settings(settings), Result("placement", "cpsat"), time.monotonic())
+    out = _run_main_line(problem, settings, run, line)
+    assert out.bound is not None and 0.0 < out.bound <= opt + 1e-9
+    assert out.solution is None  # the induced subgraph's schedule is not one of the whole
+    assert run.result.solver_notes["main_line"]["bound"] == out.bound

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from milp_partition.io.placement_instance import read_placement_instance
-from milp_partition.placement import PlacementSettings, make_placement_problem
-from milp_partition.placement_decompose import decompose, solve_decomposed
-from milp_partition.solve_placement import PlacementSolveSettings, solution_of, solve_placement
-from milp_partition.verify_placement import verify_placement
+from milp_partition.placement.decompose import decompose, solve_decomposed
+from milp_partition.placement.problem import PlacementSettings, make_placement_problem
+from milp_partition.placement.solve import PlacementSolveSettings, solution_of, solve_placement
+from milp_partition.verifiers.placement import verify_placement
 from tests.placement_brute_force import brute_force_makespan
 
 MOIRAI = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "placement"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from milp_partition.errors import InputError
-from milp_partition.placement_generators import (
+from milp_partition.placement.generators import (
     GRAPH_KINDS,
     DeviceSetSettings,
     PlacementGeneratorSettings,

@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
-from heuristics.placement import PLACEMENT_HEURISTICS, PlacementHeuristicError, run_placement_heuristic
 from milp_partition.errors import InputError
+from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS, PlacementHeuristicError, run_placement_heuristic
 from milp_partition.io.placement_instance import read_placement_instance
-from milp_partition.placement import PlacementProblem, PlacementSettings, make_placement_problem
-from milp_partition.placement_generators import DeviceSetSettings, PlacementGeneratorSettings, generate_placement_problem
-from milp_partition.verify_placement import verify_placement
+from milp_partition.placement.generators import DeviceSetSettings, PlacementGeneratorSettings, generate_placement_problem
+from milp_partition.placement.problem import PlacementProblem, PlacementSettings, make_placement_problem
+from milp_partition.verifiers.placement import verify_placement
 
 NAMES = tuple(PLACEMENT_HEURISTICS)
 SETTINGS = (

@@ -9,14 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from milp_partition.cli import main
+from milp_partition.cli.dispatch import main
 from milp_partition.cluster import Device, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import CycleError, InputError
 from milp_partition.graph import Edge, Node, make_graph
 from milp_partition.io import read_instance
 from milp_partition.io.placement_instance import read_placement_instance
-from milp_partition.placement_convert import BACKWARD_SUFFIX, placement_from_graph
-from milp_partition.solve_placement import PlacementSolveSettings, solve_placement
+from milp_partition.placement.convert import BACKWARD_SUFFIX, placement_from_graph
+from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "benchmarks"
 EXAMPLE = SHARED / "placement" / "example-1.json"

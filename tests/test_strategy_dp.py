@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from heuristics.strategy_dp import StrategyDPSettings, chain_dp, pase_dp
-from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
-from milp_partition.strategy_reductions import Reduced, drop_dominated, fold_leaves, merge_chains, reduce
-from milp_partition.verify import verify_strategy
+from milp_partition.heuristics.strategy_dp import StrategyDPSettings, chain_dp, pase_dp
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.reductions import Reduced, drop_dominated, fold_leaves, merge_chains, reduce
+from milp_partition.verifiers.strategy import verify_strategy
 
 STRATEGY = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "strategy"
 BENCHMARKS = [

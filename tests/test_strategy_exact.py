@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from test_strategy_dp import BENCHMARKS, STRATEGY, brute_force, random_problem
 
-from milp_partition.cli import main
+from milp_partition.cli.dispatch import main
 from milp_partition.io.strategy_tables import read_strategy_tables
-from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
-from milp_partition.strategy import StrategySolution
-from milp_partition.verify import verify_strategy
+from milp_partition.strategy.problem import StrategySolution
+from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
+from milp_partition.verifiers.strategy import verify_strategy
 
 OPTIMA = {row["file"]: row for row in json.loads((STRATEGY / "optima.json").read_text())}
 
@@ -98,7 +98,7 @@ def test_cli_detects_strategy_tables(capsys: pytest.CaptureFixture[str]) -> None
 
 @pytest.mark.parametrize("seed", range(20))
 def test_lagrangian_bound_is_a_lower_bound(seed: int) -> None:
-    from heuristics.strategy_lagrangian import lagrangian_memory_bound
+    from milp_partition.heuristics.strategy_lagrangian import lagrangian_memory_bound
 
     problem = random_problem(400 + seed, memory=True, small_ints=seed % 2 == 0)
     expected, _ = brute_force(problem)
@@ -114,8 +114,8 @@ def test_lagrangian_bound_is_a_lower_bound(seed: int) -> None:
 
 def test_lagrangian_bound_matches_the_lp_bound_on_a_real_instance() -> None:
     """alexnet_p8 under a binding limit: the bound is below the proven optimum and above the unconstrained one."""
-    from heuristics.strategy_lagrangian import lagrangian_memory_bound
-    from milp_partition.strategy_memory import with_memory
+    from milp_partition.heuristics.strategy_lagrangian import lagrangian_memory_bound
+    from milp_partition.strategy.memory import with_memory
 
     problem = with_memory(read_strategy_tables(STRATEGY / "alexnet_p8.json"), memory_limit_bytes=400 * 2**20)
     exact = solve_strategy(problem, StrategySolveSettings(heuristics=False))

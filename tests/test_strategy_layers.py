@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from heuristics.strategy_dp import pase_dp
 from milp_partition.calibration.profile import datasheet_profile
-from milp_partition.cli import main
+from milp_partition.cli.dispatch import main
 from milp_partition.errors import CycleError, InputError
+from milp_partition.heuristics.strategy_dp import pase_dp
 from milp_partition.io.strategy_tables import read_strategy_tables
-from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
-from milp_partition.strategy import StrategySolution
-from milp_partition.strategy_layers import (
+from milp_partition.strategy.layers import (
     LayerGraph,
     LayerSpec,
     StrategyGenerationSettings,
@@ -25,7 +23,9 @@ from milp_partition.strategy_layers import (
     layer_graph_to_dict,
     transformer_layer_graph,
 )
-from milp_partition.verify import verify_strategy
+from milp_partition.strategy.problem import StrategySolution
+from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
+from milp_partition.verifiers.strategy import verify_strategy
 
 H100 = datasheet_profile("H100")
 

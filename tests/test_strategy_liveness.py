@@ -11,9 +11,9 @@ import pytest
 from test_strategy_dp import random_problem
 
 from milp_partition.io.strategy_tables import read_strategy_tables, write_strategy_tables
-from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
-from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
-from milp_partition.verify import verify_strategy
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
+from milp_partition.verifiers.strategy import verify_strategy
 
 
 def _node(name: str, cost: list[float], memory: list[int], activation: list[int]) -> StrategyNode:

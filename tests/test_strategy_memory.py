@@ -10,8 +10,7 @@ import pytest
 
 from milp_partition.errors import InputError
 from milp_partition.io.strategy_tables import read_strategy_tables, write_strategy_tables
-from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem
-from milp_partition.strategy_memory import (
+from milp_partition.strategy.memory import (
     MemoryModelSettings,
     config_factors,
     layer_tensors,
@@ -19,6 +18,7 @@ from milp_partition.strategy_memory import (
     parse_layer_name,
     with_memory,
 )
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem
 
 STRATEGY = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "strategy"
 FILES = sorted(p.name for p in STRATEGY.glob("*_p*.json"))

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from test_strategy_dp import brute_force
 
-from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
-from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
-from milp_partition.strategy_ties import TieSettings, find_ties, quotient
-from milp_partition.verify import verify_strategy
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
+from milp_partition.strategy.ties import TieSettings, find_ties, quotient
+from milp_partition.verifiers.strategy import verify_strategy
 
 
 def _stack(blocks: int, seed: int, memory: bool = False) -> StrategyProblem:

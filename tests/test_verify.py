@@ -6,8 +6,8 @@ import pytest
 
 from milp_partition.cluster import Device, Link, make_cluster
 from milp_partition.graph import Edge, Node, make_graph
-from milp_partition.problems import PipelineProblem, PipelineSettings, PipelineSolution
-from milp_partition.verify import verify_pipeline
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, PipelineSolution
+from milp_partition.verifiers.pipeline import verify_pipeline
 
 
 def _chain_problem(**settings) -> PipelineProblem:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from milp_partition.placement import PlacementSettings, PlacementSolution, make_placement_problem
-from milp_partition.verify_placement import ScheduleOrderError, simulate_placement, verify_placement
+from milp_partition.placement.problem import PlacementSettings, PlacementSolution, make_placement_problem
+from milp_partition.verifiers.placement import ScheduleOrderError, simulate_placement, verify_placement
 
 
 def chain(settings=None, capacity=(10.0, 10.0), colocation=None):

@@ -221,7 +221,7 @@ def describe(metadata: dict[str, Any]) -> str:
 def write_imported(imported: ImportedGraph, path: str) -> None:
     """Write the graph as a native ``milp-partition/1`` file with :func:`describe` as its description."""
     from milp_partition.io.native import dump_json_lines, instance_to_dict, write_text_file
-    from milp_partition.problems import Instance
+    from milp_partition.pipeline.problem import Instance
 
     data = instance_to_dict(Instance(imported.graph))
     data["description"] = describe(imported.metadata)

@@ -40,7 +40,7 @@ from milp_partition.io.nodelink import (
 )
 from milp_partition.io.pipedream import looks_like_pipedream, parse_pipedream
 from milp_partition.io.tarnawski import tarnawski_from_dict, write_tarnawski
-from milp_partition.problems import Instance
+from milp_partition.pipeline.problem import Instance
 
 __all__ = [
     "READ_FORMATS",

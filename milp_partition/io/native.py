@@ -23,7 +23,7 @@ from typing import Any
 from milp_partition.cluster import ACCELERATOR_KIND, Cluster, Device, Link, make_cluster
 from milp_partition.errors import InputError
 from milp_partition.graph import TIME_UNIT_SECONDS, Edge, Graph, Node, make_graph
-from milp_partition.problems import Instance
+from milp_partition.pipeline.problem import Instance
 
 #: Value of the ``format`` field of a native graph file.
 FORMAT = "milp-partition/1"

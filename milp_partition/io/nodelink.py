@@ -34,7 +34,7 @@ from milp_partition.io.native import (
     to_id,
     write_text_file,
 )
-from milp_partition.problems import Instance
+from milp_partition.pipeline.problem import Instance
 
 if TYPE_CHECKING:
     import networkx as nx

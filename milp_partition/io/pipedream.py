@@ -29,7 +29,7 @@ from pathlib import Path
 from milp_partition.errors import InputError
 from milp_partition.graph import Edge, Graph, Node, make_graph
 from milp_partition.io.native import read_text_file
-from milp_partition.problems import Instance
+from milp_partition.pipeline.problem import Instance
 
 _SEP = " -- "
 _METRICS = ("forward_compute_time", "backward_compute_time", "activation_size", "parameter_size")

@@ -36,7 +36,7 @@ from milp_partition.io.native import (
     to_id,
     write_text_file,
 )
-from milp_partition.placement import PlacementProblem, PlacementSettings, make_placement_problem
+from milp_partition.placement.problem import PlacementProblem, PlacementSettings, make_placement_problem
 
 FORMAT = "placement-instance/1"
 _TOP_KEYS = ("format", "name", "source", "time_unit", "memory_unit", "notes", "devices", "tasks", "edges")

@@ -57,7 +57,7 @@ from milp_partition.io.native import (
     to_id,
     write_text_file,
 )
-from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem
 
 __all__ = [
     "STRATEGY_FORMAT",

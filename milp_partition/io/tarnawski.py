@@ -36,7 +36,7 @@ from milp_partition.io.native import (
     to_float,
     write_text_file,
 )
-from milp_partition.problems import Instance
+from milp_partition.pipeline.problem import Instance
 
 _TOP = "top level"
 

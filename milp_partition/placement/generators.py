@@ -43,7 +43,7 @@ from typing import Literal
 import numpy as np
 
 from milp_partition.errors import InputError
-from milp_partition.placement import PlacementProblem, PlacementSettings, make_placement_problem
+from milp_partition.placement.problem import PlacementProblem, PlacementSettings, make_placement_problem
 
 GraphKind = Literal["layered", "transformer", "inception"]
 GRAPH_KINDS: tuple[str, ...] = ("layered", "transformer", "inception")

@@ -11,7 +11,7 @@ transfers.  So ``OPT(induced) <= OPT(whole)``, and any proven lower bound of the
 induced problem is one of the whole.
 
 That matters when the whole graph has no bottleneck task (see
-:mod:`milp_partition.placement_decompose`) only because of a side branch that runs
+:mod:`milp_partition.placement.decompose`) only because of a side branch that runs
 beside the main line -- the transformer's encoder next to its decoder: without
 the branch, the main line splits at bottlenecks into small segments that the
 decomposition solves per device pair, and its bound counts the main line's
@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from milp_partition.placement import PlacementProblem, make_placement_problem
+from milp_partition.placement.decompose import decompose
+from milp_partition.placement.problem import PlacementProblem, make_placement_problem
 
 
 def induced(problem: PlacementProblem, tasks: list[int] | np.ndarray, name_suffix: str = "_induced") -> PlacementProblem:
@@ -91,7 +92,6 @@ def main_line(problem: PlacementProblem, max_tries: int = 200) -> tuple[np.ndarr
     :data:`MAX_SEGMENT_TASKS` tasks wins (the largest such R: more tasks, a stronger bound).
     ``None`` when none does, and for graphs of fewer than 8 or more than :data:`MAX_TASKS` tasks.
     """
-    from milp_partition.placement_decompose import decompose
 
     n = problem.num_tasks
     if n < 8 or n > MAX_TASKS:

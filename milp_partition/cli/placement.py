@@ -1,6 +1,6 @@
 """The placement problem behind ``milp-partition solve | evaluate | info`` (``--problem placement``).
 
-:mod:`milp_partition.cli` detects a ``placement-instance/1`` file (or takes
+:mod:`milp_partition.cli.dispatch` detects a ``placement-instance/1`` file (or takes
 ``--problem placement``) and hands the parsed arguments here.  Errors are raised
 as :class:`~milp_partition.errors.InputError` and printed by the CLI on one line.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from milp_partition.errors import InputError
-from milp_partition.placement import PlacementProblem, PlacementSettings, PlacementSolution
+from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution
 from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
@@ -40,7 +40,7 @@ def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
     data = parse_json(text, source) if text.lstrip()[:1] == "{" else None
     if looks_like_placement_instance(data):
         return placement_from_dict(data, source, settings)
-    from milp_partition.placement_convert import placement_from_instance_file
+    from milp_partition.placement.convert import placement_from_instance_file
 
     return placement_from_instance_file(args.instance, settings=settings)
 
@@ -81,7 +81,7 @@ def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20)
 
 def cmd_solve(args: argparse.Namespace, backend_settings: dict[str, object], emit: Callable[..., int]) -> int:
     """``solve`` for a placement instance."""
-    from milp_partition.solve_placement import PlacementSolveSettings, solve_placement
+    from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
 
     problem = problem_from_args(args)
     names: tuple[str, ...] | None = None
@@ -134,7 +134,7 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
         raise InputError(f"unknown task id {extra[0]!r} in the solution", source=str(path))
     tstart = None
     if isinstance(data, dict) and isinstance(data.get("transfer_starts"), dict) and data["transfer_starts"]:
-        from milp_partition.solve_placement import edge_key
+        from milp_partition.placement.solve import edge_key
 
         tstart = np.array([float(data["transfer_starts"].get(edge_key(problem, e), math.nan)) for e in range(problem.num_edges)])
     if np.isnan(start).any():
@@ -145,7 +145,7 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
                 source=str(path),
                 where=f"task {problem.task_ids[i]!r}",
             )
-        from milp_partition.verify_placement import simulate_placement
+        from milp_partition.verifiers.placement import simulate_placement
 
         return simulate_placement(problem, device)  # devices only: the semi-active schedule in topological order
     return PlacementSolution(device, start, tstart)
@@ -153,7 +153,7 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate`` for a placement instance: verify a schedule and print the simulator's makespan."""
-    from milp_partition.verify_placement import verify_placement
+    from milp_partition.verifiers.placement import verify_placement
 
     problem = problem_from_args(args)
     report = verify_placement(problem, read_schedule(args.solution, problem))
@@ -170,8 +170,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """``info`` for a placement instance: sizes and lower bounds."""
-    from milp_partition.placement_bounds import best_bound
-    from milp_partition.placement_decompose import decompose
+    from milp_partition.placement.bounds import best_bound
+    from milp_partition.placement.decompose import decompose
 
     problem = problem_from_args(args)
     b = best_bound(problem)

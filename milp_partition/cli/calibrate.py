@@ -1,6 +1,6 @@
 """``milp-partition calibrate``: run the microbenchmark suite and write a measured device profile.
 
-Registered by :mod:`milp_partition.cli` through ``_COMMAND_MODULES``.  A progress bar goes to
+Registered by :mod:`milp_partition.cli.dispatch` through ``_COMMAND_MODULES``.  A progress bar goes to
 stderr, a summary table of the fits to stdout.  Exit codes: 0 a profile was written; 2 bad
 input or an unavailable back-end (one line, no traceback); 1 a kernel failed its check or a
 fit could not be made.

@@ -3,8 +3,8 @@
 An :class:`Instance` is what a file holds (a graph and, where the format has
 one, a cluster).  A :class:`PipelineProblem` adds the settings that make it a
 well-posed pipeline-partitioning problem.  The exact definition lives in
-:mod:`formulations.pipeline` (as an integer program) and, independently, in
-:mod:`milp_partition.verify` (as a checker).
+:mod:`milp_partition.formulations.pipeline` (as an integer program) and, independently, in
+:mod:`milp_partition.verifiers.pipeline` (as a checker).
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from milp_partition.errors import InputError
-from milp_partition.strategy import StrategyNode, StrategyProblem
+from milp_partition.strategy.problem import StrategyNode, StrategyProblem
 
 __all__ = [
     "SUPPORTED_OP_TYPES",

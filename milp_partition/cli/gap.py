@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from milp_partition.errors import InputError
-from milp_partition.placement import MemoryModel
+from milp_partition.placement.problem import MemoryModel
 
 EXACT = "exact"
 BOUND = "bound"
@@ -64,7 +64,7 @@ class GapJob:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``gap`` command."""
-    from heuristics.placement import PLACEMENT_HEURISTICS
+    from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
 
     p = subparsers.add_parser(
         "gap",
@@ -92,7 +92,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _parse_heuristics(text: str) -> list[str]:
-    from heuristics.placement import PLACEMENT_HEURISTICS
+    from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
 
     names = [x.strip() for x in text.split(",") if x.strip()]
     for name in names:
@@ -113,7 +113,7 @@ def _sha(path: Path) -> str:
 def run_gap_command(args: argparse.Namespace) -> int:
     """Handler of ``milp-partition gap``; returns the exit code."""
     from milp_partition.io.placement_instance import read_placement_instance
-    from milp_partition.placement import PlacementSettings
+    from milp_partition.placement.problem import PlacementSettings
 
     names = _parse_heuristics(args.heuristics)
     if args.time_limit <= 0 or args.threads < 1 or args.jobs < 1:
@@ -181,7 +181,7 @@ def run_job(job: GapJob) -> dict[str, str]:
     """Run one heuristic, the exact solve or the bounds on one instance; a CSV row."""
     from milp_partition.errors import MilpPartitionError
     from milp_partition.io.placement_instance import read_placement_instance
-    from milp_partition.placement import PlacementSettings
+    from milp_partition.placement.problem import PlacementSettings
 
     problem = read_placement_instance(
         job.path, PlacementSettings(link_contention=job.link_contention, memory_model=job.memory_model)
@@ -189,7 +189,7 @@ def run_job(job: GapJob) -> dict[str, str]:
     row = {"instance": job.instance, "sha": job.sha, "settings": job.settings, "method": job.method}
     t0 = time.perf_counter()
     if job.method == EXACT:
-        from milp_partition.solve_placement import PlacementSolveSettings, solve_placement
+        from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
 
         result = solve_placement(
             problem, PlacementSolveSettings(solver="cpsat", time_limit_s=job.time_limit_s, threads=job.threads, seed=job.seed)
@@ -198,14 +198,14 @@ def run_job(job: GapJob) -> dict[str, str]:
         row["seconds"] = f"{result.solve_seconds:.4g}"
         return row
     if job.method == BOUND:
-        from milp_partition.placement_bounds import best_bound
+        from milp_partition.placement.bounds import best_bound
 
         bounds = best_bound(problem)
         row.update(status="bound", makespan="", bound=_num(bounds.best), message="")
         row["seconds"] = f"{time.perf_counter() - t0:.4g}"
         return row
-    from heuristics.placement import run_placement_heuristic
-    from milp_partition.verify_placement import verify_placement
+    from milp_partition.heuristics.placement import run_placement_heuristic
+    from milp_partition.verifiers.placement import verify_placement
 
     try:
         solution = run_placement_heuristic(job.method, problem)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from milp_partition.errors import InputError
-from milp_partition.placement import PlacementProblem, PlacementSolution
+from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 
 #: Absolute slack, relative to the schedule's scale, when comparing times.
 TIME_REL_TOL = 1e-9

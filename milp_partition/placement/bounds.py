@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from milp_partition.placement import PlacementProblem
+from milp_partition.placement.problem import PlacementProblem
 
 #: The LP bound is lowered by this relative amount (GLOP's primal feasibility tolerance is about 1e-7).
 LP_SAFETY_REL = 1e-6

@@ -1,6 +1,6 @@
 """``milp-partition import torch | onnx``: a model in, a native graph file out.
 
-Registered by :mod:`milp_partition.cli` through ``_COMMAND_MODULES``.  Bad input raises
+Registered by :mod:`milp_partition.cli.dispatch` through ``_COMMAND_MODULES``.  Bad input raises
 :class:`~milp_partition.errors.InputError` (one line, exit 2).
 """
 

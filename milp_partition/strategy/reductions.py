@@ -1,6 +1,6 @@
 r"""Reductions of the layer-wise strategy problem that keep its optimum.
 
-The problem (:mod:`milp_partition.strategy`): pick one configuration :math:`c_v`
+The problem (:mod:`milp_partition.strategy.problem`): pick one configuration :math:`c_v`
 per layer to minimize
 
 .. math::
@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from milp_partition.strategy import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
 
 #: A series merge is skipped when its ``k_u * k_w * k_v`` work table would exceed this many entries.
 MAX_MERGE_ENTRIES = 20_000_000

@@ -1,6 +1,6 @@
 """The cost model of the pipeline problem, as arrays shared by formulations and heuristics.
 
-The independent verifier (:mod:`milp_partition.verify`) does **not** use this
+The independent verifier (:mod:`milp_partition.verifiers.pipeline`) does **not** use this
 module: it recomputes every quantity from the graph and the cluster, so a bug
 here cannot hide by agreeing with itself.
 
@@ -25,7 +25,7 @@ import numpy as np
 
 from milp_partition.errors import InputError
 from milp_partition.graph import TIME_UNIT_SECONDS, Edge, Graph
-from milp_partition.problems import PipelineProblem
+from milp_partition.pipeline.problem import PipelineProblem
 
 
 def edge_transfer_time(edge: Edge, problem: PipelineProblem) -> float:

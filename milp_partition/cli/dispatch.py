@@ -16,7 +16,7 @@ from pathlib import Path
 
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError, MilpPartitionError
-from milp_partition.problems import Instance, PipelineProblem, PipelineSettings, PipelineSolution
+from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution
 from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
@@ -28,7 +28,7 @@ EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_NO_SOLUTION = 0, 1, 2, 3,
 # Modules that add further subcommands.  Each defines ``register(subparsers)``,
 # which adds its parser and sets ``handler=<function(args) -> exit code>`` as a
 # default; the function raises MilpPartitionError for bad input like the rest.
-_COMMAND_MODULES: tuple[str, ...] = ("milp_partition.cli_import", "milp_partition.cli_calibrate", "milp_partition.cli_gap")
+_COMMAND_MODULES: tuple[str, ...] = ("milp_partition.cli.importer", "milp_partition.cli.calibrate", "milp_partition.cli.gap")
 
 
 def _add_problem_options(p: argparse.ArgumentParser) -> None:
@@ -220,7 +220,7 @@ def _problem_kind(args: argparse.Namespace) -> str:
         return args.problem
     from milp_partition.io.native import parse_json, read_text_file
     from milp_partition.io.strategy_tables import looks_like_strategy_tables
-    from milp_partition.strategy_layers import looks_like_layer_graph
+    from milp_partition.strategy.layers import looks_like_layer_graph
 
     text = read_text_file(args.instance)
     if text.lstrip()[:1] == "{":
@@ -236,7 +236,7 @@ def _read_strategy_problem(args: argparse.Namespace):
     """Strategy tables as they are, or a strategy-layers file turned into tables with a device profile."""
     from milp_partition.io.native import parse_json, read_text_file
     from milp_partition.io.strategy_tables import strategy_from_dict
-    from milp_partition.strategy_layers import (
+    from milp_partition.strategy.layers import (
         StrategyGenerationSettings,
         generate_strategy_problem,
         layer_graph_from_dict,
@@ -263,7 +263,7 @@ def _read_strategy_problem(args: argparse.Namespace):
 def _strategy_from_args(args: argparse.Namespace):
     from dataclasses import replace
 
-    from milp_partition.strategy_memory import MemoryModelSettings, with_memory
+    from milp_partition.strategy.memory import MemoryModelSettings, with_memory
 
     problem = _read_strategy_problem(args)
     if args.memory_model == "liveness":
@@ -336,7 +336,7 @@ def _backend_settings(args: argparse.Namespace) -> dict[str, object]:
 
 
 def _cmd_solve_strategy(args: argparse.Namespace) -> int:
-    from milp_partition.solve_strategy import StrategySolveSettings, solve_strategy
+    from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 
     problem = _strategy_from_args(args)
     if args.write_tables is not None:
@@ -375,11 +375,11 @@ def _emit(result: Result, args: argparse.Namespace, report) -> int:
 
 
 def _cmd_solve(args: argparse.Namespace) -> int:
-    from milp_partition.solve import SolveSettings, solve_pipeline
+    from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 
     kind = _problem_kind(args)
     if kind == "placement":
-        from milp_partition.cli_placement import cmd_solve
+        from milp_partition.cli.placement import cmd_solve
 
         return cmd_solve(args, _backend_settings(args), _emit)
     if kind == "strategy":
@@ -412,11 +412,11 @@ def _read_assignment(path: Path) -> dict[str, str]:
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:
-    from milp_partition.verify import verify_pipeline
+    from milp_partition.verifiers.pipeline import verify_pipeline
 
     kind = _problem_kind(args)
     if kind == "placement":
-        from milp_partition.cli_placement import cmd_evaluate
+        from milp_partition.cli.placement import cmd_evaluate
 
         return cmd_evaluate(args)
     if kind == "strategy":
@@ -440,8 +440,8 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _evaluate_strategy(args: argparse.Namespace) -> int:
-    from milp_partition.strategy import StrategySolution
-    from milp_partition.verify import verify_strategy
+    from milp_partition.strategy.problem import StrategySolution
+    from milp_partition.verifiers.strategy import verify_strategy
 
     report = verify_strategy(_strategy_from_args(args), StrategySolution(_read_assignment(args.solution)))
     if not report.feasible:
@@ -462,13 +462,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
     args.problem = None
     kind = _problem_kind(args)
     if kind == "placement":
-        from milp_partition.cli_placement import cmd_info
+        from milp_partition.cli.placement import cmd_info
 
         return cmd_info(args)
     if kind == "strategy":
         from milp_partition.io.native import parse_json, read_text_file
         from milp_partition.io.strategy_tables import strategy_from_dict
-        from milp_partition.strategy_layers import layer_graph_from_dict, looks_like_layer_graph
+        from milp_partition.strategy.layers import layer_graph_from_dict, looks_like_layer_graph
 
         data = parse_json(read_text_file(args.instance), str(args.instance))
         if looks_like_layer_graph(data):

@@ -1,0 +1,1 @@
+"""The pipeline-partitioning problem: data model, costs, generators and solve steps."""

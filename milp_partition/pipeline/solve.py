@@ -1,0 +1,164 @@
+"""The pipeline problem's steps in the one solve chain (:mod:`milp_partition.chain`).
+
+Heuristics: the chain DP and the ideal DP of :mod:`milp_partition.heuristics.pipeline_dp`
+(neither is a proof: the ideal DP is exact only among splits whose stages form a
+chain of ideals).  Formulation: :mod:`milp_partition.formulations.pipeline`, with the
+best verified heuristic value as a cutoff and its split as a warm start.
+Verifier: :func:`milp_partition.verifiers.pipeline.verify_pipeline`, whose value is
+the one reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+
+from milp_partition.chain import (
+    Bound,
+    Built,
+    Candidate,
+    ChainSettings,
+    Evaluation,
+    Outcome,
+    Reduction,
+    Run,
+    chain_settings,
+    run_chain,
+)
+from milp_partition.formulations import pipeline as formulation
+from milp_partition.heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
+from milp_partition.result import Result, Status
+from milp_partition.verifiers.pipeline import verify_pipeline
+
+
+@dataclass(frozen=True)
+class SolveSettings:
+    """How to solve.
+
+    Attributes
+    ----------
+    solver
+        ``"cpsat"`` or ``"cbc"``; ``"none"`` runs the heuristics only.
+    time_limit_s, threads, seed
+        Passed to the back-end.
+    warm_start
+        Hint the best heuristic solution and bound the objective by its value.
+    heuristics
+        Run the DPs at all.
+    max_ideals
+        Cap of the ideal DP.
+    progress_interval_s
+        Progress line period on stderr; ``None`` for silence.
+    symmetry_breaking, lower_bounds
+        Formulation options (they never change the optimum).
+    """
+
+    solver: str = "cpsat"
+    time_limit_s: float = 60.0
+    threads: int = 2
+    seed: int = 0
+    warm_start: bool = True
+    heuristics: bool = True
+    max_ideals: int = 20000
+    progress_interval_s: float | None = None
+    symmetry_breaking: bool = True
+    lower_bounds: bool = True
+
+
+@dataclass(frozen=True)
+class PipelineSteps:
+    """The pipeline problem's steps for :func:`milp_partition.chain.run_chain`."""
+
+    settings: SolveSettings
+    name: str = "pipeline"
+
+    def new_result(self, problem: PipelineProblem, settings: ChainSettings) -> Result:
+        return Result(
+            problem="pipeline",
+            solver=settings.solver,
+            objective_name="time_per_sample" if problem.settings.objective == "time" else "peak_memory_bytes",
+            time_unit=problem.graph.time_unit,
+            instance={
+                "source": problem.source,
+                "name": problem.graph.name,
+                "nodes": len(problem.graph.nodes),
+                "edges": len(problem.graph.edges),
+                "devices": problem.device_ids,
+            },
+            settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(self.settings).items()}},
+        )
+
+    def verify(self, problem: PipelineProblem, solution: PipelineSolution) -> Evaluation[PipelineSolution]:
+        report = verify_pipeline(problem, solution)
+        return Evaluation(report.feasible, report.objective, tuple(report.violations))
+
+    def reductions(self, run: Run) -> Sequence[Reduction]:
+        return ()
+
+    def bounds(self, run: Run) -> Iterable[Bound]:
+        return ()
+
+    def heuristics(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:
+        """The chain DP and the ideal DP (heuristics here: neither proves a bound of the problem)."""
+        if not self.settings.heuristics:
+            return
+        problem = run.work
+        for name, fn in (
+            ("chain_dp", lambda: chain_dp(problem)),
+            ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(self.settings.max_ideals))),
+        ):
+            dp = fn()
+            yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if dp.solution else None)
+
+    def refine(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:
+        return ()
+
+    def build(self, run: Run) -> Built:
+        best = run.best
+        cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        pm = formulation.build(
+            run.work,
+            upper_bound=cutoff,
+            settings=formulation.PipelineFormulationSettings(self.settings.symmetry_breaking, self.settings.lower_bounds),
+        )
+        return Built(pm.model, pm, cutoff)
+
+    def hint(self, built: Built, run: Run, candidate: Candidate[PipelineSolution]) -> None:
+        formulation.hint(built.state, candidate.solution, candidate.value)
+
+    def decode(self, built: Built, values: Sequence[float]) -> PipelineSolution:
+        return formulation.decode(built.state, list(values))
+
+    def record(self, result: Result, problem: PipelineProblem, best: Candidate[PipelineSolution]) -> None:
+        report = verify_pipeline(problem, best.solution)
+        result.assignment = dict(best.solution.assignment)
+        result.time_per_sample = report.time_per_sample
+        result.peak_memory_bytes = report.peak_memory_bytes
+        result.loads = report.loads
+        result.memory_bytes = report.memory_bytes
+
+
+def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSettings()) -> Result:
+    """Solve ``problem`` through the one chain and return a verified :class:`Result`."""
+    result = run_chain(PipelineSteps(settings), problem, chain_settings(settings))
+    if result.status is Status.INFEASIBLE:
+        result.message = "proven infeasible: no assignment meets every constraint" + _infeasibility_hint(problem)
+    return result
+
+
+def _infeasibility_hint(problem: PipelineProblem) -> str:
+    """A reason a person can act on, when a simple one exists."""
+    caps = [d.memory_bytes for d in problem.cluster.devices if d.memory_bytes is not None]
+    if problem.cluster.host_cpu_cores != 0 or not caps or len(caps) != len(problem.cluster.devices):
+        return ""
+    if problem.settings.memory_model != "static":
+        return ""
+    need = {nd.id: nd.param_bytes + nd.activation_bytes + nd.other_bytes for nd in problem.graph.nodes}
+    if sum(need.values()) > sum(caps):
+        return f" (the graph needs {sum(need.values())} bytes in all, the accelerators hold {sum(caps)})"
+    if need:
+        biggest = max(need, key=lambda k: need[k])
+        if need[biggest] > max(caps):
+            return f" (node {biggest!r} alone needs {need[biggest]} bytes, more than any accelerator's {max(caps)})"
+    return ""

@@ -1,0 +1,1 @@
+"""The device-placement (scheduling) problem: data model, bounds, conversions, decompositions and solve steps."""

@@ -1,0 +1,425 @@
+"""The placement problem's steps in the one solve chain (:mod:`milp_partition.chain`).
+
+Bounds -> heuristics -> refinement (decompositions) -> formulation -> back-end -> decode -> verifier:
+``solve_placement`` computes the lower bounds of :mod:`milp_partition.placement.bounds`,
+runs the placement heuristics (each scored by :func:`verify_placement`; plus the
+best single device), builds :mod:`milp_partition.formulations.placement` with the best bound as
+``L`` and the best heuristic makespan as ``U`` and its schedule as a hint, solves
+it, decodes, verifies and returns a :class:`~milp_partition.result.Result` whose
+objective is always the simulator's makespan (real units) and whose bound is the
+larger of the solver's (already lowered for any rounding) and ours.
+
+When the graph splits at bottleneck tasks (:mod:`milp_partition.placement.decompose`)
+and a short solve of the whole model proves nothing, the segments are solved per
+device pair first; their recursion gives a bound and a stitched schedule (verified
+like any other), and the whole model then runs with both for the time left.  When
+the whole graph does not split but a large induced subgraph does (a side branch
+beside a main line, as the transformer's encoder beside its decoder:
+:mod:`milp_partition.placement.subgraph`), that subgraph's segments are solved the
+same way for a bound only (the induced problem's optimum is at most the whole's).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from milp_partition.chain import (
+    Bound,
+    Built,
+    Candidate,
+    ChainSettings,
+    Evaluation,
+    Outcome,
+    Reduction,
+    Run,
+    chain_settings,
+    run_chain,
+    say,
+)
+from milp_partition.errors import InputError
+from milp_partition.formulations import placement as formulation
+from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
+from milp_partition.placement.bounds import BoundReport, best_bound, device_path
+from milp_partition.placement.decompose import Decomposition, decompose, solve_decomposed
+from milp_partition.placement.problem import PlacementProblem, PlacementSolution
+from milp_partition.placement.subgraph import main_line
+from milp_partition.result import Result, Status
+from milp_partition.verifiers.placement import simulate_placement, verify_placement
+
+#: CP-SAT parameters used by default for placement (chosen on the Moirai instances, see results/placement.md).
+DEFAULT_CPSAT_PARAMETERS: tuple[tuple[str, object], ...] = ()
+
+
+@dataclass(frozen=True)
+class PlacementSolveSettings:
+    """How to solve a placement problem.
+
+    Attributes
+    ----------
+    solver
+        ``"cpsat"``, ``"cbc"`` (disjunctive model; small instances only) or ``"none"`` (heuristics only).
+    time_limit_s, threads, seed
+        Passed to the back-end.
+    warm_start
+        Hint the best heuristic schedule and bound the makespan above by its value.
+    heuristics
+        Names of the placement heuristics to run (``None``: all of them).
+    progress_interval_s
+        Progress line period on stderr; ``None`` for silence.
+    symmetry_breaking, redundant
+        Formulation options (they never change the optimum).
+    decompose, decompose_time_fraction, quick_solve_s
+        When the problem splits at bottleneck tasks (:mod:`milp_partition.placement.decompose`):
+        solve the whole model for ``min(quick_solve_s, 10% of the limit)``; if that proves
+        nothing, solve the segments within this fraction of the time left, then the whole
+        model again with the decomposition's bound and schedule (CP-SAT only).
+    main_line
+        When the whole graph has no useful decomposition, look for a large induced subgraph
+        that has one (:func:`milp_partition.placement_subgraph.main_line`) and solve its
+        segments for a lower bound (the induced problem's optimum is at most the whole's).
+    flow_bound
+        Compute the transfer-flow LP bound (:func:`milp_partition.placement_bounds.transfer_flow`);
+        segment solves turn it off (hundreds of small solves).
+    cpsat_parameters
+        Extra CP-SAT parameters, ``(name, value)`` pairs.
+    """
+
+    solver: str = "cpsat"
+    time_limit_s: float = 60.0
+    threads: int = 2
+    seed: int = 0
+    warm_start: bool = True
+    heuristics: tuple[str, ...] | None = None
+    progress_interval_s: float | None = None
+    symmetry_breaking: bool = True
+    redundant: bool = True
+    cpsat_parameters: tuple[tuple[str, object], ...] = DEFAULT_CPSAT_PARAMETERS
+    decompose: bool = True
+    decompose_time_fraction: float = 0.6
+    quick_solve_s: float = 10.0
+    main_line: bool = True
+    flow_bound: bool = True
+
+
+def single_device_schedule(problem: PlacementProblem) -> PlacementSolution | None:
+    """The best schedule with every task on one device (among devices that can hold them all), or ``None``."""
+    best: tuple[float, PlacementSolution] | None = None
+    for k in range(problem.num_devices):
+        if not np.isfinite(problem.time[:, k]).all():
+            continue
+        device = np.full(problem.num_tasks, k, dtype=np.int64)
+        sol = simulate_placement(problem, device)
+        report = verify_placement(problem, sol)
+        if report.feasible and (best is None or report.makespan < best[0]):
+            best = (report.makespan, report.schedule or sol)
+    return best[1] if best else None
+
+
+def placement_heuristic_outcomes(
+    problem: PlacementProblem, settings: PlacementSolveSettings
+) -> Iterator[Outcome[PlacementSolution]]:
+    """Run the heuristics (and the single-device schedule); the chain verifies each schedule."""
+    names = list(PLACEMENT_HEURISTICS) if settings.heuristics is None else list(settings.heuristics)
+    for name in names:
+        if name not in PLACEMENT_HEURISTICS and name != "single-device":
+            raise InputError(
+                f"unknown placement heuristic {name!r}; known: {', '.join(['single-device', *PLACEMENT_HEURISTICS])}",
+                where="--heuristic",
+            )
+    jobs: list[tuple[str, Callable[[], PlacementSolution | None]]] = [("single-device", lambda: single_device_schedule(problem))]
+    jobs += [(name, functools.partial(PLACEMENT_HEURISTICS[name], problem)) for name in names if name != "single-device"]
+    for name, fn in jobs:
+        t0 = time.monotonic()
+        sol: PlacementSolution | None = None
+        try:
+            sol = fn()
+            message = "" if sol is not None else "no single device holds every task"
+        except Exception as exc:  # a heuristic that fails must not stop the exact solve
+            message = f"failed: {exc}"
+        yield Outcome(name, sol, time.monotonic() - t0, False, message)
+
+
+def best_heuristic_makespan(problem: PlacementProblem, settings: PlacementSolveSettings) -> float:
+    """The least verified makespan of the heuristics (``inf`` when none finds a schedule)."""
+    best = math.inf
+    for out in placement_heuristic_outcomes(problem, settings):
+        if out.solution is not None:
+            report = verify_placement(problem, out.solution)
+            if report.feasible:
+                best = min(best, report.makespan)
+    return best
+
+
+@dataclass(frozen=True)
+class PlacementSteps:
+    """The placement problem's steps for :func:`milp_partition.chain.run_chain`."""
+
+    settings: PlacementSolveSettings
+    name: str = "placement"
+
+    def new_result(self, problem: PlacementProblem, settings: ChainSettings) -> Result:
+        return Result(
+            problem="placement",
+            solver=settings.solver,
+            objective_name="makespan",
+            time_unit=problem.time_unit,
+            instance={
+                "name": problem.name,
+                "tasks": problem.num_tasks,
+                "edges": problem.num_edges,
+                "devices": list(problem.device_ids),
+                "memory_unit": problem.memory_unit,
+            },
+            settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(self.settings).items()}},
+        )
+
+    def verify(self, problem: PlacementProblem, solution: PlacementSolution) -> Evaluation[PlacementSolution]:
+        report = verify_placement(problem, solution)
+        return Evaluation(report.feasible, report.makespan, tuple(report.violations), report.schedule or solution)
+
+    def reductions(self, run: Run) -> Sequence[Reduction]:
+        return ()
+
+    def bounds(self, run: Run) -> Iterable[Bound]:
+        """The lower bounds of :mod:`milp_partition.placement.bounds` (critical path, loads, transfer flow, ...)."""
+        t0 = time.monotonic()
+        bounds = best_bound(run.problem, flow=self.settings.flow_bound)
+        run.scratch["bounds"] = bounds
+        run.result.solver_notes["bounds"] = dict(bounds.values)
+        run.result.solver_notes["bounds_seconds"] = time.monotonic() - t0
+        run.say("[bounds] " + ", ".join(f"{k} {v:.9g}" for k, v in bounds.values.items()))
+        return [Bound(v, f"the {k} bound") for k, v in bounds.values.items() if math.isfinite(v)]
+
+    def heuristics(self, run: Run) -> Iterable[Outcome[PlacementSolution]]:
+        return placement_heuristic_outcomes(run.problem, self.settings)
+
+    def refine(self, run: Run) -> Iterable[Outcome[PlacementSolution]]:
+        """A quick whole solve, then the bottleneck decomposition or the main-line bound (CP-SAT only)."""
+        settings = self.settings
+        if run.settings.solver != "cpsat" or not settings.decompose:
+            return
+        problem: PlacementProblem = run.problem
+        dec = decompose(problem)
+        line = main_line(problem) if (not dec.useful and settings.main_line) else None
+        if not dec.useful and line is None:
+            return
+        # a short solve of the whole model first: easy instances end here
+        quick_s = min(settings.quick_solve_s, 0.1 * settings.time_limit_s)
+        run.say(f"[cpsat] quick solve of the whole model ({quick_s:g}s) before the decomposition")
+        # (the main-line path has computed the transfer-flow LP already: it is not re-run for the quick solve)
+        first = solve_placement(
+            problem, replace(settings, decompose=False, time_limit_s=quick_s, flow_bound=settings.flow_bound and dec.useful)
+        )
+        run.result.solver_notes["quick_solve_s"] = quick_s
+        for key, value in first.solver_notes.items():
+            run.result.solver_notes.setdefault(key, value)
+        run.result.solver_seconds += first.solver_seconds
+        run.result.solver_log = first.solver_log
+        yield Outcome(
+            "cpsat (quick solve)",
+            solution_of(problem, first) if first.objective is not None else None,
+            first.solve_seconds,
+            first.status == Status.OPTIMAL,
+            first.message,
+            bound=first.bound,
+            infeasible=first.status == Status.INFEASIBLE,
+        )
+        if run.proven_optimal() or run.infeasible_proofs:
+            return
+        left = replace(settings, time_limit_s=max(1.0, run.remaining_s()))
+        if dec.useful:
+            yield _run_decomposition(problem, left, run, dec)
+        else:
+            yield _run_main_line(problem, left, run, line)
+
+    def build(self, run: Run) -> Built:
+        best = run.best
+        cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        bounds = run.scratch.get("bounds")
+        pm = formulation.build(
+            run.problem,
+            lower_bound=run.lower if run.lower is not None else 0.0,
+            upper_bound=cutoff,
+            path=bounds.path if bounds is not None else None,
+            settings=formulation.PlacementFormulationSettings(
+                disjunctive=run.settings.solver == "cbc",
+                symmetry_breaking=self.settings.symmetry_breaking,
+                redundant=self.settings.redundant,
+            ),
+        )
+        return Built(pm.model, pm, cutoff)
+
+    def hint(self, built: Built, run: Run, candidate: Candidate[PlacementSolution]) -> None:
+        formulation.hint(built.state, candidate.solution, candidate.value)
+
+    def decode(self, built: Built, values: Sequence[float]) -> PlacementSolution:
+        return formulation.decode(built.state, list(values))
+
+    def record(self, result: Result, problem: PlacementProblem, best: Candidate[PlacementSolution]) -> None:
+        report = verify_placement(problem, best.solution)
+        schedule = report.schedule or best.solution
+        result.assignment = {t: problem.device_ids[int(schedule.device[i])] for i, t in enumerate(problem.task_ids)}
+        result.starts = {t: float(schedule.start[i]) for i, t in enumerate(problem.task_ids)}
+        result.transfer_starts = {}
+        if problem.settings.link_contention and schedule.transfer_start is not None:
+            result.transfer_starts = {
+                edge_key(problem, e): float(x) for e, x in enumerate(schedule.transfer_start.tolist()) if math.isfinite(x)
+            }
+        result.loads = dict(report.device_load)
+        result.memory_bytes = dict(report.peak_memory)
+
+
+def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings = PlacementSolveSettings()) -> Result:
+    """Solve ``problem`` through the one chain and return a verified :class:`Result`."""
+    result = run_chain(PlacementSteps(settings), problem, chain_settings(settings))
+    if result.status is Status.INFEASIBLE:
+        result.message = "proven infeasible: no placement meets every constraint"
+    return result
+
+
+def _run_decomposition(
+    problem: PlacementProblem, settings: PlacementSolveSettings, run: Run, dec: Decomposition
+) -> Outcome[PlacementSolution]:
+    """Solve the segments between bottleneck tasks: a proven bound and a stitched schedule (verified by the chain)."""
+    result = run.result
+    best = run.best
+    solve_segment = _segment_solver(settings)
+
+    say(
+        settings.progress_interval_s,
+        f"[decompose] {len(dec.bottlenecks)} bottleneck tasks, {len(dec.segments)} segments, "
+        f"largest {max(len(s.inner) for s in dec.segments)} inner tasks",
+    )
+    say_fn = (lambda text: say(settings.progress_interval_s, text)) if settings.progress_interval_s else None
+    out = solve_decomposed(
+        problem,
+        dec,
+        solve_segment,
+        settings.time_limit_s * settings.decompose_time_fraction,
+        say_fn,
+        upper_bound=best.value if best is not None else math.inf,
+        tails=device_path(problem).tail,
+    )
+    note: dict[str, object] = {
+        "bottlenecks": len(dec.bottlenecks),
+        "segments": len(dec.segments),
+        "segment_solves": out.solves,
+        "bound": out.bound,
+        "value": out.value,
+        "all_segments_optimal": out.all_optimal,
+        "pruned_pairs": out.notes.get("pruned_pairs", 0),
+        "seconds": out.seconds,
+    }
+    result.solver_notes["decomposition"] = note
+    result.solver_notes.setdefault("bounds", {})["decomposition"] = out.bound
+    return Outcome(
+        "decomposition",
+        out.solution,
+        out.seconds,
+        False,
+        f"bound {out.bound:.9g}, stitched schedule {out.value:.9g}",
+        bound=out.bound if math.isfinite(out.bound) else None,
+    )
+
+
+def _segment_solver(
+    settings: PlacementSolveSettings,
+) -> Callable[[PlacementProblem, float], tuple[float, float, bool, PlacementSolution | None]]:
+    """``(segment problem, limit) -> (bound, makespan, optimal, schedule)`` by the ordinary chain (no decomposition)."""
+    sub_settings = replace(
+        settings, decompose=False, main_line=False, flow_bound=False, heuristics=("heft",), progress_interval_s=None
+    )
+
+    def solve_segment(sub: PlacementProblem, limit_s: float) -> tuple[float, float, bool, PlacementSolution | None]:
+        r = solve_placement(sub, replace(sub_settings, time_limit_s=limit_s))
+        if r.status == "infeasible":
+            return math.inf, math.inf, True, None
+        if r.objective is None:
+            return (r.bound or 0.0), math.inf, False, None
+        return (r.bound if r.bound is not None else 0.0), r.objective, r.status == "optimal", solution_of(sub, r)
+
+    return solve_segment
+
+
+def _run_main_line(
+    problem: PlacementProblem, settings: PlacementSolveSettings, run: Run, line: Any
+) -> Outcome[PlacementSolution]:
+    """Bound the whole problem by the decomposition of an induced subgraph (its schedule is not one of the whole).
+
+    ``OPT(induced) <= OPT(whole)`` (:mod:`milp_partition.placement.subgraph`), and the recursion's
+    bound is at most ``OPT(induced)`` whatever upper bound prunes it (module docstring of
+    :mod:`milp_partition.placement.decompose`), so its bound is one of the whole.
+    """
+    result = run.result
+    sub: PlacementProblem = line[1]
+    dec: Decomposition = line[2]
+    t0 = time.monotonic()
+    best = run.best
+    upper = best.value if best is not None else math.inf
+    quiet = replace(settings, heuristics=("heft", "heft-iter"), progress_interval_s=None)
+    upper = min(upper, best_heuristic_makespan(sub, quiet))
+    say(
+        settings.progress_interval_s,
+        f"[main line] induced subgraph of {sub.num_tasks} tasks: {len(dec.bottlenecks)} bottleneck tasks, "
+        f"{len(dec.segments)} segments, largest {max(len(s.inner) for s in dec.segments)} inner tasks",
+    )
+    say_fn = (lambda text: say(settings.progress_interval_s, text)) if settings.progress_interval_s else None
+    left = settings.time_limit_s - (time.monotonic() - t0)
+    out = solve_decomposed(
+        sub,
+        dec,
+        _segment_solver(settings),
+        max(1.0, left * settings.decompose_time_fraction),
+        say_fn,
+        upper_bound=upper,
+        tails=device_path(sub).tail,
+    )
+    result.solver_notes["main_line"] = {
+        "tasks": sub.num_tasks,
+        "bottlenecks": len(dec.bottlenecks),
+        "segments": len(dec.segments),
+        "segment_solves": out.solves,
+        "bound": out.bound,
+        "induced_schedule": out.value,
+        "all_segments_optimal": out.all_optimal,
+        "seconds": time.monotonic() - t0,
+    }
+    result.solver_notes.setdefault("bounds", {})["main_line"] = out.bound
+    say(
+        settings.progress_interval_s,
+        f"[main line] bound {out.bound:.9g} (induced schedule {out.value:.9g}) in {time.monotonic() - t0:.1f}s",
+    )
+    return Outcome(
+        "main_line",
+        None,
+        time.monotonic() - t0,
+        False,
+        f"bound {out.bound:.9g} from an induced subgraph of {sub.num_tasks} tasks",
+        bound=out.bound if math.isfinite(out.bound) else None,
+    )
+
+
+def edge_key(problem: PlacementProblem, e: int) -> str:
+    """``"source->target"``: how a result names edge e."""
+    return f"{problem.task_ids[int(problem.edge_source[e])]}->{problem.task_ids[int(problem.edge_target[e])]}"
+
+
+def solution_of(problem: PlacementProblem, result: Result) -> PlacementSolution:
+    """The schedule of a result (its ``assignment``, ``starts`` and, with contention, ``transfer_starts``)."""
+    device = np.array([problem.device_index[result.assignment[t]] for t in problem.task_ids], dtype=np.int64)
+    tstart = None
+    if result.transfer_starts:
+        tstart = np.array([result.transfer_starts.get(edge_key(problem, e), math.nan) for e in range(problem.num_edges)])
+    return PlacementSolution(device, np.array([result.starts[t] for t in problem.task_ids], dtype=np.float64), tstart)
+
+
+def bound_report(problem: PlacementProblem) -> BoundReport:
+    """The lower bounds of :mod:`milp_partition.placement.bounds` (re-exported for the CLI and benchmark)."""
+    return best_bound(problem)

@@ -1,0 +1,1 @@
+"""The layer-wise parallelization (strategy) problem: data model, layer tables, memory models, reductions and solve steps."""
