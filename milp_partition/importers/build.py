@@ -87,9 +87,9 @@ def build_graph(captured: CapturedModel, settings: ImportSettings) -> ImportedGr
     if not captured.ops:
         raise InputError("the captured graph has no operators (the model computes nothing from its inputs)", source=captured.name)
     profile = load_profile_spec(settings.profile) if settings.profile and not settings.measure else None
-    depth = (
-        settings.layer_depth if settings.layer_depth is not None else choose_layer_depth(captured.ops, settings.max_layer_share)
-    )
+    depth = settings.layer_depth
+    if depth is None:  # automatic, and only where it means something
+        depth = choose_layer_depth(captured.ops, settings.max_layer_share) if settings.granularity == "layer" else 1
     groups = group_operators(captured.ops, settings.granularity, depth)
     group_of = {op.id: gid for gid, ops in groups for op in ops}
 
