@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -145,7 +146,10 @@ def load_factory(spec: str) -> Callable[[], Any]:
         raise InputError(f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}", where="model") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
-        available = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[:12]
+        public = {n: v for n, v in vars(module).items() if callable(v) and not n.startswith("_")}
+        # functions defined in the module first (the likely factories), then classes and imported names
+        own = sorted(n for n, v in public.items() if inspect.isfunction(v) and v.__module__ == module.__name__)
+        available = (own + sorted(set(public) - set(own)))[:12]
         raise InputError(
             f"module {module_name!r} has no factory {attr!r}" + (f"; it defines: {', '.join(available)}" if available else ""),
             where="model",
