@@ -433,7 +433,7 @@ def _without_cache(module: nn.Module) -> str | None:
         if config is not None and getattr(config, "use_cache", False):
             config.use_cache = False
             changed = True
-    if not changed:
+    if not changed or not _accepts(module, "use_cache"):  # (an encoder-only model's config may carry the flag unused)
         return None
     return "run with use_cache=False (the key/value cache is an inference-only output; training builds none)"
 
@@ -446,11 +446,24 @@ def _accepts(module: nn.Module, name: str) -> bool:
         return False
 
 
+def _meta_memo(module: nn.Module) -> dict[int, Any]:
+    """A ``deepcopy`` memo that maps each parameter and buffer to an empty meta tensor of its shape.
+
+    The copy then allocates no weights (a 7 B-parameter model is not duplicated in memory), and a
+    tensor shared by two modules maps to one meta tensor, so ties survive the copy.
+    """
+    memo: dict[int, Any] = {}
+    for t in [*module.parameters(), *module.buffers()]:
+        empty = torch.empty_like(t, device="meta")
+        memo[id(t)] = nn.Parameter(empty, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else empty
+    return memo
+
+
 def _prepare(module: nn.Module, device: str, dtype: torch.dtype, name: str) -> tuple[nn.Module, list[str]]:
     """A copy of ``module`` on ``device`` in ``dtype``, eval mode, ties kept, cache off; with notes."""
     tied = _tied_names(module)
     try:
-        copied = copy.deepcopy(module)
+        copied = copy.deepcopy(module, _meta_memo(module) if device == "meta" else None)
         copied.to(device=device, dtype=dtype)
         _retie(copied, tied)
         copied.eval()
