@@ -82,7 +82,7 @@ def custom_functions(out: Any) -> list[str]:
     """Names of the custom ``torch.autograd.Function`` s in the autograd graph of ``out`` (sorted)."""
     found: set[str] = set()
     seen: set[int] = set()
-    stack = [t.grad_fn for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    stack: list[Any] = [t.grad_fn for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
     while stack:
         fn = stack.pop()
         if fn is None or id(fn) in seen:

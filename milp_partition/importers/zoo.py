@@ -221,6 +221,7 @@ def module_shape_flops(model: nn.Module, *inputs: torch.Tensor, training: bool =
         nonlocal forward, backward
         x = args[0]
         w = module.weight
+        assert isinstance(w, torch.Tensor)
         if isinstance(module, nn.Linear):
             flops = 2.0 * (x.numel() // w.shape[1]) * w.shape[0] * w.shape[1]
         elif isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)):
