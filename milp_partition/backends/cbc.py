@@ -128,7 +128,9 @@ class CbcBackend:
         warm = bool(params.use_hint and model.hint)
         if warm:
             for i, value in model.hint.items():
-                xs[i].setInitialValue(value)
+                v = model.variables[i]
+                # a hint is only a hint: PuLP rejects a value outside the bounds by float noise (a makespan U as T's bound)
+                xs[i].setInitialValue(min(max(value, v.lb), v.ub))
 
         with tempfile.TemporaryDirectory(prefix="milp_partition_cbc_") as tmp:
             log_path = os.path.join(tmp, "cbc.log")
@@ -252,7 +254,7 @@ def _watch_log(path: str, progress: ProgressPrinter, stop: threading.Event, scal
             if not line:
                 if stop.is_set():
                     return
-                time.sleep(0.2)
+                stop.wait(0.2)  # wakes at once when CBC is done
                 continue
             for pat in _INCUMBENT:
                 m = pat.search(line)
