@@ -37,9 +37,7 @@ def _peak_bytes(problem: StrategyProblem, grid: np.ndarray) -> np.ndarray:
     if problem.memory_model == "static":
         return np.sum(mem, axis=0)
     act = [
-        np.asarray(nd.activation_bytes if nd.activation_bytes is not None else np.zeros(len(nd.configs)), dtype=float)[
-            grid[:, v]
-        ]
+        np.asarray(nd.activation_bytes if nd.activation_bytes is not None else np.zeros(len(nd.configs)), dtype=float)[grid[:, v]]
         for v, nd in enumerate(problem.nodes)
     ]
     index = problem.index

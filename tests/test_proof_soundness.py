@@ -34,6 +34,7 @@ from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, P
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.placement.problem import PlacementProblem, make_placement_problem
 from milp_partition.placement.solve import PlacementSolveSettings, solution_of, solve_placement
+from milp_partition.result import Result
 from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 from milp_partition.verifiers.pipeline import verify_pipeline
@@ -146,19 +147,18 @@ def placement_instance(seed: int) -> PlacementProblem:
     memory = (rng.integers(1, 5, size=n) * 2**30).astype(float) * 32
     capacity = np.full(d, memory.sum() if rng.random() < 0.5 else math.ceil(memory.sum() / d) + 2**30)
     capacity = np.maximum(capacity, memory.max())
-    return make_placement_problem(
-        [f"t{i}" for i in range(n)], [f"d{k}" for k in range(d)], time, memory, capacity, edges, comm
-    )
+    return make_placement_problem([f"t{i}" for i in range(n)], [f"d{k}" for k in range(d)], time, memory, capacity, edges, comm)
 
 
 # ---------------------------------------------------------------- the check
 
 
-def _status(result) -> str:  # noqa: ANN001 - a Result, whose status may be a str or an enum
+def _status(result: Result) -> str:
+    """The status as text (whether `Result.status` is a str or an enum)."""
     return str(getattr(result.status, "value", result.status))
 
 
-def _check(label: str, optimum: float, result, verified: Callable[[], tuple[bool, float]]) -> list[str]:  # noqa: ANN001
+def _check(label: str, optimum: float, result: Result, verified: Callable[[], tuple[bool, float]]) -> list[str]:
     """The soundness rules for one answer; the broken ones, as text."""
     status = _status(result)
     where = f"{label} [{result.solver}] status {status}, objective {result.objective!r}, bound {result.bound!r}"
@@ -214,7 +214,7 @@ def test_pipeline_bounds_never_exceed_the_optimum(batch: int) -> None:
             )
             result = solve_pipeline(problem, settings)
 
-            def verified(result=result) -> tuple[bool, float]:  # noqa: ANN001
+            def verified(result: Result = result) -> tuple[bool, float]:
                 report = verify_pipeline(problem, PipelineSolution(result.assignment))
                 return report.feasible, report.objective
 
@@ -238,7 +238,7 @@ def test_strategy_bounds_never_exceed_the_optimum(batch: int, memory_model: str 
             )
             result = solve_strategy(problem, settings)
 
-            def verified(result=result) -> tuple[bool, float]:  # noqa: ANN001
+            def verified(result: Result = result) -> tuple[bool, float]:
                 report = verify_strategy(problem, StrategySolution(result.assignment))
                 return report.feasible, report.objective
 
@@ -261,7 +261,7 @@ def test_placement_bounds_never_exceed_the_optimum(batch: int) -> None:
             )
             result = solve_placement(problem, settings)
 
-            def verified(result=result) -> tuple[bool, float]:  # noqa: ANN001
+            def verified(result: Result = result) -> tuple[bool, float]:
                 report = verify_placement(problem, solution_of(problem, result))
                 return report.feasible, report.makespan
 
