@@ -5,7 +5,9 @@ installs CBC separately) ``COIN_CMD`` with a ``cbc`` on the PATH is used.  PuLP
 and CBC statuses are translated to :class:`SolveStatus` in
 :func:`_translate_status` and nowhere else.  CBC runs as a child process; its log
 goes to a file that a thread reads for progress lines and, at the end, for the
-best bound.
+best bound.  The model reaches CBC scaled by powers of two, under explicit tolerances,
+and CBC's proof is checked against its own log
+(:mod:`milp_partition.backends.cbc_scaling`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from milp_partition.backends.cbc_scaling import (
     doubtful_proof,
     optimal_bound_slack,
     scale_for_cbc,
+    stopping_slack,
 )
 from milp_partition.backends.model import Model, VarKind
 from milp_partition.errors import ModelError, SolverUnavailableError
@@ -188,13 +191,16 @@ class CbcBackend:
             # CBC proved optimality within its stopping tolerances, of values it prints to 8 significant digits
             out.bound = out.objective - optimal_bound_slack(model, out.values, scaled, self.tolerances)
         else:
-            out.bound = scaled.to_model_units(_final_bound(log))
+            # CBC prunes nodes within its gaps and increment of the incumbent: its best possible is lowered by them
+            out.bound = scaled.to_model_units(_final_bound(log)) - stopping_slack(scaled, self.tolerances)
         doubt = doubtful_proof(log, out.objective, out.bound, scaled)
-        if doubt is not None and status is not SolveStatus.INFEASIBLE:
+        if doubt is not None:
             out.notes["proof_doubtful"] = doubt
             out.bound = -math.inf
             if status is SolveStatus.OPTIMAL:
                 out.status = SolveStatus.FEASIBLE
+            elif status is SolveStatus.INFEASIBLE:  # an infeasibility proof under a tolerance warning proves nothing
+                out.status = SolveStatus.UNKNOWN
         return out
 
 

@@ -25,14 +25,16 @@ Scaling (exact: only powers of two, which change no bit of a mantissa)
 Tolerances (:class:`CbcTolerances`, passed on CBC's command line and stated in its log):
 integer tolerance, primal and dual feasibility tolerances (on the scaled rows and
 objective), absolute and relative stopping gaps, and the cutoff increment.  A bound
-that CBC proves is lowered by ``(allowable_gap + increment) / w`` plus the precision of
-the values it prints (:func:`optimal_bound_slack`), so a proof within CBC's own
-stopping rule stays a proof in model units.
+that CBC proves is lowered by ``(allowable_gap + increment) / w`` (:func:`stopping_slack`;
+a time-limited run's best possible too) and, for an optimal run, by the relative gap and
+the precision of the values it prints (:func:`optimal_bound_slack`), so a proof within
+CBC's own stopping rule stays a proof in model units.
 
-A proof is doubtful (:func:`doubtful_proof`, recorded as ``notes["proof_doubtful"]``
-and never reported as optimal) when CBC's log shows a postprocessing / tolerance
-warning, when the objective CBC prints differs from the objective of the values it
-returns, or when its bound lies above that objective, beyond the tolerances.
+A proof is doubtful (:func:`doubtful_proof`, recorded as ``notes["proof_doubtful"]``;
+the back-end then reports optimal as feasible, infeasible as unknown, and no bound)
+when CBC's log shows a postprocessing / tolerance warning, when the objective CBC
+prints differs from the objective of the values it returns, or when its bound lies
+above that objective, beyond the tolerances.
 """
 
 from __future__ import annotations
@@ -162,9 +164,18 @@ def optimal_bound_slack(model: Model, values: list[float], scaled: CbcScaledMode
     """
     magnitude = sum(abs(a * values[i]) for i, a in model.objective.items())
     objective = model.objective_value(values)
-    absolute = (tolerances.allowable_gap + tolerances.increment) / scaled.objective_scale
     relative = tolerances.ratio_gap * abs(objective)
-    return absolute + relative + SOLUTION_PRECISION_REL * magnitude
+    return stopping_slack(scaled, tolerances) + relative + SOLUTION_PRECISION_REL * magnitude
+
+
+def stopping_slack(scaled: CbcScaledModel, tolerances: CbcTolerances) -> float:
+    """CBC's absolute stopping gap plus its cutoff increment, in model units.
+
+    CBC prunes a node whose bound is within ``allowable_gap`` or ``increment`` of the
+    incumbent, so a best-possible value it prints after such pruning may exceed the true
+    optimum by that much; every bound read from CBC is lowered by it.
+    """
+    return (tolerances.allowable_gap + tolerances.increment) / scaled.objective_scale
 
 
 def doubtful_proof(log: str, objective: float, bound: float, scaled: CbcScaledModel) -> str | None:
