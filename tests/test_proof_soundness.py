@@ -26,10 +26,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from ortools.sat.python import cp_model
 from brute_force import brute_force_pipeline
 from placement_brute_force import brute_force_makespan
 from strategy_brute_force import brute_force_strategy
 
+from milp_partition.backends.cpsat import SOUNDNESS_PARAMETERS
 from milp_partition.cli.dispatch import main
 from milp_partition.cluster import Device, make_cluster
 from milp_partition.graph import Edge, Node, make_graph
@@ -300,3 +302,28 @@ def test_gpt4_liveness_bound_stays_below_the_best_verified_value(tmp_path: Path,
         assert result["status"] == "optimal", result["message"]
         assert result["objective"] == pytest.approx(GPT4_LIVENESS_BEST, rel=1e-12)
         assert result["memory_bytes"]["per_device"] <= 2 * 2**30
+
+
+# ---------------------------------------------------------------- a CP-SAT presolve bug the random instances found
+
+CPSAT_FALSE_OPTIMUM = Path(__file__).resolve().parent / "data" / "cpsat_inclusion_false_optimum.pbtxt"
+
+
+def test_cpsat_soundness_parameters_prove_the_true_optimum_of_the_saved_model() -> None:
+    """The saved CP-SAT model (pipeline seed 10162): 42105098 is feasible; OR-Tools 9.15's inclusion presolve said 42129200."""
+    model = cp_model.CpModel()
+    assert model.proto.parse_text_format(CPSAT_FALSE_OPTIMUM.read_text())
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers = 1
+    for key, value in SOUNDNESS_PARAMETERS:
+        setattr(solver.parameters, key, value)
+    assert solver.solve(model) == cp_model.OPTIMAL
+    assert solver.objective_value == 42105098
+
+
+def test_cpsat_proves_the_brute_force_optimum_of_pipeline_seed_10162() -> None:
+    problem = pipeline_instance(10162)
+    optimum = brute_force_pipeline(problem)
+    result = solve_pipeline(problem, SolveSettings(solver="cpsat", heuristics=False, warm_start=False, threads=1))
+    assert result.status == "optimal" and result.objective == pytest.approx(optimum, rel=1e-12)
+    assert result.bound <= optimum
