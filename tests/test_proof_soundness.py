@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from ortools.sat.python import cp_model
 from brute_force import brute_force_pipeline
+from ortools.sat.python import cp_model
 from placement_brute_force import brute_force_makespan
 from strategy_brute_force import brute_force_strategy
 
