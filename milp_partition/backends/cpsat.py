@@ -22,6 +22,7 @@ from milp_partition.errors import ModelError, SolverUnavailableError
 #: (the pipeline model of a 5-node random instance, ``tests/test_proof_soundness.py``
 #: seed 10162) OR-Tools 9.15 with it reports OPTIMAL 42129200 although 42105098 is feasible
 #: (adding ``T <= 42105098`` gives a solution); with it off, or presolve off, it proves 42105098.
+#: The same bug and workaround are reported upstream: https://github.com/google/or-tools/issues/5293
 SOUNDNESS_PARAMETERS: tuple[tuple[str, object], ...] = (("presolve_inclusion_work_limit", 0),)
 
 
