@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import pytest
+from placement_brute_force import brute_force_makespan
+from test_proof_soundness import placement_instance
 
 from milp_partition.backends import Model, Sense, SolveParams, SolveStatus, VarKind, get_backend
 from milp_partition.backends import cbc as cbc_module
@@ -14,6 +16,7 @@ from milp_partition.backends.cbc_scaling import (
     optimal_bound_slack,
     scale_for_cbc,
 )
+from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
 
 
 def _mixed_units_model(hint: bool) -> Model:
@@ -84,8 +87,7 @@ CLEAN_LOG = "Result - Optimal solution found\n\nObjective value:                
     [
         (CLEAN_LOG, 1.56152729, 1.5615, None),
         (
-            "Cgl0014I Postprocessing changed objective from 0.049514886 to 0.048800185 - possible tolerance issue\n"
-            + CLEAN_LOG,
+            "Cgl0014I Postprocessing changed objective from 0.049514886 to 0.048800185 - possible tolerance issue\n" + CLEAN_LOG,
             1.56152729,
             1.5615,
             "Postprocessing changed objective",
@@ -110,3 +112,25 @@ def test_a_doubtful_optimum_is_reported_feasible_without_a_bound(monkeypatch: py
     assert out.bound == -math.inf
     assert out.notes["proof_doubtful"] == "CBC warned: a test"
     assert out.values is not None and out.objective == pytest.approx(5.0e-5, rel=1e-7)
+
+
+def test_continuous_columns_are_scaled_to_about_one_and_back() -> None:
+    m = Model("columns")
+    x = m.add_var("x")
+    s = m.add_var("s", VarKind.CONTINUOUS, 0.0, 1.2e-5)
+    m.add_constraint([(s, 1.0), (x, -3.0e-6)], Sense.GE, 0.0, "precedence")
+    m.minimize([(s, 1.0)])
+    scaled = scale_for_cbc(m)
+    assert scaled.column_scale == [1.0, 2.0**-16]
+    assert scaled.bounds[1][1] == 1.2e-5 * 2.0**16
+    assert scaled.to_model_values([1.0, 0.25]) == [1.0, 0.25 * 2.0**-16]
+    assert scaled.to_cbc_value(1, 2e-5) == scaled.bounds[1][1]  # a hint outside the bounds is clamped
+
+
+def test_cbc_proves_the_brute_force_optimum_of_placement_seed_30702() -> None:
+    """Three tasks of 1e-6 s on three devices: unscaled, CBC's root cuts removed the optimum and it "proved" 3.0745e-6."""
+    problem = placement_instance(30702)
+    result = solve_placement(problem, PlacementSolveSettings(solver="cbc", heuristics=(), time_limit_s=30, threads=1))
+    assert result.status == "optimal"
+    assert result.objective == pytest.approx(3.0224e-06, rel=1e-12) == brute_force_makespan(problem)
+    assert result.bound <= 3.0224e-06

@@ -114,11 +114,15 @@ class CbcBackend:
             )
         prob = pulp.LpProblem(_safe_name(model.name), pulp.LpMinimize)
         cats = {VarKind.BINARY: pulp.LpBinary, VarKind.INTEGER: pulp.LpInteger, VarKind.CONTINUOUS: pulp.LpContinuous}
-        if hasattr(prob, "add_variable"):  # PuLP >= 3.3; constructing LpVariable directly is deprecated there
-            xs = [prob.add_variable(f"x{v.index}", v.lb, v.ub, cat=cats[v.kind]) for v in model.variables]
-        else:  # pragma: no cover - older PuLP
-            xs = [pulp.LpVariable(f"x{v.index}", lowBound=v.lb, upBound=v.ub, cat=cats[v.kind]) for v in model.variables]
         scaled = scale_for_cbc(model)
+        bounds = scaled.bounds
+        if hasattr(prob, "add_variable"):  # PuLP >= 3.3; constructing LpVariable directly is deprecated there
+            xs = [prob.add_variable(f"x{v.index}", *bounds[v.index], cat=cats[v.kind]) for v in model.variables]
+        else:  # pragma: no cover - older PuLP
+            xs = [
+                pulp.LpVariable(f"x{v.index}", lowBound=bounds[v.index][0], upBound=bounds[v.index][1], cat=cats[v.kind])
+                for v in model.variables
+            ]
         for k, c in enumerate(scaled.rows):
             expr = pulp.LpAffineExpression([(xs[i], a) for i, a in c.terms.items()])
             if c.sense == "<=":
@@ -131,9 +135,9 @@ class CbcBackend:
         warm = bool(params.use_hint and model.hint)
         if warm:
             for i, value in model.hint.items():
-                v = model.variables[i]
-                # a hint is only a hint: PuLP rejects a value outside the bounds by float noise (a makespan U as T's bound)
-                xs[i].setInitialValue(min(max(value, v.lb), v.ub))
+                # a hint is only a hint: clamped, as PuLP rejects a value outside the bounds by float noise
+                # (a makespan U as T's upper bound)
+                xs[i].setInitialValue(scaled.to_cbc_value(i, value))
 
         with tempfile.TemporaryDirectory(prefix="milp_partition_cbc_") as tmp:
             log_path = os.path.join(tmp, "cbc.log")
@@ -185,7 +189,7 @@ class CbcBackend:
             out.first_incumbent = scaled.to_model_units(float(first.group(1)) if first else incumbents[0])
         out.notes["cbc_objective_scale"] = scaled.objective_scale
         if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-            out.values = [float(v) for v in values]  # type: ignore[arg-type]
+            out.values = scaled.to_model_values([float(v) for v in values])  # type: ignore[arg-type]
             out.objective = model.objective_value(out.values)
         if status is SolveStatus.OPTIMAL:
             # CBC proved optimality within its stopping tolerances, of values it prints to 8 significant digits

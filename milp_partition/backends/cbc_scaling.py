@@ -11,6 +11,12 @@ of 0.05 s, a 2e-4 relative error called "optimal".
 
 Scaling (exact: only powers of two, which change no bit of a mantissa)
 
+- Each continuous variable ``y`` (a time, a makespan) is replaced by ``y' = y / c`` with
+  ``c = 2**round(log2(max(|lb|, |ub|)))``, so it ranges over about ``[-1, 1]``: a makespan
+  of 3e-6 s beside binaries made CBC's cuts remove the optimum (random placement
+  instances, ``tests/test_proof_soundness.py``).  Its coefficients are multiplied by ``c``,
+  its bounds and hint divided by ``c``, and its value multiplied by ``c`` when read back.
+  Binary and integer variables are not scaled.
 - Each row ``sum a_i x_i (<=, =, >=) b`` is divided by ``2**round(log2(max_i |a_i|))``,
   so its largest coefficient lies in ``[1/sqrt(2), sqrt(2)]``.  The feasible set does
   not change; a primal tolerance ``tol`` on a scaled row allows a violation of
@@ -20,7 +26,6 @@ Scaling (exact: only powers of two, which change no bit of a mantissa)
   objective coefficient; so the objective values CBC compares are of order one.  CBC's
   objective and bound are divided by ``w`` when read back; the incumbent's objective is
   recomputed from the solution in model units.
-- Variables (columns) are not scaled: solution values come back as they are.
 
 Tolerances (:class:`CbcTolerances`, passed on CBC's command line and stated in its log):
 integer tolerance, primal and dual feasibility tolerances (on the scaled rows and
@@ -43,7 +48,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from milp_partition.backends.model import Model
+from milp_partition.backends.model import Model, VarKind
 
 #: CBC writes solution values with 8 significant digits (``%15.8g``); proven bounds are lowered by this much.
 SOLUTION_PRECISION_REL = 1e-7
@@ -110,21 +115,36 @@ class CbcRow:
 
 @dataclass(frozen=True)
 class CbcScaledModel:
-    """A :class:`Model` with every row and the objective scaled by powers of two.
+    """A :class:`Model` with its continuous columns, every row and the objective scaled by powers of two.
 
     Attributes
     ----------
+    column_scale
+        ``c`` per variable: model value = ``c`` * CBC's value (1 for binary and integer variables).
+    bounds
+        ``(lb / c, ub / c)`` per variable.
     rows
-        One per model constraint, in order.
+        One per model constraint, in order, in CBC's variables.
     objective
-        ``w`` times the model's objective coefficients.
+        ``w`` times the model's objective coefficients, in CBC's variables.
     objective_scale
         ``w``: scaled objective = ``w`` * model objective.
     """
 
+    column_scale: list[float]
+    bounds: list[tuple[float, float]]
     rows: list[CbcRow]
     objective: dict[int, float]
     objective_scale: float
+
+    def to_cbc_value(self, index: int, value: float) -> float:
+        """A model value of variable ``index`` (a hint) in CBC's variable, within CBC's bounds."""
+        lb, ub = self.bounds[index]
+        return min(max(value / self.column_scale[index], lb), ub)
+
+    def to_model_values(self, values: list[float]) -> list[float]:
+        """CBC's values in model units."""
+        return [v * c for v, c in zip(values, self.column_scale)]
 
     def to_model_units(self, scaled_objective: float) -> float:
         """A scaled objective value (CBC's incumbent or bound) in model units."""
@@ -139,19 +159,22 @@ def _power_of_two_near(x: float) -> float:
 
 
 def scale_for_cbc(model: Model) -> CbcScaledModel:
-    """Scale ``model``'s rows and objective by powers of two (see the module docstring)."""
+    """Scale ``model``'s continuous columns, rows and objective by powers of two (see the module docstring)."""
+    cs = [_power_of_two_near(max(abs(v.lb), abs(v.ub))) if v.kind is VarKind.CONTINUOUS else 1.0 for v in model.variables]
+    bounds = [(v.lb / c, v.ub / c) for v, c in zip(model.variables, cs)]
     rows = []
     for c in model.constraints:
-        largest = max((abs(a) for a in c.terms.values()), default=0.0)
+        terms = {i: a * cs[i] for i, a in c.terms.items()}
+        largest = max((abs(a) for a in terms.values()), default=0.0)
         k = _power_of_two_near(largest)
-        rows.append(CbcRow({i: a / k for i, a in c.terms.items()}, c.sense.value, c.rhs / k, k))
-    reference = max((abs(a) for a in model.objective.values()), default=0.0)
+        rows.append(CbcRow({i: a / k for i, a in terms.items()}, c.sense.value, c.rhs / k, k))
+    reference = max((abs(a * cs[i]) for i, a in model.objective.items()), default=0.0)
     if model.hint and all(i in model.hint for i in model.objective):
         hinted = abs(sum(a * model.hint[i] for i, a in model.objective.items()))
         if hinted > 0 and math.isfinite(hinted):
             reference = hinted
     w = 1.0 / _power_of_two_near(reference)
-    return CbcScaledModel(rows, {i: a * w for i, a in model.objective.items()}, w)
+    return CbcScaledModel(cs, bounds, rows, {i: a * cs[i] * w for i, a in model.objective.items()}, w)
 
 
 def optimal_bound_slack(model: Model, values: list[float], scaled: CbcScaledModel, tolerances: CbcTolerances) -> float:
