@@ -8,10 +8,10 @@ the best and the median wall time are reported beside PaSE's DP time (``optima.j
 issue 10: under 1 s where PaSE's DP takes under 1 s, faster than PaSE's DP elsewhere.
 
 Rows also show the same command with ``--solver none`` (the chain stops after the exact
-DP, which proves the optimum when there is no memory limit: what the chain costs when it
-does not start a solver), and where the time goes: the result's own ``solve_seconds``
-and ``solver_seconds``, and the fixed costs measured alone (interpreter start, importing
-the CLI, ``--help``, importing OR-Tools' CP-SAT module, which imports pandas).  Run from
+DP, which proves the optimum when there is no memory limit), and where the time goes:
+the result's own ``solve_seconds`` and ``solver_seconds`` (0 when the chain started no
+solver), and the fixed costs measured alone (interpreter start, importing the CLI,
+``--help``, importing OR-Tools' CP-SAT module, which imports pandas).  Run from
 the repository root::
 
     python benchmarks/pase_end_to_end.py [--repeat 3]
@@ -148,10 +148,10 @@ def write(rows: list[dict], fixed: list[tuple[str, float, float]], args: argpars
         *(f"| {label} | {best:.3f} / {median:.3f} |" for label, best, median in fixed),
         "",
         "Reading the table: the whole process minus the chain's own `solve_seconds` is the fixed cost "
-        "(interpreter, imports, reading the file, printing). The default chain starts CP-SAT after the "
-        "exact DP has already proven the optimum (no memory limit here), which costs the import of "
-        "OR-Tools' `cp_model` (it imports pandas) and the solve itself; `--solver none` shows the time of "
-        "a chain that skips the solver when the DP's proof stands.",
+        "(interpreter, imports, reading the file, printing). A back-end time of 0 means the chain started no "
+        "solver (the exact DP proved the optimum: no memory limit here); a chain that does start CP-SAT also "
+        "pays the import of OR-Tools' `cp_model` (it imports pandas), see the fixed costs. `--solver none` "
+        "stops the chain after the DP whatever happens.",
         "",
     ]
     (out / "pase_end_to_end.md").write_text("\n".join(lines))
