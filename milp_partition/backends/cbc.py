@@ -191,7 +191,7 @@ class CbcBackend:
         if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
             out.values = scaled.to_model_values([float(v) for v in values])  # type: ignore[arg-type]
             out.objective = model.objective_value(out.values)
-        if status is SolveStatus.OPTIMAL:
+        if status is SolveStatus.OPTIMAL and out.values is not None:
             # CBC proved optimality within its stopping tolerances, of values it prints to 8 significant digits
             out.bound = out.objective - optimal_bound_slack(model, out.values, scaled, self.tolerances)
         else:
@@ -210,7 +210,7 @@ class CbcBackend:
 
 def _cbc_children() -> list[int]:
     """PIDs of this process's child processes named ``cbc`` (Linux /proc; empty elsewhere)."""
-    me, found = os.getpid(), []
+    me, found = os.getpid(), list[int]()
     try:
         entries = os.listdir("/proc")
     except OSError:
