@@ -288,20 +288,25 @@ def test_gpt4_liveness_bound_stays_below_the_best_verified_value(tmp_path: Path,
     """`solve examples/gpt4_layers.json --devices 8 --memory-limit 2GiB --memory-model liveness`, either solver.
 
     CP-SAT does not prove this one in a minute; its short run checks only what holds at any
-    time limit: a verified objective at or above its bound, and no bound above the best value.
+    time limit (it may even end without a solution on a loaded machine): no bound above the
+    best value, and a solution, if any, verified and at or above the bound.
     """
     out = tmp_path / "result.json"
     args = ["solve", str(GPT4), "--devices", "8", "--memory-limit", "2GiB", "--memory-model", "liveness"]
     args += ["--solver", solver, "--time-limit", str(time_limit_s), "--threads", "1", "--quiet", "--output", str(out)]
-    assert main(args) == 0
+    code = main(args)
     result = json.loads(out.read_text())
     assert result["bound"] is not None and result["bound"] <= GPT4_LIVENESS_BEST
-    assert result["objective"] >= result["bound"]
-    assert main(["evaluate", str(GPT4), str(out), "--devices", "8", "--memory-limit", "2GiB", "--memory-model", "liveness"]) == 0
     if solver == "cbc":
-        assert result["status"] == "optimal", result["message"]
+        assert code == 0 and result["status"] == "optimal", result["message"]
         assert result["objective"] == pytest.approx(GPT4_LIVENESS_BEST, rel=1e-12)
         assert result["memory_bytes"]["per_device"] <= 2 * 2**30
+    else:
+        assert code in (0, 4), result["message"]  # 4: no solution within the limit
+    if result["objective"] is not None:
+        assert result["objective"] >= result["bound"]
+        evaluate = ["evaluate", str(GPT4), str(out), "--devices", "8", "--memory-limit", "2GiB", "--memory-model", "liveness"]
+        assert main(evaluate) == 0
 
 
 # ---------------------------------------------------------------- a CP-SAT presolve bug the random instances found

@@ -115,6 +115,7 @@ class CbcBackend:
         prob = pulp.LpProblem(_safe_name(model.name), pulp.LpMinimize)
         cats = {VarKind.BINARY: pulp.LpBinary, VarKind.INTEGER: pulp.LpInteger, VarKind.CONTINUOUS: pulp.LpContinuous}
         scaled = scale_for_cbc(model)
+        tolerances = self.tolerances.for_model(scaled)
         bounds = scaled.bounds
         if hasattr(prob, "add_variable"):  # PuLP >= 3.3; constructing LpVariable directly is deprecated there
             xs = [prob.add_variable(f"x{v.index}", *bounds[v.index], cat=cats[v.kind]) for v in model.variables]
@@ -142,7 +143,7 @@ class CbcBackend:
         with tempfile.TemporaryDirectory(prefix="milp_partition_cbc_") as tmp:
             log_path = os.path.join(tmp, "cbc.log")
             Path(log_path).touch()
-            cmd = _command(params, log_path, warm, self.tolerances)
+            cmd = _command(params, log_path, warm, tolerances)
             progress = ProgressPrinter("cbc", params.progress_interval_s)
             stop = threading.Event()
             watcher = threading.Thread(target=_watch_log, args=(log_path, progress, stop, scaled), daemon=True)
@@ -188,15 +189,16 @@ class CbcBackend:
             first = _INCUMBENT[0].search(log)
             out.first_incumbent = scaled.to_model_units(float(first.group(1)) if first else incumbents[0])
         out.notes["cbc_objective_scale"] = scaled.objective_scale
+        out.notes["cbc_increment"] = tolerances.increment
         if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
             out.values = scaled.to_model_values([float(v) for v in values])  # type: ignore[arg-type]
             out.objective = model.objective_value(out.values)
         if status is SolveStatus.OPTIMAL and out.values is not None:
             # CBC proved optimality within its stopping tolerances, of values it prints to 8 significant digits
-            out.bound = out.objective - optimal_bound_slack(model, out.values, scaled, self.tolerances)
+            out.bound = out.objective - optimal_bound_slack(model, out.values, scaled, tolerances)
         else:
             # CBC prunes nodes within its gaps and increment of the incumbent: its best possible is lowered by them
-            out.bound = scaled.to_model_units(_final_bound(log)) - stopping_slack(scaled, self.tolerances)
+            out.bound = scaled.to_model_units(_final_bound(log)) - stopping_slack(scaled, tolerances)
         doubt = doubtful_proof(log, out.objective, out.bound, scaled)
         if doubt is not None:
             out.notes["proof_doubtful"] = doubt
