@@ -28,7 +28,12 @@ EXIT_OK, EXIT_ERROR, EXIT_INPUT, EXIT_INFEASIBLE, EXIT_NO_SOLUTION = 0, 1, 2, 3,
 # Modules that add further subcommands.  Each defines ``register(subparsers)``,
 # which adds its parser and sets ``handler=<function(args) -> exit code>`` as a
 # default; the function raises MilpPartitionError for bad input like the rest.
-_COMMAND_MODULES: tuple[str, ...] = ("milp_partition.cli.importer", "milp_partition.cli.calibrate", "milp_partition.cli.gap")
+_COMMAND_MODULES: tuple[str, ...] = (
+    "milp_partition.cli.importer",
+    "milp_partition.cli.calibrate",
+    "milp_partition.cli.gap",
+    "milp_partition.cli.plot",
+)
 
 
 def _add_problem_options(p: argparse.ArgumentParser) -> None:
