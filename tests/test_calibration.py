@@ -252,7 +252,8 @@ def test_profile_gives_the_link_when_no_cluster_is_given(tmp_path) -> None:
     from pathlib import Path
 
     from milp_partition.calibration.profile import datasheet_profile
-    from milp_partition.cli.dispatch import _problem_from_args, build_parser
+    from milp_partition.cli.dispatch import build_parser
+    from milp_partition.cli.pipeline import problem_from_args as _problem_from_args
 
     data = json.loads((Path(__file__).resolve().parents[1] / "examples" / "tiny.json").read_text())
     data.pop("cluster", None)

@@ -10,18 +10,42 @@ from __future__ import annotations
 import argparse
 import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
+from milp_partition.cli.options import backend_settings
+from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution
 from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
 
-EXIT_OK, EXIT_INFEASIBLE = 0, 3
+#: Problem options this problem reads (besides those every problem takes).
+OPTIONS = frozenset({"memory_model", "link_contention", "heuristic"})
+
+
+def register_options(p: argparse.ArgumentParser, command: str) -> None:
+    """Add the placement problem's own options to the ``solve`` or ``evaluate`` parser."""
+    from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
+
+    pl = p.add_argument_group("placement problem")
+    pl.add_argument("--link-contention", action="store_true", help="serialize transfers leaving or entering one device")
+    if command == "solve":
+        pl.add_argument(
+            "--heuristic",
+            action="append",
+            metavar="NAME",
+            help=f"placement heuristics to run for the warm start ({', '.join(PLACEMENT_HEURISTICS)}; repeat or "
+            "comma-separate; default all)",
+        )
+
+
+def claims(data: object) -> bool:
+    """A ``placement-instance/1`` JSON object."""
+    return isinstance(data, dict) and data.get("format") == "placement-instance/1"
 
 
 def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
@@ -31,9 +55,7 @@ def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
 
     memory_model = getattr(args, "memory_model", "static") or "static"
     if memory_model not in ("static", "liveness"):
-        raise InputError(
-            f"--memory-model {memory_model} does not apply to placement; use static or liveness", where="--memory-model"
-        )
+        raise InputError(f"{memory_model} does not apply to placement; use static or liveness", where="--memory-model")
     settings = PlacementSettings(link_contention=bool(getattr(args, "link_contention", False)), memory_model=memory_model)
     source = str(args.instance)
     text = read_text_file(args.instance)
@@ -79,18 +101,23 @@ def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20)
     return "\n".join(lines)
 
 
-def cmd_solve(args: argparse.Namespace, backend_settings: dict[str, object], emit: Callable[..., int]) -> int:
+def cmd_solve(args: argparse.Namespace) -> int:
     """``solve`` for a placement instance."""
     from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
 
     problem = problem_from_args(args)
     names: tuple[str, ...] | None = None
     if getattr(args, "heuristic", None):
+        from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
+
         names = tuple(n.strip() for item in args.heuristic for n in item.split(",") if n.strip())
+        for name in names:
+            if name not in PLACEMENT_HEURISTICS:
+                raise InputError(f"unknown heuristic {name!r}; known: {', '.join(PLACEMENT_HEURISTICS)}", where="--heuristic")
     if getattr(args, "no_heuristics", False):
         names = ()
     settings = PlacementSolveSettings(
-        **backend_settings,  # type: ignore[arg-type]
+        **backend_settings(args),  # type: ignore[arg-type]
         warm_start=not getattr(args, "no_warm_start", False),
         heuristics=names,
     )
