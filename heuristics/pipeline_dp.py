@@ -901,7 +901,7 @@ def _order_restricted(inst: _Instance) -> bool:
 
 def _describe_devices(inst: _Instance) -> str:
     cpus = inst.num_devices - inst.num_accelerators
-    return f"{inst.num_accelerators} accelerators + {cpus} CPU cores"
+    return f"{inst.num_accelerators} accelerators + {cpus} CPU core" + ("" if cpus == 1 else "s")
 
 
 def _context(inst: _Instance, units: _Units, family: _Family) -> _Context:

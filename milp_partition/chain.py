@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 import sys
+import time
 from typing import Protocol
 
-from milp_partition.backends import Model, SolveOutput, SolveParams, get_backend
+from milp_partition.backends import Model, SolveOutput, SolveParams, SolveStatus, get_backend
+from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.result import Result
 
 #: Relative tolerance between the back-end's objective and the verifier's before a mismatch is an error.
@@ -45,7 +47,15 @@ def run_backend(result: Result, settings: BackendSettings, model: Model) -> Solv
         use_hint=settings.warm_start,
         cpsat_parameters=tuple(getattr(settings, "cpsat_parameters", ())),
     )
-    out = get_backend(settings.solver).solve(model, params)
+    backend = get_backend(settings.solver)
+    start = time.monotonic()
+    try:
+        out = backend.solve(model, params)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the chain goes on with the heuristics' verified best, if any
+        stop_cbc_children()
+        out = SolveOutput(SolveStatus.UNKNOWN, wall_seconds=time.monotonic() - start, log="interrupted")
+        result.solver_notes["interrupted"] = True
+        result.message = "interrupted; the best verified solution found before the interrupt"
     result.solver_seconds = out.wall_seconds
     result.solver_notes.update(out.notes)
     result.solver_log = out.log

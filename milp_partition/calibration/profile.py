@@ -370,20 +370,10 @@ def load_profile(path: str | Path) -> DeviceProfile:
         Naming the file and the field, when the file cannot be read, is not JSON, is not a
         profile (another ``format``), or holds a missing or wrong field.
     """
+    from milp_partition.io.native import parse_json, read_text_file
+
     src = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the profile: {exc.strerror or exc}", source=src) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError("not a UTF-8 text file; a profile is JSON", source=src) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg} (truncated or not a profile?)", source=src
-        ) from exc
-    return profile_from_dict(data, src)
+    return profile_from_dict(parse_json(read_text_file(path), src), src)
 
 
 def profile_from_dict(data: Any, source: str = "<profile>") -> DeviceProfile:
@@ -438,6 +428,10 @@ def profile_from_dict(data: Any, source: str = "<profile>") -> DeviceProfile:
     )
 
 
+#: Range of a nonzero profile number (rates in bytes or FLOP per second, times in seconds): beyond it costs overflow.
+_MIN_FIELD, _MAX_FIELD = 1e-15, 1e21
+
+
 @dataclass(frozen=True)
 class _Reader:
     """Field readers that raise :class:`InputError` naming the file and the field."""
@@ -461,6 +455,10 @@ class _Reader:
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (positive and v == 0):
             need = "a positive finite number" if positive else "a non-negative finite number"
             raise self._fail(self._path(parent, key), f"must be {need}, got {v!r}")
+        if v > _MAX_FIELD or (v != 0 and v < _MIN_FIELD):
+            raise self._fail(
+                self._path(parent, key), f"must be 0 or from {_MIN_FIELD:g} to {_MAX_FIELD:g}, got {v!r}: check its unit"
+            )
         return float(v)
 
     def optional_number(self, obj: Mapping[str, Any], key: str, parent: str) -> float | None:

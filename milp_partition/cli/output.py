@@ -84,7 +84,7 @@ def emit(result: Result, args: argparse.Namespace, report: Callable[[], str]) ->
         unit = result.time_unit if result.objective_name != "peak_memory_bytes" else "bytes"
         print(
             f"{result.status} objective={fmt(result.objective, 15)} bound={fmt(result.bound, 15)} gap={fmt(result.gap, 3)} "
-            f"seconds={result.solve_seconds:.2f} unit={unit or 'unknown'}"
+            f"seconds={result.solve_seconds:.2f} unit={unit if unit not in ('', 'unitless') else 'unknown'}"
         )
     else:
         print(report())

@@ -136,7 +136,8 @@ def _cores(n: int) -> str:
 
 def format_report(result: Result, problem: PipelineProblem) -> str:
     """A readable report of a pipeline result."""
-    unit = result.time_unit or "units"
+    known = result.time_unit not in ("", "unitless")
+    unit = result.time_unit if known else "units"
     lines = [
         f"instance   {problem.source}  ({len(problem.graph.nodes)} nodes, {len(problem.graph.edges)} edges, "
         f"{len(problem.cluster.devices)} accelerators, {_cores(problem.cluster.host_cpu_cores)})",
@@ -148,6 +149,8 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
         obj = _fmt(result.objective) + (f" {unit}" if result.objective_name == "time_per_sample" else " bytes")
         lines.append(f"objective  {result.objective_name} = {obj}   (verified)")
         lines.append(f"bound      {_fmt(result.bound)}   gap {gap_text(result.gap)}")
+    if not known:
+        lines.append("units      the file gives no time unit: times are carried as given (unit unknown)")
     lines.extend(run_lines(result))
     if result.assignment:
         counts = device_counts(result, problem.device_ids)
@@ -173,7 +176,35 @@ def cmd_solve(args: argparse.Namespace) -> int:
         max_ideals=args.max_ideals or DEFAULT_MAX_IDEALS,
     )
     result = solve_pipeline(problem, settings)
+    if result.status == "infeasible" and problem.settings.objective == "memory":
+        result.message += _least_time_note(problem, settings)
     return emit(result, args, lambda: format_report(result, problem))
+
+
+def _least_time_note(problem: PipelineProblem, settings: object) -> str:
+    """When ``--max-time-per-sample`` makes the memory objective infeasible: the least time per sample there is."""
+    from dataclasses import replace
+
+    from milp_partition.pipeline.solve import solve_pipeline
+
+    timed = PipelineProblem(
+        problem.graph,
+        problem.cluster,
+        replace(problem.settings, objective="time", max_time_per_sample=None),
+        source=problem.source,
+    )
+    least = solve_pipeline(timed, replace(settings, progress_interval_s=None))  # type: ignore[type-var]
+    unit = problem.graph.time_unit if problem.graph.time_unit != "unitless" else "units"
+    if least.status == "optimal":
+        return f"; the least time per sample these settings allow is {_fmt(least.objective)} {unit} (proven): raise --max-time-per-sample to at least that"
+    if least.status == "feasible":
+        return (
+            f"; the least time per sample these settings allow is between {_fmt(least.bound)} and {_fmt(least.objective)} "
+            f"{unit} (time limit): raise --max-time-per-sample"
+        )
+    if least.status == "infeasible":
+        return "; no assignment fits memory even without the time bound"
+    return ""
 
 
 def read_assignment(path: Path) -> dict[str, str]:
@@ -240,7 +271,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"file        {args.instance}")
     print(
         f"graph       {g.name or '-'}: {len(g.nodes)} nodes ({fwd} forward, {len(g.nodes) - fwd} backward), {len(g.edges)} edges, "
-        f"{len(groups)} colocation groups, time unit {g.time_unit}"
+        f"{len(groups)} colocation groups, time unit "
+        + (g.time_unit if g.time_unit != "unitless" else "unknown (not in the file; times are carried as given)")
     )
     print(
         f"work        forward {_fmt(sum(n.forward_time for n in g.nodes))}, backward {_fmt(sum(n.backward_time for n in g.nodes))}"

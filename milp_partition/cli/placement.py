@@ -8,7 +8,6 @@ as :class:`~milp_partition.errors.InputError` and printed by the CLI on one line
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
@@ -127,12 +126,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
     """A result JSON (``assignment`` and ``starts``) or ``{task: {"device": id, "start": t}}`` as a schedule."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read the solution: {exc.strerror}", source=str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}", source=str(path)) from exc
+    from milp_partition.io.native import parse_json, read_text_file
+
+    data = parse_json(read_text_file(path), str(path))
     if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
         assignment, starts = data["assignment"], data.get("starts") or {}
     elif isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):

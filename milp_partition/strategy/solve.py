@@ -159,7 +159,7 @@ def solve_strategy(problem: StrategyProblem, settings: StrategySolveSettings = S
             result.heuristics.append(HeuristicRun(name, value, dp.seconds, dp.exact, message))
             say(
                 settings.progress_interval_s,
-                f"[{name}] {'value ' + format(value, '.12g') if value is not None else 'no feasible solution'} in {dp.seconds:.2f}s: {message}",
+                f"[{name}] {'value ' + format(value, '.12g') if value is not None else ('does not apply' if dp.solution is None and math.isinf(dp.value) else 'no feasible solution')} in {dp.seconds:.2f}s: {message}",
             )
 
     if settings.heuristics and problem.memory_limit_bytes is not None and problem.memory_model == "static":
