@@ -12,6 +12,8 @@ from milp_partition.errors import InputError
 
 #: Most accelerators (and most host CPU cores) a cluster may have: the exact models are built per device.
 MAX_DEVICES = 4096
+#: Most memory one device may have, in bytes (1 PiB): sums over devices stay within 64-bit integers.
+MAX_MEMORY_BYTES = 2**50
 #: The device kind used for host CPU cores.
 CPU_KIND = "cpu"
 #: The device kind given to accelerators when a source does not name one.
@@ -123,10 +125,10 @@ def make_cluster(
                     where=where,
                 )
         if d.memory_bytes is not None and (
-            isinstance(d.memory_bytes, bool) or not isinstance(d.memory_bytes, int) or d.memory_bytes < 0
+            isinstance(d.memory_bytes, bool) or not isinstance(d.memory_bytes, int) or not 0 <= d.memory_bytes <= MAX_MEMORY_BYTES
         ):
             raise InputError(
-                f"memory_bytes must be a non-negative whole number or null, got {d.memory_bytes!r}",
+                f"memory_bytes must be a whole number from 0 to 2**50 (1 PiB) or null, got {d.memory_bytes!r}",
                 source=source,
                 where=where,
             )

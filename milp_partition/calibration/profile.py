@@ -452,6 +452,8 @@ class _Reader:
 
     def number(self, obj: Mapping[str, Any], key: str, parent: str, *, positive: bool = False) -> float:
         v = self._get(obj, key, parent)
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > _MAX_FIELD:
+            v = math.inf  # an integer too large for a float: refused below as not finite
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (positive and v == 0):
             need = "a positive finite number" if positive else "a non-negative finite number"
             raise self._fail(self._path(parent, key), f"must be {need}, got {v!r}")

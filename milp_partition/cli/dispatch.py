@@ -30,7 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
-from milp_partition.cli.exit_codes import EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from milp_partition.cli.flags import OneLineParser
 from milp_partition.cli.options import COMMON, add_problem_options, add_solver_options, flag_name
 from milp_partition.cli.output import check_writable
@@ -172,6 +172,19 @@ def main(argv: list[str] | None = None) -> int:
             except (OSError, ValueError):
                 pass
             return EXIT_OK
+        except OSError as exc:  # a file or folder the command reads or writes (e.g. an output folder that is a file)
+            where = f"{exc.filename}: " if exc.filename else ""
+            print(f"milp-partition: error: {where}{exc.strerror or exc}; check the path", file=sys.stderr)
+            return EXIT_INPUT
+        except Exception as exc:  # a bug: one line, and the traceback only on request
+            if os.environ.get("MILP_PARTITION_DEBUG"):
+                raise
+            print(
+                f"milp-partition: internal error: {type(exc).__name__}: {str(exc)[:300]} (a bug; please report it; "
+                "MILP_PARTITION_DEBUG=1 shows the traceback)",
+                file=sys.stderr,
+            )
+            return EXIT_ERROR
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -26,8 +26,8 @@ MAX_SEED = 2**31 - 1
 MAX_DEVICES = 4096
 #: Largest time limit accepted, in seconds (a year; larger values overflow some back-ends' timers).
 MAX_TIME_LIMIT_S = 365 * 24 * 3600.0
-#: Largest memory size accepted on the command line, in bytes (1 EiB; larger sizes overflow 64-bit byte counts).
-MAX_BYTES = 2**60
+#: Largest memory size accepted on the command line, in bytes (1 PiB; sums of many stay within 64-bit byte counts).
+MAX_BYTES = 2**50
 #: Largest count for other integer flags (ideal caps, repeats, depths).
 MAX_COUNT = 10**9
 
@@ -108,7 +108,7 @@ def byte_size(text: str) -> str:
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     if not 0 < value <= MAX_BYTES:
-        raise argparse.ArgumentTypeError(f"must be more than 0 bytes and at most 1EiB, got {text}")
+        raise argparse.ArgumentTypeError(f"must be more than 0 bytes and at most 1PiB, got {text}")
     return text
 
 

@@ -115,6 +115,8 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
     check_options(args)
     instance = read_instance(args.instance)
     graph = instance.graph
+    if not graph.nodes:
+        raise InputError("the graph has no nodes: nothing to partition", source=str(args.instance))
     if getattr(args, "profile", None):  # calibration: nodes without measured times get times from FLOPs and bytes
         from milp_partition.calibration.apply import apply_profile
         from milp_partition.calibration.profile import resolve_profile

@@ -126,7 +126,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
     """A result JSON (``assignment`` and ``starts``) or ``{task: {"device": id, "start": t}}`` as a schedule."""
-    from milp_partition.io.native import parse_json, read_text_file
+    from milp_partition.io.native import parse_json, read_text_file, to_float
 
     data = parse_json(read_text_file(path), str(path))
     if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
@@ -145,21 +145,29 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
         if t not in assignment:
             raise InputError("the solution gives no device for this task", source=str(path), where=f"task {t!r}")
         dev = assignment[t]
-        if dev not in problem.device_index:
+        if not isinstance(dev, str) or dev not in problem.device_index:
             raise InputError(
                 f"unknown device {dev!r}; devices are {', '.join(problem.device_ids)}", source=str(path), where=f"task {t!r}"
             )
         device[i] = problem.device_index[dev]
-        value = starts.get(t)
-        start[i] = float(value) if isinstance(value, (int, float)) else math.nan
-    extra = sorted(set(assignment) - set(problem.task_ids))
+        value = starts.get(t) if isinstance(starts, dict) else None
+        start[i] = math.nan if value is None else to_float(value, f"task {t!r} start", str(path))
+    extra = sorted(str(k) for k in set(assignment) - set(problem.task_ids))
     if extra:
         raise InputError(f"unknown task id {extra[0]!r} in the solution", source=str(path))
     tstart = None
     if isinstance(data, dict) and isinstance(data.get("transfer_starts"), dict) and data["transfer_starts"]:
         from milp_partition.placement.solve import edge_key
 
-        tstart = np.array([float(data["transfer_starts"].get(edge_key(problem, e), math.nan)) for e in range(problem.num_edges)])
+        given = data["transfer_starts"]
+        tstart = np.array(
+            [
+                math.nan
+                if given.get(edge_key(problem, e)) is None
+                else to_float(given[edge_key(problem, e)], f"transfer {edge_key(problem, e)!r} start", str(path))
+                for e in range(problem.num_edges)
+            ]
+        )
     if np.isnan(start).any():
         if not np.isnan(start).all():
             i = int(np.flatnonzero(np.isnan(start))[0])

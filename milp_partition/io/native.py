@@ -172,8 +172,8 @@ def write_text_file(path: str | Path, text: str) -> None:
 MAX_NUMBER = 1e18
 #: Smallest magnitude of a nonzero number field: below it ratios overflow (0 itself is fine).
 MIN_NONZERO = 1e-30
-#: Largest byte count a field may hold (1 EiB): sums of them stay within 64-bit integers.
-MAX_BYTES = 2**60
+#: Largest byte count a field may hold (1 PiB): sums of thousands of them stay within 64-bit integers.
+MAX_BYTES = 2**50
 
 
 def _field(where: str, key: str) -> str:
@@ -280,7 +280,7 @@ def to_bytes(value: Any, where: str, source: str, *, expected: str = "a number")
             raise InputError(f"must be a whole number of bytes, got {value!r}", source=source, where=where)
         number = int(real)
     if abs(number) > MAX_BYTES:
-        raise InputError(f"is too large for a byte count ({_short(value)}; at most 2**60 = 1 EiB)", source=source, where=where)
+        raise InputError(f"is too large for a byte count ({_short(value)}; at most 2**50 = 1 PiB)", source=source, where=where)
     return number
 
 
