@@ -9,6 +9,7 @@ when it builds the parser and :func:`cmd_solve`, :func:`cmd_evaluate` or
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from milp_partition.cli import flags
@@ -121,7 +122,17 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
         from milp_partition.calibration.apply import apply_profile
         from milp_partition.calibration.profile import resolve_profile
 
-        graph, _ = apply_profile(graph, resolve_profile(args.profile), source=str(args.instance))
+        graph, applied = apply_profile(graph, resolve_profile(args.profile), source=str(args.instance))
+        if not applied.filled:
+            why = (
+                "every node has a measured time, which the profile keeps"
+                if not applied.no_flops
+                else "no node without a measured time carries FLOPs"
+            )
+            note = f"--profile {args.profile} changes no node time here: {why}"
+            if args.cluster is None and instance.cluster is None:
+                note += " (its link is still used, as the instance has no cluster)"
+            print(f"milp-partition: note: {note}", file=sys.stderr)
     settings = PipelineSettings(
         contiguous=not args.no_contiguous,
         objective=args.objective or "time",

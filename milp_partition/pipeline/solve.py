@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from milp_partition.backends import SolveStatus, relative_gap
 from milp_partition.chain import answer_error, run_backend, say
@@ -54,17 +54,32 @@ class SolveSettings:
     lower_bounds: bool = True
 
 
-def run_pipeline_heuristics(
-    problem: PipelineProblem, settings: SolveSettings
-) -> list[tuple[HeuristicRun, PipelineSolution | None]]:
-    """Run the chain DP and the ideal DP; score each solution with the verifier."""
-    from milp_partition.heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
+#: Share of the time limit the DPs may use; the rest is for the fallback split and the back-end.
+DP_BUDGET_SHARE = 0.5
 
+
+def run_pipeline_heuristics(
+    problem: PipelineProblem, settings: SolveSettings, start: float | None = None
+) -> list[tuple[HeuristicRun, PipelineSolution | None]]:
+    """Run the chain DP and the ideal DP, and the balanced split when neither found a split; score each with the verifier.
+
+    The time limit counts from ``start`` (a ``time.monotonic()`` value; now when ``None``): the DPs stop at
+    :data:`DP_BUDGET_SHARE` of it, the balanced split (seconds at 100,000 nodes) at all of it.
+    """
+    from milp_partition.heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
+    from milp_partition.heuristics.pipeline_split import balanced_split
+
+    start = time.monotonic() if start is None else start
+    dp_deadline = start + DP_BUDGET_SHARE * settings.time_limit_s
+    deadline = start + settings.time_limit_s
     runs: list[tuple[HeuristicRun, PipelineSolution | None]] = []
     for name, fn in (
-        ("chain_dp", lambda: chain_dp(problem)),
-        ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(settings.max_ideals))),
+        ("chain_dp", lambda: chain_dp(problem, dp_deadline)),
+        ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(settings.max_ideals), dp_deadline)),
+        ("balanced_split", lambda: balanced_split(problem, deadline)),
     ):
+        if name == "balanced_split" and any(sol is not None for _, sol in runs):
+            continue  # the fallback for graphs the DPs cannot take (or finish)
         dp = fn()
         value: float | None = None
         message = dp.message
@@ -106,7 +121,7 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
 
     best: tuple[float, PipelineSolution, str] | None = None
     if settings.heuristics:
-        for run, sol in run_pipeline_heuristics(problem, settings):
+        for run, sol in run_pipeline_heuristics(problem, settings, start):
             result.heuristics.append(run)
             if sol is not None and run.objective is not None and (best is None or run.objective < best[0]):
                 best = (run.objective, sol, run.name)
@@ -124,7 +139,13 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
     if best is not None and settings.warm_start:
         formulation.hint(pm, best[1], best[0])
         result.warm_start = {"source": best[2], "objective": best[0]}
-    out = run_backend(result, settings, pm.model)
+    remaining_s = settings.time_limit_s - (time.monotonic() - start)  # one budget: heuristics and model count too
+    if remaining_s <= 0.0:
+        result.message = "the time limit ran out before the solver started"
+        _finish_from_heuristic(result, problem, best, bound=None)
+        result.solve_seconds = time.monotonic() - start
+        return result
+    out = run_backend(result, replace(settings, time_limit_s=remaining_s), pm.model)
     bound = out.bound if math.isfinite(out.bound) else None
 
     if out.status is SolveStatus.INFEASIBLE:
