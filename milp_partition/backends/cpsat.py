@@ -39,6 +39,11 @@ class CpSatBackend:
         try:
             from ortools.sat.python import cp_model
         except ImportError as exc:  # pragma: no cover - ortools is a core dependency
+            cause: BaseException | None = exc
+            while cause is not None:  # Ctrl-C during the (slow) import can surface as an ImportError
+                if isinstance(cause, KeyboardInterrupt):
+                    raise KeyboardInterrupt from None
+                cause = cause.__cause__ or cause.__context__
             raise SolverUnavailableError(f"OR-Tools is not installed: {exc}; pip install ortools") from exc
 
         scaled = scale_model(model, params.cpsat_max_scaled_magnitude)

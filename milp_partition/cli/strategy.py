@@ -48,12 +48,12 @@ def register_options(p: argparse.ArgumentParser, command: str) -> None:
         type=flags.bytes_per_element,
         help=f"element size when memory is derived from layer shapes (default {DEFAULT_BYTES_PER_ELEMENT})",
     )
-    st.add_argument(
-        "--tie-blocks",
-        action="store_true",
-        help="give layers of identical repeated blocks one configuration (an approximation; the report says so)",
-    )
     if command == "solve":
+        st.add_argument(
+            "--tie-blocks",
+            action="store_true",
+            help="give layers of identical repeated blocks one configuration (an approximation; the report says so)",
+        )
         st.add_argument("--write-tables", type=Path, help="also write the (generated) problem as strategy-tables/1 JSON")
         st.add_argument("--no-reduce", action="store_true", help="skip the exact reductions")
         st.add_argument("--dp-bound", action="store_true", help="bound the objective below by the exact DP's value")

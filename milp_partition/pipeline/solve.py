@@ -54,6 +54,8 @@ class SolveSettings:
     lower_bounds: bool = True
 
 
+#: Message of a heuristic run cut short by an interrupt (the chain then stops with the best answer so far).
+INTERRUPTED = "interrupted"
 #: Share of the time limit the DPs may use; the rest is for the fallback split and the back-end.
 DP_BUDGET_SHARE = 0.5
 
@@ -80,7 +82,11 @@ def run_pipeline_heuristics(
     ):
         if name == "balanced_split" and any(sol is not None for _, sol in runs):
             continue  # the fallback for graphs the DPs cannot take (or finish)
-        dp = fn()
+        try:
+            dp = fn()
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what the earlier heuristics found
+            runs.append((HeuristicRun(name, None, 0.0, False, INTERRUPTED), None))
+            break
         value: float | None = None
         message = dp.message
         if dp.solution is not None:
@@ -126,7 +132,12 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
             if sol is not None and run.objective is not None and (best is None or run.objective < best[0]):
                 best = (run.objective, sol, run.name)
 
-    if settings.solver == "none":
+    if any(run.message == INTERRUPTED for run in result.heuristics):
+        result.solver_notes["interrupted"] = True
+        result.message = "interrupted; " + (
+            "the best verified solution found before the interrupt" if best is not None else "no solution found before it"
+        )
+    if settings.solver == "none" or result.solver_notes.get("interrupted"):
         _finish_from_heuristic(result, problem, best, bound=None)
         result.solve_seconds = time.monotonic() - start
         return result
