@@ -68,22 +68,35 @@ _SOURCE_BACKENDS: Mapping[str, tuple[str, ...]] = {"measured": ("cupy", "numpy")
 
 
 @dataclass(frozen=True)
+class Regime:
+    """One size range of a piecewise latency-bandwidth model: from ``from_bytes`` on, ``alpha_s + nbytes * beta``."""
+
+    from_bytes: float
+    alpha_s: float
+    beta_s_per_byte: float
+
+
+@dataclass(frozen=True)
 class AlphaBeta:
-    """A latency-bandwidth model: ``time_s = alpha_s + nbytes * beta_s_per_byte``.
+    """A latency-bandwidth model: ``time_s = alpha_s + nbytes * beta_s_per_byte``, or one such line per size regime.
 
     Attributes
     ----------
     alpha_s
-        Fixed cost per operation in seconds.
+        Fixed cost per operation in seconds (with regimes: the largest sizes' regime).
     beta_s_per_byte
-        Seconds per byte (the inverse of the effective bandwidth).
+        Seconds per byte (the inverse of the effective bandwidth; with regimes: the largest sizes').
     note
         What was actually measured or assumed (e.g. "memcpy between two host buffers").
+    regimes
+        Empty for one line; else the regimes in ascending ``from_bytes`` (the first from 0), e.g. copies that
+        fit in a cache and copies that stream from memory.  ``time_s`` uses the regime that covers the size.
     """
 
     alpha_s: float
     beta_s_per_byte: float
     note: str = ""
+    regimes: tuple[Regime, ...] = ()
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -91,7 +104,10 @@ class AlphaBeta:
         return math.inf if self.beta_s_per_byte == 0 else 1.0 / self.beta_s_per_byte
 
     def time_s(self, nbytes: float) -> float:
-        """Seconds for ``nbytes`` bytes."""
+        """Seconds for ``nbytes`` bytes (by the regime that covers ``nbytes``, when there are regimes)."""
+        for regime in reversed(self.regimes):
+            if nbytes >= regime.from_bytes:
+                return regime.alpha_s + nbytes * regime.beta_s_per_byte
         return self.alpha_s + nbytes * self.beta_s_per_byte
 
 
@@ -301,7 +317,12 @@ def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:
     """The JSON object of ``profile`` (format ``milp-partition-profile/1``)."""
 
     def ab(x: AlphaBeta) -> dict[str, Any]:
-        return {"alpha_s": x.alpha_s, "beta_s_per_byte": x.beta_s_per_byte, "note": x.note}
+        out: dict[str, Any] = {"alpha_s": x.alpha_s, "beta_s_per_byte": x.beta_s_per_byte, "note": x.note}
+        if x.regimes:
+            out["regimes"] = [
+                {"from_bytes": r.from_bytes, "alpha_s": r.alpha_s, "beta_s_per_byte": r.beta_s_per_byte} for r in x.regimes
+            ]
+        return out
 
     return {
         "format": PROFILE_FORMAT,
@@ -510,7 +531,26 @@ class _Reader:
         note = o.get("note", "")
         if not isinstance(note, str):
             raise self._fail(f"{path}.note", "must be a string")
-        return AlphaBeta(self.number(o, "alpha_s", path), self.number(o, "beta_s_per_byte", path), note)
+        regimes = []
+        raw = o.get("regimes", [])
+        if not isinstance(raw, list):
+            raise self._fail(f"{path}.regimes", "must be a list")
+        for k, r in enumerate(raw):
+            rpath = f"{path}.regimes[{k}]"
+            if not isinstance(r, dict):
+                raise self._fail(rpath, "must be an object")
+            regimes.append(
+                Regime(
+                    self.number(r, "from_bytes", rpath),
+                    self.number(r, "alpha_s", rpath),
+                    self.number(r, "beta_s_per_byte", rpath),
+                )
+            )
+            if k == 0 and regimes[0].from_bytes != 0:
+                raise self._fail(f"{rpath}.from_bytes", "the first regime must start at 0 bytes")
+            if k and regimes[k].from_bytes <= regimes[k - 1].from_bytes:
+                raise self._fail(f"{rpath}.from_bytes", "regimes must be in ascending from_bytes")
+        return AlphaBeta(self.number(o, "alpha_s", path), self.number(o, "beta_s_per_byte", path), note, tuple(regimes))
 
     def fit(self, f: Any, i: int) -> FitRecord:
         path = f"fits[{i}]"
