@@ -147,11 +147,8 @@ def build(
     """Build the integer program of ``problem`` (see the module docstring)."""
     costs = pipeline_costs(problem)
     graph = problem.graph
-    arrays = graph.arrays
     members = _class_members(costs)
-    cls = costs.colocation_class
     num_devices = costs.node_time.shape[1]
-    accelerators = [d for d in range(num_devices) if not costs.is_cpu[d]]
     mem = _memory_coefficients(problem, costs)
     model = Model(name=f"pipeline_{graph.name or 'graph'}")
 
@@ -169,8 +166,28 @@ def build(
     # (a) assign
     for c in range(len(members)):
         model.add_constraint([(x[c, d], 1.0) for d in range(num_devices) if (c, d) in x], Sense.EQ, 1.0, f"assign[{c}]")
+    _add_transfers(pm)  # (d) transfer out, (e) transfer in
+    _add_load_memory_objective(pm, class_allowed, class_time, class_mem, upper_bound, settings)  # (b), (c), (i)
+    if problem.settings.contiguous:
+        _add_contiguity(pm)  # (f)
+    if problem.settings.memory_model == "1f1b":
+        _add_stage_order(pm)  # (g)
+    # (h) symmetry among identical accelerators (positions matter under 1F1B, so not there)
+    if settings.symmetry_breaking and problem.settings.memory_model == "static":
+        for run in identical_accelerator_runs(problem):
+            _add_symmetry_breaking(pm, run)
+    return pm
 
-    # transfer indicators, (d) transfer out and (e) transfer in
+
+def _accelerators(pm: PipelineModel) -> list[int]:
+    return [d for d in range(pm.costs.node_time.shape[1]) if not pm.costs.is_cpu[d]]
+
+
+def _add_transfers(pm: PipelineModel) -> None:
+    """(d) transfer out and (e) transfer in: indicators of node u's output crossing to or from device d."""
+    model, x, costs = pm.model, pm.x, pm.costs
+    cls = costs.colocation_class
+    arrays = pm.problem.graph.arrays
     edges_by_source: dict[int, list[int]] = {}
     for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()):
         if cls[u] != cls[v]:
@@ -179,7 +196,7 @@ def build(
         if costs.out_transfer[u] <= 0:
             continue
         cu = int(cls[u])
-        for d in accelerators:
+        for d in _accelerators(pm):
             xu = x.get((cu, d))
             xvs = [x[int(cls[v]), d] for v in targets if (int(cls[v]), d) in x]
             if xu is not None:
@@ -195,8 +212,22 @@ def build(
                     terms = [(inn, 1.0), (xv, -1.0)] + ([(xu, 1.0)] if xu is not None else [])
                     model.add_constraint(terms, Sense.GE, 0.0, f"in[{u},{d}]")
 
+
+def _add_load_memory_objective(
+    pm: PipelineModel,
+    class_allowed: np.ndarray,
+    class_time: np.ndarray,
+    class_mem: np.ndarray,
+    upper_bound: float | None,
+    settings: PipelineFormulationSettings,
+) -> None:
+    """(b) load, (c) memory and (i) bounds, with the objective variable T (time) or P (peak memory)."""
+    model, x, costs, problem = pm.model, pm.x, pm.costs, pm.problem
+    num_classes, num_devices = class_time.shape
+    accelerators = _accelerators(pm)
+
     def load_terms(d: int) -> list[tuple[Var, float]]:
-        terms = [(x[c, d], float(class_time[c, d])) for c in range(len(members)) if (c, d) in x and class_time[c, d] > 0]
+        terms = [(x[c, d], float(class_time[c, d])) for c in range(num_classes) if (c, d) in x and class_time[c, d] > 0]
         if not costs.is_cpu[d]:
             for (u, dd), var in pm.inn.items():
                 if dd == d:
@@ -205,6 +236,9 @@ def build(
                 if dd == d:
                     terms.append((var, float(costs.out_transfer[u])))
         return terms
+
+    def memory_terms(d: int) -> list[tuple[Var, float]]:
+        return [(x[c, d], float(class_mem[c, d])) for c in range(num_classes) if (c, d) in x and class_mem[c, d] > 0]
 
     # (i) bounds
     fastest = np.where(class_allowed, class_time, np.inf).min(axis=1)
@@ -222,8 +256,7 @@ def build(
         for d in accelerators:  # (c) memory
             cap = costs.memory_capacity[d]
             if cap >= 0:
-                terms = [(x[c, d], float(class_mem[c, d])) for c in range(len(members)) if (c, d) in x and class_mem[c, d] > 0]
-                model.add_constraint(terms, Sense.LE, float(cap), f"memory[{d}]")
+                model.add_constraint(memory_terms(d), Sense.LE, float(cap), f"memory[{d}]")
     else:
         t_max = float(problem.settings.max_time_per_sample or 0.0)
         mem_total = float(class_mem.max(axis=1, initial=0).sum())
@@ -233,49 +266,51 @@ def build(
         for d in range(num_devices):  # (b) load under the time bound
             model.add_constraint(load_terms(d), Sense.LE, t_max, f"load[{d}]")
         for d in accelerators:  # (c) memory, bounded by P
-            terms = [(x[c, d], float(class_mem[c, d])) for c in range(len(members)) if (c, d) in x and class_mem[c, d] > 0]
+            terms = memory_terms(d)
             model.add_constraint([*terms, (P, -1.0)], Sense.LE, 0.0, f"memory_peak[{d}]")
             cap = costs.memory_capacity[d]
             if cap >= 0:
                 model.add_constraint(terms, Sense.LE, float(cap), f"memory[{d}]")
     model.minimize([(pm.objective_var, 1.0)])
 
-    # (f) contiguity over forward nodes
-    if problem.settings.contiguous:
-        fwd_edges = [(u, v) for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()) if costs.forward[u] and costs.forward[v]]
-        fwd_nodes = sorted({w for e in fwd_edges for w in e})
-        for d in range(num_devices):
-            for v in fwd_nodes:
-                pm.z[v, d] = model.add_var(f"z[{v},{d}]")
-                if (int(cls[v]), d) in x:
-                    model.add_constraint([(pm.z[v, d], 1.0), (x[int(cls[v]), d], -1.0)], Sense.GE, 0.0, f"reach_self[{v},{d}]")
-            for u, v in fwd_edges:
-                model.add_constraint([(pm.z[v, d], 1.0), (pm.z[u, d], -1.0)], Sense.GE, 0.0, f"reach[{u},{v},{d}]")
-                xv = x.get((int(cls[v]), d))
-                if xv is None:
-                    continue
-                xu = x.get((int(cls[u]), d))
-                terms = [(xv, 1.0), (pm.z[u, d], 1.0)] + ([(xu, -1.0)] if xu is not None else [])
-                model.add_constraint(terms, Sense.LE, 1.0, f"convex[{u},{v},{d}]")
 
-    # (g) stage order under 1F1B
-    if problem.settings.memory_model == "1f1b":
-        for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()):
-            cu, cv = int(cls[u]), int(cls[v])
-            if cu == cv:
+def _add_contiguity(pm: PipelineModel) -> None:
+    """(f) contiguity over forward nodes: reachability z and the convexity rows."""
+    model, x, costs = pm.model, pm.x, pm.costs
+    cls = costs.colocation_class
+    arrays = pm.problem.graph.arrays
+    fwd_edges = [(u, v) for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()) if costs.forward[u] and costs.forward[v]]
+    fwd_nodes = sorted({w for e in fwd_edges for w in e})
+    for d in range(costs.node_time.shape[1]):
+        for v in fwd_nodes:
+            pm.z[v, d] = model.add_var(f"z[{v},{d}]")
+            if (int(cls[v]), d) in x:
+                model.add_constraint([(pm.z[v, d], 1.0), (x[int(cls[v]), d], -1.0)], Sense.GE, 0.0, f"reach_self[{v},{d}]")
+        for u, v in fwd_edges:
+            model.add_constraint([(pm.z[v, d], 1.0), (pm.z[u, d], -1.0)], Sense.GE, 0.0, f"reach[{u},{v},{d}]")
+            xv = x.get((int(cls[v]), d))
+            if xv is None:
                 continue
-            for i, d in enumerate(accelerators):
-                if (cu, d) not in x:
-                    continue
-                earlier = [(x[cv, e], 1.0) for e in accelerators[:i] if (cv, e) in x]
-                if earlier:
-                    model.add_constraint([(x[cu, d], 1.0), *earlier], Sense.LE, 1.0, f"order[{u},{v},{i}]")
+            xu = x.get((int(cls[u]), d))
+            terms = [(xv, 1.0), (pm.z[u, d], 1.0)] + ([(xu, -1.0)] if xu is not None else [])
+            model.add_constraint(terms, Sense.LE, 1.0, f"convex[{u},{v},{d}]")
 
-    # (h) symmetry among identical accelerators (positions matter under 1F1B, so not there)
-    if settings.symmetry_breaking and problem.settings.memory_model == "static":
-        for run in identical_accelerator_runs(problem):
-            _add_symmetry_breaking(pm, run)
-    return pm
+
+def _add_stage_order(pm: PipelineModel) -> None:
+    """(g) stage order under 1F1B: an edge never runs from an accelerator to an earlier one."""
+    model, x, cls = pm.model, pm.x, pm.costs.colocation_class
+    accelerators = _accelerators(pm)
+    arrays = pm.problem.graph.arrays
+    for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()):
+        cu, cv = int(cls[u]), int(cls[v])
+        if cu == cv:
+            continue
+        for i, d in enumerate(accelerators):
+            if (cu, d) not in x:
+                continue
+            earlier = [(x[cv, e], 1.0) for e in accelerators[:i] if (cv, e) in x]
+            if earlier:
+                model.add_constraint([(x[cu, d], 1.0), *earlier], Sense.LE, 1.0, f"order[{u},{v},{i}]")
 
 
 def _add_symmetry_breaking(pm: PipelineModel, run: list[int]) -> None:

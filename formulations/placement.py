@@ -197,28 +197,71 @@ def build(
         start.append(model.add_var(f"S_{i}", VarKind.CONTINUOUS, lo, max(lo, hi)))
     pm = PlacementModel(model, problem, x, start, T, release=[None] * n)
 
-    def dur_terms(i: int, extra: np.ndarray | None = None, sign: float = -1.0) -> list[tuple[Var, float]]:
-        coef = t[i] if extra is None else t[i] + extra
-        return [(x[i, k], sign * float(coef[k])) for k in range(d) if (i, k) in x and coef[k] != 0]
-
     # (a) assign
     for i in range(n):
         model.add_constraint([(x[i, k], 1.0) for k in range(d) if (i, k) in x], Sense.EQ, 1.0, f"assign_{i}")
-    # (b) colocation
+    _add_colocation(pm)  # (b)
+    _add_precedence(pm, t)  # (c)
+    # (d) no overlap
+    if settings.disjunctive:
+        _add_disjunctive(pm, t, U)
+    else:
+        for k in range(d):
+            ivs = [
+                model.add_interval(start[i], float(t[i, k]), presence=x[i, k], name=f"I_{i}_{k}")
+                for i in range(n)
+                if (i, k) in x and t[i, k] > 0
+            ]
+            if len(ivs) > 1:
+                model.add_no_overlap(ivs, f"nooverlap_{k}")
+    # (e) memory
+    if problem.settings.memory_model == "static":
+        _add_static_memory(pm)
+    else:
+        _add_liveness(pm, t, U)
+    # (f) contention
+    if problem.settings.link_contention:
+        _add_contention(pm, t, U)
+    _add_redundant(pm, t, head, tail, use_path, settings)  # (g) makespan, (h) heads, (i) load, (l) all devices
+    # (j) symmetry
+    if settings.symmetry_breaking:
+        for cls in identical_device_classes(problem):
+            for k, k2 in itertools.pairwise(cls):
+                _add_symmetry(pm, k, k2)
+    model.minimize([(T, 1.0)])
+    return pm
+
+
+def _dur_terms(
+    pm: PlacementModel, t: np.ndarray, i: int, extra: np.ndarray | None = None, sign: float = -1.0
+) -> list[tuple[Var, float]]:
+    """``sign * (t[i, k] + extra[k]) * x[i, k]`` over the devices task i may run on (its duration, plus extra)."""
+    coef = t[i] if extra is None else t[i] + extra
+    return [(pm.x[i, k], sign * float(coef[k])) for k in range(pm.problem.num_devices) if (i, k) in pm.x and coef[k] != 0]
+
+
+def _add_colocation(pm: PlacementModel) -> None:
+    """(b) colocation: the tasks of one group share one device."""
+    problem, model, x = pm.problem, pm.model, pm.x
     for g in np.unique(problem.colocation[problem.colocation >= 0]).tolist():
         members = np.flatnonzero(problem.colocation == g).tolist()
         lead = members[0]
         for i in members[1:]:
-            for k in range(d):
+            for k in range(problem.num_devices):
                 a, b = x.get((i, k)), x.get((lead, k))
                 if a is None and b is None:
                     continue
                 model.add_constraint([(v, c) for v, c in ((a, 1.0), (b, -1.0)) if v is not None], Sense.EQ, 0.0, f"coloc_{i}_{k}")
-    # (c) precedence
+
+
+def _add_precedence(pm: PlacementModel, t: np.ndarray) -> None:
+    """(c) precedence with the transfer delay of the edge's device pair (one row per receiving and per sending device)."""
+    problem, model, x, start = pm.problem, pm.model, pm.x, pm.start
+    d, comm = problem.num_devices, problem.comm
     src, dst = problem.edge_source.tolist(), problem.edge_target.tolist()
-    for e in range(m):
+    for e in range(problem.num_edges):
         i, j = src[e], dst[e]
-        base = [(start[j], 1.0), (start[i], -1.0), *dur_terms(i)]
+        base = [(start[j], 1.0), (start[i], -1.0), *_dur_terms(pm, t, i)]
         c = comm[e]
         colocated = problem.colocation[i] >= 0 and problem.colocation[i] == problem.colocation[j]
         if colocated or not c.any():
@@ -241,39 +284,36 @@ def build(
                 continue
             terms = base + [(x[j, b], -float(c[a, b])) for b in range(d) if (j, b) in x] + [(x[i, a], -Ca)]
             model.add_constraint(terms, Sense.GE, -Ca, f"prec_{e}_out{a}")
-    # (d) no overlap
-    if settings.disjunctive:
-        _add_disjunctive(pm, t, U)
-    else:
-        for k in range(d):
-            ivs = [
-                model.add_interval(start[i], float(t[i, k]), presence=x[i, k], name=f"I_{i}_{k}")
-                for i in range(n)
-                if (i, k) in x and t[i, k] > 0
-            ]
-            if len(ivs) > 1:
-                model.add_no_overlap(ivs, f"nooverlap_{k}")
-    # (e) memory
+
+
+def _add_static_memory(pm: PlacementModel) -> None:
+    """(e) static memory: the tasks on a device fit its memory (rows only where they could overflow)."""
+    problem, model, x = pm.problem, pm.model, pm.x
     mem = problem.task_memory
-    if problem.settings.memory_model == "static":
-        for k in range(d):
-            terms = [(x[i, k], float(mem[i])) for i in range(n) if (i, k) in x and mem[i] > 0]
-            if sum(c for _, c in terms) > problem.device_memory[k]:
-                model.add_constraint(terms, Sense.LE, float(problem.device_memory[k]), f"memory_{k}")
-    else:
-        _add_liveness(pm, t, U)
-    # (f) contention
-    if problem.settings.link_contention:
-        _add_contention(pm, t, U)
-    # (g) makespan (with tails) and (h) heads
+    for k in range(problem.num_devices):
+        terms = [(x[i, k], float(mem[i])) for i in range(problem.num_tasks) if (i, k) in x and mem[i] > 0]
+        if sum(c for _, c in terms) > problem.device_memory[k]:
+            model.add_constraint(terms, Sense.LE, float(problem.device_memory[k]), f"memory_{k}")
+
+
+def _add_redundant(
+    pm: PlacementModel,
+    t: np.ndarray,
+    head: np.ndarray,
+    tail: np.ndarray,
+    use_path: bool,
+    settings: PlacementFormulationSettings,
+) -> None:
+    """(g) makespan with tails, (h) heads, (i) load and (l) the all-devices cumulative."""
+    problem, model, x, start, T = pm.problem, pm.model, pm.x, pm.start, pm.makespan
+    n, d, allowed = problem.num_tasks, problem.num_devices, problem.allowed
     sptr = problem.succ[0]
     for i in range(n):
         if settings.redundant or sptr[i + 1] == sptr[i]:
-            model.add_constraint([(T, 1.0), (start[i], -1.0), *dur_terms(i, tail[i])], Sense.GE, 0.0, f"makespan_{i}")
+            model.add_constraint([(T, 1.0), (start[i], -1.0), *_dur_terms(pm, t, i, tail[i])], Sense.GE, 0.0, f"makespan_{i}")
         if use_path and np.ptp(head[i][allowed[i]]) > 0:
-            model.add_constraint([(start[i], 1.0), *dur_terms(i, head[i] - t[i])], Sense.GE, 0.0, f"head_{i}")
-    # (i) load
-    if settings.redundant:
+            model.add_constraint([(start[i], 1.0), *_dur_terms(pm, t, i, head[i] - t[i])], Sense.GE, 0.0, f"head_{i}")
+    if settings.redundant:  # (i) load
         for k in range(d):
             terms = [(x[i, k], float(t[i, k])) for i in range(n) if (i, k) in x and t[i, k] > 0]
             if terms:
@@ -284,13 +324,6 @@ def build(
         ivs = [model.add_interval(start[i], float(fastest[i]), name=f"G_{i}") for i in range(n) if fastest[i] > 0]
         if len(ivs) > d:
             model.add_cumulative(ivs, [1.0] * len(ivs), float(d), "all_devices")
-    # (j) symmetry
-    if settings.symmetry_breaking:
-        for cls in identical_device_classes(problem):
-            for k, k2 in itertools.pairwise(cls):
-                _add_symmetry(pm, k, k2)
-    model.minimize([(T, 1.0)])
-    return pm
 
 
 def _add_disjunctive(pm: PlacementModel, t: np.ndarray, H: float) -> None:

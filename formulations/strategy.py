@@ -122,9 +122,9 @@ def build(
         for t, live in enumerate(live_sets(problem)):
             terms = []
             for v, node in enumerate(problem.nodes):
-                mem = node.memory_bytes
+                mem = node.memory_bytes if node.memory_bytes is not None else np.zeros(len(node.configs))
                 act = node.activation_bytes if node.activation_bytes is not None else np.zeros_like(mem)
-                part = mem if v in live else mem - act  # type: ignore[operator]
+                part = mem if v in live else mem - act
                 terms.extend((x[v][c], float(part[c])) for c in range(len(node.configs)) if part[c] != 0)
             model.add_constraint(terms, Sense.LE, float(problem.memory_limit_bytes), f"live_memory[{t}]")
 

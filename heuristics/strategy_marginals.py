@@ -75,7 +75,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from milp_partition.heuristics.strategy_dp import _aligned, _arrays, _elimination_order, _problem_error
+from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
 from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.reductions import drop_dominated
+from milp_partition.verifiers.strategy import verify_strategy
 
 
 @dataclass(frozen=True)
@@ -366,7 +369,7 @@ def marginal_masks(
     for lam in multipliers:
         lam = float(lam) if has_memory else 0.0
         mm = min_marginals(problem, lam, settings)
-        shift = lam * float(limit) if has_memory else 0.0
+        shift = lam * float(limit) if (has_memory and limit is not None) else 0.0
         threshold = upper_bound + _slack(problem, upper_bound, lam, settings)
         removed = 0
         for n, mu in zip(problem.nodes, mm.values):
@@ -426,9 +429,6 @@ def fix_by_marginals(
     names unchanged).  Needs a memory limit with memory per configuration; without one the
     problem comes back unchanged.
     """
-    from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
-    from milp_partition.strategy.reductions import drop_dominated
-    from milp_partition.verifiers.strategy import verify_strategy
 
     start = time.monotonic()
     work = problem

@@ -36,12 +36,14 @@ import itertools
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from milp_partition.heuristics.strategy_dp import _arrays, _elimination_order, _objective, _problem_error, _solution
-from milp_partition.heuristics.strategy_marginals import Calibrated, calibrate
+from milp_partition.heuristics.strategy_marginals import Calibrated, MarginalSettings, calibrate, marginal_masks, restrict
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
+from milp_partition.verifiers.strategy import verify_strategy
 
 
 @dataclass(frozen=True)
@@ -210,8 +212,8 @@ def pareto_dp(
             children[p].append(s.node)
     # original factors go to the bucket of their first-eliminated layer
     edges_of: dict[int, list[tuple[int, int, np.ndarray]]] = {s.node: [] for s in steps}
-    for s, t, m in arrays.pairs:
-        edges_of[min(s, t, key=when.__getitem__)].append((s, t, m))
+    for first, second, matrix in arrays.pairs:
+        edges_of[min(first, second, key=when.__getitem__)].append((first, second, matrix))
     least = [float(np.min(m)) for m in mem]
     subtree_least: dict[int, float] = {}
     for s in steps:
@@ -295,34 +297,18 @@ def pareto_dp(
     except _GiveUp as why:
         return result(None, math.inf, False, False, False, largest, f"gave up: {why}")
 
-    # roots: one frontier per component; combine them (cross products, Pareto)
-    roots = [s.node for s in steps if parent[s.node] is None]
-    combo_cost, combo_mem = np.zeros(1), np.zeros(1)
-    combo_back = np.zeros((1, 0), dtype=np.int64)
-    for r in roots:
-        b = buckets[r]
-        n, k = combo_cost.size, b.cost.size
-        if n * k > settings.max_labels:
-            return result(None, math.inf, False, False, False, largest, "gave up: too many labels combining components")
-        i, j = np.repeat(np.arange(n), k), np.tile(np.arange(k), n)
-        combo_cost, combo_mem = combo_cost[i] + b.cost[j], combo_mem[i] + b.mem[j]
-        combo_back = np.concatenate([combo_back[i], j[:, None]], axis=1)
-        fits = combo_mem <= limit_f + mem_slack
-        kept = _pareto(np.zeros(int(fits.sum()), dtype=np.int64), combo_cost[fits], combo_mem[fits])
-        combo_cost, combo_mem, combo_back = combo_cost[fits][kept], combo_mem[fits][kept], combo_back[fits][kept]
-    if combo_cost.size == 0:
-        return result(None, math.inf, False, True, True, largest, f"nothing costing at most {target:.12g} fits")
-    best = int(np.argmin(combo_cost))
-    picks = [-1] * len(sizes)
-    stack = [(r, int(combo_back[best, i])) for i, r in enumerate(roots)]
-    while stack:
-        v, k = stack.pop()
-        b = buckets[v]
-        label = int(b.origin[k])
-        coords = np.unravel_index(int(b.assignment[label]), tuple(sizes[x] for x in clique[v]))
-        picks[v] = int(coords[0])
-        for i, c in enumerate(children[v]):
-            stack.append((c, int(b.back[label, i])))
+    # roots: one frontier per component; combine them (cross products, Pareto), then backtrack the choice
+    picks, why = _combine_and_backtrack(steps, parent, children, clique, buckets, sizes, limit_f + mem_slack, settings)
+    if picks is None:
+        return result(
+            None,
+            math.inf,
+            False,
+            why == "nothing fits",
+            why == "nothing fits",
+            largest,
+            f"nothing costing at most {target:.12g} fits" if why == "nothing fits" else why,
+        )
     value = _objective(problem, picks)
     solution = _solution(problem, picks)
     used = math.fsum(float(mem[i][picks[i]]) for i in range(len(picks)))
@@ -335,6 +321,52 @@ def pareto_dp(
         f"largest bucket {largest} labels, {len(multipliers)} multipliers"
     )
     return result(solution, value, optimal, not optimal, True, largest, text)
+
+
+def _combine_and_backtrack(
+    steps: list[Any],
+    parent: Any,
+    children: dict[int, list[int]],
+    clique: dict[int, tuple[int, ...]],
+    buckets: dict[int, _Bucket],
+    sizes: Any,
+    memory_room: float,
+    settings: ParetoDPSettings,
+) -> tuple[list[int] | None, str]:
+    """Combine the roots' Pareto frontiers (one per component) within ``memory_room``; backtrack the cheapest choice.
+
+    Returns ``(picks, "")`` with a configuration index per layer, or ``(None, reason)``:
+    ``"nothing fits"`` (a proof at this target) or why the DP gave up.
+    """
+    roots = [s.node for s in steps if parent[s.node] is None]
+    combo_cost, combo_mem = np.zeros(1), np.zeros(1)
+    combo_back = np.zeros((1, 0), dtype=np.int64)
+    for root in roots:
+        b = buckets[root]
+        n_combo, n_root = combo_cost.size, b.cost.size
+        if n_combo * n_root > settings.max_labels:
+            return None, "gave up: too many labels combining components"
+        left = np.repeat(np.arange(n_combo), n_root)
+        right = np.tile(np.arange(n_root), n_combo)
+        combo_cost, combo_mem = combo_cost[left] + b.cost[right], combo_mem[left] + b.mem[right]
+        combo_back = np.concatenate([combo_back[left], right[:, None]], axis=1)
+        fits = combo_mem <= memory_room
+        kept = _pareto(np.zeros(int(fits.sum()), dtype=np.int64), combo_cost[fits], combo_mem[fits])
+        combo_cost, combo_mem, combo_back = combo_cost[fits][kept], combo_mem[fits][kept], combo_back[fits][kept]
+    if combo_cost.size == 0:
+        return None, "nothing fits"
+    best = int(np.argmin(combo_cost))
+    picks = [-1] * len(sizes)
+    stack = [(r, int(combo_back[best, i])) for i, r in enumerate(roots)]
+    while stack:
+        v, k = stack.pop()
+        bucket = buckets[v]
+        label = int(bucket.origin[k])
+        coords = np.unravel_index(int(bucket.assignment[label]), tuple(sizes[x] for x in clique[v]))
+        picks[v] = int(coords[0])
+        for i, c in enumerate(children[v]):
+            stack.append((c, int(bucket.back[label, i])))
+    return picks, ""
 
 
 def _window(child: _Bucket, key: np.ndarray, room: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -482,8 +514,6 @@ def memory_search(
     proven lower bound, and the next target is tried.  A target equal to UB always ends
     the search (the incumbent survives every pruning).
     """
-    from milp_partition.heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
-    from milp_partition.verifiers.strategy import verify_strategy
 
     start = time.monotonic()
     best_value, best = (incumbent[0], incumbent[1]) if incumbent is not None else (math.inf, None)

@@ -1,18 +1,545 @@
-"""Steps shared by the solve chains of every problem: progress text, the back-end call, the check of its answer."""
+"""The one solve chain of every problem, and the one status policy.
+
+Every problem (pipeline, strategy, placement, joint) is solved by :func:`run_chain`,
+which runs the same steps in the same order; a problem plugs in its own steps
+through the :class:`Steps` protocol (in the manner of cvxpy's split of problem,
+reduction and solver interface)::
+
+    reductions (apply, lift back)  ->  bounds  ->  heuristics  ->  refine
+        ->  formulation build + hint  ->  back-end  ->  decode  ->  lift  ->  verify
+        ->  settle (the status policy)  ->  Result
+
+Every solution that reaches the policy has been lifted to the original problem
+and scored by the problem's independent verifier; every bound is a proven lower
+bound of the original problem in real units.
+
+The status policy (:func:`settle`)
+----------------------------------
+Written once, tested once (``tests/test_chain_policy.py``):
+
+* **objective** is the verifier's value of the best verified solution (never a
+  solver's scaled integer).
+* **bound** is the largest proven lower bound, from the bound steps, from
+  exact heuristics (relaxations, DPs) and from a back-end whose answer was not
+  discarded.  A bound above a verified solution is a contradiction: it is
+  discarded (the bound is lowered to the largest consistent one) and the
+  result's ``discarded`` notes say so.  Within the tolerance below, a bound just
+  above the objective is rounding and is clamped to it.
+* **optimal**: a verified solution whose value meets the bound:
+  ``objective - bound <= PROOF_REL_TOL * |objective| + PROOF_ABS_TOL``.  A
+  solver's "optimal" is only a claim; it counts through its bound, and only when
+  the solver's decoded solution verifies with the objective the solver reported
+  (:data:`OBJECTIVE_MATCH_REL_TOL`) and the back-end has no doubt about the proof
+  (``notes["proof_doubtful"]``, e.g. CBC's tolerance warnings).
+* **feasible**: a verified solution without such a bound (time limit); the gap is
+  ``(objective - bound) / objective``.
+* **infeasible**: no verified solution and a proof of infeasibility (an
+  exhaustive method, or a back-end on a model without a cutoff).  A back-end
+  that says infeasible while a verified solution satisfies its model
+  contradicts itself: its answer is discarded (with a note), never turned into
+  a proof.
+* **unknown**: no verified solution and no proof.
+* **error**: only when a step itself failed (an exception in a back-end); the
+  best verified solution, if any, is still reported.
+
+An exact heuristic (e.g. PaSE's DP without a memory limit) that proves its own
+solution optimal ends the chain before any solver starts.
+"""
 
 from __future__ import annotations
 
 import math
 import sys
 import time
-from typing import Protocol
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, Protocol, TypeVar
 
 from milp_partition.backends import Model, SolveOutput, SolveParams, SolveStatus, get_backend
 from milp_partition.backends.cbc import stop_cbc_children
-from milp_partition.result import Result
+from milp_partition.result import HeuristicRun, Result, Status
 
-#: Relative tolerance between the back-end's objective and the verifier's before a mismatch is an error.
+#: Relative tolerance of a proof: a verified value within this of a proven bound is optimal.
+#: It covers the integer rounding of CP-SAT's scaled coefficients (certified below 1e-7
+#: relative, ``milp_partition/backends/scaling.py``) and floating-point sums.
+PROOF_REL_TOL = 1e-6
+#: Absolute tolerance of a proof, for objectives at or near zero.
+PROOF_ABS_TOL = 1e-12
+#: Relative tolerance between a back-end's objective and the verifier's before its answer is discarded.
 OBJECTIVE_MATCH_REL_TOL = 1e-6
+
+
+P = TypeVar("P")
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Candidate(Generic[S]):
+    """A solution of the original problem and the verifier's value of it."""
+
+    value: float
+    solution: S
+    source: str
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A proven lower bound of the original problem's objective, in real units."""
+
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class SolverClaim:
+    """What a back-end said about a model of the problem.
+
+    Attributes
+    ----------
+    source
+        The back-end's name.
+    status
+        Its translated status.
+    bound
+        Its proven bound in real units (``None`` when it has none).
+    cutoff
+        The model was restricted to objective <= ``cutoff`` (a heuristic's value), or ``None``.
+    doubtful
+        Why its proof may not hold (a tolerance warning, a decoded solution the
+        verifier rejects, an objective that disagrees with the verifier's); ``None``
+        when there is no reason to doubt it.
+    """
+
+    source: str
+    status: SolveStatus
+    bound: float | None = None
+    cutoff: float | None = None
+    doubtful: str | None = None
+
+
+@dataclass(frozen=True)
+class Verdict(Generic[S]):
+    """The outcome of :func:`settle`."""
+
+    status: Status
+    best: Candidate[S] | None
+    bound: float | None
+    gap: float | None
+    message: str
+    discarded: tuple[str, ...] = ()
+
+
+def meets(value: float, bound: float) -> bool:
+    """Whether a verified ``value`` meets the proven ``bound`` within the proof tolerance."""
+    return value - bound <= PROOF_REL_TOL * abs(value) + PROOF_ABS_TOL
+
+
+def gap_of(value: float, bound: float | None) -> float | None:
+    """``(value - bound) / |value|`` (0 when they meet exactly; ``None`` without a bound)."""
+    if bound is None or not (math.isfinite(value) and math.isfinite(bound)):
+        return None
+    if value <= bound:
+        return 0.0
+    return (value - bound) / max(abs(value), 1e-300)
+
+
+def settle(
+    candidates: Sequence[Candidate[S]],
+    bounds: Sequence[Bound],
+    claim: SolverClaim | None = None,
+    infeasible_proofs: Sequence[str] = (),
+) -> Verdict[S]:
+    """Apply the status policy: the one place that decides what a result is.
+
+    Parameters
+    ----------
+    candidates
+        Verified solutions of the original problem (each with the verifier's value).
+    bounds
+        Proven lower bounds of the original problem.
+    claim
+        What the back-end said, if one ran.
+    infeasible_proofs
+        Sources that proved the problem infeasible without a back-end (an exhaustive search).
+
+    Returns
+    -------
+    Verdict
+        Status, best verified candidate, bound, gap, a message and the claims
+        discarded as contradictions.
+    """
+    discarded: list[str] = []
+    best = min(candidates, key=lambda c: c.value) if candidates else None
+    proven = [b for b in bounds if math.isfinite(b.value)]
+    infeasible_by = list(infeasible_proofs)
+    if claim is not None and claim.doubtful is not None:
+        discarded.append(f"{claim.source}: {claim.status.value} not taken as a proof ({claim.doubtful})")
+    elif claim is not None and claim.status is SolveStatus.INFEASIBLE:
+        if best is not None and (claim.cutoff is None or best.value <= claim.cutoff * (1 + PROOF_REL_TOL) + PROOF_ABS_TOL):
+            discarded.append(
+                f"{claim.source} said infeasible although {best.source}'s verified solution "
+                f"(value {best.value!r}) satisfies its model: its answer is not used"
+            )
+        elif claim.cutoff is not None:
+            proven.append(Bound(claim.cutoff, f"{claim.source} (nothing at or below the cutoff)"))
+        else:
+            infeasible_by.append(claim.source)
+    elif claim is not None and claim.bound is not None and math.isfinite(claim.bound):
+        proven.append(Bound(claim.bound, claim.source))
+
+    if best is not None and infeasible_by:
+        discarded.append(
+            f"{', '.join(infeasible_by)} proved infeasibility although {best.source}'s solution verifies: proof not used"
+        )
+        infeasible_by = []
+
+    bound: Bound | None = None
+    for b in sorted(proven, key=lambda b: -b.value):
+        if best is not None and b.value - best.value > PROOF_REL_TOL * abs(best.value) + PROOF_ABS_TOL:
+            discarded.append(
+                f"bound {b.value!r} from {b.source} is above the verified value {best.value!r} from {best.source}: "
+                "a contradiction, the bound is not used"
+            )
+            continue
+        bound = b
+        break
+    bound_value = None if bound is None else (min(bound.value, best.value) if best is not None else bound.value)
+
+    if best is None:
+        if infeasible_by:
+            return Verdict(
+                Status.INFEASIBLE, None, None, None, f"proven infeasible by {', '.join(infeasible_by)}", tuple(discarded)
+            )
+        return Verdict(Status.UNKNOWN, None, bound_value, None, "no feasible solution found within the limits", tuple(discarded))
+    gap = gap_of(best.value, bound_value)
+    if bound is not None and bound_value is not None and meets(best.value, bound_value):
+        how = (
+            f"proven optimal by {best.source}"
+            if bound.source == best.source
+            else f"proven optimal: {best.source}'s value meets the bound from {bound.source}"
+        )
+        return Verdict(Status.OPTIMAL, best, bound_value, gap, how, tuple(discarded))
+    if bound is None:
+        return Verdict(Status.FEASIBLE, best, None, None, f"best solution from {best.source}; no proven bound", tuple(discarded))
+    return Verdict(
+        Status.FEASIBLE,
+        best,
+        bound_value,
+        gap,
+        f"best solution from {best.source}; bound from {bound.source}",
+        tuple(discarded),
+    )
+
+
+# --------------------------------------------------------------------------- the chain
+
+
+@dataclass(frozen=True)
+class ChainSettings:
+    """What every problem's chain reads (each problem's settings carry these fields).
+
+    Attributes
+    ----------
+    solver
+        ``"cpsat"``, ``"cbc"`` or ``"none"`` (heuristics and bounds only).
+    time_limit_s
+        One budget for the whole run: bounds, heuristics, refinements, model building and the back-end.
+    threads, seed
+        Passed to the back-end.
+    warm_start
+        Hint the best verified solution to the back-end (and let the formulation use its value as a cutoff).
+    progress_interval_s
+        Progress lines on stderr (``None``: silent).
+    cpsat_parameters
+        Extra CP-SAT parameters, ``(name, value)`` pairs.
+    """
+
+    solver: str = "cpsat"
+    time_limit_s: float = 60.0
+    threads: int = 2
+    seed: int = 0
+    warm_start: bool = True
+    progress_interval_s: float | None = None
+    cpsat_parameters: tuple[tuple[str, object], ...] = ()
+
+
+def chain_settings(settings: Any) -> ChainSettings:
+    """The :class:`ChainSettings` fields of a problem's own settings dataclass."""
+    return ChainSettings(
+        solver=settings.solver,
+        time_limit_s=float(settings.time_limit_s),
+        threads=int(settings.threads),
+        seed=int(settings.seed),
+        warm_start=bool(settings.warm_start),
+        progress_interval_s=settings.progress_interval_s,
+        cpsat_parameters=tuple(getattr(settings, "cpsat_parameters", ()) or ()),
+    )
+
+
+@dataclass
+class Run(Generic[P, S]):
+    """The state of one run of the chain, handed to every step.
+
+    Attributes
+    ----------
+    problem
+        The original problem (verification is always on it).
+    work
+        The problem the steps work on (after reductions and refinements).
+    lift
+        Maps a solution of ``work`` to one of ``problem``.
+    candidates, bounds
+        Verified solutions (of ``problem``) and proven bounds collected so far.
+    infeasible_proofs
+        Steps that proved the problem infeasible.
+    skip_solver
+        A reason not to run the back-end (set by a step), or ``None``.
+    """
+
+    problem: P
+    work: P
+    lift: Callable[[S], S]
+    settings: ChainSettings
+    result: Result
+    start: float
+    candidates: list[Candidate[S]] = field(default_factory=list)
+    bounds: list[Bound] = field(default_factory=list)
+    infeasible_proofs: list[str] = field(default_factory=list)
+    skip_solver: str | None = None
+    #: Per-run values that one step hands to a later one (e.g. a Lagrangian result to the refinement).
+    scratch: dict[str, Any] = field(default_factory=dict)
+
+    def elapsed_s(self) -> float:
+        """Seconds since the chain started."""
+        return time.monotonic() - self.start
+
+    def remaining_s(self) -> float:
+        """Seconds left of the run's one budget (never negative)."""
+        return max(0.0, self.settings.time_limit_s - self.elapsed_s())
+
+    def say(self, text: str) -> None:
+        """A progress line on stderr (unless progress output is off)."""
+        say(self.settings.progress_interval_s, text)
+
+    @property
+    def best(self) -> Candidate[S] | None:
+        """The best verified solution so far."""
+        return min(self.candidates, key=lambda c: c.value) if self.candidates else None
+
+    @property
+    def lower(self) -> float | None:
+        """The best proven bound so far (``None`` when none)."""
+        finite = [b.value for b in self.bounds if math.isfinite(b.value)]
+        return max(finite) if finite else None
+
+    def proven_optimal(self) -> bool:
+        """Whether the best verified solution already meets a proven bound."""
+        best, lower = self.best, self.lower
+        return best is not None and lower is not None and meets(best.value, lower)
+
+
+@dataclass(frozen=True)
+class Evaluation(Generic[S]):
+    """The verifier's word on a solution: feasible or not, its value, and (optionally) a canonical form of it."""
+
+    feasible: bool
+    value: float
+    violations: tuple[str, ...] = ()
+    solution: S | None = None
+
+
+@dataclass(frozen=True)
+class Outcome(Generic[S]):
+    """What a heuristic (or a refinement) produced on the working problem.
+
+    ``solution`` is a solution of the working problem (the chain lifts and verifies
+    it); ``bound`` a proven lower bound of the *original* problem; ``exact`` that the
+    method is exact (its solution is optimal when ``bound`` meets it);
+    ``infeasible`` that the method proved the problem infeasible; ``value`` the
+    method's own value of its solution (compared with the verifier's); ``original``
+    that ``solution`` is already a solution of the original problem (no lift).
+    """
+
+    name: str
+    solution: S | None
+    seconds: float = 0.0
+    exact: bool = False
+    message: str = ""
+    bound: float | None = None
+    infeasible: bool = False
+    value: float | None = None
+    original: bool = False
+
+
+@dataclass
+class Built:
+    """A formulation built for the back-end: the solver-neutral model and whatever decode needs."""
+
+    model: Model
+    state: Any
+    cutoff: float | None = None
+    #: False when the model is a restriction of the problem (e.g. tied blocks): its solution
+    #: counts, but its bound and its "infeasible" prove nothing about the problem.
+    proves: bool = True
+
+
+class Reduction(Protocol):
+    """An exact transformation of the problem: ``apply`` returns the reduced problem, the map back and notes."""
+
+    @property
+    def name(self) -> str: ...
+
+    def apply(self, problem: Any) -> tuple[Any, Callable[[Any], Any], dict[str, Any]]: ...
+
+
+class Steps(Protocol):
+    """The problem-specific steps that :func:`run_chain` plugs together.
+
+    ``new_result`` makes the empty result; ``verify`` is the problem's independent
+    verifier; ``reductions`` are applied first (solutions are lifted back through
+    them); ``bounds`` yields proven bounds; ``heuristics`` and ``refine`` yield
+    :class:`Outcome` objects (``refine`` runs only when nothing is proven yet);
+    ``build`` makes the formulation (``None``: no exact model), ``hint`` warm-starts
+    it, ``decode`` maps a back-end's values to a solution of the working problem;
+    ``record`` writes the problem-specific fields of the best solution into the result.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def new_result(self, problem: Any, settings: ChainSettings) -> Result: ...
+
+    def verify(self, problem: Any, solution: Any) -> Evaluation[Any]: ...
+
+    def reductions(self, run: Run[Any, Any]) -> Sequence[Reduction]: ...
+
+    def bounds(self, run: Run[Any, Any]) -> Iterable[Bound]: ...
+
+    def heuristics(self, run: Run[Any, Any]) -> Iterable[Outcome[Any]]: ...
+
+    def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[Any]]: ...
+
+    def build(self, run: Run[Any, Any]) -> Built | None: ...
+
+    def hint(self, built: Built, run: Run[Any, Any], candidate: Candidate[Any]) -> None: ...
+
+    def decode(self, built: Built, values: Sequence[float]) -> Any: ...
+
+    def record(self, result: Result, problem: Any, best: Candidate[Any]) -> None: ...
+
+
+def add_outcome(run: Run[Any, Any], steps: Steps, out: Outcome[Any]) -> float | None:
+    """Lift, verify and record one heuristic outcome; return its verified value (``None`` when none)."""
+    value: float | None = None
+    message = out.message
+    if out.solution is not None:
+        lifted = out.solution if out.original else run.lift(out.solution)
+        ev = steps.verify(run.problem, lifted)
+        if ev.feasible:
+            value = ev.value
+            run.candidates.append(Candidate(value, ev.solution if ev.solution is not None else lifted, out.name))
+            if out.value is not None and not math.isclose(value, out.value, rel_tol=1e-9, abs_tol=1e-12):
+                message += f" (verifier value {value!r} differs from the method's {out.value!r})"
+        else:
+            message += "; verifier rejected it: " + "; ".join(ev.violations[:3])
+    if out.bound is not None and math.isfinite(out.bound):
+        run.bounds.append(Bound(out.bound, out.name))
+    if out.infeasible:
+        run.infeasible_proofs.append(out.name)
+    run.result.heuristics.append(HeuristicRun(out.name, value, out.seconds, out.exact, message))
+    shown = f"value {value:.12g}" if value is not None else "no solution"  # the message says why
+    run.say(f"[{out.name}] {shown} in {out.seconds:.2f}s" + (f": {message}" if message else ""))
+    return value
+
+
+def run_chain(steps: Steps, problem: Any, settings: ChainSettings) -> Result:
+    """Run every step for ``problem`` and return a verified :class:`Result` (see the module docstring)."""
+    run: Run[Any, Any] = Run(problem, problem, lambda s: s, settings, steps.new_result(problem, settings), time.monotonic())
+    result = run.result
+    for reduction in steps.reductions(run):
+        t0 = time.monotonic()
+        reduced, lift, info = reduction.apply(run.work)
+        outer = run.lift
+        run.work, run.lift = reduced, (lambda s, _in=lift, _out=outer: _out(_in(s)))  # type: ignore[misc]
+        result.solver_notes[reduction.name] = {"seconds": time.monotonic() - t0, **info}
+    claim: SolverClaim | None = None
+    try:
+        for b in steps.bounds(run):
+            run.bounds.append(b)
+        for out in steps.heuristics(run):
+            add_outcome(run, steps, out)
+        if not run.proven_optimal() and not run.infeasible_proofs:
+            for out in steps.refine(run):
+                add_outcome(run, steps, out)
+        if settings.solver != "none" and not run.proven_optimal() and not run.infeasible_proofs and run.skip_solver is None:
+            claim = _solve_exact(run, steps)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI raises it for both): settle on what is verified so far
+        stop_cbc_children()
+        result.solver_notes["interrupted"] = True
+    _finish(run, steps, claim)
+    if result.solver_notes.get("interrupted"):
+        found = "the best verified solution found before it" if result.objective is not None else "no solution found before it"
+        result.message = f"interrupted; {found}" + (f" ({result.message})" if result.message else "")
+    return result
+
+
+def _solve_exact(run: Run[Any, Any], steps: Steps) -> SolverClaim | None:
+    """Build, hint, solve, decode, lift and verify; the back-end's answer becomes a claim for :func:`settle`."""
+    built = steps.build(run)
+    if built is None:
+        return None
+    best = run.best
+    if best is not None and run.settings.warm_start:
+        steps.hint(built, run, best)
+        run.result.warm_start = {"source": best.source, "objective": best.value}
+    left = run.remaining_s()
+    out = run_backend(run.result, replace(run.settings, time_limit_s=max(1.0, left)), built.model)
+    source = run.settings.solver
+    bound = out.bound if math.isfinite(out.bound) else None
+    doubtful = out.notes.get("proof_doubtful")
+    doubt = str(doubtful) if doubtful else None
+    if out.status is SolveStatus.ERROR:
+        run.result.solver_notes["solver_error"] = True
+    if out.values is not None and out.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        solution = run.lift(steps.decode(built, out.values))
+        ev = steps.verify(run.problem, solution)
+        if not ev.feasible:
+            doubt = "the verifier rejected its solution: " + "; ".join(ev.violations[:5])
+        else:
+            slack = OBJECTIVE_MATCH_REL_TOL * max(abs(ev.value), abs(out.objective)) + PROOF_ABS_TOL
+            slack += float(out.notes.get("rounding_error", 0.0) or 0.0)  # type: ignore[arg-type]
+            if ev.value > out.objective + slack:
+                doubt = f"the verifier's value {ev.value!r} is above the solver's objective {out.objective!r}"
+            run.candidates.append(Candidate(ev.value, ev.solution if ev.solution is not None else solution, source))
+    if not built.proves:
+        return None
+    return SolverClaim(source, out.status, bound, built.cutoff, doubt)
+
+
+def _finish(run: Run[Any, Any], steps: Steps, claim: SolverClaim | None) -> None:
+    """Settle the status and fill the result from the best verified solution."""
+    verdict = settle(run.candidates, run.bounds, claim, run.infeasible_proofs)
+    result = run.result
+    result.status = verdict.status
+    result.bound = verdict.bound
+    result.gap = verdict.gap
+    result.message = verdict.message
+    result.discarded = list(verdict.discarded)
+    if claim is not None and claim.status is SolveStatus.ERROR and verdict.status is not Status.OPTIMAL:
+        result.message += "; the solver failed (see solver_log)"
+        if verdict.best is None:
+            result.status = Status.ERROR
+    if claim is not None and claim.status is SolveStatus.FEASIBLE and verdict.status is Status.FEASIBLE:
+        result.message += "; time limit reached"
+    if verdict.best is not None:
+        result.objective = verdict.best.value
+        steps.record(result, run.problem, verdict.best)
+    for note in verdict.discarded:
+        run.say(f"[policy] {note}")
+    result.solve_seconds = run.elapsed_s()
+
+
+# --------------------------------------------------------------------------- back-end call and progress
 
 
 def say(progress_interval_s: float | None, text: str) -> None:
@@ -21,18 +548,7 @@ def say(progress_interval_s: float | None, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-class BackendSettings(Protocol):
-    """The fields of a problem's solve settings that the back-end call reads."""
-
-    solver: str
-    time_limit_s: float
-    threads: int
-    seed: int
-    warm_start: bool
-    progress_interval_s: float | None
-
-
-def run_backend(result: Result, settings: BackendSettings, model: Model) -> SolveOutput:
+def run_backend(result: Result, settings: ChainSettings, model: Model) -> SolveOutput:
     """Solve ``model`` with ``settings.solver``; record its time, notes, log and first incumbent in ``result``."""
     say(
         settings.progress_interval_s,
@@ -45,30 +561,12 @@ def run_backend(result: Result, settings: BackendSettings, model: Model) -> Solv
         seed=settings.seed,
         progress_interval_s=settings.progress_interval_s,
         use_hint=settings.warm_start,
-        cpsat_parameters=tuple(getattr(settings, "cpsat_parameters", ())),
+        cpsat_parameters=tuple(settings.cpsat_parameters),
     )
-    backend = get_backend(settings.solver)
-    start = time.monotonic()
-    try:
-        out = backend.solve(model, params)
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the chain goes on with the heuristics' verified best, if any
-        stop_cbc_children()
-        out = SolveOutput(SolveStatus.UNKNOWN, wall_seconds=time.monotonic() - start, log="interrupted")
-        result.solver_notes["interrupted"] = True
-        result.message = "interrupted; the best verified solution found before the interrupt"
-    result.solver_seconds = out.wall_seconds
+    out = get_backend(settings.solver).solve(model, params)
+    result.solver_seconds += out.wall_seconds
     result.solver_notes.update(out.notes)
     result.solver_log = out.log
     if result.warm_start:
         result.warm_start["first_incumbent"] = out.first_incumbent
     return out
-
-
-def answer_error(feasible: bool, violations: list[str], verified: float, out: SolveOutput) -> str | None:
-    """Why the back-end's decoded answer cannot be reported (the verifier rejects it, or the objectives differ)."""
-    if not feasible:
-        return "the verifier rejected the solver's solution: " + "; ".join(violations[:5])
-    slack = 1e-9 + float(out.notes.get("rounding_error", 0.0))  # type: ignore[arg-type]
-    if not math.isclose(verified, out.objective, rel_tol=OBJECTIVE_MATCH_REL_TOL, abs_tol=slack):
-        return f"the verifier's objective {verified!r} differs from the solver's {out.objective!r}: a bug"
-    return None

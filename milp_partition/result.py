@@ -11,10 +11,26 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 RESULT_FORMAT = "milp-partition-result/1"
+
+
+class Status(StrEnum):
+    """What a result is; :func:`milp_partition.chain.settle` is the one policy that decides it.
+
+    ``optimal``: a verified solution meets a proven bound; ``feasible``: a verified
+    solution, not proven; ``infeasible``: proven to have no solution; ``unknown``:
+    neither; ``error``: a step failed and no verified solution exists.
+    """
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    INFEASIBLE = "infeasible"
+    UNKNOWN = "unknown"
+    ERROR = "error"
 
 
 @dataclass
@@ -47,7 +63,7 @@ class Result:
 
     problem: str
     solver: str
-    status: str = "unknown"
+    status: Status = Status.UNKNOWN
     objective: float | None = None
     bound: float | None = None
     gap: float | None = None
@@ -71,6 +87,8 @@ class Result:
     solver_seconds: float = 0.0
     solver_notes: dict[str, Any] = field(default_factory=dict)
     solver_log: str = ""
+    #: Claims the status policy refused as contradictions (each with its reason); empty when all agreed.
+    discarded: list[str] = field(default_factory=list)
 
     def to_json_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -261,15 +261,15 @@ def _cbc_children(parent: int) -> list[Path]:
 
 def test_an_interrupt_during_a_dp_keeps_the_earlier_dps_answer(tmp_path: Path, monkeypatch) -> None:
     """Ctrl-C while the ideal DP runs: the chain DP's verified answer is written and printed, exit 130."""
-    from milp_partition.heuristics import pipeline_dp
+    from milp_partition.pipeline import solve as pipeline_solve
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(pipeline_dp, "ideal_dp", interrupted)
+    monkeypatch.setattr(pipeline_solve, "ideal_dp", interrupted)
     out = tmp_path / "r.json"
     rc, text, _ = run_cli(["solve", str(TINY), "--progress", "0", "-o", str(out)])
     assert rc == 130 and "interrupted; the best verified solution" in text
     result = json.loads(out.read_text())
     assert result["status"] == "feasible" and result["solver_notes"]["interrupted"] is True
-    assert [h["name"] for h in result["heuristics"]] == ["chain_dp", "ideal_dp"] and result["objective"] is not None
+    assert [h["name"] for h in result["heuristics"]] == ["chain_dp"] and result["objective"] is not None

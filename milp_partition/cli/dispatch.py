@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 
+from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from milp_partition.cli.flags import OneLineParser
 from milp_partition.cli.options import COMMON, add_problem_options, add_solver_options, flag_name
@@ -161,8 +162,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"milp-partition: error: {exc}", file=sys.stderr)
             return EXIT_INPUT
         except KeyboardInterrupt:
-            from milp_partition.backends.cbc import stop_cbc_children
-
             stop_cbc_children()
             print("milp-partition: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED

@@ -1,22 +1,38 @@
-"""The one place that chains heuristics, formulation, back-end and verifier.
+"""The pipeline problem's steps in the one solve chain (:mod:`milp_partition.chain`).
 
-``solve_pipeline`` runs the DPs of :mod:`milp_partition.heuristics.pipeline_dp` (each scored by
-the verifier), builds :mod:`milp_partition.formulations.pipeline` with the best heuristic value as
-an upper bound and its solution as a warm start, solves it with a back-end,
-decodes, verifies and returns a :class:`~milp_partition.result.Result` whose
-objective is always the verifier's.
+Heuristics: the chain DP and the ideal DP of :mod:`milp_partition.heuristics.pipeline_dp`
+(neither is a proof: the ideal DP is exact only among splits whose stages form a
+chain of ideals), which stop at :data:`DP_BUDGET_SHARE` of the time limit and refuse
+graphs too large for their quadratic tables; then, when neither found a split, the
+balanced split of :mod:`milp_partition.heuristics.pipeline_split` (seconds at 100,000
+nodes).  Formulation: :mod:`milp_partition.formulations.pipeline`, with the
+best verified heuristic value as a cutoff and its split as a warm start.
+Verifier: :func:`milp_partition.verifiers.pipeline.verify_pipeline`, whose value is
+the one reported.
 """
 
 from __future__ import annotations
 
-import math
-import time
-from dataclasses import asdict, dataclass, replace
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
 
-from milp_partition.backends import SolveStatus, relative_gap
-from milp_partition.chain import answer_error, run_backend, say
+from milp_partition.chain import (
+    Bound,
+    Built,
+    Candidate,
+    ChainSettings,
+    Evaluation,
+    Outcome,
+    Reduction,
+    Run,
+    chain_settings,
+    run_chain,
+)
+from milp_partition.formulations import pipeline as formulation
+from milp_partition.heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
+from milp_partition.heuristics.pipeline_split import balanced_split
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
-from milp_partition.result import HeuristicRun, Result
+from milp_partition.result import Result, Status
 from milp_partition.verifiers.pipeline import verify_pipeline
 
 
@@ -54,179 +70,111 @@ class SolveSettings:
     lower_bounds: bool = True
 
 
-#: Message of a heuristic run cut short by an interrupt (the chain then stops with the best answer so far).
-INTERRUPTED = "interrupted"
 #: Share of the time limit the DPs may use; the rest is for the fallback split and the back-end.
 DP_BUDGET_SHARE = 0.5
 
 
-def run_pipeline_heuristics(
-    problem: PipelineProblem, settings: SolveSettings, start: float | None = None
-) -> list[tuple[HeuristicRun, PipelineSolution | None]]:
-    """Run the chain DP and the ideal DP, and the balanced split when neither found a split; score each with the verifier.
+@dataclass(frozen=True)
+class PipelineSteps:
+    """The pipeline problem's steps for :func:`milp_partition.chain.run_chain`."""
 
-    The time limit counts from ``start`` (a ``time.monotonic()`` value; now when ``None``): the DPs stop at
-    :data:`DP_BUDGET_SHARE` of it, the balanced split (seconds at 100,000 nodes) at all of it.
-    """
-    from milp_partition.heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
-    from milp_partition.heuristics.pipeline_split import balanced_split
+    settings: SolveSettings
+    name: str = "pipeline"
 
-    start = time.monotonic() if start is None else start
-    dp_deadline = start + DP_BUDGET_SHARE * settings.time_limit_s
-    deadline = start + settings.time_limit_s
-    runs: list[tuple[HeuristicRun, PipelineSolution | None]] = []
-    for name, fn in (
-        ("chain_dp", lambda: chain_dp(problem, dp_deadline)),
-        ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(settings.max_ideals), dp_deadline)),
-        ("balanced_split", lambda: balanced_split(problem, deadline)),
-    ):
-        if name == "balanced_split" and any(sol is not None for _, sol in runs):
-            continue  # the fallback for graphs the DPs cannot take (or finish)
-        try:
-            dp = fn()
-        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: keep what the earlier heuristics found
-            runs.append((HeuristicRun(name, None, 0.0, False, INTERRUPTED), None))
-            break
-        value: float | None = None
-        message = dp.message
-        if dp.solution is not None:
-            report = verify_pipeline(problem, dp.solution)
-            if report.feasible:
-                value = report.objective
-                if not math.isclose(value, dp.value, rel_tol=1e-9, abs_tol=1e-12):
-                    message += f" (verifier value {value!r} differs from the DP's {dp.value!r})"
-            else:
-                message += "; verifier rejected it: " + "; ".join(report.violations[:3])
-        runs.append((HeuristicRun(name, value, dp.seconds, dp.exact, message), dp.solution if value is not None else None))
-        say(
-            settings.progress_interval_s,
-            f"[{name}] {'value ' + format(value, '.9g') if value is not None else 'no solution'} in {dp.seconds:.2f}s: {dp.message}",
+    def new_result(self, problem: PipelineProblem, settings: ChainSettings) -> Result:
+        return Result(
+            problem="pipeline",
+            solver=settings.solver,
+            objective_name="time_per_sample" if problem.settings.objective == "time" else "peak_memory_bytes",
+            time_unit=problem.graph.time_unit,
+            instance={
+                "source": problem.source,
+                "name": problem.graph.name,
+                "nodes": len(problem.graph.nodes),
+                "edges": len(problem.graph.edges),
+                "devices": problem.device_ids,
+            },
+            settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(self.settings).items()}},
         )
-    return runs
+
+    def verify(self, problem: PipelineProblem, solution: PipelineSolution) -> Evaluation[PipelineSolution]:
+        report = verify_pipeline(problem, solution)
+        return Evaluation(report.feasible, report.objective, tuple(report.violations))
+
+    def reductions(self, run: Run) -> Sequence[Reduction]:
+        return ()
+
+    def bounds(self, run: Run) -> Iterable[Bound]:
+        return ()
+
+    def heuristics(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:
+        """The chain DP and the ideal DP (heuristics here: neither proves a bound of the problem), then the balanced
+        split when neither found a split; one time budget from the chain's start."""
+        if not self.settings.heuristics:
+            return
+        problem = run.work
+        dp_deadline = run.start + DP_BUDGET_SHARE * run.settings.time_limit_s
+        deadline = run.start + run.settings.time_limit_s
+        found = False
+        for name, fn in (
+            ("chain_dp", lambda: chain_dp(problem, dp_deadline)),
+            ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(self.settings.max_ideals), dp_deadline)),
+            ("balanced_split", lambda: balanced_split(problem, deadline)),
+        ):
+            if name == "balanced_split" and found:
+                continue  # the fallback for graphs the DPs cannot take (or finish)
+            dp = fn()
+            found = found or dp.solution is not None
+            yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if dp.solution else None)
+
+    def refine(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:
+        return ()
+
+    def build(self, run: Run) -> Built:
+        best = run.best
+        cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        pm = formulation.build(
+            run.work,
+            upper_bound=cutoff,
+            settings=formulation.PipelineFormulationSettings(self.settings.symmetry_breaking, self.settings.lower_bounds),
+        )
+        return Built(pm.model, pm, cutoff)
+
+    def hint(self, built: Built, run: Run, candidate: Candidate[PipelineSolution]) -> None:
+        formulation.hint(built.state, candidate.solution, candidate.value)
+
+    def decode(self, built: Built, values: Sequence[float]) -> PipelineSolution:
+        return formulation.decode(built.state, list(values))
+
+    def record(self, result: Result, problem: PipelineProblem, best: Candidate[PipelineSolution]) -> None:
+        report = verify_pipeline(problem, best.solution)
+        result.assignment = dict(best.solution.assignment)
+        result.time_per_sample = report.time_per_sample
+        result.peak_memory_bytes = report.peak_memory_bytes
+        result.loads = report.loads
+        result.memory_bytes = report.memory_bytes
 
 
 def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSettings()) -> Result:
-    """Solve ``problem`` and return a verified :class:`Result`."""
-    from milp_partition.formulations import pipeline as formulation
-
-    start = time.monotonic()
-    result = Result(
-        problem="pipeline",
-        solver=settings.solver,
-        objective_name="time_per_sample" if problem.settings.objective == "time" else "peak_memory_bytes",
-        time_unit=problem.graph.time_unit,
-        instance={
-            "source": problem.source,
-            "name": problem.graph.name,
-            "nodes": len(problem.graph.nodes),
-            "edges": len(problem.graph.edges),
-            "devices": problem.device_ids,
-        },
-        settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(settings).items()}},
-    )
-
-    best: tuple[float, PipelineSolution, str] | None = None
-    if settings.heuristics:
-        for run, sol in run_pipeline_heuristics(problem, settings, start):
-            result.heuristics.append(run)
-            if sol is not None and run.objective is not None and (best is None or run.objective < best[0]):
-                best = (run.objective, sol, run.name)
-
-    if any(run.message == INTERRUPTED for run in result.heuristics):
-        result.solver_notes["interrupted"] = True
-        result.message = "interrupted; " + (
-            "the best verified solution found before the interrupt" if best is not None else "no solution found before it"
-        )
-    if settings.solver == "none" or result.solver_notes.get("interrupted"):
-        _finish_from_heuristic(result, problem, best, bound=None)
-        result.solve_seconds = time.monotonic() - start
-        return result
-
-    pm = formulation.build(
-        problem,
-        upper_bound=best[0] if (best and settings.warm_start) else None,
-        settings=formulation.PipelineFormulationSettings(settings.symmetry_breaking, settings.lower_bounds),
-    )
-    if best is not None and settings.warm_start:
-        formulation.hint(pm, best[1], best[0])
-        result.warm_start = {"source": best[2], "objective": best[0]}
-    remaining_s = settings.time_limit_s - (time.monotonic() - start)  # one budget: heuristics and model count too
-    if remaining_s <= 0.0:
-        result.message = "the time limit ran out before the solver started"
-        _finish_from_heuristic(result, problem, best, bound=None)
-        result.solve_seconds = time.monotonic() - start
-        return result
-    out = run_backend(result, replace(settings, time_limit_s=remaining_s), pm.model)
-    bound = out.bound if math.isfinite(out.bound) else None
-
-    if out.status is SolveStatus.INFEASIBLE:
-        if best is not None:
-            result.status = "error"
-            result.message = f"the solver says infeasible but {best[2]} found a verified solution of value {best[0]!r}: a bug"
-        else:
-            result.status = "infeasible"
-            result.message = "proven infeasible: no assignment meets every constraint" + _infeasibility_hint(problem)
-    elif out.values is not None:
-        solution = formulation.decode(pm, out.values)
-        report = verify_pipeline(problem, solution)
-        error = answer_error(report.feasible, report.violations, report.objective, out)
-        if error is not None:
-            result.status, result.message = "error", error
-        else:
-            candidate = (report.objective, solution, settings.solver)
-            if best is not None and best[0] < report.objective:
-                candidate = best  # the warm start stayed better (time limit before the solver matched it)
-            _finish_from_heuristic(result, problem, candidate, bound=bound)
-            if candidate[2] == settings.solver:
-                result.message = (
-                    "proven optimal" if out.status is SolveStatus.OPTIMAL else "time limit reached; incumbent and bound"
-                )
-                if out.status is SolveStatus.OPTIMAL:
-                    result.status = "optimal"
-    else:
-        _finish_from_heuristic(result, problem, best, bound=bound)
-        if out.status is SolveStatus.ERROR:
-            result.message = (result.message + "; " if result.message else "") + "the solver failed (see solver_log)"
-    if result.status == "optimal" and result.bound is not None and result.objective is not None:
-        if result.bound > result.objective * (1 + 1e-9) + 1e-12:
-            result.status, result.message = "error", f"bound {result.bound!r} above objective {result.objective!r}: a bug"
-    result.solve_seconds = time.monotonic() - start
+    """Solve ``problem`` through the one chain and return a verified :class:`Result`."""
+    result = run_chain(PipelineSteps(settings), problem, chain_settings(settings))
+    if result.status is Status.INFEASIBLE:
+        result.message = "proven infeasible: no assignment meets every constraint" + _infeasibility_hint(problem)
     return result
-
-
-def _finish_from_heuristic(
-    result: Result, problem: PipelineProblem, best: tuple[float, PipelineSolution, str] | None, bound: float | None
-) -> None:
-    """Fill objective, assignment, bound and gap from a verified solution (or mark none found)."""
-    if best is None:
-        result.status = "unknown"
-        result.bound = bound
-        result.message = result.message or "no feasible solution found within the limits"
-        return
-    report = verify_pipeline(problem, best[1])
-    result.status = "feasible"
-    result.objective = report.objective
-    result.assignment = dict(best[1].assignment)
-    result.time_per_sample = report.time_per_sample
-    result.peak_memory_bytes = report.peak_memory_bytes
-    result.loads = report.loads
-    result.memory_bytes = report.memory_bytes
-    if bound is not None:
-        result.bound = min(bound, report.objective) if bound <= report.objective * (1 + 1e-9) + 1e-12 else bound
-        result.gap = relative_gap(report.objective, result.bound)
-    result.message = result.message or f"best solution from {best[2]}"
 
 
 def _infeasibility_hint(problem: PipelineProblem) -> str:
     """A reason a person can act on, when a simple one exists."""
-    caps = [d.memory_bytes for d in problem.cluster.devices]
-    if problem.cluster.host_cpu_cores == 0 and caps and all(c is not None for c in caps):
-        total = sum(nd.param_bytes + nd.activation_bytes + nd.other_bytes for nd in problem.graph.nodes)
-        biggest = max(problem.graph.nodes, key=lambda nd: nd.param_bytes + nd.activation_bytes + nd.other_bytes, default=None)
-        if problem.settings.memory_model == "static" and total > sum(caps):  # type: ignore[arg-type]
-            return f" (the graph needs {total} bytes in all, the accelerators hold {sum(caps)})"  # type: ignore[arg-type]
-        if biggest is not None:
-            need = biggest.param_bytes + biggest.activation_bytes + biggest.other_bytes
-            if problem.settings.memory_model == "static" and need > max(caps):  # type: ignore[type-var]
-                return f" (node {biggest.id!r} alone needs {need} bytes, more than any accelerator's {max(caps)})"  # type: ignore[type-var]
+    caps = [d.memory_bytes for d in problem.cluster.devices if d.memory_bytes is not None]
+    if problem.cluster.host_cpu_cores != 0 or not caps or len(caps) != len(problem.cluster.devices):
+        return ""
+    if problem.settings.memory_model != "static":
+        return ""
+    need = {nd.id: nd.param_bytes + nd.activation_bytes + nd.other_bytes for nd in problem.graph.nodes}
+    if sum(need.values()) > sum(caps):
+        return f" (the graph needs {sum(need.values())} bytes in all, the accelerators hold {sum(caps)})"
+    if need:
+        biggest = max(need, key=lambda k: need[k])
+        if need[biggest] > max(caps):
+            return f" (node {biggest!r} alone needs {need[biggest]} bytes, more than any accelerator's {max(caps)})"
     return ""

@@ -41,6 +41,7 @@ import numpy as np
 from milp_partition.cluster import Cluster
 from milp_partition.errors import InputError
 from milp_partition.graph import TIME_UNIT_SECONDS, Graph, Node
+from milp_partition.io import read_instance
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, make_placement_problem
 
 BACKWARD_SUFFIX = ".bwd"
@@ -168,7 +169,6 @@ def placement_from_instance_file(
     colocate_backward: bool = True,
 ) -> PlacementProblem:
     """Read a graph file (native, Tarnawski, PipeDream, node-link) and convert it with its own or the given cluster."""
-    from milp_partition.io import read_instance
 
     inst = read_instance(path)
     cl = cluster if cluster is not None else inst.cluster

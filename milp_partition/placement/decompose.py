@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from milp_partition.errors import InputError
+from milp_partition.placement.bounds import best_bound
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution, make_placement_problem
 
 
@@ -207,7 +208,6 @@ def solve_decomposed(
     upper bound ``U0``; skipped pairs count as infinite and the bound is
     ``min(U0, recursion)``, which stays valid (any schedule through them is no better than U0).
     """
-    from milp_partition.placement.bounds import best_bound
 
     t0 = time.monotonic()
     d = problem.num_devices

@@ -1,5 +1,6 @@
-"""The solve chain of the placement problem: bounds -> heuristics -> formulation -> back-end -> decode -> verifier.
+"""The placement problem's steps in the one solve chain (:mod:`milp_partition.chain`).
 
+Bounds -> heuristics -> refinement (decompositions) -> formulation -> back-end -> decode -> verifier:
 ``solve_placement`` computes the lower bounds of :mod:`milp_partition.placement.bounds`,
 runs the placement heuristics (each scored by :func:`verify_placement`; plus the
 best single device), builds :mod:`milp_partition.formulations.placement` with the best bound as
@@ -20,23 +21,37 @@ same way for a bound only (the induced problem's optimum is at most the whole's)
 
 from __future__ import annotations
 
+import functools
 import math
 import time
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import numpy as np
 
-from milp_partition.backends import SolveStatus, relative_gap
-from milp_partition.chain import run_backend, say
-from milp_partition.placement.bounds import BoundReport, best_bound
+from milp_partition.chain import (
+    Bound,
+    Built,
+    Candidate,
+    ChainSettings,
+    Evaluation,
+    Outcome,
+    Reduction,
+    Run,
+    chain_settings,
+    run_chain,
+    say,
+)
+from milp_partition.errors import InputError
+from milp_partition.formulations import placement as formulation
+from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
+from milp_partition.placement.bounds import BoundReport, best_bound, device_path
+from milp_partition.placement.decompose import Decomposition, decompose, solve_decomposed
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
-from milp_partition.result import HeuristicRun, Result
+from milp_partition.placement.subgraph import main_line
+from milp_partition.result import Result, Status
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
-
-#: Relative slack between the solver's makespan and the simulator's before a mismatch is an error.
-MAKESPAN_MATCH_REL_TOL = 1e-6
-#: A heuristic makespan within this relative distance of the bound is proven optimal without a solver.
-OPTIMAL_REL_TOL = 1e-9
 
 #: CP-SAT parameters used by default for placement (chosen on the Moirai instances, see results/placement.md).
 DEFAULT_CPSAT_PARAMETERS: tuple[tuple[str, object], ...] = ()
@@ -107,198 +122,174 @@ def single_device_schedule(problem: PlacementProblem) -> PlacementSolution | Non
     return best[1] if best else None
 
 
-def run_placement_heuristics(
+def placement_heuristic_outcomes(
     problem: PlacementProblem, settings: PlacementSolveSettings
-) -> list[tuple[HeuristicRun, PlacementSolution | None]]:
-    """Run the heuristics (and the single-device schedule); score each with the verifier."""
-    from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
-
+) -> Iterator[Outcome[PlacementSolution]]:
+    """Run the heuristics (and the single-device schedule); the chain verifies each schedule."""
     names = list(PLACEMENT_HEURISTICS) if settings.heuristics is None else list(settings.heuristics)
     for name in names:
         if name not in PLACEMENT_HEURISTICS and name != "single-device":
-            from milp_partition.errors import InputError
-
             raise InputError(
                 f"unknown placement heuristic {name!r}; known: {', '.join(['single-device', *PLACEMENT_HEURISTICS])}",
                 where="--heuristic",
             )
-    jobs = [("single-device", lambda: single_device_schedule(problem))]
-    jobs += [(name, (lambda fn=PLACEMENT_HEURISTICS[name]: fn(problem))) for name in names if name != "single-device"]
-    runs: list[tuple[HeuristicRun, PlacementSolution | None]] = []
+    jobs: list[tuple[str, Callable[[], PlacementSolution | None]]] = [("single-device", lambda: single_device_schedule(problem))]
+    jobs += [(name, functools.partial(PLACEMENT_HEURISTICS[name], problem)) for name in names if name != "single-device"]
     for name, fn in jobs:
         t0 = time.monotonic()
         sol: PlacementSolution | None = None
-        value: float | None = None
         try:
             sol = fn()
             message = "" if sol is not None else "no single device holds every task"
         except Exception as exc:  # a heuristic that fails must not stop the exact solve
             message = f"failed: {exc}"
-        seconds = time.monotonic() - t0
-        if sol is not None:
-            report = verify_placement(problem, sol)
+        yield Outcome(name, sol, time.monotonic() - t0, False, message)
+
+
+def best_heuristic_makespan(problem: PlacementProblem, settings: PlacementSolveSettings) -> float:
+    """The least verified makespan of the heuristics (``inf`` when none finds a schedule)."""
+    best = math.inf
+    for out in placement_heuristic_outcomes(problem, settings):
+        if out.solution is not None:
+            report = verify_placement(problem, out.solution)
             if report.feasible:
-                value = report.makespan
-                sol = report.schedule or sol
-            else:
-                message = "verifier rejected it: " + "; ".join(report.violations[:3])
-                sol = None
-        runs.append((HeuristicRun(name, value, seconds, False, message), sol))
-        say(
-            settings.progress_interval_s,
-            f"[{name}] {'makespan ' + format(value, '.9g') if value is not None else 'no schedule'} in {seconds:.2f}s"
-            + (f": {message}" if message else ""),
+                best = min(best, report.makespan)
+    return best
+
+
+@dataclass(frozen=True)
+class PlacementSteps:
+    """The placement problem's steps for :func:`milp_partition.chain.run_chain`."""
+
+    settings: PlacementSolveSettings
+    name: str = "placement"
+
+    def new_result(self, problem: PlacementProblem, settings: ChainSettings) -> Result:
+        return Result(
+            problem="placement",
+            solver=settings.solver,
+            objective_name="makespan",
+            time_unit=problem.time_unit,
+            instance={
+                "name": problem.name,
+                "tasks": problem.num_tasks,
+                "edges": problem.num_edges,
+                "devices": list(problem.device_ids),
+                "memory_unit": problem.memory_unit,
+            },
+            settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(self.settings).items()}},
         )
-    return runs
+
+    def verify(self, problem: PlacementProblem, solution: PlacementSolution) -> Evaluation[PlacementSolution]:
+        report = verify_placement(problem, solution)
+        return Evaluation(report.feasible, report.makespan, tuple(report.violations), report.schedule or solution)
+
+    def reductions(self, run: Run) -> Sequence[Reduction]:
+        return ()
+
+    def bounds(self, run: Run) -> Iterable[Bound]:
+        """The lower bounds of :mod:`milp_partition.placement.bounds` (critical path, loads, transfer flow, ...)."""
+        t0 = time.monotonic()
+        bounds = best_bound(run.problem, flow=self.settings.flow_bound)
+        run.scratch["bounds"] = bounds
+        run.result.solver_notes["bounds"] = dict(bounds.values)
+        run.result.solver_notes["bounds_seconds"] = time.monotonic() - t0
+        run.say("[bounds] " + ", ".join(f"{k} {v:.9g}" for k, v in bounds.values.items()))
+        return [Bound(v, f"the {k} bound") for k, v in bounds.values.items() if math.isfinite(v)]
+
+    def heuristics(self, run: Run) -> Iterable[Outcome[PlacementSolution]]:
+        return placement_heuristic_outcomes(run.problem, self.settings)
+
+    def refine(self, run: Run) -> Iterable[Outcome[PlacementSolution]]:
+        """A quick whole solve, then the bottleneck decomposition or the main-line bound (CP-SAT only)."""
+        settings = self.settings
+        if run.settings.solver != "cpsat" or not settings.decompose:
+            return
+        problem: PlacementProblem = run.problem
+        dec = decompose(problem)
+        line = main_line(problem) if (not dec.useful and settings.main_line) else None
+        if not dec.useful and line is None:
+            return
+        # a short solve of the whole model first: easy instances end here
+        quick_s = min(settings.quick_solve_s, 0.1 * settings.time_limit_s)
+        run.say(f"[cpsat] quick solve of the whole model ({quick_s:g}s) before the decomposition")
+        # (the main-line path has computed the transfer-flow LP already: it is not re-run for the quick solve)
+        first = solve_placement(
+            problem, replace(settings, decompose=False, time_limit_s=quick_s, flow_bound=settings.flow_bound and dec.useful)
+        )
+        run.result.solver_notes["quick_solve_s"] = quick_s
+        for key, value in first.solver_notes.items():
+            run.result.solver_notes.setdefault(key, value)
+        run.result.solver_seconds += first.solver_seconds
+        run.result.solver_log = first.solver_log
+        yield Outcome(
+            "cpsat (quick solve)",
+            solution_of(problem, first) if first.objective is not None else None,
+            first.solve_seconds,
+            first.status == Status.OPTIMAL,
+            first.message,
+            bound=first.bound,
+            infeasible=first.status == Status.INFEASIBLE,
+        )
+        if run.proven_optimal() or run.infeasible_proofs:
+            return
+        left = replace(settings, time_limit_s=max(1.0, run.remaining_s()))
+        if dec.useful:
+            yield _run_decomposition(problem, left, run, dec)
+        else:
+            yield _run_main_line(problem, left, run, line)
+
+    def build(self, run: Run) -> Built:
+        best = run.best
+        cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        bounds = run.scratch.get("bounds")
+        pm = formulation.build(
+            run.problem,
+            lower_bound=run.lower if run.lower is not None else 0.0,
+            upper_bound=cutoff,
+            path=bounds.path if bounds is not None else None,
+            settings=formulation.PlacementFormulationSettings(
+                disjunctive=run.settings.solver == "cbc",
+                symmetry_breaking=self.settings.symmetry_breaking,
+                redundant=self.settings.redundant,
+            ),
+        )
+        return Built(pm.model, pm, cutoff)
+
+    def hint(self, built: Built, run: Run, candidate: Candidate[PlacementSolution]) -> None:
+        formulation.hint(built.state, candidate.solution, candidate.value)
+
+    def decode(self, built: Built, values: Sequence[float]) -> PlacementSolution:
+        return formulation.decode(built.state, list(values))
+
+    def record(self, result: Result, problem: PlacementProblem, best: Candidate[PlacementSolution]) -> None:
+        report = verify_placement(problem, best.solution)
+        schedule = report.schedule or best.solution
+        result.assignment = {t: problem.device_ids[int(schedule.device[i])] for i, t in enumerate(problem.task_ids)}
+        result.starts = {t: float(schedule.start[i]) for i, t in enumerate(problem.task_ids)}
+        result.transfer_starts = {}
+        if problem.settings.link_contention and schedule.transfer_start is not None:
+            result.transfer_starts = {
+                edge_key(problem, e): float(x) for e, x in enumerate(schedule.transfer_start.tolist()) if math.isfinite(x)
+            }
+        result.loads = dict(report.device_load)
+        result.memory_bytes = dict(report.peak_memory)
 
 
 def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings = PlacementSolveSettings()) -> Result:
-    """Solve ``problem`` and return a verified :class:`Result`."""
-    from milp_partition.formulations import placement as formulation
-
-    start = time.monotonic()
-    result = Result(
-        problem="placement",
-        solver=settings.solver,
-        objective_name="makespan",
-        time_unit=problem.time_unit,
-        instance={
-            "name": problem.name,
-            "tasks": problem.num_tasks,
-            "edges": problem.num_edges,
-            "devices": list(problem.device_ids),
-            "memory_unit": problem.memory_unit,
-        },
-        settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(settings).items()}},
-    )
-    t0 = time.monotonic()
-    bounds = best_bound(problem, flow=settings.flow_bound)
-    result.solver_notes["bounds"] = dict(bounds.values)
-    result.solver_notes["bounds_seconds"] = time.monotonic() - t0
-    say(settings.progress_interval_s, "[bounds] " + ", ".join(f"{k} {v:.9g}" for k, v in bounds.values.items()))
-
-    best: tuple[float, PlacementSolution, str] | None = None
-    for run, sol in run_placement_heuristics(problem, settings):
-        result.heuristics.append(run)
-        if sol is not None and run.objective is not None and (best is None or run.objective < best[0]):
-            best = (run.objective, sol, run.name)
-
-    lower = bounds.best
-    if settings.solver == "cpsat" and settings.decompose and not (best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL)):
-        from dataclasses import replace
-
-        from milp_partition.placement.decompose import decompose
-
-        dec = decompose(problem)
-        line = None
-        if not dec.useful and settings.main_line:
-            from milp_partition.placement.subgraph import main_line
-
-            line = main_line(problem)
-        if dec.useful or line is not None:
-            # a short solve of the whole model first: easy instances end here
-            quick_s = min(settings.quick_solve_s, 0.1 * settings.time_limit_s)
-            say(settings.progress_interval_s, f"[cpsat] quick solve of the whole model ({quick_s:g}s) before the decomposition")
-            # (the main-line path has computed the transfer-flow LP already: it is not re-run for the quick solve)
-            first = solve_placement(
-                problem, replace(settings, decompose=False, time_limit_s=quick_s, flow_bound=settings.flow_bound and dec.useful)
-            )
-            if first.status in ("optimal", "error", "infeasible"):
-                first.solver_notes["quick_solve_s"] = quick_s
-                first.solve_seconds = time.monotonic() - start
-                return first
-            if first.objective is not None and (best is None or first.objective < best[0]):
-                best = (first.objective, solution_of(problem, first), "cpsat (quick solve)")
-            lower = max(lower, first.bound if first.bound is not None else 0.0)
-            left = settings.time_limit_s - (time.monotonic() - start)
-            if dec.useful:
-                lower, best = _run_decomposition(
-                    problem, replace(settings, time_limit_s=max(1.0, left)), result, lower, best, dec
-                )
-            else:
-                lower = _run_main_line(problem, replace(settings, time_limit_s=max(1.0, left)), result, lower, best, line)
-
-    if settings.solver == "none" or (best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL)):
-        _finish(result, problem, best, lower)
-        if best is not None and best[0] <= lower * (1 + OPTIMAL_REL_TOL):
-            result.status, result.message = "optimal", f"{best[2]} meets the lower bound"
-        result.solve_seconds = time.monotonic() - start
-        return result
-    remaining = settings.time_limit_s - (time.monotonic() - start)
-    if remaining < settings.time_limit_s:
-        from dataclasses import replace
-
-        settings = replace(settings, time_limit_s=max(1.0, remaining))
-
-    pm = formulation.build(
-        problem,
-        lower_bound=lower,
-        upper_bound=best[0] if (best and settings.warm_start) else None,
-        path=bounds.path,
-        settings=formulation.PlacementFormulationSettings(
-            disjunctive=settings.solver == "cbc", symmetry_breaking=settings.symmetry_breaking, redundant=settings.redundant
-        ),
-    )
-    if best is not None and settings.warm_start:
-        formulation.hint(pm, best[1], best[0])
-        result.warm_start = {"source": best[2], "objective": best[0]}
-    out = run_backend(result, settings, pm.model)
-    solver_bound = out.bound if math.isfinite(out.bound) else -math.inf
-    bound = max(lower, solver_bound)
-
-    if out.status is SolveStatus.INFEASIBLE:
-        if best is not None and settings.warm_start:
-            # the model was bounded by U = best: infeasible means nothing beats the heuristic
-            _finish(result, problem, best, best[0])
-            result.status, result.message = "optimal", f"the solver proved nothing beats {best[2]}'s makespan"
-        elif best is not None:
-            result.status = "error"
-            result.message = f"the solver says infeasible but {best[2]} found a verified schedule of makespan {best[0]!r}: a bug"
-        else:
-            result.status, result.message = "infeasible", "proven infeasible: no placement meets every constraint"
-    elif out.values is not None:
-        solution = formulation.decode(pm, out.values)
-        report = verify_placement(problem, solution)
-        slack = 1e-9 * max(1.0, abs(out.objective)) + float(out.notes.get("rounding_error", 0.0))  # type: ignore[arg-type]
-        if not report.feasible:
-            result.status = "error"
-            result.message = "the verifier rejected the solver's schedule: " + "; ".join(report.violations[:5])
-        elif report.makespan > out.objective * (1 + MAKESPAN_MATCH_REL_TOL) + slack:
-            result.status = "error"
-            result.message = f"the simulator's makespan {report.makespan!r} exceeds the solver's {out.objective!r}: a bug"
-        else:
-            candidate = (report.makespan, report.schedule or solution, settings.solver)
-            if best is not None and best[0] < report.makespan:
-                candidate = best
-            if out.status is SolveStatus.OPTIMAL:
-                bound = max(bound, min(solver_bound, candidate[0]))
-            _finish(result, problem, candidate, bound)
-            if out.status is SolveStatus.OPTIMAL or candidate[0] <= bound * (1 + OPTIMAL_REL_TOL):
-                result.status, result.message = "optimal", "proven optimal"
-            else:
-                result.message = "time limit reached; incumbent and bound"
-    else:
-        _finish(result, problem, best, bound)
-        if out.status is SolveStatus.ERROR:
-            result.message = (result.message + "; " if result.message else "") + "the solver failed (see solver_log)"
-    if result.bound is not None and result.objective is not None and result.bound > result.objective * (1 + 1e-9) + 1e-12:
-        result.status, result.message = "error", f"bound {result.bound!r} above makespan {result.objective!r}: a bug"
-    result.solve_seconds = time.monotonic() - start
+    """Solve ``problem`` through the one chain and return a verified :class:`Result`."""
+    result = run_chain(PlacementSteps(settings), problem, chain_settings(settings))
+    if result.status is Status.INFEASIBLE:
+        result.message = "proven infeasible: no placement meets every constraint"
     return result
 
 
 def _run_decomposition(
-    problem: PlacementProblem,
-    settings: PlacementSolveSettings,
-    result: Result,
-    lower: float,
-    best: tuple[float, PlacementSolution, str] | None,
-    dec: object,
-) -> tuple[float, tuple[float, PlacementSolution, str] | None]:
-    """Solve the segments between bottleneck tasks; return the improved lower bound and best schedule."""
-    from milp_partition.placement.decompose import Decomposition, solve_decomposed
-
-    assert isinstance(dec, Decomposition)
+    problem: PlacementProblem, settings: PlacementSolveSettings, run: Run, dec: Decomposition
+) -> Outcome[PlacementSolution]:
+    """Solve the segments between bottleneck tasks: a proven bound and a stitched schedule (verified by the chain)."""
+    result = run.result
+    best = run.best
     solve_segment = _segment_solver(settings)
 
     say(
@@ -307,15 +298,13 @@ def _run_decomposition(
         f"largest {max(len(s.inner) for s in dec.segments)} inner tasks",
     )
     say_fn = (lambda text: say(settings.progress_interval_s, text)) if settings.progress_interval_s else None
-    from milp_partition.placement.bounds import device_path
-
     out = solve_decomposed(
         problem,
         dec,
         solve_segment,
         settings.time_limit_s * settings.decompose_time_fraction,
         say_fn,
-        upper_bound=best[0] if best is not None else math.inf,
+        upper_bound=best.value if best is not None else math.inf,
         tails=device_path(problem).tail,
     )
     note: dict[str, object] = {
@@ -328,24 +317,22 @@ def _run_decomposition(
         "pruned_pairs": out.notes.get("pruned_pairs", 0),
         "seconds": out.seconds,
     }
-    lower = max(lower, out.bound)
-    if out.solution is not None:
-        report = verify_placement(problem, out.solution)
-        note["verified_makespan"] = report.makespan if report.feasible else None
-        if report.feasible and (best is None or report.makespan < best[0]):
-            best = (report.makespan, report.schedule or out.solution, "decomposition")
-        elif not report.feasible:
-            note["violations"] = list(report.violations[:3])
     result.solver_notes["decomposition"] = note
     result.solver_notes.setdefault("bounds", {})["decomposition"] = out.bound
-    say(settings.progress_interval_s, f"[decompose] bound {out.bound:.9g}, schedule {out.value:.9g} in {out.seconds:.1f}s")
-    return lower, best
+    return Outcome(
+        "decomposition",
+        out.solution,
+        out.seconds,
+        False,
+        f"bound {out.bound:.9g}, stitched schedule {out.value:.9g}",
+        bound=out.bound if math.isfinite(out.bound) else None,
+    )
 
 
-def _segment_solver(settings: PlacementSolveSettings):  # type: ignore[no-untyped-def]
+def _segment_solver(
+    settings: PlacementSolveSettings,
+) -> Callable[[PlacementProblem, float], tuple[float, float, bool, PlacementSolution | None]]:
     """``(segment problem, limit) -> (bound, makespan, optimal, schedule)`` by the ordinary chain (no decomposition)."""
-    from dataclasses import replace
-
     sub_settings = replace(
         settings, decompose=False, main_line=False, flow_bound=False, heuristics=("heft",), progress_interval_s=None
     )
@@ -362,34 +349,22 @@ def _segment_solver(settings: PlacementSolveSettings):  # type: ignore[no-untype
 
 
 def _run_main_line(
-    problem: PlacementProblem,
-    settings: PlacementSolveSettings,
-    result: Result,
-    lower: float,
-    best: tuple[float, PlacementSolution, str] | None,
-    line: object,
-) -> float:
+    problem: PlacementProblem, settings: PlacementSolveSettings, run: Run, line: Any
+) -> Outcome[PlacementSolution]:
     """Bound the whole problem by the decomposition of an induced subgraph (its schedule is not one of the whole).
 
     ``OPT(induced) <= OPT(whole)`` (:mod:`milp_partition.placement.subgraph`), and the recursion's
     bound is at most ``OPT(induced)`` whatever upper bound prunes it (module docstring of
     :mod:`milp_partition.placement.decompose`), so its bound is one of the whole.
     """
-    from dataclasses import replace
-
-    from milp_partition.placement.bounds import device_path
-    from milp_partition.placement.decompose import Decomposition, solve_decomposed
-
-    assert isinstance(line, tuple)
+    result = run.result
     sub: PlacementProblem = line[1]
-    dec = line[2]
-    assert isinstance(dec, Decomposition)
+    dec: Decomposition = line[2]
     t0 = time.monotonic()
-    upper = best[0] if best is not None else math.inf
+    best = run.best
+    upper = best.value if best is not None else math.inf
     quiet = replace(settings, heuristics=("heft", "heft-iter"), progress_interval_s=None)
-    for run, _sol in run_placement_heuristics(sub, quiet):
-        if run.objective is not None:
-            upper = min(upper, run.objective)
+    upper = min(upper, best_heuristic_makespan(sub, quiet))
     say(
         settings.progress_interval_s,
         f"[main line] induced subgraph of {sub.num_tasks} tasks: {len(dec.bottlenecks)} bottleneck tasks, "
@@ -421,7 +396,14 @@ def _run_main_line(
         settings.progress_interval_s,
         f"[main line] bound {out.bound:.9g} (induced schedule {out.value:.9g}) in {time.monotonic() - t0:.1f}s",
     )
-    return max(lower, out.bound) if math.isfinite(out.bound) else lower
+    return Outcome(
+        "main_line",
+        None,
+        time.monotonic() - t0,
+        False,
+        f"bound {out.bound:.9g} from an induced subgraph of {sub.num_tasks} tasks",
+        bound=out.bound if math.isfinite(out.bound) else None,
+    )
 
 
 def edge_key(problem: PlacementProblem, e: int) -> str:
@@ -436,34 +418,6 @@ def solution_of(problem: PlacementProblem, result: Result) -> PlacementSolution:
     if result.transfer_starts:
         tstart = np.array([result.transfer_starts.get(edge_key(problem, e), math.nan) for e in range(problem.num_edges)])
     return PlacementSolution(device, np.array([result.starts[t] for t in problem.task_ids], dtype=np.float64), tstart)
-
-
-def _finish(
-    result: Result, problem: PlacementProblem, best: tuple[float, PlacementSolution, str] | None, bound: float | None
-) -> None:
-    """Fill makespan, schedule, bound and gap from a verified schedule (or mark none found)."""
-    if best is None:
-        result.status = "unknown"
-        result.bound = bound
-        result.message = result.message or "no feasible schedule found within the limits"
-        return
-    report = verify_placement(problem, best[1])
-    schedule = report.schedule or best[1]
-    result.status = "feasible"
-    result.objective = report.makespan
-    result.assignment = {t: problem.device_ids[int(schedule.device[i])] for i, t in enumerate(problem.task_ids)}
-    result.starts = {t: float(schedule.start[i]) for i, t in enumerate(problem.task_ids)}
-    result.transfer_starts = {}
-    if problem.settings.link_contention and schedule.transfer_start is not None:
-        result.transfer_starts = {
-            edge_key(problem, e): float(x) for e, x in enumerate(schedule.transfer_start.tolist()) if math.isfinite(x)
-        }
-    result.loads = dict(report.device_load)
-    result.memory_bytes = dict(report.peak_memory)
-    if bound is not None and math.isfinite(bound):
-        result.bound = min(bound, report.makespan) if bound <= report.makespan * (1 + 1e-9) + 1e-12 else bound
-        result.gap = relative_gap(report.makespan, result.bound)
-    result.message = result.message or f"best schedule from {best[2]}"
 
 
 def bound_report(problem: PlacementProblem) -> BoundReport:

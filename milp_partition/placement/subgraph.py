@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from milp_partition.placement.decompose import decompose
 from milp_partition.placement.problem import PlacementProblem, make_placement_problem
 
 
@@ -91,7 +92,6 @@ def main_line(problem: PlacementProblem, max_tries: int = 200) -> tuple[np.ndarr
     :data:`MAX_SEGMENT_TASKS` tasks wins (the largest such R: more tasks, a stronger bound).
     ``None`` when none does, and for graphs of fewer than 8 or more than :data:`MAX_TASKS` tasks.
     """
-    from milp_partition.placement.decompose import decompose
 
     n = problem.num_tasks
     if n < 8 or n > MAX_TASKS:

@@ -77,8 +77,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from milp_partition.calibration.profile import DeviceProfile
-from milp_partition.errors import InputError
+from milp_partition.errors import CycleError, InputError
 from milp_partition.graph import find_cycle
+from milp_partition.io.native import check_list, check_object, get_str, get_value, parse_json, read_text_file, to_id
 from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem
 
 
@@ -261,8 +262,6 @@ def check_layer_graph(graph: LayerGraph, source: str = "") -> None:
                 raise InputError(f"names unknown layer {end!r}", source=source, where=f"edge {a!r} -> {b!r}")
     cycle = find_cycle(ids, list(graph.edges))
     if cycle is not None:
-        from milp_partition.errors import CycleError
-
         raise CycleError(cycle, source=source)
 
 
@@ -426,7 +425,6 @@ LAYERS_FORMAT = "strategy-layers/1"
 
 def layer_graph_from_dict(data: object, source: str = "") -> LayerGraph:
     """Parse a ``strategy-layers/1`` object: ``{"format", "name", "layers": [{"id", "kind", <dims>...}], "edges": [{"source", "target"}]}``."""
-    from milp_partition.io.native import check_list, check_object, get_str, get_value, to_id
 
     obj = check_object(data, "the top level", source)
     if obj.get("format") != LAYERS_FORMAT:
@@ -472,7 +470,6 @@ def looks_like_layer_graph(data: object) -> bool:
 
 def read_layer_graph(path: str) -> LayerGraph:
     """Read and parse a ``strategy-layers/1`` file (layers are validated when generating)."""
-    from milp_partition.io.native import parse_json, read_text_file
 
     return layer_graph_from_dict(parse_json(read_text_file(path), str(path)), str(path))
 

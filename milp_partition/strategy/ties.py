@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from milp_partition.strategy.problem import StrategyProblem
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
 
 
 @dataclass(frozen=True)
@@ -94,7 +94,6 @@ class Quotient:
 
     def lift(self, solution):
         """The original problem's solution: every member takes its group's configuration."""
-        from milp_partition.strategy.problem import StrategySolution
 
         return StrategySolution({m: solution.choice[q] for q, ms in self.members.items() for m in ms})
 
@@ -108,8 +107,6 @@ def quotient(problem: StrategyProblem, ties: tuple[tuple[int, ...], ...]) -> Quo
         Under the liveness memory model, whose per-step memory does not sum over a group.
     """
     from dataclasses import replace
-
-    from milp_partition.strategy.problem import StrategyEdge, StrategyNode
 
     if problem.memory_model != "static" and problem.memory_limit_bytes is not None:
         raise ValueError("tying by quotient needs the static memory model")
