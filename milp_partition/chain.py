@@ -477,6 +477,11 @@ def run_chain(steps: Steps, problem: Any, settings: ChainSettings) -> Result:
         stop_cbc_children()
         result.solver_notes["interrupted"] = True
     _finish(run, steps, claim)
+    run.say(  # the solver's progress lines show its own model; this is the reconciled answer
+        f"[result] {result.status} objective {'-' if result.objective is None else format(result.objective, '.10g')} bound "
+        f"{'-' if result.bound is None else format(result.bound, '.10g')} gap "
+        f"{f'{100 * result.gap:.3g}%' if result.gap is not None else '-'} (best verified value, best proven bound)"
+    )
     if result.solver_notes.get("interrupted"):
         found = "the best verified solution found before it" if result.objective is not None else "no solution found before it"
         result.message = f"interrupted; {found}" + (f" ({result.message})" if result.message else "")
