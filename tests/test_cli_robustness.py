@@ -273,3 +273,11 @@ def test_an_interrupt_during_a_dp_keeps_the_earlier_dps_answer(tmp_path: Path, m
     result = json.loads(out.read_text())
     assert result["status"] == "feasible" and result["solver_notes"]["interrupted"] is True
     assert [h["name"] for h in result["heuristics"]] == ["chain_dp"] and result["objective"] is not None
+
+
+def test_other_commands_check_their_flags_and_output_before_working(tmp_path: Path) -> None:
+    """calibrate and import refuse an unwritable --output (before minutes of measuring or tracing) and bad numbers."""
+    rc, _, err = run_cli(["calibrate", "--tiny", "--output", str(tmp_path / "no" / "p.json")])
+    assert rc == 2 and "does not exist" in err
+    rc, _, err = run_cli(["import", "torch", "m:f", "--layer-depth", "0", "-o", str(tmp_path / "g.json")])
+    assert rc == 2 and "--layer-depth" in err

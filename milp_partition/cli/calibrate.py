@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from milp_partition.cli.output import check_writable
 from milp_partition.errors import MilpPartitionError
 
 if TYPE_CHECKING:
@@ -111,6 +112,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from milp_partition.calibration.settings import preset
     from milp_partition.calibration.suite import run_suite
 
+    check_writable(args.output)  # before minutes of measuring
     backend = select_backend(args.backend)
     if args.backend == "auto" and backend.name == "numpy":
         print(
