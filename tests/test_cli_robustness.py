@@ -281,3 +281,11 @@ def test_other_commands_check_their_flags_and_output_before_working(tmp_path: Pa
     assert rc == 2 and "does not exist" in err
     rc, _, err = run_cli(["import", "torch", "m:f", "--layer-depth", "0", "-o", str(tmp_path / "g.json")])
     assert rc == 2 and "--layer-depth" in err
+
+
+def test_gap_output_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    for target in (afile, afile / "sub"):
+        rc, _, err = run_cli(["gap", str(PLACEMENT), "--no-exact", "--quiet", "--output-dir", str(target)])
+        assert rc == 2 and len(err.strip().splitlines()) == 1 and str(target) in err, err
