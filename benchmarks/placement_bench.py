@@ -200,6 +200,41 @@ def render(runs: dict[str, dict]) -> tuple[str, list[dict]]:
     return "\n".join(lines) + "\n", rows
 
 
+def write_chart(runs: dict[str, dict]) -> str | None:
+    """``results/placement_bounds.png``: per instance, makespans and bounds (ours, reference) over our makespan."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("no chart: matplotlib is not installed (the plot extra)", file=sys.stderr)
+        return None
+    reference = {r["file"]: r for r in json.loads((SHARED / "reference.json").read_text())}
+    names = [n for n in FILES if n in runs and runs[n].get("makespan")]
+    series = {
+        "our makespan": [1.0 for n in names],
+        "our bound": [(runs[n]["bound"] or 0) / runs[n]["makespan"] for n in names],
+        "reference makespan": [(reference.get(n, {}).get("best_makespan") or 0) / runs[n]["makespan"] for n in names],
+        "reference bound": [(reference.get(n, {}).get("lower_bound") or 0) / runs[n]["makespan"] for n in names],
+    }
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    width = 0.2
+    for j, (label, values) in enumerate(series.items()):
+        ax.bar([i + (j - 1.5) * width for i in range(len(names))], values, width=width, label=label)
+    ax.set_xticks(range(len(names)))
+    ax.set_xticklabels([n.removesuffix(".json") for n in names])
+    ax.set_ylabel("over our makespan")
+    ax.set_title("Moirai instances: makespans and proven bounds (1 = our makespan; a bound at 1 is a proof)")
+    ax.set_ylim(0, 1.45)
+    ax.legend(fontsize=8, ncol=4, loc="upper left")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(REPO / "results" / "placement_bounds.png", dpi=110)
+    plt.close(fig)
+    return "placement_bounds.png"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--time-limit", type=float, default=600.0)
@@ -225,6 +260,9 @@ def main() -> None:
         runs["cbc"] = run_cbc("example-1.json", 120.0)
         RUNS.write_text(json.dumps(runs, indent=1) + "\n")
     text, rows = render(runs)
+    chart = write_chart(runs)
+    if chart:
+        text += f"\n## Chart\n\nMakespan and proven bound of each instance, ours and the reference's, over our makespan.\n\n![{chart}]({chart})\n"
     (REPO / "results" / "placement.md").write_text(text)
     with open(REPO / "results" / "placement.csv", "w", newline="") as fh:
         if rows:

@@ -35,26 +35,30 @@ def test_gap_end_to_end_and_resume(shared_benchmarks, tiny_instance, tmp_path, c
     assert main(argv) == 0
     first = capsys.readouterr()
     assert "12 run(s), 0 skipped" in first.out
-    assert "12/12" in first.err  # the progress bar
+    assert "done 12/12" in first.err  # the progress line
     rows = _rows(out / "g.csv")
     assert len(rows) == 12
     by = {(r["instance"], r["method"]): r for r in rows}
     exact = by[("example-1", "exact")]
-    assert exact["status"] == "optimal" and float(exact["makespan"]) == pytest.approx(30.0)
+    assert exact["status"] == "optimal" and float(exact["value"]) == pytest.approx(30.0)
     for name in ("heft", "m-topo", "m-etf", "pardnn", "heft-iter"):
         for inst in ("example-1", "tiny"):
             r = by[(inst, name)]
             assert r["status"] == "feasible"
-            assert float(r["makespan"]) >= float(by[(inst, "exact")]["bound"]) * (1 - 1e-9)
+            assert float(r["value"]) >= float(by[(inst, "exact")]["bound"]) * (1 - 1e-9)
     md = (out / "g.md").read_text()
     assert (
-        "## example-1" in md and "## tiny" in md and "| heft | feasible |" in md and "written by milp_partition/cli_gap.py" in md
+        "### placement: example-1" in md
+        and "### placement: tiny" in md
+        and "| heft | feasible |" in md
+        and "written by milp_partition/sweep/markdown.py" in md
     )
 
     assert main(argv) == 0  # resume: nothing left to run
     second = capsys.readouterr()
     assert "0 run(s), 12 skipped" in second.out
     assert _rows(out / "g.csv") == rows
+    assert (out / "g_gap.png").stat().st_size > 0 and (out / "g_time.png").stat().st_size > 0
 
     # another setting is a different sweep; --no-exact reports the cheap bounds
     assert (
@@ -81,7 +85,7 @@ def test_gap_end_to_end_and_resume(shared_benchmarks, tiny_instance, tmp_path, c
 def test_gap_unknown_heuristic(tmp_path, tiny_instance, capsys):
     assert main(["gap", str(tiny_instance), "--heuristics", "heft,foo", "--output-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "unknown placement heuristic 'foo'" in err and "heft, m-topo, m-etf, pardnn, heft-iter" in err
+    assert "unknown heuristic 'foo'" in err and "heft, m-topo, m-etf, pardnn, heft-iter" in err
 
 
 def test_gap_missing_instance(tmp_path, capsys):
@@ -96,4 +100,4 @@ def test_gap_parallel_jobs(tiny_instance, tmp_path, capsys):
     assert sorted(r["method"] for r in rows) == ["bound", "heft", "heft-iter", "m-etf", "m-topo", "pardnn"]
     assert all(r["status"] in ("feasible", "bound") for r in rows)
     bound = next(float(r["bound"]) for r in rows if r["method"] == "bound")
-    assert all(float(r["makespan"]) >= bound * (1 - 1e-9) for r in rows if r["makespan"])
+    assert all(float(r["value"]) >= bound * (1 - 1e-9) for r in rows if r["value"])

@@ -45,7 +45,12 @@ PROBLEMS: dict[str, str] = {
 }
 
 #: Modules that add further subcommands through ``register(subparsers)``.
-COMMAND_MODULES: tuple[str, ...] = ("milp_partition.cli.importer", "milp_partition.cli.calibrate", "milp_partition.cli.gap")
+COMMAND_MODULES: tuple[str, ...] = (
+    "milp_partition.cli.importer",
+    "milp_partition.cli.calibrate",
+    "milp_partition.cli.gap",
+    "milp_partition.cli.plot",
+)
 
 
 def problem_module(name: str) -> ModuleType:

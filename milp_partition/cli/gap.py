@@ -1,321 +1,176 @@
-"""The ``gap`` command: each placement heuristic against the exact solver, as CSV and Markdown.
+"""The ``gap`` command: each heuristic of a problem against its exact solve, over a settings grid.
 
-``milp-partition gap INSTANCES... [--heuristics heft,m-topo,m-etf,pardnn] [--time-limit S]
-[--threads N] [--jobs N] [--output-dir results/] [--name NAME]``
+``milp-partition gap INSTANCES... [--problem auto|pipeline|strategy|placement] [--heuristics a,b]
+[--devices 4,8,16] [--memory 8GiB,16GiB] [--micro-batches 4,8] [--memory-model static,1f1b]
+[--time-limit S] [--threads N] [--no-exact] [--jobs N] [--executor local|ray [--address ADDR]]
+[--output-dir results/] [--name gap]``
 
-For every instance (``placement-instance/1`` JSON) it runs each heuristic (its
-schedule re-checked by :func:`~milp_partition.verify_placement.verify_placement`,
-whose simulator gives the makespan) and the exact solve
-(:func:`~milp_partition.solve_placement.solve_placement`: incumbent, proven bound,
-status), and writes
-
-* ``NAME.csv``: one row per instance, settings and method (a heuristic, ``exact``,
-  or ``bound`` with ``--no-exact``), appended as each run finishes;
-* ``NAME.md``: per instance the makespan of each method, its gap to the best proven
-  bound ``(makespan - bound) / makespan``, its excess over the best makespan found,
-  and the times, rebuilt from the whole CSV.
-
-An interrupted sweep resumes: a row already in the CSV for the same instance (file
-name and content hash), method and settings is not run again.  With ``--jobs N``
-runs go to N worker processes (their times then share the cores).
+Each file goes to its problem (``auto``: the first whose format it has; with a named
+problem, other files are skipped with a warning).  For each instance and each grid
+point the problem uses, every heuristic (its answer re-checked and valued by the
+problem's independent verifier) and the exact solve (verified value, proven bound,
+status) run once; rows go to ``NAME.csv`` as runs end (resumable: a row already there
+for the same run, written by the same code, is not run again; other rows stay), then
+``NAME.md`` and, with matplotlib, ``NAME_gap.png`` and ``NAME_time.png`` are rebuilt
+from the whole CSV.  The per-problem work lives in ``milp_partition/<problem>/gap.py``
+(:mod:`milp_partition.sweep.registry`).
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
-import hashlib
-import math
-import os
 import sys
-import time
-from collections.abc import Iterable
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
 
 from milp_partition.errors import InputError
-from milp_partition.placement.problem import MemoryModel
-
-EXACT = "exact"
-BOUND = "bound"
-CSV_FIELDS = ("instance", "sha", "settings", "method", "status", "makespan", "bound", "seconds", "message")
-
-
-@dataclass(frozen=True)
-class GapJob:
-    """One run of the sweep."""
-
-    path: str
-    instance: str
-    sha: str
-    settings: str
-    method: str
-    time_limit_s: float
-    threads: int
-    seed: int
-    link_contention: bool
-    memory_model: MemoryModel
-
-    @property
-    def key(self) -> tuple[str, str, str, str]:
-        return (self.instance, self.sha, self.method, self.settings)
+from milp_partition.sweep.charts import write_charts
+from milp_partition.sweep.executors import EXECUTORS, ExecutorSettings, Progress, run_jobs
+from milp_partition.sweep.grid import parse_grid
+from milp_partition.sweep.jobs import BOUND, EXACT, GapJob, append_row, code_fingerprint, compact, file_sha, read_rows
+from milp_partition.sweep.markdown import render_markdown
+from milp_partition.sweep.registry import PROBLEM_MODULES, gap_module
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``gap`` command."""
-    from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
-
     p = subparsers.add_parser(
         "gap",
-        help="run the placement heuristics and the exact solver on instances; write a gap table (CSV + Markdown)",
-        description="Each heuristic and the exact placement solver on each instance: makespan, proven bound, gap, "
-        "times, written to OUTPUT_DIR/NAME.csv and NAME.md.  Rows already in the CSV are skipped (resume).",
+        help="run each heuristic and the exact solver over instances and a settings grid; write a gap table and charts",
+        description="Heuristics against the exact solver: verified values, proven bounds, gaps, times, written to "
+        "OUTPUT_DIR/NAME.csv, NAME.md and charts.  Runs already in the CSV (same code) are skipped (resume).",
     )
-    p.add_argument("instances", nargs="+", type=Path, help="placement-instance/1 JSON files")
-    p.add_argument(
-        "--heuristics",
-        default=",".join(PLACEMENT_HEURISTICS),
-        help=f"comma-separated heuristic names (default {','.join(PLACEMENT_HEURISTICS)})",
-    )
-    p.add_argument("--time-limit", type=float, default=60.0, help="exact solver time limit per instance in seconds (default 60)")
+    p.add_argument("instances", nargs="+", type=Path, help="instance files (files of another problem are skipped)")
+    p.add_argument("--problem", choices=["auto", *PROBLEM_MODULES], default="auto", help="which problem (default auto)")
+    p.add_argument("--heuristics", help="comma-separated heuristic names (default: all of each problem)")
+    g = p.add_argument_group("settings grid (comma-separated; an axis a problem lacks is ignored for it)")
+    g.add_argument("--devices", help="accelerator counts, e.g. 4,8,16 (pipeline; strategy layers files; tables run at their p)")
+    g.add_argument("--memory", help="memory per accelerator, e.g. 8GiB,16GiB (pipeline; strategy limit)")
+    g.add_argument("--micro-batches", help="micro-batches per batch, e.g. 4,8 (joint)")
+    g.add_argument("--memory-model", help="memory models, e.g. static,1f1b (pipeline), static,liveness (strategy, placement)")
+    p.add_argument("--link-contention", action="store_true", help="placement: serialize transfers per device port")
+    p.add_argument("--time-limit", type=float, default=60.0, help="exact solver time limit per run in seconds (default 60)")
     p.add_argument("--threads", type=int, default=2, help="solver threads (default 2)")
     p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
-    p.add_argument("--jobs", type=int, default=1, help="runs in parallel worker processes (default 1)")
-    p.add_argument("--no-exact", action="store_true", help="skip the exact solve; report the cheap lower bounds instead")
-    p.add_argument("--link-contention", action="store_true", help="serialize transfers per device port")
-    p.add_argument("--memory-model", choices=["static", "liveness"], default="static", help="how memory is counted")
+    p.add_argument("--no-exact", action="store_true", help="skip the exact solve (placement: report the cheap bounds)")
+    p.add_argument("--jobs", type=int, default=1, help="local worker processes (default 1)")
+    p.add_argument("--executor", choices=EXECUTORS, default="local", help="local processes (default) or a Ray cluster")
+    p.add_argument("--address", help="Ray cluster address, e.g. ray://head:10001 or auto (default: start a local Ray)")
     p.add_argument("--output-dir", type=Path, default=Path("results"), help="where NAME.csv and NAME.md go (default results/)")
-    p.add_argument("--name", default="placement_gap", help="file name stem (default placement_gap)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--name", default="gap", help="file name stem (default gap)")
+    p.add_argument("--no-charts", action="store_true", help="do not draw the charts")
+    p.add_argument("--note", default="", help="a line of text to put under the report's title (e.g. which script ran it)")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run_gap_command)
 
 
-def _parse_heuristics(text: str) -> list[str]:
-    from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
-
-    names = [x.strip() for x in text.split(",") if x.strip()]
+def _problem_of(path: Path, wanted: str) -> tuple[str | None, str]:
+    """The problem of ``path`` (``None`` and the reason when it is none of the wanted ones)."""
+    if not path.exists():
+        raise InputError("no such file", source=str(path))
+    names = list(PROBLEM_MODULES) if wanted == "auto" else [wanted]
+    reasons = []
     for name in names:
-        if name not in PLACEMENT_HEURISTICS:
-            raise InputError(
-                f"unknown placement heuristic {name!r}; known: {', '.join(PLACEMENT_HEURISTICS)}", where="--heuristics"
-            )
-    return names
+        why = gap_module(name).recognize(path)
+        if why is None:
+            return name, ""
+        reasons.append(why)
+    return None, reasons[-1]
 
 
-def _sha(path: Path) -> str:
-    try:
-        return hashlib.sha1(path.read_bytes()).hexdigest()[:12]
-    except OSError as exc:
-        raise InputError(f"cannot read the instance: {exc.strerror or exc}", source=str(path)) from None
+def _heuristics(text: str | None, problems: list[str]) -> dict[str, list[str]]:
+    per = {name: list(gap_module(name).HEURISTICS) for name in problems}
+    if text is None:
+        return per
+    names = [x.strip() for x in text.split(",") if x.strip()]
+    known = {h for hs in per.values() for h in hs}
+    for n in names:
+        if n not in known:
+            listing = "; ".join(f"{p}: {', '.join(hs)}" for p, hs in per.items())
+            raise InputError(f"unknown heuristic {n!r}; known: {listing}", where="--heuristics")
+    return {p: [h for h in hs if h in names] for p, hs in per.items()}
+
+
+def build_jobs(args: argparse.Namespace, code: str) -> tuple[list[GapJob], list[str]]:
+    """Every run of the sweep (bad input fails here, before any run) and the warnings for skipped files."""
+    if args.time_limit <= 0 or args.threads < 1 or args.jobs < 1:
+        raise InputError("--time-limit must be positive, --threads and --jobs at least 1", where="gap options")
+    grid = parse_grid(args.devices, args.memory, args.micro_batches, args.memory_model)
+    warnings: list[str] = []
+    files: list[tuple[Path, str]] = []
+    for path in args.instances:
+        problem, why = _problem_of(path, args.problem)
+        if problem is None:
+            warnings.append(f"warning: skipping {path}: {why}")
+        else:
+            files.append((path, problem))
+    per = _heuristics(args.heuristics, list(dict.fromkeys(p for _, p in files)))
+    jobs: list[GapJob] = []
+    for path, problem in files:
+        module = gap_module(problem)
+        options = (("link_contention", "1" if args.link_contention else "0"),) if problem == "placement" else ()
+        sha = file_sha(path)
+        points = grid.points(dict(module.AXES))
+        if hasattr(module, "applicable"):
+            points = [pt for pt in points if module.applicable(path, pt)]
+            if not points:
+                warnings.append(f"warning: skipping {path}: no grid point applies to it")
+        final = [] if args.no_exact and problem != "placement" else [BOUND if args.no_exact else EXACT]
+        for point in points:
+            module.check(path, point, dict(options))
+            for method in [*per[problem], *final]:
+                jobs.append(
+                    GapJob(problem, str(path), path.stem, sha, point, method, options,
+                           args.time_limit, args.threads, args.seed, code)
+                )  # fmt: skip
+    return jobs, warnings
+
+
+def _command(args: argparse.Namespace) -> str:
+    parts = ["milp-partition gap", *map(str, args.instances)]
+    for flag in ("problem", "heuristics", "devices", "memory", "micro_batches", "memory_model"):
+        value = getattr(args, flag)
+        if value is not None and not (flag == "problem" and value == "auto"):
+            parts.append(f"--{flag.replace('_', '-')} {value}")
+    parts.append(f"--time-limit {args.time_limit:g} --threads {args.threads} --jobs {args.jobs} --executor {args.executor}")
+    parts += [f"--{f.replace('_', '-')}" for f in ("no_exact", "link_contention") if getattr(args, f)]
+    return " ".join(parts)
 
 
 def run_gap_command(args: argparse.Namespace) -> int:
     """Handler of ``milp-partition gap``; returns the exit code."""
-    from milp_partition.io.placement_instance import read_placement_instance
-    from milp_partition.placement.problem import PlacementSettings
-
-    names = _parse_heuristics(args.heuristics)
-    if args.time_limit <= 0 or args.threads < 1 or args.jobs < 1:
-        raise InputError("--time-limit must be positive, --threads and --jobs at least 1", where="gap options")
-    placement = PlacementSettings(link_contention=args.link_contention, memory_model=args.memory_model)
-    for path in args.instances:
-        read_placement_instance(path, placement)  # bad input fails here, before any run
-    methods = [*names, BOUND if args.no_exact else EXACT]
-    settings_key = f"contention={int(args.link_contention)};memory={args.memory_model}"
-    exact_key = f"{settings_key};time_limit={args.time_limit:g};threads={args.threads};seed={args.seed}"
-    jobs = []
-    for path in args.instances:
-        sha = _sha(path)
-        for method in methods:
-            jobs.append(
-                GapJob(
-                    str(path), path.stem, sha, exact_key if method == EXACT else settings_key, method,
-                    args.time_limit, args.threads, args.seed, args.link_contention, args.memory_model,
-                )
-            )  # fmt: skip
+    code = code_fingerprint()
+    jobs, warnings = build_jobs(args, code)
+    for w in warnings:
+        print(w, file=sys.stderr)
     out_dir: Path = args.output_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / f"{args.name}.csv"
-    done = {(r["instance"], r["sha"], r["method"], r["settings"]) for r in read_rows(csv_path)}
+    done = {
+        (r["problem"], r["instance"], r["sha"], r["point"], r["method"], r["options"])
+        for r in read_rows(csv_path)
+        if r["code"] == code
+    }
     todo = [j for j in jobs if j.key not in done]
     skipped = len(jobs) - len(todo)
-    bar = _Progress(len(todo), enabled=not args.quiet)
     if skipped and not args.quiet:
         print(f"resuming: {skipped} run(s) already in {csv_path}", file=sys.stderr)
-    for row in _run_all(todo, args.jobs, bar):
-        append_row(csv_path, row)
-    bar.close()
-    md_path = out_dir / f"{args.name}.md"
-    command = (
-        f"milp-partition gap {' '.join(str(p) for p in args.instances)} --heuristics {','.join(names)} "
-        f"--time-limit {args.time_limit:g} --threads {args.threads} --jobs {args.jobs}"
-        + (" --no-exact" if args.no_exact else "")
-        + (" --link-contention" if args.link_contention else "")
-        + f" --memory-model {args.memory_model}"
-    )
-    md_path.write_text(render_markdown(read_rows(csv_path), command))
-    print(f"{len(todo)} run(s), {skipped} skipped; wrote {csv_path} and {md_path}")
-    return 0
-
-
-def _run_all(todo: list[GapJob], jobs: int, bar: _Progress) -> Iterable[dict[str, str]]:
-    if jobs == 1:
-        for job in todo:
-            bar.step(f"{job.instance} {job.method}")
-            yield run_job(job)
-            bar.done()
-        return
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
-        pending: dict[Future, GapJob] = {pool.submit(run_job, job): job for job in todo}
-        while pending:
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                job = pending.pop(fut)
-                bar.step(f"{job.instance} {job.method}")
-                yield fut.result()
-                bar.done()
-
-
-def run_job(job: GapJob) -> dict[str, str]:
-    """Run one heuristic, the exact solve or the bounds on one instance; a CSV row."""
-    from milp_partition.errors import MilpPartitionError
-    from milp_partition.io.placement_instance import read_placement_instance
-    from milp_partition.placement.problem import PlacementSettings
-
-    problem = read_placement_instance(
-        job.path, PlacementSettings(link_contention=job.link_contention, memory_model=job.memory_model)
-    )
-    row = {"instance": job.instance, "sha": job.sha, "settings": job.settings, "method": job.method}
-    t0 = time.perf_counter()
-    if job.method == EXACT:
-        from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
-
-        result = solve_placement(
-            problem, PlacementSolveSettings(solver="cpsat", time_limit_s=job.time_limit_s, threads=job.threads, seed=job.seed)
-        )
-        row.update(status=result.status, makespan=_num(result.objective), bound=_num(result.bound), message=result.message)
-        row["seconds"] = f"{result.solve_seconds:.4g}"
-        return row
-    if job.method == BOUND:
-        from milp_partition.placement.bounds import best_bound
-
-        bounds = best_bound(problem)
-        row.update(status="bound", makespan="", bound=_num(bounds.best), message="")
-        row["seconds"] = f"{time.perf_counter() - t0:.4g}"
-        return row
-    from milp_partition.heuristics.placement import run_placement_heuristic
-    from milp_partition.verifiers.placement import verify_placement
-
+    progress = Progress(len(todo), enabled=not args.quiet)
+    settings = ExecutorSettings(args.executor, args.jobs, args.address)
+    failed = 0
     try:
-        solution = run_placement_heuristic(job.method, problem)
-    except MilpPartitionError as exc:
-        row.update(status="failed", makespan="", bound="", message=str(exc), seconds=f"{time.perf_counter() - t0:.4g}")
-        return row
-    seconds = time.perf_counter() - t0
-    report = verify_placement(problem, solution)
-    if report.feasible:
-        row.update(status="feasible", makespan=_num(report.makespan), bound="", message="")
-    else:
-        row.update(status="error", makespan="", bound="", message="verifier rejected: " + "; ".join(report.violations[:3]))
-    row["seconds"] = f"{seconds:.4g}"
-    return row
-
-
-def _num(x: float | None) -> str:
-    return "" if x is None or not math.isfinite(x) else repr(float(x))
-
-
-def read_rows(path: Path) -> list[dict[str, str]]:
-    """The rows of a gap CSV (none if it does not exist)."""
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def append_row(path: Path, row: dict[str, str]) -> None:
-    """Append one row (with the header when the file is new), flushed at once so an interruption keeps it."""
-    new = not path.exists() or path.stat().st_size == 0
-    with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        if new:
-            w.writeheader()
-        w.writerow({k: row.get(k, "") for k in CSV_FIELDS})
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def render_markdown(rows: list[dict[str, str]], command: str) -> str:
-    """The gap table of all rows, one section per instance and settings."""
-    lines = [
-        f"<!-- written by milp_partition/cli_gap.py: {command} -->",
-        "",
-        "# Placement heuristics against the exact solver",
-        "",
-    ]
-    lines += [
-        "Gap = (makespan - best proven bound) / makespan; excess = makespan / best makespan found - 1. "
-        "Makespans are the verifier's simulator's; bounds are proven (exact solve, or the cheap bounds with --no-exact).",
-        "",
-    ]
-    groups: dict[tuple[str, str, str], list[dict[str, str]]] = {}
-    for r in rows:
-        base = ";".join(x for x in r["settings"].split(";") if x.startswith(("contention", "memory")))
-        groups.setdefault((r["instance"], r["sha"], base), []).append(r)
-    for (instance, sha, base), rs in groups.items():
-        bounds = [float(r["bound"]) for r in rs if r["bound"]]
-        best_bound = max(bounds) if bounds else None
-        spans = [float(r["makespan"]) for r in rs if r["makespan"]]
-        best_span = min(spans) if spans else None
-        lines += [f"## {instance} ({base}, sha {sha})", ""]
-        lines += [
-            "| method | status | makespan | bound | gap to bound | excess over best | seconds | settings |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
-        for r in rs:
-            span = float(r["makespan"]) if r["makespan"] else None
-            gap = f"{(span - best_bound) / span:.2%}" if span and best_bound is not None else ""
-            excess = f"{span / best_span - 1:.2%}" if span and best_span else ""
-            note = f" ({r['message'][:80]})" if r["status"] in ("failed", "error") else ""
-            lines.append(
-                f"| {r['method']} | {r['status']}{note} | {_fmt(r['makespan'])} | {_fmt(r['bound'])} | {gap} | {excess} | "
-                f"{r['seconds']} | {r['settings']} |"
-            )
-        lines.append("")
-    return "\n".join(lines)
-
-
-def _fmt(x: str) -> str:
-    return f"{float(x):.6g}" if x else ""
-
-
-class _Progress:
-    """A one-line progress bar on stderr."""
-
-    def __init__(self, total: int, *, enabled: bool, width: int = 30) -> None:
-        self.total, self.enabled, self.width = total, enabled and total > 0, width
-        self.count = 0
-        self.start = time.monotonic()
-
-    def _draw(self, label: str) -> None:
-        if not self.enabled:
-            return
-        filled = int(self.width * self.count / self.total)
-        elapsed = time.monotonic() - self.start
-        sys.stderr.write(
-            f"\r[{'#' * filled}{'.' * (self.width - filled)}] {self.count}/{self.total} {elapsed:6.1f}s {label[:50]:<50}"
-        )
-        sys.stderr.flush()
-
-    def step(self, label: str) -> None:
-        self._draw(label)
-
-    def done(self) -> None:
-        self.count += 1
-        self._draw("")
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+        for row in run_jobs(todo, settings, progress):
+            append_row(csv_path, row)
+            failed += row["status"] == "error"
+    finally:
+        progress.close()
+    rows = compact(csv_path) if csv_path.exists() else []
+    charts: list[str] = []
+    if not args.no_charts and rows:
+        try:
+            charts = write_charts(rows, out_dir, args.name)
+        except ImportError:  # matplotlib is an optional extra
+            print("warning: no charts: install matplotlib (pip install 'milp-partition[plot]')", file=sys.stderr)
+    md_path = out_dir / f"{args.name}.md"
+    md_path.write_text(render_markdown(rows, _command(args), code, charts, args.note))
+    print(f"{len(todo)} run(s), {skipped} skipped, {failed} failed; wrote {csv_path} and {md_path}")
+    return 0

@@ -173,16 +173,20 @@ class BoundReport:
     path: PathBounds
 
 
-def best_bound(problem: PlacementProblem, *, flow: bool = True) -> BoundReport:
-    """Every bound of this module and the best of them (``flow=False``: without the transfer-flow LP)."""
+def best_bound(problem: PlacementProblem, *, flow: bool = True, flow_time_limit_s: float | None = None) -> BoundReport:
+    """Every bound of this module and the best of them.
+
+    ``flow=False``: without the transfer-flow LP; ``flow_time_limit_s``: the LP's time limit
+    (``<= 0``: skip it); an LP cut short adds nothing, the other bounds stand.
+    """
     path = device_path(problem)
     values = {
         "critical_path": critical_path(problem),
         "device_path": path.value,
         "fractional_load": fractional_load(problem),
     }
-    if flow and transfer_flow_size(problem) <= TRANSFER_FLOW_MAX_VARS:
-        values["transfer_flow"] = transfer_flow(problem)
+    if flow and transfer_flow_size(problem) <= TRANSFER_FLOW_MAX_VARS and (flow_time_limit_s is None or flow_time_limit_s > 0):
+        values["transfer_flow"] = transfer_flow(problem, time_limit_s=flow_time_limit_s)
     best = max(values.values(), default=0.0)
     return BoundReport(values, best if math.isfinite(best) else 0.0, path)
 
@@ -223,7 +227,7 @@ def transfer_flow_size(problem: PlacementProblem) -> int:
     return problem.num_tasks * (d + 1) + 1 + problem.num_edges * d * d
 
 
-def transfer_flow(problem: PlacementProblem, upper: float | None = None) -> float:
+def transfer_flow(problem: PlacementProblem, upper: float | None = None, time_limit_s: float | None = None) -> float:
     """The transfer-flow LP: fractional assignment, loads, and paths that pay for device changes.
 
     ``min T`` over ``y_ik >= 0`` (``sum_k y_ik = 1``), completions ``C_i`` and, per edge
@@ -244,7 +248,8 @@ def transfer_flow(problem: PlacementProblem, upper: float | None = None) -> floa
 
     The value reported is not GLOP's objective but a weak-duality bound recomputed from its dual
     values (:func:`_lagrangian_bound`), lowered by ``LP_SAFETY_REL`` for float summation, so
-    GLOP's tolerances cannot make it invalid.
+    GLOP's tolerances cannot make it invalid.  With ``time_limit_s``, GLOP stops there; a
+    solve cut short gives 0 (always valid), so callers keep their other bounds.
     """
     from ortools.linear_solver import pywraplp
 
@@ -325,6 +330,8 @@ def transfer_flow(problem: PlacementProblem, upper: float | None = None) -> floa
     for r, j, v in zip(R, Cc, V):
         cons[r].SetCoefficient(xs[j], v)
     solver.Minimize(xs[tidx])
+    if time_limit_s is not None:
+        solver.SetTimeLimit(max(1, int(1000 * time_limit_s)))
     status = solver.Solve()
     if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
         return 0.0

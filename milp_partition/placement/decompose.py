@@ -196,6 +196,7 @@ def solve_decomposed(
     upper_bound: float = math.inf,
     tails: np.ndarray | None = None,
     first_pass_fraction: float = 0.35,
+    deadline: float | None = None,
 ) -> DecomposedOutcome:
     """Solve the segments for the device pairs that matter and run the recursion for a bound and a schedule.
 
@@ -207,9 +208,14 @@ def solve_decomposed(
     ``F_{t-1}(b) + lb + q(v_{t+1}, b') >= U0`` with valid tails ``q`` and the initial
     upper bound ``U0``; skipped pairs count as infinite and the bound is
     ``min(U0, recursion)``, which stays valid (any schedule through them is no better than U0).
+
+    Everything stops at ``min(start + time_limit_s, deadline)`` (``deadline`` on
+    :func:`time.monotonic`'s clock): a pair not solved by then enters the recursion with
+    its segment problem's device-path bound and no schedule, which keeps the bound valid (only weaker).
     """
 
     t0 = time.monotonic()
+    end = t0 + time_limit_s if deadline is None else min(t0 + time_limit_s, deadline)
     d = problem.num_devices
     allowed = problem.allowed
     segs = decomposition.segments
@@ -281,6 +287,9 @@ def solve_decomposed(
         for b, b2 in pair_keys(seg):
             done += 1
             prefix = 0.0 if b < 0 else run[b]
+            if time.monotonic() >= end:  # out of time: the segment's device-path bound (a few ms), no schedule
+                tables[s_idx][b, b2] = _cheap_value(problem, seg, b, b2)
+                continue
             if math.isfinite(upper_bound) and seg.last is not None:
                 try:
                     sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2)
@@ -292,7 +301,8 @@ def solve_decomposed(
                     pruned += 1
                     continue
             left = first_budget - (time.monotonic() - t0)
-            solve_pair(s_idx, b, b2, max(0.05, left / max(1, len(all_pairs) - done + 1)))
+            share = max(0.05, left / max(1, len(all_pairs) - done + 1))
+            solve_pair(s_idx, b, b2, min(share, max(0.05, end - time.monotonic())))
         new = np.full(d, np.inf)
         for (b, b2), v in tables[s_idx].items():
             new[max(b2, 0)] = min(new[max(b2, 0)], (0.0 if b < 0 else run[b]) + v.bound)
@@ -305,7 +315,7 @@ def solve_decomposed(
             )
     # later passes: only the pairs that can still lie on a better schedule
     rounds = 1
-    while time.monotonic() - t0 < time_limit_s - 0.5:
+    while time.monotonic() < end - 0.5:
         F, G = forward("bound"), backward()
         ub = float(min(upper_bound, forward("value")[-1].min()))
         open_pairs = []
@@ -320,15 +330,15 @@ def solve_decomposed(
         if not open_pairs:
             break
         rounds += 1
-        left = time_limit_s - (time.monotonic() - t0)
+        left = end - time.monotonic()
         share = left / len(open_pairs)
         if progress is not None:
             lb_now = float(min(upper_bound, F[-1].min()))
             progress(f"[decompose] pass {rounds}: {len(open_pairs)} open device pairs, bound {lb_now:.9g}, best {ub:.9g}")
         for s_idx, b, b2 in open_pairs:
-            if time.monotonic() - t0 >= time_limit_s - 0.5:
+            if time.monotonic() >= end - 0.5:
                 break
-            solve_pair(s_idx, b, b2, max(share, 2 * limits.get((s_idx, b, b2), 0.0)))
+            solve_pair(s_idx, b, b2, min(max(share, 2 * limits.get((s_idx, b, b2), 0.0)), max(0.05, end - time.monotonic())))
     lb_last = forward("bound")[-1]
     ub_all = forward("value")
     bound = float(min(lb_last.min(), upper_bound))
@@ -352,6 +362,18 @@ def solve_decomposed(
     return DecomposedOutcome(
         bound, value, solution, all_optimal, time.monotonic() - t0, solves, {"pruned_pairs": pruned, "passes": rounds}
     )
+
+
+def _cheap_value(problem: PlacementProblem, seg: Segment, b: int, b2: int) -> SegmentValue:
+    """A pair not solved for lack of time: its segment problem's device-path bound (valid), no schedule."""
+    from milp_partition.placement.bounds import device_path
+
+    try:
+        sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)
+    except InputError:
+        return SegmentValue(math.inf, math.inf, True)
+    bound = device_path(sub).value
+    return SegmentValue(bound if math.isfinite(bound) else 0.0, math.inf, False)
 
 
 def _stitch(

@@ -53,6 +53,11 @@ from milp_partition.placement.subgraph import main_line
 from milp_partition.result import Result, Status
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
 
+#: Share of the time limit the transfer-flow LP may take (GLOP stops there; the cheaper bounds stand).
+FLOW_BOUND_SHARE = 0.2
+#: Share of the time limit the search for a main line may take.
+MAIN_LINE_SEARCH_SHARE = 0.1
+
 #: CP-SAT parameters used by default for placement (chosen on the Moirai instances, see results/placement.md).
 DEFAULT_CPSAT_PARAMETERS: tuple[tuple[str, object], ...] = ()
 
@@ -190,7 +195,10 @@ class PlacementSteps:
     def bounds(self, run: Run) -> Iterable[Bound]:
         """The lower bounds of :mod:`milp_partition.placement.bounds` (critical path, loads, transfer flow, ...)."""
         t0 = time.monotonic()
-        bounds = best_bound(run.problem, flow=self.settings.flow_bound)
+        # the one deadline: the transfer-flow LP stops at its share of the limit (cut short, it adds no bound)
+        bounds = best_bound(
+            run.problem, flow=self.settings.flow_bound, flow_time_limit_s=FLOW_BOUND_SHARE * self.settings.time_limit_s
+        )
         run.scratch["bounds"] = bounds
         run.result.solver_notes["bounds"] = dict(bounds.values)
         run.result.solver_notes["bounds_seconds"] = time.monotonic() - t0
@@ -207,16 +215,25 @@ class PlacementSteps:
             return
         problem: PlacementProblem = run.problem
         dec = decompose(problem)
-        line = main_line(problem) if (not dec.useful and settings.main_line) else None
+        search_end = time.monotonic() + MAIN_LINE_SEARCH_SHARE * settings.time_limit_s
+        line = main_line(problem, deadline=search_end) if (not dec.useful and settings.main_line) else None
         if not dec.useful and line is None:
             return
         # a short solve of the whole model first: easy instances end here
         quick_s = min(settings.quick_solve_s, 0.1 * settings.time_limit_s)
         run.say(f"[cpsat] quick solve of the whole model ({quick_s:g}s) before the decomposition")
         # (the main-line path has computed the transfer-flow LP already: it is not re-run for the quick solve)
-        first = solve_placement(
-            problem, replace(settings, decompose=False, time_limit_s=quick_s, flow_bound=settings.flow_bound and dec.useful)
+        # (it re-runs only the best heuristic, for its hint: the others have had their turn within the deadline)
+        again = (
+            (run.best.source,) if run.best is not None and run.best.source in (*PLACEMENT_HEURISTICS, "single-device") else None
         )
+        first = solve_placement(
+            problem,
+            replace(
+                settings, decompose=False, time_limit_s=quick_s, flow_bound=settings.flow_bound and dec.useful,
+                heuristics=again or settings.heuristics,
+            ),
+        )  # fmt: skip
         run.result.solver_notes["quick_solve_s"] = quick_s
         for key, value in first.solver_notes.items():
             run.result.solver_notes.setdefault(key, value)

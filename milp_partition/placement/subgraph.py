@@ -24,6 +24,8 @@ thresholds at which the induced problem decomposes usefully.
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from milp_partition.placement.decompose import decompose
@@ -83,14 +85,17 @@ MAX_SEGMENT_TASKS = 96
 MAX_TASKS = 5000
 
 
-def main_line(problem: PlacementProblem, max_tries: int = 200) -> tuple[np.ndarray, PlacementProblem, object] | None:
+def main_line(
+    problem: PlacementProblem, max_tries: int = 200, deadline: float | None = None
+) -> tuple[np.ndarray, PlacementProblem, object] | None:
     """Tasks R, their induced problem and its decomposition, when some threshold splits it into small segments.
 
     R is ``{v : incomparable(v) <= theta}``; thresholds are the distinct incomparable counts
     that keep at least half of the tasks, tried from large to small (at most ``max_tries`` of
     them, evenly spread); the first whose induced problem decomposes with no segment over
     :data:`MAX_SEGMENT_TASKS` tasks wins (the largest such R: more tasks, a stronger bound).
-    ``None`` when none does, and for graphs of fewer than 8 or more than :data:`MAX_TASKS` tasks.
+    ``None`` when none does, for graphs of fewer than 8 or more than :data:`MAX_TASKS` tasks,
+    and when :func:`time.monotonic` passes ``deadline`` before one is found.
     """
 
     n = problem.num_tasks
@@ -104,6 +109,8 @@ def main_line(problem: PlacementProblem, max_tries: int = 200) -> tuple[np.ndarr
     if len(values) > max_tries:
         values = values[np.unique(np.linspace(0, len(values) - 1, max_tries).round().astype(np.int64))]
     for v in values.tolist():
+        if deadline is not None and time.monotonic() >= deadline:
+            return None
         keep = np.flatnonzero(inc <= v)
         sub = induced(problem, keep, "_main_line")
         dec = decompose(sub)

@@ -1,0 +1,156 @@
+"""Where a sweep's runs go: local worker processes (the default) or a Ray cluster; progress on stderr.
+
+Every executor yields one row per job as runs end, in the order they end.  A run
+that raises, or whose worker dies, yields an ``error`` row: no job is lost.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+from typing import TextIO
+
+from milp_partition.errors import InputError
+from milp_partition.sweep.jobs import EXACT, GapJob
+from milp_partition.sweep.registry import execute
+
+EXECUTORS: tuple[str, ...] = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """How to run the jobs.
+
+    Attributes
+    ----------
+    kind
+        ``"local"`` (processes on this machine) or ``"ray"``.
+    workers
+        Local worker processes (1: runs in this process, one after another).
+    address
+        Ray cluster address (``None``: start a local Ray instance for the sweep).
+    ray_num_cpus
+        CPUs of a local Ray instance started here (``None``: Ray's default, all cores).
+    """
+
+    kind: str = "local"
+    workers: int = 1
+    address: str | None = None
+    ray_num_cpus: int | None = None
+
+
+class Progress:
+    """Runs done, running and failed, and the time elapsed, on one stderr line (a new line per event off a terminal)."""
+
+    def __init__(self, total: int, *, enabled: bool, stream: TextIO | None = None) -> None:
+        self.total, self.enabled = total, enabled and total > 0
+        self.stream = stream if stream is not None else sys.stderr
+        self.done = self.failed = self.running = 0
+        self.start = time.monotonic()
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def update(self, *, running: int, finished: dict[str, str] | None = None) -> None:
+        """Record a finished row (if any) and the number of runs in flight; redraw."""
+        self.running = running
+        if finished is not None:
+            self.done += 1
+            self.failed += finished.get("status") == "error"
+        if not self.enabled:
+            return
+        label = f" last: {finished['instance']} {finished['method']} {finished['status']}" if finished else ""
+        line = (
+            f"[gap] done {self.done}/{self.total}, running {self.running}, failed {self.failed}, "
+            f"elapsed {time.monotonic() - self.start:.1f}s{label}"
+        )
+        if self.tty:
+            self.stream.write("\r" + line[:120].ljust(120))
+        elif finished is not None:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled and self.tty:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def run_jobs(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress) -> Iterator[dict[str, str]]:
+    """Run ``jobs`` with the chosen executor; yield each row as its run ends."""
+    if settings.kind == "local":
+        yield from _run_local(jobs, settings.workers, progress)
+    elif settings.kind == "ray":
+        yield from _run_ray(jobs, settings, progress)
+    else:
+        raise InputError(f"unknown executor {settings.kind!r}; known: {', '.join(EXECUTORS)}", where="--executor")
+
+
+def _died(job: GapJob, what: str) -> dict[str, str]:
+    return job.row(status="error", message=f"the run did not return: {what}")
+
+
+def _run_local(jobs: list[GapJob], workers: int, progress: Progress) -> Iterator[dict[str, str]]:
+    if workers == 1:
+        for i, job in enumerate(jobs):
+            progress.update(running=1)
+            row = execute(job)
+            progress.update(running=0 if i == len(jobs) - 1 else 1, finished=row)
+            yield row
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        pending: dict[Future, GapJob] = {pool.submit(execute, job): job for job in jobs}
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                job = pending.pop(fut)
+                try:
+                    row = fut.result()
+                except BrokenProcessPool:
+                    row = _died(job, "its worker process died")
+                except Exception as exc:  # e.g. a result that cannot be pickled
+                    row = _died(job, f"{type(exc).__name__}: {exc}")
+                progress.update(running=min(workers, len(pending)), finished=row)
+                yield row
+
+
+def _run_ray(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress) -> Iterator[dict[str, str]]:
+    try:
+        import ray
+    except ImportError:
+        raise InputError(
+            "--executor ray needs Ray: pip install 'milp-partition[ray]' (or pip install ray)", where="--executor"
+        ) from None
+    started = False
+    if not ray.is_initialized():
+        if settings.address:
+            ray.init(address=settings.address, log_to_driver=False)
+        else:
+            ray.init(num_cpus=settings.ray_num_cpus, include_dashboard=False, log_to_driver=False)
+        started = True
+    try:
+        remote = ray.remote(max_retries=0)(execute)
+        cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        # an exact run asks for its solver threads, capped at the cluster's CPUs (more could never be scheduled)
+        refs = {
+            remote.options(num_cpus=min(cpus, job.threads) if job.method == EXACT else 1).remote(job): job  # type: ignore[attr-defined]
+            for job in jobs
+        }
+        pending = list(refs)
+        progress.update(running=min(cpus, len(pending)))
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            for ref in ready:
+                job = refs[ref]
+                try:
+                    row = ray.get(ref)
+                except Exception as exc:  # RayTaskError, WorkerCrashedError, ...
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    row = _died(job, f"Ray: {type(exc).__name__}: {first[:200]}")
+                progress.update(running=min(cpus, len(pending)), finished=row)
+                yield row
+    finally:
+        if started:
+            ray.shutdown()

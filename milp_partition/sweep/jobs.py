@@ -1,0 +1,196 @@
+"""One run of a sweep (:class:`GapJob`), its CSV row, and the CSV file: append, resume, merge.
+
+A row is keyed by problem, instance (file stem and content hash), settings point,
+method and the exact solve's settings.  It also records ``code``, a hash of the
+package's source: a row written by other code is *stale*; the sweep runs it again
+(results come from the code as it is) and the newer row replaces it.  Rows of runs
+that a sweep does not cover stay (a partial sweep merges into the file).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from milp_partition.errors import InputError
+
+#: The method name of the exact solve.
+EXACT = "exact"
+#: The method name of the cheap proven bounds (``--no-exact``).
+BOUND = "bound"
+
+CSV_FIELDS: tuple[str, ...] = (
+    "problem",
+    "instance",
+    "sha",
+    "point",
+    "method",
+    "options",
+    "status",
+    "value",
+    "bound",
+    "seconds",
+    "size",
+    "unit",
+    "code",
+    "message",
+)
+
+
+@dataclass(frozen=True)
+class GapJob:
+    """One run: a method (a heuristic, :data:`EXACT` or :data:`BOUND`) on one instance at one grid point.
+
+    Attributes
+    ----------
+    problem
+        Registry name of the problem (:mod:`milp_partition.sweep.registry`).
+    path, instance, sha
+        The instance file, its stem, and the first 12 hex digits of its SHA-1.
+    point
+        The grid point, ``(axis, value)`` pairs.
+    method
+        Heuristic name, ``exact`` or ``bound``.
+    options
+        Problem options outside the grid, ``(name, value)`` pairs (e.g. link contention).
+    time_limit_s, threads, seed
+        Of the exact solve (part of its key only).
+    code
+        Hash of the package source that the row is valid for.
+    """
+
+    problem: str
+    path: str
+    instance: str
+    sha: str
+    point: tuple[tuple[str, str], ...]
+    method: str
+    options: tuple[tuple[str, str], ...] = ()
+    time_limit_s: float = 60.0
+    threads: int = 2
+    seed: int = 0
+    code: str = ""
+
+    @property
+    def options_text(self) -> str:
+        """Options, plus the solver settings for the exact solve (they change its answer)."""
+        parts = [f"{k}={v}" for k, v in self.options]
+        if self.method == EXACT:
+            parts += [f"time_limit={self.time_limit_s:g}", f"threads={self.threads}", f"seed={self.seed}"]
+        return ";".join(parts)
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        from milp_partition.sweep.grid import point_text
+
+        return (self.problem, self.instance, self.sha, point_text(self.point), self.method, self.options_text)
+
+    def row(self, **fields: object) -> dict[str, str]:
+        """A CSV row of this job with ``fields`` (numbers written exactly, ``None``/non-finite as empty)."""
+        from milp_partition.sweep.grid import point_text
+
+        out = {
+            "problem": self.problem,
+            "instance": self.instance,
+            "sha": self.sha,
+            "point": point_text(self.point),
+            "method": self.method,
+            "options": self.options_text,
+            "code": self.code,
+        }
+        for k, v in fields.items():
+            out[k] = num(v) if isinstance(v, float) or v is None else str(v)
+        return {k: out.get(k, "") for k in CSV_FIELDS}
+
+
+def row_key(row: dict[str, str]) -> tuple[str, ...]:
+    return (row["problem"], row["instance"], row["sha"], row["point"], row["method"], row["options"])
+
+
+def num(x: float | None) -> str:
+    """Exact text of a float (``repr``), empty for ``None`` and non-finite values."""
+    return "" if x is None or not math.isfinite(x) else repr(float(x))
+
+
+def file_sha(path: Path) -> str:
+    """First 12 hex digits of the file's SHA-1; :class:`InputError` when it cannot be read."""
+    try:
+        return hashlib.sha1(path.read_bytes()).hexdigest()[:12]
+    except OSError as exc:
+        raise InputError(f"cannot read the instance: {exc.strerror or exc}", source=str(path)) from None
+
+
+#: Package files that only present results (tables, charts, plots): they do not enter :func:`code_fingerprint`.
+PRESENTATION: tuple[str, ...] = ("sweep/markdown.py", "sweep/charts.py", "cli/plot.py", "plots/")
+
+
+def code_fingerprint() -> str:
+    """Hash of the package's ``.py`` files (formulations and heuristics included, :data:`PRESENTATION` not): 12 hex digits."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha1()
+    files = sorted(
+        p
+        for p in root.rglob("*.py")
+        if "__pycache__" not in p.parts and not p.relative_to(root).as_posix().startswith(PRESENTATION)
+    )
+    for sub in ("formulations", "heuristics"):  # symbolic links: rglob does not follow them
+        files += sorted((root / sub).resolve().glob("*.py"))
+    for p in files:
+        h.update(p.name.encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """The rows of a gap CSV (none when it does not exist); a file of another layout is an error."""
+    if not path.exists():
+        return []
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        if reader.fieldnames is not None and tuple(reader.fieldnames) != CSV_FIELDS:
+            raise InputError(
+                f"this CSV has columns {', '.join(reader.fieldnames)}, not those of a gap sweep; "
+                "give another --output-dir or --name (or remove the file)",
+                source=str(path),
+            )
+        return [{k: r.get(k) or "" for k in CSV_FIELDS} for r in reader]
+
+
+def append_row(path: Path, row: dict[str, str]) -> None:
+    """Append one row (with the header when the file is new), flushed at once so an interruption keeps it."""
+    new = not path.exists() or path.stat().st_size == 0
+    with path.open("a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        if new:
+            w.writeheader()
+        w.writerow({k: row.get(k, "") for k in CSV_FIELDS})
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def latest_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """One row per key, the last written (a re-run replaces a stale row), in first-seen order."""
+    last: dict[tuple[str, ...], dict[str, str]] = {}
+    for r in rows:
+        last[row_key(r)] = r
+    order: dict[tuple[str, ...], None] = {}
+    for r in rows:
+        order.setdefault(row_key(r), None)
+    return [last[k] for k in order]
+
+
+def compact(path: Path) -> list[dict[str, str]]:
+    """Rewrite the CSV with :func:`latest_rows` (atomically); return them."""
+    rows = latest_rows(read_rows(path))
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    with os.fdopen(fd, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w.writeheader()
+        w.writerows(rows)
+    os.replace(tmp, path)
+    return rows

@@ -1,0 +1,149 @@
+"""Plots read back from the matplotlib Figure: lanes, bars, labels and values, not only a file on disk."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+from milp_partition.cli.dispatch import main
+from milp_partition.io.placement_instance import read_placement_instance
+from milp_partition.io.strategy_tables import read_strategy_tables
+from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
+from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
+from milp_partition.plots import pipeline as pipeline_plot
+from milp_partition.plots import placement as placement_plot
+from milp_partition.plots import strategy as strategy_plot
+from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
+from milp_partition.sweep.charts import gap_figure, time_figure
+from tests.conftest import random_pipeline_problem
+
+
+def _bars(ax, prefix):
+    return [p for p in ax.patches if (p.get_gid() or "").startswith(prefix)]
+
+
+@pytest.fixture(scope="module")
+def example_1(shared_benchmarks):
+    path = shared_benchmarks / "placement" / "example-1.json"
+    problem = read_placement_instance(path)
+    result = solve_placement(problem, PlacementSolveSettings(time_limit_s=30))
+    assert result.status == "optimal" and result.objective == 30.0
+    return path, problem, result.to_json_dict()
+
+
+def test_gantt_has_a_lane_per_device_and_device_pair_and_a_bar_per_task_and_transfer(example_1):
+    path, problem, result = example_1
+    fig = placement_plot.figure(result, str(path), {})
+    ax = fig.axes[0]
+    dev = {d: k for k, d in enumerate(problem.device_ids)}
+    on = {t: dev[result["assignment"][t]] for t in problem.task_ids}
+    busy = [t for i, t in enumerate(problem.task_ids) if problem.time[i, on[t]] > 0]
+    tasks = _bars(ax, "task:")
+    assert sorted(b.get_gid() for b in tasks) == sorted(f"task:{t}" for t in busy)
+    for b in tasks:  # each bar spans [start, start + time on its device]
+        t = b.get_gid()[5:]
+        i = problem.task_ids.index(t)
+        assert b.get_x() == pytest.approx(result["starts"][t]) and b.get_width() == pytest.approx(problem.time[i, on[t]])
+    crossing = []
+    for e in range(problem.num_edges):
+        s, d = problem.task_ids[problem.edge_source[e]], problem.task_ids[problem.edge_target[e]]
+        if on[s] != on[d] and problem.comm[e, on[s], on[d]] > 0:
+            crossing.append((on[s], on[d]))
+    assert len(_bars(ax, "transfer:")) == len(crossing) > 0
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels[: problem.num_devices] == list(problem.device_ids)
+    assert len(labels) == problem.num_devices + len(set(crossing)) and "→" in labels[-1]
+    assert "makespan 30" in ax.get_title()
+    ends = [b.get_x() + b.get_width() for b in _bars(ax, "")]
+    assert max(ends) == pytest.approx(30.0)  # the schedule ends at the optimum
+
+
+def test_pipeline_stage_chart_shows_loads_and_memory_against_the_limit():
+    problem = random_pipeline_problem(3, max_nodes=8, devices=3)
+    result = solve_pipeline(problem, SolveSettings(solver="none")).to_json_dict()
+    fig = pipeline_plot.figure(result, None, {"memory": "1GiB"})
+    loads_ax, mem_ax = fig.axes
+    loads = _bars(loads_ax, "load:")
+    assert {b.get_gid()[5:]: b.get_height() for b in loads} == pytest.approx(result["loads"])
+    assert f"{result['objective']:.6g}" in loads_ax.get_title()
+    mems = _bars(mem_ax, "memory:")
+    assert len(mems) == len(result["memory_bytes"])
+    limits = [c for c in mem_ax.collections if (c.get_gid() or "").startswith("limit:")]
+    assert len(limits) == len([d for d in result["memory_bytes"] if not d.startswith("cpu")])
+    assert all(seg[0][1] == pytest.approx(1.0) for c in limits for seg in c.get_segments())  # 1 GiB
+
+
+def test_strategy_chart_has_a_row_per_layer_and_splits_adding_to_the_devices(shared_benchmarks):
+    problem = read_strategy_tables(shared_benchmarks / "strategy" / "rnnlm_p8.json")
+    result = solve_strategy(problem, StrategySolveSettings(time_limit_s=30)).to_json_dict()
+    fig = strategy_plot.figure(result, None, {})
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [n.id for n in problem.nodes]
+    for node in problem.nodes:
+        width = sum(b.get_width() for b in _bars(ax, f"layer:{node.id}:"))
+        product = math.prod(int(x) for x in result["assignment"][node.id].split("x"))
+        assert width == pytest.approx(math.log2(product))
+    assert any(t.get_text() == result["assignment"][problem.nodes[0].id] for t in ax.texts)
+
+
+def _row(problem, instance, method, value, bound="", size="10", seconds="0.5"):
+    status = "optimal" if method == "exact" else "feasible"
+    return {
+        "problem": problem, "instance": instance, "sha": "s", "point": "default", "method": method, "options": "",
+        "status": status, "value": value, "bound": bound, "seconds": seconds, "size": size, "unit": "", "code": "c",
+        "message": "",
+    }  # fmt: skip
+
+
+def test_gap_chart_has_a_bar_per_heuristic_and_instance_with_the_gap_in_percent():
+    rows = [
+        _row("placement", "a", "heft", "12"), _row("placement", "a", "m-topo", "20"), _row("placement", "a", "exact", "10", "10"),
+        _row("placement", "b", "heft", "5"), _row("placement", "b", "m-topo", "4"), _row("placement", "b", "exact", "4", "3"),
+        _row("pipeline", "c", "greedy", "2"), _row("pipeline", "c", "exact", "1", "1", size="100", seconds="3"),
+    ]  # fmt: skip
+    fig = gap_figure(rows)
+    assert len(fig.axes) == 2
+    bars = {b.get_gid(): b.get_height() for ax in fig.axes for b in _bars(ax, "")}
+    assert bars == pytest.approx(
+        {
+            "placement|a|heft": 100 * 2 / 12, "placement|a|m-topo": 50.0, "placement|b|heft": 40.0,
+            "placement|b|m-topo": 25.0, "pipeline|c|greedy": 50.0,
+        }
+    )  # fmt: skip
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["a", "b"]
+    tf = time_figure(rows)
+    assert [ax.get_title() for ax in tf.axes] == ["placement: time against size", "pipeline: time against size"]
+    lines = {ln.get_label(): list(ln.get_xdata()) for ln in tf.axes[1].get_lines()}
+    assert lines == {"greedy": [10.0], "exact": [100.0]}
+
+
+def test_plot_command(example_1, tmp_path, capsys):
+    path, _, result = example_1
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps(result))
+    assert main(["plot", str(res), "--instance", str(path), "--output", str(tmp_path / "g.svg")]) == 0
+    assert (tmp_path / "g.svg").read_text().lstrip().startswith("<?xml")
+    assert main(["plot", str(res), "--output", str(tmp_path / "g.png")]) == 2
+    assert "--instance" in capsys.readouterr().err
+    assert main(["plot", str(res), "--instance", str(path), "--output", str(tmp_path / "g.pdf")]) == 2
+    assert ".png or .svg" in capsys.readouterr().err
+    res.write_text(json.dumps({"problem": "nope"}))
+    assert main(["plot", str(res), "--output", str(tmp_path / "g.png")]) == 2
+    assert "'nope'" in capsys.readouterr().err
+
+
+def test_gap_chart_marks_a_heuristic_without_a_verified_answer():
+    rows = [
+        _row("pipeline", "c", "greedy", "2"),
+        _row("pipeline", "c", "equal-split", ""),
+        _row("pipeline", "c", "exact", "1", "1"),
+    ]
+    rows[1]["status"] = "rejected"
+    fig = gap_figure(rows)
+    ax = fig.axes[0]
+    assert [b.get_gid() for b in _bars(ax, "")] == ["pipeline|c|greedy"]
+    assert [ln.get_gid() for ln in ax.get_lines()] == ["missing|pipeline|c|equal-split"]
