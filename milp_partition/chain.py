@@ -484,7 +484,8 @@ def run_chain(steps: Steps, problem: Any, settings: ChainSettings) -> Result:
     )
     if result.solver_notes.get("interrupted"):
         found = "the best verified solution found before it" if result.objective is not None else "no solution found before it"
-        result.message = f"interrupted; {found}" + (f" ({result.message})" if result.message else "")
+        before = result.message.replace("; time limit reached", "")  # it was the interrupt that stopped the solver
+        result.message = f"interrupted; {found}" + (f" ({before})" if before else "")
     return result
 
 

@@ -289,3 +289,22 @@ def test_gap_output_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
     for target in (afile, afile / "sub"):
         rc, _, err = run_cli(["gap", str(PLACEMENT), "--no-exact", "--quiet", "--output-dir", str(target)])
         assert rc == 2 and len(err.strip().splitlines()) == 1 and str(target) in err, err
+
+
+def test_sigterm_stops_cpsat_and_keeps_its_incumbent(tmp_path: Path) -> None:
+    """SIGTERM while CP-SAT searches (a liveness-memory strategy it does not prove for minutes): it stops the search,
+    the verified incumbent is written, exit 130 (without the worker thread it waited for the whole time limit)."""
+    out = tmp_path / "r.json"
+    cmd = [sys.executable, "-m", "milp_partition", "solve", str(LAYERS), "--devices", "8", "--memory-limit", "2GiB"]
+    cmd += ["--memory-model", "liveness", "--time-limit", "600", "--progress", "1", "-o", str(out)]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # wait for CP-SAT's own progress lines (no sleeping on the clock)
+        if line.startswith("[cpsat]") and "model:" not in line:
+            break
+    proc.send_signal(signal.SIGTERM)
+    stdout, _ = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stdout[-500:]
+    result = json.loads(out.read_text())
+    assert result["status"] == "feasible" and result["solver_notes"]["interrupted"] is True
+    assert result["objective"] is not None and "interrupted" in result["message"]

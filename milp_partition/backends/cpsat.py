@@ -8,12 +8,46 @@ and nowhere else.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from typing import Any
 
 from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
 from milp_partition.backends.model import Model
 from milp_partition.backends.scaling import ScaledModel, scale_model
 from milp_partition.errors import ModelError, SolverUnavailableError
+
+
+def _solve_interruptibly(solver: Any, cp: Any, callback: Any) -> tuple[int, bool]:
+    """Run ``solver.solve`` in a worker thread so that the main thread keeps handling signals.
+
+    A KeyboardInterrupt (Ctrl-C, or SIGTERM as the CLI maps it) while it runs stops the search
+    (``StopSearch``) and waits for it: the best solution found so far is kept, and the second value
+    says it was interrupted.  Without this, a SIGTERM would wait for the whole time limit.
+    """
+    box: list[int] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box.append(solver.solve(cp, callback))
+        except BaseException as exc:  # pragma: no cover - re-raised in the caller
+            errors.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="cpsat-solve", daemon=True).start()
+    interrupted = False
+    while not done.is_set():  # an Event, not Thread.join: an interrupted join can leave the thread looking finished
+        try:
+            done.wait(0.1)
+        except KeyboardInterrupt:
+            interrupted = True
+            solver.stop_search()
+    if errors:
+        raise errors[0]
+    return box[0], interrupted
 
 
 def _translate_status(code: int, has_solution: bool) -> SolveStatus:
@@ -62,6 +96,7 @@ class CpSatBackend:
         solver.parameters.random_seed = int(params.seed)
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
+        solver.parameters.catch_sigint_signal = False  # interrupts reach Python (see _solve_interruptibly)
         for key, value in params.cpsat_parameters:
             setattr(solver.parameters, key, value)
         log_lines: list[str] = []
@@ -81,7 +116,7 @@ class CpSatBackend:
         solver.best_bound_callback = lambda b: progress.update(bound=b / s - scaled.max_error)
         start = time.monotonic()
         with progress:
-            code = solver.solve(cp, _Callback())
+            code, interrupted = _solve_interruptibly(solver, cp, _Callback())
         wall = time.monotonic() - start
 
         has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -95,6 +130,8 @@ class CpSatBackend:
             "hinted_variables": hinted,
             "cpsat_status": solver.status_name(code),
         }
+        if interrupted:
+            notes["interrupted"] = True  # stopped by Ctrl-C or SIGTERM: its best solution so far, no proof
         out = SolveOutput(status=status, wall_seconds=wall, log="\n".join(log_lines), notes=notes)
         out.first_incumbent = first[0] if first else None
         if has_solution:
