@@ -1,27 +1,38 @@
-"""Benchmark of model import: PyTorch and ONNX models in, pipeline plans on 4 H100s out.
+"""Benchmark of model import on the models users bring, at full size, against closed forms.
 
-Writes ``results/models.md`` and ``results/models.csv``.  For each model defined in
-``milp_partition/importers/models.py`` (no weights downloaded) and each granularity: the
-training graph's node and edge counts, FLOPs (forward plus traced backward; checked against
-FlopCounterMode's whole-model count), parameter bytes, import time on this machine's CPU, and
-the plan of ``milp_partition.solve.solve_pipeline`` on 4 accelerators of 80 GiB with the H100
-datasheet profile: time per micro-batch (the solver's "time per sample"), status and gap.  The
-ONNX export of each model (legacy TorchScript exporter) is imported too, with its FLOPs
-compared.  Run from the repository root::
+Writes ``results/models.md`` and ``results/models.csv``.  Each model (Hugging Face transformers
+built from their default configs, no weights; the hand-written MobileNetV3-Large of
+``milp_partition/importers/models.py``; torch's ``nn.TransformerEncoder``) is imported with the
+default options at layer granularity (automatic depth), as ``milp-partition import torch ...
+--granularity layer`` does, each in a fresh process so that its peak memory is its own.  Per
+model: forward FLOPs against the closed form of :mod:`milp_partition.importers.zoo` (from the
+config, or from module shapes for convolutional networks), the importer's own closed-form check,
+backward FLOPs against a closed form where the model is trained, parameter bytes against the
+model's unique parameters, node count, the largest node's share of the forward FLOPs, import
+time and peak memory.  Then: the ONNX exports of two models (both of torch's exporters), and the
+plans of the training graphs on 4 H100s with and without the transfer of saved activations from
+a node to its own backward (which never crosses devices).  Run from the repository root::
 
-    python benchmarks/models_bench.py [--time-limit 60] [--only NAME]
+    python benchmarks/models_bench.py [--only NAME] [--time-limit 60] [--no-onnx] [--no-plans]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import json
+import math
 import platform
+import resource
+import subprocess
 import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -29,138 +40,410 @@ sys.path.insert(0, str(REPO))
 import torch  # noqa: E402
 
 from milp_partition.cluster import homogeneous_cluster  # noqa: E402
+from milp_partition.graph import TIME_UNIT_SECONDS, make_graph  # noqa: E402
 from milp_partition.importers import ImportSettings  # noqa: E402
 from milp_partition.importers import models as M  # noqa: E402
+from milp_partition.importers import zoo as Z  # noqa: E402
+from milp_partition.importers.build import BACKWARD_SUFFIX  # noqa: E402
 from milp_partition.importers.onnx_import import import_onnx_model  # noqa: E402
-from milp_partition.importers.torch_import import import_torch_model  # noqa: E402
-from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings  # noqa: E402
+from milp_partition.importers.timing import load_profile_spec  # noqa: E402
+from milp_partition.importers.torch_import import import_torch_model, make_inputs, parse_input_shape  # noqa: E402
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, PipelineSolution  # noqa: E402
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline  # noqa: E402
+from milp_partition.verifiers.pipeline import verify_pipeline  # noqa: E402
 
 GiB = 2**30
-#: name -> (factory, input shape, input dtype, description)
-MODELS = {
-    "mlp": (lambda: M.mlp(784, 1024, 4, 10), (64, 784), torch.float32, "MLP 784-4x1024-10, batch 64"),
-    "resnet50": (lambda: M.resnet50(), (8, 3, 224, 224), torch.float32, "ResNet-50 layout, width 64, batch 8 at 224x224"),
-    "gpt12": (
-        lambda: M.gpt(),
-        (8, 1024),
-        torch.long,
-        "GPT-2 small layout (12 layers, d 768, 12 heads, vocab 50257, untied head), batch 8 x 1024 tokens",
+MiB = 2**20
+
+
+@dataclass(frozen=True)
+class Case:
+    """One model at one input: how to build it, its inputs (CLI syntax), and its closed forms."""
+
+    name: str
+    what: str
+    factory: Callable[[], Any]
+    inputs: tuple[str, ...]
+    training: bool
+    forward: Callable[[Any], float]
+    backward: Callable[[Any], float] | None = None
+    closed_form_of: str = "config"
+
+
+def _image_flops(model: Any, shape: tuple[int, ...], training: bool) -> tuple[float, float]:
+    return Z.module_shape_flops(model, torch.zeros(shape), training=training)
+
+
+CASES = (
+    Case(
+        "gpt2-1x1024",
+        "GPT-2 small (default GPT2Config: 12 layers, d 768, vocab 50257, tied head, use_cache on), 1 x 1024 tokens",
+        Z.gpt2,
+        ("input_ids=1x1024:int64",),
+        False,
+        lambda m: Z.gpt2_forward_flops(m.config, 1, 1024),
     ),
-}
+    Case(
+        "gpt2-8x1024-train",
+        "GPT-2 small as above, 8 x 1024 tokens, training graph",
+        Z.gpt2,
+        ("input_ids=8x1024:int64",),
+        True,
+        lambda m: Z.gpt2_forward_flops(m.config, 8, 1024),
+        lambda m: 2 * Z.gpt2_forward_flops(m.config, 8, 1024),
+    ),
+    Case(
+        "bert-base-8x512",
+        "BERT-base with its masked-LM head (default BertConfig, tied decoder), 8 x 512 tokens with attention mask",
+        Z.bert,
+        ("input_ids=8x512:int64", "attention_mask=8x512:int64"),
+        False,
+        lambda m: Z.bert_forward_flops(m.config, 8, 512),
+    ),
+    Case(
+        "llama12-1x1024",
+        "Llama-style causal LM, 12 layers, d 768, 12/4 query/kv heads, vocab 32000, default use_cache, 1 x 1024 tokens",
+        Z.llama,
+        ("input_ids=1x1024:int64",),
+        False,
+        lambda m: Z.llama_forward_flops(m.config, 1, 1024),
+    ),
+    Case(
+        "t5-small-8x512",
+        "T5-small (default T5Config, tied head), encoder 8 x 512, decoder 8 x 512 tokens",
+        Z.t5,
+        ("input_ids=8x512:int64", "decoder_input_ids=8x512:int64"),
+        False,
+        lambda m: Z.t5_forward_flops(m.config, 8, 512, 512),
+    ),
+    Case(
+        "vit-b16-8x224",
+        "ViT-B/16 (default ViTConfig, 1000 labels), 8 images of 224 x 224",
+        Z.vit,
+        ("8x3x224x224",),
+        False,
+        lambda m: Z.vit_forward_flops(m.config, 8),
+    ),
+    Case(
+        "mobilenetv3-8x224-train",
+        "MobileNetV3-Large (torchvision's layout written out, 5.48 M parameters), 8 images of 224 x 224, training graph",
+        M.mobilenet_v3_large,
+        ("8x3x224x224",),
+        True,
+        lambda m: _image_flops(m, (8, 3, 224, 224), False)[0],
+        lambda m: _image_flops(m, (8, 3, 224, 224), True)[1],
+        "module shapes",
+    ),
+    Case(
+        "convnext-t-8x224-train",
+        "ConvNeXt-T (default ConvNextConfig), 8 images of 224 x 224, training graph",
+        Z.convnext,
+        ("8x3x224x224",),
+        True,
+        lambda m: _image_flops(m, (8, 3, 224, 224), False)[0],
+        lambda m: _image_flops(m, (8, 3, 224, 224), True)[1],
+        "module shapes",
+    ),
+    Case(
+        "tenc-12x768-8x512",
+        "torch nn.TransformerEncoder, 12 post-norm layers, d 768, 12 heads, FFN 3072, 8 x 512 tokens",
+        lambda: M.transformer_encoder(768, 12, 12, 3072),
+        ("8x512x768",),
+        False,
+        lambda m: 12 * (2 * 8 * 512 * (4 * 768 * 768 + 2 * 768 * 3072) + 4 * 8 * 512 * 512 * 768),
+    ),
+)
 
 
-def make_input(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * resource.getpagesize()
+
+
+def run_one(case: Case) -> dict[str, Any]:
+    """Build and import one model in this process; the row of the table."""
     torch.manual_seed(0)
-    return torch.randn(shape) if dtype.is_floating_point else torch.zeros(shape, dtype=dtype)
+    start = time.perf_counter()
+    model = case.factory()
+    build_s = time.perf_counter() - start
+    args, kwargs = make_inputs([parse_input_shape(t) for t in case.inputs], "float32", model=model)
+    rss_before = _rss_bytes()
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        imported = import_torch_model(
+            model, args, ImportSettings(granularity="layer", training=case.training), name=case.name, kwargs=kwargs
+        )
+    import_s = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    meta = imported.metadata
+    closed_fwd = case.forward(model)
+    closed_bwd = case.backward(model) if case.backward else None
+    unique = Z.unique_parameter_bytes(model)
+    bwd = meta["flops"] - meta["forward_flops"]
+    row = {
+        "model": case.name,
+        "input": " ".join(case.inputs),
+        "training": case.training,
+        "capture": meta["capture"],
+        "path": "cpu fallback" if any("ran on the CPU" in n for n in meta["notes"]) else "meta",
+        "depth": meta["layer_depth"],
+        "nodes": sum(1 for n in imported.graph.nodes if not n.is_backward),
+        "forward_gflop": meta["forward_flops"] / 1e9,
+        "closed_form_gflop": closed_fwd / 1e9,
+        "closed_form_of": case.closed_form_of,
+        "forward_err_pct": 100 * (meta["forward_flops"] / closed_fwd - 1),
+        "check_err_pct": 100 * (meta["forward_flops"] / meta["reference_flops"]["forward"] - 1),
+        "backward_gflop": bwd / 1e9 if case.training else None,
+        "closed_backward_gflop": closed_bwd / 1e9 if closed_bwd else None,
+        "backward_err_pct": 100 * (bwd / closed_bwd - 1) if closed_bwd else None,
+        "param_mib": meta["param_bytes"] / MiB,
+        "unique_param_mib": unique / MiB,
+        "param_err_pct": 100 * (meta["param_bytes"] / unique - 1),
+        "largest_node": meta["largest_node"],
+        "largest_share_pct": 100 * meta["largest_node_share"],
+        "import_s": import_s,
+        "build_s": build_s,
+        "rss_before_mib": rss_before / MiB,
+        "peak_rss_mib": peak / MiB,
+        "notes": " | ".join(n for n in meta["notes"] if not n.startswith("captured in eval")),
+    }
+    if case.training:
+        row["plans"] = plan_comparison(imported.graph)
+    return row
 
 
-def plan(graph, time_limit_s: float):  # type: ignore[no-untyped-def]
-    problem = PipelineProblem(graph, homogeneous_cluster(4, 80 * GiB), PipelineSettings())
-    return solve_pipeline(problem, SolveSettings(time_limit_s=time_limit_s, threads=2))
+def plan_comparison(graph: Any, time_limit_s: float = 60.0) -> dict[str, Any]:
+    """Optima on 4 and 8 x 80 GiB H100 of the graph as imported, and of the old graph (v -> v:bwd carrying saved activations).
+
+    The old graph charges each forward node's saved activations as a transfer (H100 datasheet
+    link, as the import did) to its own colocated backward node; the pipeline cost takes a node's
+    largest out-edge as its output transfer, so this inflates the cost of cutting after it.  The
+    old graph's optimal plan is then evaluated by the verifier on the corrected graph.
+    """
+    profile = load_profile_spec("H100")
+    unit_s = TIME_UNIT_SECONDS[graph.time_unit]
+    forward = {n.id: n for n in graph.nodes if not n.is_backward}
+
+    def saved(e: Any) -> Any:
+        nbytes = forward[e.source].activation_bytes
+        return replace(e, bytes=nbytes, transfer_time=profile.transfer_time_s(nbytes, "d2d") / unit_s)
+
+    old_edges = [saved(e) if e.target == e.source + BACKWARD_SUFFIX else e for e in graph.edges]
+    old = make_graph(list(graph.nodes), old_edges, name=graph.name + " (old)", time_unit=graph.time_unit)
+    settings = SolveSettings(time_limit_s=time_limit_s, threads=2)
+    result: dict[str, Any] = {}
+    for devices in (4, 8):
+        cluster = homogeneous_cluster(devices, 80 * GiB)
+        new_problem = PipelineProblem(graph, cluster, PipelineSettings())
+        best = solve_pipeline(new_problem, settings)
+        old_plan = solve_pipeline(PipelineProblem(old, cluster, PipelineSettings()), settings)
+        on_new = verify_pipeline(new_problem, PipelineSolution(old_plan.assignment)) if old_plan.assignment else None
+        result[str(devices)] = {
+            "status": best.status,
+            "optimum_ms": best.objective,
+            "old_status": old_plan.status,
+            "old_objective_ms": old_plan.objective,
+            "old_plan_on_new_ms": on_new.objective if on_new is not None and on_new.feasible else None,
+        }
+    return result
+
+
+def run_onnx(name: str, exporter: str, tmp: Path) -> dict[str, Any]:
+    """Export one model with one of torch's exporters and import the file at layer granularity."""
+    torch.manual_seed(0)
+    if name == "gpt2":
+        model = Z.gpt2(use_cache=False).eval()
+        x = make_inputs([parse_input_shape("1x1024:int64")], "float32", model=model)[0][0]
+        closed = Z.gpt2_forward_flops(model.config, 1, 1024)
+    else:
+        model = M.mobilenet_v3_large().eval()
+        x = torch.randn(8, 3, 224, 224)
+        closed = _image_flops(model, (8, 3, 224, 224), False)[0]
+    path = tmp / f"{name}_{exporter}.onnx"
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=exporter == "dynamo")
+    export_s = time.perf_counter() - start
+    start = time.perf_counter()
+    imported = import_onnx_model(path, ImportSettings(granularity="layer"))
+    unique = Z.unique_parameter_bytes(model)
+    return {
+        "model": name,
+        "exporter": exporter,
+        "export_s": export_s,
+        "import_s": time.perf_counter() - start,
+        "nodes": len(imported.graph.nodes),
+        "edges": len(imported.graph.edges),
+        "depth": imported.metadata["layer_depth"],
+        "matmul_gflop": imported.captured.flops_by_kind["matmul"] / 1e9,
+        "closed_form_gflop": closed / 1e9,
+        "param_mib": imported.total_param_bytes / MiB,
+        "unique_param_mib": unique / MiB,
+        "largest_share_pct": 100 * imported.metadata["largest_node_share"],
+        "notes": " | ".join(imported.metadata["notes"]),
+    }
+
+
+def _child(args: list[str]) -> dict[str, Any]:
+    out = Path(tempfile.mkstemp(suffix=".json")[1])
+    cmd = [sys.executable, __file__, *args, "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-3:]
+        return {"error": " / ".join(tail)}
+    return json.loads(out.read_text())
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=60.0)
-    parser.add_argument("--only", action="append")
+    parser.add_argument("--only", action="append", help="model name (repeatable)")
+    parser.add_argument("--no-onnx", action="store_true")
+    parser.add_argument("--no-plans", action="store_true")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="solver limit per plan (s)")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--onnx-one", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--json", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.one:
+        row = run_one(next(c for c in CASES if c.name == args.one))
+        Path(args.json).write_text(json.dumps(row))
+        return
+    if args.onnx_one:
+        Path(args.json).write_text(json.dumps(run_onnx(*args.onnx_one, Path(tempfile.mkdtemp()))))
+        return
     rows = []
-    tmp = Path(tempfile.mkdtemp())
-    for name, (factory, shape, dtype, _what) in MODELS.items():
-        if args.only and name not in args.only:
+    for case in CASES:
+        if args.only and case.name not in args.only:
             continue
-        x = make_input(shape, dtype)
-        onnx_path = tmp / f"{name}.onnx"
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(factory().eval(), (x,), str(onnx_path), dynamo=False)
-        for framework in ("torch", "onnx"):
-            for granularity in ("operator", "layer"):
-                settings = ImportSettings(training=True, granularity=granularity, profile="H100")
-                start = time.perf_counter()
-                if framework == "torch":
-                    torch.manual_seed(0)
-                    imported = import_torch_model(factory(), [x], settings, name=name)
-                else:
-                    imported = import_onnx_model(onnx_path, settings)
-                seconds = time.perf_counter() - start
-                graph = imported.graph
-                ref = imported.captured.reference_flops
-                result = plan(graph, args.time_limit)
-                row = {
-                    "model": name,
-                    "input": "x".join(map(str, shape)),
-                    "framework": framework,
-                    "capture": imported.metadata["capture"],
-                    "granularity": granularity,
-                    "nodes": len(graph.nodes),
-                    "edges": len(graph.edges),
-                    "forward_gflop": imported.metadata["forward_flops"] / 1e9,
-                    "total_gflop": imported.total_flops / 1e9,
-                    "reference_gflop": (ref["forward"] + ref.get("backward", 0.0)) / 1e9 if ref else None,
-                    "param_mib": imported.total_param_bytes / 2**20,
-                    "import_s": seconds,
-                    "status": result.status,
-                    "time_per_microbatch_ms": result.objective,
-                    "gap": result.gap,
-                    "solve_s": result.solve_seconds,
-                    "single_device_ms": sum(n.total_time for n in graph.nodes),
-                }
-                rows.append(row)
-                print(
-                    f"{name:9s} {framework:5s} {granularity:8s} {row['nodes']:4d} nodes {row['edges']:4d} edges "
-                    f"{row['total_gflop']:9.2f} GFLOP import {seconds:6.1f} s  plan {result.status} "
-                    f"{result.objective if result.objective is not None else float('nan'):.4f} ms gap {result.gap} ({result.solve_seconds:.1f} s)",
-                    flush=True,
-                )
-    write(rows, args, {name: m[3] for name, m in MODELS.items()})
+        row = {"model": case.name, **_child(["--one", case.name])}
+        rows.append(row)
+        print(json.dumps({k: v for k, v in row.items() if k != "notes"}), flush=True)
+    onnx_rows = []
+    if not args.no_onnx:
+        for name in ("gpt2", "mobilenetv3"):
+            for exporter in ("dynamo", "torchscript"):
+                row = {"model": name, "exporter": exporter, **_child(["--onnx-one", name, exporter])}
+                onnx_rows.append(row)
+                print(json.dumps({k: v for k, v in row.items() if k != "notes"}), flush=True)
+    write(rows, onnx_rows, {c.name: c.what for c in CASES})
 
 
 def _f(x: object, digits: int = 4) -> str:
     if x is None:
         return "-"
     if isinstance(x, float):
-        return f"{x:.{digits}g}"
+        return "nan" if math.isnan(x) else f"{x:.{digits}g}"
     return str(x)
 
 
-def write(rows: list[dict], args: argparse.Namespace, what: dict[str, str]) -> None:
+def _pct(x: object) -> str:
+    return "-" if x is None else f"{x:+.3f}%"
+
+
+def write(rows: list[dict[str, Any]], onnx_rows: list[dict[str, Any]], what: dict[str, str]) -> None:
     out = REPO / "results"
     out.mkdir(exist_ok=True)
+    flat = [
+        {k: v for k, v in r.items() if k != "plans"}
+        | {f"plan{d}_{k}": v for d, plan in r.get("plans", {}).items() for k, v in plan.items()}
+        for r in rows
+    ]
+    fields = sorted({k for r in flat for k in r}, key=lambda k: (k != "model", k))
     with open(out / "models.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
-        writer.writerows(rows)
+        writer.writerows(flat)
     lines = [
-        "# Model import: PyTorch and ONNX models as training graphs, planned on 4 H100s",
+        "# Model import at full size: FLOPs, parameters and layers against closed forms",
         "",
         "Written by `benchmarks/models_bench.py` (run from the repository root). "
-        f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}; "
-        f"solver CP-SAT, 2 threads, {args.time_limit:g} s limit.",
+        f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "
+        "shared by other jobs while this ran (times are wall clock). No weights are downloaded: every model is built "
+        "from its config with random weights.",
         "",
-        "Models (defined in `milp_partition/importers/models.py`, random weights):",
+        "Models:",
         "",
-        *[f"- `{k}`: {v}" for k, v in what.items()],
+        *[f"- `{k}`: {v}" for k, v in what.items() if any(r["model"] == k for r in rows)],
         "",
-        "Training graphs: one backward node per forward node, colocated; memory = parameters + saved activations + 3x "
-        "parameters (gradient, Adam moments). Times from the H100 datasheet profile (`--profile H100`). The plan: "
-        "`solve_pipeline` on 4 accelerators of 80 GiB, contiguous, static memory model, time per micro-batch = the largest "
-        "device load (the solver's `time_per_sample`; one micro-batch is the whole input batch). *1 device* is the sum of "
-        "all node times. PyTorch FLOPs are FlopCounterMode's per node (forward and traced backward); *reference* is "
-        "FlopCounterMode on the whole eager model. ONNX FLOPs use the formulas of `onnx_flops.py` (they also count "
-        "elementwise and normalization FLOPs) and a backward of 2x forward. PyTorch import time: capture with "
-        "torch.export and a node-by-node run on the meta device (shapes only); ONNX: load, check, shape inference.",
+        "Each model is imported as `milp-partition import torch ... --granularity layer` does by default (automatic layer "
+        "depth, meta device, H100 datasheet times), in its own process. *closed form*: forward FLOPs from the config "
+        "(`milp_partition/importers/zoo.py`: matrix products and attention, 2 per multiply-add, causal masks not "
+        "discounted) or from the weight shapes of every convolution and linear layer (*module shapes*). *check*: the "
+        "importer's own closed-form check (per captured operator, independent of FlopCounterMode) against its count. "
+        "Backward closed form: 2x forward for the transformer (every product needs both gradients); for the "
+        "convolutional networks the weight gradient of every layer plus the input gradient of every layer but the "
+        "first. *params*: parameter bytes of the graph against the model's unique parameters (tied ones once). "
+        "*largest*: the node with the most forward FLOPs and its share. *peak RSS*: peak resident memory of the process "
+        "that built the model (random weights on the CPU) and imported it; *RSS before*: before the import.",
         "",
-        "| model | from | capture | granularity | nodes | edges | GFLOP (fwd+bwd) | reference GFLOP | params MiB | import s | status | time per micro-batch ms | 1 device ms | gap | solve s |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
+        "| model | capture | path | depth | nodes | fwd GFLOP | closed form | fwd err | check err | bwd GFLOP | bwd closed form | bwd err | params MiB | unique MiB | params err | largest node | share | import s | RSS before MiB | peak RSS MiB |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
     for r in rows:
+        if "error" in r:
+            lines.append(f"| {r['model']} | failed: {r['error']} |" + " |" * 19)
+            continue
         lines.append(
-            f"| {r['model']} | {r['framework']} | {r['capture']} | {r['granularity']} | {r['nodes']} | {r['edges']} | "
-            f"{r['total_gflop']:.2f} | {_f(r['reference_gflop'])} | {r['param_mib']:.1f} | {r['import_s']:.1f} | {r['status']} | "
-            f"{_f(r['time_per_microbatch_ms'])} | {_f(r['single_device_ms'])} | {_f(r['gap'], 2)} | {r['solve_s']:.1f} |"
+            f"| {r['model']} | {r['capture']} | {r['path']} | {r['depth']} | {r['nodes']} | {_f(r['forward_gflop'], 6)} | "
+            f"{_f(r['closed_form_gflop'], 6)} ({r['closed_form_of']}) | {_pct(r['forward_err_pct'])} | {_pct(r['check_err_pct'])} | "
+            f"{_f(r['backward_gflop'], 6)} | {_f(r['closed_backward_gflop'], 6)} | {_pct(r['backward_err_pct'])} | "
+            f"{r['param_mib']:.2f} | {r['unique_param_mib']:.2f} | {_pct(r['param_err_pct'])} | {r['largest_node']} | "
+            f"{r['largest_share_pct']:.1f}% | {r['import_s']:.1f} | {r['rss_before_mib']:.0f} | {r['peak_rss_mib']:.0f} |"
         )
+    notes = [(r["model"], r["notes"]) for r in rows if r.get("notes")]
+    if notes:
+        lines += ["", "Import notes per model:", ""] + [f"- `{m}`: {n}" for m, n in notes]
+    planned = [r for r in rows if r.get("plans")]
+    if planned:
+        lines += [
+            "",
+            "## Plans on 4 and 8 H100s: the transfer to a node's own backward",
+            "",
+            "The training graphs above solved with `solve_pipeline` (accelerators of 80 GiB, contiguous, static memory, "
+            "CP-SAT with 2 threads) as imported, where the edge from a node to its own colocated backward carries no bytes, "
+            "and with that edge carrying the saved activations (the import before this change). The old graph's optimal "
+            "plan is then evaluated by the verifier on the corrected graph. Times per micro-batch in ms.",
+            "",
+            "| model | devices | status | optimum | old graph: status | its objective | its plan on the corrected graph | worse by |",
+            "|---|---:|---|---:|---|---:|---:|---:|",
+        ]
+        for r in planned:
+            for devices, p in r["plans"].items():
+                worse = (
+                    f"{100 * (p['old_plan_on_new_ms'] / p['optimum_ms'] - 1):.2f}%"
+                    if p["old_plan_on_new_ms"] and p["optimum_ms"]
+                    else "-"
+                )
+                lines.append(
+                    f"| {r['model']} | {devices} | {p['status']} | {_f(p['optimum_ms'], 6)} | {p['old_status']} | "
+                    f"{_f(p['old_objective_ms'], 6)} | {_f(p['old_plan_on_new_ms'], 6)} | {worse} |"
+                )
+    if onnx_rows:
+        lines += [
+            "",
+            "## ONNX files from both of torch's exporters",
+            "",
+            "GPT-2 small (use_cache off for the export, 1 x 1024 tokens) and MobileNetV3-Large (8 x 224 x 224) exported by "
+            "`torch.onnx.export(dynamo=True)` (the default, needs `onnxscript`) and `dynamo=False` (TorchScript), then "
+            "`milp-partition import onnx --granularity layer`. *matmul GFLOP*: the ONNX formulas' FLOPs of products and "
+            "convolutions against the closed form; *params*: against the model's unique parameters (the exporters fold "
+            "constants, e.g. GPT-2's position embedding rows, so small differences remain).",
+            "",
+            "| model | exporter | export s | import s | depth | nodes | edges | matmul GFLOP | closed form | params MiB | unique MiB | largest share |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for r in onnx_rows:
+            if "error" in r:
+                lines.append(f"| {r['model']} | {r['exporter']} | failed: {r['error']} |" + " |" * 9)
+                continue
+            lines.append(
+                f"| {r['model']} | {r['exporter']} | {r['export_s']:.1f} | {r['import_s']:.1f} | {r['depth']} | {r['nodes']} | "
+                f"{r['edges']} | {_f(r['matmul_gflop'], 6)} | {_f(r['closed_form_gflop'], 6)} | {r['param_mib']:.2f} | "
+                f"{r['unique_param_mib']:.2f} | {r['largest_share_pct']:.1f}% |"
+            )
+        lines += ["", "ONNX notes:", ""] + [f"- `{r['model']}` ({r['exporter']}): {r.get('notes', '')}" for r in onnx_rows]
     (out / "models.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {out / 'models.md'} and {out / 'models.csv'}")
 

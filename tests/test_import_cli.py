@@ -73,9 +73,9 @@ def test_import_onnx_cli(tmp_path, capsys) -> None:
     [
         ([f"{MODELS}:no_such_factory", "--input-shape", "4x32"], ["has no factory 'no_such_factory'"]),
         (["no_such_pkg.models:mlp", "--input-shape", "4x32"], ["cannot import module 'no_such_pkg.models'"]),
-        ([f"{MODELS}:mlp_small_test", "--input-shape", "4x33"], ["--input-shape", "4x33 does not fit the model"]),
-        ([f"{MODELS}:mlp_small_test", "--input-shape", "4xq"], ["--input-shape", "4xq"]),
-        ([f"{MODELS}:mlp_small_test"], ["--input-shape"]),
+        ([f"{MODELS}:mlp_small_test", "--input-shape", "4x33"], ["--input", "4x33 does not fit the model"]),
+        ([f"{MODELS}:mlp_small_test", "--input-shape", "4xq"], ["--input", "4xq"]),
+        ([f"{MODELS}:mlp_small_test"], ["--input"]),
         ([f"{MODELS}:mlp_small_test", "--input-shape", "4x32", "--profile", "Z80"], ["Z80"]),
         ([f"{MODELS}:mlp_small_test", "--input-shape", "4x32", "--dtype", "int8"], ["--dtype"]),
         (["tests.test_import_torch:DataDependent", "--input-shape", "2x4"], ["tracer cannot capture", "torch.export failed"]),

@@ -16,6 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 onnx = pytest.importorskip("onnx")
 
+import numpy as np  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
 from torch.utils.flop_counter import FlopCounterMode  # noqa: E402
 
@@ -188,3 +189,53 @@ def test_fused_attention_operator(tmp_path) -> None:
     assert [(e.source, e.target, e.bytes) for e in imported.graph.edges] == [
         ("/attn/Attention", "/ln/LayerNormalization", 2 * 4 * 16 * 32 * 4)
     ]
+
+
+def _tied_gpt() -> torch.nn.Module:
+    torch.manual_seed(0)
+    model = M.GPT(vocab=100, d_model=32, layers=3, heads=4, max_len=16).eval()
+    model.lm_head.weight = model.wte.weight
+    return model
+
+
+@functools.cache
+def exported_tied(dynamo: bool, tmp_dir: str) -> str:
+    """The tied-head GPT exported by torch's current (dynamo, needs onnxscript) or TorchScript exporter."""
+    if dynamo:
+        pytest.importorskip("onnxscript")
+    path = f"{tmp_dir}/tied_{'dynamo' if dynamo else 'legacy'}.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(_tied_gpt(), (torch.zeros(2, 8, dtype=torch.long),), path, dynamo=dynamo)
+    return path
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_tied_initializers_counted_once(dynamo: bool, onnx_dir: str) -> None:
+    """Both exporters write the tied LM head as a second (transposed) initializer; it is counted once."""
+    path = exported_tied(dynamo, onnx_dir)
+    model = onnx.load(path)
+    matrices = {tuple(i.dims) for i in model.graph.initializer if len(i.dims) == 2}
+    assert (100, 32) in matrices and (32, 100) in matrices  # the exporter did duplicate the tied weight
+    imported = import_onnx_model(path)
+    head_bytes = 100 * 32 * 4
+    floats = sum(
+        int(np.prod(i.dims)) * 4 for i in model.graph.initializer if i.data_type == TensorProto.FLOAT
+    )  # every float initializer, the duplicate included
+    assert imported.total_param_bytes == imported.captured.total_param_bytes == floats - head_bytes
+    assert any("tied, counted once" in n for n in imported.metadata["notes"])
+
+
+def test_new_exporter_scope_metadata_gives_layers(onnx_dir: str) -> None:
+    """torch's current exporter keeps module scopes in node metadata, not names; layer granularity reads them."""
+    path = exported_tied(True, onnx_dir)
+    imported = import_onnx_model(path, ImportSettings(granularity="layer", layer_depth=2))
+    ids = [n.id for n in imported.graph.nodes]
+    assert [i for i in ids if i.startswith("h.") and "#" not in i] == ["h.0", "h.1", "h.2"]
+    assert "lm_head" in ids and len(imported.graph.edges) >= len(ids) - 1
+    # operators the exporter's optimizer made without scopes join their producer's module, not the top level
+    first_block = ids.index("h.0")
+    assert not [i for i in ids[first_block:] if i.startswith("top")], ids
+    legacy = import_onnx_model(exported_tied(False, onnx_dir), ImportSettings(granularity="layer", layer_depth=2))
+    assert [i for i in [n.id for n in legacy.graph.nodes] if i.startswith("h.") and "#" not in i] == ["h.0", "h.1", "h.2"]
+    assert imported.captured.flops_by_kind["matmul"] == pytest.approx(legacy.captured.flops_by_kind["matmul"], rel=1e-9)

@@ -171,7 +171,7 @@ def test_untraceable_model_is_named() -> None:
 
 def test_shape_that_does_not_fit() -> None:
     module, _ = _model("mlp")
-    with pytest.raises(InputError, match=r"--input-shape: input shape 4x33 does not fit the model: mat1 and mat2"):
+    with pytest.raises(InputError, match=r"--input: input shape 4x33 does not fit the model: mat1 and mat2"):
         import_torch_model(module, [torch.randn(4, 33)], name="mlp")
 
 
@@ -186,7 +186,7 @@ def test_factories_and_shapes() -> None:
     assert parse_input_shape("8x128:int64").shape == (8, 128)
     assert parse_input_shape("8X3x4").dtype is None
     for bad in ("8x-1", "axb", ""):
-        with pytest.raises(InputError, match="--input-shape"):
+        with pytest.raises(InputError, match="--input"):
             parse_input_shape(bad)
 
 

@@ -16,19 +16,23 @@ from milp_partition.errors import InputError
 from milp_partition.importers.settings import ImportSettings
 
 _EPILOG = """examples:
-  milp-partition import torch milp_partition.importers.models:gpt --input-shape 8x1024:int64 --training \\
+  milp-partition import torch milp_partition.importers.models:gpt --input 8x1024:int64 --training \\
       --granularity layer --profile H100 --output gpt.json
-  milp-partition import onnx model.onnx --input-shape 8x3x224x224 --output model.json
+  milp-partition import torch my_models.py:bert --input input_ids=8x512:int64 --input attention_mask=8x512:int64 ...
+  milp-partition import onnx model.onnx --input 8x3x224x224 --output model.json
 then: milp-partition solve gpt.json --devices 4 --memory 80GiB"""
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "--input",
         "--input-shape",
+        dest="input",
         action="append",
         default=[],
-        metavar="SHAPE",
-        help="shape of an input, e.g. 8x3x224x224, or 8x128:int64 for token ids; repeat per input",
+        metavar="[NAME=]SHAPE[:DTYPE]",
+        help="an input: 8x3x224x224, 8x128:int64 (token ids, drawn from the vocabulary), or by name "
+        "attention_mask=8x128:int64 (masks are ones); repeat per input",
     )
     p.add_argument("--dtype", default="float32", help="floating-point dtype of the model and the profile rate (default float32)")
     p.add_argument("--training", action="store_true", help="build a training graph: backward nodes tied to forward nodes")
@@ -37,7 +41,11 @@ def _add_common(p: argparse.ArgumentParser) -> None:
         "--granularity", choices=["operator", "layer"], default="operator", help="one node per operator (default) or per layer"
     )
     p.add_argument(
-        "--layer-depth", type=flags.count, default=2, help="module-path depth of a layer (default 2: h.3 of h.3.attn.qkv)"
+        "--layer-depth",
+        type=flags.count,
+        default=None,
+        help="module-path depth of a layer (2: h.3 of h.3.attn.qkv); default automatic: the shallowest depth at which "
+        "no node that could be split holds more than a quarter of the forward FLOPs",
     )
     p.add_argument(
         "--optimizer-state-factor",
@@ -98,7 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def settings_from_args(args: argparse.Namespace) -> ImportSettings:
     """The :class:`ImportSettings` of the command line."""
-    if args.layer_depth < 1:
+    if args.layer_depth is not None and args.layer_depth < 1:
         raise InputError(f"must be at least 1, got {args.layer_depth}", where="--layer-depth")
     for flag, value in (("--optimizer-state-factor", args.optimizer_state_factor), ("--backward-ratio", args.backward_ratio)):
         if not value >= 0:
@@ -129,13 +137,25 @@ def _report(imported, output: Path, seconds: float) -> int:  # type: ignore[no-u
     print(f"captured   {imported.captured.name} with {meta['capture']} ({meta['framework']})")
     print(
         f"graph      {meta['nodes']} nodes, {meta['edges']} edges, granularity {meta['granularity']}"
-        + (f" depth {meta['layer_depth']}" if meta["layer_depth"] else "")
+        + (
+            f" depth {meta['layer_depth']}" + (" (automatic)" if meta.get("layer_depth_automatic") else "")
+            if meta["layer_depth"]
+            else ""
+        )
         + (", training" if meta["training"] else ", forward only")
     )
     print(f"FLOPs      {meta['flops']:.6g} (forward {meta['forward_flops']:.6g}); parameters {meta['param_bytes']} bytes")
+    if meta.get("largest_node"):
+        print(f"largest    {meta['largest_node']}: {100 * meta['largest_node_share']:.1f}% of the forward FLOPs")
     ref = meta["reference_flops"]
     if ref:
-        print("reference  FlopCounterMode on the whole model: " + ", ".join(f"{k} {v:.6g}" for k, v in ref.items()))
+        counted = {"forward": meta["forward_flops"], "backward": meta["flops"] - meta["forward_flops"]}
+        parts = [
+            f"{k} {v:.6g}" + (f" ({100 * (counted[k] / v - 1):+.2f}% counted)" if k in counted and v > 0 else "")
+            for k, v in ref.items()
+            if k in counted
+        ]
+        print("check      closed form of matrix products, attention, convolutions: " + ", ".join(parts))
     print(f"times      {meta['times']}")
     if meta["unknown_ops"]:
         how = "timed" if imported.settings.measure else "costed by bytes moved"
@@ -155,13 +175,15 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     check_writable(args.output)
     start = time.perf_counter()
     settings = settings_from_args(args)
-    if not args.input_shape:
-        raise InputError("give the shape of each model input, e.g. --input-shape 8x3x224x224", where="--input-shape")
-    specs = [parse_input_shape(s) for s in args.input_shape]
+    if not args.input:
+        raise InputError(
+            "give the shape of each model input, e.g. --input 8x3x224x224 or --input input_ids=8x128:int64", where="--input"
+        )
+    specs = [parse_input_shape(s) for s in args.input]
     module = build_module(args.model)
-    inputs = make_inputs(specs, settings.dtype)
+    inputs, kwargs = make_inputs(specs, settings.dtype, model=module)
     name = args.model.rpartition(":")[2]
-    imported = import_torch_model(module, inputs, settings, name=name, tracer=args.tracer)
+    imported = import_torch_model(module, inputs, settings, name=name, tracer=args.tracer, kwargs=kwargs)
     return _report(imported, args.output, time.perf_counter() - start)
 
 
@@ -172,6 +194,9 @@ def _cmd_import_onnx(args: argparse.Namespace) -> int:
     check_writable(args.output)
     start = time.perf_counter()
     settings = settings_from_args(args)
-    shapes = [parse_input_shape(s).shape for s in args.input_shape] or None
+    specs = [parse_input_shape(s) for s in args.input]
+    if any(spec.name for spec in specs):
+        raise InputError("ONNX inputs are matched by position; give shapes without names", where="--input")
+    shapes = [spec.shape for spec in specs] or None
     imported = import_onnx_model(args.model, settings, shapes)
     return _report(imported, args.output, time.perf_counter() - start)

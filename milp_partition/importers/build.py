@@ -9,8 +9,12 @@ Forward graph
 Training graph (``settings.training``)
     Beside each forward node ``v`` a backward node ``v:bwd`` (``is_backward``) with the backward
     FLOPs (traced, or ``backward_flops_ratio`` times forward) and time.  Edges: ``v -> v:bwd``
-    (the saved activations) and, for each forward edge ``u -> v``, ``v:bwd -> u:bwd`` carrying
-    the gradient (as many bytes as the activation).  Both nodes share colocation group ``v``
+    and, for each forward edge ``u -> v``, ``v:bwd -> u:bwd`` carrying the gradient (as many
+    bytes as the activation).  What crosses a stage boundary is then exactly the activations
+    forward and their gradients backward: ``v -> v:bwd`` orders the two passes and carries
+    0 bytes when they are colocated (the saved activations stay on the device that made them;
+    costing them would count a transfer that never happens), the saved activations' bytes
+    when ``colocate_backward`` is off.  Both nodes share colocation group ``v``
     unless ``colocate_backward`` is off.  Memory sits on the forward node: ``activation_bytes``
     are the activations autograd saves for backward (per micro-batch); ``other_bytes`` are
     buffers plus ``optimizer_state_bytes_per_param_byte`` times the parameter bytes.
@@ -27,7 +31,7 @@ from typing import Any
 
 from milp_partition.errors import InputError
 from milp_partition.graph import TIME_UNIT_SECONDS, Edge, Graph, Node, make_graph
-from milp_partition.importers.grouping import group_operators
+from milp_partition.importers.grouping import choose_layer_depth, group_operators
 from milp_partition.importers.records import CapturedModel
 from milp_partition.importers.settings import ImportSettings
 from milp_partition.importers.timing import backward_flops, load_profile_spec, op_times
@@ -83,7 +87,10 @@ def build_graph(captured: CapturedModel, settings: ImportSettings) -> ImportedGr
     if not captured.ops:
         raise InputError("the captured graph has no operators (the model computes nothing from its inputs)", source=captured.name)
     profile = load_profile_spec(settings.profile) if settings.profile and not settings.measure else None
-    groups = group_operators(captured.ops, settings.granularity, settings.layer_depth)
+    depth = settings.layer_depth
+    if depth is None:  # automatic, and only where it means something
+        depth = choose_layer_depth(captured.ops, settings.max_layer_share) if settings.granularity == "layer" else 1
+    groups = group_operators(captured.ops, settings.granularity, depth)
     group_of = {op.id: gid for gid, ops in groups for op in ops}
 
     nodes: list[Node] = []
@@ -141,11 +148,11 @@ def build_graph(captured: CapturedModel, settings: ImportSettings) -> ImportedGr
     forward_edges = [Edge(a, b, sum(t.values()), edge_time(sum(t.values()))) for (a, b), t in crossing.items()]
     edges = list(forward_edges)
     if settings.training:
-        edges += [Edge(n.id, n.id + BACKWARD_SUFFIX, n.activation_bytes, edge_time(n.activation_bytes)) for n in nodes]
+        # (saved activations cross only when forward and backward may sit apart)
+        own = (lambda n: 0) if settings.colocate_backward else (lambda n: n.activation_bytes)
+        edges += [Edge(n.id, n.id + BACKWARD_SUFFIX, own(n), edge_time(own(n))) for n in nodes]
         edges += [Edge(e.target + BACKWARD_SUFFIX, e.source + BACKWARD_SUFFIX, e.bytes, e.transfer_time) for e in forward_edges]
-    how = f"{captured.capture}, {settings.granularity}" + (
-        f" depth {settings.layer_depth}" if settings.granularity == "layer" else ""
-    )
+    how = f"{captured.capture}, {settings.granularity}" + (f" depth {depth}" if settings.granularity == "layer" else "")
     graph = make_graph(
         nodes + backward,
         edges,
@@ -153,11 +160,11 @@ def build_graph(captured: CapturedModel, settings: ImportSettings) -> ImportedGr
         time_unit=settings.time_unit,
         source=captured.name,
     )
-    metadata = _metadata(captured, settings, profile, graph)
+    metadata = _metadata(captured, settings, profile, graph, depth)
     return ImportedGraph(graph, captured, settings, metadata)
 
 
-def _metadata(captured: CapturedModel, settings: ImportSettings, profile: Any | None, graph: Graph) -> dict[str, Any]:
+def _metadata(captured: CapturedModel, settings: ImportSettings, profile: Any | None, graph: Graph, depth: int) -> dict[str, Any]:
     if settings.measure:
         times = f"measured on this machine's CPU (median of {settings.measure_repeats})"
     elif profile is not None:
@@ -166,11 +173,16 @@ def _metadata(captured: CapturedModel, settings: ImportSettings, profile: Any | 
         )
     else:
         times = "none (no profile): times are zero"
+    forward = [n for n in graph.nodes if not n.is_backward]
+    fwd_total = sum(n.flops or 0.0 for n in forward)
     return {
         "framework": captured.framework,
         "capture": captured.capture,
         "granularity": settings.granularity,
-        "layer_depth": settings.layer_depth if settings.granularity == "layer" else None,
+        "layer_depth": depth if settings.granularity == "layer" else None,
+        "layer_depth_automatic": settings.layer_depth is None,
+        "largest_node": max(forward, key=lambda n: n.flops or 0.0).id if forward else None,
+        "largest_node_share": max((n.flops or 0.0) for n in forward) / fwd_total if fwd_total > 0 else 0.0,
         "training": settings.training,
         "times": times,
         "nodes": len(graph.nodes),
@@ -188,7 +200,12 @@ def describe(metadata: dict[str, Any]) -> str:
     """One line of text for the graph file's ``description`` and the CLI."""
     parts = [
         f"imported from {metadata['framework']} by {metadata['capture']}",
-        f"granularity {metadata['granularity']}" + (f" (depth {metadata['layer_depth']})" if metadata["layer_depth"] else ""),
+        f"granularity {metadata['granularity']}"
+        + (
+            f" (depth {metadata['layer_depth']}{', automatic' if metadata.get('layer_depth_automatic') else ''})"
+            if metadata["layer_depth"]
+            else ""
+        ),
         "training graph" if metadata["training"] else "forward graph",
         f"times: {metadata['times']}",
         f"{metadata['nodes']} nodes, {metadata['edges']} edges",

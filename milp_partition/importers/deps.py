@@ -9,7 +9,7 @@ from types import MappingProxyType, ModuleType
 from milp_partition.errors import InputError
 
 #: Extra of ``pyproject.toml`` that provides each optional module.
-EXTRAS: Mapping[str, str] = MappingProxyType({"torch": "torch", "onnx": "onnx"})
+EXTRAS: Mapping[str, str] = MappingProxyType({"torch": "torch", "onnx": "onnx", "onnxscript": "onnx", "transformers": "zoo"})
 
 
 def require(module: str) -> ModuleType:

@@ -50,3 +50,30 @@ def group_operators(ops: tuple[OpRecord, ...], granularity: str, depth: int) -> 
             last_key = key
         groups[-1][1].append(op)
     return groups
+
+
+def path_depth(module_path: str) -> int:
+    """Number of components of a module path (0 for the top level)."""
+    return len(module_path.split(".")) if module_path else 0
+
+
+def choose_layer_depth(ops: tuple[OpRecord, ...], max_share: float = 0.25) -> int:
+    """The shallowest layer depth at which no node that could still be split holds more than ``max_share`` of the FLOPs.
+
+    For d = 1, 2, ... the operators are grouped at depth d (:func:`group_operators`); d is taken
+    when every group above ``max_share`` of the forward FLOPs is indivisible (all its operators
+    sit at depth <= d, e.g. one large ``lm_head``).  In a transformer this is the depth at which
+    the repeated blocks (``transformer.h.3``, ``bert.encoder.layer.3``) become nodes.  Without
+    FLOPs, depth 1; at worst the deepest module path.
+    """
+    total = sum(op.forward_flops for op in ops)
+    deepest = max((path_depth(op.module_path) for op in ops), default=1)
+    if total <= 0:
+        return 1
+    for depth in range(1, max(deepest, 1) + 1):
+        if all(
+            sum(op.forward_flops for op in group) <= max_share * total or all(path_depth(op.module_path) <= depth for op in group)
+            for _, group in group_operators(ops, "layer", depth)
+        ):
+            return depth
+    return max(deepest, 1)

@@ -11,6 +11,7 @@ Needs PyTorch (the ``torch`` extra).
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
@@ -169,3 +170,174 @@ def resnet50_small_test() -> nn.Module:
 def mlp_small_test() -> nn.Module:
     """A 4-layer MLP of width 64 on 32 inputs, for tests."""
     return mlp(in_features=32, hidden=64, layers=4, classes=10)
+
+
+def _make_divisible(value: float, divisor: int = 8) -> int:
+    """Round channels to a multiple of ``divisor``, not below 90% of ``value`` (MobileNet's rule)."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+def _conv_bn(
+    c_in: int, c_out: int, kernel: int, stride: int = 1, groups: int = 1, act: type[nn.Module] | None = None
+) -> nn.Sequential:
+    layers: list[nn.Module] = [
+        nn.Conv2d(c_in, c_out, kernel, stride, (kernel - 1) // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(c_out, eps=0.001, momentum=0.01),
+    ]
+    if act is not None:
+        layers.append(act())
+    return nn.Sequential(*layers)
+
+
+class SqueezeExcite(nn.Module):
+    """Squeeze-and-excitation: global average, 1x1 conv down, ReLU, 1x1 conv up, hard sigmoid, scale."""
+
+    def __init__(self, channels: int, squeeze: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Conv2d(channels, squeeze, 1)
+        self.fc2 = nn.Conv2d(squeeze, channels, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = F.adaptive_avg_pool2d(x, 1)
+        scale = F.hardsigmoid(self.fc2(F.relu(self.fc1(scale))))
+        return x * scale
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV3's block: 1x1 expansion, depthwise k x k convolution, optional squeeze-excite, 1x1 projection."""
+
+    def __init__(self, c_in: int, kernel: int, expanded: int, c_out: int, se: bool, act: type[nn.Module], stride: int) -> None:
+        super().__init__()
+        layers: list[nn.Module] = []
+        if expanded != c_in:
+            layers.append(_conv_bn(c_in, expanded, 1, act=act))
+        layers.append(_conv_bn(expanded, expanded, kernel, stride, groups=expanded, act=act))
+        if se:
+            layers.append(SqueezeExcite(expanded, _make_divisible(expanded // 4)))
+        layers.append(_conv_bn(expanded, c_out, 1))
+        self.block = nn.Sequential(*layers)
+        self.residual = stride == 1 and c_in == c_out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.block(x)
+        return out + x if self.residual else out
+
+
+#: MobileNetV3-Large blocks: (input channels, kernel, expanded channels, output channels, squeeze-excite, hard swish, stride).
+MOBILENET_V3_LARGE: tuple[tuple[int, int, int, int, bool, bool, int], ...] = (
+    (16, 3, 16, 16, False, False, 1),
+    (16, 3, 64, 24, False, False, 2),
+    (24, 3, 72, 24, False, False, 1),
+    (24, 5, 72, 40, True, False, 2),
+    (40, 5, 120, 40, True, False, 1),
+    (40, 5, 120, 40, True, False, 1),
+    (40, 3, 240, 80, False, True, 2),
+    (80, 3, 200, 80, False, True, 1),
+    (80, 3, 184, 80, False, True, 1),
+    (80, 3, 184, 80, False, True, 1),
+    (80, 3, 480, 112, True, True, 1),
+    (112, 3, 672, 112, True, True, 1),
+    (112, 5, 672, 160, True, True, 2),
+    (160, 5, 960, 160, True, True, 1),
+    (160, 5, 960, 160, True, True, 1),
+)
+
+
+class MobileNetV3(nn.Module):
+    """MobileNetV3-Large (Howard et al. 2019) written out: the layout of torchvision's ``mobilenet_v3_large``.
+
+    ``width`` scales every channel count (rounded to multiples of 8); ``width=1`` has 5.48 M parameters.
+    """
+
+    def __init__(self, width: float = 1.0, classes: int = 1000, last_channel: int = 1280) -> None:
+        super().__init__()
+
+        def ch(c: int) -> int:
+            return _make_divisible(c * width)
+
+        layers: list[nn.Module] = [_conv_bn(3, ch(16), 3, 2, act=nn.Hardswish)]
+        for c_in, kernel, expanded, c_out, se, hswish, stride in MOBILENET_V3_LARGE:
+            act = nn.Hardswish if hswish else nn.ReLU
+            layers.append(InvertedResidual(ch(c_in), kernel, ch(expanded), ch(c_out), se, act, stride))
+        last_conv = 6 * ch(160)
+        layers.append(_conv_bn(ch(160), last_conv, 1, act=nn.Hardswish))
+        self.features = nn.Sequential(*layers)
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.classifier = nn.Sequential(
+            nn.Linear(last_conv, last_channel), nn.Hardswish(), nn.Dropout(0.2), nn.Linear(last_channel, classes)
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.avgpool(self.features(x)), 1))
+
+
+def mobilenet_v3_large(width: float = 1.0, classes: int = 1000) -> nn.Module:
+    """MobileNetV3-Large (5.48 M parameters at width 1); input 3 x 224 x 224."""
+    return MobileNetV3(width, classes)
+
+
+def mobilenet_v3_small_test() -> nn.Module:
+    """MobileNetV3-Large's layout at width 0.25 with 10 classes and a 64-wide head, for tests."""
+    return MobileNetV3(0.25, classes=10, last_channel=64)
+
+
+class ScaledGELUFunction(torch.autograd.Function):
+    """A custom autograd function: ``gelu(x) * scale`` whose backward is written by hand.
+
+    Its backward computes the exact GELU derivative with an extra matrix product against an
+    identity (as a fused kernel with a different backward would), so its backward FLOPs differ
+    from what autograd derives from the traced forward.
+    """
+
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor, eye: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x, eye)
+        return F.gelu(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:  # type: ignore[override]
+        x, eye = ctx.saved_tensors
+        cdf = 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+        pdf = torch.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+        return (grad * (cdf + x * pdf)) @ eye, None
+
+
+class CustomFunctionMLP(nn.Module):
+    """Two linear layers around :class:`ScaledGELUFunction` (a model with a custom autograd function)."""
+
+    eye: torch.Tensor
+
+    def __init__(self, width: int = 64) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(width, width)
+        self.fc2 = nn.Linear(width, width)
+        self.register_buffer("eye", torch.eye(width), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(ScaledGELUFunction.apply(self.fc1(x), self.eye))
+
+
+class GroupedConvNet(nn.Module):
+    """Grouped and depthwise convolutions (ResNeXt and MobileNet style) with a pointwise mix and a classifier."""
+
+    def __init__(self, channels: int = 32, groups: int = 4, classes: int = 10) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, channels, 3, padding=1)
+        self.grouped = nn.Conv2d(channels, channels, 3, padding=1, groups=groups)
+        self.depthwise = nn.Conv2d(channels, channels, 5, padding=2, groups=channels)
+        self.pointwise = nn.Conv2d(channels, 2 * channels, 1)
+        self.transposed = nn.ConvTranspose2d(2 * channels, channels, 2, stride=2, groups=groups)
+        self.fc = nn.Linear(channels, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.stem(x))
+        x = F.relu(self.pointwise(self.depthwise(F.relu(self.grouped(x)))))
+        x = self.transposed(x)
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+def transformer_encoder(d_model: int = 64, heads: int = 4, layers: int = 2, ffn: int = 128) -> nn.Module:
+    """torch's own ``nn.TransformerEncoder`` (batch first) of ``layers`` post-norm layers."""
+    layer = nn.TransformerEncoderLayer(d_model, heads, ffn, dropout=0.0, batch_first=True)
+    return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)

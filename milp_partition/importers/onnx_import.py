@@ -3,14 +3,21 @@
 Each ONNX node is an operator record, except constants: ``Constant`` nodes and nodes whose
 inputs are all initializers or constants (``Identity`` of a shared weight) are folded into the
 initializers they stand for.  Floating-point initializers are parameters; others (masks,
-indices, shapes) are buffers.  The module path of a node is read from its name as the
-PyTorch exporter writes it (``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``), which gives
-layer granularity.  ONNX has no backward pass, so a training graph uses the ratios of
+indices, shapes) are buffers.  A tied weight that an exporter wrote twice (an LM head sharing
+the embedding's matrix becomes a second, transposed initializer) is recognised by its content,
+equal to another initializer's or to its transpose, and counted once (matrices whose entries
+are not all equal, so that zero biases or unit norm weights are never merged).  The module path
+of a node, for layer granularity, is read from its metadata as torch's current exporter writes
+it (``pkg.torch.onnx.name_scopes``: ``['', 'h.0', 'h.0.attn', 'linear']`` -> ``h.0.attn``),
+else from its name as the TorchScript exporter writes it
+(``/layer1/layer1.0/conv1/Conv`` -> ``layer1.0.conv1``).  ONNX has no backward pass, so a training graph uses the ratios of
 :class:`~milp_partition.importers.settings.ImportSettings`.  Needs the ``onnx`` extra.
 """
 
 from __future__ import annotations
 
+import ast
+import hashlib
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -37,6 +44,59 @@ def module_path_from_name(name: str) -> str:
         else:
             parts.append(comp)
     return ".".join(parts)
+
+
+#: Metadata key of torch's current (``dynamo=True``) ONNX exporter holding a node's module scopes.
+NAME_SCOPES_KEY = "pkg.torch.onnx.name_scopes"
+
+
+def scope_path(node: Any) -> str | None:
+    """Module path from :data:`NAME_SCOPES_KEY` metadata (``""``: the top level), or ``None`` if the node has none."""
+    for prop in getattr(node, "metadata_props", ()):
+        if prop.key != NAME_SCOPES_KEY:
+            continue
+        try:
+            scopes = ast.literal_eval(prop.value)
+        except (ValueError, SyntaxError):
+            return None
+        if isinstance(scopes, list) and all(isinstance(x, str) for x in scopes):
+            modules = [x for x in scopes[:-1] if x]  # the last scope is the operator itself
+            return modules[-1] if modules else ""
+        return None
+    return None
+
+
+def module_path_of(node: Any) -> str:
+    """Module path of an ONNX node: from :data:`NAME_SCOPES_KEY` metadata if present, else from its name."""
+    path = scope_path(node)
+    return module_path_from_name(node.name) if path is None else path
+
+
+def tied_initializers(initializers: Sequence[Any]) -> dict[str, str]:
+    """Floating-point initializers equal to an earlier one or to its transpose: name -> the earlier name.
+
+    Only tensors of rank 2 or more whose entries are not all equal are compared (by a hash of
+    their bytes), so constant tensors (zero biases, unit scales) are never merged.
+    """
+    numpy_helper = require("onnx.numpy_helper")
+    seen: dict[tuple[Any, ...], str] = {}
+    tied: dict[str, str] = {}
+    for init in initializers:
+        if init.data_type not in _FLOAT_TYPES or len(init.dims) < 2:
+            continue
+        array = numpy_helper.to_array(init)
+        if array.size < 2 or (array.flat[0] == array).all():
+            continue
+        keys = [(array.shape, array.dtype.str, hashlib.blake2b(array.tobytes(), digest_size=16).digest())]
+        if array.ndim == 2:
+            transposed = array.T.copy()
+            keys.append((transposed.shape, array.dtype.str, hashlib.blake2b(transposed.tobytes(), digest_size=16).digest()))
+        owner = next((seen[k] for k in keys if k in seen), None)
+        if owner is not None:
+            tied[init.name] = owner
+        else:
+            seen[keys[0]] = init.name
+    return tied
 
 
 def load_model(path: str | Path, input_shapes: Sequence[tuple[int, ...]] | None = None) -> tuple[Any, list[str]]:
@@ -149,6 +209,7 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
         itemsize[init.name] = _itemsize(onnx, init.data_type)
         const_bytes[init.name] = numel(tuple(init.dims)) * itemsize[init.name]
         const_is_param[init.name] = init.data_type in _FLOAT_TYPES
+    tied = tied_initializers(graph.initializer)
     alias: dict[str, str] = {}  # constant value -> the initializer (or Constant output) it stands for
 
     def nbytes(tensor: str) -> int:
@@ -163,6 +224,11 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
     flops_by_kind = {"matmul": 0.0, "other": 0.0}
     unknown: set[str] = set()
     unknown_shape: set[str] = set()
+    # A file with scope metadata may still have nodes without (made by the exporter's optimizer):
+    # they take the module of the operator that produces their first input, else of the previous one.
+    has_scopes = any(scope_path(n) is not None for n in graph.node)
+    path_of_op: dict[str, str] = {}
+    last_path = ""
     for index, node in enumerate(graph.node):
         real_inputs = [t for t in node.input if t]
         if node.op_type == "Constant" or (real_inputs and all(t in const_bytes or t in alias for t in real_inputs)):
@@ -183,7 +249,9 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
             if root in const_bytes:
                 if root not in seen_state:
                     seen_state.add(root)
-                    if const_is_param[root]:
+                    if root in tied:  # the same weight as another initializer, counted there
+                        ...
+                    elif const_is_param[root]:
                         params += const_bytes[root]
                     else:
                         buffers += const_bytes[root]
@@ -205,11 +273,16 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
         if not counted:
             unknown.add(node.op_type if not node.domain else f"{node.domain}.{node.op_type}")
         view = node.op_type in VIEWS
+        path = scope_path(node) if has_scopes else module_path_from_name(node.name)
+        if path is None:
+            sources = [producer[t] for t in real_inputs if t in producer]
+            path = path_of_op[sources[0]] if sources else last_path
+        path_of_op[op_id] = last_path = path
         ops.append(
             OpRecord(
                 id=op_id,
                 op_type=node.op_type if not node.domain else f"{node.domain}.{node.op_type}",
-                module_path=module_path_from_name(node.name),
+                module_path=path,
                 forward_flops=matmul + other,
                 input_bytes=0 if view else in_bytes,
                 output_bytes=0 if view else out_bytes,
@@ -222,10 +295,15 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
             if t:
                 producer[t] = op_id
     notes = list(notes)
+    if tied:
+        shown = ", ".join(f"{k} = {v}" for k, v in list(tied.items())[:3]) + (", ..." if len(tied) > 3 else "")
+        notes.append(f"{len(tied)} initializer(s) hold the same weight as another (tied, counted once): {shown}")
     if unknown_shape:
         notes.append(f"{len(unknown_shape)} tensors without an inferred shape are costed as 0 bytes")
     total_params = sum(
-        numel(tuple(i.dims)) * _itemsize(onnx, i.data_type) for i in graph.initializer if i.data_type in _FLOAT_TYPES
+        numel(tuple(i.dims)) * _itemsize(onnx, i.data_type)
+        for i in graph.initializer
+        if i.data_type in _FLOAT_TYPES and i.name not in tied
     )
     return CapturedModel(
         name=name,

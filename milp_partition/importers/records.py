@@ -85,11 +85,14 @@ class CapturedModel:
     total_param_bytes
         Bytes of all parameters of the model (each counted once).
     reference_flops
-        Whole-model FLOPs from an independent count (FlopCounterMode on the eager model: forward,
-        and forward plus backward when traced for training), for checking; ``None`` if not taken.
+        Whole-model FLOPs from a count independent of the importer's counter, for checking
+        (PyTorch: the closed forms of :mod:`~milp_partition.importers.closed_form`, ``"forward"``
+        and with training ``"backward"``; ``"eager_backward"``: the eager model's backward with its
+        custom autograd functions, when it has any); empty if not taken.
     flops_by_kind
         Forward FLOPs split by kind of formula where the importer knows it (ONNX:
-        ``"matmul"`` for convolutions and matrix products, ``"other"`` for the rest).
+        ``"matmul"`` for convolutions and matrix products, ``"other"`` for the rest; PyTorch: the
+        closed forms' ``"matmul"``, ``"attention"`` and ``"convolution"``).
     unknown_ops
         Operator types without a FLOP count (costed by bytes), sorted.
     notes

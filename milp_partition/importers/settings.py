@@ -19,9 +19,15 @@ class ImportSettings:
         consecutive operators from the same module, cut at ``layer_depth``.
     layer_depth
         Module-path depth that names a layer (``h.3.attn`` at depth 2 is ``h.3``); shallower
-        paths are kept whole.
+        paths are kept whole.  ``None`` (default): chosen per model by
+        :func:`~milp_partition.importers.grouping.choose_layer_depth` (the shallowest depth at
+        which no divisible node holds more than ``max_layer_share`` of the forward FLOPs).
+    max_layer_share
+        Share of the forward FLOPs above which the automatic layer depth splits a node further.
     training
-        Build a training graph: a backward node per forward node, tied to it.
+        Build a training graph: a backward node per forward node, tied to it.  With
+        ``colocate_backward`` the edge from a node to its own backward carries no bytes (the saved
+        activations never leave the device); without, it carries them.
     colocate_backward
         Put each backward node in its forward node's colocation group (a pipeline keeps the
         weights and saved activations where they were made).  False frees them.
@@ -58,7 +64,8 @@ class ImportSettings:
     """
 
     granularity: Granularity = "operator"
-    layer_depth: int = 2
+    layer_depth: int | None = None
+    max_layer_share: float = 0.25
     training: bool = False
     colocate_backward: bool = True
     backward_flops_ratio: float = 2.0

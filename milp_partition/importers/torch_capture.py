@@ -10,33 +10,49 @@ node on detached copies of its inputs, so that for every node alone we get
   ``torch.autograd.grad(outputs, inputs that require grad)`` (the traced backward of this node);
 * the activations autograd saves for its backward (``saved_tensors_hooks``; each storage once);
 * its input, output and first-used parameter and buffer bytes;
-* with ``measure``, the median wall time of its forward and backward on this CPU.
+* with ``measure``, the median wall time of its forward and backward on this CPU;
+* its closed-form FLOPs (:mod:`.closed_form`), summed as an independent check of the counter.
 
-Operators the counter does not know (elementwise, normalizations, copies) get zero FLOPs and
-are costed by the bytes they move; a view (an output that aliases an input) moves no bytes.
-The whole-model count of ``FlopCounterMode`` on the eager module is kept for checking.
+The counter is ``FlopCounterMode`` with this project's formulas (:mod:`.flop_formulas`:
+grouped-convolution backward, attention on the CPU).  Operators it does not know (elementwise,
+normalizations, copies) get zero FLOPs and are costed by the bytes they move; a view (an output
+that aliases an input) moves no bytes.
+
+What the copy of the model is made to do, each said in the notes:
+
+* parameters shared by several modules (a tied LM head) stay shared on the copy, so each
+  storage is counted once, in the first operator that reads it;
+* a Hugging Face style model whose ``config.use_cache`` is on is run with it off (the key/value
+  cache is an inference-only output that the tracers cannot return);
+* the fused fast path of ``nn.MultiheadAttention`` / ``nn.TransformerEncoderLayer`` is off (its
+  kernels have no FLOP formula), so they run as their separate products;
+* a custom ``torch.autograd.Function`` is detected on the eager model; its backward is not the
+  one the traced graph differentiates, so with ``training`` its eager backward is counted and
+  the difference is reported.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import inspect
 import io
 import logging
 import operator
 import statistics
 import time
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves, tree_map
-from torch.utils.flop_counter import FlopCounterMode
 
 from milp_partition.errors import InputError
+from milp_partition.importers.closed_form import operator_closed_form
+from milp_partition.importers.flop_formulas import flop_counter
 from milp_partition.importers.records import CapturedModel, OpRecord, TensorUse
 from milp_partition.importers.settings import ImportSettings
 
@@ -56,20 +72,41 @@ def tensor_bytes(x: Any) -> int:
     return x.numel() * x.element_size() if isinstance(x, torch.Tensor) else 0
 
 
-def reference_flops(module: nn.Module, inputs: Sequence[Any], training: bool) -> dict[str, float]:
-    """Whole-model FLOPs from ``FlopCounterMode`` on the eager module: ``forward`` (and ``backward``)."""
-    with FlopCounterMode(display=False) as fwd, torch.set_grad_enabled(training):
-        out = module(*inputs)
-    result = {"forward": float(fwd.get_total_flops())}
-    if training:
-        loss = sum(t.float().sum() for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad)
-        if isinstance(loss, torch.Tensor):
-            with FlopCounterMode(display=False) as bwd:
-                loss.backward()
-            result["backward"] = float(bwd.get_total_flops())
-        for p in module.parameters():
-            p.grad = None
-    return result
+def _loss_of(out: Any) -> torch.Tensor | None:
+    """Sum of the floating-point outputs that need a gradient (a scalar to differentiate), or ``None``."""
+    leaves = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()]
+    return sum((t.float().sum() for t in leaves), torch.zeros((), device=leaves[0].device)) if leaves else None
+
+
+def custom_functions(out: Any) -> list[str]:
+    """Names of the custom ``torch.autograd.Function`` s in the autograd graph of ``out`` (sorted)."""
+    found: set[str] = set()
+    seen: set[int] = set()
+    stack: list[Any] = [t.grad_fn for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+    while stack:
+        fn = stack.pop()
+        if fn is None or id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        if isinstance(fn, torch.autograd.function.BackwardCFunction):
+            found.add(type(fn).__name__.removesuffix("Backward"))
+        stack.extend(next_fn for next_fn, _ in fn.next_functions)
+    return sorted(found)
+
+
+@contextlib.contextmanager
+def _no_fused_attention() -> Iterator[None]:
+    """Turn off the fused fast path of ``nn.MultiheadAttention`` and ``nn.TransformerEncoderLayer`` (restored after)."""
+    mha = getattr(torch.backends, "mha", None)
+    if mha is None or not hasattr(mha, "set_fastpath_enabled"):
+        yield
+        return
+    before = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(before)
 
 
 @contextlib.contextmanager
@@ -86,8 +123,10 @@ def _quiet_tracers() -> Iterator[None]:
         logger.setLevel(level)
 
 
-def capture_graph(module: nn.Module, inputs: Sequence[Any], tracer: str = "auto") -> tuple[torch.fx.GraphModule, str, list[str]]:
-    """Capture ``module`` as an FX graph module.
+def capture_graph(
+    module: nn.Module, inputs: Sequence[Any], tracer: str = "auto", kwargs: Mapping[str, Any] | None = None
+) -> tuple[torch.fx.GraphModule, str, list[str]]:
+    """Capture ``module`` called as ``module(*inputs, **kwargs)`` as an FX graph module.
 
     Returns
     -------
@@ -106,14 +145,15 @@ def capture_graph(module: nn.Module, inputs: Sequence[Any], tracer: str = "auto"
     if tracer in ("auto", "export"):
         try:
             with _quiet_tracers():
-                program = torch.export.export(module, tuple(inputs))
+                program = torch.export.export(module, tuple(inputs), dict(kwargs or {}))
             return program.module(), "torch.export", notes
         except Exception as exc:
             errors.append(f"torch.export failed: {one_line(exc)}")
     if tracer in ("auto", "fx"):
         try:
             with _quiet_tracers():
-                gm = torch.fx.symbolic_trace(module)
+                concrete = {k: v for k, v in (kwargs or {}).items() if not isinstance(v, torch.Tensor)}
+                gm = torch.fx.symbolic_trace(module, concrete_args=concrete or None)
             notes.extend(f"{e}; fell back to torch.fx.symbolic_trace" for e in errors)
             return gm, "torch.fx.symbolic_trace", notes
         except Exception as exc:
@@ -186,12 +226,21 @@ class _Recorder:
         self.seen_saved: set[int] = set()
         self.state_keys: set[int] = {_storage_key(t) for t in [*gm.parameters(), *gm.buffers()]}
         self.keep_alive: list[torch.Tensor] = []
+        self.closed_form: dict[str, float] = {"forward": 0.0, "backward": 0.0}
+        self.closed_form_by_kind: dict[str, float] = {}
 
-    def run(self, inputs: Sequence[Any]) -> None:
-        placeholders = iter(inputs)
+    def run(self, inputs: Sequence[Any], kwargs: Mapping[str, Any] | None = None) -> None:
+        """Run the graph on ``inputs`` (positional) and ``kwargs`` (matched to placeholders by name)."""
+        kwargs = dict(kwargs or {})
+        positional = iter(inputs)
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
-                self.env[node] = next(placeholders)
+                name = str(node.target).removeprefix("*")
+                if name in kwargs:
+                    self.env[node] = kwargs[name]
+                else:
+                    default = node.args[0] if node.args else None
+                    self.env[node] = next(positional, default)
             elif node.op == "get_attr":
                 self.env[node] = _fetch_attr(self.gm, str(node.target))
             elif node.op == "output":
@@ -241,7 +290,7 @@ class _Recorder:
         def call() -> Any:
             return _call(self.gm, node, args, kwargs)
 
-        with FlopCounterMode(display=False) as counter, torch.set_grad_enabled(training):
+        with flop_counter() as counter, torch.set_grad_enabled(training):
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 try:
                     out = call()
@@ -256,6 +305,12 @@ class _Recorder:
         if not out_tensors:
             return
         fwd_flops = float(counter.get_total_flops())
+        target = self.gm.get_submodule(str(node.target)) if node.op == "call_module" else node.target
+        closed = operator_closed_form(target, tuple(args), dict(kwargs), out)
+        if closed is not None:
+            self.closed_form["forward"] += closed.forward
+            self.closed_form["backward"] += closed.backward if training else 0.0
+            self.closed_form_by_kind[closed.kind] = self.closed_form_by_kind.get(closed.kind, 0.0) + closed.forward
         fwd_time = bwd_time = None
         if self.settings.measure:
             with torch.no_grad():
@@ -274,7 +329,7 @@ class _Recorder:
                 def backward() -> Any:
                     return torch.autograd.grad(grad_outs, grad_ins, seeds, retain_graph=True, allow_unused=True)
 
-                with FlopCounterMode(display=False) as bcounter:
+                with flop_counter() as bcounter:
                     backward()
                 bwd_flops = float(bcounter.get_total_flops())
                 if self.settings.measure:
@@ -345,8 +400,99 @@ class _MetaFailed(Exception):
     """Shape-only execution failed (an operator without a meta kernel, a data-dependent branch)."""
 
 
+def _tied_names(module: nn.Module) -> dict[str, str]:
+    """Parameter and buffer names that alias an earlier one (``lm_head.weight`` -> ``transformer.wte.weight``)."""
+    first: dict[int, str] = {}
+    tied: dict[str, str] = {}
+    named = [*module.named_parameters(remove_duplicate=False), *module.named_buffers(remove_duplicate=False)]
+    for name, tensor in named:
+        owner = first.setdefault(id(tensor), name)
+        if owner != name:
+            tied[name] = owner
+    return tied
+
+
+def _retie(module: nn.Module, tied: Mapping[str, str]) -> None:
+    """Make each name of ``tied`` alias its owner again (``Module.to`` to another device unties them)."""
+    for name, owner in tied.items():
+        mod_name, _, attr = name.rpartition(".")
+        own_mod, _, own_attr = owner.rpartition(".")
+        target = module.get_submodule(mod_name)
+        source = module.get_submodule(own_mod)
+        if own_attr in source._parameters:
+            target._parameters[attr] = source._parameters[own_attr]
+        else:
+            target._buffers[attr] = source._buffers[own_attr]
+
+
+def _without_cache(module: nn.Module) -> str | None:
+    """Turn off ``config.use_cache`` of a Hugging Face style model and its parts (on the copy); a note, or ``None``."""
+    changed = False
+    for sub in module.modules():
+        config = getattr(sub, "config", None)
+        if config is not None and getattr(config, "use_cache", False):
+            config.use_cache = False
+            changed = True
+    if not changed or not _accepts(module, "use_cache"):  # (an encoder-only model's config may carry the flag unused)
+        return None
+    return "run with use_cache=False (the key/value cache is an inference-only output; training builds none)"
+
+
+def _accepts(module: nn.Module, name: str) -> bool:
+    """True when ``module.forward`` has a parameter ``name``."""
+    try:
+        return name in inspect.signature(module.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def _meta_memo(module: nn.Module) -> dict[int, Any]:
+    """A ``deepcopy`` memo that maps each parameter and buffer to an empty meta tensor of its shape.
+
+    The copy then allocates no weights (a 7 B-parameter model is not duplicated in memory), and a
+    tensor shared by two modules maps to one meta tensor, so ties survive the copy.
+    """
+    memo: dict[int, Any] = {}
+    for t in [*module.parameters(), *module.buffers()]:
+        empty = torch.empty_like(t, device="meta")
+        memo[id(t)] = nn.Parameter(empty, requires_grad=t.requires_grad) if isinstance(t, nn.Parameter) else empty
+    return memo
+
+
+def _prepare(module: nn.Module, device: str, dtype: torch.dtype, name: str) -> tuple[nn.Module, list[str]]:
+    """A copy of ``module`` on ``device`` in ``dtype``, eval mode, ties kept, cache off; with notes."""
+    tied = _tied_names(module)
+    try:
+        copied = copy.deepcopy(module, _meta_memo(module) if device == "meta" else None)
+        copied.to(device=device, dtype=dtype)
+        _retie(copied, tied)
+        copied.eval()
+    except Exception as exc:
+        raise InputError(f"cannot copy the model to {device} {dtype}: {one_line(exc)}", source=name) from None
+    notes = ["captured in eval mode (batch norm on running statistics, dropout off)"]
+    if tied:
+        shown = ", ".join(f"{k} = {v}" for k, v in list(tied.items())[:3]) + (", ..." if len(tied) > 3 else "")
+        notes.append(f"{len(tied)} tied parameter(s) counted once, where first used ({shown})")
+    cache_note = _without_cache(copied)
+    if cache_note:
+        notes.append(cache_note)
+    return copied, notes
+
+
+def _to_device(x: Any, device: str, dtype: torch.dtype) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.to(device=device, dtype=dtype) if x.is_floating_point() else x.to(device)
+    return x
+
+
 def capture_module(
-    module: nn.Module, inputs: Sequence[Any], settings: ImportSettings, *, name: str = "model", tracer: str = "auto"
+    module: nn.Module,
+    inputs: Sequence[Any],
+    settings: ImportSettings,
+    *,
+    name: str = "model",
+    tracer: str = "auto",
+    kwargs: Mapping[str, Any] | None = None,
 ) -> CapturedModel:
     """Capture ``module`` on ``inputs`` into operator records (see the module docstring).
 
@@ -369,6 +515,8 @@ def capture_module(
         Model name for the graph and messages.
     tracer
         ``"auto"`` (export, else FX), ``"export"`` or ``"fx"``.
+    kwargs
+        Named inputs of ``forward`` (``attention_mask=...``).
 
     Raises
     ------
@@ -382,63 +530,111 @@ def capture_module(
         )
     if settings.execute_on not in ("meta", "cpu"):
         raise ValueError(f"execute_on must be 'meta' or 'cpu', got {settings.execute_on!r}")
-    if settings.execute_on == "meta" and not settings.measure:
-        try:
-            return _capture_on("meta", module, inputs, settings, dtype, name, tracer)
-        except _MetaFailed as exc:
-            captured = _capture_on("cpu", module, inputs, settings, dtype, name, tracer)
-            note = f"shape-only (meta) execution failed ({exc}); ran on the CPU"
-            return replace(captured, notes=(*captured.notes, note))
-    return _capture_on("cpu", module, inputs, settings, dtype, name, tracer)
+    kwargs = dict(kwargs or {})
+    with _no_fused_attention():
+        if settings.execute_on == "meta" and not settings.measure:
+            try:
+                return _capture_on("meta", module, inputs, kwargs, settings, dtype, name, tracer)
+            except _MetaFailed as exc:
+                captured = _capture_on("cpu", module, inputs, kwargs, settings, dtype, name, tracer)
+                note = f"shape-only (meta) execution failed ({exc}); ran on the CPU"
+                return replace(captured, notes=(*captured.notes, note))
+        return _capture_on("cpu", module, inputs, kwargs, settings, dtype, name, tracer)
+
+
+def _eager_check(
+    module: nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any], training: bool
+) -> tuple[list[str], float | None]:
+    """Run the eager model once: its custom autograd functions and, if any and ``training``, its eager backward FLOPs."""
+    with torch.set_grad_enabled(True):
+        out = module(*inputs, **kwargs)
+    functions = custom_functions(out)
+    if not (functions and training):
+        return functions, None
+    loss = _loss_of(out)
+    if loss is None:
+        return functions, None
+    with flop_counter() as counter:
+        loss.backward()
+    for p in module.parameters():
+        p.grad = None
+    return functions, float(counter.get_total_flops())
 
 
 def _capture_on(
     device: str,
     module: nn.Module,
     inputs: Sequence[Any],
+    kwargs: Mapping[str, Any],
     settings: ImportSettings,
     dtype: torch.dtype,
     name: str,
     tracer: str,
 ) -> CapturedModel:
     meta = device == "meta"
-    try:
-        module = copy.deepcopy(module).to(device=device, dtype=dtype).eval()
-    except Exception as exc:
-        raise InputError(f"cannot copy the model to {device} {dtype}: {one_line(exc)}", source=name) from None
-    inputs = [
-        (x.to(device=device, dtype=dtype) if x.is_floating_point() else x.to(device)) if isinstance(x, torch.Tensor) else x
-        for x in inputs
-    ]
-    try:
-        reference = reference_flops(module, inputs, settings.training)
-    except Exception as exc:
-        if meta:
-            raise _MetaFailed(one_line(exc, 120)) from None
-        shapes = ", ".join("x".join(map(str, x.shape)) for x in inputs if isinstance(x, torch.Tensor))
-        raise InputError(
-            f"input shape {shapes} does not fit the model: {one_line(exc)}", source=name, where="--input-shape"
-        ) from None
-    gm, method, notes = capture_graph(module, inputs, tracer)
-    notes.append("captured in eval mode (batch norm on running statistics, dropout off)")
+    module, notes = _prepare(module, device, dtype, name)
+    inputs = [_to_device(x, device, dtype) for x in inputs]
+    kwargs = {k: _to_device(v, device, dtype) for k, v in kwargs.items()}
+    if "use_cache" not in kwargs and _accepts(module, "use_cache") and any("use_cache=False" in n for n in notes):
+        kwargs["use_cache"] = False
+    functions: list[str] = []
+    eager_backward: float | None = None
+    eager_error: str | None = None
     if meta:
-        notes.append("FLOPs and bytes from shapes (meta device)")
+        try:
+            functions, eager_backward = _eager_check(module, inputs, kwargs, settings.training)
+        except Exception as exc:  # data-dependent Python code; the tracers may still capture it
+            eager_error = one_line(exc, 120)
+    try:
+        gm, method, capture_notes = capture_graph(module, inputs, tracer, kwargs)
+    except InputError:
+        if meta:
+            raise _MetaFailed(eager_error or "the tracers failed on meta tensors") from None
+        _check_inputs_fit(module, inputs, kwargs, name)
+        raise
+    notes += capture_notes
     recorder = _Recorder(gm, settings)
     try:
-        recorder.run(inputs)
+        recorder.run(inputs, kwargs)
     except InputError:
         raise
     except Exception as exc:
         if meta:
             raise _MetaFailed(one_line(exc, 120)) from None
+        _check_inputs_fit(module, inputs, kwargs, name)
         raise InputError(
             f"the captured graph ({method}) does not run on the example inputs: {one_line(exc)}", source=name
         ) from None
+    if meta:
+        notes.append("FLOPs and bytes from shapes (meta device)")
+        if eager_error:
+            notes.append(f"the eager model does not run on meta tensors ({eager_error}); custom autograd functions not checked")
+    elif settings.training:
+        try:
+            functions, eager_backward = _eager_check(module, inputs, kwargs, True)
+        except Exception as exc:
+            notes.append(f"the eager model failed ({one_line(exc, 120)}); custom autograd functions not checked")
+    if functions:
+        traced = sum(op.backward_flops or 0.0 for op in recorder.ops)
+        notes.append(
+            f"custom autograd.Function {', '.join(functions)}: the graph's backward differentiates the traced forward, "
+            "not the function's own backward"
+            + (
+                f" (backward FLOPs: graph {traced:.6g}, eager model with its own backward {eager_backward:.6g})"
+                if eager_backward is not None
+                else ""
+            )
+        )
     unknown = sorted({op.op_type for op in recorder.ops if not op.counted})
     total_params = sum(tensor_bytes(p) for p in module.parameters())
     used = sum(op.param_bytes for op in recorder.ops)
     if used != total_params:
         notes.append(f"{total_params - used} parameter bytes are not used by the captured forward")
+    reference = {"forward": recorder.closed_form["forward"]}
+    if settings.training:
+        reference["backward"] = recorder.closed_form["backward"]
+    if eager_backward is not None:
+        reference["eager_backward"] = eager_backward
     return CapturedModel(
         name=name,
         framework="torch",
@@ -447,6 +643,21 @@ def _capture_on(
         uses=tuple(recorder.uses),
         total_param_bytes=total_params,
         reference_flops=reference,
+        flops_by_kind=dict(recorder.closed_form_by_kind),
         unknown_ops=tuple(unknown),
         notes=tuple(notes),
     )
+
+
+def _check_inputs_fit(module: nn.Module, inputs: Sequence[Any], kwargs: Mapping[str, Any], name: str) -> None:
+    """Raise a one-line :class:`InputError` when the eager model rejects the inputs (called when capture failed)."""
+    try:
+        with torch.no_grad():
+            module(*inputs, **kwargs)
+    except Exception as exc:
+        shapes = ", ".join(
+            ([f"{k}=" if k else ""][0] + "x".join(map(str, x.shape)))
+            for k, x in [*(("", x) for x in inputs), *kwargs.items()]
+            if isinstance(x, torch.Tensor)
+        )
+        raise InputError(f"input shape {shapes} does not fit the model: {one_line(exc)}", source=name, where="--input") from None

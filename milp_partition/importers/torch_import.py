@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,48 +24,95 @@ from milp_partition.importers.settings import ImportSettings
 
 @dataclass(frozen=True)
 class InputSpec:
-    """One example input: its shape and, for non-float inputs, its dtype (``int64`` token ids)."""
+    """One example input: its shape, for non-float inputs its dtype (``int64`` token ids), and its name if passed by name."""
 
     shape: tuple[int, ...]
     dtype: str | None = None
+    name: str | None = None
 
 
-def parse_input_shape(text: str) -> InputSpec:
-    """Parse ``8x3x224x224`` or ``8x128:int64``.
+def parse_input_shape(text: str, where: str = "--input") -> InputSpec:
+    """Parse ``8x3x224x224``, ``8x128:int64`` or a named input ``attention_mask=8x128:int64``.
 
     Raises
     ------
     InputError
-        When a dimension is not a positive integer.
+        When a dimension is not a positive integer or the name is not an identifier.
     """
-    shape_text, _, dtype = text.partition(":")
+    name, eq, rest = text.partition("=")
+    if eq:
+        name = name.strip()
+        if not name.isidentifier():
+            raise InputError(f"input name must be a Python identifier (NAME=SHAPE), got {name!r} in {text!r}", where=where)
+    else:
+        name, rest = "", text
+    shape_text, _, dtype = rest.partition(":")
     try:
         shape = tuple(int(d) for d in shape_text.lower().split("x"))
     except ValueError:
         raise InputError(
-            f"must be dimensions joined by 'x', optionally ':dtype' (8x3x224x224, 8x128:int64), got {text!r}",
-            where="--input-shape",
+            f"must be dimensions joined by 'x', optionally ':dtype' and a leading 'name=' "
+            f"(8x3x224x224, 8x128:int64, attention_mask=8x128:int64), got {text!r}",
+            where=where,
         ) from None
     if not shape or any(d <= 0 for d in shape):
-        raise InputError(f"dimensions must be positive integers, got {text!r}", where="--input-shape")
-    return InputSpec(shape, dtype or None)
+        raise InputError(f"dimensions must be positive integers, got {text!r}", where=where)
+    return InputSpec(shape, dtype or None, name or None)
 
 
-def make_inputs(specs: Sequence[InputSpec], dtype: str, seed: int = 0) -> list[Any]:
-    """Example tensors: normal random floats of ``dtype``, zeros for integer dtypes (valid indices)."""
+def vocabulary_size(model: Any) -> int | None:
+    """Size of the model's token vocabulary: ``config.vocab_size``, else its smallest ``nn.Embedding``; ``None`` if neither."""
+    torch = require("torch")
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if isinstance(size, int) and size > 0:
+        return size
+    if not isinstance(model, torch.nn.Module):
+        return None
+    sizes = [m.num_embeddings for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+    return min(sizes) if sizes else None
+
+
+def make_inputs(specs: Sequence[InputSpec], dtype: str, seed: int = 0, model: Any = None) -> tuple[list[Any], dict[str, Any]]:
+    """Example tensors, positional and named, with realistic values.
+
+    Floating point: standard normal in ``dtype`` (or the spec's dtype).  Integer and boolean,
+    by the input's name: ``*mask*`` all ones (attend everywhere), ``token_type_ids`` zeros,
+    ``position_ids`` ``0, 1, ...`` along the last dimension, anything else (token ids) uniform
+    in ``[0, V)`` with ``V`` the model's vocabulary (:func:`vocabulary_size`; 2 if unknown).
+
+    Raises
+    ------
+    InputError
+        On an unknown dtype or a name given twice.
+    """
     torch = require("torch")
     gen = torch.Generator().manual_seed(seed)
-    out = []
+    vocab = vocabulary_size(model) if model is not None else None
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
     for spec in specs:
         name = spec.dtype or dtype
         tdtype = getattr(torch, name, None)
         if not isinstance(tdtype, torch.dtype):
-            raise InputError(f"unknown dtype {name!r} (use e.g. float32, bfloat16, int64)", where="--input-shape")
+            raise InputError(f"unknown dtype {name!r} (use e.g. float32, bfloat16, int64)", where="--input")
+        label = (spec.name or "").lower()
         if tdtype.is_floating_point:
-            out.append(torch.randn(spec.shape, generator=gen, dtype=tdtype))
+            value = torch.randn(spec.shape, generator=gen, dtype=tdtype)
+        elif tdtype == torch.bool or "mask" in label:
+            value = torch.ones(spec.shape, dtype=tdtype)
+        elif label == "token_type_ids":
+            value = torch.zeros(spec.shape, dtype=tdtype)
+        elif label == "position_ids":
+            value = torch.arange(spec.shape[-1], dtype=tdtype).expand(spec.shape).contiguous()
         else:
-            out.append(torch.zeros(spec.shape, dtype=tdtype))
-    return out
+            value = torch.randint(0, vocab or 2, spec.shape, generator=gen, dtype=tdtype)
+        if spec.name is None:
+            args.append(value)
+        elif spec.name in kwargs:
+            raise InputError(f"input {spec.name!r} is given twice", where="--input")
+        else:
+            kwargs[spec.name] = value
+    return args, kwargs
 
 
 def load_factory(spec: str) -> Callable[[], Any]:
@@ -98,7 +146,10 @@ def load_factory(spec: str) -> Callable[[], Any]:
         raise InputError(f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}", where="model") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
-        available = sorted(n for n, v in vars(module).items() if callable(v) and not n.startswith("_"))[:12]
+        public = {n: v for n, v in vars(module).items() if callable(v) and not n.startswith("_")}
+        # functions defined in the module first (the likely factories), then classes and imported names
+        own = sorted(n for n, v in public.items() if inspect.isfunction(v) and v.__module__ == module.__name__)
+        available = (own + sorted(set(public) - set(own)))[:12]
         raise InputError(
             f"module {module_name!r} has no factory {attr!r}" + (f"; it defines: {', '.join(available)}" if available else ""),
             where="model",
@@ -128,6 +179,7 @@ def import_torch_model(
     *,
     name: str | None = None,
     tracer: str = "auto",
+    kwargs: Mapping[str, Any] | None = None,
 ) -> ImportedGraph:
     """Capture ``module`` on ``example_inputs`` and build its graph, with records and metadata.
 
@@ -143,6 +195,8 @@ def import_torch_model(
         Graph name (default: the module's class name).
     tracer
         ``"auto"`` (``torch.export``, else ``torch.fx.symbolic_trace``), ``"export"`` or ``"fx"``.
+    kwargs
+        Named inputs of ``forward`` (``attention_mask``, ``decoder_input_ids``).
 
     Raises
     ------
@@ -152,7 +206,7 @@ def import_torch_model(
     from milp_partition.importers.torch_capture import capture_module
 
     settings = settings or ImportSettings()
-    captured = capture_module(module, example_inputs, settings, name=name or type(module).__name__, tracer=tracer)
+    captured = capture_module(module, example_inputs, settings, name=name or type(module).__name__, tracer=tracer, kwargs=kwargs)
     return build_graph(captured, settings)
 
 
