@@ -144,6 +144,7 @@ class CbcBackend:
             log_path = os.path.join(tmp, "cbc.log")
             Path(log_path).touch()
             cmd = _command(params, log_path, warm, tolerances)
+            cmd.tmpDir = tmp  # PuLP's .mps/.mst/.sol files go with the folder, also when an interrupt cuts the solve short
             progress = ProgressPrinter("cbc", params.progress_interval_s)
             stop = threading.Event()
             watcher = threading.Thread(target=_watch_log, args=(log_path, progress, stop, scaled), daemon=True)
@@ -228,6 +229,25 @@ def _cbc_children() -> list[int]:
         if name.startswith("cbc") and len(rest) > 1 and int(rest[1]) == me:
             found.append(int(entry))
     return found
+
+
+def stop_cbc_children() -> list[int]:
+    """Kill (SIGKILL) and reap this process's ``cbc`` children; return their PIDs.
+
+    For the interrupt path: a CBC child left running would outlive the command for its full time limit.
+    """
+    pids = _cbc_children()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except (ChildProcessError, OSError):
+            pass
+    return pids
 
 
 def _watchdog(deadline_s: float, grace_s: float, stop: threading.Event, stopped: list[str]) -> None:
