@@ -17,6 +17,16 @@ from milp_partition.backends.model import Model
 from milp_partition.backends.scaling import ScaledModel, scale_model
 from milp_partition.errors import ModelError, SolverUnavailableError
 
+#: CP-SAT parameters set on every solve, before the caller's, because without them CP-SAT proves false optima.
+#:
+#: ``presolve_inclusion_work_limit = 0`` turns off the presolve step that detects
+#: constraints included in others: on ``tests/data/cpsat_inclusion_false_optimum.pbtxt``
+#: (the pipeline model of a 5-node random instance, ``tests/test_proof_soundness.py``
+#: seed 10162) OR-Tools 9.15 with it reports OPTIMAL 42129200 although 42105098 is feasible
+#: (adding ``T <= 42105098`` gives a solution); with it off, or presolve off, it proves 42105098.
+#: The same bug and workaround are reported upstream: https://github.com/google/or-tools/issues/5293
+SOUNDNESS_PARAMETERS: tuple[tuple[str, object], ...] = (("presolve_inclusion_work_limit", 0),)
+
 
 def _solve_interruptibly(solver: Any, cp: Any, callback: Any) -> tuple[int, bool]:
     """Run ``solver.solve`` in a worker thread so that the main thread keeps handling signals.
@@ -97,6 +107,8 @@ class CpSatBackend:
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
         solver.parameters.catch_sigint_signal = False  # interrupts reach Python (see _solve_interruptibly)
+        for key, value in SOUNDNESS_PARAMETERS:
+            setattr(solver.parameters, key, value)
         for key, value in params.cpsat_parameters:
             setattr(solver.parameters, key, value)
         log_lines: list[str] = []
