@@ -3,6 +3,7 @@
     python benchmarks/calibration_report.py                      # full suite on the auto back-end
     python benchmarks/calibration_report.py --time-quick         # also time `calibrate --quick` end to end
     python benchmarks/calibration_report.py --from-profile P.json  # re-render from a profile, measuring nothing
+    python benchmarks/calibration_report.py --refit-profile P.json  # fit P's raw measurements anew, measuring nothing
 
 Everything written names this script at the top.  The plot is a hand-written SVG (no
 plotting library needed): measured points (filled: fitted, hollow: held out, grey: not
@@ -72,6 +73,11 @@ def _x(m: Measurement) -> float:
 
 def _predict(f: FitRecord, x: float) -> float:
     c = f.coefficients
+    if "regime1_from_bytes" in c:  # piecewise: the regime that covers x
+        k = 1
+        while f"regime{k + 1}_from_bytes" in c and x >= c[f"regime{k + 1}_from_bytes"]:
+            k += 1
+        return c[f"regime{k}_alpha_s"] + x * c[f"regime{k}_beta_s_per_byte"]
     if "peak_flop_per_s" in c:
         return c["overhead_s"] + x / c["peak_flop_per_s"]
     if f.name.startswith("allreduce"):
@@ -106,6 +112,13 @@ def _effective(m: Measurement) -> str:
     return f"{m.bytes / m.time_s / 1e9:.3g} GB/s"
 
 
+def _bytes_text(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.0f} B"
+
+
 def _reading(profile: DeviceProfile) -> list[str]:
     """Remarks computed from the fits, for a reader of the page."""
     fits = {f.name: f for f in profile.fits}
@@ -120,7 +133,19 @@ def _reading(profile: DeviceProfile) -> list[str]:
             f"peak) grows with size: {effs}."
         )
     copy, sa = fits.get("copy"), fits.get("scale_add")
-    if copy and sa and copy.holdout_median_rel_error and sa.holdout_median_rel_error:
+    if copy and "regime1_from_bytes" in copy.coefficients:
+        c = copy.coefficients
+        parts, k = [], 1
+        while f"regime{k}_from_bytes" in c:
+            parts.append(f"from {_bytes_text(c[f'regime{k}_from_bytes'])}: {1e-9 / c[f'regime{k}_beta_s_per_byte']:.3g} GB/s")
+            k += 1
+        out.append(
+            f"- Copies have {k - 1} regimes (cache levels, memory, and on a CPU non-temporal stores for the largest), which one "
+            f"alpha-beta line would average: each gets its own line ({'; '.join(parts)}; bytes read + written). A "
+            "held-out size between two regimes is predicted by the lower one, hence the largest held-out errors at the "
+            "knees; the transfers (h2d, d2h, d2d; memcpy on the CPU) are fitted the same way."
+        )
+    elif copy and sa and copy.holdout_median_rel_error and sa.holdout_median_rel_error:
         if copy.holdout_median_rel_error > 2 * sa.holdout_median_rel_error:
             lo = _fit_min_size(copy)
             ms = [m for m in profile.measurements if m.benchmark == "copy" and m.size >= lo]
@@ -135,8 +160,9 @@ def _reading(profile: DeviceProfile) -> list[str]:
             )
     if profile.backend == "numpy":
         out.append(
-            "- On the CPU, arrays and messages under 8 MiB run at cache speed (grey in the plot, `not fitted (cache)` "
-            "below); the fits cover memory-resident sizes, what a layer's tensors are."
+            "- On the CPU, arrays under 8 MiB run at cache speed: the scale_add and reduction lines (kept as records, "
+            "not used for costs) cover only memory-resident sizes (grey in the plot, `not fitted (cache)` below), while "
+            "copy and the transfers fit every size by regimes."
         )
     return out
 
@@ -145,6 +171,15 @@ def _rate(f: FitRecord) -> str:
     c = f.coefficients
     if "peak_flop_per_s" in c:
         return f"peak {c['peak_flop_per_s'] / 1e9:.4g} GFLOP/s, overhead {c['overhead_s'] * 1e6:.3g} us"
+    if "regime1_from_bytes" in c:
+        k, parts = 1, []
+        while f"regime{k}_from_bytes" in c:
+            parts.append(
+                f"from {_bytes_text(c[f'regime{k}_from_bytes'])}: {1e-9 / c[f'regime{k}_beta_s_per_byte']:.4g} GB/s, "
+                f"alpha {c[f'regime{k}_alpha_s'] * 1e6:.3g} us"
+            )
+            k += 1
+        return "; ".join(parts)
     return f"{c['bandwidth_bytes_per_s'] / 1e9:.4g} GB/s, alpha {c['alpha_s'] * 1e6:.3g} us"
 
 
@@ -385,6 +420,37 @@ def _time_quick(backend: str) -> str:
     )
 
 
+class _StoredBackend:
+    """Stands in for the back-end that measured a stored profile: its name, device, memory, versions and notes."""
+
+    def __init__(self, profile: DeviceProfile) -> None:
+        self.name = profile.backend
+        self.device_name = profile.name
+        self.memory_bytes = profile.memory_bytes
+        self._versions = {k: v for k, v in profile.versions.items() if k != "suite_preset"}
+        self._notes = {kind: ab.note.split(" (")[0] for kind, ab in profile.links.items()}
+
+    def versions(self) -> dict[str, str]:
+        return dict(self._versions)
+
+    def transfer_notes(self) -> dict[str, str]:
+        return dict(self._notes)
+
+
+def refit(profile: DeviceProfile) -> DeviceProfile:
+    """``profile``'s raw measurements fitted anew by :func:`build_profile` (same preset settings, nothing measured)."""
+    from dataclasses import replace
+
+    from milp_partition.calibration.suite import SuiteResult
+
+    settings = preset(profile.versions.get("suite_preset", "full"), profile.backend)
+    measurements = tuple(replace(m, held_out=False) for m in profile.measurements)
+    notes = tuple(n for n in profile.notes if not n.startswith("suite wall time"))
+    seconds = next((float(n.split()[3]) for n in profile.notes if n.startswith("suite wall time")), 0.0)
+    new = build_profile(_StoredBackend(profile), settings, SuiteResult(measurements, notes, seconds))  # type: ignore[arg-type]
+    return replace(new, created_utc=profile.created_utc)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"])
@@ -392,6 +458,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out-dir", type=Path, default=REPO / "results")
     ap.add_argument("--time-quick", action="store_true", help="also time `calibrate --quick` end to end")
     ap.add_argument("--from-profile", type=Path, help="render from this profile JSON instead of measuring")
+    ap.add_argument(
+        "--refit-profile", type=Path, help="fit this profile's raw measurements with the current fitting code (no measuring)"
+    )
     args = ap.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
     command = "python " + " ".join([SCRIPT, *(argv if argv is not None else sys.argv[1:])])
@@ -399,6 +468,16 @@ def main(argv: list[str] | None = None) -> int:
         profile = load_profile(args.from_profile)
         load = "rendered from an existing profile (no measurement in this run)"
         profile_path = args.from_profile
+    elif args.refit_profile is not None:
+        old = load_profile(args.refit_profile)
+        profile = refit(old)
+        profile_path = args.out_dir / f"calibration_profile_{old.backend}.json"
+        write_profile(profile, profile_path)
+        load = (
+            f"refitted from the raw measurements of `{args.refit_profile.name}` (measured {old.created_utc}; "
+            f"{next((n for n in old.notes if n.startswith('suite wall time')), 'suite time not recorded')}); "
+            "nothing measured in this run"
+        )
     else:
         backend = select_backend(args.backend)
         settings = preset(args.preset, backend.name)

@@ -68,6 +68,7 @@ Liveness memory and link contention are CP-SAT only (CBC raises ModelError).
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from dataclasses import dataclass, field
 
@@ -491,6 +492,8 @@ def decode(pm: PlacementModel, values: list[float]) -> PlacementSolution:
         if values[v.index] > best[i]:
             best[i], device[i] = values[v.index], k
     start = np.array([values[v.index] for v in pm.start], dtype=np.float64)
+    if not problem.settings.link_contention and problem.settings.memory_model == "static":
+        start = _push_forward(problem, device, start)
     tstart = None
     if problem.settings.link_contention:
         tstart = np.full(problem.num_edges, np.nan)
@@ -498,3 +501,44 @@ def decode(pm: PlacementModel, values: list[float]) -> PlacementSolution:
             tstart[e] = values[X.index]
     del d
     return PlacementSolution(device, start, tstart)
+
+
+def _push_forward(problem: PlacementProblem, device: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """The solver's starts, each moved later just as far as its inputs and its device's previous task need, in real units.
+
+    A back-end's times are rounded (CBC prints 8 significant digits; CP-SAT works on a
+    grid), so a start may precede its input's arrival by a rounding error.  Tasks are
+    taken in the order of the solver's starts (ties, and inversions that only rounding
+    can cause, resolved by precedence) and each starts at the latest of its own start,
+    its predecessors' ends plus transfers, and the end of its device's previous task.
+    Starts only move later, by at most the rounding; under static memory and without
+    link contention, moving a start later breaks nothing else.
+    """
+    n = problem.num_tasks
+    dur = problem.time[np.arange(n), device]
+    dur = np.where(np.isfinite(dur), dur, 0.0)
+    rank = np.empty(n, dtype=np.int64)
+    rank[np.asarray(problem.topological_order, dtype=np.int64)] = np.arange(n)
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    waiting = np.zeros(n, dtype=np.int64)
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for e, (i, j) in enumerate(zip(problem.edge_source.tolist(), problem.edge_target.tolist())):
+        preds[j].append((i, float(problem.comm[e, device[i], device[j]])))
+        succs[i].append(j)
+        waiting[j] += 1
+    ready = [(float(start[i]), int(rank[i]), i) for i in range(n) if waiting[i] == 0]
+    heapq.heapify(ready)
+    out = start.copy()
+    free = np.zeros(problem.num_devices)
+    while ready:
+        _, _, i = heapq.heappop(ready)
+        s = max([float(start[i]), *(out[j] + dur[j] + lag for j, lag in preds[i])])
+        if dur[i] > 0:
+            s = max(s, free[device[i]])
+            free[device[i]] = s + dur[i]
+        out[i] = s
+        for j in succs[i]:
+            waiting[j] -= 1
+            if waiting[j] == 0:
+                heapq.heappush(ready, (float(start[j]), int(rank[j]), j))
+    return out

@@ -91,6 +91,10 @@ from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 TIME_BOUND_REL_TOL = 1e-9
 
 
+#: Most units the DPs take: their dense (sets x units) tables are quadratic in units (5,000: about 0.3 GB at peak).
+DP_MAX_UNITS = 5000
+
+
 @dataclass(frozen=True)
 class DPResult:
     """What a DP returns.
@@ -774,14 +778,17 @@ def _transition_values(ctx: _Context, best: np.ndarray, i: int, sub: np.ndarray)
     return np.maximum(best[sub][:, dev.prev], vals[:, dev.profile])
 
 
-def _run_dp(ctx: _Context) -> tuple[np.ndarray, int]:
-    """Fill :math:`f` (``(N, states)``); return it and the number of (set, sub-set) pairs."""
+def _run_dp(ctx: _Context, deadline: float | None = None) -> tuple[np.ndarray, int, int | None]:
+    """Fill :math:`f` (``(N, states)``); return it, the number of (set, sub-set) pairs, and the set at which
+    ``deadline`` (a ``time.monotonic()`` value) stopped it (``None`` when it ran to the end)."""
     family, dev = ctx.family, ctx.devices
     num = family.member.shape[0]
     best = np.full((num, dev.num_states), np.inf)
     best[0] = 0.0
     pairs = 0
     for i in range(1, num):
+        if deadline is not None and time.monotonic() > deadline:
+            return best, pairs, i
         sub = family.subs(i)
         pairs += len(sub)
         trans = np.full(dev.num_states, np.inf)
@@ -792,7 +799,7 @@ def _run_dp(ctx: _Context) -> tuple[np.ndarray, int]:
         for axis in range(len(dev.dims)):
             closed = np.minimum.accumulate(closed, axis=axis)
         best[i] = closed.ravel()
-    return best, pairs
+    return best, pairs, None
 
 
 def _backtrack(ctx: _Context, best: np.ndarray) -> np.ndarray:
@@ -901,7 +908,7 @@ def _order_restricted(inst: _Instance) -> bool:
 
 def _describe_devices(inst: _Instance) -> str:
     cpus = inst.num_devices - inst.num_accelerators
-    return f"{inst.num_accelerators} accelerators + {cpus} CPU cores"
+    return f"{inst.num_accelerators} accelerators + {cpus} CPU core" + ("" if cpus == 1 else "s")
 
 
 def _context(inst: _Instance, units: _Units, family: _Family) -> _Context:
@@ -933,12 +940,17 @@ def _headline(name: str, ctx: _Context, pairs: int, states_word: str) -> str:
     return "; ".join(parts)
 
 
-def _solve(name: str, inst: _Instance, units: _Units, family: _Family, start: float, states_word: str) -> DPResult:
+def _solve(
+    name: str, inst: _Instance, units: _Units, family: _Family, start: float, states_word: str, deadline: float | None
+) -> DPResult:
     """Run the DP over ``family``, place backward-only classes, and score the split."""
     ctx = _context(inst, units, family)
-    best, pairs = _run_dp(ctx)
+    best, pairs, stopped = _run_dp(ctx, deadline)
     num = family.member.shape[0]
     head = _headline(name, ctx, pairs, states_word)
+    if stopped is not None:
+        seconds = time.perf_counter() - start
+        return DPResult(None, math.inf, seconds, False, stopped, f"{head}; stopped by the time limit at set {stopped} of {num}")
     complete = not _order_restricted(inst)
     if not np.isfinite(best[num - 1, -1]):
         seconds = time.perf_counter() - start
@@ -960,7 +972,38 @@ def _solve(name: str, inst: _Instance, units: _Units, family: _Family, start: fl
     return DPResult(solution, ev.objective, seconds, complete and not units.loose, num, message)
 
 
-def ideal_dp(problem: PipelineProblem, settings: IdealDPSettings = IdealDPSettings()) -> DPResult:
+def _too_many_classes(name: str, problem: PipelineProblem, max_units: int, start: float) -> DPResult | None:
+    """Refuse before any table is built when the forward colocation classes (at least the units, less merges
+    of zero-cost units) are far more than ``max_units``: building the units alone takes seconds there."""
+    classes = len({nd.colocation_group or f"\0{nd.id}" for nd in problem.graph.nodes if not nd.is_backward})
+    if classes <= 4 * max_units:
+        return None
+    return DPResult(
+        None,
+        math.inf,
+        time.perf_counter() - start,
+        False,
+        0,
+        f"{name}: {classes} forward colocation classes, far over the {max_units} units its tables (quadratic in "
+        "units) take; not run",
+    )
+
+
+def _too_large(name: str, units: _Units, max_units: int, start: float) -> DPResult | None:
+    """Refuse a graph whose unit count would make the DP's dense tables too large (quadratic memory)."""
+    if units.count <= max_units:
+        return None
+    return DPResult(
+        None,
+        math.inf,
+        time.perf_counter() - start,
+        False,
+        0,
+        f"{name}: {units.count} units, over the {max_units} its tables (quadratic in units) take; not run",
+    )
+
+
+def ideal_dp(problem: PipelineProblem, settings: IdealDPSettings = IdealDPSettings(), deadline: float | None = None) -> DPResult:
     r"""Tarnawski-style DP over the ideals of the (unit-contracted) forward graph.
 
     An ideal is a down-closed set of units; a stage is the difference
@@ -987,6 +1030,8 @@ def ideal_dp(problem: PipelineProblem, settings: IdealDPSettings = IdealDPSettin
         (contiguous) split.
     settings
         ``max_ideals``: give up (solution ``None``) beyond this many ideals.
+    deadline
+        A ``time.monotonic()`` value; the DP stops there (solution ``None``).
 
     Returns
     -------
@@ -994,11 +1039,17 @@ def ideal_dp(problem: PipelineProblem, settings: IdealDPSettings = IdealDPSettin
         ``exact`` is true when every ideal was enumerated and no node was placed greedily.
     """
     start = time.perf_counter()
+    refused = _too_many_classes("ideal DP", problem, DP_MAX_UNITS, start)
+    if refused is not None:
+        return refused
     inst = _instance(problem)
     reason = _infeasible_reason(inst)
     if reason is not None:
         return DPResult(None, math.inf, time.perf_counter() - start, True, 0, f"ideal DP: {reason}")
     units = _build_units(inst)
+    refused = _too_large("ideal DP", units, DP_MAX_UNITS, start)
+    if refused is not None:
+        return refused
     found = _enumerate_ideals(units, settings.max_ideals)
     if found is None:
         return DPResult(
@@ -1010,17 +1061,19 @@ def ideal_dp(problem: PipelineProblem, settings: IdealDPSettings = IdealDPSettin
             f"ideal DP: more than {settings.max_ideals} ideals (graph too wide); use the chain DP or raise max_ideals",
         )
     family = _ideal_family(units, *found)
-    return _solve("ideal DP", inst, units, family, start, "ideals")
+    return _solve("ideal DP", inst, units, family, start, "ideals", deadline)
 
 
-def chain_dp(problem: PipelineProblem) -> DPResult:
+def chain_dp(problem: PipelineProblem, deadline: float | None = None) -> DPResult:
     r"""DP over the intervals of one topological order of the units.
 
     The order is Kahn's with ties broken by input position.  Its prefixes
     :math:`P_0 \subset P_1 \subset \dots \subset P_U` are ideals, so the recurrence
     of :func:`ideal_dp` over this family, with stages :math:`P_j \setminus P_i`
     (:math:`i < j`), gives contiguous splits in :math:`O(U^2 (Q + w))` array work.
-    It has no cap.  Backward-only classes are placed greedily afterwards.
+    It refuses graphs of more than :data:`DP_MAX_UNITS` units (its tables are quadratic
+    in them) and stops at ``deadline`` (a ``time.monotonic()`` value).  Backward-only
+    classes are placed greedily afterwards.
 
     Returns
     -------
@@ -1029,10 +1082,16 @@ def chain_dp(problem: PipelineProblem) -> DPResult:
         splits of that order, not among all splits).
     """
     start = time.perf_counter()
+    refused = _too_many_classes("chain DP", problem, DP_MAX_UNITS, start)
+    if refused is not None:
+        return refused
     inst = _instance(problem)
     reason = _infeasible_reason(inst)
     if reason is not None:
         return DPResult(None, math.inf, time.perf_counter() - start, True, 0, f"chain DP: {reason}")
     units = _build_units(inst)
+    refused = _too_large("chain DP", units, DP_MAX_UNITS, start)
+    if refused is not None:
+        return refused
     family = _prefix_family(units, _topological_units(units))
-    return _solve("chain DP", inst, units, family, start, "positions")
+    return _solve("chain DP", inst, units, family, start, "positions", deadline)

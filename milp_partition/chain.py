@@ -56,6 +56,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from milp_partition.backends import Model, SolveOutput, SolveParams, SolveStatus, get_backend
+from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.result import HeuristicRun, Result, Status
 
 #: Relative tolerance of a proof: a verified value within this of a proven bound is optimal.
@@ -446,7 +447,7 @@ def add_outcome(run: Run[Any, Any], steps: Steps, out: Outcome[Any]) -> float | 
     if out.infeasible:
         run.infeasible_proofs.append(out.name)
     run.result.heuristics.append(HeuristicRun(out.name, value, out.seconds, out.exact, message))
-    shown = f"value {value:.12g}" if value is not None else "no feasible solution"
+    shown = f"value {value:.12g}" if value is not None else "no solution"  # the message says why
     run.say(f"[{out.name}] {shown} in {out.seconds:.2f}s" + (f": {message}" if message else ""))
     return value
 
@@ -461,17 +462,30 @@ def run_chain(steps: Steps, problem: Any, settings: ChainSettings) -> Result:
         outer = run.lift
         run.work, run.lift = reduced, (lambda s, _in=lift, _out=outer: _out(_in(s)))  # type: ignore[misc]
         result.solver_notes[reduction.name] = {"seconds": time.monotonic() - t0, **info}
-    for b in steps.bounds(run):
-        run.bounds.append(b)
-    for out in steps.heuristics(run):
-        add_outcome(run, steps, out)
-    if not run.proven_optimal() and not run.infeasible_proofs:
-        for out in steps.refine(run):
-            add_outcome(run, steps, out)
     claim: SolverClaim | None = None
-    if settings.solver != "none" and not run.proven_optimal() and not run.infeasible_proofs and run.skip_solver is None:
-        claim = _solve_exact(run, steps)
+    try:
+        for b in steps.bounds(run):
+            run.bounds.append(b)
+        for out in steps.heuristics(run):
+            add_outcome(run, steps, out)
+        if not run.proven_optimal() and not run.infeasible_proofs:
+            for out in steps.refine(run):
+                add_outcome(run, steps, out)
+        if settings.solver != "none" and not run.proven_optimal() and not run.infeasible_proofs and run.skip_solver is None:
+            claim = _solve_exact(run, steps)
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI raises it for both): settle on what is verified so far
+        stop_cbc_children()
+        result.solver_notes["interrupted"] = True
     _finish(run, steps, claim)
+    run.say(  # the solver's progress lines show its own model; this is the reconciled answer
+        f"[result] {result.status} objective {'-' if result.objective is None else format(result.objective, '.10g')} bound "
+        f"{'-' if result.bound is None else format(result.bound, '.10g')} gap "
+        f"{f'{100 * result.gap:.3g}%' if result.gap is not None else '-'} (best verified value, best proven bound)"
+    )
+    if result.solver_notes.get("interrupted"):
+        found = "the best verified solution found before it" if result.objective is not None else "no solution found before it"
+        before = result.message.replace("; time limit reached", "")  # it was the interrupt that stopped the solver
+        result.message = f"interrupted; {found}" + (f" ({before})" if before else "")
     return result
 
 

@@ -10,6 +10,10 @@ from dataclasses import dataclass
 
 from milp_partition.errors import InputError
 
+#: Most accelerators (and most host CPU cores) a cluster may have: the exact models are built per device.
+MAX_DEVICES = 4096
+#: Most memory one device may have, in bytes (1 PiB): sums over devices stay within 64-bit integers.
+MAX_MEMORY_BYTES = 2**50
 #: The device kind used for host CPU cores.
 CPU_KIND = "cpu"
 #: The device kind given to accelerators when a source does not name one.
@@ -72,6 +76,8 @@ def homogeneous_cluster(
     """``count`` identical accelerators named ``{kind}0 .. {kind}{count-1}``."""
     if not isinstance(count, int) or count < 1:
         raise InputError(f"the number of devices must be a positive integer, got {count!r}", source=source, where="devices")
+    if count > MAX_DEVICES:
+        raise InputError(f"{count} devices is more than the {MAX_DEVICES} the models take", source=source, where="devices")
     return make_cluster(
         [Device(f"{kind}{i}", kind, memory_bytes) for i in range(count)],
         host_cpu_cores=host_cpu_cores,
@@ -89,6 +95,12 @@ def make_cluster(
 ) -> Cluster:
     """Validate and build a :class:`Cluster`."""
     link = link or Link()
+    if len(devices) > MAX_DEVICES:
+        raise InputError(f"{len(devices)} devices is more than the {MAX_DEVICES} the models take", source=source, where="devices")
+    if isinstance(host_cpu_cores, int) and not isinstance(host_cpu_cores, bool) and host_cpu_cores > MAX_DEVICES:
+        raise InputError(
+            f"{host_cpu_cores} CPU cores is more than the {MAX_DEVICES} the models take", source=source, where="host_cpu_cores"
+        )
     seen: set[str] = set()
     for d in devices:
         where = f"device {d.id!r}"
@@ -97,11 +109,26 @@ def make_cluster(
         if d.id in seen:
             raise InputError("duplicate device id", source=source, where=where)
         seen.add(d.id)
+        if not isinstance(d.kind, str) or not d.kind.strip():
+            raise InputError(f"device kind must be a non-empty name, got {d.kind!r}", source=source, where=where)
+        if d.kind == CPU_KIND:
+            raise InputError(
+                f"kind {CPU_KIND!r} is reserved for host CPU cores; give them as host_cpu_cores, or name the kind otherwise",
+                source=source,
+                where=where,
+            )
+        if isinstance(host_cpu_cores, int) and d.id.startswith(CPU_KIND) and d.id[len(CPU_KIND) :].isdigit():
+            if int(d.id[len(CPU_KIND) :]) < host_cpu_cores:
+                raise InputError(
+                    f"the id is taken by host CPU core {d.id} (host_cpu_cores {host_cpu_cores}); rename the device",
+                    source=source,
+                    where=where,
+                )
         if d.memory_bytes is not None and (
-            isinstance(d.memory_bytes, bool) or not isinstance(d.memory_bytes, int) or d.memory_bytes < 0
+            isinstance(d.memory_bytes, bool) or not isinstance(d.memory_bytes, int) or not 0 <= d.memory_bytes <= MAX_MEMORY_BYTES
         ):
             raise InputError(
-                f"memory_bytes must be a non-negative whole number or null, got {d.memory_bytes!r}",
+                f"memory_bytes must be a whole number from 0 to 2**50 (1 PiB) or null, got {d.memory_bytes!r}",
                 source=source,
                 where=where,
             )

@@ -167,7 +167,7 @@ def test_foreign_truncated_and_missing_files_are_refused(tmp_path) -> None:
     truncated.write_text(full[: len(full) // 2])
     with pytest.raises(InputError, match=r"cut\.json: invalid JSON"):
         load_profile(truncated)
-    with pytest.raises(InputError, match="cannot read the profile"):
+    with pytest.raises(InputError, match="no such file"):
         load_profile(tmp_path / "absent.json")
     listing = tmp_path / "list.json"
     listing.write_text("[1, 2]")
@@ -252,7 +252,8 @@ def test_profile_gives_the_link_when_no_cluster_is_given(tmp_path) -> None:
     from pathlib import Path
 
     from milp_partition.calibration.profile import datasheet_profile
-    from milp_partition.cli.dispatch import _problem_from_args, build_parser
+    from milp_partition.cli.dispatch import build_parser
+    from milp_partition.cli.pipeline import problem_from_args as _problem_from_args
 
     data = json.loads((Path(__file__).resolve().parents[1] / "examples" / "tiny.json").read_text())
     data.pop("cluster", None)

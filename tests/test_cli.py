@@ -127,8 +127,8 @@ def test_strategy_info_solve_evaluate(tmp_path: Path, capsys: pytest.CaptureFixt
     assert f"cost = {data['objective']:.15g}" in capsys.readouterr().out
     wrong = tmp_path / "w.json"
     wrong.write_text(json.dumps({**data["assignment"], "0": "no-such-config"}))
-    assert main(["evaluate", str(instance), str(wrong)]) == 3
-    assert "not one of its configurations" in capsys.readouterr().out
+    assert main(["evaluate", str(instance), str(wrong)]) == 2  # a malformed solution is bad input, as for placement
+    assert "layer '0': unknown configuration 'no-such-config'" in capsys.readouterr().err
 
 
 def test_output_cut_short_by_a_closed_pipe_gives_no_traceback(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,9 @@ installs CBC separately) ``COIN_CMD`` with a ``cbc`` on the PATH is used.  PuLP
 and CBC statuses are translated to :class:`SolveStatus` in
 :func:`_translate_status` and nowhere else.  CBC runs as a child process; its log
 goes to a file that a thread reads for progress lines and, at the end, for the
-best bound.
+best bound.  The model reaches CBC scaled by powers of two, under explicit tolerances,
+and CBC's proof is checked against its own log
+(:mod:`milp_partition.backends.cbc_scaling`).
 """
 
 from __future__ import annotations
@@ -21,13 +23,17 @@ import warnings
 from pathlib import Path
 
 from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
+from milp_partition.backends.cbc_scaling import (
+    CbcScaledModel,
+    CbcTolerances,
+    doubtful_proof,
+    optimal_bound_slack,
+    scale_for_cbc,
+    stopping_slack,
+)
 from milp_partition.backends.model import Model, VarKind
 from milp_partition.errors import ModelError, SolverUnavailableError
 
-#: CBC writes solution values with 8 significant digits (``%15.8g``); bounds are lowered by this much (relative).
-_SOLUTION_PRECISION_REL = 1e-7
-#: CBC's default absolute allowable gap (``allowableGap``), by which an "optimal" incumbent may exceed its bound.
-_ALLOWABLE_GAP_ABS = 1e-10
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _INCUMBENT = [re.compile(r"Integer solution of " + _NUMBER), re.compile(_NUMBER + r" best solution")]
 _BOUND = [re.compile(r"best possible " + _NUMBER), re.compile(r"Continuous objective value is " + _NUMBER)]
@@ -50,7 +56,7 @@ def _translate_status(status: int, sol_status: int, has_values: bool) -> SolveSt
     return SolveStatus.UNKNOWN
 
 
-def _command(params: SolveParams, log_path: str, warm: bool) -> object:
+def _command(params: SolveParams, log_path: str, warm: bool, tolerances: CbcTolerances) -> object:
     import pulp
 
     kwargs = dict(
@@ -59,8 +65,9 @@ def _command(params: SolveParams, log_path: str, warm: bool) -> object:
         threads=int(params.threads),
         warmStart=warm,
         logPath=log_path,
-        gapRel=0.0,
-        options=[f"randomCbcSeed {int(params.seed) + 1}"],
+        gapRel=tolerances.ratio_gap,
+        gapAbs=tolerances.allowable_gap,
+        options=[f"randomCbcSeed {int(params.seed) + 1}", *tolerances.options()],
     )
     for name in ("PULP_CBC_CMD", "COIN_CMD"):
         cls = getattr(pulp, name, None)
@@ -81,9 +88,18 @@ def _command(params: SolveParams, log_path: str, warm: bool) -> object:
 
 
 class CbcBackend:
-    """Solve a :class:`Model` with CBC through PuLP."""
+    """Solve a :class:`Model` with CBC through PuLP.
+
+    The model is scaled by :func:`~milp_partition.backends.cbc_scaling.scale_for_cbc` and
+    solved under ``tolerances``; a run whose proof is doubtful
+    (:func:`~milp_partition.backends.cbc_scaling.doubtful_proof`) is reported feasible,
+    without CBC's bound, with the reason in ``notes["proof_doubtful"]``.
+    """
 
     name = "cbc"
+
+    def __init__(self, tolerances: CbcTolerances | None = None) -> None:
+        self.tolerances = tolerances or CbcTolerances()
 
     def solve(self, model: Model, params: SolveParams) -> SolveOutput:
         try:
@@ -98,31 +114,40 @@ class CbcBackend:
             )
         prob = pulp.LpProblem(_safe_name(model.name), pulp.LpMinimize)
         cats = {VarKind.BINARY: pulp.LpBinary, VarKind.INTEGER: pulp.LpInteger, VarKind.CONTINUOUS: pulp.LpContinuous}
+        scaled = scale_for_cbc(model)
+        tolerances = self.tolerances.for_model(scaled)
+        bounds = scaled.bounds
         if hasattr(prob, "add_variable"):  # PuLP >= 3.3; constructing LpVariable directly is deprecated there
-            xs = [prob.add_variable(f"x{v.index}", v.lb, v.ub, cat=cats[v.kind]) for v in model.variables]
+            xs = [prob.add_variable(f"x{v.index}", *bounds[v.index], cat=cats[v.kind]) for v in model.variables]
         else:  # pragma: no cover - older PuLP
-            xs = [pulp.LpVariable(f"x{v.index}", lowBound=v.lb, upBound=v.ub, cat=cats[v.kind]) for v in model.variables]
-        for k, c in enumerate(model.constraints):
+            xs = [
+                pulp.LpVariable(f"x{v.index}", lowBound=bounds[v.index][0], upBound=bounds[v.index][1], cat=cats[v.kind])
+                for v in model.variables
+            ]
+        for k, c in enumerate(scaled.rows):
             expr = pulp.LpAffineExpression([(xs[i], a) for i, a in c.terms.items()])
-            if c.sense.value == "<=":
+            if c.sense == "<=":
                 prob += expr <= c.rhs, f"c{k}"
-            elif c.sense.value == ">=":
+            elif c.sense == ">=":
                 prob += expr >= c.rhs, f"c{k}"
             else:
                 prob += expr == c.rhs, f"c{k}"
-        prob.setObjective(pulp.LpAffineExpression([(xs[i], a) for i, a in model.objective.items()]))
+        prob.setObjective(pulp.LpAffineExpression([(xs[i], a) for i, a in scaled.objective.items()]))
         warm = bool(params.use_hint and model.hint)
         if warm:
             for i, value in model.hint.items():
-                xs[i].setInitialValue(value)
+                # a hint is only a hint: clamped, as PuLP rejects a value outside the bounds by float noise
+                # (a makespan U as T's upper bound)
+                xs[i].setInitialValue(scaled.to_cbc_value(i, value))
 
         with tempfile.TemporaryDirectory(prefix="milp_partition_cbc_") as tmp:
             log_path = os.path.join(tmp, "cbc.log")
             Path(log_path).touch()
-            cmd = _command(params, log_path, warm)
+            cmd = _command(params, log_path, warm, tolerances)
+            cmd.tmpDir = tmp  # PuLP's .mps/.mst/.sol files go with the folder, also when an interrupt cuts the solve short
             progress = ProgressPrinter("cbc", params.progress_interval_s)
             stop = threading.Event()
-            watcher = threading.Thread(target=_watch_log, args=(log_path, progress, stop), daemon=True)
+            watcher = threading.Thread(target=_watch_log, args=(log_path, progress, stop, scaled), daemon=True)
             stopped: list[str] = []
             deadline = params.time_limit_s + params.cbc_overrun_grace_s
             watchdog = threading.Thread(target=_watchdog, args=(deadline, params.cbc_overrun_grace_s, stop, stopped), daemon=True)
@@ -162,23 +187,33 @@ class CbcBackend:
             out.notes["mipstart"] = starts[-1].strip()
         incumbents = [float(m.group(1)) for pat in _INCUMBENT for m in pat.finditer(log)]
         if incumbents:
-            out.first_incumbent = float(_INCUMBENT[0].search(log).group(1)) if _INCUMBENT[0].search(log) else incumbents[0]
+            first = _INCUMBENT[0].search(log)
+            out.first_incumbent = scaled.to_model_units(float(first.group(1)) if first else incumbents[0])
+        out.notes["cbc_objective_scale"] = scaled.objective_scale
+        out.notes["cbc_increment"] = tolerances.increment
         if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-            out.values = [float(v) for v in values]  # type: ignore[arg-type]
+            out.values = scaled.to_model_values([float(v) for v in values])  # type: ignore[arg-type]
             out.objective = model.objective_value(out.values)
-        if status is SolveStatus.OPTIMAL:
-            # CBC proved optimality of values it prints to about 8 significant digits
-            # (relative to the objective itself: a cost of 7e-4 s must not lose 1e-7 s of bound), less CBC's
-            # absolute allowable gap
-            out.bound = out.objective - _SOLUTION_PRECISION_REL * abs(out.objective) - _ALLOWABLE_GAP_ABS
+        if status is SolveStatus.OPTIMAL and out.values is not None:
+            # CBC proved optimality within its stopping tolerances, of values it prints to 8 significant digits
+            out.bound = out.objective - optimal_bound_slack(model, out.values, scaled, tolerances)
         else:
-            out.bound = _final_bound(log)
+            # CBC prunes nodes within its gaps and increment of the incumbent: its best possible is lowered by them
+            out.bound = scaled.to_model_units(_final_bound(log)) - stopping_slack(scaled, tolerances)
+        doubt = doubtful_proof(log, out.objective, out.bound, scaled)
+        if doubt is not None:
+            out.notes["proof_doubtful"] = doubt
+            out.bound = -math.inf
+            if status is SolveStatus.OPTIMAL:
+                out.status = SolveStatus.FEASIBLE
+            elif status is SolveStatus.INFEASIBLE:  # an infeasibility proof under a tolerance warning proves nothing
+                out.status = SolveStatus.UNKNOWN
         return out
 
 
 def _cbc_children() -> list[int]:
     """PIDs of this process's child processes named ``cbc`` (Linux /proc; empty elsewhere)."""
-    me, found = os.getpid(), []
+    me, found = os.getpid(), list[int]()
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -194,6 +229,25 @@ def _cbc_children() -> list[int]:
         if name.startswith("cbc") and len(rest) > 1 and int(rest[1]) == me:
             found.append(int(entry))
     return found
+
+
+def stop_cbc_children() -> list[int]:
+    """Kill (SIGKILL) and reap this process's ``cbc`` children; return their PIDs.
+
+    For the interrupt path: a CBC child left running would outlive the command for its full time limit.
+    """
+    pids = _cbc_children()
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    for pid in pids:
+        try:
+            os.waitpid(pid, 0)
+        except (ChildProcessError, OSError):
+            pass
+    return pids
 
 
 def _watchdog(deadline_s: float, grace_s: float, stop: threading.Event, stopped: list[str]) -> None:
@@ -225,22 +279,22 @@ def _final_bound(log: str) -> float:
     return max(bounds) if bounds else -math.inf
 
 
-def _watch_log(path: str, progress: ProgressPrinter, stop: threading.Event) -> None:
+def _watch_log(path: str, progress: ProgressPrinter, stop: threading.Event, scaled: CbcScaledModel) -> None:
     with open(path, errors="replace") as fh:
         while True:
             line = fh.readline()
             if not line:
                 if stop.is_set():
                     return
-                time.sleep(0.2)
+                stop.wait(0.2)  # wakes at once when CBC is done
                 continue
             for pat in _INCUMBENT:
                 m = pat.search(line)
                 if m:
-                    progress.update(incumbent=float(m.group(1)))
+                    progress.update(incumbent=scaled.to_model_units(float(m.group(1))))
             m = _BOUND[0].search(line)
             if m:
-                progress.update(bound=float(m.group(1)))
+                progress.update(bound=scaled.to_model_units(float(m.group(1))))
 
 
 def _safe_name(name: str) -> str:

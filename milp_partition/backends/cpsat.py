@@ -8,12 +8,56 @@ and nowhere else.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from typing import Any
 
 from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
 from milp_partition.backends.model import Model
 from milp_partition.backends.scaling import ScaledModel, scale_model
 from milp_partition.errors import ModelError, SolverUnavailableError
+
+#: CP-SAT parameters set on every solve, before the caller's, because without them CP-SAT proves false optima.
+#:
+#: ``presolve_inclusion_work_limit = 0`` turns off the presolve step that detects
+#: constraints included in others: on ``tests/data/cpsat_inclusion_false_optimum.pbtxt``
+#: (the pipeline model of a 5-node random instance, ``tests/test_proof_soundness.py``
+#: seed 10162) OR-Tools 9.15 with it reports OPTIMAL 42129200 although 42105098 is feasible
+#: (adding ``T <= 42105098`` gives a solution); with it off, or presolve off, it proves 42105098.
+#: The same bug and workaround are reported upstream: https://github.com/google/or-tools/issues/5293
+SOUNDNESS_PARAMETERS: tuple[tuple[str, object], ...] = (("presolve_inclusion_work_limit", 0),)
+
+
+def _solve_interruptibly(solver: Any, cp: Any, callback: Any) -> tuple[int, bool]:
+    """Run ``solver.solve`` in a worker thread so that the main thread keeps handling signals.
+
+    A KeyboardInterrupt (Ctrl-C, or SIGTERM as the CLI maps it) while it runs stops the search
+    (``StopSearch``) and waits for it: the best solution found so far is kept, and the second value
+    says it was interrupted.  Without this, a SIGTERM would wait for the whole time limit.
+    """
+    box: list[int] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box.append(solver.solve(cp, callback))
+        except BaseException as exc:  # pragma: no cover - re-raised in the caller
+            errors.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="cpsat-solve", daemon=True).start()
+    interrupted = False
+    while not done.is_set():  # an Event, not Thread.join: an interrupted join can leave the thread looking finished
+        try:
+            done.wait(0.1)
+        except KeyboardInterrupt:
+            interrupted = True
+            solver.stop_search()
+    if errors:
+        raise errors[0]
+    return box[0], interrupted
 
 
 def _translate_status(code: int, has_solution: bool) -> SolveStatus:
@@ -39,6 +83,11 @@ class CpSatBackend:
         try:
             from ortools.sat.python import cp_model
         except ImportError as exc:  # pragma: no cover - ortools is a core dependency
+            cause: BaseException | None = exc
+            while cause is not None:  # Ctrl-C during the (slow) import can surface as an ImportError
+                if isinstance(cause, KeyboardInterrupt):
+                    raise KeyboardInterrupt from None
+                cause = cause.__cause__ or cause.__context__
             raise SolverUnavailableError(f"OR-Tools is not installed: {exc}; pip install ortools") from exc
 
         scaled = scale_model(model, params.cpsat_max_scaled_magnitude)
@@ -57,6 +106,9 @@ class CpSatBackend:
         solver.parameters.random_seed = int(params.seed)
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
+        solver.parameters.catch_sigint_signal = False  # interrupts reach Python (see _solve_interruptibly)
+        for key, value in SOUNDNESS_PARAMETERS:
+            setattr(solver.parameters, key, value)
         for key, value in params.cpsat_parameters:
             setattr(solver.parameters, key, value)
         log_lines: list[str] = []
@@ -76,7 +128,7 @@ class CpSatBackend:
         solver.best_bound_callback = lambda b: progress.update(bound=b / s - scaled.max_error)
         start = time.monotonic()
         with progress:
-            code = solver.solve(cp, _Callback())
+            code, interrupted = _solve_interruptibly(solver, cp, _Callback())
         wall = time.monotonic() - start
 
         has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
@@ -90,6 +142,8 @@ class CpSatBackend:
             "hinted_variables": hinted,
             "cpsat_status": solver.status_name(code),
         }
+        if interrupted:
+            notes["interrupted"] = True  # stopped by Ctrl-C or SIGTERM: its best solution so far, no proof
         out = SolveOutput(status=status, wall_seconds=wall, log="\n".join(log_lines), notes=notes)
         out.first_incumbent = first[0] if first else None
         if has_solution:

@@ -3,7 +3,8 @@
 Formulations build a :class:`Model`; back-ends translate it.  The model knows
 variables and constraints only, never layers or devices.  Coefficients are real
 numbers in the formulation's own units; the CP-SAT back-end scales them to
-integers in one place (:mod:`milp_partition.backends.scaling`).
+integers in one place (:mod:`milp_partition.backends.scaling`), the CBC back-end
+by powers of two (:mod:`milp_partition.backends.cbc_scaling`).
 """
 
 from __future__ import annotations

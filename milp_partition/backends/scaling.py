@@ -1,5 +1,8 @@
 """Integer scaling of a :class:`Model` for CP-SAT: the one documented place.
 
+(CBC, which works in floating point, gets exact power-of-two row and objective scaling
+and explicit tolerances instead: :mod:`milp_partition.backends.cbc_scaling`.)
+
 CP-SAT accepts integer coefficients only.  Times and other real quantities are
 put on one integer grid with a global scale ``s`` (a power of ten):
 

@@ -4,16 +4,19 @@
 series         x of the fit               profile field
 =============  =========================  ==========================================
 gemm <dtype>   FLOPs (2 n^3)              ``compute[dtype]`` = (overhead_s, 1 / beta)
-copy           bytes read + written       ``memory`` (arrays from ``stream_fit_min_bytes`` up)
+copy           bytes read + written       ``memory``: piecewise alpha-beta over all sizes (regimes)
 scale_add      bytes read + written       (fit record only)
 reduction      bytes read                 (fit record only)
 empty          --                         ``launch_latency_s`` (median)
-h2d, d2h       bytes (>= transfer_fit_min)  ``links["h2d"]``, ``links["d2h"]``
-d2d <pair>     bytes                      ``links["d2d"]`` = the slowest pair (largest beta)
+h2d, d2h       bytes                      ``links["h2d"]``, ``links["d2h"]``: piecewise, as copy
+d2d <pair>     bytes                      ``links["d2d"]`` = the slowest pair (largest beta at the largest sizes)
 allreduce      2 (p-1)/p * bytes          ``allreduce`` (alpha per ring step = intercept / (2 (p-1)))
 =============  =========================  ==========================================
 
-Without a measured all-reduce (one device, or no NCCL) the ring model prices each step as a
+Copies and transfers have regimes (on a CPU: within a cache level, from memory, and with
+non-temporal stores for the largest), which one line averages; they are fitted piecewise
+(:func:`~milp_partition.calibration.fit.fit_piecewise`: a regime per size range, each an
+alpha-beta line).  Without a measured all-reduce (one device, or no NCCL) the ring model prices each step as a
 ``d2d`` copy, and ``allreduce.note`` says so.
 """
 
@@ -29,8 +32,8 @@ from functools import partial
 import numpy as np
 
 from milp_partition.calibration.backend import ArrayBackend
-from milp_partition.calibration.fit import LineFit, fit_line
-from milp_partition.calibration.profile import AlphaBeta, ComputeRate, DeviceProfile, FitRecord, Measurement
+from milp_partition.calibration.fit import LineFit, PiecewiseFit, fit_line, fit_piecewise
+from milp_partition.calibration.profile import AlphaBeta, ComputeRate, DeviceProfile, FitRecord, Measurement, Regime
 from milp_partition.calibration.settings import SuiteSettings
 from milp_partition.calibration.suite import SuiteResult
 
@@ -57,6 +60,22 @@ def _ab_coefficients(f: LineFit) -> dict[str, float]:
     return {"alpha_s": f.alpha, "beta_s_per_byte": f.beta, "bandwidth_bytes_per_s": 1.0 / f.beta}
 
 
+def _regime_coefficients(f: PiecewiseFit) -> dict[str, float]:
+    """``alpha_s``/``beta_s_per_byte`` of the largest sizes' regime, then ``regime<k>_from_bytes|alpha_s|beta_s_per_byte``."""
+    out = {"alpha_s": f.alphas[-1], "beta_s_per_byte": f.betas[-1], "bandwidth_bytes_per_s": 1.0 / f.betas[-1]}
+    for k, (start, alpha, beta) in enumerate(zip(f.starts, f.alphas, f.betas), 1):
+        out.update({f"regime{k}_from_bytes": start, f"regime{k}_alpha_s": alpha, f"regime{k}_beta_s_per_byte": beta})
+    return out
+
+
+def _alpha_beta(f: PiecewiseFit, note: str) -> AlphaBeta:
+    regimes = tuple(Regime(s, a, b) for s, a, b in zip(f.starts, f.alphas, f.betas)) if len(f.starts) > 1 else ()
+    return AlphaBeta(f.alphas[-1], f.betas[-1], note, regimes)
+
+
+PIECEWISE_MODEL = "piecewise: time_s = alpha_k + bytes * beta_k for bytes in regime k"
+
+
 def _ring_bytes(p: int, m: Measurement) -> float:
     """Bytes each device sends in a ring all-reduce of ``m.bytes`` over ``p`` devices."""
     return 2 * (p - 1) / p * m.bytes
@@ -79,6 +98,7 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
         series[(m.benchmark, m.label)].append(i)
     measurements = list(result.measurements)
     fits: dict[tuple[str, str], LineFit] = {}
+    pieces: dict[tuple[str, str], PiecewiseFit] = {}
     records: list[FitRecord] = []
 
     def fit(key: tuple[str, str], x_of: Callable[[Measurement], float], min_size: int = 0) -> LineFit:
@@ -90,21 +110,42 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
         fits[key] = f
         return f
 
+    def fit_regimes(key: tuple[str, str]) -> PiecewiseFit:
+        idx = series[key]
+        ms = [measurements[i] for i in idx]
+        f = fit_piecewise(np.array([m.bytes for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
+        for i, held in zip(idx, f.held_out):
+            measurements[i] = replace(measurements[i], held_out=held)
+        pieces[key] = f
+        return f
+
+    def piece_record(name: str, f: PiecewiseFit) -> FitRecord:
+        return FitRecord(
+            name=name,
+            model=PIECEWISE_MODEL + f" ({len(f.starts)} regime{'s' if len(f.starts) > 1 else ''})",
+            coefficients=_regime_coefficients(f),
+            r2=f.r2,
+            max_rel_residual=f.max_rel_residual,
+            n_points=f.n_points,
+            n_holdout=f.n_holdout,
+            holdout_median_rel_error=f.holdout_median_rel_error,
+            holdout_max_rel_error=f.holdout_max_rel_error,
+        )
+
     compute: dict[str, ComputeRate] = {}
     for bench, label in list(series):
         if bench == "gemm":
             f = fit((bench, label), lambda m: m.flops)
             compute[label] = ComputeRate(peak_flop_per_s=1.0 / f.beta, overhead_s=f.alpha)
             records.append(_record(f"gemm {label}", GEMM_MODEL, {"overhead_s": f.alpha, "peak_flop_per_s": 1.0 / f.beta}, f))
-        elif bench in ("copy", "scale_add", "reduction"):
+        elif bench == "copy":
+            records.append(piece_record(bench, fit_regimes((bench, label))))
+        elif bench in ("scale_add", "reduction"):
             lo = settings.stream_fit_min_bytes
             f = fit((bench, label), lambda m: m.bytes, lo)
             records.append(_record(bench, AB_MODEL + (f" (arrays >= {lo} B)" if lo else ""), _ab_coefficients(f), f))
         elif bench in ("h2d", "d2h", "d2d"):
-            lo = settings.transfer_fit_min_bytes
-            f = fit((bench, label), lambda m: m.bytes, lo)
-            model = AB_MODEL + (f" (messages >= {lo} B)" if lo else "")
-            records.append(_record(f"link {bench} {label}", model, _ab_coefficients(f), f))
+            records.append(piece_record(f"link {bench} {label}", fit_regimes((bench, label))))
         elif bench == "allreduce":
             p = _participants(label)
             f = fit((bench, label), partial(_ring_bytes, p))
@@ -120,11 +161,10 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
     notes_t = backend.transfer_notes()
 
     def link(kind: str) -> AlphaBeta:
-        keys = [k for k in fits if k[0] == kind]
-        slowest = max(keys, key=lambda k: fits[k].beta)
-        f = fits[slowest]
+        keys = [k for k in pieces if k[0] == kind]
+        slowest = max(keys, key=lambda k: pieces[k].betas[-1])
         note = notes_t[kind] + (f" ({slowest[1]})" if len(keys) > 1 else "")
-        return AlphaBeta(f.alpha, f.beta, note)
+        return _alpha_beta(pieces[slowest], note)
 
     links = {kind: link(kind) for kind in ("h2d", "d2h", "d2d")}
     ar_keys = [k for k in fits if k[0] == "allreduce"]
@@ -136,7 +176,7 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
         allreduce = AlphaBeta(
             links["d2d"].alpha_s, links["d2d"].beta_s_per_byte, "not measured: each ring step priced as a d2d copy"
         )
-    copy_fit = fits[("copy", "float32")]
+    copy_fit = pieces[("copy", "float32")]
     empty = [m for m in measurements if m.benchmark == "empty"]
     versions = dict(backend.versions())
     versions["suite_preset"] = settings.preset
@@ -147,7 +187,7 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
         memory_bytes=backend.memory_bytes,
         launch_latency_s=float(statistics.median(m.time_s for m in empty)),
         compute=compute,
-        memory=AlphaBeta(copy_fit.alpha, copy_fit.beta, "copy kernel, bytes = read + written"),
+        memory=_alpha_beta(copy_fit, "copy kernel, bytes = read + written; piecewise by size regime"),
         links=links,
         allreduce=allreduce,
         fits=tuple(records),

@@ -68,22 +68,35 @@ _SOURCE_BACKENDS: Mapping[str, tuple[str, ...]] = {"measured": ("cupy", "numpy")
 
 
 @dataclass(frozen=True)
+class Regime:
+    """One size range of a piecewise latency-bandwidth model: from ``from_bytes`` on, ``alpha_s + nbytes * beta``."""
+
+    from_bytes: float
+    alpha_s: float
+    beta_s_per_byte: float
+
+
+@dataclass(frozen=True)
 class AlphaBeta:
-    """A latency-bandwidth model: ``time_s = alpha_s + nbytes * beta_s_per_byte``.
+    """A latency-bandwidth model: ``time_s = alpha_s + nbytes * beta_s_per_byte``, or one such line per size regime.
 
     Attributes
     ----------
     alpha_s
-        Fixed cost per operation in seconds.
+        Fixed cost per operation in seconds (with regimes: the largest sizes' regime).
     beta_s_per_byte
-        Seconds per byte (the inverse of the effective bandwidth).
+        Seconds per byte (the inverse of the effective bandwidth; with regimes: the largest sizes').
     note
         What was actually measured or assumed (e.g. "memcpy between two host buffers").
+    regimes
+        Empty for one line; else the regimes in ascending ``from_bytes`` (the first from 0), e.g. copies that
+        fit in a cache and copies that stream from memory.  ``time_s`` uses the regime that covers the size.
     """
 
     alpha_s: float
     beta_s_per_byte: float
     note: str = ""
+    regimes: tuple[Regime, ...] = ()
 
     @property
     def bandwidth_bytes_per_s(self) -> float:
@@ -91,7 +104,10 @@ class AlphaBeta:
         return math.inf if self.beta_s_per_byte == 0 else 1.0 / self.beta_s_per_byte
 
     def time_s(self, nbytes: float) -> float:
-        """Seconds for ``nbytes`` bytes."""
+        """Seconds for ``nbytes`` bytes (by the regime that covers ``nbytes``, when there are regimes)."""
+        for regime in reversed(self.regimes):
+            if nbytes >= regime.from_bytes:
+                return regime.alpha_s + nbytes * regime.beta_s_per_byte
         return self.alpha_s + nbytes * self.beta_s_per_byte
 
 
@@ -301,7 +317,12 @@ def profile_to_dict(profile: DeviceProfile) -> dict[str, Any]:
     """The JSON object of ``profile`` (format ``milp-partition-profile/1``)."""
 
     def ab(x: AlphaBeta) -> dict[str, Any]:
-        return {"alpha_s": x.alpha_s, "beta_s_per_byte": x.beta_s_per_byte, "note": x.note}
+        out: dict[str, Any] = {"alpha_s": x.alpha_s, "beta_s_per_byte": x.beta_s_per_byte, "note": x.note}
+        if x.regimes:
+            out["regimes"] = [
+                {"from_bytes": r.from_bytes, "alpha_s": r.alpha_s, "beta_s_per_byte": r.beta_s_per_byte} for r in x.regimes
+            ]
+        return out
 
     return {
         "format": PROFILE_FORMAT,
@@ -370,20 +391,10 @@ def load_profile(path: str | Path) -> DeviceProfile:
         Naming the file and the field, when the file cannot be read, is not JSON, is not a
         profile (another ``format``), or holds a missing or wrong field.
     """
+    from milp_partition.io.native import parse_json, read_text_file
+
     src = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the profile: {exc.strerror or exc}", source=src) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError("not a UTF-8 text file; a profile is JSON", source=src) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg} (truncated or not a profile?)", source=src
-        ) from exc
-    return profile_from_dict(data, src)
+    return profile_from_dict(parse_json(read_text_file(path), src), src)
 
 
 def profile_from_dict(data: Any, source: str = "<profile>") -> DeviceProfile:
@@ -438,6 +449,10 @@ def profile_from_dict(data: Any, source: str = "<profile>") -> DeviceProfile:
     )
 
 
+#: Range of a nonzero profile number (rates in bytes or FLOP per second, times in seconds): beyond it costs overflow.
+_MIN_FIELD, _MAX_FIELD = 1e-15, 1e21
+
+
 @dataclass(frozen=True)
 class _Reader:
     """Field readers that raise :class:`InputError` naming the file and the field."""
@@ -458,9 +473,15 @@ class _Reader:
 
     def number(self, obj: Mapping[str, Any], key: str, parent: str, *, positive: bool = False) -> float:
         v = self._get(obj, key, parent)
+        if isinstance(v, int) and not isinstance(v, bool) and abs(v) > _MAX_FIELD:
+            v = math.inf  # an integer too large for a float: refused below as not finite
         if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) or v < 0 or (positive and v == 0):
             need = "a positive finite number" if positive else "a non-negative finite number"
             raise self._fail(self._path(parent, key), f"must be {need}, got {v!r}")
+        if v > _MAX_FIELD or (v != 0 and v < _MIN_FIELD):
+            raise self._fail(
+                self._path(parent, key), f"must be 0 or from {_MIN_FIELD:g} to {_MAX_FIELD:g}, got {v!r}: check its unit"
+            )
         return float(v)
 
     def optional_number(self, obj: Mapping[str, Any], key: str, parent: str) -> float | None:
@@ -510,7 +531,26 @@ class _Reader:
         note = o.get("note", "")
         if not isinstance(note, str):
             raise self._fail(f"{path}.note", "must be a string")
-        return AlphaBeta(self.number(o, "alpha_s", path), self.number(o, "beta_s_per_byte", path), note)
+        regimes = []
+        raw = o.get("regimes", [])
+        if not isinstance(raw, list):
+            raise self._fail(f"{path}.regimes", "must be a list")
+        for k, r in enumerate(raw):
+            rpath = f"{path}.regimes[{k}]"
+            if not isinstance(r, dict):
+                raise self._fail(rpath, "must be an object")
+            regimes.append(
+                Regime(
+                    self.number(r, "from_bytes", rpath),
+                    self.number(r, "alpha_s", rpath),
+                    self.number(r, "beta_s_per_byte", rpath),
+                )
+            )
+            if k == 0 and regimes[0].from_bytes != 0:
+                raise self._fail(f"{rpath}.from_bytes", "the first regime must start at 0 bytes")
+            if k and regimes[k].from_bytes <= regimes[k - 1].from_bytes:
+                raise self._fail(f"{rpath}.from_bytes", "regimes must be in ascending from_bytes")
+        return AlphaBeta(self.number(o, "alpha_s", path), self.number(o, "beta_s_per_byte", path), note, tuple(regimes))
 
     def fit(self, f: Any, i: int) -> FitRecord:
         path = f"fits[{i}]"

@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from milp_partition.cli.output import check_writable
 from milp_partition.errors import MilpPartitionError
 
 if TYPE_CHECKING:
@@ -111,7 +112,14 @@ def run_calibrate(args: argparse.Namespace) -> int:
     from milp_partition.calibration.settings import preset
     from milp_partition.calibration.suite import run_suite
 
+    check_writable(args.output)  # before minutes of measuring
     backend = select_backend(args.backend)
+    if args.backend == "auto" and backend.name == "numpy":
+        print(
+            "milp-partition: note: no usable GPU (CuPy did not import or saw no device): measuring this CPU with NumPy; "
+            f"{args.output} will be a CPU profile",
+            file=sys.stderr,
+        )
     settings = preset("tiny" if args.tiny else "quick" if args.quick else "full", backend.name)
     print(f"calibrating {backend.device_name} with the {backend.name} backend ({settings.preset} suite)", file=sys.stderr)
     bar = ProgressBar(sys.stderr, enabled=not args.no_progress)

@@ -10,6 +10,8 @@ import argparse
 import time
 from pathlib import Path
 
+from milp_partition.cli import flags
+from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError
 from milp_partition.importers.settings import ImportSettings
 
@@ -40,20 +42,20 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--layer-depth",
-        type=int,
+        type=flags.count,
         default=None,
         help="module-path depth of a layer (2: h.3 of h.3.attn.qkv); default automatic: the shallowest depth at which "
         "no node that could be split holds more than a quarter of the forward FLOPs",
     )
     p.add_argument(
         "--optimizer-state-factor",
-        type=float,
+        type=flags.factor,
         default=3.0,
         help="training: resident bytes per parameter byte beyond the weights (gradient + Adam moments = 3, default)",
     )
     p.add_argument(
         "--backward-ratio",
-        type=float,
+        type=flags.factor,
         default=2.0,
         help="backward FLOPs per forward FLOP where the backward is not traced (default 2)",
     )
@@ -94,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="run the model on the meta device (shapes only, fast; default) or on the CPU to count",
     )
     t.add_argument("--measure", action="store_true", help="time each operator on this CPU instead of using a profile")
-    t.add_argument("--measure-repeats", type=int, default=3, help="timed runs per operator, median kept (default 3)")
+    t.add_argument("--measure-repeats", type=flags.count, default=3, help="timed runs per operator, median kept (default 3)")
     t.set_defaults(handler=_cmd_import_torch)
     o = kinds.add_parser("onnx", help="an ONNX file", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     o.add_argument("model", type=Path, help="the .onnx file")
@@ -170,6 +172,7 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     require("torch")
     from milp_partition.importers.torch_import import build_module, import_torch_model, make_inputs, parse_input_shape
 
+    check_writable(args.output)
     start = time.perf_counter()
     settings = settings_from_args(args)
     if not args.input:
@@ -188,6 +191,7 @@ def _cmd_import_onnx(args: argparse.Namespace) -> int:
     from milp_partition.importers.onnx_import import import_onnx_model
     from milp_partition.importers.torch_import import parse_input_shape
 
+    check_writable(args.output)
     start = time.perf_counter()
     settings = settings_from_args(args)
     specs = [parse_input_shape(s) for s in args.input]

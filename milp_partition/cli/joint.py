@@ -1,20 +1,19 @@
 """CLI part of the joint problem (Piper's): ``solve | evaluate | info`` on a Piper or ``milp-partition-joint/1`` file.
 
-:mod:`milp_partition.cli.dispatch` detects the problem (``--problem joint`` or the file's
-format) and calls :func:`cmd_solve`, :func:`cmd_evaluate` or :func:`cmd_info`.
+:mod:`milp_partition.cli.dispatch` detects the problem (``--problem joint`` or :func:`claims`)
+and calls :func:`cmd_solve`, :func:`cmd_evaluate` or :func:`cmd_info`.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.io.native import parse_json, read_text_file
-from milp_partition.io.piper import read_joint
+from milp_partition.io.piper import looks_like_joint, read_joint
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
 from milp_partition.report import fmt, fmt_bytes, gap_text, run_lines
@@ -23,8 +22,16 @@ from milp_partition.verifiers.joint import verify_joint
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
 
+#: Problem options this problem reads (besides those every problem takes).
+OPTIONS = frozenset({"devices", "memory", "bandwidth", "microbatches"})
 
-def register_options(parser: argparse.ArgumentParser) -> None:
+
+def claims(data: object) -> bool:
+    """Piper's JSON (nodes with ``TMPCs``) or ``milp-partition-joint/1``."""
+    return looks_like_joint(data)
+
+
+def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
     """Add the joint problem's own options (the cluster's --devices and --memory are shared)."""
     g = parser.add_argument_group("joint problem (Piper's)")
     g.add_argument("--bandwidth", help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)")
@@ -40,8 +47,8 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
     return read_joint(
         args.instance,
         devices=getattr(args, "devices", None),
-        memory_bytes=parse_bytes(args.memory, "--memory") if getattr(args, "memory", None) else None,
-        bandwidth_bytes_per_s=parse_rate(args.bandwidth, "--bandwidth") if getattr(args, "bandwidth", None) else None,
+        memory_bytes=parse_bytes(str(args.memory), "--memory") if getattr(args, "memory", None) is not None else None,
+        bandwidth_bytes_per_s=parse_rate(str(args.bandwidth), "--bandwidth") if getattr(args, "bandwidth", None) else None,
         microbatches=getattr(args, "microbatches", None),
     )
 
@@ -75,14 +82,14 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     return "\n".join(lines)
 
 
-def cmd_solve(args: argparse.Namespace, emit: Callable[[Any, argparse.Namespace, Callable[[], str]], int]) -> int:
+def cmd_solve(args: argparse.Namespace) -> int:
     """``solve --problem joint``: the exact DP, baselines, verifier; prints the report, writes the JSON."""
     problem = problem_from_args(args)
     settings = JointSolveSettings(
         time_limit_s=args.time_limit,
         threads=args.threads,
         baselines=not args.no_heuristics,
-        max_ideals=max(args.max_ideals, 200_000),
+        max_ideals=max(getattr(args, "max_ideals", None) or 0, 200_000),
         progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
     )
     result = solve_joint(problem, settings)

@@ -8,20 +8,43 @@ as :class:`~milp_partition.errors.InputError` and printed by the CLI on one line
 from __future__ import annotations
 
 import argparse
-import json
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
+from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
+from milp_partition.cli.options import backend_settings
+from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution
 from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
 
-EXIT_OK, EXIT_INFEASIBLE = 0, 3
+#: Problem options this problem reads (besides those every problem takes).
+OPTIONS = frozenset({"memory_model", "link_contention", "heuristic"})
+
+
+def register_options(p: argparse.ArgumentParser, command: str) -> None:
+    """Add the placement problem's own options to the ``solve`` or ``evaluate`` parser."""
+    from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
+
+    pl = p.add_argument_group("placement problem")
+    pl.add_argument("--link-contention", action="store_true", help="serialize transfers leaving or entering one device")
+    if command == "solve":
+        pl.add_argument(
+            "--heuristic",
+            action="append",
+            metavar="NAME",
+            help=f"placement heuristics to run for the warm start ({', '.join(PLACEMENT_HEURISTICS)}; repeat or "
+            "comma-separate; default all)",
+        )
+
+
+def claims(data: object) -> bool:
+    """A ``placement-instance/1`` JSON object."""
+    return isinstance(data, dict) and data.get("format") == "placement-instance/1"
 
 
 def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
@@ -31,9 +54,7 @@ def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
 
     memory_model = getattr(args, "memory_model", "static") or "static"
     if memory_model not in ("static", "liveness"):
-        raise InputError(
-            f"--memory-model {memory_model} does not apply to placement; use static or liveness", where="--memory-model"
-        )
+        raise InputError(f"{memory_model} does not apply to placement; use static or liveness", where="--memory-model")
     settings = PlacementSettings(link_contention=bool(getattr(args, "link_contention", False)), memory_model=memory_model)
     source = str(args.instance)
     text = read_text_file(args.instance)
@@ -79,18 +100,23 @@ def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20)
     return "\n".join(lines)
 
 
-def cmd_solve(args: argparse.Namespace, backend_settings: dict[str, object], emit: Callable[..., int]) -> int:
+def cmd_solve(args: argparse.Namespace) -> int:
     """``solve`` for a placement instance."""
     from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
 
     problem = problem_from_args(args)
     names: tuple[str, ...] | None = None
     if getattr(args, "heuristic", None):
+        from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
+
         names = tuple(n.strip() for item in args.heuristic for n in item.split(",") if n.strip())
+        for name in names:
+            if name not in PLACEMENT_HEURISTICS:
+                raise InputError(f"unknown heuristic {name!r}; known: {', '.join(PLACEMENT_HEURISTICS)}", where="--heuristic")
     if getattr(args, "no_heuristics", False):
         names = ()
     settings = PlacementSolveSettings(
-        **backend_settings,  # type: ignore[arg-type]
+        **backend_settings(args),  # type: ignore[arg-type]
         warm_start=not getattr(args, "no_warm_start", False),
         heuristics=names,
     )
@@ -100,12 +126,9 @@ def cmd_solve(args: argparse.Namespace, backend_settings: dict[str, object], emi
 
 def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
     """A result JSON (``assignment`` and ``starts``) or ``{task: {"device": id, "start": t}}`` as a schedule."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read the solution: {exc.strerror}", source=str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}", source=str(path)) from exc
+    from milp_partition.io.native import parse_json, read_text_file, to_float
+
+    data = parse_json(read_text_file(path), str(path))
     if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
         assignment, starts = data["assignment"], data.get("starts") or {}
     elif isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
@@ -122,21 +145,29 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
         if t not in assignment:
             raise InputError("the solution gives no device for this task", source=str(path), where=f"task {t!r}")
         dev = assignment[t]
-        if dev not in problem.device_index:
+        if not isinstance(dev, str) or dev not in problem.device_index:
             raise InputError(
                 f"unknown device {dev!r}; devices are {', '.join(problem.device_ids)}", source=str(path), where=f"task {t!r}"
             )
         device[i] = problem.device_index[dev]
-        value = starts.get(t)
-        start[i] = float(value) if isinstance(value, (int, float)) else math.nan
-    extra = sorted(set(assignment) - set(problem.task_ids))
+        value = starts.get(t) if isinstance(starts, dict) else None
+        start[i] = math.nan if value is None else to_float(value, f"task {t!r} start", str(path))
+    extra = sorted(str(k) for k in set(assignment) - set(problem.task_ids))
     if extra:
         raise InputError(f"unknown task id {extra[0]!r} in the solution", source=str(path))
     tstart = None
     if isinstance(data, dict) and isinstance(data.get("transfer_starts"), dict) and data["transfer_starts"]:
         from milp_partition.placement.solve import edge_key
 
-        tstart = np.array([float(data["transfer_starts"].get(edge_key(problem, e), math.nan)) for e in range(problem.num_edges)])
+        given = data["transfer_starts"]
+        tstart = np.array(
+            [
+                math.nan
+                if given.get(edge_key(problem, e)) is None
+                else to_float(given[edge_key(problem, e)], f"transfer {edge_key(problem, e)!r} start", str(path))
+                for e in range(problem.num_edges)
+            ]
+        )
     if np.isnan(start).any():
         if not np.isnan(start).all():
             i = int(np.flatnonzero(np.isnan(start))[0])

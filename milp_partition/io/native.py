@@ -168,6 +168,14 @@ def write_text_file(path: str | Path, text: str) -> None:
 # ---------------------------------------------------------------------------
 
 
+#: Largest magnitude of a number field (times, rates, costs): beyond it sums and scaled models overflow.
+MAX_NUMBER = 1e18
+#: Smallest magnitude of a nonzero number field: below it ratios overflow (0 itself is fine).
+MIN_NONZERO = 1e-30
+#: Largest byte count a field may hold (1 PiB): sums of thousands of them stay within 64-bit integers.
+MAX_BYTES = 2**50
+
+
 def _field(where: str, key: str) -> str:
     return f"{where} field '{key}'"
 
@@ -240,6 +248,14 @@ def to_float(value: Any, where: str, source: str, *, expected: str = "a number")
         raise InputError(f"is too large, got {_short(value)}", source=source, where=where) from None
     if not math.isfinite(result):
         raise InputError(f"must be a finite number, got {value!r}; replace it with a measured value", source=source, where=where)
+    if abs(result) > MAX_NUMBER:
+        raise InputError(f"is too large ({_short(value)}; at most {MAX_NUMBER:g}): check its unit", source=source, where=where)
+    if result != 0 and abs(result) < MIN_NONZERO:
+        raise InputError(
+            f"is too small ({_short(value)}; nonzero values must be at least {MIN_NONZERO:g}): use 0 or check its unit",
+            source=source,
+            where=where,
+        )
     return result
 
 
@@ -257,11 +273,15 @@ def get_optional_bytes(obj: Mapping[str, Any], key: str, where: str, source: str
 def to_bytes(value: Any, where: str, source: str, *, expected: str = "a number") -> int:
     """Check that ``value`` is a whole number and return it as ``int``."""
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
-        return int(value)
-    number = to_float(value, where, source, expected=expected)
-    if not number.is_integer():
-        raise InputError(f"must be a whole number of bytes, got {value!r}", source=source, where=where)
-    return int(number)
+        number = int(value)
+    else:
+        real = to_float(value, where, source, expected=expected)
+        if not real.is_integer():
+            raise InputError(f"must be a whole number of bytes, got {value!r}", source=source, where=where)
+        number = int(real)
+    if abs(number) > MAX_BYTES:
+        raise InputError(f"is too large for a byte count ({_short(value)}; at most 2**50 = 1 PiB)", source=source, where=where)
+    return number
 
 
 def get_str(obj: Mapping[str, Any], key: str, where: str, source: str, default: Any = REQUIRED) -> str:

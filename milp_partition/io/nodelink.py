@@ -52,7 +52,8 @@ def _graph_attrs(data: Mapping[str, Any], source: str) -> Mapping[str, Any]:
         raise InputError('the graph must be directed ("directed": true)', source=source, where=_TOP)
     if data.get("multigraph", False) is not False:
         raise InputError("a multigraph cannot be read; merge parallel edges into one", source=source, where=_TOP)
-    return check_object(data.get("graph") or {}, "field 'graph'", source)
+    attrs = data.get("graph")
+    return {} if attrs is None else check_object(attrs, "field 'graph'", source)
 
 
 def _edge_list(data: Mapping[str, Any], source: str) -> list[Any]:

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from milp_partition.errors import InputError
 from milp_partition.graph import Edge, Graph, Node, make_graph
-from milp_partition.io.native import read_text_file
+from milp_partition.io.native import MAX_BYTES, MAX_NUMBER, read_text_file
 from milp_partition.pipeline.problem import Instance
 
 _SEP = " -- "
@@ -69,6 +69,13 @@ def _parse_value(text: str, key: str, where: str, source: str) -> float:
         )
     if total < 0:
         raise InputError(f"must not be negative, got {text!r}", source=source, where=f"{where} field {key!r}")
+    limit = MAX_BYTES if key.endswith("_size") else MAX_NUMBER
+    if total > limit:
+        raise InputError(
+            f"is too large ({text.strip()[:40]}; at most {limit:g}): check its unit",
+            source=source,
+            where=f"{where} field {key!r}",
+        )
     return total
 
 

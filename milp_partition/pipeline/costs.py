@@ -28,8 +28,12 @@ from milp_partition.graph import TIME_UNIT_SECONDS, Edge, Graph
 from milp_partition.pipeline.problem import PipelineProblem
 
 
-def edge_transfer_time(edge: Edge, problem: PipelineProblem) -> float:
-    """Transfer time of ``edge`` in the graph's time unit (see module docstring)."""
+def edge_transfer_time(edge: Edge, problem: PipelineProblem, twice: bool | None = None) -> float:
+    """Transfer time of ``edge`` in the graph's time unit (see module docstring).
+
+    ``twice``: whether transfers count twice, :func:`backward_transfers` when ``None`` (an O(N) scan: callers that
+    loop over edges pass it, computed once).
+    """
     graph = problem.graph
     if edge.transfer_time is not None:
         t = float(edge.transfer_time)
@@ -46,7 +50,9 @@ def edge_transfer_time(edge: Edge, problem: PipelineProblem) -> float:
                     source=problem.source or None,
                 )
             t = link.transfer_seconds(edge.bytes) / unit
-    return t * (2.0 if backward_transfers(problem) else 1.0)
+    if twice is None:
+        twice = backward_transfers(problem)
+    return t * (2.0 if twice else 1.0)
 
 
 def backward_transfers(problem: PipelineProblem) -> bool:
@@ -112,9 +118,10 @@ def pipeline_costs(problem: PipelineProblem) -> PipelineCosts:
                 node_time[v, d] = node.time_on(kind)
     out_transfer = np.zeros(n)
     index = graph.index
+    twice = backward_transfers(problem)  # once, not once per edge: O(N + E) in all
     for edge in graph.edges:
         u = index[edge.source]
-        out_transfer[u] = max(out_transfer[u], edge_transfer_time(edge, problem))
+        out_transfer[u] = max(out_transfer[u], edge_transfer_time(edge, problem, twice))
     capacity = np.array([-1 if m is None else m for m in problem.device_memory_bytes], dtype=np.int64)
     return PipelineCosts(
         node_time=node_time,

@@ -2,7 +2,10 @@
 
 Heuristics: the chain DP and the ideal DP of :mod:`milp_partition.heuristics.pipeline_dp`
 (neither is a proof: the ideal DP is exact only among splits whose stages form a
-chain of ideals).  Formulation: :mod:`milp_partition.formulations.pipeline`, with the
+chain of ideals), which stop at :data:`DP_BUDGET_SHARE` of the time limit and refuse
+graphs too large for their quadratic tables; then, when neither found a split, the
+balanced split of :mod:`milp_partition.heuristics.pipeline_split` (seconds at 100,000
+nodes).  Formulation: :mod:`milp_partition.formulations.pipeline`, with the
 best verified heuristic value as a cutoff and its split as a warm start.
 Verifier: :func:`milp_partition.verifiers.pipeline.verify_pipeline`, whose value is
 the one reported.
@@ -27,6 +30,7 @@ from milp_partition.chain import (
 )
 from milp_partition.formulations import pipeline as formulation
 from milp_partition.heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
+from milp_partition.heuristics.pipeline_split import balanced_split
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import Result, Status
 from milp_partition.verifiers.pipeline import verify_pipeline
@@ -66,6 +70,10 @@ class SolveSettings:
     lower_bounds: bool = True
 
 
+#: Share of the time limit the DPs may use; the rest is for the fallback split and the back-end.
+DP_BUDGET_SHARE = 0.5
+
+
 @dataclass(frozen=True)
 class PipelineSteps:
     """The pipeline problem's steps for :func:`milp_partition.chain.run_chain`."""
@@ -100,15 +108,23 @@ class PipelineSteps:
         return ()
 
     def heuristics(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:
-        """The chain DP and the ideal DP (heuristics here: neither proves a bound of the problem)."""
+        """The chain DP and the ideal DP (heuristics here: neither proves a bound of the problem), then the balanced
+        split when neither found a split; one time budget from the chain's start."""
         if not self.settings.heuristics:
             return
         problem = run.work
+        dp_deadline = run.start + DP_BUDGET_SHARE * run.settings.time_limit_s
+        deadline = run.start + run.settings.time_limit_s
+        found = False
         for name, fn in (
-            ("chain_dp", lambda: chain_dp(problem)),
-            ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(self.settings.max_ideals))),
+            ("chain_dp", lambda: chain_dp(problem, dp_deadline)),
+            ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(self.settings.max_ideals), dp_deadline)),
+            ("balanced_split", lambda: balanced_split(problem, deadline)),
         ):
+            if name == "balanced_split" and found:
+                continue  # the fallback for graphs the DPs cannot take (or finish)
             dp = fn()
+            found = found or dp.solution is not None
             yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if dp.solution else None)
 
     def refine(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:

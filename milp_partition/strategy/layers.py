@@ -158,6 +158,8 @@ _KINDS: Mapping[str, _Kind] = {
     "norm": _Kind(("b", "n"), ("b",), ("n",), (), ("b", "n", None), ("b", "n", None)),
 }
 
+#: Largest length of one layer dimension (batch, width, sequence ...): products of a few stay within 64-bit byte counts.
+MAX_DIMENSION = 2**24
 #: The layer kinds :func:`generate_strategy_problem` knows.
 LAYER_KINDS: tuple[str, ...] = tuple(_KINDS)
 
@@ -203,9 +205,10 @@ def _check_layer(layer: LayerSpec, source: str) -> _Kind:
     kind = _KINDS[layer.kind]
     for dim in kind.dims:
         value = layer.dims.get(dim)
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_DIMENSION:
             raise InputError(
-                f"dimension {dim!r} must be a positive integer, got {value!r}; a {layer.kind} layer needs {', '.join(kind.dims)}",
+                f"dimension {dim!r} must be a whole number from 1 to {MAX_DIMENSION}, got {value!r}; a {layer.kind} "
+                f"layer needs {', '.join(kind.dims)}",
                 source=source,
                 where=where,
             )
@@ -242,6 +245,26 @@ def _moved_fraction(producer: np.ndarray, consumer: np.ndarray) -> np.ndarray:
     return 1.0 - local
 
 
+def check_layer_graph(graph: LayerGraph, source: str = "") -> None:
+    """Raise :class:`InputError` on an unknown kind or dimension, a length that is not a whole number in
+    ``[1, MAX_DIMENSION]``, a duplicate id, an edge naming an unknown layer, or a cycle."""
+    ids = [layer.id for layer in graph.layers]
+    if len(set(ids)) != len(ids):
+        seen: set[str] = set()
+        dup = next(i for i in ids if i in seen or seen.add(i))  # type: ignore[func-returns-value]
+        raise InputError("duplicate layer id; every layer needs its own id", source=source, where=f"layer {dup!r}")
+    for layer in graph.layers:
+        _check_layer(layer, source)
+    known = set(ids)
+    for a, b in graph.edges:
+        for end in (a, b):
+            if end not in known:
+                raise InputError(f"names unknown layer {end!r}", source=source, where=f"edge {a!r} -> {b!r}")
+    cycle = find_cycle(ids, list(graph.edges))
+    if cycle is not None:
+        raise CycleError(cycle, source=source)
+
+
 def generate_strategy_problem(
     graph: LayerGraph, profile: DeviceProfile, settings: StrategyGenerationSettings, *, source: str = ""
 ) -> StrategyProblem:
@@ -262,18 +285,7 @@ def generate_strategy_problem(
     p = settings.devices
     if p < 1 or p & (p - 1):
         raise InputError(f"devices must be a power of two, got {p}", source=source, where="devices")
-    ids = [layer.id for layer in graph.layers]
-    if len(set(ids)) != len(ids):
-        dup = next(i for k, i in enumerate(ids) if i in ids[:k])
-        raise InputError("duplicate layer id; every layer needs its own id", source=source, where=f"layer {dup!r}")
-    known = set(ids)
-    for a, b in graph.edges:
-        for end in (a, b):
-            if end not in known:
-                raise InputError(f"names unknown layer {end!r}", source=source, where=f"edge {a!r} -> {b!r}")
-    cycle = find_cycle(ids, list(graph.edges))
-    if cycle is not None:
-        raise CycleError(cycle, source=source)
+    check_layer_graph(graph, source)
     train = settings.training
     k_comp, k_grad, k_sum, k_edge = (3.0, 1.0, 2.0, 2.0) if train else (1.0, 0.0, 1.0, 1.0)
     bpe = settings.bytes_per_element
@@ -433,7 +445,9 @@ def layer_graph_from_dict(data: object, source: str = "") -> LayerGraph:
                 to_id(get_value(raw, "target", f"edges[{i}]", source), f"edges[{i}] field 'target'", source),
             )
         )
-    return LayerGraph(tuple(layers), tuple(edges), name=str(obj.get("name") or ""))
+    graph = LayerGraph(tuple(layers), tuple(edges), name=str(obj.get("name") or ""))
+    check_layer_graph(graph, source)
+    return graph
 
 
 def layer_graph_to_dict(graph: LayerGraph) -> dict[str, object]:

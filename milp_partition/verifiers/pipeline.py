@@ -137,8 +137,9 @@ def verify_pipeline(problem: PipelineProblem, solution: PipelineSolution) -> Pip
 
     # loads
     out_time = {nid: 0.0 for nid in nodes}
+    twice = _transfers_twice(problem)
     for e in graph.edges:
-        out_time[e.source] = max(out_time[e.source], _transfer_time(problem, e.bytes, e.transfer_time))
+        out_time[e.source] = max(out_time[e.source], _transfer_time(problem, e.bytes, e.transfer_time, twice))
     loads = dict.fromkeys(kind_of, 0.0)
     for nd in graph.nodes:
         dev = where[nd.id]
@@ -176,7 +177,16 @@ def verify_pipeline(problem: PipelineProblem, solution: PipelineSolution) -> Pip
     )
 
 
-def _transfer_time(problem: PipelineProblem, nbytes: int, given: float | None) -> float:
+def _transfers_twice(problem: PipelineProblem) -> bool:
+    """Whether transfers count twice (gradient back along the edge): set, or a training graph without backward nodes."""
+    twice = problem.settings.backward_transfers
+    if twice is None:
+        has_bwd_nodes = any(nd.is_backward for nd in problem.graph.nodes)
+        twice = not has_bwd_nodes and any(nd.backward_time > 0 for nd in problem.graph.nodes)
+    return twice
+
+
+def _transfer_time(problem: PipelineProblem, nbytes: int, given: float | None, twice: bool) -> float:
     """Edge transfer time in the graph's unit: given, or latency + bytes / bandwidth (x2 for training)."""
     graph, link = problem.graph, problem.cluster.link
     if given is not None:
@@ -189,10 +199,6 @@ def _transfer_time(problem: PipelineProblem, nbytes: int, given: float | None) -
             raise ValueError(f"cannot convert link seconds to time unit {graph.time_unit!r}")
         seconds = link.latency_s + (0.0 if math.isinf(link.bandwidth_bytes_per_s) else nbytes / link.bandwidth_bytes_per_s)
         t = seconds / unit
-    twice = problem.settings.backward_transfers
-    if twice is None:
-        has_bwd_nodes = any(nd.is_backward for nd in graph.nodes)
-        twice = not has_bwd_nodes and any(nd.backward_time > 0 for nd in graph.nodes)
     return 2.0 * t if twice else t
 
 

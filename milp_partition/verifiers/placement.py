@@ -353,8 +353,13 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
     for i in np.flatnonzero(~np.isfinite(start) | (start < 0)).tolist():
         violations.append(f"task {ids[i]!r} has start {start[i]!r}; a start must be finite and >= 0")
     end = start + dur
-    scale = max(1.0, float(np.max(np.abs(np.where(np.isfinite(end), end, 0.0)))) if n else 1.0)
-    tol = TIME_REL_TOL * scale
+    # the tolerance scales with the instance (its serial makespan), not with the given starts: starts of 1e12 must
+    # not widen it past the tasks' own durations
+    serial = float(np.where(np.isfinite(problem.time), problem.time, 0.0).max(axis=1, initial=0.0).sum())
+    if problem.num_edges:
+        comm = np.where(np.isfinite(problem.comm), problem.comm, 0.0)
+        serial += float(comm.reshape(problem.num_edges, -1).max(axis=1).sum())
+    tol = TIME_REL_TOL * max(1.0, serial)
     # (b) colocation
     for g in np.unique(problem.colocation[problem.colocation >= 0]).tolist():
         members = np.flatnonzero(problem.colocation == g)

@@ -1,0 +1,98 @@
+"""Options shared by the problems of ``solve | evaluate | info``; a problem's own options live in its module.
+
+Problem options default to ``None`` (``False`` for switches), so the dispatcher can
+tell which were given and refuse those the problem at hand does not take; each
+problem module applies its own defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from milp_partition.cli import flags
+
+#: Defaults applied by the problem modules (the parser's defaults are None so that "given" can be told).
+DEFAULT_MEMORY_MODEL = "static"
+DEFAULT_TIME_LIMIT_S = 60.0
+DEFAULT_THREADS = 2
+
+#: Options every problem of ``solve``/``evaluate`` takes (the rest are checked per problem).
+COMMON = frozenset(
+    {"command", "instance", "solution", "problem", "handler", "solver", "time_limit", "threads", "seed", "progress"}
+    | {"output", "quiet", "no_warm_start", "no_heuristics"}
+)
+
+
+def flag_name(dest: str) -> str:
+    """``max_time_per_sample`` -> ``--max-time-per-sample``."""
+    return "--" + dest.replace("_", "-")
+
+
+def add_problem_options(p: argparse.ArgumentParser, problems: tuple[str, ...]) -> None:
+    """The options more than one problem reads: problem choice, memory model, profile, cluster."""
+    g = p.add_argument_group("problem")
+    g.add_argument(
+        "--problem",
+        choices=list(problems),
+        help="which problem to solve (default: placement for a placement-instance file, strategy for a strategy-tables "
+        "or strategy-layers file, else pipeline)",
+    )
+    g.add_argument(
+        "--memory-model",
+        choices=["static", "1f1b", "liveness"],
+        help="static (default): sum of bytes on a device; 1f1b (pipeline): training pipeline, stage i of s keeps s-i "
+        "micro-batches of activations; liveness (strategy, placement): an activation counts only while it is live",
+    )
+    g.add_argument(
+        "--optimizer-factor",
+        type=flags.factor,
+        help="multiplier on parameter bytes (optimizer state): pipeline 1f1b default 1, strategy default 3",
+    )
+    g.add_argument(
+        "--profile",
+        help="device profile for costs derived from FLOPs and bytes: a datasheet name (V100, A100, H100, H200) or a profile "
+        "JSON file (strategy-layers files default to H100; pipeline: nodes without measured times get times from their FLOPs)",
+    )
+    c = p.add_argument_group("cluster (pipeline; overrides the instance's own)")
+    c.add_argument("--cluster", type=Path, help="a cluster JSON file (format milp-partition-cluster/1)")
+    c.add_argument("--devices", type=flags.devices, help="number of identical accelerators (strategy-layers: p, a power of two)")
+    c.add_argument("--memory", type=flags.byte_size, help="memory per accelerator, e.g. 16GiB")
+    c.add_argument("--cpu-cores", type=flags.cpu_cores, help="host CPU cores usable as devices")
+    c.add_argument("--link-latency", type=flags.nonnegative_seconds, help="link latency in seconds")
+    c.add_argument("--link-bandwidth", type=flags.rate, help="link bandwidth, e.g. 12GB/s")
+
+
+def add_solver_options(p: argparse.ArgumentParser) -> None:
+    """The options of the solve chain every problem runs."""
+    o = p.add_argument_group("solver")
+    o.add_argument("--solver", choices=["cpsat", "cbc", "none"], default="cpsat", help="back-end; none = heuristics only")
+    o.add_argument(
+        "--time-limit",
+        type=flags.positive_seconds,
+        default=DEFAULT_TIME_LIMIT_S,
+        help=f"time limit in seconds for the whole solve (default {DEFAULT_TIME_LIMIT_S:g})",
+    )
+    o.add_argument("--threads", type=flags.threads, default=DEFAULT_THREADS, help=f"solver threads (default {DEFAULT_THREADS})")
+    o.add_argument("--seed", type=flags.seed, default=0, help="random seed, 0 to 2^31-1 (default 0)")
+    o.add_argument("--no-warm-start", action="store_true", help="do not hint the heuristic solution or bound by its value")
+    o.add_argument("--no-heuristics", action="store_true", help="skip the heuristics")
+    o.add_argument(
+        "--progress",
+        type=flags.nonnegative_seconds,
+        default=5.0,
+        help="seconds between progress lines on stderr (default 5; 0 = off)",
+    )
+    o.add_argument("--output", "-o", type=Path, help="write the result JSON here (checked before solving)")
+    o.add_argument("--quiet", "-q", action="store_true", help="print only the summary line")
+
+
+def backend_settings(args: argparse.Namespace) -> dict[str, object]:
+    """The solve-settings fields every problem takes from the solver options."""
+    return {
+        "solver": args.solver,
+        "time_limit_s": args.time_limit,
+        "threads": args.threads,
+        "seed": args.seed,
+        "progress_interval_s": None if (args.quiet or args.progress <= 0) else args.progress,
+    }

@@ -1,0 +1,311 @@
+"""The pipeline problem behind ``milp-partition solve | evaluate | info`` (the default for graph files).
+
+The dispatcher (:mod:`milp_partition.cli.dispatch`) calls :func:`register_options`
+when it builds the parser and :func:`cmd_solve`, :func:`cmd_evaluate` or
+:func:`cmd_info` with the parsed arguments.  Bad input raises
+:class:`~milp_partition.errors.InputError`, printed on one line with exit 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from milp_partition.cli import flags
+from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
+from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings
+from milp_partition.cli.output import emit
+from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
+from milp_partition.errors import InputError
+from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution
+from milp_partition.report import device_counts, gap_text, run_lines
+from milp_partition.report import fmt as _fmt
+from milp_partition.report import fmt_bytes as _fmt_bytes
+from milp_partition.result import Result
+from milp_partition.units import parse_bytes, parse_rate
+
+#: Problem options this problem reads (besides those every problem takes).
+OPTIONS = frozenset(
+    {"memory_model", "optimizer_factor", "profile", "cluster", "devices", "memory", "cpu_cores", "link_latency"}
+    | {"link_bandwidth", "no_contiguous", "objective", "max_time_per_sample", "max_ideals"}
+)
+MEMORY_MODELS = ("static", "1f1b")
+#: Default cap on ideals enumerated by the ideal DP.
+DEFAULT_MAX_IDEALS = 20000
+
+
+def register_options(p: argparse.ArgumentParser, command: str) -> None:
+    """Add the pipeline's own options to the ``solve`` or ``evaluate`` parser."""
+    g = p.add_argument_group("pipeline problem")
+    g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
+    g.add_argument(
+        "--objective",
+        choices=["time", "memory"],
+        help="time (default): least time per sample; memory: least peak memory with time per sample <= --max-time-per-sample",
+    )
+    g.add_argument(
+        "--max-time-per-sample",
+        type=flags.positive_number,
+        help="bound on time per sample for --objective memory (graph time unit)",
+    )
+    if command == "solve":
+        g.add_argument(
+            "--max-ideals",
+            type=flags.count,
+            help=f"cap on ideals enumerated by the ideal DP (default {DEFAULT_MAX_IDEALS})",
+        )
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse option values that do not fit the pipeline problem."""
+    if (args.memory_model or DEFAULT_MEMORY_MODEL) not in MEMORY_MODELS:
+        raise InputError(
+            f"{args.memory_model} does not apply to the pipeline problem; use static or 1f1b",
+            where="--memory-model",
+        )
+    if args.max_time_per_sample is not None and (args.objective or "time") != "memory":
+        raise InputError("applies only with --objective memory", where="--max-time-per-sample")
+
+
+def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
+    """The instance's cluster, or ``--cluster``, with the command line's overrides."""
+    from milp_partition.io import read_cluster
+
+    if args.cluster is not None:
+        base = read_cluster(args.cluster)
+    elif instance.cluster is not None:
+        base = instance.cluster
+    elif args.devices is None:
+        raise InputError(
+            "this instance carries no cluster; give --devices N (and --memory SIZE, link figures) or --cluster FILE",
+            source=str(args.instance),
+        )
+    else:
+        base = None
+    link = base.link if base is not None else Link()
+    if base is None and getattr(args, "profile", None):  # no cluster given: the profile's device-to-device link
+        from milp_partition.calibration.profile import resolve_profile
+
+        d2d = resolve_profile(args.profile).links["d2d"]
+        link = Link(latency_s=d2d.alpha_s, bandwidth_bytes_per_s=d2d.bandwidth_bytes_per_s)
+    if args.link_latency is not None or args.link_bandwidth is not None:
+        link = Link(
+            latency_s=args.link_latency if args.link_latency is not None else link.latency_s,
+            bandwidth_bytes_per_s=parse_rate(args.link_bandwidth, "--link-bandwidth")
+            if args.link_bandwidth
+            else link.bandwidth_bytes_per_s,
+        )
+    cores = args.cpu_cores if args.cpu_cores is not None else (base.host_cpu_cores if base is not None else 0)
+    if args.devices is not None or args.memory is not None or base is None:
+        count = args.devices if args.devices is not None else len(base.devices)  # type: ignore[union-attr]
+        memory = (
+            parse_bytes(args.memory, "--memory")
+            if args.memory is not None
+            else (base.devices[0].memory_bytes if base is not None and base.devices else None)
+        )
+        kind = base.devices[0].kind if base is not None and base.devices else "gpu"
+        return homogeneous_cluster(count, memory, kind=kind, host_cpu_cores=cores, link=link, source="command line")
+    return make_cluster(base.devices, host_cpu_cores=cores, link=link, source="command line")
+
+
+def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
+    """Read the instance under the command line's settings."""
+    from milp_partition.io import read_instance
+
+    check_options(args)
+    instance = read_instance(args.instance)
+    graph = instance.graph
+    if not graph.nodes:
+        raise InputError("the graph has no nodes: nothing to partition", source=str(args.instance))
+    if getattr(args, "profile", None):  # calibration: nodes without measured times get times from FLOPs and bytes
+        from milp_partition.calibration.apply import apply_profile
+        from milp_partition.calibration.profile import resolve_profile
+
+        graph, applied = apply_profile(graph, resolve_profile(args.profile), source=str(args.instance))
+        if not applied.filled:
+            why = (
+                "every node has a measured time, which the profile keeps"
+                if not applied.no_flops
+                else "no node without a measured time carries FLOPs"
+            )
+            note = f"--profile {args.profile} changes no node time here: {why}"
+            if args.cluster is None and instance.cluster is None:
+                note += " (its link is still used, as the instance has no cluster)"
+            print(f"milp-partition: note: {note}", file=sys.stderr)
+    settings = PipelineSettings(
+        contiguous=not args.no_contiguous,
+        objective=args.objective or "time",
+        max_time_per_sample=args.max_time_per_sample,
+        memory_model=args.memory_model or DEFAULT_MEMORY_MODEL,
+        optimizer_state_factor=1.0 if args.optimizer_factor is None else args.optimizer_factor,
+    )
+    return PipelineProblem(graph, cluster_from_args(args, instance), settings, source=str(args.instance))
+
+
+def _cores(n: int) -> str:
+    return f"{n} CPU core" + ("" if n == 1 else "s")
+
+
+def format_report(result: Result, problem: PipelineProblem) -> str:
+    """A readable report of a pipeline result."""
+    known = result.time_unit not in ("", "unitless")
+    unit = result.time_unit if known else "units"
+    lines = [
+        f"instance   {problem.source}  ({len(problem.graph.nodes)} nodes, {len(problem.graph.edges)} edges, "
+        f"{len(problem.cluster.devices)} accelerators, {_cores(problem.cluster.host_cpu_cores)})",
+        f"problem    pipeline, {'contiguous' if problem.settings.contiguous else 'non-contiguous'}, objective {problem.settings.objective}, "
+        f"memory model {problem.settings.memory_model}",
+        f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
+    ]
+    if result.objective is not None:
+        obj = _fmt(result.objective) + (f" {unit}" if result.objective_name == "time_per_sample" else " bytes")
+        lines.append(f"objective  {result.objective_name} = {obj}   (verified)")
+        lines.append(f"bound      {_fmt(result.bound)}   gap {gap_text(result.gap)}")
+    if not known:
+        lines.append("units      the file gives no time unit: times are carried as given (unit unknown)")
+    lines.extend(run_lines(result))
+    if result.assignment:
+        counts = device_counts(result, problem.device_ids)
+        lines.append("")
+        lines.append(f"{'device':10s} {'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}")
+        for dev in problem.device_ids:
+            lines.append(
+                f"{dev:10s} {counts.get(dev, 0):6d} {_fmt(result.loads.get(dev, 0.0)):>18s} "
+                f"{_fmt_bytes(result.memory_bytes.get(dev)) if dev in result.memory_bytes else '-':>12s}"
+            )
+    return "\n".join(lines)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    """``solve`` for a pipeline instance."""
+    from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
+
+    problem = problem_from_args(args)
+    settings = SolveSettings(
+        **backend_settings(args),  # type: ignore[arg-type]
+        warm_start=not args.no_warm_start,
+        heuristics=not args.no_heuristics,
+        max_ideals=args.max_ideals or DEFAULT_MAX_IDEALS,
+    )
+    result = solve_pipeline(problem, settings)
+    if result.status == "infeasible" and problem.settings.objective == "memory":
+        result.message += _least_time_note(problem, settings)
+    return emit(result, args, lambda: format_report(result, problem))
+
+
+def _least_time_note(problem: PipelineProblem, settings: object) -> str:
+    """When ``--max-time-per-sample`` makes the memory objective infeasible: the least time per sample there is."""
+    from dataclasses import replace
+
+    from milp_partition.pipeline.solve import solve_pipeline
+
+    timed = PipelineProblem(
+        problem.graph,
+        problem.cluster,
+        replace(problem.settings, objective="time", max_time_per_sample=None),
+        source=problem.source,
+    )
+    least = solve_pipeline(timed, replace(settings, progress_interval_s=None))  # type: ignore[type-var]
+    unit = problem.graph.time_unit if problem.graph.time_unit != "unitless" else "units"
+    if least.status == "optimal":
+        return f"; the least time per sample these settings allow is {_fmt(least.objective)} {unit} (proven): raise --max-time-per-sample to at least that"
+    if least.status == "feasible":
+        return (
+            f"; the least time per sample these settings allow is between {_fmt(least.bound)} and {_fmt(least.objective)} "
+            f"{unit} (time limit): raise --max-time-per-sample"
+        )
+    if least.status == "infeasible":
+        return "; no assignment fits memory even without the time bound"
+    return ""
+
+
+def read_assignment(path: Path) -> dict[str, str]:
+    """A result JSON's ``assignment``, or a JSON object id -> device id; anything else is bad input."""
+    from milp_partition.io.native import parse_json, read_text_file
+
+    data = parse_json(read_text_file(path), str(path))
+    if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
+        data = data["assignment"]
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        raise InputError(
+            "expected a result JSON with an 'assignment' object, or an object mapping node id to device id", source=str(path)
+        )
+    return data
+
+
+def check_assignment(assignment: dict[str, str], ids: list[str], devices: list[str], path: Path, what: str) -> None:
+    """Bad input (exit 2), not an infeasible solution: an unknown id, an unknown device, an id without a device."""
+    known, devs = set(ids), set(devices)
+    for key, dev in assignment.items():
+        if key not in known:
+            raise InputError(f"unknown {what} id {key!r} in the solution", source=str(path))
+        if dev not in devs:
+            raise InputError(
+                f"unknown device {dev!r}; devices are {', '.join(devices)}", source=str(path), where=f"{what} {key!r}"
+            )
+    missing = [i for i in ids if i not in assignment]
+    if missing:
+        raise InputError(f"the solution gives no device for this {what}", source=str(path), where=f"{what} {missing[0]!r}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate`` for a pipeline instance: verify an assignment and print its objective."""
+    from milp_partition.verifiers.pipeline import verify_pipeline
+
+    problem = problem_from_args(args)
+    assignment = read_assignment(args.solution)
+    check_assignment(assignment, [n.id for n in problem.graph.nodes], list(problem.device_ids), args.solution, "node")
+    report = verify_pipeline(problem, PipelineSolution(assignment))
+    if not report.feasible:
+        print("INFEASIBLE solution:")
+        for line in report.violations:
+            print(f"  - {line}")
+        return EXIT_INFEASIBLE
+    print(
+        f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {problem.graph.time_unit}; "
+        f"peak memory = {_fmt_bytes(report.peak_memory_bytes)}; objective ({problem.settings.objective}) = {_fmt(report.objective)}"
+    )
+    for dev in problem.device_ids:
+        print(
+            f"  {dev:10s} load {_fmt(report.loads.get(dev, 0.0)):>16s}  memory {_fmt_bytes(report.memory_bytes.get(dev)) if dev in report.memory_bytes else '-'}"
+        )
+    return EXIT_OK
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """``info`` for a pipeline instance: sizes, work, memory, cluster."""
+    from milp_partition.io import read_instance
+
+    inst = read_instance(args.instance)
+    g = inst.graph
+    fwd = sum(1 for n in g.nodes if not n.is_backward)
+    groups = {n.colocation_group for n in g.nodes if n.colocation_group is not None}
+    print(f"file        {args.instance}")
+    print(
+        f"graph       {g.name or '-'}: {len(g.nodes)} nodes ({fwd} forward, {len(g.nodes) - fwd} backward), {len(g.edges)} edges, "
+        f"{len(groups)} colocation groups, time unit "
+        + (g.time_unit if g.time_unit != "unitless" else "unknown (not in the file; times are carried as given)")
+    )
+    print(
+        f"work        forward {_fmt(sum(n.forward_time for n in g.nodes))}, backward {_fmt(sum(n.backward_time for n in g.nodes))}"
+    )
+    print(
+        f"memory      params {_fmt_bytes(sum(n.param_bytes for n in g.nodes))}, activations {_fmt_bytes(sum(n.activation_bytes for n in g.nodes))}, "
+        f"other {_fmt_bytes(sum(n.other_bytes for n in g.nodes))}"
+    )
+    if inst.cluster is None:
+        print("cluster     none in the file (give --devices/--memory or --cluster when solving)")
+    else:
+        c = inst.cluster
+        mems = {d.memory_bytes for d in c.devices}
+        print(
+            f"cluster     {len(c.devices)} accelerators ({', '.join(sorted({d.kind for d in c.devices}))}; memory "
+            f"{', '.join(_fmt_bytes(m) if m is not None else 'unbounded' for m in mems)}), {_cores(c.host_cpu_cores)}"
+        )
+    return EXIT_OK
+
+
+def claims(data: object) -> bool:
+    """The pipeline problem is the fallback: it takes every graph format the other problems do not claim."""
+    return True

@@ -1,0 +1,58 @@
+"""Seed files of every input format and the command lines that read them, for the fuzz test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from milp_partition.calibration.profile import datasheet_profile, write_profile
+from milp_partition.cli.dispatch import main
+from milp_partition.io import read_instance, write_instance
+from milp_partition.io.native import write_cluster
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "benchmarks"
+QUICK = ["--solver", "none", "-q", "--progress", "0", "--time-limit", "10"]
+
+
+def make_seeds(folder: Path) -> dict[str, tuple[Path, list[list[str]]]]:
+    """Format name -> (seed file, command lines with ``{}`` where the file goes)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    tiny = REPO / "examples" / "tiny.json"
+    inst = read_instance(tiny)
+    nodelink = folder / "tiny_nodelink.json"
+    write_instance(inst, nodelink, "nodelink")
+    cluster = folder / "cluster.json"
+    write_cluster(inst.cluster, cluster)
+    profile = folder / "profile.json"
+    write_profile(datasheet_profile("H100"), profile)
+    tarnawski = SHARED / "pipeline" / "LayerGraphs" / "bert24_inference.json"
+    tables = SHARED / "strategy" / "alexnet_p4.json"
+    layers = REPO / "examples" / "gpt4_layers.json"
+    placement = SHARED / "placement" / "example-1.json"
+    results = {}
+    for name, instance, extra in (
+        ("pipeline", tiny, []),
+        ("strategy", tables, []),
+        ("placement", placement, []),
+    ):
+        out = folder / f"result_{name}.json"
+        rc = main(["solve", str(instance), "-o", str(out), "-q", "--progress", "0", *extra])
+        assert rc == 0, name
+        results[name] = (instance, out)
+    bare = json.loads(tiny.read_text())
+    bare.pop("cluster", None)
+    return {
+        "native": (tiny, [["solve", "{}", *QUICK], ["info", "{}"]]),
+        "tarnawski": (tarnawski, [["solve", "{}", *QUICK], ["info", "{}"]]),
+        "pipedream": (SHARED / "pipedream" / "alexnet.txt", [["solve", "{}", "--devices", "2", *QUICK], ["info", "{}"]]),
+        "node-link": (nodelink, [["solve", "{}", *QUICK], ["info", "{}"]]),
+        "cluster": (cluster, [["solve", str(tiny), "--cluster", "{}", *QUICK]]),
+        "profile": (profile, [["solve", str(layers), "--devices", "4", "--profile", "{}", *QUICK]]),
+        "strategy-tables": (tables, [["solve", "{}", *QUICK], ["info", "{}"]]),
+        "strategy-layers": (layers, [["solve", "{}", "--devices", "4", *QUICK], ["info", "{}"]]),
+        "placement": (placement, [["solve", "{}", *QUICK], ["info", "{}"]]),
+        "result-pipeline": (results["pipeline"][1], [["evaluate", str(results["pipeline"][0]), "{}"]]),
+        "result-strategy": (results["strategy"][1], [["evaluate", str(results["strategy"][0]), "{}"]]),
+        "result-placement": (results["placement"][1], [["evaluate", str(results["placement"][0]), "{}"]]),
+    }
