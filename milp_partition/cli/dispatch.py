@@ -41,6 +41,7 @@ from milp_partition.errors import InputError, MilpPartitionError
 PROBLEMS: dict[str, str] = {
     "placement": "milp_partition.cli.placement",
     "strategy": "milp_partition.cli.strategy",
+    "joint": "milp_partition.cli.joint",
     "pipeline": "milp_partition.cli.pipeline",
 }
 
@@ -75,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     instance_help = (
         "instance file: native graph JSON, Tarnawski JSON, PipeDream graph.txt, node-link JSON, strategy-tables/1, "
-        "strategy-layers/1 or placement-instance/1"
+        "strategy-layers/1, placement-instance/1, Piper's joint JSON or milp-partition-joint/1"
     )
     s = sub.add_parser("solve", help="solve an instance and print a verified report")
     s.add_argument("instance", type=Path, help=instance_help)

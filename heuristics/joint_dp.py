@@ -1,0 +1,667 @@
+r"""Exact DP for the joint problem (Piper's): stages over ideals, data/tensor degrees, exact per-stage knapsack.
+
+Feasibility for a target time per sample :math:`T`
+--------------------------------------------------
+Stages are built from the last to the first, so that the data-parallel degrees of
+the later stages are known.  A state is an ideal :math:`I` (the nodes still to place:
+a downset of the DAG) and :math:`s`, the sum of the data-parallel degrees of the
+stages already built; its value :math:`D(I, s)` is the fewest devices those stages
+use with every stage's time per sample at most :math:`T`:
+
+.. math::
+
+    D(V, 0) = 0, \qquad
+    D(J, s + d) = \min_{I \supsetneq J,\ t,\ d \mid N} D(I, s) + d t
+    \quad \text{s.t.} \quad F(I \setminus J, d, t, \lceil (s + d) / d \rceil) \le T,\
+    D(I, s) + d t \le k,\ s + d \le \min(k, N),
+
+where :math:`F(S, d, t, y)` is the least time per sample of stage :math:`S` (the exact
+multiple-choice knapsack of :mod:`milp_partition.heuristics.joint_knapsack`).  A
+plan with :math:`\max_i TPS_i \le T` exists iff some :math:`D(\emptyset, s)` is
+finite: a smaller :math:`D` at equal :math:`s` never hurts (later-built stages see
+only :math:`s` and the devices left), so the DP is exhaustive.  :math:`F` is
+non-decreasing in :math:`y` (memory only tightens), so each transition admits all
+:math:`s \le d (y_{\max} - 1)` at once (:math:`y_{\max}` by bisection on :math:`y`, with
+the knapsack's LP bound and greedy value deciding most tests before the exact frontier runs).
+
+Pruning (each is a valid bound, so the DP stays exhaustive): a stage on :math:`d t` devices
+takes at least :math:`W(S) / (d t)` with :math:`W(S) = \sum_{v \in S} \min_t t\, p^{\min}_{vt}`,
+so (a) the nodes of :math:`I` need :math:`W(I) / T` devices, (b) a pair :math:`(I, J)` needs
+:math:`\lceil W(I \setminus J) / T \rceil + \lceil W(J) / T \rceil` devices, (b') the stage's
+least compute and all-reduce at its largest allowed :math:`d` must be at most :math:`T`,
+(c) its least time ignoring memory must be at most :math:`T`, and (d) memory caps :math:`y`.
+Whenever a pass cuts something it records the least target at which the cut would not
+happen; with no plan, the least such value is a proven lower bound above :math:`T`.
+
+Search
+------
+:func:`search` bisects :math:`T` between a proven lower bound (first :math:`W(V)/k`, then the
+values recorded by infeasible passes) and the best plan's value (first a baseline's); a
+feasible pass returns a plan whose value becomes the new upper end.  When the two ends are
+within ``bisect_until_rel``, a pass with the strict test :math:`F < T_{\text{best}}` finds a
+better plan or proves the best one optimal.  An infeasible first pass at :math:`T = \infty`
+proves the instance infeasible.  With ``greedy=True`` the stage choice is Piper's greedy
+instead (a baseline, never a proof).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from milp_partition.heuristics.joint_knapsack import cost_bounds, min_cost_exact, min_cost_greedy
+from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
+
+
+class TooManyIdeals(Exception):
+    """The graph has more ideals than the cap; the exact DP cannot run."""
+
+
+@dataclass
+class JointData:
+    """Array views of a :class:`JointProblem` for the DP."""
+
+    problem: JointProblem
+    ids: list[str]
+    preds: list[list[tuple[int, float]]]
+    succs: list[list[tuple[int, float]]]
+    degrees: tuple[int, ...]
+    divisors: list[int]
+    #: t -> arrays (nodes, options): p, w, a, b; inf where a node has fewer options
+    p: dict[int, np.ndarray]
+    w: dict[int, np.ndarray]
+    a: dict[int, np.ndarray]
+    b: dict[int, np.ndarray]
+    #: t -> node -> option -> {neighbour index: bytes}
+    fw: dict[int, list[list[dict[int, float]]]]
+    bw: dict[int, list[list[dict[int, float]]]]
+    work: np.ndarray  # per node: min over t of t * min option time
+    ideals: list[int] = field(default_factory=list)
+    ideal_index: dict[int, int] = field(default_factory=dict)
+    ideal_work: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    ideal_words: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.uint64))
+    #: (ideals, nodes) membership
+    member: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=bool))
+    edge_src: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    edge_tgt: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: t -> (edges, options): 2 (c + sync) bytes of the edge as the target's (in) or the source's (out) option sees it
+    edge_in_bytes: dict[int, np.ndarray] = field(default_factory=dict)
+    edge_out_bytes: dict[int, np.ndarray] = field(default_factory=dict)
+    #: t -> per ideal: sum of the nodes' least p (seconds) and least all-reduce term 4 w / (N B) (seconds)
+    ideal_p: dict[int, np.ndarray] = field(default_factory=dict)
+    ideal_w: dict[int, np.ndarray] = field(default_factory=dict)
+
+
+def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
+    """Index the problem and enumerate its ideals (raises :class:`TooManyIdeals` past ``max_ideals``)."""
+    ids = [n.id for n in problem.nodes]
+    index = {v: i for i, v in enumerate(ids)}
+    n = len(ids)
+    preds: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    succs: list[list[tuple[int, float]]] = [[] for _ in range(n)]
+    for e in problem.edges:
+        preds[index[e.target]].append((index[e.source], e.bytes))
+        succs[index[e.source]].append((index[e.target], e.bytes))
+    degrees = problem.degrees
+    cl = problem.cluster
+    divisors = [d for d in range(1, min(cl.devices, cl.microbatches) + 1) if cl.microbatches % d == 0]
+    p, w, a, b, fw, bw = {}, {}, {}, {}, {}, {}
+    work = np.full(n, np.inf)
+    for t in degrees:
+        width = max(len(nd.configs[t]) for nd in problem.nodes)
+        arrs = [np.full((n, width), np.inf) for _ in range(4)]
+        fw[t], bw[t] = [], []
+        for i, nd in enumerate(problem.nodes):
+            fw_row, bw_row = [], []
+            for j, c in enumerate(nd.configs[t]):
+                arrs[0][i, j] = c.time_per_sample_s
+                arrs[1][i, j] = c.parameter_bytes
+                arrs[2][i, j] = c.activation_bytes
+                arrs[3][i, j] = c.fixed_bytes
+                fw_row.append({index[u]: x for u, x in c.sync_fw_bytes.items()})
+                bw_row.append({index[u]: x for u, x in c.sync_bw_bytes.items()})
+            fw[t].append(fw_row)
+            bw[t].append(bw_row)
+        p[t], w[t], a[t], b[t] = arrs
+        work = np.minimum(work, t * arrs[0].min(axis=1))
+    data = JointData(problem, ids, preds, succs, degrees, divisors, p, w, a, b, fw, bw, work)
+    data.edge_src = np.array([index[e.source] for e in problem.edges], dtype=np.int64)
+    data.edge_tgt = np.array([index[e.target] for e in problem.edges], dtype=np.int64)
+    for t in degrees:
+        width = p[t].shape[1]
+        e_in = np.zeros((len(problem.edges), width))
+        e_out = np.zeros((len(problem.edges), width))
+        for q, e in enumerate(problem.edges):
+            u, v = index[e.source], index[e.target]
+            for o in range(width):
+                e_in[q, o] = 2.0 * (e.bytes + (fw[t][v][o].get(u, 0.0) if o < len(fw[t][v]) else 0.0))
+                e_out[q, o] = 2.0 * (e.bytes + (bw[t][u][o].get(v, 0.0) if o < len(bw[t][u]) else 0.0))
+        data.edge_in_bytes[t], data.edge_out_bytes[t] = e_in, e_out
+    _enumerate_ideals(data, max_ideals)
+    scale = 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s)
+    for t in degrees:
+        data.ideal_p[t] = data.member @ p[t].min(axis=1)
+        data.ideal_w[t] = data.member @ (w[t].min(axis=1) * scale)
+    return data
+
+
+def _enumerate_ideals(data: JointData, max_ideals: int) -> None:
+    n = len(data.ids)
+    pred_mask = [sum(1 << u for u, _ in data.preds[v]) for v in range(n)]
+    level = {0}
+    found = [0]
+    seen = {0}
+    while level:
+        nxt: set[int] = set()
+        for ideal in level:
+            for v in range(n):
+                bit = 1 << v
+                if not ideal & bit and pred_mask[v] & ~ideal == 0:
+                    new = ideal | bit
+                    if new not in seen:
+                        seen.add(new)
+                        nxt.add(new)
+        if len(seen) > max_ideals:
+            raise TooManyIdeals(f"the graph has more than {max_ideals} ideals")
+        found.extend(sorted(nxt))
+        level = nxt
+    data.ideals = found  # by size, ascending; found[0] is the empty set, found[-1] all nodes
+    data.ideal_index = {m: i for i, m in enumerate(found)}
+    words = (n + 63) // 64
+    arr = np.zeros((len(found), words), dtype=np.uint64)
+    for i, m in enumerate(found):
+        for k in range(words):
+            arr[i, k] = (m >> (64 * k)) & ((1 << 64) - 1)
+    data.ideal_words = arr
+    member = np.zeros((len(found), n), dtype=bool)
+    for i, m in enumerate(found):
+        member[i, _bits(m)] = True
+    data.member = member
+    data.ideal_work = member @ data.work if n else np.zeros(len(found))
+
+
+def _pair_bound(w_s: np.ndarray, w_j: np.ndarray, budget: int) -> float:
+    """The least T' at which some pair (stage work w_s, rest w_j) fits ``budget`` devices by the work bound.
+
+    With ``a`` devices for the stage and ``budget - a`` for the rest, ``T' >= max(w_s / a, w_j / (budget - a))``.
+    """
+    if budget > 64:  # a weaker bound keeps this cheap: the total work over all devices
+        return float(((w_s + w_j) / budget).min())
+    a = np.arange(1, budget + 1, dtype=float)[None, :]
+    rest = budget - a
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need_rest = np.where(rest > 0, w_j[:, None] / np.where(rest > 0, rest, 1.0), np.where(w_j[:, None] > 0, np.inf, 0.0))
+    return float(np.maximum(w_s[:, None] / a, need_rest).min())
+
+
+def _bits(mask: int) -> list[int]:
+    out = []
+    v = 0
+    while mask:
+        if mask & 1:
+            out.append(v)
+        mask >>= 1
+        v += 1
+    return out
+
+
+@dataclass
+class _StageTable:
+    """One stage ``I \\ J`` on degree t: per node and option ``P = p + comm / B``, ``W = 4 w / (N B)``, ``a``, ``b``.
+
+    ``divs``, ``fast`` and ``y_fit``: per data-parallel degree (divisors of N with ``d t <= k``) the least
+    cost ignoring memory and the largest ``y`` at which that choice fits (so ``F(d, y) = fast`` for ``y <= y_fit``).
+    """
+
+    nodes: list[int]
+    P: np.ndarray
+    W: np.ndarray
+    A: np.ndarray
+    Bf: np.ndarray
+    divs: np.ndarray
+    fast: np.ndarray
+    y_fit: np.ndarray
+    values: dict[tuple[int, int], float] = field(default_factory=dict)  # (d, y) -> F
+    #: when every option of a node has the same w, the best choice does not depend on d:
+    #: F(d, y) = (G(y) + (d - 1) sum_v W_v) / d with G(y) the knapsack on P alone
+    w_sum: float | None = None
+    g_values: dict[int, float] = field(default_factory=dict)
+    bound_values: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
+    y_small: int = -1  # largest y the least-memory choice fits (computed lazily)
+
+
+class JointDP:
+    """The feasibility DP and its caches (see the module docstring)."""
+
+    def __init__(self, data: JointData, greedy: bool = False) -> None:
+        self.data = data
+        self.greedy = greedy
+        self.knapsack: Callable = min_cost_greedy if greedy else min_cost_exact
+        self.tables: dict[tuple[int, int, int], _StageTable] = {}
+        cl = data.problem.cluster
+        self.k = cl.devices
+        self.M = cl.memory_bytes
+        self.B = cl.bandwidth_bytes_per_s
+        self.N = cl.microbatches
+        self.smax = min(cl.devices, cl.microbatches)
+        self.passes = 0
+        self.divisors = np.array(data.divisors, dtype=np.int64)
+
+    # -- stage tables ---------------------------------------------------------------------------
+    def table(self, i: int, j: int, t: int) -> _StageTable:
+        key = (i, j, t)
+        tab = self.tables.get(key)
+        if tab is not None:
+            return tab
+        d = self.data
+        big, small = d.ideals[i], d.ideals[j]
+        nodes = _bits(big & ~small)
+        in_big, in_small = d.member[i], d.member[j]
+        in_stage = in_big & ~in_small
+        src, tgt = d.edge_src, d.edge_tgt
+        e_in = in_stage[tgt] & in_small[src]  # (u, v): v in the stage, u before it
+        e_out = in_stage[src] & ~in_big[tgt]  # (v, w): v in the stage, w after it
+        width = d.p[t].shape[1]
+        n = len(d.ids)
+        comm = np.zeros((n, width))
+        for o in range(width):
+            if e_in.any():
+                comm[:, o] += np.bincount(tgt[e_in], weights=d.edge_in_bytes[t][e_in, o], minlength=n)
+            if e_out.any():
+                comm[:, o] += np.bincount(src[e_out], weights=d.edge_out_bytes[t][e_out, o], minlength=n)
+        P = d.p[t][nodes] + comm[nodes] / self.B
+        W = np.where(np.isfinite(P), 4.0 * d.w[t][nodes] / (self.N * self.B), 0.0)
+        A, Bf = d.a[t][nodes], d.b[t][nodes]
+        divs = self.divisors[self.divisors * t <= self.k]
+        # cost[d, v, o] for every divisor at once
+        cost = (P[None, :, :] + (divs[:, None, None] - 1) * W[None, :, :]) / divs[:, None, None]
+        best = cost.min(axis=2, keepdims=True)
+        pick = np.argmin(np.where(cost == best, A[None, :, :], np.inf), axis=2)  # (divs, nodes)
+        rows = np.arange(len(nodes))
+        fast = cost[np.arange(len(divs))[:, None], rows[None, :], pick].sum(axis=1)
+        sa = A[rows[None, :], pick].sum(axis=1)
+        sb = Bf[rows[None, :], pick].sum(axis=1)
+        y_fit = np.zeros(len(divs), dtype=np.int64)
+        if not self.greedy:
+            for q in range(len(divs)):
+                if sb[q] > self.M:
+                    y = 0
+                elif sa[q] <= 0:
+                    y = self.smax + 1
+                else:
+                    y = int(min(self.smax + 1, math.floor((self.M - sb[q]) / sa[q])))
+                    while y > 0 and sa[q] * y + sb[q] > self.M:
+                        y -= 1
+                y_fit[q] = y
+        tab = _StageTable(nodes, P, W, A, Bf, divs, fast, y_fit)
+        finite = np.isfinite(P)
+        w_first = W[:, :1]
+        if bool(np.all((W == w_first) | ~finite)):
+            tab.w_sum = float(w_first.sum())
+        self.tables[key] = tab
+        return tab
+
+    def cost(self, tab: _StageTable, dp: int) -> np.ndarray:
+        return (tab.P + (dp - 1) * tab.W) / dp
+
+    def value(self, tab: _StageTable, dp: int, y: int) -> float:
+        """F(stage, d, y): the least (or greedy) time per sample of the stage."""
+        if tab.w_sum is not None:
+            g = tab.g_values.get(y)
+            if g is None:
+                g = self.knapsack(tab.P, tab.A * y + tab.Bf, self.M)[0]
+                tab.g_values[y] = g
+            return (g + (dp - 1) * tab.w_sum) / dp
+        key = (dp, y)
+        v = tab.values.get(key)
+        if v is None:
+            v = self.knapsack(self.cost(tab, dp), tab.A * y + tab.Bf, self.M)[0]
+            tab.values[key] = v
+        return v
+
+    def bounds(self, tab: _StageTable, dp: int, y: int) -> tuple[float, float]:
+        """Fast (lower, upper) bounds on F(stage, d, y) (see :func:`cost_bounds`); exact when cached."""
+        if tab.w_sum is not None:
+            g = tab.g_values.get(y)
+            if g is not None:
+                v = (g + (dp - 1) * tab.w_sum) / dp
+                return v, v
+            key = (-1, y)
+            b = tab.bound_values.get(key)
+            if b is None:
+                b = cost_bounds(tab.P, tab.A * y + tab.Bf, self.M)
+                tab.bound_values[key] = b
+            return ((b[0] + (dp - 1) * tab.w_sum) / dp, (b[1] + (dp - 1) * tab.w_sum) / dp)
+        v = tab.values.get((dp, y))
+        if v is not None:
+            return v, v
+        b = tab.bound_values.get((dp, y))
+        if b is None:
+            b = cost_bounds(self.cost(tab, dp), tab.A * y + tab.Bf, self.M)
+            tab.bound_values[(dp, y)] = b
+        return b
+
+    def choice(self, tab: _StageTable, dp: int, y: int) -> list[int]:
+        cost = tab.P if tab.w_sum is not None else self.cost(tab, dp)
+        _, pick = self.knapsack(cost, tab.A * y + tab.Bf, self.M, choices=True)
+        if pick is None:
+            raise AssertionError("stage chosen by the DP does not fit")
+        return pick
+
+    def _y_small(self, tab: _StageTable) -> int:
+        if tab.y_small >= 0:
+            return tab.y_small
+        lo, hi = 0, self.smax + 1  # largest y in [0, hi] with the least-memory choice fitting (0: none)
+
+        def fits(y: int) -> bool:
+            return float((tab.A * y + tab.Bf).min(axis=1).sum()) <= self.M
+
+        if fits(hi):
+            lo = hi
+        else:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if fits(mid):
+                    lo = mid
+                else:
+                    hi = mid
+        tab.y_small = lo
+        return lo
+
+    def y_max(self, tab: _StageTable, q: int, target: float, strict: bool, y_cap: int) -> int:
+        """The largest y <= y_cap with F(stage, d, y) <= target (< target when strict); 0 when none.
+
+        The caller has checked ``fast <= target`` (``<`` when strict).
+        """
+        dp = int(tab.divs[q])
+        lo = int(tab.y_fit[q])  # F(y) = fast <= target for y <= y_fit
+        if lo >= y_cap:
+            return y_cap
+        hi = min(y_cap, self._y_small(tab))
+        if math.isinf(target) and not strict:
+            return max(hi, lo)  # any choice that fits will do
+
+        def ok(y: int) -> bool:
+            if not self.greedy:
+                low, up = self.bounds(tab, dp, y)
+                if (up < target) if strict else (up <= target):
+                    return True
+                if (low >= target) if strict else (low > target):
+                    return False
+            v = self.value(tab, dp, y)
+            return v < target if strict else v <= target
+
+        if hi <= lo:
+            return lo
+        if ok(hi):
+            return hi
+        while hi - lo > 1:  # ok(lo) (or lo == 0), not ok(hi)
+            mid = (lo + hi) // 2
+            if ok(mid):
+                lo = mid
+            else:
+                hi = mid
+        return lo
+
+    # -- one feasibility pass --------------------------------------------------------------------
+    def feasible(
+        self, target: float, strict: bool = False, deadline: float = math.inf
+    ) -> tuple[tuple[JointPlan, float] | None, float]:
+        """A plan with every stage's time per sample <= target (< when strict) and its value, or None.
+
+        Returns ``(plan and value or None, next)``: when there is no plan, ``next`` is a proven lower
+        bound on the optimum (> target; >= when strict): the least value recorded where the pass cut
+        something because of the target (a state's work bound, a stage's least time).  Raises
+        TimeoutError past ``deadline`` (a ``time.monotonic()`` value).
+        """
+        self.passes += 1
+        d = self.data
+        k, smax = self.k, self.smax
+        full = len(d.ideals) - 1
+        INF = math.inf
+        best: dict[int, np.ndarray] = {full: np.full(smax + 1, INF)}
+        best[full][0] = 0.0
+        parent: dict[int, np.ndarray] = {}
+        words = d.ideal_words
+        bounded = math.isfinite(target) and target > 0
+        nxt = INF  # least value cut
+        s_index = np.arange(smax + 1)
+        for i in range(full, 0, -1):
+            arr = best.get(i)
+            if arr is None:
+                continue
+            if time.monotonic() > deadline:
+                raise TimeoutError
+            finite_s = np.nonzero(np.isfinite(arr))[0]
+            if len(finite_s) == 0:
+                continue
+            used = float(arr.min())
+            budget = k - used
+            if budget < 1:
+                continue
+            if bounded and d.ideal_work[i] > target * budget:
+                nxt = min(nxt, d.ideal_work[i] / budget)  # (a) the nodes of I need W(I) / T' devices
+                continue
+            sub = np.all((words & ~words[i]) == 0, axis=1)
+            sub[i] = False
+            cand = np.nonzero(sub)[0]
+            need_j = np.zeros(len(cand))
+            if bounded and budget > 1:
+                # each stage on d t devices takes at least W(S) / (d t): the stage needs ceil(W(S) / T) devices and
+                # the nodes of J ceil(W(J) / T) more (rounded down a hair so float error never cuts a plan)
+                w_j = d.ideal_work[cand]
+                w_s = np.maximum(d.ideal_work[i] - w_j, 0.0)
+                need_j = np.where(cand == 0, 0.0, np.ceil(w_j / target * (1 - 1e-9)))
+                need_s = np.maximum(1.0, np.ceil(w_s / target * (1 - 1e-9)))
+                cut = need_s + need_j > budget
+                if cut.any():
+                    nxt = min(nxt, _pair_bound(w_s[cut], w_j[cut], int(budget)))  # (b)
+                    cand, need_j = cand[~cut], need_j[~cut]
+            elif budget <= 1:
+                keep = cand == 0
+                cand, need_j = cand[keep], need_j[keep]
+            if bounded and len(cand):
+                # the stage's least time over t and d: (P - Wr) / d + Wr at the largest d (P: least compute, Wr: least all-reduce)
+                stage_lb = np.full(len(cand), INF)
+                for t in d.degrees:
+                    ds = [x for x in d.divisors if x * t <= budget]
+                    if not ds:
+                        continue
+                    dmax = ds[-1]
+                    p_s = np.maximum(d.ideal_p[t][i] - d.ideal_p[t][cand], 0.0)
+                    w_s = np.maximum(d.ideal_w[t][i] - d.ideal_w[t][cand], 0.0)
+                    lb = np.where(p_s >= w_s, (p_s - w_s) / dmax + w_s, p_s)
+                    stage_lb = np.minimum(stage_lb, lb * (1 - 1e-12))
+                cut = stage_lb >= target if strict else stage_lb > target
+                if cut.any():
+                    nxt = min(nxt, float(stage_lb[cut].min()))  # (b') the stage's least time bound
+                    cand, need_j = cand[~cut], need_j[~cut]
+            s_lo = int(finite_s[0])
+            count = np.cumsum(np.isfinite(arr))  # count[s]: finite states at or below s
+            for j, need in zip(cand.tolist(), need_j.tolist()):
+                for t in d.degrees:
+                    if t > budget:
+                        break
+                    tab = self.table(i, j, t)
+                    usable = (tab.divs * t <= budget) & (tab.divs + s_lo <= smax)
+                    ok = tab.fast < target if strict else tab.fast <= target
+                    cut = usable & ~ok
+                    if cut.any():
+                        nxt = min(nxt, float(tab.fast[cut].min()))  # (c) the stage's least time
+                    qs = np.nonzero(usable & ok)[0]
+                    if len(qs) == 0:
+                        continue
+                    divs = tab.divs[qs]
+                    y_cap = (smax - 1) // divs + 2
+                    ym = np.where(tab.y_fit[qs] >= y_cap, y_cap, 0)
+                    for r in np.nonzero(tab.y_fit[qs] < y_cap)[0].tolist():
+                        ym[r] = self.y_max(tab, int(qs[r]), target, strict, int(y_cap[r]))
+                    s_top = np.where(ym >= 1, np.minimum(divs * (ym - 1), smax - divs), -1)
+                    # (d) states cut by memory at the target: F at the least y among them
+                    upper = smax - divs
+                    below = np.where(s_top >= 0, count[np.maximum(s_top, 0)], 0)
+                    has_cut = (upper > s_top) & (count[np.maximum(upper, 0)] > below)
+                    for r in np.nonzero(has_cut)[0].tolist():
+                        dp = int(divs[r])
+                        over = finite_s[(finite_s > s_top[r]) & (finite_s + dp <= smax)]
+                        if len(over):
+                            y_over = -(-(int(over[0]) + dp) // dp)
+                            low = self.bounds(tab, dp, y_over)[0]
+                            nxt = min(nxt, low if low > target else self.value(tab, dp, y_over))
+                    live = s_top >= s_lo
+                    if not live.any():
+                        continue
+                    divs, s_top = divs[live], s_top[live]
+                    vals = arr[None, :] + (divs * t)[:, None]
+                    mask = (s_index[None, :] <= s_top[:, None]) & (vals <= k - need)
+                    rr, ss = np.nonzero(mask)
+                    if len(rr) == 0:
+                        continue
+                    tidx = ss + divs[rr]
+                    v = vals[rr, ss]
+                    order = np.lexsort((v, tidx))
+                    tidx, v, rr, ss = tidx[order], v[order], rr[order], ss[order]
+                    first = np.ones(len(tidx), dtype=bool)
+                    first[1:] = tidx[1:] != tidx[:-1]
+                    tidx, v, rr, ss = tidx[first], v[first], rr[first], ss[first]
+                    tgt = best.get(j)
+                    if tgt is None:
+                        tgt = np.full(smax + 1, INF)
+                        best[j] = tgt
+                        parent[j] = np.zeros((smax + 1, 4), dtype=np.int64)
+                    better = v < tgt[tidx]
+                    if better.any():
+                        tidx, v, rr, ss = tidx[better], v[better], rr[better], ss[better]
+                        tgt[tidx] = v
+                        par = parent[j]
+                        par[tidx, 0] = i
+                        par[tidx, 1] = ss
+                        par[tidx, 2] = divs[rr]
+                        par[tidx, 3] = t
+        end = best.get(0)
+        if end is None or not np.isfinite(end).any():
+            return None, nxt
+        s = int(np.nonzero(np.isfinite(end))[0][0])
+        return self._backtrack(parent, s), nxt
+
+    def _backtrack(self, parent: dict[int, np.ndarray], s: int) -> tuple[JointPlan, float]:
+        d = self.data
+        j = 0
+        stages: list[JointStage] = []
+        value = 0.0
+        while j != len(d.ideals) - 1:
+            i, s_prev, dp, t = (int(x) for x in parent[j][s])
+            tab = self.table(i, j, t)
+            y = -(-s // dp)
+            pick = self.choice(tab, dp, y)
+            value = max(value, self.value(tab, dp, y))
+            ids = [d.ids[v] for v in tab.nodes]
+            cfg_names = {d.ids[v]: d.problem.nodes[v].configs[t][o].id for v, o in zip(tab.nodes, pick)}
+            stages.append(JointStage(tuple(ids), dp, t, cfg_names))
+            j, s = i, s_prev
+        return JointPlan(tuple(stages)), value
+
+
+@dataclass
+class SearchResult:
+    """What :func:`search` found: the best plan (DP value), the proven lower bound, and whether it is proven optimal or infeasible."""
+
+    plan: JointPlan | None
+    value: float
+    bound: float
+    optimal: bool
+    infeasible: bool
+    passes: int
+    seconds: float
+    timed_out: bool = False
+
+
+def work_bound(data: JointData) -> float:
+    """:math:`\\sum_v \\min_t t\\, p^{\\min}_{vt} / k`: no plan is faster."""
+    return float(data.work.sum()) / data.problem.cluster.devices
+
+
+def search(
+    data: JointData,
+    *,
+    greedy: bool = False,
+    time_limit_s: float = math.inf,
+    bisect_until_rel: float = 1e-3,
+    upper_s: float = math.inf,
+    progress: Callable[[str], None] | None = None,
+) -> SearchResult:
+    """Search the target time per sample (see the module docstring); stop proven or at the time limit.
+
+    While the best plan's value ``hi`` and the proven bound ``lo`` differ by more than
+    ``bisect_until_rel`` (relative), the target is their midpoint (an infeasible pass
+    raises ``lo`` to the least value it cut, above the target); then a strict pass at
+    ``hi`` either finds a better plan or proves ``hi`` optimal.  ``upper_s``: the value of a
+    plan known to exist (a baseline's), the first pass's target.  With ``greedy=True`` (Piper's configuration choice) the result is a
+    baseline, never a proof.
+    """
+    start = time.monotonic()
+    deadline = start + time_limit_s
+    dp = JointDP(data, greedy=greedy)
+    lo = work_bound(data)
+    best: tuple[JointPlan, float] | None = None
+
+    def done(optimal: bool, timed_out: bool = False) -> SearchResult:
+        elapsed = time.monotonic() - start
+        if best is None:
+            return SearchResult(None, math.inf, 0.0 if greedy else lo, False, False, dp.passes, elapsed, timed_out)
+        bound = 0.0 if greedy else min(lo, best[1])
+        return SearchResult(best[0], best[1], bound, optimal and not greedy, False, dp.passes, elapsed, timed_out)
+
+    try:
+        # a known plan's value (a baseline's) is the first upper end: the passes start near the lower end
+        # and prune hard; without one, a pass at T = infinity finds a plan or proves there is none
+        hi = upper_s if math.isfinite(upper_s) and not greedy else math.inf
+        if not math.isfinite(hi) and not greedy:
+            # no plan known: climb from the lower bound first (passes near it prune hard), 10% at a time
+            for _ in range(8):
+                target = lo * 1.1
+                got, nxt = dp.feasible(target, deadline=deadline)
+                if got is not None:
+                    best = got
+                    break
+                lo = max(lo, nxt, math.nextafter(target, math.inf))
+                if not math.isfinite(lo):  # nothing was cut by the target: no plan at any target
+                    return SearchResult(None, math.inf, math.inf, False, True, dp.passes, time.monotonic() - start)
+        if best is None and not math.isfinite(hi):
+            first, _ = dp.feasible(math.inf, deadline=deadline)
+            if first is None:  # exhaustive: no plan at all
+                return SearchResult(None, math.inf, math.inf, False, not greedy, dp.passes, time.monotonic() - start)
+            best = first
+        while True:
+            if best is not None:
+                hi = min(hi, best[1])
+            if not greedy and hi - lo <= 1e-12 * hi:
+                return done(True)  # proven within rounding (the proof policy's tolerance is 1e-9)
+            if greedy and (hi - lo <= 1e-7 * hi or dp.passes >= 60):
+                return done(False)  # the greedy's values are not monotone: a plain bisection, no proof
+            if progress is not None:
+                progress(f"[joint-dp] pass {dp.passes}: best {hi!r}, bound {lo!r}")
+            if not greedy and hi - lo <= bisect_until_rel * hi:
+                # close: is any plan strictly better than the best?  None proves the best optimal
+                got, _ = dp.feasible(hi, strict=True, deadline=deadline)
+                if got is None or got[1] >= hi:
+                    lo = hi
+                else:
+                    best = got
+                continue
+            # passes near the lower end prune hardest (cheap); a quarter of the way up, not half
+            target = lo + (0.5 if greedy else 0.25) * (hi - lo)
+            got, nxt = dp.feasible(target, deadline=deadline)
+            if got is None:
+                # no plan at the target proves the optimum above it; nxt may round down to the target
+                lo = target if greedy else max(lo, nxt, math.nextafter(target, math.inf))
+            elif got[1] < hi:
+                best = got
+            else:  # the plan is no better than the best: the target was not below it
+                lo = target
+    except TimeoutError:
+        return done(False, True)

@@ -1,0 +1,166 @@
+"""CLI part of the joint problem (Piper's): ``solve | evaluate | info`` on a Piper or ``milp-partition-joint/1`` file.
+
+:mod:`milp_partition.cli.dispatch` detects the problem (``--problem joint`` or :func:`claims`)
+and calls :func:`cmd_solve`, :func:`cmd_evaluate` or :func:`cmd_info`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from milp_partition.cli.output import emit
+from milp_partition.errors import InputError
+from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.piper import looks_like_joint, read_joint
+from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
+from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
+from milp_partition.report import fmt, fmt_bytes, gap_text, run_lines
+from milp_partition.units import parse_bytes, parse_rate
+from milp_partition.verifiers.joint import verify_joint
+
+EXIT_OK, EXIT_INFEASIBLE = 0, 3
+
+#: Problem options this problem reads (besides those every problem takes).
+OPTIONS = frozenset({"devices", "memory", "bandwidth", "microbatches"})
+
+
+def claims(data: object) -> bool:
+    """Piper's JSON (nodes with ``TMPCs``) or ``milp-partition-joint/1``."""
+    return looks_like_joint(data)
+
+
+def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
+    """Add the joint problem's own options (the cluster's --devices and --memory are shared)."""
+    g = parser.add_argument_group("joint problem (Piper's)")
+    g.add_argument("--bandwidth", help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)")
+    g.add_argument("--microbatches", type=int, help="joint: micro-batches per batch N (default: the file's mbsInBatch)")
+
+
+def problem_from_args(args: argparse.Namespace) -> JointProblem:
+    """Read the instance with the command line's cluster figures over the file's."""
+    if getattr(args, "microbatches", None) is not None and args.microbatches < 1:
+        raise InputError(f"--microbatches must be a positive integer, got {args.microbatches}")
+    if getattr(args, "devices", None) is not None and args.devices < 1:
+        raise InputError(f"--devices must be a positive integer, got {args.devices}")
+    return read_joint(
+        args.instance,
+        devices=getattr(args, "devices", None),
+        memory_bytes=parse_bytes(str(args.memory), "--memory") if getattr(args, "memory", None) is not None else None,
+        bandwidth_bytes_per_s=parse_rate(str(args.bandwidth), "--bandwidth") if getattr(args, "bandwidth", None) else None,
+        microbatches=getattr(args, "microbatches", None),
+    )
+
+
+def format_report(result: JointResult, problem: JointProblem) -> str:
+    """A readable report: status, objective, bound, the runs, and the stages as a table."""
+    cl = problem.cluster
+    lines = [
+        f"instance   {problem.source}  ({len(problem.nodes)} nodes, {len(problem.edges)} edges, tensor-parallel degrees "
+        f"{list(problem.degrees)})",
+        f"cluster    {cl.devices} devices, {fmt_bytes(cl.memory_bytes)} each, {fmt(cl.bandwidth_bytes_per_s / 2**30)} GiB/s, "
+        f"N = {cl.microbatches}",
+        "problem    joint (stages x data x tensor parallelism x recomputation)",
+        f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
+    ]
+    if result.objective is not None:
+        lines.append(f"objective  time_per_sample = {fmt(result.objective, 12)} s   (verified)")
+        lines.append(f"bound      {fmt(result.bound, 12)}   gap {gap_text(result.gap)}")
+    lines.extend(run_lines(result, digits=12))
+    if result.stages:
+        lines.append("")
+        lines.append(
+            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  recomputed"
+        )
+        for q, st in enumerate(result.stages):
+            recomp = sum(1 for c in st["configs"].values() if c != "vanilla")
+            lines.append(
+                f"{q + 1:5d} {len(st['nodes']):6d} {st['data_parallel']:4d} {st['tensor_parallel']:3d} {st['devices']:8d} "
+                f"{st['microbatches_in_flight']:5d} {fmt(st['time_per_sample_s'], 10):>16s} {fmt_bytes(st['memory_bytes']):>12s}  {recomp}"
+            )
+    return "\n".join(lines)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    """``solve --problem joint``: the exact DP, baselines, verifier; prints the report, writes the JSON."""
+    problem = problem_from_args(args)
+    settings = JointSolveSettings(
+        time_limit_s=args.time_limit,
+        threads=args.threads,
+        baselines=not args.no_heuristics,
+        max_ideals=max(getattr(args, "max_ideals", None) or 0, 200_000),
+        progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
+    )
+    result = solve_joint(problem, settings)
+    return emit(result, args, lambda: format_report(result, problem))
+
+
+def read_plan(path: Path) -> JointPlan:
+    """A plan from a result JSON (its ``stages``) or a bare list of stages."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the plan: {exc.strerror}", source=str(path)) from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}", source=str(path)) from exc
+    if isinstance(data, dict):
+        data = data.get("stages")
+    if not isinstance(data, list) or not data:
+        raise InputError("expected a result JSON with a non-empty 'stages' list, or such a list", source=str(path))
+    stages = []
+    for q, st in enumerate(data):
+        where = f"stages[{q}]"
+        if not isinstance(st, dict):
+            raise InputError("expected an object", source=str(path), where=where)
+        try:
+            nodes = tuple(str(v) for v in st["nodes"])
+            d, t = st["data_parallel"], st["tensor_parallel"]
+            configs = {str(k): str(v) for k, v in st["configs"].items()}
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise InputError(
+                f"a stage needs 'nodes' (list), 'data_parallel', 'tensor_parallel' (integers) and 'configs' (object): {exc}",
+                source=str(path),
+                where=where,
+            ) from None
+        if not isinstance(d, int) or not isinstance(t, int) or isinstance(d, bool) or isinstance(t, bool):
+            raise InputError("data_parallel and tensor_parallel must be integers", source=str(path), where=where)
+        stages.append(JointStage(nodes, d, t, configs))
+    return JointPlan(tuple(stages))
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate --problem joint``: verify a plan and print its time per sample and stages."""
+    problem = problem_from_args(args)
+    plan = read_plan(args.solution)
+    report = verify_joint(problem, plan)
+    if not report.feasible:
+        print("INFEASIBLE plan:")
+        for line in report.violations:
+            print(f"  - {line}")
+        return EXIT_INFEASIBLE
+    print(f"feasible; time_per_sample = {fmt(report.objective, 12)} s on {report.devices} of {problem.cluster.devices} devices")
+    for q, st in enumerate(stage_rows(plan, report)):
+        print(
+            f"  stage {q + 1:3d}: {len(st['nodes']):4d} nodes, d {st['data_parallel']}, t {st['tensor_parallel']}, "
+            f"time/sample {fmt(st['time_per_sample_s'], 10)} s, memory {fmt_bytes(st['memory_bytes'])}"
+        )
+    return EXIT_OK
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    """``info`` on a joint file: sizes, degrees, configurations and the file's cluster."""
+    data = parse_json(read_text_file(args.instance), str(args.instance))
+    fields = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch")
+    cluster = data.get("cluster", {}) if "format" in data else {f: data.get(f) for f in fields}
+    # placeholders so the graph reads without a cluster; the file's own cluster is printed as it is
+    problem = read_joint(args.instance, devices=1, memory_bytes=0.0, bandwidth_bytes_per_s=1.0, microbatches=1)
+    counts = [sum(len(c) for c in n.configs.values()) for n in problem.nodes]
+    print(f"file        {args.instance}")
+    print(f"joint       {problem.name or '-'}: {len(problem.nodes)} nodes, {len(problem.edges)} edges (Piper's problem)")
+    print(
+        f"degrees     tensor-parallel {list(problem.degrees)}; {sum(counts)} configurations ({min(counts)} to {max(counts)} per node)"
+    )
+    print(f"cluster     in the file: {json.dumps(cluster)}")
+    print("solve with  --devices K --memory SIZE --bandwidth RATE [--microbatches N]")
+    return EXIT_OK

@@ -1,0 +1,360 @@
+"""Joint-problem files: Piper's JSON (Tarnawski et al., NeurIPS 2021) and the native ``milp-partition-joint/1``.
+
+Piper's JSON (as the authors publish it, ``msr-fiddle/piper`` folder ``inputs/``):
+top-level ``maxMemoryPerDevice``, ``maxDevices``, ``bandwidth``, ``mbsInBatch``;
+``nodes[]`` with ``id``, ``name`` and ``TMPCs`` (tensor-parallel degree -> list of
+configurations with ``id``, ``timePerSample``, ``parameterSize``, ``memoryUsageA``,
+``memoryUsageB``, ``syncTimeFw``, ``syncTimeBw``); ``edges[]`` with ``sourceId``,
+``destId``, ``communicationCost``.  The native format holds the same data under the
+project's names; both are documented in ``docs/FORMAT.md``.  Every problem is
+reported as one :class:`~milp_partition.errors.InputError` naming file, node or field.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from milp_partition.errors import CycleError, InputError
+from milp_partition.io.native import parse_json, read_text_file, write_text_file
+from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
+
+#: Value of the ``format`` field of a native joint file.
+JOINT_FORMAT = "milp-partition-joint/1"
+_PIPER_TOP = ("nodes", "edges")
+_PIPER_KEYS = ("TMPCs",)
+
+
+def looks_like_piper(data: Any) -> bool:
+    """Whether parsed JSON is Piper's format (nodes with ``TMPCs``)."""
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        return False
+    return bool(data["nodes"]) and isinstance(data["nodes"][0], dict) and "TMPCs" in data["nodes"][0]
+
+
+def looks_like_joint(data: Any) -> bool:
+    """Whether parsed JSON is a joint-problem file (native ``milp-partition-joint/1`` or Piper's)."""
+    return (isinstance(data, dict) and data.get("format") == JOINT_FORMAT) or looks_like_piper(data)
+
+
+def _number(value: Any, where: str, source: str, *, what: str = "a number >= 0") -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"expected {what}, got {value!r}", source=source, where=where)
+    x = float(value)
+    if not math.isfinite(x) or x < 0:
+        raise InputError(
+            f"expected {what}, got {value!r} (fix the value: it must be finite and not negative)", source=source, where=where
+        )
+    return x
+
+
+def _positive_int(value: Any, where: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        raise InputError(f"expected a positive integer, got {value!r}", source=source, where=where)
+    if float(value) != int(value) or int(value) < 1:
+        raise InputError(f"expected a positive integer, got {value!r}", source=source, where=where)
+    return int(value)
+
+
+def _get(obj: Any, key: str, where: str, source: str) -> Any:
+    if not isinstance(obj, Mapping):
+        raise InputError(f"expected a JSON object, got {type(obj).__name__}", source=source, where=where)
+    if key not in obj:
+        raise InputError(f"missing field '{key}'", source=source, where=where)
+    return obj[key]
+
+
+def _id(value: Any, where: str, source: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or (isinstance(value, str) and not value):
+        raise InputError(f"expected an id (integer or non-empty string), got {value!r}", source=source, where=where)
+    return str(value)
+
+
+def _sync_map(value: Any, allowed: set[str], where: str, source: str, side: str) -> dict[str, float]:
+    if not isinstance(value, Mapping):
+        raise InputError(f"expected an object mapping {side} id to bytes, got {value!r}", source=source, where=where)
+    out: dict[str, float] = {}
+    for key, v in value.items():
+        if str(key) not in allowed:
+            raise InputError(
+                f"unknown id {key!r}: not a {side} of this node (its {side}s: {_few(sorted(allowed))})",
+                source=source,
+                where=where,
+            )
+        out[str(key)] = _number(v, f"{where}[{key!r}]", source)
+    return out
+
+
+def _few(items: list[str], limit: int = 8) -> str:
+    if not items:
+        return "none"
+    return ", ".join(items[:limit]) + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _check_acyclic(ids: list[str], edges: list[JointEdge], source: str) -> None:
+    succ: dict[str, list[str]] = {i: [] for i in ids}
+    for e in edges:
+        succ[e.source].append(e.target)
+    color = dict.fromkeys(ids, 0)
+    parent: dict[str, str] = {}
+    for root in ids:
+        if color[root]:
+            continue
+        stack = [(root, iter(succ[root]))]
+        color[root] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                color[node] = 2
+                stack.pop()
+            elif color[nxt] == 0:
+                color[nxt] = 1
+                parent[nxt] = node
+                stack.append((nxt, iter(succ[nxt])))
+            elif color[nxt] == 1:
+                cycle = [node]
+                while cycle[-1] != nxt:
+                    cycle.append(parent[cycle[-1]])
+                raise CycleError(list(reversed(cycle)), source=source)
+
+
+def _build(
+    raw_nodes: list[tuple[str, str, Any, str]],
+    edges: list[JointEdge],
+    read_config,
+    cluster: dict[str, Any],
+    name: str,
+    source: str,
+) -> JointProblem:
+    ids = [i for i, _, _, _ in raw_nodes]
+    seen: set[str] = set()
+    for i, _, _, where in raw_nodes:
+        if i in seen:
+            raise InputError(f"duplicate node id {i!r}; ids must be unique", source=source, where=where)
+        seen.add(i)
+    preds: dict[str, set[str]] = {i: set() for i in ids}
+    succs: dict[str, set[str]] = {i: set() for i in ids}
+    for e in edges:
+        preds[e.target].add(e.source)
+        succs[e.source].add(e.target)
+    _check_acyclic(ids, edges, source)
+    nodes: list[JointNode] = []
+    degrees: tuple[int, ...] | None = None
+    first = ""
+    for node_id, node_name, table, where in raw_nodes:
+        if not isinstance(table, Mapping) or not table:
+            raise InputError(
+                "expected a non-empty object mapping tensor-parallel degree to configurations", source=source, where=where
+            )
+        configs: dict[int, tuple[JointConfig, ...]] = {}
+        for t_key, lst in table.items():
+            w = f"{where} degree {t_key!r}"
+            try:
+                t = int(str(t_key))
+            except ValueError:
+                t = 0
+            if t < 1 or str(t) != str(t_key).strip():
+                raise InputError(f"tensor-parallel degree {t_key!r} is not a positive integer", source=source, where=w)
+            if not isinstance(lst, list) or not lst:
+                raise InputError("expected a non-empty list of configurations", source=source, where=w)
+            cfgs = tuple(read_config(c, f"{w} configuration {j}", preds[node_id], succs[node_id]) for j, c in enumerate(lst))
+            names = [c.id for c in cfgs]
+            if len(set(names)) != len(names):
+                raise InputError(f"duplicate configuration ids {names}", source=source, where=w)
+            configs[t] = cfgs
+        ds = tuple(sorted(configs))
+        if degrees is None:
+            degrees, first = ds, node_id
+        elif ds != degrees:
+            missing = sorted(set(degrees) ^ set(ds))
+            raise InputError(
+                f"has configurations for degrees {list(ds)} but node {first!r} has {list(degrees)}: every node needs "
+                f"configurations for the same tensor-parallel degrees (differ in {missing})",
+                source=source,
+                where=where,
+            )
+        nodes.append(JointNode(node_id, node_name, configs))
+    if not nodes:
+        raise InputError("the graph has no nodes", source=source, where="nodes")
+    return JointProblem(tuple(nodes), tuple(edges), _cluster(cluster, source), name=name, source=source)
+
+
+def _cluster(fields: dict[str, Any], source: str) -> JointCluster:
+    missing = [k for k, v in fields.items() if v is None]
+    if missing:
+        flags = {
+            "devices": "--devices K",
+            "memory_bytes": "--memory SIZE",
+            "bandwidth_bytes_per_s": "--bandwidth RATE",
+            "microbatches": "--microbatches N",
+        }
+        raise InputError(
+            "the joint problem needs " + ", ".join(missing) + "; give " + " ".join(flags[m] for m in missing),
+            source=source,
+        )
+    return JointCluster(
+        devices=_positive_int(fields["devices"], "devices", source),
+        memory_bytes=_number(fields["memory_bytes"], "memory", source),
+        bandwidth_bytes_per_s=_bandwidth(fields["bandwidth_bytes_per_s"], source),
+        microbatches=_positive_int(fields["microbatches"], "microbatches (mbsInBatch, N)", source),
+    )
+
+
+def _bandwidth(value: Any, source: str) -> float:
+    b = _number(value, "bandwidth", source, what="a positive number of bytes per second")
+    if b <= 0:
+        raise InputError("the bandwidth must be positive", source=source, where="bandwidth")
+    return b
+
+
+def _overrides(fields: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(fields)
+    for k, v in overrides.items():
+        if v is not None:
+            out[k] = v
+    return out
+
+
+def piper_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProblem:
+    """A :class:`JointProblem` from parsed Piper JSON; ``overrides`` (``devices``, ``memory_bytes``, ...) replace the file's cluster."""
+    nodes_raw = _get(data, "nodes", "top level", source)
+    edges_raw = _get(data, "edges", "top level", source)
+    if not isinstance(nodes_raw, list) or not isinstance(edges_raw, list):
+        raise InputError("'nodes' and 'edges' must be lists", source=source, where="top level")
+    raw: list[tuple[str, str, Any, str]] = []
+    for j, n in enumerate(nodes_raw):
+        where = f"nodes[{j}]"
+        node_id = _id(_get(n, "id", where, source), f"{where}.id", source)
+        where = f"node {node_id}"
+        raw.append((node_id, str(n.get("name", "")), _get(n, "TMPCs", where, source), where + " TMPCs"))
+    known = {r[0] for r in raw}
+    edges: list[JointEdge] = []
+    for j, e in enumerate(edges_raw):
+        where = f"edges[{j}]"
+        s = _id(_get(e, "sourceId", where, source), f"{where}.sourceId", source)
+        t = _id(_get(e, "destId", where, source), f"{where}.destId", source)
+        for key, v in (("sourceId", s), ("destId", t)):
+            if v not in known:
+                raise InputError(f"unknown node id {v!r}", source=source, where=f"{where}.{key}")
+        edges.append(JointEdge(s, t, _number(_get(e, "communicationCost", where, source), f"{where}.communicationCost", source)))
+
+    def read_config(c: Any, where: str, preds: set[str], succs: set[str]) -> JointConfig:
+        return JointConfig(
+            id=str(_get(c, "id", where, source)),
+            time_per_sample_s=_number(_get(c, "timePerSample", where, source), f"{where}.timePerSample", source),
+            parameter_bytes=_number(_get(c, "parameterSize", where, source), f"{where}.parameterSize", source),
+            activation_bytes=_number(_get(c, "memoryUsageA", where, source), f"{where}.memoryUsageA", source),
+            fixed_bytes=_number(_get(c, "memoryUsageB", where, source), f"{where}.memoryUsageB", source),
+            sync_fw_bytes=_sync_map(c.get("syncTimeFw", {}), preds, f"{where}.syncTimeFw", source, "predecessor"),
+            sync_bw_bytes=_sync_map(c.get("syncTimeBw", {}), succs, f"{where}.syncTimeBw", source, "successor"),
+        )
+
+    cluster = _overrides(
+        {
+            "devices": data.get("maxDevices"),
+            "memory_bytes": data.get("maxMemoryPerDevice"),
+            "bandwidth_bytes_per_s": data.get("bandwidth"),
+            "microbatches": data.get("mbsInBatch"),
+        },
+        overrides,
+    )
+    return _build(raw, edges, read_config, cluster, str(data.get("name", "")), source)
+
+
+def joint_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProblem:
+    """A :class:`JointProblem` from a parsed native ``milp-partition-joint/1`` object (or Piper's, detected)."""
+    if looks_like_piper(data):
+        return piper_from_dict(data, source, **overrides)
+    if not isinstance(data, Mapping) or data.get("format") != JOINT_FORMAT:
+        raise InputError(
+            f'not a joint-problem file: expected "format": "{JOINT_FORMAT}" or Piper\'s JSON (nodes with TMPCs)', source=source
+        )
+    nodes_raw = _get(data, "nodes", "top level", source)
+    edges_raw = _get(data, "edges", "top level", source)
+    if not isinstance(nodes_raw, list) or not isinstance(edges_raw, list):
+        raise InputError("'nodes' and 'edges' must be lists", source=source, where="top level")
+    raw = []
+    for j, n in enumerate(nodes_raw):
+        node_id = _id(_get(n, "id", f"nodes[{j}]", source), f"nodes[{j}].id", source)
+        raw.append((node_id, str(n.get("name", "")), _get(n, "configs", f"node {node_id}", source), f"node {node_id} configs"))
+    known = {r[0] for r in raw}
+    edges = []
+    for j, e in enumerate(edges_raw):
+        where = f"edges[{j}]"
+        s = _id(_get(e, "source", where, source), f"{where}.source", source)
+        t = _id(_get(e, "target", where, source), f"{where}.target", source)
+        for key, v in (("source", s), ("target", t)):
+            if v not in known:
+                raise InputError(f"unknown node id {v!r}", source=source, where=f"{where}.{key}")
+        edges.append(JointEdge(s, t, _number(_get(e, "bytes", where, source), f"{where}.bytes", source)))
+
+    def read_config(c: Any, where: str, preds: set[str], succs: set[str]) -> JointConfig:
+        return JointConfig(
+            id=str(_get(c, "id", where, source)),
+            time_per_sample_s=_number(_get(c, "time_per_sample_s", where, source), f"{where}.time_per_sample_s", source),
+            parameter_bytes=_number(_get(c, "parameter_bytes", where, source), f"{where}.parameter_bytes", source),
+            activation_bytes=_number(_get(c, "activation_bytes", where, source), f"{where}.activation_bytes", source),
+            fixed_bytes=_number(_get(c, "fixed_bytes", where, source), f"{where}.fixed_bytes", source),
+            sync_fw_bytes=_sync_map(c.get("sync_fw_bytes", {}), preds, f"{where}.sync_fw_bytes", source, "predecessor"),
+            sync_bw_bytes=_sync_map(c.get("sync_bw_bytes", {}), succs, f"{where}.sync_bw_bytes", source, "successor"),
+        )
+
+    cl = data.get("cluster", {}) or {}
+    if not isinstance(cl, Mapping):
+        raise InputError("expected an object", source=source, where="cluster")
+    cluster = _overrides({k: cl.get(k) for k in ("devices", "memory_bytes", "bandwidth_bytes_per_s", "microbatches")}, overrides)
+    return _build(raw, edges, read_config, cluster, str(data.get("name", "")), source)
+
+
+def read_joint(path: str | Path, **overrides: Any) -> JointProblem:
+    """Read a joint-problem file (native or Piper's); ``overrides`` replace the file's cluster fields."""
+    source = str(path)
+    return joint_from_dict(parse_json(read_text_file(path), source), source, **overrides)
+
+
+def joint_to_dict(problem: JointProblem) -> dict[str, Any]:
+    """The native ``milp-partition-joint/1`` object of ``problem`` (reads back equal)."""
+    c = problem.cluster
+    return {
+        "format": JOINT_FORMAT,
+        "name": problem.name,
+        "cluster": {
+            "devices": c.devices,
+            "memory_bytes": c.memory_bytes,
+            "bandwidth_bytes_per_s": c.bandwidth_bytes_per_s,
+            "microbatches": c.microbatches,
+        },
+        "nodes": [
+            {
+                "id": n.id,
+                "name": n.name,
+                "configs": {
+                    str(t): [
+                        {
+                            "id": cf.id,
+                            "time_per_sample_s": cf.time_per_sample_s,
+                            "parameter_bytes": cf.parameter_bytes,
+                            "activation_bytes": cf.activation_bytes,
+                            "fixed_bytes": cf.fixed_bytes,
+                            "sync_fw_bytes": dict(cf.sync_fw_bytes),
+                            "sync_bw_bytes": dict(cf.sync_bw_bytes),
+                        }
+                        for cf in cfgs
+                    ]
+                    for t, cfgs in sorted(n.configs.items())
+                },
+            }
+            for n in problem.nodes
+        ],
+        "edges": [{"source": e.source, "target": e.target, "bytes": e.bytes} for e in problem.edges],
+    }
+
+
+def write_joint(problem: JointProblem, path: str | Path) -> None:
+    """Write ``problem`` as native ``milp-partition-joint/1`` JSON."""
+
+    write_text_file(path, json.dumps(joint_to_dict(problem), indent=1) + "\n")

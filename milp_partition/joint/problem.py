@@ -1,0 +1,164 @@
+"""Data model of the joint problem (Piper's problem): stages x data x tensor parallelism x recomputation.
+
+A plan is an ordered list of stages ``1..l``.  Stage ``i`` has a node set ``S_i``, a
+data-parallel degree ``d_i``, a tensor-parallel degree ``t_i`` and, for each node of
+``S_i``, one configuration from that node's list for ``t_i``.  With
+``s_i = d_i + ... + d_l`` and ``y_i = ceil(s_i / d_i)`` one device of stage ``i`` holds
+``sum_v (a_v * y_i + b_v)`` bytes and the stage's time per sample is
+
+    TPS_i = (sum_v p_v) / d_i + (E_i / d_i + sum_v 4 (d_i - 1) w_v / (d_i N)) / B
+
+(``E_i``: twice the bytes of the edges crossing the stage's boundary, plus the
+configurations' sync bytes on them).  The objective is ``max_i TPS_i``.  The
+definition is in ``../shared/benchmarks/README.md`` (section ``joint/``); the
+independent evaluation is :mod:`milp_partition.verifiers.joint`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+
+@dataclass(frozen=True)
+class JointConfig:
+    """One configuration of a node on ``t`` devices.
+
+    Attributes
+    ----------
+    id
+        The configuration's name (e.g. ``vanilla``, ``activation recomp``).
+    time_per_sample_s
+        ``p``: forward + backward compute seconds for one sample.
+    parameter_bytes
+        ``w``: parameter bytes (data-parallel gradient all-reduce traffic).
+    activation_bytes
+        ``a``: bytes per micro-batch in flight.
+    fixed_bytes
+        ``b``: bytes held regardless of micro-batches.
+    sync_fw_bytes
+        Predecessor id -> extra bytes this configuration adds on that edge.
+    sync_bw_bytes
+        Successor id -> extra bytes this configuration adds on that edge.
+    """
+
+    id: str
+    time_per_sample_s: float
+    parameter_bytes: float
+    activation_bytes: float
+    fixed_bytes: float
+    sync_fw_bytes: Mapping[str, float] = field(default_factory=dict)
+    sync_bw_bytes: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JointNode:
+    """A layer: its configurations per tensor-parallel degree ``t``."""
+
+    id: str
+    name: str
+    configs: Mapping[int, tuple[JointConfig, ...]]
+
+
+@dataclass(frozen=True)
+class JointEdge:
+    """A data dependency ``source -> target`` carrying ``bytes`` (``c``) per sample."""
+
+    source: str
+    target: str
+    bytes: float
+
+
+@dataclass(frozen=True)
+class JointCluster:
+    """``k`` identical devices with ``memory_bytes`` each, ``bandwidth_bytes_per_s`` to the outside, ``N`` micro-batches per batch."""
+
+    devices: int
+    memory_bytes: float
+    bandwidth_bytes_per_s: float
+    microbatches: int
+
+
+@dataclass(frozen=True)
+class JointProblem:
+    """A joint-planning instance: the layer graph with configurations and the cluster."""
+
+    nodes: tuple[JointNode, ...]
+    edges: tuple[JointEdge, ...]
+    cluster: JointCluster
+    name: str = ""
+    source: str = ""
+
+    @property
+    def degrees(self) -> tuple[int, ...]:
+        """The tensor-parallel degrees every node offers (the reader checks they agree)."""
+        if not self.nodes:
+            return ()
+        return tuple(sorted(self.nodes[0].configs))
+
+    def with_cluster(self, cluster: JointCluster) -> JointProblem:
+        """The same graph on another cluster."""
+        return replace(self, cluster=cluster)
+
+    def node(self, node_id: str) -> JointNode:
+        """The node with id ``node_id`` (``KeyError`` if none)."""
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(node_id)
+
+
+@dataclass(frozen=True)
+class JointStage:
+    """One pipeline stage of a plan: its nodes, degrees and each node's configuration id."""
+
+    nodes: tuple[str, ...]
+    data_parallel: int
+    tensor_parallel: int
+    configs: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class JointPlan:
+    """Stages in pipeline order (first stage first)."""
+
+    stages: tuple[JointStage, ...]
+
+
+def plan_to_dict(plan: JointPlan) -> list[dict[str, object]]:
+    """The ``stages`` list of the result JSON (without the evaluated figures)."""
+    return [
+        {
+            "nodes": list(st.nodes),
+            "data_parallel": st.data_parallel,
+            "tensor_parallel": st.tensor_parallel,
+            "configs": dict(st.configs),
+        }
+        for st in plan.stages
+    ]
+
+
+@dataclass(frozen=True)
+class JointSolveSettings:
+    """How :func:`milp_partition.joint.solve.solve_joint` works.
+
+    Attributes
+    ----------
+    time_limit_s
+        Wall-clock limit of the exact search; past it the best verified plan and the proven bound are reported.
+    threads
+        Accepted for the common CLI; the DP runs on one thread.
+    baselines
+        Also run the Piper-style baseline (a quarter of the time limit); the cheap PipeDream-2BW-style and
+        all-data-parallel baselines always run (the best one's value is the exact search's first upper end).
+    max_ideals
+        Cap on the ideals (downsets) of the graph the exact DP enumerates.
+    progress_interval_s
+        Seconds between progress lines on stderr (``None``: quiet).
+    """
+
+    time_limit_s: float = 60.0
+    threads: int = 1
+    baselines: bool = True
+    max_ideals: int = 200_000
+    progress_interval_s: float | None = None

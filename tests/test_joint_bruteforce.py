@@ -1,0 +1,189 @@
+"""The exact joint DP against brute force on tiny random instances (every plan enumerated), and the verifier."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import numpy as np
+import pytest
+
+from milp_partition.heuristics.joint_knapsack import cost_bounds, min_cost_exact, min_cost_greedy
+from milp_partition.joint.problem import (
+    JointCluster,
+    JointConfig,
+    JointEdge,
+    JointNode,
+    JointPlan,
+    JointProblem,
+    JointSolveSettings,
+    JointStage,
+)
+from milp_partition.joint.solve import solve_joint
+from milp_partition.verifiers.joint import verify_joint
+
+
+def random_problem(seed: int) -> JointProblem:
+    rng = random.Random(seed)
+    n = rng.randint(1, 4)
+    degrees = [1] if rng.random() < 0.5 else [1, 2]
+    ids = [str(v) for v in range(n)]
+    edges = []
+    for v in range(1, n):
+        for u in range(v):
+            if rng.random() < 0.5:
+                edges.append(JointEdge(ids[u], ids[v], float(rng.randint(0, 4))))
+    preds = {v: [e.source for e in edges if e.target == v] for v in ids}
+    succs = {v: [e.target for e in edges if e.source == v] for v in ids}
+    nodes = []
+    same_w = rng.random() < 0.5  # the DP's d-independent knapsack applies when every option has the same w
+    for v in ids:
+        w_node = float(rng.randint(0, 3))
+        configs = {}
+        for t in degrees:
+            cfgs = []
+            for j in range(rng.randint(1, 2)):
+                cfgs.append(
+                    JointConfig(
+                        id=f"c{j}",
+                        time_per_sample_s=float(rng.randint(1, 8)) / t,
+                        parameter_bytes=w_node if same_w else float(rng.randint(0, 3)),
+                        activation_bytes=float(rng.randint(0, 3)),
+                        fixed_bytes=float(rng.randint(0, 3)),
+                        sync_fw_bytes={u: float(rng.randint(0, 2) * (t - 1)) for u in preds[v]},
+                        sync_bw_bytes={u: float(rng.randint(0, 2) * (t - 1)) for u in succs[v]},
+                    )
+                )
+            configs[t] = tuple(cfgs)
+        nodes.append(JointNode(v, f"n{v}", configs))
+    cluster = JointCluster(
+        devices=rng.randint(1, 4),
+        memory_bytes=float(rng.randint(2, 14)),
+        bandwidth_bytes_per_s=float(rng.choice([1, 2, 4])),
+        microbatches=rng.choice([1, 2, 4, 6]),
+    )
+    return JointProblem(tuple(nodes), tuple(edges), cluster, source=f"random seed {seed}")
+
+
+def all_plans(problem: JointProblem):
+    """Every plan: ordered partitions into stages that respect the edges, then every d, t and configuration."""
+    ids = [n.id for n in problem.nodes]
+    k, N = problem.cluster.devices, problem.cluster.microbatches
+    for stages in range(1, len(ids) + 1):
+        for labels in itertools.product(range(stages), repeat=len(ids)):
+            if set(labels) != set(range(stages)):
+                continue
+            where = dict(zip(ids, labels))
+            if any(where[e.source] > where[e.target] for e in problem.edges):
+                continue
+            groups = [tuple(v for v in ids if where[v] == q) for q in range(stages)]
+            degree_choices = [(d, t) for d in range(1, k + 1) if N % d == 0 for t in problem.degrees]
+            for degs in itertools.product(degree_choices, repeat=stages):
+                if sum(d * t for d, t in degs) > k:
+                    continue
+                per_stage = []
+                for g, (_, t) in zip(groups, degs):
+                    options = [[c.id for c in problem.node(v).configs[t]] for v in g]
+                    per_stage.append([dict(zip(g, pick)) for pick in itertools.product(*options)])
+                for cfgs in itertools.product(*per_stage):
+                    yield JointPlan(tuple(JointStage(g, d, t, c) for g, (d, t), c in zip(groups, degs, cfgs)))
+
+
+def brute_force(problem: JointProblem) -> float:
+    best = math.inf
+    for plan in all_plans(problem):
+        rep = verify_joint(problem, plan)
+        if rep.feasible:
+            best = min(best, rep.objective)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_exact_solver_matches_brute_force(seed: int) -> None:
+    problem = random_problem(seed)
+    expected = brute_force(problem)
+    result = solve_joint(problem, JointSolveSettings(time_limit_s=600.0))
+    if math.isinf(expected):
+        assert result.status == "infeasible"
+        assert result.objective is None
+        return
+    assert result.status == "optimal", result.message
+    assert result.objective == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    assert result.bound is not None and result.bound <= result.objective
+    # every baseline that found a plan is no better than the optimum
+    for run in result.heuristics:
+        if run.objective is not None:
+            assert run.objective >= expected * (1 - 1e-9)
+
+
+def test_knapsack_exact_against_enumeration() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(400):
+        n, o = int(rng.integers(1, 7)), int(rng.integers(1, 4))
+        cost = rng.integers(1, 6, (n, o)).astype(float)
+        mem = rng.integers(1, 6, (n, o)).astype(float)
+        if rng.random() < 0.5:  # identical nodes form groups
+            cost[1:], mem[1:] = cost[0], mem[0]
+        cap = float(rng.integers(n, 5 * n))
+        best = math.inf
+        for pick in itertools.product(range(o), repeat=n):
+            if sum(mem[v, pick[v]] for v in range(n)) <= cap:
+                best = min(best, sum(cost[v, pick[v]] for v in range(n)))
+        value, choice = min_cost_exact(cost, mem, cap, choices=True)
+        assert value == pytest.approx(best) if math.isfinite(best) else math.isinf(value)
+        if choice is not None:
+            assert sum(mem[v, choice[v]] for v in range(n)) <= cap
+            assert sum(cost[v, choice[v]] for v in range(n)) == pytest.approx(value)
+        greedy, _ = min_cost_greedy(cost, mem, cap)
+        assert greedy >= best - 1e-9
+
+
+def test_greedy_knapsack_can_lose() -> None:
+    """Best ratio first is not exact: one big upgrade beats two small ones of better ratio."""
+    cost = np.array([[10.0, 0.0], [2.0, 0.0], [2.0, 0.0]])  # option 1 saves 10, 2, 2 seconds
+    mem = np.array([[0.0, 10.0], [0.0, 1.0], [0.0, 1.0]])  # for 10, 1, 1 bytes
+    assert min_cost_exact(cost, mem, 10.0)[0] == 4.0
+    assert min_cost_greedy(cost, mem, 10.0)[0] == 10.0
+
+
+def _capacity_dp(cost: np.ndarray, mem: np.ndarray, cap: int) -> float:
+    """Textbook multiple-choice knapsack over integer memory: best[m] = least cost using at most m bytes."""
+    best = np.zeros(cap + 1)
+    for v in range(cost.shape[0]):
+        new = np.full(cap + 1, math.inf)
+        for j in range(cost.shape[1]):
+            m = int(mem[v, j])
+            if m <= cap:
+                new[m:] = np.minimum(new[m:], best[: cap + 1 - m] + cost[v, j])
+        best = new
+    return float(best[cap])
+
+
+def test_knapsack_exact_on_larger_instances() -> None:
+    """Forty distinct nodes (the frontier and its LP-bound pruning at work) against the capacity DP."""
+    rng = np.random.default_rng(7)
+    for _ in range(60):
+        n, o = 40, int(rng.integers(2, 4))
+        cost = rng.random((n, o)) * 10
+        mem = rng.integers(0, 30, (n, o)).astype(float)
+        cap = int(mem.min(axis=1).sum() + rng.integers(0, 200))
+        expected = _capacity_dp(cost, mem, cap)
+        value, choice = min_cost_exact(cost, mem, float(cap), choices=True)
+        assert value == pytest.approx(expected, rel=1e-12)
+        assert choice is not None and sum(mem[v, choice[v]] for v in range(n)) <= cap
+
+
+def test_cost_bounds_bracket_the_exact_value() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        n = int(rng.integers(1, 30))
+        cost = rng.random((n, 2)) * 10
+        mem = rng.integers(0, 30, (n, 2)).astype(float)
+        cap = float(mem.min(axis=1).sum() + rng.integers(-5, 200))
+        exact = min_cost_exact(cost, mem, cap)[0]
+        low, up = cost_bounds(cost, mem, cap)
+        if math.isinf(exact):
+            assert math.isinf(low)
+        else:
+            assert low <= exact + 1e-9 and exact <= up + 1e-9

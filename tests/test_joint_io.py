@@ -1,0 +1,165 @@
+"""Reading joint-problem files: Piper's JSON (the shared instances), the native format, and every bad-input case."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from milp_partition.cli import main
+from milp_partition.errors import InputError
+from milp_partition.io.piper import joint_from_dict, joint_to_dict, looks_like_joint, read_joint, write_joint
+from milp_partition.joint.generators import repeat_block
+
+JOINT = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "joint"
+GIB = 2**30
+
+needs_shared = pytest.mark.skipif(not JOINT.is_dir(), reason="../shared/benchmarks/joint not present")
+
+
+def tiny() -> dict:
+    """Two nodes a -> b in Piper's format."""
+
+    def cfg(name, p, fw, bw):
+        return {
+            "id": name,
+            "timePerSample": p,
+            "parameterSize": 8.0,
+            "memoryUsageA": 2.0,
+            "memoryUsageB": 1.0,
+            "syncTimeFw": fw,
+            "syncTimeBw": bw,
+        }
+
+    return {
+        "maxMemoryPerDevice": 100.0,
+        "maxDevices": 2,
+        "bandwidth": 10.0,
+        "mbsInBatch": 4,
+        "nodes": [
+            {"id": 0, "name": "a", "TMPCs": {"1": [cfg("vanilla", 1.0, {}, {"1": 0.0})]}},
+            {
+                "id": 1,
+                "name": "b",
+                "TMPCs": {"1": [cfg("vanilla", 2.0, {"0": 0.0}, {}), cfg("activation recomp", 3.0, {"0": 0.0}, {})]},
+            },
+        ],
+        "edges": [{"sourceId": 0, "destId": 1, "communicationCost": 5.0}],
+    }
+
+
+@needs_shared
+@pytest.mark.parametrize(
+    ("name", "nodes", "edges", "degrees"),
+    [("bert32a100.json", 37, 67, (1, 2, 4, 8)), ("gnmt.json", 78, 104, (1,)), ("resnet.json", 177, 193, (1,))],
+)
+def test_reads_piper_files(name: str, nodes: int, edges: int, degrees: tuple[int, ...]) -> None:
+    p = read_joint(JOINT / name, devices=8, memory_bytes=8 * GIB, bandwidth_bytes_per_s=25 * GIB)
+    assert (len(p.nodes), len(p.edges), p.degrees) == (nodes, edges, degrees)
+    assert p.cluster.devices == 8 and p.cluster.memory_bytes == 8 * GIB
+    assert p.cluster.microbatches == json.loads((JOINT / name).read_text())["mbsInBatch"]
+    assert all(1 <= len(cs) <= 2 for n in p.nodes for cs in n.configs.values())
+
+
+def test_native_round_trip(tmp_path: Path) -> None:
+    p = joint_from_dict(tiny(), "tiny")
+    path = tmp_path / "j.json"
+    write_joint(p, path)
+    assert looks_like_joint(json.loads(path.read_text()))
+    q = read_joint(path)
+    assert q.nodes == p.nodes and q.edges == p.edges and q.cluster == p.cluster
+
+
+@needs_shared
+def test_repeat_block_keeps_32_and_grows() -> None:
+    p = read_joint(JOINT / "bert32a100.json", devices=8, memory_bytes=8 * GIB, bandwidth_bytes_per_s=25 * GIB)
+    for layers in (32, 64, 96):
+        q = repeat_block(p, layers)
+        assert len(q.nodes) == 37 - 32 + layers and len(q.edges) == 67 + 2 * (layers - 32)
+        assert joint_from_dict(joint_to_dict(q), "x").nodes == q.nodes  # sync maps name real neighbours, no cycle
+    same = repeat_block(p, 32)
+    assert sorted(e.bytes for e in same.edges) == sorted(e.bytes for e in p.edges)
+
+
+def _bad(mutate) -> str:
+    data = copy.deepcopy(tiny())
+    mutate(data)
+    with pytest.raises(InputError) as err:
+        joint_from_dict(data, "bad.json")
+    msg = str(err.value)
+    assert msg.startswith("bad.json") and "\n" not in msg
+    return msg
+
+
+def test_node_without_configurations_for_a_degree() -> None:
+    def m(d):
+        d["nodes"][0]["TMPCs"]["2"] = copy.deepcopy(d["nodes"][0]["TMPCs"]["1"])
+
+    assert "same tensor-parallel degrees" in _bad(m)
+
+
+def test_empty_configuration_list() -> None:
+    assert "non-empty list" in _bad(lambda d: d["nodes"][1]["TMPCs"].update({"1": []}))
+
+
+def test_unknown_id_in_sync_maps() -> None:
+    msg = _bad(lambda d: d["nodes"][1]["TMPCs"]["1"][0]["syncTimeFw"].update({"7": 1.0}))
+    assert "node 1" in msg and "syncTimeFw" in msg and "'7'" in msg
+
+
+def test_unknown_edge_endpoint() -> None:
+    assert "unknown node id '9'" in _bad(lambda d: d["edges"].append({"sourceId": 9, "destId": 1, "communicationCost": 1.0}))
+
+
+@pytest.mark.parametrize("value", [-1.0, math.nan, math.inf, "3"])
+def test_negative_nan_or_non_numbers(value) -> None:
+    msg = _bad(lambda d: d["nodes"][0]["TMPCs"]["1"][0].update({"memoryUsageA": value}))
+    assert "memoryUsageA" in msg and "node 0" in msg
+
+
+def test_negative_edge_bytes() -> None:
+    assert "communicationCost" in _bad(lambda d: d["edges"][0].update({"communicationCost": -2}))
+
+
+def test_cycle() -> None:
+    def m(d):
+        d["edges"].append({"sourceId": 1, "destId": 0, "communicationCost": 1.0})
+        d["nodes"][0]["TMPCs"]["1"][0]["syncTimeFw"] = {"1": 0.0}
+        d["nodes"][1]["TMPCs"]["1"][0]["syncTimeBw"] = {"0": 0.0}
+        d["nodes"][1]["TMPCs"]["1"][1]["syncTimeBw"] = {"0": 0.0}
+
+    assert "cycle" in _bad(m)
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, "4", None])
+def test_microbatches_not_a_positive_integer(value) -> None:
+    msg = _bad(lambda d: d.update({"mbsInBatch": value}))
+    assert "microbatches" in msg
+
+
+def test_duplicate_node_id() -> None:
+    assert "duplicate node id" in _bad(lambda d: d["nodes"].append(copy.deepcopy(d["nodes"][0])))
+
+
+def test_missing_field() -> None:
+    assert "missing field 'timePerSample'" in _bad(lambda d: d["nodes"][0]["TMPCs"]["1"][0].pop("timePerSample"))
+
+
+def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
+    data = tiny()
+    data["nodes"][1]["TMPCs"]["1"][0]["syncTimeBw"] = {"5": 1.0}
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(data))
+    assert main(["solve", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bad.json" in err and "syncTimeBw" in err and "Traceback" not in err
+
+
+def test_cli_microbatches_flag_checked(tmp_path: Path, capsys) -> None:
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(tiny()))
+    assert main(["solve", str(path), "--microbatches", "0"]) == 2
+    assert "--microbatches" in capsys.readouterr().err
