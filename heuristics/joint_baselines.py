@@ -60,9 +60,9 @@ def _uniform_plans(data: JointData, stage_counts: list[int]) -> tuple[JointPlan 
         masks = []
         for q in range(len(bounds)):
             masks.append(sum(1 << v for v in order[: bounds[q]]))
-        idx = [data.ideal_index.get(m) for m in masks]
-        if any(x is None for x in idx):
+        if any(m not in data.ideal_index for m in masks):
             continue
+        idx = [data.ideal_index[m] for m in masks]
         for t in data.degrees:
             for d in data.divisors:
                 if stages * d * t > cl.devices or stages * d > cl.microbatches:

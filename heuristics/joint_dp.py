@@ -109,7 +109,12 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
     degrees = problem.degrees
     cl = problem.cluster
     divisors = [d for d in range(1, min(cl.devices, cl.microbatches) + 1) if cl.microbatches % d == 0]
-    p, w, a, b, fw, bw = {}, {}, {}, {}, {}, {}
+    p: dict[int, np.ndarray] = {}
+    w: dict[int, np.ndarray] = {}
+    a: dict[int, np.ndarray] = {}
+    b: dict[int, np.ndarray] = {}
+    fw: dict[int, list[list[dict[int, float]]]] = {}
+    bw: dict[int, list[list[dict[int, float]]]] = {}
     work = np.full(n, np.inf)
     for t in degrees:
         width = max(len(nd.configs[t]) for nd in problem.nodes)
@@ -328,8 +333,8 @@ class JointDP:
         if tab.w_sum is not None:
             g = tab.g_values.get(y)
             if g is not None:
-                v = (g + (dp - 1) * tab.w_sum) / dp
-                return v, v
+                exact = (g + (dp - 1) * tab.w_sum) / dp
+                return exact, exact
             key = (-1, y)
             b = tab.bound_values.get(key)
             if b is None:

@@ -67,7 +67,8 @@ def min_cost_exact(
     uniq, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
     inverse = inverse.reshape(-1)
     width = cost.shape[1]
-    groups: list[tuple[np.ndarray, np.ndarray, list[tuple[int, ...]]]] = []  # (mem, cost, option counts) per group choice
+    # (mem, cost, (option, count) pairs) per group choice
+    groups: list[tuple[np.ndarray, np.ndarray, list[tuple[tuple[int, int], ...]]]] = []
     group_min = np.zeros(len(uniq))
     for g in range(len(uniq)):
         c_row, m_row = uniq[g, :width], uniq[g, width:]
@@ -175,7 +176,7 @@ def _multisets(options: int, size: int) -> list[tuple[int, ...]]:
     """Every way to give ``size`` identical nodes one of ``options`` options: tuples of counts summing to ``size``."""
     if options == 1:
         return [(size,)]
-    out = []
+    out: list[tuple[int, ...]] = []
     for first in range(size + 1):
         out.extend((first, *rest) for rest in _multisets(options - 1, size - first))
     return out

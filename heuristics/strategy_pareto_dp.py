@@ -298,17 +298,11 @@ def pareto_dp(
         return result(None, math.inf, False, False, False, largest, f"gave up: {why}")
 
     # roots: one frontier per component; combine them (cross products, Pareto), then backtrack the choice
-    picks, why = _combine_and_backtrack(steps, parent, children, clique, buckets, sizes, limit_f + mem_slack, settings)
+    picks, reason = _combine_and_backtrack(steps, parent, children, clique, buckets, sizes, limit_f + mem_slack, settings)
     if picks is None:
-        return result(
-            None,
-            math.inf,
-            False,
-            why == "nothing fits",
-            why == "nothing fits",
-            largest,
-            f"nothing costing at most {target:.12g} fits" if why == "nothing fits" else why,
-        )
+        nothing = reason == "nothing fits"
+        text = f"nothing costing at most {target:.12g} fits" if nothing else reason
+        return result(None, math.inf, False, nothing, nothing, largest, text)
     value = _objective(problem, picks)
     solution = _solution(problem, picks)
     used = math.fsum(float(mem[i][picks[i]]) for i in range(len(picks)))

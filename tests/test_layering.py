@@ -85,3 +85,57 @@ def test_packages_listed_in_pyproject_cover_every_package() -> None:
     assert on_disk <= listed, sorted(on_disk - listed)
     assert (PKG / "formulations").resolve() == (ROOT / "formulations").resolve()
     assert (PKG / "heuristics").resolve() == (ROOT / "heuristics").resolve()
+
+
+OPTIONAL_DEPENDENCIES = ("torch", "onnx", "onnxscript", "matplotlib", "ray", "cupy", "transformers")
+
+
+def _module_file(module: str) -> Path | None:
+    base = ROOT.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def _needs_optional(module: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether importing ``module`` imports an optional dependency (at any module's top level, transitively)."""
+    if module.split(".")[0] in OPTIONAL_DEPENDENCIES:
+        return True
+    path = _module_file(module) if module.startswith("milp_partition") else None
+    if path is None or module in seen:
+        return False
+    tree = ast.parse(path.read_text())
+    tops = [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names]
+    tops += [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module]
+    return any(_needs_optional(m, seen | {module}) for m in tops)
+
+
+# Modules that import each other and cannot both import at the top (a cycle); one side stays lazy.
+LAZY_FOR_A_CYCLE = {("milp_partition/calibration/profile.py", "milp_partition.calibration.datasheets")}
+
+
+def test_first_party_imports_at_module_top() -> None:
+    """Function-local imports of our own modules only where the module pulls an optional dependency (or breaks a cycle)."""
+    bad = []
+    for f in _files("milp_partition"):
+        rel = str(f.relative_to(ROOT))
+        if rel.startswith(("milp_partition/formulations/", "milp_partition/heuristics/")):
+            continue  # the links: checked below through formulations/ and heuristics/
+        bad += _local_first_party(f, rel)
+    for f in [*_files("formulations"), *_files("heuristics")]:
+        bad += _local_first_party(f, str(f.relative_to(ROOT)))
+    assert not bad, sorted(set(bad))
+
+
+def _local_first_party(f: Path, rel: str) -> list[str]:
+    out = []
+    tree = ast.parse(f.read_text())
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for n in ast.walk(fn):
+            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("milp_partition"):
+                if not _needs_optional(n.module) and (rel, n.module) not in LAZY_FOR_A_CYCLE:
+                    out.append(f"{rel}:{n.lineno} imports {n.module} inside {fn.name}()")
+    return out

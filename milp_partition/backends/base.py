@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from milp_partition.backends.model import Model
 
@@ -126,7 +126,7 @@ class ProgressPrinter:
     Back-ends call :meth:`update` from their callbacks; a daemon thread prints.
     """
 
-    def __init__(self, label: str, interval_s: float | None, stream: object = None) -> None:
+    def __init__(self, label: str, interval_s: float | None, stream: TextIO | None = None) -> None:
         self.label = label
         self.interval_s = interval_s
         self.stream = stream or sys.stderr
@@ -168,7 +168,7 @@ class ProgressPrinter:
     def _run(self) -> None:
         assert self.interval_s
         while not self._stop.wait(self.interval_s):
-            print(self.line(), file=self.stream, flush=True)  # type: ignore[call-overload]
+            print(self.line(), file=self.stream, flush=True)
 
 
 ProgressCallback = Callable[[float | None, float | None], None]

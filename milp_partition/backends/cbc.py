@@ -21,6 +21,7 @@ import threading
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
 from milp_partition.backends.cbc_scaling import (
@@ -56,7 +57,7 @@ def _translate_status(status: int, sol_status: int, has_values: bool) -> SolveSt
     return SolveStatus.UNKNOWN
 
 
-def _command(params: SolveParams, log_path: str, warm: bool, tolerances: CbcTolerances) -> object:
+def _command(params: SolveParams, log_path: str, warm: bool, tolerances: CbcTolerances) -> Any:
     import pulp
 
     kwargs = dict(

@@ -107,10 +107,8 @@ class CpSatBackend:
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
         solver.parameters.catch_sigint_signal = False  # interrupts reach Python (see _solve_interruptibly)
-        for key, value in SOUNDNESS_PARAMETERS:
-            setattr(solver.parameters, key, value)
-        for key, value in params.cpsat_parameters:
-            setattr(solver.parameters, key, value)
+        for key, setting in (*SOUNDNESS_PARAMETERS, *params.cpsat_parameters):
+            setattr(solver.parameters, key, setting)
         log_lines: list[str] = []
         solver.log_callback = log_lines.append
 
@@ -167,11 +165,11 @@ def _to_int(value: float, continuous: bool, scaled: ScaledModel) -> int:
     return round(value * scaled.scale) if continuous else round(value)
 
 
-def _build(cp: object, model: Model, scaled: ScaledModel) -> list[object]:
+def _build(cp: Any, model: Model, scaled: ScaledModel) -> list[Any]:
     from ortools.sat.python import cp_model
 
     assert isinstance(cp, cp_model.CpModel)
-    cp_vars: list[object] = []
+    cp_vars: list[Any] = []
     for v, (lb, ub) in zip(model.variables, scaled.bounds):
         if v.kind.value == "binary":
             cp_vars.append(cp.new_bool_var(v.name))
@@ -198,7 +196,7 @@ def _build(cp: object, model: Model, scaled: ScaledModel) -> list[object]:
     return cp_vars
 
 
-def _build_scheduling(cp: object, cp_vars: list[object], scaled: ScaledModel) -> None:
+def _build_scheduling(cp: Any, cp_vars: list[Any], scaled: ScaledModel) -> None:
     """Intervals, no-overlap and cumulative constraints (CP-SAT's native scheduling)."""
     from ortools.sat.python import cp_model
 

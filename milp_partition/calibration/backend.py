@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from milp_partition.calibration.kernels import KernelCheckError
 from milp_partition.errors import InputError
 
 BACKEND_CHOICES: tuple[str, ...] = ("auto", "cupy", "numpy")
@@ -278,7 +279,6 @@ class CupyBackend(ArrayBackend):
 
 
 def _check_allreduce(cp: Any, bufs: list[tuple[Any, Any]], p: int) -> None:
-    from milp_partition.calibration.kernels import KernelCheckError
 
     for d, (_, recv) in enumerate(bufs):
         with cp.cuda.Device(d):

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError
+from milp_partition.io.native import parse_json, read_text_file
 
 #: The ``format`` value this module reads and writes.
 PROFILE_FORMAT = "milp-partition-profile/1"
@@ -391,7 +392,6 @@ def load_profile(path: str | Path) -> DeviceProfile:
         Naming the file and the field, when the file cannot be read, is not JSON, is not a
         profile (another ``format``), or holds a missing or wrong field.
     """
-    from milp_partition.io.native import parse_json, read_text_file
 
     src = str(path)
     return profile_from_dict(parse_json(read_text_file(path), src), src)

@@ -15,6 +15,13 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from milp_partition.calibration.backend import select_backend
+from milp_partition.calibration.build import build_profile
+from milp_partition.calibration.fit import FitError
+from milp_partition.calibration.kernels import KernelCheckError
+from milp_partition.calibration.profile import write_profile
+from milp_partition.calibration.settings import preset
+from milp_partition.calibration.suite import run_suite
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import MilpPartitionError
 
@@ -104,13 +111,6 @@ def summary_table(profile: DeviceProfile) -> str:
 
 def run_calibrate(args: argparse.Namespace) -> int:
     """Handler of ``calibrate``."""
-    from milp_partition.calibration.backend import select_backend
-    from milp_partition.calibration.build import build_profile
-    from milp_partition.calibration.fit import FitError
-    from milp_partition.calibration.kernels import KernelCheckError
-    from milp_partition.calibration.profile import write_profile
-    from milp_partition.calibration.settings import preset
-    from milp_partition.calibration.suite import run_suite
 
     check_writable(args.output)  # before minutes of measuring
     backend = select_backend(args.backend)

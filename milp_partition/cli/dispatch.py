@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
@@ -36,6 +37,7 @@ from milp_partition.cli.flags import OneLineParser
 from milp_partition.cli.options import COMMON, add_problem_options, add_solver_options, flag_name
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError, MilpPartitionError
+from milp_partition.io.native import parse_json, read_text_file
 
 #: Problem name -> module, in detection order (the last one takes every file the others do not claim).
 PROBLEMS: dict[str, str] = {
@@ -103,7 +105,6 @@ def problem_kind(args: argparse.Namespace) -> str:
     """``--problem``, else the first problem of :data:`PROBLEMS` whose ``claims`` takes the parsed file."""
     if getattr(args, "problem", None) is not None:
         return args.problem
-    from milp_partition.io.native import parse_json, read_text_file
 
     text = read_text_file(args.instance)
     data = parse_json(text, str(args.instance)) if text.lstrip()[:1] == "{" else None
@@ -141,7 +142,7 @@ def _raise_interrupt(signum: int, frame: object) -> None:
 @contextmanager
 def _interrupts() -> Iterator[None]:
     """SIGTERM raises KeyboardInterrupt as Ctrl-C does; writes past ``ulimit -f`` fail with an error, not a signal."""
-    previous = {}
+    previous: dict[int, Any] = {}
     for sig, handler in ((signal.SIGTERM, _raise_interrupt), (getattr(signal, "SIGXFSZ", None), signal.SIG_IGN)):
         if sig is None:
             continue

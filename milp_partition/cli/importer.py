@@ -13,7 +13,11 @@ from pathlib import Path
 from milp_partition.cli import flags
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError
+from milp_partition.importers.build import write_imported
+from milp_partition.importers.deps import require
+from milp_partition.importers.onnx_import import import_onnx_model
 from milp_partition.importers.settings import ImportSettings
+from milp_partition.importers.torch_import import build_module, import_torch_model, make_inputs, parse_input_shape
 
 _EPILOG = """examples:
   milp-partition import torch milp_partition.importers.models:gpt --input 8x1024:int64 --training \\
@@ -130,7 +134,6 @@ def settings_from_args(args: argparse.Namespace) -> ImportSettings:
 
 
 def _report(imported, output: Path, seconds: float) -> int:  # type: ignore[no-untyped-def]
-    from milp_partition.importers.build import write_imported
 
     write_imported(imported, str(output))
     meta = imported.metadata
@@ -167,10 +170,8 @@ def _report(imported, output: Path, seconds: float) -> int:  # type: ignore[no-u
 
 
 def _cmd_import_torch(args: argparse.Namespace) -> int:
-    from milp_partition.importers.deps import require
 
     require("torch")
-    from milp_partition.importers.torch_import import build_module, import_torch_model, make_inputs, parse_input_shape
 
     check_writable(args.output)
     start = time.perf_counter()
@@ -188,8 +189,6 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
 
 
 def _cmd_import_onnx(args: argparse.Namespace) -> int:
-    from milp_partition.importers.onnx_import import import_onnx_model
-    from milp_partition.importers.torch_import import parse_input_shape
 
     check_writable(args.output)
     start = time.perf_counter()

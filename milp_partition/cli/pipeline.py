@@ -11,19 +11,26 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Literal, cast
 
+from milp_partition.calibration.apply import apply_profile
+from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
 from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings
 from milp_partition.cli.output import emit
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
+from milp_partition.io import read_cluster, read_instance
+from milp_partition.io.native import parse_json, read_text_file
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution
+from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
 from milp_partition.units import parse_bytes, parse_rate
+from milp_partition.verifiers.pipeline import verify_pipeline
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
@@ -70,7 +77,6 @@ def check_options(args: argparse.Namespace) -> None:
 
 def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
     """The instance's cluster, or ``--cluster``, with the command line's overrides."""
-    from milp_partition.io import read_cluster
 
     if args.cluster is not None:
         base = read_cluster(args.cluster)
@@ -85,8 +91,6 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
         base = None
     link = base.link if base is not None else Link()
     if base is None and getattr(args, "profile", None):  # no cluster given: the profile's device-to-device link
-        from milp_partition.calibration.profile import resolve_profile
-
         d2d = resolve_profile(args.profile).links["d2d"]
         link = Link(latency_s=d2d.alpha_s, bandwidth_bytes_per_s=d2d.bandwidth_bytes_per_s)
     if args.link_latency is not None or args.link_bandwidth is not None:
@@ -111,7 +115,6 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
 
 def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
     """Read the instance under the command line's settings."""
-    from milp_partition.io import read_instance
 
     check_options(args)
     instance = read_instance(args.instance)
@@ -119,9 +122,6 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
     if not graph.nodes:
         raise InputError("the graph has no nodes: nothing to partition", source=str(args.instance))
     if getattr(args, "profile", None):  # calibration: nodes without measured times get times from FLOPs and bytes
-        from milp_partition.calibration.apply import apply_profile
-        from milp_partition.calibration.profile import resolve_profile
-
         graph, applied = apply_profile(graph, resolve_profile(args.profile), source=str(args.instance))
         if not applied.filled:
             why = (
@@ -137,7 +137,7 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
         contiguous=not args.no_contiguous,
         objective=args.objective or "time",
         max_time_per_sample=args.max_time_per_sample,
-        memory_model=args.memory_model or DEFAULT_MEMORY_MODEL,
+        memory_model=cast(Literal["static", "1f1b"], args.memory_model or DEFAULT_MEMORY_MODEL),
         optimizer_state_factor=1.0 if args.optimizer_factor is None else args.optimizer_factor,
     )
     return PipelineProblem(graph, cluster_from_args(args, instance), settings, source=str(args.instance))
@@ -179,7 +179,6 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve`` for a pipeline instance."""
-    from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 
     problem = problem_from_args(args)
     settings = SolveSettings(
@@ -194,11 +193,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return emit(result, args, lambda: format_report(result, problem))
 
 
-def _least_time_note(problem: PipelineProblem, settings: object) -> str:
+def _least_time_note(problem: PipelineProblem, settings: SolveSettings) -> str:
     """When ``--max-time-per-sample`` makes the memory objective infeasible: the least time per sample there is."""
     from dataclasses import replace
-
-    from milp_partition.pipeline.solve import solve_pipeline
 
     timed = PipelineProblem(
         problem.graph,
@@ -206,7 +203,7 @@ def _least_time_note(problem: PipelineProblem, settings: object) -> str:
         replace(problem.settings, objective="time", max_time_per_sample=None),
         source=problem.source,
     )
-    least = solve_pipeline(timed, replace(settings, progress_interval_s=None))  # type: ignore[type-var]
+    least = solve_pipeline(timed, replace(settings, progress_interval_s=None))
     unit = problem.graph.time_unit if problem.graph.time_unit != "unitless" else "units"
     if least.status == "optimal":
         return f"; the least time per sample these settings allow is {_fmt(least.objective)} {unit} (proven): raise --max-time-per-sample to at least that"
@@ -222,7 +219,6 @@ def _least_time_note(problem: PipelineProblem, settings: object) -> str:
 
 def read_assignment(path: Path) -> dict[str, str]:
     """A result JSON's ``assignment``, or a JSON object id -> device id; anything else is bad input."""
-    from milp_partition.io.native import parse_json, read_text_file
 
     data = parse_json(read_text_file(path), str(path))
     if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
@@ -251,7 +247,6 @@ def check_assignment(assignment: dict[str, str], ids: list[str], devices: list[s
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate`` for a pipeline instance: verify an assignment and print its objective."""
-    from milp_partition.verifiers.pipeline import verify_pipeline
 
     problem = problem_from_args(args)
     assignment = read_assignment(args.solution)
@@ -275,7 +270,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """``info`` for a pipeline instance: sizes, work, memory, cluster."""
-    from milp_partition.io import read_instance
 
     inst = read_instance(args.instance)
     g = inst.graph

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 from pathlib import Path
+from typing import Literal, cast
 
 import numpy as np
 
@@ -17,10 +18,18 @@ from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
 from milp_partition.cli.options import backend_settings
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
+from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
+from milp_partition.io.native import parse_json, read_text_file, to_float
+from milp_partition.io.placement_instance import looks_like_placement_instance, placement_from_dict
+from milp_partition.placement.bounds import best_bound
+from milp_partition.placement.convert import placement_from_instance_file
+from milp_partition.placement.decompose import decompose
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution
+from milp_partition.placement.solve import PlacementSolveSettings, edge_key, solve_placement
 from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
+from milp_partition.verifiers.placement import simulate_placement, verify_placement
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset({"memory_model", "link_contention", "heuristic"})
@@ -28,7 +37,6 @@ OPTIONS = frozenset({"memory_model", "link_contention", "heuristic"})
 
 def register_options(p: argparse.ArgumentParser, command: str) -> None:
     """Add the placement problem's own options to the ``solve`` or ``evaluate`` parser."""
-    from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
 
     pl = p.add_argument_group("placement problem")
     pl.add_argument("--link-contention", action="store_true", help="serialize transfers leaving or entering one device")
@@ -49,19 +57,19 @@ def claims(data: object) -> bool:
 
 def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
     """Read the instance (``placement-instance/1``, or a native graph with a cluster) under the command line's settings."""
-    from milp_partition.io.native import parse_json, read_text_file
-    from milp_partition.io.placement_instance import looks_like_placement_instance, placement_from_dict
 
     memory_model = getattr(args, "memory_model", "static") or "static"
     if memory_model not in ("static", "liveness"):
         raise InputError(f"{memory_model} does not apply to placement; use static or liveness", where="--memory-model")
-    settings = PlacementSettings(link_contention=bool(getattr(args, "link_contention", False)), memory_model=memory_model)
+    settings = PlacementSettings(
+        link_contention=bool(getattr(args, "link_contention", False)),
+        memory_model=cast(Literal["static", "liveness"], memory_model),
+    )
     source = str(args.instance)
     text = read_text_file(args.instance)
     data = parse_json(text, source) if text.lstrip()[:1] == "{" else None
     if looks_like_placement_instance(data):
         return placement_from_dict(data, source, settings)
-    from milp_partition.placement.convert import placement_from_instance_file
 
     return placement_from_instance_file(args.instance, settings=settings)
 
@@ -102,13 +110,10 @@ def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20)
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve`` for a placement instance."""
-    from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
 
     problem = problem_from_args(args)
     names: tuple[str, ...] | None = None
     if getattr(args, "heuristic", None):
-        from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
-
         names = tuple(n.strip() for item in args.heuristic for n in item.split(",") if n.strip())
         for name in names:
             if name not in PLACEMENT_HEURISTICS:
@@ -126,7 +131,6 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
     """A result JSON (``assignment`` and ``starts``) or ``{task: {"device": id, "start": t}}`` as a schedule."""
-    from milp_partition.io.native import parse_json, read_text_file, to_float
 
     data = parse_json(read_text_file(path), str(path))
     if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
@@ -157,8 +161,6 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
         raise InputError(f"unknown task id {extra[0]!r} in the solution", source=str(path))
     tstart = None
     if isinstance(data, dict) and isinstance(data.get("transfer_starts"), dict) and data["transfer_starts"]:
-        from milp_partition.placement.solve import edge_key
-
         given = data["transfer_starts"]
         tstart = np.array(
             [
@@ -176,7 +178,6 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
                 source=str(path),
                 where=f"task {problem.task_ids[i]!r}",
             )
-        from milp_partition.verifiers.placement import simulate_placement
 
         return simulate_placement(problem, device)  # devices only: the semi-active schedule in topological order
     return PlacementSolution(device, start, tstart)
@@ -184,7 +185,6 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate`` for a placement instance: verify a schedule and print the simulator's makespan."""
-    from milp_partition.verifiers.placement import verify_placement
 
     problem = problem_from_args(args)
     report = verify_placement(problem, read_schedule(args.solution, problem))
@@ -201,8 +201,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """``info`` for a placement instance: sizes and lower bounds."""
-    from milp_partition.placement.bounds import best_bound
-    from milp_partition.placement.decompose import decompose
 
     problem = problem_from_args(args)
     b = best_bound(problem)

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
 from milp_partition.cli.options import backend_settings
@@ -20,11 +21,22 @@ from milp_partition.cli.output import check_writable, emit
 from milp_partition.cli.pipeline import read_assignment
 from milp_partition.errors import InputError
 from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.strategy_tables import looks_like_strategy_tables, strategy_from_dict, write_strategy_tables
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.report import gap_text, run_lines
 from milp_partition.result import Result
+from milp_partition.strategy.layers import (
+    StrategyGenerationSettings,
+    generate_strategy_problem,
+    layer_graph_from_dict,
+    looks_like_layer_graph,
+)
+from milp_partition.strategy.memory import MemoryModelSettings, with_memory
+from milp_partition.strategy.problem import StrategySolution
+from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 from milp_partition.units import parse_bytes
+from milp_partition.verifiers.strategy import verify_strategy
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
@@ -62,8 +74,6 @@ def register_options(p: argparse.ArgumentParser, command: str) -> None:
 
 def claims(data: object) -> bool:
     """A strategy-tables or strategy-layers JSON object."""
-    from milp_partition.io.strategy_tables import looks_like_strategy_tables
-    from milp_partition.strategy.layers import looks_like_layer_graph
 
     return isinstance(data, dict) and (looks_like_strategy_tables(data) or looks_like_layer_graph(data))
 
@@ -74,13 +84,6 @@ def _read(args: argparse.Namespace) -> Any:
 
 def read_problem(args: argparse.Namespace, data: Any = None):
     """Strategy tables as they are, or a strategy-layers file turned into tables with a device profile."""
-    from milp_partition.io.strategy_tables import strategy_from_dict
-    from milp_partition.strategy.layers import (
-        StrategyGenerationSettings,
-        generate_strategy_problem,
-        layer_graph_from_dict,
-        looks_like_layer_graph,
-    )
 
     data = _read(args) if data is None else data
     if not looks_like_layer_graph(data):
@@ -92,7 +95,6 @@ def read_problem(args: argparse.Namespace, data: Any = None):
                     where=f"--{dest}",
                 )
         return strategy_from_dict(data, str(args.instance), default_name=Path(args.instance).stem)
-    from milp_partition.calibration.profile import resolve_profile
 
     if args.devices is None:
         raise InputError("a strategy-layers file needs --devices (p, a power of two)", source=str(args.instance))
@@ -108,7 +110,6 @@ def read_problem(args: argparse.Namespace, data: Any = None):
 
 def problem_from_args(args: argparse.Namespace):
     """The strategy problem under the command line's memory model and limit."""
-    from milp_partition.strategy.memory import MemoryModelSettings, with_memory
 
     problem = read_problem(args)
     memory_model = args.memory_model or "static"
@@ -175,14 +176,11 @@ def format_report(result: Result, problem: object, max_rows: int = 30) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve`` for a strategy instance."""
-    from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 
     if args.write_tables is not None:
         check_writable(args.write_tables, "--write-tables")
     problem = problem_from_args(args)
     if args.write_tables is not None:
-        from milp_partition.io.strategy_tables import write_strategy_tables
-
         write_strategy_tables(problem, args.write_tables)
     settings = StrategySolveSettings(
         **backend_settings(args),  # type: ignore[arg-type]
@@ -215,8 +213,6 @@ def _check_choice(problem: Any, assignment: dict[str, str], path: Path) -> None:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate`` for a strategy instance: verify a choice of configurations and print its cost."""
-    from milp_partition.strategy.problem import StrategySolution
-    from milp_partition.verifiers.strategy import verify_strategy
 
     problem = problem_from_args(args)
     assignment = read_assignment(args.solution)
@@ -236,8 +232,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_info(args: argparse.Namespace) -> int:
     """``info`` for a strategy instance; the file is read and checked as ``solve`` would."""
-    from milp_partition.io.strategy_tables import strategy_from_dict
-    from milp_partition.strategy.layers import layer_graph_from_dict, looks_like_layer_graph
 
     data = _read(args)
     if looks_like_layer_graph(data):

@@ -35,6 +35,8 @@ from milp_partition.importers.grouping import choose_layer_depth, group_operator
 from milp_partition.importers.records import CapturedModel
 from milp_partition.importers.settings import ImportSettings
 from milp_partition.importers.timing import backward_flops, load_profile_spec, op_times
+from milp_partition.io.native import dump_json_lines, instance_to_dict, write_text_file
+from milp_partition.pipeline.problem import Instance
 
 #: Suffix of a backward node's id.
 BACKWARD_SUFFIX = ":bwd"
@@ -220,8 +222,6 @@ def describe(metadata: dict[str, Any]) -> str:
 
 def write_imported(imported: ImportedGraph, path: str) -> None:
     """Write the graph as a native ``milp-partition/1`` file with :func:`describe` as its description."""
-    from milp_partition.io.native import dump_json_lines, instance_to_dict, write_text_file
-    from milp_partition.pipeline.problem import Instance
 
     data = instance_to_dict(Instance(imported.graph))
     data["description"] = describe(imported.metadata)

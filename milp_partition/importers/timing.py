@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from milp_partition.calibration.profile import resolve_profile
 from milp_partition.errors import InputError
 from milp_partition.importers.records import OpRecord
 from milp_partition.importers.settings import ImportSettings
@@ -30,7 +31,6 @@ def load_profile_spec(spec: str) -> Any:
     InputError
         When the name or file is not a profile.
     """
-    from milp_partition.calibration.profile import resolve_profile
 
     try:
         return resolve_profile(spec)

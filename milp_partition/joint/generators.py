@@ -75,16 +75,19 @@ def repeat_block(problem: JointProblem, layers: int, name: str | None = None) ->
         prev = order[pos - 1] if pos > 0 else None
         nxt = order[pos + 1] if pos + 1 < len(order) else None
         if v == first:
+            assert nxt is not None, "a repeated block has at least two nodes"
             src = problem.node(first)
             old_next = next(e.target for e in problem.edges if e.source == first and e.target in inside)
             cfgs = {t: tuple(_rekey(c, {}, {old_next: nxt}) for c in cs) for t, cs in src.configs.items()}
             nodes.append(replace(src, configs=cfgs))
         elif v == last:
+            assert prev is not None, "a repeated block has at least two nodes"
             src = problem.node(last)
             old_prev = next(e.source for e in problem.edges if e.target == last and e.source in inside)
             cfgs = {t: tuple(_rekey(c, {old_prev: prev}, {}) for c in cs) for t, cs in src.configs.items()}
             nodes.append(replace(src, configs=cfgs))
         else:
+            assert prev is not None and nxt is not None, "an inner node has neighbours on both sides"
             cfgs = {
                 t: tuple(_rekey(c, {mid_in_chain.source: prev}, {mid_next.target: nxt}) for c in cs)
                 for t, cs in mid_node.configs.items()

@@ -24,7 +24,7 @@ from milp_partition.chain import Bound, Candidate, settle
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.heuristics.joint_dp import TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
-from milp_partition.result import HeuristicRun, Result
+from milp_partition.result import HeuristicRun, Result, Status
 from milp_partition.verifiers.joint import JointReport, verify_joint
 
 
@@ -72,7 +72,7 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
     try:
         data = joint_data(problem, settings.max_ideals)
     except TooManyIdeals as exc:
-        result.status, result.message = "unknown", f"{exc}; raise --max-ideals"
+        result.status, result.message = Status.UNKNOWN, f"{exc}; raise --max-ideals"
         result.solve_seconds = time.monotonic() - start
         return result
     result.solver_notes["ideals"] = len(data.ideals)

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from milp_partition.errors import InputError
-from milp_partition.placement.bounds import best_bound
+from milp_partition.placement.bounds import best_bound, device_path
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution, make_placement_problem
 
 
@@ -366,7 +366,6 @@ def solve_decomposed(
 
 def _cheap_value(problem: PlacementProblem, seg: Segment, b: int, b2: int) -> SegmentValue:
     """A pair not solved for lack of time: its segment problem's device-path bound (valid), no schedule."""
-    from milp_partition.placement.bounds import device_path
 
     try:
         sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)

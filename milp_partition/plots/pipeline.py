@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from milp_partition.io import read_instance
 from milp_partition.plots import pyplot
 from milp_partition.units import parse_bytes
 
@@ -17,7 +18,6 @@ def _limits(result: Mapping[str, Any], instance_path: str | None, options: Mappi
         return {d: float(cap) for d in devices if not d.startswith("cpu")}
     if not instance_path:
         return {}
-    from milp_partition.io import read_instance
 
     cluster = read_instance(instance_path).cluster
     if cluster is None:

@@ -17,12 +17,19 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from milp_partition.calibration.profile import resolve_profile
 from milp_partition.errors import InputError, MilpPartitionError
 from milp_partition.heuristics.strategy_dp import chain_dp, pase_dp
 from milp_partition.heuristics.strategy_lagrangian import lagrangian_memory_bound
 from milp_partition.io.native import parse_json, read_text_file
 from milp_partition.io.strategy_tables import looks_like_strategy_tables, strategy_from_dict
-from milp_partition.strategy.layers import looks_like_layer_graph
+from milp_partition.strategy.layers import (
+    StrategyGenerationSettings,
+    generate_strategy_problem,
+    layer_graph_from_dict,
+    looks_like_layer_graph,
+)
+from milp_partition.strategy.memory import MemoryModelSettings, with_memory
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 from milp_partition.sweep.jobs import EXACT, GapJob
@@ -120,14 +127,10 @@ def applicable(path: Path, point: tuple[tuple[str, str], ...]) -> bool:
 
 def load(path: str | Path, point: tuple[tuple[str, str], ...], options: Mapping[str, str]) -> StrategyProblem:
     """The tables (generated for the point's p from a layers file), with the point's memory limit and model."""
-    from milp_partition.strategy.memory import MemoryModelSettings, with_memory
 
     data = _data(path)
     p = dict(point)
     if looks_like_layer_graph(data):
-        from milp_partition.calibration.profile import resolve_profile
-        from milp_partition.strategy.layers import StrategyGenerationSettings, generate_strategy_problem, layer_graph_from_dict
-
         graph = layer_graph_from_dict(data, str(path))
         problem = generate_strategy_problem(
             graph, resolve_profile(options.get("profile", "H100")), StrategyGenerationSettings(devices=int(p["devices"])),

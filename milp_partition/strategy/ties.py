@@ -126,8 +126,9 @@ def quotient(problem: StrategyProblem, ties: tuple[tuple[int, ...], ...]) -> Quo
             memory[r] = None if node.memory_bytes is None else np.asarray(node.memory_bytes, dtype=np.int64).copy()
         else:
             cost[r] += node.cost
-            if memory[r] is not None:
-                memory[r] = memory[r] + np.asarray(node.memory_bytes, dtype=np.int64)
+            held = memory[r]
+            if held is not None:
+                memory[r] = held + np.asarray(node.memory_bytes, dtype=np.int64)
     edges: dict[tuple[int, int], np.ndarray] = {}
     for e in problem.edges:
         a, b = rep[index[e.source]], rep[index[e.target]]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from milp_partition.errors import InputError
+from milp_partition.sweep.grid import point_text
 
 #: The method name of the exact solve.
 EXACT = "exact"
@@ -86,13 +87,11 @@ class GapJob:
 
     @property
     def key(self) -> tuple[str, ...]:
-        from milp_partition.sweep.grid import point_text
 
         return (self.problem, self.instance, self.sha, point_text(self.point), self.method, self.options_text)
 
     def row(self, **fields: object) -> dict[str, str]:
         """A CSV row of this job with ``fields`` (numbers written exactly, ``None``/non-finite as empty)."""
-        from milp_partition.sweep.grid import point_text
 
         out = {
             "problem": self.problem,

@@ -109,16 +109,13 @@ def _device_sequences(problem: PlacementProblem, device: np.ndarray, dur: np.nda
     """Per device, the tasks of positive duration in their run order."""
     d = problem.num_devices
     blocking = dur > 0
-    if (
-        order is not None
-        and not isinstance(order, np.ndarray)
-        and len(order) == d
-        and all(  # type: ignore[arg-type]
-            isinstance(s, (list, tuple, np.ndarray))
-            for s in order  # type: ignore[union-attr]
-        )
-    ):
-        seqs = [[int(i) for i in s if blocking[int(i)]] for s in order]  # type: ignore[union-attr]
+    per_device = (
+        order
+        if isinstance(order, (list, tuple)) and len(order) == d and all(isinstance(s, (list, tuple, np.ndarray)) for s in order)
+        else None
+    )
+    if per_device is not None:
+        seqs = [[int(i) for i in s if blocking[int(i)]] for s in per_device]
         listed = sorted(i for s in seqs for i in s)
         want = np.flatnonzero(blocking).tolist()
         if listed != want:
@@ -271,10 +268,10 @@ def simulate_placement(
                     release(dst_l[e], t)
         elif kind == 1:
             a, b = dev_l[src_l[x]], dev_l[dst_l[x]]
-            s = max(t, out_free[a], in_free[b])
-            tstart[x] = s
-            out_free[a] = in_free[b] = s + comm_l[x]
-            heapq.heappush(heap, (s + comm_l[x], 2, x))
+            begin = max(t, out_free[a], in_free[b])
+            tstart[x] = begin
+            out_free[a] = in_free[b] = begin + comm_l[x]
+            heapq.heappush(heap, (begin + comm_l[x], 2, x))
         else:
             release(dst_l[x], t)
             for f in t_next[x]:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 
 
@@ -63,7 +65,7 @@ def verify_strategy(problem: StrategyProblem, solution: StrategySolution) -> Str
         if problem.memory_model == "liveness":
             memory, where_peak = _live_peak(problem, picked)
         else:
-            memory = math.fsum(float(nodes[v].memory_bytes[i]) for v, i in picked.items())
+            memory = math.fsum(_entry(nodes[v].memory_bytes, i) for v, i in picked.items())
     limit = problem.memory_limit_bytes
     if limit is not None:
         if any(n.memory_bytes is None for n in nodes.values()):
@@ -91,9 +93,9 @@ def _live_peak(problem: StrategyProblem, picked: dict[str, int]) -> tuple[float,
     resident = 0.0
     activation: dict[str, float] = {}
     for v, i in picked.items():
-        act = 0.0 if nodes[v].activation_bytes is None else float(nodes[v].activation_bytes[i])
+        act = _entry(nodes[v].activation_bytes, i)
         activation[v] = act
-        resident += float(nodes[v].memory_bytes[i]) - act
+        resident += _entry(nodes[v].memory_bytes, i) - act
     done: set[str] = set()
     waiting: dict[str, set[str]] = {}  # produced activations -> consumers not yet run
     peak, peak_layer = resident, ""
@@ -111,3 +113,8 @@ def _live_peak(problem: StrategyProblem, picked: dict[str, int]) -> tuple[float,
             if not waiting[v]:
                 del waiting[v]
     return peak, (f" at layer {peak_layer!r}" if peak_layer else "")
+
+
+def _entry(table: np.ndarray | None, i: int) -> float:
+    """Entry i of a per-configuration table; 0 when the layer has no such table."""
+    return 0.0 if table is None else float(table[i])
