@@ -6,8 +6,8 @@
    bisected on the target time per sample; it proves optimality (or infeasibility) or, at the time
    limit, leaves its best plan and a proven lower bound.
 4. Every plan is re-checked by :func:`~milp_partition.verifiers.joint.verify_joint`; the objective
-   reported is the verifier's time per sample (seconds), the status comes from the one policy,
-   :func:`milp_partition.chain.settle` (the exhaustive DP is an exact method: it proves optimality
+   reported is the verifier's time per sample (seconds); the steps run in the one chain,
+   :func:`milp_partition.chain.run_chain`, whose policy :func:`milp_partition.chain.settle` decides the status (the exhaustive DP is an exact method: it proves optimality
    through its bound, or infeasibility, and no back-end runs).
 """
 
@@ -16,15 +16,25 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from milp_partition.chain import Bound, Candidate, settle
+from milp_partition.chain import (
+    Bound,
+    Built,
+    Candidate,
+    ChainSettings,
+    Evaluation,
+    Outcome,
+    Reduction,
+    Run,
+    run_chain,
+)
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.heuristics.joint_dp import TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
-from milp_partition.result import HeuristicRun, Result, Status
+from milp_partition.result import Result, Status
 from milp_partition.verifiers.joint import JointReport, verify_joint
 
 
@@ -46,6 +56,109 @@ def stage_rows(plan: JointPlan, report: JointReport) -> list[dict[str, Any]]:
     return rows
 
 
+@dataclass(frozen=True)
+class JointSteps:
+    """The joint problem's steps for :func:`milp_partition.chain.run_chain`.
+
+    Heuristics are the baselines; the refinement is the exhaustive DP search, an exact method
+    (its bound is proven, its "no plan at any target" a proof of infeasibility); there is no
+    formulation, so no back-end runs.
+    """
+
+    settings: JointSolveSettings
+    name: str = "joint"
+
+    def new_result(self, problem: JointProblem, settings: ChainSettings) -> Result:
+        cl = problem.cluster
+        result = JointResult(problem="joint", solver="joint-dp", objective_name="time_per_sample", time_unit="s")
+        result.instance = {
+            "source": problem.source,
+            "nodes": len(problem.nodes),
+            "edges": len(problem.edges),
+            "degrees": list(problem.degrees),
+            "devices": cl.devices,
+            "memory_bytes": cl.memory_bytes,
+            "bandwidth_bytes_per_s": cl.bandwidth_bytes_per_s,
+            "microbatches": cl.microbatches,
+        }
+        result.settings = {"time_limit_s": self.settings.time_limit_s, "baselines": self.settings.baselines}
+        return result
+
+    def verify(self, problem: JointProblem, solution: JointPlan) -> Evaluation[JointPlan]:
+        rep = verify_joint(problem, solution)
+        return Evaluation(rep.feasible, rep.objective, tuple(rep.violations), solution)
+
+    def reductions(self, run: Run[Any, Any]) -> Sequence[Reduction]:
+        return ()
+
+    def bounds(self, run: Run[Any, Any]) -> Iterable[Bound]:
+        return ()
+
+    def heuristics(self, run: Run[Any, Any]) -> Iterable[Outcome[JointPlan]]:
+        """Index the problem (ideals), then the baselines: the cheap two always, Piper-style with ``baselines``."""
+        try:
+            data = joint_data(run.problem, self.settings.max_ideals)
+        except TooManyIdeals as exc:
+            run.scratch["too_many_ideals"] = str(exc)
+            run.skip_solver = "too many ideals"
+            return
+        run.scratch["data"] = data
+        run.result.solver_notes["ideals"] = len(data.ideals)
+        jobs: list[tuple[str, Callable[[], Any]]] = [
+            ("all-data-parallel", lambda: all_data_parallel(data)),
+            ("pipedream-2bw", lambda: pipedream_2bw_style(data)),
+        ]
+        if self.settings.baselines:
+            limit = max(1.0, self.settings.time_limit_s / 4)
+            jobs.append(("piper-style", lambda: piper_style(data, time_limit_s=limit)))
+        for name, fn in jobs:
+            t0 = time.monotonic()
+            plan, _ = fn()
+            yield Outcome(name, plan, time.monotonic() - t0, False, "" if plan is not None else "no plan")
+
+    def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[JointPlan]]:
+        """The exact search: an exhaustive feasibility DP bisected on the target time per sample."""
+        data = run.scratch.get("data")
+        if data is None:
+            return
+        best = run.best
+        upper = best.value if best is not None else math.inf
+        t0 = time.monotonic()
+        # the verifier's value may differ from the DP's arithmetic in the last bits: start a hair above it
+        found = search(data, time_limit_s=run.remaining_s(), upper_s=upper * (1 + 1e-9), progress=_say(self.settings))
+        seconds = time.monotonic() - t0
+        run.result.solver_seconds = seconds
+        run.result.solver_notes.update({"passes": found.passes, "timed_out": found.timed_out, "dp_value": found.value})
+        run.scratch["timed_out"] = found.timed_out
+        yield Outcome(
+            "joint-dp",
+            found.plan,
+            seconds,
+            True,
+            "exhaustive" if not found.timed_out else "time limit reached",
+            bound=found.bound if math.isfinite(found.bound) and found.bound > 0 else None,
+            infeasible=found.infeasible,
+        )
+
+    def build(self, run: Run[Any, Any]) -> Built | None:
+        return None  # no formulation: the DP is the exact method
+
+    def hint(self, built: Built, run: Run[Any, Any], candidate: Candidate[Any]) -> None:
+        raise NotImplementedError("the joint problem has no formulation to hint")
+
+    def decode(self, built: Built, values: Sequence[float]) -> JointPlan:
+        raise NotImplementedError("the joint problem has no formulation to decode")
+
+    def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
+        rep = verify_joint(problem, best.solution)
+        assert isinstance(result, JointResult)
+        result.stages = stage_rows(best.solution, rep)
+        result.time_per_sample = best.value
+        result.memory_bytes = {f"stage {q + 1}": st.memory_bytes for q, st in enumerate(rep.stages)}
+        result.loads = {f"stage {q + 1}": st.time_per_sample_s for q, st in enumerate(rep.stages)}
+        result.peak_memory_bytes = max(st.memory_bytes for st in rep.stages)
+
+
 def _say(settings: JointSolveSettings) -> Callable[[str], None] | None:
     if settings.progress_interval_s is None:
         return None
@@ -53,77 +166,20 @@ def _say(settings: JointSolveSettings) -> Callable[[str], None] | None:
 
 
 def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = None) -> JointResult:
-    """Solve the joint problem: proven optimal, proven infeasible, or the best verified plan with a proven bound."""
+    """Solve the joint problem through the one chain: proven optimal, proven infeasible, or the best verified plan with a proven bound."""
     settings = settings or JointSolveSettings()
-    start = time.monotonic()
-    cl = problem.cluster
-    result = JointResult(problem="joint", solver="joint-dp", objective_name="time_per_sample", time_unit="s")
-    result.instance = {
-        "source": problem.source,
-        "nodes": len(problem.nodes),
-        "edges": len(problem.edges),
-        "degrees": list(problem.degrees),
-        "devices": cl.devices,
-        "memory_bytes": cl.memory_bytes,
-        "bandwidth_bytes_per_s": cl.bandwidth_bytes_per_s,
-        "microbatches": cl.microbatches,
-    }
-    result.settings = {"time_limit_s": settings.time_limit_s, "baselines": settings.baselines}
-    try:
-        data = joint_data(problem, settings.max_ideals)
-    except TooManyIdeals as exc:
-        result.status, result.message = Status.UNKNOWN, f"{exc}; raise --max-ideals"
-        result.solve_seconds = time.monotonic() - start
-        return result
-    result.solver_notes["ideals"] = len(data.ideals)
-    plans: list[tuple[float, JointPlan, JointReport, str]] = []
-    say = _say(settings)
-
-    def consider(name: str, plan: JointPlan | None, seconds: float, exact: bool) -> None:
-        if plan is None:
-            result.heuristics.append(HeuristicRun(name, None, seconds, exact, "no plan"))
-            return
-        rep = verify_joint(problem, plan)
-        if not rep.feasible:
-            result.heuristics.append(HeuristicRun(name, None, seconds, exact, "rejected: " + "; ".join(rep.violations[:3])))
-            return
-        result.heuristics.append(HeuristicRun(name, rep.objective, seconds, exact, "verified"))
-        plans.append((rep.objective, plan, rep, name))
-
-    # the cheap baselines always run: the best one's value is the exact search's first target
-    for name, fn in (("all-data-parallel", all_data_parallel), ("pipedream-2bw", pipedream_2bw_style)):
-        t0 = time.monotonic()
-        plan, _ = fn(data)
-        consider(name, plan, time.monotonic() - t0, False)
-    upper = min((p[0] for p in plans), default=math.inf)
-    if settings.baselines:
-        t0 = time.monotonic()
-        plan, _ = piper_style(data, time_limit_s=max(1.0, settings.time_limit_s / 4))
-        consider("piper-style", plan, time.monotonic() - t0, False)
-    remaining = settings.time_limit_s - (time.monotonic() - start)
-    t0 = time.monotonic()
-    # the verifier's value may differ from the DP's arithmetic in the last bits: start a hair above it
-    found = search(data, time_limit_s=max(0.0, remaining), upper_s=upper * (1 + 1e-9), progress=say)
-    result.solver_seconds = time.monotonic() - t0
-    result.solver_notes.update({"passes": found.passes, "timed_out": found.timed_out, "dp_value": found.value})
-    consider("joint-dp", found.plan, result.solver_seconds, True)
-    bounds = [Bound(found.bound, "joint-dp")] if math.isfinite(found.bound) and found.bound > 0 else []
-    verdict = settle(
-        [Candidate(value, (plan, rep), name) for value, plan, rep, name in plans],
-        bounds,
-        infeasible_proofs=["joint-dp (exhaustive)"] if found.infeasible else [],
+    chain = ChainSettings(
+        solver="none",
+        time_limit_s=settings.time_limit_s,
+        threads=settings.threads,
+        progress_interval_s=settings.progress_interval_s,
     )
-    result.status, result.bound, result.gap = verdict.status, verdict.bound, verdict.gap
-    result.message = verdict.message + (f"; time limit {settings.time_limit_s:g}s reached" if found.timed_out else "")
-    result.discarded = list(verdict.discarded)
-    if verdict.best is not None:
-        value = verdict.best.value
-        plan, rep = verdict.best.solution
-        result.objective = value
-        result.stages = stage_rows(plan, rep)
-        result.time_per_sample = value
-        result.memory_bytes = {f"stage {q + 1}": st.memory_bytes for q, st in enumerate(rep.stages)}
-        result.loads = {f"stage {q + 1}": st.time_per_sample_s for q, st in enumerate(rep.stages)}
-        result.peak_memory_bytes = max(st.memory_bytes for st in rep.stages)
-    result.solve_seconds = time.monotonic() - start
+    steps = JointSteps(settings)
+    result = run_chain(steps, problem, chain)
+    assert isinstance(result, JointResult)
+    result.solver = "joint-dp"
+    if result.status is Status.UNKNOWN and not result.heuristics:
+        result.message = "the graph has more ideals than --max-ideals allows; raise --max-ideals"
+    elif result.solver_notes.get("timed_out"):
+        result.message += f"; time limit {settings.time_limit_s:g}s reached"
     return result
