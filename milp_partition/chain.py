@@ -428,6 +428,22 @@ class Steps(Protocol):
     def record(self, result: Result, problem: Any, best: Candidate[Any]) -> None: ...
 
 
+class StepDefaults:
+    """Defaults for the optional steps of :class:`Steps`: no reductions, no bounds, no refinement.
+
+    A problem's steps inherit from it and override what they have.
+    """
+
+    def reductions(self, run: Run[Any, Any]) -> Sequence[Reduction]:
+        return ()
+
+    def bounds(self, run: Run[Any, Any]) -> Iterable[Bound]:
+        return ()
+
+    def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[Any]]:
+        return ()
+
+
 def add_outcome(run: Run[Any, Any], steps: Steps, out: Outcome[Any]) -> float | None:
     """Lift, verify and record one heuristic outcome; return its verified value (``None`` when none)."""
     value: float | None = None

@@ -33,7 +33,7 @@ def gap_text(gap: float | None) -> str:
 
 
 def run_lines(result: Result, name_width: int = 9, digits: int = 10) -> list[str]:
-    """The time line, one line per heuristic run, and the warm start line."""
+    """The time line, one line per heuristic run, the warm start line and the claims the status policy discarded."""
     lines = [f"time       {result.solve_seconds:.2f} s total, {result.solver_seconds:.2f} s in {result.solver}"]
     for h in result.heuristics:
         lines.append(f"heuristic  {h.name:{name_width}s} {fmt(h.objective, digits)}  ({h.seconds:.3f} s) {h.message}")
@@ -42,6 +42,7 @@ def run_lines(result: Result, name_width: int = 9, digits: int = 10) -> list[str
         lines.append(
             f"warm start from {ws.get('source')} ({fmt(ws.get('objective'))}); solver's first incumbent {fmt(ws.get('first_incumbent'))}"
         )
+    lines.extend(f"discarded  {note}" for note in result.discarded)
     return lines
 
 

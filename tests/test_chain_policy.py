@@ -88,3 +88,12 @@ def test_feasible_without_any_bound() -> None:
 def test_objective_zero() -> None:
     v = settle([cand(0.0)], [Bound(0.0, "trivial")])
     assert v.status is Status.OPTIMAL and v.gap == 0.0
+
+
+def test_report_shows_what_the_policy_discarded() -> None:
+    from milp_partition.report import run_lines
+    from milp_partition.result import Result
+
+    result = Result("pipeline", "cbc", discarded=["cbc: optimal not taken as a proof (postprocessing warning)"])
+    assert any(line.startswith("discarded  cbc: optimal not taken") for line in run_lines(result))
+    assert not any(line.startswith("discarded") for line in run_lines(Result("pipeline", "cbc")))

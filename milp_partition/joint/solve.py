@@ -21,14 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from milp_partition.chain import (
-    Bound,
     Built,
     Candidate,
     ChainSettings,
     Evaluation,
     Outcome,
-    Reduction,
     Run,
+    StepDefaults,
     run_chain,
 )
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
@@ -57,7 +56,7 @@ def stage_rows(plan: JointPlan, report: JointReport) -> list[dict[str, Any]]:
 
 
 @dataclass(frozen=True)
-class JointSteps:
+class JointSteps(StepDefaults):
     """The joint problem's steps for :func:`milp_partition.chain.run_chain`.
 
     Heuristics are the baselines; the refinement is the exhaustive DP search, an exact method
@@ -87,12 +86,6 @@ class JointSteps:
     def verify(self, problem: JointProblem, solution: JointPlan) -> Evaluation[JointPlan]:
         rep = verify_joint(problem, solution)
         return Evaluation(rep.feasible, rep.objective, tuple(rep.violations), solution)
-
-    def reductions(self, run: Run[Any, Any]) -> Sequence[Reduction]:
-        return ()
-
-    def bounds(self, run: Run[Any, Any]) -> Iterable[Bound]:
-        return ()
 
     def heuristics(self, run: Run[Any, Any]) -> Iterable[Outcome[JointPlan]]:
         """Index the problem (ideals), then the baselines: the cheap two always, Piper-style with ``baselines``."""

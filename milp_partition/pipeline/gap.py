@@ -8,18 +8,17 @@ instance's, keeping its CPU cores and link) and ``memory_model`` (static, 1f1b).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from milp_partition.cluster import homogeneous_cluster
-from milp_partition.errors import InputError, MilpPartitionError
+from milp_partition.errors import InputError
 from milp_partition.heuristics.pipeline_dp import chain_dp, ideal_dp
 from milp_partition.heuristics.pipeline_simple import equal_split, greedy_fill
 from milp_partition.io import detect_format, read_instance
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, PipelineSolution
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
-from milp_partition.sweep.jobs import EXACT, GapJob
+from milp_partition.sweep.jobs import EXACT, GapJob, exact_row, heuristic_row
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.pipeline import verify_pipeline
 
@@ -90,23 +89,15 @@ def run(job: GapJob) -> dict[str, str]:
     """One heuristic or the exact solve on one instance at one point: a CSV row."""
     problem = load(job.path, job.point, dict(job.options))
     base = {"size": str(len(problem.graph.nodes)), "unit": problem.graph.time_unit}
-    t0 = time.perf_counter()
     if job.method == EXACT:
         result = solve_pipeline(problem, SolveSettings(time_limit_s=job.time_limit_s, threads=job.threads, seed=job.seed))
-        return job.row(
-            status=result.status, value=result.objective, bound=result.bound,
-            seconds=f"{result.solve_seconds:.4g}", message=result.message, **base,
-        )  # fmt: skip
-    try:
-        solution, message = HEURISTIC_FUNCTIONS[job.method](problem)
-    except KeyError:
-        raise InputError(f"unknown pipeline heuristic {job.method!r}; known: {', '.join(HEURISTICS)}") from None
-    except MilpPartitionError as exc:
-        return job.row(status="failed", seconds=f"{time.perf_counter() - t0:.4g}", message=str(exc), **base)
-    seconds = f"{time.perf_counter() - t0:.4g}"
-    if solution is None:
-        return job.row(status="failed", seconds=seconds, message=message, **base)
-    report = verify_pipeline(problem, solution)
-    if not report.feasible:
-        return job.row(status="rejected", seconds=seconds, message="verifier: " + "; ".join(report.violations[:3]), **base)
-    return job.row(status="feasible", value=report.objective, seconds=seconds, **base)
+        return exact_row(job, result, base)
+    heuristic = HEURISTIC_FUNCTIONS.get(job.method)
+    if heuristic is None:
+        raise InputError(f"unknown pipeline heuristic {job.method!r}; known: {', '.join(HEURISTICS)}")
+
+    def verify(solution: object) -> tuple[bool, float, list[str]]:
+        report = verify_pipeline(problem, solution)  # type: ignore[arg-type]
+        return report.feasible, report.objective, report.violations
+
+    return heuristic_row(job, base, lambda: heuristic(problem), verify)

@@ -17,14 +17,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from milp_partition.chain import (
-    Bound,
     Built,
     Candidate,
     ChainSettings,
     Evaluation,
     Outcome,
-    Reduction,
     Run,
+    StepDefaults,
     chain_settings,
     run_chain,
 )
@@ -75,7 +74,7 @@ DP_BUDGET_SHARE = 0.5
 
 
 @dataclass(frozen=True)
-class PipelineSteps:
+class PipelineSteps(StepDefaults):
     """The pipeline problem's steps for :func:`milp_partition.chain.run_chain`."""
 
     settings: SolveSettings
@@ -101,12 +100,6 @@ class PipelineSteps:
         report = verify_pipeline(problem, solution)
         return Evaluation(report.feasible, report.objective, tuple(report.violations))
 
-    def reductions(self, run: Run) -> Sequence[Reduction]:
-        return ()
-
-    def bounds(self, run: Run) -> Iterable[Bound]:
-        return ()
-
     def heuristics(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:
         """The chain DP and the ideal DP (heuristics here: neither proves a bound of the problem), then the balanced
         split when neither found a split; one time budget from the chain's start."""
@@ -126,9 +119,6 @@ class PipelineSteps:
             dp = fn()
             found = found or dp.solution is not None
             yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if dp.solution else None)
-
-    def refine(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:
-        return ()
 
     def build(self, run: Run) -> Built:
         best = run.best

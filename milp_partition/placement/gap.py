@@ -13,14 +13,14 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from milp_partition.errors import InputError, MilpPartitionError
+from milp_partition.errors import InputError
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS, run_placement_heuristic
 from milp_partition.io.native import parse_json, read_text_file
 from milp_partition.io.placement_instance import looks_like_placement_instance, read_placement_instance
 from milp_partition.placement.bounds import best_bound
-from milp_partition.placement.problem import PlacementProblem, PlacementSettings
+from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution
 from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
-from milp_partition.sweep.jobs import BOUND, EXACT, GapJob
+from milp_partition.sweep.jobs import BOUND, EXACT, GapJob, exact_row, heuristic_row
 from milp_partition.verifiers.placement import verify_placement
 
 HEURISTICS: tuple[str, ...] = tuple(PLACEMENT_HEURISTICS)
@@ -54,24 +54,18 @@ def run(job: GapJob) -> dict[str, str]:
     """One heuristic, the exact solve or the cheap bounds on one instance: a CSV row."""
     problem = load(job.path, job.point, dict(job.options))
     base = {"size": str(problem.num_tasks), "unit": problem.time_unit}
-    t0 = time.perf_counter()
     if job.method == EXACT:
         result = solve_placement(
             problem, PlacementSolveSettings(solver="cpsat", time_limit_s=job.time_limit_s, threads=job.threads, seed=job.seed)
         )
-        return job.row(
-            status=result.status, value=result.objective, bound=result.bound,
-            seconds=f"{result.solve_seconds:.4g}", message=result.message, **base,
-        )  # fmt: skip
+        return exact_row(job, result, base)
     if job.method == BOUND:
+        t0 = time.perf_counter()
         bounds = best_bound(problem)
         return job.row(status="bound", bound=bounds.best, seconds=f"{time.perf_counter() - t0:.4g}", **base)
-    try:
-        solution = run_placement_heuristic(job.method, problem)
-    except MilpPartitionError as exc:
-        return job.row(status="failed", seconds=f"{time.perf_counter() - t0:.4g}", message=str(exc), **base)
-    seconds = f"{time.perf_counter() - t0:.4g}"
-    report = verify_placement(problem, solution)
-    if not report.feasible:
-        return job.row(status="rejected", seconds=seconds, message="verifier: " + "; ".join(report.violations[:3]), **base)
-    return job.row(status="feasible", value=report.makespan, seconds=seconds, **base)
+
+    def verify(solution: PlacementSolution) -> tuple[bool, float, list[str]]:
+        report = verify_placement(problem, solution)
+        return report.feasible, report.makespan, list(report.violations)
+
+    return heuristic_row(job, base, lambda: (run_placement_heuristic(job.method, problem), ""), verify)

@@ -37,8 +37,8 @@ from milp_partition.chain import (
     ChainSettings,
     Evaluation,
     Outcome,
-    Reduction,
     Run,
+    StepDefaults,
     chain_settings,
     run_chain,
     say,
@@ -163,7 +163,7 @@ def best_heuristic_makespan(problem: PlacementProblem, settings: PlacementSolveS
 
 
 @dataclass(frozen=True)
-class PlacementSteps:
+class PlacementSteps(StepDefaults):
     """The placement problem's steps for :func:`milp_partition.chain.run_chain`."""
 
     settings: PlacementSolveSettings
@@ -188,9 +188,6 @@ class PlacementSteps:
     def verify(self, problem: PlacementProblem, solution: PlacementSolution) -> Evaluation[PlacementSolution]:
         report = verify_placement(problem, solution)
         return Evaluation(report.feasible, report.makespan, tuple(report.violations), report.schedule or solution)
-
-    def reductions(self, run: Run) -> Sequence[Reduction]:
-        return ()
 
     def bounds(self, run: Run) -> Iterable[Bound]:
         """The lower bounds of :mod:`milp_partition.placement.bounds` (critical path, loads, transfer flow, ...)."""

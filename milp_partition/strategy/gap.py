@@ -11,7 +11,6 @@ the file has none) and ``memory_model`` (static, liveness).
 from __future__ import annotations
 
 import re
-import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -32,7 +31,7 @@ from milp_partition.strategy.layers import (
 from milp_partition.strategy.memory import MemoryModelSettings, with_memory
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
-from milp_partition.sweep.jobs import EXACT, GapJob
+from milp_partition.sweep.jobs import EXACT, GapJob, exact_row, heuristic_row
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.strategy import verify_strategy
 
@@ -161,23 +160,15 @@ def run(job: GapJob) -> dict[str, str]:
     """One heuristic or the exact solve on one instance at one point: a CSV row."""
     problem = load(job.path, job.point, dict(job.options))
     base = {"size": str(len(problem.nodes)), "unit": problem.cost_unit}
-    t0 = time.perf_counter()
     if job.method == EXACT:
         result = solve_strategy(problem, StrategySolveSettings(time_limit_s=job.time_limit_s, threads=job.threads, seed=job.seed))
-        return job.row(
-            status=result.status, value=result.objective, bound=result.bound,
-            seconds=f"{result.solve_seconds:.4g}", message=result.message, **base,
-        )  # fmt: skip
-    try:
-        solution, message = HEURISTIC_FUNCTIONS[job.method](problem)
-    except KeyError:
-        raise InputError(f"unknown strategy heuristic {job.method!r}; known: {', '.join(HEURISTICS)}") from None
-    except MilpPartitionError as exc:
-        return job.row(status="failed", seconds=f"{time.perf_counter() - t0:.4g}", message=str(exc), **base)
-    seconds = f"{time.perf_counter() - t0:.4g}"
-    if solution is None:
-        return job.row(status="failed", seconds=seconds, message=message, **base)
-    report = verify_strategy(problem, solution)
-    if not report.feasible:
-        return job.row(status="rejected", seconds=seconds, message="verifier: " + "; ".join(report.violations[:3]), **base)
-    return job.row(status="feasible", value=report.objective, seconds=seconds, **base)
+        return exact_row(job, result, base)
+    heuristic = HEURISTIC_FUNCTIONS.get(job.method)
+    if heuristic is None:
+        raise InputError(f"unknown strategy heuristic {job.method!r}; known: {', '.join(HEURISTICS)}")
+
+    def verify(solution: object) -> tuple[bool, float, list[str]]:
+        report = verify_strategy(problem, solution)  # type: ignore[arg-type]
+        return report.feasible, report.objective, report.violations
+
+    return heuristic_row(job, base, lambda: heuristic(problem), verify)

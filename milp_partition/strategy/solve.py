@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 
 from milp_partition.chain import (
-    Bound,
     Built,
     Candidate,
     ChainSettings,
     Evaluation,
     Outcome,
     Run,
+    StepDefaults,
     chain_settings,
     run_chain,
 )
@@ -131,7 +131,7 @@ class _Reduce:
 
 
 @dataclass(frozen=True)
-class StrategySteps:
+class StrategySteps(StepDefaults):
     """The strategy problem's steps for :func:`milp_partition.chain.run_chain`."""
 
     settings: StrategySolveSettings
@@ -162,9 +162,6 @@ class StrategySteps:
 
     def reductions(self, run: Run) -> Sequence[_Reduce]:
         return (_Reduce(),) if self.settings.reduce else ()
-
-    def bounds(self, run: Run) -> Iterable[Bound]:
-        return ()
 
     def heuristics(self, run: Run) -> Iterable[Outcome[StrategySolution]]:
         """The DPs (exact without a memory limit, a relaxation bound under one), then the Lagrangian bound."""

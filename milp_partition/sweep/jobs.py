@@ -14,10 +14,14 @@ import hashlib
 import math
 import os
 import tempfile
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from milp_partition.errors import InputError
+from milp_partition.errors import InputError, MilpPartitionError
+from milp_partition.result import Result
 from milp_partition.sweep.grid import point_text
 
 #: The method name of the exact solve.
@@ -193,3 +197,40 @@ def compact(path: Path) -> list[dict[str, str]]:
         w.writerows(rows)
     os.replace(tmp, path)
     return rows
+
+
+def exact_row(job: GapJob, result: Result, base: dict[str, str]) -> dict[str, str]:
+    """The CSV row of an exact solve: its status, verified value, proven bound, time and message."""
+    return job.row(
+        status=result.status,
+        value=result.objective,
+        bound=result.bound,
+        seconds=f"{result.solve_seconds:.4g}",
+        message=result.message,
+        **base,
+    )
+
+
+def heuristic_row(
+    job: GapJob,
+    base: dict[str, str],
+    heuristic: Callable[[], tuple[Any, str]],
+    verify: Callable[[Any], tuple[bool, float, Sequence[str]]],
+) -> dict[str, str]:
+    """Run one heuristic (``() -> (solution or None, message)``) and score it with the problem's verifier.
+
+    The row is ``failed`` (an error or no solution), ``rejected`` (the verifier refuses it) or
+    ``feasible`` with the verifier's value; the time is the heuristic's alone.
+    """
+    t0 = time.perf_counter()
+    try:
+        solution, message = heuristic()
+    except MilpPartitionError as exc:
+        return job.row(status="failed", seconds=f"{time.perf_counter() - t0:.4g}", message=str(exc), **base)
+    seconds = f"{time.perf_counter() - t0:.4g}"
+    if solution is None:
+        return job.row(status="failed", seconds=seconds, message=message, **base)
+    feasible, value, violations = verify(solution)
+    if not feasible:
+        return job.row(status="rejected", seconds=seconds, message="verifier: " + "; ".join(violations[:3]), **base)
+    return job.row(status="feasible", value=value, seconds=seconds, **base)
