@@ -505,6 +505,18 @@ def run_chain(steps: Steps, problem: Any, settings: ChainSettings) -> Result:
     return result
 
 
+def nested(result: Result) -> Result:
+    """A nested chain's result (a quick solve, a segment, a tied problem): re-raise the interrupt it caught.
+
+    :func:`run_chain` turns Ctrl-C or SIGTERM into a result; a chain that runs another one
+    must stop too, so the interrupt travels up to the outermost chain, which settles on what
+    it has verified.
+    """
+    if result.solver_notes.get("interrupted"):
+        raise KeyboardInterrupt
+    return result
+
+
 def _solve_exact(run: Run[Any, Any], steps: Steps) -> SolverClaim | None:
     """Build, hint, solve, decode, lift and verify; the back-end's answer becomes a claim for :func:`settle`."""
     built = steps.build(run)

@@ -97,3 +97,15 @@ def test_report_shows_what_the_policy_discarded() -> None:
     result = Result("pipeline", "cbc", discarded=["cbc: optimal not taken as a proof (postprocessing warning)"])
     assert any(line.startswith("discarded  cbc: optimal not taken") for line in run_lines(result))
     assert not any(line.startswith("discarded") for line in run_lines(Result("pipeline", "cbc")))
+
+
+def test_nested_chain_passes_an_interrupt_up() -> None:
+    """A chain run inside another (quick solve, segment, tied problem) re-raises the interrupt it turned into a result."""
+    from milp_partition.chain import nested
+    from milp_partition.result import Result
+
+    calm = Result("placement", "cpsat")
+    assert nested(calm) is calm
+    stopped = Result("placement", "cpsat", solver_notes={"interrupted": True})
+    with pytest.raises(KeyboardInterrupt):
+        nested(stopped)

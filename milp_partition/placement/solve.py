@@ -40,6 +40,7 @@ from milp_partition.chain import (
     Run,
     StepDefaults,
     chain_settings,
+    nested,
     run_chain,
     say,
 )
@@ -224,13 +225,14 @@ class PlacementSteps(StepDefaults):
         again = (
             (run.best.source,) if run.best is not None and run.best.source in (*PLACEMENT_HEURISTICS, "single-device") else None
         )
-        first = solve_placement(
-            problem,
-            replace(
-                settings, decompose=False, time_limit_s=quick_s, flow_bound=settings.flow_bound and dec.useful,
-                heuristics=again or settings.heuristics,
-            ),
-        )  # fmt: skip
+        quick = replace(
+            settings,
+            decompose=False,
+            time_limit_s=quick_s,
+            flow_bound=settings.flow_bound and dec.useful,
+            heuristics=again or settings.heuristics,
+        )
+        first = nested(solve_placement(problem, quick))
         run.result.solver_notes["quick_solve_s"] = quick_s
         for key, value in first.solver_notes.items():
             run.result.solver_notes.setdefault(key, value)
@@ -352,7 +354,7 @@ def _segment_solver(
     )
 
     def solve_segment(sub: PlacementProblem, limit_s: float) -> tuple[float, float, bool, PlacementSolution | None]:
-        r = solve_placement(sub, replace(sub_settings, time_limit_s=limit_s))
+        r = nested(solve_placement(sub, replace(sub_settings, time_limit_s=limit_s)))
         if r.status == "infeasible":
             return math.inf, math.inf, True, None
         if r.objective is None:

@@ -39,6 +39,7 @@ from milp_partition.chain import (
     Run,
     StepDefaults,
     chain_settings,
+    nested,
     run_chain,
 )
 from milp_partition.formulations import strategy as formulation
@@ -269,7 +270,7 @@ class StrategySteps(StepDefaults):
         # the quotient's optimum is the best *tied* solution, not the problem's optimum: its bound is never used
         q = quotient(work, ties)
         run.say(f"[ties] solving the tied problem: {len(q.problem.nodes)} layers, {q.problem.total_configs} configurations")
-        inner = solve_strategy(q.problem, replace(settings, tie_blocks=False, time_limit_s=max(1.0, run.remaining_s())))
+        inner = nested(solve_strategy(q.problem, replace(settings, tie_blocks=False, time_limit_s=max(1.0, run.remaining_s()))))
         run.result.solver_notes["ties"].update(
             {"tied_layers": len(q.problem.nodes), "tied_status": str(inner.status), "tied_objective": inner.objective}
         )
