@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,6 @@ from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, J
 
 #: Value of the ``format`` field of a native joint file.
 JOINT_FORMAT = "milp-partition-joint/1"
-_PIPER_TOP = ("nodes", "edges")
-_PIPER_KEYS = ("TMPCs",)
 
 
 def looks_like_piper(data: Any) -> bool:
@@ -219,40 +218,75 @@ def _overrides(fields: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str
     return out
 
 
-def piper_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProblem:
-    """A :class:`JointProblem` from parsed Piper JSON; ``overrides`` (``devices``, ``memory_bytes``, ...) replace the file's cluster."""
+@dataclass(frozen=True)
+class _Keys:
+    """The field names of one joint format (Piper's JSON, or the native one): the readers share everything else."""
+
+    configs: str
+    edge_source: str
+    edge_target: str
+    edge_bytes: str
+    time: str
+    parameters: str
+    activation: str
+    fixed: str
+    sync_fw: str
+    sync_bw: str
+
+
+_PIPER_FIELDS = _Keys(
+    "TMPCs", "sourceId", "destId", "communicationCost",
+    "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw",
+)  # fmt: skip
+_NATIVE_FIELDS = _Keys(
+    "configs", "source", "target", "bytes",
+    "time_per_sample_s", "parameter_bytes", "activation_bytes", "fixed_bytes", "sync_fw_bytes", "sync_bw_bytes",
+)  # fmt: skip
+
+
+def _read_graph(data: Any, keys: _Keys, cluster: dict[str, Any], source: str) -> JointProblem:
+    """Nodes, edges and configurations of either format (field names from ``keys``), then the problem."""
     nodes_raw = _get(data, "nodes", "top level", source)
     edges_raw = _get(data, "edges", "top level", source)
     if not isinstance(nodes_raw, list) or not isinstance(edges_raw, list):
         raise InputError("'nodes' and 'edges' must be lists", source=source, where="top level")
     raw: list[tuple[str, str, Any, str]] = []
     for j, n in enumerate(nodes_raw):
-        where = f"nodes[{j}]"
-        node_id = _id(_get(n, "id", where, source), f"{where}.id", source)
+        node_id = _id(_get(n, "id", f"nodes[{j}]", source), f"nodes[{j}].id", source)
         where = f"node {node_id}"
-        raw.append((node_id, str(n.get("name", "")), _get(n, "TMPCs", where, source), where + " TMPCs"))
+        raw.append((node_id, str(n.get("name", "")), _get(n, keys.configs, where, source), f"{where} {keys.configs}"))
     known = {r[0] for r in raw}
     edges: list[JointEdge] = []
     for j, e in enumerate(edges_raw):
         where = f"edges[{j}]"
-        s = _id(_get(e, "sourceId", where, source), f"{where}.sourceId", source)
-        t = _id(_get(e, "destId", where, source), f"{where}.destId", source)
-        for key, v in (("sourceId", s), ("destId", t)):
+        s = _id(_get(e, keys.edge_source, where, source), f"{where}.{keys.edge_source}", source)
+        t = _id(_get(e, keys.edge_target, where, source), f"{where}.{keys.edge_target}", source)
+        for key, v in ((keys.edge_source, s), (keys.edge_target, t)):
             if v not in known:
                 raise InputError(f"unknown node id {v!r}", source=source, where=f"{where}.{key}")
-        edges.append(JointEdge(s, t, _number(_get(e, "communicationCost", where, source), f"{where}.communicationCost", source)))
+        edges.append(JointEdge(s, t, _number(_get(e, keys.edge_bytes, where, source), f"{where}.{keys.edge_bytes}", source)))
+
+    def number(c: Any, key: str, where: str) -> float:
+        return _number(_get(c, key, where, source), f"{where}.{key}", source)
 
     def read_config(c: Any, where: str, preds: set[str], succs: set[str]) -> JointConfig:
         return JointConfig(
             id=str(_get(c, "id", where, source)),
-            time_per_sample_s=_number(_get(c, "timePerSample", where, source), f"{where}.timePerSample", source),
-            parameter_bytes=_number(_get(c, "parameterSize", where, source), f"{where}.parameterSize", source),
-            activation_bytes=_number(_get(c, "memoryUsageA", where, source), f"{where}.memoryUsageA", source),
-            fixed_bytes=_number(_get(c, "memoryUsageB", where, source), f"{where}.memoryUsageB", source),
-            sync_fw_bytes=_sync_map(c.get("syncTimeFw", {}), preds, f"{where}.syncTimeFw", source, "predecessor"),
-            sync_bw_bytes=_sync_map(c.get("syncTimeBw", {}), succs, f"{where}.syncTimeBw", source, "successor"),
+            time_per_sample_s=number(c, keys.time, where),
+            parameter_bytes=number(c, keys.parameters, where),
+            activation_bytes=number(c, keys.activation, where),
+            fixed_bytes=number(c, keys.fixed, where),
+            sync_fw_bytes=_sync_map(c.get(keys.sync_fw, {}), preds, f"{where}.{keys.sync_fw}", source, "predecessor"),
+            sync_bw_bytes=_sync_map(c.get(keys.sync_bw, {}), succs, f"{where}.{keys.sync_bw}", source, "successor"),
         )
 
+    return _build(raw, edges, read_config, cluster, str(data.get("name", "")), source)
+
+
+def piper_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProblem:
+    """A :class:`JointProblem` from parsed Piper JSON; ``overrides`` (``devices``, ``memory_bytes``, ...) replace the file's cluster."""
+    if not isinstance(data, Mapping):  # the message _get gives (the cluster fields are read first here)
+        raise InputError(f"expected a JSON object, got {type(data).__name__}", source=source, where="top level")
     cluster = _overrides(
         {
             "devices": data.get("maxDevices"),
@@ -262,7 +296,7 @@ def piper_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProbl
         },
         overrides,
     )
-    return _build(raw, edges, read_config, cluster, str(data.get("name", "")), source)
+    return _read_graph(data, _PIPER_FIELDS, cluster, source)
 
 
 def joint_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProblem:
@@ -273,41 +307,11 @@ def joint_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProbl
         raise InputError(
             f'not a joint-problem file: expected "format": "{JOINT_FORMAT}" or Piper\'s JSON (nodes with TMPCs)', source=source
         )
-    nodes_raw = _get(data, "nodes", "top level", source)
-    edges_raw = _get(data, "edges", "top level", source)
-    if not isinstance(nodes_raw, list) or not isinstance(edges_raw, list):
-        raise InputError("'nodes' and 'edges' must be lists", source=source, where="top level")
-    raw = []
-    for j, n in enumerate(nodes_raw):
-        node_id = _id(_get(n, "id", f"nodes[{j}]", source), f"nodes[{j}].id", source)
-        raw.append((node_id, str(n.get("name", "")), _get(n, "configs", f"node {node_id}", source), f"node {node_id} configs"))
-    known = {r[0] for r in raw}
-    edges = []
-    for j, e in enumerate(edges_raw):
-        where = f"edges[{j}]"
-        s = _id(_get(e, "source", where, source), f"{where}.source", source)
-        t = _id(_get(e, "target", where, source), f"{where}.target", source)
-        for key, v in (("source", s), ("target", t)):
-            if v not in known:
-                raise InputError(f"unknown node id {v!r}", source=source, where=f"{where}.{key}")
-        edges.append(JointEdge(s, t, _number(_get(e, "bytes", where, source), f"{where}.bytes", source)))
-
-    def read_config(c: Any, where: str, preds: set[str], succs: set[str]) -> JointConfig:
-        return JointConfig(
-            id=str(_get(c, "id", where, source)),
-            time_per_sample_s=_number(_get(c, "time_per_sample_s", where, source), f"{where}.time_per_sample_s", source),
-            parameter_bytes=_number(_get(c, "parameter_bytes", where, source), f"{where}.parameter_bytes", source),
-            activation_bytes=_number(_get(c, "activation_bytes", where, source), f"{where}.activation_bytes", source),
-            fixed_bytes=_number(_get(c, "fixed_bytes", where, source), f"{where}.fixed_bytes", source),
-            sync_fw_bytes=_sync_map(c.get("sync_fw_bytes", {}), preds, f"{where}.sync_fw_bytes", source, "predecessor"),
-            sync_bw_bytes=_sync_map(c.get("sync_bw_bytes", {}), succs, f"{where}.sync_bw_bytes", source, "successor"),
-        )
-
     cl = data.get("cluster", {}) or {}
     if not isinstance(cl, Mapping):
         raise InputError("expected an object", source=source, where="cluster")
     cluster = _overrides({k: cl.get(k) for k in ("devices", "memory_bytes", "bandwidth_bytes_per_s", "microbatches")}, overrides)
-    return _build(raw, edges, read_config, cluster, str(data.get("name", "")), source)
+    return _read_graph(data, _NATIVE_FIELDS, cluster, source)
 
 
 def read_joint(path: str | Path, **overrides: Any) -> JointProblem:
