@@ -75,11 +75,12 @@ S = TypeVar("S")
 
 @dataclass(frozen=True)
 class Candidate(Generic[S]):
-    """A solution of the original problem and the verifier's value of it."""
+    """A solution of the original problem, the verifier's value of it and its report (for ``Steps.record``)."""
 
     value: float
     solution: S
     source: str
+    report: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -340,12 +341,16 @@ class Run(Generic[P, S]):
 
 @dataclass(frozen=True)
 class Evaluation(Generic[S]):
-    """The verifier's word on a solution: feasible or not, its value, and (optionally) a canonical form of it."""
+    """The verifier's word on a solution: feasible or not, its value, (optionally) a canonical form of it, and its report.
+
+    The report travels with the candidate, so that ``Steps.record`` does not verify the best solution again.
+    """
 
     feasible: bool
     value: float
     violations: tuple[str, ...] = ()
     solution: S | None = None
+    report: Any = None
 
 
 @dataclass(frozen=True)
@@ -453,7 +458,7 @@ def add_outcome(run: Run[Any, Any], steps: Steps, out: Outcome[Any]) -> float | 
         ev = steps.verify(run.problem, lifted)
         if ev.feasible:
             value = ev.value
-            run.candidates.append(Candidate(value, ev.solution if ev.solution is not None else lifted, out.name))
+            run.candidates.append(Candidate(value, ev.solution if ev.solution is not None else lifted, out.name, ev.report))
             if out.value is not None and not math.isclose(value, out.value, rel_tol=1e-9, abs_tol=1e-12):
                 message += f" (verifier value {value!r} differs from the method's {out.value!r})"
         else:
@@ -544,7 +549,7 @@ def _solve_exact(run: Run[Any, Any], steps: Steps) -> SolverClaim | None:
             slack += float(out.notes.get("rounding_error", 0.0) or 0.0)  # type: ignore[arg-type]
             if ev.value > out.objective + slack:
                 doubt = f"the verifier's value {ev.value!r} is above the solver's objective {out.objective!r}"
-            run.candidates.append(Candidate(ev.value, ev.solution if ev.solution is not None else solution, source))
+            run.candidates.append(Candidate(ev.value, ev.solution if ev.solution is not None else solution, source, ev.report))
     if not built.proves:
         return None
     return SolverClaim(source, out.status, bound, built.cutoff, doubt)

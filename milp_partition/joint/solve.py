@@ -85,7 +85,7 @@ class JointSteps(StepDefaults):
 
     def verify(self, problem: JointProblem, solution: JointPlan) -> Evaluation[JointPlan]:
         rep = verify_joint(problem, solution)
-        return Evaluation(rep.feasible, rep.objective, tuple(rep.violations), solution)
+        return Evaluation(rep.feasible, rep.objective, tuple(rep.violations), solution, rep)
 
     def heuristics(self, run: Run[Any, Any]) -> Iterable[Outcome[JointPlan]]:
         """Index the problem (ideals), then the baselines: the cheap two always, Piper-style with ``baselines``."""
@@ -143,7 +143,7 @@ class JointSteps(StepDefaults):
         raise NotImplementedError("the joint problem has no formulation to decode")
 
     def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
-        rep = verify_joint(problem, best.solution)
+        rep = best.report or verify_joint(problem, best.solution)
         assert isinstance(result, JointResult)
         result.stages = stage_rows(best.solution, rep)
         result.time_per_sample = best.value

@@ -98,7 +98,7 @@ class PipelineSteps(StepDefaults):
 
     def verify(self, problem: PipelineProblem, solution: PipelineSolution) -> Evaluation[PipelineSolution]:
         report = verify_pipeline(problem, solution)
-        return Evaluation(report.feasible, report.objective, tuple(report.violations))
+        return Evaluation(report.feasible, report.objective, tuple(report.violations), report=report)
 
     def heuristics(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:
         """The chain DP and the ideal DP (heuristics here: neither proves a bound of the problem), then the balanced
@@ -137,7 +137,7 @@ class PipelineSteps(StepDefaults):
         return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: PipelineProblem, best: Candidate[PipelineSolution]) -> None:
-        report = verify_pipeline(problem, best.solution)
+        report = best.report or verify_pipeline(problem, best.solution)
         result.assignment = dict(best.solution.assignment)
         result.time_per_sample = report.time_per_sample
         result.peak_memory_bytes = report.peak_memory_bytes

@@ -188,7 +188,7 @@ class PlacementSteps(StepDefaults):
 
     def verify(self, problem: PlacementProblem, solution: PlacementSolution) -> Evaluation[PlacementSolution]:
         report = verify_placement(problem, solution)
-        return Evaluation(report.feasible, report.makespan, tuple(report.violations), report.schedule or solution)
+        return Evaluation(report.feasible, report.makespan, tuple(report.violations), report.schedule or solution, report)
 
     def bounds(self, run: Run) -> Iterable[Bound]:
         """The lower bounds of :mod:`milp_partition.placement.bounds` (critical path, loads, transfer flow, ...)."""
@@ -279,7 +279,7 @@ class PlacementSteps(StepDefaults):
         return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: PlacementProblem, best: Candidate[PlacementSolution]) -> None:
-        report = verify_placement(problem, best.solution)
+        report = best.report or verify_placement(problem, best.solution)
         schedule = report.schedule or best.solution
         result.assignment = {t: problem.device_ids[int(schedule.device[i])] for i, t in enumerate(problem.task_ids)}
         result.starts = {t: float(schedule.start[i]) for i, t in enumerate(problem.task_ids)}

@@ -159,7 +159,7 @@ class StrategySteps(StepDefaults):
 
     def verify(self, problem: StrategyProblem, solution: StrategySolution) -> Evaluation[StrategySolution]:
         report = verify_strategy(problem, solution)
-        return Evaluation(report.feasible, report.objective, tuple(report.violations))
+        return Evaluation(report.feasible, report.objective, tuple(report.violations), report=report)
 
     def reductions(self, run: Run) -> Sequence[_Reduce]:
         return (_Reduce(),) if self.settings.reduce else ()
@@ -301,7 +301,7 @@ class StrategySteps(StepDefaults):
         return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: StrategyProblem, best: Candidate[StrategySolution]) -> None:
-        report = verify_strategy(problem, best.solution)
+        report = best.report or verify_strategy(problem, best.solution)
         result.assignment = dict(best.solution.choice)
         result.memory_bytes = {"per_device": report.memory_bytes}
 
