@@ -56,3 +56,30 @@ def test_ray_run_that_raises_is_an_error_row(local_ray, tmp_path):
     jobs = [GapJob("placement", str(tmp_path / "gone.json"), "gone", "0", (), "heft")]
     rows = list(run_jobs(jobs, ExecutorSettings("ray"), Progress(1, enabled=False)))
     assert len(rows) == 1 and rows[0]["status"] == "error" and "gone.json" in rows[0]["message"]
+
+
+def test_ray_worker_that_dies_is_an_error_row_and_the_other_rows_are_intact(shared_benchmarks, local_ray):
+    """One run kills its Ray worker (``os._exit``): that run is an error row; the others' rows equal the in-process ones."""
+    import os
+
+    from milp_partition.sweep.executors import ExecutorSettings, Progress, run_jobs
+    from milp_partition.sweep.jobs import GapJob
+    from milp_partition.sweep.registry import execute
+
+    def runner(job):  # defined here, so Ray ships it by value to the workers
+        if job.method == "heft" and job.instance == "die":
+            os._exit(7)
+        return execute(job)
+
+    path = str(shared_benchmarks / "placement" / "example-1.json")
+    jobs = [GapJob("placement", path, "die", "0", (), "heft")]
+    jobs += [GapJob("placement", path, "example-1", "0", (), m) for m in ("heft", "m-topo", "m-etf")]
+    rows = list(run_jobs(jobs, ExecutorSettings("ray"), Progress(len(jobs), enabled=False), runner=runner))
+    assert len(rows) == len(jobs)
+    by = {(r["instance"], r["method"]): r for r in rows}
+    dead = by["die", "heft"]
+    assert dead["status"] == "error" and "Ray" in dead["message"] and "died" in dead["message"]  # WorkerCrashedError
+    for job in jobs[1:]:  # the other runs are intact: the same rows as running them here (times aside)
+        got, want = by[job.instance, job.method], execute(job)
+        assert {k: v for k, v in got.items() if k not in TIMING} == {k: v for k, v in want.items() if k not in TIMING}
+        assert got["status"] == "feasible" and float(got["value"]) >= 30.0  # example-1's optimum is 30

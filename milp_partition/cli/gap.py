@@ -1,7 +1,8 @@
 """The ``gap`` command: each heuristic of a problem against its exact solve, over a settings grid.
 
-``milp-partition gap INSTANCES... [--problem auto|pipeline|strategy|placement] [--heuristics a,b]
+``milp-partition gap INSTANCES... [--problem auto|pipeline|strategy|placement|joint] [--heuristics a,b]
 [--devices 4,8,16] [--memory 8GiB,16GiB] [--micro-batches 4,8] [--memory-model static,1f1b]
+[--bandwidth 25GiB/s]
 [--time-limit S] [--threads N] [--no-exact] [--jobs N] [--executor local|ray [--address ADDR]]
 [--output-dir results/] [--name gap]``
 
@@ -46,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g.add_argument("--devices", help="accelerator counts, e.g. 4,8,16 (pipeline; strategy layers files; tables run at their p)")
     g.add_argument("--memory", help="memory per accelerator, e.g. 8GiB,16GiB (pipeline; strategy limit)")
     g.add_argument("--micro-batches", help="micro-batches per batch, e.g. 4,8 (joint)")
+    g.add_argument("--bandwidth", help="bandwidth from each device to the outside, e.g. 25GiB/s (joint)")
     g.add_argument("--memory-model", help="memory models, e.g. static,1f1b (pipeline), static,liveness (strategy, placement)")
     p.add_argument("--link-contention", action="store_true", help="placement: serialize transfers per device port")
     p.add_argument("--time-limit", type=float, default=60.0, help="exact solver time limit per run in seconds (default 60)")
@@ -94,7 +96,7 @@ def build_jobs(args: argparse.Namespace, code: str) -> tuple[list[GapJob], list[
     """Every run of the sweep (bad input fails here, before any run) and the warnings for skipped files."""
     if args.time_limit <= 0 or args.threads < 1 or args.jobs < 1:
         raise InputError("--time-limit must be positive, --threads and --jobs at least 1", where="gap options")
-    grid = parse_grid(args.devices, args.memory, args.micro_batches, args.memory_model)
+    grid = parse_grid(args.devices, args.memory, args.micro_batches, args.memory_model, args.bandwidth)
     warnings: list[str] = []
     files: list[tuple[Path, str]] = []
     for path in args.instances:
@@ -127,7 +129,7 @@ def build_jobs(args: argparse.Namespace, code: str) -> tuple[list[GapJob], list[
 
 def _command(args: argparse.Namespace) -> str:
     parts = ["milp-partition gap", *map(str, args.instances)]
-    for flag in ("problem", "heuristics", "devices", "memory", "micro_batches", "memory_model"):
+    for flag in ("problem", "heuristics", "devices", "memory", "micro_batches", "memory_model", "bandwidth"):
         value = getattr(args, flag)
         if value is not None and not (flag == "problem" and value == "auto"):
             parts.append(f"--{flag.replace('_', '-')} {value}")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -78,12 +78,22 @@ class Progress:
             self.stream.flush()
 
 
-def run_jobs(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress) -> Iterator[dict[str, str]]:
-    """Run ``jobs`` with the chosen executor; yield each row as its run ends."""
+#: What runs one job where the executor puts it: ``job -> CSV row`` (picklable; the default is the registry's).
+Runner = Callable[[GapJob], dict[str, str]]
+
+
+def run_jobs(
+    jobs: list[GapJob], settings: ExecutorSettings, progress: Progress, runner: Runner = execute
+) -> Iterator[dict[str, str]]:
+    """Run ``jobs`` with the chosen executor; yield each row as its run ends.
+
+    ``runner`` runs one job in a worker; tests pass one that kills its worker to check that
+    the death becomes an ``error`` row.
+    """
     if settings.kind == "local":
-        yield from _run_local(jobs, settings.workers, progress)
+        yield from _run_local(jobs, settings.workers, progress, runner)
     elif settings.kind == "ray":
-        yield from _run_ray(jobs, settings, progress)
+        yield from _run_ray(jobs, settings, progress, runner)
     else:
         raise InputError(f"unknown executor {settings.kind!r}; known: {', '.join(EXECUTORS)}", where="--executor")
 
@@ -92,16 +102,16 @@ def _died(job: GapJob, what: str) -> dict[str, str]:
     return job.row(status="error", message=f"the run did not return: {what}")
 
 
-def _run_local(jobs: list[GapJob], workers: int, progress: Progress) -> Iterator[dict[str, str]]:
+def _run_local(jobs: list[GapJob], workers: int, progress: Progress, runner: Runner) -> Iterator[dict[str, str]]:
     if workers == 1:
         for i, job in enumerate(jobs):
             progress.update(running=1)
-            row = execute(job)
+            row = runner(job)
             progress.update(running=0 if i == len(jobs) - 1 else 1, finished=row)
             yield row
         return
     with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending: dict[Future, GapJob] = {pool.submit(execute, job): job for job in jobs}
+        pending: dict[Future, GapJob] = {pool.submit(runner, job): job for job in jobs}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
@@ -116,7 +126,7 @@ def _run_local(jobs: list[GapJob], workers: int, progress: Progress) -> Iterator
                 yield row
 
 
-def _run_ray(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress) -> Iterator[dict[str, str]]:
+def _run_ray(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress, runner: Runner) -> Iterator[dict[str, str]]:
     try:
         import ray
     except ImportError:
@@ -131,7 +141,7 @@ def _run_ray(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress)
             ray.init(num_cpus=settings.ray_num_cpus, include_dashboard=False, log_to_driver=False)
         started = True
     try:
-        remote = ray.remote(max_retries=0)(execute)
+        remote = ray.remote(max_retries=0)(runner)
         cpus = max(1, int(ray.cluster_resources().get("CPU", 1)))
         # an exact run asks for its solver threads, capped at the cluster's CPUs (more could never be scheduled)
         refs = {

@@ -1,4 +1,4 @@
-"""The settings grid of a sweep: devices x memory x micro-batches x memory model.
+"""The settings grid of a sweep: devices x memory x micro-batches x memory model x bandwidth.
 
 Each problem uses the axes it has (:attr:`GapProblem.axes`); the others are dropped
 from its points, and points that then coincide are run once.
@@ -10,10 +10,10 @@ import itertools
 from dataclasses import dataclass
 
 from milp_partition.errors import InputError
-from milp_partition.units import parse_bytes
+from milp_partition.units import parse_bytes, parse_rate
 
 #: Grid axes in the order they appear in a point's text.
-AXES: tuple[str, ...] = ("devices", "memory", "micro_batches", "memory_model")
+AXES: tuple[str, ...] = ("devices", "memory", "micro_batches", "memory_model", "bandwidth")
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class Grid:
     memory: tuple[str, ...] = ()
     micro_batches: tuple[int, ...] = ()
     memory_model: tuple[str, ...] = ()
+    bandwidth: tuple[str, ...] = ()
 
     def points(self, axes: dict[str, tuple[str, ...] | None]) -> list[tuple[tuple[str, str], ...]]:
         """The distinct points for a problem whose axes are ``axes`` (name -> allowed values or ``None`` = any).
@@ -44,7 +45,13 @@ class Grid:
         return [tuple(p) for p in itertools.product(*values)] if values else [()]
 
 
-def parse_grid(devices: str | None, memory: str | None, micro_batches: str | None, memory_model: str | None) -> Grid:
+def parse_grid(
+    devices: str | None,
+    memory: str | None,
+    micro_batches: str | None,
+    memory_model: str | None,
+    bandwidth: str | None = None,
+) -> Grid:
     """A grid from the comma-separated command-line values (``None``: axis not swept)."""
 
     def split(text: str | None) -> list[str]:
@@ -60,7 +67,10 @@ def parse_grid(devices: str | None, memory: str | None, micro_batches: str | Non
     mems = tuple(split(memory))
     for m in mems:
         parse_bytes(m, "--memory")
-    return Grid(devs, mems, mbs, tuple(split(memory_model)))
+    rates = tuple(split(bandwidth))
+    for r in rates:
+        parse_rate(r, "--bandwidth")
+    return Grid(devs, mems, mbs, tuple(split(memory_model)), rates)
 
 
 def point_text(point: tuple[tuple[str, str], ...]) -> str:

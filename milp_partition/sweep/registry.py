@@ -22,6 +22,7 @@ PROBLEM_MODULES: Mapping[str, str] = {
     "pipeline": "milp_partition.pipeline.gap",
     "strategy": "milp_partition.strategy.gap",
     "placement": "milp_partition.placement.gap",
+    "joint": "milp_partition.joint.gap",
 }
 
 
