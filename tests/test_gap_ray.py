@@ -83,3 +83,21 @@ def test_ray_worker_that_dies_is_an_error_row_and_the_other_rows_are_intact(shar
         got, want = by[job.instance, job.method], execute(job)
         assert {k: v for k, v in got.items() if k not in TIMING} == {k: v for k, v in want.items() if k not in TIMING}
         assert got["status"] == "feasible" and float(got["value"]) >= 30.0  # example-1's optimum is 30
+
+
+def test_ray_rows_equal_local_rows_on_joint_instances(local_ray, tmp_path):
+    """The joint problem's baselines and exact solve on Ray: the same rows as the local executor."""
+    from milp_partition.io.piper import write_joint
+    from tests.test_joint_bruteforce import random_problem
+
+    files = []
+    for seed in (0, 3, 9):
+        write_joint(random_problem(seed), tmp_path / f"tiny{seed}.json")
+        files.append(str(tmp_path / f"tiny{seed}.json"))
+    common = [*files, "--problem", "joint", "--devices", "2,4", "--time-limit", "30", "--no-charts", "--quiet"]
+    assert main(["gap", *common, "--output-dir", str(tmp_path / "local")]) == 0
+    assert main(["gap", *common, "--output-dir", str(tmp_path / "ray"), "--executor", "ray"]) == 0
+    local, remote = _rows(tmp_path / "local" / "gap.csv"), _rows(tmp_path / "ray" / "gap.csv")
+    assert len(local) == 3 * 2 * 4 and {r["problem"] for r in local} == {"joint"}
+    assert any(r["status"] == "optimal" for r in local) and not any(r["status"] == "error" for r in local)
+    assert remote == local

@@ -147,3 +147,56 @@ def test_gap_chart_marks_a_heuristic_without_a_verified_answer():
     ax = fig.axes[0]
     assert [b.get_gid() for b in _bars(ax, "")] == ["pipeline|c|greedy"]
     assert [ln.get_gid() for ln in ax.get_lines()] == ["missing|pipeline|c|equal-split"]
+
+
+@pytest.fixture(scope="module")
+def bert_k8(shared_benchmarks):
+    from milp_partition.io.piper import read_joint
+    from milp_partition.joint.problem import JointSolveSettings
+    from milp_partition.joint.solve import solve_joint
+
+    path = shared_benchmarks / "joint" / "bert32a100.json"
+    problem = read_joint(path, devices=8, memory_bytes=8.0 * 2**30, bandwidth_bytes_per_s=25.0 * 2**30)
+    result = solve_joint(problem, JointSolveSettings(time_limit_s=120))
+    assert result.status == "optimal" and result.objective == pytest.approx(0.16585575, rel=1e-7)  # Piper's value
+    return path, result.to_json_dict()
+
+
+def test_joint_stage_chart_has_a_bar_per_stage_the_bottleneck_and_memory_against_the_limit(bert_k8):
+    from milp_partition.plots import joint as joint_plot
+
+    _, result = bert_k8
+    stages = result["stages"]
+    assert len(stages) >= 2
+    fig = joint_plot.figure(result, None, {})
+    time_ax, mem_ax = fig.axes
+    times = _bars(time_ax, "time:")
+    assert [b.get_gid() for b in times] == [f"time:{q + 1}" for q in range(len(stages))]
+    assert [b.get_height() for b in times] == pytest.approx([st["time_per_sample_s"] for st in stages])
+    worst = max(b.get_height() for b in times)
+    assert worst == pytest.approx(result["objective"])  # the bottleneck stage is the plan's time per sample
+    red = [b for b in times if b.get_facecolor()[:3] == pytest.approx((0.8392, 0.1529, 0.1569), abs=1e-3)]
+    assert [b.get_height() for b in red] == [worst]
+    assert sum("bottleneck" in t.get_text() for t in time_ax.texts) == len(red)
+    assert f"{result['objective']:.6g}" in time_ax.get_title() and f"{len(stages)} stages on " in time_ax.get_title()
+    mems = _bars(mem_ax, "memory:")
+    assert [b.get_height() for b in mems] == pytest.approx([st["memory_bytes"] / 2**30 for st in stages])
+    assert all(b.get_height() <= 8.0 * (1 + 1e-12) for b in mems)
+    (limit,) = [c for c in mem_ax.collections if c.get_gid() == "limit"]
+    assert all(seg[0][1] == pytest.approx(8.0) for seg in limit.get_segments())  # 8 GiB, from the result's instance
+    labels = [t.get_text() for t in mem_ax.get_xticklabels()]
+    assert labels == [
+        f"stage {q + 1}\n{st['data_parallel']} x {st['tensor_parallel']}\n{len(st['nodes'])} nodes" for q, st in enumerate(stages)
+    ]
+    fig2 = joint_plot.figure(result, None, {"memory": "16GiB"})  # --memory overrides the instance's limit
+    (limit2,) = [c for c in fig2.axes[1].collections if c.get_gid() == "limit"]
+    assert limit2.get_segments()[0][0][1] == pytest.approx(16.0)
+
+
+def test_plot_command_on_a_joint_result(bert_k8, tmp_path):
+    _, result = bert_k8
+    res = tmp_path / "joint.json"
+    res.write_text(json.dumps(result))
+    assert main(["plot", str(res), "--output", str(tmp_path / "j.svg")]) == 0
+    svg = (tmp_path / "j.svg").read_text()
+    assert svg.lstrip().startswith("<?xml") and "time:1" in svg and "limit" in svg

@@ -1,7 +1,8 @@
 """The ``plot`` command: ``milp-partition plot RESULT.json --output FILE.{png,svg} [--instance FILE] [--memory SIZE]``.
 
 Placement: a Gantt chart per device with transfers (needs ``--instance``); pipeline:
-stage loads and memory against the limit; strategy: configuration per layer.
+stage loads and memory against the limit; strategy: configuration per layer; joint: each stage's time
+per sample and one device's memory against the limit.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("result", type=Path, help="a result JSON written by 'solve --output'")
     p.add_argument("--output", "-o", type=Path, required=True, help="the image file: .png or .svg")
     p.add_argument("--instance", help="the instance file (placement: required; pipeline: default the result's source)")
-    p.add_argument("--memory", help="pipeline: memory limit per accelerator to draw (default: the instance's)")
+    p.add_argument("--memory", help="pipeline, joint: memory limit per accelerator to draw (default: the instance's)")
     p.set_defaults(handler=run_plot_command)
 
 

@@ -3,7 +3,7 @@
 Each module has ``figure(result, instance_path, options) -> matplotlib Figure``;
 :data:`PLOT_MODULES` maps a result's ``problem`` to its module (a new problem adds one
 module and one entry).  Bars carry a ``gid`` (``task:ID``, ``transfer:S->T``,
-``load:DEV``, ``memory:DEV``, ``layer:ID``) so tests can count and read them.
+``load:DEV``, ``memory:DEV``, ``layer:ID``, ``time:STAGE``) so tests can count and read them.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ PLOT_MODULES: Mapping[str, str] = {
     "placement": "milp_partition.plots.placement",
     "pipeline": "milp_partition.plots.pipeline",
     "strategy": "milp_partition.plots.strategy",
+    "joint": "milp_partition.plots.joint",
 }
 
 
