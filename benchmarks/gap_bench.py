@@ -6,16 +6,19 @@ Writes, from the repository root (``python benchmarks/gap_bench.py``):
   shared pipeline (Tarnawski's layer and operator graphs; 4 and 8
   accelerators of 8 and 16 GiB), strategy (PaSE's tables at their own p; 5.5 and 16 GiB
   per device, memory derived from layer shapes) and placement (Moirai) instances, exact
-  solves at ``--time-limit`` (default 30 s);
+  solves at ``--time-limit`` (default 30 s), and joint (Piper's three files: BERT-32 at 8 and 32
+  devices and ResNet-50 at 8 and 16 with two memories each, GNMT at 2 devices, 25 GiB/s;
+  exact solves at ``--joint-time-limit``, default 60 s);
 * ``results/placement_gap.{csv,md}`` (+ charts): the Moirai instances at 60 s;
 * ``results/plots.md`` with ``plot_*.png``: ``milp-partition plot`` of the GoogLeNet
-  optimum (Gantt), of the bundled BERT-24 training plan (stages) and of PaSE's
-  transformer_p8 strategy;
+  optimum (Gantt), of the bundled BERT-24 training plan (stages), of PaSE's
+  transformer_p8 strategy and of the joint optimum of Piper's BERT-32 on 32 devices;
 * with ``--ray-check``, ``results/gap_ray.md``: the same grid without exact solves on the
   local executor and on a local Ray instance, rows compared (times aside).
 
 Sweeps resume from their CSV only for rows written by the same code (other rows are run
-again); ``--only PROBLEM`` re-runs one problem and merges into the CSV.
+again); ``--only PROBLEM`` re-runs one problem and merges into the CSV (``--only joint
+--skip-placement-gap`` adds the joint rows alone).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ def _files() -> dict[str, list[str]]:
         + [rel(p) for p in sorted((SHARED / "pipeline" / "OperatorGraphs").glob("*.json"))],
         "strategy": [rel(p) for p in sorted((SHARED / "strategy").glob("*.json"))],  # optima.json is skipped
         "placement": [rel(p) for p in sorted((SHARED / "placement").glob("*.json"))],  # reference.json is skipped
+        "joint": [rel(SHARED / "joint" / name) for name in JOINT_GRID],
     }
 
 
@@ -59,6 +63,15 @@ GRID = {
     "strategy": ["--devices", "4,8,32", "--memory", "5.5GiB,16GiB"],
     "placement": [],
 }
+
+#: The joint grid per file (Piper's files carry placeholder clusters): devices, memories; bandwidth 25 GiB/s.
+#: GNMT only at k = 2: its exact solve (and Piper-style's DP) take the longest.
+JOINT_GRID = {
+    "bert32a100.json": ["--devices", "8,32", "--memory", "2GiB,8GiB"],
+    "resnet.json": ["--devices", "8,16", "--memory", "4GiB,8GiB"],
+    "gnmt.json": ["--devices", "2", "--memory", "2.5GiB"],
+}
+JOINT_BANDWIDTH = "25GiB/s"
 
 
 NOTE = (
@@ -77,6 +90,14 @@ def run(cmd: list[str]) -> None:
 def sweep(problems: list[str], args: argparse.Namespace) -> None:
     files = _files()
     for problem in problems:
+        if problem == "joint":
+            for path in files["joint"]:
+                run(
+                    ["gap", path, "--problem", "joint", *JOINT_GRID[Path(path).name], "--bandwidth", JOINT_BANDWIDTH,
+                     "--time-limit", f"{args.joint_time_limit:g}", "--threads", "2", "--jobs", str(args.jobs),
+                     "--output-dir", str(RESULTS), "--name", "gap", "--note", NOTE]
+                )  # fmt: skip
+            continue
         run(
             ["gap", *files[problem], "--problem", problem, *GRID[problem], "--time-limit", f"{args.time_limit:g}",
              "--threads", "2", "--jobs", str(args.jobs), "--output-dir", str(RESULTS), "--name", "gap", "--note", NOTE]
@@ -99,6 +120,10 @@ def plots() -> None:
          "BERT-24 training (bundled example), 6 accelerators + 1 CPU core: stage loads and memory against the limit"),
         ("strategy", SHARED / "strategy" / "transformer_p8.json", ["--time-limit", "120"], [], "plot_transformer_p8_strategy.png",
          "PaSE transformer, p = 8: the configuration of each layer (split factors per dimension)"),
+        ("joint", SHARED / "joint" / "bert32a100.json",
+         ["--devices", "32", "--memory", "2GiB", "--bandwidth", "25GiB/s", "--time-limit", "60"], [], "plot_bert32_joint.png",
+         "Piper's BERT-32 on 32 devices of 2 GiB, 25 GiB/s: each stage's time per sample (bottleneck red) and one "
+         "device's memory against the limit, stages labelled data-parallel x tensor-parallel degree"),
     ]  # fmt: skip
     lines = [f"<!-- written by {ME} -->", "", "# Plots of solved plans (`milp-partition plot`)", ""]
     lines.append(f"Machine: {platform.machine()}, Python {platform.python_version()}, 2 cores shared with other work.")
@@ -167,7 +192,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=30.0, help="exact solve limit per run in results/gap (default 30)")
     ap.add_argument("--jobs", type=int, default=1)
-    ap.add_argument("--only", action="append", choices=["pipeline", "strategy", "placement"], help="problem(s) to sweep")
+    ap.add_argument("--joint-time-limit", type=float, default=60.0, help="exact solve limit per joint run (default 60)")
+    ap.add_argument("--only", action="append", choices=["pipeline", "strategy", "placement", "joint"], help="problem(s) to sweep")
     ap.add_argument("--skip-placement-gap", action="store_true", help="do not (re-)run results/placement_gap")
     ap.add_argument("--skip-sweep", action="store_true")
     ap.add_argument("--plots", action="store_true", help="write results/plots.md")
@@ -175,7 +201,7 @@ def main() -> None:
     args = ap.parse_args()
     os.chdir(REPO)
     if not args.skip_sweep:
-        sweep(args.only or ["pipeline", "strategy", "placement"], args)
+        sweep(args.only or ["pipeline", "strategy", "placement", "joint"], args)
     if args.plots:
         plots()
     if args.ray_check:

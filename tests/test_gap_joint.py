@@ -34,7 +34,9 @@ def test_rows_of_tiny_instances_against_brute_force_and_direct_calls(seed, tmp_p
     write_joint(problem, path)
     assert joint_gap.recognize(path) is None
     optimum = brute_force(problem)
-    rows = {m: execute(GapJob("joint", str(path), path.stem, "x", (), m, time_limit_s=60)) for m in (*joint_gap.HEURISTICS, EXACT)}
+    rows = {
+        m: execute(GapJob("joint", str(path), path.stem, "x", (), m, time_limit_s=60)) for m in (*joint_gap.HEURISTICS, EXACT)
+    }
     exact = rows[EXACT]
     if math.isinf(optimum):
         assert exact["status"] == "infeasible" and exact["value"] == ""

@@ -186,7 +186,8 @@ def test_joint_stage_chart_has_a_bar_per_stage_the_bottleneck_and_memory_against
     assert all(seg[0][1] == pytest.approx(8.0) for seg in limit.get_segments())  # 8 GiB, from the result's instance
     labels = [t.get_text() for t in mem_ax.get_xticklabels()]
     assert labels == [
-        f"stage {q + 1}\n{st['data_parallel']} x {st['tensor_parallel']}\n{len(st['nodes'])} nodes" for q, st in enumerate(stages)
+        f"stage {q + 1}\n{st['data_parallel']} x {st['tensor_parallel']}\n{len(st['nodes'])} node{'' if len(st['nodes']) == 1 else 's'}"
+        for q, st in enumerate(stages)
     ]
     fig2 = joint_plot.figure(result, None, {"memory": "16GiB"})  # --memory overrides the instance's limit
     (limit2,) = [c for c in fig2.axes[1].collections if c.get_gid() == "limit"]

@@ -32,7 +32,7 @@ def figure(result: Mapping[str, Any], instance_path: str | None, options: Mappin
     memory = [float(st.get("memory_bytes", 0.0)) for st in stages]
     worst = max(times, default=0.0)
     labels = [
-        f"stage {q + 1}\n{st['data_parallel']} x {st['tensor_parallel']}\n{len(st.get('nodes') or [])} nodes"
+        f"stage {q + 1}\n{st['data_parallel']} x {st['tensor_parallel']}\n{_nodes(len(st.get('nodes') or []))}"
         for q, st in enumerate(stages)
     ]
     width = max(10.0, 0.5 * len(stages) + 4)
@@ -68,3 +68,7 @@ def figure(result: Mapping[str, Any], instance_path: str | None, options: Mappin
     fig.suptitle(source.rsplit("/", 1)[-1])
     fig.tight_layout()
     return fig
+
+
+def _nodes(count: int) -> str:
+    return f"{count} node" if count == 1 else f"{count} nodes"
