@@ -10,7 +10,11 @@ Writes ``results/placement_scaling.md`` and ``results/placement_scaling.csv``:
 * each heuristic on the five Moirai instances against ``reference.json``'s best
   makespan.
 
-Run: ``python benchmarks/placement_scaling.py [--sizes 1000,10000,100000] [--kinds layered,transformer,inception]``.
+and the chart ``results/placement_scaling.png`` (seconds against tasks; makespan against the
+reference on Moirai's instances).
+
+Run: ``python benchmarks/placement_scaling.py [--sizes 1000,10000,100000] [--kinds layered,transformer,inception]``;
+``--plot-only`` re-renders the Markdown and the chart from the CSV without running anything.
 """
 
 from __future__ import annotations
@@ -23,9 +27,12 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench_charts import pyplot, read_csv, save  # noqa: E402
 
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS  # noqa: E402
 from milp_partition.io.placement_instance import read_placement_instance  # noqa: E402
@@ -35,29 +42,9 @@ from milp_partition.verifiers.placement import verify_placement  # noqa: E402
 MOIRAI = REPO.parent / "shared" / "benchmarks" / "placement"
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1000,10000,100000")
-    ap.add_argument("--kinds", default="layered,transformer,inception")
-    ap.add_argument("--output-dir", type=Path, default=REPO / "results")
-    args = ap.parse_args()
-    sizes = [int(x) for x in args.sizes.split(",")]
-    kinds = args.kinds.split(",")
+def measure(sizes: list[int], kinds: list[str]) -> list[dict[str, object]]:
+    """Run every heuristic on the generated graphs and Moirai's instances; time the 200,000-task generation."""
     rows: list[dict[str, object]] = []
-    md = [
-        "<!-- written by benchmarks/placement_scaling.py -->",
-        "",
-        "# Placement heuristics: scaling and Moirai instances",
-        "",
-        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared with other work), "
-        f"Python {platform.python_version()}; one run per cell, wall time of the heuristic alone (the verifier's replay "
-        "not included). Makespans are the verifier's simulator's (seconds for generated graphs).",
-        "",
-        "## Generated graphs (4 heterogeneous devices, memory slack 1.5, seed 0)",
-        "",
-        "| graph | tasks | edges | heuristic | seconds | makespan | feasible |",
-        "|---|---|---|---|---|---|---|",
-    ]
     for kind in kinds:
         for n in sizes:
             problem = generate_placement_problem(PlacementGeneratorSettings(kind=kind, num_tasks=n, seed=0))  # type: ignore[arg-type]
@@ -71,11 +58,7 @@ def main() -> int:
                     dict(section="scaling", instance=f"{kind}-{n}", tasks=n, edges=problem.num_edges, heuristic=name,
                          seconds=round(seconds, 3), makespan=report.makespan, feasible=report.feasible, reference="")
                 )  # fmt: skip
-                md.append(
-                    f"| {kind} | {n} | {problem.num_edges} | {name} | {seconds:.2f} | {report.makespan:.6g} | {report.feasible} |"
-                )
-                print(md[-1], flush=True)
-    md += ["", "## Generating 200,000 tasks", "", "| graph | edges | seconds |", "|---|---|---|"]
+                print(rows[-1], flush=True)
     for kind in kinds:
         t0 = time.perf_counter()
         problem = generate_placement_problem(PlacementGeneratorSettings(kind=kind, num_tasks=200_000, seed=0))  # type: ignore[arg-type]
@@ -84,10 +67,102 @@ def main() -> int:
             dict(section="generate", instance=f"{kind}-200000", tasks=200_000, edges=problem.num_edges, heuristic="",
                  seconds=round(seconds, 3), makespan="", feasible="", reference="")
         )  # fmt: skip
-        md.append(f"| {kind} | {problem.num_edges} | {seconds:.2f} |")
-        print(md[-1], flush=True)
+        print(rows[-1], flush=True)
         del problem
     reference = {r["file"]: r for r in json.loads((MOIRAI / "reference.json").read_text())}
+    for file, ref in reference.items():
+        problem = read_placement_instance(MOIRAI / file)
+        for name, fn in PLACEMENT_HEURISTICS.items():
+            t0 = time.perf_counter()
+            sol = fn(problem)
+            seconds = time.perf_counter() - t0
+            report = verify_placement(problem, sol)
+            rows.append(
+                dict(section="moirai", instance=Path(file).stem, tasks=problem.num_tasks, edges=problem.num_edges,
+                     heuristic=name, seconds=round(seconds, 4), makespan=report.makespan, feasible=report.feasible,
+                     reference=float(ref["best_makespan"]))
+            )  # fmt: skip
+            print(rows[-1], flush=True)
+    return rows
+
+
+def chart(rows: list[dict[str, Any]]) -> Any:
+    """Left: each heuristic's seconds against tasks (log-log, a line per heuristic and graph kind); right: makespan / reference on Moirai's instances."""
+    plt = pyplot()
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5))
+    cmap = plt.get_cmap("tab10")
+    scaling = [r for r in rows if r["section"] == "scaling"]
+    heuristics = list(dict.fromkeys(r["heuristic"] for r in scaling))
+    kinds = list(dict.fromkeys(str(r["instance"]).rsplit("-", 1)[0] for r in scaling))
+    markers = "os^dv"
+    for j, h in enumerate(heuristics):
+        for i, kind in enumerate(kinds):
+            pts = sorted(
+                (r["tasks"], max(float(r["seconds"]), 1e-3))
+                for r in scaling
+                if r["heuristic"] == h and str(r["instance"]).rsplit("-", 1)[0] == kind
+            )
+            ax1.plot([p[0] for p in pts], [p[1] for p in pts], marker=markers[i % len(markers)], color=cmap(j % 10),
+                     label=h if i == 0 else None, alpha=0.8)  # fmt: skip
+    ax1.set_xscale("log")
+    ax1.set_yscale("log")
+    ax1.set_xlabel("tasks")
+    ax1.set_ylabel("seconds (heuristic alone)")
+    kinds_text = ", ".join(f"{markers[i % len(markers)]} {k}" for i, k in enumerate(kinds))
+    ax1.set_title(f"generated graphs, 4 devices ({kinds_text})", fontsize=10)
+    ax1.grid(alpha=0.3)
+    ax1.legend(fontsize=8)
+    moirai = [r for r in rows if r["section"] == "moirai"]
+    instances = list(dict.fromkeys(r["instance"] for r in moirai))
+    width = 0.8 / max(1, len(heuristics))
+    for j, h in enumerate(heuristics):
+        xs, hs = [], []
+        for i, inst in enumerate(instances):
+            r = next((r for r in moirai if r["instance"] == inst and r["heuristic"] == h), None)
+            if r is not None and r["feasible"] and r["reference"]:
+                xs.append(i + (j - (len(heuristics) - 1) / 2) * width)
+                hs.append(float(r["makespan"]) / float(r["reference"]))
+        ax2.bar(xs, hs, width=width, color=cmap(j % 10), label=h)
+    ax2.axhline(1.0, color="black", linestyle="--", linewidth=1)
+    ax2.set_xticks(range(len(instances)))
+    ax2.set_xticklabels(instances, rotation=20)
+    ax2.set_ylabel("makespan / reference best")
+    ax2.set_title("Moirai instances: makespan against reference.json's best (dashed: 1)", fontsize=10)
+    ax2.grid(axis="y", alpha=0.3)
+    ax2.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def render(rows: list[dict[str, Any]], charts: list[str], note: str = "") -> str:
+    """The Markdown report of ``rows`` with the chart files embedded."""
+    md = [
+        "<!-- written by benchmarks/placement_scaling.py -->",
+        "",
+        "# Placement heuristics: scaling and Moirai instances",
+        "",
+        f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores (shared with other work), "
+        f"Python {platform.python_version()}; one run per cell, wall time of the heuristic alone (the verifier's replay "
+        "not included). Makespans are the verifier's simulator's (seconds for generated graphs).",
+        "",
+        *([note, ""] if note else []),
+        *[f"![{c}]({c})\n" for c in charts],
+        "## Generated graphs (4 heterogeneous devices, memory slack 1.5, seed 0)",
+        "",
+        "| graph | tasks | edges | heuristic | seconds | makespan | feasible |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["section"] == "scaling":
+            kind = str(r["instance"]).rsplit("-", 1)[0]
+            md.append(
+                f"| {kind} | {r['tasks']} | {r['edges']} | {r['heuristic']} | {float(r['seconds']):.2f} | "
+                f"{float(r['makespan']):.6g} | {r['feasible']} |"
+            )
+    md += ["", "## Generating 200,000 tasks", "", "| graph | edges | seconds |", "|---|---|---|"]
+    for r in rows:
+        if r["section"] == "generate":
+            md.append(f"| {str(r['instance']).rsplit('-', 1)[0]} | {r['edges']} | {float(r['seconds']):.2f} |")
     md += [
         "",
         "## Moirai instances (no link contention, static memory)",
@@ -97,30 +172,38 @@ def main() -> int:
         "| instance | tasks | heuristic | seconds | makespan | reference best | ratio |",
         "|---|---|---|---|---|---|---|",
     ]
-    for file, ref in reference.items():
-        problem = read_placement_instance(MOIRAI / file)
-        for name, fn in PLACEMENT_HEURISTICS.items():
-            t0 = time.perf_counter()
-            sol = fn(problem)
-            seconds = time.perf_counter() - t0
-            report = verify_placement(problem, sol)
-            best = float(ref["best_makespan"])
-            rows.append(
-                dict(section="moirai", instance=Path(file).stem, tasks=problem.num_tasks, edges=problem.num_edges,
-                     heuristic=name, seconds=round(seconds, 4), makespan=report.makespan, feasible=report.feasible,
-                     reference=best)
-            )  # fmt: skip
+    for r in rows:
+        if r["section"] == "moirai":
+            best = float(r["reference"])
             md.append(
-                f"| {Path(file).stem} | {problem.num_tasks} | {name} | {seconds:.3f} | {report.makespan:.6g} | {best:.6g} | "
-                f"{report.makespan / best:.3f} |"
+                f"| {r['instance']} | {r['tasks']} | {r['heuristic']} | {float(r['seconds']):.3f} | {float(r['makespan']):.6g} | "
+                f"{best:.6g} | {float(r['makespan']) / best:.3f} |"
             )
-            print(md[-1], flush=True)
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    (args.output_dir / "placement_scaling.md").write_text("\n".join(md) + "\n")
-    with (args.output_dir / "placement_scaling.csv").open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+    return "\n".join(md) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--kinds", default="layered,transformer,inception")
+    ap.add_argument("--output-dir", type=Path, default=REPO / "results")
+    ap.add_argument("--plot-only", action="store_true", help="re-render the Markdown and the chart from the CSV; run nothing")
+    args = ap.parse_args()
+    out: Path = args.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    csv_path = out / "placement_scaling.csv"
+    note = ""
+    if args.plot_only:
+        rows = read_csv(csv_path)
+        note = f"Re-rendered from `{csv_path.name}` by `--plot-only` (nothing ran; the machine line is the renderer's)."
+    else:
+        rows = measure([int(x) for x in args.sizes.split(",")], args.kinds.split(","))
+        with csv_path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+    png = save(chart(rows), out / "placement_scaling.png")
+    (out / "placement_scaling.md").write_text(render(rows, [png], note))
     return 0
 
 

@@ -1,0 +1,54 @@
+"""What the benchmark scripts share to draw their charts from their own CSV (matplotlib, the ``plot`` extra).
+
+Each script keeps its rows in a CSV beside its Markdown; with ``--plot-only`` it reads
+them back (:func:`read_csv`, numbers as numbers) and re-renders the Markdown and the
+chart without running anything.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the non-interactive Agg back-end (``SystemExit`` naming the extra when it is missing)."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("the charts need matplotlib: pip install 'milp-partition[plot]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def csv_value(text: str) -> Any:
+    """A CSV cell back as the number, bool or ``None`` (empty) it was written from; other text as it is."""
+    if text == "":
+        return None
+    if text in ("True", "False"):
+        return text == "True"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def read_csv(path: Path) -> list[dict[str, Any]]:
+    """The rows of a CSV a benchmark wrote, values parsed by :func:`csv_value`; ``SystemExit`` when it is missing."""
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such CSV; run the benchmark without --plot-only first")
+    with path.open(newline="") as fh:
+        return [{k: csv_value(v) for k, v in row.items()} for row in csv.DictReader(fh)]
+
+
+def save(fig: Any, path: Path) -> str:
+    """Save ``fig`` as ``path`` (PNG, 110 dpi), close it, and return the file name for the Markdown."""
+    plt = pyplot()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
