@@ -52,3 +52,36 @@ def save(fig: Any, path: Path) -> str:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path.name
+
+
+def grouped_bars(
+    ax: Any,
+    groups: list[str],
+    series: list[tuple[str, list[float | None], list[bool]]],
+    *,
+    log: bool = True,
+) -> None:
+    """One group of bars per entry of ``groups``, one bar per series ``(label, values, proven)``.
+
+    A ``None`` value draws no bar; a bar whose ``proven`` is false is pale and hatched
+    (the run ended at its limit without a proof).  Every bar's ``gid`` is ``"label|group"``.
+    """
+    plt = pyplot()
+    cmap = plt.get_cmap("tab10")
+    width = 0.8 / max(1, len(series))
+    for j, (label, values, proven) in enumerate(series):
+        first = True
+        for i, (value, ok) in enumerate(zip(values, proven)):
+            if value is None:
+                continue
+            x = i + (j - (len(series) - 1) / 2) * width
+            (bar,) = ax.bar(x, value, width=width, color=cmap(j % 10), hatch=None if ok else "//", edgecolor="white",
+                            alpha=1.0 if ok else 0.5, label=label if first else None)  # fmt: skip
+            bar.set_gid(f"{label}|{groups[i]}")
+            first = False
+    if log:
+        ax.set_yscale("log")
+    ax.set_xticks(range(len(groups)))
+    ax.set_xticklabels(groups, rotation=30, ha="right", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7)

@@ -38,7 +38,7 @@ from milp_partition.strategy.layers import StrategyGenerationSettings, generate_
 from milp_partition.strategy.memory import with_memory  # noqa: E402
 from milp_partition.strategy.problem import StrategySolution  # noqa: E402
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy  # noqa: E402
-from milp_partition.verifiers.pipeline import verify_strategy  # noqa: E402
+from milp_partition.verifiers.strategy import verify_strategy  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "benchmarks" / "strategy"
 STACKS = [  # (blocks, hidden, heads, sequence, samples)
