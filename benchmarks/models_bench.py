@@ -14,6 +14,11 @@ plans of the training graphs on 4 H100s with and without the transfer of saved a
 a node to its own backward (which never crosses devices).  Run from the repository root::
 
     python benchmarks/models_bench.py [--only NAME] [--time-limit 60] [--no-onnx] [--no-plans]
+
+The chart ``results/models.png`` (import time, peak memory, the plans' loss) is embedded in the
+report; the ONNX rows go to ``results/models_onnx.csv``.  ``--plot-only`` re-renders report and
+chart from the CSVs without importing anything (the ONNX section is kept from the report when no
+``models_onnx.csv`` exists yet).
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
+from bench_charts import grouped_bars, pyplot, read_csv, save  # noqa: E402
 
 from milp_partition.cluster import homogeneous_cluster  # noqa: E402
 from milp_partition.graph import TIME_UNIT_SECONDS, make_graph  # noqa: E402
@@ -305,7 +311,11 @@ def main() -> None:
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--onnx-one", nargs=2, help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
+    parser.add_argument("--plot-only", action="store_true", help="re-render the report and the chart from the CSVs")
     args = parser.parse_args()
+    if args.plot_only:
+        plot_only()
+        return
     if args.one:
         row = run_one(next(c for c in CASES if c.name == args.one))
         Path(args.json).write_text(json.dumps(row))
@@ -342,19 +352,100 @@ def _pct(x: object) -> str:
     return "-" if x is None else f"{x:+.3f}%"
 
 
-def write(rows: list[dict[str, Any]], onnx_rows: list[dict[str, Any]], what: dict[str, str]) -> None:
+def _unflatten(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of ``models.csv`` back as :func:`write` got it: ``planD_KEY`` columns into ``plans[D][KEY]``, no empty error."""
+    out: dict[str, Any] = {}
+    plans: dict[str, dict[str, Any]] = {}
+    for k, v in row.items():
+        head, _, rest = k.partition("_")
+        if head.startswith("plan") and head[4:].isdigit() and rest:
+            plans.setdefault(head[4:], {})[rest] = v
+        elif not (k == "error" and v is None):
+            out[k] = v
+    out["plans"] = {d: p for d, p in plans.items() if any(v is not None for v in p.values())}
+    return out
+
+
+def plot_only() -> None:
+    """Re-render ``models.md`` and the chart from ``models.csv`` (and ``models_onnx.csv`` when it exists)."""
+    out = REPO / "results"
+    rows = [_unflatten(r) for r in read_csv(out / "models.csv")]
+    onnx_path = out / "models_onnx.csv"
+    onnx_rows = (
+        [{k: v for k, v in r.items() if not (k == "error" and v is None)} for r in read_csv(onnx_path)]
+        if onnx_path.is_file()
+        else []
+    )
+    kept = ""
+    if not onnx_rows and (out / "models.md").is_file():
+        text = (out / "models.md").read_text()
+        start = text.find("## ONNX files")
+        kept = text[start:].rstrip("\n") if start >= 0 else ""
+    write(rows, onnx_rows, {c.name: c.what for c in CASES}, plot_only=True, kept_onnx=kept)
+
+
+def chart(rows: list[dict[str, Any]]) -> Any:
+    """Import seconds and peak memory per model; each plan's loss from the old transfer to a node's own backward."""
+    plt = pyplot()
+    ok = [r for r in rows if "error" not in r]
+    fig, (ax1, ax2, ax3) = plt.subplots(1, 3, figsize=(16, 5), gridspec_kw={"width_ratios": [3, 3, 2]})
+    names = [r["model"] for r in ok]
+    grouped_bars(ax1, names, [("import", [float(r["import_s"]) for r in ok], [True] * len(ok))], log=False)
+    ax1.set_ylabel("seconds (one process per model)")
+    ax1.set_title("import time", fontsize=10)
+    grouped_bars(
+        ax2, names,
+        [("RSS before the import", [float(r["rss_before_mib"]) for r in ok], [True] * len(ok)),
+         ("peak RSS", [float(r["peak_rss_mib"]) for r in ok], [True] * len(ok))],
+        log=False,
+    )  # fmt: skip
+    ax2.set_ylabel("MiB")
+    ax2.set_title("resident memory of the importing process", fontsize=10)
+    planned = [r for r in ok if r.get("plans")]
+    devices = sorted({d for r in planned for d in r["plans"]}, key=int)
+    series = []
+    for d in devices:
+        values = []
+        for r in planned:
+            p = r["plans"].get(d, {})
+            new, old = p.get("optimum_ms"), p.get("old_plan_on_new_ms")
+            values.append(100 * (float(old) / float(new) - 1) if new and old else None)
+        series.append((f"{d} H100s", values, [r["plans"].get(d, {}).get("status") == "optimal" for r in planned]))
+    grouped_bars(ax3, [r["model"] for r in planned], series, log=False)
+    ax3.set_ylabel("old plan on the corrected graph: worse by (%)")
+    ax3.set_title("plans: the transfer to a node's own backward", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def write(
+    rows: list[dict[str, Any]],
+    onnx_rows: list[dict[str, Any]],
+    what: dict[str, str],
+    *,
+    plot_only: bool = False,
+    kept_onnx: str = "",
+) -> None:
     out = REPO / "results"
     out.mkdir(exist_ok=True)
-    flat = [
-        {k: v for k, v in r.items() if k != "plans"}
-        | {f"plan{d}_{k}": v for d, plan in r.get("plans", {}).items() for k, v in plan.items()}
-        for r in rows
-    ]
-    fields = sorted({k for r in flat for k in r}, key=lambda k: (k != "model", k))
-    with open(out / "models.csv", "w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(flat)
+    if not plot_only:
+        flat = [
+            {k: v for k, v in r.items() if k != "plans"}
+            | {f"plan{d}_{k}": v for d, plan in r.get("plans", {}).items() for k, v in plan.items()}
+            for r in rows
+        ]
+        fields = sorted({k for r in flat for k in r}, key=lambda k: (k != "model", k))
+        with open(out / "models.csv", "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer.writeheader()
+            writer.writerows(flat)
+        if onnx_rows:
+            onnx_fields = sorted({k for r in onnx_rows for k in r}, key=lambda k: (k not in ("model", "exporter"), k))
+            with open(out / "models_onnx.csv", "w", newline="") as fh:
+                writer = csv.DictWriter(fh, fieldnames=onnx_fields)
+                writer.writeheader()
+                writer.writerows(onnx_rows)
+    png = save(chart(rows), out / "models.png")
     lines = [
         "# Model import at full size: FLOPs, parameters and layers against closed forms",
         "",
@@ -362,6 +453,17 @@ def write(rows: list[dict[str, Any]], onnx_rows: list[dict[str, Any]], what: dic
         f"Machine: {platform.processor() or platform.machine()}, Python {platform.python_version()}, torch {torch.__version__}, "
         "shared by other jobs while this ran (times are wall clock). No weights are downloaded: every model is built "
         "from its config with random weights.",
+        "",
+        *(
+            [
+                "Re-rendered from `models.csv` by `--plot-only` (nothing was imported; the machine line is the renderer's"
+                + ("; the ONNX section is kept from the previous report)." if kept_onnx else ")."),
+                "",
+            ]
+            if plot_only
+            else []
+        ),
+        f"![{png}]({png})",
         "",
         "Models:",
         "",
@@ -444,8 +546,10 @@ def write(rows: list[dict[str, Any]], onnx_rows: list[dict[str, Any]], what: dic
                 f"{r['unique_param_mib']:.2f} | {r['largest_share_pct']:.1f}% |"
             )
         lines += ["", "ONNX notes:", ""] + [f"- `{r['model']}` ({r['exporter']}): {r.get('notes', '')}" for r in onnx_rows]
+    elif kept_onnx:
+        lines += ["", kept_onnx]
     (out / "models.md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {out / 'models.md'} and {out / 'models.csv'}")
+    print(f"wrote {out / 'models.md'}" + ("" if plot_only else f" and {out / 'models.csv'}") + f" and {out / png}")
 
 
 if __name__ == "__main__":
