@@ -134,23 +134,27 @@ def test_a_run_that_raises_is_an_error_row():
 
 
 def test_a_worker_that_dies_is_an_error_row(shared_benchmarks, tmp_path, monkeypatch):
-    """A fake problem whose run kills its worker process: the local executor records an error row, the rest go on."""
+    """A fake problem whose run kills its worker process: the local executor records an error row, the other rows are intact."""
     (tmp_path / "crash_gap.py").write_text(
-        "import os\n"
+        "import os, time\n"
         "def run(job):\n"
         "    if job.method == 'die':\n"
         "        os._exit(3)\n"
+        "    time.sleep(0.2)  # still running or queued when the other worker dies (the rows must not depend on it)\n"
         "    return job.row(status='feasible', value=1.0)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     from milp_partition.sweep import registry
 
     monkeypatch.setitem(registry.PROBLEM_MODULES, "crash", "crash_gap")  # type: ignore[index]
-    jobs = [GapJob("crash", "f", "f", "0", (), "die"), GapJob("crash", "g", "g", "0", (), "ok")]
-    rows = list(run_jobs(jobs, ExecutorSettings("local", workers=2), Progress(2, enabled=False)))
-    assert len(rows) == 2
+    jobs = [GapJob("crash", "f", "f", "0", (), "die")] + [GapJob("crash", f"g{i}", f"g{i}", "0", (), "ok") for i in range(4)]
+    rows = list(run_jobs(jobs, ExecutorSettings("local", workers=2), Progress(len(jobs), enabled=False)))
+    assert len(rows) == len(jobs)
     die = next(r for r in rows if r["method"] == "die")
     assert die["status"] == "error" and "died" in die["message"]
+    # the broken pool's other jobs ran again, each alone: their rows are intact, not errors
+    ok = sorted((r["instance"], r["status"], r["value"]) for r in rows if r["method"] == "ok")
+    assert ok == [(f"g{i}", "feasible", "1.0") for i in range(4)]
 
 
 def test_heuristic_values_are_the_verifiers(shared_benchmarks, tmp_path):

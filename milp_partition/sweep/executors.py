@@ -1,7 +1,9 @@
 """Where a sweep's runs go: local worker processes (the default) or a Ray cluster; progress on stderr.
 
 Every executor yields one row per job as runs end, in the order they end.  A run
-that raises, or whose worker dies, yields an ``error`` row: no job is lost.
+that raises, or whose worker dies, yields an ``error`` row: no job is lost, and the
+other jobs' rows are those they would have had (a local pool that a dying worker
+broke runs the jobs it still held again, each alone; Ray replaces the worker).
 """
 
 from __future__ import annotations
@@ -110,6 +112,9 @@ def _run_local(jobs: list[GapJob], workers: int, progress: Progress, runner: Run
             progress.update(running=0 if i == len(jobs) - 1 else 1, finished=row)
             yield row
         return
+    # a worker that dies breaks the whole pool: every job it still held (running or queued) fails with it, so those
+    # jobs run again afterwards, each in a process of its own; the one that kills its worker again is the error row
+    broken: list[GapJob] = []
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending: dict[Future, GapJob] = {pool.submit(runner, job): job for job in jobs}
         while pending:
@@ -119,11 +124,23 @@ def _run_local(jobs: list[GapJob], workers: int, progress: Progress, runner: Run
                 try:
                     row = fut.result()
                 except BrokenProcessPool:
-                    row = _died(job, "its worker process died")
+                    broken.append(job)
+                    continue
                 except Exception as exc:  # e.g. a result that cannot be pickled
                     row = _died(job, f"{type(exc).__name__}: {exc}")
                 progress.update(running=min(workers, len(pending)), finished=row)
                 yield row
+    for i, job in enumerate(broken):
+        progress.update(running=1)
+        with ProcessPoolExecutor(max_workers=1) as alone:
+            try:
+                row = alone.submit(runner, job).result()
+            except BrokenProcessPool:
+                row = _died(job, "its worker process died")
+            except Exception as exc:
+                row = _died(job, f"{type(exc).__name__}: {exc}")
+        progress.update(running=0 if i == len(broken) - 1 else 1, finished=row)
+        yield row
 
 
 def _run_ray(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress, runner: Runner) -> Iterator[dict[str, str]]:
