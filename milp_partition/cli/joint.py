@@ -23,7 +23,7 @@ from milp_partition.verifiers.joint import verify_joint
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
 
 #: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset({"devices", "memory", "bandwidth", "microbatches"})
+OPTIONS = frozenset({"devices", "memory", "bandwidth", "microbatches", "method"})
 
 
 def claims(data: object) -> bool:
@@ -36,6 +36,13 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
     g = parser.add_argument_group("joint problem (Piper's)")
     g.add_argument("--bandwidth", help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)")
     g.add_argument("--microbatches", type=int, help="joint: micro-batches per batch N (default: the file's mbsInBatch)")
+    if command == "solve":
+        g.add_argument(
+            "--method",
+            choices=["dp", "milp"],
+            help="joint: dp (default) = the exact DP (the slot MILP only when the graph has more ideals than the DP's cap); "
+            "milp = the slot MILP with --solver (cpsat or cbc), warm-started by the baselines",
+        )
 
 
 def problem_from_args(args: argparse.Namespace) -> JointProblem:
@@ -91,6 +98,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         baselines=not args.no_heuristics,
         max_ideals=max(getattr(args, "max_ideals", None) or 0, 200_000),
         progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
+        method=getattr(args, "method", None) or "dp",
+        solver=args.solver,
     )
     result = solve_joint(problem, settings)
     return emit(result, args, lambda: format_report(result, problem))
