@@ -186,11 +186,18 @@ def split_layer(
             pending = [u]
     if last_layer and rest and rest[-1].path not in paired:
         head = rest[-1]
+        paired.add(head.path)
         if feat(head, "out_features") % t == 0:
             after = [i for i in range(head.index[-1] + 1, len(ops)) if roles[i] == "replicated"]
             split_pair([head], None, after)
         else:
             notes.append(f"{head.path}: {feat(head, 'out_features')} outputs not divisible by {t}: replicated")
+    alone = [u.path for u in rest if u.path not in paired]
+    if alone:
+        notes.append(
+            f"linear layer{'s' if len(alone) > 1 else ''} {', '.join(alone)} without a partner in the same graph node: "
+            "replicated (a coarser --layer-depth at import keeps a block's MLP in one node)"
+        )
     return LayerSplit(tuple(roles), tuple(fw), tuple(bw), tuple(notes))
 
 
