@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("torch")
 
 from test_joint_bruteforce import brute_force
+from test_joint_io import tiny
 
 from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import main
@@ -231,3 +232,8 @@ def test_bad_input_exits_2(gpt_data: dict[str, Any], tmp_path: Path, capsys: pyt
     bad.write_text(json.dumps(broken))
     assert main(["solve", str(bad), "--problem", "joint", "--devices", "4", "--memory", "1GiB"]) == 2
     assert "batch_size" in capsys.readouterr().err
+    # the options of an imported graph are refused for a joint file that has its configurations already
+    piper = tmp_path / "piper.json"
+    piper.write_text(json.dumps(tiny()))
+    assert main(["solve", str(piper), "--tp-degrees", "2"]) == 2
+    assert "--tp-degrees" in capsys.readouterr().err

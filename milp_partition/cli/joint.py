@@ -14,7 +14,7 @@ from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.io.native import parse_json, read_text_file
-from milp_partition.io.piper import looks_like_joint, read_joint
+from milp_partition.io.piper import joint_from_dict, looks_like_joint, read_joint
 from milp_partition.joint.layers import (
     ALLOWED_TP_DEGREES,
     DEFAULT_MICROBATCHES,
@@ -70,8 +70,9 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
     for flag in ("tp_degrees", "profile"):
         if getattr(args, flag, None) is not None:
             raise InputError("applies only to a graph written by 'milp-partition import'; leave it out", where=flag_name(flag))
-    return read_joint(
-        args.instance,
+    return joint_from_dict(
+        data,
+        str(args.instance),
         devices=getattr(args, "devices", None),
         memory_bytes=parse_bytes(str(args.memory), "--memory") if getattr(args, "memory", None) is not None else None,
         bandwidth_bytes_per_s=parse_rate(str(args.bandwidth), "--bandwidth") if getattr(args, "bandwidth", None) else None,

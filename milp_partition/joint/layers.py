@@ -372,8 +372,10 @@ def joint_from_imported(data: Any, source: str, settings: LayerPlanSettings) -> 
             source=source,
         )
     for t in splits:
-        for note in sorted({n for s in splits[t].values() for n in s.notes}):
-            notes.append(f"t={t}: {note}")
+        distinct = sorted({n for s in splits[t].values() for n in s.notes})
+        notes += [f"t={t}: {note}" for note in distinct[:3]]
+        if len(distinct) > 3:
+            notes.append(f"t={t}: and {len(distinct) - 3} more such notes")
     nodes = []
     for v, (name, ops) in model.layers.items():
         configs: dict[int, tuple[JointConfig, ...]] = {}
