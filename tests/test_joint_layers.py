@@ -20,6 +20,7 @@ from milp_partition.cli.joint import read_plan
 from milp_partition.errors import InputError
 from milp_partition.importers.build import write_imported
 from milp_partition.importers.models import GPT, mlp
+from milp_partition.importers.records import OpRecord
 from milp_partition.importers.settings import ImportSettings
 from milp_partition.importers.torch_import import import_torch_model, make_inputs, parse_input_shape
 from milp_partition.joint.layers import (
@@ -155,6 +156,40 @@ def test_heads_not_divisible_refuse_the_degree(gpt_data: dict[str, Any]) -> None
     assert any("degree 8 not offered" in n and "4 heads" in n for n in problem.notes)
     only8 = joint_from_imported(gpt_data, "gpt", _settings(devices=16, tp_degrees=(1, 8)))
     assert only8.degrees == (1,)
+
+
+def _op(i: int, path: str, flops: float = 0.0, nbytes: int = 100, params: int = 0) -> OpRecord:
+    return OpRecord(f"op{i}", "x", path, flops, 2 * flops, nbytes + params, nbytes, params, 0, nbytes)
+
+
+def test_split_roles_on_written_layers() -> None:
+    """Separate Q, K, V projections with a dropout after the output projection; a gated MLP (gate and up, then down)."""
+    lin = {"type": "Linear"}
+    modules = {
+        "b.attn": {"type": "Attention", "heads": 8},
+        **{f"b.attn.{n}": {**lin, "in_features": 16, "out_features": 16} for n in ("q", "k", "v", "o")},
+        "b.mlp.gate": {**lin, "in_features": 16, "out_features": 48},
+        "b.mlp.up": {**lin, "in_features": 16, "out_features": 48},
+        "b.mlp.down": {**lin, "in_features": 48, "out_features": 16},
+    }
+    paths = ["b.norm", "b.attn.q", "b.attn.k", "b.attn.v", "b.attn", "b.attn", "b.attn.o", "b.attn", "b"]
+    paths += ["b.mlp.gate", "b.mlp.up", "b.mlp", "b.mlp.down", "b"]
+    ops = [_op(i, p, params=10 if p in modules else 0) for i, p in enumerate(paths)]
+    split = split_layer(ops, modules, 4)
+    assert split.roles == (
+        "replicated", "column", "column", "column", "inner", "inner", "row", "replicated", "replicated",
+        "column", "column", "inner", "row", "replicated",
+    )  # fmt: skip
+    # one forward all-reduce per row layer (its output), one backward per column group (the group's input)
+    assert split.allreduce_fw_bytes == (100.0, 100.0) and split.allreduce_bw_bytes == (100.0, 100.0)
+    with pytest.raises(DegreeRefused, match="8 heads"):
+        split_layer(ops, modules, 16)
+    # a hidden width that t does not divide leaves the MLP replicated, with a note
+    odd = {**modules, "b.mlp.gate": {**lin, "in_features": 16, "out_features": 50}}
+    odd.update({"b.mlp.up": odd["b.mlp.gate"], "b.mlp.down": {**lin, "in_features": 50, "out_features": 16}})
+    split = split_layer(ops, odd, 4)
+    assert split.roles[9:13] == ("replicated",) * 4 and any("hidden width 50" in n for n in split.notes)
+    assert split.allreduce_fw_bytes == (100.0,)
 
 
 def test_tp_degrees_flag() -> None:

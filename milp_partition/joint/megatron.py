@@ -21,8 +21,9 @@ The pairs are found from the module structure recorded at import
 
 * an attention module (one with a head count) with at least two linear layers inside: the last
   linear layer run is the output projection (``row``), the earlier ones (fused QKV or separate
-  Q, K, V) are ``column``, every other operator inside the module is ``inner``; the heads must
-  divide by ``t`` (:class:`DegreeRefused` otherwise);
+  Q, K, V) are ``column``, the module's other operators between the first column layer and the
+  row layer are ``inner`` (those after it, e.g. a dropout, see the whole output: ``replicated``);
+  the heads must divide by ``t`` (:class:`DegreeRefused` otherwise);
 * outside attention, in execution order, a run of linear layers with the same shape (an MLP's
   first layer, or gate and up projections) followed by one whose input width is their output
   width: the run is ``column``, the follower ``row``, the operators in between ``inner``; a
@@ -160,7 +161,8 @@ def split_layer(
         if any(feat(u, "out_features") % t for u in cols) or feat(row, "in_features") % t:
             notes.append(f"attention {a}: projection widths not divisible by {t}: replicated")
             continue
-        inner = [i for i, op in enumerate(ops) if i not in in_unit and _attention_of(op.module_path, attention) == a]
+        start, stop = cols[0].index[0], row.index[0]
+        inner = [i for i in range(start, stop) if i not in in_unit and _attention_of(ops[i].module_path, attention) == a]
         split_pair(cols, row, inner)
 
     rest = [u for u in units if _attention_of(u.path, attention) is None]
