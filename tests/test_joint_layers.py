@@ -124,7 +124,7 @@ def test_t2_halves_the_split_block_and_adds_the_ring_all_reduces(gpt_data: dict[
 def test_replicated_layers_keep_their_full_cost(gpt_data: dict[str, Any]) -> None:
     problem = joint_from_imported(gpt_data, "gpt", _settings())
     assert problem.degrees == (1, 2, 4)
-    for v in ("wpe", "ln_f", "top#2"):
+    for v in ("wpe", "ln_f", "top#2"):  # position embedding, final norm, the embeddings' sum
         base = problem.node(v).configs[1]
         for t in (2, 4):
             assert problem.node(v).configs[t] == base
@@ -134,6 +134,10 @@ def test_replicated_layers_keep_their_full_cost(gpt_data: dict[str, Any]) -> Non
     model = read_layers(gpt_data, "gpt")
     split = split_layer(model.layers["lm_head"][1], model.modules, 2, last_layer=True)
     assert split.allreduce_fw_bytes == () and split.allreduce_bw_bytes == (B * S * D * F32,)
+    # the token embedding is split by vocabulary (its table halves) with a forward all-reduce of its output
+    wte1, wte2 = _cost(gpt_data, "wte", 1), _cost(gpt_data, "wte", 2)
+    assert wte1.param_bytes == VOCAB * D * F32 and wte2.param_bytes == VOCAB * D * F32 / 2
+    assert wte2.allreduce_fw_bytes == B * S * D * F32 and wte2.allreduce_bw_bytes == 0
 
 
 def test_recomputation_keeps_only_the_layer_input(gpt_data: dict[str, Any]) -> None:

@@ -30,7 +30,10 @@ The pairs are found from the module structure recorded at import
   hidden width that ``t`` does not divide leaves the pair replicated;
 * the last linear layer of a layer with no successor (the LM head) is split by output features
   (vocabulary-parallel, ``column``) when ``t`` divides them; its logits stay split (the loss is
-  assumed vocabulary-parallel too).
+  assumed vocabulary-parallel too);
+* the token embedding (the ``nn.Embedding`` with the most rows; position embeddings stay
+  replicated) is split by rows (vocabulary-parallel, costed as ``row``: its table divided by
+  ``t``, its output all-reduced forward) when ``t`` divides its rows.
 
 Per column group the backward pass all-reduces the gradient of the group's input (bytes of the
 input activation); per row layer the forward pass all-reduces its output (bytes of the output).
@@ -106,6 +109,12 @@ def _attention_of(path: str, attention: Sequence[str]) -> str | None:
         if _inside(path, a) and (best is None or len(a) > len(best)):
             best = a
     return best
+
+
+def _token_embedding(modules: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The embedding with the most rows (the token embedding: position and type embeddings are smaller)."""
+    tables = [(int(m["num_embeddings"]), p) for p, m in modules.items() if m.get("type") == "Embedding"]
+    return max(tables)[1] if tables else None
 
 
 def input_activation_bytes(op: OpRecord) -> float:
@@ -194,6 +203,16 @@ def split_layer(
             split_pair([head], None, after)
         else:
             notes.append(f"{head.path}: {feat(head, 'out_features')} outputs not divisible by {t}: replicated")
+    vocab = _token_embedding(modules)
+    table = [i for i, op in enumerate(ops) if vocab is not None and op.module_path == vocab]
+    if table:
+        rows = int(modules[str(vocab)]["num_embeddings"])
+        if rows % t == 0:
+            for i in table:
+                roles[i] = "row"
+            fw.append(float(ops[table[-1]].output_bytes))
+        else:
+            notes.append(f"embedding {vocab}: {rows} rows not divisible by {t}: replicated")
     alone = [u.path for u in rest if u.path not in paired]
     if alone:
         notes.append(
