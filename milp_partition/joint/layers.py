@@ -348,6 +348,8 @@ def joint_from_imported(data: Any, source: str, settings: LayerPlanSettings) -> 
         raise InputError(f"tensor-parallel degrees must be among {ALLOWED_TP_DEGREES}, got {bad or '[]'}", where="--tp-degrees")
     model = read_layers(data, source)
     profile, notes = _profile(settings, model)
+    if not model.modules:
+        notes.append("no module shapes in the file (an ONNX import): every layer is replicated at every tensor-parallel degree")
     successors = {u for u, _, _ in model.edges}
     incoming: dict[str, float] = {v: 0.0 for v in model.layers}
     for _, v, nbytes in model.edges:
