@@ -23,6 +23,7 @@ from milp_partition.importers.models import GPT, mlp
 from milp_partition.importers.records import OpRecord
 from milp_partition.importers.settings import ImportSettings
 from milp_partition.importers.torch_import import import_torch_model, make_inputs, parse_input_shape
+from milp_partition.io.piper import joint_from_dict, joint_to_dict
 from milp_partition.joint.layers import (
     RECOMPUTE,
     VANILLA,
@@ -209,6 +210,9 @@ def test_dp_agrees_with_brute_force_on_a_generated_problem(tmp_path: Path) -> No
     data = _imported(tmp_path, mlp(in_features=32, hidden=64, layers=2, classes=8), "4x32", "mlp")
     loose = joint_from_imported(data, "mlp", LayerPlanSettings(devices=4, memory_bytes=GiB, microbatches=2, tp_degrees=(1, 2)))
     assert loose.degrees == (1, 2) and len(loose.nodes) == 5
+    # a valid joint instance: the native joint reader (all its checks) reads it back equal
+    back = joint_from_dict(json.loads(json.dumps(joint_to_dict(loose))), "mlp")
+    assert (back.nodes, back.edges, back.cluster) == (loose.nodes, loose.edges, loose.cluster)
     head = loose.nodes[-1]
     assert head.configs[2][0].parameter_bytes == head.configs[1][0].parameter_bytes / 2
     need = sum(min(c.fixed_bytes + c.activation_bytes for c in n.configs[2]) for n in loose.nodes)
