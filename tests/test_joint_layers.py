@@ -23,6 +23,7 @@ from milp_partition.importers.models import GPT, mlp
 from milp_partition.importers.records import OpRecord
 from milp_partition.importers.settings import ImportSettings
 from milp_partition.importers.torch_import import import_torch_model, make_inputs, parse_input_shape
+from milp_partition.io.imported_layers import read_layers
 from milp_partition.io.piper import joint_from_dict, joint_to_dict
 from milp_partition.joint.layers import (
     RECOMPUTE,
@@ -31,7 +32,6 @@ from milp_partition.joint.layers import (
     joint_from_imported,
     layer_cost,
     parse_tp_degrees,
-    read_layers,
 )
 from milp_partition.joint.megatron import DegreeRefused, split_layer
 from milp_partition.joint.problem import JointSolveSettings

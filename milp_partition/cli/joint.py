@@ -13,6 +13,7 @@ from pathlib import Path
 from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
+from milp_partition.io.imported_layers import looks_like_imported
 from milp_partition.io.native import parse_json, read_text_file
 from milp_partition.io.piper import joint_from_dict, looks_like_joint, read_joint
 from milp_partition.joint.layers import (
@@ -20,7 +21,6 @@ from milp_partition.joint.layers import (
     DEFAULT_MICROBATCHES,
     LayerPlanSettings,
     joint_from_imported,
-    looks_like_imported,
     parse_tp_degrees,
 )
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
