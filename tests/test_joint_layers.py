@@ -179,7 +179,7 @@ def test_split_roles_on_written_layers() -> None:
     }
     paths = ["b.norm", "b.attn.q", "b.attn.k", "b.attn.v", "b.attn", "b.attn", "b.attn.o", "b.attn", "b"]
     paths += ["b.mlp.gate", "b.mlp.up", "b.mlp", "b.mlp.down", "b"]
-    ops = [_op(i, p, params=10 if p in modules else 0) for i, p in enumerate(paths)]
+    ops = [_op(i, p, flops=5.0 if i == 4 else 0.0, params=10 if p in modules else 0) for i, p in enumerate(paths)]
     split = split_layer(ops, modules, 4)
     assert split.roles == (
         "replicated", "column", "column", "column", "inner", "inner", "row", "replicated", "replicated",
@@ -195,6 +195,34 @@ def test_split_roles_on_written_layers() -> None:
     split = split_layer(ops, odd, 4)
     assert split.roles[9:13] == ("replicated",) * 4 and any("hidden width 50" in n for n in split.notes)
     assert split.allreduce_fw_bytes == (100.0,)
+
+
+@pytest.mark.parametrize("factory", ["bert_small_test", "llama_small_test"])
+def test_hugging_face_blocks_split_like_megatron(factory: str, tmp_path: Path) -> None:
+    """BERT (Q, K, V inside the attention module, its output projection in a sibling) and Llama (grouped-query
+    attention whose head counts are in its config; a gated MLP): every linear layer of a block split, four all-reduces."""
+    pytest.importorskip("transformers")
+    from milp_partition.importers import zoo
+
+    data = _imported(tmp_path, getattr(zoo, factory)(), "2x16:int64", factory)
+    model = read_layers(data, factory)
+    block = next(v for v in model.layers if v.endswith("layer.0") or v.endswith("layers.0"))
+    ops = model.layers[block][1]
+    split = split_layer(ops, model.modules, 2)
+    linear = {op.module_path[len(block) + 1 :]: r
+              for op, r in zip(ops, split.roles) if model.modules.get(op.module_path, {}).get("type") == "Linear"}  # fmt: skip
+    if factory == "bert_small_test":
+        expected = {f"attention.self.{p}": "column" for p in ("query", "key", "value")} | {"attention.output.dense": "row"}
+        expected |= {"intermediate.dense": "column", "output.dense": "row"}
+    else:
+        expected = {f"self_attn.{p}_proj": "column" for p in "qkv"} | {"self_attn.o_proj": "row"}
+        expected |= {"mlp.gate_proj": "column", "mlp.up_proj": "column", "mlp.down_proj": "row"}
+    assert linear == expected
+    width = 64 * 2 * 16 * F32  # the block's input and output: 2 sequences of 16 tokens, width 64
+    assert split.allreduce_fw_bytes == (width, width) and split.allreduce_bw_bytes == (width, width)
+    if factory == "llama_small_test":  # 2 key/value heads
+        with pytest.raises(DegreeRefused, match="2 kv heads, not divisible by 4"):
+            split_layer(ops, model.modules, 4)
 
 
 def test_tp_degrees_flag() -> None:

@@ -9,7 +9,7 @@ top-level ``layers`` object (format ``milp-partition-layers/1``, documented in
   ``optimizer_state_bytes_per_param_byte``: the import settings the costs were made with;
 * ``modules``: module path -> shape facts (``{"type": "Linear", "in_features", "out_features"}``,
   ``{"type": "Embedding", "num_embeddings", "embedding_dim"}``, ``{"type": ..., "heads": h}`` for an
-  attention module);
+  attention module, with ``"kv_heads"`` for grouped-query attention);
 * ``ops``: every captured operator in execution order with its graph node (``node``) and its
   FLOPs and bytes (the fields of :class:`~milp_partition.importers.records.OpRecord`).
 
@@ -28,6 +28,9 @@ LAYERS_FORMAT = "milp-partition-layers/1"
 
 #: Attribute names under which attention modules keep their head count (PyTorch, Hugging Face, GPT-style code).
 HEAD_ATTRIBUTES: tuple[str, ...] = ("heads", "num_heads", "n_head", "n_heads", "num_attention_heads")
+
+#: Attribute names of the key/value head count of grouped-query attention (its module or its ``config``).
+KV_HEAD_ATTRIBUTES: tuple[str, ...] = ("num_key_value_heads", "num_kv_heads", "n_kv_heads")
 
 #: The OpRecord fields written per operator.
 OP_FIELDS: tuple[str, ...] = (
@@ -48,7 +51,8 @@ def module_shapes(module: Any) -> dict[str, dict[str, Any]]:
     """Module path -> shape facts for every ``nn.Linear``, ``nn.Embedding`` and attention module of ``module``.
 
     An attention module is one with an integer head count under one of :data:`HEAD_ATTRIBUTES`
-    (``nn.MultiheadAttention.num_heads``, ``GPT2Attention.num_heads``, ...).
+    (``nn.MultiheadAttention.num_heads``, ``GPT2Attention.num_heads``, ...), or one whose class name
+    contains "Attention", with linear children, whose ``config`` has the count (Hugging Face Llama).
     """
     torch = require("torch")
     out: dict[str, dict[str, Any]] = {}
@@ -58,12 +62,29 @@ def module_shapes(module: Any) -> dict[str, dict[str, Any]]:
         elif isinstance(m, torch.nn.Embedding):
             out[path] = {"type": "Embedding", "num_embeddings": int(m.num_embeddings), "embedding_dim": int(m.embedding_dim)}
         else:
-            for attr in HEAD_ATTRIBUTES:
-                heads = getattr(m, attr, None)
-                if isinstance(heads, int) and not isinstance(heads, bool) and heads > 0:
-                    out[path] = {"type": type(m).__name__, "heads": heads}
-                    break
+            config = getattr(m, "config", None)
+            heads = _count(m, HEAD_ATTRIBUTES)
+            if (
+                heads is None
+                and "attention" in type(m).__name__.lower()
+                and any(isinstance(c, torch.nn.Linear) for c in m.children())
+            ):
+                heads = _count(config, HEAD_ATTRIBUTES)  # e.g. Hugging Face Llama: the count is in the config only
+            if heads is not None:
+                out[path] = {"type": type(m).__name__, "heads": heads}
+                kv = _count(m, KV_HEAD_ATTRIBUTES) or _count(config, KV_HEAD_ATTRIBUTES)
+                if kv is not None:
+                    out[path]["kv_heads"] = kv
     return out
+
+
+def _count(owner: Any, names: tuple[str, ...]) -> int | None:
+    """The first positive integer attribute of ``owner`` among ``names`` (``None`` if none)."""
+    for attr in names:
+        value = getattr(owner, attr, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
 
 
 def layers_section(imported: Any) -> dict[str, Any]:

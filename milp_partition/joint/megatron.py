@@ -19,15 +19,18 @@ Each operator of a layer gets a *role* at tensor-parallel degree ``t``:
 The pairs are found from the module structure recorded at import
 (:mod:`milp_partition.importers.layer_shapes`):
 
-* an attention module (one with a head count) with at least two linear layers inside: the last
-  linear layer run is the output projection (``row``), the earlier ones (fused QKV or separate
-  Q, K, V) are ``column``, the module's other operators between the first column layer and the
+* an attention module (one with a head count): the linear layers run before its first operator
+  with FLOPs (the attention scores) are ``column`` (fused QKV or separate Q, K, V); the last
+  linear layer inside it after the scores, else the first linear layer after the module if it
+  reads the values' width (Hugging Face BERT keeps it in a sibling module), is the output
+  projection (``row``); the module's other operators between the first column layer and the
   row layer are ``inner`` (those after it, e.g. a dropout, see the whole output: ``replicated``);
-  the heads must divide by ``t`` (:class:`DegreeRefused` otherwise);
-* outside attention, in execution order, a run of linear layers with the same shape (an MLP's
-  first layer, or gate and up projections) followed by one whose input width is their output
-  width: the run is ``column``, the follower ``row``, the operators in between ``inner``; a
-  hidden width that ``t`` does not divide leaves the pair replicated;
+  the heads (and key/value heads, where recorded) must divide by ``t`` (:class:`DegreeRefused`
+  otherwise);
+* outside attention, in execution order, a run of linear layers of one shape ``d -> h`` (an MLP's
+  first layer, or gate and up projections) followed by one ``h -> d``: the run is ``column``, the
+  follower ``row``, the operators in between ``inner``; a hidden width ``h`` that ``t`` does not
+  divide leaves the pair replicated;
 * the last linear layer of a layer with no successor (the LM head) is split by output features
   (vocabulary-parallel, ``column``) when ``t`` divides them; its logits stay split (the loss is
   assumed vocabulary-parallel too);
@@ -111,6 +114,16 @@ def _attention_of(path: str, attention: Sequence[str]) -> str | None:
     return best
 
 
+def _projection_after(
+    units: Sequence[_Unit], attention: Sequence[str], last: int, value: _Unit, modules: Mapping[str, Mapping[str, Any]]
+) -> _Unit | None:
+    """The first linear layer after an attention module (op ``last`` its last) if it reads the values' width."""
+    follow = next((u for u in units if u.index[0] > last and _attention_of(u.path, attention) is None), None)
+    if follow is None or modules[follow.path]["in_features"] != modules[value.path]["out_features"]:
+        return None
+    return follow
+
+
 def _token_embedding(modules: Mapping[str, Mapping[str, Any]]) -> str | None:
     """The embedding with the most rows (the token embedding: position and type embeddings are smaller)."""
     tables = [(int(m["num_embeddings"]), p) for p, m in modules.items() if m.get("type") == "Embedding"]
@@ -158,27 +171,41 @@ def split_layer(
         for i in inner:
             roles[i] = "inner"
 
+    taken: set[_Unit] = set()  # output projections found after their attention module
     for a in attention:
         mine = [u for u in units if _attention_of(u.path, attention) == a]
-        if len(mine) < 2:
-            notes.append(f"attention {a} has no separate linear projections: replicated")
+        inside = [i for i, op in enumerate(ops) if _attention_of(op.module_path, attention) == a]
+        core = next((i for i in inside if i not in in_unit and ops[i].forward_flops > 0), None)
+        cols = [u for u in mine if core is not None and u.index[0] < core]
+        if not cols:
+            notes.append(f"attention {a} has no linear projections before its scores: replicated")
             continue
-        heads = int(modules[a]["heads"])
-        if heads % t:
-            raise DegreeRefused(f"attention {a} has {heads} heads, not divisible by {t}")
-        cols, row = mine[:-1], mine[-1]
+        for key in ("heads", "kv_heads"):
+            count = modules[a].get(key)
+            if count is not None and int(count) % t:
+                raise DegreeRefused(f"attention {a} has {count} {key.replace('_', ' ')}, not divisible by {t}")
+        after = [u for u in mine if u.index[0] > core]  # type: ignore[operator]
+        row = after[-1] if after else _projection_after(units, attention, inside[-1], cols[-1], modules)
+        if row is None:
+            notes.append(f"attention {a}: no output projection found: replicated")
+            continue
         if any(feat(u, "out_features") % t for u in cols) or feat(row, "in_features") % t:
             notes.append(f"attention {a}: projection widths not divisible by {t}: replicated")
             continue
         start, stop = cols[0].index[0], row.index[0]
         inner = [i for i in range(start, stop) if i not in in_unit and _attention_of(ops[i].module_path, attention) == a]
         split_pair(cols, row, inner)
+        taken.add(row)
 
-    rest = [u for u in units if _attention_of(u.path, attention) is None]
+    rest = [u for u in units if _attention_of(u.path, attention) is None and u not in taken]
     pending: list[_Unit] = []
     paired: set[str] = set()
     for u in rest:
-        if pending and feat(u, "in_features") == feat(pending[-1], "out_features"):
+        # an MLP maps width d to a hidden width and back: column layers d -> h, then a row layer h -> d
+        if pending and (feat(u, "in_features"), feat(u, "out_features")) == (
+            feat(pending[-1], "out_features"),
+            feat(pending[0], "in_features"),
+        ):
             hidden = feat(pending[0], "out_features")
             if hidden % t:
                 notes.append(f"{pending[0].path} -> {u.path}: hidden width {hidden} not divisible by {t}: replicated")
