@@ -177,14 +177,14 @@ def split_layer(
         inside = [i for i, op in enumerate(ops) if _attention_of(op.module_path, attention) == a]
         core = next((i for i in inside if i not in in_unit and ops[i].forward_flops > 0), None)
         cols = [u for u in mine if core is not None and u.index[0] < core]
-        if not cols:
+        if core is None or not cols:
             notes.append(f"attention {a} has no linear projections before its scores: replicated")
             continue
         for key in ("heads", "kv_heads"):
             count = modules[a].get(key)
             if count is not None and int(count) % t:
                 raise DegreeRefused(f"attention {a} has {count} {key.replace('_', ' ')}, not divisible by {t}")
-        after = [u for u in mine if u.index[0] > core]  # type: ignore[operator]
+        after = [u for u in mine if u.index[0] > core]
         row = after[-1] if after else _projection_after(units, attention, inside[-1], cols[-1], modules)
         if row is None:
             notes.append(f"attention {a}: no output projection found: replicated")
@@ -226,8 +226,8 @@ def split_layer(
         head = rest[-1]
         paired.add(head.path)
         if feat(head, "out_features") % t == 0:
-            after = [i for i in range(head.index[-1] + 1, len(ops)) if roles[i] == "replicated"]
-            split_pair([head], None, after)
+            logits = [i for i in range(head.index[-1] + 1, len(ops)) if roles[i] == "replicated"]
+            split_pair([head], None, logits)
         else:
             notes.append(f"{head.path}: {feat(head, 'out_features')} outputs not divisible by {t}: replicated")
     vocab = _token_embedding(modules)
