@@ -197,21 +197,24 @@ def test_split_roles_on_written_layers() -> None:
     assert split.allreduce_fw_bytes == (100.0,)
 
 
-@pytest.mark.parametrize("factory", ["bert_small_test", "llama_small_test"])
+@pytest.mark.parametrize("factory", ["gpt2_small_test", "bert_small_test", "llama_small_test"])
 def test_hugging_face_blocks_split_like_megatron(factory: str, tmp_path: Path) -> None:
-    """BERT (Q, K, V inside the attention module, its output projection in a sibling) and Llama (grouped-query
-    attention whose head counts are in its config; a gated MLP): every linear layer of a block split, four all-reduces."""
+    """GPT-2 (Conv1D layers), BERT (Q, K, V inside the attention module, its output projection in a sibling) and Llama
+    (grouped-query attention whose head counts are in its config; a gated MLP): every linear layer of a block split,
+    four all-reduces of the block's width."""
     pytest.importorskip("transformers")
     from milp_partition.importers import zoo
 
     data = _imported(tmp_path, getattr(zoo, factory)(), "2x16:int64", factory)
     model = read_layers(data, factory)
-    block = next(v for v in model.layers if v.endswith("layer.0") or v.endswith("layers.0"))
+    block = next(v for v in model.layers if v.endswith(("layer.0", "layers.0", "h.0")))
     ops = model.layers[block][1]
     split = split_layer(ops, model.modules, 2)
     linear = {op.module_path[len(block) + 1 :]: r
               for op, r in zip(ops, split.roles) if model.modules.get(op.module_path, {}).get("type") == "Linear"}  # fmt: skip
-    if factory == "bert_small_test":
+    if factory == "gpt2_small_test":
+        expected = {"attn.c_attn": "column", "attn.c_proj": "row", "mlp.c_fc": "column", "mlp.c_proj": "row"}
+    elif factory == "bert_small_test":
         expected = {f"attention.self.{p}": "column" for p in ("query", "key", "value")} | {"attention.output.dense": "row"}
         expected |= {"intermediate.dense": "column", "output.dense": "row"}
     else:

@@ -48,7 +48,7 @@ OP_FIELDS: tuple[str, ...] = (
 
 
 def module_shapes(module: Any) -> dict[str, dict[str, Any]]:
-    """Module path -> shape facts for every ``nn.Linear``, ``nn.Embedding`` and attention module of ``module``.
+    """Module path -> shape facts for every ``nn.Linear`` (and Hugging Face ``Conv1D``), ``nn.Embedding`` and attention module.
 
     An attention module is one with an integer head count under one of :data:`HEAD_ATTRIBUTES`
     (``nn.MultiheadAttention.num_heads``, ``GPT2Attention.num_heads``, ...), or one whose class name
@@ -59,6 +59,9 @@ def module_shapes(module: Any) -> dict[str, dict[str, Any]]:
     for path, m in module.named_modules():
         if isinstance(m, torch.nn.Linear):
             out[path] = {"type": "Linear", "in_features": int(m.in_features), "out_features": int(m.out_features)}
+        elif type(m).__name__ == "Conv1D" and isinstance(getattr(m, "nf", None), int) and getattr(m, "weight", None) is not None:
+            # Hugging Face GPT-2's linear layer: weight (in, out), out = nf
+            out[path] = {"type": "Linear", "in_features": int(m.weight.shape[0]), "out_features": int(m.nf)}
         elif isinstance(m, torch.nn.Embedding):
             out[path] = {"type": "Embedding", "num_embeddings": int(m.num_embeddings), "embedding_dim": int(m.embedding_dim)}
         else:

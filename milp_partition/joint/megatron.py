@@ -163,11 +163,12 @@ def split_layer(
         for u in cols:
             for i in u.index:
                 roles[i] = "column"
-        bw.append(input_activation_bytes(ops[cols[0].index[0]]))
+        # (a unit may begin or end with a view, which moves no bytes: its largest tensor is the one reduced)
+        bw.append(max(input_activation_bytes(ops[i]) for i in cols[0].index))
         if row is not None:
             for i in row.index:
                 roles[i] = "row"
-            fw.append(float(ops[row.index[-1]].output_bytes))
+            fw.append(float(max(ops[i].output_bytes for i in row.index)))
         for i in inner:
             roles[i] = "inner"
 
@@ -237,7 +238,7 @@ def split_layer(
         if rows % t == 0:
             for i in table:
                 roles[i] = "row"
-            fw.append(float(ops[table[-1]].output_bytes))
+            fw.append(float(max(ops[i].output_bytes for i in table)))
         else:
             notes.append(f"embedding {vocab}: {rows} rows not divisible by {t}: replicated")
     alone = [u.path for u in rest if u.path not in paired]
