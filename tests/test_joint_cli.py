@@ -93,6 +93,14 @@ def test_no_time_reports_the_baselines_plan_and_a_proven_bound() -> None:
     assert r.stages and "time limit" in r.message
 
 
-def test_too_many_ideals_is_unknown() -> None:
-    r = solve_joint(joint_from_dict(tiny(), "tiny"), JointSolveSettings(max_ideals=1))
+def test_too_many_ideals_without_a_solver_is_unknown() -> None:
+    r = solve_joint(joint_from_dict(tiny(), "tiny"), JointSolveSettings(max_ideals=1, solver="none"))
     assert r.status == "unknown" and "ideals" in r.message
+
+
+def test_too_many_ideals_goes_to_the_milp() -> None:
+    problem = joint_from_dict(tiny(), "tiny")
+    r = solve_joint(problem, JointSolveSettings(max_ideals=1))
+    dp = solve_joint(problem, JointSolveSettings())
+    assert r.solver == "joint-milp/cpsat" and dp.solver == "joint-dp"
+    assert r.status == dp.status == "optimal" and r.objective == pytest.approx(dp.objective, rel=1e-9)

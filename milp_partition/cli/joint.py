@@ -32,7 +32,7 @@ from milp_partition.verifiers.joint import verify_joint
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
 
 #: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset({"devices", "memory", "bandwidth", "microbatches", "tp_degrees", "profile"})
+OPTIONS = frozenset({"devices", "memory", "bandwidth", "microbatches", "method", "tp_degrees", "profile"})
 
 
 def claims(data: object) -> bool:
@@ -56,6 +56,13 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
         "of 1, 2, 4, 8 (default all up to --devices); --profile gives the device profile (default: the import's); "
         "--bandwidth defaults to the profile's device-to-device link",
     )
+    if command == "solve":
+        g.add_argument(
+            "--method",
+            choices=["dp", "milp"],
+            help="joint: dp (default) = the exact DP (the slot MILP only when the graph has more ideals than the DP's cap); "
+            "milp = the slot MILP with --solver (cpsat or cbc), warm-started by the baselines",
+        )
 
 
 def problem_from_args(args: argparse.Namespace) -> JointProblem:
@@ -136,6 +143,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         baselines=not args.no_heuristics,
         max_ideals=max(getattr(args, "max_ideals", None) or 0, 200_000),
         progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
+        method=getattr(args, "method", None) or "dp",
+        solver=args.solver,
     )
     result = solve_joint(problem, settings)
     return emit(result, args, lambda: format_report(result, problem))

@@ -158,6 +158,12 @@ class JointSolveSettings:
         all-data-parallel baselines always run (the best one's value is the exact search's first upper end).
     max_ideals
         Cap on the ideals (downsets) of the graph the exact DP enumerates.
+    method
+        ``"dp"``: the exact DP, and the slot formulation (:mod:`milp_partition.formulations.joint`)
+        only when the graph has more ideals than ``max_ideals``; ``"milp"``: the formulation only
+        (the baselines still warm-start it).
+    solver
+        The back-end of the formulation: ``"cpsat"``, ``"cbc"`` or ``"none"`` (no formulation).
     progress_interval_s
         Seconds between progress lines on stderr (``None``: quiet).
     """
@@ -167,3 +173,11 @@ class JointSolveSettings:
     baselines: bool = True
     max_ideals: int = 200_000
     progress_interval_s: float | None = None
+    method: str = "dp"
+    solver: str = "cpsat"
+
+    def __post_init__(self) -> None:
+        if self.method not in ("dp", "milp"):
+            raise ValueError(f"method must be 'dp' or 'milp', got {self.method!r}")
+        if self.solver not in ("cpsat", "cbc", "none"):
+            raise ValueError(f"solver must be 'cpsat', 'cbc' or 'none', got {self.solver!r}")

@@ -30,6 +30,7 @@ from milp_partition.chain import (
     StepDefaults,
     run_chain,
 )
+from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.heuristics.joint_dp import TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
@@ -92,8 +93,8 @@ class JointSteps(StepDefaults):
         try:
             data = joint_data(run.problem, self.settings.max_ideals)
         except TooManyIdeals as exc:
-            run.scratch["too_many_ideals"] = str(exc)
-            run.skip_solver = "too many ideals"
+            run.scratch["too_many_ideals"] = run.result.solver_notes["too_many_ideals"] = str(exc)
+            run.say(f"[joint] {exc}: the exact DP cannot run; the slot formulation will")
             return
         run.scratch["data"] = data
         run.result.solver_notes["ideals"] = len(data.ideals)
@@ -112,7 +113,7 @@ class JointSteps(StepDefaults):
     def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[JointPlan]]:
         """The exact search: an exhaustive feasibility DP bisected on the target time per sample."""
         data = run.scratch.get("data")
-        if data is None:
+        if data is None or self.settings.method == "milp":
             return
         best = run.best
         upper = best.value if best is not None else math.inf
@@ -134,13 +135,25 @@ class JointSteps(StepDefaults):
         )
 
     def build(self, run: Run[Any, Any]) -> Built | None:
-        return None  # no formulation: the DP is the exact method
+        """The slot formulation, when asked for (``method="milp"``) or when the DP could not run."""
+        if self.settings.method == "dp" and "too_many_ideals" not in run.scratch:
+            return None  # the DP ran: it is the exact method
+        best = run.best
+        cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        try:
+            jm = formulation.build(run.work, upper_bound_s=None if cutoff is None else cutoff * (1 + 1e-9))
+        except formulation.ModelTooLarge as exc:
+            run.result.solver_notes["formulation"] = str(exc)
+            run.say(f"[joint] {exc}")
+            return None
+        run.result.solver = f"joint-milp/{run.settings.solver}"
+        return Built(jm.model, jm, None if cutoff is None else cutoff * (1 + 1e-9))
 
     def hint(self, built: Built, run: Run[Any, Any], candidate: Candidate[Any]) -> None:
-        raise NotImplementedError("the joint problem has no formulation to hint")
+        formulation.hint(built.state, candidate.solution, candidate.value)
 
     def decode(self, built: Built, values: Sequence[float]) -> JointPlan:
-        raise NotImplementedError("the joint problem has no formulation to decode")
+        return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
         rep = best.report or verify_joint(problem, best.solution)
@@ -162,7 +175,7 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
     """Solve the joint problem through the one chain: proven optimal, proven infeasible, or the best verified plan with a proven bound."""
     settings = settings or JointSolveSettings()
     chain = ChainSettings(
-        solver="none",
+        solver=settings.solver,
         time_limit_s=settings.time_limit_s,
         threads=settings.threads,
         progress_interval_s=settings.progress_interval_s,
@@ -170,9 +183,10 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
     steps = JointSteps(settings)
     result = run_chain(steps, problem, chain)
     assert isinstance(result, JointResult)
-    result.solver = "joint-dp"
-    if result.status is Status.UNKNOWN and not result.heuristics:
-        result.message = "the graph has more ideals than --max-ideals allows; raise --max-ideals"
+    if not result.solver.startswith("joint-milp"):
+        result.solver = "joint-dp"
+    if result.status is Status.UNKNOWN and "too_many_ideals" in result.solver_notes and not result.heuristics:
+        result.message = "the graph has more ideals than --max-ideals allows and the formulation did not run; raise --max-ideals"
     elif result.solver_notes.get("timed_out"):
         result.message += f"; time limit {settings.time_limit_s:g}s reached"
     return result
