@@ -88,6 +88,16 @@ def fmt(value: object) -> str:
     return f"{x:.10g}" if math.isfinite(x) else "-"
 
 
+def table_rows(rows: list[dict[str, object]], part: str, note: bool) -> list[str]:
+    """The Markdown rows of one part."""
+    return [
+        f"| {r['case']} | {r['nodes']} | {r['method']} | {r['status']} | {fmt(r['objective'])} | {fmt(r['bound'])} | "
+        f"{r['gap'] or '-'} | {r['seconds']} |" + (f" {r['note']} |" if note else "")
+        for r in rows
+        if r["part"] == part
+    ]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=60.0)
@@ -118,12 +128,7 @@ def main() -> int:
         "| case | nodes | method | status | objective | bound | gap | s |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        if r["part"] == "cross-check":
-            lines.append(
-                f"| {r['case']} | {r['nodes']} | {r['method']} | {r['status']} | {fmt(r['objective'])} | {fmt(r['bound'])} | "
-                f"{r['gap'] or '-'} | {r['seconds']} |"
-            )
+    lines += table_rows(rows, "cross-check", note=False)
     lines += [
         "",
         "## Wide graphs: past the DP's cap of 200,000 ideals",
@@ -135,12 +140,7 @@ def main() -> int:
         "| case | nodes | method | status | objective | bound | gap | s | note |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
-    for r in rows:
-        if r["part"] == "wide":
-            lines.append(
-                f"| {r['case']} | {r['nodes']} | {r['method']} | {r['status']} | {fmt(r['objective'])} | {fmt(r['bound'])} | "
-                f"{r['gap'] or '-'} | {r['seconds']} | {r['note']} |"
-            )
+    lines += table_rows(rows, "wide", note=True)
     (out / "joint_milp.md").write_text("\n".join(lines) + "\n")
     print(f"wrote {out / 'joint_milp.md'}")
     return 0
