@@ -247,22 +247,15 @@ def _boundary(
                 m.add_constraint([(cin, 1.0), (jm.x[v, i], -1.0), (jm.x[u, i], 1.0)], Sense.GE, 0.0, f"(i) in {k},{i}")
                 m.add_constraint([(cout, 1.0), (jm.x[u, i], -1.0), (jm.x[v, i], 1.0)], Sense.GE, 0.0, f"(i) out {k},{i}")
                 per_slot[i] += [(cin, edge_s), (cout, edge_s)]
-            for c, (t, _, cfg) in enumerate(configs[v]):
-                sync_s = 2.0 * cfg.sync_fw_bytes.get(e.source, 0.0) / B
-                if sync_s > 0:
-                    jm.cross[f"fw{c}", k, i] = q = m.add_var(f"qfw[{k},{i},{c}]")
-                    m.add_constraint(
-                        [(q, 1.0), (jm.z[v, i, t, c], -1.0), (jm.x[u, i], 1.0)], Sense.GE, 0.0, f"(i) sync fw {k},{i},{c}"
-                    )
-                    per_slot[i].append((q, sync_s))
-            for c, (t, _, cfg) in enumerate(configs[u]):
-                sync_s = 2.0 * cfg.sync_bw_bytes.get(e.target, 0.0) / B
-                if sync_s > 0:
-                    jm.cross[f"bw{c}", k, i] = q = m.add_var(f"qbw[{k},{i},{c}]")
-                    m.add_constraint(
-                        [(q, 1.0), (jm.z[u, i, t, c], -1.0), (jm.x[v, i], 1.0)], Sense.GE, 0.0, f"(i) sync bw {k},{i},{c}"
-                    )
-                    per_slot[i].append((q, sync_s))
+            # (inside node, outside node, its sync map, key) for the in-edge side and the out-edge side
+            for inside, outside, sync, key in ((v, u, "fw", e.source), (u, v, "bw", e.target)):
+                for c, (t, _, cfg) in enumerate(configs[inside]):
+                    sync_s = 2.0 * getattr(cfg, f"sync_{sync}_bytes").get(key, 0.0) / B
+                    if sync_s > 0:
+                        jm.cross[f"{sync}{c}", k, i] = q = m.add_var(f"q{sync}[{k},{i},{c}]")
+                        terms = [(q, 1.0), (jm.z[inside, i, t, c], -1.0), (jm.x[outside, i], 1.0)]
+                        m.add_constraint(terms, Sense.GE, 0.0, f"(i) sync {sync} {k},{i},{c}")
+                        per_slot[i].append((q, sync_s))
     return per_slot
 
 

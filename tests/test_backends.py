@@ -158,3 +158,17 @@ def test_cbc_watchdog_interrupts_a_child_named_cbc(tmp_path) -> None:
     finally:
         if child.poll() is None:
             child.kill()
+
+
+def test_a_continuous_variable_with_a_coefficient_other_than_one_is_refused() -> None:
+    # 4 T >= 7 has the real optimum T = 1.75; on the grid of s = 10 the integer model's optimum is 1.8, a false bound
+    m = Model()
+    t = m.add_var("T", VarKind.CONTINUOUS, 0.0, 10.0)
+    x = m.add_var("x")
+    m.add_constraint([(t, 4.0), (x, -7.0)], Sense.GE, 0.0, "time")
+    m.add_constraint([(x, 1.0)], Sense.GE, 1.0, "x")
+    m.minimize([(t, 1.0)])
+    with pytest.raises(ModelError, match=r"\+1 or -1"):
+        scale_model(m, 2.0**53)
+    out = get_backend("cbc").solve(m, SolveParams(time_limit_s=30.0))
+    assert out.status is SolveStatus.OPTIMAL and out.objective == pytest.approx(1.75)

@@ -19,6 +19,7 @@ import pytest
 from milp_partition.backends.model import Model, Sense
 from milp_partition.formulations import joint as formulation
 from milp_partition.io.piper import read_joint
+from milp_partition.joint.generators import parallel_branches
 from milp_partition.joint.problem import JointSolveSettings
 from milp_partition.joint.solve import solve_joint
 from milp_partition.verifiers.joint import verify_joint
@@ -106,3 +107,13 @@ def test_bert_bound_is_below_the_proven_optimum() -> None:
     result = solve_joint(problem, JointSolveSettings(time_limit_s=5.0, method="milp"))
     assert result.objective is not None and result.objective >= 0.16585575 * (1 - 1e-9)
     assert result.bound is not None and result.bound <= 0.16585575 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(("branches", "depth", "devices", "memory_gib"), [(2, 3, 2, 1.0), (2, 3, 4, 1.0), (3, 2, 4, 0.5)])
+def test_wide_graph_past_the_cap_gets_the_dp_optimum(branches: int, depth: int, devices: int, memory_gib: float) -> None:
+    problem = parallel_branches(branches, depth, devices, memory_gib * 2**30, seed=3)
+    fallback = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, max_ideals=10))
+    dp = solve_joint(problem, JointSolveSettings(time_limit_s=600.0))
+    assert fallback.solver == "joint-milp/cpsat" and dp.solver == "joint-dp"
+    assert fallback.status == dp.status == "optimal"
+    assert fallback.objective == pytest.approx(dp.objective, rel=1e-9)

@@ -12,7 +12,8 @@ put on one integer grid with a global scale ``s`` (a power of ten):
 - Every other row is multiplied by ``s``: a coefficient ``a`` of an integer
   variable becomes ``round(a * s)``, the right-hand side ``round(rhs * s)``; a
   continuous variable ``y`` becomes the integer ``Y = y * s`` (so its coefficient
-  must be integral, e.g. 1 or -1, and is kept).
+  must be +1 or -1 in every row, and is kept: with a larger one, ``d y >= rhs`` has its real
+  optimum off the grid and the integer model's optimum would be a false bound).
 - A row with non-integral coefficients but no continuous variable (a bound on time
   per sample, say) gets its own power of ten, chosen by the same rule, so a memory
   row in bytes and a time row in milliseconds do not compete for one grid.
@@ -143,10 +144,14 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
     def magnitude(terms: dict[int, float], rhs: float) -> float:
         return sum(abs(a) * maxabs[i] for i, a in terms.items()) + abs(rhs)
 
+    # A continuous variable lives on the grid 1/s.  With a coefficient of +-1 a real solution's value
+    # can be rounded onto the grid within the row errors accounted for below; with 2 or more it can
+    # not (d T >= 7 has the real optimum T = 7/d, off the grid for d = 4 at s = 10, and the integer
+    # model's optimum then exceeds the real one: a false bound), so such models are refused.
     for c in model.constraints:
         for i, coef in c.terms.items():
-            if continuous[i] and not _is_integral(coef):
-                raise ModelError(f"row {c.name!r}: a continuous variable needs an integral coefficient, got {coef}")
+            if continuous[i] and abs(coef) != 1.0:
+                raise ModelError(f"row {c.name!r}: a continuous variable needs a coefficient of +1 or -1, got {coef}")
     for i, coef in model.objective.items():
         if continuous[i] and not _is_integral(coef):
             raise ModelError(f"objective: a continuous variable needs an integral coefficient, got {coef}")

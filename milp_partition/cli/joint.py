@@ -10,10 +10,19 @@ import argparse
 import json
 from pathlib import Path
 
+from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
+from milp_partition.io.imported_layers import looks_like_imported
 from milp_partition.io.native import parse_json, read_text_file
-from milp_partition.io.piper import looks_like_joint, read_joint
+from milp_partition.io.piper import joint_from_dict, looks_like_joint, read_joint
+from milp_partition.joint.layers import (
+    ALLOWED_TP_DEGREES,
+    DEFAULT_MICROBATCHES,
+    LayerPlanSettings,
+    joint_from_imported,
+    parse_tp_degrees,
+)
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
 from milp_partition.report import fmt, fmt_bytes, gap_text, run_lines
@@ -23,7 +32,7 @@ from milp_partition.verifiers.joint import verify_joint
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
 
 #: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset({"devices", "memory", "bandwidth", "microbatches", "method"})
+OPTIONS = frozenset({"devices", "memory", "bandwidth", "microbatches", "method", "tp_degrees", "profile"})
 
 
 def claims(data: object) -> bool:
@@ -35,7 +44,18 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
     """Add the joint problem's own options (the cluster's --devices and --memory are shared)."""
     g = parser.add_argument_group("joint problem (Piper's)")
     g.add_argument("--bandwidth", help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)")
-    g.add_argument("--microbatches", type=int, help="joint: micro-batches per batch N (default: the file's mbsInBatch)")
+    g.add_argument(
+        "--microbatches",
+        type=int,
+        help=f"joint: micro-batches per batch N (default: the file's mbsInBatch; imported graph: {DEFAULT_MICROBATCHES}, "
+        "one sample each)",
+    )
+    g.add_argument(
+        "--tp-degrees",
+        help="joint, imported graph: tensor-parallel degrees to offer, a maximum (4: 1, 2, 4) or a list (1,2,8) "
+        "of 1, 2, 4, 8 (default all up to --devices); --profile gives the device profile (default: the import's); "
+        "--bandwidth defaults to the profile's device-to-device link",
+    )
     if command == "solve":
         g.add_argument(
             "--method",
@@ -46,18 +66,42 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
 
 
 def problem_from_args(args: argparse.Namespace) -> JointProblem:
-    """Read the instance with the command line's cluster figures over the file's."""
+    """Read the instance with the command line's cluster figures over the file's (an imported graph: :func:`imported_problem`)."""
     if getattr(args, "microbatches", None) is not None and args.microbatches < 1:
         raise InputError(f"--microbatches must be a positive integer, got {args.microbatches}")
     if getattr(args, "devices", None) is not None and args.devices < 1:
         raise InputError(f"--devices must be a positive integer, got {args.devices}")
-    return read_joint(
-        args.instance,
+    data = parse_json(read_text_file(args.instance), str(args.instance))
+    if looks_like_imported(data):
+        return imported_problem(data, args)
+    for flag in ("tp_degrees", "profile"):
+        if getattr(args, flag, None) is not None:
+            raise InputError("applies only to a graph written by 'milp-partition import'; leave it out", where=flag_name(flag))
+    return joint_from_dict(
+        data,
+        str(args.instance),
         devices=getattr(args, "devices", None),
         memory_bytes=parse_bytes(str(args.memory), "--memory") if getattr(args, "memory", None) is not None else None,
         bandwidth_bytes_per_s=parse_rate(str(args.bandwidth), "--bandwidth") if getattr(args, "bandwidth", None) else None,
         microbatches=getattr(args, "microbatches", None),
     )
+
+
+def imported_problem(data: object, args: argparse.Namespace) -> JointProblem:
+    """The joint problem of a graph written by ``milp-partition import`` (:mod:`milp_partition.joint.layers`)."""
+    source = str(args.instance)
+    missing = [f for f, v in (("--devices K", args.devices), ("--memory SIZE", args.memory)) if v is None]
+    if missing:
+        raise InputError("planning an imported graph needs " + " and ".join(missing), source=source)
+    settings = LayerPlanSettings(
+        devices=args.devices,
+        memory_bytes=parse_bytes(str(args.memory), "--memory"),
+        bandwidth_bytes_per_s=parse_rate(str(args.bandwidth), "--bandwidth") if args.bandwidth else None,
+        microbatches=args.microbatches if args.microbatches is not None else DEFAULT_MICROBATCHES,
+        tp_degrees=parse_tp_degrees(args.tp_degrees) if args.tp_degrees is not None else ALLOWED_TP_DEGREES,
+        profile=args.profile,
+    )
+    return joint_from_imported(data, source, settings)
 
 
 def format_report(result: JointResult, problem: JointProblem) -> str:
@@ -69,6 +113,7 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
         f"cluster    {cl.devices} devices, {fmt_bytes(cl.memory_bytes)} each, {fmt(cl.bandwidth_bytes_per_s / 2**30)} GiB/s, "
         f"N = {cl.microbatches}",
         "problem    joint (stages x data x tensor parallelism x recomputation)",
+        *(f"note       {n}" for n in problem.notes),
         f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
     ]
     if result.objective is not None:

@@ -32,6 +32,7 @@ from typing import Any
 from milp_partition.errors import InputError
 from milp_partition.graph import TIME_UNIT_SECONDS, Edge, Graph, Node, make_graph
 from milp_partition.importers.grouping import choose_layer_depth, group_operators
+from milp_partition.importers.layer_shapes import layers_section
 from milp_partition.importers.records import CapturedModel
 from milp_partition.importers.settings import ImportSettings
 from milp_partition.importers.timing import backward_flops, load_profile_spec, op_times
@@ -221,8 +222,13 @@ def describe(metadata: dict[str, Any]) -> str:
 
 
 def write_imported(imported: ImportedGraph, path: str) -> None:
-    """Write the graph as a native ``milp-partition/1`` file with :func:`describe` as its description."""
+    """Write the graph as a native ``milp-partition/1`` file with :func:`describe` as its description.
+
+    The file also carries the ``layers`` object (:func:`~milp_partition.importers.layer_shapes.layers_section`)
+    that the joint planner reads (``solve --problem joint``).
+    """
 
     data = instance_to_dict(Instance(imported.graph))
     data["description"] = describe(imported.metadata)
+    data["layers"] = layers_section(imported)
     write_text_file(path, dump_json_lines(data, source=str(path)))

@@ -341,3 +341,15 @@ def transformer_encoder(d_model: int = 64, heads: int = 4, layers: int = 2, ffn:
     """torch's own ``nn.TransformerEncoder`` (batch first) of ``layers`` post-norm layers."""
     layer = nn.TransformerEncoderLayer(d_model, heads, ffn, dropout=0.0, batch_first=True)
     return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+
+def gpt_joint_example(d_model: int = 4096, layers: int = 32, heads: int = 32, max_len: int = 2048) -> nn.Module:
+    """A GPT-3-6.7B-shaped decoder (32 layers, width 4096, 32 heads, vocabulary 50304) built on the meta device.
+
+    The README's joint-planning example: it does not fit on one 80 GB device with Adam state, so
+    the plan must split it.  Built on PyTorch's meta device (shapes only, no memory for its
+    6.9 billion parameters); import it with the default ``--execute-on meta``.  The vocabulary is GPT-2's 50257
+    padded to a multiple of 128 (as Megatron-LM and nanoGPT do), so the LM head splits over 2, 4 and 8 devices.
+    """
+    with torch.device("meta"):
+        return GPT(vocab=50304, d_model=d_model, layers=layers, heads=heads, max_len=max_len)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import hashlib
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -354,7 +355,19 @@ def import_onnx_model(
         raise InputError("--measure times PyTorch operators; for an ONNX model use --profile", where="--measure")
     model, notes = load_model(path, input_shapes)
     captured = capture_onnx(model, Path(path).stem, notes)
+    captured = replace(captured, batch_size=_batch_size(model, input_shapes))
     return build_graph(captured, settings)
+
+
+def _batch_size(model: Any, input_shapes: Sequence[tuple[int, ...]] | None) -> int | None:
+    """The first dimension of the first input (given, else the file's when it is fixed), ``None`` if unknown."""
+    if input_shapes and input_shapes[0]:
+        return int(input_shapes[0][0])
+    try:
+        dim = model.graph.input[0].type.tensor_type.shape.dim[0].dim_value
+    except (IndexError, AttributeError):
+        return None
+    return int(dim) if dim and dim > 0 else None
 
 
 def import_onnx(

@@ -8,6 +8,7 @@ layers, the training graph and the times from a profile are built once
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,12 @@ class CapturedModel:
         Operator types without a FLOP count (costed by bytes), sorted.
     notes
         Free-text notes (fallbacks taken, assumptions).
+    module_shapes
+        Module path -> shape facts of the layers a tensor-parallel split needs (PyTorch:
+        ``Linear`` in/out features, ``Embedding`` sizes, attention heads;
+        :func:`~milp_partition.importers.layer_shapes.module_shapes`); empty if not taken.
+    batch_size
+        Samples in the example input (its first dimension), ``None`` if unknown.
     """
 
     name: str
@@ -109,3 +116,5 @@ class CapturedModel:
     flops_by_kind: dict[str, float] = field(default_factory=dict)
     unknown_ops: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
+    module_shapes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    batch_size: int | None = None

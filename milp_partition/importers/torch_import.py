@@ -11,7 +11,7 @@ import importlib.util
 import inspect
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from milp_partition.errors import InputError
 from milp_partition.graph import Graph
 from milp_partition.importers.build import ImportedGraph, build_graph
 from milp_partition.importers.deps import require
+from milp_partition.importers.layer_shapes import module_shapes
 from milp_partition.importers.settings import ImportSettings
 
 
@@ -207,7 +208,17 @@ def import_torch_model(
 
     settings = settings or ImportSettings()
     captured = capture_module(module, example_inputs, settings, name=name or type(module).__name__, tracer=tracer, kwargs=kwargs)
+    captured = replace(captured, module_shapes=module_shapes(module), batch_size=_batch_size(example_inputs, kwargs))
     return build_graph(captured, settings)
+
+
+def _batch_size(example_inputs: Sequence[Any], kwargs: Mapping[str, Any] | None) -> int | None:
+    """The first dimension of the first tensor input (positional first, then named), ``None`` if there is none."""
+    for x in [*example_inputs, *(kwargs or {}).values()]:
+        shape = getattr(x, "shape", None)
+        if shape is not None and len(shape) >= 1:
+            return int(shape[0])
+    return None
 
 
 def import_torch(module: Any, example_inputs: Sequence[Any], settings: ImportSettings | None = None) -> Graph:

@@ -34,7 +34,8 @@ TIME_UNITS: tuple[str, ...] = (*TIME_UNIT_SECONDS, "unitless")
 
 NODE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Node))
 EDGE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(Edge))
-_TOP_FIELDS = ("format", "name", "time_unit", "nodes", "edges", "cluster", "description")
+#: ``layers``: layer shapes an importer records for tensor-parallel planning (read by milp_partition.joint.layers, ignored here).
+_TOP_FIELDS = ("format", "name", "time_unit", "nodes", "edges", "cluster", "description", "layers")
 _CLUSTER_FIELDS = ("devices", "host_cpu_cores", "link")
 _DEVICE_FIELDS = ("id", "kind", "memory_bytes")
 _LINK_FIELDS = ("latency_s", "bandwidth_bytes_per_s")

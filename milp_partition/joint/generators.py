@@ -1,4 +1,4 @@
-"""Larger joint instances made from the shared ones: BERT with more transformer layers.
+"""Larger joint instances: BERT with more transformer layers (from the shared ones), and wide graphs.
 
 :func:`repeat_block` takes a graph whose repeated block (the most frequent node name,
 e.g. ``ParallelTransformerLayer``) forms a chain ``L_1 -> L_2 -> ... -> L_m`` and gives it
@@ -9,11 +9,12 @@ previous block and its edges from nodes outside the chain, e.g. BERT's attention
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import replace
 
 from milp_partition.errors import InputError
-from milp_partition.joint.problem import JointConfig, JointEdge, JointNode, JointProblem
+from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
 
 
 def _chain(problem: JointProblem, name: str) -> list[str]:
@@ -135,3 +136,48 @@ def _pos(problem: JointProblem, node_id: str) -> int:
         if n.name != problem.node(node_id).name:
             count += 1
     return count
+
+
+def parallel_branches(
+    branches: int,
+    depth: int,
+    devices: int,
+    memory_bytes: float,
+    seed: int = 0,
+    microbatches: int = 64,
+    bandwidth_bytes_per_s: float = 25 * 2**30,
+) -> JointProblem:
+    """A wide layer graph: a source, ``branches`` parallel chains of ``depth`` layers, a sink.
+
+    It has ``(depth + 1) ** branches + 2`` ideals or so, past the exact DP's cap for six
+    branches of depth eight; each layer offers t in {1, 2}, each with a plain and a
+    recomputing configuration (seeded random costs: p in milliseconds per sample, bytes in MiB).
+    """
+    rng = random.Random(seed)
+    mib = float(2**20)
+    ids = ["source"] + [f"b{b}.{j}" for b in range(branches) for j in range(depth)] + ["sink"]
+    edges = []
+    for b in range(branches):
+        edges.append(JointEdge("source", f"b{b}.0", rng.randint(1, 8) * mib))
+        edges += [JointEdge(f"b{b}.{j}", f"b{b}.{j + 1}", rng.randint(1, 8) * mib) for j in range(depth - 1)]
+        edges.append(JointEdge(f"b{b}.{depth - 1}", "sink", rng.randint(1, 8) * mib))
+    nodes = []
+    for v in ids:
+        p = rng.uniform(1e-3, 4e-3)
+        w, a, b_fixed = rng.randint(4, 64) * mib, rng.randint(8, 128) * mib, rng.randint(16, 256) * mib
+        configs = {}
+        for t in (1, 2):
+            share = 1.0 if t == 1 else 0.55  # a split layer pays some overhead
+            configs[t] = (
+                JointConfig("vanilla", p * share, w / t, a / t, b_fixed / t),
+                JointConfig("activation recomp", p * share * 4 / 3, w / t, a / t / 8, b_fixed / t),
+            )
+        nodes.append(JointNode(v, v.split(".")[0], configs))
+    cluster = JointCluster(devices, memory_bytes, bandwidth_bytes_per_s, microbatches)
+    return JointProblem(
+        tuple(nodes),
+        tuple(edges),
+        cluster,
+        name=f"branches{branches}x{depth}",
+        source=f"parallel_branches({branches}, {depth}, seed={seed})",
+    )

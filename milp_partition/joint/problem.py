@@ -81,13 +81,18 @@ class JointCluster:
 
 @dataclass(frozen=True)
 class JointProblem:
-    """A joint-planning instance: the layer graph with configurations and the cluster."""
+    """A joint-planning instance: the layer graph with configurations and the cluster.
+
+    ``notes``: how the instance was made where that matters to a reader (e.g. a tensor-parallel
+    degree not offered, from :mod:`milp_partition.joint.layers`).
+    """
 
     nodes: tuple[JointNode, ...]
     edges: tuple[JointEdge, ...]
     cluster: JointCluster
     name: str = ""
     source: str = ""
+    notes: tuple[str, ...] = ()
 
     @property
     def degrees(self) -> tuple[int, ...]:

@@ -1,0 +1,156 @@
+"""The ``layers`` object of an imported graph file, read for the joint planner.
+
+A graph file written by ``milp-partition import`` (native ``milp-partition/1``) carries a
+``layers`` object (``milp-partition-layers/1``, :mod:`milp_partition.importers.layer_shapes`,
+``docs/FORMAT.md``): every operator with its layer, FLOPs and bytes, the shapes of the linear,
+embedding and attention modules and the import settings.  :func:`read_layers` checks it and
+returns the graph's forward layers with their operators (:class:`ImportedLayers`); every problem
+is one :class:`~milp_partition.errors.InputError` naming the file and field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from milp_partition.errors import InputError
+from milp_partition.importers.layer_shapes import LAYERS_FORMAT, OP_FIELDS
+from milp_partition.importers.records import OpRecord
+from milp_partition.importers.settings import ImportSettings
+from milp_partition.io.native import FORMAT, instance_from_dict
+
+
+@dataclass(frozen=True)
+class ImportedLayers:
+    """The parsed ``layers`` object with the graph's forward layers and edges.
+
+    Attributes
+    ----------
+    layers
+        Forward node id -> (name, its operators in execution order).
+    edges
+        Forward edges ``(source, target, bytes per import batch)``.
+    modules
+        Module path -> shape facts.
+    batch_size
+        Samples in the import batch.
+    settings
+        The import settings that matter for costs (dtype, backward ratios, optimizer factor).
+    profile
+        The profile named in the file (``None`` if the import had none).
+    """
+
+    layers: Mapping[str, tuple[str, tuple[OpRecord, ...]]]
+    edges: tuple[tuple[str, str, float], ...]
+    modules: Mapping[str, Mapping[str, Any]]
+    batch_size: int
+    settings: ImportSettings
+    profile: str | None
+
+
+def looks_like_imported(data: Any) -> bool:
+    """Whether parsed JSON is a native graph file (``milp-partition/1``), the kind ``milp-partition import`` writes."""
+    return isinstance(data, Mapping) and data.get("format") == FORMAT
+
+
+def _number(obj: Mapping[str, Any], key: str, where: str, source: str, *, optional: bool = False) -> float | None:
+    value = obj.get(key)
+    if value is None and optional:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+        raise InputError(f"'{key}' must be a number >= 0, got {value!r}", source=source, where=where)
+    return float(value)
+
+
+def read_layers(data: Any, source: str = "") -> ImportedLayers:
+    """The layers, edges and operators of an imported graph (parsed JSON) for :func:`joint_from_imported`.
+
+    Raises
+    ------
+    InputError
+        When the graph is invalid, has no ``layers`` object (not written by ``milp-partition import``),
+        or the object is malformed (naming the field and operator).
+    """
+    instance = instance_from_dict(data, source)
+    section = data.get("layers")
+    if section is None:
+        raise InputError(
+            "no 'layers' object (operators with their layers and shapes): the joint planner needs a graph written by "
+            "'milp-partition import torch|onnx' (re-import the model with this version)",
+            source=source,
+            where="top level",
+        )
+    if not isinstance(section, Mapping) or section.get("format") != LAYERS_FORMAT:
+        raise InputError(f'expected an object with "format": "{LAYERS_FORMAT}"', source=source, where="layers")
+    batch = section.get("batch_size")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InputError(f"'batch_size' must be a positive integer, got {batch!r}", source=source, where="layers")
+    modules = section.get("modules", {})
+    if not isinstance(modules, Mapping) or not all(isinstance(m, Mapping) for m in modules.values()):
+        raise InputError("'modules' must map module paths to objects", source=source, where="layers.modules")
+    for path, m in modules.items():
+        keys = {"Linear": ("in_features", "out_features"), "Embedding": ("num_embeddings", "embedding_dim")}.get(
+            str(m.get("type")), ("heads",) if "heads" in m else ()
+        )
+        for key in keys:
+            v = m.get(key)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+                raise InputError(
+                    f"'{key}' must be a positive integer, got {v!r}", source=source, where=f"layers.modules[{path!r}]"
+                )
+    graph = instance.graph
+    forward = {n.id: n for n in graph.nodes if not n.is_backward}
+    ops_raw = section.get("ops")
+    if not isinstance(ops_raw, list) or not ops_raw:
+        raise InputError("'ops' must be a non-empty list", source=source, where="layers")
+    by_layer: dict[str, list[OpRecord]] = {v: [] for v in forward}
+    for j, o in enumerate(ops_raw):
+        where = f"layers.ops[{j}]"
+        if not isinstance(o, Mapping):
+            raise InputError("expected an object", source=source, where=where)
+        node = o.get("node")
+        if node not in forward:
+            raise InputError(f"'node' {node!r} is not a forward node of the graph", source=source, where=where)
+        missing = [f for f in OP_FIELDS if f not in o]
+        if missing:
+            raise InputError(f"missing field(s) {', '.join(missing)}", source=source, where=where)
+        nums = {f: _number(o, f, where, source, optional=f in ("backward_flops", "saved_bytes")) for f in OP_FIELDS[3:]}
+        by_layer[str(node)].append(
+            OpRecord(
+                id=str(o["id"]),
+                op_type=str(o["op_type"]),
+                module_path=str(o["module_path"]),
+                forward_flops=float(nums["forward_flops"] or 0.0),
+                backward_flops=nums["backward_flops"],
+                input_bytes=int(nums["input_bytes"] or 0),
+                output_bytes=int(nums["output_bytes"] or 0),
+                param_bytes=int(nums["param_bytes"] or 0),
+                buffer_bytes=int(nums["buffer_bytes"] or 0),
+                saved_bytes=None if nums["saved_bytes"] is None else int(nums["saved_bytes"]),
+            )
+        )
+    empty = [v for v, ops in by_layer.items() if not ops]
+    if empty:
+        raise InputError(f"forward node {empty[0]!r} has no operators in 'layers.ops'", source=source, where="layers")
+    ratios = {k: _number(section, k, "layers", source) for k in ("backward_flops_ratio", "backward_bytes_ratio")}
+    factor = _number(section, "optimizer_state_bytes_per_param_byte", "layers", source)
+    settings = ImportSettings(
+        training=True,
+        dtype=str(section.get("dtype", "float32")),
+        backward_flops_ratio=float(ratios["backward_flops_ratio"] or 0.0),
+        backward_bytes_ratio=float(ratios["backward_bytes_ratio"] or 0.0),
+        optimizer_state_bytes_per_param_byte=float(factor or 0.0),
+        profile=None,
+    )
+    edges = tuple((e.source, e.target, float(e.bytes)) for e in graph.edges if e.source in forward and e.target in forward)
+    profile = section.get("profile")
+    return ImportedLayers(
+        layers={v: (forward[v].name, tuple(by_layer[v])) for v in forward},
+        edges=edges,
+        modules={str(k): dict(v) for k, v in modules.items()},
+        batch_size=batch,
+        settings=settings,
+        profile=str(profile) if profile else None,
+    )
