@@ -236,7 +236,9 @@ class _StageTable:
     w_sum: float | None = None
     g_values: dict[int, float] = field(default_factory=dict)
     bound_values: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)
-    y_small: int = -1  # largest y the least-memory choice fits (computed lazily)
+    #: [y]: the largest y the least-memory choice fits (-1 until computed); a list so that
+    #: tables with the same content share it like the dictionaries above
+    y_small_box: list[int] = field(default_factory=lambda: [-1])
 
 
 class JointDP:
@@ -247,6 +249,10 @@ class JointDP:
         self.greedy = greedy
         self.knapsack: Callable = min_cost_greedy if greedy else min_cost_exact
         self.tables: dict[tuple[int, int, int], _StageTable] = {}
+        #: (t, the stage's rows in canonical order as bytes) -> the one table of that content
+        self.contents: dict[tuple[int, bytes], _StageTable] = {}
+        #: (i, j, t) -> the table of the content of stage I_i \ I_j (see :meth:`stage_tables`)
+        self.pair_tables: dict[tuple[int, int, int], _StageTable] = {}
         cl = data.problem.cluster
         self.k = cl.devices
         self.M = cl.memory_bytes
@@ -257,30 +263,99 @@ class JointDP:
         self.divisors = np.array(data.divisors, dtype=np.int64)
 
     # -- stage tables ---------------------------------------------------------------------------
+    def _edge_groups(self) -> None:
+        """Edges sorted by target (in) and by source (out), with the segment starts for ``np.add.reduceat``."""
+        d = self.data
+        self._in_order = np.argsort(d.edge_tgt, kind="stable")
+        self._out_order = np.argsort(d.edge_src, kind="stable")
+        tgt_sorted, src_sorted = d.edge_tgt[self._in_order], d.edge_src[self._out_order]
+        self._in_starts = np.flatnonzero(np.r_[True, tgt_sorted[1:] != tgt_sorted[:-1]]) if len(tgt_sorted) else tgt_sorted
+        self._out_starts = np.flatnonzero(np.r_[True, src_sorted[1:] != src_sorted[:-1]]) if len(src_sorted) else src_sorted
+        self._in_nodes = tgt_sorted[self._in_starts] if len(tgt_sorted) else tgt_sorted
+        self._out_nodes = src_sorted[self._out_starts] if len(src_sorted) else src_sorted
+
+    def _rows(self, i: int, cand: np.ndarray, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For the stages ``I_i \\ J`` (``J`` in ``cand``) on degree ``t``: membership ``(C, n)``, ``P`` and ``W`` ``(C, n, options)``.
+
+        ``P = p + comm / B`` with comm the bytes (2 (c + sync)) of the edges that cross the stage's
+        boundary as the stage's node sees them; ``W = 4 w / (N B)`` (0 where an option is missing).
+        Sums run edge by edge in one fixed order, so a stage's rows do not depend on the batch.
+        """
+        d = self.data
+        if not hasattr(self, "_in_order"):
+            self._edge_groups()
+        in_big = d.member[i]
+        in_small = d.member[cand]  # (C, n)
+        in_stage = in_big[None, :] & ~in_small
+        n, width = d.p[t].shape
+        comm = np.zeros((len(cand), n, width))
+        if len(d.edge_src):
+            src, tgt = d.edge_src, d.edge_tgt
+            e_in = (in_stage[:, tgt] & in_small[:, src])[:, self._in_order]  # (u, v): v in the stage, u before it
+            e_out = (in_stage[:, src] & ~in_big[tgt][None, :])[:, self._out_order]  # (v, w): v in the stage, w after it
+            w_in = e_in[:, :, None] * d.edge_in_bytes[t][self._in_order][None, :, :]
+            w_out = e_out[:, :, None] * d.edge_out_bytes[t][self._out_order][None, :, :]
+            comm[:, self._in_nodes, :] += np.add.reduceat(w_in, self._in_starts, axis=1)
+            comm[:, self._out_nodes, :] += np.add.reduceat(w_out, self._out_starts, axis=1)
+        P = d.p[t][None, :, :] + comm / self.B
+        W = np.where(np.isfinite(P), (4.0 / (self.N * self.B)) * d.w[t][None, :, :], 0.0)
+        return in_stage, P, W
+
+    def stage_tables(self, i: int, cand: np.ndarray, t: int) -> list[_StageTable]:
+        """The tables of the stages ``I_i \\ J`` for every ``J`` in ``cand`` on degree ``t``, computed together.
+
+        Stages with the same rows (a multiset: repeated layers with equal boundaries) have the
+        same ``F`` and get one table (exact: the key is the bytes of the rows in a canonical order);
+        the table's ``nodes`` are those of the first such stage (use :meth:`table` for a stage's own).
+        """
+        out: list[_StageTable | None] = [self.pair_tables.get((i, j, t)) for j in cand.tolist()]
+        missing = np.array([r for r, tab in enumerate(out) if tab is None], dtype=np.int64)
+        if len(missing) == 0:
+            return out  # type: ignore[return-value]
+        d = self.data
+        J = cand[missing]
+        in_stage, P, W = self._rows(i, J, t)
+        A = np.broadcast_to(d.a[t][None], P.shape)
+        Bf = np.broadcast_to(d.b[t][None], P.shape)
+        rows = np.concatenate([P, W, A, Bf], axis=2)  # (C, n, 4 options)
+        # canonical order: stage nodes first, then by the row's values (column 0 first)
+        keys = np.concatenate([np.moveaxis(rows, 2, 0)[::-1], (~in_stage)[None].astype(float)], axis=0)
+        order = np.lexsort(keys, axis=-1)
+        canon = np.take_along_axis(rows, order[:, :, None], axis=1)
+        counts = in_stage.sum(axis=1)
+        for r, c in enumerate(missing.tolist()):
+            content = (t, canon[r, : counts[r]].tobytes())
+            tab = self.contents.get(content)
+            if tab is None:
+                nodes = np.flatnonzero(in_stage[r])
+                tab = self._new_table(nodes.tolist(), P[r, nodes], W[r, nodes], d.a[t][nodes], d.b[t][nodes], t)
+                self.contents[content] = tab
+            self.pair_tables[(i, int(cand[c]), t)] = tab
+            out[c] = tab
+        return out  # type: ignore[return-value]
+
     def table(self, i: int, j: int, t: int) -> _StageTable:
+        """The stage ``I_i \\ I_j`` on degree ``t`` with its own nodes (the caches shared with equal stages)."""
         key = (i, j, t)
         tab = self.tables.get(key)
         if tab is not None:
             return tab
         d = self.data
-        big, small = d.ideals[i], d.ideals[j]
-        nodes = _bits(big & ~small)
-        in_big, in_small = d.member[i], d.member[j]
-        in_stage = in_big & ~in_small
-        src, tgt = d.edge_src, d.edge_tgt
-        e_in = in_stage[tgt] & in_small[src]  # (u, v): v in the stage, u before it
-        e_out = in_stage[src] & ~in_big[tgt]  # (v, w): v in the stage, w after it
-        width = d.p[t].shape[1]
-        n = len(d.ids)
-        comm = np.zeros((n, width))
-        for o in range(width):
-            if e_in.any():
-                comm[:, o] += np.bincount(tgt[e_in], weights=d.edge_in_bytes[t][e_in, o], minlength=n)
-            if e_out.any():
-                comm[:, o] += np.bincount(src[e_out], weights=d.edge_out_bytes[t][e_out, o], minlength=n)
-        P = d.p[t][nodes] + comm[nodes] / self.B
-        W = np.where(np.isfinite(P), 4.0 * d.w[t][nodes] / (self.N * self.B), 0.0)
-        A, Bf = d.a[t][nodes], d.b[t][nodes]
+        shared = self.stage_tables(i, np.array([j], dtype=np.int64), t)[0]
+        nodes = np.flatnonzero(d.member[i] & ~d.member[j])
+        if list(shared.nodes) == nodes.tolist():
+            tab = shared
+        else:
+            _, P, W = self._rows(i, np.array([j], dtype=np.int64), t)
+            tab = _StageTable(
+                nodes.tolist(), P[0, nodes], W[0, nodes], d.a[t][nodes], d.b[t][nodes], shared.divs, shared.fast,
+                shared.y_fit, shared.values, shared.w_sum, shared.g_values, shared.bound_values, shared.y_small_box,
+            )
+        self.tables[key] = tab
+        return tab
+
+    def _new_table(self, nodes: list[int], P: np.ndarray, W: np.ndarray, A: np.ndarray, Bf: np.ndarray, t: int) -> _StageTable:
+        """A table with fresh caches: per divisor the least cost ignoring memory and the largest y it fits."""
         divs = self.divisors[self.divisors * t <= self.k]
         # cost[d, v, o] for every divisor at once
         cost = (P[None, :, :] + (divs[:, None, None] - 1) * W[None, :, :]) / divs[:, None, None]
@@ -307,7 +382,6 @@ class JointDP:
         w_first = W[:, :1]
         if bool(np.all((W == w_first) | ~finite)):
             tab.w_sum = float(w_first.sum())
-        self.tables[key] = tab
         return tab
 
     def cost(self, tab: _StageTable, dp: int) -> np.ndarray:
@@ -358,8 +432,8 @@ class JointDP:
         return pick
 
     def _y_small(self, tab: _StageTable) -> int:
-        if tab.y_small >= 0:
-            return tab.y_small
+        if tab.y_small_box[0] >= 0:
+            return tab.y_small_box[0]
         lo, hi = 0, self.smax + 1  # largest y in [0, hi] with the least-memory choice fitting (0: none)
 
         def fits(y: int) -> bool:
@@ -374,7 +448,7 @@ class JointDP:
                     lo = mid
                 else:
                     hi = mid
-        tab.y_small = lo
+        tab.y_small_box[0] = lo
         return lo
 
     def y_max(self, tab: _StageTable, q: int, target: float, strict: bool, y_cap: int) -> int:
@@ -487,11 +561,12 @@ class JointDP:
                     cand, need_j = cand[~cut], need_j[~cut]
             s_lo = int(finite_s[0])
             count = np.cumsum(np.isfinite(arr))  # count[s]: finite states at or below s
-            for j, need in zip(cand.tolist(), need_j.tolist()):
+            tables = {t: self.stage_tables(i, cand, t) for t in d.degrees if t <= budget and len(cand)}
+            for r_j, (j, need) in enumerate(zip(cand.tolist(), need_j.tolist())):
                 for t in d.degrees:
                     if t > budget:
                         break
-                    tab = self.table(i, j, t)
+                    tab = tables[t][r_j]
                     usable = (tab.divs * t <= budget) & (tab.divs + s_lo <= smax)
                     ok = tab.fast < target if strict else tab.fast <= target
                     cut = usable & ~ok

@@ -187,3 +187,68 @@ def test_cost_bounds_bracket_the_exact_value() -> None:
             assert math.isinf(low)
         else:
             assert low <= exact + 1e-9 and exact <= up + 1e-9
+
+
+def repeated_chain(seed: int, n: int = 5, edge_bytes: float | None = None) -> JointProblem:
+    """A chain of ``n`` identical layers (two configurations each) between a distinct first and last node."""
+    rng = random.Random(seed)
+    layer = (
+        JointConfig("keep", float(rng.randint(2, 6)), 1.0, float(rng.randint(1, 3)), 0.0),
+        JointConfig("recompute", float(rng.randint(7, 9)), 1.0, 0.0, 0.0),
+    )
+    nodes = [JointNode("in", "embed", {1: (JointConfig("c0", 1.0, 1.0, 1.0, 0.0),)})]
+    nodes += [JointNode(f"l{q}", "layer", {1: layer}) for q in range(n)]
+    nodes.append(JointNode("out", "head", {1: (JointConfig("c0", 2.0, 1.0, 1.0, 0.0),)}))
+    ids = [nd.id for nd in nodes]
+    edges = tuple(JointEdge(u, v, float(rng.randint(1, 3)) if edge_bytes is None else edge_bytes) for u, v in zip(ids, ids[1:]))
+    cluster = JointCluster(devices=rng.randint(2, 4), memory_bytes=float(rng.randint(6, 14)), bandwidth_bytes_per_s=1.0, microbatches=4)
+    return JointProblem(tuple(nodes), edges, cluster, source=f"repeated chain {seed}")
+
+
+def test_equal_stages_share_one_table_and_keep_their_own_nodes() -> None:
+    from milp_partition.heuristics.joint_dp import JointDP, joint_data
+
+    problem = repeated_chain(0, n=6, edge_bytes=2.0)
+    data = joint_data(problem)
+    dp = JointDP(data)
+    by_set = {frozenset(data.ids[v] for v in range(len(data.ids)) if data.member[i, v]): i for i in range(len(data.ideals))}
+
+    def ideal(*names: str) -> int:
+        return by_set[frozenset(names)]
+
+    prefix = ["in", "l0", "l1", "l2", "l3", "l4", "l5", "out"]
+    # stages {l1, l2} and {l3, l4}: interior layers with equal boundary edges have the same rows
+    i1, j1 = ideal(*prefix[:4]), ideal(*prefix[:2])
+    i2, j2 = ideal(*prefix[:6]), ideal(*prefix[:4])
+    a = dp.stage_tables(i1, np.array([j1]), 1)[0]
+    b = dp.stage_tables(i2, np.array([j2]), 1)[0]
+    assert a is b
+    # with other bytes on one boundary edge the rows differ: no sharing
+    other = JointDP(joint_data(repeated_chain(0, n=6)))  # its edges l0->l1 (3) and l2->l3 (2) differ
+    assert other.stage_tables(i1, np.array([j1]), 1)[0] is not other.stage_tables(i2, np.array([j2]), 1)[0]
+    # a stage with the first node has other rows: never shared with an interior one
+    c = dp.stage_tables(ideal(*prefix[:2]), np.array([0]), 1)[0]
+    assert c is not a
+    # table() gives each stage its own nodes, with the caches of its content
+    own = dp.table(i2, j2, 1)
+    assert [data.ids[v] for v in own.nodes] == ["l3", "l4"]
+    assert own.values is b.values
+    # batched rows equal the rows computed one stage at a time, bit for bit
+    cand = np.array([ideal(*prefix[:q]) if q else 0 for q in range(1, 6)])
+    _, p_all, w_all = dp._rows(ideal(*prefix[:6]), cand, 1)
+    for r, j in enumerate(cand.tolist()):
+        _, p_one, w_one = dp._rows(ideal(*prefix[:6]), np.array([j]), 1)
+        assert np.array_equal(p_all[r], p_one[0]) and np.array_equal(w_all[r], w_one[0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_repeated_layers_match_brute_force(seed: int) -> None:
+    """Repeated layers make many stages share one table: the optimum must not change."""
+    problem = repeated_chain(seed, n=4)
+    expected = brute_force(problem)
+    result = solve_joint(problem, JointSolveSettings(time_limit_s=600.0))
+    if math.isinf(expected):
+        assert result.status == "infeasible"
+        return
+    assert result.status == "optimal", result.message
+    assert result.objective == pytest.approx(expected, rel=1e-9, abs=1e-12)

@@ -154,8 +154,12 @@ class JointSolveSettings:
     threads
         Accepted for the common CLI; the DP runs on one thread.
     baselines
-        Also run the Piper-style baseline (a quarter of the time limit); the cheap PipeDream-2BW-style and
+        Also run the Piper-style baseline (at most ``baseline_time_limit_s``); the cheap PipeDream-2BW-style and
         all-data-parallel baselines always run (the best one's value is the exact search's first upper end).
+    baseline_time_limit_s
+        Seconds the Piper-style baseline may take as a warm start (at most a quarter of the time limit):
+        the exact DP needs no good start, and this project's Python Piper-style search converges slowly
+        (the gap tool measures it on its own, with its own limit).
     max_ideals
         Cap on the ideals (downsets) of the graph the exact DP enumerates.
     method
@@ -171,6 +175,7 @@ class JointSolveSettings:
     time_limit_s: float = 60.0
     threads: int = 1
     baselines: bool = True
+    baseline_time_limit_s: float = 2.0
     max_ideals: int = 200_000
     progress_interval_s: float | None = None
     method: str = "dp"
@@ -179,5 +184,7 @@ class JointSolveSettings:
     def __post_init__(self) -> None:
         if self.method not in ("dp", "milp"):
             raise ValueError(f"method must be 'dp' or 'milp', got {self.method!r}")
+        if not self.baseline_time_limit_s >= 0:
+            raise ValueError(f"baseline_time_limit_s must be >= 0, got {self.baseline_time_limit_s!r}")
         if self.solver not in ("cpsat", "cbc", "none"):
             raise ValueError(f"solver must be 'cpsat', 'cbc' or 'none', got {self.solver!r}")

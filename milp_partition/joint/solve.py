@@ -102,8 +102,8 @@ class JointSteps(StepDefaults):
             ("all-data-parallel", lambda: all_data_parallel(data)),
             ("pipedream-2bw", lambda: pipedream_2bw_style(data)),
         ]
-        if self.settings.baselines:
-            limit = max(1.0, self.settings.time_limit_s / 4)
+        if self.settings.baselines and self.settings.baseline_time_limit_s > 0:
+            limit = min(self.settings.baseline_time_limit_s, self.settings.time_limit_s / 4)
             jobs.append(("piper-style", lambda: piper_style(data, time_limit_s=limit)))
         for name, fn in jobs:
             t0 = time.monotonic()
