@@ -164,6 +164,11 @@ def ray_check(args: argparse.Namespace) -> None:
                 ["gap", *files[problem], "--problem", problem, *GRID[problem], "--no-exact", "--executor", executor,
                  "--output-dir", str(tmp / executor), "--name", "g", "--no-charts"]
             )  # fmt: skip
+        for path in files["joint"]:  # the baselines (Piper-style converges well inside its limit on this grid)
+            run(
+                ["gap", path, "--problem", "joint", *JOINT_GRID[Path(path).name], "--bandwidth", JOINT_BANDWIDTH,
+                 "--no-exact", "--executor", executor, "--output-dir", str(tmp / executor), "--name", "g", "--no-charts"]
+            )  # fmt: skip
         with (tmp / executor / "g.csv").open(newline="") as f:
             rows = [{k: v for k, v in r.items() if k != "seconds"} for r in csv.DictReader(f)]
         out[executor] = sorted(rows, key=lambda r: tuple(r.values()))
@@ -174,7 +179,8 @@ def ray_check(args: argparse.Namespace) -> None:
         "",
         "# gap on the local executor and on Ray: same rows",
         "",
-        "The grid of `results/gap.md` without the exact solves (`--no-exact`: heuristics, and placement's cheap bounds), run once "
+        "The grid of `results/gap.md` (pipeline, strategy, placement and joint) without the exact solves (`--no-exact`: "
+        "heuristics, and placement's cheap bounds), run once "
         "with `--executor local` and once with `--executor ray` (a local Ray instance started by the command, all cores). "
         "Rows compared on every column but `seconds`.",
         "",

@@ -33,6 +33,15 @@ least compute and all-reduce at its largest allowed :math:`d` must be at most :m
 Whenever a pass cuts something it records the least target at which the cut would not
 happen; with no plan, the least such value is a proven lower bound above :math:`T`.
 
+Stage tables
+------------
+:math:`F` depends on the stage only through its rows (per node and configuration: compute plus
+boundary communication, all-reduce term, activation and fixed bytes).  Stages with the same
+multiset of rows (repeated layers with equal boundary edges: GNMT's and BERT's stacks) share one
+table and every cache of knapsack values and bounds; the key is the rows' bytes in a canonical
+order, so sharing is exact.  The tables of all stages :math:`I \setminus J` of one :math:`I` are
+computed together (:meth:`JointDP.stage_tables`).
+
 Search
 ------
 :func:`search` bisects :math:`T` between a proven lower bound (first :math:`W(V)/k`, then the
