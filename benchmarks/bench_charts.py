@@ -8,6 +8,7 @@ chart without running anything.
 from __future__ import annotations
 
 import csv
+import re
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,14 @@ def grouped_bars(
     ax.set_xticklabels(groups, rotation=30, ha="right", fontsize=8)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7)
+
+
+def from_report(path: Path, pattern: str) -> re.Match[str] | None:
+    """The first match of ``pattern`` (multi-line) in the report ``path`` a previous run wrote; ``None`` when either is missing.
+
+    For ``--plot-only`` on a CSV written before it carried the run's settings (machine, limits,
+    ...): nothing else holds them, so they are read back from the report being re-rendered.
+    """
+    if not path.is_file():
+        return None
+    return re.search(pattern, path.read_text(), re.MULTILINE)

@@ -11,7 +11,12 @@ Writes ``results/joint_milp.md`` and ``results/joint_milp.csv``.  Two parts:
 
 Run from the repository root::
 
-    python benchmarks/joint_milp_bench.py [--time-limit 60]
+    python benchmarks/joint_milp_bench.py [--time-limit 60] [--plot-only]
+
+The chart ``results/joint_milp.png`` (seconds and gap per case, DP beside MILP) is embedded in the
+report; ``--plot-only`` re-renders report and chart from ``results/joint_milp.csv`` without solving
+anything (the run's time limit, machine and Python come from the CSV, or from the report it
+replaces when the CSV predates those columns).
 """
 
 from __future__ import annotations
@@ -23,9 +28,12 @@ import platform
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from bench_charts import from_report, grouped_bars, pyplot, read_csv, save  # noqa: E402
 
 from milp_partition.io.piper import read_joint  # noqa: E402
 from milp_partition.joint.generators import parallel_branches  # noqa: E402
@@ -59,6 +67,8 @@ WIDE = [
     ("branches 8x6 k=16 2GiB", lambda: parallel_branches(8, 6, 16, 2 * GIB, seed=2)),
 ]
 FIELDS = ["part", "case", "nodes", "method", "status", "objective", "bound", "gap", "seconds", "note"]
+#: The run's settings, the same on every row (a CSV written before these existed lacks them).
+META = ["time_limit_s", "machine", "python"]
 
 
 def run(label: str, problem: JointProblem, method: str, part: str, limit: float) -> dict[str, object]:
@@ -88,40 +98,120 @@ def fmt(value: object) -> str:
     return f"{x:.10g}" if math.isfinite(x) else "-"
 
 
-def table_rows(rows: list[dict[str, object]], part: str, note: bool) -> list[str]:
+def table_rows(rows: list[dict[str, Any]], part: str, note: bool) -> list[str]:
     """The Markdown rows of one part."""
     return [
         f"| {r['case']} | {r['nodes']} | {r['method']} | {r['status']} | {fmt(r['objective'])} | {fmt(r['bound'])} | "
-        f"{r['gap'] or '-'} | {r['seconds']} |" + (f" {r['note']} |" if note else "")
+        f"{r['gap'] or '-'} | {r['seconds']} |" + (f" {r['note'] or ''} |" if note else "")
         for r in rows
         if r["part"] == part
     ]
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--time-limit", type=float, default=60.0)
-    args = ap.parse_args()
-    rows = []
-    for label, make in CROSS:
-        problem = make()
-        rows.append(run(label, problem, "dp", "cross-check", args.time_limit))
-        rows.append(run(label, problem, "milp", "cross-check", args.time_limit))
-    for label, make in WIDE:
-        rows.append(run(label, make(), "dp", "wide", args.time_limit))
-    out = REPO / "results"
-    with open(out / "joint_milp.csv", "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=FIELDS)
-        w.writeheader()
-        w.writerows(rows)
+def _gap_percent(row: dict[str, Any]) -> float | None:
+    gap = row.get("gap")
+    return None if gap in ("", None) else float(str(gap).rstrip("%"))
+
+
+def chart(rows: list[dict[str, Any]], time_limit: float | None) -> Any:
+    """Per case: seconds (left) and gap (right) of the DP beside the MILP; hatched, pale: the run ended without a proof."""
+    plt = pyplot()
+    cases = list(dict.fromkeys(str(r["case"]) for r in rows))
+    wide = {str(r["case"]) for r in rows if r["part"] == "wide"}
+    groups = [f"{c} (wide)" if c in wide else c for c in cases]
+    methods = [("joint DP", "joint-dp"), ("slot MILP (CP-SAT)", "joint-milp/cpsat")]
+    by = {(str(r["case"]), str(r["method"])): r for r in rows}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(14, 5.5))
+    width = 0.8 / len(methods)
+    for ax, value, label in (
+        (ax1, lambda r: float(r["seconds"]), "seconds (wall clock, whole solve)"),
+        (ax2, _gap_percent, "gap between objective and proven bound (%)"),
+    ):
+        series = []
+        for name, method in methods:
+            got = [by.get((c, method)) for c in cases]
+            series.append(
+                (
+                    name,
+                    [None if r is None else value(r) for r in got],
+                    [r is not None and r["status"] in ("optimal", "infeasible") for r in got],
+                )
+            )
+        grouped_bars(ax, groups, series, log=False)
+        ax.set_ylabel(label)
+        ax.set_xlabel("case (instance, devices k, memory per device)")
+        for j, (_, method) in enumerate(methods):
+            for i, c in enumerate(cases):
+                r = by.get((c, method))
+                if r is None:
+                    continue
+                x = i + (j - (len(methods) - 1) / 2) * width
+                if ax is ax2:
+                    gap = _gap_percent(r)
+                    text = str(r["status"]) if gap is None else "0%" if gap == 0 else f"{gap:.3g}%"
+                else:
+                    text = f"{float(r['seconds']):g}"
+                ax.annotate(text, (x, value(r) or 0.0), xytext=(0, 2), textcoords="offset points", ha="center",
+                            va="bottom", fontsize=7, rotation=90 if ax is ax2 else 0)  # fmt: skip
+        ax.set_xlim(-0.5, len(cases) - 0.5)
+        ax.margins(y=0.15)
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    cmap = plt.get_cmap("tab10")
+    handles = [Patch(color=cmap(j), label=name) for j, (name, _) in enumerate(methods)]
+    handles.append(Patch(facecolor="lightgrey", edgecolor="white", hatch="//", label="stopped at the limit, no proof"))
+    if time_limit is not None:
+        ax1.axhline(time_limit, color="grey", linestyle="--", linewidth=1)
+        handles.append(Line2D([], [], color="grey", linestyle="--", label=f"time limit ({time_limit:g} s)"))
+    for ax in (ax1, ax2):
+        ax.get_legend().remove()
+    ax1.set_title("time per run", fontsize=9)
+    ax2.set_title("gap at the end of the run (wide: the DP is past its cap, the chain ran the MILP)", fontsize=9)
+    fig.suptitle("Joint problem: the slot MILP beside the exact DP", fontsize=11)
+    fig.legend(handles=handles, loc="upper center", ncol=len(handles), fontsize=8, bbox_to_anchor=(0.5, 0.95), frameon=False)
+    fig.tight_layout(rect=(0, 0, 1, 0.91))
+    return fig
+
+
+def _meta(rows: list[dict[str, Any]], report: Path) -> dict[str, Any]:
+    """The run's settings: from the CSV's rows, else from the report a previous run wrote (``?`` where neither has them)."""
+    if rows and all(k in rows[0] for k in META):
+        return {k: rows[0][k] for k in META}
+    m = from_report(report, r"\(time limit (\S+) s per run, .*\) on (\S+) / Python (\S+), a ")
+    return {"time_limit_s": float(m[1]), "machine": m[2], "python": m[3]} if m else dict.fromkeys(META, "?")
+
+
+def write_report(out: Path, *, plot_only: bool) -> None:
+    """``joint_milp.md`` and ``joint_milp.png`` from ``joint_milp.csv``."""
+    rows = read_csv(out / "joint_milp.csv")
+    meta = _meta(rows, out / "joint_milp.md")
+    limit = meta["time_limit_s"] if isinstance(meta["time_limit_s"], int | float) else None
+    png = save(chart(rows, limit), out / "joint_milp.png")
     lines = [
         "# Joint problem: the slot MILP beside the exact DP",
         "",
-        f"Written by `benchmarks/joint_milp_bench.py` (time limit {args.time_limit:g} s per run, 2 threads, CP-SAT for the "
-        f"MILP) on {platform.machine()} / Python {platform.python_version()}, a 2-core machine shared with other work "
+        f"Written by `benchmarks/joint_milp_bench.py` (time limit {'?' if limit is None else f'{limit:g}'} s per run, 2 threads, CP-SAT for the "
+        f"MILP) on {meta['machine']} / Python {meta['python']}, a 2-core machine shared with other work "
         "(times are rough). Objectives are the verifier's time per sample (s); bounds are proven; `joint-dp` is the "
         "exact DP, `joint-milp/cpsat` the slot MILP of `formulations/joint.py` (warm-started by the baselines where "
         "the DP's index exists).",
+        "",
+        *(
+            [
+                "Re-rendered from `joint_milp.csv` by `--plot-only` (nothing ran"
+                + (
+                    ""
+                    if rows and all(k in rows[0] for k in META)
+                    else "; limit, machine and Python kept from the previous report"
+                )
+                + ").",
+                "",
+            ]
+            if plot_only
+            else []
+        ),
+        f"![{png}]({png})",
         "",
         "## Cross-check: DP and MILP on the same instances",
         "",
@@ -142,7 +232,31 @@ def main() -> int:
     ]
     lines += table_rows(rows, "wide", note=True)
     (out / "joint_milp.md").write_text("\n".join(lines) + "\n")
-    print(f"wrote {out / 'joint_milp.md'}")
+    print(f"wrote {out / 'joint_milp.md'} and {out / png}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--plot-only", action="store_true", help="re-render the report and the chart from the CSV; solve nothing")
+    args = ap.parse_args()
+    out = REPO / "results"
+    if args.plot_only:
+        write_report(out, plot_only=True)
+        return 0
+    rows = []
+    for label, make in CROSS:
+        problem = make()
+        rows.append(run(label, problem, "dp", "cross-check", args.time_limit))
+        rows.append(run(label, problem, "milp", "cross-check", args.time_limit))
+    for label, make in WIDE:
+        rows.append(run(label, make(), "dp", "wide", args.time_limit))
+    meta = {"time_limit_s": args.time_limit, "machine": platform.machine(), "python": platform.python_version()}
+    with open(out / "joint_milp.csv", "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=FIELDS + META)
+        w.writeheader()
+        w.writerows({**r, **meta} for r in rows)
+    write_report(out, plot_only=False)
     return 0
 
 
