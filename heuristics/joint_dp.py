@@ -667,6 +667,8 @@ class SearchResult:
     passes: int
     seconds: float
     timed_out: bool = False
+    #: stopped by Ctrl-C (or SIGTERM as the CLI maps it): the plan and bound are what it had; the caller re-raises
+    interrupted: bool = False
 
 
 def work_bound(data: JointData) -> float:
@@ -754,3 +756,9 @@ def search(
                 lo = target
     except TimeoutError:
         return done(False, True)
+    except KeyboardInterrupt:
+        if greedy:  # a baseline: nothing proven to keep
+            raise
+        found = done(False, True)
+        found.interrupted = True
+        return found

@@ -129,10 +129,12 @@ class JointSteps(StepDefaults):
             found.plan,
             seconds,
             True,
-            "exhaustive" if not found.timed_out else "time limit reached",
+            "exhaustive" if not found.timed_out else ("interrupted" if found.interrupted else "time limit reached"),
             bound=found.bound if math.isfinite(found.bound) and found.bound > 0 else None,
             infeasible=found.infeasible,
         )
+        if found.interrupted:  # the chain has taken the plan and the bound: now let it settle on them
+            raise KeyboardInterrupt
 
     def build(self, run: Run[Any, Any]) -> Built | None:
         """The slot formulation, when asked for (``method="milp"``) or when the DP could not run."""
