@@ -47,6 +47,16 @@ def read_csv(path: Path) -> list[dict[str, Any]]:
         return [{k: csv_value(v) for k, v in row.items()} for row in csv.DictReader(fh)]
 
 
+def replot_note(csv_names: str, plot_only: bool, kept: str | None = None) -> list[str]:
+    """The report's lines saying it was re-rendered by ``--plot-only`` (none after a real run).
+
+    ``kept``: what the report took from its previous version because the CSV lacks it (``None``: nothing).
+    """
+    if not plot_only:
+        return []
+    return [f"Re-rendered from {csv_names} by `--plot-only` (nothing ran" + (f"; {kept}" if kept else "") + ").", ""]
+
+
 def save(fig: Any, path: Path) -> str:
     """Save ``fig`` as ``path`` (PNG, 110 dpi), close it, and return the file name for the Markdown."""
     plt = pyplot()

@@ -33,7 +33,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_charts import from_report, grouped_bars, pyplot, read_csv, save  # noqa: E402
+from bench_charts import from_report, grouped_bars, pyplot, read_csv, replot_note, save  # noqa: E402
 
 from milp_partition.io.piper import read_joint  # noqa: E402
 from milp_partition.joint.generators import parallel_branches  # noqa: E402
@@ -197,19 +197,10 @@ def write_report(out: Path, *, plot_only: bool) -> None:
         "exact DP, `joint-milp/cpsat` the slot MILP of `formulations/joint.py` (warm-started by the baselines where "
         "the DP's index exists).",
         "",
-        *(
-            [
-                "Re-rendered from `joint_milp.csv` by `--plot-only` (nothing ran"
-                + (
-                    ""
-                    if rows and all(k in rows[0] for k in META)
-                    else "; limit, machine and Python kept from the previous report"
-                )
-                + ").",
-                "",
-            ]
-            if plot_only
-            else []
+        *replot_note(
+            "`joint_milp.csv`",
+            plot_only,
+            None if rows and all(k in rows[0] for k in META) else "limit, machine and Python kept from the previous report",
         ),
         f"![{png}]({png})",
         "",

@@ -28,7 +28,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bench_charts import from_report, pyplot, read_csv, save  # noqa: E402
+from bench_charts import from_report, pyplot, read_csv, replot_note, save  # noqa: E402
 
 SCRIPT = "benchmarks/pipeline_scaling.py"
 #: The CSV's columns: per row, then the run's settings (the same on every row; a CSV written before they existed lacks them).
@@ -176,15 +176,10 @@ def write_report(out_dir: Path, *, plot_only: bool) -> None:
         f"`--solver none`, time limit {'?' if limit is None else f'{limit:g}'} s for the whole solve. "
         "Peak memory is the process's max RSS.",
         "",
-        *(
-            [
-                "Re-rendered from `pipeline_scaling.csv` by `--plot-only` (nothing ran"
-                + ("" if rows and all(k in rows[0] for k in META) else "; the two lines above are kept from the previous report")
-                + ").",
-                "",
-            ]
-            if plot_only
-            else []
+        *replot_note(
+            "`pipeline_scaling.csv`",
+            plot_only,
+            None if rows and all(k in rows[0] for k in META) else "the two lines above are kept from the previous report",
         ),
         f"![{png}]({png})",
         "",
