@@ -9,6 +9,9 @@ parallel) to our value; then larger cases: BERT with 64 and 96 transformer layer
 32nd layer repeated) on up to 4096 devices.  Run from the repository root::
 
     python benchmarks/joint_bench.py [--time-limit 120] [--baseline-time-limit 60] [--only bert]
+
+The chart ``results/joint.png`` (our seconds beside Piper's DP seconds; the baselines' excess over
+the optimum) is embedded in the report; ``--plot-only`` re-renders report and chart from the CSV.
 """
 
 from __future__ import annotations
@@ -25,6 +28,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from bench_charts import from_report, grouped_bars, pyplot, read_csv, replot_note, save  # noqa: E402
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style  # noqa: E402
 from milp_partition.heuristics.joint_dp import joint_data  # noqa: E402
 from milp_partition.io.piper import read_joint  # noqa: E402
@@ -109,7 +115,11 @@ def main() -> int:
     ap.add_argument("--baseline-time-limit", type=float, default=30.0)
     ap.add_argument("--only", help="run only files whose name contains this")
     ap.add_argument("--no-larger", action="store_true")
+    ap.add_argument("--plot-only", action="store_true", help="re-render the report and the chart from the CSV; solve nothing")
     args = ap.parse_args()
+    if args.plot_only:
+        write_report(read_csv(REPO / "results" / "joint.csv"), REPO / "results", plot_only=True)
+        return 0
     rows = []
     for name, k, mem, piper, piper_s in PIPER:
         if args.only and args.only not in name:
@@ -129,25 +139,90 @@ def main() -> int:
             print(f"bert{layers} k={k} M={mem}GiB: {row['status']} {row['objective']} {row['seconds']:.1f}s", flush=True)
     out = REPO / "results"
     out.mkdir(exist_ok=True)
+    for r in rows:
+        r.update(time_limit_s=args.time_limit, baseline_time_limit_s=args.baseline_time_limit,
+                 machine=platform.machine(), python=platform.python_version())  # fmt: skip
     keys = list(rows[0].keys()) if rows else []
     with open(out / "joint.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=keys)
         w.writeheader()
         for r in rows:
             w.writerow(r)
+    write_report(rows, out, plot_only=False)
+    return 0
+
+
+def _label(r: dict) -> str:
+    case = str(r["case"]).replace(".json", "").replace(" (repeated layer)", "")
+    return f"{case} k={r['k']} {r['memory_gib']:g}G"
+
+
+def chart(rows: list[dict], path: Path) -> str:
+    """Seconds per case (ours, Piper's C++ DP) and the baselines' excess over the optimum, one group per case."""
+    plt = pyplot()
+    fig, (ax_t, ax_g) = plt.subplots(1, 2, figsize=(15, 5.2))
+    groups = [_label(r) for r in rows]
+    proven = [r["status"] in ("optimal", "infeasible") for r in rows]
+    grouped_bars(
+        ax_t,
+        groups,
+        [
+            ("ours (exact DP, whole solve)", [r["seconds"] for r in rows], proven),
+            ("Piper's C++ DP (its README)", [r["piper_seconds"] for r in rows], [True] * len(rows)),
+        ],
+    )
+    ax_t.set_ylabel("seconds (log scale)")
+    ax_t.set_title("time per case (infeasible cases: the time to prove it)", fontsize=9)
+
+    def excess(name: str) -> list[float | None]:
+        vals: list[float | None] = []
+        for r in rows:
+            base, ours = r.get(name), r.get("objective")
+            vals.append(None if base is None or ours is None else max(0.0, (base - ours) / ours * 100))
+        return vals
+
+    grouped_bars(
+        ax_g,
+        groups,
+        [
+            ("PipeDream-2BW style", excess("pipedream_2bw"), [True] * len(rows)),
+            ("all data parallel", excess("all_dp"), [True] * len(rows)),
+        ],
+        log=False,
+    )
+    ax_g.set_ylabel("excess over the proven optimum (%)")
+    ax_g.set_title("baselines (no bar: the baseline found no plan that fits)", fontsize=9)
+    fig.suptitle("Joint planner on Piper's instances and larger BERTs (bandwidth 25 GiB/s)")
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def write_report(rows: list[dict], out: Path, plot_only: bool) -> None:
+    """``results/joint.md`` (and the chart) from the rows."""
+    first = dict(rows[0]) if rows else {}
+    if "time_limit_s" not in first:  # a CSV written before it carried the run's settings: they are in the old report
+        m = from_report(out / "joint.md", r"time limit (\S+) s per case, Piper-style baseline (\S+) s\) on (\S+) / Python (\S+),")
+        if m is not None:
+            first.update(time_limit_s=m[1], baseline_time_limit_s=m[2], machine=m[3], python=m[4])
+    png = chart(rows, out / "joint.png")
     lines = [
         "# Joint planner (Piper's problem): results",
         "",
-        f"Written by `benchmarks/joint_bench.py` (time limit {args.time_limit:g} s per case, Piper-style baseline "
-        f"{args.baseline_time_limit:g} s) on {platform.machine()} / Python {platform.python_version()}, one thread, on a "
-        "2-core machine shared with other work (times are rough). Bandwidth 25 GiB/s, memory in GiB, N from the file. "
-        "Ours: the verifier's time per sample of the exact DP's plan; status `optimal` = proven (exhaustive feasibility DP "
-        "bisected on the target time; a strict pass at the best value finds nothing better), `infeasible` = the exhaustive "
-        "DP found no plan. Piper's values and DP seconds are from `shared/benchmarks/README.md` (its C++ DP, one thread). "
-        "Baseline columns: the baseline's verified value relative to ours (+x% = slower than ours). The Piper-style "
-        "column is this project's Python re-implementation of Piper's DP with its greedy configuration choice, stopped at "
-        "its own time limit: a huge gap means it had not converged in that time (its first plans are poor), not that "
-        "Piper's C++ planner does that badly (its values are the Piper column). `-`: no plan found.",
+        f"Written by `benchmarks/joint_bench.py` (time limit {first.get('time_limit_s', '?')} s per case, Piper-style baseline "
+        f"{first.get('baseline_time_limit_s', '?')} s) on {first.get('machine', '?')} / Python {first.get('python', '?')}, one "
+        "thread, on a 2-core machine shared with other work (times are rough). Bandwidth 25 GiB/s, memory in GiB, N from the "
+        "file. Ours: the verifier's time per sample of the exact DP's plan, and the seconds of the whole solve with the "
+        "CLI's defaults (the cheap baselines and a Piper-style warm start of at most 2 s included); status `optimal` = proven "
+        "(exhaustive feasibility DP bisected on the target time; a strict pass at the best value finds nothing better), "
+        "`infeasible` = the exhaustive DP found no plan. Piper's values and DP seconds are from "
+        "`shared/benchmarks/README.md` (its C++ DP, one thread). Baseline columns: the baseline's verified value relative "
+        "to ours (+x% = slower than ours), each run on its own. The Piper-style column is this project's Python "
+        "re-implementation of Piper's DP with its greedy configuration choice, stopped at its own time limit: a huge gap "
+        "means it had not converged in that time (its first plans are poor), not that Piper's C++ planner does that badly "
+        "(its values are the Piper column). `-`: no plan found.",
+        "",
+        *replot_note("`joint.csv`", plot_only),
+        f"![{png}]({png})",
         "",
         "| case | k | memory (GiB) | ours | status | bound | ours s | Piper | Piper s | ours vs Piper | Piper-style | PipeDream-2BW | all-DP |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -165,7 +240,6 @@ def main() -> int:
             f"{_gap(r['pipedream_2bw'], r['objective'])} | {_gap(r['all_dp'], r['objective'])} |"
         )
     (out / "joint.md").write_text("\n".join(lines) + "\n")
-    return 0
 
 
 if __name__ == "__main__":
