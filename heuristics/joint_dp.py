@@ -253,13 +253,15 @@ class _StageTable:
 class JointDP:
     """The feasibility DP and its caches (see the module docstring)."""
 
-    def __init__(self, data: JointData, greedy: bool = False) -> None:
+    def __init__(self, data: JointData, greedy: bool = False, share_tables: bool = True) -> None:
         self.data = data
         self.greedy = greedy
+        #: False: every stage gets its own table (the tests compare both ways)
+        self.share_tables = share_tables
         self.knapsack: Callable = min_cost_greedy if greedy else min_cost_exact
         self.tables: dict[tuple[int, int, int], _StageTable] = {}
         #: (t, the stage's rows in canonical order as bytes) -> the one table of that content
-        self.contents: dict[tuple[int, bytes], _StageTable] = {}
+        self.contents: dict[tuple[int, object], _StageTable] = {}
         #: (i, j, t) -> the table of the content of stage I_i \ I_j (see :meth:`stage_tables`)
         self.pair_tables: dict[tuple[int, int, int], _StageTable] = {}
         cl = data.problem.cluster
@@ -333,7 +335,7 @@ class JointDP:
         canon = np.take_along_axis(rows, order[:, :, None], axis=1)
         counts = in_stage.sum(axis=1)
         for r, c in enumerate(missing.tolist()):
-            content = (t, canon[r, : counts[r]].tobytes())
+            content = (t, canon[r, : counts[r]].tobytes()) if self.share_tables else (t, (i, int(cand[c])))
             tab = self.contents.get(content)
             if tab is None:
                 nodes = np.flatnonzero(in_stage[r])
@@ -684,6 +686,7 @@ def search(
     bisect_until_rel: float = 1e-3,
     upper_s: float = math.inf,
     progress: Callable[[str], None] | None = None,
+    share_tables: bool = True,
 ) -> SearchResult:
     """Search the target time per sample (see the module docstring); stop proven or at the time limit.
 
@@ -696,7 +699,7 @@ def search(
     """
     start = time.monotonic()
     deadline = start + time_limit_s
-    dp = JointDP(data, greedy=greedy)
+    dp = JointDP(data, greedy=greedy, share_tables=share_tables)
     lo = work_bound(data)
     best: tuple[JointPlan, float] | None = None
 

@@ -277,3 +277,46 @@ def test_interrupt_mid_search_keeps_the_plan_and_the_proven_bound(monkeypatch: p
     assert result.objective is not None and result.bound is not None
     assert result.bound <= full.objective * (1 + 1e-9) <= result.objective * (1 + 1e-9)
     assert result.bound > 0  # the passes before the interrupt proved something
+
+
+def repeated_diamonds(seed: int) -> JointProblem:
+    """Blocks ``x_q, y_q -> z_q`` repeated (a diamond per block), each node on degrees 1 and 2 with two configurations."""
+    rng = random.Random(seed)
+    blocks = rng.randint(3, 5)
+    kinds = {}
+    for kind in ("x", "y", "z"):
+        base = float(rng.randint(2, 6))
+        kinds[kind] = {
+            t: (
+                JointConfig("keep", base / t + rng.choice([0.0, 0.5]) * (t - 1), float(rng.randint(0, 2)), float(rng.randint(1, 3)), 0.0),
+                JointConfig("recompute", base * 1.5 / t, float(rng.randint(0, 2)), 0.0, float(rng.randint(0, 1))),
+            )
+            for t in (1, 2)
+        }
+    nodes = [JointNode("z0", "z", kinds["z"])]
+    edges = []
+    for q in range(1, blocks + 1):
+        nodes += [JointNode(f"x{q}", "x", kinds["x"]), JointNode(f"y{q}", "y", kinds["y"]), JointNode(f"z{q}", "z", kinds["z"])]
+        for u, v in ((f"z{q - 1}", f"x{q}"), (f"z{q - 1}", f"y{q}"), (f"x{q}", f"z{q}"), (f"y{q}", f"z{q}")):
+            edges.append(JointEdge(u, v, float(rng.choice([1, 2]))))
+    cluster = JointCluster(
+        devices=rng.randint(2, 8), memory_bytes=float(rng.randint(8, 30)), bandwidth_bytes_per_s=float(rng.choice([1, 4])), microbatches=rng.choice([4, 8])
+    )
+    return JointProblem(tuple(nodes), tuple(edges), cluster, source=f"repeated diamonds {seed}")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_shared_tables_change_nothing(seed: int) -> None:
+    """The DP with shared stage tables proves the same optimum (or infeasibility) as with one table per stage."""
+    from milp_partition.heuristics.joint_dp import joint_data, search
+
+    data = joint_data(repeated_diamonds(seed))
+    shared = search(data)
+    alone = search(data, share_tables=False)
+    assert shared.infeasible == alone.infeasible
+    assert shared.optimal == alone.optimal == (not shared.infeasible)
+    if not shared.infeasible:
+        assert shared.value == pytest.approx(alone.value, rel=1e-12)
+        assert shared.bound == pytest.approx(alone.bound, rel=1e-12)
+        rep = verify_joint(data.problem, shared.plan)
+        assert rep.feasible and rep.objective == pytest.approx(shared.value, rel=1e-9)
