@@ -272,6 +272,7 @@ class JointDP:
         self.smax = min(cl.devices, cl.microbatches)
         self.passes = 0
         self.divisors = np.array(data.divisors, dtype=np.int64)
+        self._edge_groups()
 
     # -- stage tables ---------------------------------------------------------------------------
     def _edge_groups(self) -> None:
@@ -293,8 +294,6 @@ class JointDP:
         Sums run edge by edge in one fixed order, so a stage's rows do not depend on the batch.
         """
         d = self.data
-        if not hasattr(self, "_in_order"):
-            self._edge_groups()
         in_big = d.member[i]
         in_small = d.member[cand]  # (C, n)
         in_stage = in_big[None, :] & ~in_small
