@@ -122,7 +122,7 @@ class JointSteps(StepDefaults):
         found = search(data, time_limit_s=run.remaining_s(), upper_s=upper * (1 + 1e-9), progress=_say(self.settings))
         seconds = time.monotonic() - t0
         run.result.solver_seconds = seconds
-        run.result.solver_notes.update({"passes": found.passes, "timed_out": found.timed_out, "dp_value": found.value})
+        run.result.solver_notes.update({"passes": found.passes, "timed_out": found.timed_out and not found.interrupted, "dp_value": found.value})
         run.scratch["timed_out"] = found.timed_out
         yield Outcome(
             "joint-dp",
