@@ -58,7 +58,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -357,10 +357,8 @@ class JointDP:
             tab = shared
         else:
             _, P, W = self._rows(i, np.array([j], dtype=np.int64), t)
-            tab = _StageTable(
-                nodes.tolist(), P[0, nodes], W[0, nodes], d.a[t][nodes], d.b[t][nodes], shared.divs, shared.fast,
-                shared.y_fit, shared.values, shared.w_sum, shared.g_values, shared.bound_values, shared.y_small_box,
-            )
+            # its own rows; every other field (the caches included) is the shared table's, the same objects
+            tab = replace(shared, nodes=nodes.tolist(), P=P[0, nodes], W=W[0, nodes], A=d.a[t][nodes], Bf=d.b[t][nodes])
         self.tables[key] = tab
         return tab
 
