@@ -124,7 +124,9 @@ def test_main_line_bound_at_most_the_optimum(seed):
     from milp_partition.placement.solve import _run_main_line
     from milp_partition.result import Result
 
-    run = Run(problem, problem, chain_settings(settings), Result("placement", "cpsat"), Budget.starting_now(settings.time_limit_s))
+    run = Run(
+        problem, problem, chain_settings(settings), Result("placement", "cpsat"), Budget.starting_now(settings.time_limit_s)
+    )
     out = _run_main_line(problem, settings, run, line)
     assert out.bound is not None and 0.0 < out.bound <= opt + 1e-9
     assert out.solution is None  # the induced subgraph's schedule is not one of the whole

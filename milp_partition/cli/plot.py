@@ -8,12 +8,11 @@ per sample and one device's memory against the limit.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 from pathlib import Path
 
+from milp_partition import registry
 from milp_partition.errors import InputError
-from milp_partition.plots import PLOT_MODULES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,12 +36,13 @@ def run_plot_command(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as exc:
         raise InputError(f"not JSON: {exc.msg} at line {exc.lineno}", source=str(args.result)) from None
     problem = result.get("problem") if isinstance(result, dict) else None
-    if problem not in PLOT_MODULES:
+    plottable = registry.names("plot")
+    if problem not in plottable:
         raise InputError(
-            f"field 'problem' is {problem!r}; a result JSON of {', '.join(PLOT_MODULES)} is expected", source=str(args.result)
+            f"field 'problem' is {problem!r}; a result JSON of {', '.join(plottable)} is expected", source=str(args.result)
         )
     try:
-        module = importlib.import_module(PLOT_MODULES[str(problem)])
+        module = registry.problem(str(problem)).plot_module()
     except ImportError:
         raise InputError("plot needs matplotlib: pip install 'milp-partition[plot]'", where="plot") from None
     fig = module.figure(result, args.instance, {"memory": args.memory or ""})

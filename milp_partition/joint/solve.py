@@ -171,7 +171,9 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         found = search(data, time_limit_s=run.budget.left(), upper_s=upper * (1 + 1e-9), progress=_say(self.settings))
         seconds = time.monotonic() - t0
         run.result.solver_seconds = seconds
-        run.result.solver_notes.update({"passes": found.passes, "timed_out": found.timed_out and not found.interrupted, "dp_value": found.value})
+        run.result.solver_notes.update(
+            {"passes": found.passes, "timed_out": found.timed_out and not found.interrupted, "dp_value": found.value}
+        )
         stopped: StopReason | None = None
         if found.interrupted:  # the chain takes the plan and the bound, then settles on them
             stopped = "interrupt"

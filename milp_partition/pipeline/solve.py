@@ -27,9 +27,8 @@ from milp_partition.chain import (
     chain_settings,
     run_chain,
 )
-from milp_partition.heuristics.pipeline_dp import DPResult
 from milp_partition.formulations import pipeline as formulation
-from milp_partition.heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
+from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 from milp_partition.heuristics.pipeline_split import balanced_split
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import Result, Status

@@ -196,9 +196,7 @@ class PlacementFormulation:
         )
         return Built(pm.model, pm, cutoff)
 
-    def hint(
-        self, built: Built[formulation.PlacementModel], run: PlacementRun, candidate: Candidate[PlacementSolution]
-    ) -> None:
+    def hint(self, built: Built[formulation.PlacementModel], run: PlacementRun, candidate: Candidate[PlacementSolution]) -> None:
         formulation.hint(built.state, candidate.solution, candidate.value)
 
     def decode(self, built: Built[formulation.PlacementModel], values: Sequence[float]) -> PlacementSolution:

@@ -88,9 +88,7 @@ MAX_SEGMENT_TASKS = 96
 MAX_TASKS = 5000
 
 
-def main_line(
-    problem: PlacementProblem, max_tries: int = 200, deadline: float | None = None
-) -> MainLine | None:
+def main_line(problem: PlacementProblem, max_tries: int = 200, deadline: float | None = None) -> MainLine | None:
     """Tasks R, their induced problem and its decomposition, when some threshold splits it into small segments.
 
     R is ``{v : incomparable(v) <= theta}``; thresholds are the distinct incomparable counts
