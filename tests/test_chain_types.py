@@ -289,3 +289,26 @@ def test_a_problem_added_with_one_line_is_found_by_solve_gap_and_plot(fake_probl
     assert _problem_of(fake_problem, "auto")[0] == "fake"
     # plot
     assert problem("fake").plot_module().figure({}, None, {}) == "figure"
+
+
+def test_only_the_top_layer_imports_the_registry() -> None:
+    """The registry names every problem's solve module: only cli/, plots/, sweep/ and run/ may import it."""
+    import ast
+
+    root = Path(__file__).resolve().parent.parent / "milp_partition"
+    top = {"cli", "plots", "sweep", "run"}
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root)
+        if rel.parts[0] in top or rel.name == "registry.py" and len(rel.parts) == 1:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module is not None:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            if "milp_partition.registry" in names:
+                offenders.append(str(rel))
+    assert not offenders, offenders
