@@ -300,7 +300,7 @@ def test_only_the_top_layer_imports_the_registry() -> None:
     offenders = []
     for path in root.rglob("*.py"):
         rel = path.relative_to(root)
-        if rel.parts[0] in top or rel.name == "registry.py" and len(rel.parts) == 1:
+        if rel.parts[0] in top or (rel.name == "registry.py" and len(rel.parts) == 1):
             continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module is not None:
