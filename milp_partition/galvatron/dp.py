@@ -61,8 +61,8 @@ class SearchResult:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-# A point: (mem, C, R, degree, strategy, parent point or None)
-Point = tuple[int, float, float, int, Strategy | None, Any]
+# A point: (dominance key: memory or 0 when safe, C, R, degree, strategy, parent point or None, memory)
+Point = tuple[int, float, float, int, Strategy | None, Any, int]
 
 
 def _pareto3(points: list[Point]) -> list[Point]:
@@ -100,8 +100,10 @@ def _pareto2(points: list[tuple[float, float, Any]]) -> list[tuple[float, float,
 class _StageTables:
     """Per-stage DP states, memoised by (stage index, layer-type runs)."""
 
-    def __init__(self, cm: Costs, strategies: list[Strategy], cap: list[int], best: float, m: int) -> None:
+    def __init__(self, cm: Costs, strategies: list[Strategy], cap: list[int], best: float, m: int, strict: list[int] | None = None) -> None:
         self.cm, self.cap, self.best, self.m = cm, cap, best, m
+        #: the tightest stage budget over the vocabulary strategies: a point whose every completion fits it is "safe"
+        self.strict = strict if strict is not None else cap
         types = cm.p.type_of()
         #: least compute (and least of compute / synced time) of one layer of each type, over the task's strategies
         self.least_c = [min(cm.layer(t, s).c for s in strategies) for t in range(len(cm.p.layer_types))]
@@ -124,6 +126,7 @@ class _StageTables:
                     if not dominated and not any(q[:4] == o[:4] for q in keep):
                         keep.append(o)
                 self.options[(t, i)] = keep
+        self.max_mem = max(o[0] for o in self.options.values() for o in o) if self.options else 0
         self.lams = self._lagrange_weights() if cm.pp == 1 and math.isfinite(best) else []
 
     def _lagrange_weights(self) -> list[tuple[float, float, list[float]]]:
@@ -175,6 +178,11 @@ class _StageTables:
                 for l1, l2, h in self.lams:
                     fin.append((l1, l2, sum(r_ * h_ for r_, h_ in zip(rem, h)) - l1 * best / m - l2 * best))
 
+        # a point is "safe" when any way to fill the stage up to its largest size fits the tightest budget: its memory
+        # can no longer matter, so its dominance key is 0 (its real memory stays in field 6)
+        most = (len(cm.p.type_of()) - (cm.pp - 1)) - sum(k for _, k in runs)
+        safe_below = self.strict[i] - most * self.max_mem
+
         def hopeless(mem2: int, c2: float, r2: float) -> bool:
             for l1, l2, base in fin:
                 if base + l1 * c2 + l2 * ((m - 1) * c2 + r2) > cap - mem2 + 1e-9:
@@ -185,16 +193,16 @@ class _StageTables:
             bucket = out.setdefault(g, [])
             if prev is None:
                 if mem <= cap and c <= lim and (m - 1) * c + r <= lim_r and not hopeless(mem, c, r):
-                    bucket.append((mem, c, r, g, s, None))
+                    bucket.append((0 if mem <= safe_below else mem, c, r, g, s, None, mem))
                 continue
             for pg, pts in prev.items():
                 x = cm.relayout(t, pg, g)
                 for p in pts:
-                    m2 = p[0] + mem
+                    m2 = p[6] + mem
                     c2 = p[1] + c + x
                     r2 = p[2] + r
                     if m2 <= cap and c2 <= lim and (m - 1) * c2 + r2 <= lim_r and not (fin and hopeless(m2, c2, r2)):
-                        bucket.append((m2, c2, r2, g, s, p))
+                        bucket.append((0 if m2 <= safe_below else m2, c2, r2, g, s, p, m2))
         for g in list(out):
             out[g] = _pareto3(out[g])
         self.memo[key] = out
@@ -257,7 +265,34 @@ def search(
     incumbent_plan: GalvatronPlan | None = None,
     deadline: float | None = None,
 ) -> SearchResult:
-    """Minimise T over the whole space (see the module docstring); ``incumbent`` is a verified plan's T."""
+    """Minimise T over the whole space (see the module docstring); ``incumbent`` is a verified plan's T.
+
+    With an incumbent, passes run at targets below it (0.85, 0.92, 0.97 of it, then it): a pass at target tau
+    explores every plan below tau, so a pass that finds one has found the optimum, and one that finds none
+    proves T >= tau (the lower bound reported if time runs out); tight targets prune far more.
+    """
+    lower = 0.0
+    if math.isfinite(incumbent):
+        for f in (0.85, 0.92, 0.97):
+            got = _search(problem, incumbent * f, None, deadline)
+            if got.timed_out:
+                break
+            if got.plan is not None:
+                got.bound, got.infeasible = got.value, False
+                return got
+            lower = incumbent * f
+    got = _search(problem, incumbent, incumbent_plan, deadline)
+    if got.timed_out:
+        got.bound = lower
+    return got
+
+
+def _search(
+    problem: GalvatronProblem,
+    incumbent: float = INF,
+    incumbent_plan: GalvatronPlan | None = None,
+    deadline: float | None = None,
+) -> SearchResult:
     best, best_plan = incumbent, incumbent_plan
     types = problem.type_of()
     L = len(types)
@@ -288,16 +323,17 @@ def search(
             outer += 1
             gm = cm.global_buffer_mb(task)
             cap = [usable - gm - min(cm.vocab_mem(v, i) for v in vocabs) for i in range(pp)]
+            strict = [usable - gm - max(cm.vocab_mem(v, i) for v in vocabs) for i in range(pp)]
             if min(cap) <= 0:
                 continue
-            tables = _StageTables(cm, strats, cap, best, m)
+            tables = _StageTables(cm, strats, cap, best, m, strict)
             for v in vocabs:
                 vc = cm.vocab(v)
                 vcap = [usable - gm - cm.vocab_mem(v, i) for i in range(pp)]
                 value, plan = _combine(problem, cm, tables, types, v, vc.c, vcap, m, pp, best, prefix_least)
                 if plan is not None and value < best:
                     best, best_plan = value, plan
-                    tables = _StageTables(cm, strats, cap, best, m)
+                    tables = _StageTables(cm, strats, cap, best, m, strict)
         if timed_out:
             break
     found = best_plan is not None
@@ -323,7 +359,7 @@ def _combine(
     L = len(types)
 
     def stage(i: int, a: int, b: int) -> list[tuple[float, float, Any]]:
-        pts = [(p[1] + e[i], p[2], p) for p in tables.frontier(i, _runs(types, a, b)) if p[0] <= vcap[i]]
+        pts = [(p[1] + e[i], p[2], p) for p in tables.frontier(i, _runs(types, a, b)) if p[6] <= vcap[i]]
         return _pareto2(pts)
 
     if pp == 1:
