@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from milp_partition.galvatron.costs import Costs, galvatron_estimate, sound_time
+from milp_partition.galvatron.costs import Costs, evaluate, galvatron_estimate, sound_time
 from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, Strategy, VocabStrategy
 
 
@@ -153,6 +153,4 @@ def estimate(problem: GalvatronProblem, plan: GalvatronPlan, cm: Costs | None = 
 
 
 def sound(problem: GalvatronProblem, plan: GalvatronPlan) -> float:
-    from milp_partition.galvatron.costs import evaluate
-
     return evaluate(problem, plan).sound_s

@@ -117,7 +117,7 @@ class _StageTables:
         for t in range(len(cm.p.layer_types)):
             for i in range(cm.pp):
                 opts = [(cm.layer_mem(t, s, i), cm.layer(t, s).c, cm.layer(t, s).r, s.tp_sp, s) for s in strategies]
-                keep = []
+                keep: list[tuple[int, float, float, int, Strategy]] = []
                 for o in opts:  # drop strategies dominated by one of the same degree (same re-layout costs)
                     dominated = any(
                         q[3] == o[3] and q[0] <= o[0] and q[1] <= o[1] and q[2] <= o[2] and (q[0], q[1], q[2]) != (o[0], o[1], o[2])
@@ -126,7 +126,7 @@ class _StageTables:
                     if not dominated and not any(q[:4] == o[:4] for q in keep):
                         keep.append(o)
                 self.options[(t, i)] = keep
-        self.max_mem = max(o[0] for o in self.options.values() for o in o) if self.options else 0
+        self.max_mem = max(o[0] for opts in self.options.values() for o in opts) if self.options else 0
         self.lams = self._lagrange_weights() if cm.pp == 1 and math.isfinite(best) else []
 
     def _lagrange_weights(self) -> list[tuple[float, float, list[float]]]:

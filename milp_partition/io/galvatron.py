@@ -104,16 +104,16 @@ def _time_fits(comp: dict[str, Any], source: str, ntypes: int, seqs: list[int]) 
     for t in range(ntypes):
         if mode == "batch":
             p = [(b, v * b) for b, s, v in pts[str(t)] if s == seqs[t]]
-            m, c = _fit([x for x, _ in p], [y for _, y in p], 1, source, f"layertype_{t} at seq {seqs[t]}")
-            fits.append((m, c))
+            sl, ic = _fit([x for x, _ in p], [y for _, y in p], 1, source, f"layertype_{t} at seq {seqs[t]}")
+            fits.append((sl, ic))
         else:
             p = [(s, v) for b, s, v in pts[str(t)] if b == 1]
             a2, a1, a0 = _fit([x for x, _ in p], [y for _, y in p], 2, source, f"layertype_{t} at batch 1")
             fits.append((a2 * seqs[t] * seqs[t] + a1 * seqs[t] + a0, 0.0))
     if mode == "batch":
         p = [(b, v * b) for b, s, v in pts["other"] if s == seqs[0]]
-        m, c = _fit([x for x, _ in p], [y for _, y in p], 1, source, f"layertype_other at seq {seqs[0]}")
-        vocab = (m, c)
+        sl, ic = _fit([x for x, _ in p], [y for _, y in p], 1, source, f"layertype_other at seq {seqs[0]}")
+        vocab = (sl, ic)
     else:
         p = [(s, v) for b, s, v in pts["other"] if b == 1]
         a1, a0 = _fit([x for x, _ in p], [y for _, y in p], 1, source, "layertype_other at batch 1")
