@@ -16,7 +16,7 @@ use with every stage's time per sample at most :math:`T`:
     D(I, s) + d t \le k,\ s + d \le \min(k, N),
 
 where :math:`F(S, d, t, y)` is the least time per sample of stage :math:`S` (the exact
-multiple-choice knapsack of :mod:`milp_partition.heuristics.joint_knapsack`).  A
+multiple-choice knapsack of :mod:`milp_partition.joint.knapsack`).  A
 plan with :math:`\max_i TPS_i \le T` exists iff some :math:`D(\emptyset, s)` is
 finite: a smaller :math:`D` at equal :math:`s` never hurts (later-built stages see
 only :math:`s` and the devices left), so the DP is exhaustive.  :math:`F` is
@@ -62,7 +62,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from milp_partition.heuristics.joint_knapsack import cost_bounds, min_cost_exact, min_cost_greedy
+from milp_partition.joint.knapsack import cost_bounds, min_cost_exact, min_cost_greedy
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
 
 
