@@ -14,7 +14,7 @@ from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.io.imported_layers import looks_like_imported
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.piper import joint_from_dict, looks_like_joint, read_joint
 from milp_partition.joint.layers import (
     ALLOWED_TP_DEGREES,

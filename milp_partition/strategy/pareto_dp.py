@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from milp_partition.strategy.dp import _arrays, _elimination_order, _objective, _problem_error, _solution
 from milp_partition.heuristics.strategy_marginals import Calibrated, MarginalSettings, calibrate, marginal_masks, restrict
+from milp_partition.strategy.dp import _arrays, _elimination_order, _objective, _problem_error, _solution
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 from milp_partition.verifiers.strategy import verify_strategy
 

@@ -43,11 +43,11 @@ from milp_partition.chain import (
     run_chain,
 )
 from milp_partition.formulations import strategy as formulation
-from milp_partition.strategy.dp import StrategyDPSettings, chain_dp, pase_dp
 from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
 from milp_partition.heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
-from milp_partition.strategy.pareto_dp import MemorySearchSettings, ParetoDPSettings, memory_search
 from milp_partition.result import Result
+from milp_partition.strategy.dp import StrategyDPSettings, chain_dp, pase_dp
+from milp_partition.strategy.pareto_dp import MemorySearchSettings, ParetoDPSettings, memory_search
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 from milp_partition.strategy.reductions import reduce as reduce_problem
 from milp_partition.strategy.ties import TieSettings, find_ties, quotient
