@@ -16,6 +16,7 @@ problem = PipelineProblem(instance.graph, instance.cluster, source=instance.sour
 result = solve_pipeline(problem, SolveSettings(time_limit_s=60, threads=1))
 
 # The result's objective is already the independent verifier's; re-check it here to show the verifier's API.
+assert result.objective is not None
 report = verify_pipeline(problem, PipelineSolution(result.assignment))
 assert report.feasible and abs(report.time_per_sample - result.objective) <= 1e-9 * result.objective
 print(f"status {result.status}")
