@@ -20,9 +20,10 @@ def _shaped(seed: int) -> tuple:
     rng = random.Random(seed + 1000)
     stages = rng.choice([None, 1, 2, 3])
     dp = rng.choice([None, 1, 2])
+    tp = rng.choice([None, None, 1, 2])
     if stages is None and dp is None:
         stages = 2
-    return replace(problem, shape=JointShape(stages, dp))
+    return replace(problem, shape=JointShape(stages, dp, tp))
 
 
 @pytest.mark.parametrize("seed", range(120))
@@ -36,6 +37,7 @@ def test_forced_shape_matches_brute_force(seed: int) -> None:
         if rep.feasible:
             assert shape.stages is None or len(plan.stages) == shape.stages
             assert shape.data_parallel is None or all(st.data_parallel == shape.data_parallel for st in plan.stages)
+            assert shape.tensor_parallel is None or all(st.tensor_parallel == shape.tensor_parallel for st in plan.stages)
             expected = min(expected, rep.objective)
     result = solve_joint(problem, JointSolveSettings(time_limit_s=600.0))
     if math.isinf(expected):

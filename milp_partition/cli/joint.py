@@ -34,7 +34,7 @@ EXIT_OK, EXIT_INFEASIBLE = 0, 3
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
-    {"devices", "memory", "bandwidth", "microbatches", "method", "tp_degrees", "profile", "stages", "data_parallel"}
+    {"devices", "memory", "bandwidth", "microbatches", "method", "tp_degrees", "profile", "stages", "data_parallel", "tensor_parallel"}
 )
 
 
@@ -67,7 +67,12 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
     g.add_argument(
         "--data-parallel",
         type=int,
-        help="joint: force every stage's data-parallel degree (with --tp-degrees and --stages: a plan of that shape)",
+        help="joint: force every stage's data-parallel degree (proven optimal within the forced shape)",
+    )
+    g.add_argument(
+        "--tensor-parallel",
+        type=int,
+        help="joint: force every stage's tensor-parallel degree (one of --tp-degrees; --tp-degrees 2 alone offers 1 and 2)",
     )
     if command == "solve":
         g.add_argument(
@@ -88,14 +93,14 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
 
 
 def shape_from_args(args: argparse.Namespace) -> JointShape | None:
-    """``--stages`` and ``--data-parallel`` as a forced :class:`JointShape` (``None`` when neither is given)."""
-    stages, dp = getattr(args, "stages", None), getattr(args, "data_parallel", None)
-    for flag, value in (("stages", stages), ("data_parallel", dp)):
+    """``--stages``, ``--data-parallel`` and ``--tensor-parallel`` as a forced :class:`JointShape` (``None`` when neither is given)."""
+    stages, dp, tp = getattr(args, "stages", None), getattr(args, "data_parallel", None), getattr(args, "tensor_parallel", None)
+    for flag, value in (("stages", stages), ("data_parallel", dp), ("tensor_parallel", tp)):
         if value is not None and value < 1:
             raise InputError(f"must be a positive integer, got {value}", where=flag_name(flag))
-    if getattr(args, "method", None) == "milp" and (stages is not None or dp is not None):
+    if getattr(args, "method", None) == "milp" and (stages, dp, tp) != (None, None, None):
         raise InputError("a forced shape is solved by the exact DP only; leave out --method milp", where="--stages")
-    return None if stages is None and dp is None else JointShape(stages, dp)
+    return None if (stages, dp, tp) == (None, None, None) else JointShape(stages, dp, tp)
 
 
 def _problem(args: argparse.Namespace) -> JointProblem:
@@ -142,7 +147,10 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
         f"N = {cl.microbatches}",
         "problem    joint (stages x data x tensor parallelism x recomputation)",
         *(
-            [f"shape      forced: stages {problem.shape.stages or 'free'}, data-parallel {problem.shape.data_parallel or 'free'}"]
+            [
+                f"shape      forced: stages {problem.shape.stages or 'free'}, data-parallel "
+                f"{problem.shape.data_parallel or 'free'}, tensor-parallel {problem.shape.tensor_parallel or 'free'}"
+            ]
             if problem.shape is not None
             else []
         ),

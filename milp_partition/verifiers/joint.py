@@ -100,7 +100,7 @@ def verify_joint(problem: JointProblem, plan: JointPlan) -> JointReport:
     if devices > cl.devices:
         bad.append(f"the plan uses {devices} devices (sum of d*t); the cluster has {cl.devices}")
     if problem.shape is not None:
-        bad.extend(problem.shape.violations([d for d, _ in degrees]))
+        bad.extend(problem.shape.violations([d for d, _ in degrees], [t for _, t in degrees]))
     if sum(d for d, _ in degrees) > cl.microbatches:
         bad.append(f"sum of data-parallel degrees {sum(d for d, _ in degrees)} exceeds N = {cl.microbatches}")
     reports: list[JointStageReport] = []
