@@ -145,7 +145,7 @@ def reference(spec: RunSpec, steps: int, seed: int) -> dict[str, Any]:
 
 
 def tp_roles(spec: RunSpec, nodes: tuple[str, ...], t: int) -> dict[str, str]:
-    """Module path -> ``column`` or ``row`` for the linear and embedding modules the planner split at degree ``t``."""
+    """Module path -> ``column``, ``column-gather`` (no row partner: the LM head) or ``row`` for the planner's split modules."""
     from milp_partition.io.imported_layers import read_layers
     from milp_partition.joint.megatron import split_layer
 
@@ -157,10 +157,13 @@ def tp_roles(spec: RunSpec, nodes: tuple[str, ...], t: int) -> dict[str, str]:
             continue
         _, ops = model.layers[v]
         split = split_layer(ops, model.modules, t, last_layer=v not in successors)
-        for op, role in zip(ops, split.roles):
-            kind = model.modules.get(op.module_path, {}).get("type")
-            if role in ("column", "row") and kind in ("Linear", "Embedding"):
-                roles[op.module_path] = role
+        found = [(op.module_path, role) for op, role in zip(ops, split.roles)
+                 if role in ("column", "row") and model.modules.get(op.module_path, {}).get("type") in ("Linear", "Embedding")]
+        for q, (path, role) in enumerate(found):
+            # a column layer with no row layer after it in its layer (the LM head) gathers its output
+            if role == "column" and not any(r == "row" for _, r in found[q + 1:]):
+                role = "column-gather"
+            roles[path] = role
     return roles
 
 
@@ -220,10 +223,10 @@ def apply_tensor_parallel(module: Any, roles: dict[str, str], mesh: Any, t: int)
             plan[path] = RowwiseParallel(input_layouts=Replicate())
         elif role == "row":
             plan[path] = RowwiseParallel()
-        elif role == "column" and not any(path.startswith(p + ".") for p in present if roles.get(p + ".proj") or False):
-            paired = any(r == "row" for p, r in roles.items() if p.rsplit(".", 1)[0] == path.rsplit(".", 1)[0] and p != path)
-            # a column layer without a row partner in its module (the LM head): gather its output
-            plan[path] = ColwiseParallel() if paired or path.endswith("qkv") else ColwiseParallel(output_layouts=Replicate())
+        elif role == "column":
+            plan[path] = ColwiseParallel()
+        else:  # the logits are gathered: the loss here is no vocabulary-parallel cross-entropy
+            plan[path] = ColwiseParallel(output_layouts=Replicate())
     parallelize_module(module, mesh, plan)
     return notes
 
