@@ -279,13 +279,15 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         if cuda:
             torch.cuda.reset_peak_memory_stats(device)
         model = build_model(spec, seed)
-        args0, kwargs0, _ = batch(spec, model, 0, seed)
+        batches = [batch(spec, model, k, seed) for k in range(steps)]  # every step's data, before the split
+        args0, kwargs0, _ = batches[0]
         stage_spec = spec.stages[pp]
         if S > 1:
             points, cut_notes = _split_points(spec)
             notes += cut_notes
             pipe = pipeline(model, tuple(a[:1] for a in args0), {k: v[:1] for k, v in kwargs0.items()} or None, split_spec=points)
             module = pipe.get_stage_module(pp)
+            del pipe, model  # only this stage's module stays
         else:
             module = model
         if stage_spec.recomputed:
@@ -309,10 +311,9 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         opt = optimizer(spec, params)
         losses: list[float] = []
         times: list[float] = []
-        full = build_model(spec, seed) if pp == 0 or pp == S - 1 else None  # for the batches (vocabulary, output shape)
         with PeakRss() as rss:
             for k in range(steps):
-                args, kwargs, target = batch(spec, full, k, seed) if full is not None else ([], {}, None)
+                args, kwargs, target = batches[k]
                 lo, hi = dp * n_micro, (dp + 1) * n_micro
                 args = [a[lo:hi].to(device) for a in args]
                 kwargs = {n: v[lo:hi].to(device) for n, v in kwargs.items()}
