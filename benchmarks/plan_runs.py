@@ -55,24 +55,62 @@ def main() -> int:
     rows = []
     for model, (ref, inp) in MODELS.items():
         graph = work / f"{ref.rsplit(':', 1)[1]}.json"
-        sh([*CLI, "import", "torch", ref, "--input", inp, "--training", "--granularity", "layer",
-            *([] if gpu else ["--profile", str(profile)]), "--output", str(graph)])
+        sh(
+            [
+                *CLI,
+                "import",
+                "torch",
+                ref,
+                "--input",
+                inp,
+                "--training",
+                "--granularity",
+                "layer",
+                *([] if gpu else ["--profile", str(profile)]),
+                "--output",
+                str(graph),
+            ]
+        )
         for shape, flags in SHAPES.items():
             plan = work / f"{graph.stem}_{shape}.json"
             run = work / f"{graph.stem}_{shape}_run.json"
-            sh([*CLI, "solve", str(graph), "--problem", "joint", "--devices", "2", "--memory", "4GiB",
-                "--microbatches", str(args.microbatches), "--quiet", *flags, "-o", str(plan)])
+            sh(
+                [
+                    *CLI,
+                    "solve",
+                    str(graph),
+                    "--problem",
+                    "joint",
+                    "--devices",
+                    "2",
+                    "--memory",
+                    "4GiB",
+                    "--microbatches",
+                    str(args.microbatches),
+                    "--quiet",
+                    *flags,
+                    "-o",
+                    str(plan),
+                ]
+            )
             sh([*CLI, "run", str(plan), "--steps", str(args.steps), "-o", str(run)])
             r = json.loads(run.read_text())
             s = r["shape"]
             mem = max(r["memory"], key=lambda m: m["measured_peak_bytes"])
-            rows.append({
-                "model": model, "plan": shape, "shape": f"{s['stages']}x{s['data_parallel']}x{s['tensor_parallel']}",
-                "ranks": r["ranks"], "loss_max_rel_diff": r["loss_max_rel_diff"],
-                "predicted_step_s": r["predicted_step_s"], "measured_step_s": r["measured_step_s"],
-                "step_error": r["step_rel_error"],
-                "predicted_memory_bytes": mem["predicted_bytes"], "measured_memory_bytes": mem["measured_peak_bytes"],
-            })
+            rows.append(
+                {
+                    "model": model,
+                    "plan": shape,
+                    "shape": f"{s['stages']}x{s['data_parallel']}x{s['tensor_parallel']}",
+                    "ranks": r["ranks"],
+                    "loss_max_rel_diff": r["loss_max_rel_diff"],
+                    "predicted_step_s": r["predicted_step_s"],
+                    "measured_step_s": r["measured_step_s"],
+                    "step_error": r["step_rel_error"],
+                    "predicted_memory_bytes": mem["predicted_bytes"],
+                    "measured_memory_bytes": mem["measured_peak_bytes"],
+                }
+            )
     name = "plan_runs_gpu" if gpu else "plan_runs"
     out = ROOT / "results"
     with open(out / f"{name}.csv", "w", newline="") as fh:
@@ -85,7 +123,8 @@ def main() -> int:
         "",
         f"2 devices, {args.microbatches} micro-batches of one sample, {args.steps} steps (the first is warm-up; the median of "
         "the rest). Shape = stages x data-parallel x tensor-parallel. Memory: the largest rank's "
-        + ("torch.cuda.max_memory_allocated" if gpu else "peak RSS during the steps minus RSS before the model") + ".",
+        + ("torch.cuda.max_memory_allocated" if gpu else "peak RSS during the steps minus RSS before the model")
+        + ".",
         "",
         "| model | plan | shape | ranks | loss max rel diff | predicted step (s) | measured step (s) | error | predicted memory | measured memory |",
         "|---|---|---|---|---|---|---|---|---|---|",
@@ -101,8 +140,10 @@ def main() -> int:
         mine = [r for r in rows if r["model"] == model and r["plan"] != "optimum"]
         pred = [r["plan"] for r in sorted(mine, key=lambda r: r["predicted_step_s"])]
         meas = [r["plan"] for r in sorted(mine, key=lambda r: r["measured_step_s"])]
-        lines.append(f"- {model}: predicted order {' < '.join(pred)}; measured {' < '.join(meas)}: "
-                     f"{'the same' if pred == meas else 'different'}.")
+        lines.append(
+            f"- {model}: predicted order {' < '.join(pred)}; measured {' < '.join(meas)}: "
+            f"{'the same' if pred == meas else 'different'}."
+        )
     try:
         import matplotlib
 

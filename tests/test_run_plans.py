@@ -14,16 +14,44 @@ pytest.importorskip("torch")
 
 def _solve(tmp_path: Path, graph: Path, name: str, *shape: str) -> Path:
     plan = tmp_path / f"{name}.json"
-    rc = main(["solve", str(graph), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--microbatches", "4",
-               *shape, "--quiet", "-o", str(plan)])
+    rc = main(
+        [
+            "solve",
+            str(graph),
+            "--problem",
+            "joint",
+            "--devices",
+            "2",
+            "--memory",
+            "1GiB",
+            "--microbatches",
+            "4",
+            *shape,
+            "--quiet",
+            "-o",
+            str(plan),
+        ]
+    )
     assert rc == 0
     return plan
 
 
 def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path) -> None:
     graph = tmp_path / "m.json"
-    rc = main(["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training",
-               "--granularity", "layer", "--output", str(graph)])
+    rc = main(
+        [
+            "import",
+            "torch",
+            "milp_partition.importers.models:mlp_small_test",
+            "--input",
+            "8x32",
+            "--training",
+            "--granularity",
+            "layer",
+            "--output",
+            str(graph),
+        ]
+    )
     assert rc == 0
     plan = _solve(tmp_path, graph, "pp", "--stages", "2")
     stages = json.loads(plan.read_text())["stages"]
@@ -45,9 +73,14 @@ def test_spec_refuses_mixed_degrees(tmp_path: Path) -> None:
     graph = tmp_path / "g.json"
     graph.write_text(json.dumps({"nodes": [], "layers": {"model": {"reference": "m:f", "inputs": ["1x2"]}}}))
     plan = tmp_path / "p.json"
-    stages = [{"nodes": ["a"], "data_parallel": 2, "tensor_parallel": 1, "configs": {"a": "vanilla"}},
-              {"nodes": ["b"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"b": "vanilla"}}]
-    plan.write_text(json.dumps({"problem": "joint", "stages": stages, "instance": {"source": str(graph), "microbatches": 4},
-                                "time_per_sample": 1.0}))
+    stages = [
+        {"nodes": ["a"], "data_parallel": 2, "tensor_parallel": 1, "configs": {"a": "vanilla"}},
+        {"nodes": ["b"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"b": "vanilla"}},
+    ]
+    plan.write_text(
+        json.dumps(
+            {"problem": "joint", "stages": stages, "instance": {"source": str(graph), "microbatches": 4}, "time_per_sample": 1.0}
+        )
+    )
     with pytest.raises(InputError, match="one data- and one tensor-parallel degree"):
         read_run_spec(plan)

@@ -69,8 +69,9 @@ def measure_gloo(sizes: tuple[int, ...] = SIZES, repeats: int = 7) -> dict[str, 
 
     with tempfile.TemporaryDirectory(prefix="milp-gloo-") as tmp:
         out = os.path.join(tmp, "out.json")
-        mp.start_processes(_worker, args=(os.path.join(tmp, "store"), sizes, repeats, out), nprocs=PARTICIPANTS,
-                           join=True, start_method="spawn")
+        mp.start_processes(
+            _worker, args=(os.path.join(tmp, "store"), sizes, repeats, out), nprocs=PARTICIPANTS, join=True, start_method="spawn"
+        )
         data: dict[str, list[list[float]]] = json.loads(Path(out).read_text())
     return data
 
@@ -90,5 +91,9 @@ def apply_gloo(profile: DeviceProfile, rows: dict[str, Any]) -> DeviceProfile:
     a2, b2 = _line(rows["p2p"], 1.0)
     links = dict(profile.links)
     links["d2d"] = AlphaBeta(a2, b2, "gloo send/recv between 2 processes on this CPU (measured, half a ping-pong)")
-    return replace(profile, allreduce=allreduce, links=links,
-                   notes=(*profile.notes, "all-reduce and d2d: gloo between 2 processes (milp_partition.calibration.gloo)"))
+    return replace(
+        profile,
+        allreduce=allreduce,
+        links=links,
+        notes=(*profile.notes, "all-reduce and d2d: gloo between 2 processes (milp_partition.calibration.gloo)"),
+    )

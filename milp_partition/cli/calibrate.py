@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from milp_partition.calibration.backend import select_backend
 from milp_partition.calibration.build import build_profile
+from milp_partition.calibration.gloo import apply_gloo, measure_gloo
 from milp_partition.calibration.fit import FitError
 from milp_partition.calibration.kernels import KernelCheckError
 from milp_partition.calibration.profile import write_profile
@@ -138,8 +139,6 @@ def run_calibrate(args: argparse.Namespace) -> int:
     except MilpPartitionError:
         raise
     if backend.name == "numpy" and not args.no_gloo and not args.tiny and importlib.util.find_spec("torch") is not None:
-        from milp_partition.calibration.gloo import apply_gloo, measure_gloo
-
         print("calibrating gloo all-reduce and send/recv between 2 processes", file=sys.stderr)
         profile = apply_gloo(profile, measure_gloo())
     write_profile(profile, args.output)

@@ -34,7 +34,18 @@ EXIT_OK, EXIT_INFEASIBLE = 0, 3
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
-    {"devices", "memory", "bandwidth", "microbatches", "method", "tp_degrees", "profile", "stages", "data_parallel", "tensor_parallel"}
+    {
+        "devices",
+        "memory",
+        "bandwidth",
+        "microbatches",
+        "method",
+        "tp_degrees",
+        "profile",
+        "stages",
+        "data_parallel",
+        "tensor_parallel",
+    }
 )
 
 

@@ -9,7 +9,10 @@ from pathlib import Path
 from milp_partition.cli.exit_codes import EXIT_OK
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError
+from milp_partition.importers.deps import require
 from milp_partition.report import fmt, fmt_bytes
+from milp_partition.run.launch import run_plan
+from milp_partition.run.spec import read_run_spec
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,10 +36,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from milp_partition.importers.deps import require
-    from milp_partition.run.launch import run_plan
-    from milp_partition.run.spec import read_run_spec
-
     if args.steps < 1 or args.threads < 1 or args.warmup < 0:
         raise InputError("--steps and --threads must be positive, --warmup not negative", where="--steps")
     if args.output is not None:
@@ -45,16 +44,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = read_run_spec(args.plan, args.graph)
     out = run_plan(spec, args.steps, seed=args.seed, threads=args.threads, warmup=min(args.warmup, args.steps - 1))
     s = out["shape"]
-    print(f"plan       {args.plan}: {s['stages']} stages x data {s['data_parallel']} x tensor {s['tensor_parallel']}, "
-          f"{out['ranks']} ranks ({out['backend']}), N = {out['microbatches']}")
+    print(
+        f"plan       {args.plan}: {s['stages']} stages x data {s['data_parallel']} x tensor {s['tensor_parallel']}, "
+        f"{out['ranks']} ranks ({out['backend']}), N = {out['microbatches']}"
+    )
     print("losses     " + " ".join(fmt(x, 7) for x in out["losses"]))
     print("single     " + " ".join(fmt(x, 7) for x in out["single_process_losses"]))
     print(f"loss diff  {out['loss_max_rel_diff']:.3g} (largest relative)")
-    print(f"step       measured {fmt(out['measured_step_s'], 4)} s (median after {out['warmup_steps']} warm-up), "
-          f"predicted {fmt(out['predicted_step_s'], 4)} s ({100 * out['step_rel_error']:+.1f}%)")
+    print(
+        f"step       measured {fmt(out['measured_step_s'], 4)} s (median after {out['warmup_steps']} warm-up), "
+        f"predicted {fmt(out['predicted_step_s'], 4)} s ({100 * out['step_rel_error']:+.1f}%)"
+    )
     for m in out["memory"]:
-        print(f"memory     rank {m['rank']} (stage {m['stage']}): measured {fmt_bytes(m['measured_peak_bytes'])}, "
-              f"predicted {fmt_bytes(m['predicted_bytes'])}")
+        print(
+            f"memory     rank {m['rank']} (stage {m['stage']}): measured {fmt_bytes(m['measured_peak_bytes'])}, "
+            f"predicted {fmt_bytes(m['predicted_bytes'])}"
+        )
     for note in out["notes"]:
         print(f"note       {note}")
     if args.output is not None:

@@ -27,6 +27,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from milp_partition.importers.torch_import import build_module, make_inputs, parse_input_shape
+from milp_partition.io.imported_layers import read_layers
+from milp_partition.joint.megatron import split_layer
 from milp_partition.run.spec import RunSpec
 
 
@@ -78,8 +81,6 @@ def build_model(spec: RunSpec, seed: int) -> Any:
     """The model from its import reference, initialised from ``seed``, in the import's dtype."""
     import torch
 
-    from milp_partition.importers.torch_import import build_module
-
     torch.manual_seed(seed)
     model = build_module(spec.model)
     dtype = getattr(torch, spec.dtype, torch.float32)
@@ -91,8 +92,6 @@ def build_model(spec: RunSpec, seed: int) -> Any:
 def batch(spec: RunSpec, model: Any, step: int, seed: int) -> tuple[list[Any], dict[str, Any], Any]:
     """Step ``step``'s synthetic batch of ``N`` samples: inputs (from the import's specs) and class targets."""
     import torch
-
-    from milp_partition.importers.torch_import import make_inputs, parse_input_shape
 
     specs = [parse_input_shape(s) for s in spec.inputs]
     specs = [replace(s, shape=(spec.microbatches, *s.shape[1:])) for s in specs]
@@ -146,9 +145,6 @@ def reference(spec: RunSpec, steps: int, seed: int) -> dict[str, Any]:
 
 def tp_roles(spec: RunSpec, nodes: tuple[str, ...], t: int) -> dict[str, str]:
     """Module path -> ``column``, ``column-gather`` (no row partner: the LM head) or ``row`` for the planner's split modules."""
-    from milp_partition.io.imported_layers import read_layers
-    from milp_partition.joint.megatron import split_layer
-
     model = read_layers(spec.graph, spec.graph_path)
     successors = {u for u, _, _ in model.edges}
     roles: dict[str, str] = {}
@@ -157,11 +153,14 @@ def tp_roles(spec: RunSpec, nodes: tuple[str, ...], t: int) -> dict[str, str]:
             continue
         _, ops = model.layers[v]
         split = split_layer(ops, model.modules, t, last_layer=v not in successors)
-        found = [(op.module_path, role) for op, role in zip(ops, split.roles)
-                 if role in ("column", "row") and model.modules.get(op.module_path, {}).get("type") in ("Linear", "Embedding")]
+        found = [
+            (op.module_path, role)
+            for op, role in zip(ops, split.roles)
+            if role in ("column", "row") and model.modules.get(op.module_path, {}).get("type") in ("Linear", "Embedding")
+        ]
         for q, (path, role) in enumerate(found):
             # a column layer with no row layer after it in its layer (the LM head) gathers its output
-            if role == "column" and not any(r == "row" for _, r in found[q + 1:]):
+            if role == "column" and not any(r == "row" for _, r in found[q + 1 :]):
                 role = "column-gather"
             roles[path] = role
     return roles
@@ -349,7 +348,9 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
             "losses": losses,
             "step_s": times,
             "peak_memory_bytes": int(peak),
-            "memory_measure": "torch.cuda.max_memory_allocated" if cuda else "peak RSS during the steps minus RSS before the model",
+            "memory_measure": "torch.cuda.max_memory_allocated"
+            if cuda
+            else "peak RSS during the steps minus RSS before the model",
             "predicted_memory_bytes": stage_spec.predicted_memory_bytes,
             "backend": backend,
             "notes": notes,

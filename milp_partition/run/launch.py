@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from milp_partition.run.engine import reference, summarise, worker
 from milp_partition.run.spec import RunSpec
 
 
@@ -21,14 +22,14 @@ def run_plan(spec: RunSpec, steps: int, *, seed: int = 0, threads: int = 1, warm
     import torch
     import torch.multiprocessing as mp
 
-    from milp_partition.run.engine import reference, summarise, worker
-
     if steps < 1:
         raise ValueError(f"steps must be positive, got {steps}")
     world = spec.world_size
     with tempfile.TemporaryDirectory(prefix="milp-run-") as tmp:
         store = os.path.join(tmp, "store")
-        mp.start_processes(worker, args=(world, store, spec, steps, seed, threads, tmp), nprocs=world, join=True, start_method="spawn")
+        mp.start_processes(
+            worker, args=(world, store, spec, steps, seed, threads, tmp), nprocs=world, join=True, start_method="spawn"
+        )
         ranks = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(world)]
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)

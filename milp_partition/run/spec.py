@@ -87,7 +87,9 @@ def _graph_path(plan_path: Path, plan: dict[str, Any], graph: str | None) -> Pat
     for candidate in (Path(source), plan_path.parent / source):
         if candidate.is_file():
             return candidate
-    raise InputError(f"the plan's graph {source!r} is not found (here or beside the plan); give it with --graph", source=str(plan_path))
+    raise InputError(
+        f"the plan's graph {source!r} is not found (here or beside the plan); give it with --graph", source=str(plan_path)
+    )
 
 
 def read_run_spec(plan_path: str | Path, graph: str | None = None) -> RunSpec:
