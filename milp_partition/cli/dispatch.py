@@ -53,6 +53,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "milp_partition.cli.calibrate",
     "milp_partition.cli.gap",
     "milp_partition.cli.plot",
+    "milp_partition.cli.run",
 )
 
 

@@ -81,6 +81,12 @@ class JointSteps(StepDefaults):
             "bandwidth_bytes_per_s": cl.bandwidth_bytes_per_s,
             "microbatches": cl.microbatches,
         }
+        if problem.shape is not None:
+            result.instance["shape"] = {
+                "stages": problem.shape.stages,
+                "data_parallel": problem.shape.data_parallel,
+                "tensor_parallel": problem.shape.tensor_parallel,
+            }
         result.settings = {"time_limit_s": self.settings.time_limit_s, "baselines": self.settings.baselines}
         return result
 
