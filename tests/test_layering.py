@@ -83,6 +83,7 @@ LAYERS: dict[str, int] = {
     # 7: on top: command line, reports, plots, sweeps and each problem's gap sweep
     "milp_partition.__main__": 7,
     "milp_partition.cli": 7,
+    "milp_partition.run": 7,  # runs plans on torch.distributed: on top, beside the CLI
     "milp_partition.report": 7,
     "milp_partition.plots": 7,
     "milp_partition.sweep": 7,

@@ -1,4 +1,4 @@
-"""The run/ package is a top layer: nothing below imports it, and it imports without torch."""
+"""The run/ package imports without torch (its layer, on top, is in tests/test_layering.py)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.test_layering import _files, _offenders
-
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def test_nothing_below_imports_run() -> None:
-    below = [
-        f
-        for f in _files("milp_partition")
-        if not str(f.relative_to(ROOT)).startswith(("milp_partition/run/", "milp_partition/cli/"))
-    ]
-    assert not _offenders(below, ("milp_partition.run",))
 
 
 def test_run_imports_without_torch() -> None:
