@@ -14,7 +14,8 @@ The modules a descriptor names provide:
 * ``cli``: ``OPTIONS`` (the problem options it reads, a frozenset of ``argparse``
   dests), ``register_options(parser, command)``, ``claims(data) -> bool`` (whether a
   parsed JSON instance is its format; :data:`PROBLEMS`' order decides, the last entry
-  takes the rest), ``problem_from_args(args)`` (the reader under the command line's
+  takes the rest), optionally ``claims_path(folder) -> bool`` (an instance that is a
+  folder), ``problem_from_args(args)`` (the reader under the command line's
   settings) and ``cmd_solve``, ``cmd_evaluate``, ``cmd_info`` (``args -> exit code``);
 * ``solve``: ``"module:function"``, ``function(problem, settings) -> Result`` through
   :func:`milp_partition.chain.run_chain`;
@@ -28,6 +29,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
@@ -58,6 +60,11 @@ class ProblemEntry:
     def claims(self, data: object) -> bool:
         """Whether a parsed JSON instance is this problem's format."""
         return bool(self.cli_module().claims(data))
+
+    def claims_path(self, path: Path) -> bool:
+        """Whether a folder is this problem's instance (the CLI module's optional ``claims_path``)."""
+        check = getattr(self.cli_module(), "claims_path", None)
+        return check is not None and bool(check(path))
 
     @property
     def reader(self) -> Callable[..., Any]:
@@ -112,6 +119,12 @@ PROBLEMS: dict[str, ProblemEntry] = {
             verifier="milp_partition.verifiers.joint:verify_joint",
             gap="milp_partition.joint.gap",
             plot="milp_partition.plots.joint",
+        ),
+        ProblemEntry(
+            "galvatron",
+            cli="milp_partition.cli.galvatron",
+            solve="milp_partition.galvatron.solve:solve_galvatron",
+            verifier="milp_partition.verifiers.galvatron:verify_galvatron",
         ),
         ProblemEntry(
             "pipeline",

@@ -38,7 +38,7 @@ from milp_partition.cli.flags import OneLineParser
 from milp_partition.cli.options import COMMON, add_problem_options, add_solver_options, flag_name
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError, MilpPartitionError
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 
 #: Modules that add further subcommands through ``register(subparsers)``.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -46,6 +46,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "milp_partition.cli.calibrate",
     "milp_partition.cli.gap",
     "milp_partition.cli.plot",
+    "milp_partition.cli.run",
 )
 
 
@@ -99,6 +100,10 @@ def problem_kind(args: argparse.Namespace) -> str:
     if getattr(args, "problem", None) is not None:
         return str(args.problem)
 
+    if Path(args.instance).is_dir():
+        for name, entry in registry.PROBLEMS.items():
+            if entry.claims_path(args.instance):
+                return name
     text = read_text_file(args.instance)
     data = parse_json(text, str(args.instance)) if text.lstrip()[:1] == "{" else None
     for name, entry in registry.PROBLEMS.items():

@@ -96,7 +96,10 @@ class PipelineFormulation:
         formulation.hint(built.state, candidate.solution, candidate.value)
 
     def decode(self, built: Built[formulation.PipelineModel], values: Sequence[float]) -> PipelineSolution:
-        return formulation.decode(built.state, list(values))
+        solution: PipelineSolution = formulation.decode(
+            built.state, list(values)
+        )  # (typed here: plain mypy sees formulations/ as Any)
+        return solution
 
 
 @dataclass(frozen=True)

@@ -200,7 +200,10 @@ class PlacementFormulation:
         formulation.hint(built.state, candidate.solution, candidate.value)
 
     def decode(self, built: Built[formulation.PlacementModel], values: Sequence[float]) -> PlacementSolution:
-        return formulation.decode(built.state, list(values))
+        solution: PlacementSolution = formulation.decode(
+            built.state, list(values)
+        )  # (typed here: plain mypy sees formulations/ as Any)
+        return solution
 
 
 @dataclass(frozen=True)
