@@ -32,7 +32,7 @@ def test_pipeline_and_joint_reports_name_their_memory_model(training_import, cap
     assert "memory     in flight (Piper)" in capsys.readouterr().out
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20 item 6: 1F1B's stage order is applied to the backward edges too")
+
 def test_1f1b_splits_an_imported_training_graph(training_import, tmp_path, capsys):
     res = tmp_path / "r.json"
     args = ["solve", str(training_import), "--devices", "4", "--memory", "1GiB", "--memory-model", "1f1b", "-q"]
