@@ -96,6 +96,14 @@ class PipelineSettings:
             raise InputError(f"optimizer_state_factor must be a finite non-negative number, got {f!r}", where="settings")
 
 
+def default_memory_model(graph: Graph) -> MemoryModel:
+    """The command line's memory model when none is given: ``"1f1b"`` for a training graph with backward nodes whose
+    nodes save activations (an imported ``--training`` graph: the micro-batches in flight of a 1F1B schedule, as the
+    joint planner counts them), ``"static"`` for any other graph (forward-only, PipeDream profiles, Tarnawski files)."""
+    training = any(n.is_backward for n in graph.nodes) and any(n.activation_bytes > 0 for n in graph.nodes)
+    return "1f1b" if training else "static"
+
+
 @dataclass(frozen=True)
 class PipelineProblem:
     """A graph, a cluster and settings: one pipeline-partitioning problem.
