@@ -41,7 +41,6 @@ def test_pipeline_and_joint_reports_name_their_memory_model(training_import, cap
     assert "memory     in flight (Piper)" in capsys.readouterr().out
 
 
-
 @pytest.mark.parametrize("solver", ["cpsat", "cbc", "none"])
 def test_1f1b_splits_an_imported_training_graph(training_import, tmp_path, solver):
     """Issue 20 item 6: 1F1B's stage order no longer applies to the gradient edges, which run to earlier stages."""

@@ -60,9 +60,11 @@ class PipelineSettings:
     memory_model
         ``"static"``: an accelerator holds the sum of its nodes' parameter, activation
         and other bytes.  ``"1f1b"``: a training pipeline of s stages (s = number of
-        accelerators, stage i on the i-th accelerator, every edge going to the same or a
-        later stage); stage i (0-based) holds ``optimizer_state_factor * param_bytes +
-        (s - i) * activation_bytes + other_bytes`` of its nodes.
+        accelerators, stage i on the i-th accelerator, every edge between forward nodes
+        going to the same or a later stage, every edge between backward nodes to the same
+        or an earlier one); stage i (0-based) holds ``optimizer_state_factor * param_bytes +
+        (s - i) * activation_bytes + other_bytes`` of its nodes.  The command line's default
+        is :func:`default_memory_model`.
     optimizer_state_factor
         Multiplier on parameter bytes under ``"1f1b"`` (1: weights only; 3: weights,
         gradients and momentum; 4: Adam).
