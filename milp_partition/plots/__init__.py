@@ -15,6 +15,7 @@ PLOT_MODULES: Mapping[str, str] = {
     "pipeline": "milp_partition.plots.pipeline",
     "strategy": "milp_partition.plots.strategy",
     "joint": "milp_partition.plots.joint",
+    "galvatron": "milp_partition.plots.galvatron",
 }
 
 

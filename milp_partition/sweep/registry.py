@@ -23,6 +23,7 @@ PROBLEM_MODULES: Mapping[str, str] = {
     "strategy": "milp_partition.strategy.gap",
     "placement": "milp_partition.placement.gap",
     "joint": "milp_partition.joint.gap",
+    "galvatron": "milp_partition.galvatron.gap",
 }
 
 
