@@ -73,7 +73,7 @@ def load(path: str | Path, point: tuple[tuple[str, str], ...], options: Mapping[
     if mem % 1048576:
         raise InputError("memory must be a whole number of MiB", source=str(path))
     try:
-        devices, batch = int(p.get("devices", data.get("devices"))), int(data["global_batch"])
+        devices, batch = int(str(p.get("devices", data.get("devices")))), int(data["global_batch"])
     except (TypeError, ValueError):
         raise InputError("devices and global_batch must be integers", source=str(path)) from None
     return read_galvatron(base / str(data["model"]), base / str(data["hardware"]), devices=devices,
