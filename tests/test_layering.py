@@ -56,6 +56,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.convert": 3,
     "milp_partition.strategy.layers": 3,
     "milp_partition.strategy.memory": 3,
+    "milp_partition.strategy.dimensions": 3,
     "milp_partition.joint.generators": 3,
     "milp_partition.joint.layers": 3,
     "milp_partition.joint.megatron": 3,
