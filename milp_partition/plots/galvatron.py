@@ -12,13 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from milp_partition.plots import pyplot
+from milp_partition.units import parse_bytes
 
 
 def _usable_mb(result: Mapping[str, Any], options: Mapping[str, str]) -> int | None:
     """Galvatron's usable memory of the result's setting (``--memory`` overrides it): M - int(0.2 M) above 20 GiB."""
     if options.get("memory"):
-        from milp_partition.units import parse_bytes
-
         m = parse_bytes(options["memory"], "--memory") // 1048576
     else:
         value = (result.get("instance") or {}).get("memory_mb")
