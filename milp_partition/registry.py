@@ -125,6 +125,8 @@ PROBLEMS: dict[str, ProblemEntry] = {
             cli="milp_partition.cli.galvatron",
             solve="milp_partition.galvatron.solve:solve_galvatron",
             verifier="milp_partition.verifiers.galvatron:verify_galvatron",
+            gap="milp_partition.galvatron.gap",
+            plot="milp_partition.plots.galvatron",
         ),
         ProblemEntry(
             "pipeline",

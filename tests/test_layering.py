@@ -99,6 +99,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.gap": 7,
     "milp_partition.placement.gap": 7,
     "milp_partition.joint.gap": 7,
+    "milp_partition.galvatron.gap": 7,
 }
 
 
