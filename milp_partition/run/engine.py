@@ -18,6 +18,7 @@ Torch is imported inside the functions, so :mod:`milp_partition.run` imports wit
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
@@ -75,6 +76,70 @@ class PeakRss:
         self._stop.set()
         self._thread.join()
         self.peak = max(self.peak, _rss_bytes())
+
+
+class SavedActivations:
+    """The bytes autograd holds for the backward pass, live and at their peak (``saved_tensors_hooks``; each storage once).
+
+    Parameters (and their views) saved by an operator are not counted: they are the weights, held anyway.
+    Inside a recomputed (``checkpoint_wrapper``) layer its own hooks win, so only what it keeps shows.
+    """
+
+    def __init__(self, exclude: set[int]) -> None:
+        self.exclude = exclude
+        self.live: dict[int, list[int]] = {}
+        self.bytes = 0
+        self.peak = 0
+
+    def _drop(self, key: int) -> None:
+        entry = self.live.get(key)
+        if entry is None:
+            return
+        entry[0] -= 1
+        if entry[0] == 0:
+            self.bytes -= entry[1]
+            del self.live[key]
+
+    def pack(self, t: Any) -> Any:
+        import weakref
+
+        local = t.to_local() if hasattr(t, "to_local") else t
+        storage = local.untyped_storage()
+        key = storage.data_ptr()
+        if key in self.exclude or storage.nbytes() == 0:
+            return t
+        entry = self.live.setdefault(key, [0, storage.nbytes()])
+        if entry[0] == 0:
+            self.bytes += entry[1]
+            self.peak = max(self.peak, self.bytes)
+        entry[0] += 1
+
+        class Held:
+            __slots__ = ("__weakref__", "tensor")
+
+            def __init__(self, tensor: Any) -> None:
+                self.tensor = tensor
+
+        held = Held(t)
+        weakref.finalize(held, self._drop, key)
+        return held
+
+    @staticmethod
+    def unpack(held: Any) -> Any:
+        return getattr(held, "tensor", held)
+
+
+def tensor_bytes_of(params: list[Any], opt: Any) -> tuple[int, int, int]:
+    """Bytes of this rank's parameters, their gradients and the optimizer's state (a DTensor: its local shard)."""
+
+    def nbytes(t: Any) -> int:
+        local = t.to_local() if hasattr(t, "to_local") else t
+        return int(local.numel() * local.element_size())
+
+    weights = sum(nbytes(p) for p in params)
+    grads = sum(nbytes(p) for p in params if p.grad is not None)
+    state = sum(nbytes(v) for st in opt.state.values() for v in st.values() if hasattr(v, "numel") and v.dim() > 0)
+    return weights, grads, state
 
 
 def build_model(spec: RunSpec, seed: int) -> Any:
@@ -270,6 +335,15 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
     store = dist.FileStore(store_path, world)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world)
     try:
+        from milp_partition.run.predict import LayerTimer, calibrate_runtime, measure_links
+
+        # the prediction's inputs, measured here under the run's own conditions (every rank at once, on
+        # the same cores), before the plan's steps: gloo's latency and bandwidth in this group, the whole
+        # model's layers at one sample, and torch's overheads (DTensor, the schedule) on tiny modules
+        links = measure_links(rank)
+        own_group = [dist.new_group([r]) for r in range(world)][rank]
+        timer = LayerTimer(spec, threads, seed)  # then one pass before each step (below)
+        costs = calibrate_runtime(threads, group=own_group)
         S, D, T = spec.shape
         mesh = init_device_mesh(device.type, (S, D, T), mesh_dim_names=("pp", "dp", "tp"))
         pp, dp = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
@@ -310,8 +384,12 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         opt = optimizer(spec, params)
         losses: list[float] = []
         times: list[float] = []
+        local_ptrs = {(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params}
+        saved = SavedActivations(local_ptrs)
+        held = (0, 0, 0)
         with PeakRss() as rss:
             for k in range(steps):
+                timer.sample()
                 args, kwargs, target = batches[k]
                 lo, hi = dp * n_micro, (dp + 1) * n_micro
                 args = [a[lo:hi].to(device) for a in args]
@@ -319,15 +397,18 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
                 mb_losses: list[Any] = []
                 dist.barrier()
                 t0 = time.perf_counter()
-                if S == 1:
-                    schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
-                elif pp == 0:
-                    schedule.step(*args, **kwargs)
-                elif pp == S - 1:
-                    schedule.step(target=target[lo:hi].to(device), losses=mb_losses)
-                else:
-                    schedule.step()
+                with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+                    if S == 1:
+                        schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
+                    elif pp == 0:
+                        schedule.step(*args, **kwargs)
+                    elif pp == S - 1:
+                        schedule.step(target=target[lo:hi].to(device), losses=mb_losses)
+                    else:
+                        schedule.step()
                 opt.step()
+                if k == steps - 1:
+                    held = tensor_bytes_of(params, opt)
                 opt.zero_grad(set_to_none=True)
                 if cuda:
                     torch.cuda.synchronize(device)
@@ -347,11 +428,22 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
             "tp": mesh["tp"].get_local_rank(),
             "losses": losses,
             "step_s": times,
-            "peak_memory_bytes": int(peak),
+            "peak_memory_bytes": int(peak) if cuda else int(sum(held) + saved.peak),
             "memory_measure": "torch.cuda.max_memory_allocated"
             if cuda
-            else "peak RSS during the steps minus RSS before the model",
+            else "tensors: weights + gradients + optimizer state + peak saved activations (saved_tensors_hooks)",
             "predicted_memory_bytes": stage_spec.predicted_memory_bytes,
+            "tensor_memory": {
+                "weights": held[0],
+                "gradients": held[1],
+                "optimizer_state": held[2],
+                "saved_activations_peak": saved.peak,
+                "total": sum(held) + saved.peak,
+            },
+            "rss_peak_bytes": int(rss.peak - base_rss),
+            "links": dataclasses.asdict(links),
+            "layer_profile": timer.profile().to_dict(),
+            "costs": dataclasses.asdict(costs),
             "backend": backend,
             "notes": notes,
         }
@@ -361,14 +453,17 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         dist.destroy_process_group()
 
 
-def summarise(spec: RunSpec, ranks: list[dict[str, Any]], ref: dict[str, Any], warmup: int) -> dict[str, Any]:
-    """run.json's figures from the ranks' results and the single-process reference."""
+def summarise(
+    spec: RunSpec, ranks: list[dict[str, Any]], ref: dict[str, Any], warmup: int, prediction: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """run.json's figures from the ranks' results, the single-process reference and the step's prediction (:mod:`.predict`)."""
     last = [r for r in ranks if r["losses"]]
     losses = last[0]["losses"] if last else []
     ref_losses = ref["losses"]
     diffs = [abs(a - b) / abs(b) if b else abs(a - b) for a, b in zip(losses, ref_losses)]
     per_step = [max(r["step_s"][k] for r in ranks) for k in range(len(ranks[0]["step_s"]))]
     measured = statistics.median(per_step[warmup:] or per_step)
+    predicted = float((prediction or {}).get("step_s", spec.predicted_step_s))
     s, d, t = spec.shape
     return {
         "plan": spec.plan_path,
@@ -386,14 +481,18 @@ def summarise(spec: RunSpec, ranks: list[dict[str, Any]], ref: dict[str, Any], w
         "step_s": per_step,
         "single_process_step_s": ref["step_s"],
         "measured_step_s": measured,
-        "predicted_step_s": spec.predicted_step_s,
-        "step_rel_error": (spec.predicted_step_s - measured) / measured if measured > 0 else math.nan,
+        "predicted_step_s": predicted,
+        "step_rel_error": (predicted - measured) / measured if measured > 0 else math.nan,
+        "prediction": prediction or {},
+        "planner_step_s": spec.predicted_step_s,
         "memory": [
             {
                 "rank": r["rank"],
                 "stage": r["pp"] + 1,
                 "measured_peak_bytes": r["peak_memory_bytes"],
                 "predicted_bytes": r["predicted_memory_bytes"],
+                "tensors": r.get("tensor_memory", {}),
+                "rss_peak_bytes": r.get("rss_peak_bytes"),
             }
             for r in sorted(ranks, key=lambda r: r["rank"])
         ],
