@@ -160,7 +160,8 @@ def calibrate_runtime(threads: int = 1, repeats: int = 7, group: Any = None) -> 
                 return nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
 
             plain, split = pair(), pair()
-            mesh = DeviceMesh.from_group(group if group is not None else dist.group.WORLD, "cpu")
+            pg: Any = group if group is not None else dist.group.WORLD
+            mesh = DeviceMesh.from_group(pg, "cpu")
             parallelize_module(split, mesh, {"0": ColwiseParallel(), "1": RowwiseParallel()})
             x = torch.randn(1, 4, 8)
             times = {}
@@ -361,8 +362,10 @@ def predict_step(
     successors = {u for u, _, _ in model.edges}
     S, D, T = spec.shape
     stages: list[StageTimes] = []
+    dtensor_parts: list[tuple[float, float]] = []  # per stage: DTensor's part per micro-batch, and in the optimizer step
     for q, st in enumerate(spec.stages):
         fwd = bwd = 0.0
+        dtensor_mb = 0.0
         param_bytes = 0.0
         param_tensors = 0
         dtensor_tensors = 0
@@ -390,6 +393,7 @@ def predict_step(
                 n_split = sum(1 for op, r in zip(ops, roles) if r in ("column", "row") and op.param_bytes > 0)
                 f_v += n_split * costs.dtensor_module_s / 2
                 b_v += n_split * costs.dtensor_module_s / 2
+                dtensor_mb += n_split * costs.dtensor_module_s * (1.5 if v in st.recomputed else 1.0)
             if v in st.recomputed:
                 b_v += f_v
             fwd, bwd = fwd + f_v, bwd + b_v
@@ -410,6 +414,7 @@ def predict_step(
             allreduce = buckets * links.allreduce_alpha_s + param_bytes * links.allreduce_beta_s_per_byte
         optimizer = param_tensors * layers.optimizer_s_per_param_tensor + dtensor_tensors * costs.dtensor_optimizer_tensor_s
         stages.append(StageTimes(fwd, bwd, send, allreduce, optimizer))
+        dtensor_parts.append((dtensor_mb, dtensor_tensors * costs.dtensor_optimizer_tensor_s))
     pred = step_time(stages, max(spec.microbatches // D, 1), costs.schedule_microbatch_s)
     return StepPrediction(
         pred.step_s,
@@ -417,7 +422,14 @@ def predict_step(
         pred.bottleneck_stage,
         pred.stages,
         pred.microbatches_per_replica,
-        {**asdict(costs), **asdict(links), "layer_profile_threads": layers.threads},
+        {
+            **asdict(costs),
+            **asdict(links),
+            "layer_profile_threads": layers.threads,
+            # DTensor's overheads on the bottleneck stage over the step (a part of step_s, for the report)
+            "dtensor_step_s": pred.microbatches_per_replica * dtensor_parts[pred.bottleneck_stage][0]
+            + dtensor_parts[pred.bottleneck_stage][1],
+        },
     )
 
 
