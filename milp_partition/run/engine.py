@@ -335,10 +335,11 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
     store = dist.FileStore(store_path, world)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world)
     try:
-        from milp_partition.run.predict import LayerTimer, calibrate_runtime, measure_links
+        from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, measure_links
 
         # the prediction's inputs, measured here under the run's own conditions (every rank at once, on
-        # the same cores), before the plan's steps: gloo's latency and bandwidth in this group, the whole
+        # the same cores), before the plan's steps: gloo's latency and bandwidth in this group, the plan's shape
+        # with nothing to compute (below), the whole
         # model's layers at one sample, and torch's overheads (DTensor, the schedule) on tiny modules
         links = measure_links(rank)
         own_group = [dist.new_group([r]) for r in range(world)][rank]
@@ -347,6 +348,10 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         S, D, T = spec.shape
         mesh = init_device_mesh(device.type, (S, D, T), mesh_dim_names=("pp", "dp", "tp"))
         pp, dp = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
+        dp_group = mesh["dp"].get_group() if D > 1 else None
+        links = dataclasses.replace(
+            links, empty_step_s=empty_step(S, pp, spec.microbatches // D, device, mesh["pp"].get_group(), dp_group)
+        )
         notes: list[str] = []
         base_rss = _rss_bytes()
         if cuda:

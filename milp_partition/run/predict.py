@@ -66,7 +66,6 @@ class TorchCosts:
 
     dtensor_module_s: float = 0.0
     dtensor_optimizer_tensor_s: float = 0.0
-    schedule_microbatch_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -102,16 +101,18 @@ class StepPrediction:
         }
 
 
-def step_time(stages: Sequence[StageTimes], microbatches: int, schedule_overhead_s: float = 0.0) -> StepPrediction:
-    """1F1B's step: ``sum_q u_q + (m - 1) max_q u_q + m o_sched`` with ``u_q = f_q + b_q + 2 c_q``, then each stage's tail.
+def step_time(stages: Sequence[StageTimes], microbatches: int, fixed_s: float = 0.0) -> StepPrediction:
+    """1F1B's step: ``sum_q u_q + (m - 1) max_q u_q + E`` with ``u_q = f_q + b_q + 2 c_q``, then the slowest stage tail.
 
-    ``microbatches`` is ``m``, the micro-batches of one data-parallel replica.
+    ``microbatches`` is ``m``, the micro-batches of one data-parallel replica; ``fixed_s`` is ``E``, the
+    step of the same schedule with nothing to compute (the runtime's own cost: the schedule, the messages'
+    latency, waking the other rank).
     """
     if not stages or microbatches < 1:
         raise ValueError("need at least one stage and one micro-batch")
     units = [s.forward_s + s.backward_s + 2.0 * s.send_s for s in stages]
     slowest = max(range(len(units)), key=units.__getitem__)
-    pipeline = sum(units) + (microbatches - 1) * units[slowest] + microbatches * schedule_overhead_s
+    pipeline = sum(units) + (microbatches - 1) * units[slowest] + fixed_s
     step = pipeline + max(s.allreduce_s + s.optimizer_s for s in stages)
     return StepPrediction(step, pipeline, slowest, tuple(stages), microbatches)
 
@@ -132,9 +133,7 @@ def calibrate_runtime(threads: int = 1, repeats: int = 7, group: Any = None) -> 
     """Torch's distributed overheads on this CPU, on tiny modules (never the model).
 
     DTensor: a column- then row-parallel pair of small linear modules on a one-rank mesh against the plain
-    pair, forward plus backward (per module), and an Adam step on their parameters (per tensor).
-    ``Schedule1F1B``: one stage over 8 micro-batches of a small linear module against the plain module's
-    forward and backward, per micro-batch. Needs a one-rank process
+    pair, forward plus backward (per module), and an Adam step on their parameters (per tensor). Needs a one-rank process
     group: ``group`` (inside a run: each rank's own, so that nothing waits on another rank), else a one-rank
     gloo group started here (a file store in a temporary directory) and destroyed after.
     """
@@ -174,33 +173,13 @@ def calibrate_runtime(threads: int = 1, repeats: int = 7, group: Any = None) -> 
                 fb()
                 opt.step()
                 times[name] = (_median(fb, repeats), _median(opt.step, repeats))
-            from torch.distributed.pipelining import PipelineStage, Schedule1F1B
-
-            tiny, n_micro = nn.Linear(8, 8), 8
-            xs = torch.randn(n_micro, 4, 8)
-            target = torch.randint(0, 8, (n_micro, 4))
-
-            def ce(out: Any, tgt: Any) -> Any:
-                return nn.functional.cross_entropy(out.reshape(-1, 8), tgt.reshape(-1))
-
-            schedule = Schedule1F1B(PipelineStage(tiny, 0, 1, torch.device("cpu"), group=group), n_micro, loss_fn=ce)
-
-            def scheduled() -> None:
-                schedule.step(xs, target=target, losses=[])
-
-            def eager() -> None:
-                for i in range(n_micro):
-                    ce(tiny(xs[i : i + 1]), target[i : i + 1]).backward()
-
-            scheduled()
-            sched = max(_median(scheduled, repeats) - _median(eager, repeats), 0.0) / n_micro
         finally:
             if own and dist.is_initialized():
                 dist.destroy_process_group()
             torch.set_num_threads(previous)
     module = max(times["split"][0] - times["plain"][0], 0.0) / 2.0
     tensor = max(times["split"][1] - times["plain"][1], 0.0) / 4.0
-    return TorchCosts(module, tensor, sched)
+    return TorchCosts(module, tensor)
 
 
 # -- the model's layers at one sample, in torch ------------------------------------------------------
@@ -318,12 +297,17 @@ def measure_layers(spec: RunSpec, threads: int = 1, repeats: int = 5, seed: int 
 
 @dataclass(frozen=True)
 class LinkFit:
-    """``alpha_s + bytes * beta_s_per_byte`` of gloo's send/recv (one way) and all-reduce (the whole operation, 2 ranks)."""
+    """What the workers measure in their own groups before the plan's steps.
+
+    ``alpha_s + bytes * beta_s_per_byte`` of gloo's send/recv (one way) and all-reduce (the whole operation,
+    2 ranks); ``empty_step_s``: the plan's shape run with a tiny linear module per stage (:func:`empty_step`).
+    """
 
     p2p_alpha_s: float
     p2p_beta_s_per_byte: float
     allreduce_alpha_s: float
     allreduce_beta_s_per_byte: float
+    empty_step_s: float = 0.0
 
 
 def _ring(nbytes: float, p: int, alpha: float, beta: float) -> float:
@@ -407,15 +391,17 @@ def predict_step(
         if q < S - 1:
             here = set(st.nodes)
             nbytes = sum(b for u, w, b in model.edges if u in here and w not in here) / batch
-            send = links.p2p_alpha_s + nbytes * links.p2p_beta_s_per_byte
+            # (the latency of each message is in the empty plan's step when it was measured)
+            send = (0.0 if links.empty_step_s > 0 else links.p2p_alpha_s) + nbytes * links.p2p_beta_s_per_byte
         allreduce = 0.0
         if D > 1:
             buckets = max(1, math.ceil(param_bytes / DDP_BUCKET_BYTES))
-            allreduce = buckets * links.allreduce_alpha_s + param_bytes * links.allreduce_beta_s_per_byte
+            first = 0 if links.empty_step_s > 0 else 1  # the empty plan's DDP all-reduces one bucket
+            allreduce = (buckets - 1 + first) * links.allreduce_alpha_s + param_bytes * links.allreduce_beta_s_per_byte
         optimizer = param_tensors * layers.optimizer_s_per_param_tensor + dtensor_tensors * costs.dtensor_optimizer_tensor_s
         stages.append(StageTimes(fwd, bwd, send, allreduce, optimizer))
         dtensor_parts.append((dtensor_mb, dtensor_tensors * costs.dtensor_optimizer_tensor_s))
-    pred = step_time(stages, max(spec.microbatches // D, 1), costs.schedule_microbatch_s)
+    pred = step_time(stages, max(spec.microbatches // D, 1), links.empty_step_s)
     return StepPrediction(
         pred.step_s,
         pred.pipeline_s,
@@ -433,7 +419,7 @@ def predict_step(
     )
 
 
-def measure_links(rank: int, sizes: tuple[int, int] = (4096, 1 << 20), repeats: int = 9) -> LinkFit:
+def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: int = 9) -> LinkFit:
     """Gloo's send/recv (half a ping-pong between ranks 0 and 1) and all-reduce over the default group, fitted on two sizes.
 
     Collective: every rank of the default process group calls it; ranks above 1 only join the all-reduces.
@@ -490,3 +476,44 @@ def combine(ranks: Sequence[dict[str, Any]]) -> tuple[LayerProfile, TorchCosts, 
     costs = TorchCosts(**{k: mean([r["costs"][k] for r in ranks]) for k in ranks[0]["costs"]})
     links = LinkFit(**{k: mean([r["links"][k] for r in ranks]) for k in ranks[0]["links"]})
     return layers, costs, links
+
+
+def empty_step(stages: int, stage: int, n_micro: int, device: Any, pp_group: Any, dp_group: Any, repeats: int = 5) -> float:
+    """The step of the plan's schedule with nothing to compute: ``Schedule1F1B`` over ``n_micro`` micro-batches on the
+    run's pipeline group, a small linear module per stage (DDP over ``dp_group`` if given); median wall time.
+
+    Collective over the run's ranks. What it measures is the runtime's own cost, the ``E`` of :func:`step_time`.
+    """
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    torch.manual_seed(0)
+    module: Any = nn.Linear(8, 8).to(device)
+    if dp_group is not None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        module = DistributedDataParallel(module, process_group=dp_group)
+
+    def ce(out: Any, tgt: Any) -> Any:
+        return nn.functional.cross_entropy(out.reshape(-1, 8), tgt.reshape(-1))
+
+    schedule = Schedule1F1B(PipelineStage(module, stage, stages, device, group=pp_group), n_micro, loss_fn=ce, scale_grads=True)
+    xs = torch.randn(n_micro, 4, 8, device=device)
+    target = torch.randint(0, 8, (n_micro, 4), device=device)
+    samples = []
+    for _ in range(repeats + 1):
+        dist.barrier()
+        t0 = time.perf_counter()
+        if stages == 1:
+            schedule.step(xs, target=target, losses=[])
+        elif stage == 0:
+            schedule.step(xs)
+        elif stage == stages - 1:
+            schedule.step(target=target, losses=[])
+        else:
+            schedule.step()
+        dist.barrier()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples[1:])
