@@ -63,6 +63,14 @@ def _limits(rows: list[dict]) -> str:
         "them at once so that they compete for the cores as they do in the step.",
         f"The largest error is {worst['model']} {worst['plan']} ({100 * worst['step_error']:+.0f}%).",
     ]
+    for model in MODELS:
+        mine = [r for r in rows if r["model"] == model]
+        if mine:
+            parts.append(
+                f"For {model} the runtime's own cost E (the plan's shape run with nothing to compute) is "
+                f"{100 * min(r['empty_step_share'] for r in mine):.0f}-{100 * max(r['empty_step_share'] for r in mine):.0f}% "
+                "of the predicted step."
+            )
     if tp:
         share = statistics.fmean(r["dtensor_share"] for r in tp)
         parts.append(
@@ -165,6 +173,7 @@ def main() -> int:
                     "p2p_alpha_s": costs["p2p_alpha_s"],
                     "allreduce_alpha_s": costs["allreduce_alpha_s"],
                     "dtensor_share": dtensor,
+                    "empty_step_share": costs.get("empty_step_s", 0.0) / pred["step_s"],
                     "microbatches_per_replica": m_rep,
                 }
             )

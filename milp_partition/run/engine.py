@@ -349,8 +349,12 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         mesh = init_device_mesh(device.type, (S, D, T), mesh_dim_names=("pp", "dp", "tp"))
         pp, dp = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
         dp_group = mesh["dp"].get_group() if D > 1 else None
+        tp_pairs = (len(tp_roles(spec, spec.stages[pp].nodes, T)) + 1) // 2 if T > 1 else 0
         links = dataclasses.replace(
-            links, empty_step_s=empty_step(S, pp, spec.microbatches // D, device, mesh["pp"].get_group(), dp_group)
+            links,
+            empty_step_s=empty_step(
+                S, pp, spec.microbatches // D, device, mesh["pp"].get_group(), dp_group, mesh["tp"] if T > 1 else None, tp_pairs
+            ),
         )
         notes: list[str] = []
         base_rss = _rss_bytes()

@@ -345,6 +345,8 @@ def predict_step(
     batch = float(model.batch_size or 1)
     successors = {u for u, _, _ in model.edges}
     S, D, T = spec.shape
+    # with E measured, each all-reduce's latency is in it (the empty plan has the same pairs): bytes only here
+    ar_alpha = 0.0 if links.empty_step_s > 0 else links.allreduce_alpha_s
     stages: list[StageTimes] = []
     dtensor_parts: list[tuple[float, float]] = []  # per stage: DTensor's part per micro-batch, and in the optimizer step
     for q, st in enumerate(spec.stages):
@@ -366,18 +368,13 @@ def predict_step(
                 phi = _split_share(ops, roles, model, profile)
                 f_v *= 1.0 - phi + phi / T
                 b_v *= 1.0 - phi + phi / T
-                f_v += sum(
-                    _ring(x / batch, T, links.allreduce_alpha_s, links.allreduce_beta_s_per_byte)
-                    for x in split.allreduce_fw_bytes
-                )
-                b_v += sum(
-                    _ring(x / batch, T, links.allreduce_alpha_s, links.allreduce_beta_s_per_byte)
-                    for x in split.allreduce_bw_bytes
-                )
+                f_v += sum(_ring(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_fw_bytes)
+                b_v += sum(_ring(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_bw_bytes)
                 n_split = sum(1 for op, r in zip(ops, roles) if r in ("column", "row") and op.param_bytes > 0)
-                f_v += n_split * costs.dtensor_module_s / 2
-                b_v += n_split * costs.dtensor_module_s / 2
-                dtensor_mb += n_split * costs.dtensor_module_s * (1.5 if v in st.recomputed else 1.0)
+                if links.empty_step_s <= 0:  # else DTensor's hooks are in E, run with as many split pairs
+                    f_v += n_split * costs.dtensor_module_s / 2
+                    b_v += n_split * costs.dtensor_module_s / 2
+                    dtensor_mb += n_split * costs.dtensor_module_s * (1.5 if v in st.recomputed else 1.0)
             if v in st.recomputed:
                 b_v += f_v
             fwd, bwd = fwd + f_v, bwd + b_v
@@ -478,9 +475,21 @@ def combine(ranks: Sequence[dict[str, Any]]) -> tuple[LayerProfile, TorchCosts, 
     return layers, costs, links
 
 
-def empty_step(stages: int, stage: int, n_micro: int, device: Any, pp_group: Any, dp_group: Any, repeats: int = 5) -> float:
+def empty_step(
+    stages: int,
+    stage: int,
+    n_micro: int,
+    device: Any,
+    pp_group: Any,
+    dp_group: Any,
+    tp_mesh: Any = None,
+    tp_pairs: int = 0,
+    repeats: int = 5,
+) -> float:
     """The step of the plan's schedule with nothing to compute: ``Schedule1F1B`` over ``n_micro`` micro-batches on the
-    run's pipeline group, a small linear module per stage (DDP over ``dp_group`` if given); median wall time.
+    run's pipeline group, a small linear module per stage (DDP over ``dp_group`` if given; with ``tp_mesh``,
+    ``tp_pairs`` column/row-parallel pairs of small linear modules, as many as the stage splits, so that
+    DTensor's overheads and each all-reduce's latency come in the plan's pattern); median wall time.
 
     Collective over the run's ranks. What it measures is the runtime's own cost, the ``E`` of :func:`step_time`.
     """
@@ -491,6 +500,12 @@ def empty_step(stages: int, stage: int, n_micro: int, device: Any, pp_group: Any
 
     torch.manual_seed(0)
     module: Any = nn.Linear(8, 8).to(device)
+    if tp_mesh is not None and tp_pairs > 0:
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        module = nn.Sequential(*[nn.Linear(8, 8) for _ in range(2 * tp_pairs)]).to(device)
+        plan: dict[str, Any] = {str(i): ColwiseParallel() if i % 2 == 0 else RowwiseParallel() for i in range(2 * tp_pairs)}
+        parallelize_module(module, tp_mesh, plan)
     if dp_group is not None:
         from torch.nn.parallel import DistributedDataParallel
 
