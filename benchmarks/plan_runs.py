@@ -71,14 +71,21 @@ def _limits(rows: list[dict]) -> str:
                 f"{100 * min(r['empty_step_share'] for r in mine):.0f}-{100 * max(r['empty_step_share'] for r in mine):.0f}% "
                 "of the predicted step."
             )
+    low = [r for r in rows if r["step_error"] < 0]
+    parts.append(
+        f"{len(low)} of {len(rows)} predictions are below the measured step. The layer times come from one short pass "
+        "(one sample) per step, the step from a second or more of sustained work by both ranks; on an oversubscribed "
+        "machine a short burst after a wait tends to get more of a core than sustained work does, which would bias the "
+        "prediction low (a likely cause, not one measured here)."
+    )
     if tp:
-        share = statistics.fmean(r["dtensor_share"] for r in tp)
         parts.append(
-            f"Tensor parallelism is the least certain: DTensor's hooks and per-operator dispatch, calibrated on a tiny "
-            f"column/row pair, make {100 * share:.0f}% of its predicted step, and every micro-batch carries four "
-            "all-reduces per block whose gloo latency (measured at "
+            "For tensor parallelism E runs as many column/row-parallel pairs of tiny linear modules as the plan splits, so "
+            "DTensor's hooks and the four all-reduces per block and micro-batch (gloo's latency in a tight loop: "
             + ", ".join(f"{1e3 * r['allreduce_alpha_s']:.2f}" for r in tp)
-            + " ms) depends on both ranks being scheduled at the same moment."
+            + " ms) are measured in the plan's pattern; they are "
+            + ", ".join(f"{100 * r['empty_step_share']:.0f}%" for r in tp)
+            + " of its predicted step."
         )
     parts.append(
         "The goal of 15% needs dedicated cores (or a GPU, where `run` times the same formula with nccl): then the layer "
