@@ -25,13 +25,15 @@ import signal
 import statistics
 import threading
 import time
-from dataclasses import replace
 from typing import Any
 
-from milp_partition.importers.torch_import import build_module, make_inputs, parse_input_shape
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import split_layer
+from milp_partition.run.model import batch, build_model, loss_fn, optimizer
+from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, measure_links
 from milp_partition.run.spec import RunSpec
+
+__all__ = ["batch", "build_model", "loss_fn", "optimizer", "reference", "summarise", "worker"]
 
 
 def set_parent_death_signal() -> None:
@@ -140,49 +142,6 @@ def tensor_bytes_of(params: list[Any], opt: Any) -> tuple[int, int, int]:
     grads = sum(nbytes(p) for p in params if p.grad is not None)
     state = sum(nbytes(v) for st in opt.state.values() for v in st.values() if hasattr(v, "numel") and v.dim() > 0)
     return weights, grads, state
-
-
-def build_model(spec: RunSpec, seed: int) -> Any:
-    """The model from its import reference, initialised from ``seed``, in the import's dtype."""
-    import torch
-
-    torch.manual_seed(seed)
-    model = build_module(spec.model)
-    dtype = getattr(torch, spec.dtype, torch.float32)
-    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
-        model = model.to(dtype)
-    return model.train()
-
-
-def batch(spec: RunSpec, model: Any, step: int, seed: int) -> tuple[list[Any], dict[str, Any], Any]:
-    """Step ``step``'s synthetic batch of ``N`` samples: inputs (from the import's specs) and class targets."""
-    import torch
-
-    specs = [parse_input_shape(s) for s in spec.inputs]
-    specs = [replace(s, shape=(spec.microbatches, *s.shape[1:])) for s in specs]
-    args, kwargs = make_inputs(specs, spec.dtype, seed=seed * 100_003 + step, model=model)
-    with torch.no_grad():  # the output's shape per sample, from the first sample
-        out = model(*[a[:1] for a in args], **{k: v[:1] for k, v in kwargs.items()})
-    gen = torch.Generator().manual_seed(seed * 100_003 + step + 7)
-    target = torch.randint(0, out.shape[-1], (spec.microbatches, *out.shape[1:-1]), generator=gen)
-    return args, kwargs, target
-
-
-def loss_fn(out: Any, target: Any) -> Any:
-    """Mean cross-entropy over every position (the last dimension holds the classes or the vocabulary)."""
-    from torch.nn import functional as F
-
-    return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
-
-
-def optimizer(spec: RunSpec, params: Any) -> Any:
-    """Adam when the import counted two moments of optimizer state (factor >= 3: gradients + 2), else SGD."""
-    import torch
-
-    params = list(params)
-    if spec.optimizer_state_factor >= 3:
-        return torch.optim.Adam(params, lr=1e-3, foreach=False)
-    return torch.optim.SGD(params, lr=0.05, momentum=0.9 if spec.optimizer_state_factor >= 2 else 0.0, foreach=False)
 
 
 def reference(spec: RunSpec, steps: int, seed: int) -> dict[str, Any]:
@@ -335,8 +294,6 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
     store = dist.FileStore(store_path, world)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world)
     try:
-        from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, measure_links
-
         # the prediction's inputs, measured here under the run's own conditions (every rank at once, on
         # the same cores), before the plan's steps: gloo's latency and bandwidth in this group, the plan's shape
         # with nothing to compute (below), the whole

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.run.engine import reference, summarise, worker
+from milp_partition.run.predict import combine, predict_step
 from milp_partition.run.spec import RunSpec
 
 
@@ -28,8 +29,6 @@ def run_plan(spec: RunSpec, steps: int, *, seed: int = 0, threads: int = 1, warm
 
     if steps < 1:
         raise ValueError(f"steps must be positive, got {steps}")
-    from milp_partition.run.predict import combine, predict_step
-
     world = spec.world_size
     with tempfile.TemporaryDirectory(prefix="milp-run-") as tmp:
         store = os.path.join(tmp, "store")

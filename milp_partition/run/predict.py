@@ -46,9 +46,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from milp_partition.errors import InputError
-from milp_partition.importers.timing import load_profile_spec
+from milp_partition.importers.timing import load_profile_spec, op_times
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import split_layer
+from milp_partition.run.model import batch, build_model, loss_fn, optimizer
 from milp_partition.run.spec import RunSpec
 
 #: DDP's default bucket size (``bucket_cap_mb=25``).
@@ -214,8 +215,6 @@ class LayerTimer:
     def __init__(self, spec: RunSpec, threads: int = 1, seed: int = 0) -> None:
         import warnings
 
-        from milp_partition.run.engine import batch, build_model, optimizer
-
         # a full backward pre-hook on a module whose inputs need no gradient fires all the same: no warning
         warnings.filterwarnings("ignore", message="Full backward hook")
         self.threads = threads
@@ -242,8 +241,6 @@ class LayerTimer:
     def sample(self, record: bool = True) -> None:
         """One forward, backward and optimizer step on one sample, its nodes' times recorded."""
         import torch
-
-        from milp_partition.run.engine import loss_fn
 
         previous = torch.get_num_threads()
         torch.set_num_threads(self.threads)
@@ -316,8 +313,6 @@ def _ring(nbytes: float, p: int, alpha: float, beta: float) -> float:
 
 def _split_share(ops: Sequence[Any], roles: Sequence[str], model: Any, profile: Any) -> float:
     """The share of a layer's time in its split (column / row) operators, by the profile's roofline (one sample)."""
-    from milp_partition.importers.timing import op_times
-
     total = split = 0.0
     for op, role in zip(ops, roles):
         t = op_times(op, model.settings, profile)
