@@ -177,15 +177,7 @@ def simulate_placement(
         When the order contradicts the precedence edges (a deadlock).
     """
     n, m = problem.num_tasks, problem.num_edges
-    dev = np.asarray(device, dtype=np.int64)
-    if dev.shape != (n,) or (n and (dev.min() < 0 or dev.max() >= problem.num_devices)):
-        raise InputError(f"need one device index in [0, {problem.num_devices}) per task ({n})", where="device")
-    dur = _durations(problem, dev)
-    if not np.isfinite(dur).all():
-        i = int(np.flatnonzero(~np.isfinite(dur))[0])
-        raise InputError(
-            f"cannot run on device {problem.device_ids[dev[i]]!r} (no time there)", where=f"task {problem.task_ids[i]!r}"
-        )
+    dev, dur = _checked_durations(problem, device)
     seqs = _device_sequences(problem, dev, dur, order)
     dev_next = [-1] * n
     pending = [0] * n
@@ -198,36 +190,94 @@ def simulate_placement(
         pending[j] += 1
     dev_l, dur_l = dev.tolist(), dur.tolist()
     comm_l = problem.comm[np.arange(m), dev[problem.edge_source], dev[problem.edge_target]].tolist() if m else []
+    contention = problem.settings.link_contention
+    # fixed port sequences (transfer_order given): a transfer waits for its source and both port predecessors
+    fixed = contention and transfer_order is not None
+    t_pending = [0] * m
+    t_next: list[list[int]] = [[] for _ in range(m)]
+    is_transfer = [dev_l[src_l[e]] != dev_l[dst_l[e]] and comm_l[e] > 0 for e in range(m)] if contention else [False] * m
+    if fixed:
+        _port_sequences(transfer_order, m, is_transfer, dev_l, src_l, dst_l, t_pending, t_next)
+    start, tstart = _run_events(
+        problem, dev_l, dur_l, src_l, dst_l, comm_l, dev_next, pending, is_transfer, fixed, t_pending, t_next
+    )
+    if n and any(math.isnan(s) for s in start):
+        stuck = next(i for i in range(n) if math.isnan(start[i]))
+        raise ScheduleOrderError(
+            "the per-device order contradicts the precedence edges (a task waits for one that waits for it)",
+            where=f"task {problem.task_ids[stuck]!r}",
+        )
+    return PlacementSolution(
+        dev.copy(), np.asarray(start, dtype=np.float64), np.asarray(tstart, dtype=np.float64) if contention else None
+    )
+
+
+def _checked_durations(problem: PlacementProblem, device: np.ndarray | Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The device indices as an array and each task's duration there; InputError when one cannot run there."""
+    n = problem.num_tasks
+    dev = np.asarray(device, dtype=np.int64)
+    if dev.shape != (n,) or (n and (dev.min() < 0 or dev.max() >= problem.num_devices)):
+        raise InputError(f"need one device index in [0, {problem.num_devices}) per task ({n})", where="device")
+    dur = _durations(problem, dev)
+    if not np.isfinite(dur).all():
+        i = int(np.flatnonzero(~np.isfinite(dur))[0])
+        raise InputError(
+            f"cannot run on device {problem.device_ids[dev[i]]!r} (no time there)", where=f"task {problem.task_ids[i]!r}"
+        )
+    return dev, dur
+
+
+def _port_sequences(
+    transfer_order: np.ndarray | None,
+    m: int,
+    is_transfer: list[bool],
+    dev_l: list[int],
+    src_l: list[int],
+    dst_l: list[int],
+    t_pending: list[int],
+    t_next: list[list[int]],
+) -> None:
+    """Each port's transfers in ``transfer_order``: fills ``t_next`` (port successors) and ``t_pending`` (waits)."""
+    prio = np.asarray(transfer_order, dtype=np.float64)
+    if prio.shape != (m,):
+        raise InputError(f"transfer_order needs one priority per edge ({m}), got shape {prio.shape}", where="transfer_order")
+    ports: dict[tuple[str, int], list[int]] = {}
+    for e in np.lexsort((np.arange(m), prio)).tolist():
+        if is_transfer[e]:
+            ports.setdefault(("out", dev_l[src_l[e]]), []).append(e)
+            ports.setdefault(("in", dev_l[dst_l[e]]), []).append(e)
+    for seq in ports.values():
+        for a, b in itertools.pairwise(seq):
+            t_next[a].append(b)
+            t_pending[b] += 1
+    for e in range(m):
+        if is_transfer[e]:
+            t_pending[e] += 1  # its source
+
+
+def _run_events(
+    problem: PlacementProblem,
+    dev_l: list[int],
+    dur_l: list[float],
+    src_l: list[int],
+    dst_l: list[int],
+    comm_l: list[float],
+    dev_next: list[int],
+    pending: list[int],
+    is_transfer: list[bool],
+    fixed: bool,
+    t_pending: list[int],
+    t_next: list[list[int]],
+) -> tuple[list[float], list[float]]:
+    """The discrete-event run: each task's and transfer's start (NaN for one that never starts: a deadlock)."""
+    n, m = problem.num_tasks, problem.num_edges
     out_ptr, _, out_edge = problem.succ
     out_ptr_l, out_edge_l = out_ptr.tolist(), out_edge.tolist()
-    contention = problem.settings.link_contention
     ready = [0.0] * n
     start = [math.nan] * n
     tstart = [math.nan] * m
     heap: list[tuple[float, int, int]] = []  # (time, kind, index); kind 0 task end, 1 transfer ready (FIFO), 2 transfer end
-
-    # fixed port sequences (transfer_order given): a transfer waits for its source and both port predecessors
-    fixed = contention and transfer_order is not None
-    t_pending = [0] * m
     t_ready = [0.0] * m
-    t_next: list[list[int]] = [[] for _ in range(m)]
-    is_transfer = [dev_l[src_l[e]] != dev_l[dst_l[e]] and comm_l[e] > 0 for e in range(m)] if contention else [False] * m
-    if fixed:
-        prio = np.asarray(transfer_order, dtype=np.float64)
-        if prio.shape != (m,):
-            raise InputError(f"transfer_order needs one priority per edge ({m}), got shape {prio.shape}", where="transfer_order")
-        ports: dict[tuple[str, int], list[int]] = {}
-        for e in np.lexsort((np.arange(m), prio)).tolist():
-            if is_transfer[e]:
-                ports.setdefault(("out", dev_l[src_l[e]]), []).append(e)
-                ports.setdefault(("in", dev_l[dst_l[e]]), []).append(e)
-        for seq in ports.values():
-            for a, b in itertools.pairwise(seq):
-                t_next[a].append(b)
-                t_pending[b] += 1
-        for e in range(m):
-            if is_transfer[e]:
-                t_pending[e] += 1  # its source
     out_free = [0.0] * problem.num_devices
     in_free = [0.0] * problem.num_devices
 
@@ -276,15 +326,7 @@ def simulate_placement(
             release(dst_l[x], t)
             for f in t_next[x]:
                 release_transfer(f, t)
-    if n and any(math.isnan(s) for s in start):
-        stuck = next(i for i in range(n) if math.isnan(start[i]))
-        raise ScheduleOrderError(
-            "the per-device order contradicts the precedence edges (a task waits for one that waits for it)",
-            where=f"task {problem.task_ids[stuck]!r}",
-        )
-    return PlacementSolution(
-        dev.copy(), np.asarray(start, dtype=np.float64), np.asarray(tstart, dtype=np.float64) if contention else None
-    )
+    return start, tstart
 
 
 def makespan_of(problem: PlacementProblem, solution: PlacementSolution) -> float:
