@@ -212,13 +212,7 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
     last_path = ""
     for index, node in enumerate(graph.node):
         real_inputs = [t for t in node.input if t]
-        if node.op_type == "Constant" or (real_inputs and all(t in const_bytes or t in alias for t in real_inputs)):
-            for out in node.output:
-                if node.op_type == "Identity" and real_inputs:
-                    alias[out] = alias.get(real_inputs[0], real_inputs[0])
-                else:
-                    const_bytes[out] = nbytes(out)
-                    const_is_param[out] = False
+        if _fold_constant(node, real_inputs, alias, const_bytes, const_is_param, nbytes):
             continue
         op_id = node.name or f"{node.op_type}_{index}"
         while op_id in used_ids:
@@ -270,12 +264,7 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
         for t in node.output:
             if t:
                 producer[t] = op_id
-    notes = list(notes)
-    if tied:
-        shown = ", ".join(f"{k} = {v}" for k, v in list(tied.items())[:3]) + (", ..." if len(tied) > 3 else "")
-        notes.append(f"{len(tied)} initializer(s) hold the same weight as another (tied, counted once): {shown}")
-    if unknown_shape:
-        notes.append(f"{len(unknown_shape)} tensors without an inferred shape are costed as 0 bytes")
+    notes = _capture_notes(notes, tied, unknown_shape)
     total_params = sum(
         numel(tuple(i.dims)) * _itemsize(onnx, i.data_type)
         for i in graph.initializer
@@ -292,6 +281,37 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
         unknown_ops=tuple(sorted(unknown)),
         notes=tuple(notes),
     )
+
+
+def _fold_constant(
+    node: Any,
+    real_inputs: list[str],
+    alias: dict[str, str],
+    const_bytes: dict[str, int],
+    const_is_param: dict[str, bool],
+    nbytes: Callable[[str], int],
+) -> bool:
+    """A Constant, or a node of constants only: its outputs become constants (an Identity's an alias); True then."""
+    if node.op_type == "Constant" or (real_inputs and all(t in const_bytes or t in alias for t in real_inputs)):
+        for out in node.output:
+            if node.op_type == "Identity" and real_inputs:
+                alias[out] = alias.get(real_inputs[0], real_inputs[0])
+            else:
+                const_bytes[out] = nbytes(out)
+                const_is_param[out] = False
+        return True
+    return False
+
+
+def _capture_notes(notes: Sequence[str], tied: dict[str, str], unknown_shape: set[str]) -> list[str]:
+    """``notes`` and what the capture found worth saying: tied initializers, tensors without a shape."""
+    notes = list(notes)
+    if tied:
+        shown = ", ".join(f"{k} = {v}" for k, v in list(tied.items())[:3]) + (", ..." if len(tied) > 3 else "")
+        notes.append(f"{len(tied)} initializer(s) hold the same weight as another (tied, counted once): {shown}")
+    if unknown_shape:
+        notes.append(f"{len(unknown_shape)} tensors without an inferred shape are costed as 0 bytes")
+    return notes
 
 
 def _tensor_tables(
