@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import CycleError, InputError
-from milp_partition.io.native import parse_json, read_text_file, write_text_file
+from milp_partition.io.json_text import parse_json, read_text_file, write_text_file
 from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
 
 #: Value of the ``format`` field of a native joint file.
