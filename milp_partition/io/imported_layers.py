@@ -101,6 +101,13 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
                     f"'{key}' must be a positive integer, got {v!r}", source=source, where=f"layers.modules[{path!r}]"
                 )
     graph = instance.graph
+    if not any(n.is_backward for n in graph.nodes):
+        raise InputError(
+            "the graph was imported forward only (no backward nodes): the joint planner plans training steps "
+            "(backward passes, gradients, optimizer state); import the model again with --training, or partition "
+            "this graph with --problem pipeline",
+            source=source,
+        )
     forward = {n.id: n for n in graph.nodes if not n.is_backward}
     ops_raw = section.get("ops")
     if not isinstance(ops_raw, list) or not ops_raw:
