@@ -165,7 +165,12 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
 
 def _enumerate_ideals(data: JointData, max_ideals: int) -> None:
     n = len(data.ids)
-    pred_mask = [sum(1 << u for u, _ in data.preds[v]) for v in range(n)]
+    # OR, not a sum: a predecessor listed twice must not set another node's bit (a sum of 1 << u over a
+    # repeated u is 1 << (u + 1): the node then waited for a node that is not its predecessor, or for itself)
+    pred_mask = [0] * n
+    for v in range(n):
+        for u, _ in data.preds[v]:
+            pred_mask[v] |= 1 << u
     level = {0}
     found = [0]
     seen = {0}
@@ -183,6 +188,8 @@ def _enumerate_ideals(data: JointData, max_ideals: int) -> None:
             raise TooManyIdeals(f"the graph has more than {max_ideals} ideals")
         found.extend(sorted(nxt))
         level = nxt
+    if found[-1] != (1 << n) - 1:  # the DP's last ideal is the whole graph: a proof on a part of it proves nothing
+        raise RuntimeError(f"joint DP: the ideals do not reach the whole graph ({n} nodes): the graph is not a DAG")
     data.ideals = found  # by size, ascending; found[0] is the empty set, found[-1] all nodes
     data.ideal_index = {m: i for i, m in enumerate(found)}
     words = (n + 63) // 64

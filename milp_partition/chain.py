@@ -307,6 +307,9 @@ class Run(Generic[P, S]):
     bounds: list[Bound] = field(default_factory=list)
     infeasible_proofs: list[str] = field(default_factory=list)
     skip_solver: str | None = None
+    #: Claims dropped as contradictions before the policy (e.g. the bound of an exact method whose own solution
+    #: the verifier rejects); they lead the result's ``discarded`` notes.
+    discarded: list[str] = field(default_factory=list)
     #: Per-run values that one step hands to a later one (e.g. a Lagrangian result to the refinement).
     scratch: dict[str, Any] = field(default_factory=dict)
 
@@ -453,6 +456,7 @@ def add_outcome(run: Run[Any, Any], steps: Steps, out: Outcome[Any]) -> float | 
     """Lift, verify and record one heuristic outcome; return its verified value (``None`` when none)."""
     value: float | None = None
     message = out.message
+    rejected = False
     if out.solution is not None:
         lifted = out.solution if out.original else run.lift(out.solution)
         ev = steps.verify(run.problem, lifted)
@@ -463,10 +467,17 @@ def add_outcome(run: Run[Any, Any], steps: Steps, out: Outcome[Any]) -> float | 
                 message += f" (verifier value {value!r} differs from the method's {out.value!r})"
         else:
             message += "; verifier rejected it: " + "; ".join(ev.violations[:3])
-    if out.bound is not None and math.isfinite(out.bound):
-        run.bounds.append(Bound(out.bound, out.name))
-    if out.infeasible:
-        run.infeasible_proofs.append(out.name)
+            rejected = True
+    if rejected and out.exact and (out.bound is not None or out.infeasible):
+        # an exact method whose own answer is wrong proves nothing: its bound and its "infeasible" are dropped
+        run.discarded.append(
+            f"{out.name}: the verifier rejected its solution, so its bound {out.bound!r} and any proof are not used"
+        )
+    else:
+        if out.bound is not None and math.isfinite(out.bound):
+            run.bounds.append(Bound(out.bound, out.name))
+        if out.infeasible:
+            run.infeasible_proofs.append(out.name)
     run.result.heuristics.append(HeuristicRun(out.name, value, out.seconds, out.exact, message))
     shown = f"value {value:.12g}" if value is not None else "no solution"  # the message says why
     run.say(f"[{out.name}] {shown} in {out.seconds:.2f}s" + (f": {message}" if message else ""))
@@ -563,7 +574,7 @@ def _finish(run: Run[Any, Any], steps: Steps, claim: SolverClaim | None) -> None
     result.bound = verdict.bound
     result.gap = verdict.gap
     result.message = verdict.message
-    result.discarded = list(verdict.discarded)
+    result.discarded = [*run.discarded, *verdict.discarded]
     if claim is not None and claim.status is SolveStatus.ERROR and verdict.status is not Status.OPTIMAL:
         result.message += "; the solver failed (see solver_log)"
         if verdict.best is None:
@@ -573,7 +584,7 @@ def _finish(run: Run[Any, Any], steps: Steps, claim: SolverClaim | None) -> None
     if verdict.best is not None:
         result.objective = verdict.best.value
         steps.record(result, run.problem, verdict.best)
-    for note in verdict.discarded:
+    for note in result.discarded:
         run.say(f"[policy] {note}")
     result.solve_seconds = run.elapsed_s()
 

@@ -13,6 +13,7 @@ from milp_partition.cli import main
 from milp_partition.errors import InputError
 from milp_partition.io.piper import joint_from_dict, joint_to_dict, looks_like_joint, read_joint, write_joint
 from milp_partition.joint.generators import repeat_block
+from milp_partition.result import Status
 
 JOINT = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "joint"
 GIB = 2**30
@@ -163,3 +164,53 @@ def test_cli_microbatches_flag_checked(tmp_path: Path, capsys) -> None:
     path.write_text(json.dumps(tiny()))
     assert main(["solve", str(path), "--microbatches", "0"]) == 2
     assert "--microbatches" in capsys.readouterr().err
+
+
+def test_duplicate_edge_is_refused_in_both_formats(tmp_path: Path, capsys) -> None:
+    """Issue 20 item 1: a repeated edge ended the search at once (UNKNOWN) or 'proved' a bound above the optimum."""
+    msg = _bad(lambda d: d["edges"].append(dict(d["edges"][0])))
+    assert "duplicate edge 0 -> 1" in msg and "edges[1]" in msg and "edges[0]" in msg
+    native = joint_to_dict(joint_from_dict(tiny(), "t"))
+    native["edges"].append(dict(native["edges"][0]))
+    path = tmp_path / "dup.json"
+    path.write_text(json.dumps(native))
+    assert main(["solve", str(path), "--progress", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "duplicate edge 0 -> 1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_dp_reaches_the_whole_graph_with_a_repeated_predecessor() -> None:
+    """The root cause of the false bound: the DP's predecessor masks summed 1 << u, so a repeated predecessor
+    set the next node's bit; the last ideal was then not the whole graph and the 'exhaustive' search proved a
+    value of a part of it.  Masks are ORed now, and a last ideal short of the whole graph is an error."""
+    from dataclasses import replace
+
+    from milp_partition.heuristics.joint_dp import joint_data, search
+    from milp_partition.verifiers.joint import verify_joint
+
+    p = joint_from_dict(tiny(), "t")
+    dup = replace(p, edges=(*p.edges, p.edges[0]))  # past the reader, which refuses it
+    data = joint_data(dup)
+    assert data.ideals[-1] == (1 << len(dup.nodes)) - 1
+    found = search(data)
+    assert found.optimal and found.plan is not None
+    rep = verify_joint(dup, found.plan)
+    assert rep.feasible and rep.objective == pytest.approx(found.value)
+
+
+def test_an_exact_method_whose_plan_is_rejected_proves_nothing(monkeypatch) -> None:
+    """A bound (or infeasibility) from an exact method whose own answer fails the verifier is dropped, with a note."""
+    from milp_partition.heuristics.joint_dp import SearchResult
+    from milp_partition.joint import solve as joint_solve
+    from milp_partition.joint.problem import JointPlan, JointSolveSettings, JointStage
+
+    bogus = JointPlan((JointStage(("0",), 1, 1, {"0": "vanilla"}),))  # node 1 in no stage
+
+    def lying_search(*args, **kwargs):
+        return SearchResult(bogus, 1.0, 2.29, True, False, 1, 0.0)  # a bound the verified 2.3 does not contradict
+
+    monkeypatch.setattr(joint_solve, "search", lying_search)
+    r = joint_solve.solve_joint(joint_from_dict(tiny(), "t"), JointSolveSettings(time_limit_s=10))
+    assert r.bound is None  # nothing else proves a bound here; 2.29 must not be kept
+    assert any("joint-dp" in d and "rejected" in d for d in r.discarded)
+    assert r.status is not Status.OPTIMAL or r.objective == pytest.approx(2.3)

@@ -257,6 +257,7 @@ def _read_graph(data: Any, keys: _Keys, cluster: dict[str, Any], source: str) ->
         raw.append((node_id, str(n.get("name", "")), _get(n, keys.configs, where, source), f"{where} {keys.configs}"))
     known = {r[0] for r in raw}
     edges: list[JointEdge] = []
+    first_at: dict[tuple[str, str], int] = {}
     for j, e in enumerate(edges_raw):
         where = f"edges[{j}]"
         s = _id(_get(e, keys.edge_source, where, source), f"{where}.{keys.edge_source}", source)
@@ -264,6 +265,14 @@ def _read_graph(data: Any, keys: _Keys, cluster: dict[str, Any], source: str) ->
         for key, v in ((keys.edge_source, s), (keys.edge_target, t)):
             if v not in known:
                 raise InputError(f"unknown node id {v!r}", source=source, where=f"{where}.{key}")
+        if (s, t) in first_at:
+            raise InputError(
+                f"duplicate edge {s} -> {t} (also edges[{first_at[s, t]}]): give each pair of nodes one edge, "
+                "its bytes the sum of the tensors",
+                source=source,
+                where=where,
+            )
+        first_at[s, t] = j
         edges.append(JointEdge(s, t, _number(_get(e, keys.edge_bytes, where, source), f"{where}.{keys.edge_bytes}", source)))
 
     def number(c: Any, key: str, where: str) -> float:
