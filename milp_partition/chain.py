@@ -355,6 +355,14 @@ class Evaluation(Generic[S]):
     solution: S | None = None
     report: Any = None
 
+    def __post_init__(self) -> None:
+        # a value that is not a finite number is never verified, whatever the verifier said
+        if self.feasible and not (isinstance(self.value, (int, float)) and math.isfinite(self.value)):
+            object.__setattr__(self, "feasible", False)
+            object.__setattr__(
+                self, "violations", (*self.violations, f"the objective {self.value!r} is not a finite number")
+            )
+
 
 @dataclass(frozen=True)
 class Outcome(Generic[S]):

@@ -162,7 +162,9 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
 def test_cli_microbatches_flag_checked(tmp_path: Path, capsys) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps(tiny()))
-    assert main(["solve", str(path), "--microbatches", "0"]) == 2
+    with pytest.raises(SystemExit) as exit_:  # refused by the parser, before the file is read
+        main(["solve", str(path), "--microbatches", "0"])
+    assert exit_.value.code == 2
     assert "--microbatches" in capsys.readouterr().err
 
 

@@ -10,6 +10,7 @@ import argparse
 import json
 from pathlib import Path
 
+from milp_partition.cli import flags
 from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
@@ -43,10 +44,12 @@ def claims(data: object) -> bool:
 def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
     """Add the joint problem's own options (the cluster's --devices and --memory are shared)."""
     g = parser.add_argument_group("joint problem (Piper's)")
-    g.add_argument("--bandwidth", help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)")
+    g.add_argument(
+        "--bandwidth", type=flags.rate, help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)"
+    )
     g.add_argument(
         "--microbatches",
-        type=int,
+        type=flags.count,
         help=f"joint: micro-batches per batch N (default: the file's mbsInBatch; imported graph: {DEFAULT_MICROBATCHES}, "
         "one sample each)",
     )

@@ -19,7 +19,8 @@ from milp_partition.errors import InputError
 from milp_partition.importers.layer_shapes import LAYERS_FORMAT, OP_FIELDS
 from milp_partition.importers.records import OpRecord
 from milp_partition.importers.settings import ImportSettings
-from milp_partition.io.native import FORMAT, instance_from_dict
+from milp_partition.io.native import FORMAT, MAX_NUMBER, instance_from_dict
+from milp_partition.units import MAX_COUNT, MAX_FACTOR
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,23 @@ def _number(obj: Mapping[str, Any], key: str, where: str, source: str, *, option
     value = obj.get(key)
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InputError(f"'{key}' must be a number >= 0, got {value!r}", source=source, where=where)
-    return float(value)
+    x = math.nan
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        try:
+            x = float(value)
+        except OverflowError:  # an integer past float range
+            pass
+    if not 0 <= x <= MAX_NUMBER:
+        raise InputError(
+            f"'{key}' must be a finite number from 0 to {MAX_NUMBER:g}, got {str(value)[:40]}", source=source, where=where
+        )
+    return x
+
+
+def _count(value: Any, key: str, where: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise InputError(f"'{key}' must be a positive integer of at most {MAX_COUNT}, got {str(value)[:40]}", source=source, where=where)
+    return value
 
 
 def read_layers(data: Any, source: str = "") -> ImportedLayers:
@@ -84,9 +99,7 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
         )
     if not isinstance(section, Mapping) or section.get("format") != LAYERS_FORMAT:
         raise InputError(f'expected an object with "format": "{LAYERS_FORMAT}"', source=source, where="layers")
-    batch = section.get("batch_size")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise InputError(f"'batch_size' must be a positive integer, got {batch!r}", source=source, where="layers")
+    batch = _count(section.get("batch_size"), "batch_size", "layers", source)
     modules = section.get("modules", {})
     if not isinstance(modules, Mapping) or not all(isinstance(m, Mapping) for m in modules.values()):
         raise InputError("'modules' must map module paths to objects", source=source, where="layers.modules")
@@ -95,11 +108,7 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
             str(m.get("type")), ("heads",) if "heads" in m else ()
         )
         for key in keys:
-            v = m.get(key)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(
-                    f"'{key}' must be a positive integer, got {v!r}", source=source, where=f"layers.modules[{path!r}]"
-                )
+            _count(m.get(key), key, f"layers.modules[{path!r}]", source)
     graph = instance.graph
     forward = {n.id: n for n in graph.nodes if not n.is_backward}
     ops_raw = section.get("ops")
@@ -136,6 +145,9 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
         raise InputError(f"forward node {empty[0]!r} has no operators in 'layers.ops'", source=source, where="layers")
     ratios = {k: _number(section, k, "layers", source) for k in ("backward_flops_ratio", "backward_bytes_ratio")}
     factor = _number(section, "optimizer_state_bytes_per_param_byte", "layers", source)
+    for key, x in (*ratios.items(), ("optimizer_state_bytes_per_param_byte", factor)):
+        if x is not None and x > MAX_FACTOR:  # as the import's flags cap them
+            raise InputError(f"'{key}' must be from 0 to {MAX_FACTOR:g}, got {x!r}", source=source, where="layers")
     settings = ImportSettings(
         training=True,
         dtype=str(section.get("dtype", "float32")),

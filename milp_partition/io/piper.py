@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import CycleError, InputError
-from milp_partition.io.native import parse_json, read_text_file, write_text_file
+from milp_partition.io.native import MAX_NUMBER, parse_json, read_text_file, write_text_file
 from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
+from milp_partition.units import MAX_BYTES, MAX_COUNT, MAX_DEVICES, MAX_RATE_BYTES_PER_S
 
 #: Value of the ``format`` field of a native joint file.
 JOINT_FORMAT = "milp-partition-joint/1"
@@ -39,22 +40,34 @@ def looks_like_joint(data: Any) -> bool:
     return (isinstance(data, dict) and data.get("format") == JOINT_FORMAT) or looks_like_piper(data)
 
 
-def _number(value: Any, where: str, source: str, *, what: str = "a number >= 0") -> float:
+def _number(value: Any, where: str, source: str, *, what: str = "a number >= 0", most: float = MAX_NUMBER) -> float:
+    """A finite number from 0 to ``most`` (an integer too large for a float is refused, not an internal error)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"expected {what}, got {value!r}", source=source, where=where)
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:
+        raise InputError(f"expected {what}, got an integer of {len(str(abs(value)))} digits", source=source, where=where) from None
     if not math.isfinite(x) or x < 0:
         raise InputError(
             f"expected {what}, got {value!r} (fix the value: it must be finite and not negative)", source=source, where=where
         )
+    if x > most:
+        raise InputError(f"expected {what}, got {value!r}: more than {most:g}, check its unit", source=source, where=where)
     return x
 
 
-def _positive_int(value: Any, where: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+def _positive_int(value: Any, where: str, source: str, most: int = MAX_COUNT) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"expected a positive integer, got {value!r}", source=source, where=where)
-    if float(value) != int(value) or int(value) < 1:
-        raise InputError(f"expected a positive integer, got {value!r}", source=source, where=where)
+    try:
+        ok = math.isfinite(float(value)) and float(value) == int(value) and int(value) >= 1
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise InputError(f"expected a positive integer, got {str(value)[:40]}", source=source, where=where)
+    if int(value) > most:
+        raise InputError(f"expected a positive integer of at most {most}, got {value!r}", source=source, where=where)
     return int(value)
 
 
@@ -196,18 +209,43 @@ def _cluster(fields: dict[str, Any], source: str) -> JointCluster:
             source=source,
         )
     return JointCluster(
-        devices=_positive_int(fields["devices"], "devices", source),
-        memory_bytes=_number(fields["memory_bytes"], "memory", source),
+        devices=_positive_int(fields["devices"], "devices", source, MAX_DEVICES),
+        memory_bytes=_number(fields["memory_bytes"], "memory", source, what="a size in bytes", most=MAX_BYTES),
         bandwidth_bytes_per_s=_bandwidth(fields["bandwidth_bytes_per_s"], source),
         microbatches=_positive_int(fields["microbatches"], "microbatches (mbsInBatch, N)", source),
     )
 
 
 def _bandwidth(value: Any, source: str) -> float:
-    b = _number(value, "bandwidth", source, what="a positive number of bytes per second")
+    b = _number(value, "bandwidth", source, what="a positive number of bytes per second", most=MAX_RATE_BYTES_PER_S)
     if b <= 0:
         raise InputError("the bandwidth must be positive", source=source, where="bandwidth")
     return b
+
+
+def check_joint_values(problem: JointProblem, source: str, hint: str = "") -> None:
+    """Every figure of ``problem`` finite, not negative and at most :data:`MAX_NUMBER` (a problem built from other
+    data, e.g. an imported graph, whose products overflowed); raises one :class:`InputError` naming node and field."""
+
+    def check(value: float, where: str) -> None:
+        if not (math.isfinite(value) and 0 <= value <= MAX_NUMBER):
+            raise InputError(f"the value {value!r} is not a finite number from 0 to {MAX_NUMBER:g}{hint}", source=source, where=where)
+
+    for n in problem.nodes:
+        for t, cfgs in n.configs.items():
+            for c in cfgs:
+                where = f"node {n.id} degree {t} configuration {c.id!r}"
+                for key in ("time_per_sample_s", "parameter_bytes", "activation_bytes", "fixed_bytes"):
+                    check(getattr(c, key), f"{where}.{key}")
+                for side, sync in (("sync_fw_bytes", c.sync_fw_bytes), ("sync_bw_bytes", c.sync_bw_bytes)):
+                    for u, x in sync.items():
+                        check(x, f"{where}.{side}[{u!r}]")
+    for e in problem.edges:
+        check(e.bytes, f"edge {e.source} -> {e.target}")
+    cl = problem.cluster
+    check(cl.memory_bytes, "memory")
+    if not (math.isfinite(cl.bandwidth_bytes_per_s) and 0 < cl.bandwidth_bytes_per_s <= MAX_RATE_BYTES_PER_S):
+        raise InputError(f"the bandwidth {cl.bandwidth_bytes_per_s!r} is not a finite rate more than 0{hint}", source=source)
 
 
 def _overrides(fields: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

@@ -452,6 +452,8 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
                 schedule, makespan = PlacementSolution(device, start, solution.transfer_start), given
             else:
                 notes.append("the simulated schedule also exceeds liveness memory")
+    if not math.isfinite(float(makespan)):
+        violations.append(f"makespan {float(makespan)!r} is not a finite number (the instance holds a NaN or an infinity)")
     if len(violations) > MAX_VIOLATIONS:
         violations = [*violations[:MAX_VIOLATIONS], f"... and {len(violations) - MAX_VIOLATIONS} more violations"]
     return PlacementReport(
