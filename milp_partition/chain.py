@@ -359,9 +359,7 @@ class Evaluation(Generic[S]):
         # a value that is not a finite number is never verified, whatever the verifier said
         if self.feasible and not (isinstance(self.value, (int, float)) and math.isfinite(self.value)):
             object.__setattr__(self, "feasible", False)
-            object.__setattr__(
-                self, "violations", (*self.violations, f"the objective {self.value!r} is not a finite number")
-            )
+            object.__setattr__(self, "violations", (*self.violations, f"the objective {self.value!r} is not a finite number"))
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,9 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
     """Add the joint problem's own options (the cluster's --devices and --memory are shared)."""
     g = parser.add_argument_group("joint problem (Piper's)")
     g.add_argument(
-        "--bandwidth", type=flags.rate, help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)"
+        "--bandwidth",
+        type=flags.rate,
+        help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)",
     )
     g.add_argument(
         "--microbatches",

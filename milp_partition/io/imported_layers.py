@@ -75,7 +75,9 @@ def _number(obj: Mapping[str, Any], key: str, where: str, source: str, *, option
 
 def _count(value: Any, key: str, where: str, source: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
-        raise InputError(f"'{key}' must be a positive integer of at most {MAX_COUNT}, got {str(value)[:40]}", source=source, where=where)
+        raise InputError(
+            f"'{key}' must be a positive integer of at most {MAX_COUNT}, got {str(value)[:40]}", source=source, where=where
+        )
     return value
 
 

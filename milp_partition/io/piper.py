@@ -47,7 +47,9 @@ def _number(value: Any, where: str, source: str, *, what: str = "a number >= 0",
     try:
         x = float(value)
     except OverflowError:
-        raise InputError(f"expected {what}, got an integer of {len(str(abs(value)))} digits", source=source, where=where) from None
+        raise InputError(
+            f"expected {what}, got an integer of {len(str(abs(value)))} digits", source=source, where=where
+        ) from None
     if not math.isfinite(x) or x < 0:
         raise InputError(
             f"expected {what}, got {value!r} (fix the value: it must be finite and not negative)", source=source, where=where
@@ -229,7 +231,9 @@ def check_joint_values(problem: JointProblem, source: str, hint: str = "") -> No
 
     def check(value: float, where: str) -> None:
         if not (math.isfinite(value) and 0 <= value <= MAX_NUMBER):
-            raise InputError(f"the value {value!r} is not a finite number from 0 to {MAX_NUMBER:g}{hint}", source=source, where=where)
+            raise InputError(
+                f"the value {value!r} is not a finite number from 0 to {MAX_NUMBER:g}{hint}", source=source, where=where
+            )
 
     for n in problem.nodes:
         for t, cfgs in n.configs.items():
