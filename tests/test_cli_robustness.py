@@ -33,6 +33,7 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, lis
 FORMATS = [
     "native", "tarnawski", "pipedream", "node-link", "cluster", "profile", "strategy-tables", "strategy-layers",
     "placement", "result-pipeline", "result-strategy", "result-placement", "joint-piper", "joint-native",
+    "result-joint",
 ]  # fmt: skip
 
 

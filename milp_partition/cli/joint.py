@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from milp_partition.cli import flags
+from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
@@ -27,7 +28,7 @@ from milp_partition.joint.layers import (
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
 from milp_partition.report import fmt, fmt_bytes, gap_text, run_lines
-from milp_partition.units import parse_bytes, parse_rate
+from milp_partition.units import MAX_DEVICES, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
@@ -156,40 +157,45 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def read_plan(path: Path) -> JointPlan:
-    """A plan from a result JSON (its ``stages``) or a bare list of stages."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read the plan: {exc.strerror}", source=str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}", source=str(path)) from exc
+    """A plan from a result JSON (its ``stages``) or a bare list of stages; every field's type is checked (a string of
+    node ids is not a list of them)."""
+    source = str(path)
+    data = parse_json(read_text_file(path), source)
     if isinstance(data, dict):
         data = data.get("stages")
     if not isinstance(data, list) or not data:
-        raise InputError("expected a result JSON with a non-empty 'stages' list, or such a list", source=str(path))
+        raise InputError("expected a result JSON with a non-empty 'stages' list, or such a list", source=source)
     stages = []
     for q, st in enumerate(data):
         where = f"stages[{q}]"
         if not isinstance(st, dict):
-            raise InputError("expected an object", source=str(path), where=where)
-        try:
-            nodes = tuple(str(v) for v in st["nodes"])
-            d, t = st["data_parallel"], st["tensor_parallel"]
-            configs = {str(k): str(v) for k, v in st["configs"].items()}
-        except (KeyError, TypeError, AttributeError) as exc:
+            raise InputError("expected an object", source=source, where=where)
+        nodes, d, t, configs = st.get("nodes"), st.get("data_parallel"), st.get("tensor_parallel"), st.get("configs")
+        if not isinstance(nodes, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in nodes):
+            raise InputError(f"'nodes' must be a list of node ids, got {_short(nodes)}", source=source, where=where)
+        for key, value in (("data_parallel", d), ("tensor_parallel", t)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+                raise InputError(
+                    f"'{key}' must be an integer from 1 to {MAX_DEVICES}, got {_short(value)}", source=source, where=where
+                )
+        if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
             raise InputError(
-                f"a stage needs 'nodes' (list), 'data_parallel', 'tensor_parallel' (integers) and 'configs' (object): {exc}",
-                source=str(path),
+                f"'configs' must be an object mapping node id to configuration id, got {_short(configs)}",
+                source=source,
                 where=where,
-            ) from None
-        if not isinstance(d, int) or not isinstance(t, int) or isinstance(d, bool) or isinstance(t, bool):
-            raise InputError("data_parallel and tensor_parallel must be integers", source=str(path), where=where)
-        stages.append(JointStage(nodes, d, t, configs))
+            )
+        assert isinstance(d, int) and isinstance(t, int)  # checked above
+        stages.append(JointStage(tuple(str(v) for v in nodes), d, t, {str(k): v for k, v in configs.items()}))
     return JointPlan(tuple(stages))
 
 
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """``evaluate --problem joint``: verify a plan and print its time per sample and stages."""
+    """``evaluate --problem joint``: verify a plan, recompute every claim of its result file, print its time per sample and stages."""
     problem = problem_from_args(args)
     plan = read_plan(args.solution)
     report = verify_joint(problem, plan)
@@ -198,8 +204,40 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  - {line}")
         return EXIT_INFEASIBLE
-    print(f"feasible; time_per_sample = {fmt(report.objective, 12)} s on {report.devices} of {problem.cluster.devices} devices")
-    for q, st in enumerate(stage_rows(plan, report)):
+    rows = stage_rows(plan, report)
+    cl = problem.cluster
+    claimed = read_result(args.solution)
+    verified_rows: list[dict[str, object]] = []
+    if claimed is not None:  # read_plan took its stages: a list of objects, one per row
+        # each stage's evaluated figures that the file states (the plan's own fields are what was verified)
+        keys = ("time_per_sample_s", "devices", "memory_bytes", "microbatches_in_flight")
+        stated = [{k: c[k] for k in keys if k in c} for c in claimed["stages"]]
+        verified_rows = [{k: row[k] for k in keys if k in c} for row, c in zip(rows, stated, strict=True)]
+        claimed = {**claimed, "stages": stated}
+    check_claims(
+        claimed,
+        args.solution,
+        "joint",
+        report.objective,
+        {
+            "stages": verified_rows,
+            "time_per_sample": report.objective,
+            "peak_memory_bytes": max(st.memory_bytes for st in report.stages),
+            "loads": {f"stage {q + 1}": st.time_per_sample_s for q, st in enumerate(report.stages)},
+            "memory_bytes": {f"stage {q + 1}": st.memory_bytes for q, st in enumerate(report.stages)},
+        },
+        {
+            "nodes": len(problem.nodes),
+            "edges": len(problem.edges),
+            "degrees": list(problem.degrees),
+            "devices": cl.devices,
+            "memory_bytes": cl.memory_bytes,
+            "bandwidth_bytes_per_s": cl.bandwidth_bytes_per_s,
+            "microbatches": cl.microbatches,
+        },
+    )
+    print(f"feasible; time_per_sample = {fmt(report.objective, 12)} s on {report.devices} of {cl.devices} devices")
+    for q, st in enumerate(rows):
         print(
             f"  stage {q + 1:3d}: {len(st['nodes']):4d} nodes, d {st['data_parallel']}, t {st['tensor_parallel']}, "
             f"time/sample {fmt(st['time_per_sample_s'], 10)} s, memory {fmt_bytes(st['memory_bytes'])}"

@@ -16,6 +16,7 @@ from typing import Literal, cast
 from milp_partition.calibration.apply import apply_profile
 from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
+from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
 from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings
 from milp_partition.cli.output import emit
@@ -257,6 +258,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  - {line}")
         return EXIT_INFEASIBLE
+    check_claims(
+        read_result(args.solution),
+        args.solution,
+        "pipeline",
+        report.objective,
+        {
+            "time_per_sample": report.time_per_sample,
+            "peak_memory_bytes": report.peak_memory_bytes,
+            "loads": report.loads,
+            "memory_bytes": report.memory_bytes,
+        },
+        {"nodes": len(problem.graph.nodes), "edges": len(problem.graph.edges), "devices": list(problem.device_ids)},
+    )
     print(
         f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {problem.graph.time_unit}; "
         f"peak memory = {_fmt_bytes(report.peak_memory_bytes)}; objective ({problem.settings.objective}) = {_fmt(report.objective)}"

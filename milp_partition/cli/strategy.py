@@ -15,6 +15,7 @@ from typing import Any
 
 from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
+from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
 from milp_partition.cli.options import backend_settings
 from milp_partition.cli.output import check_writable, emit
@@ -223,6 +224,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  - {line}")
         return EXIT_INFEASIBLE
+    check_claims(
+        read_result(args.solution),
+        args.solution,
+        "strategy",
+        report.objective,
+        {"memory_bytes": {"per_device": report.memory_bytes}},
+        {"layers": len(problem.nodes), "edges": len(problem.edges)},
+    )
     print(
         f"feasible; cost = {_fmt(report.objective, 15)} (layers {_fmt(report.node_cost, 15)}, re-distribution "
         f"{_fmt(report.edge_cost, 15)}); memory {_fmt_bytes(report.memory_bytes) if report.memory_bytes else '-'} per device"
