@@ -136,12 +136,18 @@ def meets(value: float, bound: float) -> bool:
 
 
 def gap_of(value: float, bound: float | None) -> float | None:
-    """``(value - bound) / |value|`` (0 when they meet exactly; ``None`` without a bound)."""
+    """``(value - bound) / |value|`` (0 when they meet exactly; ``None`` without a bound).
+
+    At ``value = 0`` a relative gap has no meaning: 0 when the bound meets the value within
+    :data:`PROOF_ABS_TOL` (an optimum of 0 is proven like any other), ``None`` otherwise.
+    """
     if bound is None or not (math.isfinite(value) and math.isfinite(bound)):
         return None
     if value <= bound:
         return 0.0
-    return (value - bound) / max(abs(value), 1e-300)
+    if value == 0:
+        return 0.0 if meets(value, bound) else None
+    return (value - bound) / abs(value)
 
 
 def settle(

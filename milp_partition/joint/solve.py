@@ -130,7 +130,7 @@ class JointSteps(StepDefaults):
             seconds,
             True,
             "exhaustive" if not found.timed_out else ("interrupted" if found.interrupted else "time limit reached"),
-            bound=found.bound if math.isfinite(found.bound) and found.bound > 0 else None,
+            bound=found.bound if math.isfinite(found.bound) else None,  # 0 too: an optimum of 0 is proven like any other
             infeasible=found.infeasible,
         )
         if found.interrupted:  # the chain has taken the plan and the bound: now let it settle on them
