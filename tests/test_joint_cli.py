@@ -52,16 +52,16 @@ def test_solve_detects_piper_and_writes_stages(tiny_file: Path, tmp_path: Path, 
 def test_cluster_flags_override_the_file(tiny_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     # one device: one stage d = 1 vanilla: 3 s per sample; memory 3 + 3
-    assert main(["solve", str(tiny_file), "--problem", "joint", "--devices", "1", "--memory", "6", "-q", "-o", str(out)]) == 0
+    assert main(["solve", str(tiny_file), "--problem", "joint", "--devices", "1", "--memory", "6B", "-q", "-o", str(out)]) == 0
     r = json.loads(out.read_text())
     assert r["objective"] == pytest.approx(3.0) and r["status"] == "optimal"
     # bandwidth: the all-reduce of d = 2 costs 8 bytes / B
-    assert main(["solve", str(tiny_file), "--bandwidth", "80", "-q", "-o", str(out)]) == 0
+    assert main(["solve", str(tiny_file), "--bandwidth", "80B/s", "-q", "-o", str(out)]) == 0
     assert json.loads(out.read_text())["objective"] == pytest.approx(1.5 + 0.1)
 
 
 def test_infeasible_exits_3(tiny_file: Path, capsys) -> None:
-    assert main(["solve", str(tiny_file), "--memory", "4"]) == 3  # one stage needs 6; two: the first holds y = 2 (5)
+    assert main(["solve", str(tiny_file), "--memory", "4B"]) == 3  # one stage needs 6; two: the first holds y = 2 (5)
     assert "INFEASIBLE" in capsys.readouterr().out
 
 

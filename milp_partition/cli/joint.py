@@ -28,7 +28,7 @@ from milp_partition.joint.layers import (
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
 from milp_partition.report import fmt, fmt_bytes, gap_text, run_lines
-from milp_partition.units import MAX_DEVICES, parse_bytes, parse_rate
+from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
@@ -116,7 +116,7 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     lines = [
         f"instance   {problem.source}  ({len(problem.nodes)} nodes, {len(problem.edges)} edges, tensor-parallel degrees "
         f"{list(problem.degrees)})",
-        f"cluster    {cl.devices} devices, {fmt_bytes(cl.memory_bytes)} each, {fmt(cl.bandwidth_bytes_per_s / 2**30)} GiB/s, "
+        f"cluster    {cl.devices} devices, {fmt_bytes(cl.memory_bytes)} each, bandwidth {format_rate(cl.bandwidth_bytes_per_s)}, "
         f"N = {cl.microbatches}",
         "problem    joint (stages x data x tensor parallelism x recomputation)",
         *(f"note       {n}" for n in problem.notes),

@@ -9,6 +9,7 @@ when it builds the parser and :func:`cmd_solve`, :func:`cmd_evaluate` or
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Literal, cast
@@ -30,7 +31,7 @@ from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
-from milp_partition.units import parse_bytes, parse_rate
+from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.pipeline import verify_pipeline
 
 #: Problem options this problem reads (besides those every problem takes).
@@ -148,6 +149,20 @@ def _cores(n: int) -> str:
     return f"{n} CPU core" + ("" if n == 1 else "s")
 
 
+def _capacity(problem: PipelineProblem) -> str:
+    """The cluster's capacity: memory per accelerator and the link (every report shows what it planned for)."""
+    sizes = [d.memory_bytes for d in problem.cluster.devices]
+    if len(set(sizes)) == 1:
+        memory = "unbounded memory" if sizes[0] is None else f"{_fmt_bytes(sizes[0])} each"
+    else:
+        memory = "memory " + ", ".join(
+            f"{d.id} {'-' if d.memory_bytes is None else _fmt_bytes(d.memory_bytes)}" for d in problem.cluster.devices
+        )
+    link = problem.cluster.link
+    rate = "unbounded" if math.isinf(link.bandwidth_bytes_per_s) else format_rate(link.bandwidth_bytes_per_s)
+    return f"{len(sizes)} accelerators, {memory}; link {rate}, latency {_fmt(link.latency_s)} s"
+
+
 def format_report(result: Result, problem: PipelineProblem) -> str:
     """A readable report of a pipeline result."""
     known = result.time_unit not in ("", "unitless")
@@ -157,6 +172,7 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
         f"{len(problem.cluster.devices)} accelerators, {_cores(problem.cluster.host_cpu_cores)})",
         f"problem    pipeline, {'contiguous' if problem.settings.contiguous else 'non-contiguous'}, objective {problem.settings.objective}, "
         f"memory model {problem.settings.memory_model}",
+        f"cluster    {_capacity(problem)}",
         f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
     ]
     if result.objective is not None:

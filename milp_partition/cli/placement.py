@@ -82,6 +82,9 @@ def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20)
     lines = [
         f"instance   {problem.name or '-'}  ({problem.num_tasks} tasks, {problem.num_edges} edges, {problem.num_devices} devices)",
         f"problem    placement, memory model {s.memory_model}, link contention {'on' if s.link_contention else 'off'}",
+        "cluster    memory "
+        + ", ".join(f"{d} {_fmt(float(m))}" for d, m in zip(problem.device_ids, problem.device_memory, strict=True))
+        + f" ({problem.memory_unit}); transfers as the file's times per device pair",
         f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
     ]
     if result.objective is not None:

@@ -251,7 +251,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"file        {args.instance}")
         print(f"layers      {lg.name or '-'}: {len(lg.layers)} layers, {len(lg.edges)} edges (strategy-layers/1)")
         print(f"kinds       {', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}")
-        print("solve with  --devices P [--profile H100|FILE] [--memory-limit BYTES]")
+        print("solve with  --devices P [--profile H100|FILE] [--memory-limit SIZE]")
         return EXIT_OK
     sp = strategy_from_dict(data, str(args.instance), default_name=Path(args.instance).stem)
     sizes = [len(n.configs) for n in sp.nodes]
