@@ -80,7 +80,7 @@ def test_evaluate_rejects_a_bad_plan(tiny_file: Path, tmp_path: Path, capsys) ->
 def test_info_on_piper_file(capsys) -> None:
     assert main(["info", str(JOINT / "gnmt.json")]) == 0
     out = capsys.readouterr().out
-    assert "78 nodes, 104 edges" in out and "mbsInBatch" in out
+    assert "78 nodes, 104 edges" in out and "10 devices" in out and "N = 256" in out
 
 
 def test_no_time_reports_the_baselines_plan_and_a_proven_bound() -> None:

@@ -216,3 +216,60 @@ def test_an_exact_method_whose_plan_is_rejected_proves_nothing(monkeypatch) -> N
     assert r.bound is None  # nothing else proves a bound here; 2.29 must not be kept
     assert any("joint-dp" in d and "rejected" in d for d in r.discarded)
     assert r.status is not Status.OPTIMAL or r.objective == pytest.approx(2.3)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "named"),
+    [
+        (lambda d: d["nodes"][0]["TMPCs"]["1"][0].update(timePerSampel=1.0), "did you mean 'timePerSample'"),
+        (lambda d: d["edges"][0].update(comunicationCost=1.0), "did you mean 'communicationCost'"),
+        (lambda d: d["nodes"][0].update(nmae="x"), "did you mean 'name'"),
+        (lambda d: d.update(maxDevice=4), "did you mean 'maxDevices'"),
+    ],
+)
+def test_misspelt_piper_fields_are_refused(mutate, named: str) -> None:
+    """Issue 20 item 4: a misspelt field was ignored (its default used)."""
+    assert named in _bad(mutate)
+
+
+def test_misspelt_native_fields_are_refused() -> None:
+    native = joint_to_dict(joint_from_dict(tiny(), "t"))
+    for mutate, named in (
+        (lambda d: d["cluster"].update(device=4), "did you mean 'devices'"),
+        (lambda d: d["edges"][0].update(bytse=1.0), "did you mean 'bytes'"),
+        (lambda d: d["nodes"][1]["configs"]["1"][0].update(sync_fw_byte={}), "did you mean 'sync_fw_bytes'"),
+        (lambda d: d.update(clusters={}), "did you mean 'cluster'"),
+    ):
+        data = copy.deepcopy(native)
+        mutate(data)
+        with pytest.raises(InputError, match=named):
+            joint_from_dict(data, "native.json")
+
+
+def test_a_degree_written_twice_is_refused() -> None:
+    """' 1' beside '1' read as the same degree: one list silently replaced the other."""
+
+    def mutate(d):
+        d["nodes"][0]["TMPCs"][" 1"] = copy.deepcopy(d["nodes"][0]["TMPCs"]["1"])
+
+    assert "written plainly" in _bad(mutate)
+
+
+@pytest.mark.parametrize("value", [None, True, "", 1.5, {}])
+def test_a_configuration_id_must_be_a_string(value) -> None:
+    """A null id became the configuration 'None'."""
+    assert "configuration id" in _bad(lambda d: d["nodes"][0]["TMPCs"]["1"][0].update(id=value))
+
+
+def test_info_refuses_non_finite_cluster_values(tmp_path: Path, capsys) -> None:
+    """info printed NaN cluster values as they were."""
+    path = tmp_path / "nan.json"
+    path.write_text(
+        json.dumps(tiny()).replace('"maxDevices": 2', '"maxDevices": NaN').replace('"bandwidth": 10.0', '"bandwidth": NaN')
+    )
+    assert main(["info", str(path)]) == 2
+    assert "devices" in capsys.readouterr().err
+    path.write_text(json.dumps(tiny()))
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "cluster     in the file: 2 devices, 100 B each, bandwidth 10 B/s, N = 4" in out

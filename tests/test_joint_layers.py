@@ -337,3 +337,19 @@ def test_non_finite_or_huge_values_on_the_imported_path(gpt_data: dict[str, Any]
         assert main([*base[:1], str(bad), *base[2:]]) == 2
         err = capsys.readouterr().err
         assert key in err and "internal error" not in err, err
+
+
+def test_misspelt_layers_fields_and_repeated_ops_are_refused(gpt_data: dict[str, Any]) -> None:
+    """Issue 20 item 4: a misspelt field of the 'layers' object was ignored; an operator listed twice doubled its
+    layer's costs."""
+    layers = gpt_data["layers"]
+    ops = layers["ops"]
+    module = next(iter(layers["modules"]))
+    for broken, named in (
+        (dict(layers, optimizer_state_factor=3.0), "did you mean 'optimizer_state_bytes_per_param_byte'"),
+        (dict(layers, ops=[dict(ops[0], forward_flop=1.0), *ops[1:]]), "did you mean 'forward_flops'"),
+        (dict(layers, modules={**layers["modules"], module: {**layers["modules"][module], "in_feature": 3}}), "unknown field"),
+        (dict(layers, ops=[*ops, dict(ops[0])]), "listed twice"),
+    ):
+        with pytest.raises(InputError, match=named):
+            read_layers(dict(gpt_data, layers=broken), "gpt")

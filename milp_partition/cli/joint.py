@@ -7,7 +7,6 @@ and calls :func:`cmd_solve`, :func:`cmd_evaluate` or :func:`cmd_info`.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from milp_partition.cli import flags
@@ -17,7 +16,7 @@ from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.io.imported_layers import looks_like_imported
 from milp_partition.io.native import parse_json, read_text_file
-from milp_partition.io.piper import joint_from_dict, looks_like_joint, read_joint
+from milp_partition.io.piper import file_cluster, joint_from_dict, looks_like_joint, read_joint
 from milp_partition.joint.layers import (
     ALLOWED_TP_DEGREES,
     DEFAULT_MICROBATCHES,
@@ -248,8 +247,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     """``info`` on a joint file: sizes, degrees, configurations and the file's cluster."""
     data = parse_json(read_text_file(args.instance), str(args.instance))
-    fields = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch")
-    cluster = data.get("cluster", {}) if "format" in data else {f: data.get(f) for f in fields}
+    cluster = file_cluster(data, str(args.instance))  # checked as solve checks it: a NaN is refused, not printed
     # placeholders so the graph reads without a cluster; the file's own cluster is printed as it is
     problem = read_joint(args.instance, devices=1, memory_bytes=0.0, bandwidth_bytes_per_s=1.0, microbatches=1)
     counts = [sum(len(c) for c in n.configs.values()) for n in problem.nodes]
@@ -258,6 +256,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(
         f"degrees     tensor-parallel {list(problem.degrees)}; {sum(counts)} configurations ({min(counts)} to {max(counts)} per node)"
     )
-    print(f"cluster     in the file: {json.dumps(cluster)}")
+    shown = {
+        "devices": lambda v: f"{v} devices",
+        "memory_bytes": lambda v: f"{fmt_bytes(v)} each",
+        "bandwidth_bytes_per_s": lambda v: f"bandwidth {format_rate(v)}",
+        "microbatches": lambda v: f"N = {v}",
+    }
+    print("cluster     in the file: " + (", ".join(shown[k](v) for k, v in cluster.items()) or "none"))
     print("solve with  --devices K --memory SIZE --bandwidth RATE [--microbatches N]")
     return EXIT_OK

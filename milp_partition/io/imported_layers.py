@@ -19,7 +19,7 @@ from milp_partition.errors import InputError
 from milp_partition.importers.layer_shapes import LAYERS_FORMAT, OP_FIELDS
 from milp_partition.importers.records import OpRecord
 from milp_partition.importers.settings import ImportSettings
-from milp_partition.io.native import FORMAT, MAX_NUMBER, instance_from_dict
+from milp_partition.io.native import FORMAT, MAX_NUMBER, check_known_keys, instance_from_dict
 from milp_partition.units import MAX_COUNT, MAX_FACTOR
 
 
@@ -49,6 +49,13 @@ class ImportedLayers:
     batch_size: int
     settings: ImportSettings
     profile: str | None
+
+
+#: The fields of the ``layers`` object (``milp_partition.importers.layer_shapes.layers_section`` writes them).
+_SECTION_FIELDS = (
+    "format", "batch_size", "dtype", "profile", "backward_flops_ratio", "backward_bytes_ratio",
+    "optimizer_state_bytes_per_param_byte", "modules", "ops",
+)  # fmt: skip
 
 
 def looks_like_imported(data: Any) -> bool:
@@ -101,6 +108,7 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
         )
     if not isinstance(section, Mapping) or section.get("format") != LAYERS_FORMAT:
         raise InputError(f'expected an object with "format": "{LAYERS_FORMAT}"', source=source, where="layers")
+    check_known_keys(section, _SECTION_FIELDS, "layers", source)  # a misspelt field is refused, not ignored
     batch = _count(section.get("batch_size"), "batch_size", "layers", source)
     modules = section.get("modules", {})
     if not isinstance(modules, Mapping) or not all(isinstance(m, Mapping) for m in modules.values()):
@@ -109,6 +117,11 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
         keys = {"Linear": ("in_features", "out_features"), "Embedding": ("num_embeddings", "embedding_dim")}.get(
             str(m.get("type")), ("heads",) if "heads" in m else ()
         )
+        optional = ("kv_heads",) if keys == ("heads",) else ()
+        check_known_keys(m, ("type", *keys, *optional), f"layers.modules[{path!r}]", source)
+        for key in optional:
+            if key in m:
+                _count(m[key], key, f"layers.modules[{path!r}]", source)
         for key in keys:
             _count(m.get(key), key, f"layers.modules[{path!r}]", source)
     graph = instance.graph
@@ -117,10 +130,20 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
     if not isinstance(ops_raw, list) or not ops_raw:
         raise InputError("'ops' must be a non-empty list", source=source, where="layers")
     by_layer: dict[str, list[OpRecord]] = {v: [] for v in forward}
+    first_at: dict[str, int] = {}
     for j, o in enumerate(ops_raw):
         where = f"layers.ops[{j}]"
         if not isinstance(o, Mapping):
             raise InputError("expected an object", source=source, where=where)
+        check_known_keys(o, ("node", *OP_FIELDS), where, source)
+        op_id = o.get("id")
+        if isinstance(op_id, bool) or not isinstance(op_id, (str, int)):
+            raise InputError(f"'id' must be an operator id (a string), got {str(op_id)[:40]}", source=source, where=where)
+        if str(op_id) in first_at:  # listed twice, it would count twice in every cost of its layer
+            raise InputError(
+                f"operator {op_id!r} is listed twice (also layers.ops[{first_at[str(op_id)]}])", source=source, where=where
+            )
+        first_at[str(op_id)] = j
         node = o.get("node")
         if node not in forward:
             raise InputError(f"'node' {node!r} is not a forward node of the graph", source=source, where=where)
