@@ -1,10 +1,12 @@
-"""Run the README's commands in order, as a new user would, and check the numbers the README shows.
+"""Run the commands of the README and of the guides in docs/ in order, as a new user would, and check the numbers they show.
 
-Usage: ``python benchmarks/readme_commands.py [--readme README.md] [--output results/readme_commands.md]
+Usage: ``python benchmarks/readme_commands.py [--readme FILE ...] [--output results/readme_commands.md]
 [--timeout-s 900]``, from the repository root with the venv active (or run by the venv's python: its ``bin``
-folder goes first on ``PATH``).
+folder goes first on ``PATH``).  Without ``--readme`` it reads README.md, then the guides of :data:`GUIDES`, then
+any other ``docs/*.md`` (sorted); the commands of one file may use what an earlier command of the same file wrote
+(under ``scratch/``, which README.md's first commands make).
 
-Every ``bash`` (or plain) fenced block of the README is read.  A block whose lines start with ``$ `` holds
+Every ``bash`` (or plain) fenced block of each file is read.  A block whose lines start with ``$ `` holds
 commands, each followed by the output the README shows; the other blocks hold one command per line
 (``\\`` continues a line, a quoted string may span lines, ``#`` lines are comments).  Each command runs in
 ``bash`` from the repository root, in order, and must exit 0.  Each shown output line (``...`` elides; a line ending
@@ -27,6 +29,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+#: The guides under docs/ whose commands run after README.md's, in this order (the rest of docs/*.md follows, sorted).
+GUIDES: tuple[str, ...] = (
+    "pipeline.md",
+    "strategy.md",
+    "placement.md",
+    "joint.md",
+    "import.md",
+    "calibration.md",
+    "gap_and_sweeps.md",
+    "results_and_proofs.md",
+)
+
+
+def default_pages() -> list[Path]:
+    """README.md, the guides of :data:`GUIDES`, then the other ``docs/*.md``."""
+    docs = REPO / "docs"
+    first = [docs / name for name in GUIDES if (docs / name).exists()]
+    rest = sorted(p for p in docs.glob("*.md") if p not in first)
+    return [REPO / "README.md", *first, *rest]
+
 
 #: Commands not run, by a substring of the command, with the reason given in the report.
 SKIP: tuple[tuple[str, str], ...] = (
@@ -131,19 +154,32 @@ def check_output(shown: list[str], output: str) -> list[str]:
     return missing
 
 
+def _display(page: Path) -> str:
+    """``page`` relative to the repository root where it lies inside it."""
+    try:
+        return str(page.resolve().relative_to(REPO))
+    except ValueError:
+        return str(page)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--readme", type=Path, default=REPO / "README.md")
+    parser.add_argument(
+        "--readme", type=Path, action="append", help="a Markdown file whose commands to run (repeat; default: README.md and docs/*.md)"
+    )
     parser.add_argument("--output", type=Path, default=REPO / "results" / "readme_commands.md")
     parser.add_argument("--timeout-s", type=float, default=900.0, help="limit per command (default 900 s)")
     args = parser.parse_args(argv)
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    pages = args.readme or default_pages()
+    commands = [(page, cmd) for page in pages for cmd in parse_readme(page.read_text())]
     rows, failures = [], 0
-    for n, cmd in enumerate(parse_readme(args.readme.read_text()), 1):
+    for n, (page, cmd) in enumerate(commands, 1):
+        where = f"{_display(page)}:{cmd.line}"
         one_line = " ".join(cmd.text.replace("\\\n", " ").split())
         reason = next((why for key, why in SKIP if key in cmd.text), None)
         if reason is not None:
-            rows.append((n, cmd.line, one_line, "-", "-", f"skipped: {reason}"))
+            rows.append((n, where, one_line, "-", "-", f"skipped: {reason}"))
             print(f"[{n}] skipped: {one_line[:100]}", file=sys.stderr)
             continue
         print(f"[{n}] {one_line[:120]}", file=sys.stderr, flush=True)
@@ -164,19 +200,20 @@ def main(argv: list[str] | None = None) -> int:
         else:
             verdict = f"ok ({len([s for s in cmd.shown if s.strip() and s.strip() != '...'])} shown lines found)"
         failures += not verdict.startswith("ok")
-        rows.append((n, cmd.line, one_line, str(rc), f"{seconds:.1f}", verdict))
+        rows.append((n, where, one_line, str(rc), f"{seconds:.1f}", verdict))
         print(f"     {verdict[:200]}", file=sys.stderr)
     lines = [
-        "# README commands, run in order",
+        "# README and guide commands, run in order",
         "",
-        "Written by `benchmarks/readme_commands.py` (do not edit): every command of README.md, run from the repository",
-        "root in order; a command passes when it exits 0 and every output line the README shows for it appears in its",
-        "output (times in seconds masked). Times are wall-clock on a shared 2-core machine.",
+        "Written by `benchmarks/readme_commands.py` (do not edit): every command of "
+        + ", ".join(_display(p) for p in pages)
+        + ", run from the repository root in that order; a command passes when it exits 0 and every output line the",
+        "page shows for it appears in its output (times in seconds masked). Times are wall-clock on a shared 2-core machine.",
         "",
         f"{len(rows)} commands, {sum(r[5].startswith('ok') for r in rows)} ok, "
         f"{sum(r[5].startswith('skipped') for r in rows)} skipped, {failures} failed.",
         "",
-        "| # | README line | command | exit | seconds | check |",
+        "| # | file:line | command | exit | seconds | check |",
         "|---|---|---|---|---|---|",
     ]
     for n, line, text, rc, seconds, verdict in rows:

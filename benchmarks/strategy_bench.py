@@ -31,7 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from bench_charts import grouped_bars, pyplot, read_csv, save  # noqa: E402
 
-from milp_partition.heuristics.strategy_dp import pase_dp  # noqa: E402
+from milp_partition.strategy.dp import pase_dp  # noqa: E402
 from milp_partition.io.strategy_tables import read_strategy_tables  # noqa: E402
 from milp_partition.strategy.memory import with_memory  # noqa: E402
 from milp_partition.strategy.problem import StrategySolution  # noqa: E402
@@ -212,7 +212,7 @@ def write(free: list[dict], mem: list[dict], args: argparse.Namespace) -> None:
         "unconstrained optimum needs, so it binds. The bound is the best of the solver's, the Lagrangian relaxation's "
         "(`heuristics/strategy_lagrangian.py`) and the targets the Pareto DP proved empty, all proven.",
         "",
-        "*Default chain*: dominance, the Lagrangian bound, then the Pareto DP (`heuristics/strategy_pareto_dp.py`) at growing "
+        "*Default chain*: dominance, the Lagrangian bound, then the Pareto DP (`milp_partition/strategy/pareto_dp.py`) at growing "
         "targets above the bound, each after min-marginal fixing (`heuristics/strategy_marginals.py`); *configs*: original / "
         "after dominance / after fixing at the last target; *s*: end to end, to the proof when optimal. "
         "*CP-SAT*, *CBC*: the same chain with the Pareto DP off (fixing at the incumbent's cost on), the back-end proving.",

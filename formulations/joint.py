@@ -1,7 +1,7 @@
 r"""The joint problem (Piper's) as a mixed-integer program over stage slots.
 
 Piper (Tarnawski et al., NeurIPS 2021) plans stages, data- and tensor-parallel degrees and
-per-layer configurations with a DP over the graph's ideals; :mod:`milp_partition.heuristics.joint_dp`
+per-layer configurations with a DP over the graph's ideals; :mod:`milp_partition.joint.dp`
 does that exactly.  Graphs with too many ideals (wide operator graphs) are out of the DP's
 reach; this formulation needs no ideals: it places nodes into ``L`` ordered stage slots.
 Its size grows with ``L * |options|``, so it suits small and medium ``k``; it is also a

@@ -1,6 +1,6 @@
 """Baselines for the joint problem that the gap tool measures against the optimum.
 
-- :func:`piper_style`: the ideal DP with Piper's greedy configuration choice (:func:`~milp_partition.heuristics.joint_dp.search` with ``greedy=True``).
+- :func:`piper_style`: the ideal DP with Piper's greedy configuration choice (:func:`~milp_partition.joint.dp.search` with ``greedy=True``).
 - :func:`pipedream_2bw_style`: ``l`` stages cut along one topological order with equal numbers of the repeated block
   (the most frequent node name; every node when no name repeats) per stage, one ``d`` and one ``t`` for all stages;
   the best such plan over ``l``, ``d``, ``t`` with the exact per-stage configuration choice.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
-from milp_partition.heuristics.joint_dp import JointData, JointDP, search
+from milp_partition.joint.dp import JointData, JointDP, search
 from milp_partition.joint.problem import JointPlan, JointStage
 
 

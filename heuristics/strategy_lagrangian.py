@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from milp_partition.heuristics.strategy_dp import StrategyDPSettings, pase_dp
+from milp_partition.strategy.dp import StrategyDPSettings, pase_dp
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 
 

@@ -19,7 +19,7 @@ configuration j, and :math:`\min_j \mu_\lambda(v, j) = L(\lambda)` is the Lagran
 bound of :mod:`milp_partition.heuristics.strategy_lagrangian`.
 
 All min-marginals come from two passes over the elimination tree of the PaSE DP
-(:mod:`milp_partition.heuristics.strategy_dp`), i.e. min-sum *bucket-tree elimination* (Kask,
+(:mod:`milp_partition.strategy.dp`), i.e. min-sum *bucket-tree elimination* (Kask,
 Dechter, Larrosa and Dechter, "Unifying tree decompositions for reasoning in graphical
 models", Artificial Intelligence 166, 2005; Dechter, "Bucket elimination", 1999):
 
@@ -74,7 +74,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from milp_partition.heuristics.strategy_dp import _aligned, _arrays, _elimination_order, _problem_error
+from milp_partition.strategy.dp import _aligned, _arrays, _elimination_order, _problem_error
 from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
 from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
 from milp_partition.strategy.reductions import drop_dominated

@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from milp_partition.heuristics.joint_knapsack import cost_bounds, min_cost_exact, min_cost_greedy
+from milp_partition.joint.knapsack import cost_bounds, min_cost_exact, min_cost_greedy
 from milp_partition.joint.problem import (
     JointCluster,
     JointConfig,
@@ -206,7 +206,7 @@ def repeated_chain(seed: int, n: int = 5, edge_bytes: float | None = None) -> Jo
 
 
 def test_equal_stages_share_one_table_and_keep_their_own_nodes() -> None:
-    from milp_partition.heuristics.joint_dp import JointDP, joint_data
+    from milp_partition.joint.dp import JointDP, joint_data
 
     problem = repeated_chain(0, n=6, edge_bytes=2.0)
     data = joint_data(problem)
@@ -256,7 +256,7 @@ def test_repeated_layers_match_brute_force(seed: int) -> None:
 
 def test_interrupt_mid_search_keeps_the_plan_and_the_proven_bound(monkeypatch: pytest.MonkeyPatch) -> None:
     """Ctrl-C (SIGTERM) during the exact search: the result keeps the best verified plan and the bound proven so far."""
-    from milp_partition.heuristics import joint_dp
+    from milp_partition.joint import dp as joint_dp
 
     problem = repeated_chain(3, n=4)
     full = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, baselines=False))
@@ -308,7 +308,7 @@ def repeated_diamonds(seed: int) -> JointProblem:
 @pytest.mark.parametrize("seed", range(12))
 def test_shared_tables_change_nothing(seed: int) -> None:
     """The DP with shared stage tables proves the same optimum (or infeasibility) as with one table per stage."""
-    from milp_partition.heuristics.joint_dp import joint_data, search
+    from milp_partition.joint.dp import joint_data, search
 
     data = joint_data(repeated_diamonds(seed))
     shared = search(data)

@@ -270,7 +270,7 @@ README_SOLVE = "solve {gpt} --problem joint --devices 16 --memory 80GiB --output
 
 
 def test_the_readme_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """The two commands of the README's section "Joint plan for your own PyTorch model", end to end."""
+    """The two commands of the README's import example (docs/import.md, "Joint plan for your own PyTorch model"), end to end."""
     gpt, result = tmp_path / "gpt.json", tmp_path / "plan.json"
     assert main(README_IMPORT.format(gpt=gpt).split()) == 0
     assert main(README_SOLVE.format(gpt=gpt, result=result).split()) == 0

@@ -39,7 +39,7 @@ def test_a_device_or_pipe_is_refused(tmp_path: Path) -> None:
 
 def test_the_import_writer_and_the_others_are_atomic_too(tmp_path: Path) -> None:
     """io.native.write_text_file (import, write_joint, the converters) goes through the same atomic writer."""
-    from milp_partition.io.native import write_text_file
+    from milp_partition.io.json_text import write_text_file
 
     link = tmp_path / "l.json"
     link.symlink_to(tmp_path / "elsewhere.json")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from milp_partition.heuristics.strategy_dp import StrategyDPSettings, chain_dp, pase_dp
+from milp_partition.strategy.dp import StrategyDPSettings, chain_dp, pase_dp
 from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
 from milp_partition.strategy.reductions import Reduced, drop_dominated, fold_leaves, merge_chains, reduce
 from milp_partition.verifiers.strategy import verify_strategy

@@ -59,7 +59,7 @@ from typing import Any
 
 from milp_partition.errors import InputError
 from milp_partition.io.atomic import write_atomic
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 
 #: The ``format`` value this module reads and writes.
 PROFILE_FORMAT = "milp-partition-profile/1"

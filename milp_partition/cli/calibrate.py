@@ -8,6 +8,7 @@ fit could not be made.
 
 from __future__ import annotations
 
+import importlib.util
 import argparse
 import math
 import sys
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from milp_partition.calibration.backend import select_backend
 from milp_partition.calibration.build import build_profile
+from milp_partition.calibration.gloo import apply_gloo, measure_gloo
 from milp_partition.calibration.fit import FitError
 from milp_partition.calibration.kernels import KernelCheckError
 from milp_partition.calibration.profile import write_profile
@@ -53,6 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--output", "-o", type=Path, default=Path("profile.json"), help="where to write the profile (default profile.json)"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.add_argument(
+        "--no-gloo",
+        action="store_true",
+        help="numpy backend: do not fit gloo's all-reduce and send/recv between 2 processes (needs torch; skipped with --tiny)",
+    )
     p.set_defaults(handler=run_calibrate)
 
 
@@ -131,6 +138,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     except MilpPartitionError:
         raise
+    if backend.name == "numpy" and not args.no_gloo and not args.tiny and importlib.util.find_spec("torch") is not None:
+        print("calibrating gloo all-reduce and send/recv between 2 processes", file=sys.stderr)
+        profile = apply_gloo(profile, measure_gloo())
     write_profile(profile, args.output)
     print(summary_table(profile))
     print(f"wrote      {args.output}  ({result.seconds:.1f} s of benchmarks)")

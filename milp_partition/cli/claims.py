@@ -19,7 +19,7 @@ from typing import Any
 
 from milp_partition.chain import OBJECTIVE_MATCH_REL_TOL, PROOF_ABS_TOL, gap_of, meets
 from milp_partition.errors import InputError
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.result import RESULT_FORMAT
 
 #: Statuses a result may claim for a solution that verifies.

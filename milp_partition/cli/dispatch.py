@@ -37,7 +37,7 @@ from milp_partition.cli.flags import OneLineParser
 from milp_partition.cli.options import COMMON, add_problem_options, add_solver_options, flag_name
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError, MilpPartitionError
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 
 #: Problem name -> module, in detection order (the last one takes every file the others do not claim).
 PROBLEMS: dict[str, str] = {
@@ -53,6 +53,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "milp_partition.cli.calibrate",
     "milp_partition.cli.gap",
     "milp_partition.cli.plot",
+    "milp_partition.cli.run",
 )
 
 

@@ -185,6 +185,7 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     inputs, kwargs = make_inputs(specs, settings.dtype, model=module)
     name = args.model.rpartition(":")[2]
     imported = import_torch_model(module, inputs, settings, name=name, tracer=args.tracer, kwargs=kwargs)
+    imported.metadata["model"] = {"reference": args.model, "inputs": list(args.input)}
     return _report(imported, args.output, time.perf_counter() - start)
 
 

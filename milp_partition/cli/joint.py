@@ -7,6 +7,7 @@ and calls :func:`cmd_solve`, :func:`cmd_evaluate` or :func:`cmd_info`.
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from pathlib import Path
 
 from milp_partition.cli import flags
@@ -15,7 +16,7 @@ from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.io.imported_layers import looks_like_imported
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.piper import file_cluster, joint_from_dict, looks_like_joint, read_joint
 from milp_partition.joint.layers import (
     ALLOWED_TP_DEGREES,
@@ -24,7 +25,7 @@ from milp_partition.joint.layers import (
     joint_from_imported,
     parse_tp_degrees,
 )
-from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
+from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
 from milp_partition.report import fmt, fmt_bytes, gap_text, run_lines
 from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
@@ -33,7 +34,20 @@ from milp_partition.verifiers.joint import verify_joint
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
 
 #: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset({"devices", "memory", "bandwidth", "microbatches", "method", "tp_degrees", "profile"})
+OPTIONS = frozenset(
+    {
+        "devices",
+        "memory",
+        "bandwidth",
+        "microbatches",
+        "method",
+        "tp_degrees",
+        "profile",
+        "stages",
+        "data_parallel",
+        "tensor_parallel",
+    }
+)
 
 
 def claims(data: object) -> bool:
@@ -61,6 +75,21 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
         "of 1, 2, 4, 8 (default all up to --devices); --profile gives the device profile (default: the import's); "
         "--bandwidth defaults to the profile's device-to-device link",
     )
+    g.add_argument(
+        "--stages",
+        type=int,
+        help="joint: force the number of pipeline stages (the plan is proven optimal within the forced shape)",
+    )
+    g.add_argument(
+        "--data-parallel",
+        type=int,
+        help="joint: force every stage's data-parallel degree (proven optimal within the forced shape)",
+    )
+    g.add_argument(
+        "--tensor-parallel",
+        type=int,
+        help="joint: force every stage's tensor-parallel degree (one of --tp-degrees; --tp-degrees 2 alone offers 1 and 2)",
+    )
     if command == "solve":
         g.add_argument(
             "--method",
@@ -76,6 +105,21 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
         raise InputError(f"--microbatches must be a positive integer, got {args.microbatches}")
     if getattr(args, "devices", None) is not None and args.devices < 1:
         raise InputError(f"--devices must be a positive integer, got {args.devices}")
+    return replace(_problem(args), shape=shape_from_args(args))
+
+
+def shape_from_args(args: argparse.Namespace) -> JointShape | None:
+    """``--stages``, ``--data-parallel`` and ``--tensor-parallel`` as a forced :class:`JointShape` (``None`` when neither is given)."""
+    stages, dp, tp = getattr(args, "stages", None), getattr(args, "data_parallel", None), getattr(args, "tensor_parallel", None)
+    for flag, value in (("stages", stages), ("data_parallel", dp), ("tensor_parallel", tp)):
+        if value is not None and value < 1:
+            raise InputError(f"must be a positive integer, got {value}", where=flag_name(flag))
+    if getattr(args, "method", None) == "milp" and (stages, dp, tp) != (None, None, None):
+        raise InputError("a forced shape is solved by the exact DP only; leave out --method milp", where="--stages")
+    return None if (stages, dp, tp) == (None, None, None) else JointShape(stages, dp, tp)
+
+
+def _problem(args: argparse.Namespace) -> JointProblem:
     data = parse_json(read_text_file(args.instance), str(args.instance))
     if looks_like_imported(data):
         return imported_problem(data, args)
@@ -118,6 +162,14 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
         f"cluster    {cl.devices} devices, {fmt_bytes(cl.memory_bytes)} each, bandwidth {format_rate(cl.bandwidth_bytes_per_s)}, "
         f"N = {cl.microbatches}",
         "problem    joint (stages x data x tensor parallelism x recomputation)",
+        *(
+            [
+                f"shape      forced: stages {problem.shape.stages or 'free'}, data-parallel "
+                f"{problem.shape.data_parallel or 'free'}, tensor-parallel {problem.shape.tensor_parallel or 'free'}"
+            ]
+            if problem.shape is not None
+            else []
+        ),
         *(f"note       {n}" for n in problem.notes),
         f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
     ]

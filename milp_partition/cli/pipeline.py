@@ -24,7 +24,7 @@ from milp_partition.cli.output import emit
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
 from milp_partition.io import read_cluster, read_instance
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.report import device_counts, gap_text, run_lines

@@ -20,7 +20,7 @@ from milp_partition.cli.options import backend_settings
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
-from milp_partition.io.native import parse_json, read_text_file, to_float
+from milp_partition.io.json_text import parse_json, read_text_file, to_float
 from milp_partition.io.placement_instance import looks_like_placement_instance, placement_from_dict
 from milp_partition.placement.bounds import best_bound
 from milp_partition.placement.convert import placement_from_instance_file

@@ -16,7 +16,7 @@ from milp_partition.cli import flags
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError
 from milp_partition.io.atomic import write_atomic
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.plots import PLOT_MODULES
 
 

@@ -21,7 +21,7 @@ from milp_partition.cli.options import backend_settings
 from milp_partition.cli.output import check_writable, emit
 from milp_partition.cli.pipeline import read_assignment
 from milp_partition.errors import InputError
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.strategy_tables import looks_like_strategy_tables, strategy_from_dict, write_strategy_tables
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes

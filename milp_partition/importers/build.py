@@ -36,7 +36,8 @@ from milp_partition.importers.layer_shapes import layers_section
 from milp_partition.importers.records import CapturedModel
 from milp_partition.importers.settings import ImportSettings
 from milp_partition.importers.timing import backward_flops, load_profile_spec, op_times
-from milp_partition.io.native import dump_json_lines, instance_to_dict, write_text_file
+from milp_partition.io.json_text import dump_json_lines, write_text_file
+from milp_partition.io.native import instance_to_dict
 from milp_partition.pipeline.problem import Instance
 
 #: Suffix of a backward node's id.

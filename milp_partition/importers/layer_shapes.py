@@ -105,4 +105,6 @@ def layers_section(imported: Any) -> dict[str, Any]:
         "optimizer_state_bytes_per_param_byte": settings.optimizer_state_bytes_per_param_byte,
         "modules": dict(captured.module_shapes),
         "ops": [{"node": node_of[op.id], **{f: getattr(op, f) for f in OP_FIELDS}} for op in captured.ops],
+        # how to build the model again (``milp-partition run``): MODULE:FACTORY and the --input specs, when known
+        **({"model": dict(meta["model"])} if meta.get("model") else {}),
     }

@@ -21,16 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError
-from milp_partition.io.native import (
-    CLUSTER_FORMAT,
-    FORMAT,
-    instance_from_dict,
-    parse_json,
-    read_cluster,
-    read_text_file,
-    write_cluster,
-    write_native,
-)
+from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.io.native import CLUSTER_FORMAT, FORMAT, instance_from_dict, read_cluster, write_cluster, write_native
 from milp_partition.io.nodelink import (
     from_networkx,
     looks_like_nodelink,

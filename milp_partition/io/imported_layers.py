@@ -19,7 +19,8 @@ from milp_partition.errors import InputError
 from milp_partition.importers.layer_shapes import LAYERS_FORMAT, OP_FIELDS
 from milp_partition.importers.records import OpRecord
 from milp_partition.importers.settings import ImportSettings
-from milp_partition.io.native import FORMAT, MAX_NUMBER, check_known_keys, instance_from_dict
+from milp_partition.io.json_text import MAX_NUMBER, check_known_keys
+from milp_partition.io.native import FORMAT, instance_from_dict
 from milp_partition.units import MAX_COUNT, MAX_FACTOR
 
 

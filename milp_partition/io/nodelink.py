@@ -18,21 +18,23 @@ from typing import TYPE_CHECKING, Any
 
 from milp_partition.errors import InputError
 from milp_partition.graph import Graph, make_graph
-from milp_partition.io.native import (
+from milp_partition.io.json_text import (
     check_list,
     check_object,
-    check_time_unit,
-    cluster_from_dict,
-    cluster_to_dict,
     dump_json_lines,
-    edge_from_dict,
-    edge_to_dict,
-    node_from_dict,
-    node_to_dict,
     parse_json,
     read_text_file,
     to_id,
     write_text_file,
+)
+from milp_partition.io.native import (
+    check_time_unit,
+    cluster_from_dict,
+    cluster_to_dict,
+    edge_from_dict,
+    edge_to_dict,
+    node_from_dict,
+    node_to_dict,
 )
 from milp_partition.pipeline.problem import Instance
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from milp_partition.errors import InputError
 from milp_partition.graph import Edge, Graph, Node, make_graph
-from milp_partition.io.native import MAX_BYTES, MAX_NUMBER, read_text_file
+from milp_partition.io.json_text import MAX_BYTES, MAX_NUMBER, read_text_file
 from milp_partition.pipeline.problem import Instance
 
 _SEP = " -- "

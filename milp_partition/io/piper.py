@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import CycleError, InputError
-from milp_partition.io.native import MAX_NUMBER, check_known_keys, parse_json, read_text_file, write_text_file
+from milp_partition.io.json_text import MAX_NUMBER, check_known_keys, parse_json, read_text_file, write_text_file
 from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
 from milp_partition.units import MAX_BYTES, MAX_COUNT, MAX_DEVICES, MAX_RATE_BYTES_PER_S
 

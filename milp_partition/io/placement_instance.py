@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError
-from milp_partition.io.native import (
+from milp_partition.io.json_text import (
     check_known_keys,
     check_list,
     check_object,

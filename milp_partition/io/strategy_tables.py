@@ -43,8 +43,7 @@ from typing import Any
 import numpy as np
 
 from milp_partition.errors import InputError
-from milp_partition.io.native import (
-    check_format,
+from milp_partition.io.json_text import (
     check_known_keys,
     check_list,
     check_object,
@@ -57,6 +56,7 @@ from milp_partition.io.native import (
     to_id,
     write_text_file,
 )
+from milp_partition.io.native import check_format
 from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem
 
 __all__ = [

@@ -25,7 +25,7 @@ from typing import Any
 from milp_partition.cluster import ACCELERATOR_KIND, CPU_KIND, Cluster, Link, homogeneous_cluster
 from milp_partition.errors import InputError
 from milp_partition.graph import Edge, Node, make_graph
-from milp_partition.io.native import (
+from milp_partition.io.json_text import (
     check_list,
     check_object,
     dump_json_lines,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from milp_partition.errors import InputError
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
-from milp_partition.heuristics.joint_dp import JointData, TooManyIdeals, joint_data
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.piper import looks_like_joint, read_joint
+from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings
 from milp_partition.joint.solve import solve_joint
 from milp_partition.sweep.jobs import EXACT, GapJob, exact_row, heuristic_row

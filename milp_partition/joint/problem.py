@@ -80,11 +80,42 @@ class JointCluster:
 
 
 @dataclass(frozen=True)
+class JointShape:
+    """A plan shape forced by the user: ``stages`` pipeline stages, every stage's data- and/or tensor-parallel degree.
+
+    ``None`` leaves that part free.  The optimum is then proven within the shape (the DP admits only
+    such plans; the verifier rejects any other).
+    """
+
+    stages: int | None = None
+    data_parallel: int | None = None
+    tensor_parallel: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("stages", "data_parallel", "tensor_parallel"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, got {value!r}")
+
+    def violations(self, degrees: list[int], tensor: list[int] | None = None) -> list[str]:
+        """What a plan with these data-parallel (and tensor-parallel) degrees, one per stage, breaks of the shape."""
+        bad = []
+        if self.tensor_parallel is not None and tensor is not None and any(t != self.tensor_parallel for t in tensor):
+            bad.append(f"tensor-parallel degrees {tensor}; the forced shape has {self.tensor_parallel} for every stage")
+        if self.stages is not None and len(degrees) != self.stages:
+            bad.append(f"the plan has {len(degrees)} stages; the forced shape has {self.stages}")
+        if self.data_parallel is not None and any(d != self.data_parallel for d in degrees):
+            bad.append(f"data-parallel degrees {degrees}; the forced shape has {self.data_parallel} for every stage")
+        return bad
+
+
+@dataclass(frozen=True)
 class JointProblem:
     """A joint-planning instance: the layer graph with configurations and the cluster.
 
     ``notes``: how the instance was made where that matters to a reader (e.g. a tensor-parallel
-    degree not offered, from :mod:`milp_partition.joint.layers`).
+    degree not offered, from :mod:`milp_partition.joint.layers`).  ``shape``: a forced number of
+    stages and/or data-parallel degree (:class:`JointShape`).
     """
 
     nodes: tuple[JointNode, ...]
@@ -93,6 +124,8 @@ class JointProblem:
     name: str = ""
     source: str = ""
     notes: tuple[str, ...] = ()
+    #: a forced plan shape (``None``: free)
+    shape: JointShape | None = None
 
     @property
     def degrees(self) -> tuple[int, ...]:

@@ -1,8 +1,8 @@
 """The solve steps of the joint problem: baselines, the exact DP, the verifier, the status.
 
-1. Index the problem and enumerate its ideals (:func:`~milp_partition.heuristics.joint_dp.joint_data`).
+1. Index the problem and enumerate its ideals (:func:`~milp_partition.joint.dp.joint_data`).
 2. Baselines (optional): all-data-parallel, PipeDream-2BW style, Piper style; each plan is verified.
-3. The exact search (:func:`~milp_partition.heuristics.joint_dp.search`): an exhaustive feasibility DP
+3. The exact search (:func:`~milp_partition.joint.dp.search`): an exhaustive feasibility DP
    bisected on the target time per sample; it proves optimality (or infeasibility) or, at the time
    limit, leaves its best plan and a proven lower bound.
 4. Every plan is re-checked by :func:`~milp_partition.verifiers.joint.verify_joint`; the objective
@@ -32,7 +32,7 @@ from milp_partition.chain import (
 )
 from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
-from milp_partition.heuristics.joint_dp import TooManyIdeals, joint_data, search
+from milp_partition.joint.dp import TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
 from milp_partition.result import Result, Status
 from milp_partition.verifiers.joint import JointReport, verify_joint
@@ -81,6 +81,12 @@ class JointSteps(StepDefaults):
             "bandwidth_bytes_per_s": cl.bandwidth_bytes_per_s,
             "microbatches": cl.microbatches,
         }
+        if problem.shape is not None:
+            result.instance["shape"] = {
+                "stages": problem.shape.stages,
+                "data_parallel": problem.shape.data_parallel,
+                "tensor_parallel": problem.shape.tensor_parallel,
+            }
         result.settings = {"time_limit_s": self.settings.time_limit_s, "baselines": self.settings.baselines}
         return result
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from milp_partition.errors import InputError
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS, run_placement_heuristic
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.placement_instance import looks_like_placement_instance, read_placement_instance
 from milp_partition.placement.bounds import best_bound
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution

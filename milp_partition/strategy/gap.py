@@ -18,10 +18,10 @@ from pathlib import Path
 
 from milp_partition.calibration.profile import resolve_profile
 from milp_partition.errors import InputError, MilpPartitionError
-from milp_partition.heuristics.strategy_dp import chain_dp, pase_dp
 from milp_partition.heuristics.strategy_lagrangian import lagrangian_memory_bound
-from milp_partition.io.native import parse_json, read_text_file
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.strategy_tables import looks_like_strategy_tables, strategy_from_dict
+from milp_partition.strategy.dp import chain_dp, pase_dp
 from milp_partition.strategy.layers import (
     StrategyGenerationSettings,
     generate_strategy_problem,

@@ -79,7 +79,7 @@ import numpy as np
 from milp_partition.calibration.profile import DeviceProfile
 from milp_partition.errors import CycleError, InputError
 from milp_partition.graph import find_cycle
-from milp_partition.io.native import check_list, check_object, get_str, get_value, parse_json, read_text_file, to_id
+from milp_partition.io.json_text import check_list, check_object, get_str, get_value, parse_json, read_text_file, to_id
 from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem
 
 

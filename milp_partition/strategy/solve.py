@@ -3,14 +3,14 @@
 1. Reduction: :func:`milp_partition.strategy.reductions.reduce` drops dominated
    configurations and (without a memory limit) eliminates single-input
    single-output layers; the optimum is unchanged and solutions lift back.
-2. Heuristics: the DPs of :mod:`milp_partition.heuristics.strategy_dp` on the
+2. Heuristics: the DPs of :mod:`milp_partition.strategy.dp` on the
    reduced problem.  Without a memory limit the PaSE DP is exact and proves the
    optimum alone (no solver starts); with one, the DP's unconstrained optimum is
    still a proven lower bound (a relaxation) and its choice, when it fits, an
    incumbent.  Under a static limit the Lagrangian bound
    (:mod:`milp_partition.heuristics.strategy_lagrangian`) follows.
 3. Refinement under a static limit: the Pareto DP at growing targets (exact,
-   :mod:`milp_partition.heuristics.strategy_pareto_dp`) and min-marginal fixing at
+   :mod:`milp_partition.strategy.pareto_dp`) and min-marginal fixing at
    the incumbent's cost (every solution at most that cost survives).  With
    ``tie_blocks`` the tied quotient problem is solved instead of the whole one
    (an approximation: its bound is never reported).
@@ -43,11 +43,11 @@ from milp_partition.chain import (
     run_chain,
 )
 from milp_partition.formulations import strategy as formulation
-from milp_partition.heuristics.strategy_dp import StrategyDPSettings, chain_dp, pase_dp
 from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
 from milp_partition.heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
-from milp_partition.heuristics.strategy_pareto_dp import MemorySearchSettings, ParetoDPSettings, memory_search
 from milp_partition.result import Result
+from milp_partition.strategy.dp import StrategyDPSettings, chain_dp, pase_dp
+from milp_partition.strategy.pareto_dp import MemorySearchSettings, ParetoDPSettings, memory_search
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 from milp_partition.strategy.reductions import reduce as reduce_problem
 from milp_partition.strategy.ties import TieSettings, find_ties, quotient
@@ -89,7 +89,7 @@ class StrategySolveSettings:
     memory_dp
         Under a static memory limit (with ``heuristics``, without ``tie_blocks``): after the
         Lagrangian bound, prove the optimum by the Pareto DP at growing targets
-        (:func:`milp_partition.heuristics.strategy_pareto_dp.memory_search`, exact); the back-end runs only
+        (:func:`milp_partition.strategy.pareto_dp.memory_search`, exact); the back-end runs only
         when it does not finish within ``memory_dp_share`` of the time limit, and then gets
         the time that is left.
     marginal_fixing

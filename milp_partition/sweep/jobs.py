@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.util
 import math
 import os
 import tempfile
@@ -132,6 +133,13 @@ def file_sha(path: Path) -> str:
 PRESENTATION: tuple[str, ...] = ("sweep/markdown.py", "sweep/charts.py", "cli/plot.py", "plots/")
 
 
+def _package_dir(name: str) -> Path:
+    """Where a package of ours lives (found, not imported): formulations/ and heuristics/ install from top-level folders."""
+    spec = importlib.util.find_spec(name)
+    assert spec is not None and spec.submodule_search_locations, name
+    return Path(next(iter(spec.submodule_search_locations))).resolve()
+
+
 def code_fingerprint() -> str:
     """Hash of the package's ``.py`` files (formulations and heuristics included, :data:`PRESENTATION` not): 12 hex digits."""
     root = Path(__file__).resolve().parent.parent
@@ -141,8 +149,8 @@ def code_fingerprint() -> str:
         for p in root.rglob("*.py")
         if "__pycache__" not in p.parts and not p.relative_to(root).as_posix().startswith(PRESENTATION)
     )
-    for sub in ("formulations", "heuristics"):  # symbolic links: rglob does not follow them
-        files += sorted((root / sub).resolve().glob("*.py"))
+    for sub in ("formulations", "heuristics"):  # top-level folders in the source tree (package-dir), outside root there
+        files += sorted(_package_dir(f"milp_partition.{sub}").glob("*.py"))
     for p in files:
         h.update(p.name.encode())
         h.update(p.read_bytes())

@@ -9,6 +9,7 @@ term by term, summing with :func:`math.fsum`:
 - ``d_i`` divides ``N``; ``sum_i d_i t_i <= k``; ``sum_i d_i <= N``;
 - with ``s_i = d_i + ... + d_l`` and ``y_i = ceil(s_i / d_i)``, one device of stage ``i``
   holds ``sum_{v in S_i} (a_v y_i + b_v) <= M``;
+- a forced shape (``problem.shape``): the number of stages and every ``d_i``;
 - ``TPS_i = P_i / d_i + (E_i / d_i + sum_v 4 (d_i - 1) w_v / (d_i N)) / B``.
 """
 
@@ -101,6 +102,8 @@ def verify_joint(problem: JointProblem, plan: JointPlan) -> JointReport:
     devices = sum(d * t for d, t in degrees)
     if devices > cl.devices:
         bad.append(f"the plan uses {devices} devices (sum of d*t); the cluster has {cl.devices}")
+    if problem.shape is not None:
+        bad.extend(problem.shape.violations([d for d, _ in degrees], [t for _, t in degrees]))
     if sum(d for d, _ in degrees) > cl.microbatches:
         bad.append(f"sum of data-parallel degrees {sum(d for d, _ in degrees)} exceeds N = {cl.microbatches}")
     reports: list[JointStageReport] = []

@@ -16,7 +16,7 @@ use with every stage's time per sample at most :math:`T`:
     D(I, s) + d t \le k,\ s + d \le \min(k, N),
 
 where :math:`F(S, d, t, y)` is the least time per sample of stage :math:`S` (the exact
-multiple-choice knapsack of :mod:`milp_partition.heuristics.joint_knapsack`).  A
+multiple-choice knapsack of :mod:`milp_partition.joint.knapsack`).  A
 plan with :math:`\max_i TPS_i \le T` exists iff some :math:`D(\emptyset, s)` is
 finite: a smaller :math:`D` at equal :math:`s` never hurts (later-built stages see
 only :math:`s` and the devices left), so the DP is exhaustive.  :math:`F` is
@@ -62,7 +62,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from milp_partition.heuristics.joint_knapsack import cost_bounds, min_cost_exact, min_cost_greedy
+from milp_partition.joint.knapsack import cost_bounds, min_cost_exact, min_cost_greedy
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
 
 
@@ -116,8 +116,12 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
         preds[index[e.target]].append((index[e.source], e.bytes))
         succs[index[e.source]].append((index[e.target], e.bytes))
     degrees = problem.degrees
+    if problem.shape is not None and problem.shape.tensor_parallel is not None:  # a forced t: the only one offered
+        degrees = tuple(t for t in degrees if t == problem.shape.tensor_parallel)
     cl = problem.cluster
     divisors = [d for d in range(1, min(cl.devices, cl.microbatches) + 1) if cl.microbatches % d == 0]
+    if problem.shape is not None and problem.shape.data_parallel is not None:  # a forced d: the only one offered
+        divisors = [d for d in divisors if d == problem.shape.data_parallel]
     p: dict[int, np.ndarray] = {}
     w: dict[int, np.ndarray] = {}
     a: dict[int, np.ndarray] = {}
@@ -142,6 +146,8 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
             bw[t].append(bw_row)
         p[t], w[t], a[t], b[t] = arrs
         work = np.minimum(work, t * arrs[0].min(axis=1))
+    if not degrees:  # a forced t the nodes do not offer: no plan (and no work bound to speak of)
+        work = np.zeros(n)
     data = JointData(problem, ids, preds, succs, degrees, divisors, p, w, a, b, fw, bw, work)
     data.edge_src = np.array([index[e.source] for e in problem.edges], dtype=np.int64)
     data.edge_tgt = np.array([index[e.target] for e in problem.edges], dtype=np.int64)
@@ -517,17 +523,22 @@ class JointDP:
         k, smax = self.k, self.smax
         full = len(d.ideals) - 1
         INF = math.inf
-        best: dict[int, np.ndarray] = {full: np.full(smax + 1, INF)}
-        best[full][0] = 0.0
-        parent: dict[int, np.ndarray] = {}
+        # a state is (ideal, stages built); with no forced number of stages the count stays 0
+        forced = d.problem.shape.stages if d.problem.shape is not None else None
+        counts = range(forced) if forced is not None else range(1)
+        best: dict[tuple[int, int], np.ndarray] = {(full, 0): np.full(smax + 1, INF)}
+        best[(full, 0)][0] = 0.0
+        parent: dict[tuple[int, int], np.ndarray] = {}
+        sizes = d.member.sum(axis=1)
         words = d.ideal_words
         bounded = math.isfinite(target) and target > 0
         nxt = INF  # least value cut
         s_index = np.arange(smax + 1)
-        for i in range(full, 0, -1):
-            arr = best.get(i)
+        for i, c in ((i, c) for i in range(full, 0, -1) for c in counts):
+            arr = best.get((i, c))
             if arr is None:
                 continue
+            c_next = c + 1 if forced is not None else 0
             if time.monotonic() > deadline:
                 raise TimeoutError
             finite_s = np.nonzero(np.isfinite(arr))[0]
@@ -543,6 +554,8 @@ class JointDP:
             sub = np.all((words & ~words[i]) == 0, axis=1)
             sub[i] = False
             cand = np.nonzero(sub)[0]
+            if forced is not None:  # the last stage ends at the empty ideal; before it, one node per stage left at least
+                cand = cand[(cand == 0) if c_next == forced else (sizes[cand] >= forced - c_next) & (cand != 0)]
             need_j = np.zeros(len(cand))
             if bounded and budget > 1:
                 # each stage on d t devices takes at least W(S) / (d t): the stage needs ceil(W(S) / T) devices and
@@ -623,33 +636,34 @@ class JointDP:
                     first = np.ones(len(tidx), dtype=bool)
                     first[1:] = tidx[1:] != tidx[:-1]
                     tidx, v, rr, ss = tidx[first], v[first], rr[first], ss[first]
-                    tgt = best.get(j)
+                    tgt = best.get((j, c_next))
                     if tgt is None:
                         tgt = np.full(smax + 1, INF)
-                        best[j] = tgt
-                        parent[j] = np.zeros((smax + 1, 4), dtype=np.int64)
+                        best[(j, c_next)] = tgt
+                        parent[(j, c_next)] = np.zeros((smax + 1, 4), dtype=np.int64)
                     better = v < tgt[tidx]
                     if better.any():
                         tidx, v, rr, ss = tidx[better], v[better], rr[better], ss[better]
                         tgt[tidx] = v
-                        par = parent[j]
+                        par = parent[(j, c_next)]
                         par[tidx, 0] = i
                         par[tidx, 1] = ss
                         par[tidx, 2] = divs[rr]
                         par[tidx, 3] = t
-        end = best.get(0)
+        end = best.get((0, forced or 0))
         if end is None or not np.isfinite(end).any():
             return None, nxt
         s = int(np.nonzero(np.isfinite(end))[0][0])
-        return self._backtrack(parent, s), nxt
+        return self._backtrack(parent, s, forced or 0), nxt
 
-    def _backtrack(self, parent: dict[int, np.ndarray], s: int) -> tuple[JointPlan, float]:
+    def _backtrack(self, parent: dict[tuple[int, int], np.ndarray], s: int, count: int) -> tuple[JointPlan, float]:
         d = self.data
         j = 0
         stages: list[JointStage] = []
         value = 0.0
         while j != len(d.ideals) - 1:
-            i, s_prev, dp, t = (int(x) for x in parent[j][s])
+            i, s_prev, dp, t = (int(x) for x in parent[(j, count)][s])
+            count = max(count - 1, 0)
             tab = self.table(i, j, t)
             y = -(-s // dp)
             pick = self.choice(tab, dp, y)

@@ -1,7 +1,7 @@
 r"""An exact memory-limited strategy DP: bucket elimination on Pareto sets of (cost, memory), pruned by Lagrangian bounds.
 
 The problem: minimize :math:`F(c) = \sum_v a_v(c_v) + \sum_{(u,v)} B_{uv}(c_u, c_v)` subject to
-:math:`\mathrm{mem}(c) = \sum_v m_v(c_v) \le M`.  The PaSE DP (:mod:`milp_partition.heuristics.strategy_dp`)
+:math:`\mathrm{mem}(c) = \sum_v m_v(c_v) \le M`.  The PaSE DP (:mod:`milp_partition.strategy.dp`)
 keeps one number per assignment of a dependent set and cannot see the limit.  Here each
 entry of an elimination message is a *set of labels* :math:`(f, m)`, the cost and memory
 of the best completions of the eliminated part (v's subtree of the elimination tree),
@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 
-from milp_partition.heuristics.strategy_dp import _arrays, _elimination_order, _objective, _problem_error, _solution
 from milp_partition.heuristics.strategy_marginals import Calibrated, MarginalSettings, calibrate, marginal_masks, restrict
+from milp_partition.strategy.dp import _arrays, _elimination_order, _objective, _problem_error, _solution
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
 from milp_partition.verifiers.strategy import verify_strategy
 

@@ -1,0 +1,42 @@
+"""Start one process per device (``torch.multiprocessing``, spawn), collect their results, run the reference."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from milp_partition.run.engine import reference, summarise, worker
+from milp_partition.run.spec import RunSpec
+
+
+def run_plan(spec: RunSpec, steps: int, *, seed: int = 0, threads: int = 1, warmup: int = 1) -> dict[str, Any]:
+    """Run ``spec`` for ``steps`` steps on ``spec.world_size`` processes, then in one process; run.json's dict.
+
+    The rendezvous is a :class:`torch.distributed.FileStore` in a fresh temporary directory (no port to pick);
+    each worker asks for SIGTERM when this process dies, and a failed worker stops the others
+    (``torch.multiprocessing.start_processes`` raises and terminates them).
+    """
+    import torch
+    import torch.multiprocessing as mp
+
+    if steps < 1:
+        raise ValueError(f"steps must be positive, got {steps}")
+    world = spec.world_size
+    with tempfile.TemporaryDirectory(prefix="milp-run-") as tmp:
+        store = os.path.join(tmp, "store")
+        mp.start_processes(
+            worker, args=(world, store, spec, steps, seed, threads, tmp), nprocs=world, join=True, start_method="spawn"
+        )
+        ranks = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(world)]
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        ref = reference(spec, steps, seed)
+    finally:
+        torch.set_num_threads(previous)
+    out = summarise(spec, ranks, ref, warmup)
+    out.update({"seed": seed, "threads_per_rank": threads, "torch": torch.__version__})
+    return out

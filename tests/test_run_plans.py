@@ -1,0 +1,86 @@
+"""``milp-partition run``: a 2-process plan of a tiny MLP on gloo against one process (no timing asserted)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from milp_partition.cli.dispatch import main
+
+pytest.importorskip("torch")
+
+
+def _solve(tmp_path: Path, graph: Path, name: str, *shape: str) -> Path:
+    plan = tmp_path / f"{name}.json"
+    rc = main(
+        [
+            "solve",
+            str(graph),
+            "--problem",
+            "joint",
+            "--devices",
+            "2",
+            "--memory",
+            "1GiB",
+            "--microbatches",
+            "4",
+            *shape,
+            "--quiet",
+            "-o",
+            str(plan),
+        ]
+    )
+    assert rc == 0
+    return plan
+
+
+def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path) -> None:
+    graph = tmp_path / "m.json"
+    rc = main(
+        [
+            "import",
+            "torch",
+            "milp_partition.importers.models:mlp_small_test",
+            "--input",
+            "8x32",
+            "--training",
+            "--granularity",
+            "layer",
+            "--output",
+            str(graph),
+        ]
+    )
+    assert rc == 0
+    plan = _solve(tmp_path, graph, "pp", "--stages", "2")
+    stages = json.loads(plan.read_text())["stages"]
+    assert len(stages) == 2 and all(st["data_parallel"] == 1 and st["tensor_parallel"] == 1 for st in stages)
+    out = tmp_path / "run.json"
+    assert main(["run", str(plan), "--steps", "3", "-o", str(out)]) == 0
+    run = json.loads(out.read_text())
+    assert run["ranks"] == 2
+    assert len(run["losses"]) == len(run["single_process_losses"]) == 3
+    assert run["loss_max_rel_diff"] <= 1e-4
+    assert run["predicted_step_s"] > 0 and run["measured_step_s"] > 0
+    assert [m["stage"] for m in run["memory"]] == [1, 2]
+
+
+def test_spec_refuses_mixed_degrees(tmp_path: Path) -> None:
+    from milp_partition.errors import InputError
+    from milp_partition.run.spec import read_run_spec
+
+    graph = tmp_path / "g.json"
+    graph.write_text(json.dumps({"nodes": [], "layers": {"model": {"reference": "m:f", "inputs": ["1x2"]}}}))
+    plan = tmp_path / "p.json"
+    stages = [
+        {"nodes": ["a"], "data_parallel": 2, "tensor_parallel": 1, "configs": {"a": "vanilla"}},
+        {"nodes": ["b"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"b": "vanilla"}},
+    ]
+    plan.write_text(
+        json.dumps(
+            {"problem": "joint", "stages": stages, "instance": {"source": str(graph), "microbatches": 4}, "time_per_sample": 1.0}
+        )
+    )
+    with pytest.raises(InputError, match="one data- and one tensor-parallel degree"):
+        read_run_spec(plan)
