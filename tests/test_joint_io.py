@@ -187,7 +187,7 @@ def test_dp_reaches_the_whole_graph_with_a_repeated_predecessor() -> None:
     value of a part of it.  Masks are ORed now, and a last ideal short of the whole graph is an error."""
     from dataclasses import replace
 
-    from milp_partition.heuristics.joint_dp import joint_data, search
+    from milp_partition.joint.dp import joint_data, search
     from milp_partition.verifiers.joint import verify_joint
 
     p = joint_from_dict(tiny(), "t")
@@ -202,7 +202,7 @@ def test_dp_reaches_the_whole_graph_with_a_repeated_predecessor() -> None:
 
 def test_an_exact_method_whose_plan_is_rejected_proves_nothing(monkeypatch) -> None:
     """A bound (or infeasibility) from an exact method whose own answer fails the verifier is dropped, with a note."""
-    from milp_partition.heuristics.joint_dp import SearchResult
+    from milp_partition.joint.dp import SearchResult
     from milp_partition.joint import solve as joint_solve
     from milp_partition.joint.problem import JointPlan, JointSolveSettings, JointStage
 
