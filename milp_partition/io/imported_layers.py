@@ -55,7 +55,7 @@ class ImportedLayers:
 #: The fields of the ``layers`` object (``milp_partition.importers.layer_shapes.layers_section`` writes them).
 _SECTION_FIELDS = (
     "format", "batch_size", "dtype", "profile", "backward_flops_ratio", "backward_bytes_ratio",
-    "optimizer_state_bytes_per_param_byte", "modules", "ops",
+    "optimizer_state_bytes_per_param_byte", "modules", "ops", "model",
 )  # fmt: skip
 
 
