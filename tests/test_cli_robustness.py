@@ -90,7 +90,7 @@ def test_bad_numeric_flags_exit_2_with_one_line(flag: list[str]) -> None:
 @pytest.mark.parametrize(
     "argv, needle",
     [
-        (["solve", str(TINY), "--memory-limit", "1GiB"], "--memory-limit: does not apply to the pipeline problem"),
+        (["solve", str(PLACEMENT), "--link-bandwidth", "1GB/s"], "--bandwidth: does not apply to the placement problem"),
         (["solve", str(TINY), "--tie-blocks"], "--tie-blocks: does not apply to the pipeline problem"),
         (["solve", str(TINY), "--write-tables", "t.json"], "--write-tables: does not apply"),
         (["solve", str(TINY), "--max-time-per-sample", "5"], "applies only with --objective memory"),

@@ -93,9 +93,29 @@ def test_no_time_reports_the_baselines_plan_and_a_proven_bound() -> None:
     assert r.stages and "time limit" in r.message
 
 
-def test_too_many_ideals_without_a_solver_is_unknown() -> None:
+def test_too_many_ideals_still_runs_the_cheap_baselines() -> None:
+    """Issue 20 item 15: past --max-ideals the cheap baselines were skipped (they need only a topological order's
+    prefixes); the exact search still does not run on that partial index."""
     r = solve_joint(joint_from_dict(tiny(), "tiny"), JointSolveSettings(max_ideals=1, solver="none"))
-    assert r.status == "unknown" and "ideals" in r.message
+    assert "too_many_ideals" in r.solver_notes
+    assert r.status == "feasible" and r.objective == pytest.approx(2.3)
+    assert [h.name for h in r.heuristics] == ["all-data-parallel", "pipedream-2bw"]
+
+
+def test_the_search_refuses_a_partial_index() -> None:
+    from milp_partition.joint.dp import joint_data, search
+
+    data = joint_data(joint_from_dict(tiny(), "tiny"), prefixes_only=True)
+    with pytest.raises(ValueError, match="every ideal"):
+        search(data)
+
+
+def test_max_ideals_is_a_joint_flag(tmp_path: Path, capsys) -> None:
+    """The advice 'raise --max-ideals' named a flag the joint problem refused."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(tiny()))
+    assert main(["solve", str(path), "--max-ideals", "1", "--solver", "none", "-q", "--progress", "0"]) == 0
+    assert "feasible" in capsys.readouterr().out
 
 
 def test_too_many_ideals_goes_to_the_milp() -> None:

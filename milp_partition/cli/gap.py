@@ -1,7 +1,7 @@
 """The ``gap`` command: each heuristic of a problem against its exact solve, over a settings grid.
 
 ``milp-partition gap INSTANCES... [--problem auto|pipeline|strategy|placement|joint] [--heuristics a,b]
-[--devices 4,8,16] [--memory 8GiB,16GiB] [--micro-batches 4,8] [--memory-model static,1f1b]
+[--devices 4,8,16] [--memory 8GiB,16GiB] [--microbatches 4,8] [--memory-model static,1f1b]
 [--bandwidth 25GiB/s]
 [--time-limit S] [--threads N] [--no-exact] [--jobs N] [--executor local|ray [--address ADDR]]
 [--output-dir scratch/] [--name gap]``
@@ -49,7 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("settings grid (comma-separated; an axis a problem lacks is ignored for it)")
     g.add_argument("--devices", help="accelerator counts, e.g. 4,8,16 (pipeline; strategy layers files; tables run at their p)")
     g.add_argument("--memory", help="memory per accelerator, e.g. 8GiB,16GiB (pipeline; strategy limit)")
-    g.add_argument("--micro-batches", help="micro-batches per batch, e.g. 4,8 (joint)")
+    g.add_argument(
+        "--microbatches",
+        "--micro-batches",
+        dest="micro_batches",
+        help="micro-batches per batch, e.g. 4,8 (joint; --micro-batches is its old name)",
+    )
     g.add_argument("--bandwidth", help="bandwidth from each device to the outside, e.g. 25GiB/s (joint)")
     g.add_argument("--memory-model", help="memory models, e.g. static,1f1b (pipeline), static,liveness (strategy, placement)")
     p.add_argument("--link-contention", action="store_true", help="placement: serialize transfers per device port")
@@ -158,7 +163,7 @@ def _command(args: argparse.Namespace) -> str:
     for flag in ("problem", "heuristics", "devices", "memory", "micro_batches", "memory_model", "bandwidth"):
         value = getattr(args, flag)
         if value is not None and not (flag == "problem" and value == "auto"):
-            parts.append(f"--{flag.replace('_', '-')} {value}")
+            parts.append(f"--{'microbatches' if flag == 'micro_batches' else flag.replace('_', '-')} {value}")
     parts.append(f"--time-limit {args.time_limit:g} --threads {args.threads} --jobs {args.jobs} --executor {args.executor}")
     parts += [f"--{f.replace('_', '-')}" for f in ("no_exact", "link_contention") if getattr(args, f)]
     return " ".join(parts)

@@ -24,7 +24,9 @@ _EPILOG = """examples:
       --granularity layer --profile H100 --output gpt.json
   milp-partition import torch my_models.py:bert --input input_ids=8x512:int64 --input attention_mask=8x512:int64 ...
   milp-partition import onnx model.onnx --input 8x3x224x224 --output model.json
-then: milp-partition solve gpt.json --devices 4 --memory 80GiB"""
+then: milp-partition solve gpt.json --devices 4 --memory 80GiB                   (pipeline: one device per stage)
+  or: milp-partition solve gpt.json --problem joint --devices 16 --memory 80GiB  (the joint planner: pipeline stages,
+      data and tensor parallelism and recomputation per layer; needs --training --granularity layer)"""
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -77,7 +79,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``import`` with its ``torch`` and ``onnx`` subcommands."""
     imp = subparsers.add_parser(
         "import",
-        help="import a PyTorch or ONNX model as a graph file",
+        help="import a PyTorch or ONNX model as a graph file (to solve as a pipeline, or with --problem joint: the joint planner)",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

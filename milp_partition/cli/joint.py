@@ -46,6 +46,7 @@ OPTIONS = frozenset(
         "stages",
         "data_parallel",
         "tensor_parallel",
+        "max_ideals",
     }
 )
 
@@ -59,12 +60,9 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
     """Add the joint problem's own options (the cluster's --devices and --memory are shared)."""
     g = parser.add_argument_group("joint problem (Piper's)")
     g.add_argument(
-        "--bandwidth",
-        type=flags.rate,
-        help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)",
-    )
-    g.add_argument(
         "--microbatches",
+        "--micro-batches",
+        dest="microbatches",
         type=flags.count,
         help=f"joint: micro-batches per batch N (default: the file's mbsInBatch; imported graph: {DEFAULT_MICROBATCHES}, "
         "one sample each)",
@@ -198,7 +196,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         time_limit_s=args.time_limit,
         threads=args.threads,
         baselines=not args.no_heuristics,
-        max_ideals=max(getattr(args, "max_ideals", None) or 0, 200_000),
+        max_ideals=getattr(args, "max_ideals", None) or JointSolveSettings().max_ideals,
         progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
         method=getattr(args, "method", None) or "dp",
         solver=args.solver,

@@ -54,13 +54,27 @@ def add_problem_options(p: argparse.ArgumentParser, problems: tuple[str, ...]) -
         help="device profile for costs derived from FLOPs and bytes: a datasheet name (V100, A100, H100, H200) or a profile "
         "JSON file (strategy-layers files default to H100; pipeline: nodes without measured times get times from their FLOPs)",
     )
-    c = p.add_argument_group("cluster (pipeline; overrides the instance's own)")
+    c = p.add_argument_group("cluster (overrides the instance's own; one name per concept for every problem)")
     c.add_argument("--cluster", type=Path, help="a cluster JSON file (format milp-partition-cluster/1)")
     c.add_argument("--devices", type=flags.devices, help="number of identical accelerators (strategy-layers: p, a power of two)")
-    c.add_argument("--memory", type=flags.byte_size, help="memory per accelerator, e.g. 16GiB")
+    c.add_argument(
+        "--memory",
+        "--memory-limit",
+        dest="memory",
+        type=flags.byte_size,
+        help="memory per accelerator, e.g. 16GiB (strategy: the per-device limit on the chosen configurations; "
+        "--memory-limit is its old name)",
+    )
     c.add_argument("--cpu-cores", type=flags.cpu_cores, help="host CPU cores usable as devices")
     c.add_argument("--link-latency", type=flags.nonnegative_seconds, help="link latency in seconds")
-    c.add_argument("--link-bandwidth", type=flags.rate, help="link bandwidth, e.g. 12GB/s")
+    c.add_argument(
+        "--bandwidth",
+        "--link-bandwidth",
+        dest="bandwidth",
+        type=flags.rate,
+        help="link bandwidth, e.g. 12GB/s or 100Gb/s (joint: from each device to the outside; default the file's; "
+        "--link-bandwidth is its old name)",
+    )
 
 
 def add_solver_options(p: argparse.ArgumentParser) -> None:

@@ -37,7 +37,7 @@ from milp_partition.verifiers.pipeline import verify_pipeline
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
     {"memory_model", "optimizer_factor", "profile", "cluster", "devices", "memory", "cpu_cores", "link_latency"}
-    | {"link_bandwidth", "no_contiguous", "objective", "max_time_per_sample", "max_ideals"}
+    | {"bandwidth", "no_contiguous", "objective", "max_time_per_sample", "max_ideals"}
 )
 MEMORY_MODELS = ("static", "1f1b")
 #: Default cap on ideals enumerated by the ideal DP.
@@ -62,7 +62,7 @@ def register_options(p: argparse.ArgumentParser, command: str) -> None:
         g.add_argument(
             "--max-ideals",
             type=flags.count,
-            help=f"cap on ideals enumerated by the ideal DP (default {DEFAULT_MAX_IDEALS})",
+            help=f"cap on ideals enumerated by the ideal DPs (pipeline default {DEFAULT_MAX_IDEALS}; joint default 200000)",
         )
 
 
@@ -95,12 +95,10 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
     if base is None and getattr(args, "profile", None):  # no cluster given: the profile's device-to-device link
         d2d = resolve_profile(args.profile).links["d2d"]
         link = Link(latency_s=d2d.alpha_s, bandwidth_bytes_per_s=d2d.bandwidth_bytes_per_s)
-    if args.link_latency is not None or args.link_bandwidth is not None:
+    if args.link_latency is not None or args.bandwidth is not None:
         link = Link(
             latency_s=args.link_latency if args.link_latency is not None else link.latency_s,
-            bandwidth_bytes_per_s=parse_rate(args.link_bandwidth, "--link-bandwidth")
-            if args.link_bandwidth
-            else link.bandwidth_bytes_per_s,
+            bandwidth_bytes_per_s=parse_rate(args.bandwidth, "--bandwidth") if args.bandwidth else link.bandwidth_bytes_per_s,
         )
     cores = args.cpu_cores if args.cpu_cores is not None else (base.host_cpu_cores if base is not None else 0)
     if args.devices is not None or args.memory is not None or base is None:

@@ -41,7 +41,7 @@ from milp_partition.verifiers.strategy import verify_strategy
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
-    {"memory_model", "optimizer_factor", "profile", "devices", "memory_limit", "bytes_per_element", "tie_blocks"}
+    {"memory_model", "optimizer_factor", "profile", "devices", "memory", "bytes_per_element", "tie_blocks"}
     | {"write_tables", "no_reduce", "dp_bound", "cutoff"}
 )
 #: Options that only a strategy-layers file takes (a strategy-tables file carries p, costs and memory itself).
@@ -53,9 +53,6 @@ DEFAULT_BYTES_PER_ELEMENT = 4
 def register_options(p: argparse.ArgumentParser, command: str) -> None:
     """Add the strategy problem's own options to the ``solve`` or ``evaluate`` parser."""
     st = p.add_argument_group("strategy problem")
-    st.add_argument(
-        "--memory-limit", type=flags.byte_size, help="per-device memory limit on the chosen configurations, e.g. 2GiB"
-    )
     st.add_argument(
         "--bytes-per-element",
         type=flags.bytes_per_element,
@@ -125,8 +122,8 @@ def problem_from_args(args: argparse.Namespace):
             f"{memory_model} applies to the pipeline problem; strategy takes static or liveness",
             where="--memory-model",
         )
-    if args.memory_limit is not None:
-        limit = parse_bytes(args.memory_limit, "--memory-limit")
+    if args.memory is not None:
+        limit = parse_bytes(args.memory, "--memory")
         if any(n.memory_bytes is None for n in problem.nodes):
             settings = MemoryModelSettings(bytes_per_element=args.bytes_per_element or DEFAULT_BYTES_PER_ELEMENT)
             if args.optimizer_factor is not None:
@@ -251,7 +248,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"file        {args.instance}")
         print(f"layers      {lg.name or '-'}: {len(lg.layers)} layers, {len(lg.edges)} edges (strategy-layers/1)")
         print(f"kinds       {', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}")
-        print("solve with  --devices P [--profile H100|FILE] [--memory-limit SIZE]")
+        print("solve with  --devices P [--profile H100|FILE] [--memory SIZE]")
         return EXIT_OK
     sp = strategy_from_dict(data, str(args.instance), default_name=Path(args.instance).stem)
     sizes = [len(n.configs) for n in sp.nodes]
@@ -259,7 +256,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"strategy    {sp.name or '-'}: {len(sp.nodes)} layers, {len(sp.edges)} edges, p = {sp.devices}")
     print(f"configs     {sum(sizes)} in all, {min(sizes, default=0)} to {max(sizes, default=0)} per layer")
     print(
-        f"memory      {'per configuration given' if all(n.memory_bytes is not None for n in sp.nodes) else 'none (derived from layer shapes with --memory-limit)'}"
+        f"memory      {'per configuration given' if all(n.memory_bytes is not None for n in sp.nodes) else 'none (derived from layer shapes with --memory)'}"
     )
     print(f"cost unit   {sp.cost_unit or '-'}")
     return EXIT_OK

@@ -101,14 +101,16 @@ class JointSteps(StepDefaults):
         except TooManyIdeals as exc:
             run.scratch["too_many_ideals"] = run.result.solver_notes["too_many_ideals"] = str(exc)
             run.say(f"[joint] {exc}: the exact DP cannot run; the slot formulation will")
-            return
-        run.scratch["data"] = data
-        run.result.solver_notes["ideals"] = len(data.ideals)
+            # the cheap baselines cut one topological order: its prefixes are all they need (never the search)
+            data = joint_data(run.problem, prefixes_only=True)
+        else:
+            run.scratch["data"] = data
+            run.result.solver_notes["ideals"] = len(data.ideals)
         jobs: list[tuple[str, Callable[[], Any]]] = [
             ("all-data-parallel", lambda: all_data_parallel(data)),
             ("pipedream-2bw", lambda: pipedream_2bw_style(data)),
         ]
-        if self.settings.baselines and self.settings.baseline_time_limit_s > 0:
+        if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only:
             limit = min(self.settings.baseline_time_limit_s, self.settings.time_limit_s / 4)
             jobs.append(("piper-style", lambda: piper_style(data, time_limit_s=limit)))
         for name, fn in jobs:
@@ -193,8 +195,11 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
     assert isinstance(result, JointResult)
     if not result.solver.startswith("joint-milp"):
         result.solver = "joint-dp"
-    if result.status is Status.UNKNOWN and "too_many_ideals" in result.solver_notes and not result.heuristics:
-        result.message = "the graph has more ideals than --max-ideals allows and the formulation did not run; raise --max-ideals"
+    if result.status is Status.UNKNOWN and "too_many_ideals" in result.solver_notes:
+        result.message = (
+            "the graph has more ideals than --max-ideals allows, the baselines found no plan and the formulation found "
+            "none; raise --max-ideals"
+        )
     elif result.solver_notes.get("timed_out"):
         result.message += f"; time limit {settings.time_limit_s:g}s reached"
     return result
