@@ -53,7 +53,7 @@ def test_a_refused_flag_is_named_by_its_common_name() -> None:
 
 
 def test_gap_takes_microbatches(tmp_path: Path) -> None:
-    rc, _, err = run_cli(["gap", "nothing.json", "--microbatches", "x", "--output-dir", str(tmp_path)])
+    rc, _, _ = run_cli(["gap", "nothing.json", "--microbatches", "x", "--output-dir", str(tmp_path)])
     assert rc == 2
 
 
