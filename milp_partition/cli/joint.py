@@ -12,7 +12,7 @@ from pathlib import Path
 
 from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
-from milp_partition.cli.options import flag_name
+from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.io.imported_layers import looks_like_imported
@@ -27,7 +27,7 @@ from milp_partition.joint.layers import (
 )
 from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
-from milp_partition.report import fmt, fmt_bytes, gap_text, run_lines
+from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, run_lines
 from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
@@ -47,6 +47,7 @@ OPTIONS = frozenset(
         "data_parallel",
         "tensor_parallel",
         "max_ideals",
+        "memory_reserve",
     }
 )
 
@@ -103,7 +104,10 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
         raise InputError(f"--microbatches must be a positive integer, got {args.microbatches}")
     if getattr(args, "devices", None) is not None and args.devices < 1:
         raise InputError(f"--devices must be a positive integer, got {args.devices}")
-    return replace(_problem(args), shape=shape_from_args(args))
+    problem = _problem(args)
+    memory = reserved(problem.cluster.memory_bytes, args)  # --memory-reserve stays free of the plan
+    assert memory is not None
+    return replace(problem, cluster=replace(problem.cluster, memory_bytes=memory), shape=shape_from_args(args))
 
 
 def shape_from_args(args: argparse.Namespace) -> JointShape | None:
@@ -174,6 +178,10 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     if result.objective is not None:
         lines.append(f"objective  time_per_sample = {fmt(result.objective, 12)} s   (verified)")
         lines.append(f"bound      {fmt(result.bound, 12)}   gap {gap_text(result.gap)}")
+    lines += memory_margin_lines(
+        {f"stage {q + 1}": st["memory_bytes"] for q, st in enumerate(result.stages)},
+        {f"stage {q + 1}": cl.memory_bytes for q in range(len(result.stages))},
+    )
     lines.extend(run_lines(result, digits=12))
     if result.stages:
         lines.append("")

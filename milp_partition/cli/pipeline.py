@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, cast
 
@@ -19,7 +20,7 @@ from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings
+from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings, reserved
 from milp_partition.cli.output import emit
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
@@ -27,7 +28,7 @@ from milp_partition.io import read_cluster, read_instance
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
-from milp_partition.report import device_counts, gap_text, run_lines
+from milp_partition.report import device_counts, gap_text, memory_margin_lines, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
@@ -36,7 +37,7 @@ from milp_partition.verifiers.pipeline import verify_pipeline
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
-    {"memory_model", "optimizer_factor", "profile", "cluster", "devices", "memory", "cpu_cores", "link_latency"}
+    {"memory_model", "optimizer_factor", "profile", "cluster", "devices", "memory", "memory_reserve", "cpu_cores", "link_latency"}
     | {"bandwidth", "no_contiguous", "objective", "max_time_per_sample", "max_ideals"}
 )
 MEMORY_MODELS = ("static", "1f1b")
@@ -109,8 +110,11 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
             else (base.devices[0].memory_bytes if base is not None and base.devices else None)
         )
         kind = base.devices[0].kind if base is not None and base.devices else "gpu"
-        return homogeneous_cluster(count, memory, kind=kind, host_cpu_cores=cores, link=link, source="command line")
-    return make_cluster(base.devices, host_cpu_cores=cores, link=link, source="command line")
+        return homogeneous_cluster(
+            count, reserved(memory, args), kind=kind, host_cpu_cores=cores, link=link, source="command line"
+        )
+    devices = [replace(d, memory_bytes=reserved(d.memory_bytes, args)) for d in base.devices]  # --memory-reserve stays free
+    return make_cluster(devices, host_cpu_cores=cores, link=link, source="command line")
 
 
 def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
@@ -179,6 +183,9 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
         lines.append(f"bound      {_fmt(result.bound)}   gap {gap_text(result.gap)}")
     if not known:
         lines.append("units      the file gives no time unit: times are carried as given (unit unknown)")
+    if result.objective is not None:
+        limits = {d.id: d.memory_bytes for d in problem.cluster.devices}
+        lines += memory_margin_lines({k: v for k, v in result.memory_bytes.items() if k in limits}, limits)
     lines.extend(run_lines(result))
     if result.assignment:
         counts = device_counts(result, problem.device_ids)

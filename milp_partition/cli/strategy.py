@@ -17,7 +17,7 @@ from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import backend_settings
+from milp_partition.cli.options import backend_settings, reserved
 from milp_partition.cli.output import check_writable, emit
 from milp_partition.cli.pipeline import read_assignment
 from milp_partition.errors import InputError
@@ -25,7 +25,7 @@ from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.strategy_tables import looks_like_strategy_tables, strategy_from_dict, write_strategy_tables
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
-from milp_partition.report import gap_text, run_lines
+from milp_partition.report import gap_text, memory_margin_lines, run_lines
 from milp_partition.result import Result
 from milp_partition.strategy.layers import (
     StrategyGenerationSettings,
@@ -41,7 +41,7 @@ from milp_partition.verifiers.strategy import verify_strategy
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
-    {"memory_model", "optimizer_factor", "profile", "devices", "memory", "bytes_per_element", "tie_blocks"}
+    {"memory_model", "optimizer_factor", "profile", "devices", "memory", "memory_reserve", "bytes_per_element", "tie_blocks"}
     | {"write_tables", "no_reduce", "dp_bound", "cutoff"}
 )
 #: Options that only a strategy-layers file takes (a strategy-tables file carries p, costs and memory itself).
@@ -123,7 +123,9 @@ def problem_from_args(args: argparse.Namespace):
             where="--memory-model",
         )
     if args.memory is not None:
-        limit = parse_bytes(args.memory, "--memory")
+        reserved_limit = reserved(parse_bytes(args.memory, "--memory"), args)  # --memory-reserve stays free of the plan
+        assert reserved_limit is not None
+        limit = int(reserved_limit)
         if any(n.memory_bytes is None for n in problem.nodes):
             settings = MemoryModelSettings(bytes_per_element=args.bytes_per_element or DEFAULT_BYTES_PER_ELEMENT)
             if args.optimizer_factor is not None:
@@ -148,6 +150,8 @@ def format_report(result: Result, problem: object, max_rows: int = 30) -> str:
         lines.append(f"bound      {_fmt(result.bound, 15)}   gap {gap_text(result.gap)}")
         if result.memory_bytes.get("per_device"):
             lines.append(f"memory     {_fmt_bytes(result.memory_bytes['per_device'])} per device")
+            limit = inst.get("memory_limit_bytes")
+            lines += memory_margin_lines({"each device": result.memory_bytes["per_device"]}, {"each device": limit})
     red = result.solver_notes.get("reduction")
     if red:
         lines.append(
