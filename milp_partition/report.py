@@ -70,3 +70,15 @@ def memory_margin_lines(used: Mapping[str, float], limits: Mapping[str, float | 
                 f"{100 * MEMORY_MARGIN:g}% of the limit, allocator overhead may not fit; --memory-reserve SIZE keeps room"
             )
     return lines
+
+
+def names_span(names: list[str], width: int = 60) -> str:
+    """The layers of a stage or device for a report: all of them when they fit ``width`` characters, else the first
+    and last ones with the count between (``embed, b0.qkv .. b3.fc2, head (43 layers)``)."""
+    if not names:
+        return "-"
+    text = ", ".join(names)
+    if len(text) <= width:
+        return text
+    head, tail = names[:2], names[-2:]
+    return f"{', '.join(head)} .. {', '.join(tail)} ({len(names)} layers)"

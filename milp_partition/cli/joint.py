@@ -27,7 +27,7 @@ from milp_partition.joint.layers import (
 )
 from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
-from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, run_lines
+from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, names_span, run_lines
 from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
@@ -186,13 +186,16 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     if result.stages:
         lines.append("")
         lines.append(
-            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  recomputed"
+            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  "
+            "recomputed  layers"
         )
+        names = {n.id: n.name or n.id for n in problem.nodes}
         for q, st in enumerate(result.stages):
             recomp = sum(1 for c in st["configs"].values() if c != "vanilla")
             lines.append(
                 f"{q + 1:5d} {len(st['nodes']):6d} {st['data_parallel']:4d} {st['tensor_parallel']:3d} {st['devices']:8d} "
-                f"{st['microbatches_in_flight']:5d} {fmt(st['time_per_sample_s'], 10):>16s} {fmt_bytes(st['memory_bytes']):>12s}  {recomp}"
+                f"{st['microbatches_in_flight']:5d} {fmt(st['time_per_sample_s'], 10):>16s} {fmt_bytes(st['memory_bytes']):>12s}  "
+                f"{recomp:10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
             )
     return "\n".join(lines)
 

@@ -28,7 +28,7 @@ from milp_partition.io import read_cluster, read_instance
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
-from milp_partition.report import device_counts, gap_text, memory_margin_lines, run_lines
+from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
@@ -190,11 +190,16 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
     if result.assignment:
         counts = device_counts(result, problem.device_ids)
         lines.append("")
-        lines.append(f"{'device':10s} {'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}")
+        lines.append(f"{'device':10s} {'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}  names (graph order)")
+        on: dict[str, list[str]] = {}
+        for n in problem.graph.nodes:  # forward nodes: a device's backward nodes mirror them
+            if not n.is_backward and n.id in result.assignment:
+                on.setdefault(result.assignment[n.id], []).append(n.name or n.id)
         for dev in problem.device_ids:
             lines.append(
                 f"{dev:10s} {counts.get(dev, 0):6d} {_fmt(result.loads.get(dev, 0.0)):>18s} "
-                f"{_fmt_bytes(result.memory_bytes.get(dev)) if dev in result.memory_bytes else '-':>12s}"
+                f"{_fmt_bytes(result.memory_bytes.get(dev)) if dev in result.memory_bytes else '-':>12s}  "
+                f"{names_span(on.get(dev, []))}"
             )
     return "\n".join(lines)
 
