@@ -44,6 +44,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.problem": 2,
     "milp_partition.joint": 2,
     "milp_partition.joint.problem": 2,
+    "milp_partition.galvatron": 2,
+    "milp_partition.galvatron.problem": 2,
     # 3: inputs: io/ (one module per format, JSON helpers in io.json_text), model importers, device profiles and
     # calibration, and each problem's instance builders (generators, converters, cost models applied to a graph)
     "milp_partition.io": 3,
@@ -54,6 +56,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.convert": 3,
     "milp_partition.strategy.layers": 3,
     "milp_partition.strategy.memory": 3,
+    "milp_partition.strategy.dimensions": 3,
     "milp_partition.joint.generators": 3,
     "milp_partition.joint.layers": 3,
     "milp_partition.joint.megatron": 3,
@@ -65,6 +68,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.formulations": 5,
     "milp_partition.heuristics": 5,
     "milp_partition.chain": 5,
+    "milp_partition.galvatron.costs": 5,
+    "milp_partition.galvatron.dp": 5,
     "milp_partition.pipeline.costs": 5,
     "milp_partition.placement.bounds": 5,
     "milp_partition.placement.decompose": 5,
@@ -80,6 +85,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.solve": 6,
     "milp_partition.placement.solve": 6,
     "milp_partition.joint.solve": 6,
+    "milp_partition.galvatron.solve": 6,
     # 7: on top: command line, reports, plots, sweeps and each problem's gap sweep
     "milp_partition.__main__": 7,
     "milp_partition.cli": 7,

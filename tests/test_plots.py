@@ -201,3 +201,78 @@ def test_plot_command_on_a_joint_result(bert_k8, tmp_path):
     assert main(["plot", str(res), "--output", str(tmp_path / "j.svg")]) == 0
     svg = (tmp_path / "j.svg").read_text()
     assert svg.lstrip().startswith("<?xml") and "time:1" in svg and "limit" in svg
+
+
+def test_plot_finds_a_placement_results_instance_as_recorded_or_beside_the_result(
+    shared_benchmarks, tmp_path, capsys, monkeypatch
+):
+    import shutil
+
+    inst = tmp_path / "inst" / "example-1.json"
+    inst.parent.mkdir()
+    shutil.copy(shared_benchmarks / "placement" / "example-1.json", inst)
+    out = tmp_path / "out"
+    out.mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert main(["solve", "inst/example-1.json", "--time-limit", "30", "-q", "--output", "out/r.json"]) == 0
+    recorded = json.loads((out / "r.json").read_text())["instance"]
+    assert recorded["source"] == "inst/example-1.json" and recorded["source_from_result"] == "../inst/example-1.json"
+    assert main(["plot", "out/r.json", "--output", "g.svg"]) == 0  # as recorded, from the folder it was solved in
+    monkeypatch.chdir(out)
+    assert main(["plot", "r.json", "--output", "g.svg"]) == 0  # relative to the result file
+    capsys.readouterr()
+    inst.rename(tmp_path / "moved.json")
+    assert main(["plot", "r.json", "--output", "g.svg"]) == 2
+    err = capsys.readouterr().err
+    assert "'inst/example-1.json' is not found" in err and "--instance" in err and len(err.strip().splitlines()) == 1
+    assert main(["plot", "r.json", "--instance", str(tmp_path / "moved.json"), "--output", "g.svg"]) == 0
+
+
+def test_strategy_chart_names_the_dimensions_and_stays_readable_for_204_layers(shared_benchmarks, tmp_path):
+    from matplotlib.image import imread
+
+    res = tmp_path / "r.json"
+    path = shared_benchmarks / "strategy" / "transformer_p8.json"
+    assert main(["solve", str(path), "--time-limit", "60", "-q", "--output", str(res)]) == 0
+    result = json.loads(res.read_text())
+    dims = result["instance"]["dimensions"]
+    assert len(dims) == 204 and all(len(v) == len(result["assignment"][k].split("x")) for k, v in dims.items())
+    fig = strategy_plot.figure(result, None, {})
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "batch" in legend and not any(t.startswith("dimension") for t in legend)
+    assert sum(len(ax.get_yticklabels()) for ax in fig.axes) == 204
+    assert main(["plot", str(res), "--output", str(tmp_path / "s.png")]) == 0
+    height, width = imread(str(tmp_path / "s.png")).shape[:2]
+    assert height < 2000 and width < 4000
+
+
+def test_strategy_dimension_names_of_generated_layers():
+    from milp_partition.calibration.datasheets import build_datasheet_profile
+    from milp_partition.strategy.dimensions import dimension_names
+    from milp_partition.strategy.layers import StrategyGenerationSettings, generate_strategy_problem, transformer_layer_graph
+
+    graph = transformer_layer_graph(1, batch_tokens=64, seq=16, hidden=64, heads=4, ffn=128)
+    problem = generate_strategy_problem(graph, build_datasheet_profile("H100"), StrategyGenerationSettings(devices=4))
+    names = dimension_names(problem)
+    kinds = {layer.id: layer.kind for layer in graph.layers}
+    for lid, kind in kinds.items():
+        if kind == "linear":
+            assert names[lid] == ["batch", "in features", "out features"]
+        if kind == "attention":
+            assert names[lid][:2] == ["batch", "heads"]
+
+
+def test_plot_without_matplotlib_is_one_line_naming_the_extra(tmp_path):
+    import subprocess
+    import sys
+
+    res = tmp_path / "r.json"
+    res.write_text(json.dumps({"problem": "joint", "stages": []}))
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from milp_partition.cli.dispatch import main\n"
+        f"sys.exit(main(['plot', {str(res)!r}, '--output', {str(tmp_path / 'x.png')!r}]))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "pip install 'milp-partition[plot]'" in proc.stderr

@@ -44,6 +44,7 @@ PROBLEMS: dict[str, str] = {
     "placement": "milp_partition.cli.placement",
     "strategy": "milp_partition.cli.strategy",
     "joint": "milp_partition.cli.joint",
+    "galvatron": "milp_partition.cli.galvatron",
     "pipeline": "milp_partition.cli.pipeline",
 }
 
@@ -114,6 +115,8 @@ def problem_kind(args: argparse.Namespace) -> str:
     if getattr(args, "problem", None) is not None:
         return args.problem
 
+    if Path(args.instance).is_dir() and problem_module("galvatron").claims_path(args.instance):
+        return "galvatron"
     text = read_text_file(args.instance)
     data = parse_json(text, str(args.instance)) if text.lstrip()[:1] == "{" else None
     for name in PROBLEMS:

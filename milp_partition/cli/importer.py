@@ -1,4 +1,4 @@
-"""``milp-partition import torch | onnx``: a model in, a native graph file out.
+"""``milp-partition import torch | hf | onnx``: a model in, a native graph file out.
 
 Registered by :mod:`milp_partition.cli.dispatch` through ``_COMMAND_MODULES``.  Bad input raises
 :class:`~milp_partition.errors.InputError` (one line, exit 2).
@@ -7,6 +7,7 @@ Registered by :mod:`milp_partition.cli.dispatch` through ``_COMMAND_MODULES``.  
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError
 from milp_partition.importers.build import write_imported
 from milp_partition.importers.deps import require
+from milp_partition.importers.hf import build_meta_model, load_config, max_positions, parse_overrides, position_warnings
 from milp_partition.importers.onnx_import import import_onnx_model
 from milp_partition.importers.settings import ImportSettings
 from milp_partition.importers.torch_import import build_module, import_torch_model, make_inputs, parse_input_shape
@@ -23,6 +25,8 @@ _EPILOG = """examples:
   milp-partition import torch milp_partition.importers.models:gpt --input 8x1024:int64 --training \\
       --granularity layer --profile H100 --output gpt.json
   milp-partition import torch my_models.py:bert --input input_ids=8x512:int64 --input attention_mask=8x512:int64 ...
+  milp-partition import hf gpt2 --input 1x1024:int64 --training --granularity layer --output gpt2.json
+  milp-partition import hf path/to/config.json --input 1x4096:int64 --training --output llama.json
   milp-partition import onnx model.onnx --input 8x3x224x224 --output model.json
 then: milp-partition solve gpt.json --devices 4 --memory 80GiB                   (pipeline: one device per stage)
   or: milp-partition solve gpt.json --problem joint --devices 16 --memory 80GiB  (the joint planner: pipeline stages,
@@ -104,6 +108,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     t.add_argument("--measure", action="store_true", help="time each operator on this CPU instead of using a profile")
     t.add_argument("--measure-repeats", type=flags.count, default=3, help="timed runs per operator, median kept (default 3)")
     t.set_defaults(handler=_cmd_import_torch)
+    h = kinds.add_parser(
+        "hf",
+        help="a Hugging Face model from its config (no weights, no download), built on the meta device",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    h.add_argument(
+        "config",
+        help="a config JSON file (the model's config.json) or a model type transformers knows (gpt2, bert, llama, ...: "
+        "its default config); hub names are not downloaded",
+    )
+    h.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a config field, e.g. --set num_hidden_layers=2 (value read as JSON); repeat",
+    )
+    _add_common(h)
+    h.set_defaults(handler=_cmd_import_hf)
     o = kinds.add_parser("onnx", help="an ONNX file", epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     o.add_argument("model", type=Path, help="the .onnx file")
     _add_common(o)
@@ -188,6 +212,43 @@ def _cmd_import_torch(args: argparse.Namespace) -> int:
     name = args.model.rpartition(":")[2]
     imported = import_torch_model(module, inputs, settings, name=name, tracer=args.tracer, kwargs=kwargs)
     imported.metadata["model"] = {"reference": args.model, "inputs": list(args.input)}
+    _warn(imported, position_warnings(module, specs))
+    return _report(imported, args.output, time.perf_counter() - start)
+
+
+def _warn(imported, warnings: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Each warning on stderr and first among the notes (so the file's description keeps it)."""
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    imported.metadata["notes"][:0] = [f"warning: {w}" for w in warnings]
+
+
+def _cmd_import_hf(args: argparse.Namespace) -> int:
+
+    require("torch")
+    check_writable(args.output)
+    start = time.perf_counter()
+    settings = settings_from_args(args)
+    config = load_config(args.config, parse_overrides(args.set))
+    positions = max_positions(config)
+    if not args.input:
+        length = min(positions[0], 1024) if positions else 512
+        raise InputError(
+            f"give the shape of each model input, e.g. --input 1x{length}:int64 (token ids)"
+            + (f"; this model has {positions[0]} positions" if positions else ""),
+            where="--input",
+        )
+    specs = [parse_input_shape(s) for s in args.input]
+    module = build_meta_model(config)
+    inputs, kwargs = make_inputs(specs, settings.dtype, model=module)
+    name = f"{type(module).__name__} ({config.model_type})"
+    imported = import_torch_model(module, inputs, settings, name=type(module).__name__, kwargs=kwargs)
+    params = sum(p.numel() for p in module.parameters())
+    imported.metadata["notes"].insert(
+        0,
+        f"{name} built from the config on the meta device: shapes only, no weights allocated ({params:,} parameters)",
+    )
+    _warn(imported, position_warnings(module, specs))
     return _report(imported, args.output, time.perf_counter() - start)
 
 

@@ -164,6 +164,8 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
         f"cluster    {cl.devices} devices, {fmt_bytes(cl.memory_bytes)} each, bandwidth {format_rate(cl.bandwidth_bytes_per_s)}, "
         f"N = {cl.microbatches}",
         "problem    joint (stages x data x tensor parallelism x recomputation)",
+        "memory     in flight (Piper): a stage keeps its parameters and optimizer state plus y micro-batches of "
+        "activations (the y column)",
         *(
             [
                 f"shape      forced: stages {problem.shape.stages or 'free'}, data-parallel "

@@ -53,6 +53,10 @@ def emit(result: Result, args: argparse.Namespace, report: Callable[[], str]) ->
     A result whose ``solver_notes`` say it was interrupted exits with :data:`EXIT_INTERRUPTED` after both.
     """
     if args.output is not None:
+        source = result.instance.get("source")
+        if source and Path(source).exists():
+            # where the instance is seen from the result's folder, for 'plot' after both moved together
+            result.instance["source_from_result"] = os.path.relpath(Path(source).resolve(), Path(args.output).resolve().parent)
         write_text_atomic(args.output, json.dumps(result.to_json_dict(), indent=2) + "\n")
     if args.quiet:
         unit = result.time_unit if result.objective_name != "peak_memory_bytes" else "bytes"

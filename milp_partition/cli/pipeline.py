@@ -165,6 +165,23 @@ def _capacity(problem: PipelineProblem) -> str:
     return f"{len(sizes)} accelerators, {memory}; link {rate}, latency {_fmt(link.latency_s)} s"
 
 
+def _memory_model_lines(problem: PipelineProblem) -> list[str]:
+    """What the memory model counts, and for a training graph under ``static`` that it keeps no micro-batches in flight."""
+    s = problem.settings
+    if s.memory_model == "1f1b":
+        return [
+            f"memory     1f1b: stage i of {len(problem.cluster.devices)} keeps s - i micro-batches of activations, "
+            f"parameters x {_fmt(s.optimizer_state_factor)}, other bytes"
+        ]
+    lines = ["memory     static: parameters + one copy of the activations + other bytes per device"]
+    if any(n.is_backward for n in problem.graph.nodes):
+        lines.append(
+            "note       a training graph: the static model counts no micro-batches in flight, so its memory per device is "
+            "below what a 1F1B schedule or the joint planner (solve --problem joint) charges for the same stages"
+        )
+    return lines
+
+
 def format_report(result: Result, problem: PipelineProblem) -> str:
     """A readable report of a pipeline result."""
     known = result.time_unit not in ("", "unitless")
@@ -175,6 +192,7 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
         f"problem    pipeline, {'contiguous' if problem.settings.contiguous else 'non-contiguous'}, objective {problem.settings.objective}, "
         f"memory model {problem.settings.memory_model}",
         f"cluster    {_capacity(problem)}",
+        *_memory_model_lines(problem),
         f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
     ]
     if result.objective is not None:

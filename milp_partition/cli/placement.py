@@ -130,6 +130,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         heuristics=names,
     )
     result = solve_placement(problem, settings)
+    result.instance["source"] = str(args.instance)  # 'plot' reads the task times from it
     return emit(result, args, lambda: format_report(result, problem))
 
 

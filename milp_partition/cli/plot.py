@@ -1,6 +1,7 @@
 """The ``plot`` command: ``milp-partition plot RESULT.json --output FILE.{png,svg} [--instance FILE] [--memory SIZE]``.
 
-Placement: a Gantt chart per device with transfers (needs ``--instance``); pipeline:
+Placement: a Gantt chart per device with transfers (the task times come from the instance the result records,
+found as recorded or beside the result, or from ``--instance``); pipeline:
 stage loads and memory against the limit; strategy: configuration per layer; joint: each stage's time
 per sample and one device's memory against the limit.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
+import sys
 from pathlib import Path
 
 from milp_partition.cli import flags
@@ -25,7 +27,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("plot", help="draw a solved plan (result JSON) as PNG or SVG")
     p.add_argument("result", type=Path, help="a result JSON written by 'solve --output'")
     p.add_argument("--output", "-o", type=Path, required=True, help="the image file: .png or .svg")
-    p.add_argument("--instance", help="the instance file (placement: required; pipeline: default the result's source)")
+    p.add_argument(
+        "--instance",
+        help="the instance file (default: the one the result records, looked for as recorded and beside the result)",
+    )
     p.add_argument(
         "--memory", type=flags.byte_size, help="pipeline, joint: memory limit per accelerator to draw (default: the instance's)"
     )
@@ -44,12 +49,43 @@ def run_plot_command(args: argparse.Namespace) -> int:
             f"field 'problem' is {problem!r}; a result JSON of {', '.join(PLOT_MODULES)} is expected", source=str(args.result)
         )
     try:
+        importlib.import_module("matplotlib")
         module = importlib.import_module(PLOT_MODULES[str(problem)])
     except ImportError:
         raise InputError("plot needs matplotlib: pip install 'milp-partition[plot]'", where="plot") from None
-    fig = module.figure(result, args.instance, {"memory": args.memory or ""})
+    instance = args.instance or find_instance(result, args.result, required=problem == "placement")
+    fig = module.figure(result, instance, {"memory": args.memory or ""})
     image = io.BytesIO()
     fig.savefig(image, dpi=120, format=args.output.suffix.lower()[1:])
     write_atomic(args.output, image.getvalue())  # the old image stays whole if the write fails
     print(f"wrote {args.output}")
     return 0
+
+
+def find_instance(result: object, result_path: Path, *, required: bool = True) -> str | None:
+    """The instance a result was solved on: its recorded ``instance.source``, as given or from the result's folder.
+
+    ``None`` when the result records none.  When it records one that is at none of the places
+    looked at (moved or deleted): an :class:`InputError` naming them if ``required``, else a note
+    on stderr and ``None``.
+    """
+    inst = result.get("instance") if isinstance(result, dict) else None
+    if not isinstance(inst, dict) or not isinstance(inst.get("source"), str) or not inst["source"]:
+        return None
+    source = inst["source"]
+    folder = result_path.parent
+    candidates = [Path(source)]
+    if isinstance(inst.get("source_from_result"), str):
+        candidates.append(folder / inst["source_from_result"])
+    if not Path(source).is_absolute():
+        candidates.append(folder / source)
+    candidates.append(folder / Path(source).name)
+    for path in candidates:
+        if path.is_file():
+            return str(path)
+    looked = ", ".join(dict.fromkeys(str(p) for p in candidates))
+    message = f"the result's instance {source!r} is not found (looked at {looked}): it moved? give it with --instance FILE"
+    if required:
+        raise InputError(message, source=str(result_path), where="plot")
+    print(f"note: {message}; drawn without it", file=sys.stderr)
+    return None

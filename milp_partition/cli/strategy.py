@@ -27,6 +27,7 @@ from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.report import gap_text, memory_margin_lines, run_lines
 from milp_partition.result import Result
+from milp_partition.strategy.dimensions import dimension_names
 from milp_partition.strategy.layers import (
     StrategyGenerationSettings,
     generate_strategy_problem,
@@ -194,6 +195,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         tie_blocks=args.tie_blocks,
     )
     result = solve_strategy(problem, settings)
+    result.instance["dimensions"] = dimension_names(problem)  # what each split factor splits, for 'plot'
     return emit(result, args, lambda: format_report(result, problem))
 
 

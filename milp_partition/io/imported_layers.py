@@ -126,6 +126,13 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
         for key in keys:
             _count(m.get(key), key, f"layers.modules[{path!r}]", source)
     graph = instance.graph
+    if not any(n.is_backward for n in graph.nodes):
+        raise InputError(
+            "the graph was imported forward only (no backward nodes): the joint planner plans training steps "
+            "(backward passes, gradients, optimizer state); import the model again with --training, or partition "
+            "this graph with --problem pipeline",
+            source=source,
+        )
     forward = {n.id: n for n in graph.nodes if not n.is_backward}
     ops_raw = section.get("ops")
     if not isinstance(ops_raw, list) or not ops_raw:

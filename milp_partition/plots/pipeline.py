@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from milp_partition.io import read_instance
@@ -30,7 +31,8 @@ def figure(result: Mapping[str, Any], instance_path: str | None, options: Mappin
     plt = pyplot()
     loads = dict(result.get("loads") or {})
     memory = dict(result.get("memory_bytes") or {})
-    limits = _limits(result, instance_path or (result.get("instance") or {}).get("source"), options)
+    recorded = (result.get("instance") or {}).get("source")
+    limits = _limits(result, instance_path or (recorded if recorded and Path(recorded).is_file() else None), options)
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(12, 4))
     names = list(loads)
     value = max(loads.values(), default=0.0)

@@ -20,7 +20,10 @@ def figure(result: Mapping[str, Any], instance_path: str | None, options: Mappin
     (or from its recorded start under link contention) on the lane of its device pair.
     """
     if not instance_path:
-        raise InputError("a placement result holds no task times; give the instance with --instance FILE", where="plot")
+        raise InputError(
+            "a placement result holds no task times and this one names no instance file; give it with --instance FILE",
+            where="plot",
+        )
     settings = result.get("settings") or {}
     problem = read_placement_instance(
         instance_path,

@@ -1,0 +1,209 @@
+"""Galvatron's problem as plain data: profiles, hardware, setting, strategies and plans (no solving).
+
+Units are Galvatron's own: times in milliseconds in the profiles (seconds in results), memory in MB
+(= MiB, Galvatron's "MB"; its "GB" is 1024 MB = 1 GiB).  Everything here is read by
+:mod:`milp_partition.io.galvatron`; costs are in :mod:`milp_partition.galvatron.costs` and, independently,
+in :mod:`milp_partition.verifiers.galvatron`.
+
+The space (Galvatron's search space, ``docs/galvatron.md``): degrees are powers of two; one pipeline degree
+``pp`` (<= ``max_pp``, <= layers), ``chunks`` micro-batches dividing the global batch with ``pp <= chunks``;
+per layer a tensor (Megatron, ``sp=False``) or Ulysses sequence (``sp=True``) degree ``tp_sp`` <= 8 and
+<= devices / pp, data-parallel degree ``dp = devices / pp / tp_sp`` which must divide the micro-batch
+(``global_batch / chunks``), ZeRO-3 or the default ZeRO-2 (plain DDP when dp = 1), checkpointing on or off;
+one vocabulary (embedding + LM head) strategy (tp_sp, sp, ZeRO-3) without checkpointing.  Any split of the
+layers into ``pp`` contiguous non-empty stages (Galvatron's own search only tries the even one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Galvatron's flat per-stage allowance for the PyTorch context (``pytorch_context_mem``), MB.
+CONTEXT_MB = 1024
+#: bf16 is the only precision profiled here: 2 bytes per element.
+BYTES_PER_ELEMENT = 2
+
+
+@dataclass(frozen=True)
+class LatencyTable:
+    """Collective latency for one group size: measured ms per message size (MB) and a linear fit (ms = a*MB + b)."""
+
+    measured_ms: dict[float, float]
+    slope: float
+    intercept: float
+
+    def ms(self, size_mb: float) -> float:
+        """The measured time when ``size_mb`` is a measured size (as Galvatron looks it up), else the fit."""
+        if size_mb in self.measured_ms:
+            return self.measured_ms[size_mb]
+        return self.slope * size_mb + self.intercept
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Hardware profile: all-reduce ms per MB (keys ``'8'``, ``'4_1'`` consecutive, ``'4_0'`` not, ...), p2p ms per MB
+    per pipeline degree, the compute/communication overlap coefficient, all-gather and all-to-all latency tables."""
+
+    allreduce_ms_per_mb: dict[str, float]
+    p2p_ms_per_mb: dict[int, float]
+    overlap: float
+    allgather: dict[int, LatencyTable]
+    all2all: dict[int, LatencyTable]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class LayerType:
+    """One transformer layer type: ``count`` identical layers.
+
+    ``time_slope_ms``/``time_intercept_ms``: forward ms of one layer for ``x`` samples per device-share
+    (``x = local batch / tp_sp``) is ``slope * x + intercept`` (Galvatron's fit).  ``activation_mb``: MB per
+    sample for tp_sp 1, 2, 4, 8 (keys ``1, 2, 4, 8``) and ``0`` for a checkpointed layer.
+    """
+
+    name: str
+    count: int
+    seq: int
+    parameter_mb: float
+    activation_mb: dict[int, float]
+    time_slope_ms: float
+    time_intercept_ms: float
+
+
+@dataclass(frozen=True)
+class VocabStates:
+    """Model states MB by tp degree and activation MB per sample by tp_sp degree, for one vocabulary placement."""
+
+    model_states_mb: dict[int, float]
+    activation_mb: dict[int, float]
+
+
+@dataclass(frozen=True)
+class Vocab:
+    """The vocabulary layers (embedding + LM head): forward time fit and memory without (``off``) and with
+    pipelining (``first`` stage, ``last`` stage)."""
+
+    time_slope_ms: float
+    time_intercept_ms: float
+    off: VocabStates
+    first: VocabStates
+    last: VocabStates
+
+
+@dataclass(frozen=True)
+class GalvatronProblem:
+    """A Galvatron setting: model profile, hardware, devices, memory per device (MB) and global batch."""
+
+    model: str
+    source: str
+    hidden: int
+    layer_types: tuple[LayerType, ...]
+    vocab: Vocab
+    hardware: Hardware
+    devices: int
+    memory_mb: int
+    global_batch: int
+    max_tp: int = 8
+    max_sp: int = 8
+    max_pp: int = 8
+    pipeline_type: str = "pipedream_flush"
+    default_dp_type: str = "zero2"
+    time_mode: str = "batch"
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def layers(self) -> int:
+        return sum(t.count for t in self.layer_types)
+
+    def type_of(self) -> tuple[int, ...]:
+        """Layer type index of every layer, in model order."""
+        out: list[int] = []
+        for i, t in enumerate(self.layer_types):
+            out += [i] * t.count
+        return tuple(out)
+
+    def usable_mb(self) -> int:
+        """Galvatron's usable memory: M - int(0.2 M) when M // 1024 > 20 (its PyTorch cache reserve), else M."""
+        m = self.memory_mb
+        return m - int(m * 0.2) if m // 1024 > 20 else m
+
+
+@dataclass(frozen=True, order=True)
+class Strategy:
+    """A layer's strategy inside a plan of pipeline degree pp on N devices: dp = N / pp / tp_sp."""
+
+    tp_sp: int
+    sp: bool = False
+    zero3: bool = False
+    ckpt: bool = False
+
+    def label(self, pp: int, devices: int) -> str:
+        """Galvatron's ``to_simple_string``: ``pp-tp_sp[*]-dp[f][-c][-sp]``."""
+        dp = devices // pp // self.tp_sp
+        s = f"{pp}-{self.tp_sp}{'*' if self.tp_sp > 1 else ''}-{dp}{'f' if self.zero3 else ''}"
+        return s + ("-c" if self.ckpt else "") + ("-sp" if self.sp and self.tp_sp > 1 else "")
+
+
+@dataclass(frozen=True, order=True)
+class VocabStrategy:
+    """The vocabulary layers' strategy: tp or sp degree, ZeRO-3 or not (no checkpointing)."""
+
+    tp_sp: int
+    sp: bool = False
+    zero3: bool = False
+
+
+@dataclass(frozen=True)
+class GalvatronPlan:
+    """A plan: pipeline degree, micro-batches, the split (layers per stage), each layer's strategy, the vocabulary's."""
+
+    pp: int
+    chunks: int
+    division: tuple[int, ...]
+    layers: tuple[Strategy, ...]
+    vocab: VocabStrategy
+
+
+def plan_to_config(problem: GalvatronProblem, plan: GalvatronPlan) -> dict[str, object]:
+    """The plan in Galvatron's runtime config format (what its ``save_results`` writes and its runtime reads)."""
+    j = lambda xs: ",".join(str(int(x)) for x in xs)  # noqa: E731
+    return {
+        "pp_deg": plan.pp,
+        "tp_sizes_enc": j(s.tp_sp for s in plan.layers),
+        "tp_consecutive_flags": j(1 for _ in plan.layers),
+        "dp_types_enc": j(s.zero3 for s in plan.layers),
+        "use_sp": j(s.sp and s.tp_sp > 1 for s in plan.layers),
+        "checkpoint": j(s.ckpt for s in plan.layers),
+        "global_bsz": problem.global_batch,
+        "chunks": plan.chunks,
+        "pp_division": j(plan.division),
+        "pipeline_type": problem.pipeline_type,
+        "default_dp_type": problem.default_dp_type,
+        "vtp": plan.vocab.tp_sp,
+        "vsp": int(plan.vocab.sp and plan.vocab.tp_sp > 1),
+        "embed_sdp": int(plan.vocab.zero3),
+    }
+
+
+def plan_from_config(cfg: dict[str, object], where: str = "galvatron_config") -> GalvatronPlan:
+    """The inverse of :func:`plan_to_config` (raises ``ValueError`` naming the field on a bad config)."""
+
+    def ints(key: str) -> list[int]:
+        v = cfg.get(key)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return [v]
+        if not isinstance(v, str):
+            raise ValueError(f"{where}.{key}: expected a comma-separated string of integers")
+        try:
+            return [int(x) for x in v.split(",")]
+        except ValueError:
+            raise ValueError(f"{where}.{key}: expected a comma-separated string of integers, got {v!r}") from None
+
+    tps, sps, dts, cks = ints("tp_sizes_enc"), ints("use_sp"), ints("dp_types_enc"), ints("checkpoint")
+    if not len(tps) == len(sps) == len(dts) == len(cks):
+        raise ValueError(f"{where}: tp_sizes_enc, use_sp, dp_types_enc and checkpoint differ in length")
+    layers = tuple(Strategy(t, bool(s) and t > 1, bool(d), bool(c)) for t, s, d, c in zip(tps, sps, dts, cks))
+    pp, chunks, vtp = ints("pp_deg")[0], ints("chunks")[0], ints("vtp")[0]
+    vsp = ints("vsp")[0] if "vsp" in cfg else 0
+    sdp = ints("embed_sdp")[0] if "embed_sdp" in cfg else 0
+    return GalvatronPlan(pp, chunks, tuple(ints("pp_division")), layers, VocabStrategy(vtp, bool(vsp) and vtp > 1, bool(sdp)))

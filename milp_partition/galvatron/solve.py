@@ -1,0 +1,102 @@
+"""The solve steps of Galvatron's problem, plugged into :func:`milp_partition.chain.run_chain`.
+
+1. Heuristic: the best uniform plan (one strategy for all layers, even split): a verified incumbent.
+2. Refine: the exact search (:func:`milp_partition.galvatron.dp.search`): proves optimality (bound = its value)
+   or infeasibility; no back-end runs.
+3. Every plan is re-checked by :func:`milp_partition.verifiers.galvatron.verify_galvatron`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from milp_partition.chain import Built, Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, run_chain
+from milp_partition.galvatron.dp import search
+from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, plan_to_config
+from milp_partition.heuristics.galvatron_even import best_uniform
+from milp_partition.result import Result
+from milp_partition.verifiers.galvatron import verify_galvatron
+
+
+@dataclass
+class GalvatronResult(Result):
+    galvatron_config: dict[str, Any] = field(default_factory=dict)
+    stages: list[dict[str, Any]] = field(default_factory=list)
+    galvatron_estimate_s: float | None = None
+
+
+@dataclass(frozen=True)
+class GalvatronSteps(StepDefaults):
+    time_limit_s: float = 60.0
+    name: str = "galvatron"
+
+    def new_result(self, problem: GalvatronProblem, settings: ChainSettings) -> Result:
+        r = GalvatronResult(problem="galvatron", solver="galvatron-dp", objective_name="iteration_time", time_unit="s")
+        r.instance = {
+            "source": problem.source, "model": problem.model, "layers": [t.count for t in problem.layer_types],
+            "devices": problem.devices, "memory_mb": problem.memory_mb, "global_batch": problem.global_batch,
+        }
+        return r
+
+    def verify(self, problem: GalvatronProblem, solution: GalvatronPlan) -> Evaluation[GalvatronPlan]:
+        rep = verify_galvatron(problem, solution)
+        return Evaluation(rep.feasible, rep.objective, rep.violations, solution, rep)
+
+    def heuristics(self, run: Run[Any, Any]) -> Iterable[Outcome[GalvatronPlan]]:
+        t0 = time.monotonic()
+        plan, _ = best_uniform(run.problem)
+        yield Outcome("uniform-even", plan, time.monotonic() - t0, False, "" if plan else "no plan")
+
+    def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[GalvatronPlan]]:
+        best = run.best
+        t0 = time.monotonic()
+        inc = best.value * (1 + 1e-9) if best is not None else float("inf")
+        got = search(run.problem, inc, best.solution if best else None, deadline=time.monotonic() + run.remaining_s())
+        secs = time.monotonic() - t0
+        run.result.solver_seconds = secs
+        run.result.solver_notes.update({"outer_choices": got.outer, "timed_out": got.timed_out})
+        plan = got.plan if got.plan is not None and (best is None or got.plan is not best.solution) else None
+        yield Outcome(
+            "galvatron-dp", plan, secs, True, "exhaustive" if not got.timed_out else "time limit reached",
+            bound=got.bound if 0 < got.bound < float("inf") else None,
+            infeasible=got.infeasible,
+        )
+
+    def build(self, run: Run[Any, Any]) -> Built | None:
+        return None
+
+    def hint(self, built: Built, run: Run[Any, Any], candidate: Candidate[Any]) -> None:
+        return None
+
+    def decode(self, built: Built, values: Sequence[float]) -> Any:
+        raise NotImplementedError
+
+    def record(self, result: Result, problem: GalvatronProblem, best: Candidate[GalvatronPlan]) -> None:
+        assert isinstance(result, GalvatronResult)
+        rep = best.report or verify_galvatron(problem, best.solution)
+        result.galvatron_config = plan_to_config(problem, best.solution)
+        result.galvatron_estimate_s = rep.galvatron_estimate_s
+        a = 0
+        result.stages = []
+        for i, n in enumerate(best.solution.division):
+            result.stages.append({
+                "layers": [a, a + n], "compute_s": rep.stage_compute_s[i], "sync_s": rep.stage_sync_s[i],
+                "memory_mb": rep.stage_memory_mb[i],
+                "strategies": [s.label(best.solution.pp, problem.devices) for s in best.solution.layers[a:a + n]],
+            })
+            a += n
+        result.peak_memory_bytes = max(rep.stage_memory_mb) * 1048576
+
+
+def best_solution(best: Candidate[GalvatronPlan] | None) -> GalvatronPlan | None:
+    return best.solution if best is not None else None
+
+
+def solve_galvatron(problem: GalvatronProblem, time_limit_s: float = 60.0, progress_interval_s: float | None = None) -> GalvatronResult:
+    chain = ChainSettings(solver="none", time_limit_s=time_limit_s, progress_interval_s=progress_interval_s)
+    result = run_chain(GalvatronSteps(time_limit_s), problem, chain)
+    assert isinstance(result, GalvatronResult)
+    return result

@@ -1,0 +1,291 @@
+"""Reader of Galvatron's profile folders: a model folder (computation + memory profile JSON) and a hardware folder.
+
+A model folder holds ``computation_profiling_bf16_<model>_all.json`` and ``memory_profiling_bf16_<model>_all.json``
+as Galvatron's profiler writes them; the hardware folder ``allreduce_bandwidth_<n>nodes_<g>gpus_per_node.json``,
+``p2p_bandwidth_...``, ``sp_time_...`` and ``overlap_coefficient.json``.  Galvatron's fits are redone here
+(least squares, as its ``curve_fit`` calls compute them): forward time per layer type against the batch size
+("batch" mode: the profile has several batch sizes at one sequence length) or against the sequence length at
+batch 1 ("sequence" mode, quadratic; the vocabulary linear); collective latencies against the message size.
+
+The profiles do not say the hidden size or the layer counts: :data:`KNOWN_MODELS` has them for the models
+Galvatron ships (Llama-2-7B, BERT-large, T5-3B); others take ``hidden``/``layers`` from the caller.
+Every error names the file and the field (:class:`~milp_partition.errors.InputError`, exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from milp_partition.errors import InputError
+from milp_partition.galvatron.problem import (
+    GalvatronProblem,
+    Hardware,
+    LatencyTable,
+    LayerType,
+    Vocab,
+    VocabStates,
+)
+
+#: model name (as in the profile file names) -> hidden size, layers per type, default sequence length.
+KNOWN_MODELS: dict[str, dict[str, Any]] = {
+    "llama2-7b": {"hidden": 4096, "layers": (32,), "seq": 2048},
+    "bert-large": {"hidden": 1024, "layers": (24,), "seq": 512},
+    "t5-3B": {"hidden": 1024, "layers": (24, 24), "seq": 512},
+}
+
+_COMP = re.compile(r"^computation_profiling_bf16_(?P<name>.+)_all\.json$")
+
+
+def looks_like_galvatron(path: Path) -> bool:
+    """Whether ``path`` is a folder holding a Galvatron computation and memory profile."""
+    p = Path(path)
+    return p.is_dir() and any(_COMP.match(f.name) for f in p.iterdir()) and any(
+        f.name.startswith("memory_profiling_bf16_") for f in p.iterdir()
+    )
+
+
+def _load(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"cannot read: {exc.strerror or exc}", source=str(path)) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"not valid JSON: {exc}", source=str(path)) from None
+
+
+def profile_files(folder: Path) -> tuple[str, Path, Path]:
+    """(model name, computation file, memory file) of a model folder; the plain ``<name>_all`` pair is preferred."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError("not a folder; give a Galvatron model profile folder", source=str(folder))
+    names = sorted(m.group("name") for f in folder.iterdir() if (m := _COMP.match(f.name)))
+    for name in sorted(names, key=lambda n: ("seqlen" in n, len(n))):
+        comp = folder / f"computation_profiling_bf16_{name}_all.json"
+        mem = folder / f"memory_profiling_bf16_{name}_all.json"
+        if mem.is_file() and any(k.startswith("layertype_0_") for k in _load(comp)):
+            return name, comp, mem
+    raise InputError(
+        "no computation_profiling_bf16_<model>_all.json with layertype_0_ keys and its memory_profiling_bf16_<model>_all.json",
+        source=str(folder),
+    )
+
+
+def _fit(xs: list[float], ys: list[float], degree: int, source: str, what: str) -> list[float]:
+    if len(xs) < degree + 1:
+        raise InputError(f"{what}: {len(xs)} profiled points, need at least {degree + 1} for the fit", source=source)
+    a = np.vander(np.asarray(xs, dtype=float), degree + 1)
+    coef, *_ = np.linalg.lstsq(a, np.asarray(ys, dtype=float), rcond=None)
+    return [float(c) for c in coef]
+
+
+def _time_fits(comp: dict[str, Any], source: str, ntypes: int, seqs: list[int]) -> tuple[str, list[tuple[float, float]], tuple[float, float]]:
+    """Per layer type and for the vocabulary: (slope, intercept) of forward ms against samples per device share."""
+    key = re.compile(r"^layertype_(?P<t>\d+|other(?:_\d+)?)_bsz(?P<b>\d+)_seq(?P<s>\d+)$")
+    pts: dict[str, list[tuple[int, int, float]]] = {}
+    for k, v in comp.items():
+        m = key.match(k)
+        if m is None:
+            continue
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise InputError("expected a number (ms)", source=source, where=k)
+        t = "other" if m.group("t").startswith("other") else m.group("t")
+        pts.setdefault(t, []).append((int(m.group("b")), int(m.group("s")), float(v)))
+    for t in [*map(str, range(ntypes)), "other"]:
+        if t not in pts:
+            raise InputError(f"no layertype_{t}_bsz<b>_seq<s> entries", source=source)
+    batches = {b for b, s, _ in pts["0"] if s == seqs[0]}
+    mode = "batch" if len(batches) >= 2 else "sequence"
+    fits: list[tuple[float, float]] = []
+    for t in range(ntypes):
+        if mode == "batch":
+            p = [(b, v * b) for b, s, v in pts[str(t)] if s == seqs[t]]
+            sl, ic = _fit([x for x, _ in p], [y for _, y in p], 1, source, f"layertype_{t} at seq {seqs[t]}")
+            fits.append((sl, ic))
+        else:
+            p = [(s, v) for b, s, v in pts[str(t)] if b == 1]
+            a2, a1, a0 = _fit([x for x, _ in p], [y for _, y in p], 2, source, f"layertype_{t} at batch 1")
+            fits.append((a2 * seqs[t] * seqs[t] + a1 * seqs[t] + a0, 0.0))
+    if mode == "batch":
+        p = [(b, v * b) for b, s, v in pts["other"] if s == seqs[0]]
+        sl, ic = _fit([x for x, _ in p], [y for _, y in p], 1, source, f"layertype_other at seq {seqs[0]}")
+        vocab = (sl, ic)
+    else:
+        p = [(s, v) for b, s, v in pts["other"] if b == 1]
+        a1, a0 = _fit([x for x, _ in p], [y for _, y in p], 1, source, "layertype_other at batch 1")
+        vocab = (a1 * seqs[0] + a0, 0.0)
+    return mode, fits, vocab
+
+
+def _num_dict(d: Any, source: str, where: str, keys: tuple[str, ...]) -> dict[int, float]:
+    if not isinstance(d, dict):
+        raise InputError("expected an object", source=source, where=where)
+    out: dict[int, float] = {}
+    for k in keys:
+        v = d.get(k)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise InputError(f"expected a non-negative number for key {k!r}", source=source, where=where)
+        out[0 if k == "checkpoint" else int(k)] = float(v)
+    return out
+
+
+def _by_seq(entry: Any, seqs: list[int], source: str, where: str) -> Any:
+    if not isinstance(entry, dict):
+        raise InputError("expected an object keyed by sequence length", source=source, where=where)
+    tries = [str(seqs[0])] if len(set(seqs)) == 1 and len(seqs) == 1 else []
+    tries += ["_".join(map(str, seqs)), "".join(map(str, seqs)), "[" + ",".join(map(str, seqs)) + "]", str(seqs[0])]
+    for k in tries:
+        if k in entry:
+            return entry[k]
+    raise InputError(f"no entry for sequence length {seqs} (has {sorted(entry)[:6]})", source=source, where=where)
+
+
+def read_model_profile(
+    folder: Path, *, hidden: int | None = None, layers: tuple[int, ...] | None = None, seq: int | None = None
+) -> dict[str, Any]:
+    """Parse a model folder into the fields of :class:`GalvatronProblem` (model, hidden, layer_types, vocab, time_mode)."""
+    name, comp_path, mem_path = profile_files(folder)
+    comp, mem = _load(comp_path), _load(mem_path)
+    if not isinstance(comp, dict) or not isinstance(mem, dict):
+        raise InputError("expected a JSON object", source=str(comp_path if not isinstance(comp, dict) else mem_path))
+    known = KNOWN_MODELS.get(name, {})
+    hidden = hidden or known.get("hidden")
+    layers = layers or known.get("layers")
+    if hidden is None or layers is None:
+        raise InputError(
+            f"model {name!r} is not one Galvatron ships (known: {', '.join(KNOWN_MODELS)}); give --hidden-size and --layers",
+            source=str(folder),
+        )
+    ntypes = len(layers)
+    msrc = str(mem_path)
+    types_seen = sorted(k for k in mem if re.match(r"^layertype_\d+_sp$", k))
+    if len(types_seen) != ntypes:
+        raise InputError(f"{len(types_seen)} layer types (layertype_<i>_sp) but {ntypes} layer counts", source=msrc)
+    if seq is None:
+        seq = known.get("seq")
+        if seq is None:
+            seq = int(sorted(mem["layertype_0_sp"], key=int)[-1])
+    seqs = [int(seq)] * ntypes
+    mode, fits, vfit = _time_fits(comp, str(comp_path), ntypes, seqs)
+    lts = []
+    for t in range(ntypes):
+        where = f"layertype_{t}_sp.{seqs[t]}"
+        e = _by_seq(mem[f"layertype_{t}_sp"], [seqs[t]], msrc, f"layertype_{t}_sp")
+        if not isinstance(e, dict) or not isinstance(e.get("parameter_size"), (int, float)):
+            raise InputError("expected parameter_size (MB) and tp_activation_per_bsz_dict", source=msrc, where=where)
+        act = _num_dict(e.get("tp_activation_per_bsz_dict"), msrc, where + ".tp_activation_per_bsz_dict", ("1", "2", "4", "8", "checkpoint"))
+        lts.append(LayerType(f"layertype_{t}", int(layers[t]), seqs[t], float(e["parameter_size"]), act, fits[t][0], fits[t][1]))
+
+    def states(key: str) -> VocabStates:
+        if key not in mem:
+            raise InputError("missing", source=msrc, where=key)
+        e = _by_seq(mem[key], seqs, msrc, key)
+        if not isinstance(e, dict):
+            raise InputError("expected model_states and activation", source=msrc, where=key)
+        ks = ("1", "2", "4", "8")
+        return VocabStates(_num_dict(e.get("model_states"), msrc, key + ".model_states", ks), _num_dict(e.get("activation"), msrc, key + ".activation", ks))
+
+    vocab = Vocab(vfit[0], vfit[1], states("other_memory_pp_off_sp"), states("other_memory_pp_on_first_sp"), states("other_memory_pp_on_last_sp"))
+    return {"model": name, "hidden": int(hidden), "layer_types": tuple(lts), "vocab": vocab, "time_mode": mode}
+
+
+def hardware_files(devices: int) -> tuple[int, int]:
+    """(nodes, GPUs per node) of ``devices`` as Galvatron names its hardware files: one node up to 8, else nodes of 8."""
+    if devices <= 8:
+        return 1, devices
+    if devices % 8:
+        raise InputError(f"--devices {devices}: above 8, only whole nodes of 8 GPUs are profiled")
+    return devices // 8, 8
+
+
+def _latency(sp: dict[str, Any], prefix: str, factor: float, source: str) -> dict[int, LatencyTable]:
+    key = re.compile(rf"^{prefix}_size_(?P<w>\d+)_(?P<s>\d+)MB_time$")
+    groups: dict[int, dict[float, float]] = {}
+    for k, v in sp.items():
+        m = key.match(k)
+        if m is None:
+            continue
+        if not isinstance(v, (int, float)) or isinstance(v, bool):
+            raise InputError("expected a number (ms)", source=source, where=k)
+        groups.setdefault(int(m.group("w")), {})[float(m.group("s"))] = float(v) * factor
+    out = {}
+    for w, table in groups.items():
+        a, b = _fit(list(table), list(table.values()), 1, source, f"{prefix} group {w}")
+        out[w] = LatencyTable(table, a, b)
+    return out
+
+
+def read_hardware(folder: Path, devices: int) -> Hardware:
+    """Parse a hardware folder for ``devices`` GPUs (Galvatron's ``read_allreduce_bandwidth_config`` etc.)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise InputError("not a folder; give Galvatron's hardware_configs folder", source=str(folder), where="--hardware")
+    nodes, per = hardware_files(devices)
+    tag = f"{nodes}nodes_{per}gpus_per_node"
+    ar_path = folder / f"allreduce_bandwidth_{tag}.json"
+    ar = _load(ar_path)
+    coe: dict[str, float] = {}
+
+    def bw(key: str) -> float:
+        v = ar.get(key) if isinstance(ar, dict) else None
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+            raise InputError("expected a positive bandwidth (GB/s)", source=str(ar_path), where=key)
+        return float(v)
+
+    if devices >= 2:
+        c = 1.0 / bw(f"allreduce_size_{devices}_consec_1")
+        coe[str(devices)] = coe[f"{devices}_1"] = coe[f"{devices}_0"] = c
+    d = devices // 2
+    while d >= 2:
+        coe[f"{d}_0"] = 1.0 / bw(f"allreduce_size_{d}_consec_0")
+        coe[f"{d}_1"] = 1.0 / bw(f"allreduce_size_{d}_consec_1")
+        d //= 2
+    coe["1"] = coe["1_1"] = coe["1_0"] = 0.0
+    p2p_path = folder / f"p2p_bandwidth_{tag}.json"
+    p2p_raw = _load(p2p_path)
+    p2p: dict[int, float] = {}
+    for k, v in (p2p_raw.items() if isinstance(p2p_raw, dict) else []):
+        if k.startswith("pp_size_"):
+            if not isinstance(v, (int, float)) or v <= 0:
+                raise InputError("expected a positive bandwidth", source=str(p2p_path), where=k)
+            p2p[int(k.split("_")[-1])] = 1.0 / float(v)
+    ov_path = folder / "overlap_coefficient.json"
+    ov = _load(ov_path)
+    if not isinstance(ov, dict) or not isinstance(ov.get("overlap_coe"), (int, float)):
+        raise InputError("expected a number", source=str(ov_path), where="overlap_coe")
+    sp_path = folder / f"sp_time_{tag}.json"
+    if not sp_path.is_file():
+        sp_path = folder / "sp_time_1nodes_8gpus_per_node.json"
+    sp = _load(sp_path)
+    if not isinstance(sp, dict):
+        raise InputError("expected a JSON object", source=str(sp_path))
+    return Hardware(coe, p2p, float(ov["overlap_coe"]), _latency(sp, "allreduce", 0.5, str(sp_path)), _latency(sp, "all2all", 1.0, str(sp_path)), str(folder))
+
+
+def read_galvatron(
+    folder: Path,
+    hardware: Path,
+    *,
+    devices: int,
+    memory_mb: int,
+    global_batch: int,
+    hidden: int | None = None,
+    layers: tuple[int, ...] | None = None,
+    seq: int | None = None,
+) -> GalvatronProblem:
+    """The whole problem: model folder + hardware folder + setting (memory per device in MB, Galvatron's GB x 1024)."""
+    if devices < 1 or devices & (devices - 1):
+        raise InputError(f"--devices must be a power of two, got {devices}")
+    if global_batch < 1:
+        raise InputError(f"--global-batch must be a positive integer, got {global_batch}")
+    if memory_mb < 1:
+        raise InputError("--memory must be at least 1 MiB")
+    prof = read_model_profile(Path(folder), hidden=hidden, layers=layers, seq=seq)
+    hw = read_hardware(Path(hardware), devices)
+    return GalvatronProblem(
+        source=str(folder), hardware=hw, devices=devices, memory_mb=memory_mb, global_batch=global_batch, **prof
+    )
