@@ -32,10 +32,15 @@ for accelerators d and nodes with :math:`\tau_u > 0`; :math:`T \ge 0`.
     \text{(f) contiguity:}\quad & z_{vd} \ge x_{c(v)d},\; z_{vd} \ge z_{ud},\;
         x_{c(v)d} \le x_{c(u)d} + 1 - z_{ud} & \forall \text{forward } (u,v), d \\
     \text{(g) stage order (1F1B):}\quad & x_{c(u)d_i} + \textstyle\sum_{j<i} x_{c(v)d_j} \le 1
-        & \forall (u,v) \in E, i \\
+        & \forall (u,v) \in O, i \\
     \text{(h) symmetry:}\quad & x_{c d_j} \le \textstyle\sum_{c' < c} x_{c' d_{j-1}}
         & \text{identical } d_{j-1}, d_j \text{ (static memory)} \\
     \text{(i) bounds:}\quad & L \le T \le U
+
+In (g), :math:`O` holds the edges between forward nodes and, reversed, the edges
+between backward nodes (activations run to later stages, gradients to earlier ones;
+an edge between a forward and a backward node is not ordered), as
+:func:`~milp_partition.pipeline.costs.stage_order_pairs` defines it.
 
 (f) is exact: with :math:`z` the reachability from d's forward nodes, a forward
 node w off d but reachable from it may not feed a forward node on d, which is
@@ -59,7 +64,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from milp_partition.backends.model import Model, Sense, Var, VarKind
-from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs
+from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs, stage_order_pairs
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 
 
@@ -297,12 +302,13 @@ def _add_contiguity(pm: PipelineModel) -> None:
 
 
 def _add_stage_order(pm: PipelineModel) -> None:
-    """(g) stage order under 1F1B: an edge never runs from an accelerator to an earlier one."""
+    """(g) stage order under 1F1B: a forward edge never runs to an earlier accelerator, a backward edge to a later one."""
     model, x, cls = pm.model, pm.x, pm.costs.colocation_class
     accelerators = _accelerators(pm)
     arrays = pm.problem.graph.arrays
-    for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()):
-        cu, cv = int(cls[u]), int(cls[v])
+    first, second = stage_order_pairs(arrays.src, arrays.dst, pm.costs.forward)
+    pairs = {(int(cls[u]), int(cls[v])): (u, v) for u, v in zip(first.tolist(), second.tolist(), strict=True)}
+    for (cu, cv), (u, v) in pairs.items():
         if cu == cv:
             continue
         for i, d in enumerate(accelerators):

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from milp_partition.galvatron.costs import Costs, evaluate, galvatron_estimate, sound_time
 from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, Strategy, VocabStrategy
 
@@ -66,44 +68,65 @@ def best_uniform(problem: GalvatronProblem) -> tuple[GalvatronPlan | None, float
     return best_plan, best
 
 
-def _stage_dp(cm: Costs, strats: list[Strategy], types: tuple[int, ...], a: int, n: int, i: int, cap: int) -> tuple[float, list[Strategy]] | None:
-    """Least proxy (synced time + re-layout) of stage i (layers a..a+n-1) within ``cap`` MB: DP over (degree, memory)
-    keeping the Pareto set of (memory, proxy)."""
-    states: dict[int, list[tuple[int, float, object]]] = {}
-    for l in range(a, a + n):
-        t = types[l]
-        new: dict[int, list[tuple[int, float, object]]] = {}
-        for s in strats:
-            mem, r = cm.layer_mem(t, s, i), cm.layer(t, s).r
-            bucket = new.setdefault(s.tp_sp, [])
-            if l == a:
-                if mem <= cap:
-                    bucket.append((mem, r, (s, None)))
-                continue
-            for g, pts in states.items():
-                x = cm.relayout(t, g, s.tp_sp)
-                for pm, pr, back in pts:
-                    if pm + mem <= cap:
-                        bucket.append((pm + mem, pr + r + x, (s, back)))
-        states = {}
-        for g, pts in new.items():
-            pts.sort(key=lambda p: (p[0], p[1]))
-            keep, best = [], math.inf
-            for p in pts:
-                if p[1] < best:
-                    keep.append(p)
-                    best = p[1]
-            states[g] = keep
-    cands = [p for pts in states.values() for p in pts]
-    if not cands:
-        return None
-    mem, val, back = min(cands, key=lambda p: p[1])
-    out: list[Strategy] = []
-    node = back
-    while node is not None:
-        s, node = node  # type: ignore[misc]
-        out.append(s)
-    return val, out[::-1]
+class _StageDP:
+    """Galvatron's per-stage DP for stage i (layers a..a+n-1), run once up to the largest memory budget: per degree of
+    the last layer, the Pareto set of (memory, proxy = synced time + re-layout) as numpy arrays.  A budget's answer is
+    the least proxy among the final points within it (memory only grows along the layers, so a point within the
+    budget had every prefix within it, and a dominated point is never the only one within a budget)."""
+
+    def __init__(self, cm: Costs, strats: list[Strategy], types: tuple[int, ...], a: int, n: int, i: int, cap: int) -> None:
+        self.strats = strats
+        self.steps: list[dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []  # g -> (opt, parent g, parent idx)
+        states: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        for l in range(a, a + n):
+            t = types[l]
+            parts: dict[int, list[tuple[np.ndarray, ...]]] = {}
+            for k, s in enumerate(strats):
+                mem, r = cm.layer_mem(t, s, i), cm.layer(t, s).r
+                bucket = parts.setdefault(s.tp_sp, [])
+                if l == a:
+                    bucket.append((np.array([mem]), np.array([r]), np.array([k]), np.array([-1]), np.array([-1])))
+                    continue
+                for g, (pm, pv) in states.items():
+                    x = cm.relayout(t, g, s.tp_sp)
+                    sz = len(pm)
+                    bucket.append((pm + mem, pv + (r + x), np.full(sz, k), np.full(sz, g), np.arange(sz)))
+            states, step = {}, {}
+            for g, bl in parts.items():
+                if not bl:
+                    continue
+                mem_a, val, opt, pg, pi = (np.concatenate([q[j] for q in bl]) for j in range(5))
+                ok = np.flatnonzero(mem_a <= cap)
+                o = ok[np.lexsort((val[ok], mem_a[ok]))]
+                v2 = val[o]
+                keep = np.ones(len(o), dtype=bool)
+                if len(o) > 1:
+                    keep[1:] = v2[1:] < np.minimum.accumulate(v2)[:-1]
+                o = o[keep]
+                if len(o):
+                    states[g] = (mem_a[o], val[o])
+                    step[g] = (opt[o], pg[o], pi[o])
+            self.steps.append(step)
+        self.final = states
+
+    def best(self, cap: int) -> tuple[float, list[Strategy]] | None:
+        """The least proxy within ``cap`` MB and its strategies, or None."""
+        arg, val = None, math.inf
+        for g, (mem, v) in self.final.items():
+            ok = np.flatnonzero(mem <= cap)
+            if len(ok):
+                j = ok[np.argmin(v[ok])]
+                if v[j] < val:
+                    val, arg = float(v[j]), (g, int(j))
+        if arg is None:
+            return None
+        out: list[Strategy] = []
+        g, j = arg
+        for step in reversed(self.steps):
+            opt, pg, pi = step[g]
+            out.append(self.strats[int(opt[j])])
+            g, j = int(pg[j]), int(pi[j])
+        return val, out[::-1]
 
 
 def galvatron_even_split(problem: GalvatronProblem) -> tuple[GalvatronPlan | None, float, float]:
@@ -118,15 +141,15 @@ def galvatron_even_split(problem: GalvatronProblem) -> tuple[GalvatronPlan | Non
         for task in _tasks(cm):
             strats = [s for s in cm.strategies() if _admitted(s, task)]
             gm = cm.global_buffer_mb(task)
-            memo: dict[tuple[int, int], tuple[float, list[Strategy]] | None] = {}
-            for v in [v for v in cm.vocab_strategies() if _admitted(v, task)]:
+            vocabs = [v for v in cm.vocab_strategies() if _admitted(v, task)]
+            if not strats or not vocabs:
+                continue
+            dps = [_StageDP(cm, strats, types, starts[i], div[i], i, max(usable - gm - cm.vocab_mem(v, i) for v in vocabs))
+                   for i in range(pp)]
+            for v in vocabs:
                 layers: list[Strategy] = []
                 for i in range(pp):
-                    cap = usable - gm - cm.vocab_mem(v, i)
-                    key = (i, cap)
-                    if key not in memo:
-                        memo[key] = _stage_dp(cm, strats, types, starts[i], div[i], i, cap)
-                    got = memo[key]
+                    got = dps[i].best(usable - gm - cm.vocab_mem(v, i))
                     if got is None:
                         break
                     layers += got[1]

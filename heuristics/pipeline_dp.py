@@ -23,7 +23,7 @@ Devices fall into groups: accelerators that are interchangeable (same times,
 allowed nodes, capacity and memory coefficients) form one group each under the
 ``"static"`` memory model; under ``"1f1b"`` all accelerators form one *ordered*
 group (the j-th accelerator stage of the chain goes to accelerator j, so every
-edge between accelerators runs forward); the host CPU cores form one group.  The
+forward edge between accelerators runs forward); the host CPU cores form one group.  The
 chain may interleave the groups freely and may leave any device empty
 (interchangeable devices are then handed out from the first of their group on).
 Under 1F1B with CPU cores this misses splits whose accelerators are out of
@@ -68,7 +68,9 @@ otherwise).  For :math:`S = I \setminus I'` with :math:`I' \subseteq I`,
 so a stage costs :math:`O(\#\text{hyperedges mixed in } I)` on top of per-set sums
 precomputed once.  A stage is allowed on d only if all its nodes may run there
 and, on an accelerator, its memory fits; under ``"1f1b"`` an accelerator stage may
-have no edge into an earlier stage.  Edges to nodes of backward-only classes are
+have no forward edge into an earlier stage and no backward edge into a later one
+(:func:`~milp_partition.pipeline.costs.stage_order_pairs`; an edge between a forward
+and a backward node is not ordered).  Edges to nodes of backward-only classes are
 left out of the DP's loads; the value returned is always recomputed from the final
 assignment by the definition (memory per node rounded up to whole bytes, as the
 model and the verifier do).
@@ -84,7 +86,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs
+from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs, stage_order_pairs
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 
 #: Relative slack on ``max_time_per_sample`` (the verifier's).
@@ -150,7 +152,8 @@ class _Instance:
     """Arrays of one problem shared by the DPs and the evaluator.
 
     ``memory[v, d]`` is the whole bytes node v adds to accelerator d (0 on CPU cores),
-    ``capacity[d]`` is ``inf`` when unbounded.
+    ``capacity[d]`` is ``inf`` when unbounded; under 1F1B node ``order_first[k]`` may not be
+    on a later accelerator than ``order_second[k]`` (:func:`stage_order_pairs`).
     """
 
     costs: PipelineCosts
@@ -165,6 +168,8 @@ class _Instance:
     node_ids: tuple[str, ...]
     device_ids: tuple[str, ...]
     topo_rank: np.ndarray
+    order_first: np.ndarray
+    order_second: np.ndarray
 
     @property
     def num_devices(self) -> int:
@@ -190,6 +195,7 @@ def _instance(problem: PipelineProblem) -> _Instance:
     capacity = np.where(costs.memory_capacity < 0, np.inf, costs.memory_capacity.astype(np.float64))
     limit = math.inf if settings.objective == "time" else float(settings.max_time_per_sample or 0.0)
     arrays = problem.graph.arrays
+    first, second = stage_order_pairs(arrays.src, arrays.dst, costs.forward)
     return _Instance(
         costs=costs,
         src=arrays.src,
@@ -203,6 +209,8 @@ def _instance(problem: PipelineProblem) -> _Instance:
         node_ids=tuple(n.id for n in problem.graph.nodes),
         device_ids=tuple(problem.device_ids),
         topo_rank=np.argsort(arrays.topo_order),
+        order_first=first,
+        order_second=second,
     )
 
 
@@ -239,7 +247,8 @@ def _evaluate(inst: _Instance, assign: np.ndarray) -> _Evaluation:
     accel = ~costs.is_cpu
     feasible = bool(np.all(memory[accel] <= inst.capacity[accel]))
     if inst.one_f_one_b:
-        on_acc = (a < inst.num_accelerators) & (b < inst.num_accelerators)
+        a, b = assign[inst.order_first], assign[inst.order_second]
+        on_acc = (a >= 0) & (b >= 0) & (a < inst.num_accelerators) & (b < inst.num_accelerators)
         feasible &= not bool(np.any(a[on_acc] > b[on_acc]))
     max_load = float(loads.max(initial=0.0))
     if inst.objective == "memory":
@@ -268,8 +277,8 @@ class _Units:
     hyper_units, hyper_cost
         The hyperedges :math:`h_u` (identical ones merged, costs added).
     reverse
-        ``(r, 2)`` unit pairs (a, b) with an edge a -> b that the forward order does
-        not imply (edges through backward nodes); 1F1B forbids b before a.
+        ``(r, 2)`` unit pairs (a, b) of 1F1B's stage order (:func:`stage_order_pairs`) that the
+        forward order does not imply (edges between backward nodes, reversed); 1F1B forbids b before a.
     loose
         Node positions of each backward-only class.
     notes
@@ -432,7 +441,7 @@ def _build_units(inst: _Instance) -> _Units:
             preds[b] |= 1 << a
             succs[a] |= 1 << b
             forward_pairs.add((a, b))
-    all_pairs = set(zip(ua.tolist(), ub.tolist(), strict=True))
+    all_pairs = set(zip(unit_of[inst.order_first].tolist(), unit_of[inst.order_second].tolist(), strict=True))
     reverse = sorted({(a, b) for a, b in all_pairs if a >= 0 and b >= 0 and a != b} - forward_pairs)
     hyper: dict[tuple[int, ...], float] = {}
     receivers: dict[int, set[int]] = {}
@@ -758,7 +767,8 @@ def _stage_values(ctx: _Context, i: int, sub: np.ndarray) -> np.ndarray:
 
 
 def _goes_back(ctx: _Context, i: int, sub: np.ndarray) -> np.ndarray:
-    r"""Whether stage ``I \ I'`` has an edge into ``I'`` (forbidden on a 1F1B accelerator)."""
+    r"""Whether stage ``I \ I'`` holds the first unit of a pair of ``reverse`` whose second is in ``I'``
+    (forbidden on a 1F1B accelerator)."""
     row = ctx.family.member[i]
     rev = ctx.units.reverse
     rev = rev[row[rev[:, 0]] & row[rev[:, 1]]]

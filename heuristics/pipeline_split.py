@@ -32,7 +32,7 @@ from collections import deque
 import numpy as np
 
 from milp_partition.heuristics.pipeline_dp import DPResult
-from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs
+from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs, stage_order_pairs
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 
 #: Multiples of the node-time target tried, to leave room for transfers.
@@ -193,6 +193,7 @@ def balanced_split(problem: PipelineProblem, deadline: float | None = None) -> D
     index = problem.graph.index
     src = np.array([index[e.source] for e in problem.graph.edges], dtype=np.int64)
     dst = np.array([index[e.target] for e in problem.graph.edges], dtype=np.int64)
+    first, second = stage_order_pairs(src, dst, costs.forward)
     best: tuple[float, np.ndarray] | None = None
     for f in _TARGET_FACTORS:
         if best is not None and deadline is not None and time.monotonic() > deadline:
@@ -202,8 +203,8 @@ def balanced_split(problem: PipelineProblem, deadline: float | None = None) -> D
         if ends is None:
             continue
         device = _place(problem, costs, order, fwd, ends, accel, src, dst)
-        if one_f_one_b and np.any(device[src] > device[dst]):  # accelerators are the first devices, in stage order
-            continue  # a colocation class sends a tensor back to an earlier stage
+        if one_f_one_b and np.any(device[first] > device[second]):  # accelerators are the first devices, in stage order
+            continue  # a colocation class sends an activation to an earlier stage or a gradient to a later one
         held = np.bincount(device, weights=fixed + stage_copies[device] * act, minlength=len(costs.memory_capacity))
         if np.any((costs.memory_capacity >= 0) & (held > costs.memory_capacity)):
             continue  # the non-forward nodes, placed with their classes, overfill a device
@@ -212,7 +213,7 @@ def balanced_split(problem: PipelineProblem, deadline: float | None = None) -> D
             best = (value, device)
     if best is None:
         return give_up(
-            "placing the non-forward nodes with their classes overfills a device or, under 1F1B, sends a tensor back",
+            "placing the non-forward nodes with their classes overfills a device or breaks 1F1B's stage order",
             tried,
         )
     ids = [nd.id for nd in problem.graph.nodes]

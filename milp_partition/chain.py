@@ -9,6 +9,10 @@ reduction and solver interface)::
         ->  formulation build + hint  ->  back-end  ->  decode  ->  lift  ->  verify
         ->  settle (the status policy)  ->  Result
 
+One :class:`~milp_partition.budget.Budget`, made once from ``time_limit_s``, reaches every
+phase (``Run.budget``); the stop reason is a field of the result (``stopped_by``:
+``"time_limit"`` or ``"interrupt"``) and the message's stop note is composed from it.
+
 Every solution that reaches the policy has been lifted to the original problem
 and scored by the problem's independent verifier; every bound is a proven lower
 bound of the original problem in real units.
@@ -51,13 +55,14 @@ from __future__ import annotations
 import math
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from milp_partition.backends import Model, SolveOutput, SolveParams, SolveStatus, get_backend
 from milp_partition.backends.cbc import stop_cbc_children
-from milp_partition.result import HeuristicRun, Result, Status
+from milp_partition.budget import Budget
+from milp_partition.result import HeuristicRun, Result, Status, StopReason
 
 #: Relative tolerance of a proof: a verified value within this of a proven bound is optimal.
 #: It covers the integer rounding of CP-SAT's scaled coefficients (certified below 1e-7
@@ -71,6 +76,10 @@ OBJECTIVE_MATCH_REL_TOL = 1e-6
 
 P = TypeVar("P")
 S = TypeVar("S")
+#: The formulation's own model object (what ``decode`` needs).
+M = TypeVar("M")
+#: A reduction's inverse data (what ``invert`` needs to lift a solution back).
+D = TypeVar("D")
 
 
 @dataclass(frozen=True)
@@ -251,6 +260,7 @@ class ChainSettings:
         ``"cpsat"``, ``"cbc"`` or ``"none"`` (heuristics and bounds only).
     time_limit_s
         One budget for the whole run: bounds, heuristics, refinements, model building and the back-end.
+        :func:`run_chain` turns it into the run's :class:`~milp_partition.budget.Budget`.
     threads, seed
         Passed to the back-end.
     warm_start
@@ -270,7 +280,29 @@ class ChainSettings:
     cpsat_parameters: tuple[tuple[str, object], ...] = ()
 
 
-def chain_settings(settings: Any) -> ChainSettings:
+class SolveSettingsLike(Protocol):
+    """The fields of a problem's own settings dataclass that :func:`chain_settings` reads."""
+
+    @property
+    def solver(self) -> str: ...
+
+    @property
+    def time_limit_s(self) -> float: ...
+
+    @property
+    def threads(self) -> int: ...
+
+    @property
+    def seed(self) -> int: ...
+
+    @property
+    def warm_start(self) -> bool: ...
+
+    @property
+    def progress_interval_s(self) -> float | None: ...
+
+
+def chain_settings(settings: SolveSettingsLike) -> ChainSettings:
     """The :class:`ChainSettings` fields of a problem's own settings dataclass."""
     return ChainSettings(
         solver=settings.solver,
@@ -283,9 +315,43 @@ def chain_settings(settings: Any) -> ChainSettings:
     )
 
 
+class Reduction(Protocol[P, S, D]):
+    """An exact transformation of the problem, in the manner of cvxpy's ``Reduction``.
+
+    ``apply(problem) -> (reduced problem, inverse data)``; ``invert(solution, inverse data)``
+    lifts a solution of the reduced problem to one of the problem it was applied to;
+    ``notes(reduced)`` says what the reduction left (for ``solver_notes``).  The chain keeps
+    the inverse data of every reduction it applied and inverts them in reverse order.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    def apply(self, problem: P) -> tuple[P, D]: ...
+
+    def invert(self, solution: S, inverse_data: D) -> S: ...
+
+    def notes(self, reduced: P) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class Applied(Generic[P, S]):
+    """A reduction the chain applied, with its inverse data."""
+
+    reduction: Reduction[P, S, Any]
+    inverse_data: Any
+
+    def invert(self, solution: S) -> S:
+        return self.reduction.invert(solution, self.inverse_data)
+
+
 @dataclass
 class Run(Generic[P, S]):
-    """The state of one run of the chain, handed to every step.
+    """The state of one run of the chain that the chain owns and hands to every step.
+
+    A problem's own per-run values (a Lagrangian result for the refinement, tied
+    groups for the formulation, ...) are not here: they live in its ``Steps`` object's
+    typed state dataclass.
 
     Attributes
     ----------
@@ -293,39 +359,54 @@ class Run(Generic[P, S]):
         The original problem (verification is always on it).
     work
         The problem the steps work on (after reductions and refinements).
-    lift
-        Maps a solution of ``work`` to one of ``problem``.
+    settings
+        The chain's settings.
+    result
+        The result being filled.
+    budget
+        The one time budget of the run: every phase takes it (or a value derived from it at the call).
+    applied
+        The reductions applied so far with their inverse data (:meth:`lift` inverts them).
     candidates, bounds
         Verified solutions (of ``problem``) and proven bounds collected so far.
     infeasible_proofs
         Steps that proved the problem infeasible.
     skip_solver
         A reason not to run the back-end (set by a step), or ``None``.
+    stopped_by
+        Why a phase stopped early (its time limit, or an interrupt), or ``None``.
     """
 
     problem: P
     work: P
-    lift: Callable[[S], S]
     settings: ChainSettings
     result: Result
-    start: float
+    budget: Budget
+    applied: list[Applied[P, S]] = field(default_factory=list)
     candidates: list[Candidate[S]] = field(default_factory=list)
     bounds: list[Bound] = field(default_factory=list)
     infeasible_proofs: list[str] = field(default_factory=list)
     skip_solver: str | None = None
+    stopped_by: StopReason | None = None
     #: Claims dropped as contradictions before the policy (e.g. the bound of an exact method whose own solution
     #: the verifier rejects); they lead the result's ``discarded`` notes.
     discarded: list[str] = field(default_factory=list)
-    #: Per-run values that one step hands to a later one (e.g. a Lagrangian result to the refinement).
-    scratch: dict[str, Any] = field(default_factory=dict)
 
-    def elapsed_s(self) -> float:
-        """Seconds since the chain started."""
-        return time.monotonic() - self.start
+    def lift(self, solution: S) -> S:
+        """A solution of ``work`` as a solution of ``problem`` (the reductions' inverses, last first)."""
+        for applied in reversed(self.applied):
+            solution = applied.invert(solution)
+        return solution
 
-    def remaining_s(self) -> float:
-        """Seconds left of the run's one budget (never negative)."""
-        return max(0.0, self.settings.time_limit_s - self.elapsed_s())
+    def stop(self, reason: StopReason) -> None:
+        """Record why a phase stopped early (an interrupt outranks a time limit)."""
+        if self.stopped_by != "interrupt":
+            self.stopped_by = reason
+
+    @property
+    def interrupted(self) -> bool:
+        """Whether Ctrl-C or SIGTERM stopped a phase: the chain then settles on what it has."""
+        return self.stopped_by == "interrupt"
 
     def say(self, text: str) -> None:
         """A progress line on stderr (unless progress output is off)."""
@@ -377,7 +458,9 @@ class Outcome(Generic[S]):
     method is exact (its solution is optimal when ``bound`` meets it);
     ``infeasible`` that the method proved the problem infeasible; ``value`` the
     method's own value of its solution (compared with the verifier's); ``original``
-    that ``solution`` is already a solution of the original problem (no lift).
+    that ``solution`` is already a solution of the original problem (no lift);
+    ``stopped_by`` that the method stopped early (its budget ran out, or an interrupt:
+    the chain then settles on what it has, with this outcome counted).
     """
 
     name: str
@@ -389,82 +472,89 @@ class Outcome(Generic[S]):
     infeasible: bool = False
     value: float | None = None
     original: bool = False
+    stopped_by: StopReason | None = None
 
 
 @dataclass
-class Built:
-    """A formulation built for the back-end: the solver-neutral model and whatever decode needs."""
+class Built(Generic[M]):
+    """A formulation built for the back-end: the solver-neutral model and the formulation's own object (for decode)."""
 
     model: Model
-    state: Any
+    state: M
     cutoff: float | None = None
     #: False when the model is a restriction of the problem (e.g. tied blocks): its solution
     #: counts, but its bound and its "infeasible" prove nothing about the problem.
     proves: bool = True
 
 
-class Reduction(Protocol):
-    """An exact transformation of the problem: ``apply`` returns the reduced problem, the map back and notes."""
+class Formulation(Protocol[P, S, M]):
+    """A problem's integer program as the chain uses it: ``build``, ``hint``, ``decode``.
 
-    @property
-    def name(self) -> str: ...
+    Each ``formulations/<problem>.py`` module has the three functions; a small adapter in
+    the problem's ``solve.py`` fits them to this protocol (it knows the settings and reads
+    the run: its best solution for the cutoff, its bound, its working problem).
+    ``build`` returns ``None`` when there is no model to solve.
+    """
 
-    def apply(self, problem: Any) -> tuple[Any, Callable[[Any], Any], dict[str, Any]]: ...
+    def build(self, run: Run[P, S]) -> Built[M] | None: ...
+
+    def hint(self, built: Built[M], run: Run[P, S], candidate: Candidate[S]) -> None: ...
+
+    def decode(self, built: Built[M], values: Sequence[float]) -> S: ...
 
 
-class Steps(Protocol):
-    """The problem-specific steps that :func:`run_chain` plugs together.
+class Steps(Protocol[P, S]):
+    """The problem-specific steps that :func:`run_chain` plugs together, for problem type ``P`` and solution type ``S``.
 
     ``new_result`` makes the empty result; ``verify`` is the problem's independent
     verifier; ``reductions`` are applied first (solutions are lifted back through
     them); ``bounds`` yields proven bounds; ``heuristics`` and ``refine`` yield
     :class:`Outcome` objects (``refine`` runs only when nothing is proven yet);
-    ``build`` makes the formulation (``None``: no exact model), ``hint`` warm-starts
-    it, ``decode`` maps a back-end's values to a solution of the working problem;
+    ``formulation`` is the integer program (``None``: no exact model);
     ``record`` writes the problem-specific fields of the best solution into the result.
+
+    A ``Steps`` object serves one run: what one step hands to a later one lives in its
+    own typed state dataclass (made with the object), never in a shared dict.
     """
 
     @property
     def name(self) -> str: ...
 
-    def new_result(self, problem: Any, settings: ChainSettings) -> Result: ...
+    @property
+    def formulation(self) -> Formulation[P, S, Any] | None: ...
 
-    def verify(self, problem: Any, solution: Any) -> Evaluation[Any]: ...
+    def new_result(self, problem: P, settings: ChainSettings) -> Result: ...
 
-    def reductions(self, run: Run[Any, Any]) -> Sequence[Reduction]: ...
+    def verify(self, problem: P, solution: S) -> Evaluation[S]: ...
 
-    def bounds(self, run: Run[Any, Any]) -> Iterable[Bound]: ...
+    def reductions(self, run: Run[P, S]) -> Sequence[Reduction[P, S, Any]]: ...
 
-    def heuristics(self, run: Run[Any, Any]) -> Iterable[Outcome[Any]]: ...
+    def bounds(self, run: Run[P, S]) -> Iterable[Bound]: ...
 
-    def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[Any]]: ...
+    def heuristics(self, run: Run[P, S]) -> Iterable[Outcome[S]]: ...
 
-    def build(self, run: Run[Any, Any]) -> Built | None: ...
+    def refine(self, run: Run[P, S]) -> Iterable[Outcome[S]]: ...
 
-    def hint(self, built: Built, run: Run[Any, Any], candidate: Candidate[Any]) -> None: ...
-
-    def decode(self, built: Built, values: Sequence[float]) -> Any: ...
-
-    def record(self, result: Result, problem: Any, best: Candidate[Any]) -> None: ...
+    def record(self, result: Result, problem: P, best: Candidate[S]) -> None: ...
 
 
-class StepDefaults:
+class StepDefaults(Generic[P, S]):
     """Defaults for the optional steps of :class:`Steps`: no reductions, no bounds, no refinement.
 
     A problem's steps inherit from it and override what they have.
     """
 
-    def reductions(self, run: Run[Any, Any]) -> Sequence[Reduction]:
+    def reductions(self, run: Run[P, S]) -> Sequence[Reduction[P, S, Any]]:
         return ()
 
-    def bounds(self, run: Run[Any, Any]) -> Iterable[Bound]:
+    def bounds(self, run: Run[P, S]) -> Iterable[Bound]:
         return ()
 
-    def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[Any]]:
+    def refine(self, run: Run[P, S]) -> Iterable[Outcome[S]]:
         return ()
 
 
-def add_outcome(run: Run[Any, Any], steps: Steps, out: Outcome[Any]) -> float | None:
+def add_outcome(run: Run[P, S], steps: Steps[P, S], out: Outcome[S]) -> float | None:
     """Lift, verify and record one heuristic outcome; return its verified value (``None`` when none)."""
     value: float | None = None
     message = out.message
@@ -490,34 +580,47 @@ def add_outcome(run: Run[Any, Any], steps: Steps, out: Outcome[Any]) -> float | 
             run.bounds.append(Bound(out.bound, out.name))
         if out.infeasible:
             run.infeasible_proofs.append(out.name)
+    if out.stopped_by is not None:
+        run.stop(out.stopped_by)
     run.result.heuristics.append(HeuristicRun(out.name, value, out.seconds, out.exact, message))
     shown = f"value {value:.12g}" if value is not None else "no solution"  # the message says why
     run.say(f"[{out.name}] {shown} in {out.seconds:.2f}s" + (f": {message}" if message else ""))
     return value
 
 
-def run_chain(steps: Steps, problem: Any, settings: ChainSettings) -> Result:
-    """Run every step for ``problem`` and return a verified :class:`Result` (see the module docstring)."""
-    run: Run[Any, Any] = Run(problem, problem, lambda s: s, settings, steps.new_result(problem, settings), time.monotonic())
+def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: Budget | None = None) -> Result:
+    """Run every step for ``problem`` and return a verified :class:`Result` (see the module docstring).
+
+    ``budget`` is the run's one time budget; by default it is made here from
+    ``settings.time_limit_s``, starting now (a test passes one that is already spent).
+    """
+    budget = Budget.starting_now(settings.time_limit_s) if budget is None else budget
+    run: Run[P, S] = Run(problem, problem, settings, steps.new_result(problem, settings), budget)
     result = run.result
     for reduction in steps.reductions(run):
         t0 = time.monotonic()
-        reduced, lift, info = reduction.apply(run.work)
-        outer = run.lift
-        run.work, run.lift = reduced, (lambda s, _in=lift, _out=outer: _out(_in(s)))  # type: ignore[misc]
-        result.solver_notes[reduction.name] = {"seconds": time.monotonic() - t0, **info}
+        reduced, inverse_data = reduction.apply(run.work)
+        run.work = reduced
+        run.applied.append(Applied(reduction, inverse_data))
+        result.solver_notes[reduction.name] = {"seconds": time.monotonic() - t0, **reduction.notes(reduced)}
     claim: SolverClaim | None = None
     try:
         for b in steps.bounds(run):
             run.bounds.append(b)
-        for out in steps.heuristics(run):
-            add_outcome(run, steps, out)
-        if not run.proven_optimal() and not run.infeasible_proofs:
-            for out in steps.refine(run):
-                add_outcome(run, steps, out)
-        if settings.solver != "none" and not run.proven_optimal() and not run.infeasible_proofs and run.skip_solver is None:
+        _add_all(run, steps, steps.heuristics(run))
+        if not run.interrupted and not run.proven_optimal() and not run.infeasible_proofs:
+            _add_all(run, steps, steps.refine(run))
+        if (
+            settings.solver != "none"
+            and not run.interrupted
+            and not run.proven_optimal()
+            and not run.infeasible_proofs
+            and run.skip_solver is None
+        ):
             claim = _solve_exact(run, steps)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI raises it for both): settle on what is verified so far
+        run.stop("interrupt")
+    if run.interrupted:
         stop_cbc_children()
         result.solver_notes["interrupted"] = True
     _finish(run, steps, claim)
@@ -526,11 +629,15 @@ def run_chain(steps: Steps, problem: Any, settings: ChainSettings) -> Result:
         f"{'-' if result.bound is None else format(result.bound, '.10g')} gap "
         f"{f'{100 * result.gap:.3g}%' if result.gap is not None else '-'} (best verified value, best proven bound)"
     )
-    if result.solver_notes.get("interrupted"):
-        found = "the best verified solution found before it" if result.objective is not None else "no solution found before it"
-        before = result.message.replace("; time limit reached", "")  # it was the interrupt that stopped the solver
-        result.message = f"interrupted; {found}" + (f" ({before})" if before else "")
     return result
+
+
+def _add_all(run: Run[P, S], steps: Steps[P, S], outcomes: Iterable[Outcome[S]]) -> None:
+    """Add each outcome; an interrupted method's outcome is the last one taken."""
+    for out in outcomes:
+        add_outcome(run, steps, out)
+        if run.interrupted:
+            return
 
 
 def nested(result: Result) -> Result:
@@ -540,36 +647,44 @@ def nested(result: Result) -> Result:
     must stop too, so the interrupt travels up to the outermost chain, which settles on what
     it has verified.
     """
-    if result.solver_notes.get("interrupted"):
+    if result.stopped_by == "interrupt" or result.solver_notes.get("interrupted"):
         raise KeyboardInterrupt
     return result
 
 
-def _solve_exact(run: Run[Any, Any], steps: Steps) -> SolverClaim | None:
+def _solve_exact(run: Run[P, S], steps: Steps[P, S]) -> SolverClaim | None:
     """Build, hint, solve, decode, lift and verify; the back-end's answer becomes a claim for :func:`settle`."""
-    built = steps.build(run)
+    formulation = steps.formulation
+    if formulation is None:
+        return None
+    built = formulation.build(run)
     if built is None:
         return None
     best = run.best
     if best is not None and run.settings.warm_start:
-        steps.hint(built, run, best)
+        formulation.hint(built, run, best)
         run.result.warm_start = {"source": best.source, "objective": best.value}
-    left = run.remaining_s()
-    out = run_backend(run.result, replace(run.settings, time_limit_s=max(1.0, left)), built.model)
+    # the back-end gets what is left of the one budget (at least a second, to report what it has)
+    out = run_backend(run.result, replace(run.settings, time_limit_s=max(1.0, run.budget.left())), built.model)
     source = run.settings.solver
     bound = out.bound if math.isfinite(out.bound) else None
     doubtful = out.notes.get("proof_doubtful")
     doubt = str(doubtful) if doubtful else None
     if out.status is SolveStatus.ERROR:
         run.result.solver_notes["solver_error"] = True
+    if out.notes.get("interrupted"):
+        run.stop("interrupt")
+    elif out.status in (SolveStatus.FEASIBLE, SolveStatus.UNKNOWN):
+        run.stop("time_limit")  # the back-end stopped at its limit without a proof
     if out.values is not None and out.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-        solution = run.lift(steps.decode(built, out.values))
+        solution = run.lift(formulation.decode(built, out.values))
         ev = steps.verify(run.problem, solution)
         if not ev.feasible:
             doubt = "the verifier rejected its solution: " + "; ".join(ev.violations[:5])
         else:
             slack = OBJECTIVE_MATCH_REL_TOL * max(abs(ev.value), abs(out.objective)) + PROOF_ABS_TOL
-            slack += float(out.notes.get("rounding_error", 0.0) or 0.0)  # type: ignore[arg-type]
+            rounding = out.notes.get("rounding_error", 0.0)
+            slack += float(rounding) if isinstance(rounding, (int, float)) else 0.0
             if ev.value > out.objective + slack:
                 doubt = f"the verifier's value {ev.value!r} is above the solver's objective {out.objective!r}"
             run.candidates.append(Candidate(ev.value, ev.solution if ev.solution is not None else solution, source, ev.report))
@@ -578,27 +693,43 @@ def _solve_exact(run: Run[Any, Any], steps: Steps) -> SolverClaim | None:
     return SolverClaim(source, out.status, bound, built.cutoff, doubt)
 
 
-def _finish(run: Run[Any, Any], steps: Steps, claim: SolverClaim | None) -> None:
-    """Settle the status and fill the result from the best verified solution."""
+def stop_note(stopped_by: StopReason | None, status: Status) -> str:
+    """The message's note on why the solve stopped, composed from ``stopped_by`` (``""``: none)."""
+    if stopped_by == "time_limit" and status is Status.FEASIBLE:
+        return "; time limit reached"
+    return ""
+
+
+def _finish(run: Run[P, S], steps: Steps[P, S], claim: SolverClaim | None) -> None:
+    """Settle the status, the stop reason and the message, and fill the result from the best verified solution."""
     verdict = settle(run.candidates, run.bounds, claim, run.infeasible_proofs)
     result = run.result
     result.status = verdict.status
     result.bound = verdict.bound
     result.gap = verdict.gap
-    result.message = verdict.message
     result.discarded = [*run.discarded, *verdict.discarded]
+    message = verdict.message
     if claim is not None and claim.status is SolveStatus.ERROR and verdict.status is not Status.OPTIMAL:
-        result.message += "; the solver failed (see solver_log)"
+        message += "; the solver failed (see solver_log)"
         if verdict.best is None:
             result.status = Status.ERROR
-    if claim is not None and claim.status is SolveStatus.FEASIBLE and verdict.status is Status.FEASIBLE:
-        result.message += "; time limit reached"
+    stopped_by = run.stopped_by
+    if stopped_by is None and run.budget.expired() and result.status in (Status.FEASIBLE, Status.UNKNOWN):
+        stopped_by = "time_limit"  # a phase used the whole budget and nothing is proven
+    if stopped_by == "time_limit" and result.status not in (Status.FEASIBLE, Status.UNKNOWN):
+        stopped_by = None  # proven (or failed) all the same: the limit cut nothing short
+    result.stopped_by = stopped_by
+    if stopped_by == "interrupt":
+        found = "the best verified solution found before it" if verdict.best is not None else "no solution found before it"
+        result.message = f"interrupted; {found}" + (f" ({message})" if message else "")
+    else:
+        result.message = message + stop_note(stopped_by, result.status)
     if verdict.best is not None:
         result.objective = verdict.best.value
         steps.record(result, run.problem, verdict.best)
     for note in result.discarded:
         run.say(f"[policy] {note}")
-    result.solve_seconds = run.elapsed_s()
+    result.solve_seconds = run.budget.elapsed()
 
 
 # --------------------------------------------------------------------------- back-end call and progress

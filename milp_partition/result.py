@@ -13,9 +13,12 @@ import math
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 RESULT_FORMAT = "milp-partition-result/1"
+
+#: Why a solve stopped before it proved its answer: its time limit, or Ctrl-C / SIGTERM.
+StopReason = Literal["time_limit", "interrupt"]
 
 
 class Status(StrEnum):
@@ -59,6 +62,9 @@ class Result:
         A proven lower bound in the same units (``None`` when none).
     gap
         ``(objective - bound) / objective`` (``None`` when either is missing).
+    stopped_by
+        ``"time_limit"`` (a feasible or unknown answer because the budget ran out),
+        ``"interrupt"`` (Ctrl-C or SIGTERM) or ``None``.
     """
 
     problem: str
@@ -80,6 +86,9 @@ class Result:
     loads: dict[str, float] = field(default_factory=dict)
     memory_bytes: dict[str, float] = field(default_factory=dict)
     message: str = ""
+    #: Why the solve stopped before a proof (``"time_limit"`` or ``"interrupt"``); ``None`` when nothing cut it short.
+    #: :func:`milp_partition.chain.run_chain` sets it and composes the message's stop note from it.
+    stopped_by: StopReason | None = None
     instance: dict[str, Any] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
     heuristics: list[HeuristicRun] = field(default_factory=list)

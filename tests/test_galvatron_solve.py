@@ -25,3 +25,13 @@ def test_llama_8gpu_36gb_optimal_and_no_slower_than_galvatron() -> None:
     assert res.status == "optimal"
     assert res.objective is not None and res.objective <= theirs.objective * (1 + 1e-9)
     assert verify_galvatron(p, plan_from_config(res.galvatron_config)).feasible
+
+
+def test_even_split_baseline_reproduces_galvatrons_plan() -> None:
+    """The re-implemented even-split search finds Galvatron's plan on llama 8 GPUs / 48 GB / batch 64 (README table)."""
+    from milp_partition.heuristics.galvatron_even import galvatron_even_split
+
+    p = read_galvatron(ROOT / "models/llama2-7b", ROOT / "hardware", devices=8, memory_mb=48 * 1024, global_batch=64)
+    plan, est, sound = galvatron_even_split(p)
+    assert plan is not None and (plan.pp, plan.chunks, plan.division) == (2, 16, (16, 16))
+    assert est == pytest.approx(3.968756, rel=1e-6) and sound == pytest.approx(4.094158, rel=1e-6)

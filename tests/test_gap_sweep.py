@@ -144,9 +144,9 @@ def test_a_worker_that_dies_is_an_error_row(shared_benchmarks, tmp_path, monkeyp
         "    return job.row(status='feasible', value=1.0)\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
-    from milp_partition.sweep import registry
+    from milp_partition import registry
 
-    monkeypatch.setitem(registry.PROBLEM_MODULES, "crash", "crash_gap")  # type: ignore[index]
+    monkeypatch.setitem(registry.PROBLEMS, "crash", registry.ProblemEntry("crash", "-", "-", "-", gap="crash_gap"))
     jobs = [GapJob("crash", "f", "f", "0", (), "die")] + [GapJob("crash", f"g{i}", f"g{i}", "0", (), "ok") for i in range(4)]
     rows = list(run_jobs(jobs, ExecutorSettings("local", workers=2), Progress(len(jobs), enabled=False)))
     assert len(rows) == len(jobs)

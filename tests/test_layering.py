@@ -33,6 +33,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.errors": 1,
     "milp_partition.units": 1,
     "milp_partition.result": 1,
+    "milp_partition.budget": 1,  # the one time budget of a solve (chain.py makes it; every phase takes it)
     # 2: data models: plain data and the Solution types, no solving
     "milp_partition.graph": 2,
     "milp_partition.cluster": 2,
@@ -88,6 +89,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.galvatron.solve": 6,
     # 7: on top: command line, reports, plots, sweeps and each problem's gap sweep
     "milp_partition.__main__": 7,
+    "milp_partition.registry": 7,  # one descriptor per problem: it names cli, solve, gap and plot modules
     "milp_partition.cli": 7,
     "milp_partition.run": 7,  # runs plans on torch.distributed: on top, beside the CLI
     "milp_partition.report": 7,
@@ -97,6 +99,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.gap": 7,
     "milp_partition.placement.gap": 7,
     "milp_partition.joint.gap": 7,
+    "milp_partition.galvatron.gap": 7,
 }
 
 

@@ -82,11 +82,15 @@ class Scorer:
         if self.contiguous and not self._convex(where):
             return math.inf
         settings = self.problem.settings
-        if settings.memory_model == "1f1b":
+        if settings.memory_model == "1f1b":  # activations to later stages, gradients to earlier ones
             for u in self.nodes:
                 for v in self.succ[u]:
                     a, b = where[u], where[v]
-                    if a in self.position and b in self.position and self.position[a] > self.position[b]:
+                    if a not in self.position or b not in self.position:
+                        continue
+                    if u in self.forward and v in self.forward and self.position[a] > self.position[b]:
+                        return math.inf
+                    if u not in self.forward and v not in self.forward and self.position[a] < self.position[b]:
                         return math.inf
         memory = dict.fromkeys(self.position, 0.0)
         loads = dict.fromkeys(self.devices, 0.0)
@@ -330,8 +334,9 @@ def test_a_1f1b_pipeline_may_skip_a_middle_accelerator() -> None:
         assert result.value == pytest.approx(1.5)
 
 
-def test_1f1b_keeps_backward_edges_within_order() -> None:
-    """Under 1F1B a gradient edge b2 -> b1 (colocated with f2, f1) forbids putting f2's stage after f1's."""
+def test_1f1b_runs_backward_edges_to_earlier_stages() -> None:
+    """Under 1F1B the gradient edges b2 -> b1 -> b0 (colocated with f2, f1, f0) run back through the stages that the
+    activations f0 -> f1 -> f2 ran forward through: one stage per pair, the middle one paying four transfers."""
     nodes = [Node(f"f{i}", forward_time=2.0, colocation_group=f"g{i}") for i in range(3)]
     nodes += [Node(f"b{i}", backward_time=3.0, is_backward=True, colocation_group=f"g{i}") for i in range(3)]
     pairs = [("f0", "f1"), ("f1", "f2"), ("f2", "b2"), ("b2", "b1"), ("b1", "b0")]
@@ -339,8 +344,10 @@ def test_1f1b_keeps_backward_edges_within_order() -> None:
     problem = PipelineProblem(graph, homogeneous_cluster(3, None), PipelineSettings(memory_model="1f1b"))
     for result in (ideal_dp(problem), chain_dp(problem)):
         assert result.solution is not None and result.exact, result.message
-        assert len(set(result.solution.assignment.values())) == 1
-        assert result.value == pytest.approx(15.0) == brute_force(problem)
+        assert dict(result.solution.assignment) == {f"{k}{i}": f"gpu{i}" for k in "fb" for i in range(3)}
+        assert result.value == pytest.approx(5.4) == brute_force(problem)
+    swapped = {f"{k}{i}": f"gpu{2 - i}" for k in "fb" for i in range(3)}  # stages in the reverse order
+    assert Scorer(problem)(swapped) == math.inf
 
 
 def _wide_graph(width: int) -> PipelineProblem:

@@ -119,13 +119,14 @@ def test_main_line_bound_at_most_the_optimum(seed):
     result = solve_placement(problem, settings)
     assert result.bound <= opt + 1e-9 and result.objective >= opt - 1e-9
     # the main-line step itself (the chain above may have ended before it)
-    import time
-
+    from milp_partition.budget import Budget
     from milp_partition.chain import Run, chain_settings
     from milp_partition.placement.solve import _run_main_line
     from milp_partition.result import Result
 
-    run = Run(problem, problem, lambda s: s, chain_settings(settings), Result("placement", "cpsat"), time.monotonic())
+    run = Run(
+        problem, problem, chain_settings(settings), Result("placement", "cpsat"), Budget.starting_now(settings.time_limit_s)
+    )
     out = _run_main_line(problem, settings, run, line)
     assert out.bound is not None and 0.0 < out.bound <= opt + 1e-9
     assert out.solution is None  # the induced subgraph's schedule is not one of the whole

@@ -64,6 +64,7 @@ def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path) -> None:
     assert run["loss_max_rel_diff"] <= 1e-4
     assert run["predicted_step_s"] > 0 and run["measured_step_s"] > 0
     assert [m["stage"] for m in run["memory"]] == [1, 2]
+    assert len(run["prediction"]["stages"]) == 2 and run["prediction"]["step_s"] == run["predicted_step_s"]
 
 
 def test_spec_refuses_mixed_degrees(tmp_path: Path) -> None:

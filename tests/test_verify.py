@@ -112,6 +112,27 @@ def test_1f1b_memory_and_stage_order() -> None:
     assert any("goes back" in v for v in back.violations)
 
 
+def test_1f1b_orders_backward_edges_back_and_leaves_forward_backward_edges_free() -> None:
+    """Issue 20 item 6: a gradient edge runs to an earlier stage; the edge from a forward node to a backward one is
+    not ordered; memory counts each forward node's saved activations once per micro-batch in flight."""
+    nodes = [Node("f0", forward_time=1, activation_bytes=5), Node("f1", forward_time=1, activation_bytes=3)]
+    nodes += [Node("f0:bwd", backward_time=2, is_backward=True), Node("f1:bwd", backward_time=2, is_backward=True)]
+    pairs = [("f0", "f1"), ("f1", "f1:bwd"), ("f1:bwd", "f0:bwd"), ("f0", "f0:bwd")]
+    graph = make_graph(nodes, [Edge(u, v) for u, v in pairs])
+    cluster = make_cluster([Device("g0", "gpu", 100), Device("g1", "gpu", 100)])
+    p = PipelineProblem(graph, cluster, PipelineSettings(memory_model="1f1b"))
+    r = verify_pipeline(p, PipelineSolution({"f0": "g0", "f0:bwd": "g0", "f1": "g1", "f1:bwd": "g1"}))
+    assert r.feasible, r.violations
+    assert r.memory_bytes == {"g0": 2 * 5, "g1": 1 * 3}
+    # a backward node on a later stage than the node it sends its gradient to: fine; the reverse is not
+    free = verify_pipeline(p, PipelineSolution({"f0": "g0", "f0:bwd": "g0", "f1": "g0", "f1:bwd": "g1"}))
+    assert free.feasible, free.violations
+    late = verify_pipeline(p, PipelineSolution({"f0": "g0", "f0:bwd": "g1", "f1": "g0", "f1:bwd": "g0"}))
+    assert [v for v in late.violations if "backward edge 'f1:bwd' -> 'f0:bwd'" in v]
+    back = verify_pipeline(p, PipelineSolution({"f0": "g1", "f0:bwd": "g1", "f1": "g0", "f1:bwd": "g0"}))
+    assert any("forward edge 'f0' -> 'f1' goes back" in v for v in back.violations)
+
+
 def test_memory_objective_respects_time_bound() -> None:
     p = _chain_problem(objective="memory", max_time_per_sample=9.0)
     r = verify_pipeline(p, PipelineSolution({"a": "g0", "b": "g0", "c": "g0", "d": "g1"}))

@@ -1,14 +1,14 @@
 """Command-line interface: ``milp-partition solve | evaluate | info`` and the further subcommands.
 
-The problems have one module each (:data:`PROBLEMS`: name -> module).  A problem
-module defines
+The problems come from the one registry, :data:`milp_partition.registry.PROBLEMS`
+(name -> descriptor, in detection order); each descriptor's CLI module defines
 
 * ``OPTIONS``: the problem options it reads (a frozenset of ``argparse`` dests);
   one it does not read, given on the command line, is refused (exit 2);
 * ``register_options(parser, command)``: adds its own options to the ``solve`` or
   ``evaluate`` parser (``command`` is ``"solve"`` or ``"evaluate"``);
 * ``claims(data) -> bool``: whether a parsed JSON instance is its format (the
-  table's order decides; ``pipeline`` is last and takes the rest);
+  registry's order decides; ``pipeline`` is last and takes the rest);
 * ``cmd_solve(args)``, ``cmd_evaluate(args)``, ``cmd_info(args)`` -> exit code.
 
 Further subcommands (import, calibrate, gap) come from :data:`COMMAND_MODULES`: each
@@ -31,6 +31,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from milp_partition import registry
 from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from milp_partition.cli.flags import OneLineParser
@@ -38,15 +39,6 @@ from milp_partition.cli.options import COMMON, add_problem_options, add_solver_o
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError, MilpPartitionError
 from milp_partition.io.json_text import parse_json, read_text_file
-
-#: Problem name -> module, in detection order (the last one takes every file the others do not claim).
-PROBLEMS: dict[str, str] = {
-    "placement": "milp_partition.cli.placement",
-    "strategy": "milp_partition.cli.strategy",
-    "joint": "milp_partition.cli.joint",
-    "galvatron": "milp_partition.cli.galvatron",
-    "pipeline": "milp_partition.cli.pipeline",
-}
 
 #: Modules that add further subcommands through ``register(subparsers)``.
 COMMAND_MODULES: tuple[str, ...] = (
@@ -59,8 +51,8 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 
 def problem_module(name: str) -> ModuleType:
-    """The CLI module of problem ``name``."""
-    return importlib.import_module(PROBLEMS[name])
+    """The CLI module of problem ``name`` (from the registry)."""
+    return registry.problem(name).cli_module()
 
 
 def _version() -> str:
@@ -91,16 +83,16 @@ def build_parser() -> argparse.ArgumentParser:
         "files, milp-partition-joint/1 and graphs written by 'milp-partition import --training --granularity layer').",
     )
     s.add_argument("instance", type=Path, help=instance_help)
-    add_problem_options(s, tuple(PROBLEMS))
-    for name in PROBLEMS:
+    add_problem_options(s, tuple(registry.PROBLEMS))
+    for name in registry.PROBLEMS:
         problem_module(name).register_options(s, "solve")
     add_solver_options(s)
 
     e = sub.add_parser("evaluate", help="verify a solution file and print its objective")
     e.add_argument("instance", type=Path, help=instance_help)
     e.add_argument("solution", type=Path, help="a result JSON (its 'assignment') or a JSON object node id -> device id")
-    add_problem_options(e, tuple(PROBLEMS))
-    for name in PROBLEMS:
+    add_problem_options(e, tuple(registry.PROBLEMS))
+    for name in registry.PROBLEMS:
         problem_module(name).register_options(e, "evaluate")
 
     i = sub.add_parser("info", help="describe an instance (sizes, work, memory, bounds)")
@@ -111,18 +103,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def problem_kind(args: argparse.Namespace) -> str:
-    """``--problem``, else the first problem of :data:`PROBLEMS` whose ``claims`` takes the parsed file."""
+    """``--problem``, else the first problem of the registry whose ``claims`` takes the parsed file."""
     if getattr(args, "problem", None) is not None:
-        return args.problem
+        return str(args.problem)
 
-    if Path(args.instance).is_dir() and problem_module("galvatron").claims_path(args.instance):
-        return "galvatron"
+    if Path(args.instance).is_dir():
+        for name, entry in registry.PROBLEMS.items():
+            if entry.claims_path(args.instance):
+                return name
     text = read_text_file(args.instance)
     data = parse_json(text, str(args.instance)) if text.lstrip()[:1] == "{" else None
-    for name in PROBLEMS:
-        if data is not None and problem_module(name).claims(data):
+    for name, entry in registry.PROBLEMS.items():
+        if data is not None and entry.claims(data):
             return name
-    return list(PROBLEMS)[-1]
+    return list(registry.PROBLEMS)[-1]
 
 
 def _refuse_unused_options(args: argparse.Namespace, kind: str) -> None:

@@ -20,6 +20,12 @@ from milp_partition.units import parse_bytes
 from milp_partition.verifiers.galvatron import verify_galvatron
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
+#: What the strategy labels of the report (Galvatron's ``to_simple_string``) mean.
+STRATEGY_LEGEND = (
+    "legend     pp-tp_sp[*]-dp[f][-c][-sp]: pipeline degree - tensor/sequence-parallel degree (* when > 1) - "
+    "data-parallel degree (f: ZeRO-3, else ZeRO-2; plain DDP at 1); -c: checkpointed; -sp: Ulysses sequence "
+    "parallel (else Megatron tp); C: stage compute per micro-batch, R: with gradient sync"
+)
 OPTIONS = frozenset({"devices", "memory", "hardware", "global_batch", "seq_length"})
 
 
@@ -71,6 +77,7 @@ def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
                     runs.append([1, lab])
             text = ", ".join(f"{n}x {lab}" for n, lab in runs)
             lines.append(f"{i + 1:5d} {st['layers'][0]:4d}-{st['layers'][1] - 1:<4d} {st['compute_s']:12.6f} {st['sync_s']:12.6f} {st['memory_mb']:7d}  {text}")
+        lines.append(STRATEGY_LEGEND)
     return "\n".join(lines)
 
 

@@ -32,7 +32,7 @@ from milp_partition.sweep.executors import EXECUTORS, ExecutorSettings, Progress
 from milp_partition.sweep.grid import parse_grid
 from milp_partition.sweep.jobs import BOUND, EXACT, GapJob, append_row, code_fingerprint, compact, file_sha, read_rows
 from milp_partition.sweep.markdown import render_markdown
-from milp_partition.sweep.registry import PROBLEM_MODULES, gap_module
+from milp_partition.sweep.registry import gap_module, gap_problems
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "OUTPUT_DIR/NAME.csv, NAME.md and charts.  Runs already in the CSV (same code) are skipped (resume).",
     )
     p.add_argument("instances", nargs="+", type=Path, help="instance files (files of another problem are skipped)")
-    p.add_argument("--problem", choices=["auto", *PROBLEM_MODULES], default="auto", help="which problem (default auto)")
+    p.add_argument("--problem", choices=["auto", *gap_problems()], default="auto", help="which problem (default auto)")
     p.add_argument("--heuristics", help="comma-separated heuristic names (default: all of each problem)")
     g = p.add_argument_group("settings grid (comma-separated; an axis a problem lacks is ignored for it)")
     g.add_argument("--devices", help="accelerator counts, e.g. 4,8,16 (pipeline; strategy layers files; tables run at their p)")
@@ -100,7 +100,7 @@ def _problem_of(path: Path, wanted: str) -> tuple[str | None, str]:
     """The problem of ``path`` (``None`` and the reason when it is none of the wanted ones)."""
     if not path.exists():
         raise InputError("no such file", source=str(path))
-    names = list(PROBLEM_MODULES) if wanted == "auto" else [wanted]
+    names = gap_problems() if wanted == "auto" else [wanted]
     reasons = []
     for name in names:
         why = gap_module(name).recognize(path)

@@ -46,8 +46,9 @@ def add_problem_options(p: argparse.ArgumentParser, problems: tuple[str, ...]) -
     g.add_argument(
         "--memory-model",
         choices=["static", "1f1b", "liveness"],
-        help="static (default): sum of bytes on a device; 1f1b (pipeline): training pipeline, stage i of s keeps s-i "
-        "micro-batches of activations; liveness (strategy, placement): an activation counts only while it is live",
+        help="static (default): sum of bytes on a device; 1f1b (pipeline; the default for a training graph with backward "
+        "nodes and saved activations): training pipeline, stage i of s keeps s-i micro-batches of activations; liveness "
+        "(strategy, placement): an activation counts only while it is live",
     )
     g.add_argument(
         "--optimizer-factor",

@@ -26,7 +26,7 @@ from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_clus
 from milp_partition.errors import InputError
 from milp_partition.io import read_cluster, read_instance
 from milp_partition.io.json_text import parse_json, read_text_file
-from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution
+from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines
 from milp_partition.report import fmt as _fmt
@@ -141,7 +141,7 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
         contiguous=not args.no_contiguous,
         objective=args.objective or "time",
         max_time_per_sample=args.max_time_per_sample,
-        memory_model=cast(Literal["static", "1f1b"], args.memory_model or DEFAULT_MEMORY_MODEL),
+        memory_model=cast(Literal["static", "1f1b"], args.memory_model or default_memory_model(graph)),
         optimizer_state_factor=1.0 if args.optimizer_factor is None else args.optimizer_factor,
     )
     return PipelineProblem(graph, cluster_from_args(args, instance), settings, source=str(args.instance))

@@ -14,12 +14,12 @@ import io
 import sys
 from pathlib import Path
 
+from milp_partition import registry
 from milp_partition.cli import flags
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError
 from milp_partition.io.atomic import write_atomic
 from milp_partition.io.json_text import parse_json, read_text_file
-from milp_partition.plots import PLOT_MODULES
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,13 +44,14 @@ def run_plot_command(args: argparse.Namespace) -> int:
     check_writable(args.output)  # before drawing: a folder, a device or a symbolic link is refused
     result = parse_json(read_text_file(args.result), str(args.result))
     problem = result.get("problem") if isinstance(result, dict) else None
-    if problem not in PLOT_MODULES:
+    plottable = registry.names("plot")
+    if problem not in plottable:
         raise InputError(
-            f"field 'problem' is {problem!r}; a result JSON of {', '.join(PLOT_MODULES)} is expected", source=str(args.result)
+            f"field 'problem' is {problem!r}; a result JSON of {', '.join(plottable)} is expected", source=str(args.result)
         )
     try:
         importlib.import_module("matplotlib")
-        module = importlib.import_module(PLOT_MODULES[str(problem)])
+        module = registry.problem(str(problem)).plot_module()
     except ImportError:
         raise InputError("plot needs matplotlib: pip install 'milp-partition[plot]'", where="plot") from None
     instance = args.instance or find_instance(result, args.result, required=problem == "placement")

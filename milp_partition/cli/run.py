@@ -53,7 +53,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"loss diff  {out['loss_max_rel_diff']:.3g} (largest relative)")
     print(
         f"step       measured {fmt(out['measured_step_s'], 4)} s (median after {out['warmup_steps']} warm-up), "
-        f"predicted {fmt(out['predicted_step_s'], 4)} s ({100 * out['step_rel_error']:+.1f}%)"
+        f"predicted {fmt(out['predicted_step_s'], 4)} s ({100 * out['step_rel_error']:+.1f}%; "
+        f"the planner's objective x N: {fmt(out['planner_step_s'], 4)} s)"
     )
     for m in out["memory"]:
         print(

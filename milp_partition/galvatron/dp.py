@@ -43,6 +43,8 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from milp_partition.galvatron.costs import Costs
 from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, Strategy, VocabStrategy
 
@@ -59,30 +61,6 @@ class SearchResult:
     outer: int = 0
     pruned: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
-
-
-# A point: (dominance key: memory or 0 when safe, C, R, degree, strategy, parent point or None, memory)
-Point = tuple[int, float, float, int, Strategy | None, Any, int]
-
-
-def _pareto3(points: list[Point]) -> list[Point]:
-    """Points not dominated in (mem, C, R) (ties: one kept)."""
-    points.sort(key=lambda p: (p[1], p[0], p[2]))
-    mems: list[int] = []
-    rs: list[float] = []
-    out = []
-    for p in points:
-        k = bisect_right(mems, p[0])
-        if k and rs[k - 1] <= p[2]:
-            continue
-        out.append(p)
-        # insert (mem, R) into the staircase (mem ascending, R strictly descending)
-        j = k
-        while j < len(mems) and rs[j] >= p[2]:
-            j += 1
-        mems[k:j] = [p[0]]
-        rs[k:j] = [p[2]]
-    return out
 
 
 def _pareto2(points: list[tuple[float, float, Any]]) -> list[tuple[float, float, Any]]:
@@ -111,8 +89,8 @@ class _StageTables:
         self.total_least = sum(self.least_c[t] for t in types)
         self.total_least_cr = sum(self.least_cr[t] for t in types)
         self.counts = [types.count(t) for t in range(len(cm.p.layer_types))]
-        self.memo: dict[tuple[int, tuple[tuple[int, int], ...]], dict[int, list[Point]]] = {}
-        self.front: dict[tuple[int, tuple[tuple[int, int], ...]], list[Point]] = {}
+        self.memo: dict[tuple[int, tuple[tuple[int, int], ...]], dict[int, _Bucket]] = {}
+        self.front: dict[tuple[int, tuple[tuple[int, int], ...]], list[tuple[int, float, float, Any]]] = {}
         self.options: dict[tuple[int, int], list[tuple[int, float, float, int, Strategy]]] = {}
         for t in range(len(cm.p.layer_types)):
             for i in range(cm.pp):
@@ -152,14 +130,15 @@ class _StageTables:
                 out.append((l1, l2, h))
         return out
 
-    def states(self, i: int, runs: tuple[tuple[int, int], ...]) -> dict[int, list[Point]]:
+    def states(self, i: int, runs: tuple[tuple[int, int], ...]) -> dict[int, _Bucket]:
+        """Per degree of the last layer, the Pareto set of (key, C, R) of the stage's first layers (``runs``)."""
         key = (i, runs)
         got = self.memo.get(key)
         if got is not None:
             return got
         t, n = runs[-1]
-        prev: dict[int, list[Point]] | None
-        prev = None if (len(runs) == 1 and n == 1) else self.states(i, runs[:-1] if n == 1 else runs[:-1] + ((t, n - 1),))
+        prev_key = None if (len(runs) == 1 and n == 1) else (i, runs[:-1] if n == 1 else runs[:-1] + ((t, n - 1),))
+        prev = None if prev_key is None else self.states(*prev_key)
         cm, cap, m, best = self.cm, self.cap[i], self.m, self.best
         covered = sum(self.least_c[tt] * k for tt, k in runs)
         covered_cr = sum(self.least_cr[tt] * k for tt, k in runs)
@@ -177,44 +156,128 @@ class _StageTables:
             if any(rem):
                 for l1, l2, h in self.lams:
                     fin.append((l1, l2, sum(r_ * h_ for r_, h_ in zip(rem, h)) - l1 * best / m - l2 * best))
-
         # a point is "safe" when any way to fill the stage up to its largest size fits the tightest budget: its memory
-        # can no longer matter, so its dominance key is 0 (its real memory stays in field 6)
+        # can no longer matter, so its dominance key is 0 (its real memory stays in ``mem``)
         most = (len(cm.p.type_of()) - (cm.pp - 1)) - sum(k for _, k in runs)
         safe_below = self.strict[i] - most * self.max_mem
-
-        def hopeless(mem2: int, c2: float, r2: float) -> bool:
-            for l1, l2, base in fin:
-                if base + l1 * c2 + l2 * ((m - 1) * c2 + r2) > cap - mem2 + 1e-9:
-                    return True
-            return False
-        out: dict[int, list[Point]] = {}
-        for mem, c, r, g, s in self.options[(t, i)]:
-            bucket = out.setdefault(g, [])
+        by_g: dict[int, list[tuple[np.ndarray, ...]]] = {}
+        for k_opt, (mem, c, r, g, _s) in enumerate(self.options[(t, i)]):
+            parts = by_g.setdefault(g, [])
             if prev is None:
-                if mem <= cap and c <= lim and (m - 1) * c + r <= lim_r and not hopeless(mem, c, r):
-                    bucket.append((0 if mem <= safe_below else mem, c, r, g, s, None, mem))
+                parts.append((np.array([mem], np.int64), np.array([c]), np.array([r]), np.array([k_opt]), np.array([0]), np.array([-1])))
                 continue
-            for pg, pts in prev.items():
+            for pg, pb in prev.items():
                 x = cm.relayout(t, pg, g)
-                for p in pts:
-                    m2 = p[6] + mem
-                    c2 = p[1] + c + x
-                    r2 = p[2] + r
-                    if m2 <= cap and c2 <= lim and (m - 1) * c2 + r2 <= lim_r and not (fin and hopeless(m2, c2, r2)):
-                        bucket.append((0 if m2 <= safe_below else m2, c2, r2, g, s, p, m2))
-        for g in list(out):
-            out[g] = _pareto3(out[g])
+                sz = len(pb.c)
+                parts.append((pb.mem + mem, pb.c + (c + x), pb.r + r, np.full(sz, k_opt), np.full(sz, pg), np.arange(sz)))
+        out: dict[int, _Bucket] = {}
+        for g, parts in by_g.items():
+            mem2, c2, r2, opt, pg_, pi = (np.concatenate([q[j] for q in parts]) for j in range(6))
+            ok = (mem2 <= cap) & (c2 <= lim) & ((m - 1) * c2 + r2 <= lim_r)
+            for l1, l2, base in fin:
+                ok &= base + l1 * c2 + l2 * ((m - 1) * c2 + r2) <= cap - mem2 + 1e-9
+            idx = np.flatnonzero(ok)
+            keyv = np.where(mem2[idx] <= safe_below, 0, mem2[idx])
+            sel = idx[_pareto3_idx(keyv, c2[idx], r2[idx])]
+            out[g] = _Bucket(np.where(mem2[sel] <= safe_below, 0, mem2[sel]), c2[sel], r2[sel], mem2[sel], opt[sel], pg_[sel], pi[sel], (t, i), prev_key)
         self.memo[key] = out
         return out
 
-    def frontier(self, i: int, runs: tuple[tuple[int, int], ...]) -> list[Point]:
+    def frontier(self, i: int, runs: tuple[tuple[int, int], ...]) -> list[tuple[int, float, float, Any]]:
+        """The stage's Pareto set over every last degree: (memory, C, R, back-reference for :meth:`layers_of`)."""
         key = (i, runs)
         got = self.front.get(key)
         if got is None:
-            pts = [p for v in self.states(i, runs).values() for p in v]
-            got = self.front[key] = _pareto3(pts)
+            st = self.states(i, runs)
+            gs = [g for g in st for _ in range(len(st[g].c))]
+            ix = [j for g in st for j in range(len(st[g].c))]
+            if not gs:
+                got = self.front[key] = []
+                return got
+            kk = np.concatenate([b.key for b in st.values()])
+            cc = np.concatenate([b.c for b in st.values()])
+            rr = np.concatenate([b.r for b in st.values()])
+            mm = np.concatenate([b.mem for b in st.values()])
+            sel = _pareto3_idx(kk, cc, rr)
+            got = self.front[key] = [(int(mm[j]), float(cc[j]), float(rr[j]), (key, gs[j], ix[j])) for j in sel]
         return got
+
+    def layers_of(self, ref: tuple[Any, int, int]) -> list[Strategy]:
+        """The strategies of the stage's layers behind a frontier point."""
+        out: list[Strategy] = []
+        key, g, j = ref
+        while key is not None:
+            b = self.memo[key][g]
+            out.append(self.options[b.opts][int(b.opt[j])][4])
+            key, g, j = b.prev, int(b.pg[j]), int(b.pidx[j])
+        return out[::-1]
+
+
+@dataclass
+class _Bucket:
+    """DP points of one last degree as arrays: dominance key, C, R, memory, option index, parent degree and index."""
+
+    key: np.ndarray
+    c: np.ndarray
+    r: np.ndarray
+    mem: np.ndarray
+    opt: np.ndarray
+    pg: np.ndarray
+    pidx: np.ndarray
+    opts: tuple[int, int]
+    prev: Any
+
+
+def _staircase(c: np.ndarray, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The (C, R) points not weakly dominated by another, C ascending and R strictly descending."""
+    o = np.lexsort((r, c))
+    c2, r2 = c[o], r[o]
+    run = np.minimum.accumulate(r2)
+    k = np.ones(len(c2), dtype=bool)
+    k[1:] = r2[1:] < run[:-1]
+    return c2[k], r2[k]
+
+
+def _pareto3_idx(key: np.ndarray, c: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Indices of the points not dominated in (key, C, R) (of equal points, the first kept).
+
+    Sorted by (key, C, R), a point can only be dominated by an earlier one (:func:`_sorted_keep`)."""
+    n = len(c)
+    if n <= 1:
+        return np.arange(n)
+    order = np.lexsort((r, c, key))
+    return order[_sorted_keep(c[order], r[order])]
+
+
+_TRI = np.tri(256, 256, -1, dtype=bool)
+
+
+def _sorted_keep(cs: np.ndarray, rs: np.ndarray, leaf: int = 192, parts: int = 16) -> np.ndarray:
+    """Keep-mask of points sorted by (key, C, R): a point is dropped iff an earlier point is no worse in C and R.
+
+    Divide and conquer: the points are cut into ``parts`` consecutive segments; each segment is first tested against
+    the (C, R) staircase of the kept points of all earlier segments (dominance is transitive, so kept points
+    suffice), its survivors are then checked among themselves recursively; small inputs are compared pairwise."""
+    n = len(cs)
+    if n <= 1:
+        return np.ones(n, dtype=bool)
+    if n <= leaf:
+        return ~((cs[None, :] <= cs[:, None]) & (rs[None, :] <= rs[:, None]) & _TRI[:n, :n]).any(axis=1)
+    keep = np.zeros(n, dtype=bool)
+    fc = np.empty(0)
+    fr = np.empty(0)
+    step = -(-n // parts)
+    for s0 in range(0, n, step):
+        cand = np.arange(s0, min(n, s0 + step))
+        if len(fc):
+            j = np.searchsorted(fc, cs[cand], side="right") - 1
+            cand = cand[~((j >= 0) & (fr[np.maximum(j, 0)] <= rs[cand]))]
+            if not len(cand):
+                continue
+        kept = cand[_sorted_keep(cs[cand], rs[cand], leaf, parts)]
+        keep[kept] = True
+        fc, fr = _staircase(np.concatenate([fc, cs[kept]]), np.concatenate([fr, rs[kept]]))
+    return keep
 
 
 def _runs(types: tuple[int, ...], a: int, b: int) -> tuple[tuple[int, int], ...]:
@@ -225,15 +288,6 @@ def _runs(types: tuple[int, ...], a: int, b: int) -> tuple[tuple[int, int], ...]
         else:
             out.append((t, 1))
     return tuple(out)
-
-
-def _layers_of(p: Point) -> list[Strategy]:
-    out = []
-    q: Any = p
-    while q is not None:
-        out.append(q[4])
-        q = q[5]
-    return out[::-1]
 
 
 def outer_choices(problem: GalvatronProblem) -> list[tuple[int, int]]:
@@ -359,7 +413,7 @@ def _combine(
     L = len(types)
 
     def stage(i: int, a: int, b: int) -> list[tuple[float, float, Any]]:
-        pts = [(p[1] + e[i], p[2], p) for p in tables.frontier(i, _runs(types, a, b)) if p[6] <= vcap[i]]
+        pts = [(p[1] + e[i], p[2], p[3]) for p in tables.frontier(i, _runs(types, a, b)) if p[0] <= vcap[i]]
         return _pareto2(pts)
 
     if pp == 1:
@@ -370,7 +424,7 @@ def _combine(
                 val, arg = t, p
         if arg is None or val >= best:
             return INF, None
-        return val, GalvatronPlan(1, m, (L,), tuple(_layers_of(arg)), v)
+        return val, GalvatronPlan(1, m, (L,), tuple(tables.layers_of(arg)), v)
     # G[a]: states (S, Q, M, back) of stages i..pp-1 covering layers a..L-1
     G: dict[int, list[tuple[float, float, float, Any]]] = {L: [(0.0, 0.0, 0.0, None)]}
     for i in range(pp - 1, -1, -1):
@@ -404,7 +458,7 @@ def _combine(
     while node is not None:
         b, p, node = node
         division.append(b - a)
-        layers += _layers_of(p)
+        layers += tables.layers_of(p)
         a = b
     return val, GalvatronPlan(pp, m, tuple(division), tuple(layers), v)
 

@@ -9,11 +9,11 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from milp_partition.chain import Built, Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, run_chain
+from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, run_chain
 from milp_partition.galvatron.dp import search
 from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, plan_to_config
 from milp_partition.heuristics.galvatron_even import best_uniform
@@ -28,10 +28,19 @@ class GalvatronResult(Result):
     galvatron_estimate_s: float | None = None
 
 
+GalvatronRun = Run[GalvatronProblem, GalvatronPlan]
+
+
 @dataclass(frozen=True)
-class GalvatronSteps(StepDefaults):
+class GalvatronSteps(StepDefaults[GalvatronProblem, GalvatronPlan]):
+    """Galvatron's steps for :func:`milp_partition.chain.run_chain` (no formulation: the exact search proves)."""
+
     time_limit_s: float = 60.0
     name: str = "galvatron"
+
+    @property
+    def formulation(self) -> None:
+        return None
 
     def new_result(self, problem: GalvatronProblem, settings: ChainSettings) -> Result:
         r = GalvatronResult(problem="galvatron", solver="galvatron-dp", objective_name="iteration_time", time_unit="s")
@@ -43,18 +52,18 @@ class GalvatronSteps(StepDefaults):
 
     def verify(self, problem: GalvatronProblem, solution: GalvatronPlan) -> Evaluation[GalvatronPlan]:
         rep = verify_galvatron(problem, solution)
-        return Evaluation(rep.feasible, rep.objective, rep.violations, solution, rep)
+        return Evaluation(rep.feasible, rep.objective, tuple(rep.violations), solution, rep)
 
-    def heuristics(self, run: Run[Any, Any]) -> Iterable[Outcome[GalvatronPlan]]:
+    def heuristics(self, run: GalvatronRun) -> Iterable[Outcome[GalvatronPlan]]:
         t0 = time.monotonic()
         plan, _ = best_uniform(run.problem)
         yield Outcome("uniform-even", plan, time.monotonic() - t0, False, "" if plan else "no plan")
 
-    def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[GalvatronPlan]]:
+    def refine(self, run: GalvatronRun) -> Iterable[Outcome[GalvatronPlan]]:
         best = run.best
         t0 = time.monotonic()
         inc = best.value * (1 + 1e-9) if best is not None else float("inf")
-        got = search(run.problem, inc, best.solution if best else None, deadline=time.monotonic() + run.remaining_s())
+        got = search(run.problem, inc, best.solution if best else None, deadline=run.budget.deadline())
         secs = time.monotonic() - t0
         run.result.solver_seconds = secs
         run.result.solver_notes.update({"outer_choices": got.outer, "timed_out": got.timed_out})
@@ -63,16 +72,8 @@ class GalvatronSteps(StepDefaults):
             "galvatron-dp", plan, secs, True, "exhaustive" if not got.timed_out else "time limit reached",
             bound=got.bound if 0 < got.bound < float("inf") else None,
             infeasible=got.infeasible,
+            stopped_by="time_limit" if got.timed_out else None,
         )
-
-    def build(self, run: Run[Any, Any]) -> Built | None:
-        return None
-
-    def hint(self, built: Built, run: Run[Any, Any], candidate: Candidate[Any]) -> None:
-        return None
-
-    def decode(self, built: Built, values: Sequence[float]) -> Any:
-        raise NotImplementedError
 
     def record(self, result: Result, problem: GalvatronProblem, best: Candidate[GalvatronPlan]) -> None:
         assert isinstance(result, GalvatronResult)

@@ -32,9 +32,9 @@ from milp_partition.chain import (
 )
 from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
-from milp_partition.joint.dp import TooManyIdeals, joint_data, search
+from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
-from milp_partition.result import Result, Status
+from milp_partition.result import Result, Status, StopReason
 from milp_partition.verifiers.joint import JointReport, verify_joint
 
 
@@ -56,17 +56,67 @@ def stage_rows(plan: JointPlan, report: JointReport) -> list[dict[str, Any]]:
     return rows
 
 
+JointRun = Run[JointProblem, JointPlan]
+
+
+@dataclass
+class JointState:
+    """What the joint steps hand on within one run.
+
+    ``data``: the indexed problem and its ideals (the baselines' and the exact search's input);
+    ``too_many_ideals``: why it could not be built (the slot formulation runs instead).
+    """
+
+    data: JointData | None = None
+    too_many_ideals: str | None = None
+
+
 @dataclass(frozen=True)
-class JointSteps(StepDefaults):
-    """The joint problem's steps for :func:`milp_partition.chain.run_chain`.
+class JointFormulation:
+    """:mod:`milp_partition.formulations.joint` (the slot model) as a :class:`~milp_partition.chain.Formulation`."""
+
+    settings: JointSolveSettings
+    state: JointState
+
+    def build(self, run: JointRun) -> Built[formulation.JointModel] | None:
+        """The slot formulation, when asked for (``method="milp"``) or when the DP could not run."""
+        if self.settings.method == "dp" and self.state.too_many_ideals is None:
+            return None  # the DP ran: it is the exact method
+        best = run.best
+        cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        try:
+            jm = formulation.build(run.work, upper_bound_s=None if cutoff is None else cutoff * (1 + 1e-9))
+        except formulation.ModelTooLarge as exc:
+            run.result.solver_notes["formulation"] = str(exc)
+            run.say(f"[joint] {exc}")
+            return None
+        run.result.solver = f"joint-milp/{run.settings.solver}"
+        return Built(jm.model, jm, None if cutoff is None else cutoff * (1 + 1e-9))
+
+    def hint(self, built: Built[formulation.JointModel], run: JointRun, candidate: Candidate[JointPlan]) -> None:
+        formulation.hint(built.state, candidate.solution, candidate.value)
+
+    def decode(self, built: Built[formulation.JointModel], values: Sequence[float]) -> JointPlan:
+        solution: JointPlan = formulation.decode(built.state, list(values))  # (typed here: plain mypy sees formulations/ as Any)
+        return solution
+
+
+@dataclass(frozen=True)
+class JointSteps(StepDefaults[JointProblem, JointPlan]):
+    """The joint problem's steps for :func:`milp_partition.chain.run_chain` (one object per run: it owns the run's state).
 
     Heuristics are the baselines; the refinement is the exhaustive DP search, an exact method
-    (its bound is proven, its "no plan at any target" a proof of infeasibility); there is no
-    formulation, so no back-end runs.
+    (its bound is proven, its "no plan at any target" a proof of infeasibility); the slot
+    formulation runs only with ``method="milp"`` or when the DP cannot.
     """
 
     settings: JointSolveSettings
     name: str = "joint"
+    state: JointState = field(default_factory=JointState, compare=False)
+
+    @property
+    def formulation(self) -> JointFormulation:
+        return JointFormulation(self.settings, self.state)
 
     def new_result(self, problem: JointProblem, settings: ChainSettings) -> Result:
         cl = problem.cluster
@@ -94,44 +144,50 @@ class JointSteps(StepDefaults):
         rep = verify_joint(problem, solution)
         return Evaluation(rep.feasible, rep.objective, tuple(rep.violations), solution, rep)
 
-    def heuristics(self, run: Run[Any, Any]) -> Iterable[Outcome[JointPlan]]:
+    def heuristics(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
         """Index the problem (ideals), then the baselines: the cheap two always, Piper-style with ``baselines``."""
         try:
             data = joint_data(run.problem, self.settings.max_ideals)
         except TooManyIdeals as exc:
-            run.scratch["too_many_ideals"] = run.result.solver_notes["too_many_ideals"] = str(exc)
+            self.state.too_many_ideals = run.result.solver_notes["too_many_ideals"] = str(exc)
             run.say(f"[joint] {exc}: the exact DP cannot run; the slot formulation will")
             # the cheap baselines cut one topological order: its prefixes are all they need (never the search)
             data = joint_data(run.problem, prefixes_only=True)
         else:
-            run.scratch["data"] = data
+            self.state.data = data
             run.result.solver_notes["ideals"] = len(data.ideals)
-        jobs: list[tuple[str, Callable[[], Any]]] = [
+        jobs: list[tuple[str, Callable[[], tuple[JointPlan | None, float]]]] = [
             ("all-data-parallel", lambda: all_data_parallel(data)),
             ("pipedream-2bw", lambda: pipedream_2bw_style(data)),
         ]
         if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only:
-            limit = min(self.settings.baseline_time_limit_s, self.settings.time_limit_s / 4)
+            limit = run.budget.capped(min(self.settings.baseline_time_limit_s, run.budget.limit_s / 4)).left()
             jobs.append(("piper-style", lambda: piper_style(data, time_limit_s=limit)))
         for name, fn in jobs:
             t0 = time.monotonic()
             plan, _ = fn()
             yield Outcome(name, plan, time.monotonic() - t0, False, "" if plan is not None else "no plan")
 
-    def refine(self, run: Run[Any, Any]) -> Iterable[Outcome[JointPlan]]:
-        """The exact search: an exhaustive feasibility DP bisected on the target time per sample."""
-        data = run.scratch.get("data")
+    def refine(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
+        """The exact search: an exhaustive feasibility DP bisected on the target time per sample, within what is left."""
+        data = self.state.data
         if data is None or self.settings.method == "milp":
             return
         best = run.best
         upper = best.value if best is not None else math.inf
         t0 = time.monotonic()
         # the verifier's value may differ from the DP's arithmetic in the last bits: start a hair above it
-        found = search(data, time_limit_s=run.remaining_s(), upper_s=upper * (1 + 1e-9), progress=_say(self.settings))
+        found = search(data, time_limit_s=run.budget.left(), upper_s=upper * (1 + 1e-9), progress=_say(self.settings))
         seconds = time.monotonic() - t0
         run.result.solver_seconds = seconds
-        run.result.solver_notes.update({"passes": found.passes, "timed_out": found.timed_out and not found.interrupted, "dp_value": found.value})
-        run.scratch["timed_out"] = found.timed_out
+        run.result.solver_notes.update(
+            {"passes": found.passes, "timed_out": found.timed_out and not found.interrupted, "dp_value": found.value}
+        )
+        stopped: StopReason | None = None
+        if found.interrupted:  # the chain takes the plan and the bound, then settles on them
+            stopped = "interrupt"
+        elif found.timed_out:
+            stopped = "time_limit"
         yield Outcome(
             "joint-dp",
             found.plan,
@@ -140,30 +196,8 @@ class JointSteps(StepDefaults):
             "exhaustive" if not found.timed_out else ("interrupted" if found.interrupted else "time limit reached"),
             bound=found.bound if math.isfinite(found.bound) else None,  # 0 too: an optimum of 0 is proven like any other
             infeasible=found.infeasible,
+            stopped_by=stopped,
         )
-        if found.interrupted:  # the chain has taken the plan and the bound: now let it settle on them
-            raise KeyboardInterrupt
-
-    def build(self, run: Run[Any, Any]) -> Built | None:
-        """The slot formulation, when asked for (``method="milp"``) or when the DP could not run."""
-        if self.settings.method == "dp" and "too_many_ideals" not in run.scratch:
-            return None  # the DP ran: it is the exact method
-        best = run.best
-        cutoff = best.value if (best is not None and run.settings.warm_start) else None
-        try:
-            jm = formulation.build(run.work, upper_bound_s=None if cutoff is None else cutoff * (1 + 1e-9))
-        except formulation.ModelTooLarge as exc:
-            run.result.solver_notes["formulation"] = str(exc)
-            run.say(f"[joint] {exc}")
-            return None
-        run.result.solver = f"joint-milp/{run.settings.solver}"
-        return Built(jm.model, jm, None if cutoff is None else cutoff * (1 + 1e-9))
-
-    def hint(self, built: Built, run: Run[Any, Any], candidate: Candidate[Any]) -> None:
-        formulation.hint(built.state, candidate.solution, candidate.value)
-
-    def decode(self, built: Built, values: Sequence[float]) -> JointPlan:
-        return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
         rep = best.report or verify_joint(problem, best.solution)
@@ -200,6 +234,4 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
             "the graph has more ideals than --max-ideals allows, the baselines found no plan and the formulation found "
             "none; raise --max-ideals"
         )
-    elif result.solver_notes.get("timed_out"):
-        result.message += f"; time limit {settings.time_limit_s:g}s reached"
     return result

@@ -15,6 +15,11 @@ Definitions
   u's out-edges.  A device pays it once for each node u it sends to, or receives
   from, another device (once per source node and direction, not per edge).  In the
   Tarnawski files all out-edges of a node carry the same cost, so this is that cost.
+- Stage order of a 1F1B pipeline, :func:`stage_order_pairs`: activations flow to later
+  stages and gradients to earlier ones, so an edge between two forward nodes may not run
+  to an earlier accelerator, an edge between two backward nodes may not run to a later
+  one, and an edge between a forward and a backward node is not ordered (an imported
+  training graph ties each backward node to its forward node by a colocation group).
 """
 
 from __future__ import annotations
@@ -135,6 +140,14 @@ def pipeline_costs(problem: PipelineProblem) -> PipelineCosts:
         colocation_class=colocation_classes(graph),
         forward=np.array([not nd.is_backward for nd in graph.nodes], dtype=bool),
     )
+
+
+def stage_order_pairs(src: np.ndarray, dst: np.ndarray, forward: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Node pairs ``(first[k], second[k])`` where, under 1F1B, ``first[k]`` may not be on a later accelerator than
+    ``second[k]``: each edge between forward nodes as it is, each edge between backward nodes reversed."""
+    fwd = forward[src] & forward[dst]
+    bwd = ~forward[src] & ~forward[dst]
+    return np.concatenate((src[fwd], dst[bwd])), np.concatenate((dst[fwd], src[bwd]))
 
 
 def colocation_classes(graph: Graph) -> np.ndarray:

@@ -60,9 +60,11 @@ class PipelineSettings:
     memory_model
         ``"static"``: an accelerator holds the sum of its nodes' parameter, activation
         and other bytes.  ``"1f1b"``: a training pipeline of s stages (s = number of
-        accelerators, stage i on the i-th accelerator, every edge going to the same or a
-        later stage); stage i (0-based) holds ``optimizer_state_factor * param_bytes +
-        (s - i) * activation_bytes + other_bytes`` of its nodes.
+        accelerators, stage i on the i-th accelerator, every edge between forward nodes
+        going to the same or a later stage, every edge between backward nodes to the same
+        or an earlier one); stage i (0-based) holds ``optimizer_state_factor * param_bytes +
+        (s - i) * activation_bytes + other_bytes`` of its nodes.  The command line's default
+        is :func:`default_memory_model`.
     optimizer_state_factor
         Multiplier on parameter bytes under ``"1f1b"`` (1: weights only; 3: weights,
         gradients and momentum; 4: Adam).
@@ -94,6 +96,14 @@ class PipelineSettings:
         f = self.optimizer_state_factor
         if not isinstance(f, (int, float)) or math.isnan(f) or math.isinf(f) or f < 0:
             raise InputError(f"optimizer_state_factor must be a finite non-negative number, got {f!r}", where="settings")
+
+
+def default_memory_model(graph: Graph) -> MemoryModel:
+    """The command line's memory model when none is given: ``"1f1b"`` for a training graph with backward nodes whose
+    nodes save activations (an imported ``--training`` graph: the micro-batches in flight of a 1F1B schedule, as the
+    joint planner counts them), ``"static"`` for any other graph (forward-only, PipeDream profiles, Tarnawski files)."""
+    training = any(n.is_backward for n in graph.nodes) and any(n.activation_bytes > 0 for n in graph.nodes)
+    return "1f1b" if training else "static"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ the one reported.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from milp_partition.chain import (
@@ -28,7 +28,7 @@ from milp_partition.chain import (
     run_chain,
 )
 from milp_partition.formulations import pipeline as formulation
-from milp_partition.heuristics.pipeline_dp import IdealDPSettings, chain_dp, ideal_dp
+from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 from milp_partition.heuristics.pipeline_split import balanced_split
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import Result, Status
@@ -73,12 +73,45 @@ class SolveSettings:
 DP_BUDGET_SHARE = 0.5
 
 
+PipelineRun = Run[PipelineProblem, PipelineSolution]
+
+
 @dataclass(frozen=True)
-class PipelineSteps(StepDefaults):
-    """The pipeline problem's steps for :func:`milp_partition.chain.run_chain`."""
+class PipelineFormulation:
+    """:mod:`milp_partition.formulations.pipeline` as a :class:`~milp_partition.chain.Formulation`."""
+
+    settings: SolveSettings
+
+    def build(self, run: PipelineRun) -> Built[formulation.PipelineModel]:
+        best = run.best
+        cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        pm = formulation.build(
+            run.work,
+            upper_bound=cutoff,
+            settings=formulation.PipelineFormulationSettings(self.settings.symmetry_breaking, self.settings.lower_bounds),
+        )
+        return Built(pm.model, pm, cutoff)
+
+    def hint(self, built: Built[formulation.PipelineModel], run: PipelineRun, candidate: Candidate[PipelineSolution]) -> None:
+        formulation.hint(built.state, candidate.solution, candidate.value)
+
+    def decode(self, built: Built[formulation.PipelineModel], values: Sequence[float]) -> PipelineSolution:
+        solution: PipelineSolution = formulation.decode(
+            built.state, list(values)
+        )  # (typed here: plain mypy sees formulations/ as Any)
+        return solution
+
+
+@dataclass(frozen=True)
+class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
+    """The pipeline problem's steps for :func:`milp_partition.chain.run_chain` (no state: no step hands anything on)."""
 
     settings: SolveSettings
     name: str = "pipeline"
+
+    @property
+    def formulation(self) -> PipelineFormulation:
+        return PipelineFormulation(self.settings)
 
     def new_result(self, problem: PipelineProblem, settings: ChainSettings) -> Result:
         return Result(
@@ -100,41 +133,27 @@ class PipelineSteps(StepDefaults):
         report = verify_pipeline(problem, solution)
         return Evaluation(report.feasible, report.objective, tuple(report.violations), report=report)
 
-    def heuristics(self, run: Run) -> Iterable[Outcome[PipelineSolution]]:
+    def heuristics(self, run: PipelineRun) -> Iterable[Outcome[PipelineSolution]]:
         """The chain DP and the ideal DP (heuristics here: neither proves a bound of the problem), then the balanced
-        split when neither found a split; one time budget from the chain's start."""
+        split when neither found a split; the DPs within :data:`DP_BUDGET_SHARE` of the run's budget, the split within
+        the whole of it."""
         if not self.settings.heuristics:
             return
         problem = run.work
-        dp_deadline = run.start + DP_BUDGET_SHARE * run.settings.time_limit_s
-        deadline = run.start + run.settings.time_limit_s
+        dp_deadline = run.budget.share(DP_BUDGET_SHARE).deadline()
+        deadline = run.budget.deadline()
         found = False
-        for name, fn in (
+        jobs: tuple[tuple[str, Callable[[], DPResult]], ...] = (
             ("chain_dp", lambda: chain_dp(problem, dp_deadline)),
             ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(self.settings.max_ideals), dp_deadline)),
             ("balanced_split", lambda: balanced_split(problem, deadline)),
-        ):
+        )
+        for name, fn in jobs:
             if name == "balanced_split" and found:
                 continue  # the fallback for graphs the DPs cannot take (or finish)
             dp = fn()
             found = found or dp.solution is not None
             yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if dp.solution else None)
-
-    def build(self, run: Run) -> Built:
-        best = run.best
-        cutoff = best.value if (best is not None and run.settings.warm_start) else None
-        pm = formulation.build(
-            run.work,
-            upper_bound=cutoff,
-            settings=formulation.PipelineFormulationSettings(self.settings.symmetry_breaking, self.settings.lower_bounds),
-        )
-        return Built(pm.model, pm, cutoff)
-
-    def hint(self, built: Built, run: Run, candidate: Candidate[PipelineSolution]) -> None:
-        formulation.hint(built.state, candidate.solution, candidate.value)
-
-    def decode(self, built: Built, values: Sequence[float]) -> PipelineSolution:
-        return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: PipelineProblem, best: Candidate[PipelineSolution]) -> None:
         report = best.report or verify_pipeline(problem, best.solution)

@@ -25,8 +25,7 @@ import functools
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
@@ -50,7 +49,7 @@ from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
 from milp_partition.placement.bounds import BoundReport, best_bound, device_path
 from milp_partition.placement.decompose import Decomposition, decompose, solve_decomposed
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
-from milp_partition.placement.subgraph import main_line
+from milp_partition.placement.subgraph import MainLine, main_line
 from milp_partition.result import Result, Status
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
 
@@ -163,12 +162,61 @@ def best_heuristic_makespan(problem: PlacementProblem, settings: PlacementSolveS
     return best
 
 
+PlacementRun = Run[PlacementProblem, PlacementSolution]
+
+
+@dataclass
+class PlacementState:
+    """What the placement steps hand on within one run: the bound step's report (its device path feeds the formulation)."""
+
+    bounds: BoundReport | None = None
+
+
 @dataclass(frozen=True)
-class PlacementSteps(StepDefaults):
-    """The placement problem's steps for :func:`milp_partition.chain.run_chain`."""
+class PlacementFormulation:
+    """:mod:`milp_partition.formulations.placement` as a :class:`~milp_partition.chain.Formulation`."""
+
+    settings: PlacementSolveSettings
+    state: PlacementState
+
+    def build(self, run: PlacementRun) -> Built[formulation.PlacementModel]:
+        best = run.best
+        cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        bounds = self.state.bounds
+        pm = formulation.build(
+            run.problem,
+            lower_bound=run.lower if run.lower is not None else 0.0,
+            upper_bound=cutoff,
+            path=bounds.path if bounds is not None else None,
+            settings=formulation.PlacementFormulationSettings(
+                disjunctive=run.settings.solver == "cbc",
+                symmetry_breaking=self.settings.symmetry_breaking,
+                redundant=self.settings.redundant,
+            ),
+        )
+        return Built(pm.model, pm, cutoff)
+
+    def hint(self, built: Built[formulation.PlacementModel], run: PlacementRun, candidate: Candidate[PlacementSolution]) -> None:
+        formulation.hint(built.state, candidate.solution, candidate.value)
+
+    def decode(self, built: Built[formulation.PlacementModel], values: Sequence[float]) -> PlacementSolution:
+        solution: PlacementSolution = formulation.decode(
+            built.state, list(values)
+        )  # (typed here: plain mypy sees formulations/ as Any)
+        return solution
+
+
+@dataclass(frozen=True)
+class PlacementSteps(StepDefaults[PlacementProblem, PlacementSolution]):
+    """The placement problem's steps for :func:`milp_partition.chain.run_chain` (one object per run: it owns the run's state)."""
 
     settings: PlacementSolveSettings
     name: str = "placement"
+    state: PlacementState = field(default_factory=PlacementState, compare=False)
+
+    @property
+    def formulation(self) -> PlacementFormulation:
+        return PlacementFormulation(self.settings, self.state)
 
     def new_result(self, problem: PlacementProblem, settings: ChainSettings) -> Result:
         return Result(
@@ -190,35 +238,35 @@ class PlacementSteps(StepDefaults):
         report = verify_placement(problem, solution)
         return Evaluation(report.feasible, report.makespan, tuple(report.violations), report.schedule or solution, report)
 
-    def bounds(self, run: Run) -> Iterable[Bound]:
+    def bounds(self, run: PlacementRun) -> Iterable[Bound]:
         """The lower bounds of :mod:`milp_partition.placement.bounds` (critical path, loads, transfer flow, ...)."""
         t0 = time.monotonic()
-        # the one deadline: the transfer-flow LP stops at its share of the limit (cut short, it adds no bound)
+        # the transfer-flow LP stops at its share of the run's budget (cut short, it adds no bound)
         bounds = best_bound(
-            run.problem, flow=self.settings.flow_bound, flow_time_limit_s=FLOW_BOUND_SHARE * self.settings.time_limit_s
+            run.problem, flow=self.settings.flow_bound, flow_time_limit_s=run.budget.share(FLOW_BOUND_SHARE).left()
         )
-        run.scratch["bounds"] = bounds
+        self.state.bounds = bounds
         run.result.solver_notes["bounds"] = dict(bounds.values)
         run.result.solver_notes["bounds_seconds"] = time.monotonic() - t0
         run.say("[bounds] " + ", ".join(f"{k} {v:.9g}" for k, v in bounds.values.items()))
         return [Bound(v, f"the {k} bound") for k, v in bounds.values.items() if math.isfinite(v)]
 
-    def heuristics(self, run: Run) -> Iterable[Outcome[PlacementSolution]]:
+    def heuristics(self, run: PlacementRun) -> Iterable[Outcome[PlacementSolution]]:
         return placement_heuristic_outcomes(run.problem, self.settings)
 
-    def refine(self, run: Run) -> Iterable[Outcome[PlacementSolution]]:
+    def refine(self, run: PlacementRun) -> Iterable[Outcome[PlacementSolution]]:
         """A quick whole solve, then the bottleneck decomposition or the main-line bound (CP-SAT only)."""
         settings = self.settings
         if run.settings.solver != "cpsat" or not settings.decompose:
             return
         problem: PlacementProblem = run.problem
         dec = decompose(problem)
-        search_end = time.monotonic() + MAIN_LINE_SEARCH_SHARE * settings.time_limit_s
+        search_end = run.budget.capped(MAIN_LINE_SEARCH_SHARE * run.budget.limit_s).deadline()
         line = main_line(problem, deadline=search_end) if (not dec.useful and settings.main_line) else None
         if not dec.useful and line is None:
             return
         # a short solve of the whole model first: easy instances end here
-        quick_s = min(settings.quick_solve_s, 0.1 * settings.time_limit_s)
+        quick_s = min(settings.quick_solve_s, 0.1 * run.budget.limit_s)
         run.say(f"[cpsat] quick solve of the whole model ({quick_s:g}s) before the decomposition")
         # (the main-line path has computed the transfer-flow LP already: it is not re-run for the quick solve)
         # (it re-runs only the best heuristic, for its hint: the others have had their turn within the deadline)
@@ -249,34 +297,11 @@ class PlacementSteps(StepDefaults):
         )
         if run.proven_optimal() or run.infeasible_proofs:
             return
-        left = replace(settings, time_limit_s=max(1.0, run.remaining_s()))
+        left = replace(settings, time_limit_s=max(1.0, run.budget.left()))
         if dec.useful:
             yield _run_decomposition(problem, left, run, dec)
-        else:
+        elif line is not None:
             yield _run_main_line(problem, left, run, line)
-
-    def build(self, run: Run) -> Built:
-        best = run.best
-        cutoff = best.value if (best is not None and run.settings.warm_start) else None
-        bounds = run.scratch.get("bounds")
-        pm = formulation.build(
-            run.problem,
-            lower_bound=run.lower if run.lower is not None else 0.0,
-            upper_bound=cutoff,
-            path=bounds.path if bounds is not None else None,
-            settings=formulation.PlacementFormulationSettings(
-                disjunctive=run.settings.solver == "cbc",
-                symmetry_breaking=self.settings.symmetry_breaking,
-                redundant=self.settings.redundant,
-            ),
-        )
-        return Built(pm.model, pm, cutoff)
-
-    def hint(self, built: Built, run: Run, candidate: Candidate[PlacementSolution]) -> None:
-        formulation.hint(built.state, candidate.solution, candidate.value)
-
-    def decode(self, built: Built, values: Sequence[float]) -> PlacementSolution:
-        return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: PlacementProblem, best: Candidate[PlacementSolution]) -> None:
         report = best.report or verify_placement(problem, best.solution)
@@ -301,7 +326,7 @@ def solve_placement(problem: PlacementProblem, settings: PlacementSolveSettings 
 
 
 def _run_decomposition(
-    problem: PlacementProblem, settings: PlacementSolveSettings, run: Run, dec: Decomposition
+    problem: PlacementProblem, settings: PlacementSolveSettings, run: PlacementRun, dec: Decomposition
 ) -> Outcome[PlacementSolution]:
     """Solve the segments between bottleneck tasks: a proven bound and a stitched schedule (verified by the chain)."""
     result = run.result
@@ -318,7 +343,7 @@ def _run_decomposition(
         problem,
         dec,
         solve_segment,
-        settings.time_limit_s * settings.decompose_time_fraction,
+        max(1.0, run.budget.left()) * settings.decompose_time_fraction,  # a share of what is left of the one budget
         say_fn,
         upper_bound=best.value if best is not None else math.inf,
         tails=device_path(problem).tail,
@@ -365,7 +390,7 @@ def _segment_solver(
 
 
 def _run_main_line(
-    problem: PlacementProblem, settings: PlacementSolveSettings, run: Run, line: Any
+    problem: PlacementProblem, settings: PlacementSolveSettings, run: PlacementRun, line: MainLine
 ) -> Outcome[PlacementSolution]:
     """Bound the whole problem by the decomposition of an induced subgraph (its schedule is not one of the whole).
 
@@ -374,8 +399,7 @@ def _run_main_line(
     :mod:`milp_partition.placement.decompose`), so its bound is one of the whole.
     """
     result = run.result
-    sub: PlacementProblem = line[1]
-    dec: Decomposition = line[2]
+    _, sub, dec = line
     t0 = time.monotonic()
     best = run.best
     upper = best.value if best is not None else math.inf
@@ -387,12 +411,11 @@ def _run_main_line(
         f"{len(dec.segments)} segments, largest {max(len(s.inner) for s in dec.segments)} inner tasks",
     )
     say_fn = (lambda text: say(settings.progress_interval_s, text)) if settings.progress_interval_s else None
-    left = settings.time_limit_s - (time.monotonic() - t0)
     out = solve_decomposed(
         sub,
         dec,
         _segment_solver(settings),
-        max(1.0, left * settings.decompose_time_fraction),
+        max(1.0, run.budget.left() * settings.decompose_time_fraction),  # a share of what is left of the one budget
         say_fn,
         upper_bound=upper,
         tails=device_path(sub).tail,

@@ -28,8 +28,11 @@ import time
 
 import numpy as np
 
-from milp_partition.placement.decompose import decompose
+from milp_partition.placement.decompose import Decomposition, decompose
 from milp_partition.placement.problem import PlacementProblem, make_placement_problem
+
+#: What :func:`main_line` finds: the tasks R, their induced problem and its decomposition.
+MainLine = tuple[np.ndarray, PlacementProblem, Decomposition]
 
 
 def induced(problem: PlacementProblem, tasks: list[int] | np.ndarray, name_suffix: str = "_induced") -> PlacementProblem:
@@ -85,9 +88,7 @@ MAX_SEGMENT_TASKS = 96
 MAX_TASKS = 5000
 
 
-def main_line(
-    problem: PlacementProblem, max_tries: int = 200, deadline: float | None = None
-) -> tuple[np.ndarray, PlacementProblem, object] | None:
+def main_line(problem: PlacementProblem, max_tries: int = 200, deadline: float | None = None) -> MainLine | None:
     """Tasks R, their induced problem and its decomposition, when some threshold splits it into small segments.
 
     R is ``{v : incomparable(v) <= theta}``; thresholds are the distinct incomparable counts

@@ -18,19 +18,22 @@ Torch is imported inside the functions, so :mod:`milp_partition.run` imports wit
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import signal
 import statistics
 import threading
 import time
-from dataclasses import replace
 from typing import Any
 
-from milp_partition.importers.torch_import import build_module, make_inputs, parse_input_shape
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import split_layer
+from milp_partition.run.model import batch, build_model, loss_fn, optimizer
+from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, measure_links
 from milp_partition.run.spec import RunSpec
+
+__all__ = ["batch", "build_model", "loss_fn", "optimizer", "reference", "summarise", "worker"]
 
 
 def set_parent_death_signal() -> None:
@@ -77,47 +80,68 @@ class PeakRss:
         self.peak = max(self.peak, _rss_bytes())
 
 
-def build_model(spec: RunSpec, seed: int) -> Any:
-    """The model from its import reference, initialised from ``seed``, in the import's dtype."""
-    import torch
+class SavedActivations:
+    """The bytes autograd holds for the backward pass, live and at their peak (``saved_tensors_hooks``; each storage once).
 
-    torch.manual_seed(seed)
-    model = build_module(spec.model)
-    dtype = getattr(torch, spec.dtype, torch.float32)
-    if isinstance(dtype, torch.dtype) and dtype.is_floating_point:
-        model = model.to(dtype)
-    return model.train()
+    Parameters (and their views) saved by an operator are not counted: they are the weights, held anyway.
+    Inside a recomputed (``checkpoint_wrapper``) layer its own hooks win, so only what it keeps shows.
+    """
+
+    def __init__(self, exclude: set[int]) -> None:
+        self.exclude = exclude
+        self.live: dict[int, list[int]] = {}
+        self.bytes = 0
+        self.peak = 0
+
+    def _drop(self, key: int) -> None:
+        entry = self.live.get(key)
+        if entry is None:
+            return
+        entry[0] -= 1
+        if entry[0] == 0:
+            self.bytes -= entry[1]
+            del self.live[key]
+
+    def pack(self, t: Any) -> Any:
+        import weakref
+
+        local = t.to_local() if hasattr(t, "to_local") else t
+        storage = local.untyped_storage()
+        key = storage.data_ptr()
+        if key in self.exclude or storage.nbytes() == 0:
+            return t
+        entry = self.live.setdefault(key, [0, storage.nbytes()])
+        if entry[0] == 0:
+            self.bytes += entry[1]
+            self.peak = max(self.peak, self.bytes)
+        entry[0] += 1
+
+        class Held:
+            __slots__ = ("__weakref__", "tensor")
+
+            def __init__(self, tensor: Any) -> None:
+                self.tensor = tensor
+
+        held = Held(t)
+        weakref.finalize(held, self._drop, key)
+        return held
+
+    @staticmethod
+    def unpack(held: Any) -> Any:
+        return getattr(held, "tensor", held)
 
 
-def batch(spec: RunSpec, model: Any, step: int, seed: int) -> tuple[list[Any], dict[str, Any], Any]:
-    """Step ``step``'s synthetic batch of ``N`` samples: inputs (from the import's specs) and class targets."""
-    import torch
+def tensor_bytes_of(params: list[Any], opt: Any) -> tuple[int, int, int]:
+    """Bytes of this rank's parameters, their gradients and the optimizer's state (a DTensor: its local shard)."""
 
-    specs = [parse_input_shape(s) for s in spec.inputs]
-    specs = [replace(s, shape=(spec.microbatches, *s.shape[1:])) for s in specs]
-    args, kwargs = make_inputs(specs, spec.dtype, seed=seed * 100_003 + step, model=model)
-    with torch.no_grad():  # the output's shape per sample, from the first sample
-        out = model(*[a[:1] for a in args], **{k: v[:1] for k, v in kwargs.items()})
-    gen = torch.Generator().manual_seed(seed * 100_003 + step + 7)
-    target = torch.randint(0, out.shape[-1], (spec.microbatches, *out.shape[1:-1]), generator=gen)
-    return args, kwargs, target
+    def nbytes(t: Any) -> int:
+        local = t.to_local() if hasattr(t, "to_local") else t
+        return int(local.numel() * local.element_size())
 
-
-def loss_fn(out: Any, target: Any) -> Any:
-    """Mean cross-entropy over every position (the last dimension holds the classes or the vocabulary)."""
-    from torch.nn import functional as F
-
-    return F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
-
-
-def optimizer(spec: RunSpec, params: Any) -> Any:
-    """Adam when the import counted two moments of optimizer state (factor >= 3: gradients + 2), else SGD."""
-    import torch
-
-    params = list(params)
-    if spec.optimizer_state_factor >= 3:
-        return torch.optim.Adam(params, lr=1e-3, foreach=False)
-    return torch.optim.SGD(params, lr=0.05, momentum=0.9 if spec.optimizer_state_factor >= 2 else 0.0, foreach=False)
+    weights = sum(nbytes(p) for p in params)
+    grads = sum(nbytes(p) for p in params if p.grad is not None)
+    state = sum(nbytes(v) for st in opt.state.values() for v in st.values() if hasattr(v, "numel") and v.dim() > 0)
+    return weights, grads, state
 
 
 def reference(spec: RunSpec, steps: int, seed: int) -> dict[str, Any]:
@@ -270,9 +294,25 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
     store = dist.FileStore(store_path, world)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world)
     try:
+        # the prediction's inputs, measured here under the run's own conditions (every rank at once, on
+        # the same cores), before the plan's steps: gloo's latency and bandwidth in this group, the plan's shape
+        # with nothing to compute (below), the whole
+        # model's layers at one sample, and torch's overheads (DTensor, the schedule) on tiny modules
+        links = measure_links(rank)
+        own_group = [dist.new_group([r]) for r in range(world)][rank]
+        timer = LayerTimer(spec, threads, seed)  # then one pass before each step (below)
+        costs = calibrate_runtime(threads, group=own_group)
         S, D, T = spec.shape
         mesh = init_device_mesh(device.type, (S, D, T), mesh_dim_names=("pp", "dp", "tp"))
         pp, dp = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
+        dp_group = mesh["dp"].get_group() if D > 1 else None
+        tp_pairs = (len(tp_roles(spec, spec.stages[pp].nodes, T)) + 1) // 2 if T > 1 else 0
+        links = dataclasses.replace(
+            links,
+            empty_step_s=empty_step(
+                S, pp, spec.microbatches // D, device, mesh["pp"].get_group(), dp_group, mesh["tp"] if T > 1 else None, tp_pairs
+            ),
+        )
         notes: list[str] = []
         base_rss = _rss_bytes()
         if cuda:
@@ -310,8 +350,12 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         opt = optimizer(spec, params)
         losses: list[float] = []
         times: list[float] = []
+        local_ptrs = {(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params}
+        saved = SavedActivations(local_ptrs)
+        held = (0, 0, 0)
         with PeakRss() as rss:
             for k in range(steps):
+                timer.sample()
                 args, kwargs, target = batches[k]
                 lo, hi = dp * n_micro, (dp + 1) * n_micro
                 args = [a[lo:hi].to(device) for a in args]
@@ -319,15 +363,18 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
                 mb_losses: list[Any] = []
                 dist.barrier()
                 t0 = time.perf_counter()
-                if S == 1:
-                    schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
-                elif pp == 0:
-                    schedule.step(*args, **kwargs)
-                elif pp == S - 1:
-                    schedule.step(target=target[lo:hi].to(device), losses=mb_losses)
-                else:
-                    schedule.step()
+                with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+                    if S == 1:
+                        schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
+                    elif pp == 0:
+                        schedule.step(*args, **kwargs)
+                    elif pp == S - 1:
+                        schedule.step(target=target[lo:hi].to(device), losses=mb_losses)
+                    else:
+                        schedule.step()
                 opt.step()
+                if k == steps - 1:
+                    held = tensor_bytes_of(params, opt)
                 opt.zero_grad(set_to_none=True)
                 if cuda:
                     torch.cuda.synchronize(device)
@@ -347,11 +394,22 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
             "tp": mesh["tp"].get_local_rank(),
             "losses": losses,
             "step_s": times,
-            "peak_memory_bytes": int(peak),
+            "peak_memory_bytes": int(peak) if cuda else int(sum(held) + saved.peak),
             "memory_measure": "torch.cuda.max_memory_allocated"
             if cuda
-            else "peak RSS during the steps minus RSS before the model",
+            else "tensors: weights + gradients + optimizer state + peak saved activations (saved_tensors_hooks)",
             "predicted_memory_bytes": stage_spec.predicted_memory_bytes,
+            "tensor_memory": {
+                "weights": held[0],
+                "gradients": held[1],
+                "optimizer_state": held[2],
+                "saved_activations_peak": saved.peak,
+                "total": sum(held) + saved.peak,
+            },
+            "rss_peak_bytes": int(rss.peak - base_rss),
+            "links": dataclasses.asdict(links),
+            "layer_profile": timer.profile().to_dict(),
+            "costs": dataclasses.asdict(costs),
             "backend": backend,
             "notes": notes,
         }
@@ -361,14 +419,17 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         dist.destroy_process_group()
 
 
-def summarise(spec: RunSpec, ranks: list[dict[str, Any]], ref: dict[str, Any], warmup: int) -> dict[str, Any]:
-    """run.json's figures from the ranks' results and the single-process reference."""
+def summarise(
+    spec: RunSpec, ranks: list[dict[str, Any]], ref: dict[str, Any], warmup: int, prediction: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """run.json's figures from the ranks' results, the single-process reference and the step's prediction (:mod:`.predict`)."""
     last = [r for r in ranks if r["losses"]]
     losses = last[0]["losses"] if last else []
     ref_losses = ref["losses"]
     diffs = [abs(a - b) / abs(b) if b else abs(a - b) for a, b in zip(losses, ref_losses)]
     per_step = [max(r["step_s"][k] for r in ranks) for k in range(len(ranks[0]["step_s"]))]
     measured = statistics.median(per_step[warmup:] or per_step)
+    predicted = float((prediction or {}).get("step_s", spec.predicted_step_s))
     s, d, t = spec.shape
     return {
         "plan": spec.plan_path,
@@ -386,14 +447,18 @@ def summarise(spec: RunSpec, ranks: list[dict[str, Any]], ref: dict[str, Any], w
         "step_s": per_step,
         "single_process_step_s": ref["step_s"],
         "measured_step_s": measured,
-        "predicted_step_s": spec.predicted_step_s,
-        "step_rel_error": (spec.predicted_step_s - measured) / measured if measured > 0 else math.nan,
+        "predicted_step_s": predicted,
+        "step_rel_error": (predicted - measured) / measured if measured > 0 else math.nan,
+        "prediction": prediction or {},
+        "planner_step_s": spec.predicted_step_s,
         "memory": [
             {
                 "rank": r["rank"],
                 "stage": r["pp"] + 1,
                 "measured_peak_bytes": r["peak_memory_bytes"],
                 "predicted_bytes": r["predicted_memory_bytes"],
+                "tensors": r.get("tensor_memory", {}),
+                "rss_peak_bytes": r.get("rss_peak_bytes"),
             }
             for r in sorted(ranks, key=lambda r: r["rank"])
         ],

@@ -9,11 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.run.engine import reference, summarise, worker
+from milp_partition.run.predict import combine, predict_step
 from milp_partition.run.spec import RunSpec
 
 
 def run_plan(spec: RunSpec, steps: int, *, seed: int = 0, threads: int = 1, warmup: int = 1) -> dict[str, Any]:
     """Run ``spec`` for ``steps`` steps on ``spec.world_size`` processes, then in one process; run.json's dict.
+
+    The predicted step (:func:`milp_partition.run.predict.predict_step`) is computed from what the workers
+    measured before the plan's steps (all ranks at once): the whole model's layers at one sample, torch's
+    overheads on tiny modules, gloo's latency and bandwidth in their group.
 
     The rendezvous is a :class:`torch.distributed.FileStore` in a fresh temporary directory (no port to pick);
     each worker asks for SIGTERM when this process dies, and a failed worker stops the others
@@ -37,6 +42,9 @@ def run_plan(spec: RunSpec, steps: int, *, seed: int = 0, threads: int = 1, warm
         ref = reference(spec, steps, seed)
     finally:
         torch.set_num_threads(previous)
-    out = summarise(spec, ranks, ref, warmup)
+    layers, costs, links = combine(ranks)
+    prediction = predict_step(spec, layers, costs, links).to_dict()
+    prediction["layers"] = layers.to_dict()
+    out = summarise(spec, ranks, ref, warmup, prediction)
     out.update({"seed": seed, "threads_per_rank": threads, "torch": torch.__version__})
     return out

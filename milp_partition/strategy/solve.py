@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -43,12 +43,13 @@ from milp_partition.chain import (
     run_chain,
 )
 from milp_partition.formulations import strategy as formulation
-from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
+from milp_partition.heuristics.strategy_lagrangian import LagrangianResult, LagrangianSettings, lagrangian_memory_bound
 from milp_partition.heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
 from milp_partition.result import Result
-from milp_partition.strategy.dp import StrategyDPSettings, chain_dp, pase_dp
+from milp_partition.strategy.dp import StrategyDPResult, StrategyDPSettings, chain_dp, pase_dp
 from milp_partition.strategy.pareto_dp import MemorySearchSettings, ParetoDPSettings, memory_search
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
+from milp_partition.strategy.reductions import Reduced
 from milp_partition.strategy.reductions import reduce as reduce_problem
 from milp_partition.strategy.ties import TieSettings, find_ties, quotient
 from milp_partition.verifiers.strategy import verify_strategy
@@ -116,27 +117,83 @@ class StrategySolveSettings:
     marginal_fixing: bool = True
 
 
+StrategyRun = Run[StrategyProblem, StrategySolution]
+Ties = tuple[tuple[int, ...], ...]
+
+
 @dataclass(frozen=True)
-class _Reduce:
-    """The exact reductions as one :class:`~milp_partition.chain.Reduction`."""
+class ExactReductions:
+    """The exact reductions (:func:`milp_partition.strategy.reductions.reduce`) as one
+    :class:`~milp_partition.chain.Reduction`: the inverse data is the :class:`Reduced` record."""
 
     name: str = "reduction"
 
-    def apply(
-        self, problem: StrategyProblem
-    ) -> tuple[StrategyProblem, Callable[[StrategySolution], StrategySolution], dict[str, Any]]:
+    def apply(self, problem: StrategyProblem) -> tuple[StrategyProblem, Reduced]:
         reduced = reduce_problem(problem)
-        work = reduced.problem
-        info = {"layers": len(work.nodes), "edges": len(work.edges), "configurations": work.total_configs}
-        return work, reduced.lift, info
+        return reduced.problem, reduced
+
+    def invert(self, solution: StrategySolution, inverse_data: Reduced) -> StrategySolution:
+        return inverse_data.lift(solution)
+
+    def notes(self, reduced: StrategyProblem) -> dict[str, Any]:
+        return {"layers": len(reduced.nodes), "edges": len(reduced.edges), "configurations": reduced.total_configs}
+
+
+@dataclass
+class StrategyState:
+    """What the strategy steps hand on within one run.
+
+    ``lagrangian``: the Lagrangian bound's result (the refinement starts from its multipliers);
+    ``ties``: the tied groups of layers (the formulation ties their configurations).
+    """
+
+    lagrangian: LagrangianResult | None = None
+    ties: Ties = ()
 
 
 @dataclass(frozen=True)
-class StrategySteps(StepDefaults):
-    """The strategy problem's steps for :func:`milp_partition.chain.run_chain`."""
+class StrategyFormulation:
+    """:mod:`milp_partition.formulations.strategy` as a :class:`~milp_partition.chain.Formulation`."""
+
+    settings: StrategySolveSettings
+    state: StrategyState
+
+    def build(self, run: StrategyRun) -> Built[formulation.StrategyModel]:
+        settings = self.settings
+        best, lower = run.best, run.lower
+        ties = self.state.ties
+        cutoff = best.value if (best is not None and settings.cutoff and not ties) else None
+        sm = formulation.build(
+            run.work,
+            ties=ties,
+            upper_bound=cutoff * (1 + 1e-12) if cutoff is not None else None,
+            lower_bound=lower * (1 - 1e-12) if (lower is not None and settings.dp_bound and not ties) else None,
+            settings=formulation.StrategyFormulationSettings(integer_edge_variables=run.settings.solver == "cpsat"),
+        )
+        # a tied model's answers bound only the tied problem: its solution counts, its proof does not
+        return Built(sm.model, sm, cutoff, proves=not ties)
+
+    def hint(self, built: Built[formulation.StrategyModel], run: StrategyRun, candidate: Candidate[StrategySolution]) -> None:
+        formulation.hint(built.state, _restrict(run.work, candidate.solution))
+
+    def decode(self, built: Built[formulation.StrategyModel], values: Sequence[float]) -> StrategySolution:
+        solution: StrategySolution = formulation.decode(
+            built.state, list(values)
+        )  # (typed here: plain mypy sees formulations/ as Any)
+        return solution
+
+
+@dataclass(frozen=True)
+class StrategySteps(StepDefaults[StrategyProblem, StrategySolution]):
+    """The strategy problem's steps for :func:`milp_partition.chain.run_chain` (one object per run: it owns the run's state)."""
 
     settings: StrategySolveSettings
     name: str = "strategy"
+    state: StrategyState = field(default_factory=StrategyState, compare=False)
+
+    @property
+    def formulation(self) -> StrategyFormulation:
+        return StrategyFormulation(self.settings, self.state)
 
     def new_result(self, problem: StrategyProblem, settings: ChainSettings) -> Result:
         return Result(
@@ -161,18 +218,19 @@ class StrategySteps(StepDefaults):
         report = verify_strategy(problem, solution)
         return Evaluation(report.feasible, report.objective, tuple(report.violations), report=report)
 
-    def reductions(self, run: Run) -> Sequence[_Reduce]:
-        return (_Reduce(),) if self.settings.reduce else ()
+    def reductions(self, run: StrategyRun) -> Sequence[ExactReductions]:
+        return (ExactReductions(),) if self.settings.reduce else ()
 
-    def heuristics(self, run: Run) -> Iterable[Outcome[StrategySolution]]:
+    def heuristics(self, run: StrategyRun) -> Iterable[Outcome[StrategySolution]]:
         """The DPs (exact without a memory limit, a relaxation bound under one), then the Lagrangian bound."""
         if not self.settings.heuristics:
             return
         work: StrategyProblem = run.work
-        for name, fn in (
+        jobs: tuple[tuple[str, Callable[[], StrategyDPResult]], ...] = (
             ("chain_dp", lambda: chain_dp(work)),
             ("pase_dp", lambda: pase_dp(work, StrategyDPSettings(self.settings.max_table_entries))),
-        ):
+        )
+        for name, fn in jobs:
             dp = fn()
             # the DP minimizes the cost ignoring memory: its value is the optimum without a limit and,
             # under one, a proven lower bound (a relaxation), whichever memory model is in force
@@ -184,7 +242,7 @@ class StrategySteps(StepDefaults):
         problem: StrategyProblem = run.problem
         if problem.memory_limit_bytes is not None and problem.memory_model == "static":
             lag = lagrangian_memory_bound(problem, LagrangianSettings(max_table_entries=self.settings.max_table_entries))
-            run.scratch["lagrangian"] = lag
+            self.state.lagrangian = lag
             # the Lagrangian works on the original problem: its choice needs no lift
             yield Outcome(
                 "lagrangian",
@@ -196,20 +254,20 @@ class StrategySteps(StepDefaults):
                 original=True,
             )
 
-    def refine(self, run: Run) -> Iterable[Outcome[StrategySolution]]:
+    def refine(self, run: StrategyRun) -> Iterable[Outcome[StrategySolution]]:
         """Pareto DP and min-marginal fixing under a static limit; the tied quotient with ``tie_blocks``."""
-        lag = run.scratch.get("lagrangian")
+        lag = self.state.lagrangian
         if lag is not None and math.isfinite(lag.bound) and lag.evaluated and not self.settings.tie_blocks:
             yield from self._memory_exact(run, lag)
         if self.settings.tie_blocks:
             yield from self._ties(run)
 
-    def _memory_exact(self, run: Run, lag: Any) -> Iterable[Outcome[StrategySolution]]:
+    def _memory_exact(self, run: StrategyRun, lag: LagrangianResult) -> Iterable[Outcome[StrategySolution]]:
         settings = self.settings
         lams = [lam for lam, _ in sorted(lag.evaluated, key=lambda t: -t[1])]
         if settings.memory_dp:
             best = run.best
-            left = max(0.0, settings.memory_dp_share * settings.time_limit_s - run.elapsed_s())
+            left = run.budget.share(settings.memory_dp_share).left()
             search = memory_search(
                 run.work,
                 lag.bound,
@@ -258,10 +316,10 @@ class StrategySteps(StepDefaults):
             }
             run.say(f"[fixing] {before} -> {run.work.total_configs} configurations at {best.value:.12g}")
 
-    def _ties(self, run: Run) -> Iterable[Outcome[StrategySolution]]:
+    def _ties(self, run: StrategyRun) -> Iterable[Outcome[StrategySolution]]:
         settings = self.settings
         ties = find_ties(run.work, TieSettings(rounds=settings.tie_rounds))
-        run.scratch["ties"] = ties
+        self.state.ties = ties
         run.result.solver_notes["ties"] = {"groups": len(ties), "layers": sum(len(g) for g in ties)}
         run.say(f"[ties] {len(ties)} groups of identical layers, {sum(len(g) for g in ties)} layers tied")
         work: StrategyProblem = run.work
@@ -270,7 +328,7 @@ class StrategySteps(StepDefaults):
         # the quotient's optimum is the best *tied* solution, not the problem's optimum: its bound is never used
         q = quotient(work, ties)
         run.say(f"[ties] solving the tied problem: {len(q.problem.nodes)} layers, {q.problem.total_configs} configurations")
-        inner = nested(solve_strategy(q.problem, replace(settings, tie_blocks=False, time_limit_s=max(1.0, run.remaining_s()))))
+        inner = nested(solve_strategy(q.problem, replace(settings, tie_blocks=False, time_limit_s=max(1.0, run.budget.left()))))
         run.result.solver_notes["ties"].update(
             {"tied_layers": len(q.problem.nodes), "tied_status": str(inner.status), "tied_objective": inner.objective}
         )
@@ -278,27 +336,6 @@ class StrategySteps(StepDefaults):
         run.skip_solver = "the tied problem was solved instead of the whole one"
         solution = q.lift(StrategySolution(inner.assignment)) if inner.assignment else None
         yield Outcome(f"{settings.solver} on the tied problem", solution, inner.solve_seconds, False, inner.message)
-
-    def build(self, run: Run) -> Built:
-        settings = self.settings
-        best, lower = run.best, run.lower
-        ties = run.scratch.get("ties", ())
-        cutoff = best.value if (best is not None and settings.cutoff and not ties) else None
-        sm = formulation.build(
-            run.work,
-            ties=ties,
-            upper_bound=cutoff * (1 + 1e-12) if cutoff is not None else None,
-            lower_bound=lower * (1 - 1e-12) if (lower is not None and settings.dp_bound and not ties) else None,
-            settings=formulation.StrategyFormulationSettings(integer_edge_variables=run.settings.solver == "cpsat"),
-        )
-        # a tied model's answers bound only the tied problem: its solution counts, its proof does not
-        return Built(sm.model, sm, cutoff, proves=not ties)
-
-    def hint(self, built: Built, run: Run, candidate: Candidate[StrategySolution]) -> None:
-        formulation.hint(built.state, _restrict(run.work, candidate.solution))
-
-    def decode(self, built: Built, values: Sequence[float]) -> StrategySolution:
-        return formulation.decode(built.state, list(values))
 
     def record(self, result: Result, problem: StrategyProblem, best: Candidate[StrategySolution]) -> None:
         report = best.report or verify_strategy(problem, best.solution)

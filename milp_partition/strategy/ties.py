@@ -92,9 +92,8 @@ class Quotient:
     problem: StrategyProblem
     members: dict[str, tuple[str, ...]]
 
-    def lift(self, solution):
+    def lift(self, solution: StrategySolution) -> StrategySolution:
         """The original problem's solution: every member takes its group's configuration."""
-
         return StrategySolution({m: solution.choice[q] for q, ms in self.members.items() for m in ms})
 
 

@@ -1,12 +1,12 @@
-"""Which problems ``gap`` knows, and the interface each problem's gap module implements.
+"""The interface each problem's gap module implements, and running one job.
 
 A problem joins the sweep with one module, ``milp_partition/<problem>/gap.py``,
-that satisfies :class:`GapProblem`, and one entry in :data:`PROBLEM_MODULES`.
+that satisfies :class:`GapProblem`, named by its descriptor (``gap``) in the one
+registry, :data:`milp_partition.registry.PROBLEMS`.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 import traceback
 from collections.abc import Mapping
@@ -14,16 +14,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Protocol
 
+from milp_partition import registry
 from milp_partition.errors import InputError
 from milp_partition.sweep.jobs import GapJob
-
-#: Problem name -> gap module.
-PROBLEM_MODULES: Mapping[str, str] = {
-    "pipeline": "milp_partition.pipeline.gap",
-    "strategy": "milp_partition.strategy.gap",
-    "placement": "milp_partition.placement.gap",
-    "joint": "milp_partition.joint.gap",
-}
 
 
 class GapProblem(Protocol):
@@ -56,12 +49,16 @@ class GapProblem(Protocol):
         ...
 
 
+def gap_problems() -> list[str]:
+    """The problems the sweep knows (those whose descriptor names a gap module), in the registry's order."""
+    return registry.names("gap")
+
+
 def gap_module(problem: str) -> ModuleType:
     """The gap module of ``problem``; :class:`InputError` for an unknown name."""
-    try:
-        return importlib.import_module(PROBLEM_MODULES[problem])
-    except KeyError:
-        raise InputError(f"unknown problem {problem!r}; known: {', '.join(PROBLEM_MODULES)}", where="gap --problem") from None
+    if problem not in gap_problems():
+        raise InputError(f"unknown problem {problem!r}; known: {', '.join(gap_problems())}", where="gap --problem")
+    return registry.problem(problem).gap_module()
 
 
 def execute(job: GapJob) -> dict[str, str]:

@@ -11,7 +11,10 @@ the memory within capacity; with ``contiguous``, no path of forward nodes
 u -> w -> v with u, v on one device and w off it; the load of an accelerator is
 its nodes' time plus, once per source node and direction, the output transfer
 time of every node sending to it or from it across devices; a CPU core's load is
-its nodes' time.  The objective is the largest load (time per sample), or with
+its nodes' time; with the 1F1B memory model (stage i of s = the i-th accelerator
+keeps s - i micro-batches of activations) an edge between forward nodes never runs
+to an earlier accelerator and one between backward nodes never to a later one.
+The objective is the largest load (time per sample), or with
 ``objective="memory"`` the largest accelerator memory, subject to every load
 within ``max_time_per_sample``.
 """
@@ -107,13 +110,10 @@ def verify_pipeline(problem: PipelineProblem, solution: PipelineSolution) -> Pip
         for dev in kind_of:
             bad.extend(_convexity_violations(dev, graph.nodes, where, succ))
 
-    # stage order of a 1F1B pipeline
+    # stage order of a 1F1B pipeline: activations to later stages, gradients to earlier ones
     positions = {dev.id: i for i, dev in enumerate(cluster.devices)}
     if settings.memory_model == "1f1b":
-        for e in graph.edges:
-            a, b = where[e.source], where[e.target]
-            if a in positions and b in positions and positions[a] > positions[b]:
-                bad.append(f"edge {e.source!r} -> {e.target!r} goes back from stage {a!r} to earlier stage {b!r}")
+        bad.extend(_stage_order_violations(graph.edges, nodes, where, positions))
 
     # memory
     stages = len(cluster.devices)
@@ -180,6 +180,22 @@ def verify_pipeline(problem: PipelineProblem, solution: PipelineSolution) -> Pip
         loads=loads,
         memory_bytes=memory,
     )
+
+
+def _stage_order_violations(edges: tuple, nodes: dict, where: dict[str, str], positions: dict[str, int]) -> list[str]:
+    """1F1B's order: an edge between forward nodes may not run to an earlier accelerator, an edge between backward
+    nodes to a later one; an edge between a forward and a backward node is not ordered."""
+    out = []
+    for e in edges:
+        a, b = where[e.source], where[e.target]
+        if a not in positions or b not in positions:
+            continue
+        backward = nodes[e.source].is_backward, nodes[e.target].is_backward
+        if backward == (False, False) and positions[a] > positions[b]:
+            out.append(f"forward edge {e.source!r} -> {e.target!r} goes back from stage {a!r} to earlier stage {b!r}")
+        elif backward == (True, True) and positions[a] < positions[b]:
+            out.append(f"backward edge {e.source!r} -> {e.target!r} goes from stage {a!r} on to later stage {b!r}")
+    return out
 
 
 def _transfers_twice(problem: PipelineProblem) -> bool:

@@ -1,0 +1,153 @@
+"""The one table of problems: a descriptor per problem, naming its modules by path (imported only when used).
+
+A new problem is one folder (its ``problem.py``, ``solve.py``, ``gap.py``, a reader
+in ``io/``, a verifier in ``verifiers/``, a CLI module in ``cli/``, a plot module in
+``plots/``) and one line in :data:`PROBLEMS`.  The command line (``solve``,
+``evaluate``, ``info``), the gap sweep and ``plot`` find problems here and nowhere else.
+
+Layering: this module sits on top, with ``cli/``, ``plots/`` and ``sweep/`` (it names
+their modules and every problem's solve module); nothing below them imports it.
+Importing it is cheap: it imports no problem module until one is asked for.
+
+The modules a descriptor names provide:
+
+* ``cli``: ``OPTIONS`` (the problem options it reads, a frozenset of ``argparse``
+  dests), ``register_options(parser, command)``, ``claims(data) -> bool`` (whether a
+  parsed JSON instance is its format; :data:`PROBLEMS`' order decides, the last entry
+  takes the rest), optionally ``claims_path(folder) -> bool`` (an instance that is a
+  folder), ``problem_from_args(args)`` (the reader under the command line's
+  settings) and ``cmd_solve``, ``cmd_evaluate``, ``cmd_info`` (``args -> exit code``);
+* ``solve``: ``"module:function"``, ``function(problem, settings) -> Result`` through
+  :func:`milp_partition.chain.run_chain`;
+* ``verifier``: ``"module:function"``, the independent verifier;
+* ``gap``: a module satisfying :class:`milp_partition.sweep.registry.GapProblem`;
+* ``plot``: a module with ``figure(result, instance_path, options)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from milp_partition.errors import InputError
+
+
+def _attribute(path: str) -> Any:
+    """The object at ``"module:name"``."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+@dataclass(frozen=True)
+class ProblemEntry:
+    """One problem: its name and the paths of its modules (see the module docstring for what each provides)."""
+
+    name: str
+    cli: str
+    solve: str
+    verifier: str
+    gap: str | None = None
+    plot: str | None = None
+
+    def cli_module(self) -> ModuleType:
+        """The CLI module (options, reader, claims, commands)."""
+        return importlib.import_module(self.cli)
+
+    def claims(self, data: object) -> bool:
+        """Whether a parsed JSON instance is this problem's format."""
+        return bool(self.cli_module().claims(data))
+
+    def claims_path(self, path: Path) -> bool:
+        """Whether a folder is this problem's instance (the CLI module's optional ``claims_path``)."""
+        check = getattr(self.cli_module(), "claims_path", None)
+        return check is not None and bool(check(path))
+
+    @property
+    def reader(self) -> Callable[..., Any]:
+        """``problem_from_args(args)``: the instance read under the command line's settings."""
+        return self.cli_module().problem_from_args  # type: ignore[no-any-return]
+
+    def solve_function(self) -> Callable[..., Any]:
+        """``solve(problem, settings) -> Result``."""
+        return _attribute(self.solve)  # type: ignore[no-any-return]
+
+    def verifier_function(self) -> Callable[..., Any]:
+        """The independent verifier."""
+        return _attribute(self.verifier)  # type: ignore[no-any-return]
+
+    def gap_module(self) -> ModuleType:
+        """The gap-sweep module (:class:`InputError` when the problem has none)."""
+        if self.gap is None:
+            raise InputError(f"the {self.name} problem has no gap sweep", where="gap --problem")
+        return importlib.import_module(self.gap)
+
+    def plot_module(self) -> ModuleType:
+        """The plot module (:class:`InputError` when the problem has none)."""
+        if self.plot is None:
+            raise InputError(f"the {self.name} problem has no plot", where="plot")
+        return importlib.import_module(self.plot)
+
+
+#: Every problem, in detection order (the last one takes every instance file the others do not claim).
+PROBLEMS: dict[str, ProblemEntry] = {
+    e.name: e
+    for e in (
+        ProblemEntry(
+            "placement",
+            cli="milp_partition.cli.placement",
+            solve="milp_partition.placement.solve:solve_placement",
+            verifier="milp_partition.verifiers.placement:verify_placement",
+            gap="milp_partition.placement.gap",
+            plot="milp_partition.plots.placement",
+        ),
+        ProblemEntry(
+            "strategy",
+            cli="milp_partition.cli.strategy",
+            solve="milp_partition.strategy.solve:solve_strategy",
+            verifier="milp_partition.verifiers.strategy:verify_strategy",
+            gap="milp_partition.strategy.gap",
+            plot="milp_partition.plots.strategy",
+        ),
+        ProblemEntry(
+            "joint",
+            cli="milp_partition.cli.joint",
+            solve="milp_partition.joint.solve:solve_joint",
+            verifier="milp_partition.verifiers.joint:verify_joint",
+            gap="milp_partition.joint.gap",
+            plot="milp_partition.plots.joint",
+        ),
+        ProblemEntry(
+            "galvatron",
+            cli="milp_partition.cli.galvatron",
+            solve="milp_partition.galvatron.solve:solve_galvatron",
+            verifier="milp_partition.verifiers.galvatron:verify_galvatron",
+            gap="milp_partition.galvatron.gap",
+            plot="milp_partition.plots.galvatron",
+        ),
+        ProblemEntry(
+            "pipeline",
+            cli="milp_partition.cli.pipeline",
+            solve="milp_partition.pipeline.solve:solve_pipeline",
+            verifier="milp_partition.verifiers.pipeline:verify_pipeline",
+            gap="milp_partition.pipeline.gap",
+            plot="milp_partition.plots.pipeline",
+        ),
+    )
+}
+
+
+def problem(name: str, where: str = "--problem") -> ProblemEntry:
+    """The descriptor of ``name``; :class:`InputError` for an unknown one."""
+    try:
+        return PROBLEMS[name]
+    except KeyError:
+        raise InputError(f"unknown problem {name!r}; known: {', '.join(PROBLEMS)}", where=where) from None
+
+
+def names(feature: str | None = None) -> list[str]:
+    """Problem names in detection order; with ``feature`` (``"gap"`` or ``"plot"``), those that have that module."""
+    return [name for name, e in PROBLEMS.items() if feature is None or getattr(e, feature) is not None]

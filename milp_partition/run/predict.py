@@ -1,0 +1,529 @@
+"""The predicted step time of a plan *as run* (``milp-partition run``), kept apart from the planner's objective.
+
+The planner ranks plans by Piper's steady-state time per sample (:mod:`milp_partition.joint`); that
+objective is unchanged. What ``run`` compares with its measured step is this module's formula, which
+prices what the run does, one micro-batch of one sample at a time:
+
+* **A layer's forward / backward per micro-batch** at tensor-parallel degree ``t``: for each of its
+  operators as one of ``t`` devices runs it (:func:`~milp_partition.joint.megatron.scaled_op`), with
+  FLOPs and bytes for one sample (the import's divided by its batch)::
+
+      fwd_op = o_fwd + max(flops / R, bytes * beta_mem)        bwd_op = o_bwd + max(bwd_flops / R, 2 bytes * beta_mem)
+
+  ``o_fwd``, ``o_bwd``: torch's eager and autograd overhead per operator; ``R``: torch's matrix-product
+  rate on one thread; both measured on this CPU by :func:`calibrate_torch` (a chain of tiny operators, a
+  few products; never the model). ``beta_mem``: the profile's memory fit. ``bwd_op`` is counted only for
+  operators with a backward. With ``t > 1``: ``o_dtensor`` per split linear module (DTensor's hooks, forward
+  and backward, measured on a one-rank mesh) plus each forward (row) and backward (column) all-reduce of
+  the layer, ``2 (t-1)/t * bytes * beta_ar + 2 (t-1) * alpha_ar``, one message each. A recomputed layer
+  runs its forward twice.
+* **A stage** ``q``: ``f_q``, ``b_q`` = the sums over its layers, plus the cross-entropy loss on the last
+  stage; ``c_q`` = the stage boundary's point-to-point message after it, ``alpha_p2p + bytes * beta_p2p``
+  (the gloo fit ``links["d2d"]``), once forward and once backward.
+* **1F1B** with ``p`` stages and ``m = N / d`` micro-batches per data-parallel replica: the first micro-batch
+  crosses every stage, the other ``m - 1`` follow at the pace of the slowest::
+
+      pipeline = sum_q (f_q + b_q + 2 c_q) + (m - 1) * max_q (f_q + b_q + 2 c_q) + m * o_sched
+
+  (``(m + p - 1) x`` the bottleneck when the stages are equal); ``o_sched`` is the schedule's own
+  per-micro-batch bookkeeping, which is not measured here (0).
+* **The tail**: DDP's gradient all-reduce when ``d > 1`` (the last micro-batch's backward; one ring
+  all-reduce per 25 MiB bucket, ``2 (d-1)/d * bytes * beta_ar + 2 (d-1) * alpha_ar`` each), then the
+  optimizer step on the stage's parameters: ``o_opt`` per parameter tensor plus ``k * param bytes * beta_mem``
+  (``k`` = bytes touched per parameter byte: 4 for SGD, 7 for Adam).
+
+``step = max over stages of (pipeline + tail_q)``; :func:`step_time` is the formula alone (unit-tested on
+a hand-computed case), :func:`predict_step` builds its inputs from a plan and its imported graph.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from milp_partition.errors import InputError
+from milp_partition.importers.timing import load_profile_spec, op_times
+from milp_partition.io.imported_layers import read_layers
+from milp_partition.joint.megatron import split_layer
+from milp_partition.run.model import batch, build_model, loss_fn, optimizer
+from milp_partition.run.spec import RunSpec
+
+#: DDP's default bucket size (``bucket_cap_mb=25``).
+DDP_BUCKET_BYTES = 25 * 2**20
+
+
+@dataclass(frozen=True)
+class TorchCosts:
+    """DTensor's overheads on this CPU (:func:`calibrate_runtime`), seconds.
+
+    ``dtensor_module_s``: a ``ColwiseParallel`` / ``RowwiseParallel`` linear module's forward plus backward
+    beyond the plain module's; ``dtensor_optimizer_tensor_s``: the optimizer's step on a DTensor parameter
+    beyond a plain one's.
+    """
+
+    dtensor_module_s: float = 0.0
+    dtensor_optimizer_tensor_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    """One pipeline stage's figures per micro-batch, and its tail."""
+
+    forward_s: float
+    backward_s: float
+    send_s: float = 0.0
+    allreduce_s: float = 0.0
+    optimizer_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepPrediction:
+    """The predicted step and its parts (seconds)."""
+
+    step_s: float
+    pipeline_s: float
+    bottleneck_stage: int
+    stages: tuple[StageTimes, ...]
+    microbatches_per_replica: int
+    costs: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step_s": self.step_s,
+            "pipeline_s": self.pipeline_s,
+            "bottleneck_stage": self.bottleneck_stage + 1,
+            "microbatches_per_replica": self.microbatches_per_replica,
+            "stages": [asdict(s) for s in self.stages],
+            "costs": self.costs,
+        }
+
+
+def step_time(stages: Sequence[StageTimes], microbatches: int, fixed_s: float = 0.0) -> StepPrediction:
+    """1F1B's step: ``sum_q u_q + (m - 1) max_q u_q + E`` with ``u_q = f_q + b_q + 2 c_q``, then the slowest stage tail.
+
+    ``microbatches`` is ``m``, the micro-batches of one data-parallel replica; ``fixed_s`` is ``E``, the
+    step of the same schedule with nothing to compute (the runtime's own cost: the schedule, the messages'
+    latency, waking the other rank).
+    """
+    if not stages or microbatches < 1:
+        raise ValueError("need at least one stage and one micro-batch")
+    units = [s.forward_s + s.backward_s + 2.0 * s.send_s for s in stages]
+    slowest = max(range(len(units)), key=units.__getitem__)
+    pipeline = sum(units) + (microbatches - 1) * units[slowest] + fixed_s
+    step = pipeline + max(s.allreduce_s + s.optimizer_s for s in stages)
+    return StepPrediction(step, pipeline, slowest, tuple(stages), microbatches)
+
+
+# -- calibration -----------------------------------------------------------------------------------
+
+
+def _median(fn: Any, repeats: int) -> float:
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def calibrate_runtime(threads: int = 1, repeats: int = 7, group: Any = None) -> TorchCosts:
+    """Torch's distributed overheads on this CPU, on tiny modules (never the model).
+
+    DTensor: a column- then row-parallel pair of small linear modules on a one-rank mesh against the plain
+    pair, forward plus backward (per module), and an Adam step on their parameters (per tensor). Needs a one-rank process
+    group: ``group`` (inside a run: each rank's own, so that nothing waits on another rank), else a one-rank
+    gloo group started here (a file store in a temporary directory) and destroyed after.
+    """
+    import os
+    import tempfile
+
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+
+    own = group is None
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    with tempfile.TemporaryDirectory(prefix="milp-dtensor-") as tmp:
+        try:
+            if own:
+                dist.init_process_group("gloo", store=dist.FileStore(os.path.join(tmp, "store"), 1), rank=0, world_size=1)
+            from torch.distributed.device_mesh import DeviceMesh
+            from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+            def pair() -> Any:
+                torch.manual_seed(0)
+                return nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8))
+
+            plain, split = pair(), pair()
+            pg: Any = group if group is not None else dist.group.WORLD
+            mesh = DeviceMesh.from_group(pg, "cpu")
+            parallelize_module(split, mesh, {"0": ColwiseParallel(), "1": RowwiseParallel()})
+            x = torch.randn(1, 4, 8)
+            times = {}
+            for name, m in (("plain", plain), ("split", split)):
+                opt = torch.optim.Adam(m.parameters(), lr=1e-3, foreach=False)
+
+                def fb(m: Any = m) -> None:
+                    m(x).sum().backward()
+
+                fb()
+                opt.step()
+                times[name] = (_median(fb, repeats), _median(opt.step, repeats))
+        finally:
+            if own and dist.is_initialized():
+                dist.destroy_process_group()
+            torch.set_num_threads(previous)
+    module = max(times["split"][0] - times["plain"][0], 0.0) / 2.0
+    tensor = max(times["split"][1] - times["plain"][1], 0.0) / 4.0
+    return TorchCosts(module, tensor)
+
+
+# -- the model's layers at one sample, in torch ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerProfile:
+    """Forward and backward seconds of each graph node for one sample (one micro-batch), and the optimizer's step.
+
+    Measured by :func:`measure_layers` on the real module in one process (module hooks' timestamps):
+    a node's forward runs from its module's forward pre-hook to the next node's, its backward from its
+    module's backward pre-hook to the previous node's (operators outside any module fall to the node
+    before them; the loss to the last node).
+    """
+
+    forward_s: dict[str, float]
+    backward_s: dict[str, float]
+    optimizer_s_per_param_tensor: float
+    threads: int = 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class LayerTimer:
+    """The whole model (a copy of its own) on one sample, with hooks that timestamp each node; one pass per :meth:`sample`.
+
+    A run calls :meth:`sample` just before each of its steps, so that the layers are timed under the same
+    load as the step they predict; :meth:`profile` gives the medians.
+    """
+
+    def __init__(self, spec: RunSpec, threads: int = 1, seed: int = 0) -> None:
+        import warnings
+
+        # a full backward pre-hook on a module whose inputs need no gradient fires all the same: no warning
+        warnings.filterwarnings("ignore", message="Full backward hook")
+        self.threads = threads
+        self.model = build_model(spec, seed)
+        named = dict(self.model.named_modules())
+        self.points = [v for v in spec.node_order if v in named and v != ""]
+        args, kwargs, target = batch(spec, self.model, 0, seed)
+        self.args = [a[:1] for a in args]
+        self.kwargs = {k: v[:1] for k, v in kwargs.items()}
+        self.target = target[:1]
+        self.fstamp: dict[str, float] = {}
+        self.bstamp: dict[str, float] = {}
+        for v in self.points:
+            mod = named[v]
+            mod.register_forward_pre_hook(lambda m, a, v=v: self.fstamp.__setitem__(v, time.perf_counter()))
+            mod.register_full_backward_pre_hook(lambda m, g, v=v: self.bstamp.__setitem__(v, time.perf_counter()))
+        self.fwd: dict[str, list[float]] = {v: [] for v in self.points}
+        self.bwd: dict[str, list[float]] = {v: [] for v in self.points}
+        self.opt = optimizer(spec, self.model.parameters())
+        self.opt_times: list[float] = []
+        self.n_params = len(list(self.model.parameters()))
+        self.sample(record=False)  # warm-up
+
+    def sample(self, record: bool = True) -> None:
+        """One forward, backward and optimizer step on one sample, its nodes' times recorded."""
+        import torch
+
+        previous = torch.get_num_threads()
+        torch.set_num_threads(self.threads)
+        try:
+            self.fstamp.clear()
+            self.bstamp.clear()
+            t0 = time.perf_counter()
+            loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
+            t1 = time.perf_counter()
+            loss.backward()
+            t2 = time.perf_counter()
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+            t3 = time.perf_counter()
+        finally:
+            torch.set_num_threads(previous)
+        if not record:
+            return
+        seen = [v for v in self.points if v in self.fstamp]
+        for i, v in enumerate(seen):
+            start = t0 if i == 0 else self.fstamp[v]
+            end = self.fstamp[seen[i + 1]] if i + 1 < len(seen) else t1
+            self.fwd[v].append(end - start)
+        back = sorted((self.bstamp[v], v) for v in seen if v in self.bstamp)
+        for i, (_, v) in enumerate(back):
+            start = t1 if i == 0 else back[i][0]
+            end = back[i + 1][0] if i + 1 < len(back) else t2
+            self.bwd[v].append(end - start)
+        self.opt_times.append(t3 - t2)
+
+    def profile(self) -> LayerProfile:
+        """The medians of the recorded passes."""
+        return LayerProfile(
+            {v: statistics.median(x) if x else 0.0 for v, x in self.fwd.items()},
+            {v: statistics.median(x) if x else 0.0 for v, x in self.bwd.items()},
+            (statistics.median(self.opt_times) if self.opt_times else 0.0) / max(self.n_params, 1),
+            self.threads,
+        )
+
+
+def measure_layers(spec: RunSpec, threads: int = 1, repeats: int = 5, seed: int = 0) -> LayerProfile:
+    """Time the model's nodes on one sample with autograd on (the run's micro-batch), wall time, medians of ``repeats``."""
+    timer = LayerTimer(spec, threads, seed)
+    for _ in range(repeats):
+        timer.sample()
+    return timer.profile()
+
+
+# -- the plan's inputs to the formula ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LinkFit:
+    """What the workers measure in their own groups before the plan's steps.
+
+    ``alpha_s + bytes * beta_s_per_byte`` of gloo's send/recv (one way) and all-reduce (the whole operation,
+    2 ranks); ``empty_step_s``: the plan's shape run with a tiny linear module per stage (:func:`empty_step`).
+    """
+
+    p2p_alpha_s: float
+    p2p_beta_s_per_byte: float
+    allreduce_alpha_s: float
+    allreduce_beta_s_per_byte: float
+    empty_step_s: float = 0.0
+
+
+def _ring(nbytes: float, p: int, alpha: float, beta: float) -> float:
+    return 0.0 if p <= 1 or nbytes <= 0 else alpha + nbytes * beta
+
+
+def _split_share(ops: Sequence[Any], roles: Sequence[str], model: Any, profile: Any) -> float:
+    """The share of a layer's time in its split (column / row) operators, by the profile's roofline (one sample)."""
+    total = split = 0.0
+    for op, role in zip(ops, roles):
+        t = op_times(op, model.settings, profile)
+        total += t.forward_s + t.backward_s
+        if role in ("column", "row"):
+            split += t.forward_s + t.backward_s
+    return split / total if total > 0 else 0.0
+
+
+def predict_step(
+    spec: RunSpec, layers: LayerProfile, costs: TorchCosts, links: LinkFit, profile: Any | None = None
+) -> StepPrediction:
+    """The formula of this module for ``spec`` (see the module docstring).
+
+    ``layers``: the nodes' times at one sample (:func:`measure_layers`); ``costs``: DTensor's overheads
+    (:func:`calibrate_runtime`); ``links``: gloo's fits in the run's own process group; ``profile``: only
+    for the split operators' share of a layer's time (default: the import's).
+    """
+    model = read_layers(spec.graph, spec.graph_path)
+    if profile is None:
+        try:
+            profile = load_profile_spec(model.profile or "H100")
+        except (InputError, OSError):  # a profile path relative to where the import ran: only the split share needs it
+            profile = load_profile_spec("H100")
+    batch = float(model.batch_size or 1)
+    successors = {u for u, _, _ in model.edges}
+    S, D, T = spec.shape
+    # with E measured, each all-reduce's latency is in it (the empty plan has the same pairs): bytes only here
+    ar_alpha = 0.0 if links.empty_step_s > 0 else links.allreduce_alpha_s
+    stages: list[StageTimes] = []
+    dtensor_parts: list[tuple[float, float]] = []  # per stage: DTensor's part per micro-batch, and in the optimizer step
+    for q, st in enumerate(spec.stages):
+        fwd = bwd = 0.0
+        dtensor_mb = 0.0
+        param_bytes = 0.0
+        param_tensors = 0
+        dtensor_tensors = 0
+        for v in st.nodes:
+            f_v, b_v = layers.forward_s.get(v, 0.0), layers.backward_s.get(v, 0.0)
+            if v not in model.layers:
+                fwd, bwd = fwd + f_v, bwd + b_v
+                continue
+            _, ops = model.layers[v]
+            roles: Sequence[str] = ("replicated",) * len(ops)
+            if T > 1:
+                split = split_layer(ops, model.modules, T, last_layer=v not in successors)
+                roles = split.roles
+                phi = _split_share(ops, roles, model, profile)
+                f_v *= 1.0 - phi + phi / T
+                b_v *= 1.0 - phi + phi / T
+                f_v += sum(_ring(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_fw_bytes)
+                b_v += sum(_ring(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_bw_bytes)
+                n_split = sum(1 for op, r in zip(ops, roles) if r in ("column", "row") and op.param_bytes > 0)
+                if links.empty_step_s <= 0:  # else DTensor's hooks are in E, run with as many split pairs
+                    f_v += n_split * costs.dtensor_module_s / 2
+                    b_v += n_split * costs.dtensor_module_s / 2
+                    dtensor_mb += n_split * costs.dtensor_module_s * (1.5 if v in st.recomputed else 1.0)
+            if v in st.recomputed:
+                b_v += f_v
+            fwd, bwd = fwd + f_v, bwd + b_v
+            for op, role in zip(ops, roles):
+                if op.param_bytes > 0:  # weight and bias (an embedding: its table)
+                    n = 1 if "embedding" in op.op_type.lower() else 2
+                    param_tensors += n
+                    dtensor_tensors += n if role in ("column", "row") else 0
+                    param_bytes += op.param_bytes / (T if role in ("column", "row") else 1)
+        send = 0.0
+        if q < S - 1:
+            here = set(st.nodes)
+            nbytes = sum(b for u, w, b in model.edges if u in here and w not in here) / batch
+            # (the latency of each message is in the empty plan's step when it was measured)
+            send = (0.0 if links.empty_step_s > 0 else links.p2p_alpha_s) + nbytes * links.p2p_beta_s_per_byte
+        allreduce = 0.0
+        if D > 1:
+            buckets = max(1, math.ceil(param_bytes / DDP_BUCKET_BYTES))
+            first = 0 if links.empty_step_s > 0 else 1  # the empty plan's DDP all-reduces one bucket
+            allreduce = (buckets - 1 + first) * links.allreduce_alpha_s + param_bytes * links.allreduce_beta_s_per_byte
+        optimizer = param_tensors * layers.optimizer_s_per_param_tensor + dtensor_tensors * costs.dtensor_optimizer_tensor_s
+        stages.append(StageTimes(fwd, bwd, send, allreduce, optimizer))
+        dtensor_parts.append((dtensor_mb, dtensor_tensors * costs.dtensor_optimizer_tensor_s))
+    pred = step_time(stages, max(spec.microbatches // D, 1), links.empty_step_s)
+    return StepPrediction(
+        pred.step_s,
+        pred.pipeline_s,
+        pred.bottleneck_stage,
+        pred.stages,
+        pred.microbatches_per_replica,
+        {
+            **asdict(costs),
+            **asdict(links),
+            "layer_profile_threads": layers.threads,
+            # DTensor's overheads on the bottleneck stage over the step (a part of step_s, for the report)
+            "dtensor_step_s": pred.microbatches_per_replica * dtensor_parts[pred.bottleneck_stage][0]
+            + dtensor_parts[pred.bottleneck_stage][1],
+        },
+    )
+
+
+def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: int = 9) -> LinkFit:
+    """Gloo's send/recv (half a ping-pong between ranks 0 and 1) and all-reduce over the default group, fitted on two sizes.
+
+    Collective: every rank of the default process group calls it; ranks above 1 only join the all-reduces.
+    """
+    import torch
+    import torch.distributed as dist
+
+    def timed(fn: Any) -> float:
+        samples = []
+        for _ in range(repeats + 1):
+            dist.barrier()
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+        return statistics.median(samples[1:])
+
+    p2p: list[float] = []
+    ar: list[float] = []
+    for size in sizes:
+        x = torch.zeros(size // 4)
+
+        def ping(x: Any = x) -> None:
+            if rank == 0:
+                dist.send(x, 1)
+                dist.recv(x, 1)
+            elif rank == 1:
+                dist.recv(x, 0)
+                dist.send(x, 0)
+
+        p2p.append(timed(ping) / 2.0)
+        ar.append(timed(lambda x=x: dist.all_reduce(x)))
+
+    def fit(t: list[float]) -> tuple[float, float]:
+        beta = max((t[1] - t[0]) / (sizes[1] - sizes[0]), 0.0)
+        return max(t[0] - sizes[0] * beta, 0.0), beta
+
+    return LinkFit(*fit(p2p), *fit(ar))
+
+
+def combine(ranks: Sequence[dict[str, Any]]) -> tuple[LayerProfile, TorchCosts, LinkFit]:
+    """The ranks' measurements (``rank*.json``: ``layer_profile``, ``costs``, ``links``) as one: means over the ranks."""
+    profiles = [r["layer_profile"] for r in ranks]
+
+    def mean(values: Sequence[float]) -> float:
+        return statistics.fmean(values) if values else 0.0
+
+    nodes = list(profiles[0]["forward_s"])
+    layers = LayerProfile(
+        {v: mean([p["forward_s"].get(v, 0.0) for p in profiles]) for v in nodes},
+        {v: mean([p["backward_s"].get(v, 0.0) for p in profiles]) for v in nodes},
+        mean([p["optimizer_s_per_param_tensor"] for p in profiles]),
+        int(profiles[0].get("threads", 1)),
+    )
+    costs = TorchCosts(**{k: mean([r["costs"][k] for r in ranks]) for k in ranks[0]["costs"]})
+    links = LinkFit(**{k: mean([r["links"][k] for r in ranks]) for k in ranks[0]["links"]})
+    return layers, costs, links
+
+
+def empty_step(
+    stages: int,
+    stage: int,
+    n_micro: int,
+    device: Any,
+    pp_group: Any,
+    dp_group: Any,
+    tp_mesh: Any = None,
+    tp_pairs: int = 0,
+    repeats: int = 5,
+) -> float:
+    """The step of the plan's schedule with nothing to compute: ``Schedule1F1B`` over ``n_micro`` micro-batches on the
+    run's pipeline group, a small linear module per stage (DDP over ``dp_group`` if given; with ``tp_mesh``,
+    ``tp_pairs`` column/row-parallel pairs of small linear modules, as many as the stage splits, so that
+    DTensor's overheads and each all-reduce's latency come in the plan's pattern); median wall time.
+
+    Collective over the run's ranks. What it measures is the runtime's own cost, the ``E`` of :func:`step_time`.
+    """
+    import torch
+    import torch.distributed as dist
+    from torch import nn
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    torch.manual_seed(0)
+    module: Any = nn.Linear(8, 8).to(device)
+    if tp_mesh is not None and tp_pairs > 0:
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        module = nn.Sequential(*[nn.Linear(8, 8) for _ in range(2 * tp_pairs)]).to(device)
+        plan: dict[str, Any] = {str(i): ColwiseParallel() if i % 2 == 0 else RowwiseParallel() for i in range(2 * tp_pairs)}
+        parallelize_module(module, tp_mesh, plan)
+    if dp_group is not None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        module = DistributedDataParallel(module, process_group=dp_group)
+
+    def ce(out: Any, tgt: Any) -> Any:
+        return nn.functional.cross_entropy(out.reshape(-1, 8), tgt.reshape(-1))
+
+    schedule = Schedule1F1B(PipelineStage(module, stage, stages, device, group=pp_group), n_micro, loss_fn=ce, scale_grads=True)
+    xs = torch.randn(n_micro, 4, 8, device=device)
+    target = torch.randint(0, 8, (n_micro, 4), device=device)
+    samples = []
+    for _ in range(repeats + 1):
+        dist.barrier()
+        t0 = time.perf_counter()
+        if stages == 1:
+            schedule.step(xs, target=target, losses=[])
+        elif stage == 0:
+            schedule.step(xs)
+        elif stage == stages - 1:
+            schedule.step(target=target, losses=[])
+        else:
+            schedule.step()
+        dist.barrier()
+        samples.append(time.perf_counter() - t0)
+    return statistics.median(samples[1:])

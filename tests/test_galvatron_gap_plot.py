@@ -1,0 +1,64 @@
+"""``gap`` and ``plot`` on Galvatron's problem: rows of the baselines and the exact search on a shipped profile; the
+stage chart of a solved plan (no timings)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from milp_partition.cli.dispatch import main
+from milp_partition.galvatron import gap as galvatron_gap
+from milp_partition.sweep.jobs import EXACT, GapJob
+from milp_partition.sweep.registry import execute
+
+ROOT = Path("/work/shared/benchmarks/galvatron")
+pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason="Galvatron profiles not present")
+
+
+def _setting(tmp_path: Path, **over: object) -> Path:
+    data = {"format": galvatron_gap.FORMAT, "model": str(ROOT / "models/llama2-7b"), "hardware": str(ROOT / "hardware"),
+            "devices": 8, "memory": "48GiB", "global_batch": 64, **over}
+    path = tmp_path / "llama.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_gap_rows_baselines_never_beat_the_proven_optimum(tmp_path: Path) -> None:
+    path = _setting(tmp_path)
+    assert galvatron_gap.recognize(path) is None and galvatron_gap.recognize(tmp_path) is not None
+    rows = {m: execute(GapJob("galvatron", str(path), path.stem, "x", (), m, time_limit_s=120)) for m in (*galvatron_gap.HEURISTICS, EXACT)}
+    exact = rows[EXACT]
+    assert exact["status"] == "optimal", exact
+    assert float(exact["value"]) == pytest.approx(4.039489764, rel=1e-8)
+    for m in galvatron_gap.HEURISTICS:
+        assert rows[m]["status"] == "feasible", rows[m]
+        assert float(rows[m]["value"]) >= float(exact["value"]) * (1 - 1e-12)
+    # Galvatron's even split: its plan's sound T from the benchmark README
+    assert float(rows["galvatron-even-split"]["value"]) == pytest.approx(4.094158, rel=1e-6)
+
+
+def test_gap_point_overrides_devices_and_memory(tmp_path: Path) -> None:
+    path = _setting(tmp_path, global_batch=16)
+    p = galvatron_gap.load(path, (("devices", "16"), ("memory", "36GiB")), {})
+    assert (p.devices, p.memory_mb, p.global_batch) == (16, 36 * 1024, 16)
+
+
+def test_plot_of_a_solved_plan(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    from milp_partition.plots.galvatron import figure
+
+    out = tmp_path / "plan.json"
+    rc = main(["solve", str(ROOT / "models/llama2-7b"), "--hardware", str(ROOT / "hardware"), "--devices", "8",
+               "--memory", "48GiB", "--global-batch", "64", "--output", str(out), "--quiet"])
+    assert rc == 0
+    result = json.loads(out.read_text())
+    fig = figure(result, None, {})
+    gids = [a.get_gid() for ax in fig.axes for a in ax.get_children() if a.get_gid()]
+    stages = len(result["stages"])
+    assert sorted(g for g in gids if g.startswith("time:")) == [f"time:{q + 1}" for q in range(stages)]
+    assert sum(g.startswith("memory:") for g in gids) == stages and "limit" in gids
+    assert sum(g.startswith("layer:") for g in gids) == 32
+    png = tmp_path / "plan.png"
+    assert main(["plot", str(out), "--output", str(png)]) == 0 and png.stat().st_size > 0
