@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from milp_partition.sweep import registry
+from milp_partition import registry
 from tests.fuzz_inputs import run_cli
 from tests.fuzz_seeds import REPO
 
@@ -28,7 +28,15 @@ FAKE = textwrap.dedent(
     from milp_partition.sweep.jobs import exact_row
 
     HEURISTICS = ("h1",)
-    AXES = ()
+    AXES = {}
+    OBJECTIVE = "value"
+    OPTIONS = frozenset()  # the registry's cli module too: no options, claims no file
+
+    def register_options(parser, command):
+        pass
+
+    def claims(data):
+        return False
 
     def recognize(path):
         return None if str(path).endswith(".fake") else "not a fake instance"
@@ -54,7 +62,7 @@ FAKE = textwrap.dedent(
 def fake(tmp_path: Path, monkeypatch) -> Path:
     (tmp_path / "fake_gap.py").write_text(FAKE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setitem(registry.PROBLEM_MODULES, "fake", "fake_gap")  # type: ignore[index]
+    monkeypatch.setitem(registry.PROBLEMS, "fake", registry.ProblemEntry("fake", "fake_gap", "-", "-", gap="fake_gap"))
     instance = tmp_path / "one.fake"
     instance.write_text("{}")
     return instance
@@ -103,7 +111,8 @@ def test_sigterm_with_jobs_2_stops_at_once_and_keeps_finished_rows(tmp_path: Pat
     hang = tmp_path / "hang.pid"
     out = tmp_path / "out"
     script = (
-        "import sys; from milp_partition.sweep import registry; registry.PROBLEM_MODULES['fake'] = 'fake_gap'; "
+        "import sys; from milp_partition import registry; "
+        "registry.PROBLEMS['fake'] = registry.ProblemEntry('fake', 'fake_gap', '-', '-', gap='fake_gap'); "
         "from milp_partition.cli.dispatch import main; "
         f"sys.exit(main(['gap', {str(instance)!r}, '--problem', 'fake', '--jobs', '2', '--no-charts', "
         f"'--output-dir', {str(out)!r}]))"
