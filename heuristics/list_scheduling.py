@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -245,7 +246,6 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
     time_l = state.time
     occupies = state.occupies
     device = state.device
-    avail = state.avail
     heaps: list[list[tuple[float, float, int, int]]] = [[] for _ in range(d)]
     lazy: list[tuple[float, float, int, int]] = []
     ready_stack = [i for i in range(n) if indeg[i] == 0 and not floating[i]]
@@ -280,18 +280,50 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
 
     release()
     if state.contention:
-        while lazy:
-            key, _, _, i = heapq.heappop(lazy)
-            starts, finishes = state.evaluate(i)
-            k = min(range(d), key=lambda k: (starts[k], finishes[k], k))
-            if starts[k] == INF:
-                raise state.fail(i)
-            if starts[k] > key and lazy and starts[k] > lazy[0][0]:
-                heapq.heappush(lazy, (starts[k], finishes[k], pos_l[i], i))
-                continue
-            place(i, k, starts[k])
-            release()
+        _metf_lazy(state, lazy, place, release, pos_l)
         return state.solution()
+    _metf_heaps(state, heaps, waiting, place, release, pos_l)
+    for i in range(n):
+        if device[i] < 0 and not floating[i]:
+            raise state.fail(i)
+    return state.solution()
+
+
+def _metf_lazy(
+    state: ScheduleState,
+    lazy: list[tuple[float, float, int, int]],
+    place: Callable[[int, int, float], None],
+    release: Callable[[], None],
+    pos_l: list[int],
+) -> None:
+    """m-ETF with link contention: one heap of ready tasks keyed by their earliest start, re-evaluated lazily."""
+    d = state.problem.num_devices
+    while lazy:
+        key, _, _, i = heapq.heappop(lazy)
+        starts, finishes = state.evaluate(i)
+        k = min(range(d), key=lambda k: (starts[k], finishes[k], k))
+        if starts[k] == INF:
+            raise state.fail(i)
+        if starts[k] > key and lazy and starts[k] > lazy[0][0]:
+            heapq.heappush(lazy, (starts[k], finishes[k], pos_l[i], i))
+            continue
+        place(i, k, starts[k])
+        release()
+
+
+def _metf_heaps(
+    state: ScheduleState,
+    heaps: list[list[tuple[float, float, int, int]]],
+    waiting: dict[int, list[float]],
+    place: Callable[[int, int, float], None],
+    release: Callable[[], None],
+    pos_l: list[int],
+) -> None:
+    """m-ETF without contention: each step places the earliest (start, finish) top of the per-device heaps that fits."""
+    d = state.problem.num_devices
+    time_l = state.time
+    device = state.device
+    avail = state.avail
     fits = state.guard.fits
     retry = True
     while True:
@@ -338,10 +370,6 @@ def m_etf(problem: PlacementProblem, settings: ListSchedulingSettings | None = N
         retry = True
         place(i, k, s)
         release()
-    for i in range(n):
-        if device[i] < 0 and not floating[i]:
-            raise state.fail(i)
-    return state.solution()
 
 
 def device_speed(problem: PlacementProblem) -> np.ndarray:

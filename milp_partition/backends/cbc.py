@@ -107,7 +107,7 @@ class CbcBackend:
 
     def solve(self, model: Model, params: SolveParams) -> SolveOutput:
         try:
-            import pulp
+            import pulp  # noqa: F401
         except ImportError as exc:  # pragma: no cover - pulp is a core dependency
             raise SolverUnavailableError(f"PuLP is not installed: {exc}; pip install pulp") from exc
 
@@ -117,103 +117,139 @@ class CbcBackend:
                 "CBC cannot take intervals, no-overlap or cumulative constraints; "
                 "build the formulation's linear (disjunctive) variant for CBC"
             )
-        prob = pulp.LpProblem(_safe_name(model.name), pulp.LpMinimize)
-        cats = {VarKind.BINARY: pulp.LpBinary, VarKind.INTEGER: pulp.LpInteger, VarKind.CONTINUOUS: pulp.LpContinuous}
         scaled = scale_for_cbc(model)
         tolerances = self.tolerances.for_model(scaled)
-        bounds = scaled.bounds
-        if hasattr(prob, "add_variable"):  # PuLP >= 3.3; constructing LpVariable directly is deprecated there
-            xs = [prob.add_variable(f"x{v.index}", *bounds[v.index], cat=cats[v.kind]) for v in model.variables]
-        else:  # pragma: no cover - older PuLP
-            xs = [
-                pulp.LpVariable(f"x{v.index}", lowBound=bounds[v.index][0], upBound=bounds[v.index][1], cat=cats[v.kind])
-                for v in model.variables
-            ]
-        for k, c in enumerate(scaled.rows):
-            expr = pulp.LpAffineExpression([(xs[i], a) for i, a in c.terms.items()])
-            if c.sense == "<=":
-                prob += expr <= c.rhs, f"c{k}"
-            elif c.sense == ">=":
-                prob += expr >= c.rhs, f"c{k}"
-            else:
-                prob += expr == c.rhs, f"c{k}"
-        prob.setObjective(pulp.LpAffineExpression([(xs[i], a) for i, a in scaled.objective.items()]))
-        warm = bool(params.use_hint and model.hint)
-        if warm:
-            for i, value in model.hint.items():
-                # a hint is only a hint: clamped, as PuLP rejects a value outside the bounds by float noise
-                # (a makespan U as T's upper bound)
-                xs[i].setInitialValue(scaled.to_cbc_value(i, value))
+        prob, xs, warm = _pulp_problem(model, params, scaled)
+        ran = _run_cbc(prob, params, warm, tolerances, scaled)
+        if isinstance(ran, SolveOutput):
+            return ran
+        wall, log, stopped = ran
+        return _read_answer(model, prob, xs, scaled, tolerances, wall, log, stopped)
 
-        with tempfile.TemporaryDirectory(prefix="milp_partition_cbc_") as tmp:
-            log_path = os.path.join(tmp, "cbc.log")
-            Path(log_path).touch()
-            cmd = _command(params, log_path, warm, tolerances)
-            cmd.tmpDir = tmp  # PuLP's .mps/.mst/.sol files go with the folder, also when an interrupt cuts the solve short
-            progress = ProgressPrinter("cbc", params.progress_interval_s)
-            stop = threading.Event()
-            watcher = threading.Thread(target=_watch_log, args=(log_path, progress, stop, scaled), daemon=True)
-            stopped: list[str] = []
-            deadline = params.time_limit_s + params.cbc_overrun_grace_s
-            watchdog = threading.Thread(target=_watchdog, args=(deadline, params.cbc_overrun_grace_s, stop, stopped), daemon=True)
-            start = time.monotonic()
-            with progress:
-                watcher.start()
-                watchdog.start()
-                try:
-                    prob.solve(cmd)
-                except pulp.PulpSolverError as exc:
-                    stop.set()
-                    if stopped:  # killed past its time limit: no answer, not a failure
-                        return SolveOutput(
-                            SolveStatus.UNKNOWN, wall_seconds=time.monotonic() - start, log=f"{exc}; {stopped[-1]}"
-                        )
-                    return SolveOutput(SolveStatus.ERROR, wall_seconds=time.monotonic() - start, log=str(exc))
-                finally:
-                    stop.set()
-                    watcher.join(timeout=2.0)
-                    watchdog.join(timeout=2.0)
-            wall = time.monotonic() - start
-            log = Path(log_path).read_text(errors="replace")
-            if stopped:
-                log += f"\n[milp_partition] {stopped[-1]}\n"
 
-        values = [x.varValue for x in xs]
-        has_values = all(v is not None for v in values)
-        status = _translate_status(prob.status, prob.sol_status, has_values)
-        out = SolveOutput(status=status, wall_seconds=wall, log=log)
-        out.notes = {"pulp_status": pulp.LpStatus.get(prob.status, str(prob.status)), "pulp_sol_status": prob.sol_status}
-        if stopped:
-            out.notes["overrun"] = stopped[-1]
-            if status is SolveStatus.OPTIMAL:  # an interrupted run proves nothing
-                status = out.status = SolveStatus.FEASIBLE if has_values else SolveStatus.UNKNOWN
-        starts = _MIPSTART.findall(log)
-        if starts:
-            out.notes["mipstart"] = starts[-1].strip()
-        incumbents = [float(m.group(1)) for pat in _INCUMBENT for m in pat.finditer(log)]
-        if incumbents:
-            first = _INCUMBENT[0].search(log)
-            out.first_incumbent = scaled.to_model_units(float(first.group(1)) if first else incumbents[0])
-        out.notes["cbc_objective_scale"] = scaled.objective_scale
-        out.notes["cbc_increment"] = tolerances.increment
-        if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
-            out.values = scaled.to_model_values([float(v) for v in values])  # type: ignore[arg-type]
-            out.objective = model.objective_value(out.values)
-        if status is SolveStatus.OPTIMAL and out.values is not None:
-            # CBC proved optimality within its stopping tolerances, of values it prints to 8 significant digits
-            out.bound = out.objective - optimal_bound_slack(model, out.values, scaled, tolerances)
+def _pulp_problem(model: Model, params: SolveParams, scaled: CbcScaledModel) -> tuple[Any, list[Any], bool]:
+    """The scaled model as a PuLP problem: the problem, its variables (by index) and whether a hint was set."""
+    import pulp
+
+    prob = pulp.LpProblem(_safe_name(model.name), pulp.LpMinimize)
+    cats = {VarKind.BINARY: pulp.LpBinary, VarKind.INTEGER: pulp.LpInteger, VarKind.CONTINUOUS: pulp.LpContinuous}
+    bounds = scaled.bounds
+    if hasattr(prob, "add_variable"):  # PuLP >= 3.3; constructing LpVariable directly is deprecated there
+        xs = [prob.add_variable(f"x{v.index}", *bounds[v.index], cat=cats[v.kind]) for v in model.variables]
+    else:  # pragma: no cover - older PuLP
+        xs = [
+            pulp.LpVariable(f"x{v.index}", lowBound=bounds[v.index][0], upBound=bounds[v.index][1], cat=cats[v.kind])
+            for v in model.variables
+        ]
+    for k, c in enumerate(scaled.rows):
+        expr = pulp.LpAffineExpression([(xs[i], a) for i, a in c.terms.items()])
+        if c.sense == "<=":
+            prob += expr <= c.rhs, f"c{k}"
+        elif c.sense == ">=":
+            prob += expr >= c.rhs, f"c{k}"
         else:
-            # CBC prunes nodes within its gaps and increment of the incumbent: its best possible is lowered by them
-            out.bound = scaled.to_model_units(_final_bound(log)) - stopping_slack(scaled, tolerances)
-        doubt = doubtful_proof(log, out.objective, out.bound, scaled)
-        if doubt is not None:
-            out.notes["proof_doubtful"] = doubt
-            out.bound = -math.inf
-            if status is SolveStatus.OPTIMAL:
-                out.status = SolveStatus.FEASIBLE
-            elif status is SolveStatus.INFEASIBLE:  # an infeasibility proof under a tolerance warning proves nothing
-                out.status = SolveStatus.UNKNOWN
-        return out
+            prob += expr == c.rhs, f"c{k}"
+    prob.setObjective(pulp.LpAffineExpression([(xs[i], a) for i, a in scaled.objective.items()]))
+    warm = bool(params.use_hint and model.hint)
+    if warm:
+        for i, value in model.hint.items():
+            # a hint is only a hint: clamped, as PuLP rejects a value outside the bounds by float noise
+            # (a makespan U as T's upper bound)
+            xs[i].setInitialValue(scaled.to_cbc_value(i, value))
+    return prob, xs, warm
+
+
+def _run_cbc(
+    prob: Any, params: SolveParams, warm: bool, tolerances: CbcTolerances, scaled: CbcScaledModel
+) -> SolveOutput | tuple[float, str, list[str]]:
+    """Run CBC on ``prob`` with the log watcher and the overrun watchdog.
+
+    Returns ``(wall seconds, log, watchdog messages)``, or the output of a run that failed or was killed.
+    """
+    import pulp
+
+    with tempfile.TemporaryDirectory(prefix="milp_partition_cbc_") as tmp:
+        log_path = os.path.join(tmp, "cbc.log")
+        Path(log_path).touch()
+        cmd = _command(params, log_path, warm, tolerances)
+        cmd.tmpDir = tmp  # PuLP's .mps/.mst/.sol files go with the folder, also when an interrupt cuts the solve short
+        progress = ProgressPrinter("cbc", params.progress_interval_s)
+        stop = threading.Event()
+        watcher = threading.Thread(target=_watch_log, args=(log_path, progress, stop, scaled), daemon=True)
+        stopped: list[str] = []
+        deadline = params.time_limit_s + params.cbc_overrun_grace_s
+        watchdog = threading.Thread(target=_watchdog, args=(deadline, params.cbc_overrun_grace_s, stop, stopped), daemon=True)
+        start = time.monotonic()
+        with progress:
+            watcher.start()
+            watchdog.start()
+            try:
+                prob.solve(cmd)
+            except pulp.PulpSolverError as exc:
+                stop.set()
+                if stopped:  # killed past its time limit: no answer, not a failure
+                    return SolveOutput(SolveStatus.UNKNOWN, wall_seconds=time.monotonic() - start, log=f"{exc}; {stopped[-1]}")
+                return SolveOutput(SolveStatus.ERROR, wall_seconds=time.monotonic() - start, log=str(exc))
+            finally:
+                stop.set()
+                watcher.join(timeout=2.0)
+                watchdog.join(timeout=2.0)
+        wall = time.monotonic() - start
+        log = Path(log_path).read_text(errors="replace")
+        if stopped:
+            log += f"\n[milp_partition] {stopped[-1]}\n"
+    return wall, log, stopped
+
+
+def _read_answer(
+    model: Model,
+    prob: Any,
+    xs: list[Any],
+    scaled: CbcScaledModel,
+    tolerances: CbcTolerances,
+    wall: float,
+    log: str,
+    stopped: list[str],
+) -> SolveOutput:
+    """CBC's status, values (in model units), objective and bound, from PuLP and the log."""
+    import pulp
+
+    values = [x.varValue for x in xs]
+    has_values = all(v is not None for v in values)
+    status = _translate_status(prob.status, prob.sol_status, has_values)
+    out = SolveOutput(status=status, wall_seconds=wall, log=log)
+    out.notes = {"pulp_status": pulp.LpStatus.get(prob.status, str(prob.status)), "pulp_sol_status": prob.sol_status}
+    if stopped:
+        out.notes["overrun"] = stopped[-1]
+        if status is SolveStatus.OPTIMAL:  # an interrupted run proves nothing
+            status = out.status = SolveStatus.FEASIBLE if has_values else SolveStatus.UNKNOWN
+    starts = _MIPSTART.findall(log)
+    if starts:
+        out.notes["mipstart"] = starts[-1].strip()
+    incumbents = [float(m.group(1)) for pat in _INCUMBENT for m in pat.finditer(log)]
+    if incumbents:
+        first = _INCUMBENT[0].search(log)
+        out.first_incumbent = scaled.to_model_units(float(first.group(1)) if first else incumbents[0])
+    out.notes["cbc_objective_scale"] = scaled.objective_scale
+    out.notes["cbc_increment"] = tolerances.increment
+    if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
+        out.values = scaled.to_model_values([float(v) for v in values])  # type: ignore[arg-type]
+        out.objective = model.objective_value(out.values)
+    if status is SolveStatus.OPTIMAL and out.values is not None:
+        # CBC proved optimality within its stopping tolerances, of values it prints to 8 significant digits
+        out.bound = out.objective - optimal_bound_slack(model, out.values, scaled, tolerances)
+    else:
+        # CBC prunes nodes within its gaps and increment of the incumbent: its best possible is lowered by them
+        out.bound = scaled.to_model_units(_final_bound(log)) - stopping_slack(scaled, tolerances)
+    doubt = doubtful_proof(log, out.objective, out.bound, scaled)
+    if doubt is not None:
+        out.notes["proof_doubtful"] = doubt
+        out.bound = -math.inf
+        if status is SolveStatus.OPTIMAL:
+            out.status = SolveStatus.FEASIBLE
+        elif status is SolveStatus.INFEASIBLE:  # an infeasibility proof under a tolerance warning proves nothing
+            out.status = SolveStatus.UNKNOWN
+    return out
 
 
 class _PopenDyingWithParent:

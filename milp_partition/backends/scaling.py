@@ -148,13 +148,7 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
     # can be rounded onto the grid within the row errors accounted for below; with 2 or more it can
     # not (d T >= 7 has the real optimum T = 7/d, off the grid for d = 4 at s = 10, and the integer
     # model's optimum then exceeds the real one: a false bound), so such models are refused.
-    for c in model.constraints:
-        for i, coef in c.terms.items():
-            if continuous[i] and abs(coef) != 1.0:
-                raise ModelError(f"row {c.name!r}: a continuous variable needs a coefficient of +1 or -1, got {coef}")
-    for i, coef in model.objective.items():
-        if continuous[i] and not _is_integral(coef):
-            raise ModelError(f"objective: a continuous variable needs an integral coefficient, got {coef}")
+    _check_continuous_coefficients(model, continuous)
 
     # The shared grid: rows with a continuous variable, and the objective.
     shared = [c for c in model.constraints if has_continuous(c.terms)]
@@ -170,12 +164,7 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
     )
     s = 10.0**exponent
 
-    bounds: list[tuple[int, int]] = []
-    for v, cont in zip(model.variables, continuous):
-        if cont:
-            bounds.append((math.floor(v.lb * s), math.ceil(v.ub * s)))
-        else:
-            bounds.append((math.ceil(v.lb - 1e-9), math.floor(v.ub + 1e-9)))
+    bounds = _integer_bounds(model, continuous, s)
 
     def scale_terms(terms: dict[int, float], rhs: float, row_scale: float) -> tuple[dict[int, int], int, float]:
         out: dict[int, int] = {}
@@ -213,6 +202,48 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
     if not model.intervals:
         return ScaledModel(s, bounds, rows, objective, max_error == 0.0, max_error)
 
+    intervals, interval_error = _scale_intervals(model, s)
+    if max_error > 0 or interval_error > 0:
+        max_error = sum_row_error + interval_error + obj_error
+    cumulatives, bound_valid = _scale_cumulatives(model, max_magnitude)
+    return ScaledModel(
+        s,
+        bounds,
+        rows,
+        objective,
+        max_error == 0.0,
+        max_error,
+        intervals,
+        [no.intervals for no in model.no_overlaps],
+        cumulatives,
+        bound_valid,
+    )
+
+
+def _check_continuous_coefficients(model: Model, continuous: list[bool]) -> None:
+    """ModelError unless each continuous variable has a coefficient of +-1 in its rows and an integral one in the objective."""
+    for c in model.constraints:
+        for i, coef in c.terms.items():
+            if continuous[i] and abs(coef) != 1.0:
+                raise ModelError(f"row {c.name!r}: a continuous variable needs a coefficient of +1 or -1, got {coef}")
+    for i, coef in model.objective.items():
+        if continuous[i] and not _is_integral(coef):
+            raise ModelError(f"objective: a continuous variable needs an integral coefficient, got {coef}")
+
+
+def _integer_bounds(model: Model, continuous: list[bool], s: float) -> list[tuple[int, int]]:
+    """Each variable's bounds on the integer grid: a continuous one's widened to the grid 1/s, an integer one's rounded in."""
+    bounds: list[tuple[int, int]] = []
+    for v, cont in zip(model.variables, continuous):
+        if cont:
+            bounds.append((math.floor(v.lb * s), math.ceil(v.ub * s)))
+        else:
+            bounds.append((math.ceil(v.lb - 1e-9), math.floor(v.ub + 1e-9)))
+    return bounds
+
+
+def _scale_intervals(model: Model, s: float) -> tuple[list[ScaledInterval], float]:
+    """The intervals with their sizes on the grid (rounded up when not integral) and the sum of the rounding, in model units."""
     intervals: list[ScaledInterval] = []
     interval_error = 0.0
     for iv in model.intervals:
@@ -220,9 +251,14 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
         size = round(exact_size) if _is_integral(exact_size) else math.ceil(exact_size)
         interval_error += (size - exact_size) / s
         intervals.append(ScaledInterval(iv.start, size, iv.end, iv.presence, iv.name))
-    if max_error > 0 or interval_error > 0:
-        max_error = sum_row_error + interval_error + obj_error
-    cumulatives = []
+    return intervals, interval_error
+
+
+def _scale_cumulatives(
+    model: Model, max_magnitude: float
+) -> tuple[list[tuple[tuple[int, ...], tuple[int, ...], int, str]], bool]:
+    """Each cumulative on its own integer scale, and False when one had to be rounded (demands up, capacity down)."""
+    cumulatives: list[tuple[tuple[int, ...], tuple[int, ...], int, str]] = []
     bound_valid = True
     for cu in model.cumulatives:
         largest = sum(cu.demands) + abs(cu.capacity)
@@ -237,15 +273,4 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
             capacity = math.floor(cu.capacity * r)
             bound_valid = False
         cumulatives.append((cu.intervals, demands, capacity, cu.name))
-    return ScaledModel(
-        s,
-        bounds,
-        rows,
-        objective,
-        max_error == 0.0,
-        max_error,
-        intervals,
-        [no.intervals for no in model.no_overlaps],
-        cumulatives,
-        bound_valid,
-    )
+    return cumulatives, bound_valid

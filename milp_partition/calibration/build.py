@@ -93,70 +93,7 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
     FitError
         A series cannot be fitted.
     """
-    series: dict[tuple[str, str], list[int]] = defaultdict(list)
-    for i, m in enumerate(result.measurements):
-        series[(m.benchmark, m.label)].append(i)
-    measurements = list(result.measurements)
-    fits: dict[tuple[str, str], LineFit] = {}
-    pieces: dict[tuple[str, str], PiecewiseFit] = {}
-    records: list[FitRecord] = []
-
-    def fit(key: tuple[str, str], x_of: Callable[[Measurement], float], min_size: int = 0) -> LineFit:
-        idx = [i for i in series[key] if measurements[i].size >= min_size]
-        ms = [measurements[i] for i in idx]
-        f = fit_line(np.array([x_of(m) for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
-        for i, held in zip(idx, f.held_out):
-            measurements[i] = replace(measurements[i], held_out=held)
-        fits[key] = f
-        return f
-
-    def fit_regimes(key: tuple[str, str]) -> PiecewiseFit:
-        idx = series[key]
-        ms = [measurements[i] for i in idx]
-        f = fit_piecewise(np.array([m.bytes for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
-        for i, held in zip(idx, f.held_out):
-            measurements[i] = replace(measurements[i], held_out=held)
-        pieces[key] = f
-        return f
-
-    def piece_record(name: str, f: PiecewiseFit) -> FitRecord:
-        return FitRecord(
-            name=name,
-            model=PIECEWISE_MODEL + f" ({len(f.starts)} regime{'s' if len(f.starts) > 1 else ''})",
-            coefficients=_regime_coefficients(f),
-            r2=f.r2,
-            max_rel_residual=f.max_rel_residual,
-            n_points=f.n_points,
-            n_holdout=f.n_holdout,
-            holdout_median_rel_error=f.holdout_median_rel_error,
-            holdout_max_rel_error=f.holdout_max_rel_error,
-        )
-
-    compute: dict[str, ComputeRate] = {}
-    for bench, label in list(series):
-        if bench == "gemm":
-            f = fit((bench, label), lambda m: m.flops)
-            compute[label] = ComputeRate(peak_flop_per_s=1.0 / f.beta, overhead_s=f.alpha)
-            records.append(_record(f"gemm {label}", GEMM_MODEL, {"overhead_s": f.alpha, "peak_flop_per_s": 1.0 / f.beta}, f))
-        elif bench == "copy":
-            records.append(piece_record(bench, fit_regimes((bench, label))))
-        elif bench in ("scale_add", "reduction"):
-            lo = settings.stream_fit_min_bytes
-            f = fit((bench, label), lambda m: m.bytes, lo)
-            records.append(_record(bench, AB_MODEL + (f" (arrays >= {lo} B)" if lo else ""), _ab_coefficients(f), f))
-        elif bench in ("h2d", "d2h", "d2d"):
-            records.append(piece_record(f"link {bench} {label}", fit_regimes((bench, label))))
-        elif bench == "allreduce":
-            p = _participants(label)
-            f = fit((bench, label), partial(_ring_bytes, p))
-            records.append(
-                _record(
-                    f"allreduce {label}",
-                    RING_MODEL,
-                    {"alpha_s": f.alpha / (2 * (p - 1)), "beta_s_per_byte": f.beta, "bandwidth_bytes_per_s": 1.0 / f.beta},
-                    f,
-                )
-            )
+    measurements, fits, pieces, compute, records = _fit_series(settings, result)
 
     notes_t = backend.transfer_notes()
 
@@ -196,6 +133,89 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         assumptions=(),
         notes=(*result.notes, f"suite wall time {result.seconds:.1f} s"),
+    )
+
+
+def _fit_series(
+    settings: SuiteSettings, result: SuiteResult
+) -> tuple[
+    list[Measurement],
+    dict[tuple[str, str], LineFit],
+    dict[tuple[str, str], PiecewiseFit],
+    dict[str, ComputeRate],
+    list[FitRecord],
+]:
+    """Fit every (benchmark, label) series of ``result``.
+
+    Returns the measurements (held-out points marked), the line and piecewise fits by series,
+    the compute rate per data type and the fit records, in the order the series first appear.
+    """
+    series: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for i, m in enumerate(result.measurements):
+        series[(m.benchmark, m.label)].append(i)
+    measurements = list(result.measurements)
+    fits: dict[tuple[str, str], LineFit] = {}
+    pieces: dict[tuple[str, str], PiecewiseFit] = {}
+    records: list[FitRecord] = []
+
+    def fit(key: tuple[str, str], x_of: Callable[[Measurement], float], min_size: int = 0) -> LineFit:
+        idx = [i for i in series[key] if measurements[i].size >= min_size]
+        ms = [measurements[i] for i in idx]
+        f = fit_line(np.array([x_of(m) for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
+        for i, held in zip(idx, f.held_out):
+            measurements[i] = replace(measurements[i], held_out=held)
+        fits[key] = f
+        return f
+
+    def fit_regimes(key: tuple[str, str]) -> PiecewiseFit:
+        idx = series[key]
+        ms = [measurements[i] for i in idx]
+        f = fit_piecewise(np.array([m.bytes for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
+        for i, held in zip(idx, f.held_out):
+            measurements[i] = replace(measurements[i], held_out=held)
+        pieces[key] = f
+        return f
+
+    compute: dict[str, ComputeRate] = {}
+    for bench, label in list(series):
+        if bench == "gemm":
+            f = fit((bench, label), lambda m: m.flops)
+            compute[label] = ComputeRate(peak_flop_per_s=1.0 / f.beta, overhead_s=f.alpha)
+            records.append(_record(f"gemm {label}", GEMM_MODEL, {"overhead_s": f.alpha, "peak_flop_per_s": 1.0 / f.beta}, f))
+        elif bench == "copy":
+            records.append(_piece_record(bench, fit_regimes((bench, label))))
+        elif bench in ("scale_add", "reduction"):
+            lo = settings.stream_fit_min_bytes
+            f = fit((bench, label), lambda m: m.bytes, lo)
+            records.append(_record(bench, AB_MODEL + (f" (arrays >= {lo} B)" if lo else ""), _ab_coefficients(f), f))
+        elif bench in ("h2d", "d2h", "d2d"):
+            records.append(_piece_record(f"link {bench} {label}", fit_regimes((bench, label))))
+        elif bench == "allreduce":
+            p = _participants(label)
+            f = fit((bench, label), partial(_ring_bytes, p))
+            records.append(
+                _record(
+                    f"allreduce {label}",
+                    RING_MODEL,
+                    {"alpha_s": f.alpha / (2 * (p - 1)), "beta_s_per_byte": f.beta, "bandwidth_bytes_per_s": 1.0 / f.beta},
+                    f,
+                )
+            )
+    return measurements, fits, pieces, compute, records
+
+
+def _piece_record(name: str, f: PiecewiseFit) -> FitRecord:
+    """The fit record of a piecewise (size regime) fit."""
+    return FitRecord(
+        name=name,
+        model=PIECEWISE_MODEL + f" ({len(f.starts)} regime{'s' if len(f.starts) > 1 else ''})",
+        coefficients=_regime_coefficients(f),
+        r2=f.r2,
+        max_rel_residual=f.max_rel_residual,
+        n_points=f.n_points,
+        n_holdout=f.n_holdout,
+        holdout_median_rel_error=f.holdout_median_rel_error,
+        holdout_max_rel_error=f.holdout_max_rel_error,
     )
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -189,27 +189,7 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
     """Operator records of a shape-inferred ONNX model (see the module docstring)."""
     onnx = require("onnx")
     graph = model.graph
-    shapes: dict[str, tuple[int, ...] | None] = {}
-    itemsize: dict[str, int] = {}
-
-    def note_value(value: Any) -> None:
-        ttype = value.type.tensor_type
-        if not value.type.HasField("tensor_type"):
-            return
-        dims = ttype.shape.dim
-        known = ttype.HasField("shape") and all(d.HasField("dim_value") for d in dims)
-        shapes[value.name] = tuple(d.dim_value for d in dims) if known else None
-        itemsize[value.name] = _itemsize(onnx, ttype.elem_type)
-
-    for value in [*graph.input, *graph.value_info, *graph.output]:
-        note_value(value)
-    const_bytes: dict[str, int] = {}
-    const_is_param: dict[str, bool] = {}
-    for init in graph.initializer:
-        shapes[init.name] = tuple(init.dims)
-        itemsize[init.name] = _itemsize(onnx, init.data_type)
-        const_bytes[init.name] = numel(tuple(init.dims)) * itemsize[init.name]
-        const_is_param[init.name] = init.data_type in _FLOAT_TYPES
+    shapes, itemsize, const_bytes, const_is_param = _tensor_tables(onnx, graph)
     tied = tied_initializers(graph.initializer)
     alias: dict[str, str] = {}  # constant value -> the initializer (or Constant output) it stands for
 
@@ -232,37 +212,26 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
     last_path = ""
     for index, node in enumerate(graph.node):
         real_inputs = [t for t in node.input if t]
-        if node.op_type == "Constant" or (real_inputs and all(t in const_bytes or t in alias for t in real_inputs)):
-            for out in node.output:
-                if node.op_type == "Identity" and real_inputs:
-                    alias[out] = alias.get(real_inputs[0], real_inputs[0])
-                else:
-                    const_bytes[out] = nbytes(out)
-                    const_is_param[out] = False
+        if _fold_constant(node, real_inputs, alias, const_bytes, const_is_param, nbytes):
             continue
         op_id = node.name or f"{node.op_type}_{index}"
         while op_id in used_ids:
             op_id += "_"
         used_ids.add(op_id)
-        params = buffers = in_bytes = 0
-        for t in real_inputs:
-            root = alias.get(t, t)
-            if root in const_bytes:
-                if root not in seen_state:
-                    seen_state.add(root)
-                    if root in tied:  # the same weight as another initializer, counted there
-                        ...
-                    elif const_is_param[root]:
-                        params += const_bytes[root]
-                    else:
-                        buffers += const_bytes[root]
-                in_bytes += const_bytes[root]
-                continue
-            in_bytes += nbytes(t)
-            if shapes.get(t) is None:
-                unknown_shape.add(t)
-            if t in producer:
-                uses.append(TensorUse(producer[t], op_id, t, nbytes(t)))
+        params, buffers, in_bytes = _count_inputs(
+            op_id,
+            real_inputs,
+            alias,
+            const_bytes,
+            const_is_param,
+            tied,
+            seen_state,
+            nbytes,
+            shapes,
+            producer,
+            uses,
+            unknown_shape,
+        )
         out_bytes = sum(nbytes(t) for t in node.output if t)
         in_shapes = [shapes.get(alias.get(t, t)) if t else None for t in node.input]
         out_shapes = [shapes.get(t) for t in node.output]
@@ -295,12 +264,7 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
         for t in node.output:
             if t:
                 producer[t] = op_id
-    notes = list(notes)
-    if tied:
-        shown = ", ".join(f"{k} = {v}" for k, v in list(tied.items())[:3]) + (", ..." if len(tied) > 3 else "")
-        notes.append(f"{len(tied)} initializer(s) hold the same weight as another (tied, counted once): {shown}")
-    if unknown_shape:
-        notes.append(f"{len(unknown_shape)} tensors without an inferred shape are costed as 0 bytes")
+    notes = _capture_notes(notes, tied, unknown_shape)
     total_params = sum(
         numel(tuple(i.dims)) * _itemsize(onnx, i.data_type)
         for i in graph.initializer
@@ -317,6 +281,107 @@ def capture_onnx(model: Any, name: str, notes: Sequence[str] = ()) -> CapturedMo
         unknown_ops=tuple(sorted(unknown)),
         notes=tuple(notes),
     )
+
+
+def _fold_constant(
+    node: Any,
+    real_inputs: list[str],
+    alias: dict[str, str],
+    const_bytes: dict[str, int],
+    const_is_param: dict[str, bool],
+    nbytes: Callable[[str], int],
+) -> bool:
+    """A Constant, or a node of constants only: its outputs become constants (an Identity's an alias); True then."""
+    if node.op_type == "Constant" or (real_inputs and all(t in const_bytes or t in alias for t in real_inputs)):
+        for out in node.output:
+            if node.op_type == "Identity" and real_inputs:
+                alias[out] = alias.get(real_inputs[0], real_inputs[0])
+            else:
+                const_bytes[out] = nbytes(out)
+                const_is_param[out] = False
+        return True
+    return False
+
+
+def _capture_notes(notes: Sequence[str], tied: dict[str, str], unknown_shape: set[str]) -> list[str]:
+    """``notes`` and what the capture found worth saying: tied initializers, tensors without a shape."""
+    notes = list(notes)
+    if tied:
+        shown = ", ".join(f"{k} = {v}" for k, v in list(tied.items())[:3]) + (", ..." if len(tied) > 3 else "")
+        notes.append(f"{len(tied)} initializer(s) hold the same weight as another (tied, counted once): {shown}")
+    if unknown_shape:
+        notes.append(f"{len(unknown_shape)} tensors without an inferred shape are costed as 0 bytes")
+    return notes
+
+
+def _tensor_tables(
+    onnx: Any, graph: Any
+) -> tuple[dict[str, tuple[int, ...] | None], dict[str, int], dict[str, int], dict[str, bool]]:
+    """Shape (None: not inferred) and item size of every typed value and initializer; each initializer's bytes and
+    whether it is a parameter (floating point)."""
+    shapes: dict[str, tuple[int, ...] | None] = {}
+    itemsize: dict[str, int] = {}
+
+    def note_value(value: Any) -> None:
+        ttype = value.type.tensor_type
+        if not value.type.HasField("tensor_type"):
+            return
+        dims = ttype.shape.dim
+        known = ttype.HasField("shape") and all(d.HasField("dim_value") for d in dims)
+        shapes[value.name] = tuple(d.dim_value for d in dims) if known else None
+        itemsize[value.name] = _itemsize(onnx, ttype.elem_type)
+
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        note_value(value)
+    const_bytes: dict[str, int] = {}
+    const_is_param: dict[str, bool] = {}
+    for init in graph.initializer:
+        shapes[init.name] = tuple(init.dims)
+        itemsize[init.name] = _itemsize(onnx, init.data_type)
+        const_bytes[init.name] = numel(tuple(init.dims)) * itemsize[init.name]
+        const_is_param[init.name] = init.data_type in _FLOAT_TYPES
+    return shapes, itemsize, const_bytes, const_is_param
+
+
+def _count_inputs(
+    op_id: str,
+    real_inputs: list[str],
+    alias: dict[str, str],
+    const_bytes: dict[str, int],
+    const_is_param: dict[str, bool],
+    tied: dict[str, str],
+    seen_state: set[str],
+    nbytes: Callable[[str], int],
+    shapes: dict[str, tuple[int, ...] | None],
+    producer: dict[str, str],
+    uses: list[TensorUse],
+    unknown_shape: set[str],
+) -> tuple[int, int, int]:
+    """An operator's inputs: (parameter bytes, buffer bytes, input bytes).
+
+    A constant's state counts once, at its first reader (``seen_state``; a tied one not at all);
+    an activation from another operator is recorded in ``uses``, one without a shape in ``unknown_shape``.
+    """
+    params = buffers = in_bytes = 0
+    for t in real_inputs:
+        root = alias.get(t, t)
+        if root in const_bytes:
+            if root not in seen_state:
+                seen_state.add(root)
+                if root in tied:  # the same weight as another initializer, counted there
+                    ...
+                elif const_is_param[root]:
+                    params += const_bytes[root]
+                else:
+                    buffers += const_bytes[root]
+            in_bytes += const_bytes[root]
+            continue
+        in_bytes += nbytes(t)
+        if shapes.get(t) is None:
+            unknown_shape.add(t)
+        if t in producer:
+            uses.append(TensorUse(producer[t], op_id, t, nbytes(t)))
+    return params, buffers, in_bytes
 
 
 #: ONNX TensorProto element types that are floating point (FLOAT, FLOAT16, DOUBLE, BFLOAT16, FLOAT8 kinds).

@@ -318,33 +318,9 @@ class _Recorder:
 
         bwd_flops: float | None = 0.0 if training else None
         if training:
-            grad_outs = [t for t in out_tensors if t.requires_grad]
-            grad_ins = [
-                t for t in tree_leaves((args, kwargs, state)) if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf
-            ]
-            grad_ins = list({id(t): t for t in grad_ins}.values())
-            if grad_outs and grad_ins:
-                seeds = [torch.ones_like(t) for t in grad_outs]
+            bwd_flops, bwd_time = self._backward(out_tensors, args, kwargs, state)
 
-                def backward() -> Any:
-                    return torch.autograd.grad(grad_outs, grad_ins, seeds, retain_graph=True, allow_unused=True)
-
-                with flop_counter() as bcounter:
-                    backward()
-                bwd_flops = float(bcounter.get_total_flops())
-                if self.settings.measure:
-                    bwd_time = _median_time(backward, self.settings.measure_repeats)
-            elif self.settings.measure:
-                bwd_time = 0.0
-
-        saved_bytes = 0
-        for t in saved:
-            key = _storage_key(t)
-            if key in self.state_keys or key in self.seen_saved:
-                continue
-            self.seen_saved.add(key)
-            self.keep_alive.append(t)
-            saved_bytes += t.untyped_storage().nbytes() if hasattr(t, "untyped_storage") else tensor_bytes(t)
+        saved_bytes = self._saved_bytes(saved)
 
         op_id = node.name
         in_bytes = 0
@@ -376,6 +352,44 @@ class _Recorder:
                 backward_time_s=bwd_time,
             )
         )
+
+    def _backward(
+        self, out_tensors: list[torch.Tensor], args: Any, kwargs: Any, state: list[torch.Tensor]
+    ) -> tuple[float, float | None]:
+        """The backward FLOPs (and, when measuring, seconds) of an operator: gradients of its outputs for its leaf inputs."""
+        bwd_flops = 0.0
+        bwd_time = None
+        grad_outs = [t for t in out_tensors if t.requires_grad]
+        grad_ins = [
+            t for t in tree_leaves((args, kwargs, state)) if isinstance(t, torch.Tensor) and t.requires_grad and t.is_leaf
+        ]
+        grad_ins = list({id(t): t for t in grad_ins}.values())
+        if grad_outs and grad_ins:
+            seeds = [torch.ones_like(t) for t in grad_outs]
+
+            def backward() -> Any:
+                return torch.autograd.grad(grad_outs, grad_ins, seeds, retain_graph=True, allow_unused=True)
+
+            with flop_counter() as bcounter:
+                backward()
+            bwd_flops = float(bcounter.get_total_flops())
+            if self.settings.measure:
+                bwd_time = _median_time(backward, self.settings.measure_repeats)
+        elif self.settings.measure:
+            bwd_time = 0.0
+        return bwd_flops, bwd_time
+
+    def _saved_bytes(self, saved: list[torch.Tensor]) -> int:
+        """Bytes of the tensors autograd saved that are neither state nor saved by an earlier operator (kept alive)."""
+        saved_bytes = 0
+        for t in saved:
+            key = _storage_key(t)
+            if key in self.state_keys or key in self.seen_saved:
+                continue
+            self.seen_saved.add(key)
+            self.keep_alive.append(t)
+            saved_bytes += t.untyped_storage().nbytes() if hasattr(t, "untyped_storage") else tensor_bytes(t)
+        return saved_bytes
 
 
 def _fetch_attr(gm: torch.fx.GraphModule, target: str) -> Any:

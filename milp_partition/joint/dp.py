@@ -567,10 +567,8 @@ class JointDP:
         best[(full, 0)][0] = 0.0
         parent: dict[tuple[int, int], np.ndarray] = {}
         sizes = d.member.sum(axis=1)
-        words = d.ideal_words
         bounded = math.isfinite(target) and target > 0
         nxt = INF  # least value cut
-        s_index = np.arange(smax + 1)
         for i, c in ((i, c) for i in range(full, 0, -1) for c in counts):
             arr = best.get((i, c))
             if arr is None:
@@ -588,110 +586,162 @@ class JointDP:
             if bounded and d.ideal_work[i] > target * budget:
                 nxt = min(nxt, d.ideal_work[i] / budget)  # (a) the nodes of I need W(I) / T' devices
                 continue
-            sub = np.all((words & ~words[i]) == 0, axis=1)
-            sub[i] = False
-            cand = np.nonzero(sub)[0]
-            if forced is not None:  # the last stage ends at the empty ideal; before it, one node per stage left at least
-                cand = cand[(cand == 0) if c_next == forced else (sizes[cand] >= forced - c_next) & (cand != 0)]
-            need_j = np.zeros(len(cand))
-            if bounded and budget > 1:
-                # each stage on d t devices takes at least W(S) / (d t): the stage needs ceil(W(S) / T) devices and
-                # the nodes of J ceil(W(J) / T) more (rounded down a hair so float error never cuts a plan)
-                w_j = d.ideal_work[cand]
-                w_s = np.maximum(d.ideal_work[i] - w_j, 0.0)
-                need_j = np.where(cand == 0, 0.0, np.ceil(w_j / target * (1 - 1e-9)))
-                need_s = np.maximum(1.0, np.ceil(w_s / target * (1 - 1e-9)))
-                cut = need_s + need_j > budget
-                if cut.any():
-                    nxt = min(nxt, _pair_bound(w_s[cut], w_j[cut], int(budget)))  # (b)
-                    cand, need_j = cand[~cut], need_j[~cut]
-            elif budget <= 1:
-                keep = cand == 0
-                cand, need_j = cand[keep], need_j[keep]
-            if bounded and len(cand):
-                # the stage's least time over t and d: (P - Wr) / d + Wr at the largest d (P: least compute, Wr: least all-reduce)
-                stage_lb = np.full(len(cand), INF)
-                for t in d.degrees:
-                    ds = [x for x in d.divisors if x * t <= budget]
-                    if not ds:
-                        continue
-                    dmax = ds[-1]
-                    p_s = np.maximum(d.ideal_p[t][i] - d.ideal_p[t][cand], 0.0)
-                    w_s = np.maximum(d.ideal_w[t][i] - d.ideal_w[t][cand], 0.0)
-                    lb = np.where(p_s >= w_s, (p_s - w_s) / dmax + w_s, p_s)
-                    stage_lb = np.minimum(stage_lb, lb * (1 - 1e-12))
-                cut = stage_lb >= target if strict else stage_lb > target
-                if cut.any():
-                    nxt = min(nxt, float(stage_lb[cut].min()))  # (b') the stage's least time bound
-                    cand, need_j = cand[~cut], need_j[~cut]
-            s_lo = int(finite_s[0])
-            count = np.cumsum(np.isfinite(arr))  # count[s]: finite states at or below s
-            tables = {t: self.stage_tables(i, cand, t) for t in d.degrees if t <= budget and len(cand)}
-            for r_j, (j, need) in enumerate(zip(cand.tolist(), need_j.tolist())):
-                for t in d.degrees:
-                    if t > budget:
-                        break
-                    tab = tables[t][r_j]
-                    usable = (tab.divs * t <= budget) & (tab.divs + s_lo <= smax)
-                    ok = tab.fast < target if strict else tab.fast <= target
-                    cut = usable & ~ok
-                    if cut.any():
-                        nxt = min(nxt, float(tab.fast[cut].min()))  # (c) the stage's least time
-                    qs = np.nonzero(usable & ok)[0]
-                    if len(qs) == 0:
-                        continue
-                    divs = tab.divs[qs]
-                    y_cap = (smax - 1) // divs + 2
-                    ym = np.where(tab.y_fit[qs] >= y_cap, y_cap, 0)
-                    for r in np.nonzero(tab.y_fit[qs] < y_cap)[0].tolist():
-                        ym[r] = self.y_max(tab, int(qs[r]), target, strict, int(y_cap[r]))
-                    s_top = np.where(ym >= 1, np.minimum(divs * (ym - 1), smax - divs), -1)
-                    # (d) states cut by memory at the target: F at the least y among them
-                    upper = smax - divs
-                    below = np.where(s_top >= 0, count[np.maximum(s_top, 0)], 0)
-                    has_cut = (upper > s_top) & (count[np.maximum(upper, 0)] > below)
-                    for r in np.nonzero(has_cut)[0].tolist():
-                        dp = int(divs[r])
-                        over = finite_s[(finite_s > s_top[r]) & (finite_s + dp <= smax)]
-                        if len(over):
-                            y_over = -(-(int(over[0]) + dp) // dp)
-                            low = self.bounds(tab, dp, y_over)[0]
-                            nxt = min(nxt, low if low > target else self.value(tab, dp, y_over))
-                    live = s_top >= s_lo
-                    if not live.any():
-                        continue
-                    divs, s_top = divs[live], s_top[live]
-                    vals = arr[None, :] + (divs * t)[:, None]
-                    mask = (s_index[None, :] <= s_top[:, None]) & (vals <= k - need)
-                    rr, ss = np.nonzero(mask)
-                    if len(rr) == 0:
-                        continue
-                    tidx = ss + divs[rr]
-                    v = vals[rr, ss]
-                    order = np.lexsort((v, tidx))
-                    tidx, v, rr, ss = tidx[order], v[order], rr[order], ss[order]
-                    first = np.ones(len(tidx), dtype=bool)
-                    first[1:] = tidx[1:] != tidx[:-1]
-                    tidx, v, rr, ss = tidx[first], v[first], rr[first], ss[first]
-                    tgt = best.get((j, c_next))
-                    if tgt is None:
-                        tgt = np.full(smax + 1, INF)
-                        best[(j, c_next)] = tgt
-                        parent[(j, c_next)] = np.zeros((smax + 1, 4), dtype=np.int64)
-                    better = v < tgt[tidx]
-                    if better.any():
-                        tidx, v, rr, ss = tidx[better], v[better], rr[better], ss[better]
-                        tgt[tidx] = v
-                        par = parent[(j, c_next)]
-                        par[tidx, 0] = i
-                        par[tidx, 1] = ss
-                        par[tidx, 2] = divs[rr]
-                        par[tidx, 3] = t
+            cand, need_j, cut_at = self._candidates(i, budget, target, strict, bounded, forced, c_next, sizes)
+            nxt = min(nxt, cut_at)
+            cut_at = self._extend(i, c_next, arr, finite_s, cand, need_j, budget, target, strict, best, parent)
+            nxt = min(nxt, cut_at)
         end = best.get((0, forced or 0))
         if end is None or not np.isfinite(end).any():
             return None, nxt
         s = int(np.nonzero(np.isfinite(end))[0][0])
         return self._backtrack(parent, s, forced or 0), nxt
+
+    def _candidates(
+        self,
+        i: int,
+        budget: float,
+        target: float,
+        strict: bool,
+        bounded: bool,
+        forced: int | None,
+        c_next: int,
+        sizes: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """The ideals J below ideal ``i`` that may end the next stage (stage ``c_next`` of ``forced``), pruned by (b), (b').
+
+        Returns ``(cand, need_j, cut)``: the candidates, the devices each one's nodes need at the target
+        (0 when not bounded), and the least value at which something pruned here would survive (inf when none).
+        """
+        d = self.data
+        INF = math.inf
+        words = d.ideal_words
+        nxt = INF
+        sub = np.all((words & ~words[i]) == 0, axis=1)
+        sub[i] = False
+        cand = np.nonzero(sub)[0]
+        if forced is not None:  # the last stage ends at the empty ideal; before it, one node per stage left at least
+            cand = cand[(cand == 0) if c_next == forced else (sizes[cand] >= forced - c_next) & (cand != 0)]
+        need_j = np.zeros(len(cand))
+        if bounded and budget > 1:
+            # each stage on d t devices takes at least W(S) / (d t): the stage needs ceil(W(S) / T) devices and
+            # the nodes of J ceil(W(J) / T) more (rounded down a hair so float error never cuts a plan)
+            w_j = d.ideal_work[cand]
+            w_s = np.maximum(d.ideal_work[i] - w_j, 0.0)
+            need_j = np.where(cand == 0, 0.0, np.ceil(w_j / target * (1 - 1e-9)))
+            need_s = np.maximum(1.0, np.ceil(w_s / target * (1 - 1e-9)))
+            cut = need_s + need_j > budget
+            if cut.any():
+                nxt = min(nxt, _pair_bound(w_s[cut], w_j[cut], int(budget)))  # (b)
+                cand, need_j = cand[~cut], need_j[~cut]
+        elif budget <= 1:
+            keep = cand == 0
+            cand, need_j = cand[keep], need_j[keep]
+        if bounded and len(cand):
+            # the stage's least time over t and d: (P - Wr) / d + Wr at the largest d (P: least compute, Wr: least all-reduce)
+            stage_lb = np.full(len(cand), INF)
+            for t in d.degrees:
+                ds = [x for x in d.divisors if x * t <= budget]
+                if not ds:
+                    continue
+                dmax = ds[-1]
+                p_s = np.maximum(d.ideal_p[t][i] - d.ideal_p[t][cand], 0.0)
+                w_s = np.maximum(d.ideal_w[t][i] - d.ideal_w[t][cand], 0.0)
+                lb = np.where(p_s >= w_s, (p_s - w_s) / dmax + w_s, p_s)
+                stage_lb = np.minimum(stage_lb, lb * (1 - 1e-12))
+            cut = stage_lb >= target if strict else stage_lb > target
+            if cut.any():
+                nxt = min(nxt, float(stage_lb[cut].min()))  # (b') the stage's least time bound
+                cand, need_j = cand[~cut], need_j[~cut]
+        return cand, need_j, nxt
+
+    def _extend(
+        self,
+        i: int,
+        c_next: int,
+        arr: np.ndarray,
+        finite_s: np.ndarray,
+        cand: np.ndarray,
+        need_j: np.ndarray,
+        budget: float,
+        target: float,
+        strict: bool,
+        best: dict[tuple[int, int], np.ndarray],
+        parent: dict[tuple[int, int], np.ndarray],
+    ) -> float:
+        """Relax every transition from the states of ideal ``i`` (values ``arr``) to the candidates J, at stage count ``c_next``.
+
+        Updates ``best`` and ``parent`` in place; returns the least value at which a transition cut
+        here by (c) or (d) would survive (inf when none).
+        """
+        d = self.data
+        k, smax = self.k, self.smax
+        INF = math.inf
+        nxt = INF
+        s_index = np.arange(smax + 1)
+        s_lo = int(finite_s[0])
+        count = np.cumsum(np.isfinite(arr))  # count[s]: finite states at or below s
+        tables = {t: self.stage_tables(i, cand, t) for t in d.degrees if t <= budget and len(cand)}
+        for r_j, (j, need) in enumerate(zip(cand.tolist(), need_j.tolist())):
+            for t in d.degrees:
+                if t > budget:
+                    break
+                tab = tables[t][r_j]
+                usable = (tab.divs * t <= budget) & (tab.divs + s_lo <= smax)
+                ok = tab.fast < target if strict else tab.fast <= target
+                cut = usable & ~ok
+                if cut.any():
+                    nxt = min(nxt, float(tab.fast[cut].min()))  # (c) the stage's least time
+                qs = np.nonzero(usable & ok)[0]
+                if len(qs) == 0:
+                    continue
+                divs = tab.divs[qs]
+                y_cap = (smax - 1) // divs + 2
+                ym = np.where(tab.y_fit[qs] >= y_cap, y_cap, 0)
+                for r in np.nonzero(tab.y_fit[qs] < y_cap)[0].tolist():
+                    ym[r] = self.y_max(tab, int(qs[r]), target, strict, int(y_cap[r]))
+                s_top = np.where(ym >= 1, np.minimum(divs * (ym - 1), smax - divs), -1)
+                # (d) states cut by memory at the target: F at the least y among them
+                upper = smax - divs
+                below = np.where(s_top >= 0, count[np.maximum(s_top, 0)], 0)
+                has_cut = (upper > s_top) & (count[np.maximum(upper, 0)] > below)
+                for r in np.nonzero(has_cut)[0].tolist():
+                    dp = int(divs[r])
+                    over = finite_s[(finite_s > s_top[r]) & (finite_s + dp <= smax)]
+                    if len(over):
+                        y_over = -(-(int(over[0]) + dp) // dp)
+                        low = self.bounds(tab, dp, y_over)[0]
+                        nxt = min(nxt, low if low > target else self.value(tab, dp, y_over))
+                live = s_top >= s_lo
+                if not live.any():
+                    continue
+                divs, s_top = divs[live], s_top[live]
+                vals = arr[None, :] + (divs * t)[:, None]
+                mask = (s_index[None, :] <= s_top[:, None]) & (vals <= k - need)
+                rr, ss = np.nonzero(mask)
+                if len(rr) == 0:
+                    continue
+                tidx = ss + divs[rr]
+                v = vals[rr, ss]
+                order = np.lexsort((v, tidx))
+                tidx, v, rr, ss = tidx[order], v[order], rr[order], ss[order]
+                first = np.ones(len(tidx), dtype=bool)
+                first[1:] = tidx[1:] != tidx[:-1]
+                tidx, v, rr, ss = tidx[first], v[first], rr[first], ss[first]
+                tgt = best.get((j, c_next))
+                if tgt is None:
+                    tgt = np.full(smax + 1, INF)
+                    best[(j, c_next)] = tgt
+                    parent[(j, c_next)] = np.zeros((smax + 1, 4), dtype=np.int64)
+                better = v < tgt[tidx]
+                if better.any():
+                    tidx, v, rr, ss = tidx[better], v[better], rr[better], ss[better]
+                    tgt[tidx] = v
+                    par = parent[(j, c_next)]
+                    par[tidx, 0] = i
+                    par[tidx, 1] = ss
+                    par[tidx, 2] = divs[rr]
+                    par[tidx, 3] = t
+        return nxt
 
     def _backtrack(self, parent: dict[tuple[int, int], np.ndarray], s: int, count: int) -> tuple[JointPlan, float]:
         d = self.data

@@ -145,109 +145,135 @@ def split_layer(
     DegreeRefused
         When an attention module's heads are not divisible by ``t``.
     """
-    roles = ["replicated"] * len(ops)
     if t == 1:
-        return LayerSplit(tuple(roles))
-    fw: list[float] = []
-    bw: list[float] = []
-    notes: list[str] = []
-    units = _units(ops, modules)
-    in_unit = {i for u in units for i in u.index}
-    attention = [p for p, m in modules.items() if "heads" in m and any(_inside(op.module_path, p) for op in ops)]
-    attention.sort(key=lambda p: next(i for i, op in enumerate(ops) if _inside(op.module_path, p)))
+        return LayerSplit(tuple(["replicated"] * len(ops)))
+    s = _LayerSplitter(ops, modules, t)
+    taken = s.split_attention()
+    rest = [u for u in s.units if _attention_of(u.path, s.attention) is None and u not in taken]
+    paired = s.split_mlps(rest)
+    if last_layer and rest and rest[-1].path not in paired:
+        head = rest[-1]
+        paired.add(head.path)
+        if s.feat(head, "out_features") % t == 0:
+            logits = [i for i in range(head.index[-1] + 1, len(ops)) if s.roles[i] == "replicated"]
+            s.split_pair([head], None, logits)
+        else:
+            s.notes.append(f"{head.path}: {s.feat(head, 'out_features')} outputs not divisible by {t}: replicated")
+    s.split_embedding()
+    alone = [u.path for u in rest if u.path not in paired]
+    if alone:
+        s.notes.append(
+            f"linear layer{'s' if len(alone) > 1 else ''} {', '.join(alone)} without a partner in the same graph node: "
+            "replicated (a coarser --layer-depth at import keeps a block's MLP in one node)"
+        )
+    return LayerSplit(tuple(s.roles), tuple(s.fw), tuple(s.bw), tuple(s.notes))
 
-    def feat(u: _Unit, key: str) -> int:
-        return int(modules[u.path][key])
 
-    def split_pair(cols: Sequence[_Unit], row: _Unit | None, inner: Sequence[int]) -> None:
+class _LayerSplitter:
+    """:func:`split_layer`'s work in progress: each op's role and the all-reduces (forward, backward) found so far."""
+
+    def __init__(self, ops: Sequence[OpRecord], modules: Mapping[str, Mapping[str, Any]], t: int) -> None:
+        self.ops, self.modules, self.t = ops, modules, t
+        self.roles = ["replicated"] * len(ops)
+        self.fw: list[float] = []
+        self.bw: list[float] = []
+        self.notes: list[str] = []
+        self.units = _units(ops, modules)
+        self.in_unit = {i for u in self.units for i in u.index}
+        attention = [p for p, m in modules.items() if "heads" in m and any(_inside(op.module_path, p) for op in ops)]
+        attention.sort(key=lambda p: next(i for i, op in enumerate(ops) if _inside(op.module_path, p)))
+        self.attention = attention
+
+    def feat(self, u: _Unit, key: str) -> int:
+        return int(self.modules[u.path][key])
+
+    def split_pair(self, cols: Sequence[_Unit], row: _Unit | None, inner: Sequence[int]) -> None:
+        """Column layers ``cols``, then the row layer ``row`` (None: none) with the ``inner`` ops between them split too."""
+        ops, roles = self.ops, self.roles
         for u in cols:
             for i in u.index:
                 roles[i] = "column"
         # (a unit may begin or end with a view, which moves no bytes: its largest tensor is the one reduced)
-        bw.append(max(input_activation_bytes(ops[i]) for i in cols[0].index))
+        self.bw.append(max(input_activation_bytes(ops[i]) for i in cols[0].index))
         if row is not None:
             for i in row.index:
                 roles[i] = "row"
-            fw.append(float(max(ops[i].output_bytes for i in row.index)))
+            self.fw.append(float(max(ops[i].output_bytes for i in row.index)))
         for i in inner:
             roles[i] = "inner"
 
-    taken: set[_Unit] = set()  # output projections found after their attention module
-    for a in attention:
-        mine = [u for u in units if _attention_of(u.path, attention) == a]
-        inside = [i for i, op in enumerate(ops) if _attention_of(op.module_path, attention) == a]
-        core = next((i for i in inside if i not in in_unit and ops[i].forward_flops > 0), None)
-        cols = [u for u in mine if core is not None and u.index[0] < core]
-        if core is None or not cols:
-            notes.append(f"attention {a} has no linear projections before its scores: replicated")
-            continue
-        for key in ("heads", "kv_heads"):
-            count = modules[a].get(key)
-            if count is not None and int(count) % t:
-                raise DegreeRefused(f"attention {a} has {count} {key.replace('_', ' ')}, not divisible by {t}")
-        after = [u for u in mine if u.index[0] > core]
-        row = after[-1] if after else _projection_after(units, attention, inside[-1], cols[-1], modules)
-        if row is None:
-            notes.append(f"attention {a}: no output projection found: replicated")
-            continue
-        if any(feat(u, "out_features") % t for u in cols) or feat(row, "in_features") % t:
-            notes.append(f"attention {a}: projection widths not divisible by {t}: replicated")
-            continue
-        start, stop = cols[0].index[0], row.index[0]
-        inner = [i for i in range(start, stop) if i not in in_unit and _attention_of(ops[i].module_path, attention) == a]
-        split_pair(cols, row, inner)
-        taken.add(row)
+    def split_attention(self) -> set[_Unit]:
+        """Each attention module's projections: heads by columns, the output projection by rows; returns the latter."""
+        ops, modules, t, units, attention, feat = self.ops, self.modules, self.t, self.units, self.attention, self.feat
+        taken: set[_Unit] = set()  # output projections found after their attention module
+        for a in attention:
+            mine = [u for u in units if _attention_of(u.path, attention) == a]
+            inside = [i for i, op in enumerate(ops) if _attention_of(op.module_path, attention) == a]
+            core = next((i for i in inside if i not in self.in_unit and ops[i].forward_flops > 0), None)
+            cols = [u for u in mine if core is not None and u.index[0] < core]
+            if core is None or not cols:
+                self.notes.append(f"attention {a} has no linear projections before its scores: replicated")
+                continue
+            for key in ("heads", "kv_heads"):
+                count = modules[a].get(key)
+                if count is not None and int(count) % t:
+                    raise DegreeRefused(f"attention {a} has {count} {key.replace('_', ' ')}, not divisible by {t}")
+            after = [u for u in mine if u.index[0] > core]
+            row = after[-1] if after else _projection_after(units, attention, inside[-1], cols[-1], modules)
+            if row is None:
+                self.notes.append(f"attention {a}: no output projection found: replicated")
+                continue
+            if any(feat(u, "out_features") % t for u in cols) or feat(row, "in_features") % t:
+                self.notes.append(f"attention {a}: projection widths not divisible by {t}: replicated")
+                continue
+            start, stop = cols[0].index[0], row.index[0]
+            inner = [i for i in range(start, stop) if i not in self.in_unit and _attention_of(ops[i].module_path, attention) == a]
+            self.split_pair(cols, row, inner)
+            taken.add(row)
+        return taken
 
-    rest = [u for u in units if _attention_of(u.path, attention) is None and u not in taken]
-    pending: list[_Unit] = []
-    paired: set[str] = set()
-    for u in rest:
-        # an MLP maps width d to a hidden width and back: column layers d -> h, then a row layer h -> d
-        if pending and (feat(u, "in_features"), feat(u, "out_features")) == (
-            feat(pending[-1], "out_features"),
-            feat(pending[0], "in_features"),
-        ):
-            hidden = feat(pending[0], "out_features")
-            if hidden % t:
-                notes.append(f"{pending[0].path} -> {u.path}: hidden width {hidden} not divisible by {t}: replicated")
+    def split_mlps(self, rest: list[_Unit]) -> set[str]:
+        """MLPs among the linear layers outside attention (d -> h columns, then h -> d rows); returns the paths paired."""
+        t, feat = self.t, self.feat
+        pending: list[_Unit] = []
+        paired: set[str] = set()
+        for u in rest:
+            # an MLP maps width d to a hidden width and back: column layers d -> h, then a row layer h -> d
+            if pending and (feat(u, "in_features"), feat(u, "out_features")) == (
+                feat(pending[-1], "out_features"),
+                feat(pending[0], "in_features"),
+            ):
+                hidden = feat(pending[0], "out_features")
+                if hidden % t:
+                    self.notes.append(f"{pending[0].path} -> {u.path}: hidden width {hidden} not divisible by {t}: replicated")
+                else:
+                    start, stop = pending[0].index[0], u.index[0]
+                    inner = [i for i in range(start, stop) if i not in self.in_unit and self.roles[i] == "replicated"]
+                    self.split_pair(pending, u, inner)
+                paired.update(p.path for p in (*pending, u))
+                pending = []
+            elif pending and (feat(u, "in_features"), feat(u, "out_features")) == (
+                feat(pending[0], "in_features"),
+                feat(pending[0], "out_features"),
+            ):
+                pending.append(u)
             else:
-                start, stop = pending[0].index[0], u.index[0]
-                inner = [i for i in range(start, stop) if i not in in_unit and roles[i] == "replicated"]
-                split_pair(pending, u, inner)
-            paired.update(p.path for p in (*pending, u))
-            pending = []
-        elif pending and (feat(u, "in_features"), feat(u, "out_features")) == (
-            feat(pending[0], "in_features"),
-            feat(pending[0], "out_features"),
-        ):
-            pending.append(u)
-        else:
-            pending = [u]
-    if last_layer and rest and rest[-1].path not in paired:
-        head = rest[-1]
-        paired.add(head.path)
-        if feat(head, "out_features") % t == 0:
-            logits = [i for i in range(head.index[-1] + 1, len(ops)) if roles[i] == "replicated"]
-            split_pair([head], None, logits)
-        else:
-            notes.append(f"{head.path}: {feat(head, 'out_features')} outputs not divisible by {t}: replicated")
-    vocab = _token_embedding(modules)
-    table = [i for i, op in enumerate(ops) if vocab is not None and op.module_path == vocab]
-    if table:
-        rows = int(modules[str(vocab)]["num_embeddings"])
-        if rows % t == 0:
-            for i in table:
-                roles[i] = "row"
-            fw.append(float(max(ops[i].output_bytes for i in table)))
-        else:
-            notes.append(f"embedding {vocab}: {rows} rows not divisible by {t}: replicated")
-    alone = [u.path for u in rest if u.path not in paired]
-    if alone:
-        notes.append(
-            f"linear layer{'s' if len(alone) > 1 else ''} {', '.join(alone)} without a partner in the same graph node: "
-            "replicated (a coarser --layer-depth at import keeps a block's MLP in one node)"
-        )
-    return LayerSplit(tuple(roles), tuple(fw), tuple(bw), tuple(notes))
+                pending = [u]
+        return paired
+
+    def split_embedding(self) -> None:
+        """The token embedding's table by rows (vocabulary), when its rows divide by t."""
+        ops, modules, t = self.ops, self.modules, self.t
+        vocab = _token_embedding(modules)
+        table = [i for i, op in enumerate(ops) if vocab is not None and op.module_path == vocab]
+        if table:
+            rows = int(modules[str(vocab)]["num_embeddings"])
+            if rows % t == 0:
+                for i in table:
+                    self.roles[i] = "row"
+                self.fw.append(float(max(ops[i].output_bytes for i in table)))
+            else:
+                self.notes.append(f"embedding {vocab}: {rows} rows not divisible by {t}: replicated")
 
 
 def _div(nbytes: int, t: int) -> int:

@@ -217,130 +217,14 @@ def solve_decomposed(
     t0 = time.monotonic()
     end = t0 + time_limit_s if deadline is None else min(t0 + time_limit_s, deadline)
     d = problem.num_devices
-    allowed = problem.allowed
-    segs = decomposition.segments
-    tables: list[dict[tuple[int, int], SegmentValue]] = [{} for _ in segs]
-    limits: dict[tuple[int, int, int], float] = {}
-    solves = pruned = 0
-
-    def pair_keys(seg: Segment) -> list[tuple[int, int]]:
-        bs = [k for k in range(d) if allowed[seg.first, k]] if seg.first is not None else [-1]
-        b2s = [k for k in range(d) if allowed[seg.last, k]] if seg.last is not None else [-1]
-        return [(b, b2) for b in bs for b2 in b2s]
-
-    def solve_pair(s_idx: int, b: int, b2: int, limit: float) -> None:
-        nonlocal solves
-        seg = segs[s_idx]
-        try:
-            sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)
-        except InputError:  # e.g. a colocation group that cannot follow its bottleneck onto b
-            tables[s_idx][b, b2] = SegmentValue(math.inf, math.inf, True)
-            return
-        bound, value, optimal, sol = solve_segment(sub, limit)
-        solves += 1
-        old = tables[s_idx].get((b, b2))
-        if old is not None:  # keep the better of the two runs
-            bound = max(bound, old.bound)
-            if old.value <= value:
-                value, sol_dev, sol_start = old.value, old.device, old.start
-            else:
-                sol_dev = None if sol is None else np.asarray(sol.device)
-                sol_start = None if sol is None else np.asarray(sol.start)
-            optimal = optimal or old.optimal or bound >= value * (1 - 1e-12)
-        else:
-            sol_dev = None if sol is None else np.asarray(sol.device)
-            sol_start = None if sol is None else np.asarray(sol.start)
-        tables[s_idx][b, b2] = SegmentValue(bound, value, optimal, sol_dev, sol_start)
-        limits[s_idx, b, b2] = limit
-
-    def forward(attr: str) -> list[np.ndarray]:
-        """F[s][k]: best sum over segments 0..s ending with v_{s+1} on k (k = 0 for the last segment)."""
-        out: list[np.ndarray] = []
-        run = np.zeros(d)
-        for _s_idx, table in enumerate(tables):
-            new = np.full(d, np.inf)
-            for (b, b2), v in table.items():
-                kb = max(b2, 0)
-                new[kb] = min(new[kb], (0.0 if b < 0 else run[b]) + getattr(v, attr))
-            out.append(new)
-            run = new
-        return out
-
-    def backward() -> list[np.ndarray]:
-        """G[s][k]: least sum of bounds over segments s..end starting with v_s on k."""
-        out: list[np.ndarray] = [np.zeros(d) for _ in segs] + [np.zeros(d)]
-        for s_idx in range(len(segs) - 1, -1, -1):
-            new = np.full(d, np.inf)
-            nxt = out[s_idx + 1]
-            for (b, b2), v in tables[s_idx].items():
-                kb = max(b, 0)
-                new[kb] = min(new[kb], v.bound + (0.0 if b2 < 0 else nxt[b2]))
-            out[s_idx] = new
-        return out
-
+    pairs = _PairTables(problem, decomposition.segments, solve_segment)
+    tables = pairs.tables
     # pass 1
-    all_pairs = [(s_idx, b, b2) for s_idx, seg in enumerate(segs) for b, b2 in pair_keys(seg)]
-    first_budget = time_limit_s * first_pass_fraction
-    run = np.zeros(d)
-    done = 0
-    for s_idx, seg in enumerate(segs):
-        for b, b2 in pair_keys(seg):
-            done += 1
-            prefix = 0.0 if b < 0 else run[b]
-            if time.monotonic() >= end:  # out of time: the segment's device-path bound (a few ms), no schedule
-                tables[s_idx][b, b2] = _cheap_value(problem, seg, b, b2)
-                continue
-            if math.isfinite(upper_bound) and seg.last is not None:
-                try:
-                    sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2)
-                except InputError:
-                    tables[s_idx][b, b2] = SegmentValue(math.inf, math.inf, True)
-                    continue
-                after = float(tails[seg.last, b2]) if tails is not None else 0.0
-                if not math.isfinite(prefix) or prefix + best_bound(sub).best + after >= upper_bound * (1 - 1e-12):
-                    pruned += 1
-                    continue
-            left = first_budget - (time.monotonic() - t0)
-            share = max(0.05, left / max(1, len(all_pairs) - done + 1))
-            solve_pair(s_idx, b, b2, min(share, max(0.05, end - time.monotonic())))
-        new = np.full(d, np.inf)
-        for (b, b2), v in tables[s_idx].items():
-            new[max(b2, 0)] = min(new[max(b2, 0)], (0.0 if b < 0 else run[b]) + v.bound)
-        run = new
-        if progress is not None:
-            progress(
-                f"[decompose] pass 1, segment {s_idx + 1}/{len(segs)} ({len(seg.inner)} inner tasks): "
-                f"{sum(v.optimal for v in tables[s_idx].values())}/{len(tables[s_idx])} device pairs proven, "
-                f"{time.monotonic() - t0:.1f}s"
-            )
+    pruned = _first_pass(pairs, time_limit_s * first_pass_fraction, t0, end, upper_bound, tails, progress)
     # later passes: only the pairs that can still lie on a better schedule
-    rounds = 1
-    while time.monotonic() < end - 0.5:
-        F, G = forward("bound"), backward()
-        ub = float(min(upper_bound, forward("value")[-1].min()))
-        open_pairs = []
-        for s_idx, table in enumerate(tables):
-            for (b, b2), v in table.items():
-                if v.optimal:
-                    continue
-                before = 0.0 if b < 0 else F[s_idx - 1][b]
-                after = 0.0 if b2 < 0 else G[s_idx + 1][b2]
-                if before + v.bound + after < ub * (1 - 1e-9):
-                    open_pairs.append((s_idx, b, b2))
-        if not open_pairs:
-            break
-        rounds += 1
-        left = end - time.monotonic()
-        share = left / len(open_pairs)
-        if progress is not None:
-            lb_now = float(min(upper_bound, F[-1].min()))
-            progress(f"[decompose] pass {rounds}: {len(open_pairs)} open device pairs, bound {lb_now:.9g}, best {ub:.9g}")
-        for s_idx, b, b2 in open_pairs:
-            if time.monotonic() >= end - 0.5:
-                break
-            solve_pair(s_idx, b, b2, min(max(share, 2 * limits.get((s_idx, b, b2), 0.0)), max(0.05, end - time.monotonic())))
-    lb_last = forward("bound")[-1]
-    ub_all = forward("value")
+    rounds = _later_passes(pairs, end, upper_bound, progress)
+    lb_last = pairs.forward("bound")[-1]
+    ub_all = pairs.forward("value")
     bound = float(min(lb_last.min(), upper_bound))
     value = float(ub_all[-1].min())
     all_optimal = pruned == 0 and all(v.optimal for table in tables for v in table.values())
@@ -360,8 +244,163 @@ def solve_decomposed(
             run_ub = new
         solution = _stitch(problem, decomposition, tables, back, int(np.argmin(run_ub)))
     return DecomposedOutcome(
-        bound, value, solution, all_optimal, time.monotonic() - t0, solves, {"pruned_pairs": pruned, "passes": rounds}
+        bound, value, solution, all_optimal, time.monotonic() - t0, pairs.solves, {"pruned_pairs": pruned, "passes": rounds}
     )
+
+
+class _PairTables:
+    """:func:`solve_decomposed`'s tables: per segment, the value of each device pair (b, b'), and the recursion over them."""
+
+    def __init__(self, problem: PlacementProblem, segs: tuple[Segment, ...], solve_segment: SegmentSolver) -> None:
+        self.problem = problem
+        self.segs = segs
+        self.solve_segment = solve_segment
+        self.tables: list[dict[tuple[int, int], SegmentValue]] = [{} for _ in segs]
+        self.limits: dict[tuple[int, int, int], float] = {}
+        self.solves = 0
+
+    def pair_keys(self, seg: Segment) -> list[tuple[int, int]]:
+        """The device pairs of a segment's end bottlenecks (-1 for an end without one)."""
+        d, allowed = self.problem.num_devices, self.problem.allowed
+        bs = [k for k in range(d) if allowed[seg.first, k]] if seg.first is not None else [-1]
+        b2s = [k for k in range(d) if allowed[seg.last, k]] if seg.last is not None else [-1]
+        return [(b, b2) for b in bs for b2 in b2s]
+
+    def solve_pair(self, s_idx: int, b: int, b2: int, limit: float) -> None:
+        """Solve segment ``s_idx`` with its bottlenecks on (b, b2) within ``limit`` seconds; keep the better of two runs."""
+        seg = self.segs[s_idx]
+        tables = self.tables
+        try:
+            sub, _ = segment_problem(self.problem, seg, b if b >= 0 else None, b2 if b2 >= 0 else None)
+        except InputError:  # e.g. a colocation group that cannot follow its bottleneck onto b
+            tables[s_idx][b, b2] = SegmentValue(math.inf, math.inf, True)
+            return
+        bound, value, optimal, sol = self.solve_segment(sub, limit)
+        self.solves += 1
+        old = tables[s_idx].get((b, b2))
+        if old is not None:  # keep the better of the two runs
+            bound = max(bound, old.bound)
+            if old.value <= value:
+                value, sol_dev, sol_start = old.value, old.device, old.start
+            else:
+                sol_dev = None if sol is None else np.asarray(sol.device)
+                sol_start = None if sol is None else np.asarray(sol.start)
+            optimal = optimal or old.optimal or bound >= value * (1 - 1e-12)
+        else:
+            sol_dev = None if sol is None else np.asarray(sol.device)
+            sol_start = None if sol is None else np.asarray(sol.start)
+        tables[s_idx][b, b2] = SegmentValue(bound, value, optimal, sol_dev, sol_start)
+        self.limits[s_idx, b, b2] = limit
+
+    def forward(self, attr: str) -> list[np.ndarray]:
+        """F[s][k]: best sum over segments 0..s ending with v_{s+1} on k (k = 0 for the last segment)."""
+        d = self.problem.num_devices
+        out: list[np.ndarray] = []
+        run = np.zeros(d)
+        for _s_idx, table in enumerate(self.tables):
+            new = np.full(d, np.inf)
+            for (b, b2), v in table.items():
+                kb = max(b2, 0)
+                new[kb] = min(new[kb], (0.0 if b < 0 else run[b]) + getattr(v, attr))
+            out.append(new)
+            run = new
+        return out
+
+    def backward(self) -> list[np.ndarray]:
+        """G[s][k]: least sum of bounds over segments s..end starting with v_s on k."""
+        d = self.problem.num_devices
+        out: list[np.ndarray] = [np.zeros(d) for _ in self.segs] + [np.zeros(d)]
+        for s_idx in range(len(self.segs) - 1, -1, -1):
+            new = np.full(d, np.inf)
+            nxt = out[s_idx + 1]
+            for (b, b2), v in self.tables[s_idx].items():
+                kb = max(b, 0)
+                new[kb] = min(new[kb], v.bound + (0.0 if b2 < 0 else nxt[b2]))
+            out[s_idx] = new
+        return out
+
+
+def _first_pass(
+    pairs: _PairTables,
+    first_budget: float,
+    t0: float,
+    end: float,
+    upper_bound: float,
+    tails: np.ndarray | None,
+    progress: Callable[[str], None] | None,
+) -> int:
+    """Pass 1: every device pair briefly, those that cannot beat ``upper_bound`` skipped; returns how many were skipped."""
+    problem, segs, tables = pairs.problem, pairs.segs, pairs.tables
+    d = problem.num_devices
+    pruned = 0
+    all_pairs = [(s_idx, b, b2) for s_idx, seg in enumerate(segs) for b, b2 in pairs.pair_keys(seg)]
+    run = np.zeros(d)
+    done = 0
+    for s_idx, seg in enumerate(segs):
+        for b, b2 in pairs.pair_keys(seg):
+            done += 1
+            prefix = 0.0 if b < 0 else run[b]
+            if time.monotonic() >= end:  # out of time: the segment's device-path bound (a few ms), no schedule
+                tables[s_idx][b, b2] = _cheap_value(problem, seg, b, b2)
+                continue
+            if math.isfinite(upper_bound) and seg.last is not None:
+                try:
+                    sub, _ = segment_problem(problem, seg, b if b >= 0 else None, b2)
+                except InputError:
+                    tables[s_idx][b, b2] = SegmentValue(math.inf, math.inf, True)
+                    continue
+                after = float(tails[seg.last, b2]) if tails is not None else 0.0
+                if not math.isfinite(prefix) or prefix + best_bound(sub).best + after >= upper_bound * (1 - 1e-12):
+                    pruned += 1
+                    continue
+            left = first_budget - (time.monotonic() - t0)
+            share = max(0.05, left / max(1, len(all_pairs) - done + 1))
+            pairs.solve_pair(s_idx, b, b2, min(share, max(0.05, end - time.monotonic())))
+        new = np.full(d, np.inf)
+        for (b, b2), v in tables[s_idx].items():
+            new[max(b2, 0)] = min(new[max(b2, 0)], (0.0 if b < 0 else run[b]) + v.bound)
+        run = new
+        if progress is not None:
+            progress(
+                f"[decompose] pass 1, segment {s_idx + 1}/{len(segs)} ({len(seg.inner)} inner tasks): "
+                f"{sum(v.optimal for v in tables[s_idx].values())}/{len(tables[s_idx])} device pairs proven, "
+                f"{time.monotonic() - t0:.1f}s"
+            )
+    return pruned
+
+
+def _later_passes(pairs: _PairTables, end: float, upper_bound: float, progress: Callable[[str], None] | None) -> int:
+    """Re-solve, with the time left shared among them, the open pairs that can still lie on a better schedule.
+
+    Returns the number of passes, the first included.
+    """
+    rounds = 1
+    while time.monotonic() < end - 0.5:
+        F, G = pairs.forward("bound"), pairs.backward()
+        ub = float(min(upper_bound, pairs.forward("value")[-1].min()))
+        open_pairs = []
+        for s_idx, table in enumerate(pairs.tables):
+            for (b, b2), v in table.items():
+                if v.optimal:
+                    continue
+                before = 0.0 if b < 0 else F[s_idx - 1][b]
+                after = 0.0 if b2 < 0 else G[s_idx + 1][b2]
+                if before + v.bound + after < ub * (1 - 1e-9):
+                    open_pairs.append((s_idx, b, b2))
+        if not open_pairs:
+            break
+        rounds += 1
+        left = end - time.monotonic()
+        share = left / len(open_pairs)
+        if progress is not None:
+            lb_now = float(min(upper_bound, F[-1].min()))
+            progress(f"[decompose] pass {rounds}: {len(open_pairs)} open device pairs, bound {lb_now:.9g}, best {ub:.9g}")
+        for s_idx, b, b2 in open_pairs:
+            if time.monotonic() >= end - 0.5:
+                break
+            limit = min(max(share, 2 * pairs.limits.get((s_idx, b, b2), 0.0)), max(0.05, end - time.monotonic()))
+            pairs.solve_pair(s_idx, b, b2, limit)
+    return rounds
 
 
 def _cheap_value(problem: PlacementProblem, seg: Segment, b: int, b2: int) -> SegmentValue:

@@ -261,6 +261,46 @@ def make_placement_problem(
             seen: set[str] = set()
             dup = next(x for x in ids if x in seen or seen.add(x))  # type: ignore[func-returns-value]
             raise InputError(f"duplicate {kind} id; every {kind} needs its own id", source=source, where=f"{kind} {dup!r}")
+    time_a, mem_a, cap_a = _task_arrays(time, task_memory, device_memory, task_ids, device_ids, source)
+
+    index = {t: i for i, t in enumerate(task_ids)}
+    src, dst, comm_a = _edge_arrays(edges, comm, index, d, source)
+
+    order = _topological_order(n, src, dst)
+    if order is None:
+        cycle = find_cycle(list(task_ids), [(task_ids[a], task_ids[b]) for a, b in zip(src.tolist(), dst.tolist())])
+        raise CycleError(cycle or [], source=source)
+
+    fits = _runnable(time_a, mem_a, cap_a, task_ids, source)
+    groups = _colocation_groups(colocation, n, fits, mem_a, cap_a, settings, source)
+    return PlacementProblem(
+        task_ids=task_ids,
+        device_ids=device_ids,
+        time=time_a,
+        task_memory=mem_a,
+        device_memory=cap_a,
+        edge_source=src,
+        edge_target=dst,
+        comm=comm_a,
+        colocation=groups,
+        name=name,
+        time_unit=time_unit,
+        memory_unit=memory_unit,
+        settings=settings or PlacementSettings(),
+        task_names=tuple(task_names),
+    )
+
+
+def _task_arrays(
+    time: np.ndarray | list,
+    task_memory: np.ndarray | list,
+    device_memory: np.ndarray | list,
+    task_ids: tuple[str, ...],
+    device_ids: tuple[str, ...],
+    source: str | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The (n, d) times, (n,) task memory and (d,) capacities as float arrays, shapes and values checked."""
+    n, d = len(task_ids), len(device_ids)
     time_a = np.asarray(time, dtype=np.float64)
     mem_a = np.asarray(task_memory, dtype=np.float64)
     cap_a = np.asarray(device_memory, dtype=np.float64)
@@ -275,8 +315,17 @@ def make_placement_problem(
     _check_array(time_a, "task time", source, task_ids, allow_inf=True)
     _check_array(mem_a, "task memory", source, task_ids, allow_inf=False)
     _check_array(cap_a, "device memory", source, device_ids, allow_inf=True)
+    return time_a, mem_a, cap_a
 
-    index = {t: i for i, t in enumerate(task_ids)}
+
+def _edge_arrays(
+    edges: list[tuple[str, str]] | tuple[tuple[str, str], ...],
+    comm: np.ndarray | list,
+    index: dict[str, int],
+    d: int,
+    source: str | None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each edge's source and target index and the (m, d, d) transfer times, checked (ids, duplicates, shapes, diagonal)."""
     m = len(edges)
     src = np.empty(m, dtype=np.int64)
     dst = np.empty(m, dtype=np.int64)
@@ -309,12 +358,14 @@ def make_placement_problem(
         if (diag != 0).any():
             e = int(np.argwhere(diag != 0)[0][0])
             raise InputError("comm[a][a] must be 0 (no transfer within a device)", source=source, where=edge_labels[e])
+    return src, dst, comm_a
 
-    order = _topological_order(n, src, dst)
-    if order is None:
-        cycle = find_cycle(list(task_ids), [(task_ids[a], task_ids[b]) for a, b in zip(src.tolist(), dst.tolist())])
-        raise CycleError(cycle or [], source=source)
 
+def _runnable(
+    time_a: np.ndarray, mem_a: np.ndarray, cap_a: np.ndarray, task_ids: tuple[str, ...], source: str | None
+) -> np.ndarray:
+    """(n, d): task i has a finite time on device k and fits its capacity; InputError for a task no device can run."""
+    n = len(task_ids)
     fits = np.isfinite(time_a) & (mem_a[:, None] <= cap_a[None, :])
     if n and not fits.all(axis=1).all():
         bad = np.flatnonzero(~fits.any(axis=1))
@@ -331,7 +382,19 @@ def make_placement_problem(
                 source=source,
                 where=f"task {task_ids[i]!r}",
             )
+    return fits
 
+
+def _colocation_groups(
+    colocation: list[str | None] | None,
+    n: int,
+    fits: np.ndarray,
+    mem_a: np.ndarray,
+    cap_a: np.ndarray,
+    settings: PlacementSettings | None,
+    source: str | None,
+) -> np.ndarray:
+    """(n,) group index per task (-1: none); InputError for a group no device can run (or hold, static memory)."""
     groups = np.full(n, -1, dtype=np.int64)
     if colocation is not None:
         if len(colocation) != n:
@@ -360,19 +423,4 @@ def make_placement_problem(
                         source=source,
                         where=f"colocation group {g!r}",
                     )
-    return PlacementProblem(
-        task_ids=task_ids,
-        device_ids=device_ids,
-        time=time_a,
-        task_memory=mem_a,
-        device_memory=cap_a,
-        edge_source=src,
-        edge_target=dst,
-        comm=comm_a,
-        colocation=groups,
-        name=name,
-        time_unit=time_unit,
-        memory_unit=memory_unit,
-        settings=settings or PlacementSettings(),
-        task_names=tuple(task_names),
-    )
+    return groups

@@ -176,12 +176,7 @@ def pareto_dp(
     def result(solution, value, optimal, above, finished, labels, text) -> ParetoDPResult:
         return ParetoDPResult(solution, value, optimal, above, finished, labels, time.monotonic() - start, f"{name}: {text}")
 
-    error = _problem_error(problem)
-    limit = problem.memory_limit_bytes
-    if error is None and (limit is None or any(n.memory_bytes is None for n in problem.nodes)):
-        error = "needs a memory limit and memory per configuration"
-    if error is None and getattr(problem, "memory_model", "static") != "static":
-        error = "only for the static memory model (the sum of the chosen configurations' memory)"
+    error = _pareto_dp_error(problem)
     if error is not None:
         return result(None, math.inf, False, False, False, 0, error)
     arrays = _arrays(problem)
@@ -190,7 +185,7 @@ def pareto_dp(
     if any(s.entries > settings.max_table_entries for s in steps):
         return result(None, math.inf, False, False, False, 0, "a clique table exceeds max_table_entries")
     mem = [np.asarray(n.memory_bytes, dtype=np.float64) for n in problem.nodes]
-    limit_f = float(limit)  # type: ignore[arg-type]
+    limit_f = float(problem.memory_limit_bytes)  # type: ignore[arg-type]
     trees: list[tuple[float, Calibrated]] = []
     for lam in multipliers:
         unary = tuple(u + lam * m for u, m in zip(arrays.unary, mem))
@@ -202,7 +197,85 @@ def pareto_dp(
     parent = trees[0][1].parent if trees else None
     if parent is None:
         return result(None, math.inf, False, False, False, 0, "needs at least one multiplier")
+    run = _elimination(arrays, steps, parent, mem, trees, threshold, limit_f, settings, start)
 
+    buckets: dict[int, _Bucket] = {}
+    largest = 0
+    try:
+        for step in steps:
+            if time.monotonic() - start > settings.time_limit_s:
+                raise _GiveUp("time limit")
+            buckets[step.node], labels = _eliminate(run, step, buckets)
+            largest = max(largest, labels)
+    except _GiveUp as why:
+        return result(None, math.inf, False, False, False, largest, f"gave up: {why}")
+
+    # roots: one frontier per component; combine them (cross products, Pareto), then backtrack the choice
+    picks, reason = _combine_and_backtrack(
+        steps, parent, run.children, run.clique, buckets, sizes, limit_f + run.mem_slack, settings
+    )
+    if picks is None:
+        nothing = reason == "nothing fits"
+        text = f"nothing costing at most {target:.12g} fits" if nothing else reason
+        return result(None, math.inf, False, nothing, nothing, largest, text)
+    value = _objective(problem, picks)
+    solution = _solution(problem, picks)
+    used = math.fsum(float(mem[i][picks[i]]) for i in range(len(picks)))
+    if used > limit_f:
+        return result(None, math.inf, False, False, False, largest, f"internal error: the DP's choice needs {used:.0f} bytes")
+    # pruning dropped only labels bounded above target + slack, with rounding far below slack / 2
+    optimal = value <= target + 0.5 * (settings.relative_tolerance * scale + settings.absolute_tolerance)
+    text = (
+        f"{'optimal' if optimal else 'best surviving'} {value:.12g} (target {target:.12g}), "
+        f"largest bucket {largest} labels, {len(multipliers)} multipliers"
+    )
+    return result(solution, value, optimal, not optimal, True, largest, text)
+
+
+def _pareto_dp_error(problem: StrategyProblem) -> str | None:
+    """Why :func:`pareto_dp` cannot take ``problem`` (see :func:`_problem_error`; also no limit or no memory), or None."""
+    error = _problem_error(problem)
+    limit = problem.memory_limit_bytes
+    if error is None and (limit is None or any(n.memory_bytes is None for n in problem.nodes)):
+        error = "needs a memory limit and memory per configuration"
+    if error is None and getattr(problem, "memory_model", "static") != "static":
+        error = "only for the static memory model (the sum of the chosen configurations' memory)"
+    return error
+
+
+@dataclass(frozen=True)
+class _Elimination:
+    """What every bucket of one :func:`pareto_dp` run reads: the elimination tree, the bounds, the limits."""
+
+    arrays: Any
+    steps: list[Any]
+    mem: list[np.ndarray]
+    trees: list[tuple[float, Calibrated]]
+    threshold: dict[float, float]
+    limit_f: float
+    settings: ParetoDPSettings
+    start: float
+    clique: dict[int, tuple[int, ...]]
+    when: dict[int, int]
+    children: dict[int, list[int]]
+    edges_of: dict[int, list[tuple[int, int, np.ndarray]]]
+    subtree_least: dict[int, float]
+    total_least: float
+    mem_slack: float
+
+
+def _elimination(
+    arrays: Any,
+    steps: list[Any],
+    parent: dict[int, int | None],
+    mem: list[np.ndarray],
+    trees: list[tuple[float, Calibrated]],
+    threshold: dict[float, float],
+    limit_f: float,
+    settings: ParetoDPSettings,
+    start: float,
+) -> _Elimination:
+    """The tree of buckets (cliques, children, the factors of each bucket) and each subtree's least memory."""
     clique = {s.node: (s.node, *s.others) for s in steps}
     when = {s.node: i for i, s in enumerate(steps)}
     children: dict[int, list[int]] = {s.node: [] for s in steps}
@@ -220,101 +293,103 @@ def pareto_dp(
         subtree_least[s.node] = least[s.node] + sum(subtree_least[c] for c in children[s.node])
     total_least = math.fsum(least)
     mem_slack = limit_f * 1e-12 + 0.5
+    return _Elimination(
+        arrays, steps, mem, trees, threshold, limit_f, settings, start,
+        clique, when, children, edges_of, subtree_least, total_least, mem_slack,
+    )  # fmt: skip
 
-    buckets: dict[int, _Bucket] = {}
-    largest = 0
-    try:
-        for step in steps:
-            if time.monotonic() - start > settings.time_limit_s:
-                raise _GiveUp("time limit")
-            v, axes = step.node, clique[step.node]
-            shape = tuple(sizes[x] for x in axes)
-            position = {x: i for i, x in enumerate(axes)}
-            base = np.zeros(shape)
-            base = base + arrays.unary[v].reshape([-1] + [1] * (len(axes) - 1))
-            for s_, t_, m_ in edges_of[v]:
-                base = base + _place(m_, position[s_], position[t_], len(axes))
-            count = base.size
-            a = np.arange(count, dtype=np.int64)
-            cost = base.ravel().copy()
-            lab_mem = np.broadcast_to(mem[v].reshape([-1] + [1] * (len(axes) - 1)), shape).ravel().copy()
-            back = np.zeros((count, 0), dtype=np.int64)
-            # R_lambda(a): outside message plus every child's message, over the clique
-            rest = []
-            for _, tree in trees:
-                r = np.broadcast_to(tree.outside[v], shape).astype(np.float64).copy()
-                for c in children[v]:
-                    r = r + _broadcast(tree.sent[c], steps[when[c]].others, position, shape)
-                rest.append(r.ravel())
-            unjoined_least = sum(subtree_least[c] for c in children[v])
-            outside_least = total_least - subtree_least[v]
-            room = limit_f + mem_slack - outside_least
-            a, cost, lab_mem, back = _prune(a, cost, lab_mem, back, room - unjoined_least, trees, rest, limit_f, threshold)
-            for c in children[v]:
-                child = buckets[c]
-                c_others = steps[when[c]].others
-                for i, (_, tree) in enumerate(trees):
-                    rest[i] = rest[i] - _broadcast(tree.sent[c], c_others, position, shape).ravel()
-                unjoined_least -= subtree_least[c]
-                proj = _projection(shape, [position[x] for x in c_others])[a]
-                lo, hi = _window(child, proj, room - unjoined_least - lab_mem)
-                parts = []
-                for rows in _chunks(hi - lo, settings.chunk_labels):
-                    counts = (hi - lo)[rows]
-                    total = int(counts.sum())
-                    rep = np.repeat(rows, counts)
-                    offsets = np.cumsum(counts) - counts
-                    pick = np.repeat(lo[rows], counts) + (np.arange(total) - np.repeat(offsets, counts))
-                    part = _prune(
-                        a[rep],
-                        cost[rep] + child.cost[pick],
-                        lab_mem[rep] + child.mem[pick],
-                        np.concatenate([back[rep], pick[:, None]], axis=1),
-                        room - unjoined_least,
-                        trees,
-                        rest,
-                        limit_f,
-                        threshold,
-                    )
-                    kept = _pareto(part[0], part[1], part[2])
-                    parts.append(tuple(x[kept] for x in part))
-                    if sum(p_[0].size for p_ in parts) > settings.max_labels:
-                        raise _GiveUp(f"over {settings.max_labels} labels in a bucket")
-                    if time.monotonic() - start > settings.time_limit_s:
-                        raise _GiveUp("time limit")
-                if parts:
-                    a, cost, lab_mem, back = (np.concatenate([p_[k] for p_ in parts]) for k in range(4))
-                else:
-                    a, cost, lab_mem = a[:0], cost[:0], lab_mem[:0]
-                    back = np.zeros((0, back.shape[1] + 1), dtype=np.int64)
-                kept = _pareto(a, cost, lab_mem)
-                a, cost, lab_mem, back = a[kept], cost[kept], lab_mem[kept], back[kept]
-            largest = max(largest, a.size)
-            key = _projection(shape, list(range(1, len(axes))))[a] if len(axes) > 1 else np.zeros(a.size, dtype=np.int64)
-            kept = _pareto(key, cost, lab_mem)
-            kept = kept[np.argsort(key[kept], kind="stable")]
-            buckets[v] = _Bucket(a, back, key[kept], cost[kept], lab_mem[kept], kept)
-    except _GiveUp as why:
-        return result(None, math.inf, False, False, False, largest, f"gave up: {why}")
 
-    # roots: one frontier per component; combine them (cross products, Pareto), then backtrack the choice
-    picks, reason = _combine_and_backtrack(steps, parent, children, clique, buckets, sizes, limit_f + mem_slack, settings)
-    if picks is None:
-        nothing = reason == "nothing fits"
-        text = f"nothing costing at most {target:.12g} fits" if nothing else reason
-        return result(None, math.inf, False, nothing, nothing, largest, text)
-    value = _objective(problem, picks)
-    solution = _solution(problem, picks)
-    used = math.fsum(float(mem[i][picks[i]]) for i in range(len(picks)))
-    if used > limit_f:
-        return result(None, math.inf, False, False, False, largest, f"internal error: the DP's choice needs {used:.0f} bytes")
-    # pruning dropped only labels bounded above target + slack, with rounding far below slack / 2
-    optimal = value <= target + 0.5 * (settings.relative_tolerance * scale + settings.absolute_tolerance)
-    text = (
-        f"{'optimal' if optimal else 'best surviving'} {value:.12g} (target {target:.12g}), "
-        f"largest bucket {largest} labels, {len(multipliers)} multipliers"
-    )
-    return result(solution, value, optimal, not optimal, True, largest, text)
+def _eliminate(run: _Elimination, step: Any, buckets: dict[int, _Bucket]) -> tuple[_Bucket, int]:
+    """The bucket of ``step``'s layer: its own labels joined with each child's message, Pareto-reduced.
+
+    Returns the bucket (its message sorted by key) and its label count before the reduction to the message.
+    """
+    arrays, steps, mem, trees, when, sizes = run.arrays, run.steps, run.mem, run.trees, run.when, run.arrays.sizes
+    v, axes = step.node, run.clique[step.node]
+    shape = tuple(sizes[x] for x in axes)
+    position = {x: i for i, x in enumerate(axes)}
+    base = np.zeros(shape)
+    base = base + arrays.unary[v].reshape([-1] + [1] * (len(axes) - 1))
+    for s_, t_, m_ in run.edges_of[v]:
+        base = base + _place(m_, position[s_], position[t_], len(axes))
+    count = base.size
+    a = np.arange(count, dtype=np.int64)
+    cost = base.ravel().copy()
+    lab_mem = np.broadcast_to(mem[v].reshape([-1] + [1] * (len(axes) - 1)), shape).ravel().copy()
+    back = np.zeros((count, 0), dtype=np.int64)
+    # R_lambda(a): outside message plus every child's message, over the clique
+    rest = []
+    for _, tree in trees:
+        r = np.broadcast_to(tree.outside[v], shape).astype(np.float64).copy()
+        for c in run.children[v]:
+            r = r + _broadcast(tree.sent[c], steps[when[c]].others, position, shape)
+        rest.append(r.ravel())
+    unjoined_least = sum(run.subtree_least[c] for c in run.children[v])
+    outside_least = run.total_least - run.subtree_least[v]
+    room = run.limit_f + run.mem_slack - outside_least
+    a, cost, lab_mem, back = _prune(a, cost, lab_mem, back, room - unjoined_least, trees, rest, run.limit_f, run.threshold)
+    for c in run.children[v]:
+        c_others = steps[when[c]].others
+        for i, (_, tree) in enumerate(trees):
+            rest[i] = rest[i] - _broadcast(tree.sent[c], c_others, position, shape).ravel()
+        unjoined_least -= run.subtree_least[c]
+        proj = _projection(shape, [position[x] for x in c_others])[a]
+        a, cost, lab_mem, back = _join_child(run, buckets[c], proj, a, cost, lab_mem, back, rest, room - unjoined_least)
+    key = _projection(shape, list(range(1, len(axes))))[a] if len(axes) > 1 else np.zeros(a.size, dtype=np.int64)
+    kept = _pareto(key, cost, lab_mem)
+    kept = kept[np.argsort(key[kept], kind="stable")]
+    return _Bucket(a, back, key[kept], cost[kept], lab_mem[kept], kept), a.size
+
+
+def _join_child(
+    run: _Elimination,
+    child: _Bucket,
+    proj: np.ndarray,
+    a: np.ndarray,
+    cost: np.ndarray,
+    lab_mem: np.ndarray,
+    back: np.ndarray,
+    rest: list[np.ndarray],
+    room: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Join the labels with a child's message (``proj``: each label's key in it) within ``room`` bytes.
+
+    Expanded, pruned and filtered ``chunk_labels`` candidates at a time; returns the joined labels,
+    Pareto-reduced per clique assignment.  Raises :class:`_GiveUp` past the label or time cap.
+    """
+    settings = run.settings
+    lo, hi = _window(child, proj, room - lab_mem)
+    parts = []
+    for rows in _chunks(hi - lo, settings.chunk_labels):
+        counts = (hi - lo)[rows]
+        total = int(counts.sum())
+        rep = np.repeat(rows, counts)
+        offsets = np.cumsum(counts) - counts
+        pick = np.repeat(lo[rows], counts) + (np.arange(total) - np.repeat(offsets, counts))
+        part = _prune(
+            a[rep],
+            cost[rep] + child.cost[pick],
+            lab_mem[rep] + child.mem[pick],
+            np.concatenate([back[rep], pick[:, None]], axis=1),
+            room,
+            run.trees,
+            rest,
+            run.limit_f,
+            run.threshold,
+        )
+        kept = _pareto(part[0], part[1], part[2])
+        parts.append(tuple(x[kept] for x in part))
+        if sum(p_[0].size for p_ in parts) > settings.max_labels:
+            raise _GiveUp(f"over {settings.max_labels} labels in a bucket")
+        if time.monotonic() - run.start > settings.time_limit_s:
+            raise _GiveUp("time limit")
+    if parts:
+        a, cost, lab_mem, back = (np.concatenate([p_[k] for p_ in parts]) for k in range(4))
+    else:
+        a, cost, lab_mem = a[:0], cost[:0], lab_mem[:0]
+        back = np.zeros((0, back.shape[1] + 1), dtype=np.int64)
+    kept = _pareto(a, cost, lab_mem)
+    return a[kept], cost[kept], lab_mem[kept], back[kept]
 
 
 def _combine_and_backtrack(

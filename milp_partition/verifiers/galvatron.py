@@ -13,6 +13,7 @@ pipeline estimate is reported beside it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from milp_partition.galvatron.problem import CONTEXT_MB, GalvatronPlan, GalvatronProblem
@@ -39,6 +40,49 @@ def _pow2(x: int) -> bool:
 def verify_galvatron(problem: GalvatronProblem, plan: GalvatronPlan) -> GalvatronReport:
     P, hw = problem, problem.hardware
     N, B, pp, m = P.devices, P.global_batch, plan.pp, plan.chunks
+    bad = _space_violations(problem, plan)
+    if bad:
+        return GalvatronReport(False, math.inf, math.inf, tuple(bad), (), (), (), P.usable_mb())
+    kinds = [t for t, lt in enumerate(P.layer_types) for _ in range(lt.count)]
+    layer, vocab = _cost_model(problem, plan, kinds)
+    v = plan.vocab
+    vg = v.tp_sp
+    tp_used = [s.tp_sp for s in plan.layers if not s.sp or s.tp_sp == 1] + ([vg] if not v.sp or vg == 1 else [])
+    if any(g > 1 for g in tp_used):
+        G = max([s.tp_sp for s in plan.layers] + [vg])
+        buf = int(B / m / (N // pp // G) * P.hidden * max(lt.seq for lt in P.layer_types) * 4 / _MB / 2)
+    else:
+        buf = 0
+    usable = P.memory_mb - int(P.memory_mb * 0.2) if P.memory_mb // 1024 > 20 else P.memory_mb
+    C, CG, R, MEM = [], [], [], []
+    a = 0
+    for i, n in enumerate(plan.division):
+        vc, _, vm = vocab(i)
+        c, r, mem, x = vc, 0.0, vm + buf, 0.0
+        for k in range(a, a + n):
+            lc, lr, lm = layer(k, i)
+            c, r, mem = c + lc, r + lr, mem + lm
+            if k > a and plan.layers[k - 1].tp_sp != plan.layers[k].tp_sp:
+                G2 = max(plan.layers[k - 1].tp_sp, plan.layers[k].tp_sp)
+                cdp = N // pp // G2
+                cc = hw.allreduce_ms_per_mb
+                rate = cc.get(str(G2), cc.get(f"{G2}_1", 0.0)) if (G2 == 1 or cdp == 1) else cc[f"{G2}_1"]
+                x += (G2 - 1) / G2 * (B / m / cdp) * P.layer_types[kinds[k]].seq * P.hidden * 2 * rate * 1e-7
+        CG.append(c)
+        C.append(c + x)
+        R.append(r)
+        MEM.append(mem)
+        if mem > usable:
+            bad.append(f"stage {i + 1} needs {mem} MB, usable {usable} MB")
+        a += n
+    T, estimate = _pipeline_times(C, CG, R, m, pp)
+    return GalvatronReport(not bad, T, estimate, tuple(bad), tuple(C), tuple(R), tuple(MEM), usable)
+
+
+def _space_violations(problem: GalvatronProblem, plan: GalvatronPlan) -> list[str]:
+    """Why the plan is outside Galvatron's space (degrees, chunks, split, per-layer tp_sp, dp and ZeRO-3); empty when inside."""
+    P = problem
+    N, B, pp, m = P.devices, P.global_batch, plan.pp, plan.chunks
     bad: list[str] = []
     if not _pow2(pp) or pp > P.max_pp or pp > N:
         bad.append(f"pp {pp} not a power of 2 within {min(P.max_pp, N)}")
@@ -59,9 +103,17 @@ def verify_galvatron(problem: GalvatronProblem, plan: GalvatronPlan) -> Galvatro
             bad.append(f"{who}: dp {dp} does not divide the micro-batch {micro}")
         if z3 and dp == 1:
             bad.append(f"{who}: ZeRO-3 needs dp > 1")
-    if bad:
-        return GalvatronReport(False, math.inf, math.inf, tuple(bad), (), (), (), P.usable_mb())
-    kinds = [t for t, lt in enumerate(P.layer_types) for _ in range(lt.count)]
+    return bad
+
+
+def _cost_model(
+    problem: GalvatronProblem, plan: GalvatronPlan, kinds: list[int]
+) -> tuple[Callable[[int, int], tuple[float, float, int]], Callable[[int], tuple[float, float, int]]]:
+    """``layer(k, stage)`` and ``vocab(stage)``: (time without, with the gradient sync (s), memory (MB)) of a layer or
+    of the vocabulary's share of a stage, for a plan inside the space."""
+    P, hw = problem, problem.hardware
+    N, B, pp, m = P.devices, P.global_batch, plan.pp, plan.chunks
+    micro = B // m
     oc = hw.overlap
 
     def key(sdp: int, tp: int) -> float:
@@ -132,34 +184,11 @@ def verify_galvatron(problem: GalvatronProblem, plan: GalvatronPlan) -> Galvatro
 
         return ov(msg * coe * ff, msg * coe * (bf - 0.5)), ov(msg * coe * ff, msg * coe * bf), math.ceil(st.model_states_mb[vtp] * vz + act + CONTEXT_MB)
 
-    tp_used = [s.tp_sp for s in plan.layers if not s.sp or s.tp_sp == 1] + ([vg] if not v.sp or vg == 1 else [])
-    if any(g > 1 for g in tp_used):
-        G = max([s.tp_sp for s in plan.layers] + [vg])
-        buf = int(B / m / (N // pp // G) * P.hidden * max(lt.seq for lt in P.layer_types) * 4 / _MB / 2)
-    else:
-        buf = 0
-    usable = P.memory_mb - int(P.memory_mb * 0.2) if P.memory_mb // 1024 > 20 else P.memory_mb
-    C, CG, R, MEM = [], [], [], []
-    a = 0
-    for i, n in enumerate(plan.division):
-        vc, _, vm = vocab(i)
-        c, r, mem, x = vc, 0.0, vm + buf, 0.0
-        for k in range(a, a + n):
-            lc, lr, lm = layer(k, i)
-            c, r, mem = c + lc, r + lr, mem + lm
-            if k > a and plan.layers[k - 1].tp_sp != plan.layers[k].tp_sp:
-                G2 = max(plan.layers[k - 1].tp_sp, plan.layers[k].tp_sp)
-                cdp = N // pp // G2
-                cc = hw.allreduce_ms_per_mb
-                rate = cc.get(str(G2), cc.get(f"{G2}_1", 0.0)) if (G2 == 1 or cdp == 1) else cc[f"{G2}_1"]
-                x += (G2 - 1) / G2 * (B / m / cdp) * P.layer_types[kinds[k]].seq * P.hidden * 2 * rate * 1e-7
-        CG.append(c)
-        C.append(c + x)
-        R.append(r)
-        MEM.append(mem)
-        if mem > usable:
-            bad.append(f"stage {i + 1} needs {mem} MB, usable {usable} MB")
-        a += n
+    return layer, vocab
+
+
+def _pipeline_times(C: list[float], CG: list[float], R: list[float], m: int, pp: int) -> tuple[float, float]:
+    """The sound 1F1B time (T) of the stages' times and Galvatron's own pipeline estimate (with the same tail)."""
     tail, acc = 0.0, 0.0
     for c, r in zip(C, R):
         acc += c
@@ -173,4 +202,4 @@ def verify_galvatron(problem: GalvatronProblem, plan: GalvatronPlan) -> Galvatro
     for c, r in zip(CG, R):
         acc += c
         tail2 = max(tail2, r - acc)
-    return GalvatronReport(not bad, T, est + tail2, tuple(bad), tuple(C), tuple(R), tuple(MEM), usable)
+    return T, est + tail2

@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from milp_partition.graph import Node
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 
 #: Relative slack when comparing a load with the time bound of the memory objective.
@@ -70,21 +71,9 @@ def verify_pipeline(problem: PipelineProblem, solution: PipelineSolution) -> Pip
     kind_of = {**{d: dev.kind for d, dev in accel.items()}, **dict.fromkeys(cpus, "cpu")}
     nodes = {nd.id: nd for nd in graph.nodes}
     where = dict(solution.assignment)
-    bad: list[str] = []
 
     # every node on one known device it may run on
-    for node_id in nodes:
-        if node_id not in where:
-            bad.append(f"node {node_id!r} is not assigned to any device")
-    for node_id, dev in where.items():
-        if node_id not in nodes:
-            bad.append(f"the solution names unknown node {node_id!r}")
-        elif dev not in kind_of:
-            bad.append(f"node {node_id!r} is on unknown device {dev!r}")
-        else:
-            allowed = nodes[node_id].allowed_kinds
-            if allowed is not None and kind_of[dev] not in allowed:
-                bad.append(f"node {node_id!r} may not run on {dev!r} (kind {kind_of[dev]!r}; allowed {list(allowed)})")
+    bad = _assignment_violations(nodes, where, kind_of)
     if bad:
         return PipelineReport(False, bad)
 
@@ -116,45 +105,14 @@ def verify_pipeline(problem: PipelineProblem, solution: PipelineSolution) -> Pip
         bad.extend(_stage_order_violations(graph.edges, nodes, where, positions))
 
     # memory
-    stages = len(cluster.devices)
-    memory = dict.fromkeys(accel, 0.0)
-    for nd in graph.nodes:
-        dev = where[nd.id]
-        if dev not in accel:
-            continue
-        if settings.memory_model == "1f1b":
-            memory[dev] += math.ceil(
-                settings.optimizer_state_factor * nd.param_bytes
-                + (stages - positions[dev]) * nd.activation_bytes
-                + nd.other_bytes
-            )
-        else:
-            memory[dev] += nd.param_bytes + nd.activation_bytes + nd.other_bytes
+    memory = _memory_use(problem, where, positions)
     for dev, used in memory.items():
         cap = accel[dev].memory_bytes
         if cap is not None and used > cap:
             bad.append(f"device {dev!r} holds {used:.0f} bytes, over its {cap} bytes")
 
     # loads
-    out_time = {nid: 0.0 for nid in nodes}
-    twice = _transfers_twice(problem)
-    for e in graph.edges:
-        out_time[e.source] = max(out_time[e.source], _transfer_time(problem, e.bytes, e.transfer_time, twice))
-    loads = dict.fromkeys(kind_of, 0.0)
-    for nd in graph.nodes:
-        dev = where[nd.id]
-        loads[dev] += nd.time_by_kind.get(kind_of[dev], nd.forward_time + nd.backward_time)
-    for u in nodes:
-        cost = out_time[u]
-        if cost == 0.0:
-            continue
-        home = where[u]
-        receivers = {where[v] for v in succ[u]} - {home}
-        if receivers and home in accel:
-            loads[home] += cost  # outgoing, once per source node
-        for dev in receivers:
-            if dev in accel:
-                loads[dev] += cost  # incoming, once per source node and receiving device
+    loads = _loads(problem, nodes, where, kind_of, succ)
     time_per_sample = max(loads.values(), default=0.0)
     peak = max(memory.values(), default=0.0)
 
@@ -196,6 +154,76 @@ def _stage_order_violations(edges: tuple, nodes: dict, where: dict[str, str], po
         elif backward == (True, True) and positions[a] < positions[b]:
             out.append(f"backward edge {e.source!r} -> {e.target!r} goes from stage {a!r} on to later stage {b!r}")
     return out
+
+
+def _assignment_violations(nodes: dict[str, Node], where: dict[str, str], kind_of: dict[str, str]) -> list[str]:
+    """Every node on one known device whose kind it may run on: what is wrong (empty when nothing)."""
+    bad: list[str] = []
+    for node_id in nodes:
+        if node_id not in where:
+            bad.append(f"node {node_id!r} is not assigned to any device")
+    for node_id, dev in where.items():
+        if node_id not in nodes:
+            bad.append(f"the solution names unknown node {node_id!r}")
+        elif dev not in kind_of:
+            bad.append(f"node {node_id!r} is on unknown device {dev!r}")
+        else:
+            allowed = nodes[node_id].allowed_kinds
+            if allowed is not None and kind_of[dev] not in allowed:
+                bad.append(f"node {node_id!r} may not run on {dev!r} (kind {kind_of[dev]!r}; allowed {list(allowed)})")
+    return bad
+
+
+def _memory_use(problem: PipelineProblem, where: dict[str, str], positions: dict[str, int]) -> dict[str, float]:
+    """Bytes each accelerator holds (1F1B: optimizer state and the activations of the microbatches in flight)."""
+    graph, settings = problem.graph, problem.settings
+    stages = len(problem.cluster.devices)
+    memory = dict.fromkeys(positions, 0.0)
+    for nd in graph.nodes:
+        dev = where[nd.id]
+        if dev not in positions:
+            continue
+        if settings.memory_model == "1f1b":
+            memory[dev] += math.ceil(
+                settings.optimizer_state_factor * nd.param_bytes
+                + (stages - positions[dev]) * nd.activation_bytes
+                + nd.other_bytes
+            )
+        else:
+            memory[dev] += nd.param_bytes + nd.activation_bytes + nd.other_bytes
+    return memory
+
+
+def _loads(
+    problem: PipelineProblem,
+    nodes: dict[str, Node],
+    where: dict[str, str],
+    kind_of: dict[str, str],
+    succ: dict[str, list[str]],
+) -> dict[str, float]:
+    """Each device's time per sample: its nodes' compute plus the transfers it sends and receives."""
+    graph = problem.graph
+    accel = {dev.id for dev in problem.cluster.devices}
+    out_time = {nid: 0.0 for nid in nodes}
+    twice = _transfers_twice(problem)
+    for e in graph.edges:
+        out_time[e.source] = max(out_time[e.source], _transfer_time(problem, e.bytes, e.transfer_time, twice))
+    loads = dict.fromkeys(kind_of, 0.0)
+    for nd in graph.nodes:
+        dev = where[nd.id]
+        loads[dev] += nd.time_by_kind.get(kind_of[dev], nd.forward_time + nd.backward_time)
+    for u in nodes:
+        cost = out_time[u]
+        if cost == 0.0:
+            continue
+        home = where[u]
+        receivers = {where[v] for v in succ[u]} - {home}
+        if receivers and home in accel:
+            loads[home] += cost  # outgoing, once per source node
+        for dev in receivers:
+            if dev in accel:
+                loads[dev] += cost  # incoming, once per source node and receiving device
+    return loads
 
 
 def _transfers_twice(problem: PipelineProblem) -> bool:

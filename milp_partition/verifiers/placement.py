@@ -177,15 +177,7 @@ def simulate_placement(
         When the order contradicts the precedence edges (a deadlock).
     """
     n, m = problem.num_tasks, problem.num_edges
-    dev = np.asarray(device, dtype=np.int64)
-    if dev.shape != (n,) or (n and (dev.min() < 0 or dev.max() >= problem.num_devices)):
-        raise InputError(f"need one device index in [0, {problem.num_devices}) per task ({n})", where="device")
-    dur = _durations(problem, dev)
-    if not np.isfinite(dur).all():
-        i = int(np.flatnonzero(~np.isfinite(dur))[0])
-        raise InputError(
-            f"cannot run on device {problem.device_ids[dev[i]]!r} (no time there)", where=f"task {problem.task_ids[i]!r}"
-        )
+    dev, dur = _checked_durations(problem, device)
     seqs = _device_sequences(problem, dev, dur, order)
     dev_next = [-1] * n
     pending = [0] * n
@@ -198,36 +190,94 @@ def simulate_placement(
         pending[j] += 1
     dev_l, dur_l = dev.tolist(), dur.tolist()
     comm_l = problem.comm[np.arange(m), dev[problem.edge_source], dev[problem.edge_target]].tolist() if m else []
+    contention = problem.settings.link_contention
+    # fixed port sequences (transfer_order given): a transfer waits for its source and both port predecessors
+    fixed = contention and transfer_order is not None
+    t_pending = [0] * m
+    t_next: list[list[int]] = [[] for _ in range(m)]
+    is_transfer = [dev_l[src_l[e]] != dev_l[dst_l[e]] and comm_l[e] > 0 for e in range(m)] if contention else [False] * m
+    if fixed:
+        _port_sequences(transfer_order, m, is_transfer, dev_l, src_l, dst_l, t_pending, t_next)
+    start, tstart = _run_events(
+        problem, dev_l, dur_l, src_l, dst_l, comm_l, dev_next, pending, is_transfer, fixed, t_pending, t_next
+    )
+    if n and any(math.isnan(s) for s in start):
+        stuck = next(i for i in range(n) if math.isnan(start[i]))
+        raise ScheduleOrderError(
+            "the per-device order contradicts the precedence edges (a task waits for one that waits for it)",
+            where=f"task {problem.task_ids[stuck]!r}",
+        )
+    return PlacementSolution(
+        dev.copy(), np.asarray(start, dtype=np.float64), np.asarray(tstart, dtype=np.float64) if contention else None
+    )
+
+
+def _checked_durations(problem: PlacementProblem, device: np.ndarray | Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+    """The device indices as an array and each task's duration there; InputError when one cannot run there."""
+    n = problem.num_tasks
+    dev = np.asarray(device, dtype=np.int64)
+    if dev.shape != (n,) or (n and (dev.min() < 0 or dev.max() >= problem.num_devices)):
+        raise InputError(f"need one device index in [0, {problem.num_devices}) per task ({n})", where="device")
+    dur = _durations(problem, dev)
+    if not np.isfinite(dur).all():
+        i = int(np.flatnonzero(~np.isfinite(dur))[0])
+        raise InputError(
+            f"cannot run on device {problem.device_ids[dev[i]]!r} (no time there)", where=f"task {problem.task_ids[i]!r}"
+        )
+    return dev, dur
+
+
+def _port_sequences(
+    transfer_order: np.ndarray | None,
+    m: int,
+    is_transfer: list[bool],
+    dev_l: list[int],
+    src_l: list[int],
+    dst_l: list[int],
+    t_pending: list[int],
+    t_next: list[list[int]],
+) -> None:
+    """Each port's transfers in ``transfer_order``: fills ``t_next`` (port successors) and ``t_pending`` (waits)."""
+    prio = np.asarray(transfer_order, dtype=np.float64)
+    if prio.shape != (m,):
+        raise InputError(f"transfer_order needs one priority per edge ({m}), got shape {prio.shape}", where="transfer_order")
+    ports: dict[tuple[str, int], list[int]] = {}
+    for e in np.lexsort((np.arange(m), prio)).tolist():
+        if is_transfer[e]:
+            ports.setdefault(("out", dev_l[src_l[e]]), []).append(e)
+            ports.setdefault(("in", dev_l[dst_l[e]]), []).append(e)
+    for seq in ports.values():
+        for a, b in itertools.pairwise(seq):
+            t_next[a].append(b)
+            t_pending[b] += 1
+    for e in range(m):
+        if is_transfer[e]:
+            t_pending[e] += 1  # its source
+
+
+def _run_events(
+    problem: PlacementProblem,
+    dev_l: list[int],
+    dur_l: list[float],
+    src_l: list[int],
+    dst_l: list[int],
+    comm_l: list[float],
+    dev_next: list[int],
+    pending: list[int],
+    is_transfer: list[bool],
+    fixed: bool,
+    t_pending: list[int],
+    t_next: list[list[int]],
+) -> tuple[list[float], list[float]]:
+    """The discrete-event run: each task's and transfer's start (NaN for one that never starts: a deadlock)."""
+    n, m = problem.num_tasks, problem.num_edges
     out_ptr, _, out_edge = problem.succ
     out_ptr_l, out_edge_l = out_ptr.tolist(), out_edge.tolist()
-    contention = problem.settings.link_contention
     ready = [0.0] * n
     start = [math.nan] * n
     tstart = [math.nan] * m
     heap: list[tuple[float, int, int]] = []  # (time, kind, index); kind 0 task end, 1 transfer ready (FIFO), 2 transfer end
-
-    # fixed port sequences (transfer_order given): a transfer waits for its source and both port predecessors
-    fixed = contention and transfer_order is not None
-    t_pending = [0] * m
     t_ready = [0.0] * m
-    t_next: list[list[int]] = [[] for _ in range(m)]
-    is_transfer = [dev_l[src_l[e]] != dev_l[dst_l[e]] and comm_l[e] > 0 for e in range(m)] if contention else [False] * m
-    if fixed:
-        prio = np.asarray(transfer_order, dtype=np.float64)
-        if prio.shape != (m,):
-            raise InputError(f"transfer_order needs one priority per edge ({m}), got shape {prio.shape}", where="transfer_order")
-        ports: dict[tuple[str, int], list[int]] = {}
-        for e in np.lexsort((np.arange(m), prio)).tolist():
-            if is_transfer[e]:
-                ports.setdefault(("out", dev_l[src_l[e]]), []).append(e)
-                ports.setdefault(("in", dev_l[dst_l[e]]), []).append(e)
-        for seq in ports.values():
-            for a, b in itertools.pairwise(seq):
-                t_next[a].append(b)
-                t_pending[b] += 1
-        for e in range(m):
-            if is_transfer[e]:
-                t_pending[e] += 1  # its source
     out_free = [0.0] * problem.num_devices
     in_free = [0.0] * problem.num_devices
 
@@ -276,15 +326,7 @@ def simulate_placement(
             release(dst_l[x], t)
             for f in t_next[x]:
                 release_transfer(f, t)
-    if n and any(math.isnan(s) for s in start):
-        stuck = next(i for i in range(n) if math.isnan(start[i]))
-        raise ScheduleOrderError(
-            "the per-device order contradicts the precedence edges (a task waits for one that waits for it)",
-            where=f"task {problem.task_ids[stuck]!r}",
-        )
-    return PlacementSolution(
-        dev.copy(), np.asarray(start, dtype=np.float64), np.asarray(tstart, dtype=np.float64) if contention else None
-    )
+    return start, tstart
 
 
 def makespan_of(problem: PlacementProblem, solution: PlacementSolution) -> float:
@@ -327,20 +369,14 @@ def _liveness_peaks(
 
 def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> PlacementReport:
     """Check ``solution`` against (a)-(f) and compute the simulator's makespan of its assignment and order."""
-    n, m, d = problem.num_tasks, problem.num_edges, problem.num_devices
+    d = problem.num_devices
     ids, dids = problem.task_ids, problem.device_ids
     violations: list[str] = []
     notes: list[str] = []
-    device = np.asarray(solution.device)
-    if device.shape != (n,) or (not np.issubdtype(device.dtype, np.integer) and not np.all(np.mod(device, 1) == 0)):
-        return PlacementReport(False, math.inf, (f"need one integer device index per task ({n}), got shape {device.shape}",))
-    device = device.astype(np.int64)
-    if n and (device.min() < 0 or device.max() >= d):
-        i = int(np.flatnonzero((device < 0) | (device >= d))[0])
-        return PlacementReport(False, math.inf, (f"task {ids[i]!r}: device index {int(device[i])} is not in [0, {d})",))
-    start = np.asarray(solution.start, dtype=np.float64)
-    if start.shape != (n,):
-        return PlacementReport(False, math.inf, (f"need one start time per task ({n}), got shape {start.shape}",))
+    checked = _checked_arrays(problem, solution)
+    if isinstance(checked, PlacementReport):
+        return checked
+    device, start = checked
     dur = _durations(problem, device)
     # (a) assignment
     for i in np.flatnonzero(~np.isfinite(dur)).tolist():
@@ -350,14 +386,67 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
     for i in np.flatnonzero(~np.isfinite(start) | (start < 0)).tolist():
         violations.append(f"task {ids[i]!r} has start {start[i]!r}; a start must be finite and >= 0")
     end = start + dur
+    tol = _time_tolerance(problem)
+    # (b) colocation
+    _check_colocation(problem, device, violations)
+    # (c) precedence and (f) contention
+    tstart, lag, transfer = _check_precedence(problem, solution, device, start, end, tol, violations)
+    # (d) no overlap
+    _check_overlap(problem, device, start, end, dur, tol, violations)
+    if problem.settings.link_contention and problem.num_edges:
+        _check_ports(problem, device, tstart, lag, transfer, tol, violations)
+    # (e) memory
+    load, peak = _check_memory(problem, device, start, end, dur, violations)
+    given = float(end.max()) if problem.num_tasks else 0.0
+    schedule, makespan = _simulated_makespan(problem, solution, device, start, dur, tstart, given, violations, notes)
+    if not math.isfinite(float(makespan)):
+        violations.append(f"makespan {float(makespan)!r} is not a finite number (the instance holds a NaN or an infinity)")
+    if len(violations) > MAX_VIOLATIONS:
+        violations = [*violations[:MAX_VIOLATIONS], f"... and {len(violations) - MAX_VIOLATIONS} more violations"]
+    return PlacementReport(
+        feasible=not violations,
+        makespan=float(makespan),
+        violations=tuple(violations),
+        device_load={dids[k]: float(load[k]) for k in range(d)},
+        peak_memory={dids[k]: float(peak[k]) for k in range(d)},
+        given_makespan=given,
+        schedule=schedule,
+        notes=tuple(notes),
+    )
+
+
+def _checked_arrays(problem: PlacementProblem, solution: PlacementSolution) -> tuple[np.ndarray, np.ndarray] | PlacementReport:
+    """The solution's devices (int64) and starts (float64), or the report of an infeasible shape or index."""
+    n, d = problem.num_tasks, problem.num_devices
+    device = np.asarray(solution.device)
+    if device.shape != (n,) or (not np.issubdtype(device.dtype, np.integer) and not np.all(np.mod(device, 1) == 0)):
+        return PlacementReport(False, math.inf, (f"need one integer device index per task ({n}), got shape {device.shape}",))
+    device = device.astype(np.int64)
+    if n and (device.min() < 0 or device.max() >= d):
+        i = int(np.flatnonzero((device < 0) | (device >= d))[0])
+        return PlacementReport(
+            False, math.inf, (f"task {problem.task_ids[i]!r}: device index {int(device[i])} is not in [0, {d})",)
+        )
+    start = np.asarray(solution.start, dtype=np.float64)
+    if start.shape != (n,):
+        return PlacementReport(False, math.inf, (f"need one start time per task ({n}), got shape {start.shape}",))
+    return device, start
+
+
+def _time_tolerance(problem: PlacementProblem) -> float:
+    """The slack when comparing times: TIME_REL_TOL of the instance's serial makespan (at least 1)."""
     # the tolerance scales with the instance (its serial makespan), not with the given starts: starts of 1e12 must
     # not widen it past the tasks' own durations
     serial = float(np.where(np.isfinite(problem.time), problem.time, 0.0).max(axis=1, initial=0.0).sum())
     if problem.num_edges:
         comm = np.where(np.isfinite(problem.comm), problem.comm, 0.0)
         serial += float(comm.reshape(problem.num_edges, -1).max(axis=1).sum())
-    tol = TIME_REL_TOL * max(1.0, serial)
-    # (b) colocation
+    return TIME_REL_TOL * max(1.0, serial)
+
+
+def _check_colocation(problem: PlacementProblem, device: np.ndarray, violations: list[str]) -> None:
+    """(b) colocation: each group on one device."""
+    ids, dids = problem.task_ids, problem.device_ids
     for g in np.unique(problem.colocation[problem.colocation >= 0]).tolist():
         members = np.flatnonzero(problem.colocation == g)
         if len(set(device[members].tolist())) > 1:
@@ -368,7 +457,24 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
                 + " is split over devices "
                 + ", ".join(sorted({dids[k] for k in device[members].tolist()}))
             )
-    # (c) precedence and (f) contention
+
+
+def _check_precedence(
+    problem: PlacementProblem,
+    solution: PlacementSolution,
+    device: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    tol: float,
+    violations: list[str],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(c) precedence, with (f) a transfer's start after its source's end.
+
+    Returns each edge's transfer start (its source's end where none is given or it is no transfer),
+    its lag (0 on one device) and whether it is a transfer that occupies ports.
+    """
+    m = problem.num_edges
+    ids, dids = problem.task_ids, problem.device_ids
     contention = problem.settings.link_contention
     src, dst = problem.edge_source, problem.edge_target
     cross = device[src] != device[dst]
@@ -393,8 +499,21 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
             f"edge {e} ({ids[src[e]]!r} -> {ids[dst[e]]!r}): {ids[dst[e]]!r} starts at {start[dst[e]]:.9g} but its input "
             f"arrives at {arrival[e]:.9g} ({what})"
         )
-    # (d) no overlap
-    for k in range(d):
+    return tstart, lag, transfer
+
+
+def _check_overlap(
+    problem: PlacementProblem,
+    device: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    dur: np.ndarray,
+    tol: float,
+    violations: list[str],
+) -> None:
+    """(d) no overlap: the tasks of positive duration of one device, in start order, do not overlap."""
+    ids, dids = problem.task_ids, problem.device_ids
+    for k in range(problem.num_devices):
         idx = np.flatnonzero((device == k) & (dur > 0))
         if len(idx) < 2:
             continue
@@ -405,22 +524,47 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
             violations.append(
                 f"device {dids[k]!r}: tasks {ids[a]!r} [{start[a]:.9g}, {end[a]:.9g}) and {ids[c]!r} [{start[c]:.9g}, {end[c]:.9g}) overlap"
             )
-    if contention and m:
-        tend = tstart + lag
-        for port, owner in (("out", device[src]), ("in", device[dst])):
-            for k in range(d):
-                idx = np.flatnonzero(transfer & (owner == k))
-                if len(idx) < 2:
-                    continue
-                idx = idx[np.lexsort((tend[idx], tstart[idx]))]
-                for b in np.flatnonzero(tstart[idx[1:]] < tend[idx[:-1]] - tol).tolist():
-                    a, c = int(idx[b]), int(idx[b + 1])
-                    violations.append(
-                        f"device {dids[k]!r} {port}-port: transfers of edge {a} ({ids[src[a]]!r} -> {ids[dst[a]]!r}) "
-                        f"[{tstart[a]:.9g}, {tend[a]:.9g}) and edge {c} ({ids[src[c]]!r} -> {ids[dst[c]]!r}) "
-                        f"[{tstart[c]:.9g}, {tend[c]:.9g}) overlap"
-                    )
-    # (e) memory
+
+
+def _check_ports(
+    problem: PlacementProblem,
+    device: np.ndarray,
+    tstart: np.ndarray,
+    lag: np.ndarray,
+    transfer: np.ndarray,
+    tol: float,
+    violations: list[str],
+) -> None:
+    """(f) contention: the transfers sharing a port (a device's out- or in-port) do not overlap."""
+    ids, dids = problem.task_ids, problem.device_ids
+    src, dst = problem.edge_source, problem.edge_target
+    tend = tstart + lag
+    for port, owner in (("out", device[src]), ("in", device[dst])):
+        for k in range(problem.num_devices):
+            idx = np.flatnonzero(transfer & (owner == k))
+            if len(idx) < 2:
+                continue
+            idx = idx[np.lexsort((tend[idx], tstart[idx]))]
+            for b in np.flatnonzero(tstart[idx[1:]] < tend[idx[:-1]] - tol).tolist():
+                a, c = int(idx[b]), int(idx[b + 1])
+                violations.append(
+                    f"device {dids[k]!r} {port}-port: transfers of edge {a} ({ids[src[a]]!r} -> {ids[dst[a]]!r}) "
+                    f"[{tstart[a]:.9g}, {tend[a]:.9g}) and edge {c} ({ids[src[c]]!r} -> {ids[dst[c]]!r}) "
+                    f"[{tstart[c]:.9g}, {tend[c]:.9g}) overlap"
+                )
+
+
+def _check_memory(
+    problem: PlacementProblem,
+    device: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    dur: np.ndarray,
+    violations: list[str],
+) -> tuple[np.ndarray, np.ndarray]:
+    """(e) memory (static or liveness); returns each device's load (sum of durations) and peak memory."""
+    n, d = problem.num_tasks, problem.num_devices
+    dids = problem.device_ids
     load = np.bincount(device, weights=dur, minlength=d) if n else np.zeros(d)
     if problem.settings.memory_model == "static":
         peak = np.bincount(device, weights=problem.task_memory, minlength=d) if n else np.zeros(d)
@@ -432,10 +576,23 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
             violations.append(
                 f"device {dids[k]!r}: held memory reaches {peak[k]:.9g} at time {t:.9g}, capacity {problem.device_memory[k]:.9g}"
             )
-    given = float(end.max()) if n else 0.0
+    return load, peak
 
-    # the simulator's makespan of this assignment and order
-    schedule: PlacementSolution | None
+
+def _simulated_makespan(
+    problem: PlacementProblem,
+    solution: PlacementSolution,
+    device: np.ndarray,
+    start: np.ndarray,
+    dur: np.ndarray,
+    tstart: np.ndarray,
+    given: float,
+    violations: list[str],
+    notes: list[str],
+) -> tuple[PlacementSolution, float]:
+    """The simulator's schedule of this assignment and order and its makespan (or the given one's: see ``notes``)."""
+    contention = problem.settings.link_contention
+    schedule: PlacementSolution
     order_key = np.where(np.isfinite(start), start, np.inf)
     try:
         schedule = simulate_placement(problem, device, order_key, tstart if contention else None)
@@ -452,17 +609,4 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
                 schedule, makespan = PlacementSolution(device, start, solution.transfer_start), given
             else:
                 notes.append("the simulated schedule also exceeds liveness memory")
-    if not math.isfinite(float(makespan)):
-        violations.append(f"makespan {float(makespan)!r} is not a finite number (the instance holds a NaN or an infinity)")
-    if len(violations) > MAX_VIOLATIONS:
-        violations = [*violations[:MAX_VIOLATIONS], f"... and {len(violations) - MAX_VIOLATIONS} more violations"]
-    return PlacementReport(
-        feasible=not violations,
-        makespan=float(makespan),
-        violations=tuple(violations),
-        device_load={dids[k]: float(load[k]) for k in range(d)},
-        peak_memory={dids[k]: float(peak[k]) for k in range(d)},
-        given_makespan=given,
-        schedule=schedule,
-        notes=tuple(notes),
-    )
+    return schedule, makespan
