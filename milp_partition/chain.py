@@ -145,12 +145,18 @@ def meets(value: float, bound: float) -> bool:
 
 
 def gap_of(value: float, bound: float | None) -> float | None:
-    """``(value - bound) / |value|`` (0 when they meet exactly; ``None`` without a bound)."""
+    """``(value - bound) / |value|`` (0 when they meet exactly; ``None`` without a bound).
+
+    At ``value = 0`` a relative gap has no meaning: 0 when the bound meets the value within
+    :data:`PROOF_ABS_TOL` (an optimum of 0 is proven like any other), ``None`` otherwise.
+    """
     if bound is None or not (math.isfinite(value) and math.isfinite(bound)):
         return None
     if value <= bound:
         return 0.0
-    return (value - bound) / max(abs(value), 1e-300)
+    if value == 0:
+        return 0.0 if meets(value, bound) else None
+    return (value - bound) / abs(value)
 
 
 def settle(
@@ -382,6 +388,9 @@ class Run(Generic[P, S]):
     infeasible_proofs: list[str] = field(default_factory=list)
     skip_solver: str | None = None
     stopped_by: StopReason | None = None
+    #: Claims dropped as contradictions before the policy (e.g. the bound of an exact method whose own solution
+    #: the verifier rejects); they lead the result's ``discarded`` notes.
+    discarded: list[str] = field(default_factory=list)
 
     def lift(self, solution: S) -> S:
         """A solution of ``work`` as a solution of ``problem`` (the reductions' inverses, last first)."""
@@ -432,6 +441,12 @@ class Evaluation(Generic[S]):
     violations: tuple[str, ...] = ()
     solution: S | None = None
     report: Any = None
+
+    def __post_init__(self) -> None:
+        # a value that is not a finite number is never verified, whatever the verifier said
+        if self.feasible and not (isinstance(self.value, (int, float)) and math.isfinite(self.value)):
+            object.__setattr__(self, "feasible", False)
+            object.__setattr__(self, "violations", (*self.violations, f"the objective {self.value!r} is not a finite number"))
 
 
 @dataclass(frozen=True)
@@ -543,6 +558,7 @@ def add_outcome(run: Run[P, S], steps: Steps[P, S], out: Outcome[S]) -> float | 
     """Lift, verify and record one heuristic outcome; return its verified value (``None`` when none)."""
     value: float | None = None
     message = out.message
+    rejected = False
     if out.solution is not None:
         lifted = out.solution if out.original else run.lift(out.solution)
         ev = steps.verify(run.problem, lifted)
@@ -553,10 +569,17 @@ def add_outcome(run: Run[P, S], steps: Steps[P, S], out: Outcome[S]) -> float | 
                 message += f" (verifier value {value!r} differs from the method's {out.value!r})"
         else:
             message += "; verifier rejected it: " + "; ".join(ev.violations[:3])
-    if out.bound is not None and math.isfinite(out.bound):
-        run.bounds.append(Bound(out.bound, out.name))
-    if out.infeasible:
-        run.infeasible_proofs.append(out.name)
+            rejected = True
+    if rejected and out.exact and (out.bound is not None or out.infeasible):
+        # an exact method whose own answer is wrong proves nothing: its bound and its "infeasible" are dropped
+        run.discarded.append(
+            f"{out.name}: the verifier rejected its solution, so its bound {out.bound!r} and any proof are not used"
+        )
+    else:
+        if out.bound is not None and math.isfinite(out.bound):
+            run.bounds.append(Bound(out.bound, out.name))
+        if out.infeasible:
+            run.infeasible_proofs.append(out.name)
     if out.stopped_by is not None:
         run.stop(out.stopped_by)
     run.result.heuristics.append(HeuristicRun(out.name, value, out.seconds, out.exact, message))
@@ -684,7 +707,7 @@ def _finish(run: Run[P, S], steps: Steps[P, S], claim: SolverClaim | None) -> No
     result.status = verdict.status
     result.bound = verdict.bound
     result.gap = verdict.gap
-    result.discarded = list(verdict.discarded)
+    result.discarded = [*run.discarded, *verdict.discarded]
     message = verdict.message
     if claim is not None and claim.status is SolveStatus.ERROR and verdict.status is not Status.OPTIMAL:
         message += "; the solver failed (see solver_log)"
@@ -704,7 +727,7 @@ def _finish(run: Run[P, S], steps: Steps[P, S], claim: SolverClaim | None) -> No
     if verdict.best is not None:
         result.objective = verdict.best.value
         steps.record(result, run.problem, verdict.best)
-    for note in verdict.discarded:
+    for note in result.discarded:
         run.say(f"[policy] {note}")
     result.solve_seconds = run.budget.elapsed()
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from milp_partition.result import Result
 
@@ -52,3 +52,33 @@ def device_counts(result: Result, devices: Iterable[str]) -> dict[str, int]:
     for dev in result.assignment.values():
         counts[dev] = counts.get(dev, 0) + 1
     return counts
+
+
+#: A plan whose memory is within this share of the limit gets a warning in its report.
+MEMORY_MARGIN = 0.02
+
+
+def memory_margin_lines(used: Mapping[str, float], limits: Mapping[str, float | None]) -> list[str]:
+    """A ``warning`` line for each device (or stage) whose verified memory is within :data:`MEMORY_MARGIN` of its limit:
+    the model counts no allocator overhead, fragmentation or CUDA context (``--memory-reserve`` keeps room for them)."""
+    lines = []
+    for name, x in used.items():
+        limit = limits.get(name)
+        if limit is not None and limit > 0 and x > (1 - MEMORY_MARGIN) * limit:
+            lines.append(
+                f"warning    {name} uses {fmt_bytes(x)} of {fmt_bytes(limit)} ({100 * x / limit:.1f}%): within "
+                f"{100 * MEMORY_MARGIN:g}% of the limit, allocator overhead may not fit; --memory-reserve SIZE keeps room"
+            )
+    return lines
+
+
+def names_span(names: list[str], width: int = 60) -> str:
+    """The layers of a stage or device for a report: all of them when they fit ``width`` characters, else the first
+    and last ones with the count between (``embed, b0.qkv .. b3.fc2, head (43 layers)``)."""
+    if not names:
+        return "-"
+    text = ", ".join(names)
+    if len(text) <= width:
+        return text
+    head, tail = names[:2], names[-2:]
+    return f"{', '.join(head)} .. {', '.join(tail)} ({len(names)} layers)"

@@ -13,6 +13,7 @@ import copy
 import io
 import json
 import random
+import re
 from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
@@ -162,6 +163,9 @@ def check_contract(argv: list[str], what: str) -> tuple[int, str]:
     """Run ``argv``; raise AssertionError unless the answer keeps the contract (see the module docstring)."""
     rc, out, err = run_cli(argv)
     assert rc in (0, 2, 3, 4), f"{what}: exit {rc}; {err.strip()[-500:]} {out.strip()[-300:]}"
+    for line in out.splitlines():  # no value that is not a finite number is ever reported (let alone as verified)
+        if line.split()[:1] in (["objective"], ["[result]"]) or "(verified" in line:
+            assert not re.search(r"\b(nan|inf|infinity|none|null)\b", line, re.IGNORECASE), f"{what}: {line!r}"
     if rc == 2:
         lines = [line for line in err.splitlines() if line.strip()]
         assert len(lines) == 1 and lines[0].startswith("milp-partition"), f"{what}: not one clear line: {err[:500]!r}"

@@ -116,13 +116,21 @@ def test_unknown_backend_is_a_clear_error() -> None:
 
 
 def test_progress_printer_prints_incumbent_bound_gap() -> None:
-    buf = io.StringIO()
-    p = ProgressPrinter("x", 0.05, stream=buf)
-    with p:
-        p.update(incumbent=10.0, bound=8.0)
-        import time
+    import threading
 
-        time.sleep(0.2)
+    class Stream(io.StringIO):  # a stream that says when the printer has written (no sleeping on the clock)
+        written = threading.Event()
+
+        def write(self, s: str) -> int:
+            n = super().write(s)
+            self.written.set()
+            return n
+
+    buf = Stream()
+    p = ProgressPrinter("x", 0.01, stream=buf)
+    p.update(incumbent=10.0, bound=8.0)
+    with p:
+        assert buf.written.wait(timeout=120)
     text = buf.getvalue()
     assert "incumbent 10" in text and "bound 8" in text and "gap 20.00%" in text
     assert relative_gap(10.0, 8.0) == pytest.approx(0.2)

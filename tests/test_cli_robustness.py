@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -31,7 +32,8 @@ def seeds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, lis
 
 FORMATS = [
     "native", "tarnawski", "pipedream", "node-link", "cluster", "profile", "strategy-tables", "strategy-layers",
-    "placement", "result-pipeline", "result-strategy", "result-placement",
+    "placement", "result-pipeline", "result-strategy", "result-placement", "joint-piper", "joint-native",
+    "result-joint",
 ]  # fmt: skip
 
 
@@ -88,7 +90,7 @@ def test_bad_numeric_flags_exit_2_with_one_line(flag: list[str]) -> None:
 @pytest.mark.parametrize(
     "argv, needle",
     [
-        (["solve", str(TINY), "--memory-limit", "1GiB"], "--memory-limit: does not apply to the pipeline problem"),
+        (["solve", str(PLACEMENT), "--link-bandwidth", "1GB/s"], "--bandwidth: does not apply to the placement problem"),
         (["solve", str(TINY), "--tie-blocks"], "--tie-blocks: does not apply to the pipeline problem"),
         (["solve", str(TINY), "--write-tables", "t.json"], "--write-tables: does not apply"),
         (["solve", str(TINY), "--max-time-per-sample", "5"], "applies only with --objective memory"),
@@ -299,12 +301,17 @@ def test_sigterm_stops_cpsat_and_keeps_its_incumbent(tmp_path: Path) -> None:
     cmd += ["--memory-model", "liveness", "--time-limit", "600", "--progress", "1", "-o", str(out)]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert proc.stderr is not None
-    for line in proc.stderr:  # wait for CP-SAT's own progress lines (no sleeping on the clock)
-        if line.startswith("[cpsat]") and "model:" not in line:
+    seen = None
+    for line in proc.stderr:  # wait until CP-SAT's progress shows an incumbent (on its lines, not on the clock)
+        m = re.match(r"\[cpsat\]\s+\S+s\s+incumbent (\S+)", line)
+        if m and m.group(1) != "-":
+            seen = m.group(1)
             break
+    assert seen is not None, "CP-SAT ended without reporting an incumbent"
     proc.send_signal(signal.SIGTERM)
     stdout, _ = proc.communicate(timeout=300)
     assert proc.returncode == 130, stdout[-500:]
     result = json.loads(out.read_text())
+    # an incumbent existed when the signal came: it is kept, verified, and no worse than the one the progress showed
     assert result["status"] == "feasible" and result["solver_notes"]["interrupted"] is True
     assert result["objective"] is not None and "interrupted" in result["message"]

@@ -52,16 +52,16 @@ def test_solve_detects_piper_and_writes_stages(tiny_file: Path, tmp_path: Path, 
 def test_cluster_flags_override_the_file(tiny_file: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.json"
     # one device: one stage d = 1 vanilla: 3 s per sample; memory 3 + 3
-    assert main(["solve", str(tiny_file), "--problem", "joint", "--devices", "1", "--memory", "6", "-q", "-o", str(out)]) == 0
+    assert main(["solve", str(tiny_file), "--problem", "joint", "--devices", "1", "--memory", "6B", "-q", "-o", str(out)]) == 0
     r = json.loads(out.read_text())
     assert r["objective"] == pytest.approx(3.0) and r["status"] == "optimal"
     # bandwidth: the all-reduce of d = 2 costs 8 bytes / B
-    assert main(["solve", str(tiny_file), "--bandwidth", "80", "-q", "-o", str(out)]) == 0
+    assert main(["solve", str(tiny_file), "--bandwidth", "80B/s", "-q", "-o", str(out)]) == 0
     assert json.loads(out.read_text())["objective"] == pytest.approx(1.5 + 0.1)
 
 
 def test_infeasible_exits_3(tiny_file: Path, capsys) -> None:
-    assert main(["solve", str(tiny_file), "--memory", "4"]) == 3  # one stage needs 6; two: the first holds y = 2 (5)
+    assert main(["solve", str(tiny_file), "--memory", "4B"]) == 3  # one stage needs 6; two: the first holds y = 2 (5)
     assert "INFEASIBLE" in capsys.readouterr().out
 
 
@@ -80,7 +80,7 @@ def test_evaluate_rejects_a_bad_plan(tiny_file: Path, tmp_path: Path, capsys) ->
 def test_info_on_piper_file(capsys) -> None:
     assert main(["info", str(JOINT / "gnmt.json")]) == 0
     out = capsys.readouterr().out
-    assert "78 nodes, 104 edges" in out and "mbsInBatch" in out
+    assert "78 nodes, 104 edges" in out and "10 devices" in out and "N = 256" in out
 
 
 def test_no_time_reports_the_baselines_plan_and_a_proven_bound() -> None:
@@ -93,9 +93,29 @@ def test_no_time_reports_the_baselines_plan_and_a_proven_bound() -> None:
     assert r.stages and "time limit" in r.message
 
 
-def test_too_many_ideals_without_a_solver_is_unknown() -> None:
+def test_too_many_ideals_still_runs_the_cheap_baselines() -> None:
+    """Issue 20 item 15: past --max-ideals the cheap baselines were skipped (they need only a topological order's
+    prefixes); the exact search still does not run on that partial index."""
     r = solve_joint(joint_from_dict(tiny(), "tiny"), JointSolveSettings(max_ideals=1, solver="none"))
-    assert r.status == "unknown" and "ideals" in r.message
+    assert "too_many_ideals" in r.solver_notes
+    assert r.status == "feasible" and r.objective == pytest.approx(2.3)
+    assert [h.name for h in r.heuristics] == ["all-data-parallel", "pipedream-2bw"]
+
+
+def test_the_search_refuses_a_partial_index() -> None:
+    from milp_partition.joint.dp import joint_data, search
+
+    data = joint_data(joint_from_dict(tiny(), "tiny"), prefixes_only=True)
+    with pytest.raises(ValueError, match="every ideal"):
+        search(data)
+
+
+def test_max_ideals_is_a_joint_flag(tmp_path: Path, capsys) -> None:
+    """The advice 'raise --max-ideals' named a flag the joint problem refused."""
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(tiny()))
+    assert main(["solve", str(path), "--max-ideals", "1", "--solver", "none", "-q", "--progress", "0"]) == 0
+    assert "feasible" in capsys.readouterr().out
 
 
 def test_too_many_ideals_goes_to_the_milp() -> None:

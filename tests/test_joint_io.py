@@ -13,6 +13,7 @@ from milp_partition.cli import main
 from milp_partition.errors import InputError
 from milp_partition.io.piper import joint_from_dict, joint_to_dict, looks_like_joint, read_joint, write_joint
 from milp_partition.joint.generators import repeat_block
+from milp_partition.result import Status
 
 JOINT = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "joint"
 GIB = 2**30
@@ -161,5 +162,114 @@ def test_cli_bad_input_exits_2_with_one_line(tmp_path: Path, capsys) -> None:
 def test_cli_microbatches_flag_checked(tmp_path: Path, capsys) -> None:
     path = tmp_path / "t.json"
     path.write_text(json.dumps(tiny()))
-    assert main(["solve", str(path), "--microbatches", "0"]) == 2
+    with pytest.raises(SystemExit) as exit_:  # refused by the parser, before the file is read
+        main(["solve", str(path), "--microbatches", "0"])
+    assert exit_.value.code == 2
     assert "--microbatches" in capsys.readouterr().err
+
+
+def test_duplicate_edge_is_refused_in_both_formats(tmp_path: Path, capsys) -> None:
+    """Issue 20 item 1: a repeated edge ended the search at once (UNKNOWN) or 'proved' a bound above the optimum."""
+    msg = _bad(lambda d: d["edges"].append(dict(d["edges"][0])))
+    assert "duplicate edge 0 -> 1" in msg and "edges[1]" in msg and "edges[0]" in msg
+    native = joint_to_dict(joint_from_dict(tiny(), "t"))
+    native["edges"].append(dict(native["edges"][0]))
+    path = tmp_path / "dup.json"
+    path.write_text(json.dumps(native))
+    assert main(["solve", str(path), "--progress", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "duplicate edge 0 -> 1" in err and len(err.strip().splitlines()) == 1
+
+
+def test_dp_reaches_the_whole_graph_with_a_repeated_predecessor() -> None:
+    """The root cause of the false bound: the DP's predecessor masks summed 1 << u, so a repeated predecessor
+    set the next node's bit; the last ideal was then not the whole graph and the 'exhaustive' search proved a
+    value of a part of it.  Masks are ORed now, and a last ideal short of the whole graph is an error."""
+    from dataclasses import replace
+
+    from milp_partition.joint.dp import joint_data, search
+    from milp_partition.verifiers.joint import verify_joint
+
+    p = joint_from_dict(tiny(), "t")
+    dup = replace(p, edges=(*p.edges, p.edges[0]))  # past the reader, which refuses it
+    data = joint_data(dup)
+    assert data.ideals[-1] == (1 << len(dup.nodes)) - 1
+    found = search(data)
+    assert found.optimal and found.plan is not None
+    rep = verify_joint(dup, found.plan)
+    assert rep.feasible and rep.objective == pytest.approx(found.value)
+
+
+def test_an_exact_method_whose_plan_is_rejected_proves_nothing(monkeypatch) -> None:
+    """A bound (or infeasibility) from an exact method whose own answer fails the verifier is dropped, with a note."""
+    from milp_partition.joint.dp import SearchResult
+    from milp_partition.joint import solve as joint_solve
+    from milp_partition.joint.problem import JointPlan, JointSolveSettings, JointStage
+
+    bogus = JointPlan((JointStage(("0",), 1, 1, {"0": "vanilla"}),))  # node 1 in no stage
+
+    def lying_search(*args, **kwargs):
+        return SearchResult(bogus, 1.0, 2.29, True, False, 1, 0.0)  # a bound the verified 2.3 does not contradict
+
+    monkeypatch.setattr(joint_solve, "search", lying_search)
+    r = joint_solve.solve_joint(joint_from_dict(tiny(), "t"), JointSolveSettings(time_limit_s=10))
+    assert r.bound is None  # nothing else proves a bound here; 2.29 must not be kept
+    assert any("joint-dp" in d and "rejected" in d for d in r.discarded)
+    assert r.status is not Status.OPTIMAL or r.objective == pytest.approx(2.3)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "named"),
+    [
+        (lambda d: d["nodes"][0]["TMPCs"]["1"][0].update(timePerSampel=1.0), "did you mean 'timePerSample'"),
+        (lambda d: d["edges"][0].update(comunicationCost=1.0), "did you mean 'communicationCost'"),
+        (lambda d: d["nodes"][0].update(nmae="x"), "did you mean 'name'"),
+        (lambda d: d.update(maxDevice=4), "did you mean 'maxDevices'"),
+    ],
+)
+def test_misspelt_piper_fields_are_refused(mutate, named: str) -> None:
+    """Issue 20 item 4: a misspelt field was ignored (its default used)."""
+    assert named in _bad(mutate)
+
+
+def test_misspelt_native_fields_are_refused() -> None:
+    native = joint_to_dict(joint_from_dict(tiny(), "t"))
+    for mutate, named in (
+        (lambda d: d["cluster"].update(device=4), "did you mean 'devices'"),
+        (lambda d: d["edges"][0].update(bytse=1.0), "did you mean 'bytes'"),
+        (lambda d: d["nodes"][1]["configs"]["1"][0].update(sync_fw_byte={}), "did you mean 'sync_fw_bytes'"),
+        (lambda d: d.update(clusters={}), "did you mean 'cluster'"),
+    ):
+        data = copy.deepcopy(native)
+        mutate(data)
+        with pytest.raises(InputError, match=named):
+            joint_from_dict(data, "native.json")
+
+
+def test_a_degree_written_twice_is_refused() -> None:
+    """' 1' beside '1' read as the same degree: one list silently replaced the other."""
+
+    def mutate(d):
+        d["nodes"][0]["TMPCs"][" 1"] = copy.deepcopy(d["nodes"][0]["TMPCs"]["1"])
+
+    assert "written plainly" in _bad(mutate)
+
+
+@pytest.mark.parametrize("value", [None, True, "", 1.5, {}])
+def test_a_configuration_id_must_be_a_string(value) -> None:
+    """A null id became the configuration 'None'."""
+    assert "configuration id" in _bad(lambda d: d["nodes"][0]["TMPCs"]["1"][0].update(id=value))
+
+
+def test_info_refuses_non_finite_cluster_values(tmp_path: Path, capsys) -> None:
+    """info printed NaN cluster values as they were."""
+    path = tmp_path / "nan.json"
+    path.write_text(
+        json.dumps(tiny()).replace('"maxDevices": 2', '"maxDevices": NaN').replace('"bandwidth": 10.0', '"bandwidth": NaN')
+    )
+    assert main(["info", str(path)]) == 2
+    assert "devices" in capsys.readouterr().err
+    path.write_text(json.dumps(tiny()))
+    assert main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "cluster     in the file: 2 devices, 100 B each, bandwidth 10 B/s, N = 4" in out

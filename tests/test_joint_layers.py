@@ -311,3 +311,45 @@ def test_bad_input_exits_2(gpt_data: dict[str, Any], tmp_path: Path, capsys: pyt
     piper.write_text(json.dumps(tiny()))
     assert main(["solve", str(piper), "--tp-degrees", "2"]) == 2
     assert "--tp-degrees" in capsys.readouterr().err
+
+
+def test_non_finite_or_huge_values_on_the_imported_path(gpt_data: dict[str, Any], tmp_path: Path, capsys) -> None:
+    """Issue 20 item 2: --bandwidth nan or a 1e308 field of the 'layers' object gave FEASIBLE, exit 0, objective null."""
+    good = tmp_path / "gpt.json"
+    good.write_text(json.dumps(gpt_data))
+    base = ["solve", str(good), "--problem", "joint", "--devices", "4", "--memory", "1GiB", "--progress", "0"]
+    from tests.fuzz_inputs import run_cli
+
+    for bw in ("nan", "inf", "-1"):
+        rc, _, err = run_cli([*base, f"--bandwidth={bw}"])
+        assert rc == 2 and "--bandwidth" in err
+    for where, value in (("param_bytes", 1e308), ("param_bytes", 10**400), ("forward_flops", 1e300)):
+        ops = [dict(o) for o in gpt_data["layers"]["ops"]]
+        ops[0][where] = value
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(dict(gpt_data, layers=dict(gpt_data["layers"], ops=ops))))
+        assert main([*base[:1], str(bad), *base[2:]]) == 2
+        err = capsys.readouterr().err
+        assert where in err and "internal error" not in err, err
+    for key, value in (("optimizer_state_bytes_per_param_byte", 1e17), ("batch_size", 10**400)):
+        bad = tmp_path / "bad.json"
+        bad.write_text(json.dumps(dict(gpt_data, layers=dict(gpt_data["layers"], **{key: value}))))
+        assert main([*base[:1], str(bad), *base[2:]]) == 2
+        err = capsys.readouterr().err
+        assert key in err and "internal error" not in err, err
+
+
+def test_misspelt_layers_fields_and_repeated_ops_are_refused(gpt_data: dict[str, Any]) -> None:
+    """Issue 20 item 4: a misspelt field of the 'layers' object was ignored; an operator listed twice doubled its
+    layer's costs."""
+    layers = gpt_data["layers"]
+    ops = layers["ops"]
+    module = next(iter(layers["modules"]))
+    for broken, named in (
+        (dict(layers, optimizer_state_factor=3.0), "did you mean 'optimizer_state_bytes_per_param_byte'"),
+        (dict(layers, ops=[dict(ops[0], forward_flop=1.0), *ops[1:]]), "did you mean 'forward_flops'"),
+        (dict(layers, modules={**layers["modules"], module: {**layers["modules"][module], "in_feature": 3}}), "unknown field"),
+        (dict(layers, ops=[*ops, dict(ops[0])]), "listed twice"),
+    ):
+        with pytest.raises(InputError, match=named):
+            read_layers(dict(gpt_data, layers=broken), "gpt")

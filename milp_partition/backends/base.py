@@ -115,9 +115,11 @@ def relative_gap(objective: float, bound: float) -> float:
     """``(objective - bound) / |objective|``; 0 when equal, inf when either is missing."""
     if not (math.isfinite(objective) and math.isfinite(bound)):
         return math.inf
-    if objective == bound:
+    if objective <= bound:
         return 0.0
-    return max(0.0, objective - bound) / max(abs(objective), 1e-300)
+    if objective == 0:  # no relative gap at 0: within rounding of it is no gap, else an unknown one
+        return 0.0 if bound >= -1e-12 else math.inf
+    return (objective - bound) / abs(objective)
 
 
 class ProgressPrinter:

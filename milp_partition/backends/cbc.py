@@ -16,6 +16,8 @@ import math
 import os
 import re
 import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -32,6 +34,7 @@ from milp_partition.backends.cbc_scaling import (
     scale_for_cbc,
     stopping_slack,
 )
+from milp_partition.backends.lifetime import die_with_parent
 from milp_partition.backends.model import Model, VarKind
 from milp_partition.errors import ModelError, SolverUnavailableError
 
@@ -108,6 +111,7 @@ class CbcBackend:
         except ImportError as exc:  # pragma: no cover - pulp is a core dependency
             raise SolverUnavailableError(f"PuLP is not installed: {exc}; pip install pulp") from exc
 
+        _cbc_dies_with_us()
         if model.has_scheduling:
             raise ModelError(
                 "CBC cannot take intervals, no-overlap or cumulative constraints; "
@@ -246,6 +250,28 @@ def _read_answer(
         elif status is SolveStatus.INFEASIBLE:  # an infeasibility proof under a tolerance warning proves nothing
             out.status = SolveStatus.UNKNOWN
     return out
+
+
+class _PopenDyingWithParent:
+    """``subprocess`` as PuLP's CBC runner sees it: every ``Popen`` dies with the thread that started it (Linux)."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def Popen(*args: Any, **kwargs: Any) -> subprocess.Popen:  # the name PuLP calls
+        if "preexec_fn" not in kwargs and sys.platform.startswith("linux"):
+            kwargs["preexec_fn"] = die_with_parent
+        return subprocess.Popen(*args, **kwargs)
+
+
+def _cbc_dies_with_us() -> None:
+    """Make the CBC processes PuLP starts die with this process (a SIGKILL of it, which no handler sees, would leave
+    CBC running to its own time limit)."""
+    from pulp.apis import coin_api
+
+    if not isinstance(coin_api.subprocess, _PopenDyingWithParent):
+        coin_api.subprocess = _PopenDyingWithParent()  # type: ignore[assignment]
 
 
 def _cbc_children() -> list[int]:

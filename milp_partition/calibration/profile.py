@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError
+from milp_partition.io.atomic import write_atomic
 from milp_partition.io.json_text import parse_json, read_text_file
 
 #: The ``format`` value this module reads and writes.
@@ -377,10 +378,7 @@ def _json_float(x: float) -> float | None:
 def write_profile(profile: DeviceProfile, path: str | Path) -> None:
     """Write ``profile`` as JSON to ``path``; :class:`InputError` if the file cannot be written."""
     text = json.dumps(profile_to_dict(profile), indent=1, allow_nan=False) + "\n"
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write the profile: {exc.strerror}", source=str(path)) from exc
+    write_atomic(path, text, what="the profile")  # atomically, only over a regular file
 
 
 def load_profile(path: str | Path) -> DeviceProfile:

@@ -74,7 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
         "instance file: native graph JSON, Tarnawski JSON, PipeDream graph.txt, node-link JSON, strategy-tables/1, "
         "strategy-layers/1, placement-instance/1, Piper's joint JSON or milp-partition-joint/1"
     )
-    s = sub.add_parser("solve", help="solve an instance and print a verified report")
+    s = sub.add_parser(
+        "solve",
+        help="solve an instance and print a verified report",
+        description="Solve an instance and print a verified report.  The problem follows from the file (--problem "
+        "overrides it): pipeline partitioning, layer-wise strategies, operator placement, or the joint planner "
+        "(--problem joint: pipeline stages, data- and tensor-parallel degrees and recomputation per layer, for Piper's "
+        "files, milp-partition-joint/1 and graphs written by 'milp-partition import --training --granularity layer').",
+    )
     s.add_argument("instance", type=Path, help=instance_help)
     add_problem_options(s, tuple(registry.PROBLEMS))
     for name in registry.PROBLEMS:

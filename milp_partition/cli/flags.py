@@ -16,20 +16,14 @@ from typing import NoReturn
 
 from milp_partition.cli.exit_codes import EXIT_INPUT
 from milp_partition.errors import InputError
-from milp_partition.units import parse_bytes, parse_rate
+from milp_partition.units import MAX_BYTES, MAX_COUNT, MAX_DEVICES, MAX_FACTOR, parse_bytes, parse_rate
 
 #: Largest solver thread count accepted (CP-SAT and CBC take a 32-bit count; more than this is a typo).
 MAX_THREADS = 1024
 #: Largest random seed accepted (CP-SAT's ``random_seed`` is a signed 32-bit integer).
 MAX_SEED = 2**31 - 1
-#: Largest device count accepted on the command line (the exact models are built per device).
-MAX_DEVICES = 4096
 #: Largest time limit accepted, in seconds (a year; larger values overflow some back-ends' timers).
 MAX_TIME_LIMIT_S = 365 * 24 * 3600.0
-#: Largest memory size accepted on the command line, in bytes (1 PiB; sums of many stay within 64-bit byte counts).
-MAX_BYTES = 2**50
-#: Largest count for other integer flags (ideal caps, repeats, depths).
-MAX_COUNT = 10**9
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -126,8 +120,8 @@ def rate(text: str) -> str:
 def factor(text: str) -> float:
     """A multiplier such as the optimizer-state factor: finite, 0 or more, at most 1000."""
     value = _number(text, "the factor")
-    if not 0 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 1000, got {text}")
+    if not 0 <= value <= MAX_FACTOR:
+        raise argparse.ArgumentTypeError(f"must be from 0 to {MAX_FACTOR:g}, got {text}")
     return value
 
 

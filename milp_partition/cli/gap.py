@@ -1,10 +1,10 @@
 """The ``gap`` command: each heuristic of a problem against its exact solve, over a settings grid.
 
 ``milp-partition gap INSTANCES... [--problem auto|pipeline|strategy|placement|joint] [--heuristics a,b]
-[--devices 4,8,16] [--memory 8GiB,16GiB] [--micro-batches 4,8] [--memory-model static,1f1b]
+[--devices 4,8,16] [--memory 8GiB,16GiB] [--microbatches 4,8] [--memory-model static,1f1b]
 [--bandwidth 25GiB/s]
 [--time-limit S] [--threads N] [--no-exact] [--jobs N] [--executor local|ray [--address ADDR]]
-[--output-dir results/] [--name gap]``
+[--output-dir scratch/] [--name gap]``
 
 Each file goes to its problem (``auto``: the first whose format it has; with a named
 problem, other files are skipped with a warning).  For each instance and each grid
@@ -20,10 +20,13 @@ from the whole CSV.  The per-problem work lives in ``milp_partition/<problem>/ga
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 
+from milp_partition.cli import flags
 from milp_partition.errors import InputError
+from milp_partition.io.atomic import write_atomic
 from milp_partition.sweep.charts import write_charts
 from milp_partition.sweep.executors import EXECUTORS, ExecutorSettings, Progress, run_jobs
 from milp_partition.sweep.grid import parse_grid
@@ -46,23 +49,51 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     g = p.add_argument_group("settings grid (comma-separated; an axis a problem lacks is ignored for it)")
     g.add_argument("--devices", help="accelerator counts, e.g. 4,8,16 (pipeline; strategy layers files; tables run at their p)")
     g.add_argument("--memory", help="memory per accelerator, e.g. 8GiB,16GiB (pipeline; strategy limit)")
-    g.add_argument("--micro-batches", help="micro-batches per batch, e.g. 4,8 (joint)")
+    g.add_argument(
+        "--microbatches",
+        "--micro-batches",
+        dest="micro_batches",
+        help="micro-batches per batch, e.g. 4,8 (joint; --micro-batches is its old name)",
+    )
     g.add_argument("--bandwidth", help="bandwidth from each device to the outside, e.g. 25GiB/s (joint)")
     g.add_argument("--memory-model", help="memory models, e.g. static,1f1b (pipeline), static,liveness (strategy, placement)")
     p.add_argument("--link-contention", action="store_true", help="placement: serialize transfers per device port")
-    p.add_argument("--time-limit", type=float, default=60.0, help="exact solver time limit per run in seconds (default 60)")
-    p.add_argument("--threads", type=int, default=2, help="solver threads (default 2)")
-    p.add_argument("--seed", type=int, default=0, help="solver seed (default 0)")
+    p.add_argument(
+        "--time-limit", type=flags.positive_seconds, default=60.0, help="exact solver time limit per run in seconds (default 60)"
+    )
+    p.add_argument("--threads", type=flags.threads, default=2, help="solver threads (default 2)")
+    p.add_argument("--seed", type=flags.seed, default=0, help="solver seed (default 0)")
     p.add_argument("--no-exact", action="store_true", help="skip the exact solve (placement: report the cheap bounds)")
-    p.add_argument("--jobs", type=int, default=1, help="local worker processes (default 1)")
+    p.add_argument("--jobs", type=flags.ranged_int(1, MAX_JOBS), default=1, help="local worker processes (default 1)")
     p.add_argument("--executor", choices=EXECUTORS, default="local", help="local processes (default) or a Ray cluster")
     p.add_argument("--address", help="Ray cluster address, e.g. ray://head:10001 or auto (default: start a local Ray)")
-    p.add_argument("--output-dir", type=Path, default=Path("results"), help="where NAME.csv and NAME.md go (default results/)")
-    p.add_argument("--name", default="gap", help="file name stem (default gap)")
+    p.add_argument(
+        "--output-dir",
+        type=Path,
+        default=DEFAULT_OUTPUT_DIR,
+        help=f"where NAME.csv and NAME.md go (default {DEFAULT_OUTPUT_DIR}/, which git ignores; the committed tables in "
+        "results/ are written by benchmarks/gap_bench.py)",
+    )
+    p.add_argument("--name", type=_file_stem, default="gap", help="file name stem, no folder (default gap)")
     p.add_argument("--no-charts", action="store_true", help="do not draw the charts")
     p.add_argument("--note", default="", help="a line of text to put under the report's title (e.g. which script ran it)")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(handler=run_gap_command)
+
+
+#: Where the tables go by default: a scratch folder (git ignores it), not the committed results/.
+DEFAULT_OUTPUT_DIR = Path("scratch")
+#: Most local worker processes.
+MAX_JOBS = 256
+
+
+def _file_stem(text: str) -> str:
+    """``--name``: a plain file-name stem (``../x`` or ``a/b`` would write outside the output folder)."""
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,100}", text) or ".." in text:
+        raise argparse.ArgumentTypeError(
+            f"must be a plain file name stem (letters, digits, '_', '-', '.', no folder and no '..'), got {text!r}"
+        )
+    return text
 
 
 def _problem_of(path: Path, wanted: str) -> tuple[str | None, str]:
@@ -132,7 +163,7 @@ def _command(args: argparse.Namespace) -> str:
     for flag in ("problem", "heuristics", "devices", "memory", "micro_batches", "memory_model", "bandwidth"):
         value = getattr(args, flag)
         if value is not None and not (flag == "problem" and value == "auto"):
-            parts.append(f"--{flag.replace('_', '-')} {value}")
+            parts.append(f"--{'microbatches' if flag == 'micro_batches' else flag.replace('_', '-')} {value}")
     parts.append(f"--time-limit {args.time_limit:g} --threads {args.threads} --jobs {args.jobs} --executor {args.executor}")
     parts += [f"--{f.replace('_', '-')}" for f in ("no_exact", "link_contention") if getattr(args, f)]
     return " ".join(parts)
@@ -173,6 +204,6 @@ def run_gap_command(args: argparse.Namespace) -> int:
         except ImportError:  # matplotlib is an optional extra
             print("warning: no charts: install matplotlib (pip install 'milp-partition[plot]')", file=sys.stderr)
     md_path = out_dir / f"{args.name}.md"
-    md_path.write_text(render_markdown(rows, _command(args), code, charts, args.note))
+    write_atomic(md_path, render_markdown(rows, _command(args), code, charts, args.note), what="--output-dir")
     print(f"{len(todo)} run(s), {skipped} skipped, {failed} failed; wrote {csv_path} and {md_path}")
     return 0

@@ -28,7 +28,9 @@ _EPILOG = """examples:
   milp-partition import hf gpt2 --input 1x1024:int64 --training --granularity layer --output gpt2.json
   milp-partition import hf path/to/config.json --input 1x4096:int64 --training --output llama.json
   milp-partition import onnx model.onnx --input 8x3x224x224 --output model.json
-then: milp-partition solve gpt.json --devices 4 --memory 80GiB"""
+then: milp-partition solve gpt.json --devices 4 --memory 80GiB                   (pipeline: one device per stage)
+  or: milp-partition solve gpt.json --problem joint --devices 16 --memory 80GiB  (the joint planner: pipeline stages,
+      data and tensor parallelism and recomputation per layer; needs --training --granularity layer)"""
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -81,7 +83,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``import`` with its ``torch`` and ``onnx`` subcommands."""
     imp = subparsers.add_parser(
         "import",
-        help="import a PyTorch or ONNX model as a graph file",
+        help="import a PyTorch or ONNX model as a graph file (to solve as a pipeline, or with --problem joint: the joint planner)",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

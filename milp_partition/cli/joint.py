@@ -7,16 +7,17 @@ and calls :func:`cmd_solve`, :func:`cmd_evaluate` or :func:`cmd_info`.
 from __future__ import annotations
 
 import argparse
-import json
 from dataclasses import replace
 from pathlib import Path
 
-from milp_partition.cli.options import flag_name
+from milp_partition.cli import flags
+from milp_partition.cli.claims import check_claims, read_result
+from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.io.imported_layers import looks_like_imported
 from milp_partition.io.json_text import parse_json, read_text_file
-from milp_partition.io.piper import joint_from_dict, looks_like_joint, read_joint
+from milp_partition.io.piper import file_cluster, joint_from_dict, looks_like_joint, read_joint
 from milp_partition.joint.layers import (
     ALLOWED_TP_DEGREES,
     DEFAULT_MICROBATCHES,
@@ -26,8 +27,8 @@ from milp_partition.joint.layers import (
 )
 from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
-from milp_partition.report import fmt, fmt_bytes, gap_text, run_lines
-from milp_partition.units import parse_bytes, parse_rate
+from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, names_span, run_lines
+from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
@@ -45,6 +46,8 @@ OPTIONS = frozenset(
         "stages",
         "data_parallel",
         "tensor_parallel",
+        "max_ideals",
+        "memory_reserve",
     }
 )
 
@@ -57,10 +60,11 @@ def claims(data: object) -> bool:
 def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
     """Add the joint problem's own options (the cluster's --devices and --memory are shared)."""
     g = parser.add_argument_group("joint problem (Piper's)")
-    g.add_argument("--bandwidth", help="joint: bandwidth from each device to the outside, e.g. 25GiB/s (default: the file's)")
     g.add_argument(
         "--microbatches",
-        type=int,
+        "--micro-batches",
+        dest="microbatches",
+        type=flags.count,
         help=f"joint: micro-batches per batch N (default: the file's mbsInBatch; imported graph: {DEFAULT_MICROBATCHES}, "
         "one sample each)",
     )
@@ -100,7 +104,10 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
         raise InputError(f"--microbatches must be a positive integer, got {args.microbatches}")
     if getattr(args, "devices", None) is not None and args.devices < 1:
         raise InputError(f"--devices must be a positive integer, got {args.devices}")
-    return replace(_problem(args), shape=shape_from_args(args))
+    problem = _problem(args)
+    memory = reserved(problem.cluster.memory_bytes, args)  # --memory-reserve stays free of the plan
+    assert memory is not None
+    return replace(problem, cluster=replace(problem.cluster, memory_bytes=memory), shape=shape_from_args(args))
 
 
 def shape_from_args(args: argparse.Namespace) -> JointShape | None:
@@ -154,7 +161,7 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     lines = [
         f"instance   {problem.source}  ({len(problem.nodes)} nodes, {len(problem.edges)} edges, tensor-parallel degrees "
         f"{list(problem.degrees)})",
-        f"cluster    {cl.devices} devices, {fmt_bytes(cl.memory_bytes)} each, {fmt(cl.bandwidth_bytes_per_s / 2**30)} GiB/s, "
+        f"cluster    {cl.devices} devices, {fmt_bytes(cl.memory_bytes)} each, bandwidth {format_rate(cl.bandwidth_bytes_per_s)}, "
         f"N = {cl.microbatches}",
         "problem    joint (stages x data x tensor parallelism x recomputation)",
         "memory     in flight (Piper): a stage keeps its parameters and optimizer state plus y micro-batches of "
@@ -173,17 +180,24 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     if result.objective is not None:
         lines.append(f"objective  time_per_sample = {fmt(result.objective, 12)} s   (verified)")
         lines.append(f"bound      {fmt(result.bound, 12)}   gap {gap_text(result.gap)}")
+    lines += memory_margin_lines(
+        {f"stage {q + 1}": st["memory_bytes"] for q, st in enumerate(result.stages)},
+        {f"stage {q + 1}": cl.memory_bytes for q in range(len(result.stages))},
+    )
     lines.extend(run_lines(result, digits=12))
     if result.stages:
         lines.append("")
         lines.append(
-            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  recomputed"
+            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  "
+            "recomputed  layers"
         )
+        names = {n.id: n.name or n.id for n in problem.nodes}
         for q, st in enumerate(result.stages):
             recomp = sum(1 for c in st["configs"].values() if c != "vanilla")
             lines.append(
                 f"{q + 1:5d} {len(st['nodes']):6d} {st['data_parallel']:4d} {st['tensor_parallel']:3d} {st['devices']:8d} "
-                f"{st['microbatches_in_flight']:5d} {fmt(st['time_per_sample_s'], 10):>16s} {fmt_bytes(st['memory_bytes']):>12s}  {recomp}"
+                f"{st['microbatches_in_flight']:5d} {fmt(st['time_per_sample_s'], 10):>16s} {fmt_bytes(st['memory_bytes']):>12s}  "
+                f"{recomp:10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
             )
     return "\n".join(lines)
 
@@ -195,7 +209,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         time_limit_s=args.time_limit,
         threads=args.threads,
         baselines=not args.no_heuristics,
-        max_ideals=max(getattr(args, "max_ideals", None) or 0, 200_000),
+        max_ideals=getattr(args, "max_ideals", None) or JointSolveSettings().max_ideals,
         progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
         method=getattr(args, "method", None) or "dp",
         solver=args.solver,
@@ -205,40 +219,45 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def read_plan(path: Path) -> JointPlan:
-    """A plan from a result JSON (its ``stages``) or a bare list of stages."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read the plan: {exc.strerror}", source=str(path)) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}", source=str(path)) from exc
+    """A plan from a result JSON (its ``stages``) or a bare list of stages; every field's type is checked (a string of
+    node ids is not a list of them)."""
+    source = str(path)
+    data = parse_json(read_text_file(path), source)
     if isinstance(data, dict):
         data = data.get("stages")
     if not isinstance(data, list) or not data:
-        raise InputError("expected a result JSON with a non-empty 'stages' list, or such a list", source=str(path))
+        raise InputError("expected a result JSON with a non-empty 'stages' list, or such a list", source=source)
     stages = []
     for q, st in enumerate(data):
         where = f"stages[{q}]"
         if not isinstance(st, dict):
-            raise InputError("expected an object", source=str(path), where=where)
-        try:
-            nodes = tuple(str(v) for v in st["nodes"])
-            d, t = st["data_parallel"], st["tensor_parallel"]
-            configs = {str(k): str(v) for k, v in st["configs"].items()}
-        except (KeyError, TypeError, AttributeError) as exc:
+            raise InputError("expected an object", source=source, where=where)
+        nodes, d, t, configs = st.get("nodes"), st.get("data_parallel"), st.get("tensor_parallel"), st.get("configs")
+        if not isinstance(nodes, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in nodes):
+            raise InputError(f"'nodes' must be a list of node ids, got {_short(nodes)}", source=source, where=where)
+        for key, value in (("data_parallel", d), ("tensor_parallel", t)):
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+                raise InputError(
+                    f"'{key}' must be an integer from 1 to {MAX_DEVICES}, got {_short(value)}", source=source, where=where
+                )
+        if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
             raise InputError(
-                f"a stage needs 'nodes' (list), 'data_parallel', 'tensor_parallel' (integers) and 'configs' (object): {exc}",
-                source=str(path),
+                f"'configs' must be an object mapping node id to configuration id, got {_short(configs)}",
+                source=source,
                 where=where,
-            ) from None
-        if not isinstance(d, int) or not isinstance(t, int) or isinstance(d, bool) or isinstance(t, bool):
-            raise InputError("data_parallel and tensor_parallel must be integers", source=str(path), where=where)
-        stages.append(JointStage(nodes, d, t, configs))
+            )
+        assert isinstance(d, int) and isinstance(t, int)  # checked above
+        stages.append(JointStage(tuple(str(v) for v in nodes), d, t, {str(k): v for k, v in configs.items()}))
     return JointPlan(tuple(stages))
 
 
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """``evaluate --problem joint``: verify a plan and print its time per sample and stages."""
+    """``evaluate --problem joint``: verify a plan, recompute every claim of its result file, print its time per sample and stages."""
     problem = problem_from_args(args)
     plan = read_plan(args.solution)
     report = verify_joint(problem, plan)
@@ -247,8 +266,40 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  - {line}")
         return EXIT_INFEASIBLE
-    print(f"feasible; time_per_sample = {fmt(report.objective, 12)} s on {report.devices} of {problem.cluster.devices} devices")
-    for q, st in enumerate(stage_rows(plan, report)):
+    rows = stage_rows(plan, report)
+    cl = problem.cluster
+    claimed = read_result(args.solution)
+    verified_rows: list[dict[str, object]] = []
+    if claimed is not None:  # read_plan took its stages: a list of objects, one per row
+        # each stage's evaluated figures that the file states (the plan's own fields are what was verified)
+        keys = ("time_per_sample_s", "devices", "memory_bytes", "microbatches_in_flight")
+        stated = [{k: c[k] for k in keys if k in c} for c in claimed["stages"]]
+        verified_rows = [{k: row[k] for k in keys if k in c} for row, c in zip(rows, stated, strict=True)]
+        claimed = {**claimed, "stages": stated}
+    check_claims(
+        claimed,
+        args.solution,
+        "joint",
+        report.objective,
+        {
+            "stages": verified_rows,
+            "time_per_sample": report.objective,
+            "peak_memory_bytes": max(st.memory_bytes for st in report.stages),
+            "loads": {f"stage {q + 1}": st.time_per_sample_s for q, st in enumerate(report.stages)},
+            "memory_bytes": {f"stage {q + 1}": st.memory_bytes for q, st in enumerate(report.stages)},
+        },
+        {
+            "nodes": len(problem.nodes),
+            "edges": len(problem.edges),
+            "degrees": list(problem.degrees),
+            "devices": cl.devices,
+            "memory_bytes": cl.memory_bytes,
+            "bandwidth_bytes_per_s": cl.bandwidth_bytes_per_s,
+            "microbatches": cl.microbatches,
+        },
+    )
+    print(f"feasible; time_per_sample = {fmt(report.objective, 12)} s on {report.devices} of {cl.devices} devices")
+    for q, st in enumerate(rows):
         print(
             f"  stage {q + 1:3d}: {len(st['nodes']):4d} nodes, d {st['data_parallel']}, t {st['tensor_parallel']}, "
             f"time/sample {fmt(st['time_per_sample_s'], 10)} s, memory {fmt_bytes(st['memory_bytes'])}"
@@ -259,8 +310,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_info(args: argparse.Namespace) -> int:
     """``info`` on a joint file: sizes, degrees, configurations and the file's cluster."""
     data = parse_json(read_text_file(args.instance), str(args.instance))
-    fields = ("maxDevices", "maxMemoryPerDevice", "bandwidth", "mbsInBatch")
-    cluster = data.get("cluster", {}) if "format" in data else {f: data.get(f) for f in fields}
+    cluster = file_cluster(data, str(args.instance))  # checked as solve checks it: a NaN is refused, not printed
     # placeholders so the graph reads without a cluster; the file's own cluster is printed as it is
     problem = read_joint(args.instance, devices=1, memory_bytes=0.0, bandwidth_bytes_per_s=1.0, microbatches=1)
     counts = [sum(len(c) for c in n.configs.values()) for n in problem.nodes]
@@ -269,6 +319,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(
         f"degrees     tensor-parallel {list(problem.degrees)}; {sum(counts)} configurations ({min(counts)} to {max(counts)} per node)"
     )
-    print(f"cluster     in the file: {json.dumps(cluster)}")
+    shown = {
+        "devices": lambda v: f"{v} devices",
+        "memory_bytes": lambda v: f"{fmt_bytes(v)} each",
+        "bandwidth_bytes_per_s": lambda v: f"bandwidth {format_rate(v)}",
+        "microbatches": lambda v: f"N = {v}",
+    }
+    print("cluster     in the file: " + (", ".join(shown[k](v) for k, v in cluster.items()) or "none"))
     print("solve with  --devices K --memory SIZE --bandwidth RATE [--microbatches N]")
     return EXIT_OK

@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TypeVar
 
 from milp_partition.cli import flags
+from milp_partition.errors import InputError
+from milp_partition.units import parse_bytes
+
+_Size = TypeVar("_Size", int, float)
 
 #: Defaults applied by the problem modules (the parser's defaults are None so that "given" can be told).
 DEFAULT_MEMORY_MODEL = "static"
@@ -55,13 +60,33 @@ def add_problem_options(p: argparse.ArgumentParser, problems: tuple[str, ...]) -
         help="device profile for costs derived from FLOPs and bytes: a datasheet name (V100, A100, H100, H200) or a profile "
         "JSON file (strategy-layers files default to H100; pipeline: nodes without measured times get times from their FLOPs)",
     )
-    c = p.add_argument_group("cluster (pipeline; overrides the instance's own)")
+    c = p.add_argument_group("cluster (overrides the instance's own; one name per concept for every problem)")
     c.add_argument("--cluster", type=Path, help="a cluster JSON file (format milp-partition-cluster/1)")
     c.add_argument("--devices", type=flags.devices, help="number of identical accelerators (strategy-layers: p, a power of two)")
-    c.add_argument("--memory", type=flags.byte_size, help="memory per accelerator, e.g. 16GiB")
+    c.add_argument(
+        "--memory",
+        "--memory-limit",
+        dest="memory",
+        type=flags.byte_size,
+        help="memory per accelerator, e.g. 16GiB (strategy: the per-device limit on the chosen configurations; "
+        "--memory-limit is its old name)",
+    )
+    c.add_argument(
+        "--memory-reserve",
+        type=flags.byte_size,
+        help="memory per accelerator kept free of the plan (framework, allocator, CUDA context), e.g. 2GiB: the plan "
+        "fits --memory minus it (pipeline, strategy, joint)",
+    )
     c.add_argument("--cpu-cores", type=flags.cpu_cores, help="host CPU cores usable as devices")
     c.add_argument("--link-latency", type=flags.nonnegative_seconds, help="link latency in seconds")
-    c.add_argument("--link-bandwidth", type=flags.rate, help="link bandwidth, e.g. 12GB/s")
+    c.add_argument(
+        "--bandwidth",
+        "--link-bandwidth",
+        dest="bandwidth",
+        type=flags.rate,
+        help="link bandwidth, e.g. 12GB/s or 100Gb/s (joint: from each device to the outside; default the file's; "
+        "--link-bandwidth is its old name)",
+    )
 
 
 def add_solver_options(p: argparse.ArgumentParser) -> None:
@@ -97,3 +122,18 @@ def backend_settings(args: argparse.Namespace) -> dict[str, object]:
         "seed": args.seed,
         "progress_interval_s": None if (args.quiet or args.progress <= 0) else args.progress,
     }
+
+
+def reserved(memory_bytes: _Size | None, args: argparse.Namespace) -> _Size | None:
+    """``memory_bytes`` less ``--memory-reserve`` (``None`` stays ``None``: no limit); a reserve that leaves nothing is
+    bad input."""
+    reserve = getattr(args, "memory_reserve", None)
+    if reserve is None or memory_bytes is None:
+        return memory_bytes
+    r = parse_bytes(str(reserve), "--memory-reserve")
+    if r >= memory_bytes:
+        raise InputError(
+            f"{reserve} is not less than the memory per accelerator ({memory_bytes:.0f} bytes): nothing would be left",
+            where="--memory-reserve",
+        )
+    return memory_bytes - r

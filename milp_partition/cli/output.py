@@ -17,6 +17,7 @@ from pathlib import Path
 
 from milp_partition.cli.exit_codes import EXIT_INTERRUPTED, exit_code_for_status
 from milp_partition.errors import InputError
+from milp_partition.io.atomic import check_target, write_atomic
 from milp_partition.report import fmt
 from milp_partition.result import Result
 
@@ -24,8 +25,7 @@ from milp_partition.result import Result
 def check_writable(path: Path, what: str = "--output") -> None:
     """Raise :class:`InputError` unless a file can be created or replaced at ``path`` (nothing is left behind)."""
     path = Path(path)
-    if path.is_dir():
-        raise InputError("is a folder; give a file name", source=str(path), where=what)
+    check_target(path, what)  # a folder, a device, a pipe or a symbolic link is refused
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"the folder {str(parent)!r} does not exist (or is not a folder)", source=str(path), where=what)
@@ -40,37 +40,11 @@ def check_writable(path: Path, what: str = "--output") -> None:
 
 
 def write_text_atomic(path: Path, text: str, what: str = "--output") -> None:
-    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename.
+    """Write ``text`` to ``path`` through a temporary file in the same folder and a rename (only over a regular file).
 
     Raises :class:`InputError` (one line) when the write fails; the old file, if any, is then untouched.
     """
-    path = Path(path)
-    parent = path.parent if str(path.parent) else Path(".")
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        if path.exists():
-            os.chmod(tmp, path.stat().st_mode & 0o7777)
-        else:
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise InputError(
-            f"cannot write the file: {exc.strerror or exc} (nothing was replaced)", source=str(path), where=what
-        ) from None
-    finally:
-        if tmp is not None:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+    write_atomic(path, text, what)
 
 
 def emit(result: Result, args: argparse.Namespace, report: Callable[[], str]) -> int:

@@ -9,15 +9,18 @@ when it builds the parser and :func:`cmd_solve`, :func:`cmd_evaluate` or
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal, cast
 
 from milp_partition.calibration.apply import apply_profile
 from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
+from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings
+from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings, reserved
 from milp_partition.cli.output import emit
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
@@ -25,17 +28,17 @@ from milp_partition.io import read_cluster, read_instance
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
-from milp_partition.report import device_counts, gap_text, run_lines
+from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
-from milp_partition.units import parse_bytes, parse_rate
+from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.pipeline import verify_pipeline
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
-    {"memory_model", "optimizer_factor", "profile", "cluster", "devices", "memory", "cpu_cores", "link_latency"}
-    | {"link_bandwidth", "no_contiguous", "objective", "max_time_per_sample", "max_ideals"}
+    {"memory_model", "optimizer_factor", "profile", "cluster", "devices", "memory", "memory_reserve", "cpu_cores", "link_latency"}
+    | {"bandwidth", "no_contiguous", "objective", "max_time_per_sample", "max_ideals"}
 )
 MEMORY_MODELS = ("static", "1f1b")
 #: Default cap on ideals enumerated by the ideal DP.
@@ -60,7 +63,7 @@ def register_options(p: argparse.ArgumentParser, command: str) -> None:
         g.add_argument(
             "--max-ideals",
             type=flags.count,
-            help=f"cap on ideals enumerated by the ideal DP (default {DEFAULT_MAX_IDEALS})",
+            help=f"cap on ideals enumerated by the ideal DPs (pipeline default {DEFAULT_MAX_IDEALS}; joint default 200000)",
         )
 
 
@@ -93,12 +96,10 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
     if base is None and getattr(args, "profile", None):  # no cluster given: the profile's device-to-device link
         d2d = resolve_profile(args.profile).links["d2d"]
         link = Link(latency_s=d2d.alpha_s, bandwidth_bytes_per_s=d2d.bandwidth_bytes_per_s)
-    if args.link_latency is not None or args.link_bandwidth is not None:
+    if args.link_latency is not None or args.bandwidth is not None:
         link = Link(
             latency_s=args.link_latency if args.link_latency is not None else link.latency_s,
-            bandwidth_bytes_per_s=parse_rate(args.link_bandwidth, "--link-bandwidth")
-            if args.link_bandwidth
-            else link.bandwidth_bytes_per_s,
+            bandwidth_bytes_per_s=parse_rate(args.bandwidth, "--bandwidth") if args.bandwidth else link.bandwidth_bytes_per_s,
         )
     cores = args.cpu_cores if args.cpu_cores is not None else (base.host_cpu_cores if base is not None else 0)
     if args.devices is not None or args.memory is not None or base is None:
@@ -109,8 +110,11 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
             else (base.devices[0].memory_bytes if base is not None and base.devices else None)
         )
         kind = base.devices[0].kind if base is not None and base.devices else "gpu"
-        return homogeneous_cluster(count, memory, kind=kind, host_cpu_cores=cores, link=link, source="command line")
-    return make_cluster(base.devices, host_cpu_cores=cores, link=link, source="command line")
+        return homogeneous_cluster(
+            count, reserved(memory, args), kind=kind, host_cpu_cores=cores, link=link, source="command line"
+        )
+    devices = [replace(d, memory_bytes=reserved(d.memory_bytes, args)) for d in base.devices]  # --memory-reserve stays free
+    return make_cluster(devices, host_cpu_cores=cores, link=link, source="command line")
 
 
 def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
@@ -147,6 +151,20 @@ def _cores(n: int) -> str:
     return f"{n} CPU core" + ("" if n == 1 else "s")
 
 
+def _capacity(problem: PipelineProblem) -> str:
+    """The cluster's capacity: memory per accelerator and the link (every report shows what it planned for)."""
+    sizes = [d.memory_bytes for d in problem.cluster.devices]
+    if len(set(sizes)) == 1:
+        memory = "unbounded memory" if sizes[0] is None else f"{_fmt_bytes(sizes[0])} each"
+    else:
+        memory = "memory " + ", ".join(
+            f"{d.id} {'-' if d.memory_bytes is None else _fmt_bytes(d.memory_bytes)}" for d in problem.cluster.devices
+        )
+    link = problem.cluster.link
+    rate = "unbounded" if math.isinf(link.bandwidth_bytes_per_s) else format_rate(link.bandwidth_bytes_per_s)
+    return f"{len(sizes)} accelerators, {memory}; link {rate}, latency {_fmt(link.latency_s)} s"
+
+
 def _memory_model_lines(problem: PipelineProblem) -> list[str]:
     """What the memory model counts, and for a training graph under ``static`` that it keeps no micro-batches in flight."""
     s = problem.settings
@@ -173,6 +191,7 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
         f"{len(problem.cluster.devices)} accelerators, {_cores(problem.cluster.host_cpu_cores)})",
         f"problem    pipeline, {'contiguous' if problem.settings.contiguous else 'non-contiguous'}, objective {problem.settings.objective}, "
         f"memory model {problem.settings.memory_model}",
+        f"cluster    {_capacity(problem)}",
         *_memory_model_lines(problem),
         f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
     ]
@@ -182,15 +201,23 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
         lines.append(f"bound      {_fmt(result.bound)}   gap {gap_text(result.gap)}")
     if not known:
         lines.append("units      the file gives no time unit: times are carried as given (unit unknown)")
+    if result.objective is not None:
+        limits = {d.id: d.memory_bytes for d in problem.cluster.devices}
+        lines += memory_margin_lines({k: v for k, v in result.memory_bytes.items() if k in limits}, limits)
     lines.extend(run_lines(result))
     if result.assignment:
         counts = device_counts(result, problem.device_ids)
         lines.append("")
-        lines.append(f"{'device':10s} {'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}")
+        lines.append(f"{'device':10s} {'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}  names (graph order)")
+        on: dict[str, list[str]] = {}
+        for n in problem.graph.nodes:  # forward nodes: a device's backward nodes mirror them
+            if not n.is_backward and n.id in result.assignment:
+                on.setdefault(result.assignment[n.id], []).append(n.name or n.id)
         for dev in problem.device_ids:
             lines.append(
                 f"{dev:10s} {counts.get(dev, 0):6d} {_fmt(result.loads.get(dev, 0.0)):>18s} "
-                f"{_fmt_bytes(result.memory_bytes.get(dev)) if dev in result.memory_bytes else '-':>12s}"
+                f"{_fmt_bytes(result.memory_bytes.get(dev)) if dev in result.memory_bytes else '-':>12s}  "
+                f"{names_span(on.get(dev, []))}"
             )
     return "\n".join(lines)
 
@@ -275,6 +302,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  - {line}")
         return EXIT_INFEASIBLE
+    check_claims(
+        read_result(args.solution),
+        args.solution,
+        "pipeline",
+        report.objective,
+        {
+            "time_per_sample": report.time_per_sample,
+            "peak_memory_bytes": report.peak_memory_bytes,
+            "loads": report.loads,
+            "memory_bytes": report.memory_bytes,
+        },
+        {"nodes": len(problem.graph.nodes), "edges": len(problem.graph.edges), "devices": list(problem.device_ids)},
+    )
     print(
         f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {problem.graph.time_unit}; "
         f"peak memory = {_fmt_bytes(report.peak_memory_bytes)}; objective ({problem.settings.objective}) = {_fmt(report.objective)}"

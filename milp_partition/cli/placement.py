@@ -14,6 +14,7 @@ from typing import Literal, cast
 
 import numpy as np
 
+from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
 from milp_partition.cli.options import backend_settings
 from milp_partition.cli.output import emit
@@ -81,6 +82,9 @@ def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20)
     lines = [
         f"instance   {problem.name or '-'}  ({problem.num_tasks} tasks, {problem.num_edges} edges, {problem.num_devices} devices)",
         f"problem    placement, memory model {s.memory_model}, link contention {'on' if s.link_contention else 'off'}",
+        "cluster    memory "
+        + ", ".join(f"{d} {_fmt(float(m))}" for d, m in zip(problem.device_ids, problem.device_memory, strict=True))
+        + f" ({problem.memory_unit}); transfers as the file's times per device pair",
         f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
     ]
     if result.objective is not None:
@@ -194,6 +198,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  - {line}")
         return EXIT_INFEASIBLE
+    check_claims(
+        read_result(args.solution),
+        args.solution,
+        "placement",
+        report.makespan,
+        {"loads": dict(report.device_load), "memory_bytes": dict(report.peak_memory)},
+        {"tasks": problem.num_tasks, "edges": problem.num_edges, "devices": list(problem.device_ids)},
+    )
     print(f"feasible; makespan = {_fmt(report.makespan)} {problem.time_unit} (simulated; as given {_fmt(report.given_makespan)})")
     for dev in problem.device_ids:
         print(f"  {dev:10s} busy {_fmt(report.device_load.get(dev, 0.0)):>14s}  memory {_fmt(report.peak_memory.get(dev)):>14s}")

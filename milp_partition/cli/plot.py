@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
+import io
 import sys
 from pathlib import Path
 
 from milp_partition import registry
+from milp_partition.cli import flags
+from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError
+from milp_partition.io.atomic import write_atomic
+from milp_partition.io.json_text import parse_json, read_text_file
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,7 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--instance",
         help="the instance file (default: the one the result records, looked for as recorded and beside the result)",
     )
-    p.add_argument("--memory", help="pipeline, joint: memory limit per accelerator to draw (default: the instance's)")
+    p.add_argument(
+        "--memory", type=flags.byte_size, help="pipeline, joint: memory limit per accelerator to draw (default: the instance's)"
+    )
     p.set_defaults(handler=run_plot_command)
 
 
@@ -35,12 +41,8 @@ def run_plot_command(args: argparse.Namespace) -> int:
     """Handler of ``milp-partition plot``; returns the exit code."""
     if args.output.suffix.lower() not in (".png", ".svg"):
         raise InputError("the output must end in .png or .svg", source=str(args.output))
-    try:
-        result = json.loads(args.result.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read the result: {exc.strerror or exc}", source=str(args.result)) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"not JSON: {exc.msg} at line {exc.lineno}", source=str(args.result)) from None
+    check_writable(args.output)  # before drawing: a folder, a device or a symbolic link is refused
+    result = parse_json(read_text_file(args.result), str(args.result))
     problem = result.get("problem") if isinstance(result, dict) else None
     plottable = registry.names("plot")
     if problem not in plottable:
@@ -54,7 +56,9 @@ def run_plot_command(args: argparse.Namespace) -> int:
         raise InputError("plot needs matplotlib: pip install 'milp-partition[plot]'", where="plot") from None
     instance = args.instance or find_instance(result, args.result, required=problem == "placement")
     fig = module.figure(result, instance, {"memory": args.memory or ""})
-    fig.savefig(args.output, dpi=120)
+    image = io.BytesIO()
+    fig.savefig(image, dpi=120, format=args.output.suffix.lower()[1:])
+    write_atomic(args.output, image.getvalue())  # the old image stays whole if the write fails
     print(f"wrote {args.output}")
     return 0
 

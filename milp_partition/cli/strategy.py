@@ -15,8 +15,9 @@ from typing import Any
 
 from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
+from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import backend_settings
+from milp_partition.cli.options import backend_settings, reserved
 from milp_partition.cli.output import check_writable, emit
 from milp_partition.cli.pipeline import read_assignment
 from milp_partition.errors import InputError
@@ -24,7 +25,7 @@ from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.strategy_tables import looks_like_strategy_tables, strategy_from_dict, write_strategy_tables
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
-from milp_partition.report import gap_text, run_lines
+from milp_partition.report import gap_text, memory_margin_lines, run_lines
 from milp_partition.result import Result
 from milp_partition.strategy.dimensions import dimension_names
 from milp_partition.strategy.layers import (
@@ -41,7 +42,7 @@ from milp_partition.verifiers.strategy import verify_strategy
 
 #: Problem options this problem reads (besides those every problem takes).
 OPTIONS = frozenset(
-    {"memory_model", "optimizer_factor", "profile", "devices", "memory_limit", "bytes_per_element", "tie_blocks"}
+    {"memory_model", "optimizer_factor", "profile", "devices", "memory", "memory_reserve", "bytes_per_element", "tie_blocks"}
     | {"write_tables", "no_reduce", "dp_bound", "cutoff"}
 )
 #: Options that only a strategy-layers file takes (a strategy-tables file carries p, costs and memory itself).
@@ -53,9 +54,6 @@ DEFAULT_BYTES_PER_ELEMENT = 4
 def register_options(p: argparse.ArgumentParser, command: str) -> None:
     """Add the strategy problem's own options to the ``solve`` or ``evaluate`` parser."""
     st = p.add_argument_group("strategy problem")
-    st.add_argument(
-        "--memory-limit", type=flags.byte_size, help="per-device memory limit on the chosen configurations, e.g. 2GiB"
-    )
     st.add_argument(
         "--bytes-per-element",
         type=flags.bytes_per_element,
@@ -125,8 +123,10 @@ def problem_from_args(args: argparse.Namespace):
             f"{memory_model} applies to the pipeline problem; strategy takes static or liveness",
             where="--memory-model",
         )
-    if args.memory_limit is not None:
-        limit = parse_bytes(args.memory_limit, "--memory-limit")
+    if args.memory is not None:
+        reserved_limit = reserved(parse_bytes(args.memory, "--memory"), args)  # --memory-reserve stays free of the plan
+        assert reserved_limit is not None
+        limit = int(reserved_limit)
         if any(n.memory_bytes is None for n in problem.nodes):
             settings = MemoryModelSettings(bytes_per_element=args.bytes_per_element or DEFAULT_BYTES_PER_ELEMENT)
             if args.optimizer_factor is not None:
@@ -151,6 +151,8 @@ def format_report(result: Result, problem: object, max_rows: int = 30) -> str:
         lines.append(f"bound      {_fmt(result.bound, 15)}   gap {gap_text(result.gap)}")
         if result.memory_bytes.get("per_device"):
             lines.append(f"memory     {_fmt_bytes(result.memory_bytes['per_device'])} per device")
+            limit = inst.get("memory_limit_bytes")
+            lines += memory_margin_lines({"each device": result.memory_bytes["per_device"]}, {"each device": limit})
     red = result.solver_notes.get("reduction")
     if red:
         lines.append(
@@ -225,6 +227,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for line in report.violations:
             print(f"  - {line}")
         return EXIT_INFEASIBLE
+    check_claims(
+        read_result(args.solution),
+        args.solution,
+        "strategy",
+        report.objective,
+        {"memory_bytes": {"per_device": report.memory_bytes}},
+        {"layers": len(problem.nodes), "edges": len(problem.edges)},
+    )
     print(
         f"feasible; cost = {_fmt(report.objective, 15)} (layers {_fmt(report.node_cost, 15)}, re-distribution "
         f"{_fmt(report.edge_cost, 15)}); memory {_fmt_bytes(report.memory_bytes) if report.memory_bytes else '-'} per device"
@@ -244,7 +254,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"file        {args.instance}")
         print(f"layers      {lg.name or '-'}: {len(lg.layers)} layers, {len(lg.edges)} edges (strategy-layers/1)")
         print(f"kinds       {', '.join(f'{k} {n}' for k, n in sorted(kinds.items()))}")
-        print("solve with  --devices P [--profile H100|FILE] [--memory-limit BYTES]")
+        print("solve with  --devices P [--profile H100|FILE] [--memory SIZE]")
         return EXIT_OK
     sp = strategy_from_dict(data, str(args.instance), default_name=Path(args.instance).stem)
     sizes = [len(n.configs) for n in sp.nodes]
@@ -252,7 +262,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"strategy    {sp.name or '-'}: {len(sp.nodes)} layers, {len(sp.edges)} edges, p = {sp.devices}")
     print(f"configs     {sum(sizes)} in all, {min(sizes, default=0)} to {max(sizes, default=0)} per layer")
     print(
-        f"memory      {'per configuration given' if all(n.memory_bytes is not None for n in sp.nodes) else 'none (derived from layer shapes with --memory-limit)'}"
+        f"memory      {'per configuration given' if all(n.memory_bytes is not None for n in sp.nodes) else 'none (derived from layer shapes with --memory)'}"
     )
     print(f"cost unit   {sp.cost_unit or '-'}")
     return EXIT_OK

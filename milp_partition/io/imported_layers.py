@@ -19,7 +19,9 @@ from milp_partition.errors import InputError
 from milp_partition.importers.layer_shapes import LAYERS_FORMAT, OP_FIELDS
 from milp_partition.importers.records import OpRecord
 from milp_partition.importers.settings import ImportSettings
+from milp_partition.io.json_text import MAX_NUMBER, check_known_keys
 from milp_partition.io.native import FORMAT, instance_from_dict
+from milp_partition.units import MAX_COUNT, MAX_FACTOR
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,13 @@ class ImportedLayers:
     profile: str | None
 
 
+#: The fields of the ``layers`` object (``milp_partition.importers.layer_shapes.layers_section`` writes them).
+_SECTION_FIELDS = (
+    "format", "batch_size", "dtype", "profile", "backward_flops_ratio", "backward_bytes_ratio",
+    "optimizer_state_bytes_per_param_byte", "modules", "ops", "model",
+)  # fmt: skip
+
+
 def looks_like_imported(data: Any) -> bool:
     """Whether parsed JSON is a native graph file (``milp-partition/1``), the kind ``milp-partition import`` writes."""
     return isinstance(data, Mapping) and data.get("format") == FORMAT
@@ -59,9 +68,25 @@ def _number(obj: Mapping[str, Any], key: str, where: str, source: str, *, option
     value = obj.get(key)
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise InputError(f"'{key}' must be a number >= 0, got {value!r}", source=source, where=where)
-    return float(value)
+    x = math.nan
+    if not isinstance(value, bool) and isinstance(value, (int, float)):
+        try:
+            x = float(value)
+        except OverflowError:  # an integer past float range
+            pass
+    if not 0 <= x <= MAX_NUMBER:
+        raise InputError(
+            f"'{key}' must be a finite number from 0 to {MAX_NUMBER:g}, got {str(value)[:40]}", source=source, where=where
+        )
+    return x
+
+
+def _count(value: Any, key: str, where: str, source: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+        raise InputError(
+            f"'{key}' must be a positive integer of at most {MAX_COUNT}, got {str(value)[:40]}", source=source, where=where
+        )
+    return value
 
 
 def read_layers(data: Any, source: str = "") -> ImportedLayers:
@@ -84,9 +109,8 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
         )
     if not isinstance(section, Mapping) or section.get("format") != LAYERS_FORMAT:
         raise InputError(f'expected an object with "format": "{LAYERS_FORMAT}"', source=source, where="layers")
-    batch = section.get("batch_size")
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise InputError(f"'batch_size' must be a positive integer, got {batch!r}", source=source, where="layers")
+    check_known_keys(section, _SECTION_FIELDS, "layers", source)  # a misspelt field is refused, not ignored
+    batch = _count(section.get("batch_size"), "batch_size", "layers", source)
     modules = section.get("modules", {})
     if not isinstance(modules, Mapping) or not all(isinstance(m, Mapping) for m in modules.values()):
         raise InputError("'modules' must map module paths to objects", source=source, where="layers.modules")
@@ -94,12 +118,13 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
         keys = {"Linear": ("in_features", "out_features"), "Embedding": ("num_embeddings", "embedding_dim")}.get(
             str(m.get("type")), ("heads",) if "heads" in m else ()
         )
+        optional = ("kv_heads",) if keys == ("heads",) else ()
+        check_known_keys(m, ("type", *keys, *optional), f"layers.modules[{path!r}]", source)
+        for key in optional:
+            if key in m:
+                _count(m[key], key, f"layers.modules[{path!r}]", source)
         for key in keys:
-            v = m.get(key)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise InputError(
-                    f"'{key}' must be a positive integer, got {v!r}", source=source, where=f"layers.modules[{path!r}]"
-                )
+            _count(m.get(key), key, f"layers.modules[{path!r}]", source)
     graph = instance.graph
     if not any(n.is_backward for n in graph.nodes):
         raise InputError(
@@ -113,10 +138,20 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
     if not isinstance(ops_raw, list) or not ops_raw:
         raise InputError("'ops' must be a non-empty list", source=source, where="layers")
     by_layer: dict[str, list[OpRecord]] = {v: [] for v in forward}
+    first_at: dict[str, int] = {}
     for j, o in enumerate(ops_raw):
         where = f"layers.ops[{j}]"
         if not isinstance(o, Mapping):
             raise InputError("expected an object", source=source, where=where)
+        check_known_keys(o, ("node", *OP_FIELDS), where, source)
+        op_id = o.get("id")
+        if isinstance(op_id, bool) or not isinstance(op_id, (str, int)):
+            raise InputError(f"'id' must be an operator id (a string), got {str(op_id)[:40]}", source=source, where=where)
+        if str(op_id) in first_at:  # listed twice, it would count twice in every cost of its layer
+            raise InputError(
+                f"operator {op_id!r} is listed twice (also layers.ops[{first_at[str(op_id)]}])", source=source, where=where
+            )
+        first_at[str(op_id)] = j
         node = o.get("node")
         if node not in forward:
             raise InputError(f"'node' {node!r} is not a forward node of the graph", source=source, where=where)
@@ -143,6 +178,9 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
         raise InputError(f"forward node {empty[0]!r} has no operators in 'layers.ops'", source=source, where="layers")
     ratios = {k: _number(section, k, "layers", source) for k in ("backward_flops_ratio", "backward_bytes_ratio")}
     factor = _number(section, "optimizer_state_bytes_per_param_byte", "layers", source)
+    for key, x in (*ratios.items(), ("optimizer_state_bytes_per_param_byte", factor)):
+        if x is not None and x > MAX_FACTOR:  # as the import's flags cap them
+            raise InputError(f"'{key}' must be from 0 to {MAX_FACTOR:g}, got {x!r}", source=source, where="layers")
     settings = ImportSettings(
         training=True,
         dtype=str(section.get("dtype", "float32")),

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError
+from milp_partition.io.atomic import write_atomic
 
 
 class _Required:
@@ -132,11 +133,9 @@ def dump_json_lines(data: Mapping[str, Any], list_keys: Iterable[str] = ("nodes"
 
 
 def write_text_file(path: str | Path, text: str) -> None:
-    """Write ``text`` to ``path`` as UTF-8, turning OS errors into :class:`InputError`."""
-    try:
-        Path(path).write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot write the file ({exc.strerror or exc})", source=str(path)) from None
+    """Write ``text`` to ``path`` as UTF-8, atomically and only over a regular file (:mod:`milp_partition.io.atomic`),
+    turning OS errors into :class:`InputError`."""
+    write_atomic(path, text, what="the output")
 
 
 # ---------------------------------------------------------------------------

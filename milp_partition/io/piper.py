@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import CycleError, InputError
-from milp_partition.io.json_text import parse_json, read_text_file, write_text_file
+from milp_partition.io.json_text import MAX_NUMBER, check_known_keys, parse_json, read_text_file, write_text_file
 from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
+from milp_partition.units import MAX_BYTES, MAX_COUNT, MAX_DEVICES, MAX_RATE_BYTES_PER_S
 
 #: Value of the ``format`` field of a native joint file.
 JOINT_FORMAT = "milp-partition-joint/1"
@@ -39,22 +40,36 @@ def looks_like_joint(data: Any) -> bool:
     return (isinstance(data, dict) and data.get("format") == JOINT_FORMAT) or looks_like_piper(data)
 
 
-def _number(value: Any, where: str, source: str, *, what: str = "a number >= 0") -> float:
+def _number(value: Any, where: str, source: str, *, what: str = "a number >= 0", most: float = MAX_NUMBER) -> float:
+    """A finite number from 0 to ``most`` (an integer too large for a float is refused, not an internal error)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"expected {what}, got {value!r}", source=source, where=where)
-    x = float(value)
+    try:
+        x = float(value)
+    except OverflowError:
+        raise InputError(
+            f"expected {what}, got an integer of {len(str(abs(value)))} digits", source=source, where=where
+        ) from None
     if not math.isfinite(x) or x < 0:
         raise InputError(
             f"expected {what}, got {value!r} (fix the value: it must be finite and not negative)", source=source, where=where
         )
+    if x > most:
+        raise InputError(f"expected {what}, got {value!r}: more than {most:g}, check its unit", source=source, where=where)
     return x
 
 
-def _positive_int(value: Any, where: str, source: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+def _positive_int(value: Any, where: str, source: str, most: int = MAX_COUNT) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InputError(f"expected a positive integer, got {value!r}", source=source, where=where)
-    if float(value) != int(value) or int(value) < 1:
-        raise InputError(f"expected a positive integer, got {value!r}", source=source, where=where)
+    try:
+        ok = math.isfinite(float(value)) and float(value) == int(value) and int(value) >= 1
+    except OverflowError:
+        ok = False
+    if not ok:
+        raise InputError(f"expected a positive integer, got {str(value)[:40]}", source=source, where=where)
+    if int(value) > most:
+        raise InputError(f"expected a positive integer of at most {most}, got {value!r}", source=source, where=where)
     return int(value)
 
 
@@ -156,8 +171,12 @@ def _build(
                 t = int(str(t_key))
             except ValueError:
                 t = 0
-            if t < 1 or str(t) != str(t_key).strip():
-                raise InputError(f"tensor-parallel degree {t_key!r} is not a positive integer", source=source, where=w)
+            if t < 1 or str(t) != str(t_key):  # " 2" or "02" beside "2" would replace one list by the other
+                raise InputError(
+                    f'tensor-parallel degree {t_key!r} is not a positive integer written plainly (e.g. "2")',
+                    source=source,
+                    where=w,
+                )
             if not isinstance(lst, list) or not lst:
                 raise InputError("expected a non-empty list of configurations", source=source, where=w)
             cfgs = tuple(read_config(c, f"{w} configuration {j}", preds[node_id], succs[node_id]) for j, c in enumerate(lst))
@@ -196,18 +215,45 @@ def _cluster(fields: dict[str, Any], source: str) -> JointCluster:
             source=source,
         )
     return JointCluster(
-        devices=_positive_int(fields["devices"], "devices", source),
-        memory_bytes=_number(fields["memory_bytes"], "memory", source),
+        devices=_positive_int(fields["devices"], "devices", source, MAX_DEVICES),
+        memory_bytes=_number(fields["memory_bytes"], "memory", source, what="a size in bytes", most=MAX_BYTES),
         bandwidth_bytes_per_s=_bandwidth(fields["bandwidth_bytes_per_s"], source),
         microbatches=_positive_int(fields["microbatches"], "microbatches (mbsInBatch, N)", source),
     )
 
 
 def _bandwidth(value: Any, source: str) -> float:
-    b = _number(value, "bandwidth", source, what="a positive number of bytes per second")
+    b = _number(value, "bandwidth", source, what="a positive number of bytes per second", most=MAX_RATE_BYTES_PER_S)
     if b <= 0:
         raise InputError("the bandwidth must be positive", source=source, where="bandwidth")
     return b
+
+
+def check_joint_values(problem: JointProblem, source: str, hint: str = "") -> None:
+    """Every figure of ``problem`` finite, not negative and at most :data:`MAX_NUMBER` (a problem built from other
+    data, e.g. an imported graph, whose products overflowed); raises one :class:`InputError` naming node and field."""
+
+    def check(value: float, where: str) -> None:
+        if not (math.isfinite(value) and 0 <= value <= MAX_NUMBER):
+            raise InputError(
+                f"the value {value!r} is not a finite number from 0 to {MAX_NUMBER:g}{hint}", source=source, where=where
+            )
+
+    for n in problem.nodes:
+        for t, cfgs in n.configs.items():
+            for c in cfgs:
+                where = f"node {n.id} degree {t} configuration {c.id!r}"
+                for key in ("time_per_sample_s", "parameter_bytes", "activation_bytes", "fixed_bytes"):
+                    check(getattr(c, key), f"{where}.{key}")
+                for side, sync in (("sync_fw_bytes", c.sync_fw_bytes), ("sync_bw_bytes", c.sync_bw_bytes)):
+                    for u, x in sync.items():
+                        check(x, f"{where}.{side}[{u!r}]")
+    for e in problem.edges:
+        check(e.bytes, f"edge {e.source} -> {e.target}")
+    cl = problem.cluster
+    check(cl.memory_bytes, "memory")
+    if not (math.isfinite(cl.bandwidth_bytes_per_s) and 0 < cl.bandwidth_bytes_per_s <= MAX_RATE_BYTES_PER_S):
+        raise InputError(f"the bandwidth {cl.bandwidth_bytes_per_s!r} is not a finite rate more than 0{hint}", source=source)
 
 
 def _overrides(fields: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
@@ -222,6 +268,7 @@ def _overrides(fields: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str
 class _Keys:
     """The field names of one joint format (Piper's JSON, or the native one): the readers share everything else."""
 
+    top: tuple[str, ...]
     configs: str
     edge_source: str
     edge_target: str
@@ -235,11 +282,11 @@ class _Keys:
 
 
 _PIPER_FIELDS = _Keys(
-    "TMPCs", "sourceId", "destId", "communicationCost",
+    ("maxMemoryPerDevice", "maxDevices", "bandwidth", "mbsInBatch", "name", "nodes", "edges"), "TMPCs", "sourceId", "destId", "communicationCost",
     "timePerSample", "parameterSize", "memoryUsageA", "memoryUsageB", "syncTimeFw", "syncTimeBw",
 )  # fmt: skip
 _NATIVE_FIELDS = _Keys(
-    "configs", "source", "target", "bytes",
+    ("format", "name", "cluster", "nodes", "edges"), "configs", "source", "target", "bytes",
     "time_per_sample_s", "parameter_bytes", "activation_bytes", "fixed_bytes", "sync_fw_bytes", "sync_bw_bytes",
 )  # fmt: skip
 
@@ -250,28 +297,48 @@ def _read_graph(data: Any, keys: _Keys, cluster: dict[str, Any], source: str) ->
     edges_raw = _get(data, "edges", "top level", source)
     if not isinstance(nodes_raw, list) or not isinstance(edges_raw, list):
         raise InputError("'nodes' and 'edges' must be lists", source=source, where="top level")
+    check_known_keys(data, keys.top, "top level", source)  # a misspelt field is refused, not ignored
     raw: list[tuple[str, str, Any, str]] = []
     for j, n in enumerate(nodes_raw):
         node_id = _id(_get(n, "id", f"nodes[{j}]", source), f"nodes[{j}].id", source)
         where = f"node {node_id}"
+        check_known_keys(n, ("id", "name", keys.configs), where, source)
         raw.append((node_id, str(n.get("name", "")), _get(n, keys.configs, where, source), f"{where} {keys.configs}"))
     known = {r[0] for r in raw}
     edges: list[JointEdge] = []
+    first_at: dict[tuple[str, str], int] = {}
     for j, e in enumerate(edges_raw):
         where = f"edges[{j}]"
         s = _id(_get(e, keys.edge_source, where, source), f"{where}.{keys.edge_source}", source)
         t = _id(_get(e, keys.edge_target, where, source), f"{where}.{keys.edge_target}", source)
+        check_known_keys(e, (keys.edge_source, keys.edge_target, keys.edge_bytes), where, source)
         for key, v in ((keys.edge_source, s), (keys.edge_target, t)):
             if v not in known:
                 raise InputError(f"unknown node id {v!r}", source=source, where=f"{where}.{key}")
+        if (s, t) in first_at:
+            raise InputError(
+                f"duplicate edge {s} -> {t} (also edges[{first_at[s, t]}]): give each pair of nodes one edge, "
+                "its bytes the sum of the tensors",
+                source=source,
+                where=where,
+            )
+        first_at[s, t] = j
         edges.append(JointEdge(s, t, _number(_get(e, keys.edge_bytes, where, source), f"{where}.{keys.edge_bytes}", source)))
 
     def number(c: Any, key: str, where: str) -> float:
         return _number(_get(c, key, where, source), f"{where}.{key}", source)
 
+    config_keys = ("id", keys.time, keys.parameters, keys.activation, keys.fixed, keys.sync_fw, keys.sync_bw)
+
     def read_config(c: Any, where: str, preds: set[str], succs: set[str]) -> JointConfig:
+        config_id = _get(c, "id", where, source)
+        check_known_keys(c, config_keys, where, source)
+        if isinstance(config_id, bool) or not isinstance(config_id, (str, int)) or config_id == "":
+            raise InputError(
+                f"expected a configuration id (a non-empty string), got {config_id!r}", source=source, where=f"{where}.id"
+            )
         return JointConfig(
-            id=str(_get(c, "id", where, source)),
+            id=str(config_id),
             time_per_sample_s=number(c, keys.time, where),
             parameter_bytes=number(c, keys.parameters, where),
             activation_bytes=number(c, keys.activation, where),
@@ -299,6 +366,39 @@ def piper_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProbl
     return _read_graph(data, _PIPER_FIELDS, cluster, source)
 
 
+#: The fields of a native file's ``cluster`` object.
+_NATIVE_CLUSTER = ("devices", "memory_bytes", "bandwidth_bytes_per_s", "microbatches")
+
+
+def file_cluster(data: Any, source: str) -> dict[str, float | int]:
+    """The cluster a joint file gives (either format), each value checked as the solver would check it
+    (``info`` prints them: a NaN is refused, not printed); fields the file leaves out are left out."""
+    if not isinstance(data, Mapping):
+        raise InputError(f"expected a JSON object, got {type(data).__name__}", source=source, where="top level")
+    if looks_like_piper(data):
+        fields = {"devices": "maxDevices", "memory_bytes": "maxMemoryPerDevice", "bandwidth_bytes_per_s": "bandwidth"}
+        raw = {k: data.get(v) for k, v in {**fields, "microbatches": "mbsInBatch"}.items()}
+    else:
+        cl = data.get("cluster") or {}
+        if not isinstance(cl, Mapping):
+            raise InputError("expected an object", source=source, where="cluster")
+        check_known_keys(cl, _NATIVE_CLUSTER, "cluster", source)
+        raw = {k: cl.get(k) for k in _NATIVE_CLUSTER}
+    out: dict[str, float | int] = {}
+    for key, value in raw.items():
+        if value is None:
+            continue
+        if key == "devices":
+            out[key] = _positive_int(value, "devices", source, MAX_DEVICES)
+        elif key == "microbatches":
+            out[key] = _positive_int(value, "microbatches (mbsInBatch, N)", source)
+        elif key == "memory_bytes":
+            out[key] = _number(value, "memory", source, what="a size in bytes", most=MAX_BYTES)
+        else:
+            out[key] = _bandwidth(value, source)
+    return out
+
+
 def joint_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProblem:
     """A :class:`JointProblem` from a parsed native ``milp-partition-joint/1`` object (or Piper's, detected)."""
     if looks_like_piper(data):
@@ -310,6 +410,7 @@ def joint_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProbl
     cl = data.get("cluster", {}) or {}
     if not isinstance(cl, Mapping):
         raise InputError("expected an object", source=source, where="cluster")
+    check_known_keys(cl, _NATIVE_CLUSTER, "cluster", source)
     cluster = _overrides({k: cl.get(k) for k in ("devices", "memory_bytes", "bandwidth_bytes_per_s", "microbatches")}, overrides)
     return _read_graph(data, _NATIVE_FIELDS, cluster, source)
 

@@ -90,6 +90,9 @@ class JointData:
     bw: dict[int, list[list[dict[int, float]]]]
     work: np.ndarray  # per node: min over t of t * min option time
     ideals: list[int] = field(default_factory=list)
+    #: only the prefixes of one topological order, not every ideal (for the cheap baselines when the graph has too
+    #: many ideals): no search may run on it, its "exhaustive" would cover a part of the plans only
+    prefixes_only: bool = False
     ideal_index: dict[int, int] = field(default_factory=dict)
     ideal_work: np.ndarray = field(default_factory=lambda: np.zeros(0))
     ideal_words: np.ndarray = field(default_factory=lambda: np.zeros((0, 1), dtype=np.uint64))
@@ -105,8 +108,12 @@ class JointData:
     ideal_w: dict[int, np.ndarray] = field(default_factory=dict)
 
 
-def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
-    """Index the problem and enumerate its ideals (raises :class:`TooManyIdeals` past ``max_ideals``)."""
+def joint_data(problem: JointProblem, max_ideals: int = 200_000, *, prefixes_only: bool = False) -> JointData:
+    """Index the problem and enumerate its ideals (raises :class:`TooManyIdeals` past ``max_ideals``).
+
+    ``prefixes_only``: only the prefixes of one topological order (``n + 1`` ideals, whatever the graph): enough
+    for the baselines that cut a topological order, never for :func:`search`.
+    """
     ids = [n.id for n in problem.nodes]
     index = {v: i for i, v in enumerate(ids)}
     n = len(ids)
@@ -161,7 +168,11 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
                 e_in[q, o] = 2.0 * (e.bytes + (fw[t][v][o].get(u, 0.0) if o < len(fw[t][v]) else 0.0))
                 e_out[q, o] = 2.0 * (e.bytes + (bw[t][u][o].get(v, 0.0) if o < len(bw[t][u]) else 0.0))
         data.edge_in_bytes[t], data.edge_out_bytes[t] = e_in, e_out
-    _enumerate_ideals(data, max_ideals)
+    if prefixes_only:
+        data.prefixes_only = True
+        _set_ideals(data, _topological_prefixes(data))
+    else:
+        _enumerate_ideals(data, max_ideals)
     scale = 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s)
     for t in degrees:
         data.ideal_p[t] = data.member @ p[t].min(axis=1)
@@ -171,7 +182,12 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000) -> JointData:
 
 def _enumerate_ideals(data: JointData, max_ideals: int) -> None:
     n = len(data.ids)
-    pred_mask = [sum(1 << u for u, _ in data.preds[v]) for v in range(n)]
+    # OR, not a sum: a predecessor listed twice must not set another node's bit (a sum of 1 << u over a
+    # repeated u is 1 << (u + 1): the node then waited for a node that is not its predecessor, or for itself)
+    pred_mask = [0] * n
+    for v in range(n):
+        for u, _ in data.preds[v]:
+            pred_mask[v] |= 1 << u
     level = {0}
     found = [0]
     seen = {0}
@@ -189,6 +205,34 @@ def _enumerate_ideals(data: JointData, max_ideals: int) -> None:
             raise TooManyIdeals(f"the graph has more than {max_ideals} ideals")
         found.extend(sorted(nxt))
         level = nxt
+    if found[-1] != (1 << n) - 1:  # the DP's last ideal is the whole graph: a proof on a part of it proves nothing
+        raise RuntimeError(f"joint DP: the ideals do not reach the whole graph ({n} nodes): the graph is not a DAG")
+    _set_ideals(data, found)
+
+
+def _topological_prefixes(data: JointData) -> list[int]:
+    """The empty set and every prefix of one topological order (Kahn's, first come first; the order the baselines of
+    :mod:`milp_partition.heuristics.joint_baselines` cut)."""
+    n = len(data.ids)
+    indeg = [len(data.preds[v]) for v in range(n)]
+    ready = [v for v in range(n) if indeg[v] == 0]
+    masks, mask = [0], 0
+    while ready:
+        v = ready.pop(0)
+        mask |= 1 << v
+        masks.append(mask)
+        for u, _ in data.succs[v]:
+            indeg[u] -= 1
+            if indeg[u] == 0:
+                ready.append(u)
+    if mask != (1 << n) - 1:
+        raise RuntimeError(f"joint DP: no topological order covers the graph ({n} nodes): the graph is not a DAG")
+    return masks
+
+
+def _set_ideals(data: JointData, found: list[int]) -> None:
+    """Store ``found`` (by size, ascending; the empty set first, all nodes last) and its index arrays."""
+    n = len(data.ids)
     data.ideals = found  # by size, ascending; found[0] is the empty set, found[-1] all nodes
     data.ideal_index = {m: i for i, m in enumerate(found)}
     words = (n + 63) // 64
@@ -758,6 +802,8 @@ def search(
     plan known to exist (a baseline's), the first pass's target.  With ``greedy=True`` (Piper's configuration choice) the result is a
     baseline, never a proof.
     """
+    if data.prefixes_only:
+        raise ValueError("search needs every ideal of the graph; this data holds the prefixes of one order only")
     start = time.monotonic()
     deadline = start + time_limit_s
     dp = JointDP(data, greedy=greedy, share_tables=share_tables)

@@ -41,6 +41,7 @@ from milp_partition.errors import InputError
 from milp_partition.importers.records import OpRecord
 from milp_partition.importers.timing import backward_flops, load_profile_spec, op_times
 from milp_partition.io.imported_layers import ImportedLayers, read_layers
+from milp_partition.io.piper import check_joint_values
 from milp_partition.joint.megatron import DegreeRefused, LayerSplit, input_activation_bytes, scaled_op, split_layer
 from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
 
@@ -258,7 +259,9 @@ def joint_from_imported(data: Any, source: str, settings: LayerPlanSettings) -> 
         bandwidth = profile.links["d2d"].bandwidth_bytes_per_s
     cluster = JointCluster(settings.devices, float(settings.memory_bytes), float(bandwidth), settings.microbatches)
     name = str(data.get("name", "")) if isinstance(data, Mapping) else ""
-    return JointProblem(tuple(nodes), edges, cluster, name=name, source=source, notes=tuple(notes))
+    problem = JointProblem(tuple(nodes), edges, cluster, name=name, source=source, notes=tuple(notes))
+    check_joint_values(problem, source, hint=" (from the 'layers' object and the profile: check their values)")
+    return problem
 
 
 def _config(config_id: str, cost: LayerCost) -> JointConfig:

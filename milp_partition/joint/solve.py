@@ -151,14 +151,16 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         except TooManyIdeals as exc:
             self.state.too_many_ideals = run.result.solver_notes["too_many_ideals"] = str(exc)
             run.say(f"[joint] {exc}: the exact DP cannot run; the slot formulation will")
-            return
-        self.state.data = data
-        run.result.solver_notes["ideals"] = len(data.ideals)
+            # the cheap baselines cut one topological order: its prefixes are all they need (never the search)
+            data = joint_data(run.problem, prefixes_only=True)
+        else:
+            self.state.data = data
+            run.result.solver_notes["ideals"] = len(data.ideals)
         jobs: list[tuple[str, Callable[[], tuple[JointPlan | None, float]]]] = [
             ("all-data-parallel", lambda: all_data_parallel(data)),
             ("pipedream-2bw", lambda: pipedream_2bw_style(data)),
         ]
-        if self.settings.baselines and self.settings.baseline_time_limit_s > 0:
+        if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only:
             limit = run.budget.capped(min(self.settings.baseline_time_limit_s, run.budget.limit_s / 4)).left()
             jobs.append(("piper-style", lambda: piper_style(data, time_limit_s=limit)))
         for name, fn in jobs:
@@ -192,7 +194,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             seconds,
             True,
             "exhaustive" if not found.timed_out else ("interrupted" if found.interrupted else "time limit reached"),
-            bound=found.bound if math.isfinite(found.bound) and found.bound > 0 else None,
+            bound=found.bound if math.isfinite(found.bound) else None,  # 0 too: an optimum of 0 is proven like any other
             infeasible=found.infeasible,
             stopped_by=stopped,
         )
@@ -227,6 +229,9 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
     assert isinstance(result, JointResult)
     if not result.solver.startswith("joint-milp"):
         result.solver = "joint-dp"
-    if result.status is Status.UNKNOWN and "too_many_ideals" in result.solver_notes and not result.heuristics:
-        result.message = "the graph has more ideals than --max-ideals allows and the formulation did not run; raise --max-ideals"
+    if result.status is Status.UNKNOWN and "too_many_ideals" in result.solver_notes:
+        result.message = (
+            "the graph has more ideals than --max-ideals allows, the baselines found no plan and the formulation found "
+            "none; raise --max-ideals"
+        )
     return result

@@ -16,6 +16,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from typing import TextIO
 
+from milp_partition.backends.lifetime import die_with_parent
 from milp_partition.errors import InputError
 from milp_partition.sweep.jobs import EXACT, GapJob
 from milp_partition.sweep.registry import execute
@@ -109,14 +110,16 @@ def _run_local(jobs: list[GapJob], workers: int, progress: Progress, runner: Run
         for i, job in enumerate(jobs):
             progress.update(running=1)
             row = runner(job)
+            yield row  # the caller saves it before this generator goes on: a row shown as done is a saved row
             progress.update(running=0 if i == len(jobs) - 1 else 1, finished=row)
-            yield row
         return
     # a worker that dies breaks the whole pool: every job it still held (running or queued) fails with it, so those
     # jobs run again afterwards, each in a process of its own; the one that kills its worker again is the error row
     broken: list[GapJob] = []
-    with ProcessPoolExecutor(max_workers=workers) as pool:
-        pending: dict[Future, GapJob] = {pool.submit(runner, job): job for job in jobs}
+    pool = ProcessPoolExecutor(max_workers=workers, initializer=die_with_parent)  # workers die with the sweep
+    pending: dict[Future, GapJob] = {}
+    try:
+        pending = {pool.submit(runner, job): job for job in jobs}
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
@@ -128,8 +131,18 @@ def _run_local(jobs: list[GapJob], workers: int, progress: Progress, runner: Run
                     continue
                 except Exception as exc:  # e.g. a result that cannot be pickled
                     row = _died(job, f"{type(exc).__name__}: {exc}")
-                progress.update(running=min(workers, len(pending)), finished=row)
                 yield row
+                progress.update(running=min(workers, len(pending)), finished=row)
+    except GeneratorExit:  # the caller stopped reading
+        _stop_pool(pool)
+        raise
+    except BaseException:  # Ctrl-C or SIGTERM: keep the rows that ended, stop the runs in flight at once
+        for fut in pending:
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                yield fut.result()
+        _stop_pool(pool)
+        raise
+    pool.shutdown(wait=True)
     for i, job in enumerate(broken):
         progress.update(running=1)
         with ProcessPoolExecutor(max_workers=1) as alone:
@@ -139,8 +152,24 @@ def _run_local(jobs: list[GapJob], workers: int, progress: Progress, runner: Run
                 row = _died(job, "its worker process died")
             except Exception as exc:
                 row = _died(job, f"{type(exc).__name__}: {exc}")
-        progress.update(running=0 if i == len(broken) - 1 else 1, finished=row)
         yield row
+        progress.update(running=0 if i == len(broken) - 1 else 1, finished=row)
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Stop a pool's workers now (SIGTERM, then SIGKILL after 2 s) instead of waiting for their runs to end; their
+    CBC children die with them."""
+    processes = list(getattr(pool, "_processes", {}).values())  # the standard library keeps them here
+    pool.shutdown(wait=False, cancel_futures=True)
+    for proc in processes:
+        if proc.is_alive():
+            proc.terminate()
+    deadline = time.monotonic() + 2.0
+    for proc in processes:
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=1.0)
 
 
 def _run_ray(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress, runner: Runner) -> Iterator[dict[str, str]]:
@@ -176,8 +205,8 @@ def _run_ray(jobs: list[GapJob], settings: ExecutorSettings, progress: Progress,
                 except Exception as exc:  # RayTaskError, WorkerCrashedError, ...
                     first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                     row = _died(job, f"Ray: {type(exc).__name__}: {first[:200]}")
-                progress.update(running=min(cpus, len(pending)), finished=row)
                 yield row
+                progress.update(running=min(cpus, len(pending)), finished=row)
     finally:
         if started:
             ray.shutdown()

@@ -208,7 +208,13 @@ def compact(path: Path) -> list[dict[str, str]]:
 
 
 def exact_row(job: GapJob, result: Result, base: dict[str, str]) -> dict[str, str]:
-    """The CSV row of an exact solve: its status, verified value, proven bound, time and message."""
+    """The CSV row of an exact solve: its status, verified value, proven bound, time and message.
+
+    An interrupted solve (Ctrl-C, SIGTERM) has no row: its truncated answer is not the run's, and a resume runs it
+    again; the interrupt goes on up (the sweep stops).
+    """
+    if result.solver_notes.get("interrupted"):
+        raise KeyboardInterrupt
     return job.row(
         status=result.status,
         value=result.objective,

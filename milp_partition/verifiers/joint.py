@@ -54,6 +54,9 @@ def verify_joint(problem: JointProblem, plan: JointPlan) -> JointReport:
     nodes = {n.id: n for n in problem.nodes}
     stage_of: dict[str, int] = {}
     chosen: dict[str, JointConfig] = {}
+    for what, x in (("memory", cl.memory_bytes), ("bandwidth", cl.bandwidth_bytes_per_s)):
+        if not math.isfinite(x):  # NaN compares false: no limit would ever be exceeded
+            bad.append(f"the cluster's {what} {x!r} is not a finite number")
     if not plan.stages:
         bad.append("the plan has no stages")
     for i, st in enumerate(plan.stages):
@@ -123,6 +126,12 @@ def verify_joint(problem: JointProblem, plan: JointPlan) -> JointReport:
         allreduce = math.fsum(4.0 * (d - 1) * chosen[v].parameter_bytes / (d * N) for v in st.nodes)
         comm = (math.fsum(crossing) / d + allreduce) / B
         reports.append(JointStageReport(compute + comm, d * st.tensor_parallel, mem, y, compute, comm))
+    for i, r in enumerate(reports):  # NaN compares false: an instance's NaN or infinity must not pass as a plan's value
+        if not (math.isfinite(r.time_per_sample_s) and math.isfinite(r.memory_bytes)):
+            bad.append(
+                f"stage {i + 1}: time per sample {r.time_per_sample_s!r}, memory {r.memory_bytes!r}: not finite numbers "
+                "(the instance holds a NaN, an infinity or values whose products overflow)"
+            )
     if bad:
         return JointReport(False, bad, stages=reports, devices=devices)
     return JointReport(True, [], max(r.time_per_sample_s for r in reports), reports, devices)

@@ -124,6 +124,11 @@ def verify_pipeline(problem: PipelineProblem, solution: PipelineSolution) -> Pip
         objective = peak
     else:
         objective = time_per_sample
+    if not (math.isfinite(objective) and math.isfinite(time_per_sample) and math.isfinite(peak)):
+        bad.append(
+            f"time per sample {time_per_sample!r}, peak memory {peak!r}: not finite numbers (the instance holds a NaN, "
+            "an infinity or values whose sums overflow)"
+        )
     return PipelineReport(
         feasible=not bad,
         violations=bad,

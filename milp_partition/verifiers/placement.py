@@ -399,6 +399,8 @@ def verify_placement(problem: PlacementProblem, solution: PlacementSolution) -> 
     load, peak = _check_memory(problem, device, start, end, dur, violations)
     given = float(end.max()) if problem.num_tasks else 0.0
     schedule, makespan = _simulated_makespan(problem, solution, device, start, dur, tstart, given, violations, notes)
+    if not math.isfinite(float(makespan)):
+        violations.append(f"makespan {float(makespan)!r} is not a finite number (the instance holds a NaN or an infinity)")
     if len(violations) > MAX_VIOLATIONS:
         violations = [*violations[:MAX_VIOLATIONS], f"... and {len(violations) - MAX_VIOLATIONS} more violations"]
     return PlacementReport(

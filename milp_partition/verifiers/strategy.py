@@ -73,6 +73,11 @@ def verify_strategy(problem: StrategyProblem, solution: StrategySolution) -> Str
         elif memory > limit:
             bad.append(f"the chosen configurations need {memory:.0f} bytes per device{where_peak}, over the limit of {limit}")
     total = node_cost + edge_cost
+    if not (math.isfinite(total) and math.isfinite(memory)):
+        bad.append(
+            f"cost {total!r}, memory {memory!r}: not finite numbers (the instance holds a NaN, an infinity or values "
+            "whose sums overflow)"
+        )
     return StrategyReport(not bad, bad, total if not bad else math.inf, node_cost, edge_cost, memory)
 
 
