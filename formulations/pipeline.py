@@ -63,6 +63,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from milp_partition.budget import Budget
 from milp_partition.backends.model import Model, Sense, Var, VarKind
 from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs, stage_order_pairs
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
@@ -99,6 +100,13 @@ class PipelineModel:
     sym: dict[tuple[int, int], Var] = field(default_factory=dict)
     objective_var: Var | None = None
     lower_bound: float = 0.0
+    #: the build stops (TimeoutError) once it is spent; checked between the steps and inside the long loops
+    budget: Budget | None = None
+
+    def check_budget(self, step: int = 0) -> None:
+        """Raise TimeoutError when the budget is spent (the clock is read when ``step`` is a multiple of 256)."""
+        if self.budget is not None and step % 256 == 0 and self.budget.expired():
+            raise TimeoutError
 
 
 def _class_members(costs: PipelineCosts) -> list[list[int]]:
@@ -148,8 +156,12 @@ def build(
     *,
     upper_bound: float | None = None,
     settings: PipelineFormulationSettings = PipelineFormulationSettings(),
+    budget: Budget | None = None,
 ) -> PipelineModel:
-    """Build the integer program of ``problem`` (see the module docstring)."""
+    """Build the integer program of ``problem`` (see the module docstring).
+
+    Raises TimeoutError once ``budget`` is spent (a large graph's model may take longer than the limit).
+    """
     costs = pipeline_costs(problem)
     graph = problem.graph
     members = _class_members(costs)
@@ -166,15 +178,19 @@ def build(
         for d in range(num_devices):
             if class_allowed[c, d]:
                 x[c, d] = model.add_var(f"x[{c},{d}]")
-    pm = PipelineModel(problem, costs, model, members, x)
+    pm = PipelineModel(problem, costs, model, members, x, budget=budget)
+    pm.check_budget()
 
     # (a) assign
     for c in range(len(members)):
         model.add_constraint([(x[c, d], 1.0) for d in range(num_devices) if (c, d) in x], Sense.EQ, 1.0, f"assign[{c}]")
     _add_transfers(pm)  # (d) transfer out, (e) transfer in
+    pm.check_budget()
     _add_load_memory_objective(pm, class_allowed, class_time, class_mem, upper_bound, settings)  # (b), (c), (i)
+    pm.check_budget()
     if problem.settings.contiguous:
         _add_contiguity(pm)  # (f)
+        pm.check_budget()
     if problem.settings.memory_model == "1f1b":
         _add_stage_order(pm)  # (g)
     # (h) symmetry among identical accelerators (positions matter under 1F1B, so not there)
@@ -197,7 +213,8 @@ def _add_transfers(pm: PipelineModel) -> None:
     for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()):
         if cls[u] != cls[v]:
             edges_by_source.setdefault(u, []).append(v)
-    for u, targets in edges_by_source.items():
+    for step, (u, targets) in enumerate(edges_by_source.items()):
+        pm.check_budget(step)
         if costs.out_transfer[u] <= 0:
             continue
         cu = int(cls[u])
@@ -291,7 +308,8 @@ def _add_contiguity(pm: PipelineModel) -> None:
             pm.z[v, d] = model.add_var(f"z[{v},{d}]")
             if (int(cls[v]), d) in x:
                 model.add_constraint([(pm.z[v, d], 1.0), (x[int(cls[v]), d], -1.0)], Sense.GE, 0.0, f"reach_self[{v},{d}]")
-        for u, v in fwd_edges:
+        for step, (u, v) in enumerate(fwd_edges):
+            pm.check_budget(step)
             model.add_constraint([(pm.z[v, d], 1.0), (pm.z[u, d], -1.0)], Sense.GE, 0.0, f"reach[{u},{v},{d}]")
             xv = x.get((int(cls[v]), d))
             if xv is None:

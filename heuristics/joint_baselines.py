@@ -12,13 +12,19 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from milp_partition.budget import Budget
 from milp_partition.joint.dp import JointData, JointDP, search
 from milp_partition.joint.problem import JointPlan, JointStage
 
 
-def piper_style(data: JointData, time_limit_s: float = math.inf) -> tuple[JointPlan | None, float]:
-    """Piper's planner as described: DP over ideals, greedy choice of configurations (best ratio first)."""
-    r = search(data, greedy=True, time_limit_s=time_limit_s)
+def piper_style(
+    data: JointData, time_limit_s: float = math.inf, budget: Budget | None = None
+) -> tuple[JointPlan | None, float]:
+    """Piper's planner as described: DP over ideals, greedy choice of configurations (best ratio first).
+
+    It stops when ``budget`` (capped at ``time_limit_s``) is spent, with the best plan it had (or none).
+    """
+    r = search(data, greedy=True, time_limit_s=time_limit_s, budget=budget)
     return r.plan, r.value
 
 
@@ -37,8 +43,14 @@ def _topological(data: JointData) -> list[int]:
     return order
 
 
-def _uniform_plans(data: JointData, stage_counts: list[int]) -> tuple[JointPlan | None, float]:
-    """Best plan over ``l`` in ``stage_counts`` equal-block stages and one (d, t) for all (exact configurations)."""
+def _uniform_plans(
+    data: JointData, stage_counts: list[int], budget: Budget | None = None
+) -> tuple[JointPlan | None, float]:
+    """Best plan over ``l`` in ``stage_counts`` equal-block stages and one (d, t) for all (exact configurations).
+
+    Once ``budget`` is spent (checked per ``l``) it returns the best plan so far, once it has one (the cheap
+    baselines always give the chain a plan to settle on).
+    """
     order = _topological(data)
     names = Counter(data.problem.nodes[v].name for v in order)
     block, reps = names.most_common(1)[0] if names else ("", 0)
@@ -50,6 +62,8 @@ def _uniform_plans(data: JointData, stage_counts: list[int]) -> tuple[JointPlan 
     for stages in stage_counts:
         if stages < 1 or total % stages:
             continue
+        if best[0] is not None and budget is not None and budget.expired():
+            break
         per = total // stages
         cuts, seen = [], 0
         for pos in range(len(order)):
@@ -84,11 +98,11 @@ def _uniform_plans(data: JointData, stage_counts: list[int]) -> tuple[JointPlan 
     return best
 
 
-def pipedream_2bw_style(data: JointData) -> tuple[JointPlan | None, float]:
+def pipedream_2bw_style(data: JointData, budget: Budget | None = None) -> tuple[JointPlan | None, float]:
     """PipeDream-2BW style: equal numbers of repeated blocks per stage, one d and t everywhere; the best such plan."""
-    return _uniform_plans(data, list(range(1, data.problem.cluster.devices + 1)))
+    return _uniform_plans(data, list(range(1, data.problem.cluster.devices + 1)), budget)
 
 
-def all_data_parallel(data: JointData) -> tuple[JointPlan | None, float]:
+def all_data_parallel(data: JointData, budget: Budget | None = None) -> tuple[JointPlan | None, float]:
     """One stage with every node; the best data- and tensor-parallel degrees."""
-    return _uniform_plans(data, [1])
+    return _uniform_plans(data, [1], budget)

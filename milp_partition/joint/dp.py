@@ -62,8 +62,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from milp_partition.budget import Budget
 from milp_partition.joint.knapsack import cost_bounds, min_cost_exact, min_cost_greedy
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
+
+#: :meth:`JointDP._tick` reads the clock once in this many steps of the per-candidate work
+TICK_EVERY = 16
 
 
 class TooManyIdeals(Exception):
@@ -322,7 +326,16 @@ class JointDP:
         self.smax = min(cl.devices, cl.microbatches)
         self.passes = 0
         self.divisors = np.array(data.divisors, dtype=np.int64)
+        #: the running pass's budget (see :meth:`feasible`); :meth:`_tick` reads it every ``TICK_EVERY`` steps
+        self.budget: Budget | None = None
+        self._ticks = 0
         self._edge_groups()
+
+    def _tick(self) -> None:
+        """Raise TimeoutError once the running pass's budget is spent (the clock is read every ``TICK_EVERY`` calls)."""
+        self._ticks += 1
+        if self.budget is not None and self._ticks % TICK_EVERY == 0 and self.budget.expired():
+            raise TimeoutError
 
     # -- stage tables ---------------------------------------------------------------------------
     def _edge_groups(self) -> None:
@@ -384,6 +397,7 @@ class JointDP:
         canon = np.take_along_axis(rows, order[:, :, None], axis=1)
         counts = in_stage.sum(axis=1)
         for r, c in enumerate(missing.tolist()):
+            self._tick()
             content = (t, canon[r, : counts[r]].tobytes()) if self.share_tables else (t, (i, int(cand[c])))
             tab = self.contents.get(content)
             if tab is None:
@@ -546,16 +560,20 @@ class JointDP:
 
     # -- one feasibility pass --------------------------------------------------------------------
     def feasible(
-        self, target: float, strict: bool = False, deadline: float = math.inf
+        self, target: float, strict: bool = False, budget: Budget | None = None
     ) -> tuple[tuple[JointPlan, float] | None, float]:
         """A plan with every stage's time per sample <= target (< when strict) and its value, or None.
 
         Returns ``(plan and value or None, next)``: when there is no plan, ``next`` is a proven lower
         bound on the optimum (> target; >= when strict): the least value recorded where the pass cut
         something because of the target (a state's work bound, a stage's least time).  Raises
-        TimeoutError past ``deadline`` (a ``time.monotonic()`` value).
+        TimeoutError once ``budget`` is spent, checked per ideal and inside the per-candidate work
+        (a pass cut short proves nothing: the caller keeps what earlier passes proved).
         """
         self.passes += 1
+        self.budget = budget
+        if budget is not None and budget.expired():
+            raise TimeoutError
         d = self.data
         k, smax = self.k, self.smax
         full = len(d.ideals) - 1
@@ -574,21 +592,21 @@ class JointDP:
             if arr is None:
                 continue
             c_next = c + 1 if forced is not None else 0
-            if time.monotonic() > deadline:
-                raise TimeoutError
+            self._ticks = TICK_EVERY - 1  # read the clock once per ideal
+            self._tick()
             finite_s = np.nonzero(np.isfinite(arr))[0]
             if len(finite_s) == 0:
                 continue
             used = float(arr.min())
-            budget = k - used
-            if budget < 1:
+            free = k - used
+            if free < 1:
                 continue
-            if bounded and d.ideal_work[i] > target * budget:
-                nxt = min(nxt, d.ideal_work[i] / budget)  # (a) the nodes of I need W(I) / T' devices
+            if bounded and d.ideal_work[i] > target * free:
+                nxt = min(nxt, d.ideal_work[i] / free)  # (a) the nodes of I need W(I) / T' devices
                 continue
-            cand, need_j, cut_at = self._candidates(i, budget, target, strict, bounded, forced, c_next, sizes)
+            cand, need_j, cut_at = self._candidates(i, free, target, strict, bounded, forced, c_next, sizes)
             nxt = min(nxt, cut_at)
-            cut_at = self._extend(i, c_next, arr, finite_s, cand, need_j, budget, target, strict, best, parent)
+            cut_at = self._extend(i, c_next, arr, finite_s, cand, need_j, free, target, strict, best, parent)
             nxt = min(nxt, cut_at)
         end = best.get((0, forced or 0))
         if end is None or not np.isfinite(end).any():
@@ -682,6 +700,7 @@ class JointDP:
         count = np.cumsum(np.isfinite(arr))  # count[s]: finite states at or below s
         tables = {t: self.stage_tables(i, cand, t) for t in d.degrees if t <= budget and len(cand)}
         for r_j, (j, need) in enumerate(zip(cand.tolist(), need_j.tolist())):
+            self._tick()
             for t in d.degrees:
                 if t > budget:
                     break
@@ -792,6 +811,7 @@ def search(
     upper_s: float = math.inf,
     progress: Callable[[str], None] | None = None,
     share_tables: bool = True,
+    budget: Budget | None = None,
 ) -> SearchResult:
     """Search the target time per sample (see the module docstring); stop proven or at the time limit.
 
@@ -800,12 +820,16 @@ def search(
     raises ``lo`` to the least value it cut, above the target); then a strict pass at
     ``hi`` either finds a better plan or proves ``hi`` optimal.  ``upper_s``: the value of a
     plan known to exist (a baseline's), the first pass's target.  With ``greedy=True`` (Piper's configuration choice) the result is a
-    baseline, never a proof.
+    baseline, never a proof.  ``budget``: the caller's (the chain's) budget, capped here at ``time_limit_s``;
+    a pass it cuts short adds nothing to the bound.
     """
     if data.prefixes_only:
         raise ValueError("search needs every ideal of the graph; this data holds the prefixes of one order only")
     start = time.monotonic()
-    deadline = start + time_limit_s
+    if budget is None:
+        budget = Budget.starting_now(time_limit_s)
+    elif math.isfinite(time_limit_s):
+        budget = budget.capped(time_limit_s)
     dp = JointDP(data, greedy=greedy, share_tables=share_tables)
     lo = work_bound(data)
     best: tuple[JointPlan, float] | None = None
@@ -825,7 +849,7 @@ def search(
             # no plan known: climb from the lower bound first (passes near it prune hard), 10% at a time
             for _ in range(8):
                 target = lo * 1.1
-                got, nxt = dp.feasible(target, deadline=deadline)
+                got, nxt = dp.feasible(target, budget=budget)
                 if got is not None:
                     best = got
                     break
@@ -833,7 +857,7 @@ def search(
                 if not math.isfinite(lo):  # nothing was cut by the target: no plan at any target
                     return SearchResult(None, math.inf, math.inf, False, True, dp.passes, time.monotonic() - start)
         if best is None and not math.isfinite(hi):
-            first, _ = dp.feasible(math.inf, deadline=deadline)
+            first, _ = dp.feasible(math.inf, budget=budget)
             if first is None:  # exhaustive: no plan at all
                 return SearchResult(None, math.inf, math.inf, False, not greedy, dp.passes, time.monotonic() - start)
             best = first
@@ -848,7 +872,7 @@ def search(
                 progress(f"[joint-dp] pass {dp.passes}: best {hi!r}, bound {lo!r}")
             if not greedy and hi - lo <= bisect_until_rel * hi:
                 # close: is any plan strictly better than the best?  None proves the best optimal
-                got, _ = dp.feasible(hi, strict=True, deadline=deadline)
+                got, _ = dp.feasible(hi, strict=True, budget=budget)
                 if got is None or got[1] >= hi:
                     lo = hi
                 else:
@@ -856,7 +880,7 @@ def search(
                 continue
             # passes near the lower end prune hardest (cheap); a quarter of the way up, not half
             target = lo + (0.5 if greedy else 0.25) * (hi - lo)
-            got, nxt = dp.feasible(target, deadline=deadline)
+            got, nxt = dp.feasible(target, budget=budget)
             if got is None:
                 # no plan at the target proves the optimum above it; nxt may round down to the target
                 lo = target if greedy else max(lo, nxt, math.nextafter(target, math.inf))

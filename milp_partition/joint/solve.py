@@ -157,12 +157,12 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             self.state.data = data
             run.result.solver_notes["ideals"] = len(data.ideals)
         jobs: list[tuple[str, Callable[[], tuple[JointPlan | None, float]]]] = [
-            ("all-data-parallel", lambda: all_data_parallel(data)),
-            ("pipedream-2bw", lambda: pipedream_2bw_style(data)),
+            ("all-data-parallel", lambda: all_data_parallel(data, run.budget)),
+            ("pipedream-2bw", lambda: pipedream_2bw_style(data, run.budget)),
         ]
         if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only:
-            limit = run.budget.capped(min(self.settings.baseline_time_limit_s, run.budget.limit_s / 4)).left()
-            jobs.append(("piper-style", lambda: piper_style(data, time_limit_s=limit)))
+            cap = min(self.settings.baseline_time_limit_s, run.budget.limit_s / 4)
+            jobs.append(("piper-style", lambda: piper_style(data, budget=run.budget.capped(cap))))
         for name, fn in jobs:
             t0 = time.monotonic()
             plan, _ = fn()
@@ -177,7 +177,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         upper = best.value if best is not None else math.inf
         t0 = time.monotonic()
         # the verifier's value may differ from the DP's arithmetic in the last bits: start a hair above it
-        found = search(data, time_limit_s=run.budget.left(), upper_s=upper * (1 + 1e-9), progress=_say(self.settings))
+        found = search(data, budget=run.budget, upper_s=upper * (1 + 1e-9), progress=_say(self.settings))
         seconds = time.monotonic() - t0
         run.result.solver_seconds = seconds
         run.result.solver_notes.update(

@@ -82,14 +82,21 @@ class PipelineFormulation:
 
     settings: SolveSettings
 
-    def build(self, run: PipelineRun) -> Built[formulation.PipelineModel]:
+    def build(self, run: PipelineRun) -> Built[formulation.PipelineModel] | None:
+        """The model, or None when the budget ran out while it was built (the chain settles on what it verified)."""
         best = run.best
         cutoff = best.value if (best is not None and run.settings.warm_start) else None
-        pm = formulation.build(
-            run.work,
-            upper_bound=cutoff,
-            settings=formulation.PipelineFormulationSettings(self.settings.symmetry_breaking, self.settings.lower_bounds),
-        )
+        try:
+            pm = formulation.build(
+                run.work,
+                upper_bound=cutoff,
+                settings=formulation.PipelineFormulationSettings(self.settings.symmetry_breaking, self.settings.lower_bounds),
+                budget=run.budget,
+            )
+        except TimeoutError:
+            run.stop("time_limit")
+            run.say("[pipeline] the time limit ran out while the model was built: no exact solve")
+            return None
         return Built(pm.model, pm, cutoff)
 
     def hint(self, built: Built[formulation.PipelineModel], run: PipelineRun, candidate: Candidate[PipelineSolution]) -> None:

@@ -1,0 +1,115 @@
+"""Every phase checks the one budget: a spent budget stops the joint DP, its baselines and the pipeline model build.
+
+No wall-clock assertions: budgets here are already spent, or run on a clock that advances one second per reading.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from milp_partition.budget import Budget
+from milp_partition.cluster import homogeneous_cluster
+from milp_partition.formulations import pipeline as pipeline_formulation
+from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
+from milp_partition.joint.dp import JointDP, joint_data, search, work_bound
+from milp_partition.joint.problem import JointCluster, JointConfig, JointNode, JointProblem
+from milp_partition.pipeline.generators import InceptionLikeSettings, inception_like
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings
+from tests.test_joint_bruteforce import repeated_diamonds
+
+
+class Ticking:
+    """A clock that advances one second each time it is read."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def __call__(self) -> float:
+        self.reads += 1
+        return float(self.reads)
+
+
+def spent() -> Budget:
+    return Budget(0.0, 0.0, lambda: 1.0)
+
+
+def edgeless(n: int) -> JointProblem:
+    """``n`` nodes without edges (``2**n`` ideals), two configurations each."""
+    nodes = tuple(
+        JointNode(f"v{v}", f"n{v}", {1: (JointConfig("a", 1.0 + v, 1.0, 1.0, 1.0), JointConfig("b", 2.0 + v, 1.0, 0.0, 1.0))})
+        for v in range(n)
+    )
+    return JointProblem(nodes, (), JointCluster(devices=4, memory_bytes=40.0, bandwidth_bytes_per_s=1.0, microbatches=4))
+
+
+def test_a_spent_budget_stops_the_search_at_once_with_the_work_bound_only() -> None:
+    data = joint_data(repeated_diamonds(0))
+    found = search(data, budget=spent())
+    assert found.timed_out and found.plan is None and not found.optimal and not found.infeasible
+    assert found.bound == work_bound(data)
+    full = search(data)
+    assert full.optimal and found.bound <= full.value
+
+
+def test_a_spent_budget_stops_the_baselines_once_they_have_a_plan() -> None:
+    """Piper-style stops at once; the cheap two stop once they have one plan (the chain always gets one)."""
+    data = joint_data(repeated_diamonds(1))
+    assert piper_style(data, budget=spent()) == (None, math.inf)
+    assert all_data_parallel(data, budget=spent())[1] == all_data_parallel(data)[1]
+    cut, full = pipedream_2bw_style(data, budget=spent()), pipedream_2bw_style(data)
+    assert cut[0] is not None and cut[1] >= full[1]
+
+
+def test_a_pass_stops_inside_the_candidate_work_of_one_ideal() -> None:
+    """The clock is read at the start, at the first ideal, then every few candidates: the third reading stops the pass
+    long before the full ideal's 255 candidates are done."""
+    data = joint_data(edgeless(8))
+    clock = Ticking()
+    dp = JointDP(data)
+    with pytest.raises(TimeoutError):
+        dp.feasible(math.inf, budget=Budget(2.5, 0.0, clock))
+    assert clock.reads == 3
+    assert 0 < len(dp.pair_tables) < 255
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("limit", [1.5, 3.5, 8.5, 40.5])
+def test_a_search_cut_short_keeps_a_sound_bound(seed: int, limit: float) -> None:
+    """Cut at any clock reading, the bound never passes the optimum and the plan is never better than it."""
+    data = joint_data(repeated_diamonds(seed))
+    full = search(data)
+    cut = search(data, budget=Budget(limit, 0.0, Ticking()))
+    if full.infeasible:
+        assert cut.plan is None
+        return
+    assert cut.bound <= full.value * (1 + 1e-9)
+    if cut.plan is not None:
+        assert cut.value >= full.value * (1 - 1e-9)
+    if cut.timed_out:
+        assert not cut.optimal
+
+
+def test_a_spent_budget_stops_the_pipeline_model_build() -> None:
+    graph = inception_like(0, InceptionLikeSettings(blocks=30))
+    problem = PipelineProblem(graph, homogeneous_cluster(3, None), PipelineSettings())
+    with pytest.raises(TimeoutError):
+        pipeline_formulation.build(problem, budget=spent())
+    assert pipeline_formulation.build(problem, budget=Budget(math.inf, 0.0)).model is not None
+
+
+def test_the_chain_settles_on_the_heuristics_when_the_build_runs_out(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget spent before the model is built: no exact solve, a verified plan, ``stopped_by="time_limit"``."""
+    from milp_partition import chain
+    from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
+
+    graph = inception_like(2, InceptionLikeSettings(blocks=8))
+    problem = PipelineProblem(graph, homogeneous_cluster(3, None), PipelineSettings())
+    full = solve_pipeline(problem, SolveSettings(time_limit_s=60.0))
+    monkeypatch.setattr(chain.Budget, "starting_now", classmethod(lambda cls, limit_s, clock=None: spent()))
+    result = solve_pipeline(problem, SolveSettings(time_limit_s=60.0))
+    assert result.stopped_by == "time_limit"
+    assert result.status != "optimal"
+    if result.bound is not None and full.objective is not None:
+        assert result.bound <= full.objective * (1 + 1e-9)
