@@ -283,7 +283,7 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, pipeline
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     torch.set_num_threads(threads)
     cuda = torch.cuda.is_available()
@@ -321,71 +321,16 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         batches = [batch(spec, model, k, seed) for k in range(steps)]  # every step's data, before the split
         args0, kwargs0, _ = batches[0]
         stage_spec = spec.stages[pp]
-        if S > 1:
-            points, cut_notes = _split_points(spec)
-            notes += cut_notes
-            pipe = pipeline(model, tuple(a[:1] for a in args0), {k: v[:1] for k, v in kwargs0.items()} or None, split_spec=points)
-            module = pipe.get_stage_module(pp)
-            del pipe, model  # only this stage's module stays
-        else:
-            module = model
-        if stage_spec.recomputed:
-            from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
-
-            wanted = {id(m) for p, m in module.named_modules() if p in set(stage_spec.recomputed)}
-            apply_activation_checkpointing(module, check_fn=lambda m: id(m) in wanted)
-        if T > 1:
-            notes += apply_tensor_parallel(module, tp_roles(spec, stage_spec.nodes, T), mesh["tp"], T)
-        module = module.to(device)
-        params = list(module.parameters())
-        if D > 1:
-            if T > 1:
-                raise RuntimeError("data and tensor parallelism together need FSDP2 over DTensor: not in this version")
-            from torch.nn.parallel import DistributedDataParallel
-
-            module = DistributedDataParallel(module, process_group=mesh["dp"].get_group())
+        module, params = _stage_module(spec, model, pp, args0, kwargs0, mesh, device, notes)
+        del model  # only this stage's module stays
         n_micro = spec.microbatches // D
         stage = PipelineStage(module, pp, S, device, group=mesh["pp"].get_group())
         schedule = Schedule1F1B(stage, n_micro, loss_fn=loss_fn, scale_grads=True)
         opt = optimizer(spec, params)
-        losses: list[float] = []
-        times: list[float] = []
         local_ptrs = {(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params}
         saved = SavedActivations(local_ptrs)
-        held = (0, 0, 0)
         with PeakRss() as rss:
-            for k in range(steps):
-                timer.sample()
-                args, kwargs, target = batches[k]
-                lo, hi = dp * n_micro, (dp + 1) * n_micro
-                args = [a[lo:hi].to(device) for a in args]
-                kwargs = {n: v[lo:hi].to(device) for n, v in kwargs.items()}
-                mb_losses: list[Any] = []
-                dist.barrier()
-                t0 = time.perf_counter()
-                with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
-                    if S == 1:
-                        schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
-                    elif pp == 0:
-                        schedule.step(*args, **kwargs)
-                    elif pp == S - 1:
-                        schedule.step(target=target[lo:hi].to(device), losses=mb_losses)
-                    else:
-                        schedule.step()
-                opt.step()
-                if k == steps - 1:
-                    held = tensor_bytes_of(params, opt)
-                opt.zero_grad(set_to_none=True)
-                if cuda:
-                    torch.cuda.synchronize(device)
-                dist.barrier()
-                times.append(time.perf_counter() - t0)
-                if mb_losses:
-                    mean = torch.stack([x.detach().to(torch.float64) for x in mb_losses]).mean()
-                    if D > 1:
-                        dist.all_reduce(mean, group=mesh["dp"].get_group())
-                        mean /= D
-                    losses.append(float(mean))
+            losses, times, held = _train_steps(schedule, opt, params, batches, timer, saved, mesh, device, n_micro)
         peak = torch.cuda.max_memory_allocated(device) if cuda else rss.peak - base_rss
         result = {
             "rank": rank,
@@ -417,6 +362,101 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
             json.dump(result, fh)
     finally:
         dist.destroy_process_group()
+
+
+
+def _stage_module(
+    spec: RunSpec, model: Any, pp: int, args0: list[Any], kwargs0: dict[str, Any], mesh: Any, device: Any, notes: list[str]
+) -> tuple[Any, list[Any]]:
+    """This rank's stage of ``model`` (split by ``pipeline()``), checkpointed, tensor-parallel, on ``device``, under DDP.
+
+    Returns the module to schedule and its parameters (before DDP wraps it).
+    """
+    from torch.distributed.pipelining import pipeline
+
+    S, D, T = spec.shape
+    stage_spec = spec.stages[pp]
+    if S > 1:
+        points, cut_notes = _split_points(spec)
+        notes += cut_notes
+        pipe = pipeline(model, tuple(a[:1] for a in args0), {k: v[:1] for k, v in kwargs0.items()} or None, split_spec=points)
+        module = pipe.get_stage_module(pp)
+        del pipe
+    else:
+        module = model
+    if stage_spec.recomputed:
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
+
+        wanted = {id(m) for p, m in module.named_modules() if p in set(stage_spec.recomputed)}
+        apply_activation_checkpointing(module, check_fn=lambda m: id(m) in wanted)
+    if T > 1:
+        notes += apply_tensor_parallel(module, tp_roles(spec, stage_spec.nodes, T), mesh["tp"], T)
+    module = module.to(device)
+    params = list(module.parameters())
+    if D > 1:
+        if T > 1:
+            raise RuntimeError("data and tensor parallelism together need FSDP2 over DTensor: not in this version")
+        from torch.nn.parallel import DistributedDataParallel
+
+        module = DistributedDataParallel(module, process_group=mesh["dp"].get_group())
+    return module, params
+
+
+def _train_steps(
+    schedule: Any,
+    opt: Any,
+    params: list[Any],
+    batches: list[Any],
+    timer: Any,
+    saved: Any,
+    mesh: Any,
+    device: Any,
+    n_micro: int,
+) -> tuple[list[float], list[float], tuple[int, int, int]]:
+    """The plan's steps on this rank: per-step mean loss (last stage), wall seconds, and tensor bytes held at the end."""
+    import torch
+    import torch.distributed as dist
+
+    cuda = device.type == "cuda"
+    S, D = mesh["pp"].size(), mesh["dp"].size()
+    pp, dp = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
+    steps = len(batches)
+    losses: list[float] = []
+    times: list[float] = []
+    held = (0, 0, 0)
+    for k in range(steps):
+        timer.sample()
+        args, kwargs, target = batches[k]
+        lo, hi = dp * n_micro, (dp + 1) * n_micro
+        args = [a[lo:hi].to(device) for a in args]
+        kwargs = {n: v[lo:hi].to(device) for n, v in kwargs.items()}
+        mb_losses: list[Any] = []
+        dist.barrier()
+        t0 = time.perf_counter()
+        with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+            if S == 1:
+                schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
+            elif pp == 0:
+                schedule.step(*args, **kwargs)
+            elif pp == S - 1:
+                schedule.step(target=target[lo:hi].to(device), losses=mb_losses)
+            else:
+                schedule.step()
+        opt.step()
+        if k == steps - 1:
+            held = tensor_bytes_of(params, opt)
+        opt.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize(device)
+        dist.barrier()
+        times.append(time.perf_counter() - t0)
+        if mb_losses:
+            mean = torch.stack([x.detach().to(torch.float64) for x in mb_losses]).mean()
+            if D > 1:
+                dist.all_reduce(mean, group=mesh["dp"].get_group())
+                mean /= D
+            losses.append(float(mean))
+    return losses, times, held
 
 
 def summarise(
