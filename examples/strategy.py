@@ -1,7 +1,7 @@
 """Layer-wise parallelization strategy: a 4-layer GPT stack from layer shapes, on 8 devices, under 2 GiB per device.
 
 Run from the repository root: ``python examples/strategy.py`` (a few seconds).  The CLI does the same with
-``milp-partition solve examples/gpt4_layers.json --devices 8 --memory-limit 2GiB``; see docs/strategy.md.
+``milp-partition solve examples/gpt4_layers.json --devices 8 --memory 2GiB``; see docs/strategy.md.
 """
 
 from dataclasses import replace

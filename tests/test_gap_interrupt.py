@@ -48,7 +48,9 @@ FAKE = textwrap.dedent(
         if job.method != "exact":
             return job.row(status="feasible", value=1.0, seconds="0")
         if os.environ.get("FAKE_HANG"):
-            Path(os.environ["FAKE_HANG"]).write_text(str(os.getpid()))  # the test waits for this file
+            hang = Path(os.environ["FAKE_HANG"])  # the test waits for this file, written whole (a rename)
+            hang.with_suffix(".tmp").write_text(str(os.getpid()))
+            os.replace(hang.with_suffix(".tmp"), hang)
             while True:
                 time.sleep(3600)
         result = Result(problem="fake", solver="x", objective_name="v", time_unit="s")

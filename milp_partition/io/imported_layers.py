@@ -89,6 +89,21 @@ def _count(value: Any, key: str, where: str, source: str) -> int:
     return value
 
 
+def _check_modules(modules: Mapping[str, Any], source: str) -> None:
+    """Each module's shape facts: known fields only, positive integer sizes and head counts."""
+    for path, m in modules.items():
+        keys = {"Linear": ("in_features", "out_features"), "Embedding": ("num_embeddings", "embedding_dim")}.get(
+            str(m.get("type")), ("heads",) if "heads" in m else ()
+        )
+        optional = ("kv_heads",) if keys == ("heads",) else ()
+        check_known_keys(m, ("type", *keys, *optional), f"layers.modules[{path!r}]", source)
+        for key in optional:
+            if key in m:
+                _count(m[key], key, f"layers.modules[{path!r}]", source)
+        for key in keys:
+            _count(m.get(key), key, f"layers.modules[{path!r}]", source)
+
+
 def read_layers(data: Any, source: str = "") -> ImportedLayers:
     """The layers, edges and operators of an imported graph (parsed JSON) for :func:`joint_from_imported`.
 
@@ -114,17 +129,7 @@ def read_layers(data: Any, source: str = "") -> ImportedLayers:
     modules = section.get("modules", {})
     if not isinstance(modules, Mapping) or not all(isinstance(m, Mapping) for m in modules.values()):
         raise InputError("'modules' must map module paths to objects", source=source, where="layers.modules")
-    for path, m in modules.items():
-        keys = {"Linear": ("in_features", "out_features"), "Embedding": ("num_embeddings", "embedding_dim")}.get(
-            str(m.get("type")), ("heads",) if "heads" in m else ()
-        )
-        optional = ("kv_heads",) if keys == ("heads",) else ()
-        check_known_keys(m, ("type", *keys, *optional), f"layers.modules[{path!r}]", source)
-        for key in optional:
-            if key in m:
-                _count(m[key], key, f"layers.modules[{path!r}]", source)
-        for key in keys:
-            _count(m.get(key), key, f"layers.modules[{path!r}]", source)
+    _check_modules(modules, source)
     graph = instance.graph
     if not any(n.is_backward for n in graph.nodes):
         raise InputError(
