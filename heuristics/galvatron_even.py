@@ -13,6 +13,7 @@ a verified incumbent for the exact search's pruning.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import numpy as np
 
@@ -43,15 +44,19 @@ def _admitted(s: Strategy | VocabStrategy, task: int | None) -> bool:
     return (s.tp_sp == 1 or s.sp) if task is None else s.tp_sp <= task
 
 
+def _even_settings(problem: GalvatronProblem, layers: int) -> Iterator[tuple[int, int, Costs, tuple[int, ...], list[int]]]:
+    """Every (pp, chunks) with its cost model, the even split of ``layers`` and each stage's first layer."""
+    for pp, m in _outer(problem):
+        div = even_division(layers, pp)
+        yield pp, m, Costs(problem, pp, m), div, [sum(div[:i]) for i in range(pp)]
+
+
 def best_uniform(problem: GalvatronProblem) -> tuple[GalvatronPlan | None, float]:
     """The best plan with one strategy for all layers on the even split (sound time), or (None, inf)."""
     types = problem.type_of()
     usable = problem.usable_mb()
     best, best_plan = math.inf, None
-    for pp, m in _outer(problem):
-        cm = Costs(problem, pp, m)
-        div = even_division(len(types), pp)
-        starts = [sum(div[:i]) for i in range(pp)]
+    for pp, m, cm, div, starts in _even_settings(problem, len(types)):
         for s in cm.strategies():
             per = [cm.layer(t, s) for t in range(len(problem.layer_types))]
             c = [sum(per[types[l]].c for l in range(a, a + n)) for a, n in zip(starts, div)]
@@ -134,10 +139,7 @@ def galvatron_even_split(problem: GalvatronProblem) -> tuple[GalvatronPlan | Non
     types = problem.type_of()
     usable = problem.usable_mb()
     best, best_plan = math.inf, None
-    for pp, m in _outer(problem):
-        cm = Costs(problem, pp, m)
-        div = even_division(len(types), pp)
-        starts = [sum(div[:i]) for i in range(pp)]
+    for pp, m, cm, div, starts in _even_settings(problem, len(types)):
         for task in _tasks(cm):
             strats = [s for s in cm.strategies() if _admitted(s, task)]
             gm = cm.global_buffer_mb(task)
