@@ -81,6 +81,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.ties": 5,
     "milp_partition.joint.dp": 5,
     "milp_partition.joint.knapsack": 5,
+    "milp_partition.joint.segment_bound": 5,  # a proven bound without ideals (chain segments in pooled stage classes)
     # 6: each problem's solve steps
     "milp_partition.pipeline.solve": 6,
     "milp_partition.strategy.solve": 6,
@@ -202,6 +203,7 @@ def _shown(path: Path) -> str:
         ("milp_partition.formulations.joint", 5),
         ("milp_partition.heuristics.joint_baselines", 5),
         ("milp_partition.joint.dp", 5),
+        ("milp_partition.joint.segment_bound", 5),
         ("milp_partition.joint.knapsack", 5),
         ("milp_partition.joint.solve", 6),
         ("milp_partition.joint.gap", 7),

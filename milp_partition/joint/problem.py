@@ -203,6 +203,10 @@ class JointSolveSettings:
         The back-end of the formulation: ``"cpsat"``, ``"cbc"`` or ``"none"`` (no formulation).
     progress_interval_s
         Seconds between progress lines on stderr (``None``: quiet).
+    bound_time_limit_s
+        Seconds (at most a quarter of the time limit) the segment bound
+        (:mod:`milp_partition.joint.segment_bound`) may take where the graph has more ideals than
+        ``max_ideals`` (0: none); the slot formulation has the rest.
     """
 
     time_limit_s: float = 60.0
@@ -213,6 +217,7 @@ class JointSolveSettings:
     progress_interval_s: float | None = None
     method: str = "dp"
     solver: str = "cpsat"
+    bound_time_limit_s: float = 15.0
 
     def __post_init__(self) -> None:
         if self.method not in ("dp", "milp"):

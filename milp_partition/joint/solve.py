@@ -34,6 +34,7 @@ from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
+from milp_partition.joint.segment_bound import segment_bound
 from milp_partition.result import Result, Status, StopReason
 from milp_partition.verifiers.joint import JointReport, verify_joint
 
@@ -169,7 +170,12 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             yield Outcome(name, plan, time.monotonic() - t0, False, "" if plan is not None else "no plan")
 
     def refine(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
-        """The exact search: an exhaustive feasibility DP bisected on the target time per sample, within what is left."""
+        """The exact search: an exhaustive feasibility DP bisected on the target time per sample, within what is left.
+
+        Where the graph has too many ideals for the DP, the segment bound instead (a proven bound, no plan).
+        """
+        if self.state.too_many_ideals is not None:
+            yield from self._segment_bound(run)
         data = self.state.data
         if data is None or self.settings.method == "milp":
             return
@@ -198,6 +204,18 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             infeasible=found.infeasible,
             stopped_by=stopped,
         )
+
+    def _segment_bound(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
+        """:func:`~milp_partition.joint.segment_bound.segment_bound` from the work bound up to the best plan's value."""
+        cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
+        if cap <= 0:
+            return
+        t0 = time.monotonic()
+        lower = formulation.work_lower_bound_s(run.problem)
+        upper = run.best.value if run.best is not None else math.inf
+        bound = segment_bound(run.problem, lower, upper, run.budget.capped(cap))
+        run.result.solver_notes["segment_bound"] = bound
+        yield Outcome("segment-bound", None, time.monotonic() - t0, False, "a proven bound, no plan", bound=bound)
 
     def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
         rep = best.report or verify_joint(problem, best.solution)

@@ -1,0 +1,205 @@
+r"""A proven lower bound for the joint problem that needs no ideals: chain segments in pooled stage classes.
+
+For graphs with too many ideals for the exact DP (wide graphs: parallel chains between a source and a
+sink).  Every stage of a plan has a class :math:`\kappa = (d, t, y)`: its data- and tensor-parallel
+degrees and its micro-batches in flight :math:`y = \lceil s / d \rceil`.  The graph's nodes are split
+into chains :math:`h = (v_1, \ldots, v_L)`, maximal paths whose inner edges :math:`v_j \to v_{j+1}` are
+the only out-edge of :math:`v_j` and the only in-edge of :math:`v_{j+1}` (every other node is a chain of
+one).  In a plan, the nodes of a chain in one stage form a run :math:`v_{i+1}..v_j` (stages are ordered
+along every path); a segment variable :math:`f_{h i j \kappa}` says that run is in a stage of class
+:math:`\kappa`.  Where two runs meet, the inner edge crosses a stage boundary and both stages pay
+:math:`2 c_e` bytes (:math:`\gamma_{hij}`: the bytes of the segment's inner edges at its two ends that
+leave the chain's run, over :math:`B`).  For a target :math:`T`, with
+:math:`\tau_{c d} = p_c + 4 (d - 1) w_c / (N B)`:
+
+.. math::
+
+    \exists\, n_\kappa \ge 0,\ f_{h i j \kappa} \ge 0,\ x_{v \kappa c} \ge 0
+    \quad \text{s.t.}
+
+    \text{(a) cover:}\quad & \textstyle\sum_{i, \kappa} f_{h i j \kappa}
+        - \sum_{j', \kappa} f_{h j j' \kappa} = [j = L_h] - [j = 0] & \forall h, j = 0..L_h \\
+    \text{(b) configuration:}\quad & \textstyle\sum_{c \in C_{v t_\kappa}} x_{v \kappa c}
+        = \sum_{i < \mathrm{pos}(v) \le j} f_{h i j \kappa} & \forall v \in h, \kappa \\
+    \text{(c) devices:}\quad & \textstyle\sum_\kappa n_\kappa d_\kappa t_\kappa \le k,\;
+        \sum_\kappa n_\kappa d_\kappa \le N \\
+    \text{(d) positions:}\quad & \textstyle\sum_{\kappa:\, d_\kappa (y_\kappa - 1) < R} n_\kappa \le R
+        & \forall R = 1..\min(k, N) \\
+    \text{(e) time:}\quad & \textstyle\sum_{v, c} \tau_{c d_\kappa} x_{v \kappa c}
+        + \sum_{h, i, j} \gamma_{h i j} f_{h i j \kappa} \le n_\kappa d_\kappa T & \forall \kappa \\
+    \text{(f) memory:}\quad & \textstyle\sum_{v, c} (a_c y_\kappa + b_c) x_{v \kappa c} \le n_\kappa M
+        & \forall \kappa
+
+(and :math:`\sum_\kappa n_\kappa` = the stages when a shape forces them).  Every plan of value
+:math:`\le T` satisfies it, so "infeasible at T" proves the optimum is above :math:`T`: set
+:math:`n_\kappa` to the number of its stages of class :math:`\kappa`, :math:`f = 1` on each run's
+segment and class, :math:`x = 1` on each node's configuration in its stage's class.  (a): the runs of
+a chain tile it; (e): the sum over the class's stages of :math:`d \cdot TPS_i \le d T`, with fewer
+bytes (no sync bytes, no edge that is not inside a chain); (f): the sum of their memory; (c): the
+plan's sums.  (d): a stage with :math:`r` later stages has :math:`s - d \ge r`, so
+:math:`d (y - 1) = d (\lceil s/d \rceil - 1) \ge s - d \ge r`; the stages with :math:`d (y - 1) < R`
+have distinct :math:`r < R`, at most :math:`R` of them.  :math:`y` ranges over
+:math:`1..\lceil \min(k, N) / d \rceil`.  The relaxation forgets which stage of a class a run is in
+(a class's stages pool their time and memory), the order of the stages, and lets runs be fractional.
+
+A linear program (the stage counts :math:`n_\kappa` are real too: a further relaxation that costs
+little here and is solved in seconds), solved by GLOP with every row scaled to :math:`O(1)` (time over :math:`T`, bytes over :math:`M`); :func:`segment_bound` bisects
+:math:`T` and takes a target as proven only when the solver answers infeasible, then lowers it by
+``SAFETY_REL`` against the solver's feasibility tolerance (about 1e-6 absolute on those rows).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from milp_partition.budget import Budget
+from milp_partition.joint.problem import JointProblem
+
+#: A target proven infeasible proves the optimum above ``target * (1 - SAFETY_REL)`` (the solver's tolerance).
+SAFETY_REL = 1e-5
+
+
+@dataclass(frozen=True)
+class StageClass:
+    """A stage's data-parallel degree ``d``, tensor-parallel degree ``t`` and micro-batches in flight ``y``."""
+
+    d: int
+    t: int
+    y: int
+
+
+def stage_classes(problem: JointProblem) -> list[StageClass]:
+    """Every class a stage can have: ``d | N``, ``d t <= k``, ``1 <= y <= ceil(min(k, N) / d)`` (a forced shape's degrees)."""
+    cl = problem.cluster
+    smax = min(cl.devices, cl.microbatches)
+    shape = problem.shape
+    degrees = [t for t in problem.degrees if shape is None or shape.tensor_parallel in (None, t)]
+    divisors = [d for d in range(1, smax + 1) if cl.microbatches % d == 0]
+    divisors = [d for d in divisors if shape is None or shape.data_parallel in (None, d)]
+    return [StageClass(d, t, y) for d in divisors for t in degrees if d * t <= cl.devices for y in range(1, -(-smax // d) + 1)]
+
+
+def chains(problem: JointProblem) -> list[tuple[list[int], list[float]]]:
+    """The graph's nodes as chains: ``(nodes in path order, bytes of each inner edge)``; every node in exactly one.
+
+    An inner edge ``u -> v`` is ``u``'s only out-edge and ``v``'s only in-edge (one edge, not a repeated pair).
+    """
+    index = {nd.id: v for v, nd in enumerate(problem.nodes)}
+    outs: list[list[tuple[int, float]]] = [[] for _ in problem.nodes]
+    ins: list[list[int]] = [[] for _ in problem.nodes]
+    for e in problem.edges:
+        outs[index[e.source]].append((index[e.target], e.bytes))
+        ins[index[e.target]].append(index[e.source])
+    nxt = {u: out[0] for u, out in enumerate(outs) if len(out) == 1 and len(ins[out[0][0]]) == 1 and out[0][0] != u}
+    has_prev = {v for v, _ in nxt.values()}
+    found = []
+    for head in range(len(problem.nodes)):
+        if head in has_prev:
+            continue
+        nodes, inner = [head], []
+        while nodes[-1] in nxt:
+            v, c = nxt[nodes[-1]]
+            nodes.append(v)
+            inner.append(c)
+        found.append((nodes, inner))
+    return found
+
+
+def _build(problem: JointProblem, target_s: float, classes: list[StageClass]) -> Any:
+    """The relaxation at ``target_s`` (module docstring) as a pywraplp solver, rows scaled to O(1)."""
+    from ortools.linear_solver import pywraplp
+
+    cl = problem.cluster
+    s = pywraplp.Solver.CreateSolver("GLOP")
+    n = [s.NumVar(0.0, cl.devices // (c.d * c.t), f"n{q}") for q, c in enumerate(classes)]
+    time_rows: list[list[Any]] = [[] for _ in classes]  # terms of (e), in units of T
+    mem_rows: list[list[Any]] = [[] for _ in classes]  # terms of (f), in units of M
+    reduce = 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s)
+    for nodes, inner in chains(problem):
+        covering = _cover(s, nodes, inner, classes, time_rows, cl.bandwidth_bytes_per_s * target_s)
+        for pos, v in enumerate(nodes):
+            for q, c in enumerate(classes):
+                cfgs = problem.nodes[v].configs[c.t]
+                xs = [s.NumVar(0.0, 1.0, "") for _ in cfgs]
+                s.Add(sum(xs) == sum(covering[pos][q]))  # (b) configuration
+                for x, cfg in zip(xs, cfgs):
+                    time_rows[q].append((cfg.time_per_sample_s + reduce * (c.d - 1) * cfg.parameter_bytes) / target_s * x)
+                    mem_rows[q].append((cfg.activation_bytes * c.y + cfg.fixed_bytes) / cl.memory_bytes * x)
+    s.Add(sum(n[q] * c.d * c.t for q, c in enumerate(classes)) <= cl.devices)  # (c) devices
+    s.Add(sum(n[q] * c.d for q, c in enumerate(classes)) <= cl.microbatches)  # (c) devices
+    for r in range(1, min(cl.devices, cl.microbatches) + 1):  # (d) positions
+        s.Add(sum(n[q] for q, c in enumerate(classes) if c.d * (c.y - 1) < r) <= r)
+    if problem.shape is not None and problem.shape.stages is not None:
+        s.Add(sum(n) == problem.shape.stages)
+    for q, c in enumerate(classes):
+        s.Add(sum(time_rows[q]) <= c.d * n[q])  # (e) time
+        s.Add(sum(mem_rows[q]) <= n[q])  # (f) memory
+    return s
+
+
+def _cover(
+    s: Any, nodes: list[int], inner: list[float], classes: list[StageClass], time_rows: list[list[Any]], scale_bytes: float
+) -> list[list[list[Any]]]:
+    """One chain's segment variables with (a) cover and their boundary bytes in (e); ``[pos][class]``: those covering a node."""
+    length = len(nodes)
+    covering: list[list[list[Any]]] = [[[] for _ in classes] for _ in nodes]
+    ends: list[list[Any]] = [[] for _ in range(length + 1)]
+    starts: list[list[Any]] = [[] for _ in range(length + 1)]
+    for i in range(length):
+        for j in range(i + 1, length + 1):
+            # the inner edges at the run's ends cross a boundary: 2 c each, in units of T (the bytes over B T)
+            edge_bytes = (inner[i - 1] if i > 0 else 0.0) + (inner[j - 1] if j < length else 0.0)
+            for q in range(len(classes)):
+                f = s.NumVar(0.0, 1.0, "")
+                starts[i].append(f)
+                ends[j].append(f)
+                for pos in range(i, j):
+                    covering[pos][q].append(f)
+                if edge_bytes > 0:
+                    time_rows[q].append(2.0 * edge_bytes / scale_bytes * f)
+    for j in range(length + 1):
+        s.Add(sum(ends[j]) - sum(starts[j]) == (1 if j == length else 0) - (1 if j == 0 else 0))  # (a) cover
+    return covering
+
+
+def relaxation_feasible(problem: JointProblem, target_s: float, time_limit_s: float) -> bool | None:
+    """Is the relaxation feasible at ``target_s``?  ``False``: the solver proved it infeasible (every plan's value is
+    above ``target_s``, up to ``SAFETY_REL``); ``None``: undecided within ``time_limit_s``."""
+    from ortools.linear_solver import pywraplp
+
+    classes = stage_classes(problem)
+    if not classes:
+        return False
+    s = _build(problem, target_s, classes)
+    s.SetTimeLimit(max(1, int(time_limit_s * 1000)))
+    status = s.Solve()
+    if status == pywraplp.Solver.INFEASIBLE:
+        return False
+    if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+        return True
+    return None
+
+
+def segment_bound(
+    problem: JointProblem, lower_s: float, upper_s: float, budget: Budget, rel_tol: float = 1e-3
+) -> float:
+    """Raise the proven bound ``lower_s`` (> 0) by bisection on the relaxation's target between it and ``upper_s``.
+
+    ``upper_s`` may be infinite (no plan known): the target then doubles from ``lower_s`` until the relaxation is
+    feasible.  Each pass may take what is left of ``budget``; a pass left undecided ends the search.  Returns the
+    largest of ``lower_s`` and every target proven infeasible (lowered by ``SAFETY_REL``).
+    """
+    lo, hi, proven = lower_s, upper_s, lower_s
+    while (not math.isfinite(hi) or hi - lo > rel_tol * hi) and lo > 0 and not budget.expired():
+        mid = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * lo
+        got = relaxation_feasible(problem, mid, budget.left())
+        if got is None:
+            break
+        if got:
+            hi = mid
+        else:
+            lo = mid
+            proven = max(proven, mid * (1 - SAFETY_REL))
+    return proven
