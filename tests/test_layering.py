@@ -68,6 +68,7 @@ LAYERS: dict[str, int] = {
     # and the chain the solve steps plug into
     "milp_partition.formulations": 5,
     "milp_partition.heuristics": 5,
+    "milp_partition.heuristics.joint_orders": 5,  # the exact DP along topological orders (graphs past the ideal cap)
     "milp_partition.chain": 5,
     "milp_partition.galvatron.costs": 5,
     "milp_partition.galvatron.dp": 5,
@@ -202,6 +203,7 @@ def _shown(path: Path) -> str:
         ("milp_partition.verifiers.joint", 4),
         ("milp_partition.formulations.joint", 5),
         ("milp_partition.heuristics.joint_baselines", 5),
+        ("milp_partition.heuristics.joint_orders", 5),
         ("milp_partition.joint.dp", 5),
         ("milp_partition.joint.segment_bound", 5),
         ("milp_partition.joint.knapsack", 5),

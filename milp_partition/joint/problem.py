@@ -207,6 +207,10 @@ class JointSolveSettings:
         Seconds (at most a quarter of the time limit) the segment bound
         (:mod:`milp_partition.joint.segment_bound`) may take where the graph has more ideals than
         ``max_ideals`` (0: none); the slot formulation has the rest.
+    order_time_limit_s
+        Seconds (at most a sixth of the time limit) the exact DP along a few topological orders
+        (:mod:`milp_partition.heuristics.joint_orders`, a heuristic) may take where the graph has more
+        ideals than ``max_ideals`` (0: none); its best plan warm-starts the slot formulation.
     """
 
     time_limit_s: float = 60.0
@@ -218,6 +222,7 @@ class JointSolveSettings:
     method: str = "dp"
     solver: str = "cpsat"
     bound_time_limit_s: float = 15.0
+    order_time_limit_s: float = 10.0
 
     def __post_init__(self) -> None:
         if self.method not in ("dp", "milp"):

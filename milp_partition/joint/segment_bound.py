@@ -117,20 +117,45 @@ def _build(problem: JointProblem, target_s: float, classes: list[StageClass]) ->
     time_rows: list[list[Any]] = [[] for _ in classes]  # terms of (e), in units of T
     mem_rows: list[list[Any]] = [[] for _ in classes]  # terms of (f), in units of M
     reduce = 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s)
-    for nodes, inner in chains(problem):
-        covering = _cover(s, nodes, inner, classes, time_rows, cl.bandwidth_bytes_per_s * target_s)
+    mass: dict[int, list[Any]] = {}  # node -> per class: X_{v kappa}
+    found = chains(problem)
+    for nodes, inner in found:
+        # per position and class, per configuration: (time in units of T, memory in units of M)
+        use = [
+            [
+                [
+                    (
+                        (cfg.time_per_sample_s + reduce * (c.d - 1) * cfg.parameter_bytes) / target_s,
+                        (cfg.activation_bytes * c.y + cfg.fixed_bytes) / cl.memory_bytes,
+                    )
+                    for cfg in problem.nodes[v].configs[c.t]
+                ]
+                for c in classes
+            ]
+            for v in nodes
+        ]
+        least = [[(min(u[0] for u in cfgs), min(u[1] for u in cfgs)) for cfgs in row] for row in use]
+        covering = _cover(s, inner, classes, least, time_rows, cl.bandwidth_bytes_per_s * target_s)
         for pos, v in enumerate(nodes):
-            for q, c in enumerate(classes):
-                cfgs = problem.nodes[v].configs[c.t]
-                xs = [s.NumVar(0.0, 1.0, "") for _ in cfgs]
-                s.Add(sum(xs) == sum(covering[pos][q]))  # (b) configuration
-                for x, cfg in zip(xs, cfgs):
-                    time_rows[q].append((cfg.time_per_sample_s + reduce * (c.d - 1) * cfg.parameter_bytes) / target_s * x)
-                    mem_rows[q].append((cfg.activation_bytes * c.y + cfg.fixed_bytes) / cl.memory_bytes * x)
+            mass[v] = [sum(covering[pos][q]) for q in range(len(classes))]
+            for q in range(len(classes)):
+                xs = [s.NumVar(0.0, 1.0, "") for _ in use[pos][q]]
+                s.Add(sum(xs) == mass[v][q])  # (b) configuration
+                for x, (units_t, units_m) in zip(xs, use[pos][q]):
+                    time_rows[q].append(units_t * x)
+                    mem_rows[q].append(units_m * x)
+    _outer_edges(s, problem, found, mass, time_rows, cl.bandwidth_bytes_per_s * target_s)
     s.Add(sum(n[q] * c.d * c.t for q, c in enumerate(classes)) <= cl.devices)  # (c) devices
     s.Add(sum(n[q] * c.d for q, c in enumerate(classes)) <= cl.microbatches)  # (c) devices
-    for r in range(1, min(cl.devices, cl.microbatches) + 1):  # (d) positions
-        s.Add(sum(n[q] for q, c in enumerate(classes) if c.d * (c.y - 1) < r) <= r)
+    smax = min(cl.devices, cl.microbatches)
+    for lo in range(1, smax + 1):
+        for hi in range(lo, smax + 1):
+            inside = [n[q] for q, c in enumerate(classes) if lo <= c.d * (c.y - 1) + 1 and min(c.d * c.y, smax) <= hi]
+            if inside:
+                s.Add(sum(inside) <= hi - lo + 1)  # (d) positions
+            owned = [c.d * n[q] for q, c in enumerate(classes) if lo <= max(1, c.d * (c.y - 2) + 2) and min(c.d * c.y, smax) <= hi]
+            if owned:
+                s.Add(sum(owned) <= hi - lo + 1)  # (d') owned positions
     if problem.shape is not None and problem.shape.stages is not None:
         s.Add(sum(n) == problem.shape.stages)
     for q, c in enumerate(classes):
@@ -140,18 +165,32 @@ def _build(problem: JointProblem, target_s: float, classes: list[StageClass]) ->
 
 
 def _cover(
-    s: Any, nodes: list[int], inner: list[float], classes: list[StageClass], time_rows: list[list[Any]], scale_bytes: float
+    s: Any,
+    inner: list[float],
+    classes: list[StageClass],
+    least: list[list[tuple[float, float]]],
+    time_rows: list[list[Any]],
+    scale_bytes: float,
 ) -> list[list[list[Any]]]:
-    """One chain's segment variables with (a) cover and their boundary bytes in (e); ``[pos][class]``: those covering a node."""
-    length = len(nodes)
-    covering: list[list[list[Any]]] = [[[] for _ in classes] for _ in nodes]
+    """One chain's segment variables with (a) cover and their boundary bytes in (e); ``[pos][class]``: those covering a node.
+
+    ``least[pos][class]``: the node's least time (units of T) and least memory (units of M) in that class.  (h): a
+    segment whose least time with its boundary bytes exceeds ``d`` (one stage's ``d T``), or whose least memory exceeds
+    ``M``, fits no stage of the class: it gets no variable.
+    """
+    length = len(least)
+    covering: list[list[list[Any]]] = [[[] for _ in classes] for _ in range(length)]
     ends: list[list[Any]] = [[] for _ in range(length + 1)]
     starts: list[list[Any]] = [[] for _ in range(length + 1)]
     for i in range(length):
         for j in range(i + 1, length + 1):
             # the inner edges at the run's ends cross a boundary: 2 c each, in units of T (the bytes over B T)
             edge_bytes = (inner[i - 1] if i > 0 else 0.0) + (inner[j - 1] if j < length else 0.0)
-            for q in range(len(classes)):
+            for q, c in enumerate(classes):
+                need_time = sum(least[pos][q][0] for pos in range(i, j)) + 2.0 * edge_bytes / scale_bytes
+                need_memory = sum(least[pos][q][1] for pos in range(i, j))
+                if need_time > c.d * (1 + 1e-9) or need_memory > 1 + 1e-9:
+                    continue  # (h) fits no stage
                 f = s.NumVar(0.0, 1.0, "")
                 starts[i].append(f)
                 ends[j].append(f)
@@ -162,6 +201,28 @@ def _cover(
     for j in range(length + 1):
         s.Add(sum(ends[j]) - sum(starts[j]) == (1 if j == length else 0) - (1 if j == 0 else 0))  # (a) cover
     return covering
+
+
+def _outer_edges(
+    s: Any,
+    problem: JointProblem,
+    found: list[tuple[list[int], list[float]]],
+    mass: dict[int, list[Any]],
+    time_rows: list[list[Any]],
+    scale_bytes: float,
+) -> None:
+    """(g): every edge that is not inside a chain crosses where its ends' classes differ; both ends' classes pay 2 c."""
+    index = {nd.id: v for v, nd in enumerate(problem.nodes)}
+    inner = {(a, b) for nodes, _ in found for a, b in zip(nodes, nodes[1:])}
+    for e in problem.edges:
+        u, v = index[e.source], index[e.target]
+        if (u, v) in inner or e.bytes <= 0:
+            continue
+        for q, row in enumerate(time_rows):
+            into, out = s.NumVar(0.0, 1.0, ""), s.NumVar(0.0, 1.0, "")
+            s.Add(into >= mass[v][q] - mass[u][q])  # (g) outer edges
+            s.Add(out >= mass[u][q] - mass[v][q])  # (g) outer edges
+            row.append(2.0 * e.bytes / scale_bytes * (into + out))
 
 
 def relaxation_feasible(problem: JointProblem, target_s: float, time_limit_s: float) -> bool | None:

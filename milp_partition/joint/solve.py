@@ -32,6 +32,7 @@ from milp_partition.chain import (
 )
 from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
+from milp_partition.heuristics.joint_orders import order_dp
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
 from milp_partition.joint.segment_bound import segment_bound
@@ -164,6 +165,9 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only:
             cap = min(self.settings.baseline_time_limit_s, run.budget.limit_s / 4)
             jobs.append(("piper-style", lambda: piper_style(data, budget=run.budget.capped(cap))))
+        if data.prefixes_only and self.settings.order_time_limit_s > 0:  # past the DP's cap: the DP along a few orders
+            order_cap = min(self.settings.order_time_limit_s, run.budget.limit_s / 6)
+            jobs.append(("order-dp", lambda: order_dp(run.problem, run.budget.capped(order_cap))))
         for name, fn in jobs:
             t0 = time.monotonic()
             plan, _ = fn()

@@ -1,0 +1,65 @@
+"""The exact DP along topological orders (heuristics/joint_orders.py): valid plans, never better than the optimum."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+from test_joint_bruteforce import brute_force, random_problem
+from test_joint_io import GIB
+
+from milp_partition.budget import Budget
+from milp_partition.heuristics.joint_orders import along_order, depth_first_order, order_dp
+from milp_partition.joint.dp import joint_data
+from milp_partition.joint.generators import parallel_branches
+from milp_partition.joint.problem import JointSolveSettings
+from milp_partition.joint.solve import solve_joint
+from milp_partition.verifiers.joint import verify_joint
+
+
+def _is_topological(problem, order: list[str]) -> bool:
+    where = {v: q for q, v in enumerate(order)}
+    return sorted(order) == sorted(n.id for n in problem.nodes) and all(where[e.source] < where[e.target] for e in problem.edges)
+
+
+def test_depth_first_order_finishes_a_branch_before_the_next() -> None:
+    problem = parallel_branches(3, 4, 4, GIB, seed=1)
+    order = depth_first_order(problem)
+    assert _is_topological(problem, order)
+    assert order == ["source", *(f"b{b}.{j}" for b in range(3) for j in range(4)), "sink"]
+    shuffled = depth_first_order(problem, random.Random(3))
+    assert _is_topological(problem, shuffled)
+    # the restricted problem's ideals are the order's prefixes
+    assert len(joint_data(along_order(problem, order)).ideals) == len(order) + 1
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_order_dp_plans_are_valid_and_never_beat_brute_force(seed: int) -> None:
+    problem = random_problem(seed)
+    best = brute_force(problem)
+    plan, value = order_dp(problem, Budget.starting_now(60.0))
+    if plan is None:
+        assert math.isinf(value)
+        return
+    rep = verify_joint(problem, plan)
+    assert rep.feasible, rep.violations
+    assert rep.objective == pytest.approx(value, rel=1e-9, abs=1e-12)
+    assert rep.objective >= best * (1 - 1e-9)
+
+
+def test_order_dp_on_a_wide_graph_is_no_better_than_the_dp() -> None:
+    problem = parallel_branches(3, 4, 4, GIB, seed=1)
+    optimum = solve_joint(problem, JointSolveSettings(time_limit_s=600.0)).objective
+    plan, value = order_dp(problem, Budget.starting_now(60.0))
+    assert plan is not None and optimum is not None
+    assert verify_joint(problem, plan).feasible
+    assert value >= optimum * (1 - 1e-9)
+
+
+def test_the_chain_runs_order_dp_past_the_ideal_cap() -> None:
+    problem = parallel_branches(3, 3, 4, 0.5 * GIB, seed=2)
+    result = solve_joint(problem, JointSolveSettings(time_limit_s=20.0, max_ideals=10, threads=1))
+    runs = {run.name: run for run in result.heuristics}
+    assert "order-dp" in runs and runs["order-dp"].objective is not None
+    assert result.objective is not None and result.objective <= runs["order-dp"].objective
