@@ -12,6 +12,7 @@ others in a seeded random order.  A heuristic: its plans prove nothing about the
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 from dataclasses import replace
@@ -52,7 +53,7 @@ def depth_first_order(problem: JointProblem, rng: random.Random | None = None) -
 
 def along_order(problem: JointProblem, order: list[str]) -> JointProblem:
     """The problem with a zero-byte edge between consecutive nodes of ``order``: its ideals are the order's prefixes."""
-    extra = tuple(JointEdge(u, v, 0.0) for u, v in zip(order, order[1:]))
+    extra = tuple(JointEdge(u, v, 0.0) for u, v in itertools.pairwise(order))
     return replace(problem, edges=problem.edges + extra)
 
 

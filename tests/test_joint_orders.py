@@ -6,11 +6,11 @@ import math
 import random
 
 import pytest
+from milp_partition.heuristics.joint_orders import along_order, depth_first_order, order_dp
 from test_joint_bruteforce import brute_force, random_problem
 from test_joint_io import GIB
 
 from milp_partition.budget import Budget
-from milp_partition.heuristics.joint_orders import along_order, depth_first_order, order_dp
 from milp_partition.joint.dp import joint_data
 from milp_partition.joint.generators import parallel_branches
 from milp_partition.joint.problem import JointSolveSettings

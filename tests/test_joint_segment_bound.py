@@ -3,15 +3,16 @@ the exact DP on small wide graphs, and the proven optima of the shared instances
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import replace
 
 import pytest
+from milp_partition.formulations.joint import work_lower_bound_s
 from test_joint_bruteforce import brute_force, random_problem
 from test_joint_io import GIB, JOINT, needs_shared
 
 from milp_partition.budget import Budget
-from milp_partition.formulations.joint import work_lower_bound_s
 from milp_partition.io.piper import read_joint
 from milp_partition.joint.generators import parallel_branches
 from milp_partition.joint.problem import JointProblem, JointShape, JointSolveSettings
@@ -36,7 +37,7 @@ def test_chains_of_parallel_branches() -> None:
     assert set(found) == {("source",), ("sink",), *((f"b{b}.0", f"b{b}.1", f"b{b}.2", f"b{b}.3") for b in range(3))}
     by_edge = {(e.source, e.target): e.bytes for e in problem.edges}
     for ids, inner in found.items():
-        assert inner == [by_edge[u, v] for u, v in zip(ids, ids[1:])]
+        assert inner == [by_edge[u, v] for u, v in itertools.pairwise(ids)]
 
 
 @pytest.mark.parametrize("seed", range(80))
