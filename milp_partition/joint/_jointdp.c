@@ -20,6 +20,7 @@
 
 typedef struct {
     double *F;     /* w_sum: G[y] (y = 0..ymax); else F[q * (ymax + 1) + y]; NAN = not computed */
+    double *FL, *FU; /* the same layout: LP lower and greedy upper bounds */
     double *fast;  /* [ndiv_t] least cost ignoring memory */
     int *y_fit;    /* [ndiv_t] largest y at which the least-cost choice fits */
     double w_sum;  /* sum of W when every option of a node has the same W; NAN otherwise */
@@ -89,8 +90,11 @@ static int cmp_up(const void *x, const void *y) {
     return (a->j > b->j) - (a->j < b->j);
 }
 
-/* least sum of cost over one option per node with sum of mem <= M (INFINITY when nothing fits) */
-static double knap_exact(int m, int W, const double *cost, const double *mem, double M) {
+/* least sum of cost over one option per node with sum of mem <= M (INFINITY when nothing fits); with
+ * bounds_only, *lo_out and *up_out get the LP relaxation's value and a greedy solution's (the exact value
+ * where it is known at once) and the return value is NAN unless exact */
+static double knap(int m, int W, const double *cost, const double *mem, double M, int bounds_only, double *lo_out,
+                   double *up_out) {
     double fast_c = 0, fast_m = 0, small_m = 0;
     for (int v = 0; v < m; ++v) {
         double bc = INFINITY, bm = INFINITY, sm = INFINITY;
@@ -101,9 +105,14 @@ static double knap_exact(int m, int W, const double *cost, const double *mem, do
         }
         fast_c += bc; fast_m += bm; small_m += sm;
     }
-    if (!isfinite(fast_c) && !isfinite(small_m)) return INFINITY;
-    if (fast_m <= M) return fast_c;
-    if (!(small_m <= M)) return INFINITY;
+    if ((!isfinite(fast_c) && !isfinite(small_m)) || !(small_m <= M)) {
+        if (lo_out) { *lo_out = INFINITY; *up_out = INFINITY; }
+        return INFINITY;
+    }
+    if (fast_m <= M) {
+        if (lo_out) { *lo_out = fast_c; *up_out = fast_c; }
+        return fast_c;
+    }
     /* free nodes: their Pareto options (mem ascending, cost strictly descending); the rest fixed at the fastest */
     double base_c = 0, base_m = 0;
     int P = 0, maxo = 0;
@@ -150,6 +159,7 @@ static double knap_exact(int m, int W, const double *cost, const double *mem, do
         if (used + extra <= M) { used += extra; upper += oc[q * W + r] - oc[q * W + c0]; cur[q] = r; }
     }
     free(ups); free(cur);
+    double greedy_value = upper;
     upper *= (1 + 1e-12);
     /* LP bound of the suffixes: hull segments of every free node, best saving per byte first */
     Seg *segs = (Seg *)malloc(sizeof(Seg) * (P * W + 1));
@@ -171,6 +181,17 @@ static double knap_exact(int m, int W, const double *cost, const double *mem, do
         }
     }
     qsort(segs, ns, sizeof(Seg), cmp_seg);
+    if (bounds_only) { /* the LP relaxation of all free nodes: whole segments best first, the last one in part */
+        double room = M - base_m - rest_m[0], saved = 0;
+        for (int r = 0; r < ns && room > 0; ++r) {
+            if (segs[r].dm <= room) { saved += segs[r].dc; room -= segs[r].dm; }
+            else { saved += room * segs[r].eff; room = 0; }
+        }
+        *lo_out = (base_c + rest_c[0] - saved) * (1 - 1e-12);
+        *up_out = greedy_value;
+        free(segs); free(rest_m); free(rest_c); free(om); free(oc); free(cnt);
+        return NAN;
+    }
     /* cum_m/cum_c for suffix q: over the segments of nodes >= q, in efficiency order; row q has ns + 1 entries */
     double *cum_m = (double *)malloc(sizeof(double) * (size_t)(P + 1) * (ns + 1));
     double *cum_c = (double *)malloc(sizeof(double) * (size_t)(P + 1) * (ns + 1));
@@ -249,8 +270,9 @@ static int stage_rows(Ctx *c, int i, int j, int ti) {
     const double *a = c->a + c->off_node[ti], *b = c->b + c->off_node[ti];
     const double *ein = c->ein + c->off_edge[ti], *eout = c->eout + c->off_edge[ti];
     double scale = 4.0 / (c->N * c->B);
-    for (int v = 0; v < c->n; ++v) {
-        if (!has(wi, v) || has(wj, v)) continue;
+    for (int x = 0; x < c->nw; ++x) {
+      for (uint64_t bits = wi[x] & ~wj[x]; bits; bits &= bits - 1) {
+        int v = 64 * x + __builtin_ctzll(bits);
         double *comm = c->comm;
         for (int o = 0; o < Wd; ++o) comm[o] = 0.0;
         for (long r = c->in_start[v]; r < c->in_start[v + 1]; ++r) {
@@ -272,6 +294,7 @@ static int stage_rows(Ctx *c, int i, int j, int ti) {
             c->Bf[m * Wd + o] = b[(size_t)v * Wd + o];
         }
         ++m;
+      }
     }
     return m;
 }
@@ -327,28 +350,62 @@ static TInfo *tinfo(Ctx *c, long pair, int i, int j, int ti) {
     return t;
 }
 
-static double value_F(Ctx *c, TInfo *t, int i, int j, int ti, int q, int y) {
-    int Y = c->ymax + 1, Wd = c->width[ti], nd = c->ndiv_t[ti];
-    double dp = (double)c->divs[q];
-    int ws = !isnan(t->w_sum);
-    if (!t->F) {
-        long sz = ws ? Y : (long)nd * Y;
-        t->F = (double *)malloc(sizeof(double) * sz);
-        for (long r = 0; r < sz; ++r) t->F[r] = NAN;
+/* the cache slot of (q, y) in *arr (allocated lazily, NAN = unknown): per y when w_sum, else per (q, y) */
+static double *slot_of(Ctx *c, TInfo *t, int ti, double **arr, int q, int y) {
+    int Y = c->ymax + 1, ws = !isnan(t->w_sum);
+    if (!*arr) {
+        long sz = ws ? Y : (long)c->ndiv_t[ti] * Y;
+        *arr = (double *)malloc(sizeof(double) * sz);
+        for (long r = 0; r < sz; ++r) (*arr)[r] = NAN;
     }
-    double *slot = ws ? &t->F[y] : &t->F[(long)q * Y + y];
+    return ws ? &(*arr)[y] : &(*arr)[(long)q * Y + y];
+}
+
+/* the stage's knapsack at (d = divs[q], y) into c->cost, c->mem; returns the node count */
+static int knap_rows(Ctx *c, TInfo *t, int i, int j, int ti, int q, int y) {
+    int m = stage_rows(c, i, j, ti), Wd = c->width[ti], ws = !isnan(t->w_sum);
+    double dp = (double)c->divs[q];
+    for (int v = 0; v < m; ++v)
+        for (int o = 0; o < Wd; ++o) {
+            double P = c->P[v * Wd + o], W = c->W[v * Wd + o];
+            c->cost[v * Wd + o] = ws ? P : (P + (dp - 1) * W) / dp;
+            c->mem[v * Wd + o] = c->A[v * Wd + o] * y + c->Bf[v * Wd + o];
+        }
+    return m;
+}
+
+/* a raw knapsack value (G when w_sum) as the stage's time per sample at d = divs[q] */
+static double as_F(Ctx *c, TInfo *t, int q, double raw) {
+    double dp = (double)c->divs[q];
+    return isnan(t->w_sum) ? raw : (raw + (dp - 1) * t->w_sum) / dp;
+}
+
+/* F(stage, d = divs[q], y): the exact least time per sample (cached) */
+static double value_F(Ctx *c, TInfo *t, int i, int j, int ti, int q, int y) {
+    double *slot = slot_of(c, t, ti, &t->F, q, y);
     if (isnan(*slot)) {
-        int m = stage_rows(c, i, j, ti);
-        for (int v = 0; v < m; ++v)
-            for (int o = 0; o < Wd; ++o) {
-                double P = c->P[v * Wd + o], W = c->W[v * Wd + o];
-                c->cost[v * Wd + o] = ws ? P : (P + (dp - 1) * W) / dp;
-                c->mem[v * Wd + o] = c->A[v * Wd + o] * y + c->Bf[v * Wd + o];
-            }
-        *slot = knap_exact(m, Wd, c->cost, c->mem, c->M);
+        int m = knap_rows(c, t, i, j, ti, q, y);
+        *slot = knap(m, c->width[ti], c->cost, c->mem, c->M, 0, NULL, NULL);
         c->knapsacks++;
     }
-    return ws ? (*slot + (dp - 1) * t->w_sum) / dp : *slot;
+    return as_F(c, t, q, *slot);
+}
+
+/* (lower, upper) bounds on F(stage, d, y): the LP relaxation and a greedy choice (exact where cached) */
+static void bounds_F(Ctx *c, TInfo *t, int i, int j, int ti, int q, int y, double *lo, double *up) {
+    if (t->F) {
+        double *slot = slot_of(c, t, ti, &t->F, q, y);
+        if (!isnan(*slot)) { *lo = *up = as_F(c, t, q, *slot); return; }
+    }
+    double *sl = slot_of(c, t, ti, &t->FL, q, y), *su = slot_of(c, t, ti, &t->FU, q, y);
+    if (isnan(*sl)) {
+        int m = knap_rows(c, t, i, j, ti, q, y);
+        double l = 0, u = 0, v = knap(m, c->width[ti], c->cost, c->mem, c->M, 1, &l, &u);
+        if (!isnan(v)) { l = v; u = v; }
+        *sl = l; *su = u;
+    }
+    *lo = as_F(c, t, q, *sl);
+    *up = as_F(c, t, q, *su);
 }
 
 static int fits_small(Ctx *c, int m, int Wd, int y) {
@@ -379,6 +436,10 @@ static int y_small(Ctx *c, TInfo *t, int i, int j, int ti) {
 }
 
 static int ok_at(Ctx *c, TInfo *t, int i, int j, int ti, int q, int y, double target, int strict) {
+    double lo, up;
+    bounds_F(c, t, i, j, ti, q, y, &lo, &up);
+    if (strict ? up < target : up <= target) return 1;
+    if (strict ? lo >= target : lo > target) return 0;
     double v = value_F(c, t, i, j, ti, q, y);
     return strict ? v < target : v <= target;
 }
@@ -438,7 +499,9 @@ static double extend(Ctx *c, int i, int j, long pair, double need, double freed,
                 int s = finite[r];
                 if (s > s_top && s + d <= smax) {
                     int y_over = (s + d + d - 1) / d;
-                    double v = value_F(c, inf, i, j, ti, q, y_over);
+                    double lo, up, v;
+                    bounds_F(c, inf, i, j, ti, q, y_over, &lo, &up);
+                    v = lo > target ? lo : value_F(c, inf, i, j, ti, q, y_over);
                     if (v < nxt) nxt = v;
                     break;
                 }
@@ -473,10 +536,12 @@ static int pass(Ctx *c, double target, int strict, double deadline, double *nxt_
         if (PyErr_CheckSignals() < 0) { status = -1; break; }
         if (isfinite(deadline) && now_s() > deadline) { status = -2; break; }
         const double *arr = c->best + (size_t)i * S1;
+        /* the states not dominated by one with less s and no more devices (less s: less memory in flight
+           for every stage still to build, so whatever follows a dominated state follows its dominator) */
         int nfin = 0;
         double used = INFINITY;
         for (int s = 0; s < S1; ++s)
-            if (isfinite(arr[s])) { finite[nfin++] = s; if (arr[s] < used) used = arr[s]; }
+            if (arr[s] < used) { finite[nfin++] = s; used = arr[s]; }
         if (nfin == 0) continue;
         double freed = c->k - used;
         if (freed < 1) continue;
@@ -537,7 +602,7 @@ static void ctx_free(Ctx *c) {
     if (!c) return;
     if (c->info) {
         for (long r = 0; r < c->pairs * c->nt; ++r)
-            if (c->info[r]) { free(c->info[r]->F); free(c->info[r]->fast); free(c->info[r]->y_fit); free(c->info[r]); }
+            if (c->info[r]) { free(c->info[r]->F); free(c->info[r]->FL); free(c->info[r]->FU); free(c->info[r]->fast); free(c->info[r]->y_fit); free(c->info[r]); }
         free(c->info);
     }
     void *ptrs[] = {c->degrees, c->width, c->ndiv_t, c->off_node, c->off_edge, c->p, c->w, c->a, c->b, c->ein, c->eout,
@@ -696,7 +761,7 @@ static PyObject *py_knapsack(PyObject *self, PyObject *args) {
     if (!cost) return NULL;
     double *mem = (double *)copy_buffer(o_mem, sizeof(double) * (size_t)m * W, "mem");
     if (!mem) { free(cost); return NULL; }
-    double v = knap_exact(m, W, cost, mem, M);
+    double v = knap(m, W, cost, mem, M, 0, NULL, NULL);
     free(cost); free(mem);
     return PyFloat_FromDouble(v);
 }
