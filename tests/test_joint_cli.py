@@ -95,11 +95,12 @@ def test_no_time_reports_the_baselines_plan_and_a_proven_bound() -> None:
 
 def test_too_many_ideals_still_runs_the_cheap_baselines() -> None:
     """Issue 20 item 15: past --max-ideals the cheap baselines were skipped (they need only a topological order's
-    prefixes); the exact search still does not run on that partial index."""
+    prefixes); the exact search still does not run on that partial index (the DP along orders and the segment bound,
+    the wide-graph path, run instead)."""
     r = solve_joint(joint_from_dict(tiny(), "tiny"), JointSolveSettings(max_ideals=1, solver="none"))
     assert "too_many_ideals" in r.solver_notes
     assert r.status == "feasible" and r.objective == pytest.approx(2.3)
-    assert [h.name for h in r.heuristics] == ["all-data-parallel", "pipedream-2bw"]
+    assert [h.name for h in r.heuristics] == ["all-data-parallel", "pipedream-2bw", "order-dp", "segment-bound"]
 
 
 def test_the_search_refuses_a_partial_index() -> None:
