@@ -98,3 +98,12 @@ def test_the_chain_adds_the_segment_bound_past_the_ideal_cap() -> None:
     assert any(run.name == "segment-bound" for run in result.heuristics)
     assert work_lower_bound_s(problem) <= result.solver_notes["segment_bound"] <= best * (1 + 1e-9)
     assert result.bound is not None and result.bound <= best * (1 + 1e-9)
+
+
+def test_a_program_past_the_size_cap_leaves_the_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    from milp_partition.joint import segment_bound as module
+
+    problem = parallel_branches(6, 8, 8, 1.5 * GIB, seed=0)
+    assert module.model_size(problem) == (6 * 36 + 2) * len(module.stage_classes(problem))
+    monkeypatch.setattr(module, "MAX_SEGMENT_VARIABLES", module.model_size(problem) - 1)
+    assert _bound(problem, 0.05) == work_lower_bound_s(problem)

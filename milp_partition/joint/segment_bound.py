@@ -83,6 +83,9 @@ from milp_partition.joint.problem import JointProblem
 
 #: A target proven infeasible proves the optimum above ``target * (1 - SAFETY_REL)`` (the solver's tolerance).
 SAFETY_REL = 1e-5
+#: Past this many segment variables (chains' runs times classes; long chains grow it as their length squared,
+#: and building the rows as the cube) :func:`segment_bound` does not build the program.
+MAX_SEGMENT_VARIABLES = 300_000
 
 
 @dataclass(frozen=True)
@@ -129,6 +132,12 @@ def chains(problem: JointProblem) -> list[tuple[list[int], list[float]]]:
             inner.append(c)
         found.append((nodes, inner))
     return found
+
+
+def model_size(problem: JointProblem) -> int:
+    """The number of segment variables the program would have: ``sum over chains of L (L + 1) / 2`` times the classes."""
+    runs = sum(len(nodes) * (len(nodes) + 1) // 2 for nodes, _ in chains(problem))
+    return runs * len(stage_classes(problem))
 
 
 def _build(problem: JointProblem, target_s: float, classes: list[StageClass]) -> Any:
@@ -319,7 +328,10 @@ def segment_bound(problem: JointProblem, lower_s: float, upper_s: float, budget:
     ``upper_s`` may be infinite (no plan known): the target then doubles from ``lower_s`` until the relaxation is
     feasible.  Each pass may take what is left of ``budget``; a pass left undecided ends the search.  Returns the
     largest of ``lower_s`` and every target proven infeasible (lowered by ``SAFETY_REL``).
+    ``lower_s`` unchanged where the program would have more than ``MAX_SEGMENT_VARIABLES`` segment variables.
     """
+    if model_size(problem) > MAX_SEGMENT_VARIABLES:
+        return lower_s  # too large a program to build within a solve's budget: no gain, no harm
     lo, hi, proven = lower_s, upper_s, lower_s
     while (not math.isfinite(hi) or hi - lo > rel_tol * hi) and lo > 0 and not budget.expired():
         mid = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * lo
