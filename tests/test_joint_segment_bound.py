@@ -107,3 +107,13 @@ def test_a_program_past_the_size_cap_leaves_the_bound(monkeypatch: pytest.Monkey
     assert module.model_size(problem) == (6 * 36 + 2) * len(module.stage_classes(problem))
     monkeypatch.setattr(module, "MAX_SEGMENT_VARIABLES", module.model_size(problem) - 1)
     assert _bound(problem, 0.05) == work_lower_bound_s(problem)
+
+
+def test_without_a_plan_the_doubling_stops() -> None:
+    # 1 MiB per device: no plan at all; the relaxation stays infeasible, the bound climbs a bounded number of times
+    from milp_partition.joint.segment_bound import MAX_DOUBLINGS
+
+    problem = parallel_branches(2, 2, 2, 2**20, seed=0)
+    lower = work_lower_bound_s(problem)
+    assert relaxation_feasible(problem, lower * 2**MAX_DOUBLINGS, 60.0) is False
+    assert _bound(problem) <= lower * 2**MAX_DOUBLINGS

@@ -86,6 +86,8 @@ SAFETY_REL = 1e-5
 #: Past this many segment variables (chains' runs times classes; long chains grow it as their length squared,
 #: and building the rows as the cube) :func:`segment_bound` does not build the program.
 MAX_SEGMENT_VARIABLES = 300_000
+#: Without a known plan the target doubles from the lower end at most this many times.
+MAX_DOUBLINGS = 12
 
 
 @dataclass(frozen=True)
@@ -326,14 +328,19 @@ def segment_bound(problem: JointProblem, lower_s: float, upper_s: float, budget:
     """Raise the proven bound ``lower_s`` (> 0) by bisection on the relaxation's target between it and ``upper_s``.
 
     ``upper_s`` may be infinite (no plan known): the target then doubles from ``lower_s`` until the relaxation is
-    feasible.  Each pass may take what is left of ``budget``; a pass left undecided ends the search.  Returns the
+    feasible (at most ``MAX_DOUBLINGS`` times).  Each pass may take what is left of ``budget``; a pass left undecided ends the search.  Returns the
     largest of ``lower_s`` and every target proven infeasible (lowered by ``SAFETY_REL``).
     ``lower_s`` unchanged where the program would have more than ``MAX_SEGMENT_VARIABLES`` segment variables.
     """
-    if model_size(problem) > MAX_SEGMENT_VARIABLES:
-        return lower_s  # too large a program to build within a solve's budget: no gain, no harm
+    if not stage_classes(problem) or model_size(problem) > MAX_SEGMENT_VARIABLES:
+        return lower_s  # no class (no plan at all) or too large a program to build within a solve's budget
     lo, hi, proven = lower_s, upper_s, lower_s
+    doublings = 0
     while (not math.isfinite(hi) or hi - lo > rel_tol * hi) and lo > 0 and not budget.expired():
+        if not math.isfinite(hi):
+            doublings += 1
+            if doublings > MAX_DOUBLINGS:
+                break  # no plan known and none of the relaxation up to 2^MAX_DOUBLINGS times the start: leave it
         mid = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * lo
         got = relaxation_feasible(problem, mid, budget.left())
         if got is None:
