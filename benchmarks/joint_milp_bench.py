@@ -247,7 +247,7 @@ def write_report(out: Path, *, plot_only: bool) -> None:
         "## Wide graphs: past the DP's cap of 200,000 ideals",
         "",
         "`parallel_branches(b, depth)`: a source, b parallel chains, a sink. The default method is the DP; where it "
-        "finds more ideals than its cap the chain runs, instead, the exact DP along a few depth-first topological "
+        "finds more ideals than its cap the chain runs, instead, the exact DP along up to 200 depth-first topological "
         "orders (`heuristics/joint_orders.py`, a heuristic whose best plan warm-starts the MILP), the segment bound "
         "(`milp_partition/joint/segment_bound.py`, a proven bound from an LP over chain segments in pooled stage "
         "classes) and the slot MILP; the note says which gave the bound. 4x10 has 14,641 ideals: its first row is "

@@ -57,7 +57,7 @@ def along_order(problem: JointProblem, order: list[str]) -> JointProblem:
     return replace(problem, edges=problem.edges + extra)
 
 
-def order_dp(problem: JointProblem, budget: Budget, orders: int = 4, seed: int = 0) -> tuple[JointPlan | None, float]:
+def order_dp(problem: JointProblem, budget: Budget, orders: int = 200, seed: int = 0) -> tuple[JointPlan | None, float]:
     """The best plan of the exact DP along up to ``orders`` depth-first orders (module docstring), within ``budget``.
 
     Returns ``(plan, its DP value)`` or ``(None, inf)``.

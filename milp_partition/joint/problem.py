@@ -208,7 +208,7 @@ class JointSolveSettings:
         (:mod:`milp_partition.joint.segment_bound`) may take where the graph has more ideals than
         ``max_ideals`` (0: none); the slot formulation has the rest.
     order_time_limit_s
-        Seconds (at most a sixth of the time limit) the exact DP along a few topological orders
+        Seconds (at most a sixth of the time limit) the exact DP along up to 200 topological orders
         (:mod:`milp_partition.heuristics.joint_orders`, a heuristic) may take where the graph has more
         ideals than ``max_ideals`` (0: none); its best plan warm-starts the slot formulation.
     """
