@@ -261,16 +261,22 @@ def test_interrupt_mid_search_keeps_the_plan_and_the_proven_bound(monkeypatch: p
     problem = repeated_chain(3, n=4)
     full = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, baselines=False))
     assert full.status == "optimal"
-    real = joint_dp.JointDP.feasible
+    from milp_partition.joint import native
+
     calls = {"n": 0}
 
-    def stop_on_third(self, *args, **kwargs):  # type: ignore[no-untyped-def]
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return real(self, *args, **kwargs)
+    def stop_on_third(real):  # type: ignore[no-untyped-def]
+        def feasible(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+            calls["n"] += 1
+            if calls["n"] == 3:
+                raise KeyboardInterrupt
+            return real(self, *args, **kwargs)
 
-    monkeypatch.setattr(joint_dp.JointDP, "feasible", stop_on_third)
+        return feasible
+
+    # the numpy pass and the C pass (whichever the search runs)
+    monkeypatch.setattr(joint_dp.JointDP, "feasible", stop_on_third(joint_dp.JointDP.feasible))
+    monkeypatch.setattr(native.NativeJointDP, "feasible", stop_on_third(native.NativeJointDP.feasible))
     result = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, baselines=False))
     assert result.solver_notes.get("interrupted") is True
     assert "interrupted" in result.message and "time limit" not in result.message

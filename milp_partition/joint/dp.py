@@ -331,6 +331,17 @@ class JointDP:
         self._ticks = 0
         self._edge_groups()
 
+    #: relative gap below which the search calls its best plan proven (rounding only)
+    proof_tolerance = 1e-12
+
+    def proven_above(self, target: float, nxt: float) -> float:
+        """The lower bound an infeasible pass at ``target`` proves, given its ``nxt`` (above the target)."""
+        return max(nxt, math.nextafter(target, math.inf))
+
+    def proven_strict(self, best: float, nxt: float) -> float:
+        """The lower bound a strict pass at ``best`` that found nothing proves: ``best`` itself."""
+        return best
+
     def _tick(self) -> None:
         """Raise TimeoutError once the running pass's budget is spent (the clock is read every ``TICK_EVERY`` calls)."""
         self._ticks += 1
@@ -812,6 +823,7 @@ def search(
     progress: Callable[[str], None] | None = None,
     share_tables: bool = True,
     budget: Budget | None = None,
+    native: bool = True,
 ) -> SearchResult:
     """Search the target time per sample (see the module docstring); stop proven or at the time limit.
 
@@ -830,7 +842,12 @@ def search(
         budget = Budget.starting_now(time_limit_s)
     elif math.isfinite(time_limit_s):
         budget = budget.capped(time_limit_s)
-    dp = JointDP(data, greedy=greedy, share_tables=share_tables)
+    if native:  # the pass in C where it is built and can run this search (milp_partition.joint.native)
+        from milp_partition.joint.native import native_dp
+
+        dp = native_dp(data, greedy=greedy, share_tables=share_tables)
+    else:
+        dp = JointDP(data, greedy=greedy, share_tables=share_tables)
     lo = work_bound(data)
     best: tuple[JointPlan, float] | None = None
 
@@ -853,7 +870,7 @@ def search(
                 if got is not None:
                     best = got
                     break
-                lo = max(lo, nxt, math.nextafter(target, math.inf))
+                lo = max(lo, dp.proven_above(target, nxt))
                 if not math.isfinite(lo):  # nothing was cut by the target: no plan at any target
                     return SearchResult(None, math.inf, math.inf, False, True, dp.passes, time.monotonic() - start)
         if best is None and not math.isfinite(hi):
@@ -864,7 +881,7 @@ def search(
         while True:
             if best is not None:
                 hi = min(hi, best[1])
-            if not greedy and hi - lo <= 1e-12 * hi:
+            if not greedy and hi - lo <= dp.proof_tolerance * hi:
                 return done(True)  # proven within rounding (the proof policy's tolerance is 1e-9)
             if greedy and (hi - lo <= 1e-7 * hi or dp.passes >= 60):
                 return done(False)  # the greedy's values are not monotone: a plain bisection, no proof
@@ -872,8 +889,10 @@ def search(
                 progress(f"[joint-dp] pass {dp.passes}: best {hi!r}, bound {lo!r}")
             if not greedy and hi - lo <= bisect_until_rel * hi:
                 # close: is any plan strictly better than the best?  None proves the best optimal
-                got, _ = dp.feasible(hi, strict=True, budget=budget)
-                if got is None or got[1] >= hi:
+                got, nxt = dp.feasible(hi, strict=True, budget=budget)
+                if got is None:
+                    lo = max(lo, dp.proven_strict(hi, nxt))
+                elif got[1] >= hi:
                     lo = hi
                 else:
                     best = got

@@ -32,6 +32,7 @@ from milp_partition.chain import (
 )
 from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
+from milp_partition.joint import native
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
 from milp_partition.result import Result, Status, StopReason
@@ -160,7 +161,10 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             ("all-data-parallel", lambda: all_data_parallel(data, run.budget)),
             ("pipedream-2bw", lambda: pipedream_2bw_style(data, run.budget)),
         ]
-        if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only:
+        # the Piper-style warm start earns its time only where the exact passes run in numpy: the C passes
+        # (milp_partition.joint.native) prove the optimum faster than it converges
+        exact_in_c = self.settings.method == "dp" and native.applies(data)
+        if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only and not exact_in_c:
             cap = min(self.settings.baseline_time_limit_s, run.budget.limit_s / 4)
             jobs.append(("piper-style", lambda: piper_style(data, budget=run.budget.capped(cap))))
         for name, fn in jobs:
@@ -181,7 +185,12 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         seconds = time.monotonic() - t0
         run.result.solver_seconds = seconds
         run.result.solver_notes.update(
-            {"passes": found.passes, "timed_out": found.timed_out and not found.interrupted, "dp_value": found.value}
+            {
+                "passes": found.passes,
+                "timed_out": found.timed_out and not found.interrupted,
+                "dp_value": found.value,
+                "dp_pass": "c" if native.applies(data) else "numpy",
+            }
         )
         stopped: StopReason | None = None
         if found.interrupted:  # the chain takes the plan and the bound, then settles on them
