@@ -484,9 +484,10 @@ def _main_line_schedule(
     starts: list[tuple[float, str, PlacementSolution]] = []
     if sub_solution is not None:
         ext = extend_schedule(problem, kept, sub_solution, reference)
-        report = verify_placement(problem, ext) if ext is not None else None
-        if report is not None and report.feasible:
-            starts.append((report.makespan, "main line extended", report.schedule or ext))
+        if ext is not None:
+            report = verify_placement(problem, ext)
+            if report.feasible:
+                starts.append((report.makespan, "main line extended", report.schedule or ext))
     if best is not None:
         starts.append((best.value, best.source, best.solution))
     if not starts:
