@@ -76,6 +76,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.bounds": 5,
     "milp_partition.placement.decompose": 5,
     "milp_partition.placement.subgraph": 5,
+    "milp_partition.placement.extend": 5,
+    "milp_partition.placement.local_search": 5,
     "milp_partition.strategy.dp": 5,
     "milp_partition.strategy.pareto_dp": 5,
     "milp_partition.strategy.reductions": 5,

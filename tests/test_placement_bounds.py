@@ -129,5 +129,11 @@ def test_main_line_bound_at_most_the_optimum(seed):
     )
     out = _run_main_line(problem, settings, run, line)
     assert out.bound is not None and 0.0 < out.bound <= opt + 1e-9
-    assert out.solution is None  # the induced subgraph's schedule is not one of the whole
+    # the schedule is one of the whole problem: the main line's, extended and improved by the local search
+    from milp_partition.verifiers.placement import verify_placement
+
+    assert out.solution is not None
+    report = verify_placement(problem, out.solution)
+    assert report.feasible and report.makespan >= opt - 1e-9
+    assert run.result.solver_notes["local_search"]["makespan"] == pytest.approx(report.makespan)
     assert run.result.solver_notes["main_line"]["bound"] == out.bound

@@ -16,7 +16,10 @@ like any other), and the whole model then runs with both for the time left.  Whe
 the whole graph does not split but a large induced subgraph does (a side branch
 beside a main line, as the transformer's encoder beside its decoder:
 :mod:`milp_partition.placement.subgraph`), that subgraph's segments are solved the
-same way for a bound only (the induced problem's optimum is at most the whole's).
+same way for a bound (the induced problem's optimum is at most the whole's); its
+stitched schedule, extended to the whole graph (:mod:`milp_partition.placement.extend`)
+and improved by a local search (:mod:`milp_partition.placement.local_search`), is a
+schedule of the whole, verified like any other.
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ from milp_partition.formulations import placement as formulation
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
 from milp_partition.placement.bounds import BoundReport, best_bound, device_path
 from milp_partition.placement.decompose import Decomposition, decompose, solve_decomposed
+from milp_partition.placement.extend import extend_schedule
+from milp_partition.placement.local_search import LocalSearchSettings, improve_by_moves
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 from milp_partition.placement.subgraph import MainLine, main_line
 from milp_partition.result import Result, Status
@@ -89,6 +94,11 @@ class PlacementSolveSettings:
         When the whole graph has no useful decomposition, look for a large induced subgraph
         that has one (:func:`milp_partition.placement_subgraph.main_line`) and solve its
         segments for a lower bound (the induced problem's optimum is at most the whole's).
+    local_search_time_fraction
+        With a main line: the share of the time left after its segments that the local search
+        (:mod:`milp_partition.placement.local_search`) may take, improving the main line's stitched
+        schedule extended to the whole problem (:mod:`milp_partition.placement.extend`); 0 turns it off.
+        The whole model then runs from the better schedule for the rest.
     flow_bound
         Compute the transfer-flow LP bound (:func:`milp_partition.placement_bounds.transfer_flow`);
         segment solves turn it off (hundreds of small solves).
@@ -110,6 +120,7 @@ class PlacementSolveSettings:
     decompose_time_fraction: float = 0.6
     quick_solve_s: float = 10.0
     main_line: bool = True
+    local_search_time_fraction: float = 0.7
     flow_bound: bool = True
 
 
@@ -151,14 +162,16 @@ def placement_heuristic_outcomes(
         yield Outcome(name, sol, time.monotonic() - t0, False, message)
 
 
-def best_heuristic_makespan(problem: PlacementProblem, settings: PlacementSolveSettings) -> float:
-    """The least verified makespan of the heuristics (``inf`` when none finds a schedule)."""
-    best = math.inf
+def best_heuristic_schedule(
+    problem: PlacementProblem, settings: PlacementSolveSettings
+) -> tuple[float, PlacementSolution | None]:
+    """The least verified makespan of the heuristics and its schedule (``inf`` and ``None`` when none finds one)."""
+    best: tuple[float, PlacementSolution | None] = (math.inf, None)
     for out in placement_heuristic_outcomes(problem, settings):
         if out.solution is not None:
             report = verify_placement(problem, out.solution)
-            if report.feasible:
-                best = min(best, report.makespan)
+            if report.feasible and report.makespan < best[0]:
+                best = (report.makespan, report.schedule or out.solution)
     return best
 
 
@@ -392,7 +405,7 @@ def _segment_solver(
 def _run_main_line(
     problem: PlacementProblem, settings: PlacementSolveSettings, run: PlacementRun, line: MainLine
 ) -> Outcome[PlacementSolution]:
-    """Bound the whole problem by the decomposition of an induced subgraph (its schedule is not one of the whole).
+    """Bound the whole problem by the decomposition of an induced subgraph; extend its schedule to the whole.
 
     ``OPT(induced) <= OPT(whole)`` (:mod:`milp_partition.placement.subgraph`), and the recursion's
     bound is at most ``OPT(induced)`` whatever upper bound prunes it (module docstring of
@@ -404,7 +417,8 @@ def _run_main_line(
     best = run.best
     upper = best.value if best is not None else math.inf
     quiet = replace(settings, heuristics=("heft", "heft-iter"), progress_interval_s=None)
-    upper = min(upper, best_heuristic_makespan(sub, quiet))
+    sub_value, sub_schedule = best_heuristic_schedule(sub, quiet)
+    upper = min(upper, sub_value)
     say(
         settings.progress_interval_s,
         f"[main line] induced subgraph of {sub.num_tasks} tasks: {len(dec.bottlenecks)} bottleneck tasks, "
@@ -435,14 +449,64 @@ def _run_main_line(
         settings.progress_interval_s,
         f"[main line] bound {out.bound:.9g} (induced schedule {out.value:.9g}) in {time.monotonic() - t0:.1f}s",
     )
+    # (the recursion may prune every pair that cannot beat the heuristic's schedule of the main line: then that one)
+    stitched = out.solution if out.solution is not None and out.value <= sub_value else sub_schedule
+    whole = _main_line_schedule(problem, settings, run, line, stitched)
     return Outcome(
         "main_line",
-        None,
+        whole,
         time.monotonic() - t0,
         False,
         f"bound {out.bound:.9g} from an induced subgraph of {sub.num_tasks} tasks",
         bound=out.bound if math.isfinite(out.bound) else None,
     )
+
+
+def _main_line_schedule(
+    problem: PlacementProblem,
+    settings: PlacementSolveSettings,
+    run: PlacementRun,
+    line: MainLine,
+    sub_solution: PlacementSolution | None,
+) -> PlacementSolution | None:
+    """The main line's stitched schedule extended to the whole problem, improved by the local search.
+
+    The search starts from the better (verified makespan) of the extension and the
+    chain's incumbent and takes ``local_search_time_fraction`` of the time left.
+    ``None`` when the search is off or there is nothing to start from.
+    """
+    if settings.local_search_time_fraction <= 0:
+        return None
+    t0 = time.monotonic()
+    kept, _, _ = line
+    best = run.best
+    reference = best.solution if best is not None else None
+    starts: list[tuple[float, str, PlacementSolution]] = []
+    if sub_solution is not None:
+        ext = extend_schedule(problem, kept, sub_solution, reference)
+        if ext is not None:
+            report = verify_placement(problem, ext)
+            if report.feasible:
+                starts.append((report.makespan, "main line extended", report.schedule or ext))
+    if best is not None:
+        starts.append((best.value, best.source, best.solution))
+    if not starts:
+        return None
+    value, source, start = min(starts, key=lambda c: c[0])
+    limit = max(0.0, run.budget.left()) * settings.local_search_time_fraction
+    improved = improve_by_moves(problem, start, LocalSearchSettings(time_limit_s=limit))
+    after = verify_placement(problem, improved)
+    run.result.solver_notes["local_search"] = {
+        "start": source,
+        "start_makespan": value,
+        "makespan": after.makespan if after.feasible else None,
+        "seconds": time.monotonic() - t0,
+    }
+    say(
+        settings.progress_interval_s,
+        f"[local search] from {source} ({value:.9g}) to {after.makespan:.9g} in {time.monotonic() - t0:.1f}s",
+    )
+    return improved if after.feasible else None
 
 
 def edge_key(problem: PlacementProblem, e: int) -> str:
