@@ -9,8 +9,8 @@ configurations) and re-checked by the verifier downstream, so the C code never r
 
 The extension is optional (``setup.py`` builds it when a C compiler is there); :func:`available` says
 whether it loaded, and :func:`native_dp` falls back to :class:`JointDP` where it did not or where the
-pass needs what the C code does not do (a forced number of stages, Piper's greedy choice, or more
-pairs of ideals than ``MAX_PAIRS``).
+pass needs what the C code does not do (a forced number of stages, Piper's greedy choice, or too many
+ideals: see ``MAX_PAIRS``).
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ try:  # the compiled pass (optional: see setup.py)
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
 
-#: above this many (ideal, sub-ideal) pairs the per-pair caches of the C pass would take too much memory
-MAX_PAIRS = 8_000_000
+#: the C pass keeps a cache slot per (ideal, sub-ideal, t): it runs where L (L - 1) / 2 times the number of
+#: degrees t (an upper bound on those, L ideals) is at most this (8 bytes a slot: 128 MB at most)
+MAX_PAIRS = 16_000_000
 
 
 def available() -> bool:
@@ -39,21 +40,13 @@ def available() -> bool:
     return _ext is not None
 
 
-def pair_count(data: JointData) -> int:
-    """The number of (ideal, proper sub-ideal) pairs: the stages the pass may look at."""
-    words = data.ideal_words
-    total = 0
-    for i in range(len(data.ideals)):
-        total += int(np.all((words[:i] & ~words[i]) == 0, axis=1).sum())
-    return total
-
-
 def applies(data: JointData) -> bool:
     """Whether the exact search on ``data`` runs its passes in C (built; no forced number of stages; few enough pairs)."""
     forced = data.problem.shape.stages if data.problem.shape is not None else None
     if _ext is None or forced is not None or data.prefixes_only:
         return False
-    return len(data.ideals) ** 2 // 2 <= MAX_PAIRS or pair_count(data) <= MAX_PAIRS
+    ideals = len(data.ideals)
+    return ideals * (ideals - 1) // 2 * len(data.degrees) <= MAX_PAIRS
 
 
 def native_dp(data: JointData, greedy: bool = False, share_tables: bool = True) -> JointDP:
