@@ -781,15 +781,21 @@ class JointDP:
         while j != len(d.ideals) - 1:
             i, s_prev, dp, t = (int(x) for x in parent[(j, count)][s])
             count = max(count - 1, 0)
-            tab = self.table(i, j, t)
-            y = -(-s // dp)
-            pick = self.choice(tab, dp, y)
-            value = max(value, self.value(tab, dp, y))
-            ids = [d.ids[v] for v in tab.nodes]
-            cfg_names = {d.ids[v]: d.problem.nodes[v].configs[t][o].id for v, o in zip(tab.nodes, pick)}
-            stages.append(JointStage(tuple(ids), dp, t, cfg_names))
+            stage, stage_value = self.stage(i, j, s, dp, t)
+            stages.append(stage)
+            value = max(value, stage_value)
             j, s = i, s_prev
         return JointPlan(tuple(stages)), value
+
+    def stage(self, i: int, j: int, s: int, dp: int, t: int) -> tuple[JointStage, float]:
+        """The stage ``I_i \\ I_j`` on ``dp`` x ``t`` devices with ``s`` (its and the later stages' d): its configurations and F."""
+        d = self.data
+        tab = self.table(i, j, t)
+        y = -(-s // dp)
+        pick = self.choice(tab, dp, y)
+        ids = [d.ids[v] for v in tab.nodes]
+        cfg_names = {d.ids[v]: d.problem.nodes[v].configs[t][o].id for v, o in zip(tab.nodes, pick)}
+        return JointStage(tuple(ids), dp, t, cfg_names), self.value(tab, dp, y)
 
 
 @dataclass

@@ -23,7 +23,7 @@ import numpy as np
 
 from milp_partition.budget import Budget
 from milp_partition.joint.dp import JointData, JointDP
-from milp_partition.joint.problem import JointPlan, JointStage
+from milp_partition.joint.problem import JointPlan
 
 try:  # the compiled pass (optional: see setup.py)
     from milp_partition.joint import _jointdp as _ext  # type: ignore[attr-defined]
@@ -108,18 +108,8 @@ class NativeJointDP(JointDP):
 
     def _plan(self, steps: list[tuple[int, int, int, int, int]]) -> tuple[JointPlan, float]:
         """The plan of the C pass's steps ``(i, j, s, d, t)`` (first stage first), with its DP value."""
-        d = self.data
-        stages: list[JointStage] = []
-        value = 0.0
-        for i, j, s, dp, t in steps:
-            tab = self.table(i, j, t)
-            y = -(-s // dp)
-            pick = self.choice(tab, dp, y)
-            value = max(value, self.value(tab, dp, y))
-            ids = [d.ids[v] for v in tab.nodes]
-            cfg_names = {d.ids[v]: d.problem.nodes[v].configs[t][o].id for v, o in zip(tab.nodes, pick)}
-            stages.append(JointStage(tuple(ids), dp, t, cfg_names))
-        return JointPlan(tuple(stages)), value
+        built = [self.stage(i, j, s, dp, t) for i, j, s, dp, t in steps]
+        return JointPlan(tuple(stage for stage, _ in built)), max((value for _, value in built), default=0.0)
 
 
 def _context_args(data: JointData) -> tuple[Any, ...]:
