@@ -37,7 +37,7 @@ from milp_partition.joint import native
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
 from milp_partition.joint.segment_bound import segment_bound
-from milp_partition.joint.stage_bound import stage_bound
+from milp_partition.joint.stage_bound import sequences, stage_bound
 from milp_partition.result import Result, Status, StopReason
 from milp_partition.verifiers.joint import JointReport, verify_joint
 
@@ -222,7 +222,9 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
     def _segment_bound(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
         """Two proven bounds from the work bound up to the best plan's value, within ``bound_time_limit_s`` (at most a
         quarter of the limit) together: :func:`~milp_partition.joint.segment_bound.segment_bound` (a third of it), then
-        :func:`~milp_partition.joint.stage_bound.stage_bound` (the rest), which starts from the larger."""
+        :func:`~milp_partition.joint.stage_bound.stage_bound` (the rest), which starts from the larger; where the
+        problem has more stage sequences than :data:`~milp_partition.joint.stage_bound.MAX_SEQUENCES` the segment
+        bound alone, with all of it."""
         cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
         if cap <= 0:
             return
@@ -230,13 +232,17 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         lower = formulation.work_lower_bound_s(run.problem)
         upper = run.best.value if run.best is not None else math.inf
         both = run.budget.capped(cap)
-        bound = segment_bound(run.problem, lower, upper, both.capped(cap / 3))
+        staged = sequences(run.problem) is not None
+        bound = segment_bound(run.problem, lower, upper, both.capped(cap / 3) if staged else both)
         run.result.solver_notes["segment_bound"] = bound
         yield Outcome("segment-bound", None, time.monotonic() - t0, False, "a proven bound, no plan", bound=bound)
+        if not staged:
+            run.result.solver_notes["stage_bound"] = "not run: too many stage sequences"
+            return
         t1 = time.monotonic()
-        staged = stage_bound(run.problem, bound, upper, both)
-        run.result.solver_notes["stage_bound"] = staged
-        yield Outcome("stage-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=staged)
+        value = stage_bound(run.problem, bound, upper, both)
+        run.result.solver_notes["stage_bound"] = value
+        yield Outcome("stage-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=value)
 
     def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
         rep = best.report or verify_joint(problem, best.solution)

@@ -79,10 +79,14 @@ MEMORY_PENALTY = 1e3
 CG_REL_TOL = 1e-5
 #: At most this many pricing rounds per refinement of one sequence.
 CG_MAX_ROUNDS = 60
+#: How many of the weakest sequences a report lists.
+RANKING = 30
 #: A sequence whose refinement made no progress this many times is left at its bound.
 MAX_STALLS = 3
-#: Refuse to enumerate more sequences than this (the bound then stays where it was).
-MAX_SEQUENCES = 3_000_000
+#: Past this many stage sequences :func:`stage_bound` leaves the bound where it was: each sequence needs its own
+#: column generation, and 16 devices with t in {1, 2} and 64 micro-batches already give 214,742 sequences (30 s
+#: refine about 500-1,000 of them), so the bound would stay below the segment bound's.
+MAX_SEQUENCES = 20_000
 
 
 @dataclass
@@ -543,6 +547,8 @@ class StageBoundReport:
     refined: int
     weakest: tuple[tuple[int, int], ...] | None
     converged: bool
+    #: the weakest sequences at the end with their proven bounds (seconds), weakest first
+    ranking: list[tuple[float, tuple[tuple[int, int], ...]]] = field(default_factory=list)
 
 
 def stage_bound_report(
@@ -613,7 +619,8 @@ def stage_bound_report(
     weakest = heap[0].seq if heap else None
     done = bool(heap) and (heap[0].done or heap[0].bound >= cap)
     value = min(bound, cap) * ref if math.isfinite(cap) else bound * ref
-    return StageBoundReport(max(lower_s, value), len(seqs), refined, weakest, done)
+    ranking = [(e.bound * ref, e.seq) for e in heapq.nsmallest(RANKING, heap)]
+    return StageBoundReport(max(lower_s, value), len(seqs), refined, weakest, done, ranking)
 
 
 def stage_bound(problem: JointProblem, lower_s: float, upper_s: float, budget: Budget) -> float:
