@@ -74,11 +74,17 @@ from milp_partition.joint.segment_bound import chains
 #: A certificate's value is lowered by this times the size of its terms (floating-point sums of the DP).
 CERT_REL = 1e-9
 #: The master's penalty on a unit of memory slack (memory in units of M, time in units of the reference T).
-MEMORY_PENALTY = 1e3
+MEMORY_PENALTY = 1e6
 #: Column generation ends when the master's value and the certified bound are this close (relative).
 CG_REL_TOL = 1e-5
 #: At most this many pricing rounds per refinement of one sequence.
 CG_MAX_ROUNDS = 60
+#: Branching on the weakest sequence aims this far (relative) above the next sequence's bound ...
+BRANCH_STEP = 0.005
+#: ... with at most this many column generations at the first attempt, four times as many at each next one, up to
+#: ``BRANCH_MAX_NODES``.
+BRANCH_NODES = 200
+BRANCH_MAX_NODES = 20_000
 #: How many of the weakest sequences a report lists.
 RANKING = 30
 #: A sequence whose refinement made no progress this many times is left at its bound.
@@ -225,7 +231,14 @@ def sequences(problem: JointProblem, limit: int = MAX_SEQUENCES) -> list[tuple[t
 class _Sequence:
     """One stage sequence's arrays (time in units of ``ref``, memory in units of M) and its column generation's state."""
 
-    def __init__(self, problem: JointProblem, cd: ChainData, seq: tuple[tuple[int, int], ...], ref: float) -> None:
+    def __init__(
+        self,
+        problem: JointProblem,
+        cd: ChainData,
+        seq: tuple[tuple[int, int], ...],
+        ref: float,
+        extra_banned: np.ndarray | None = None,
+    ) -> None:
         cl = problem.cluster
         self.seq = seq
         m = self.m = len(seq)
@@ -251,6 +264,8 @@ class _Sequence:
         self.banned = np.zeros((n, m), dtype=bool)
         self.banned[cd.fixed & 1 == 1, 1:] = True
         self.banned[cd.fixed & 2 == 2, : m - 1] = True
+        if extra_banned is not None:  # a branch of :func:`_branch_and_bound`
+            self.banned |= extra_banned
         # edges to nodes of (b): cut (charged to both stages) unless the node is in that node's stage
         self.out_first = (cd.to_first / ref)[:, None] * (stage > 0)[None, :]  # (n, m) charged to stage g and stage 1
         self.out_last = (cd.to_last / ref)[:, None] * (stage < m - 1)[None, :]  # (n, m) charged to stage g and stage m
@@ -274,12 +289,15 @@ class _Sequence:
             self.groups.append((ids, cd.node[ids, :length], cd.edge[ids, : length - 1] / ref))
         self.least_tau, self.least_mem = least_tau, least_mem
         self.H = H
+        self.node = cd.node
         self.ref = ref
         self.target = math.nan
         self.fits: list[np.ndarray] = []
         self.need: list[np.ndarray] = []
         # column generation's state (:func:`_column_generation`)
-        self.columns: list[list[tuple[np.ndarray, np.ndarray, float]]] = [[] for _ in range(H)]
+        self.columns: list[list[tuple[np.ndarray, np.ndarray, float, np.ndarray]]] = [[] for _ in range(H)]
+        self.vars: list[list[Any]] = [[] for _ in range(H)]
+        self.last_assign = np.zeros((H, cd.node.shape[1]), dtype=np.int64)  # the last pricing's stages per position
         self.seen: list[set[bytes]] = [set() for _ in range(H)]
         self.solver: Any = None
         self.solver_target = math.nan
@@ -355,7 +373,7 @@ def _price(sq: _Sequence, lam: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, 
     time = np.zeros((sq.H, m))
     mem = np.zeros((sq.H, m))
     need = np.zeros(sq.H)
-    size = 0.0
+    assign = np.full((sq.H, sq.node.shape[1]), -1, dtype=np.int64)
     stages = np.arange(m)
     for (ids, node, edge), fit, need_run in zip(sq.groups, sq.fits, sq.need):
         Hg, L = node.shape
@@ -394,8 +412,10 @@ def _price(sq: _Sequence, lam: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, 
                 time[h, 0] += first
                 time[h, m - 1] += lastb
                 need[h] = max(need[h], need_run[q, i, j, g])
+                assign[h, i:j] = g
                 j, g = i, int(Garg[q, i, g])
     size = float(np.sum(lam[None, :] * time + mu[None, :] * mem))
+    sq.last_assign = assign
     return value, time, mem, need, size
 
 
@@ -457,21 +477,28 @@ def _master(sq: _Sequence) -> None:
     sq.solver = solver
     sq.solver_target = sq.target
     for h in range(H):
-        kept = [col for col in sq.columns[h] if col[2] <= sq.target * (1 + 1e-9)]
-        sq.columns[h] = []
+        kept = [col for col in sq.columns[h] if col[2] <= sq.target * (1 + 1e-9) and _allowed(sq, h, col[3])]
+        sq.columns[h], sq.vars[h] = [], []
         sq.seen[h] = set()
-        for tv, mv, need in kept:
-            _add_column(sq, h, tv, mv, need)
+        for tv, mv, need, assign in kept:
+            _add_column(sq, h, tv, mv, need, assign)
 
 
-def _add_column(sq: _Sequence, h: int, tv: np.ndarray, mv: np.ndarray, need: float) -> bool:
+def _allowed(sq: _Sequence, h: int, assign: np.ndarray) -> bool:
+    """Whether chain ``h``'s assignment (stages per position, -1 padding) takes no banned stage."""
+    real = sq.node[h] >= 0
+    return not bool(np.any(sq.banned[sq.node[h][real], assign[real]]))
+
+
+def _add_column(sq: _Sequence, h: int, tv: np.ndarray, mv: np.ndarray, need: float, assign: np.ndarray) -> bool:
     """Add chain ``h``'s assignment (its time and memory vectors) to the master unless it is there already."""
     key = np.round(np.concatenate([tv, mv]), 12).tobytes()
     if key in sq.seen[h]:
         return False
     sq.seen[h].add(key)
-    sq.columns[h].append((tv.copy(), mv.copy(), need))
+    sq.columns[h].append((tv.copy(), mv.copy(), need, assign.copy()))
     x = sq.solver.NumVar(0.0, 1.0, "")
+    sq.vars[h].append(x)
     sq.conv[h].SetCoefficient(x, 1.0)
     for i in range(sq.m):
         if tv[i]:
@@ -509,11 +536,15 @@ def _column_generation(sq: _Sequence, target: float, budget: Budget) -> tuple[fl
             return best, True
         if budget.expired():
             break
-        added = sum(_add_column(sq, h, time[h], mem[h], float(need[h])) for h in range(sq.H))
+        assign = sq.last_assign
+        added = sum(_add_column(sq, h, time[h], mem[h], float(need[h]), assign[h]) for h in range(sq.H))
         if added == 0 and solved:
             sq.lam, sq.mu = lam, mu
             return best, True  # no assignment prices out: the master's value is the relaxation's
         status = sq.solver.Solve()
+        if status != pywraplp.Solver.OPTIMAL:  # GLOP's incremental solve can end ABNORMAL: once more from scratch
+            _master(sq)
+            status = sq.solver.Solve()
         solved = True
         if status != pywraplp.Solver.OPTIMAL:
             break
@@ -534,7 +565,7 @@ class _Entry:
     bound: float
     order: int
     seq: tuple[tuple[int, int], ...] = field(compare=False)
-    stage: int = field(default=0, compare=False)  # 0: work bound only, 1: column generation has run
+    stage: int = field(default=0, compare=False)  # 0: work bound only, 1: column generation ran, 2: branching stuck
     done: bool = field(default=False, compare=False)
 
 
@@ -552,7 +583,12 @@ class StageBoundReport:
 
 
 def stage_bound_report(
-    problem: JointProblem, lower_s: float, upper_s: float, budget: Budget, rel_tol: float = 2e-4
+    problem: JointProblem,
+    lower_s: float,
+    upper_s: float,
+    budget: Budget,
+    rel_tol: float = 2e-4,
+    branching: bool = True,
 ) -> StageBoundReport:
     """:func:`stage_bound` with its working figures (tests and benchmarks)."""
     if not problem.nodes:
@@ -584,13 +620,26 @@ def stage_bound_report(
         e.bound /= ref
     heapq.heapify(heap)
     refined = 0
+    allowances: dict[tuple[tuple[int, int], ...], int] = {}
     states: dict[tuple[tuple[int, int], ...], _Sequence] = {}
     while heap and not budget.expired():
         top = heap[0]
-        if top.bound >= cap or top.done:
+        if top.bound >= cap or (top.done and (top.stage == 2 or not branching)):
             break
         heapq.heappop(heap)
         nxt = heap[0].bound if heap else cap
+        if top.done:
+            # the relaxation's value is reached: branch, aiming a little above the next sequence's bound
+            target = min(cap, max(nxt, top.bound) * (1 + BRANCH_STEP))
+            allowance = allowances.get(top.seq, BRANCH_NODES)
+            got, nodes = _branch_and_bound(problem, cd, top.seq, ref, target, budget, allowance)
+            refined += nodes
+            new = max(top.bound, got)
+            stuck = got < target and nodes < allowance  # a leaf's master is integral: more nodes would not help
+            allowances[top.seq] = allowance * 4 if got < target else allowance  # short of the target: a larger tree
+            stuck = stuck or allowances[top.seq] > BRANCH_MAX_NODES
+            heapq.heappush(heap, _Entry(new, next(order), top.seq, 2 if stuck else 1, True))
+            continue
         sq = states.get(top.seq)
         if sq is None:
             sq = states[top.seq] = _Sequence(problem, cd, top.seq, ref)
@@ -631,3 +680,82 @@ def stage_bound(problem: JointProblem, lower_s: float, upper_s: float, budget: B
     (returned where nothing better is proven).  ``inf`` when no stage sequence admits a plan.
     """
     return stage_bound_report(problem, lower_s, upper_s, budget).bound
+
+
+def _branch_and_bound(
+    problem: JointProblem,
+    cd: ChainData,
+    seq: tuple[tuple[int, int], ...],
+    ref: float,
+    target: float,
+    budget: Budget,
+    max_nodes: int = 64,
+    root: _Sequence | None = None,
+) -> tuple[float, int]:
+    """The sequence's certified bound at ``target`` (units of ref) with branching: ``(bound, nodes)``.
+
+    A branch splits on one node's stage, ``g_v <= b`` or ``g_v >= b + 1`` (the node the master spreads most evenly over
+    the two sides): together the two children cover every plan of the parent, each child's plans are the parent's, so
+    the least bound over the open leaves (each at least its parent's) is a bound of the sequence.  A leaf proven at
+    ``target`` is closed.  Stops at ``max_nodes`` column generations, at the budget, or where the weakest leaf's master
+    has no fractional node (its bound then stands).
+    """
+    if root is None:
+        root = _Sequence(problem, cd, seq, ref)
+    got, settled = _column_generation(root, target, budget)
+    if got >= target or not settled:
+        return min(got, target), 1
+    order = itertools.count()
+    heap: list[tuple[float, int, np.ndarray, _Sequence]] = [(got, next(order), root.banned.copy(), root)]
+    nodes = 1
+    while heap and nodes < max_nodes and not budget.expired():
+        bound, _, banned, sq = heap[0]
+        branch = _fractional(sq)
+        if branch is None:
+            break  # the weakest leaf's master is integral: branching cannot raise it
+        heapq.heappop(heap)
+        v, b = branch
+        for side in (0, 1):
+            extra = banned.copy()
+            if side == 0:
+                extra[v, b + 1 :] = True  # g_v <= b
+            else:
+                extra[v, : b + 1] = True  # g_v >= b + 1
+            child = _Sequence(problem, cd, seq, ref, extra)
+            child.columns = [list(cols) for cols in sq.columns]  # _master keeps those the branch allows
+            child.lam, child.mu = sq.lam.copy(), sq.mu.copy()
+            got, settled = _column_generation(child, target, budget)
+            nodes += 1
+            got = max(got, bound)  # the child's plans are the parent's
+            if got < target:
+                heapq.heappush(heap, (got, next(order), extra, child))
+    if not heap:
+        return target, nodes
+    return min(target, heap[0][0]), nodes
+
+
+def _fractional(sq: _Sequence) -> tuple[int, int] | None:
+    """The node and stage split ``(v, b)`` whose master share ``P(g_v <= b)`` is closest to one half (``None``: none
+    between 1e-6 and 1 - 1e-6)."""
+    if sq.solver is None:
+        return None
+    if sq.solver.Solve() != 0:  # 0: OPTIMAL; GLOP's incremental solve can end ABNORMAL: once more from scratch
+        _master(sq)
+        if sq.solver.Solve() != 0:
+            return None
+    best, pick = 1e-6, None
+    for h in range(sq.H):
+        if not sq.vars[h]:
+            continue
+        x = np.array([var.solution_value() for var in sq.vars[h]])
+        assign = np.stack([col[3] for col in sq.columns[h]])  # (columns, positions)
+        for pos in range(assign.shape[1]):
+            v = int(sq.node[h, pos])
+            if v < 0:
+                continue
+            share = np.array([x[assign[:, pos] <= b].sum() for b in range(sq.m - 1)])
+            frac = np.minimum(share, 1.0 - share)
+            b = int(np.argmax(frac)) if frac.size else 0
+            if frac.size and frac[b] > best:
+                best, pick = float(frac[b]), (v, b)
+    return pick
