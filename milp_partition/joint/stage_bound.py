@@ -22,15 +22,20 @@ With :math:`\tau_{vc}(d) = p_c + 4 (d - 1) w_c / (N B)`, :math:`\mu_{vc}(y) = a_
         \mathrm{time}_{hi} = \sum_{v \in h: g_v = i} \tau_{v c_v}(d_i)
         + \sum_{e = (u, v) \text{ cut}:\ i \in \{g_u, g_v\}} \epsilon_e \\
     \text{(d) memory:}\quad & \textstyle\sum_h \mathrm{mem}_{hi}(\pi_h) \le M \quad \forall i, \quad
-        \mathrm{mem}_{hi} = \sum_{v \in h: g_v = i} \mu_{v c_v}(y_i)
+        \mathrm{mem}_{hi} = \sum_{v \in h: g_v = i} \mu_{v c_v}(y_i) \\
+    \text{(f) runs fit:}\quad & \text{every run } R \text{ (maximal nodes of } h \text{ in one stage } i)
+        \text{ has } \textstyle\sum_{v \in R} \min_c \tau_{vc}(d_i) + \epsilon_{\text{its ends}}
+        \le d_i T - r^T_i \text{ and } \sum_{v \in R} \min_c \mu_{vc}(y_i) \le M - r^M_i
 
 where an edge is *cut* when its ends' stages differ, counted for the chain's inner edges and for the edges
 between a chain's node and a node of (b) (its stage is known), and dropped for every other edge.  Every plan of
 value :math:`\le T` with sequence :math:`\sigma` satisfies it (its stages' nodes, configurations): (a) every edge
 goes forward; (b) a node that reaches every node is in the first stage (the first stage's nodes are reached by it,
 so they are not before it), one that every node reaches in the last; (c) is :math:`d_i \, TPS_i \le d_i T` with
-fewer bytes (no sync bytes, fewer edges); (d) is the memory of one device.  Empty stages are allowed (a
-relaxation).
+fewer bytes (no sync bytes, fewer edges); (d) is the memory of one device; (f) is (c) and (d) for one run alone,
+less :math:`r^T_i, r^M_i`, the least time and memory of the chains of one node fixed by (b) to stage i (other
+chains' runs share the stage with them; the run's two boundary edges are cut as runs are maximal).  Empty stages
+are allowed (a relaxation).
 
 Lagrangian dual.  For multipliers :math:`\lambda, \mu \in \mathbb{R}^m_{\ge 0}` with
 :math:`\Lambda = \sum_i \lambda_i d_i > 0`, summing :math:`\lambda_i` (c) and :math:`\mu_i` (d):
@@ -41,20 +46,27 @@ Lagrangian dual.  For multipliers :math:`\lambda, \mu \in \mathbb{R}^m_{\ge 0}` 
         \sum_i \big(\lambda_i \mathrm{time}_{hi}(\pi_h) + \mu_i \mathrm{mem}_{hi}(\pi_h)\big)
         - M \sum_i \mu_i \Big) =: L_\sigma(\lambda, \mu)
 
-for every plan with sequence :math:`\sigma` (and no such plan when the bracket is positive and
-:math:`\Lambda = 0`).  Each chain's minimum is an exact DP over (position, stage) (:func:`_price`): node costs
-:math:`\min_c \lambda_i \tau_{vc}(d_i) + \mu_i \mu_{vc}(y_i)`, a cut inner edge costs
-:math:`\epsilon_e (\lambda_i + \lambda_{i'})`.  The optimum over all plans is at least
-:math:`\min_\sigma \max_{\lambda, \mu} L_\sigma` (the plan's own sequence is one of them).
+for every plan with sequence :math:`\sigma` and value at most :math:`T` (the minimum over the assignments with (a),
+(b), (f) at :math:`T`), so every plan with sequence :math:`\sigma` has a value of at least
+:math:`\min(T, L_\sigma)` (no such plan of value :math:`\le T` when the bracket is positive and
+:math:`\Lambda = 0`, or when a chain has no such assignment).  Each chain's minimum is an exact DP over runs and
+stages (:func:`_price`): node costs :math:`\min_c \lambda_i \tau_{vc}(d_i) + \mu_i \mu_{vc}(y_i)`, a run's two
+boundary edges :math:`\epsilon_e \lambda_i`, runs that break (f) excluded.  The optimum over all plans is at least
+:math:`\min_\sigma` of these (the plan's own sequence is one of them).
 
 Good multipliers come from column generation: the master linear program (GLOP) over the chains' assignments found
 so far, :math:`\min T + P \sum_i z_i` s.t. (c) and (d) with slack :math:`z_i` on (d) and one convex combination per
 chain, whose duals are :math:`(\lambda, \mu)`; the DP prices new assignments.  A proof never rests on the solver:
 every bound is :math:`L_\sigma` re-evaluated by the DP from the multipliers, lowered by
 ``CERT_REL`` times the size of its terms (floating point).  :func:`stage_bound` works best-first: it keeps a
-proven bound per sequence (first the pooled work bound, then :math:`L_\sigma` at uniform :math:`\lambda`, then
-column generation) and always raises the weakest, until the weakest's column generation has converged, it
-reaches the best plan's value, or the budget ends; it returns the least proven bound over the sequences.
+proven bound per sequence (first the pooled work bound :math:`\sum_v \min_{i, c} \tau_{vc}(d_i) / \sum_i d_i`, then
+column generation at targets :math:`T`: the best plan's value, then bisection between the proven bound and the least
+target the converged relaxation did not prove) and always raises the weakest.  Where the weakest's relaxation has
+converged it branches (:func:`_branch_and_bound`): on one node's stage, :math:`g_v \le b` or :math:`g_v \ge b + 1`
+(both sides cover every plan of the sequence; each side is the same relaxation with stages banned for :math:`v`, its
+bound at least its parent's), leaves proven at the target closed, the least open leaf's bound the sequence's.  It
+ends when the weakest reaches the best plan's value, branching cannot raise it, or the budget ends, and returns the
+least proven bound over the sequences.
 """
 
 from __future__ import annotations
@@ -383,7 +395,8 @@ def _price(sq: _Sequence, lam: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, 
         run = S[:, None, :, :] - S[:, :, None, :] + (el[:, :, None] + er[:, None, :])[:, :, :, None] * lam[None, None, None, :]
         run = np.where(fit, run, np.inf)
         F = np.full((Hg, L + 1, m), np.inf)
-        G = np.full((Hg, L + 1, m), np.inf)  # G[:, i, g]: least cost of [0, i) with its last stage before g
+        # (a) monotone: G[:, i, g], the least cost of [0, i) with its last run in a stage before g
+        G = np.full((Hg, L + 1, m), np.inf)
         Garg = np.full((Hg, L + 1, m), -1, dtype=np.int64)
         Fi = np.zeros((Hg, L + 1, m), dtype=np.int64)
         G[:, 0, :] = 0.0
@@ -434,7 +447,7 @@ def certify(sq: _Sequence, lam: np.ndarray, mu: np.ndarray) -> float:
     margin = CERT_REL * (size + float(np.sum(mu)) + abs(total) + big * target)
     if big <= 0:
         return target if bracket > margin else -math.inf
-    return min(target, (bracket - margin) / big)
+    return min(target, (bracket - margin) / big)  # (e)
 
 
 def _no_plan(sq: _Sequence, mu: np.ndarray) -> bool:
