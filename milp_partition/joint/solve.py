@@ -48,6 +48,10 @@ class JointResult(Result):
     stages: list[dict[str, Any]] = field(default_factory=list)
 
 
+#: from this many ideals the exact DP's passes take seconds: the DP along topological orders runs first
+ORDER_DP_FROM_IDEALS = 5_000
+
+
 def stage_rows(plan: JointPlan, report: JointReport) -> list[dict[str, Any]]:
     """The ``stages`` list of the result JSON: the plan plus each stage's verified time, devices and memory."""
     rows = plan_to_dict(plan)
@@ -169,7 +173,10 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only and not exact_in_c:
             cap = min(self.settings.baseline_time_limit_s, run.budget.limit_s / 4)
             jobs.append(("piper-style", lambda: piper_style(data, budget=run.budget.capped(cap))))
-        if data.prefixes_only and self.settings.order_time_limit_s > 0:  # past the DP's cap: the DP along a few orders
+        # past the DP's cap, or where its passes are long (many pairs of ideals): the DP along a few orders (cheap,
+        # n + 1 ideals each) gives an upper end near the optimum, so that the exact passes start close to it
+        long_passes = not data.prefixes_only and len(data.ideals) >= ORDER_DP_FROM_IDEALS
+        if (data.prefixes_only or long_passes) and self.settings.order_time_limit_s > 0:
             order_cap = min(self.settings.order_time_limit_s, run.budget.limit_s / 6)
             jobs.append(("order-dp", lambda: order_dp(run.problem, run.budget.capped(order_cap))))
         for name, fn in jobs:
