@@ -122,3 +122,41 @@ def test_solve_reports_the_c_pass_and_skips_the_piper_style_warm_start() -> None
     assert result.solver_notes["dp_pass"] == "c"
     assert "piper-style" not in [h.name for h in result.heuristics]
     assert result.objective == pytest.approx(0.16585575, rel=1e-9)  # Piper's value (shared/benchmarks/README.md)
+
+
+@needs_c
+def test_pair_count_matches_subset_pairs_and_caps() -> None:
+    """count_pairs counts (ideal, proper sub-ideal) pairs as brute force does, and says -1 past its cap."""
+    from milp_partition.joint.generators import parallel_branches
+
+    data = joint_data(parallel_branches(3, 3, 4, 2 * GIB, seed=1))
+    sets = [frozenset(int(v) for v in np.nonzero(row)[0]) for row in data.member]
+    want = sum(1 for a in sets for b in sets if b < a)
+    words = np.ascontiguousarray(data.ideal_words, dtype=np.uint64)
+    assert native._ext.count_pairs(words, len(sets), words.shape[1], 10**9) == want
+    assert native._ext.count_pairs(words, len(sets), words.shape[1], want - 1) == -1
+    assert native.pair_count(data) == want and data.pairs == want
+
+
+@needs_c
+def test_c_pass_runs_where_pairs_are_few_though_ideals_are_many() -> None:
+    """4 branches of 10: 14,643 ideals (L^2 / 2 past 100M) but 19M pairs: the search would run in C (its proof takes ~20 s)."""
+    from milp_partition.joint.generators import parallel_branches
+
+    data = joint_data(parallel_branches(4, 10, 8, 2 * GIB, seed=0), max_ideals=20_000)
+    assert len(data.ideals) * (len(data.ideals) - 1) // 2 > native.MAX_PAIRS
+    assert native.applies(data)
+    assert 0 < native.pair_count(data) * len(data.degrees) <= native.MAX_PAIRS
+
+
+def test_many_ideals_run_the_order_dp_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ORDER_DP_FROM_IDEALS the chain runs the DP along topological orders before the exact passes."""
+    from milp_partition.joint import solve as joint_solve
+    from milp_partition.joint.generators import parallel_branches
+
+    problem = parallel_branches(3, 3, 4, 2 * GIB, seed=1)
+    names = lambda r: [h.name for h in r.heuristics]  # noqa: E731
+    assert "order-dp" not in names(solve_joint(problem, JointSolveSettings(time_limit_s=60)))
+    monkeypatch.setattr(joint_solve, "ORDER_DP_FROM_IDEALS", 10)
+    result = solve_joint(problem, JointSolveSettings(time_limit_s=60))
+    assert "order-dp" in names(result) and result.status.value == "optimal"

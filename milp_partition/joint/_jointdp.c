@@ -48,7 +48,40 @@ typedef struct {
     double *best;
     int *parent;
     long knapsacks, tables;
+    /* arena of the stage data (TInfo and its fast / y_fit arrays): never freed one by one */
+    char **blocks;
+    int nblocks, capblocks, oom;
+    /* which stage's rows the scratch P, W, A, Bf (and nodes) hold now: (i, j, ti, m); i = -1 none */
+    int rows_i, rows_j, rows_ti, rows_m;
+    size_t left;
+    char *next;
 } Ctx;
+
+#define ARENA_BLOCK (16u << 20)
+
+/* `bytes` bytes from the context's arena (8-byte aligned; zeroed: fresh from calloc), NULL when out of memory */
+static void *arena(Ctx *c, size_t bytes) {
+    bytes = (bytes + 7) & ~(size_t)7;
+    if (bytes > c->left) {
+        size_t sz = bytes > ARENA_BLOCK ? bytes : ARENA_BLOCK;
+        if (c->nblocks == c->capblocks) {
+            int cap = c->capblocks ? 2 * c->capblocks : 64;
+            char **grown = (char **)realloc(c->blocks, sizeof(char *) * cap);
+            if (!grown) return NULL;
+            c->blocks = grown;
+            c->capblocks = cap;
+        }
+        char *blk = (char *)calloc(1, sz);
+        if (!blk) return NULL;
+        c->blocks[c->nblocks++] = blk;
+        c->next = blk;
+        c->left = sz;
+    }
+    void *out = c->next;
+    c->next += bytes;
+    c->left -= bytes;
+    return out;
+}
 
 static inline int has(const uint64_t *w, int v) { return (int)((w[v >> 6] >> (v & 63)) & 1u); }
 
@@ -61,6 +94,20 @@ static double now_s(void) {
 /* ---------------------------------------------------------------- knapsack ---------------- */
 
 typedef struct { double m, c; } Pt;
+
+/* qsort for the short arrays of one stage: insertion sort up to 48 elements (the comparators are total
+ * orders, so the result is qsort's), qsort past that; elements of at most 64 bytes */
+static void sort_few(void *base, size_t n, size_t size, int (*cmp)(const void *, const void *)) {
+    if (n > 48 || size > 64) { qsort(base, n, size, cmp); return; }
+    char *a = (char *)base, tmp[64];
+    for (size_t r = 1; r < n; ++r) {
+        size_t q = r;
+        if (cmp(a + (q - 1) * size, a + q * size) <= 0) continue;
+        memcpy(tmp, a + q * size, size);
+        while (q > 0 && cmp(a + (q - 1) * size, tmp) > 0) { memcpy(a + q * size, a + (q - 1) * size, size); --q; }
+        memcpy(a + q * size, tmp, size);
+    }
+}
 
 static int cmp_pt(const void *x, const void *y) {
     const Pt *a = (const Pt *)x, *b = (const Pt *)y;
@@ -125,7 +172,7 @@ static double knap(int m, int W, const double *cost, const double *mem, double M
             double c = cost[v * W + o], mm = mem[v * W + o];
             if (isfinite(c) && isfinite(mm)) { tmp[nt].m = mm; tmp[nt].c = c; ++nt; }
         }
-        qsort(tmp, nt, sizeof(Pt), cmp_pt);
+        sort_few(tmp, nt, sizeof(Pt), cmp_pt);
         int kept = 0;
         double bestc = INFINITY;
         for (int r = 0; r < nt; ++r) {
@@ -149,7 +196,7 @@ static double knap(int m, int W, const double *cost, const double *mem, double M
             ups[nu].ratio = (oc[q * W] - oc[q * W + r]) / (om[q * W + r] - om[q * W]);
             ups[nu].v = q; ups[nu].j = r; ++nu;
         }
-    qsort(ups, nu, sizeof(Up), cmp_up);
+    sort_few(ups, nu, sizeof(Up), cmp_up);
     int *cur = (int *)calloc(P + 1, sizeof(int));
     double used = base_m + rest_m[0], upper = base_c + rest_c[0];
     for (int u = 0; u < nu; ++u) {
@@ -180,7 +227,7 @@ static double knap(int m, int W, const double *cost, const double *mem, double M
             at = nx;
         }
     }
-    qsort(segs, ns, sizeof(Seg), cmp_seg);
+    sort_few(segs, ns, sizeof(Seg), cmp_seg);
     if (bounds_only) { /* the LP relaxation of all free nodes: whole segments best first, the last one in part */
         double room = M - base_m - rest_m[0], saved = 0;
         for (int r = 0; r < ns && room > 0; ++r) {
@@ -223,7 +270,7 @@ static double knap(int m, int W, const double *cost, const double *mem, double M
                 double mm = F[f].m + om[q * W + r];
                 if (mm <= room_after) { G[ng].m = mm; G[ng].c = F[f].c + oc[q * W + r]; ++ng; }
             }
-        qsort(G, ng, sizeof(Pt), cmp_pt);
+        sort_few(G, ng, sizeof(Pt), cmp_pt);
         /* Pareto filter and LP pruning */
         const double *cm = cum_m + (size_t)(q + 1) * (ns + 1), *cc = cum_c + (size_t)(q + 1) * (ns + 1);
         const double *ef = eff + (size_t)(q + 1) * (ns + 1);
@@ -264,6 +311,7 @@ static double knap(int m, int W, const double *cost, const double *mem, double M
 
 /* rows of stage I_i \ I_j on degree index ti into c->nodes/P/W/A/Bf; returns the node count */
 static int stage_rows(Ctx *c, int i, int j, int ti) {
+    if (c->rows_i == i && c->rows_j == j && c->rows_ti == ti) return c->rows_m;
     const uint64_t *wi = c->words + (size_t)i * c->nw, *wj = c->words + (size_t)j * c->nw;
     int Wd = c->width[ti], m = 0;
     const double *p = c->p + c->off_node[ti], *w = c->w + c->off_node[ti];
@@ -296,16 +344,18 @@ static int stage_rows(Ctx *c, int i, int j, int ti) {
         ++m;
       }
     }
+    c->rows_i = i; c->rows_j = j; c->rows_ti = ti; c->rows_m = m;
     return m;
 }
 
 static TInfo *tinfo(Ctx *c, long pair, int i, int j, int ti) {
     TInfo **slot = c->info + pair * c->nt + ti;
     if (*slot) return *slot;
-    TInfo *t = (TInfo *)calloc(1, sizeof(TInfo));
     int nd = c->ndiv_t[ti], Wd = c->width[ti];
-    t->fast = (double *)malloc(sizeof(double) * (nd + 1));
-    t->y_fit = (int *)malloc(sizeof(int) * (nd + 1));
+    TInfo *t = (TInfo *)arena(c, sizeof(TInfo) + sizeof(double) * (nd + 1) + sizeof(int) * (nd + 1));
+    if (!t) return NULL;
+    t->fast = (double *)(t + 1);
+    t->y_fit = (int *)(t->fast + nd + 1);
     t->y_small = -1;
     t->F = NULL;
     int m = stage_rows(c, i, j, ti);
@@ -485,6 +535,7 @@ static double extend(Ctx *c, int i, int j, long pair, double need, double freed,
         int t = c->degrees[ti];
         if (t > freed) break;
         TInfo *inf = tinfo(c, pair, i, j, ti);
+        if (!inf) { c->oom = 1; return nxt; }
         for (int q = 0; q < c->ndiv_t[ti]; ++q) {
             int d = c->divs[q];
             if (!((double)d * t <= freed && d + s_lo <= smax)) continue;
@@ -534,6 +585,7 @@ static int pass(Ctx *c, double target, int strict, double deadline, double *nxt_
     int status = 0;
     for (int i = full; i >= 1; --i) {
         if (PyErr_CheckSignals() < 0) { status = -1; break; }
+        if (c->oom) break;
         if (isfinite(deadline) && now_s() > deadline) { status = -2; break; }
         const double *arr = c->best + (size_t)i * S1;
         /* the states not dominated by one with less s and no more devices (less s: less memory in flight
@@ -587,9 +639,11 @@ static int pass(Ctx *c, double target, int strict, double deadline, double *nxt_
             }
             double x = extend(c, i, j, r, need, freed, finite, nfin, target, strict);
             if (x < nxt) nxt = x;
+            if (c->oom) break;
         }
     }
     free(finite);
+    if (c->oom && status == 0) { c->oom = 0; PyErr_NoMemory(); status = -1; }
     *nxt_out = nxt;
     if (status != 0) return status;
     for (int s = 0; s < S1; ++s) if (isfinite(c->best[s])) return 1;
@@ -602,9 +656,11 @@ static void ctx_free(Ctx *c) {
     if (!c) return;
     if (c->info) {
         for (long r = 0; r < c->pairs * c->nt; ++r)
-            if (c->info[r]) { free(c->info[r]->F); free(c->info[r]->FL); free(c->info[r]->FU); free(c->info[r]->fast); free(c->info[r]->y_fit); free(c->info[r]); }
+            if (c->info[r]) { free(c->info[r]->F); free(c->info[r]->FL); free(c->info[r]->FU); }
         free(c->info);
     }
+    for (int r = 0; r < c->nblocks; ++r) free(c->blocks[r]);
+    free(c->blocks);
     void *ptrs[] = {c->degrees, c->width, c->ndiv_t, c->off_node, c->off_edge, c->p, c->w, c->a, c->b, c->ein, c->eout,
                     c->esrc, c->etgt, c->in_start, c->in_edges, c->out_start, c->out_edges, c->words, c->ideal_work,
                     c->ideal_p, c->ideal_w, c->divs, c->sub_start, c->sub, c->nodes, c->P, c->W, c->A, c->Bf, c->cost,
@@ -640,6 +696,7 @@ static PyObject *py_new(PyObject *self, PyObject *args) {
                           &o_ip, &o_iw, &o_divs))
         return NULL;
     Ctx *c = (Ctx *)calloc(1, sizeof(Ctx));
+    c->rows_i = -1;
     c->n = n; c->E = E; c->L = L; c->nw = nw; c->nt = nt; c->ndiv = ndiv; c->k = k; c->smax = smax;
     c->ymax = smax + 1; c->M = M; c->B = B; c->N = N;
     c->degrees = (int *)copy_buffer(o_deg, sizeof(int) * nt, "degrees");
@@ -766,7 +823,39 @@ static PyObject *py_knapsack(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(v);
 }
 
+static PyObject *py_count_pairs(PyObject *self, PyObject *args) {
+    PyObject *o_words;
+    int L, nw;
+    long cap;
+    if (!PyArg_ParseTuple(args, "Oiil", &o_words, &L, &nw, &cap)) return NULL;
+    Py_buffer view;
+    if (PyObject_GetBuffer(o_words, &view, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if ((size_t)view.len != sizeof(uint64_t) * (size_t)L * nw) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "jointdp: count_pairs: words has the wrong size");
+        return NULL;
+    }
+    const uint64_t *words = (const uint64_t *)view.buf;
+    long count = 0;
+    Py_BEGIN_ALLOW_THREADS
+    /* the same test as py_new's sub-ideal lists: j < i with words(j) inside words(i) */
+    for (int i = 0; i < L && count <= cap; ++i) {
+        const uint64_t *wi = words + (size_t)i * nw;
+        for (int j = 0; j < i; ++j) {
+            const uint64_t *wj = words + (size_t)j * nw;
+            int sub = 1;
+            for (int x = 0; x < nw; ++x) if (wj[x] & ~wi[x]) { sub = 0; break; }
+            count += sub;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    return PyLong_FromLong(count > cap ? -1 : count);
+}
+
 static PyMethodDef methods[] = {
+    {"count_pairs", py_count_pairs, METH_VARARGS,
+     "count_pairs(words, L, nw, cap) -> the pairs (ideal, proper sub-ideal), or -1 past cap"},
     {"new", py_new, METH_VARARGS, "new(...) -> context: the indexed problem (see milp_partition/joint/native.py)"},
     {"feasible", py_feasible, METH_VARARGS, "feasible(ctx, target, strict, deadline) -> (status, next, steps)"},
     {"stats", py_stats, METH_VARARGS, "stats(ctx) -> counts of pairs, stage tables and knapsacks"},

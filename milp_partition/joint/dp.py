@@ -110,6 +110,8 @@ class JointData:
     #: t -> per ideal: sum of the nodes' least p (seconds) and least all-reduce term 4 w / (N B) (seconds)
     ideal_p: dict[int, np.ndarray] = field(default_factory=dict)
     ideal_w: dict[int, np.ndarray] = field(default_factory=dict)
+    #: pairs (ideal, proper sub-ideal), counted on demand by :func:`milp_partition.joint.native.pair_count`
+    pairs: int | None = None
 
 
 def joint_data(problem: JointProblem, max_ideals: int = 200_000, *, prefixes_only: bool = False) -> JointData:

@@ -10,7 +10,7 @@ configurations) and re-checked by the verifier downstream, so the C code never r
 The extension is optional (``setup.py`` builds it when a C compiler is there); :func:`available` says
 whether it loaded, and :func:`native_dp` falls back to :class:`JointDP` where it did not or where the
 pass needs what the C code does not do (a forced number of stages, Piper's greedy choice, or too many
-ideals: see ``MAX_PAIRS``).
+ideals or pairs of ideals: see ``MAX_IDEALS`` and ``MAX_PAIRS``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,13 @@ try:  # the compiled pass (optional: see setup.py)
 except ImportError:  # pragma: no cover - depends on the build
     _ext = None
 
-#: the C pass keeps a cache slot per (ideal, sub-ideal, t): it runs where L (L - 1) / 2 times the number of
-#: degrees t (an upper bound on those, L ideals) is at most this (8 bytes a slot: 128 MB at most)
-MAX_PAIRS = 16_000_000
+#: the C pass keeps a cache slot per (ideal, sub-ideal, t) and its stage data where a pass reaches it: it runs
+#: where the pairs (ideal, proper sub-ideal) times the number of degrees t are at most this (8 bytes a slot,
+#: about 100 more per stage reached)
+MAX_PAIRS = 64_000_000
+#: counting the pairs takes L^2 / 2 subset tests (L ideals; about 0.3 s at 18,000): past this many ideals the C
+#: pass does not run
+MAX_IDEALS = 40_000
 
 
 def available() -> bool:
@@ -40,13 +44,21 @@ def available() -> bool:
     return _ext is not None
 
 
+def pair_count(data: JointData) -> int:
+    """The pairs (ideal, proper sub-ideal) of ``data``, counted once (cached on it); -1 past :data:`MAX_PAIRS`."""
+    if data.pairs is None:
+        words = np.ascontiguousarray(data.ideal_words, dtype=np.uint64)
+        data.pairs = int(_ext.count_pairs(words, len(data.ideals), words.shape[1], MAX_PAIRS)) if _ext is not None else -1
+    return data.pairs
+
+
 def applies(data: JointData) -> bool:
     """Whether the exact search on ``data`` runs its passes in C (built; no forced number of stages; few enough pairs)."""
     forced = data.problem.shape.stages if data.problem.shape is not None else None
-    if _ext is None or forced is not None or data.prefixes_only:
+    if _ext is None or forced is not None or data.prefixes_only or len(data.ideals) > MAX_IDEALS:
         return False
-    ideals = len(data.ideals)
-    return ideals * (ideals - 1) // 2 * len(data.degrees) <= MAX_PAIRS
+    pairs = pair_count(data)
+    return 0 <= pairs and pairs * len(data.degrees) <= MAX_PAIRS
 
 
 def native_dp(data: JointData, greedy: bool = False, share_tables: bool = True) -> JointDP:

@@ -208,9 +208,11 @@ class JointSolveSettings:
         (:mod:`milp_partition.joint.segment_bound`) may take where the graph has more ideals than
         ``max_ideals`` (0: none); the slot formulation has the rest.
     order_time_limit_s
-        Seconds (at most a sixth of the time limit) the exact DP along up to 200 topological orders
-        (:mod:`milp_partition.heuristics.joint_orders`, a heuristic) may take where the graph has more
-        ideals than ``max_ideals`` (0: none); its best plan warm-starts the slot formulation.
+        Seconds the exact DP along topological orders of one, two and three groups of chains
+        (:func:`milp_partition.heuristics.joint_orders.grouped_order_dp`, a heuristic) may take where the
+        graph has more ideals than ``max_ideals`` (at most a third of the time limit; its best plan
+        warm-starts the slot formulation), and, of one and two groups, where it has 5,000 ideals or more
+        (at most a twentieth: an upper end for the exact passes); 0: none.
     """
 
     time_limit_s: float = 60.0
@@ -222,7 +224,7 @@ class JointSolveSettings:
     method: str = "dp"
     solver: str = "cpsat"
     bound_time_limit_s: float = 15.0
-    order_time_limit_s: float = 10.0
+    order_time_limit_s: float = 20.0
 
     def __post_init__(self) -> None:
         if self.method not in ("dp", "milp"):

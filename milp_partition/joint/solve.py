@@ -32,7 +32,7 @@ from milp_partition.chain import (
 )
 from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
-from milp_partition.heuristics.joint_orders import order_dp
+from milp_partition.heuristics.joint_orders import grouped_order_dp
 from milp_partition.joint import native
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
@@ -47,6 +47,10 @@ class JointResult(Result):
     """A :class:`Result` with the plan's stages (pipeline order), each with its evaluated figures."""
 
     stages: list[dict[str, Any]] = field(default_factory=list)
+
+
+#: from this many ideals the exact DP's passes take seconds: the DP along topological orders runs first
+ORDER_DP_FROM_IDEALS = 5_000
 
 
 def stage_rows(plan: JointPlan, report: JointReport) -> list[dict[str, Any]]:
@@ -170,9 +174,15 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only and not exact_in_c:
             cap = min(self.settings.baseline_time_limit_s, run.budget.limit_s / 4)
             jobs.append(("piper-style", lambda: piper_style(data, budget=run.budget.capped(cap))))
-        if data.prefixes_only and self.settings.order_time_limit_s > 0:  # past the DP's cap: the DP along a few orders
-            order_cap = min(self.settings.order_time_limit_s, run.budget.limit_s / 6)
-            jobs.append(("order-dp", lambda: order_dp(run.problem, run.budget.capped(order_cap))))
+        # past the DP's cap, or where its passes are long (many pairs of ideals): the DP along topological orders
+        # of one, then two (and three) groups of chains (heuristics/joint_orders.py) gives a plan near the
+        # optimum: past the cap it warm-starts the slot formulation, below it the exact passes start close to it
+        long_passes = not data.prefixes_only and len(data.ideals) >= ORDER_DP_FROM_IDEALS
+        if (data.prefixes_only or long_passes) and self.settings.order_time_limit_s > 0:
+            share = 3 if data.prefixes_only else 20
+            order_cap = min(self.settings.order_time_limit_s, run.budget.limit_s / share)
+            groups = (1, 2, 3) if data.prefixes_only else (1, 2)
+            jobs.append(("order-dp", lambda: grouped_order_dp(run.problem, run.budget.capped(order_cap), groups)))
         for name, fn in jobs:
             t0 = time.monotonic()
             plan, _ = fn()
