@@ -171,7 +171,7 @@ def chain_data(problem: JointProblem) -> ChainData:
     length = max(len(nodes) for nodes, _ in found)
     node = np.full((len(found), length), -1, dtype=np.int64)
     edge = np.zeros((len(found), max(0, length - 1)))
-    inner = set()
+    inner: set[tuple[int, int]] = set()
     for h, (nodes, bytes_) in enumerate(found):
         node[h, : len(nodes)] = nodes
         edge[h, : len(bytes_)] = 2.0 * np.asarray(bytes_, dtype=float) / cl.bandwidth_bytes_per_s
