@@ -252,13 +252,14 @@ def write_report(out: Path, *, plot_only: bool) -> None:
         "## Wide graphs: past the DP's cap of 200,000 ideals",
         "",
         "`parallel_branches(b, depth)`: a source, b parallel chains, a sink. The default method is the DP; where it "
-        "finds more ideals than its cap the chain runs, instead, the exact DP along up to 200 depth-first topological "
-        "orders (`heuristics/joint_orders.py`, a heuristic whose best plan warm-starts the MILP), the segment bound "
+        "finds more ideals than its cap the chain runs, instead, the exact DP along depth-first topological orders "
+        "of one, two and three groups of chains (`heuristics/joint_orders.py`, a heuristic whose best plan "
+        "warm-starts the MILP), the segment bound "
         "(`milp_partition/joint/segment_bound.py`, a proven bound from an LP over chain segments in pooled stage "
         "classes), the stage bound (`milp_partition/joint/stage_bound.py`, a proven Lagrangian bound per stage "
         "sequence over whole chains; up to 20,000 sequences, so not at k = 16) and the slot MILP; the note says which "
-        "gave the bound. 4x10 has 14,641 ideals: its first row is "
-        "the DP, the second the same instance with the cap lowered to 10,000.",
+        "gave the bound. 4x10 has 14,643 ideals: its first row is the DP (its C pass: the pairs of ideals are few "
+        "enough), the second the same instance with the cap lowered to 10,000.",
         "",
         "| case | nodes | method | status | objective | bound | gap | s | note |",
         "|---|---|---|---|---|---|---|---|---|",
