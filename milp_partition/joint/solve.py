@@ -283,7 +283,8 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
     result = run_chain(steps, problem, chain)
     assert isinstance(result, JointResult)
     if not result.solver.startswith("joint-milp"):
-        result.solver = "joint-dp"
+        # past the DP's cap a plan proven before the formulation ran: the orders' plan, the bounds' proof
+        result.solver = "joint-wide" if "too_many_ideals" in result.solver_notes else "joint-dp"
     if result.status is Status.UNKNOWN and "too_many_ideals" in result.solver_notes:
         result.message = (
             "the graph has more ideals than --max-ideals allows, the baselines found no plan and the formulation found "
