@@ -99,15 +99,21 @@ class StageClass:
     y: int
 
 
-def stage_classes(problem: JointProblem) -> list[StageClass]:
-    """Every class a stage can have: ``d | N``, ``d t <= k``, ``1 <= y <= ceil(min(k, N) / d)`` (a forced shape's degrees)."""
+def stage_options(problem: JointProblem) -> list[tuple[int, int]]:
+    """Every ``(d, t)`` a stage can have: ``d | N``, ``d <= min(k, N)``, ``t`` offered, ``d t <= k`` (a forced shape's degrees)."""
     cl = problem.cluster
     smax = min(cl.devices, cl.microbatches)
     shape = problem.shape
     degrees = [t for t in problem.degrees if shape is None or shape.tensor_parallel in (None, t)]
     divisors = [d for d in range(1, smax + 1) if cl.microbatches % d == 0]
     divisors = [d for d in divisors if shape is None or shape.data_parallel in (None, d)]
-    return [StageClass(d, t, y) for d in divisors for t in degrees if d * t <= cl.devices for y in range(1, -(-smax // d) + 1)]
+    return [(d, t) for d in divisors for t in degrees if d * t <= cl.devices]
+
+
+def stage_classes(problem: JointProblem) -> list[StageClass]:
+    """Every class a stage can have: a :func:`stage_options` pair and ``1 <= y <= ceil(min(k, N) / d)``."""
+    smax = min(problem.cluster.devices, problem.cluster.microbatches)
+    return [StageClass(d, t, y) for d, t in stage_options(problem) for y in range(1, -(-smax // d) + 1)]
 
 
 def chains(problem: JointProblem) -> list[tuple[list[int], list[float]]]:

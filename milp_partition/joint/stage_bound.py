@@ -81,7 +81,7 @@ import numpy as np
 
 from milp_partition.budget import Budget
 from milp_partition.joint.problem import JointProblem
-from milp_partition.joint.segment_bound import chains
+from milp_partition.joint.segment_bound import chains, stage_options
 
 #: A certificate's value is lowered by this times the size of its terms (floating-point sums of the DP).
 CERT_REL = 1e-9
@@ -213,10 +213,7 @@ def sequences(problem: JointProblem, limit: int = MAX_SEQUENCES) -> list[tuple[t
     cl = problem.cluster
     smax = min(cl.devices, cl.microbatches)
     shape = problem.shape
-    degrees = [t for t in problem.degrees if shape is None or shape.tensor_parallel in (None, t)]
-    divisors = [d for d in range(1, smax + 1) if cl.microbatches % d == 0]
-    divisors = [d for d in divisors if shape is None or shape.data_parallel in (None, d)]
-    options = [(d, t) for d in divisors for t in degrees if d * t <= cl.devices]
+    options = stage_options(problem)
     want = None if shape is None else shape.stages
     out: list[tuple[tuple[int, int], ...]] = []
 
