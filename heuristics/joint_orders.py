@@ -142,9 +142,9 @@ def grouped_order_dp(
     for q_g, count in enumerate(groups):
         share = budget if q_g == len(groups) - 1 else budget.capped(budget.left() / 2)
         if count <= 1:
-            found = order_dp(problem, share, orders=tries, seed=seed)
-            if found[0] is not None and found[1] < best[1]:
-                best = found
+            along_one = order_dp(problem, share, orders=tries, seed=seed)
+            if along_one[0] is not None and along_one[1] < best[1]:
+                best = along_one
             continue
         seen: set[tuple[tuple[str, ...], tuple[int, ...]]] = set()
         for q in range(tries):
