@@ -85,6 +85,12 @@ static void *arena(Ctx *c, size_t bytes) {
 
 static inline int has(const uint64_t *w, int v) { return (int)((w[v >> 6] >> (v & 63)) & 1u); }
 
+/* whether the ideal of words `wj` lies inside the ideal of words `wi` (nw words each) */
+static inline int inside(const uint64_t *wj, const uint64_t *wi, int nw) {
+    for (int x = 0; x < nw; ++x) if (wj[x] & ~wi[x]) return 0;
+    return 1;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -750,10 +756,7 @@ static PyObject *py_new(PyObject *self, PyObject *args) {
         c->sub_start[i] = ns;
         const uint64_t *wi = c->words + (size_t)i * nw;
         for (int j = 0; j < i; ++j) {
-            const uint64_t *wj = c->words + (size_t)j * nw;
-            int sub = 1;
-            for (int x = 0; x < nw; ++x) if (wj[x] & ~wi[x]) { sub = 0; break; }
-            if (!sub) continue;
+            if (!inside(c->words + (size_t)j * nw, wi, nw)) continue;
             if (ns == capsub) { capsub *= 2; c->sub = (int *)realloc(c->sub, sizeof(int) * capsub); }
             c->sub[ns++] = j;
         }
@@ -841,12 +844,7 @@ static PyObject *py_count_pairs(PyObject *self, PyObject *args) {
     /* the same test as py_new's sub-ideal lists: j < i with words(j) inside words(i) */
     for (int i = 0; i < L && count <= cap; ++i) {
         const uint64_t *wi = words + (size_t)i * nw;
-        for (int j = 0; j < i; ++j) {
-            const uint64_t *wj = words + (size_t)j * nw;
-            int sub = 1;
-            for (int x = 0; x < nw; ++x) if (wj[x] & ~wi[x]) { sub = 0; break; }
-            count += sub;
-        }
+        for (int j = 0; j < i; ++j) count += inside(words + (size_t)j * nw, wi, nw);
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
