@@ -210,3 +210,20 @@ def test_no_bound_without_a_plan_or_with_a_forced_stage_count() -> None:
     assert cb.column_bound(problem, 0.5, math.inf, Budget.starting_now(BUDGET_S)) == 0.5
     forced = replace(problem, shape=JointShape(stages=2))
     assert cb.column_bound(forced, 0.25, 1.0, Budget.starting_now(BUDGET_S)) == 0.25
+
+
+def test_integer_paths_of_its_columns_are_verified_plans() -> None:
+    # started from a plan 5% above the optimum: the relaxation allows the targets between, and integer paths of its
+    # columns are plans there (every one the verifier accepts, none below the optimum)
+    problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=1)
+    best, _ = _optimum(problem)
+    report = _bound(problem, best * 1.05)
+    assert report.plans
+    values = []
+    for plan in report.plans:
+        checked = verify_joint(problem, plan)
+        assert checked.feasible, checked.violations
+        values.append(checked.objective)
+    assert best * (1 - 1e-9) <= min(values) < best * 1.05
+    assert report.bound <= best * (1 + 1e-9)
+    assert report.bound >= best * 0.99  # the bound as tight as from the optimum's value

@@ -58,11 +58,13 @@ from typing import Any
 
 import numpy as np
 from ortools.linear_solver import pywraplp
+from ortools.sat.python import cp_model
 
 from milp_partition.budget import Budget
-from milp_partition.joint.problem import JointProblem
+from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
 from milp_partition.joint.segment_bound import stage_options
 from milp_partition.joint.stage_bound import ChainData, chain_data
+from milp_partition.verifiers.joint import verify_joint
 
 try:  # the compiled branch and bound (optional: the Python one gives the same answers)
     from milp_partition.joint import _jointdp as _ext
@@ -76,8 +78,12 @@ FIT_REL = 1e-9
 #: Column generation rounds per target, and the branch and bound's node limit per pricing.
 MAX_ROUNDS = 200
 MAX_NODES = 2_000_000
+#: At most this many new columns per round (the best by reduced cost): fewer simplex pivots per solve.
+MAX_ADD = 10_000
 #: The targets tried first, as fractions of the best plan's value: proving one ends within that gap.
 FIRST_TARGETS = (0.98, 0.99, 0.995, 0.999)
+#: Seconds CP-SAT may look for an integer path (a plan) where a target's relaxation has a solution.
+PATH_TIME_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -104,17 +110,21 @@ class _Options:
     e: list[np.ndarray]
     time: list[np.ndarray]  # units of the reference time (d T is the capacity)
     mem: list[np.ndarray]  # units of M
+    configs: list[list[tuple[int, ...]]]  # per chain and option: the configuration index of each node of the interval
 
 
-def _pareto(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The points no other point beats in both time and memory (sorted by time)."""
+_Point = tuple[float, float, tuple[int, ...]]
+
+
+def _pareto(points: list[_Point]) -> list[_Point]:
+    """The (time, memory, configurations) points no other point beats in both time and memory (sorted by time)."""
     points.sort()
-    out: list[tuple[float, float]] = []
+    out: list[_Point] = []
     best = math.inf
-    for tm, mm in points:
-        if mm < best:
-            out.append((tm, mm))
-            best = mm
+    for point in points:
+        if point[1] < best:
+            out.append(point)
+            best = point[1]
     return out
 
 
@@ -158,13 +168,13 @@ def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _O
         return got
     cd = data.cd
     p, w, a_, b_ = cd.p[t], cd.w[t], cd.a[t], cd.b[t]
-    out = _Options([], [], [], [])
+    out = _Options([], [], [], [], [])
     for h, length in enumerate(data.lengths):
         nodes = cd.node[h, :length]
         node_opts = []
         for v in nodes:
             row = [
-                ((p[v, o] + data.r * (d - 1) * w[v, o]) / data.ref, (a_[v, o] * y + b_[v, o]) / data.memory)
+                ((p[v, o] + data.r * (d - 1) * w[v, o]) / data.ref, (a_[v, o] * y + b_[v, o]) / data.memory, (o,))
                 for o in range(p.shape[1])
                 if math.isfinite(p[v, o])
             ]
@@ -173,7 +183,7 @@ def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _O
         to_last = cd.to_last[nodes] / data.ref
         edge = cd.edge[h, : max(0, length - 1)] / data.ref
         f, ell = data.first_end[h], data.last_start[h]
-        A, E, TM, MM = [], [], [], []
+        A, E, TM, MM, CF = [], [], [], [], []
         for a in range(length + 1):
             if first and a != 0:
                 break
@@ -181,11 +191,13 @@ def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _O
                 continue
             if last and a > ell:
                 break
-            pts: list[tuple[float, float]] = [(0.0, 0.0)]
+            pts: list[_Point] = [(0.0, 0.0, ())]
             for e in range(a, length + 1):
                 if e > a:
                     opts = node_opts[e - 1]
-                    pts = _pareto([(t0 + t1, m0 + m1) for t0, m0 in pts for t1, m1 in opts if m0 + m1 <= 1.0 + FIT_REL])
+                    pts = _pareto(
+                        [(t0 + t1, m0 + m1, c0 + c1) for t0, m0, c0 in pts for t1, m1, c1 in opts if m0 + m1 <= 1.0 + FIT_REL]
+                    )
                     if not pts:
                         break
                 if first and e < f:
@@ -208,15 +220,17 @@ def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _O
                     extra += float(np.sum(to_first[e:]))  # this chain's nodes after the first stage: cut edges
                 if last:
                     extra += float(np.sum(to_last[:a]))
-                for tm, mm in pts:
+                for tm, mm, cf in pts:
                     A.append(a)
                     E.append(e)
                     TM.append(tm + extra)
                     MM.append(mm)
+                    CF.append(cf)
         out.a.append(np.array(A, dtype=np.int64))
         out.e.append(np.array(E, dtype=np.int64))
         out.time.append(np.array(TM))
         out.mem.append(np.array(MM))
+        out.configs.append(CF)
     data.options[key] = out
     return out
 
@@ -388,7 +402,8 @@ class _Master:
         self.data = data
         self.devices = devices
         self.target = math.inf
-        self.columns: list[tuple[StageType, tuple[int, ...], tuple[int, ...], float]] = []  # type, a, e, time
+        #: type, interval starts, ends, time (units of ref), the option chosen per chain
+        self.columns: list[tuple[StageType, tuple[int, ...], tuple[int, ...], float, tuple[int, ...]]] = []
         self.seen: set[tuple[StageType, tuple[int, ...], tuple[int, ...]]] = set()
         self._build()
 
@@ -422,13 +437,13 @@ class _Master:
                 self.objective.SetCoefficient(art, 1.0)
         return row
 
-    def add(self, ty: StageType, a: tuple[int, ...], e: tuple[int, ...], time: float) -> bool:
+    def add(self, ty: StageType, a: tuple[int, ...], e: tuple[int, ...], time: float, choice: tuple[int, ...]) -> bool:
         """Add a column (``False``: it was there)."""
         key = (ty, a, e)
         if key in self.seen:
             return False
         self.seen.add(key)
-        self.columns.append((ty, a, e, time))
+        self.columns.append((ty, a, e, time, choice))
         self.vars.append(self._variable(ty, a, e))
         return True
 
@@ -449,7 +464,7 @@ class _Master:
     def restrict(self, target: float) -> None:
         """Columns that do not fit at ``target`` get upper bound 0 (they stay for larger targets)."""
         self.target = target
-        for (ty, _, _, time), var in zip(self.columns, self.vars):
+        for (ty, _, _, time, _), var in zip(self.columns, self.vars):
             var.SetUb(math.inf if time <= ty.d * target * (1 + FIT_REL) else 0.0)
 
     def solve(self) -> float | None:
@@ -519,6 +534,58 @@ def _longest_path(problem: JointProblem, upper: dict[StageType, float]) -> float
     return total
 
 
+def _integer_path(master: _Master, target: float, budget: Budget) -> list[int] | None:
+    """A path of the master's columns that fit at ``target`` (an integer flow: a plan), by CP-SAT within ``budget``."""
+    fit = [q for q, (ty, _, _, time, _) in enumerate(master.columns) if time <= ty.d * target * (1 + FIT_REL)]
+    if not fit or budget.left() < 0.05:
+        return None
+    model = cp_model.CpModel()
+    x = {q: model.NewBoolVar("") for q in fit}
+    rows: dict[tuple[int, int, int], list[tuple[Any, int]]] = {}
+    firsts, devices = [], []
+    for q in fit:
+        ty, a, e, _, _ = master.columns[q]
+        if ty.first:
+            firsts.append(x[q])
+        devices.append(ty.d * ty.t * x[q])
+        for h in range(len(a)):
+            if not ty.last:
+                rows.setdefault((h, e[h], ty.s - ty.d), []).append((x[q], 1))
+            if not ty.first:
+                rows.setdefault((h, a[h], ty.s), []).append((x[q], -1))
+    model.Add(sum(firsts) == 1)  # (first)
+    for terms in rows.values():
+        model.Add(sum(c * v for v, c in terms) == 0)  # (link)
+    model.Add(sum(devices) <= master.devices)  # (k)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.05, budget.left())
+    solver.parameters.num_workers = 1
+    status = solver.Solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    path = [q for q in fit if solver.Value(x[q])]
+    return sorted(path, key=lambda q: -master.columns[q][0].s)
+
+
+def _plan(problem: JointProblem, data: _Data, master: _Master, path: list[int]) -> JointPlan:
+    """The plan of a path of columns (first stage first; empty stages dropped: the others' memory only falls)."""
+    stages = []
+    for q in path:
+        ty, a, e, _, choice = master.columns[q]
+        opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
+        nodes: list[int] = []
+        configs: dict[str, str] = {}
+        for h in range(len(a)):
+            for v, o in zip(data.cd.node[h, a[h] : e[h]], opts.configs[h][choice[h]]):
+                nd = problem.nodes[int(v)]
+                nodes.append(int(v))
+                configs[nd.id] = nd.configs[ty.t][o].id
+        if nodes:
+            ids = tuple(problem.nodes[v].id for v in sorted(nodes))
+            stages.append(JointStage(ids, ty.d, ty.t, configs))
+    return JointPlan(tuple(stages))
+
+
 @dataclass
 class ColumnBoundReport:
     """What :func:`column_bound_report` found: the bound (s), the targets tried, the master's size."""
@@ -529,6 +596,7 @@ class ColumnBoundReport:
     columns: int = 0
     rounds: int = 0
     types: int = 0
+    plans: list[JointPlan] = field(default_factory=list)  # from integer paths at targets the relaxation allows
 
 
 def _prove(
@@ -554,6 +622,7 @@ def _prove(
             return False  # the relaxation has a solution at this target
         pi_first, pi_dev, pi = master.duals()
         upper: dict[StageType, float] = {}
+        found: list[tuple[float, StageType, tuple[int, ...], tuple[int, ...], float, tuple[int, ...]]] = []
         added = 0
         size = 1.0 + sum(abs(x) for x in pi.values())
         for ty in types:
@@ -567,9 +636,12 @@ def _prove(
                     a = tuple(int(opts.a[h][o]) for h, o in enumerate(choice))
                     e = tuple(int(opts.e[h][o]) for h, o in enumerate(choice))
                     time = math.fsum(float(opts.time[h][o]) for h, o in enumerate(choice))
-                    added += master.add(ty, a, e, time)
+                    found.append((score, ty, a, e, time, tuple(choice)))
             if budget.expired():
                 return None
+        found.sort(key=lambda c: -c[0])
+        for _, ty, a, e, time, choice in found[:MAX_ADD]:
+            added += master.add(ty, a, e, time, choice)
         # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to zero)
         if _longest_path(problem, upper) < -CERT_REL * size * 4 * len(data.lengths):
             return True
@@ -599,6 +671,7 @@ def column_bound_report(
     master = _Master(data, problem.cluster.devices)
     lo = max(0.0, lower_s / upper_s)
     hi = 1.0
+    best_s = upper_s
     targets = [x for x in FIRST_TARGETS if x > lo]
     while not budget.expired() and hi - lo > 1e-5:
         target = targets.pop(0) if targets else 0.5 * (lo + hi)
@@ -617,6 +690,16 @@ def column_bound_report(
         else:
             hi = target
             report.refuted.append(target * upper_s)
+            # the relaxation allows this target: an integer path of its columns may be a plan there (verified)
+            if target * upper_s < best_s * (1 - 1e-6):
+                path = _integer_path(master, target, budget.capped(min(PATH_TIME_S, 0.25 * budget.left())))
+                if path is not None:
+                    plan = _plan(problem, data, master, path)
+                    checked = verify_joint(problem, plan)
+                    if checked.feasible and checked.objective < best_s:
+                        report.plans.append(plan)
+                        best_s = checked.objective
+                        hi = min(hi, best_s / upper_s)  # no target at or above a plan's value is provable
             targets = []  # below the first refuted target: bisection
     report.columns = len(master.columns)
     report.bound = max(lower_s, lo * upper_s * (1 - CERT_REL))

@@ -256,6 +256,8 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             report = column_bound_report(run.problem, bound, upper, share, progress=_say(self.settings))
             run.result.solver_notes["column_bound"] = report.bound
             run.result.solver_notes["column_bound_targets"] = {"proven": len(report.proven), "refuted": len(report.refuted)}
+            for plan in report.plans:  # integer paths of its columns (the chain verifies them)
+                yield Outcome("column-path", plan, time.monotonic() - t1, False, "a path of the column bound's stages")
             yield Outcome("column-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=report.bound)
             bound = max(bound, report.bound)
             if report.proven:
