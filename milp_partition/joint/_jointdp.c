@@ -947,12 +947,105 @@ static PyObject *py_mckp(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* the Lagrangian bounds of the same knapsack for pairs (theta_p, phi_p): sum_g max_j (v - theta tm - phi mm)
+ * + theta cap_t + phi cap_m, written to out[p] */
+static PyObject *py_lagrange(PyObject *self, PyObject *args) {
+    PyObject *objs[7];
+    int G;
+    double cap_t, cap_m;
+    if (!PyArg_ParseTuple(args, "iOOOOOOOdd", &G, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
+                          &cap_t, &cap_m))
+        return NULL;
+    Py_buffer views[7];
+    int got = 0;
+    for (; got < 7; ++got)
+        if (PyObject_GetBuffer(objs[got], &views[got], got == 6 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    PyObject *out = NULL;
+    if (got == 7) {
+        const int64_t *off = (const int64_t *)views[0].buf;
+        size_t n = (size_t)views[1].len / sizeof(double);
+        size_t P = (size_t)views[4].len / sizeof(double);
+        int ok = (size_t)views[0].len == sizeof(int64_t) * (size_t)(G + 1) && off[G] == (int64_t)n;
+        ok = ok && (size_t)views[2].len == sizeof(double) * n && (size_t)views[3].len == sizeof(double) * n;
+        ok = ok && (size_t)views[5].len == sizeof(double) * P && (size_t)views[6].len == sizeof(double) * P;
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "jointdp: lagrange: arrays of the wrong size");
+        } else {
+            const double *v = views[1].buf, *tm = views[2].buf, *mm = views[3].buf, *th = views[4].buf, *ph = views[5].buf;
+            double *res = views[6].buf;
+            Py_BEGIN_ALLOW_THREADS
+            for (size_t p = 0; p < P; ++p) {
+                double total = th[p] * cap_t + ph[p] * cap_m;
+                for (int g = 0; g < G; ++g) {
+                    double best = -INFINITY;
+                    for (int64_t j = off[g]; j < off[g + 1]; ++j) {
+                        double r = v[j] - th[p] * tm[j] - ph[p] * mm[j];
+                        if (r > best) best = r;
+                    }
+                    total += best;
+                }
+                res[p] = total;
+            }
+            Py_END_ALLOW_THREADS
+            Py_INCREF(Py_None);
+            out = Py_None;
+        }
+    }
+    for (int r = 0; r < got; ++r) PyBuffer_Release(&views[r]);
+    return out;
+}
+
+/* keep[i] = 0 where some option j beats option i: v_j >= v_i, tm_j <= tm_i, mm_j <= mm_i, one of them strict or
+ * j < i (ties: the first stays); options already 0 in keep are ignored */
+static PyObject *py_undominated(PyObject *self, PyObject *args) {
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
+    Py_buffer views[4];
+    int got = 0;
+    for (; got < 4; ++got)
+        if (PyObject_GetBuffer(objs[got], &views[got], got == 3 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    PyObject *out = NULL;
+    if (got == 4) {
+        size_t n = (size_t)views[0].len / sizeof(double);
+        if ((size_t)views[1].len != sizeof(double) * n || (size_t)views[2].len != sizeof(double) * n ||
+            (size_t)views[3].len != n) {
+            PyErr_SetString(PyExc_ValueError, "jointdp: undominated: arrays of the wrong size");
+        } else {
+            const double *v = views[0].buf, *tm = views[1].buf, *mm = views[2].buf;
+            uint8_t *keep = views[3].buf;
+            Py_BEGIN_ALLOW_THREADS
+            for (size_t i = 0; i < n; ++i) {
+                if (!keep[i]) continue;
+                for (size_t j = 0; j < n; ++j) {
+                    if (j == i || !keep[j]) continue;
+                    if (v[j] >= v[i] && tm[j] <= tm[i] && mm[j] <= mm[i] &&
+                        (v[j] > v[i] || tm[j] < tm[i] || mm[j] < mm[i] || j < i)) {
+                        keep[i] = 0;
+                        break;
+                    }
+                }
+            }
+            Py_END_ALLOW_THREADS
+            Py_INCREF(Py_None);
+            out = Py_None;
+        }
+    }
+    for (int r = 0; r < got; ++r) PyBuffer_Release(&views[r]);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"count_pairs", py_count_pairs, METH_VARARGS,
      "count_pairs(words, L, nw, cap) -> the pairs (ideal, proper sub-ideal), or -1 past cap"},
     {"new", py_new, METH_VARARGS, "new(...) -> context: the indexed problem (see milp_partition/joint/native.py)"},
     {"feasible", py_feasible, METH_VARARGS, "feasible(ctx, target, strict, deadline) -> (status, next, steps)"},
     {"stats", py_stats, METH_VARARGS, "stats(ctx) -> counts of pairs, stage tables and knapsacks"},
+    {"undominated", py_undominated, METH_VARARGS,
+     "undominated(v, tm, mm, keep) -> None: clears keep (uint8) where another kept option beats the option"},
+    {"lagrange", py_lagrange, METH_VARARGS,
+     "lagrange(G, off, v, tm, mm, thetas, phis, out, cap_t, cap_m) -> None: the Lagrangian bound per (theta, phi) pair"},
     {"mckp", py_mckp, METH_VARARGS,
      "mckp(G, off, v, tm, mm, red, suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, start, max_nodes) -> "
      "(best value, exhausted, choice, the last leaves that improved the best)"},
