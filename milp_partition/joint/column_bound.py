@@ -614,6 +614,33 @@ class ColumnBoundReport:
     plans: list[JointPlan] = field(default_factory=list)  # from integer paths at targets the relaxation allows
 
 
+def _price_all(
+    data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
+) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
+    """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term and the choices found
+    (``None``: the budget ran out)."""
+    upper: dict[StageType, float] = {}
+    found: list[tuple[StageType, list[int]]] = []
+    for ty in types:
+        opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
+        upper[ty], choices, _ = _price(_link_values(data, opts, ty, pi), opts, ty.d * target)
+        found += [(ty, choice) for choice in choices]
+        if budget.expired():
+            return None
+    return upper, found
+
+
+def _link_of(data: _Data, opts: _Options, ty: StageType, choice: list[int], pi: dict[tuple[int, int, int], float]) -> float:
+    """One column's link term at duals ``pi``."""
+    total = 0.0
+    for h, o in enumerate(choice):
+        if not ty.last:
+            total += pi.get((h, int(opts.e[h][o]), ty.s - ty.d), 0.0)
+        if not ty.first:
+            total -= pi.get((h, int(opts.a[h][o]), ty.s), 0.0)
+    return total
+
+
 def _prove(
     problem: JointProblem,
     data: _Data,
@@ -636,30 +663,27 @@ def _prove(
         if value <= 1e-9:
             return False  # the relaxation has a solution at this target
         pi_first, pi_dev, pi = master.duals()
-        upper: dict[StageType, float] = {}
-        found: list[tuple[float, StageType, tuple[int, ...], tuple[int, ...], float, tuple[int, ...]]] = []
-        added = 0
+        priced = _price_all(data, types, pi, target, budget)
+        if priced is None:
+            return None
+        upper, found = priced
         size = 1.0 + sum(abs(x) for x in pi.values())
-        for ty in types:
-            opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
-            values = _link_values(data, opts, ty, pi)
-            upper[ty], choices, _ = _price(values, opts, ty.d * target)
-            for choice in choices:
-                link = sum(float(values[h][o]) for h, o in enumerate(choice))
-                score = link + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t
-                if score > 1e-9 * size:
-                    a = tuple(int(opts.a[h][o]) for h, o in enumerate(choice))
-                    e = tuple(int(opts.e[h][o]) for h, o in enumerate(choice))
-                    time = math.fsum(float(opts.time[h][o]) for h, o in enumerate(choice))
-                    found.append((score, ty, a, e, time, tuple(choice)))
-            if budget.expired():
-                return None
-        found.sort(key=lambda c: -c[0])
-        for _, ty, a, e, time, choice in found[:MAX_ADD]:
-            added += master.add(ty, a, e, time, choice)
-        # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to zero)
+        # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to 0)
         if _longest_path(problem, upper) < -CERT_REL * size * 4 * len(data.lengths):
             return True
+        scored = []
+        for ty, choice in found:
+            opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
+            score = _link_of(data, opts, ty, choice, pi) + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t
+            if score > 1e-9 * size:
+                scored.append((score, ty, opts, choice))
+        scored.sort(key=lambda c: -c[0])
+        added = 0
+        for _, ty, opts, choice in scored[:MAX_ADD]:
+            a = tuple(int(opts.a[h][o]) for h, o in enumerate(choice))
+            e = tuple(int(opts.e[h][o]) for h, o in enumerate(choice))
+            time = math.fsum(float(opts.time[h][o]) for h, o in enumerate(choice))
+            added += master.add(ty, a, e, time, tuple(choice))
         if not added:
             return None  # converged without a certificate (a pricing stopped at its node limit)
     return None
