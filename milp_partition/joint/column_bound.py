@@ -67,7 +67,7 @@ from milp_partition.joint.stage_bound import ChainData, chain_data
 from milp_partition.verifiers.joint import verify_joint
 
 try:  # the compiled branch and bound (optional: the Python one gives the same answers)
-    from milp_partition.joint import _jointdp as _ext
+    from milp_partition.joint import _jointdp as _ext  # type: ignore[attr-defined]
 except ImportError:  # pragma: no cover - built by setup.py where a C compiler exists
     _ext = None  # type: ignore[assignment]
 
@@ -175,7 +175,7 @@ def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _O
         nodes = cd.node[h, :length]
         node_opts = []
         for v in nodes:
-            row = [
+            row: list[_Point] = [
                 ((p[v, o] + data.r * (d - 1) * w[v, o]) / data.ref, (a_[v, o] * y + b_[v, o]) / data.memory, (o,))
                 for o in range(p.shape[1])
                 if math.isfinite(p[v, o])
@@ -334,7 +334,9 @@ def _price(
             H, off, *cat, suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, -math.inf, max_nodes
         )
     else:
-        best, exhausted, _, leaves = _mckp_py(H, off, *cat, suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, max_nodes)
+        best, exhausted, _, leaves = _mckp_py(
+            H, off, cat[0], cat[1], cat[2], cat[3], suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, max_nodes
+        )
 
     def original(leaf: list[int]) -> list[int]:
         choice = [0] * H
@@ -555,7 +557,7 @@ def _integer_path(master: _Master, target: float, budget: Budget) -> list[int] |
     if not fit or budget.left() < 0.05:
         return None
     model = cp_model.CpModel()
-    x = {q: model.NewBoolVar("") for q in fit}
+    x = {q: model.new_bool_var("") for q in fit}
     rows: dict[tuple[int, int, int], list[tuple[Any, int]]] = {}
     firsts, devices = [], []
     for q in fit:
@@ -568,10 +570,10 @@ def _integer_path(master: _Master, target: float, budget: Budget) -> list[int] |
                 rows.setdefault((h, e[h], ty.s - ty.d), []).append((x[q], 1))
             if not ty.first:
                 rows.setdefault((h, a[h], ty.s), []).append((x[q], -1))
-    model.Add(sum(firsts) == 1)  # (first)
+    model.add(sum(firsts) == 1)  # (first)
     for terms in rows.values():
-        model.Add(sum(c * v for v, c in terms) == 0)  # (link)
-    model.Add(sum(devices) <= master.devices)  # (k)
+        model.add(sum(c * v for v, c in terms) == 0)  # (link)
+    model.add(sum(devices) <= master.devices)  # (k)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.05, budget.left())
     solver.parameters.num_workers = 1
