@@ -95,12 +95,13 @@ def _note(result: Result, problem: JointProblem, max_ideals: int | None) -> str:
     column = notes.get("column_bound")
     if result.bound <= work * (1 + 1e-9):
         return cap + "; bound: the work bound"
-    if isinstance(column, float) and result.bound <= column * (1 + 1e-12) and not (
-        isinstance(seg, float) and result.bound <= seg * (1 + 1e-12)
-    ):
+    earlier = max([x for x in (seg, staged) if isinstance(x, float)], default=work)
+    if isinstance(column, float) and column > earlier * (1 + 1e-9) and result.bound <= column * (1 + 1e-12):
         return cap + "; bound: column bound"
-    if isinstance(staged, float) and result.bound <= staged * (1 + 1e-12) and not (
-        isinstance(seg, float) and result.bound <= seg * (1 + 1e-12)
+    if (
+        isinstance(staged, float)
+        and result.bound <= staged * (1 + 1e-12)
+        and not (isinstance(seg, float) and result.bound <= seg * (1 + 1e-12))
     ):
         return cap + "; bound: stage bound"
     if isinstance(seg, float) and result.bound <= seg * (1 + 1e-12):
