@@ -204,9 +204,10 @@ class JointSolveSettings:
     progress_interval_s
         Seconds between progress lines on stderr (``None``: quiet).
     bound_time_limit_s
-        Seconds (at most a quarter of the time limit) the segment bound
-        (:mod:`milp_partition.joint.segment_bound`) may take where the graph has more ideals than
-        ``max_ideals`` (0: none); the slot formulation has the rest.
+        Seconds (at most a quarter of the time limit) the segment and stage bounds
+        (:mod:`milp_partition.joint.segment_bound`, :mod:`milp_partition.joint.stage_bound`) may take together where
+        the graph has more ideals than ``max_ideals`` (0: none); the column bound and the slot formulation have the
+        rest.
     order_time_limit_s
         Seconds the exact DP along topological orders of one, two and three groups of chains
         (:func:`milp_partition.heuristics.joint_orders.grouped_order_dp`, a heuristic) may take where the
@@ -216,7 +217,7 @@ class JointSolveSettings:
     column_bound_time_limit_s
         Seconds the column bound (:mod:`milp_partition.joint.column_bound`, a proven bound from whole stages) may
         take where the graph has more ideals than ``max_ideals``, at most four fifths of what is left after the
-        orders and the segment bound (the slot formulation has the rest); 0: none.
+        orders and the segment and stage bounds (the slot formulation has the rest); 0: none.
     """
 
     time_limit_s: float = 60.0
@@ -227,7 +228,7 @@ class JointSolveSettings:
     progress_interval_s: float | None = None
     method: str = "dp"
     solver: str = "cpsat"
-    bound_time_limit_s: float = 15.0
+    bound_time_limit_s: float = 6.0
     order_time_limit_s: float = 20.0
     column_bound_time_limit_s: float = 600.0
 
