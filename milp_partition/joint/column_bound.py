@@ -44,9 +44,11 @@ Certificate.  For *any* :math:`\pi` on the link rows and any plan, the link term
 So if for every sequence of stage types allowed by (f) and (k) the sum of
 :math:`U(\text{type}) \ge \max_{q \text{ of that type, fitting}} \mathrm{link}_\pi(q)` is negative, no plan has value
 :math:`\le T`.  :math:`U` is the exact maximum from a branch and bound over the chains (or, where that stops early,
-its Lagrangian bound, also valid); the sum's maximum is a longest path over (s, devices) (:func:`_certify`).  The
+its Lagrangian bound, also valid); the sum's maximum is a longest path over (s, devices) (:func:`_longest_path`).  The
 solver's duals only choose :math:`\pi`; the proof is this check, with a margin of ``CERT_REL`` for rounding.
-:func:`column_bound` searches targets between the proven bound and the best plan's value.
+:func:`column_bound` searches targets between the proven bound and the best plan's value.  Where the master has a
+solution at a target, CP-SAT looks for an integer path of its columns (:func:`_integer_path`): a plan, verified, that
+may be better than the best known.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ FIT_REL = 1e-9
 #: Column generation rounds per target, and the branch and bound's node limit per pricing.
 MAX_ROUNDS = 200
 MAX_NODES = 2_000_000
-#: At most this many new columns per round (the best by reduced cost): fewer simplex pivots per solve.
+#: At most this many new columns per round (the best by reduced cost; adding fewer made more rounds, not fewer seconds).
 MAX_ADD = 10_000
 #: The targets tried first, as fractions of the best plan's value: proving one ends within that gap.
 FIRST_TARGETS = (0.98, 0.99, 0.995, 0.999)
@@ -175,6 +177,7 @@ def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _O
         nodes = cd.node[h, :length]
         node_opts = []
         for v in nodes:
+            # (c) time and (d) memory of one node per configuration, in units of ref and M
             row: list[_Point] = [
                 ((p[v, o] + data.r * (d - 1) * w[v, o]) / data.ref, (a_[v, o] * y + b_[v, o]) / data.memory, (o,))
                 for o in range(p.shape[1])
@@ -186,7 +189,7 @@ def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _O
         edge = cd.edge[h, : max(0, length - 1)] / data.ref
         f, ell = data.first_end[h], data.last_start[h]
         A, E, TM, MM, CF = [], [], [], [], []
-        for a in range(length + 1):
+        for a in range(length + 1):  # (b) on the interval's start
             if first and a != 0:
                 break
             if not first and a < f:
@@ -197,18 +200,18 @@ def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _O
             for e in range(a, length + 1):
                 if e > a:
                     opts = node_opts[e - 1]
-                    pts = _pareto(
+                    pts = _pareto(  # (d): no point past M
                         [(t0 + t1, m0 + m1, c0 + c1) for t0, m0, c0 in pts for t1, m1, c1 in opts if m0 + m1 <= 1.0 + FIT_REL]
                     )
                     if not pts:
                         break
-                if first and e < f:
+                if first and e < f:  # (b) on its end
                     continue
                 if not last and e > ell:
                     break
                 if last and e != length:
                     continue
-                extra = 0.0
+                extra = 0.0  # (c): the cut edges this interval charges to its stage
                 if e > a:
                     if a > 0:
                         extra += edge[a - 1]
