@@ -700,8 +700,12 @@ def column_bound_report(
     upper_s: float,
     budget: Budget,
     progress: Callable[[str], None] | None = None,
+    give_up_s: float = math.inf,
 ) -> ColumnBoundReport:
-    """:func:`column_bound` with its working figures; ``progress`` gets a line per target settled."""
+    """:func:`column_bound` with its working figures; ``progress`` gets a line per target settled.
+
+    ``give_up_s``: seconds after which it stops if it has proven no target yet (the rest of ``budget`` goes back to
+    the caller); once a target is proven it may use all of ``budget``."""
     report = ColumnBoundReport(lower_s)
     if not problem.nodes or not math.isfinite(upper_s) or upper_s <= 0:
         return report
@@ -721,7 +725,8 @@ def column_bound_report(
     targets = [x for x in FIRST_TARGETS if x > lo] if lo >= FIRST_TARGETS_FROM else []
     while not budget.expired() and hi - lo > 1e-5:
         target = targets.pop(0) if targets else 0.5 * (lo + hi)
-        got = _prove(problem, data, master, types, target, budget, report)
+        probe = budget if report.proven else budget.capped(max(0.0, give_up_s - budget.elapsed()))
+        got = _prove(problem, data, master, types, target, probe, report)
         if got is None:
             break
         if progress is not None:

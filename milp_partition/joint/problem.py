@@ -206,8 +206,8 @@ class JointSolveSettings:
     bound_time_limit_s
         Seconds (at most a quarter of the time limit) the segment and stage bounds
         (:mod:`milp_partition.joint.segment_bound`, :mod:`milp_partition.joint.stage_bound`) may take together where
-        the graph has more ideals than ``max_ideals`` (0: none); the column bound and the slot formulation have the
-        rest.
+        the graph has more ideals than ``max_ideals`` (0: none): the segment bound a third, first, the stage bound two
+        thirds, after the column bound and only where that proved nothing.
     order_time_limit_s
         Seconds the exact DP along topological orders of one, two and three groups of chains
         (:func:`milp_partition.heuristics.joint_orders.grouped_order_dp`, a heuristic) may take where the
@@ -217,7 +217,7 @@ class JointSolveSettings:
     column_bound_time_limit_s
         Seconds the column bound (:mod:`milp_partition.joint.column_bound`, a proven bound from whole stages) may
         take where the graph has more ideals than ``max_ideals``, at most four fifths of what is left after the
-        orders and the segment and stage bounds (the slot formulation has the rest); 0: none.
+        orders and the segment bound, less the stage bound's share (the slot formulation has the rest); 0: none.
     """
 
     time_limit_s: float = 60.0
@@ -228,7 +228,7 @@ class JointSolveSettings:
     progress_interval_s: float | None = None
     method: str = "dp"
     solver: str = "cpsat"
-    bound_time_limit_s: float = 6.0
+    bound_time_limit_s: float = 15.0
     order_time_limit_s: float = 20.0
     column_bound_time_limit_s: float = 600.0
 

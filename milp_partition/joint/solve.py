@@ -234,41 +234,52 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
     def _segment_bound(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
         """Proven bounds from the work bound up to the best plan's value, past the DP's cap, each from the last.
 
-        :func:`~milp_partition.joint.segment_bound.segment_bound` and
-        :func:`~milp_partition.joint.stage_bound.stage_bound` within ``bound_time_limit_s`` (at most a quarter of the
-        limit; a third of it for the segment bound, all of it where the problem has more stage sequences than
-        :data:`~milp_partition.joint.stage_bound.MAX_SEQUENCES` and the stage bound cannot run), then, with a plan to
-        start from, :func:`~milp_partition.joint.column_bound.column_bound` (at most ``column_bound_time_limit_s``
-        and four fifths of what is left: the slot formulation has the rest), whose integer paths may be better plans.
+        :func:`~milp_partition.joint.segment_bound.segment_bound` first (a third of ``bound_time_limit_s``, itself at
+        most a quarter of the limit), then, with a plan to start from,
+        :func:`~milp_partition.joint.column_bound.column_bound` (at most ``column_bound_time_limit_s`` and four
+        fifths of what is left, the slot formulation has the rest; where it proves no target within four fifths of
+        what is left less the stage bound's share it stops there), whose integer paths may be better plans, then,
+        where the column bound proved no target,
+        :func:`~milp_partition.joint.stage_bound.stage_bound` with the other two thirds of ``bound_time_limit_s``
+        (all of it goes to the segment bound where the problem has more stage sequences than
+        :data:`~milp_partition.joint.stage_bound.MAX_SEQUENCES`: the stage bound cannot run there).
         """
         cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
         lower = formulation.work_lower_bound_s(run.problem)
         upper = run.best.value if run.best is not None else math.inf
         bound = lower
+        staged = cap > 0 and sequences(run.problem) is not None
         if cap > 0:
             t0 = time.monotonic()
-            both = run.budget.capped(cap)
-            staged = sequences(run.problem) is not None
-            bound = segment_bound(run.problem, lower, upper, both.capped(cap / 3) if staged else both)
+            bound = segment_bound(run.problem, lower, upper, run.budget.capped(cap / 3 if staged else cap))
             run.result.solver_notes["segment_bound"] = bound
             yield Outcome("segment-bound", None, time.monotonic() - t0, False, "a proven bound, no plan", bound=bound)
-            if staged:
-                t1 = time.monotonic()
-                bound = stage_bound(run.problem, bound, upper, both)
-                run.result.solver_notes["stage_bound"] = bound
-                yield Outcome("stage-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=bound)
-            else:
+            if not staged:
                 run.result.solver_notes["stage_bound"] = "not run: too many stage sequences"
+        stage_share = 2 * cap / 3 if staged else 0.0
         proven = math.isfinite(upper) and bound >= upper * (1 - PROOF_REL_TOL)  # the chain calls that optimal
         if self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper) and not proven:
-            t2 = time.monotonic()
-            share = run.budget.capped(min(self.settings.column_bound_time_limit_s, 0.8 * run.budget.left()))
-            report = column_bound_report(run.problem, bound, upper, share, progress=_say(self.settings))
+            t1 = time.monotonic()
+            # it gives the stage bound's share back where it proves no target in the rest of its own
+            seconds = min(self.settings.column_bound_time_limit_s, 0.8 * run.budget.left())
+            give_up = min(seconds, 0.8 * max(0.0, run.budget.left() - stage_share))
+            report = column_bound_report(
+                run.problem, bound, upper, run.budget.capped(seconds), progress=_say(self.settings), give_up_s=give_up
+            )
             run.result.solver_notes["column_bound"] = report.bound
             run.result.solver_notes["column_bound_targets"] = {"proven": len(report.proven), "refuted": len(report.refuted)}
             for plan in report.plans:  # integer paths of its columns (the chain verifies them)
-                yield Outcome("column-path", plan, time.monotonic() - t2, False, "a path of the column bound's stages")
-            yield Outcome("column-bound", None, time.monotonic() - t2, False, "a proven bound, no plan", bound=report.bound)
+                yield Outcome("column-path", plan, time.monotonic() - t1, False, "a path of the column bound's stages")
+            yield Outcome("column-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=report.bound)
+            if report.proven:
+                return  # the stage bound's relaxation is weaker
+            bound = max(bound, report.bound)
+        if staged:
+            t2 = time.monotonic()
+            upper = run.best.value if run.best is not None else math.inf
+            value = stage_bound(run.problem, bound, upper, run.budget.capped(stage_share))
+            run.result.solver_notes["stage_bound"] = value
+            yield Outcome("stage-bound", None, time.monotonic() - t2, False, "a proven bound, no plan", bound=value)
 
     def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
         rep = best.report or verify_joint(problem, best.solution)
