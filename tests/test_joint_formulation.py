@@ -78,8 +78,10 @@ def test_milp_matches_brute_force(seed: int, solver: str) -> None:
 def test_the_chain_falls_back_to_the_milp_past_the_ideal_cap() -> None:
     problem = next(p for p in map(random_problem, range(100)) if len(p.nodes) == 4 and math.isfinite(brute_force(p)))
     expected = brute_force(problem)
-    # no time for the bounds (the stage bound alone proves some of these): the MILP must prove it
-    result = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, max_ideals=3, bound_time_limit_s=0))
+    # no time for the bounds (the column or stage bound alone proves some of these): the MILP must prove it
+    result = solve_joint(
+        problem, JointSolveSettings(time_limit_s=600.0, max_ideals=3, bound_time_limit_s=0, column_bound_time_limit_s=0)
+    )
     assert "too_many_ideals" in result.solver_notes
     assert result.solver == "joint-milp/cpsat"
     assert result.status == "optimal"
@@ -113,11 +115,13 @@ def test_bert_bound_is_below_the_proven_optimum() -> None:
 @pytest.mark.parametrize(("branches", "depth", "devices", "memory_gib"), [(2, 3, 2, 1.0), (2, 3, 4, 1.0), (3, 2, 4, 0.5)])
 def test_wide_graph_past_the_cap_gets_the_dp_optimum(branches: int, depth: int, devices: int, memory_gib: float) -> None:
     problem = parallel_branches(branches, depth, devices, memory_gib * 2**30, seed=3)
-    fallback = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, max_ideals=10, bound_time_limit_s=0))
+    fallback = solve_joint(
+        problem, JointSolveSettings(time_limit_s=600.0, max_ideals=10, bound_time_limit_s=0, column_bound_time_limit_s=0)
+    )
     wide = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, max_ideals=10))  # with the bounds
     dp = solve_joint(problem, JointSolveSettings(time_limit_s=600.0))
     assert fallback.solver == "joint-milp/cpsat" and dp.solver == "joint-dp"
-    assert wide.solver in ("joint-wide", "joint-milp/cpsat")  # proven by the stage bound, or by the MILP after it
+    assert wide.solver in ("joint-wide", "joint-milp/cpsat")  # proven by the column or stage bound, or by the MILP after them
     assert fallback.status == wide.status == dp.status == "optimal"
     assert fallback.objective == pytest.approx(dp.objective, rel=1e-9)
     assert wide.objective == pytest.approx(dp.objective, rel=1e-9)

@@ -83,8 +83,11 @@ MAX_NODES = 2_000_000
 #: At most this many new columns per round (the best by reduced cost; adding fewer made more rounds, not fewer seconds).
 MAX_ADD = 10_000
 #: The targets tried first, as fractions of the best plan's value: proving one ends within that gap.
-FIRST_TARGETS = (0.98, 0.99, 0.995, 0.999)
-#: ... where the proven bound is at least this fraction of it already.
+FIRST_TARGETS = (0.98, 0.99, 0.995, 0.999, 1 - 5e-7)
+#: The search ends where the proven bound and the least target not proven are this close (relative to the plan's
+#: value): below the chain's tolerance of a proof (milp_partition.chain.PROOF_REL_TOL), so a tight bound proves a plan.
+TARGET_REL_TOL = 1e-7
+#: ... the first targets where the proven bound is at least this fraction of the plan's value already.
 FIRST_TARGETS_FROM = 0.96
 #: Seconds CP-SAT may look for an integer path (a plan) where a target's relaxation has a solution.
 PATH_TIME_S = 5.0
@@ -723,7 +726,7 @@ def column_bound_report(
     # close to the plan: the targets that settle a 2%, 1%, ... gap first; else bisection from the midpoint (a
     # target well below the relaxation's value is proven in few rounds, one above it needs the columns to converge)
     targets = [x for x in FIRST_TARGETS if x > lo] if lo >= FIRST_TARGETS_FROM else []
-    while not budget.expired() and hi - lo > 1e-5:
+    while not budget.expired() and hi - lo > TARGET_REL_TOL:
         target = targets.pop(0) if targets else 0.5 * (lo + hi)
         probe = budget if report.proven else budget.capped(max(0.0, give_up_s - budget.elapsed()))
         got = _prove(problem, data, master, types, target, probe, report)
