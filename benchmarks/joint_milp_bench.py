@@ -82,7 +82,7 @@ META = ["time_limit_s", "machine", "python"]
 
 
 def _note(result: Result, problem: JointProblem, max_ideals: int | None) -> str:
-    """Why the DP did not run (its cap) and where the bound came from (the work bound, the segment or stage bound, CP-SAT)."""
+    """Why the DP did not run (its cap) and where the bound came from (the work bound, the segment, column or stage bound, CP-SAT)."""
     notes = result.solver_notes
     if "too_many_ideals" not in notes:
         return ""
@@ -92,10 +92,16 @@ def _note(result: Result, problem: JointProblem, max_ideals: int | None) -> str:
     work = work_lower_bound_s(problem)
     seg = notes.get("segment_bound")
     staged = notes.get("stage_bound")
+    column = notes.get("column_bound")
     if result.bound <= work * (1 + 1e-9):
         return cap + "; bound: the work bound"
-    if isinstance(staged, float) and result.bound <= staged * (1 + 1e-12) and not (
-        isinstance(seg, float) and result.bound <= seg * (1 + 1e-12)
+    earlier = max([x for x in (seg, staged) if isinstance(x, float)], default=work)
+    if isinstance(column, float) and column > earlier * (1 + 1e-9) and result.bound <= column * (1 + 1e-12):
+        return cap + "; bound: column bound"
+    if (
+        isinstance(staged, float)
+        and result.bound <= staged * (1 + 1e-12)
+        and not (isinstance(seg, float) and result.bound <= seg * (1 + 1e-12))
     ):
         return cap + "; bound: stage bound"
     if isinstance(seg, float) and result.bound <= seg * (1 + 1e-12):

@@ -87,6 +87,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.joint.knapsack": 5,
     "milp_partition.joint.segment_bound": 5,  # a proven bound without ideals (chain segments in pooled stage classes)
     "milp_partition.joint.stage_bound": 5,  # a proven bound without ideals (Lagrangian per stage sequence, GLOP)
+    "milp_partition.joint.column_bound": 5,  # a proven bound without ideals (configuration LP over whole stages)
     # 6: each problem's solve steps
     "milp_partition.pipeline.solve": 6,
     "milp_partition.strategy.solve": 6,
@@ -211,6 +212,7 @@ def _shown(path: Path) -> str:
         ("milp_partition.joint.dp", 5),
         ("milp_partition.joint.segment_bound", 5),
         ("milp_partition.joint.stage_bound", 5),
+        ("milp_partition.joint.column_bound", 5),
         ("milp_partition.joint.knapsack", 5),
         ("milp_partition.joint.solve", 6),
         ("milp_partition.joint.gap", 7),

@@ -851,12 +851,204 @@ static PyObject *py_count_pairs(PyObject *self, PyObject *args) {
     return PyLong_FromLong(count > cap ? -1 : count);
 }
 
+/* ---- the column bound's pricing (milp_partition/joint/column_bound.py, _price): a two-resource multiple-choice
+ * knapsack by branch and bound.  Groups g = 0..G-1 in the order given, options of group g at off[g]..off[g+1]-1 in
+ * decreasing reduced value red = v - theta tm - phi mm; the bound of a branch is the Lagrangian one
+ * value + v_j + suffix[g+1] + theta (cap_t - used_t - tm_j) + phi (cap_m - used_m - mm_j) = base + red_j. */
+typedef struct {
+    int G;
+    const int64_t *off;
+    const double *v, *tm, *mm, *red, *suffix, *rest_t, *rest_m;
+    double cap_t, cap_m, theta, phi, best;
+    long nodes, max_nodes;
+    int exhausted;
+    int64_t *choice, *best_choice;
+    int64_t *ring; /* the last MCKP_RING leaves that improved the best (G entries each) */
+    int ring_count;
+} Mckp;
+
+#define MCKP_RING 8
+
+static void mckp_dfs(Mckp *s, int g, double value, double used_t, double used_m) {
+    if (g == s->G) {
+        if (value > s->best) {
+            s->best = value;
+            memcpy(s->best_choice, s->choice, sizeof(int64_t) * (size_t)s->G);
+            memcpy(s->ring + (size_t)(s->ring_count % MCKP_RING) * s->G, s->choice, sizeof(int64_t) * (size_t)s->G);
+            s->ring_count++;
+        }
+        return;
+    }
+    if (++s->nodes > s->max_nodes) {
+        s->exhausted = 1;
+        return;
+    }
+    double base = value + s->suffix[g + 1] + s->theta * (s->cap_t - used_t) + s->phi * (s->cap_m - used_m);
+    for (int64_t j = s->off[g]; j < s->off[g + 1]; ++j) {
+        if (base + s->red[j] <= s->best) break;
+        double nt = used_t + s->tm[j], nm = used_m + s->mm[j];
+        if (nt + s->rest_t[g + 1] > s->cap_t || nm + s->rest_m[g + 1] > s->cap_m) continue;
+        s->choice[g] = j;
+        mckp_dfs(s, g + 1, value + s->v[j], nt, nm);
+        if (s->exhausted) return;
+    }
+}
+
+static PyObject *py_mckp(PyObject *self, PyObject *args) {
+    PyObject *objs[8];
+    int G;
+    double cap_t, cap_m, theta, phi, start;
+    long max_nodes;
+    if (!PyArg_ParseTuple(args, "iOOOOOOOOdddddl", &G, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5],
+                          &objs[6], &objs[7], &cap_t, &cap_m, &theta, &phi, &start, &max_nodes))
+        return NULL;
+    Py_buffer views[8];
+    int got = 0;
+    for (; got < 8; ++got)
+        if (PyObject_GetBuffer(objs[got], &views[got], PyBUF_C_CONTIGUOUS) < 0) break;
+    PyObject *out = NULL;
+    if (got == 8) {
+        const int64_t *off = (const int64_t *)views[0].buf;
+        size_t n = (size_t)views[1].len / sizeof(double);
+        int ok = (size_t)views[0].len == sizeof(int64_t) * (size_t)(G + 1) && off[G] == (int64_t)n;
+        for (int r = 2; r < 5; ++r) ok = ok && (size_t)views[r].len == sizeof(double) * n;
+        for (int r = 5; r < 8; ++r) ok = ok && (size_t)views[r].len == sizeof(double) * (size_t)(G + 1);
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "jointdp: mckp: arrays of the wrong size");
+        } else {
+            int64_t *choice = calloc((size_t)G + 1, sizeof(int64_t)), *best_choice = calloc((size_t)G + 1, sizeof(int64_t));
+            int64_t *ring = calloc((size_t)(G + 1) * MCKP_RING, sizeof(int64_t));
+            Mckp s = {G, off, (const double *)views[1].buf, (const double *)views[2].buf, (const double *)views[3].buf,
+                      (const double *)views[4].buf, (const double *)views[5].buf, (const double *)views[6].buf,
+                      (const double *)views[7].buf, cap_t, cap_m, theta, phi, start, 0, max_nodes, 0, choice,
+                      best_choice, ring, 0};
+            int found = 0;
+            Py_BEGIN_ALLOW_THREADS
+            mckp_dfs(&s, 0, 0.0, 0.0, 0.0);
+            Py_END_ALLOW_THREADS
+            found = s.best > start;
+            PyObject *lst = PyList_New(found ? G : 0);
+            for (int g = 0; found && g < G; ++g) PyList_SET_ITEM(lst, g, PyLong_FromLongLong(best_choice[g]));
+            int kept = s.ring_count < MCKP_RING ? s.ring_count : MCKP_RING;
+            PyObject *others = PyList_New(kept);
+            for (int r = 0; r < kept; ++r) { /* oldest first: the best last */
+                size_t slot = (size_t)((s.ring_count - kept + r) % MCKP_RING);
+                PyObject *one = PyList_New(G);
+                for (int g = 0; g < G; ++g) PyList_SET_ITEM(one, g, PyLong_FromLongLong(ring[slot * G + g]));
+                PyList_SET_ITEM(others, r, one);
+            }
+            out = Py_BuildValue("(diNN)", s.best, s.exhausted, lst, others);
+            free(choice);
+            free(best_choice);
+            free(ring);
+        }
+    }
+    for (int r = 0; r < got; ++r) PyBuffer_Release(&views[r]);
+    return out;
+}
+
+/* the Lagrangian bounds of the same knapsack for pairs (theta_p, phi_p): sum_g max_j (v - theta tm - phi mm)
+ * + theta cap_t + phi cap_m, written to out[p] */
+static PyObject *py_lagrange(PyObject *self, PyObject *args) {
+    PyObject *objs[7];
+    int G;
+    double cap_t, cap_m;
+    if (!PyArg_ParseTuple(args, "iOOOOOOOdd", &G, &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5], &objs[6],
+                          &cap_t, &cap_m))
+        return NULL;
+    Py_buffer views[7];
+    int got = 0;
+    for (; got < 7; ++got)
+        if (PyObject_GetBuffer(objs[got], &views[got], got == 6 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    PyObject *out = NULL;
+    if (got == 7) {
+        const int64_t *off = (const int64_t *)views[0].buf;
+        size_t n = (size_t)views[1].len / sizeof(double);
+        size_t P = (size_t)views[4].len / sizeof(double);
+        int ok = (size_t)views[0].len == sizeof(int64_t) * (size_t)(G + 1) && off[G] == (int64_t)n;
+        ok = ok && (size_t)views[2].len == sizeof(double) * n && (size_t)views[3].len == sizeof(double) * n;
+        ok = ok && (size_t)views[5].len == sizeof(double) * P && (size_t)views[6].len == sizeof(double) * P;
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "jointdp: lagrange: arrays of the wrong size");
+        } else {
+            const double *v = views[1].buf, *tm = views[2].buf, *mm = views[3].buf, *th = views[4].buf, *ph = views[5].buf;
+            double *res = views[6].buf;
+            Py_BEGIN_ALLOW_THREADS
+            for (size_t p = 0; p < P; ++p) {
+                double total = th[p] * cap_t + ph[p] * cap_m;
+                for (int g = 0; g < G; ++g) {
+                    double best = -INFINITY;
+                    for (int64_t j = off[g]; j < off[g + 1]; ++j) {
+                        double r = v[j] - th[p] * tm[j] - ph[p] * mm[j];
+                        if (r > best) best = r;
+                    }
+                    total += best;
+                }
+                res[p] = total;
+            }
+            Py_END_ALLOW_THREADS
+            Py_INCREF(Py_None);
+            out = Py_None;
+        }
+    }
+    for (int r = 0; r < got; ++r) PyBuffer_Release(&views[r]);
+    return out;
+}
+
+/* keep[i] = 0 where some option j beats option i: v_j >= v_i, tm_j <= tm_i, mm_j <= mm_i, one of them strict or
+ * j < i (ties: the first stays); options already 0 in keep are ignored */
+static PyObject *py_undominated(PyObject *self, PyObject *args) {
+    PyObject *objs[4];
+    if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
+    Py_buffer views[4];
+    int got = 0;
+    for (; got < 4; ++got)
+        if (PyObject_GetBuffer(objs[got], &views[got], got == 3 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    PyObject *out = NULL;
+    if (got == 4) {
+        size_t n = (size_t)views[0].len / sizeof(double);
+        if ((size_t)views[1].len != sizeof(double) * n || (size_t)views[2].len != sizeof(double) * n ||
+            (size_t)views[3].len != n) {
+            PyErr_SetString(PyExc_ValueError, "jointdp: undominated: arrays of the wrong size");
+        } else {
+            const double *v = views[0].buf, *tm = views[1].buf, *mm = views[2].buf;
+            uint8_t *keep = views[3].buf;
+            Py_BEGIN_ALLOW_THREADS
+            for (size_t i = 0; i < n; ++i) {
+                if (!keep[i]) continue;
+                for (size_t j = 0; j < n; ++j) {
+                    if (j == i || !keep[j]) continue;
+                    if (v[j] >= v[i] && tm[j] <= tm[i] && mm[j] <= mm[i] &&
+                        (v[j] > v[i] || tm[j] < tm[i] || mm[j] < mm[i] || j < i)) {
+                        keep[i] = 0;
+                        break;
+                    }
+                }
+            }
+            Py_END_ALLOW_THREADS
+            Py_INCREF(Py_None);
+            out = Py_None;
+        }
+    }
+    for (int r = 0; r < got; ++r) PyBuffer_Release(&views[r]);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"count_pairs", py_count_pairs, METH_VARARGS,
      "count_pairs(words, L, nw, cap) -> the pairs (ideal, proper sub-ideal), or -1 past cap"},
     {"new", py_new, METH_VARARGS, "new(...) -> context: the indexed problem (see milp_partition/joint/native.py)"},
     {"feasible", py_feasible, METH_VARARGS, "feasible(ctx, target, strict, deadline) -> (status, next, steps)"},
     {"stats", py_stats, METH_VARARGS, "stats(ctx) -> counts of pairs, stage tables and knapsacks"},
+    {"undominated", py_undominated, METH_VARARGS,
+     "undominated(v, tm, mm, keep) -> None: clears keep (uint8) where another kept option beats the option"},
+    {"lagrange", py_lagrange, METH_VARARGS,
+     "lagrange(G, off, v, tm, mm, thetas, phis, out, cap_t, cap_m) -> None: the Lagrangian bound per (theta, phi) pair"},
+    {"mckp", py_mckp, METH_VARARGS,
+     "mckp(G, off, v, tm, mm, red, suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, start, max_nodes) -> "
+     "(best value, exhausted, choice, the last leaves that improved the best)"},
     {"knapsack", py_knapsack, METH_VARARGS, "knapsack(m, width, cost, mem, M) -> least cost (the exact knapsack)"},
     {NULL, NULL, 0, NULL}};
 

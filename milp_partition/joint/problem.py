@@ -204,15 +204,20 @@ class JointSolveSettings:
     progress_interval_s
         Seconds between progress lines on stderr (``None``: quiet).
     bound_time_limit_s
-        Seconds (at most a quarter of the time limit) the segment bound
-        (:mod:`milp_partition.joint.segment_bound`) may take where the graph has more ideals than
-        ``max_ideals`` (0: none); the slot formulation has the rest.
+        Seconds (at most a quarter of the time limit) the segment and stage bounds
+        (:mod:`milp_partition.joint.segment_bound`, :mod:`milp_partition.joint.stage_bound`) may take together where
+        the graph has more ideals than ``max_ideals`` (0: none); the column bound and the slot formulation have the
+        rest.
     order_time_limit_s
         Seconds the exact DP along topological orders of one, two and three groups of chains
         (:func:`milp_partition.heuristics.joint_orders.grouped_order_dp`, a heuristic) may take where the
         graph has more ideals than ``max_ideals`` (at most a third of the time limit; its best plan
         warm-starts the slot formulation), and, of one and two groups, where it has 5,000 ideals or more
         (at most a twentieth: an upper end for the exact passes); 0: none.
+    column_bound_time_limit_s
+        Seconds the column bound (:mod:`milp_partition.joint.column_bound`, a proven bound from whole stages) may
+        take where the graph has more ideals than ``max_ideals``, at most four fifths of what is left after the
+        orders and the segment and stage bounds (the slot formulation has the rest); 0: none.
     """
 
     time_limit_s: float = 60.0
@@ -223,13 +228,16 @@ class JointSolveSettings:
     progress_interval_s: float | None = None
     method: str = "dp"
     solver: str = "cpsat"
-    bound_time_limit_s: float = 15.0
+    bound_time_limit_s: float = 6.0
     order_time_limit_s: float = 20.0
+    column_bound_time_limit_s: float = 600.0
 
     def __post_init__(self) -> None:
         if self.method not in ("dp", "milp"):
             raise ValueError(f"method must be 'dp' or 'milp', got {self.method!r}")
         if not self.baseline_time_limit_s >= 0:
             raise ValueError(f"baseline_time_limit_s must be >= 0, got {self.baseline_time_limit_s!r}")
+        if not self.column_bound_time_limit_s >= 0:
+            raise ValueError(f"column_bound_time_limit_s must be >= 0, got {self.column_bound_time_limit_s!r}")
         if self.solver not in ("cpsat", "cbc", "none"):
             raise ValueError(f"solver must be 'cpsat', 'cbc' or 'none', got {self.solver!r}")

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from milp_partition.chain import (
+    PROOF_REL_TOL,
     Built,
     Candidate,
     ChainSettings,
@@ -34,6 +35,7 @@ from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.heuristics.joint_orders import grouped_order_dp
 from milp_partition.joint import native
+from milp_partition.joint.column_bound import column_bound_report
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
 from milp_partition.joint.segment_bound import segment_bound
@@ -230,29 +232,43 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         )
 
     def _segment_bound(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
-        """Two proven bounds from the work bound up to the best plan's value, within ``bound_time_limit_s`` (at most a
-        quarter of the limit) together: :func:`~milp_partition.joint.segment_bound.segment_bound` (a third of it), then
-        :func:`~milp_partition.joint.stage_bound.stage_bound` (the rest), which starts from the larger; where the
-        problem has more stage sequences than :data:`~milp_partition.joint.stage_bound.MAX_SEQUENCES` the segment
-        bound alone, with all of it."""
+        """Proven bounds from the work bound up to the best plan's value, past the DP's cap, each from the last.
+
+        :func:`~milp_partition.joint.segment_bound.segment_bound` and
+        :func:`~milp_partition.joint.stage_bound.stage_bound` within ``bound_time_limit_s`` (at most a quarter of the
+        limit; a third of it for the segment bound, all of it where the problem has more stage sequences than
+        :data:`~milp_partition.joint.stage_bound.MAX_SEQUENCES` and the stage bound cannot run), then, with a plan to
+        start from, :func:`~milp_partition.joint.column_bound.column_bound` (at most ``column_bound_time_limit_s``
+        and four fifths of what is left: the slot formulation has the rest), whose integer paths may be better plans.
+        """
         cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
-        if cap <= 0:
-            return
-        t0 = time.monotonic()
         lower = formulation.work_lower_bound_s(run.problem)
         upper = run.best.value if run.best is not None else math.inf
-        both = run.budget.capped(cap)
-        staged = sequences(run.problem) is not None
-        bound = segment_bound(run.problem, lower, upper, both.capped(cap / 3) if staged else both)
-        run.result.solver_notes["segment_bound"] = bound
-        yield Outcome("segment-bound", None, time.monotonic() - t0, False, "a proven bound, no plan", bound=bound)
-        if not staged:
-            run.result.solver_notes["stage_bound"] = "not run: too many stage sequences"
-            return
-        t1 = time.monotonic()
-        value = stage_bound(run.problem, bound, upper, both)
-        run.result.solver_notes["stage_bound"] = value
-        yield Outcome("stage-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=value)
+        bound = lower
+        if cap > 0:
+            t0 = time.monotonic()
+            both = run.budget.capped(cap)
+            staged = sequences(run.problem) is not None
+            bound = segment_bound(run.problem, lower, upper, both.capped(cap / 3) if staged else both)
+            run.result.solver_notes["segment_bound"] = bound
+            yield Outcome("segment-bound", None, time.monotonic() - t0, False, "a proven bound, no plan", bound=bound)
+            if staged:
+                t1 = time.monotonic()
+                bound = stage_bound(run.problem, bound, upper, both)
+                run.result.solver_notes["stage_bound"] = bound
+                yield Outcome("stage-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=bound)
+            else:
+                run.result.solver_notes["stage_bound"] = "not run: too many stage sequences"
+        proven = math.isfinite(upper) and bound >= upper * (1 - PROOF_REL_TOL)  # the chain calls that optimal
+        if self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper) and not proven:
+            t2 = time.monotonic()
+            share = run.budget.capped(min(self.settings.column_bound_time_limit_s, 0.8 * run.budget.left()))
+            report = column_bound_report(run.problem, bound, upper, share, progress=_say(self.settings))
+            run.result.solver_notes["column_bound"] = report.bound
+            run.result.solver_notes["column_bound_targets"] = {"proven": len(report.proven), "refuted": len(report.refuted)}
+            for plan in report.plans:  # integer paths of its columns (the chain verifies them)
+                yield Outcome("column-path", plan, time.monotonic() - t2, False, "a path of the column bound's stages")
+            yield Outcome("column-bound", None, time.monotonic() - t2, False, "a proven bound, no plan", bound=report.bound)
 
     def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
         rep = best.report or verify_joint(problem, best.solution)

@@ -1,0 +1,760 @@
+r"""A proven lower bound for the joint problem from whole stages: the configuration LP over stage columns.
+
+For graphs with too many ideals for the exact DP (wide graphs: parallel chains between a source and a sink), beside
+:mod:`milp_partition.joint.segment_bound` and :mod:`milp_partition.joint.stage_bound`, which relax how a stage's
+contents fit together; here every column is a whole stage that fits, so the linear program is close to the integer
+one (the configuration LP of bin packing, Gilmore and Gomory 1961, is the model).
+
+The nodes are split into chains :math:`h = 1..H` of lengths :math:`L_h`
+(:func:`milp_partition.joint.segment_bound.chains`).  Along a chain the stages of a plan never go back, so a stage
+holds one interval :math:`[a_h, e_h)` of every chain.  A *stage column* :math:`q` is a stage type
+:math:`(d, t, s, \text{first}, \text{last})` (``s``: the sum of the data-parallel degrees of this stage and the later
+ones, so :math:`y = \lceil s / d \rceil`; first: it holds the first stage's fixed nodes; last: :math:`s = d`) and an
+interval per chain, and it *fits* at a target :math:`T` when some choice of configurations gives
+
+.. math::
+
+    \text{(c) time:}\quad & \textstyle\sum_{v \in q} \big(p_{c_v} + 4 (d - 1) w_{c_v} / (N B)\big)
+        + \sum_{e \text{ cut}} 2 c_e / B \ \le\ d\, T \\
+    \text{(d) memory:}\quad & \textstyle\sum_{v \in q} (a_{c_v} y + b_{c_v}) \ \le\ M
+
+counting the cut edges inside chains (an interval's two ends) and those between a chain's node and a node fixed to
+the first or last stage (as :mod:`~milp_partition.joint.stage_bound` does; other edges and sync bytes are dropped, a
+relaxation).  Nodes that reach every node are in the first stage, nodes every node reaches in the last:
+(b) :math:`e_h \ge f_h` for the first column and :math:`a_h \ge f_h` otherwise, :math:`a_h \le l_h` for the last
+column and :math:`e_h \le l_h` otherwise.
+
+A plan of value :math:`\le T` is a path of fitting columns :math:`q_1, \ldots, q_m` (one per stage, first to last)
+with
+
+.. math::
+
+    \text{(f) flow:}\quad & a_h(q_{i+1}) = e_h(q_i),\quad s(q_{i+1}) = s(q_i) - d(q_i) \\
+    \text{(k) devices:}\quad & \textstyle\sum_i d_i t_i \le k, \quad s(q_1) \le \min(k, N).
+
+The master linear program relaxes the path to a flow :math:`\lambda \ge 0` over columns: (first) one unit leaves
+the first columns, (link) for every chain :math:`h`, position :math:`j` and state :math:`s \ge 1`, the columns that end
+chain :math:`h` at :math:`j` with :math:`s - d` left equal those that start it there with :math:`s`, and
+(k) :math:`\sum_q d_q t_q \lambda_q \le k`.  Phase one (artificial variables on every row) gives duals :math:`\pi`;
+new columns come from pricing, a two-resource multiple-choice knapsack over the chains (:func:`_price`).
+
+Certificate.  For *any* :math:`\pi` on the link rows and any plan, the link terms telescope:
+:math:`\sum_i \mathrm{link}_\pi(q_i) = 0` with
+:math:`\mathrm{link}_\pi(q) = \sum_h \big(\pi_{h, e_h, s - d} [\text{not last}] - \pi_{h, a_h, s} [\text{not first}]\big)`.
+So if for every sequence of stage types allowed by (f) and (k) the sum of
+:math:`U(\text{type}) \ge \max_{q \text{ of that type, fitting}} \mathrm{link}_\pi(q)` is negative, no plan has value
+:math:`\le T`.  :math:`U` is the exact maximum from a branch and bound over the chains (or, where that stops early,
+its Lagrangian bound, also valid); the sum's maximum is a longest path over (s, devices) (:func:`_longest_path`).  The
+solver's duals only choose :math:`\pi`; the proof is this check, with a margin of ``CERT_REL`` for rounding.
+:func:`column_bound` searches targets between the proven bound and the best plan's value.  Where the master has a
+solution at a target, CP-SAT looks for an integer path of its columns (:func:`_integer_path`): a plan, verified, that
+may be better than the best known.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from ortools.linear_solver import pywraplp
+from ortools.sat.python import cp_model
+
+from milp_partition.budget import Budget
+from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
+from milp_partition.joint.segment_bound import stage_options
+from milp_partition.joint.stage_bound import ChainData, chain_data
+from milp_partition.verifiers.joint import verify_joint
+
+try:  # the compiled branch and bound (optional: the Python one gives the same answers)
+    from milp_partition.joint import _jointdp as _ext  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - built by setup.py where a C compiler exists
+    _ext = None  # type: ignore[assignment]
+
+#: The certificate needs the longest path's value below ``-CERT_REL`` times the size of its terms.
+CERT_REL = 1e-9
+#: Fitting checks admit this much excess (relative): more columns only weaken the relaxation.
+FIT_REL = 1e-9
+#: Column generation rounds per target, and the branch and bound's node limit per pricing.
+MAX_ROUNDS = 200
+MAX_NODES = 2_000_000
+#: At most this many new columns per round (the best by reduced cost; adding fewer made more rounds, not fewer seconds).
+MAX_ADD = 10_000
+#: The targets tried first, as fractions of the best plan's value: proving one ends within that gap.
+FIRST_TARGETS = (0.98, 0.99, 0.995, 0.999)
+#: ... where the proven bound is at least this fraction of it already.
+FIRST_TARGETS_FROM = 0.96
+#: Seconds CP-SAT may look for an integer path (a plan) where a target's relaxation has a solution.
+PATH_TIME_S = 5.0
+
+
+@dataclass(frozen=True)
+class StageType:
+    """A stage column's type: degrees, the sum ``s`` of this and later stages' ``d``, and whether it is first/last."""
+
+    d: int
+    t: int
+    s: int
+    first: bool
+    last: bool
+
+    @property
+    def y(self) -> int:
+        """Micro-batches in flight on one device of the stage."""
+        return -(-self.s // self.d)
+
+
+@dataclass
+class _Options:
+    """Per chain, the (interval, configuration choice) options of a stage kind: Pareto points in (time, memory)."""
+
+    a: list[np.ndarray]  # per chain: interval start per option
+    e: list[np.ndarray]
+    time: list[np.ndarray]  # units of the reference time (d T is the capacity)
+    mem: list[np.ndarray]  # units of M
+    configs: list[list[tuple[int, ...]]]  # per chain and option: the configuration index of each node of the interval
+
+
+_Point = tuple[float, float, tuple[int, ...]]
+
+
+def _pareto(points: list[_Point]) -> list[_Point]:
+    """The (time, memory, configurations) points no other point beats in both time and memory (sorted by time)."""
+    points.sort()
+    out: list[_Point] = []
+    best = math.inf
+    for point in points:
+        if point[1] < best:
+            out.append(point)
+            best = point[1]
+    return out
+
+
+@dataclass
+class _Data:
+    """The problem indexed for the bound: chains, fixed positions, per-node option rows."""
+
+    cd: ChainData
+    lengths: list[int]
+    first_end: list[int]  # f_h: positions < f_h are first-stage nodes
+    last_start: list[int]  # l_h: positions >= l_h are last-stage nodes
+    ref: float
+    memory: float
+    r: float  # 4 / (N B)
+    options: dict[tuple[int, int, int, bool, bool], _Options] = field(default_factory=dict)
+
+
+def _data(problem: JointProblem, ref: float) -> _Data:
+    cd = chain_data(problem)
+    lengths = [int((cd.node[h] >= 0).sum()) for h in range(cd.node.shape[0])]
+    first_end, last_start = [], []
+    for h, length in enumerate(lengths):
+        nodes = cd.node[h, :length]
+        f = 0
+        while f < length and cd.fixed[nodes[f]] & 1:
+            f += 1
+        ell = length
+        while ell > 0 and cd.fixed[nodes[ell - 1]] & 2:
+            ell -= 1
+        first_end.append(f)
+        last_start.append(ell)
+    cl = problem.cluster
+    return _Data(cd, lengths, first_end, last_start, ref, cl.memory_bytes, 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s))
+
+
+def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _Options:
+    """Every chain's options for a stage of this kind: intervals allowed by (b), Pareto over configurations."""
+    key = (d, t, y, first, last)
+    got = data.options.get(key)
+    if got is not None:
+        return got
+    cd = data.cd
+    p, w, a_, b_ = cd.p[t], cd.w[t], cd.a[t], cd.b[t]
+    out = _Options([], [], [], [], [])
+    for h, length in enumerate(data.lengths):
+        nodes = cd.node[h, :length]
+        node_opts = []
+        for v in nodes:
+            # (c) time and (d) memory of one node per configuration, in units of ref and M
+            row: list[_Point] = [
+                ((p[v, o] + data.r * (d - 1) * w[v, o]) / data.ref, (a_[v, o] * y + b_[v, o]) / data.memory, (o,))
+                for o in range(p.shape[1])
+                if math.isfinite(p[v, o])
+            ]
+            node_opts.append(_pareto(row))
+        to_first = cd.to_first[nodes] / data.ref
+        to_last = cd.to_last[nodes] / data.ref
+        edge = cd.edge[h, : max(0, length - 1)] / data.ref
+        f, ell = data.first_end[h], data.last_start[h]
+        A, E, TM, MM, CF = [], [], [], [], []
+        for a in range(length + 1):  # (b) on the interval's start
+            if first and a != 0:
+                break
+            if not first and a < f:
+                continue
+            if last and a > ell:
+                break
+            pts: list[_Point] = [(0.0, 0.0, ())]
+            for e in range(a, length + 1):
+                if e > a:
+                    opts = node_opts[e - 1]
+                    pts = _pareto(  # (d): no point past M
+                        [(t0 + t1, m0 + m1, c0 + c1) for t0, m0, c0 in pts for t1, m1, c1 in opts if m0 + m1 <= 1.0 + FIT_REL]
+                    )
+                    if not pts:
+                        break
+                if first and e < f:  # (b) on its end
+                    continue
+                if not last and e > ell:
+                    break
+                if last and e != length:
+                    continue
+                extra = 0.0  # (c): the cut edges this interval charges to its stage
+                if e > a:
+                    if a > 0:
+                        extra += edge[a - 1]
+                    if e < length:
+                        extra += edge[e - 1]
+                    if not first:
+                        extra += float(np.sum(to_first[a:e]))
+                    if not last:
+                        extra += float(np.sum(to_last[a:e]))
+                if first:
+                    extra += float(np.sum(to_first[e:]))  # this chain's nodes after the first stage: cut edges
+                if last:
+                    extra += float(np.sum(to_last[:a]))
+                for tm, mm, cf in pts:
+                    A.append(a)
+                    E.append(e)
+                    TM.append(tm + extra)
+                    MM.append(mm)
+                    CF.append(cf)
+        out.a.append(np.array(A, dtype=np.int64))
+        out.e.append(np.array(E, dtype=np.int64))
+        out.time.append(np.array(TM))
+        out.mem.append(np.array(MM))
+        out.configs.append(CF)
+    data.options[key] = out
+    return out
+
+
+def _undominated(v: np.ndarray, tm: np.ndarray, mm: np.ndarray, cap_t: float, cap_m: float) -> np.ndarray:
+    """The options that fit alone and no other such option beats (value at least, time and memory at most; ties:
+    the first stays): the others are never needed for the maximum."""
+    keep = (tm <= cap_t) & (mm <= cap_m)
+    if _ext is not None and hasattr(_ext, "undominated"):
+        flags = keep.astype(np.uint8)
+        _ext.undominated(np.ascontiguousarray(v, dtype=float), tm, mm, flags)
+        return flags.astype(bool)
+    fit = np.flatnonzero(keep)
+    vv, tt, mmm = v[fit], tm[fit], mm[fit]
+    geq = (vv[None, :] >= vv[:, None]) & (tt[None, :] <= tt[:, None]) & (mmm[None, :] <= mmm[:, None])
+    strict = (vv[None, :] > vv[:, None]) | (tt[None, :] < tt[:, None]) | (mmm[None, :] < mmm[:, None])
+    earlier = np.arange(fit.size)[None, :] < np.arange(fit.size)[:, None]
+    beaten = np.any(geq & (strict | earlier), axis=1)  # row i: some j beats i
+    keep[fit[beaten]] = False
+    return keep
+
+
+def _multipliers(
+    vals: list[np.ndarray], tms: list[np.ndarray], mms: list[np.ndarray], cap_t: float, cap_m: float
+) -> tuple[float, float, float]:
+    """(theta, phi, Lagrangian bound) with the least bound on a geometric grid, then finer ones around it."""
+    scale = max(1e-12, max(float(np.max(np.abs(v))) for v in vals))
+    starts = np.cumsum([0] + [v.size for v in vals[:-1]]).astype(np.int64)
+    v_all, t_all, m_all = np.concatenate(vals), np.concatenate(tms), np.concatenate(mms)
+
+    off = np.append(starts, v_all.size).astype(np.int64)
+
+    def bounds(thetas: np.ndarray, phis: np.ndarray) -> np.ndarray:
+        th, ph = np.meshgrid(thetas, phis, indexing="ij")
+        th, ph = np.ascontiguousarray(th.ravel()), np.ascontiguousarray(ph.ravel())
+        if _ext is not None and hasattr(_ext, "lagrange"):
+            out = np.empty(th.size)
+            _ext.lagrange(len(vals), off, v_all, t_all, m_all, th, ph, out, cap_t, cap_m)
+            return out.reshape(thetas.size, phis.size)
+        red = v_all[None, :] - th[:, None] * t_all[None, :] - ph[:, None] * m_all[None, :]
+        per_chain = np.maximum.reduceat(red, starts, axis=1)
+        return (per_chain.sum(axis=1) + th * cap_t + ph * cap_m).reshape(thetas.size, phis.size)
+
+    grid = np.concatenate([[0.0], scale * 2.0 ** np.arange(-12.0, 9.0, 1.5)])
+    ub = bounds(grid, grid)
+    i, j = np.unravel_index(int(np.argmin(ub)), ub.shape)
+    theta, phi, best = float(grid[i]), float(grid[j]), float(ub[i, j])
+    for width in (1.0, 0.5, 0.25):
+        steps = 2.0 ** np.linspace(-width, width, 5)
+        fine_t = np.unique(theta * steps) if theta > 0 else np.array([0.0])
+        fine_p = np.unique(phi * steps) if phi > 0 else np.array([0.0])
+        ub = bounds(fine_t, fine_p)
+        i, j = np.unravel_index(int(np.argmin(ub)), ub.shape)
+        if float(ub[i, j]) < best:
+            theta, phi, best = float(fine_t[i]), float(fine_p[j]), float(ub[i, j])
+    return theta, phi, best
+
+
+def _price(
+    values: list[np.ndarray], opts: _Options, cap_time: float, max_nodes: int = MAX_NODES
+) -> tuple[float, list[list[int]], bool]:
+    """Max of ``sum_h values[h][o_h]`` over one option per chain with (c) time <= cap_time and (d) memory <= 1.
+
+    Returns (an upper bound on the maximum, the last few choices that improved the best found (the best last),
+    whether the bound is exact).
+    Branch and bound over the chains (in C where the extension is built); its bound is the Lagrangian one,
+    ``sum_h max_o (v - theta tm - phi mm) + theta cap + phi`` (valid for every theta, phi >= 0), with (theta, phi)
+    from a grid search at the root.  Past ``max_nodes`` the root's Lagrangian bound is returned (still an upper bound).
+    """
+    H = len(values)
+    cap_t = cap_time * (1 + FIT_REL)
+    cap_m = 1.0 + FIT_REL
+    keep = [_undominated(values[h], opts.time[h], opts.mem[h], cap_t, cap_m) for h in range(H)]
+    vals = [values[h][keep[h]] for h in range(H)]
+    tms = [opts.time[h][keep[h]] for h in range(H)]
+    mms = [opts.mem[h][keep[h]] for h in range(H)]
+    idx = [np.flatnonzero(keep[h]) for h in range(H)]
+    if any(v.size == 0 for v in vals):
+        return -math.inf, [], True
+    if sum(float(np.min(tm)) for tm in tms) > cap_t or sum(float(np.min(mm)) for mm in mms) > cap_m:
+        return -math.inf, [], True
+    theta, phi, root = _multipliers(vals, tms, mms, cap_t, cap_m)
+    red = [v - theta * tm - phi * mm for v, tm, mm in zip(vals, tms, mms)]
+    # chains with the widest spread of reduced values first; options in decreasing reduced value
+    order = sorted(range(H), key=lambda h: -float(np.max(red[h]) - np.min(red[h])))
+    sorts = [np.argsort(-red[h], kind="stable") for h in order]
+    off = np.zeros(H + 1, dtype=np.int64)
+    off[1:] = np.cumsum([red[h].size for h in order])
+    cat = [np.ascontiguousarray(np.concatenate([arr[h][o] for h, o in zip(order, sorts)])) for arr in (vals, tms, mms, red)]
+    tops = np.array([float(np.max(red[h])) for h in order] + [0.0])
+    suffix = np.ascontiguousarray(np.cumsum(tops[::-1])[::-1])
+    suffix[H] = 0.0
+    rest_t = np.zeros(H + 1)
+    rest_m = np.zeros(H + 1)
+    rest_t[:H] = np.cumsum([float(np.min(tms[h])) for h in order][::-1])[::-1]
+    rest_m[:H] = np.cumsum([float(np.min(mms[h])) for h in order][::-1])[::-1]
+    if _ext is not None and hasattr(_ext, "mckp"):
+        best, exhausted, _, leaves = _ext.mckp(
+            H, off, *cat, suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, -math.inf, max_nodes
+        )
+    else:
+        best, exhausted, _, leaves = _mckp_py(
+            H, off, cat[0], cat[1], cat[2], cat[3], suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, max_nodes
+        )
+
+    def original(leaf: list[int]) -> list[int]:
+        choice = [0] * H
+        for g, h in enumerate(order):
+            choice[h] = int(idx[h][sorts[g][int(leaf[g]) - int(off[g])]])
+        return choice
+
+    choices = [original(leaf) for leaf in leaves if leaf]
+    return (root if exhausted else float(best)), choices, not exhausted
+
+
+def _mckp_py(
+    G: int,
+    off: np.ndarray,
+    v: np.ndarray,
+    tm: np.ndarray,
+    mm: np.ndarray,
+    red: np.ndarray,
+    suffix: np.ndarray,
+    rest_t: np.ndarray,
+    rest_m: np.ndarray,
+    cap_t: float,
+    cap_m: float,
+    theta: float,
+    phi: float,
+    max_nodes: int,
+) -> tuple[float, bool, list[int], list[list[int]]]:
+    """The C extension's ``mckp`` in Python (the same search; slower)."""
+    vv, tt, mmm, rd = v.tolist(), tm.tolist(), mm.tolist(), red.tolist()
+    best = -math.inf
+    best_choice: list[int] = []
+    leaves: list[list[int]] = []
+    choice = [0] * G
+    nodes = 0
+    exhausted = False
+
+    def dfs(g: int, value: float, used_t: float, used_m: float) -> None:
+        nonlocal best, best_choice, nodes, exhausted
+        if g == G:
+            if value > best:
+                best, best_choice = value, list(choice)
+                leaves.append(best_choice)
+            return
+        nodes += 1
+        if nodes > max_nodes:
+            exhausted = True
+            return
+        base = value + suffix[g + 1] + theta * (cap_t - used_t) + phi * (cap_m - used_m)
+        for j in range(int(off[g]), int(off[g + 1])):
+            if base + rd[j] <= best:
+                break
+            nt, nm = used_t + tt[j], used_m + mmm[j]
+            if nt + rest_t[g + 1] > cap_t or nm + rest_m[g + 1] > cap_m:
+                continue
+            choice[g] = j
+            dfs(g + 1, value + vv[j], nt, nm)
+            if exhausted:
+                return
+
+    dfs(0, 0.0, 0.0, 0.0)
+    return best, exhausted, best_choice, leaves[-8:]
+
+
+def stage_types(problem: JointProblem) -> list[StageType]:
+    """Every stage type a plan's stage can have (a forced shape's degrees only)."""
+    cl = problem.cluster
+    smax = min(cl.devices, cl.microbatches)
+    out = []
+    for d, t in stage_options(problem):
+        for s in range(d, smax + 1):
+            for first in (True, False):
+                out.append(StageType(d, t, s, first, s == d))
+    return out
+
+
+class _Master:
+    """Phase one of the master LP: artificial variables on every row, columns added by pricing."""
+
+    def __init__(self, data: _Data, devices: int) -> None:
+        self.data = data
+        self.devices = devices
+        self.target = math.inf
+        #: type, interval starts, ends, time (units of ref), the option chosen per chain
+        self.columns: list[tuple[StageType, tuple[int, ...], tuple[int, ...], float, tuple[int, ...]]] = []
+        self.seen: set[tuple[StageType, tuple[int, ...], tuple[int, ...]]] = set()
+        self._build()
+
+    def _build(self) -> None:
+        """A fresh LP with the columns so far (GLOP's incremental solves can stop abnormally)."""
+        solver = pywraplp.Solver.CreateSolver("GLOP")
+        if solver is None:  # pragma: no cover - GLOP ships with OR-Tools
+            raise RuntimeError("OR-Tools' GLOP is not available")
+        self.solver = solver
+        self.objective = solver.Objective()
+        self.objective.SetMinimization()
+        art = solver.NumVar(0.0, math.inf, "a_first")
+        self.first = solver.Constraint(1.0, 1.0, "first")  # (first)
+        self.first.SetCoefficient(art, 1.0)
+        self.objective.SetCoefficient(art, 1.0)
+        art = solver.NumVar(0.0, math.inf, "a_dev")
+        self.device = solver.Constraint(-math.inf, float(self.devices), "devices")  # (k)
+        self.device.SetCoefficient(art, -1.0)
+        self.objective.SetCoefficient(art, 1.0)
+        self.links: dict[tuple[int, int, int], Any] = {}
+        self.vars: list[Any] = [self._variable(*col[:3]) for col in self.columns]
+
+    def link(self, h: int, j: int, s: int) -> Any:
+        """The (link) row of chain ``h``, position ``j``, state ``s`` (made on first use, with its artificials)."""
+        row = self.links.get((h, j, s))
+        if row is None:
+            row = self.links[(h, j, s)] = self.solver.Constraint(0.0, 0.0, f"l{h}_{j}_{s}")
+            for sign in (1.0, -1.0):
+                art = self.solver.NumVar(0.0, math.inf, "")
+                row.SetCoefficient(art, sign)
+                self.objective.SetCoefficient(art, 1.0)
+        return row
+
+    def add(self, ty: StageType, a: tuple[int, ...], e: tuple[int, ...], time: float, choice: tuple[int, ...]) -> bool:
+        """Add a column (``False``: it was there)."""
+        key = (ty, a, e)
+        if key in self.seen:
+            return False
+        self.seen.add(key)
+        self.columns.append((ty, a, e, time, choice))
+        self.vars.append(self._variable(ty, a, e))
+        return True
+
+    def _variable(self, ty: StageType, a: tuple[int, ...], e: tuple[int, ...]) -> Any:
+        var = self.solver.NumVar(0.0, math.inf, "")
+        self.objective.SetCoefficient(var, 0.0)
+        if ty.first:
+            self.first.SetCoefficient(var, 1.0)  # (first)
+        self.device.SetCoefficient(var, float(ty.d * ty.t))  # (k)
+        for h in range(len(a)):  # (link)
+            if not ty.last:
+                self.link(h, e[h], ty.s - ty.d).SetCoefficient(var, 1.0)
+            if not ty.first:
+                row = self.link(h, a[h], ty.s)
+                row.SetCoefficient(var, row.GetCoefficient(var) - 1.0)
+        return var
+
+    def restrict(self, target: float) -> None:
+        """Columns that do not fit at ``target`` get upper bound 0 (they stay for larger targets)."""
+        self.target = target
+        for (ty, _, _, time, _), var in zip(self.columns, self.vars):
+            var.SetUb(math.inf if time <= ty.d * target * (1 + FIT_REL) else 0.0)
+
+    def solve(self) -> float | None:
+        """Phase one's value (``None``: the LP solver failed)."""
+        if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
+            self._build()  # GLOP's incremental solve can stop abnormally: once more on a fresh model
+            self.restrict(self.target)
+            if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
+                return None
+        return float(self.objective.Value())
+
+    def duals(self) -> tuple[float, float, dict[tuple[int, int, int], float]]:
+        """The duals of (first), (k) and the (link) rows."""
+        return (
+            float(self.first.dual_value()),
+            float(self.device.dual_value()),
+            {key: float(row.dual_value()) for key, row in self.links.items()},
+        )
+
+
+def _link_values(data: _Data, opts: _Options, ty: StageType, pi: dict[tuple[int, int, int], float]) -> list[np.ndarray]:
+    """Per chain and option, its link term: pi at (h, e, s - d) unless last, less pi at (h, a, s) unless first."""
+    out = []
+    for h, length in enumerate(data.lengths):
+        end = np.zeros(length + 1)
+        start = np.zeros(length + 1)
+        for j in range(length + 1):
+            if not ty.last:
+                end[j] = pi.get((h, j, ty.s - ty.d), 0.0)
+            if not ty.first:
+                start[j] = pi.get((h, j, ty.s), 0.0)
+        out.append(end[opts.e[h]] - start[opts.a[h]])
+    return out
+
+
+def _longest_path(problem: JointProblem, upper: dict[StageType, float]) -> float:
+    """The largest sum of ``upper`` over the type sequences a plan can have ((f) and (k)); ``-inf``: none."""
+    cl = problem.cluster
+    k = cl.devices
+    smax = min(k, cl.microbatches)
+    # best[s][u]: the largest sum over prefixes after which the later stages' degrees sum to s, with u devices used
+    best = [[-math.inf] * (k + 1) for _ in range(smax + 1)]
+    total = -math.inf
+    by_s: dict[int, list[StageType]] = {}
+    for ty in upper:
+        by_s.setdefault(ty.s, []).append(ty)
+    for s in range(smax, 0, -1):
+        for ty in by_s.get(s, []):
+            val = upper[ty]
+            if val == -math.inf:
+                continue  # no column of this type fits
+            dt = ty.d * ty.t
+            if ty.first:
+                if dt <= k:
+                    if ty.last:
+                        total = max(total, val)
+                    else:
+                        best[s - ty.d][dt] = max(best[s - ty.d][dt], val)
+                continue
+            for u in range(k + 1 - dt):
+                if best[s][u] == -math.inf:
+                    continue
+                if ty.last:
+                    total = max(total, best[s][u] + val)
+                else:
+                    best[s - ty.d][u + dt] = max(best[s - ty.d][u + dt], best[s][u] + val)
+    return total
+
+
+def _integer_path(master: _Master, target: float, budget: Budget) -> list[int] | None:
+    """A path of the master's columns that fit at ``target`` (an integer flow: a plan), by CP-SAT within ``budget``."""
+    fit = [q for q, (ty, _, _, time, _) in enumerate(master.columns) if time <= ty.d * target * (1 + FIT_REL)]
+    if not fit or budget.left() < 0.05:
+        return None
+    model = cp_model.CpModel()
+    x = {q: model.new_bool_var("") for q in fit}
+    rows: dict[tuple[int, int, int], list[tuple[Any, int]]] = {}
+    firsts, devices = [], []
+    for q in fit:
+        ty, a, e, _, _ = master.columns[q]
+        if ty.first:
+            firsts.append(x[q])
+        devices.append(ty.d * ty.t * x[q])
+        for h in range(len(a)):
+            if not ty.last:
+                rows.setdefault((h, e[h], ty.s - ty.d), []).append((x[q], 1))
+            if not ty.first:
+                rows.setdefault((h, a[h], ty.s), []).append((x[q], -1))
+    model.add(sum(firsts) == 1)  # (first)
+    for terms in rows.values():
+        model.add(sum(c * v for v, c in terms) == 0)  # (link)
+    model.add(sum(devices) <= master.devices)  # (k)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.05, budget.left())
+    solver.parameters.num_workers = 1
+    status = solver.Solve(model)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    path = [q for q in fit if solver.Value(x[q])]
+    return sorted(path, key=lambda q: -master.columns[q][0].s)
+
+
+def _plan(problem: JointProblem, data: _Data, master: _Master, path: list[int]) -> JointPlan:
+    """The plan of a path of columns (first stage first; empty stages dropped: the others' memory only falls)."""
+    stages = []
+    for q in path:
+        ty, a, e, _, choice = master.columns[q]
+        opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
+        nodes: list[int] = []
+        configs: dict[str, str] = {}
+        for h in range(len(a)):
+            for v, o in zip(data.cd.node[h, a[h] : e[h]], opts.configs[h][choice[h]]):
+                nd = problem.nodes[int(v)]
+                nodes.append(int(v))
+                configs[nd.id] = nd.configs[ty.t][o].id
+        if nodes:
+            ids = tuple(problem.nodes[v].id for v in sorted(nodes))
+            stages.append(JointStage(ids, ty.d, ty.t, configs))
+    return JointPlan(tuple(stages))
+
+
+@dataclass
+class ColumnBoundReport:
+    """What :func:`column_bound_report` found: the bound (s), the targets tried, the master's size."""
+
+    bound: float
+    proven: list[float] = field(default_factory=list)  # targets proven (seconds)
+    refuted: list[float] = field(default_factory=list)  # targets where the relaxation has a solution (seconds)
+    columns: int = 0
+    rounds: int = 0
+    types: int = 0
+    plans: list[JointPlan] = field(default_factory=list)  # from integer paths at targets the relaxation allows
+
+
+def _price_all(
+    data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
+) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
+    """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term and the choices found
+    (``None``: the budget ran out)."""
+    upper: dict[StageType, float] = {}
+    found: list[tuple[StageType, list[int]]] = []
+    for ty in types:
+        opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
+        upper[ty], choices, _ = _price(_link_values(data, opts, ty, pi), opts, ty.d * target)
+        found += [(ty, choice) for choice in choices]
+        if budget.expired():
+            return None
+    return upper, found
+
+
+def _link_of(data: _Data, opts: _Options, ty: StageType, choice: list[int], pi: dict[tuple[int, int, int], float]) -> float:
+    """One column's link term at duals ``pi``."""
+    total = 0.0
+    for h, o in enumerate(choice):
+        if not ty.last:
+            total += pi.get((h, int(opts.e[h][o]), ty.s - ty.d), 0.0)
+        if not ty.first:
+            total -= pi.get((h, int(opts.a[h][o]), ty.s), 0.0)
+    return total
+
+
+def _prove(
+    problem: JointProblem,
+    data: _Data,
+    master: _Master,
+    types: list[StageType],
+    target: float,
+    budget: Budget,
+    report: ColumnBoundReport,
+) -> bool | None:
+    """Proven that no plan has value <= ``target`` (units of ref): True; the relaxation has a solution there: False;
+    neither within the budget: None."""
+    master.restrict(target)
+    for _ in range(MAX_ROUNDS):
+        if budget.expired():
+            return None
+        value = master.solve()
+        if value is None:
+            return None
+        report.rounds += 1
+        if value <= 1e-9:
+            return False  # the relaxation has a solution at this target
+        pi_first, pi_dev, pi = master.duals()
+        priced = _price_all(data, types, pi, target, budget)
+        if priced is None:
+            return None
+        upper, found = priced
+        size = 1.0 + sum(abs(x) for x in pi.values())
+        # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to 0)
+        if _longest_path(problem, upper) < -CERT_REL * size * 4 * len(data.lengths):
+            return True
+        scored = []
+        for ty, choice in found:
+            opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
+            score = _link_of(data, opts, ty, choice, pi) + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t
+            if score > 1e-9 * size:
+                scored.append((score, ty, opts, choice))
+        scored.sort(key=lambda c: -c[0])
+        added = 0
+        for _, ty, opts, choice in scored[:MAX_ADD]:
+            a = tuple(int(opts.a[h][o]) for h, o in enumerate(choice))
+            e = tuple(int(opts.e[h][o]) for h, o in enumerate(choice))
+            time = math.fsum(float(opts.time[h][o]) for h, o in enumerate(choice))
+            added += master.add(ty, a, e, time, tuple(choice))
+        if not added:
+            return None  # converged without a certificate (a pricing stopped at its node limit)
+    return None
+
+
+def column_bound_report(
+    problem: JointProblem,
+    lower_s: float,
+    upper_s: float,
+    budget: Budget,
+    progress: Callable[[str], None] | None = None,
+) -> ColumnBoundReport:
+    """:func:`column_bound` with its working figures; ``progress`` gets a line per target settled."""
+    report = ColumnBoundReport(lower_s)
+    if not problem.nodes or not math.isfinite(upper_s) or upper_s <= 0:
+        return report
+    if problem.shape is not None and problem.shape.stages is not None:
+        return report  # a forced number of stages: not modelled here
+    data = _data(problem, upper_s)
+    if any(f > ell for f, ell in zip(data.first_end, data.last_start)):
+        return report  # a node both first and last: one stage only (the DP's case)
+    types = stage_types(problem)
+    report.types = len(types)
+    master = _Master(data, problem.cluster.devices)
+    lo = max(0.0, lower_s / upper_s)
+    hi = 1.0
+    best_s = upper_s
+    # close to the plan: the targets that settle a 2%, 1%, ... gap first; else bisection from the midpoint (a
+    # target well below the relaxation's value is proven in few rounds, one above it needs the columns to converge)
+    targets = [x for x in FIRST_TARGETS if x > lo] if lo >= FIRST_TARGETS_FROM else []
+    while not budget.expired() and hi - lo > 1e-5:
+        target = targets.pop(0) if targets else 0.5 * (lo + hi)
+        got = _prove(problem, data, master, types, target, budget, report)
+        if got is None:
+            break
+        if progress is not None:
+            word = {True: "proven: no plan below", False: "not provable at"}[got]
+            progress(
+                f"[joint] column bound: {word} {target * upper_s:.6g} s ({report.rounds} rounds, "
+                f"{len(master.columns)} columns, {budget.elapsed():.1f} s)"
+            )
+        if got:
+            lo = target
+            report.proven.append(target * upper_s)
+        else:
+            hi = target
+            report.refuted.append(target * upper_s)
+            # the relaxation allows this target: an integer path of its columns may be a plan there (verified)
+            if target * upper_s < best_s * (1 - 1e-6):
+                path = _integer_path(master, target, budget.capped(min(PATH_TIME_S, 0.25 * budget.left())))
+                if path is not None:
+                    plan = _plan(problem, data, master, path)
+                    checked = verify_joint(problem, plan)
+                    if checked.feasible and checked.objective < best_s:
+                        report.plans.append(plan)
+                        best_s = checked.objective
+                        hi = min(hi, best_s / upper_s)  # no target at or above a plan's value is provable
+            targets = []  # below the first refuted target: bisection
+    report.columns = len(master.columns)
+    report.bound = max(lower_s, lo * upper_s * (1 - CERT_REL))
+    return report
+
+
+def column_bound(problem: JointProblem, lower_s: float, upper_s: float, budget: Budget) -> float:
+    """A proven lower bound on the optimum: ``max(lower_s, the largest target proven)`` (the module's certificate).
+
+    ``upper_s``: the best plan's value (the reference; no bound without one).  Within ``budget``.
+    """
+    return column_bound_report(problem, lower_s, upper_s, budget).bound
