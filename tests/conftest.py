@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
+
+# torch's CPU kernels (and OpenBLAS) on one thread, before anything imports torch: the tests' models are tiny, and two
+# OpenMP threads on a two-core machine whose other core is busy made torch tests 3-60 times slower (CI shares its
+# cores).  Only the speed changes; a value set outside is kept.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest
 

@@ -6,6 +6,7 @@ import math
 import random
 
 import pytest
+from joint_past_the_cap import solved_past_the_ideal_cap
 from milp_partition.heuristics.joint_orders import along_order, depth_first_order, order_dp
 from test_joint_bruteforce import brute_force, random_problem
 from test_joint_io import GIB
@@ -62,8 +63,7 @@ def test_order_dp_on_a_wide_graph_is_no_better_than_the_dp() -> None:
 
 
 def test_the_chain_runs_order_dp_past_the_ideal_cap() -> None:
-    problem = parallel_branches(3, 3, 4, 0.5 * GIB, seed=2)
-    result = solve_joint(problem, JointSolveSettings(time_limit_s=20.0, max_ideals=10, threads=1))
+    _, result = solved_past_the_ideal_cap()  # the solve the segment and stage bound tests check too
     runs = {run.name: run for run in result.heuristics}
     assert "order-dp" in runs and runs["order-dp"].objective is not None
     assert result.objective is not None and result.objective <= runs["order-dp"].objective

@@ -3,12 +3,14 @@ exact DP on small wide graphs, its certificates re-evaluated at an optimal plan,
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import replace
 
 import numpy as np
 import pytest
+from joint_past_the_cap import solved_past_the_ideal_cap
 from milp_partition.formulations.joint import work_lower_bound_s
 from test_joint_bruteforce import brute_force, random_problem
 from test_joint_io import GIB
@@ -16,9 +18,8 @@ from test_joint_io import GIB
 from milp_partition.budget import Budget
 from milp_partition.joint.dp import joint_data, search
 from milp_partition.joint.generators import parallel_branches
-from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings
+from milp_partition.joint.problem import JointPlan, JointProblem, JointShape
 from milp_partition.joint.segment_bound import segment_bound
-from milp_partition.joint.solve import solve_joint
 from milp_partition.joint.stage_bound import (
     _column_generation,
     _price,
@@ -41,6 +42,25 @@ def _bound(problem: JointProblem, upper: float = math.inf, branching: bool = Fal
     """The bound from the work bound; without branching the column generation converges well within the budget."""
     budget = Budget.starting_now(120.0)
     return stage_bound_report(problem, work_lower_bound_s(problem), upper, budget, branching=branching).bound
+
+
+#: (branches, depth, devices, memory in GiB, seed, shape) of a parallel_branches problem
+_Wide = tuple[int, int, int, float, int, "JointShape | None"]
+
+
+@functools.cache
+def _wide(key: _Wide) -> tuple[JointProblem, float, JointPlan | None]:
+    """A small wide graph and its DP optimum; built once, shared by the tests that use the same graph."""
+    branches, depth, devices, memory_gib, seed, shape = key
+    problem = replace(parallel_branches(branches, depth, devices, memory_gib * GIB, seed=seed), shape=shape)
+    best, plan = _optimum(problem)
+    return problem, best, plan
+
+
+@functools.cache
+def _wide_bound(key: _Wide, upper: float, branching: bool = False) -> float:
+    """``_bound`` of ``_wide(key)``'s problem: one run per (graph, upper end, branching), shared by the tests."""
+    return _bound(_wide(key)[0], upper, branching)
 
 
 @pytest.mark.parametrize("seed", range(80))
@@ -71,32 +91,32 @@ WIDE = [
 def test_bound_is_below_the_dp_optimum_on_small_wide_graphs(
     branches: int, depth: int, devices: int, memory_gib: float, seed: int, shape: JointShape | None
 ) -> None:
-    problem = replace(parallel_branches(branches, depth, devices, memory_gib * GIB, seed=seed), shape=shape)
-    best, _ = _optimum(problem)
+    key = (branches, depth, devices, memory_gib, seed, shape)
+    problem, best, _ = _wide(key)
     if math.isinf(best):
         assert math.isinf(_bound(problem))  # the DP proves no plan; so does this bound here
         return
     for upper in (best, best * 1.5, math.inf) if devices <= 4 else (best,):  # k = 8: 480 sequences, one run
-        assert work_lower_bound_s(problem) <= _bound(problem, upper) <= best * (1 + 1e-9)
+        assert work_lower_bound_s(problem) <= _wide_bound(key, upper) <= best * (1 + 1e-9)
     if devices <= 4:  # branching too (at k = 8 it may take the whole budget)
-        assert _bound(problem, best, branching=True) <= best * (1 + 1e-9)
+        assert _wide_bound(key, best, branching=True) <= best * (1 + 1e-9)
 
 
 def test_branching_proves_an_optimum() -> None:
     # three branches of four on 4 devices: the relaxation alone is 2.7% short; branching on nodes' stages closes it
-    problem = parallel_branches(3, 4, 4, 2 * GIB, seed=0)
-    best, _ = _optimum(problem)
-    assert _bound(problem, best) < best * 0.99
-    assert best * (1 - 1e-6) <= _bound(problem, best, branching=True) <= best * (1 + 1e-9)
+    key = (3, 4, 4, 2.0, 0, None)  # WIDE's first graph: its bounds at the optimum are computed once for both tests
+    _, best, _ = _wide(key)
+    assert _wide_bound(key, best) < best * 0.99
+    assert best * (1 - 1e-6) <= _wide_bound(key, best, branching=True) <= best * (1 + 1e-9)
 
 
 def test_it_beats_the_segment_and_work_bounds() -> None:
     # three branches of four on 8 devices (480 stage sequences): stage identity and whole runs count
-    problem = parallel_branches(3, 4, 8, 2 * GIB, seed=1)
-    best, _ = _optimum(problem)
+    key = (3, 4, 8, 2.0, 1, None)  # one of WIDE's graphs: its stage bound at the optimum is computed once for both
+    problem, best, _ = _wide(key)
     work = work_lower_bound_s(problem)
     segment = segment_bound(problem, work, best, Budget.starting_now(120.0))
-    stage = _bound(problem, best)
+    stage = _wide_bound(key, best)
     assert stage <= best * (1 + 1e-9)
     assert stage > segment * 1.01 and stage > work * 1.05
 
@@ -208,11 +228,8 @@ def test_a_spent_budget_still_gives_a_bound() -> None:
 
 
 def test_the_chain_adds_the_stage_bound_past_the_ideal_cap() -> None:
-    problem = parallel_branches(3, 3, 4, 0.5 * GIB, seed=2)
+    problem, result = solved_past_the_ideal_cap()  # the solve the order DP and segment bound tests check too
     best, _ = _optimum(problem)
-    # without the column bound (which runs before it and, proving a target, leaves it out)
-    settings = JointSolveSettings(time_limit_s=20.0, max_ideals=10, threads=1, column_bound_time_limit_s=0)
-    result = solve_joint(problem, settings)
     assert "too_many_ideals" in result.solver_notes
     assert any(run.name == "stage-bound" for run in result.heuristics)
     assert result.solver_notes["stage_bound"] <= best * (1 + 1e-9)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -11,6 +12,7 @@ import pytest
 from milp_partition.io import read_instance
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
+from milp_partition.result import Result
 from tests.exact_checks import assert_consistent_with_optimum
 
 # Reference optima of the contiguous variant from shared/benchmarks/README.md (the authors' exact DP).
@@ -23,10 +25,16 @@ def _problem(shared: Path, rel: str) -> PipelineProblem:
     return PipelineProblem(inst.graph, inst.cluster, PipelineSettings(contiguous=True), source=rel)
 
 
+@functools.cache
+def _cpsat_result(shared: Path, rel: str) -> Result:
+    """The default solve (CP-SAT, warm start from the DPs) of one instance; one solve per instance, read by two tests."""
+    return solve_pipeline(_problem(shared, rel), SolveSettings(solver="cpsat", threads=2, time_limit_s=60))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("rel", list(REFERENCE))
 def test_cpsat_proves_reference_optimum(shared_benchmarks: Path, rel: str) -> None:
-    result = solve_pipeline(_problem(shared_benchmarks, rel), SolveSettings(solver="cpsat", threads=2, time_limit_s=60))
+    result = _cpsat_result(shared_benchmarks, rel)
     assert result.status == "optimal", result.message
     assert abs(result.objective - REFERENCE[rel]) <= 1e-6 * REFERENCE[rel]
     assert result.bound is not None and result.bound <= result.objective
@@ -39,15 +47,14 @@ def test_cpsat_proves_reference_optimum(shared_benchmarks: Path, rel: str) -> No
 def test_cbc_agrees_with_the_reference_optimum(shared_benchmarks: Path, rel: str) -> None:
     """CBC needs minutes to prove these (more on a loaded machine), so a short limit and only what holds at any speed:
     verified value >= the optimum, bound <= the optimum, "optimal" only with the optimum's value."""
-    result = solve_pipeline(_problem(shared_benchmarks, rel), SolveSettings(solver="cbc", threads=2, time_limit_s=10))
+    result = solve_pipeline(_problem(shared_benchmarks, rel), SolveSettings(solver="cbc", threads=2, time_limit_s=3))
     assert_consistent_with_optimum(result, REFERENCE[rel])
 
 
 @pytest.mark.slow
 def test_warm_start_is_used(shared_benchmarks: Path) -> None:
-    result = solve_pipeline(
-        _problem(shared_benchmarks, "LayerGraphs/gnmt_inference.json"), SolveSettings(threads=2, time_limit_s=60)
-    )
+    # the default settings' solve of GNMT, the one test_cpsat_proves_reference_optimum checks (shared, not re-run)
+    result = _cpsat_result(shared_benchmarks, "LayerGraphs/gnmt_inference.json")
     ws = result.warm_start
     assert ws["source"] in ("chain_dp", "ideal_dp")
     assert ws["first_incumbent"] is not None and ws["first_incumbent"] <= ws["objective"] * (1 + 1e-6)
