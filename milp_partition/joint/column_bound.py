@@ -421,8 +421,7 @@ def stage_types(problem: JointProblem) -> list[StageType]:
 class _Master:
     """Phase one of the master LP: artificial variables on every row, columns added by pricing."""
 
-    def __init__(self, data: _Data, devices: int) -> None:
-        self.data = data
+    def __init__(self, devices: int) -> None:
         self.devices = devices
         self.target = math.inf
         #: type, interval starts, ends, time (units of ref), the option chosen per chain
@@ -719,7 +718,7 @@ def column_bound_report(
         return report  # a node both first and last: one stage only (the DP's case)
     types = stage_types(problem)
     report.types = len(types)
-    master = _Master(data, problem.cluster.devices)
+    master = _Master(problem.cluster.devices)
     lo = max(0.0, lower_s / upper_s)
     hi = 1.0
     best_s = upper_s
