@@ -623,29 +623,19 @@ class ColumnBoundReport:
 
 def _price_all(
     data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
-) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
-    """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term and the choices found
-    (``None``: the budget ran out)."""
+) -> tuple[dict[StageType, float], list[tuple[StageType, list[int], float]]] | None:
+    """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term, and the choices found with
+    their link terms (``None``: the budget ran out)."""
     upper: dict[StageType, float] = {}
-    found: list[tuple[StageType, list[int]]] = []
+    found: list[tuple[StageType, list[int], float]] = []
     for ty in types:
         opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
-        upper[ty], choices, _ = _price(_link_values(data, opts, ty, pi), opts, ty.d * target)
-        found += [(ty, choice) for choice in choices]
+        values = _link_values(data, opts, ty, pi)
+        upper[ty], choices, _ = _price(values, opts, ty.d * target)
+        found += [(ty, choice, sum(float(values[h][o]) for h, o in enumerate(choice))) for choice in choices]
         if budget.expired():
             return None
     return upper, found
-
-
-def _link_of(data: _Data, opts: _Options, ty: StageType, choice: list[int], pi: dict[tuple[int, int, int], float]) -> float:
-    """One column's link term at duals ``pi``."""
-    total = 0.0
-    for h, o in enumerate(choice):
-        if not ty.last:
-            total += pi.get((h, int(opts.e[h][o]), ty.s - ty.d), 0.0)
-        if not ty.first:
-            total -= pi.get((h, int(opts.a[h][o]), ty.s), 0.0)
-    return total
 
 
 def _prove(
@@ -679,9 +669,9 @@ def _prove(
         if _longest_path(problem, upper) < -CERT_REL * size * 4 * len(data.lengths):
             return True
         scored = []
-        for ty, choice in found:
+        for ty, choice, link in found:
             opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
-            score = _link_of(data, opts, ty, choice, pi) + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t
+            score = link + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t
             if score > 1e-9 * size:
                 scored.append((score, ty, opts, choice))
         scored.sort(key=lambda c: -c[0])
