@@ -34,6 +34,7 @@ from milp_partition.chain import (
 from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.heuristics.joint_orders import grouped_order_dp
+from milp_partition.heuristics.joint_polish import polish
 from milp_partition.joint import native
 from milp_partition.joint.column_bound import column_bound_report
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
@@ -189,6 +190,23 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             t0 = time.monotonic()
             plan, _ = fn()
             yield Outcome(name, plan, time.monotonic() - t0, False, "" if plan is not None else "no plan")
+        yield from self._polish(run, data)
+
+    def _polish(self, run: JointRun, data: JointData) -> Iterable[Outcome[JointPlan]]:
+        """Past the DP's cap: local search from the best plan so far (heuristics/joint_polish.py), a tenth of the limit at most.
+
+        The chain adds the plans above one by one, so ``run.best`` is the best verified one when this runs.
+        """
+        best = run.best
+        if not data.prefixes_only or best is None or self.settings.polish_time_limit_s <= 0:
+            return
+        t0 = time.monotonic()
+        cap = min(self.settings.polish_time_limit_s, run.budget.limit_s / 10)
+        plan, value = polish(run.problem, best.solution, run.budget.capped(cap))
+        better = value < best.value
+        note = f"from {best.source}" + ("" if better else ": no better plan found")
+        run.result.solver_notes["polish"] = {"from": best.value, "to": value, "seconds": time.monotonic() - t0}
+        yield Outcome("polish", plan if better else None, time.monotonic() - t0, False, note)
 
     def refine(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
         """The exact search: an exhaustive feasibility DP bisected on the target time per sample, within what is left.
