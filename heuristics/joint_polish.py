@@ -40,12 +40,12 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from milp_partition.budget import Budget
-from milp_partition.joint.knapsack import min_cost_exact
+from milp_partition.joint.knapsack import cost_bounds, min_cost_exact
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
 from milp_partition.verifiers.joint import verify_joint
 
 #: nodes of the branch and bound per group of 2 and 3 stages (a larger group's search is cut there)
-GROUP_VISITS = {2: 200_000, 3: 30_000}
+GROUP_VISITS = {2: 200_000, 3: 200_000}
 
 #: a stage of the search: its nodes (indices), data-parallel degree, tensor-parallel degree
 Stage = tuple[frozenset[int], int, int]
@@ -90,6 +90,7 @@ class _Model:
             )
         self.cache: dict[tuple[frozenset[int], int, int, int], tuple[float, tuple[int, ...]]] = {}
         self.floors: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self.lowers: dict[tuple[frozenset[int], int, int, int], float] = {}
 
     def stage(self, nodes: frozenset[int], d: int, t: int, y: int) -> tuple[float, tuple[int, ...]]:
         """The stage's least time per sample and each node's option (sorted node order); ``inf`` when nothing fits."""
@@ -99,10 +100,30 @@ class _Model:
             hit = self.cache[key] = self._stage(nodes, d, t, y)
         return hit
 
+    def lower(self, nodes: frozenset[int], d: int, t: int, y: int) -> float:
+        """A lower bound of :meth:`stage` (the knapsack's LP relaxation, :func:`~milp_partition.joint.knapsack.cost_bounds`)."""
+        key = (nodes, d, t, y)
+        hit = self.cache.get(key)
+        if hit is not None:
+            return hit[0]
+        got = self.lowers.get(key)
+        if got is None:
+            cost, mem, crossing = self._knapsack(nodes, d, t, y)
+            got = self.lowers[key] = cost_bounds(cost, mem, self.problem.cluster.memory_bytes)[0] + crossing
+        return got
+
     def _stage(self, nodes: frozenset[int], d: int, t: int, y: int) -> tuple[float, tuple[int, ...]]:
-        cl = self.problem.cluster
         if t not in self.arrays:
             return math.inf, ()
+        cost, mem, crossing = self._knapsack(nodes, d, t, y)
+        value, choice = min_cost_exact(cost, mem, self.problem.cluster.memory_bytes, choices=True)
+        if not math.isfinite(value) or choice is None:
+            return math.inf, ()
+        return value + crossing, tuple(choice)
+
+    def _knapsack(self, nodes: frozenset[int], d: int, t: int, y: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """Each node's seconds and bytes per option (sorted node order) and the seconds of the crossing edges' bytes."""
+        cl = self.problem.cluster
         rows = sorted(nodes)
         p, w, a, b = (arr[rows] for arr in self.arrays[t])
         avail = np.isfinite(p)
@@ -119,10 +140,7 @@ class _Model:
                     crossing += 2.0 * c
                     for j, extra in enumerate(sync):
                         cost[r, j] += 2.0 * extra.get(u, 0.0) / (d * bw_s)
-        value, choice = min_cost_exact(cost, mem, cl.memory_bytes, choices=True)
-        if not math.isfinite(value) or choice is None:
-            return math.inf, ()
-        return value + crossing / (d * bw_s), tuple(choice)
+        return cost, mem, crossing / (d * bw_s)
 
     def floor(self, d: int, t: int, y: int) -> tuple[np.ndarray, np.ndarray]:
         """Per node: its least seconds (no crossing terms) and least bytes for ``(d, t, y)`` (lower bounds of a stage's)."""
@@ -360,10 +378,16 @@ class _GroupSplit:
             late = min((where[u] for u, _ in model.succs[v] if u not in self.union), default=len(search.stages))
             early = max((where[u] for u, _ in model.preds[v] if u not in self.union), default=-1)
             self.allowed[v] = [q for q, st in enumerate(group) if early <= st <= late]
+        links = [model.preds[v] + model.succs[v] for v in range(len(model.ids))]
+        #: per node of the union: 2 bytes of its edges out of the union; its edges inside (neighbour, 2 bytes)
+        self.outside = {v: math.fsum(2.0 * c for u, c in links[v] if u not in self.union) for v in self.order}
+        self.inside = {v: [(u, 2.0 * c) for u, c in links[v] if u in self.union] for v in self.order}
         self.floors = [model.floor(d, t, y) for (_, d, t), y in zip(self.stages, self.ys)]
+        self.per_byte = [1.0 / (d * model.problem.cluster.bandwidth_bytes_per_s) for _, d, _ in self.stages]
         self.best = max(search.times[q] for q in group)
         self.target = float(f"{self.best:.12g}") * (1 - 1e-12)
         self.side: dict[int, int] = {}
+        #: per side: a lower bound of its time from the nodes placed so far (least seconds, edges cut so far)
         self.cost = [0.0] * len(group)
         self.mem = [0.0] * len(group)
         self.found: list[frozenset[int]] | None = None
@@ -388,15 +412,24 @@ class _GroupSplit:
         lowest = max((self.side[u] for u, _ in self.model.preds[v] if u in self.union), default=0)
         for q in self.allowed[v]:
             cost, mem = self.floors[q]
-            if q < lowest or not self.cost[q] + cost[v] < self.target or self.mem[q] + mem[v] > memory:
+            if q < lowest or self.mem[q] + mem[v] > memory:
                 continue
-            self.side[v] = q
-            self.cost[q] += cost[v]
-            self.mem[q] += mem[v]
-            self._branch(k + 1)
-            self.cost[q] -= cost[v]
-            self.mem[q] -= mem[v]
-            del self.side[v]
+            # the node's seconds, its edges out of the union and to nodes placed on other sides, on both ends
+            added = [(q, cost[v] + self.outside[v] * self.per_byte[q])]
+            for u, c in self.inside[v]:
+                r = self.side.get(u, q)
+                if r != q:
+                    added += [(q, c * self.per_byte[q]), (r, c * self.per_byte[r])]
+            for r, x in added:
+                self.cost[r] += x
+            if all(self.cost[r] < self.target for r, _ in added):
+                self.side[v] = q
+                self.mem[q] += mem[v]
+                self._branch(k + 1)
+                self.mem[q] -= mem[v]
+                del self.side[v]
+            for r, x in added:
+                self.cost[r] -= x
 
     def _leaf(self) -> None:
         parts: list[set[int]] = [set() for _ in self.group]
@@ -404,9 +437,13 @@ class _GroupSplit:
             parts[q].add(v)
         if not all(parts):
             return
+        keys = [(frozenset(part), d, t, y) for part, (_, d, t), y in zip(parts, self.stages, self.ys)]
+        if not all(self.model.lower(*key) < self.target for key in keys):
+            return
         worst = 0.0
-        for part, (_, d, t), y in zip(parts, self.stages, self.ys):
-            worst = max(worst, self.model.stage(frozenset(part), d, t, y)[0])
+        for q in sorted(range(len(parts)), key=lambda q: -self.cost[q]):
+            _, d, t = self.stages[q]
+            worst = max(worst, self.model.stage(frozenset(parts[q]), d, t, self.ys[q])[0])
             if not worst < self.target:
                 return
         self.best, self.target, self.found = worst, worst * (1 - 1e-12), [frozenset(part) for part in parts]
