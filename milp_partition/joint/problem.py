@@ -215,9 +215,9 @@ class JointSolveSettings:
         warm-starts the slot formulation), and, of one and two groups, where it has 5,000 ideals or more
         (at most a twentieth: an upper end for the exact passes); 0: none.
     polish_time_limit_s
-        Seconds the local search of :func:`milp_partition.heuristics.joint_polish.polish` (a heuristic) may spend
-        improving the best plan where the graph has more ideals than ``max_ideals``, after the orders and before the
-        bounds (at most a tenth of the time limit; 0: none).
+        Seconds the local search of :func:`milp_partition.heuristics.joint_polish.polish_starts` (a heuristic) may
+        spend improving the best plan, and the orders' last few before it, where the graph has more ideals than
+        ``max_ideals``, after the orders and before the bounds (at most a sixth of the time limit; 0: none).
     column_bound_time_limit_s
         Seconds the column bound (:mod:`milp_partition.joint.column_bound`, a proven bound from whole stages) may
         take where the graph has more ideals than ``max_ideals``, at most four fifths of what is left after the
@@ -234,7 +234,7 @@ class JointSolveSettings:
     solver: str = "cpsat"
     bound_time_limit_s: float = 15.0
     order_time_limit_s: float = 20.0
-    polish_time_limit_s: float = 6.0
+    polish_time_limit_s: float = 10.0
     column_bound_time_limit_s: float = 600.0
 
     def __post_init__(self) -> None:
