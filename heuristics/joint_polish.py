@@ -15,8 +15,11 @@ Neighbourhood, tried in this order, each move's plan scored in full:
    wherever every edge still goes forward (so every stage stays an ideal difference of the DAG); the stage left
    empty is dropped.  Degrees unchanged.  Moves out of the slowest stages are tried first; the first improving
    move is taken (first improvement).
-2. *Swaps*: a down-closure of stage ``i`` goes to stage ``i + 1`` while an up-closure of stage ``i + 1`` goes
-   to stage ``i`` (both at once: an exchange neither move makes alone).
+2. *Group splits*: for two stages (every pair), then three (those with the slowest stage), slowest groups
+   first, the best redistribution of their nodes among them with everything else fixed: the split whose slowest
+   stage of the group is fastest, found by a branch and bound over the nodes in topological order (each side's
+   least seconds plus its cut edges so far bound it from below; at most :data:`GROUP_VISITS` nodes a group).  It
+   holds every exchange of closures between the stages, which no single node move makes.
 3. *Degrees*: for the current node sets, every stage's ``(d, t)`` re-chosen by an exact DP from the last stage
    to the first over (devices used, ``s``) minimising the largest stage time (``d`` divides ``N``,
    ``sum d t <= k``, ``sum d <= N``, a forced shape respected).
@@ -28,7 +31,9 @@ Acceptance: a move is taken when it makes the plan's stage times, sorted slowest
 drops, or those stay and the next one drops, and so on.  The order is strict and total, so the search never
 cycles; it stops at a local optimum of all four neighbourhoods or when the budget is spent.  The plan handed back
 is re-checked by :func:`~milp_partition.verifiers.joint.verify_joint`, and replaces the input only when the
-verifier's objective is strictly smaller.  A heuristic: its plans prove nothing about the optimum.
+verifier's objective is strictly smaller.  A group split lowers its group's slowest stage, so the plan's key
+drops with it.  :func:`polish_starts` runs the search from several plans (local optima differ by start).  A
+heuristic: its plans prove nothing about the optimum.
 """
 
 from __future__ import annotations
@@ -193,6 +198,8 @@ class _Search:
         self.key = _key(self.times)
         self.moves = 0
         self.topological = _topological(model)
+        #: the shape forces the number of stages: no move may empty, merge or split one
+        self.forced = model.problem.shape is not None and model.problem.shape.stages is not None
 
     def accept(self, stages: list[Stage], times: list[float] | None = None) -> bool:
         """Take ``stages`` when their key is smaller than the current one."""
@@ -227,7 +234,7 @@ class _Search:
             if found is not None:
                 stages = list(self.stages)
                 for q, part in zip(group, found):
-                    stages[q] = (part, *stages[q][1:])
+                    stages[q] = (part, stages[q][1], stages[q][2])
                 yield stages
             if self.budget.expired():
                 return
@@ -269,7 +276,7 @@ class _Search:
             for v in sorted(nodes):
                 for down in (True, False):
                     part = self.closure(v, nodes, down)
-                    if (part, down) in seen:
+                    if (part, down) in seen or (self.forced and part == nodes):
                         continue
                     seen.add((part, down))
                     for j in self._targets(part, i, down, where):
@@ -342,14 +349,13 @@ class _Search:
 
     def run(self) -> None:
         """Until no neighbourhood improves the plan or the budget is spent (module docstring)."""
-        forced = self.model.problem.shape is not None and self.model.problem.shape.stages is not None
         while not self.budget.expired():
             if any(self.first_improvement(moves) for moves in (self.node_moves(), self.group_splits(2), self.group_splits(3))):
                 continue
             redone = self.degrees([nodes for nodes, _, _ in self.stages])
             if redone is not None and self.accept(redone):
                 continue
-            if forced or not self.first_improvement(self.reshapes()):
+            if self.forced or not self.first_improvement(self.reshapes()):
                 return
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from joint_past_the_cap import solved_past_the_ideal_cap
@@ -10,9 +11,9 @@ from test_joint_bruteforce import all_plans, brute_force, random_problem
 from test_joint_io import GIB
 
 from milp_partition.budget import Budget
-from milp_partition.heuristics.joint_polish import polish
+from milp_partition.heuristics.joint_polish import polish, polish_starts
 from milp_partition.joint.generators import parallel_branches
-from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
+from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
 from milp_partition.joint.solve import solve_joint
 from milp_partition.verifiers.joint import verify_joint
 
@@ -85,3 +86,30 @@ def test_the_wide_chain_polishes_its_best_plan() -> None:
     notes = result.solver_notes["polish"]
     assert notes["to"] <= notes["from"]
     assert result.objective is not None and result.objective <= notes["to"]
+
+
+def test_a_forced_number_of_stages_is_kept() -> None:
+    problem = replace(parallel_branches(3, 3, 4, 4 * GIB, seed=1), shape=JointShape(stages=2))
+    one = _one_stage(problem).stages[0]
+    first = ("source", "b0.0", "b0.1", "b0.2")
+    start = JointPlan(
+        tuple(
+            JointStage(nodes, 1, 1, {v: one.configs[v] for v in nodes})
+            for nodes in (first, tuple(v for v in one.nodes if v not in first))
+        )
+    )
+    assert verify_joint(problem, start).feasible
+    plan, value = polish(problem, start, Budget.starting_now(60.0))
+    rep = verify_joint(problem, plan)
+    assert rep.feasible and len(plan.stages) == 2
+    assert value < verify_joint(problem, start).objective
+
+
+def test_several_starts_give_the_best_of_their_polished_plans() -> None:
+    problem = parallel_branches(3, 3, 4, 4 * GIB, seed=1)
+    bad = _one_stage(problem)
+    good, good_value = polish(problem, bad, Budget.starting_now(60.0))
+    plan, value = polish_starts(problem, [bad, good], Budget.starting_now(60.0))
+    assert verify_joint(problem, plan).objective == value <= good_value
+    with pytest.raises(ValueError, match="at least one plan"):
+        polish_starts(problem, [], Budget.starting_now(1.0))
