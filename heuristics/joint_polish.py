@@ -390,6 +390,12 @@ class _GroupSplit:
         self.inside = {v: [(u, 2.0 * c) for u, c in links[v] if u in self.union] for v in self.order}
         self.floors = [model.floor(d, t, y) for (_, d, t), y in zip(self.stages, self.ys)]
         self.per_byte = [1.0 / (d * model.problem.cluster.bandwidth_bytes_per_s) for _, d, _ in self.stages]
+        self.weights = [float(d) for _, d, _ in self.stages]
+        # the device-seconds the nodes from position k on need at the least, on whichever side each goes
+        least = [min(w * cost[v] for w, (cost, _) in zip(self.weights, self.floors)) for v in self.order]
+        self.rest = [*list(itertools.accumulate(least[::-1]))[::-1], 0.0]
+        small = [min(mem[v] for _, mem in self.floors) for v in self.order]
+        self.rest_bytes = [*list(itertools.accumulate(small[::-1]))[::-1], 0.0]
         self.best = max(search.times[q] for q in group)
         self.target = float(f"{self.best:.12g}") * (1 - 1e-12)
         self.side: dict[int, int] = {}
@@ -413,8 +419,13 @@ class _GroupSplit:
         if k == len(self.order):
             self._leaf()
             return
-        v = self.order[k]
+        # every side below the target: its d times its time left holds its nodes' least seconds times d
+        if self.rest[k] > math.fsum(w * (self.target - c) for w, c in zip(self.weights, self.cost)) * (1 + 1e-9):
+            return
         memory = self.model.problem.cluster.memory_bytes
+        if self.rest_bytes[k] > math.fsum(memory - m for m in self.mem) * (1 + 1e-9):  # and every side's memory
+            return
+        v = self.order[k]
         lowest = max((self.side[u] for u, _ in self.model.preds[v] if u in self.union), default=0)
         for q in self.allowed[v]:
             cost, mem = self.floors[q]
