@@ -388,7 +388,10 @@ class _GroupSplit:
         #: per node of the union: 2 bytes of its edges out of the union; its edges inside (neighbour, 2 bytes)
         self.outside = {v: math.fsum(2.0 * c for u, c in links[v] if u not in self.union) for v in self.order}
         self.inside = {v: [(u, 2.0 * c) for u, c in links[v] if u in self.union] for v in self.order}
-        self.floors = [model.floor(d, t, y) for (_, d, t), y in zip(self.stages, self.ys)]
+        self.floors: list[tuple[list[float], list[float]]] = [
+            (cost.tolist(), mem.tolist()) for cost, mem in (model.floor(d, t, y) for (_, d, t), y in zip(self.stages, self.ys))
+        ]
+        self.union_preds = {v: [u for u, _ in model.preds[v] if u in self.union] for v in self.order}
         self.per_byte = [1.0 / (d * model.problem.cluster.bandwidth_bytes_per_s) for _, d, _ in self.stages]
         self.weights = [float(d) for _, d, _ in self.stages]
         # the device-seconds the nodes from position k on need at the least, on whichever side each goes
@@ -419,34 +422,42 @@ class _GroupSplit:
         if k == len(self.order):
             self._leaf()
             return
+        target, now, used = self.target, self.cost, self.mem
         # every side below the target: its d times its time left holds its nodes' least seconds times d
-        if self.rest[k] > math.fsum(w * (self.target - c) for w, c in zip(self.weights, self.cost)) * (1 + 1e-9):
+        if self.rest[k] > math.fsum(w * (target - c) for w, c in zip(self.weights, now)) * (1 + 1e-9):
             return
         memory = self.model.problem.cluster.memory_bytes
-        if self.rest_bytes[k] > math.fsum(memory - m for m in self.mem) * (1 + 1e-9):  # and every side's memory
+        if self.rest_bytes[k] > math.fsum(memory - m for m in used) * (1 + 1e-9):  # and every side's memory
             return
         v = self.order[k]
-        lowest = max((self.side[u] for u, _ in self.model.preds[v] if u in self.union), default=0)
+        side = self.side
+        lowest = max((side[u] for u in self.union_preds[v]), default=0)
         for q in self.allowed[v]:
             cost, mem = self.floors[q]
-            if q < lowest or self.mem[q] + mem[v] > memory:
+            if q < lowest or used[q] + mem[v] > memory:
                 continue
             # the node's seconds, its edges out of the union and to nodes placed on other sides, on both ends
-            added = [(q, cost[v] + self.outside[v] * self.per_byte[q])]
+            per_byte = self.per_byte
+            cut = self.outside[v]
+            others: list[tuple[int, float]] = []
             for u, c in self.inside[v]:
-                r = self.side.get(u, q)
+                r = side.get(u, q)
                 if r != q:
-                    added += [(q, c * self.per_byte[q]), (r, c * self.per_byte[r])]
-            for r, x in added:
-                self.cost[r] += x
-            if all(self.cost[r] < self.target for r, _ in added):
-                self.side[v] = q
-                self.mem[q] += mem[v]
+                    cut += c
+                    others.append((r, c * per_byte[r]))
+            mine = cost[v] + cut * per_byte[q]
+            now[q] += mine
+            for r, x in others:
+                now[r] += x
+            if now[q] < target and all(now[r] < target for r, _ in others):
+                side[v] = q
+                used[q] += mem[v]
                 self._branch(k + 1)
-                self.mem[q] -= mem[v]
-                del self.side[v]
-            for r, x in added:
-                self.cost[r] -= x
+                used[q] -= mem[v]
+                del side[v]
+            now[q] -= mine
+            for r, x in others:
+                now[r] -= x
 
     def _leaf(self) -> None:
         parts: list[set[int]] = [set() for _ in self.group]
