@@ -29,17 +29,20 @@ Neighbourhood, tried in this order, each move's plan scored in full:
 Acceptance: a move is taken when it makes the plan's stage times, sorted slowest first, lexicographically smaller
 (each time rounded to 12 significant digits): the largest time drops, or it stays and the number of stages at it
 drops, or those stay and the next one drops, and so on.  The order is strict and total, so the search never
-cycles; it stops at a local optimum of all four neighbourhoods or when the budget is spent.  The plan handed back
-is re-checked by :func:`~milp_partition.verifiers.joint.verify_joint`, and replaces the input only when the
-verifier's objective is strictly smaller.  A group split lowers its group's slowest stage, so the plan's key
-drops with it.  :func:`polish_starts` runs the search from several plans (local optima differ by start).  A
-heuristic: its plans prove nothing about the optimum.
+cycles; at a local optimum of all four neighbourhoods, time left goes to kicks (:data:`KICK_MOVES` random node
+moves from the best plan met, then the search again; a seeded random generator), until the budget is spent or
+:data:`FRUITLESS_KICKS` kicks in a row found nothing better.  The plan handed back is re-checked by
+:func:`~milp_partition.verifiers.joint.verify_joint`, and replaces the input only when the verifier's objective is
+strictly smaller.  A group split lowers its group's slowest stage, so the plan's key drops with it.
+:func:`polish_starts` runs the search from several plans (local optima differ by start).  A heuristic: its plans
+prove nothing about the optimum.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import random
 from collections.abc import Iterator, Sequence
 
 import numpy as np
@@ -51,6 +54,10 @@ from milp_partition.verifiers.joint import verify_joint
 
 #: nodes of the branch and bound per group of 2 and 3 stages (a larger group's search is cut there)
 GROUP_VISITS = {2: 200_000, 3: 200_000}
+
+#: random node moves of one kick, and kicks in a row without a better plan before the search stops (:func:`_kicks`)
+KICK_MOVES = 3
+FRUITLESS_KICKS = 30
 
 #: a stage of the search: its nodes (indices), data-parallel degree, tensor-parallel degree
 Stage = tuple[frozenset[int], int, int]
@@ -224,7 +231,7 @@ class _Search:
         """For groups of ``size`` stages, slowest groups first: the best split of their union among them (docstring, 2)."""
         groups = sorted(
             itertools.combinations(range(len(self.stages)), size),
-            key=lambda g: sorted((-self.times[q] for q in g)),
+            key=lambda g: sorted(-self.times[q] for q in g),
         )
         if size > 2:  # only the groups with the slowest stage
             slowest = max(range(len(self.stages)), key=lambda q: self.times[q])
@@ -271,7 +278,7 @@ class _Search:
         """Plans with one closure moved (module docstring, 1), out of the slowest stages first."""
         where = self.stage_of()
         for i in sorted(range(len(self.stages)), key=lambda q: -self.times[q]):
-            nodes, d, t = self.stages[i]
+            nodes = self.stages[i][0]
             seen: set[tuple[frozenset[int], bool]] = set()
             for v in sorted(nodes):
                 for down in (True, False):
@@ -502,7 +509,31 @@ def _pareto(states: dict[tuple[int, int], float]) -> dict[tuple[int, int], float
     return kept
 
 
-def polish(problem: JointProblem, plan: JointPlan, budget: Budget) -> tuple[JointPlan, float]:
+def _kicks(search: _Search, rng: random.Random) -> None:
+    """Kicks from the best plan met: :data:`KICK_MOVES` random node moves, then the local search again.
+
+    Until the budget is spent or :data:`FRUITLESS_KICKS` kicks in a row found nothing better; the search ends
+    on the best plan it met (a kick that led nowhere better is undone).
+    """
+    best = (search.stages, search.times, search.key)
+    fruitless = 0
+    while fruitless < FRUITLESS_KICKS and not search.budget.expired():
+        for _ in range(KICK_MOVES):
+            moves = [stages for stages in search.node_moves() if all(map(math.isfinite, search.model.times(stages)))]
+            if not moves:
+                return
+            search.stages = rng.choice(moves)
+            search.times = search.model.times(search.stages)
+            search.key = _key(search.times)
+        search.run()
+        fruitless += 1
+        if search.key < best[2]:
+            best = (search.stages, search.times, search.key)
+            fruitless = 0
+        search.stages, search.times, search.key = best
+
+
+def polish(problem: JointProblem, plan: JointPlan, budget: Budget, seed: int = 0) -> tuple[JointPlan, float]:
     """A plan at least as good as ``plan``, by local search (module docstring), within ``budget``.
 
     Parameters
@@ -512,7 +543,8 @@ def polish(problem: JointProblem, plan: JointPlan, budget: Budget) -> tuple[Join
     plan
         A plan of ``problem`` (it must pass :func:`~milp_partition.verifiers.joint.verify_joint`).
     budget
-        Checked between moves: past it the best plan so far is handed back.
+        Checked between moves: past it the best plan so far is handed back.  Time left at a local optimum goes to
+        kicks (random node moves, then the search again; seeded by ``seed``).
 
     Returns
     -------
@@ -533,6 +565,7 @@ def polish(problem: JointProblem, plan: JointPlan, budget: Budget) -> tuple[Join
     stages = [(frozenset(index[v] for v in st.nodes), st.data_parallel, st.tensor_parallel) for st in plan.stages]
     search = _Search(model, stages, budget)
     search.run()
+    _kicks(search, random.Random(seed))
     better = model.plan(search.stages)
     report = verify_joint(problem, better)
     if report.feasible and report.objective < start.objective:

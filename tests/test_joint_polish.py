@@ -68,7 +68,9 @@ def test_a_bad_plan_of_a_wide_graph_improves_and_stays_above_the_exact_dp() -> N
 def test_an_invalid_plan_is_refused_with_the_verifiers_reason() -> None:
     problem = parallel_branches(2, 2, 2, GIB, seed=0)
     start = _one_stage(problem)
-    missing = JointPlan((JointStage(start.stages[0].nodes[1:], 1, 1, {v: c for v, c in start.stages[0].configs.items() if v != "source"}),))
+    missing = JointPlan(
+        (JointStage(start.stages[0].nodes[1:], 1, 1, {v: c for v, c in start.stages[0].configs.items() if v != "source"}),)
+    )
     with pytest.raises(ValueError, match="nodes in no stage"):
         polish(problem, missing, Budget.starting_now(10.0))
 

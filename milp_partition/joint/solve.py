@@ -216,7 +216,12 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         plan, value = polish_starts(run.problem, starts, run.budget.capped(cap))
         better = value < best.value
         note = f"{len(starts)} starts, the best from {best.source}" + ("" if better else ": no better plan found")
-        run.result.solver_notes["polish"] = {"from": best.value, "to": value, "starts": len(starts), "seconds": time.monotonic() - t0}
+        run.result.solver_notes["polish"] = {
+            "from": best.value,
+            "to": value,
+            "starts": len(starts),
+            "seconds": time.monotonic() - t0,
+        }
         yield Outcome("polish", plan if better else None, time.monotonic() - t0, False, note)
 
     def refine(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
