@@ -129,13 +129,16 @@ def grouped_order_dp(
     tries: int = 200,
     seed: int = 0,
     upper: tuple[JointPlan | None, float] = (None, math.inf),
+    found: list[tuple[JointPlan, float]] | None = None,
 ) -> tuple[JointPlan | None, float]:
     """The best plan of the exact DP along orders of ``g`` groups of chains (module docstring), within ``budget``.
 
     For each ``g`` in ``groups`` (one group: :func:`order_dp`), up to ``tries`` seeded depth-first orders and
     groupings; each ``g`` but the last gets at most half of the time left.  A grouped problem with more than
-    :data:`MAX_GROUPED_IDEALS` ideals is skipped.  ``upper``: a plan already known and its value.  Returns
-    ``(plan, its DP value)`` or ``(None, inf)``.
+    :data:`MAX_GROUPED_IDEALS` ideals is skipped.  ``upper``: a plan already known and its value.  ``found``: where
+    given, each plan that beat the best so far is appended with its DP value (in the order found: the best last;
+    starts for a local search, :mod:`milp_partition.heuristics.joint_polish`).  Returns ``(plan, its DP value)`` or
+    ``(None, inf)``.
     """
     rng = random.Random(seed)
     best = upper
@@ -145,6 +148,8 @@ def grouped_order_dp(
             along_one = order_dp(problem, share, orders=tries, seed=seed)
             if along_one[0] is not None and along_one[1] < best[1]:
                 best = along_one
+                if found is not None:
+                    found.append((along_one[0], along_one[1]))
             continue
         seen: set[tuple[tuple[str, ...], tuple[int, ...]]] = set()
         for q in range(tries):
@@ -159,7 +164,9 @@ def grouped_order_dp(
                 data = joint_data(along_groups(problem, order, grouping), MAX_GROUPED_IDEALS)
             except TooManyIdeals:
                 continue
-            found = search(data, budget=share, upper_s=best[1] * (1 + 1e-9))
-            if found.plan is not None and found.value < best[1]:
-                best = (found.plan, found.value)
+            result = search(data, budget=share, upper_s=best[1] * (1 + 1e-9))
+            if result.plan is not None and result.value < best[1]:
+                best = (result.plan, result.value)
+                if found is not None:
+                    found.append((result.plan, result.value))
     return best

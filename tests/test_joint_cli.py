@@ -100,7 +100,8 @@ def test_too_many_ideals_still_runs_the_cheap_baselines() -> None:
     r = solve_joint(joint_from_dict(tiny(), "tiny"), JointSolveSettings(max_ideals=1, solver="none"))
     assert "too_many_ideals" in r.solver_notes
     assert r.objective == pytest.approx(2.3)
-    assert [h.name for h in r.heuristics] == ["all-data-parallel", "pipedream-2bw", "order-dp", "segment-bound", "column-bound"]
+    names = ["all-data-parallel", "pipedream-2bw", "order-dp", "polish", "segment-bound", "column-bound"]
+    assert [h.name for h in r.heuristics] == names
     assert r.solver_notes["segment_bound"] < 2.3 * (1 - 1e-4)  # the segment bound alone does not prove it
     assert r.status == "optimal" and 2.3 * (1 - 1e-6) <= r.bound <= 2.3  # within the chain's proof tolerance
 

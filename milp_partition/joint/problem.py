@@ -214,6 +214,10 @@ class JointSolveSettings:
         graph has more ideals than ``max_ideals`` (at most a third of the time limit; its best plan
         warm-starts the slot formulation), and, of one and two groups, where it has 5,000 ideals or more
         (at most a twentieth: an upper end for the exact passes); 0: none.
+    polish_time_limit_s
+        Seconds the local search of :func:`milp_partition.heuristics.joint_polish.polish_starts` (a heuristic) may
+        spend improving the best plan, and the orders' last few before it, where the graph has more ideals than
+        ``max_ideals``, after the orders and before the bounds (at most a sixth of the time limit; 0: none).
     column_bound_time_limit_s
         Seconds the column bound (:mod:`milp_partition.joint.column_bound`, a proven bound from whole stages) may
         take where the graph has more ideals than ``max_ideals``, at most four fifths of what is left after the
@@ -230,6 +234,7 @@ class JointSolveSettings:
     solver: str = "cpsat"
     bound_time_limit_s: float = 15.0
     order_time_limit_s: float = 20.0
+    polish_time_limit_s: float = 10.0
     column_bound_time_limit_s: float = 600.0
 
     def __post_init__(self) -> None:
@@ -237,6 +242,8 @@ class JointSolveSettings:
             raise ValueError(f"method must be 'dp' or 'milp', got {self.method!r}")
         if not self.baseline_time_limit_s >= 0:
             raise ValueError(f"baseline_time_limit_s must be >= 0, got {self.baseline_time_limit_s!r}")
+        if not self.polish_time_limit_s >= 0:
+            raise ValueError(f"polish_time_limit_s must be >= 0, got {self.polish_time_limit_s!r}")
         if not self.column_bound_time_limit_s >= 0:
             raise ValueError(f"column_bound_time_limit_s must be >= 0, got {self.column_bound_time_limit_s!r}")
         if self.solver not in ("cpsat", "cbc", "none"):

@@ -34,6 +34,7 @@ from milp_partition.chain import (
 from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.heuristics.joint_orders import grouped_order_dp
+from milp_partition.heuristics.joint_polish import polish_starts
 from milp_partition.joint import native
 from milp_partition.joint.column_bound import column_bound_report
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
@@ -50,6 +51,9 @@ class JointResult(Result):
 
     stages: list[dict[str, Any]] = field(default_factory=list)
 
+
+#: the polisher's starts past the DP's cap: the best plan and the orders' last ones before it
+POLISH_STARTS = 3
 
 #: from this many ideals the exact DP's passes take seconds: the DP along topological orders runs first
 ORDER_DP_FROM_IDEALS = 5_000
@@ -79,6 +83,8 @@ class JointState:
 
     data: JointData | None = None
     too_many_ideals: str | None = None
+    #: every plan the orders' DP found that beat its best so far (the best last): starts of the polisher
+    order_plans: list[tuple[JointPlan, float]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -184,11 +190,39 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             share = 3 if data.prefixes_only else 20
             order_cap = min(self.settings.order_time_limit_s, run.budget.limit_s / share)
             groups = (1, 2, 3) if data.prefixes_only else (1, 2)
-            jobs.append(("order-dp", lambda: grouped_order_dp(run.problem, run.budget.capped(order_cap), groups)))
+            pool = self.state.order_plans
+            jobs.append(("order-dp", lambda: grouped_order_dp(run.problem, run.budget.capped(order_cap), groups, found=pool)))
         for name, fn in jobs:
             t0 = time.monotonic()
             plan, _ = fn()
             yield Outcome(name, plan, time.monotonic() - t0, False, "" if plan is not None else "no plan")
+        yield from self._polish(run, data)
+
+    def _polish(self, run: JointRun, data: JointData) -> Iterable[Outcome[JointPlan]]:
+        """Past the DP's cap: local search (heuristics/joint_polish.py) from the best plan so far, then from the orders'
+        last few before their best (local optima differ by start), a sixth of the limit at most.
+
+        The chain adds the plans above one by one, so ``run.best`` is the best verified one when this runs.
+        """
+        best = run.best
+        if not data.prefixes_only or best is None or self.settings.polish_time_limit_s <= 0:
+            return
+        t0 = time.monotonic()
+        starts = [best.solution]
+        for plan, _ in reversed(self.state.order_plans):
+            if len(starts) < POLISH_STARTS and all(plan != other for other in starts):
+                starts.append(plan)
+        cap = min(self.settings.polish_time_limit_s, run.budget.limit_s / 6)
+        plan, value = polish_starts(run.problem, starts, run.budget.capped(cap))
+        better = value < best.value
+        note = f"{len(starts)} starts, the best from {best.source}" + ("" if better else ": no better plan found")
+        run.result.solver_notes["polish"] = {
+            "from": best.value,
+            "to": value,
+            "starts": len(starts),
+            "seconds": time.monotonic() - t0,
+        }
+        yield Outcome("polish", plan if better else None, time.monotonic() - t0, False, note)
 
     def refine(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
         """The exact search: an exhaustive feasibility DP bisected on the target time per sample, within what is left.
