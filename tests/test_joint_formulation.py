@@ -120,7 +120,7 @@ def test_bert_bound_is_below_the_proven_optimum() -> None:
     assert _violated_rows(jm.model, formulation.values_of(jm, found.plan, rep.objective)) == []
     assert _violated_rows(jm.model, formulation.values_of(jm, found.plan, rep.objective * 0.99)) != []
     # the whole chain on the model, stopped early: a verified plan no better than the optimum, a bound no higher
-    result = solve_joint(problem, JointSolveSettings(time_limit_s=5.0, method="milp"))
+    result = solve_joint(problem, JointSolveSettings(time_limit_s=2.0, method="milp"))
     assert result.objective is not None and result.objective >= 0.16585575 * (1 - 1e-9)
     assert result.bound is not None and result.bound <= 0.16585575 * (1 + 1e-9)
 
