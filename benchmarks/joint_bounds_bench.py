@@ -35,7 +35,7 @@ from milp_partition.joint.dp import TooManyIdeals, joint_data, search  # noqa: E
 from milp_partition.joint.generators import parallel_branches  # noqa: E402
 from milp_partition.joint.problem import JointProblem  # noqa: E402
 from milp_partition.joint.segment_bound import segment_bound  # noqa: E402
-from milp_partition.joint.stage_bound import stage_bound  # noqa: E402
+from milp_partition.joint.stage_bound import MAX_SEQUENCES, sequences, stage_bound  # noqa: E402
 from milp_partition.verifiers.joint import verify_joint  # noqa: E402
 
 GIB = 2**30
@@ -88,15 +88,18 @@ def main() -> None:
         upper_s = time.monotonic() - t0
         work = work_lower_bound_s(problem)
         seg = segment_bound(problem, work, upper, Budget.starting_now(limit))
+        staged = sequences(problem) is not None  # past MAX_SEQUENCES the stage bound returns its start (the work bound)
         stage = stage_bound(problem, work, upper, Budget.starting_now(limit))
+        stage_cells = f"{stage:.8g} | {pct(stage, upper)}" if staged else f"not run (over {MAX_SEQUENCES:,} sequences) | -"
         t1 = time.monotonic()
         report = column_bound_report(problem, work, upper, Budget.starting_now(limit))
         column_s = time.monotonic() - t1
         plans = [verify_joint(problem, p).objective for p in report.plans]
         better = f"{min(plans):.8g}" if plans else "-"
+        column = f"{report.bound:.8g}" if report.proven else f"{report.bound:.8g} (no target proven: the work bound)"
         row = (
-            f"| {label} | {upper:.8g} ({kind}) | {upper_s:.1f} | {seg:.8g} | {pct(seg, upper)} | {stage:.8g} | "
-            f"{pct(stage, upper)} | {report.bound:.8g} | {pct(report.bound, upper)} | {column_s:.1f} | {better} |"
+            f"| {label} | {upper:.8g} ({kind}) | {upper_s:.1f} | {seg:.8g} | {pct(seg, upper)} | {stage_cells} | "
+            f"{column} | {pct(report.bound, upper)} | {column_s:.1f} | {better} |"
         )
         print(row, flush=True)
         lines.append(row)
