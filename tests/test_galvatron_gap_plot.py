@@ -13,20 +13,23 @@ from milp_partition.galvatron import gap as galvatron_gap
 from milp_partition.sweep.jobs import EXACT, GapJob
 from milp_partition.sweep.registry import execute
 
-ROOT = Path("/work/shared/benchmarks/galvatron")
-pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason="Galvatron profiles not present")
+
+@pytest.fixture(scope="module")
+def root(shared_benchmarks: Path) -> Path:
+    """Galvatron's shipped profiles in ../shared beside the repo (missing: the shared fixture fails, as for every benchmark)."""
+    return shared_benchmarks / "galvatron"
 
 
-def _setting(tmp_path: Path, **over: object) -> Path:
-    data = {"format": galvatron_gap.FORMAT, "model": str(ROOT / "models/llama2-7b"), "hardware": str(ROOT / "hardware"),
+def _setting(tmp_path: Path, root: Path, **over: object) -> Path:
+    data = {"format": galvatron_gap.FORMAT, "model": str(root / "models/llama2-7b"), "hardware": str(root / "hardware"),
             "devices": 8, "memory": "48GiB", "global_batch": 64, **over}
     path = tmp_path / "llama.json"
     path.write_text(json.dumps(data))
     return path
 
 
-def test_gap_rows_baselines_never_beat_the_proven_optimum(tmp_path: Path) -> None:
-    path = _setting(tmp_path)
+def test_gap_rows_baselines_never_beat_the_proven_optimum(tmp_path: Path, root: Path) -> None:
+    path = _setting(tmp_path, root)
     assert galvatron_gap.recognize(path) is None and galvatron_gap.recognize(tmp_path) is not None
     rows = {m: execute(GapJob("galvatron", str(path), path.stem, "x", (), m, time_limit_s=120)) for m in (*galvatron_gap.HEURISTICS, EXACT)}
     exact = rows[EXACT]
@@ -39,19 +42,21 @@ def test_gap_rows_baselines_never_beat_the_proven_optimum(tmp_path: Path) -> Non
     assert float(rows["galvatron-even-split"]["value"]) == pytest.approx(4.094158, rel=1e-6)
 
 
-def test_gap_point_overrides_devices_and_memory(tmp_path: Path) -> None:
-    path = _setting(tmp_path, global_batch=16)
+def test_gap_point_overrides_devices_and_memory(tmp_path: Path, root: Path) -> None:
+    path = _setting(tmp_path, root, global_batch=16)
     p = galvatron_gap.load(path, (("devices", "16"), ("memory", "36GiB")), {})
     assert (p.devices, p.memory_mb, p.global_batch) == (16, 36 * 1024, 16)
 
 
-def test_plot_of_a_solved_plan(tmp_path: Path) -> None:
+def test_plot_of_a_solved_plan(tmp_path: Path, root: Path) -> None:
     pytest.importorskip("matplotlib")
     from milp_partition.plots.galvatron import figure
 
     out = tmp_path / "plan.json"
-    rc = main(["solve", str(ROOT / "models/llama2-7b"), "--hardware", str(ROOT / "hardware"), "--devices", "8",
-               "--memory", "48GiB", "--global-batch", "64", "--output", str(out), "--quiet"])
+    # the README's 36 GB / batch-16 setting: a plan of the same shape as at 48 GB / batch 64 (one stage of 32 layers),
+    # proven in a second rather than in several
+    rc = main(["solve", str(root / "models/llama2-7b"), "--hardware", str(root / "hardware"), "--devices", "8",
+               "--memory", "36GiB", "--global-batch", "16", "--output", str(out), "--quiet"])
     assert rc == 0
     result = json.loads(out.read_text())
     fig = figure(result, None, {})

@@ -1,5 +1,5 @@
 """The seven Tarnawski et al. instances reproduce their reference optima, proven by CP-SAT
-(seconds each, limit 60 s); CBC, slow to prove them, is held only to what holds at any machine speed."""
+(seconds each; the limit only guards against a hang); CBC, slow to prove them, is held only to what holds at any machine speed."""
 
 from __future__ import annotations
 
@@ -27,8 +27,13 @@ def _problem(shared: Path, rel: str) -> PipelineProblem:
 
 @functools.cache
 def _cpsat_result(shared: Path, rel: str) -> Result:
-    """The default solve (CP-SAT, warm start from the DPs) of one instance; one solve per instance, read by two tests."""
-    return solve_pipeline(_problem(shared, rel), SolveSettings(solver="cpsat", threads=2, time_limit_s=60))
+    """The default solve (CP-SAT, warm start from the DPs) of one instance; one solve per instance, read by two tests.
+
+    It ends on its proof (seconds here); the limit only guards against a hang, so that a machine several times slower
+    still proves it (at 60 s, resnet50's 6-12 s of CP-SAT here left too little margin for a shared CI machine).
+    One CP-SAT worker: a deterministic search, and on two shared cores a faster proof than two workers' (resnet50's
+    layer graph 10.0 -> 5.1 s, its operator graph 5.8 -> 3.2 s, gnmt unchanged)."""
+    return solve_pipeline(_problem(shared, rel), SolveSettings(solver="cpsat", threads=1, time_limit_s=600))
 
 
 @pytest.mark.slow
@@ -39,7 +44,8 @@ def test_cpsat_proves_reference_optimum(shared_benchmarks: Path, rel: str) -> No
     assert abs(result.objective - REFERENCE[rel]) <= 1e-6 * REFERENCE[rel]
     assert result.bound is not None and result.bound <= result.objective
     assert result.gap is not None and result.gap <= 1e-6
-    assert result.solver_seconds < 60
+    # CP-SAT's own proof (its status, not a clock): the DPs' plan is only its warm start and upper end
+    assert result.solver == "cpsat" and result.solver_notes["cpsat_status"] == "OPTIMAL", result.solver_notes
 
 
 @pytest.mark.slow
