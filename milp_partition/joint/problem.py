@@ -211,7 +211,7 @@ class JointSolveSettings:
     order_time_limit_s
         Seconds the exact DP along topological orders of one, two and three groups of chains
         (:func:`milp_partition.heuristics.joint_orders.grouped_order_dp`, a heuristic) may take where the
-        graph has more ideals than ``max_ideals`` (at most a third of the time limit; its best plan
+        graph has more ideals than ``max_ideals`` (at most a sixth of the time limit; its best plan
         warm-starts the slot formulation), and, of one and two groups, where it has 5,000 ideals or more
         (at most a twentieth: an upper end for the exact passes); 0: none.
     polish_time_limit_s

@@ -187,7 +187,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         # optimum: past the cap it warm-starts the slot formulation, below it the exact passes start close to it
         long_passes = not data.prefixes_only and len(data.ideals) >= ORDER_DP_FROM_IDEALS
         if (data.prefixes_only or long_passes) and self.settings.order_time_limit_s > 0:
-            share = 3 if data.prefixes_only else 20
+            share = 6 if data.prefixes_only else 20
             order_cap = min(self.settings.order_time_limit_s, run.budget.limit_s / share)
             groups = (1, 2, 3) if data.prefixes_only else (1, 2)
             pool = self.state.order_plans
