@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import pytest
 from joint_past_the_cap import solved_past_the_ideal_cap
+from milp_partition.heuristics.joint_polish import polish, polish_starts
 from test_joint_bruteforce import all_plans, brute_force, random_problem
 from test_joint_io import GIB
 
 from milp_partition.budget import Budget
-from milp_partition.heuristics.joint_polish import polish, polish_starts
 from milp_partition.joint.generators import parallel_branches
 from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
 from milp_partition.joint.solve import solve_joint
