@@ -59,8 +59,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from ortools.linear_solver import pywraplp
-from ortools.sat.python import cp_model
 
 from milp_partition.budget import Budget
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
@@ -431,6 +429,8 @@ class _Master:
 
     def _build(self) -> None:
         """A fresh LP with the columns so far (GLOP's incremental solves can stop abnormally)."""
+        from ortools.linear_solver import pywraplp  # here: OR-Tools' imports take a quarter second, small cases never get here
+
         solver = pywraplp.Solver.CreateSolver("GLOP")
         if solver is None:  # pragma: no cover - GLOP ships with OR-Tools
             raise RuntimeError("OR-Tools' GLOP is not available")
@@ -491,6 +491,8 @@ class _Master:
 
     def solve(self) -> float | None:
         """Phase one's value (``None``: the LP solver failed)."""
+        from ortools.linear_solver import pywraplp
+
         if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
             self._build()  # GLOP's incremental solve can stop abnormally: once more on a fresh model
             self.restrict(self.target)
@@ -561,6 +563,8 @@ def _integer_path(master: _Master, target: float, budget: Budget) -> list[int] |
     fit = [q for q, (ty, _, _, time, _) in enumerate(master.columns) if time <= ty.d * target * (1 + FIT_REL)]
     if not fit or budget.left() < 0.05:
         return None
+    from ortools.sat.python import cp_model
+
     model = cp_model.CpModel()
     x = {q: model.new_bool_var("") for q in fit}
     rows: dict[tuple[int, int, int], list[tuple[Any, int]]] = {}
