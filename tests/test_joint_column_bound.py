@@ -251,3 +251,81 @@ def test_the_chain_runs_it_past_the_dps_cap() -> None:
         tuple(JointStage(tuple(st["nodes"]), st["data_parallel"], st["tensor_parallel"], st["configs"]) for st in result.stages)
     )
     assert verify_joint(problem, plan).objective == pytest.approx(result.objective, rel=1e-9)
+
+
+def test_pricing_runs_at_smoothed_duals(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Wentges' smoothing: after the first round, pricing is at a point between the best duals so far and the
+    # master's (which the master alone never gives), and the bound stays sound and as tight
+    problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=1)
+    best, _ = _optimum(problem)
+    points: list[dict[tuple[int, int, int], float]] = []
+    duals: list[dict[tuple[int, int, int], float]] = []
+    price_all, master_duals = cb._price_all, cb._Master.duals
+
+    def recording_price_all(data, types, pi, target, budget):  # type: ignore[no-untyped-def]
+        points.append(dict(pi))
+        return price_all(data, types, pi, target, budget)
+
+    def recording_duals(self):  # type: ignore[no-untyped-def]
+        got = master_duals(self)
+        duals.append(dict(got[2]))
+        return got
+
+    monkeypatch.setattr(cb, "_price_all", recording_price_all)
+    monkeypatch.setattr(cb._Master, "duals", recording_duals)
+    report = _bound(problem, best)
+    assert best * 0.99 <= report.bound <= best * (1 + 1e-9)
+    assert len(points) > len(duals) // 2 > 0
+    assert any(all(p != d for d in duals) for p in points)  # some pricing point is none of the master's duals
+    assert cb._smoothed({(0, 1, 2): 1.0}, {(0, 1, 2): -1.0, (1, 0, 1): 0.5}, 0.25) == {(0, 1, 2): -0.5, (1, 0, 1): 0.375}
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.9])
+def test_bound_is_sound_with_any_smoothing(monkeypatch: pytest.MonkeyPatch, alpha: float) -> None:
+    # the certificate holds for any duals: without smoothing and with heavy smoothing the bounds stay below the
+    # DP's optimum on the small wide graphs, and the search still ends at the optimum (within 1%)
+    monkeypatch.setattr(cb, "SMOOTH_ALPHA", alpha)
+    for branches, depth, devices, memory_gib, seed, _ in WIDE[:4]:
+        problem = parallel_branches(branches, depth, devices, memory_gib * GIB, seed=seed)
+        best, _ = _optimum(problem)
+        if math.isinf(best):
+            continue
+        report = _bound(problem, best * 1.02)
+        assert best * 0.99 <= report.bound <= best * (1 + 1e-9)
+
+
+def test_with_two_threads_the_stage_bound_runs_beside_the_column_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    # threads=2: the stage bound in a second process while the column bound runs (here a column bound that proves
+    # nothing, so the stage bound's answer is collected); the chain's bound is proven and never above the optimum
+    import os
+
+    from milp_partition.joint import beside
+    from milp_partition.joint import solve as solve_module
+    from milp_partition.joint.problem import JointSolveSettings
+
+    if not beside.available():
+        pytest.skip("no fork start method here")
+    problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=1)
+    best, _ = _optimum(problem)
+    pids = []
+    stage_bound = solve_module.stage_bound
+
+    def recording_stage_bound(*args, **kwargs):  # type: ignore[no-untyped-def]
+        value = stage_bound(*args, **kwargs)
+        pids.append(os.getpid())  # in the child: the parent's list never sees it
+        return value
+
+    monkeypatch.setattr(solve_module, "stage_bound", recording_stage_bound)
+    monkeypatch.setattr(solve_module, "column_bound_report", lambda problem, lower, upper, budget, **kw: cb.ColumnBoundReport(lower))
+    settings = JointSolveSettings(time_limit_s=20.0, max_ideals=10, threads=2, solver="none", order_time_limit_s=1.0)
+    result = solve_module.solve_joint(problem, settings)
+    run = next(h for h in result.heuristics if h.name == "stage-bound")
+    assert "beside the column bound" in run.message
+    assert pids == []  # it ran in the other process
+    value = result.solver_notes["stage_bound"]
+    assert result.solver_notes["segment_bound"] <= value <= best * (1 + 1e-9)
+    assert result.bound is not None and value <= result.bound <= best * (1 + 1e-9)
+    # one thread: the same bound, computed here after the column bound
+    sequential = solve_module.solve_joint(problem, replace(settings, threads=1))
+    assert "beside" not in next(h for h in sequential.heuristics if h.name == "stage-bound").message
+    assert pids == [os.getpid()]

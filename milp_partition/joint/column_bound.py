@@ -46,6 +46,10 @@ So if for every sequence of stage types allowed by (f) and (k) the sum of
 :math:`\le T`.  :math:`U` is the exact maximum from a branch and bound over the chains (or, where that stops early,
 its Lagrangian bound, also valid); the sum's maximum is a longest path over (s, devices) (:func:`_longest_path`).  The
 solver's duals only choose :math:`\pi`; the proof is this check, with a margin of ``CERT_REL`` for rounding.
+Pricing runs at :math:`\alpha \pi_c + (1 - \alpha) \pi` (Wentges' smoothing, Wentges 1997), :math:`\pi_c` the
+duals whose longest path was least relative to their largest entry so far: the master's duals jump between corners of
+its dual polyhedron, and on six branches of eight (k = 8) this proved 0.98 of the plan in 90 rounds where the
+master's duals alone took 131 (:data:`SMOOTH_ALPHA`; 0.3, 0.6 and 0.7 took 103, 89 and 97).
 :func:`column_bound` searches targets between the proven bound and the best plan's value.  Where the master has a
 solution at a target, CP-SAT looks for an integer path of its columns (:func:`_integer_path`): a plan, verified, that
 may be better than the best known.
@@ -81,12 +85,15 @@ MAX_NODES = 2_000_000
 #: At most this many new columns per round (the best by reduced cost; adding fewer made more rounds, not fewer seconds).
 MAX_ADD = 10_000
 #: The targets tried first, as fractions of the best plan's value: proving one ends within that gap.
-FIRST_TARGETS = (0.98, 0.99, 0.995, 0.999, 1 - 5e-7)
+FIRST_TARGETS = (0.981, 0.99, 0.995, 0.999, 1 - 5e-7)
 #: The search ends where the proven bound and the least target not proven are this close (relative to the plan's
 #: value): below the chain's tolerance of a proof (milp_partition.chain.PROOF_REL_TOL), so a tight bound proves a plan.
 TARGET_REL_TOL = 1e-7
 #: ... the first targets where the proven bound is at least this fraction of the plan's value already.
-FIRST_TARGETS_FROM = 0.96
+FIRST_TARGETS_FROM = 0.9
+#: Dual smoothing (Wentges 1997): pricing at ``SMOOTH_ALPHA`` times the best duals so far plus the rest times the
+#: master's (0: the master's alone).
+SMOOTH_ALPHA = 0.5
 #: Seconds CP-SAT may look for an integer path (a plan) where a target's relaxation has a solution.
 PATH_TIME_S = 5.0
 
@@ -654,6 +661,8 @@ def _prove(
     """Proven that no plan has value <= ``target`` (units of ref): True; the relaxation has a solution there: False;
     neither within the budget: None."""
     master.restrict(target)
+    center: dict[tuple[int, int, int], float] | None = None  # the duals with the best normalised certificate so far
+    center_score = math.inf
     for _ in range(MAX_ROUNDS):
         if budget.expired():
             return None
@@ -664,30 +673,70 @@ def _prove(
         if value <= 1e-9:
             return False  # the relaxation has a solution at this target
         pi_first, pi_dev, pi = master.duals()
-        priced = _price_all(data, types, pi, target, budget)
-        if priced is None:
-            return None
-        upper, found = priced
-        size = 1.0 + sum(abs(x) for x in pi.values())
-        # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to 0)
-        if _longest_path(problem, upper) < -CERT_REL * size * 4 * len(data.lengths):
-            return True
-        scored = []
-        for ty, choice, link in found:
-            opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
-            score = link + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t
-            if score > 1e-9 * size:
-                scored.append((score, ty, opts, choice))
-        scored.sort(key=lambda c: -c[0])
-        added = 0
-        for _, ty, opts, choice in scored[:MAX_ADD]:
-            a = tuple(int(opts.a[h][o]) for h, o in enumerate(choice))
-            e = tuple(int(opts.e[h][o]) for h, o in enumerate(choice))
-            time = math.fsum(float(opts.time[h][o]) for h, o in enumerate(choice))
-            added += master.add(ty, a, e, time, tuple(choice))
-        if not added:
+        # (Wentges) price at a point between the best duals so far and the master's: fewer rounds than at the
+        # master's duals alone, which jump between the corners of its dual polyhedron
+        total = 0
+        points = [pi] if center is None or SMOOTH_ALPHA <= 0 else [_smoothed(center, pi, SMOOTH_ALPHA), pi]
+        for at in points:
+            priced = _price_all(data, types, at, target, budget)
+            if priced is None:
+                return None
+            upper, found = priced
+            size = 1.0 + sum(abs(x) for x in at.values())
+            # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to 0)
+            path = _longest_path(problem, upper)
+            if path < -CERT_REL * size * 4 * len(data.lengths):
+                return True
+            norm = max((abs(x) for x in at.values()), default=0.0)
+            if norm > 0 and path / norm < center_score:
+                center, center_score = at, path / norm
+            added = _add_columns(data, master, found, pi_first, pi_dev, pi)
+            total += added
+            if added:
+                break  # else (a mis-price: nothing the master lacks at its duals) price at the master's duals
+        if not total:
             return None  # converged without a certificate (a pricing stopped at its node limit)
     return None
+
+
+def _smoothed(
+    center: dict[tuple[int, int, int], float], pi: dict[tuple[int, int, int], float], alpha: float
+) -> dict[tuple[int, int, int], float]:
+    """``alpha * center + (1 - alpha) * pi`` (rows missing from one count 0 there)."""
+    keys = center.keys() | pi.keys()
+    return {key: alpha * center.get(key, 0.0) + (1.0 - alpha) * pi.get(key, 0.0) for key in keys}
+
+
+def _add_columns(
+    data: _Data,
+    master: _Master,
+    found: list[tuple[StageType, list[int], float]],
+    pi_first: float,
+    pi_dev: float,
+    pi: dict[tuple[int, int, int], float],
+) -> int:
+    """Add the found columns whose reduced cost at the master's duals is positive (the best ``MAX_ADD``)."""
+    size = 1.0 + sum(abs(x) for x in pi.values())
+    scored = []
+    for ty, choice, _ in found:
+        opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
+        link = 0.0
+        for h, o in enumerate(choice):  # its link term at the master's duals
+            if not ty.last:
+                link += pi.get((h, int(opts.e[h][o]), ty.s - ty.d), 0.0)
+            if not ty.first:
+                link -= pi.get((h, int(opts.a[h][o]), ty.s), 0.0)
+        score = link + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t
+        if score > 1e-9 * size:
+            scored.append((score, ty, opts, choice))
+    scored.sort(key=lambda c: -c[0])
+    added = 0
+    for _, ty, opts, choice in scored[:MAX_ADD]:
+        a = tuple(int(opts.a[h][o]) for h, o in enumerate(choice))
+        e = tuple(int(opts.e[h][o]) for h, o in enumerate(choice))
+        time = math.fsum(float(opts.time[h][o]) for h, o in enumerate(choice))
+        added += master.add(ty, a, e, time, tuple(choice))
+    return added
 
 
 def column_bound_report(

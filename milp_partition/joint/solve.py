@@ -35,7 +35,7 @@ from milp_partition.formulations import joint as formulation
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.heuristics.joint_orders import grouped_order_dp
 from milp_partition.heuristics.joint_polish import polish_starts
-from milp_partition.joint import native
+from milp_partition.joint import beside, native
 from milp_partition.joint.column_bound import column_bound_report
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
@@ -277,43 +277,67 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         :func:`~milp_partition.joint.stage_bound.stage_bound` with the other two thirds of ``bound_time_limit_s``
         (all of it goes to the segment bound where the problem has more stage sequences than
         :data:`~milp_partition.joint.stage_bound.MAX_SEQUENCES`: the stage bound cannot run there).
+
+        With two threads or more (``threads``) the stage bound runs beside the column bound instead, in a second
+        process (:mod:`~milp_partition.joint.beside`), both with nine tenths of what is left; the segment bound then
+        has a sixth of ``bound_time_limit_s`` (it only gives the others their lower end).
         """
         cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
         lower = formulation.work_lower_bound_s(run.problem)
         upper = run.best.value if run.best is not None else math.inf
         bound = lower
         staged = cap > 0 and sequences(run.problem) is not None
+        column = self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper)
+        # with two threads the stage bound runs beside the column bound (a second process), each with the same time
+        parallel = staged and column and self.settings.threads >= 2 and beside.available()
         if cap > 0:
             t0 = time.monotonic()
-            bound = segment_bound(run.problem, lower, upper, run.budget.capped(cap / 3 if staged else cap))
+            bound = segment_bound(run.problem, lower, upper, run.budget.capped(cap / (6 if parallel else 3) if staged else cap))
             run.result.solver_notes["segment_bound"] = bound
             yield Outcome("segment-bound", None, time.monotonic() - t0, False, "a proven bound, no plan", bound=bound)
             if not staged:
                 run.result.solver_notes["stage_bound"] = "not run: too many stage sequences"
         stage_share = 2 * cap / 3 if staged else 0.0
         proven = math.isfinite(upper) and bound >= upper * (1 - PROOF_REL_TOL)  # the chain calls that optimal
-        if self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper) and not proven:
-            t1 = time.monotonic()
-            # it gives the stage bound's share back where it proves no target in the rest of its own
-            seconds = min(self.settings.column_bound_time_limit_s, 0.8 * run.budget.left())
-            give_up = min(seconds, 0.8 * max(0.0, run.budget.left() - stage_share))
-            report = column_bound_report(
-                run.problem, bound, upper, run.budget.capped(seconds), progress=_say(self.settings), give_up_s=give_up
-            )
-            run.result.solver_notes["column_bound"] = report.bound
-            run.result.solver_notes["column_bound_targets"] = {"proven": len(report.proven), "refuted": len(report.refuted)}
-            for plan in report.plans:  # integer paths of its columns (the chain verifies them)
-                yield Outcome("column-path", plan, time.monotonic() - t1, False, "a path of the column bound's stages")
-            yield Outcome("column-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=report.bound)
-            if report.proven:
-                return  # the stage bound's relaxation is weaker
-            bound = max(bound, report.bound)
-        if staged:
-            t2 = time.monotonic()
-            upper = run.best.value if run.best is not None else math.inf
-            value = stage_bound(run.problem, bound, upper, run.budget.capped(stage_share))
-            run.result.solver_notes["stage_bound"] = value
-            yield Outcome("stage-bound", None, time.monotonic() - t2, False, "a proven bound, no plan", bound=value)
+        side: beside.Beside | None = None
+        try:
+            if column and not proven:
+                t1 = time.monotonic()
+                # (the slot formulation has the rest: a fifth, a tenth where the stage bound runs beside)
+                seconds = min(self.settings.column_bound_time_limit_s, (0.9 if parallel else 0.8) * run.budget.left())
+                if parallel:
+                    problem, budget, floor = run.problem, run.budget.capped(seconds), bound
+                    side = beside.Beside(lambda: stage_bound(problem, floor, upper, budget))
+                    give_up = seconds
+                else:  # it gives the stage bound's share back where it proves no target in the rest of its own
+                    give_up = min(seconds, 0.8 * max(0.0, run.budget.left() - stage_share))
+                report = column_bound_report(
+                    run.problem, bound, upper, run.budget.capped(seconds), progress=_say(self.settings), give_up_s=give_up
+                )
+                run.result.solver_notes["column_bound"] = report.bound
+                run.result.solver_notes["column_bound_targets"] = {"proven": len(report.proven), "refuted": len(report.refuted)}
+                for plan in report.plans:  # integer paths of its columns (the chain verifies them)
+                    yield Outcome("column-path", plan, time.monotonic() - t1, False, "a path of the column bound's stages")
+                yield Outcome("column-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=report.bound)
+                if report.proven:
+                    return  # the stage bound's relaxation is weaker (one running beside is stopped)
+                bound = max(bound, report.bound)
+            if staged:
+                t2 = time.monotonic()
+                if side is not None:
+                    value = side.result(run.budget.left())
+                    note = "a proven bound, no plan (computed beside the column bound)"
+                    if value is None:  # no answer in time: it proves nothing beyond what is known
+                        value, note = bound, "no answer in time"
+                else:
+                    upper = run.best.value if run.best is not None else math.inf
+                    value = stage_bound(run.problem, bound, upper, run.budget.capped(stage_share))
+                    note = "a proven bound, no plan"
+                run.result.solver_notes["stage_bound"] = value
+                yield Outcome("stage-bound", None, time.monotonic() - t2, False, note, bound=value)
+        finally:
+            if side is not None:
+                side.stop()
 
     def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
         rep = best.report or verify_joint(problem, best.solution)
