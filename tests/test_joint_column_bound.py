@@ -329,3 +329,13 @@ def test_with_two_threads_the_stage_bound_runs_beside_the_column_bound(monkeypat
     sequential = solve_module.solve_joint(problem, replace(settings, threads=1))
     assert "beside" not in next(h for h in sequential.heuristics if h.name == "stage-bound").message
     assert pids == [os.getpid()]
+
+
+def test_the_master_stops_when_its_budget_is_spent() -> None:
+    # the LP gets the budget's remaining time as its limit and is not re-solved once that is spent (no overrun)
+    problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=1)
+    master = cb._Master(problem.cluster.devices)
+    assert master.solve(Budget.starting_now(0.0)) is None
+    assert master.solve(Budget.starting_now(60.0)) == pytest.approx(1.0)  # empty master: only the first row's artificial
+    spent = cb.column_bound_report(problem, work_lower_bound_s(problem), 1.0, Budget.starting_now(0.0))
+    assert spent.rounds == 0 and spent.bound == work_lower_bound_s(problem)

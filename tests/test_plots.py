@@ -276,3 +276,16 @@ def test_plot_without_matplotlib_is_one_line_naming_the_extra(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "pip install 'milp-partition[plot]'" in proc.stderr
+
+
+def test_plot_finds_a_galvatron_results_model_folder(shared_benchmarks, tmp_path, capsys):
+    # a Galvatron model is a folder: the plot found no instance there and said it had moved
+    root = shared_benchmarks / "galvatron"
+    out = tmp_path / "plan.json"
+    argv = ["solve", str(root / "models/llama2-7b"), "--hardware", str(root / "hardware"), "--devices", "8", "--memory", "36GiB",
+            "--global-batch", "16", "--output", str(out)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main(["plot", str(out), "-o", str(tmp_path / "plan.svg")]) == 0
+    err = capsys.readouterr().err
+    assert "not found" not in err and (tmp_path / "plan.svg").stat().st_size > 0

@@ -82,7 +82,7 @@ def find_instance(result: object, result_path: Path, *, required: bool = True) -
         candidates.append(folder / source)
     candidates.append(folder / Path(source).name)
     for path in candidates:
-        if path.is_file():
+        if path.is_file() or path.is_dir():  # a Galvatron model is a folder
             return str(path)
     looked = ", ".join(dict.fromkeys(str(p) for p in candidates))
     message = f"the result's instance {source!r} is not found (looked at {looked}): it moved? give it with --instance FILE"

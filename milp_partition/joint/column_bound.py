@@ -496,16 +496,22 @@ class _Master:
         for (ty, _, _, time, _), var in zip(self.columns, self.vars):
             var.SetUb(math.inf if time <= ty.d * target * (1 + FIT_REL) else 0.0)
 
-    def solve(self) -> float | None:
-        """Phase one's value (``None``: the LP solver failed)."""
+    def solve(self, budget: Budget) -> float | None:
+        """Phase one's value (``None``: the LP solver failed or ``budget`` ran out first)."""
         from ortools.linear_solver import pywraplp
 
-        if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
-            self._build()  # GLOP's incremental solve can stop abnormally: once more on a fresh model
-            self.restrict(self.target)
-            if self.solver.Solve() != pywraplp.Solver.OPTIMAL:
+        for attempt in range(2):
+            left = budget.left()
+            if left <= 0:
                 return None
-        return float(self.objective.Value())
+            if math.isfinite(left):
+                self.solver.SetTimeLimit(max(1, int(left * 1000)))  # milliseconds
+            if self.solver.Solve() == pywraplp.Solver.OPTIMAL:
+                return float(self.objective.Value())
+            if attempt == 0 and not budget.expired():
+                self._build()  # GLOP's incremental solve can stop abnormally: once more on a fresh model
+                self.restrict(self.target)
+        return None
 
     def duals(self) -> tuple[float, float, dict[tuple[int, int, int], float]]:
         """The duals of (first), (k) and the (link) rows."""
@@ -666,7 +672,7 @@ def _prove(
     for _ in range(MAX_ROUNDS):
         if budget.expired():
             return None
-        value = master.solve()
+        value = master.solve(budget)
         if value is None:
             return None
         report.rounds += 1
