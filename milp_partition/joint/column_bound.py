@@ -640,16 +640,16 @@ class ColumnBoundReport:
 
 def _price_all(
     data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
-) -> tuple[dict[StageType, float], list[tuple[StageType, list[int], float]]] | None:
-    """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term, and the choices found with
-    their link terms (``None``: the budget ran out)."""
+) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
+    """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term, and the choices found
+    (``None``: the budget ran out)."""
     upper: dict[StageType, float] = {}
-    found: list[tuple[StageType, list[int], float]] = []
+    found: list[tuple[StageType, list[int]]] = []
     for ty in types:
         opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
         values = _link_values(data, opts, ty, pi)
         upper[ty], choices, _ = _price(values, opts, ty.d * target)
-        found += [(ty, choice, sum(float(values[h][o]) for h, o in enumerate(choice))) for choice in choices]
+        found += [(ty, choice) for choice in choices]
         if budget.expired():
             return None
     return upper, found
@@ -716,7 +716,7 @@ def _smoothed(
 def _add_columns(
     data: _Data,
     master: _Master,
-    found: list[tuple[StageType, list[int], float]],
+    found: list[tuple[StageType, list[int]]],
     pi_first: float,
     pi_dev: float,
     pi: dict[tuple[int, int, int], float],
@@ -724,7 +724,7 @@ def _add_columns(
     """Add the found columns whose reduced cost at the master's duals is positive (the best ``MAX_ADD``)."""
     size = 1.0 + sum(abs(x) for x in pi.values())
     scored = []
-    for ty, choice, _ in found:
+    for ty, choice in found:
         opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
         link = 0.0
         for h, o in enumerate(choice):  # its link term at the master's duals
