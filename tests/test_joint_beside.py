@@ -43,3 +43,38 @@ def test_a_child_that_dies_gives_none() -> None:
 def test_values_are_floats() -> None:
     side = beside.Beside(lambda: math.inf)
     assert side.result(60.0) == math.inf
+
+
+def test_a_partner_answers_request_after_request_from_another_process() -> None:
+    here = os.getpid()
+    partner = beside.Partner(lambda x: (x * 2, os.getpid() != here))
+    try:
+        for x in (1, 5, 7):
+            assert partner.ask(x)
+            assert partner.answer(60.0) == (True, (2 * x, True))
+    finally:
+        partner.stop()
+    assert not partner._process.is_alive()
+    assert not partner.ask(3)  # stopped: nothing more is sent
+    partner.stop()  # a second stop is harmless
+
+
+def test_a_partners_error_is_raised_with_its_traceback() -> None:
+    def broken(x: int) -> int:
+        raise ValueError(f"no stage type {x}")
+
+    partner = beside.Partner(broken)
+    assert partner.ask(4)
+    with pytest.raises(RuntimeError, match="no stage type 4"):
+        partner.answer(60.0)
+    assert not partner._process.is_alive()
+
+
+def test_a_partner_that_dies_or_is_late_gives_no_answer() -> None:
+    partner = beside.Partner(lambda x: os._exit(3))
+    assert partner.ask(1)
+    assert partner.answer(60.0) == (False, None)
+    slow = beside.Partner(lambda x: time.sleep(600))
+    assert slow.ask(1)
+    assert slow.answer(0.2) == (False, None)
+    assert not slow._process.is_alive()  # stopped, not left running

@@ -260,18 +260,18 @@ def test_pricing_runs_at_smoothed_duals(monkeypatch: pytest.MonkeyPatch) -> None
     best, _ = _optimum(problem)
     points: list[dict[tuple[int, int, int], float]] = []
     duals: list[dict[tuple[int, int, int], float]] = []
-    price_all, master_duals = cb._price_all, cb._Master.duals
+    price, master_duals = cb._Pricer.price, cb._Master.duals
 
-    def recording_price_all(data, types, pi, target, budget):  # type: ignore[no-untyped-def]
+    def recording_price(self, pi, target, budget):  # type: ignore[no-untyped-def]
         points.append(dict(pi))
-        return price_all(data, types, pi, target, budget)
+        return price(self, pi, target, budget)
 
     def recording_duals(self):  # type: ignore[no-untyped-def]
         got = master_duals(self)
         duals.append(dict(got[2]))
         return got
 
-    monkeypatch.setattr(cb, "_price_all", recording_price_all)
+    monkeypatch.setattr(cb._Pricer, "price", recording_price)
     monkeypatch.setattr(cb._Master, "duals", recording_duals)
     report = _bound(problem, best)
     assert best * 0.99 <= report.bound <= best * (1 + 1e-9)
@@ -294,9 +294,10 @@ def test_bound_is_sound_with_any_smoothing(monkeypatch: pytest.MonkeyPatch, alph
         assert best * 0.99 <= report.bound <= best * (1 + 1e-9)
 
 
-def test_with_two_threads_the_stage_bound_runs_beside_the_column_bound(monkeypatch: pytest.MonkeyPatch) -> None:
-    # threads=2: the stage bound in a second process while the column bound runs (here a column bound that proves
-    # nothing, so the stage bound's answer is collected); the chain's bound is proven and never above the optimum
+def test_with_two_threads_the_bounds_run_beside_the_heuristics(monkeypatch: pytest.MonkeyPatch) -> None:
+    # threads=2: the segment and stage bounds in a second process while the orders' DP and the polisher run, and
+    # the column bound prices with two processes (here a column bound that proves nothing); the chain's bound is
+    # proven and never above the optimum
     import os
 
     from milp_partition.joint import beside
@@ -308,6 +309,7 @@ def test_with_two_threads_the_stage_bound_runs_beside_the_column_bound(monkeypat
     problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=1)
     best, _ = _optimum(problem)
     pids = []
+    workers = []
     stage_bound = solve_module.stage_bound
 
     def recording_stage_bound(*args, **kwargs):  # type: ignore[no-untyped-def]
@@ -315,20 +317,100 @@ def test_with_two_threads_the_stage_bound_runs_beside_the_column_bound(monkeypat
         pids.append(os.getpid())  # in the child: the parent's list never sees it
         return value
 
+    def no_column_bound(problem, lower, upper, budget, **kw):  # type: ignore[no-untyped-def]
+        workers.append(kw["workers"])
+        return cb.ColumnBoundReport(lower)
+
     monkeypatch.setattr(solve_module, "stage_bound", recording_stage_bound)
-    monkeypatch.setattr(solve_module, "column_bound_report", lambda problem, lower, upper, budget, **kw: cb.ColumnBoundReport(lower))
+    monkeypatch.setattr(solve_module, "column_bound_report", no_column_bound)
     settings = JointSolveSettings(time_limit_s=20.0, max_ideals=10, threads=2, solver="none", order_time_limit_s=1.0)
     result = solve_module.solve_joint(problem, settings)
-    run = next(h for h in result.heuristics if h.name == "stage-bound")
-    assert "beside the column bound" in run.message
+    for name in ("segment-bound", "stage-bound"):
+        assert "beside the heuristics" in next(h for h in result.heuristics if h.name == name).message
     assert pids == []  # it ran in the other process
+    assert workers == [2]
     value = result.solver_notes["stage_bound"]
     assert result.solver_notes["segment_bound"] <= value <= best * (1 + 1e-9)
     assert result.bound is not None and value <= result.bound <= best * (1 + 1e-9)
-    # one thread: the same bound, computed here after the column bound
+    # one thread: the same bounds, computed here, the stage bound after the column bound
     sequential = solve_module.solve_joint(problem, replace(settings, threads=1))
     assert "beside" not in next(h for h in sequential.heuristics if h.name == "stage-bound").message
     assert pids == [os.getpid()]
+    assert workers == [2, 1]
+
+
+def test_pricing_split_with_a_partner_gives_the_same_rounds() -> None:
+    # workers=2: a forked partner prices part of the types each round; the answers are merged in the types' order,
+    # so the search is the same one: the same rounds, columns, targets and bound as in one process
+    from milp_partition.joint import beside
+
+    if not beside.available():
+        pytest.skip("no fork start method here")
+    problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=1)
+    best, _ = _optimum(problem)
+    one = _bound(problem, best)
+    two = cb.column_bound_report(problem, work_lower_bound_s(problem), best, Budget.starting_now(600.0), workers=2)
+    assert (two.bound, two.rounds, two.columns, two.proven, two.refuted) == (
+        one.bound,
+        one.rounds,
+        one.columns,
+        one.proven,
+        one.refuted,
+    )
+    assert one.rounds > 1 and best * 0.99 <= two.bound <= best * (1 + 1e-9)
+
+
+def test_the_partners_share_comes_back_here_when_it_dies() -> None:
+    from milp_partition.joint import beside
+
+    if not beside.available():
+        pytest.skip("no fork start method here")
+    problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=2)
+    data = cb._data(problem, 0.004)
+    types = cb.stage_types(problem)
+    rng = np.random.default_rng(5)
+    pi = {(h, j, s): float(rng.normal()) for h in range(3) for j in range(5) for s in range(1, 5)}
+    alone = cb._Pricer(data, types, 1)
+    assert alone.partner is None
+    want = alone.price(pi, 1.0, Budget.starting_now(60.0))
+    pricer = cb._Pricer(data, types, 2)
+    try:
+        assert pricer.partner is not None
+        assert pricer.price(pi, 1.0, Budget.starting_now(60.0)) == want  # split, merged in order
+        pricer.partner._process.kill()  # the partner dies: its share is priced here
+        pricer.partner._process.join(5.0)
+        assert pricer.price(pi, 1.0, Budget.starting_now(60.0)) == want
+        assert pricer.partner is None
+    finally:
+        pricer.stop()
+
+
+def test_the_compiled_pricing_matches_the_python_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # _jointdp.price does the filter, the multipliers' grid, the orders and the branch and bound in one call: the
+    # same upper bounds and the same improving leaves as the Python steps around the extension's mckp
+    if cb._ext is None or not hasattr(cb._ext, "price"):
+        pytest.skip("the extension is not built")
+    problem = parallel_branches(4, 3, 4, 1.0 * GIB, seed=6)
+    data = cb._data(problem, 0.004)
+    rng = np.random.default_rng(7)
+    cases = []
+    for ty in cb.stage_types(problem)[:16]:
+        opts = cb._options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
+        values = [rng.normal(size=opts.a[h].size) for h in range(len(data.lengths))]
+        for nodes in (cb.MAX_NODES, 3):  # exact, and stopped early (the root's Lagrangian bound)
+            cases.append((values, opts, ty.d * 0.7, nodes, cb._price(values, opts, ty.d * 0.7, nodes)))
+
+    class MckpOnly:  # the extension without its one-call pricing: _price's Python steps around mckp
+        mckp = staticmethod(cb._ext.mckp)
+        lagrange = staticmethod(cb._ext.lagrange)
+        undominated = staticmethod(cb._ext.undominated)
+
+    monkeypatch.setattr(cb, "_ext", MckpOnly)
+    assert any(math.isfinite(got[0]) for *_, got in cases)
+    for values, opts, cap, nodes, got in cases:
+        upper, leaves, exact = cb._price(values, opts, cap, nodes)
+        assert got[0] == pytest.approx(upper, rel=1e-12, abs=1e-12) and got[2] == exact
+        assert got[1] == leaves
 
 
 def test_the_master_stops_when_its_budget_is_spent() -> None:

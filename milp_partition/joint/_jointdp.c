@@ -1036,6 +1036,242 @@ static PyObject *py_undominated(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* The whole pricing of one stage type (what column_bound._price does around mckp, in one call): the options that
+ * fit alone and no other beats, the multipliers (theta, phi) with the least Lagrangian bound on a grid and three
+ * finer ones around it, the chains and options in the search's order, the branch and bound.  Chains h = 0..G-1
+ * hold options off[h]..off[h+1]-1 (values v, time tm, memory mm).  Returns (upper bound, exact, leaves), a leaf
+ * listing per chain the option's index within its chain; the same arithmetic as the Python path. */
+typedef struct {
+    double key;
+    int64_t index;
+} KeyIx;
+
+static int cmp_keyix(const void *x, const void *y) {
+    const KeyIx *a = x, *b = y;
+    if (a->key < b->key) return -1;
+    if (a->key > b->key) return 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+static double lagrange_one(int G, const int64_t *off, const double *v, const double *tm, const double *mm, double th,
+                           double ph, double cap_t, double cap_m) {
+    double total = th * cap_t + ph * cap_m;
+    for (int g = 0; g < G; ++g) {
+        double best = -INFINITY;
+        for (int64_t j = off[g]; j < off[g + 1]; ++j) {
+            double r = v[j] - th * tm[j] - ph * mm[j];
+            if (r > best) best = r;
+        }
+        total += best;
+    }
+    return total;
+}
+
+/* the least bound over thetas x phis (row-major, the first least), if below *best: theta, phi, best updated */
+static void grid_min(int G, const int64_t *off, const double *v, const double *tm, const double *mm, const double *ths,
+                     int nt, const double *phs, int np_, double cap_t, double cap_m, double *theta, double *phi,
+                     double *best, int always) {
+    double least = INFINITY;
+    int bi = 0, bj = 0;
+    for (int i = 0; i < nt; ++i)
+        for (int j = 0; j < np_; ++j) {
+            double u = lagrange_one(G, off, v, tm, mm, ths[i], phs[j], cap_t, cap_m);
+            if (u < least) {
+                least = u;
+                bi = i;
+                bj = j;
+            }
+        }
+    if (always || least < *best) {
+        *theta = ths[bi];
+        *phi = phs[bj];
+        *best = least;
+    }
+}
+
+static PyObject *py_price(PyObject *self, PyObject *args) {
+    PyObject *objs[4];
+    int G;
+    double cap_t, cap_m;
+    long max_nodes;
+    if (!PyArg_ParseTuple(args, "iOOOOddl", &G, &objs[0], &objs[1], &objs[2], &objs[3], &cap_t, &cap_m, &max_nodes))
+        return NULL;
+    Py_buffer views[4];
+    int got = 0;
+    for (; got < 4; ++got)
+        if (PyObject_GetBuffer(objs[got], &views[got], PyBUF_C_CONTIGUOUS) < 0) break;
+    PyObject *out = NULL;
+    if (got == 4) {
+        const int64_t *off = (const int64_t *)views[0].buf;
+        size_t n = (size_t)views[1].len / sizeof(double);
+        int ok = G >= 1 && (size_t)views[0].len == sizeof(int64_t) * (size_t)(G + 1) && off[0] == 0 && off[G] == (int64_t)n;
+        ok = ok && (size_t)views[2].len == sizeof(double) * n && (size_t)views[3].len == sizeof(double) * n;
+        for (int g = 0; ok && g < G; ++g) ok = off[g] <= off[g + 1];
+        if (!ok) {
+            PyErr_SetString(PyExc_ValueError, "jointdp: price: arrays of the wrong size");
+        } else {
+            const double *v0 = views[1].buf, *t0 = views[2].buf, *m0 = views[3].buf;
+            size_t N = n + 1;
+            /* kept options per chain, in the original order (ix: index within the chain) */
+            double *v = malloc(sizeof(double) * N), *tm = malloc(sizeof(double) * N), *mm = malloc(sizeof(double) * N);
+            double *red = malloc(sizeof(double) * N);
+            int64_t *ix = malloc(sizeof(int64_t) * N), *koff = malloc(sizeof(int64_t) * (size_t)(G + 1));
+            uint8_t *keep = malloc(N);
+            /* the search's order: chains by decreasing spread, options by decreasing reduced value */
+            double *sv = malloc(sizeof(double) * N), *st = malloc(sizeof(double) * N), *sm = malloc(sizeof(double) * N);
+            double *sr = malloc(sizeof(double) * N);
+            int64_t *six = malloc(sizeof(int64_t) * N), *soff = malloc(sizeof(int64_t) * (size_t)(G + 1));
+            int64_t *chain_of = malloc(sizeof(int64_t) * (size_t)G);
+            double *suffix = malloc(sizeof(double) * (size_t)(G + 1)), *rest_t = malloc(sizeof(double) * (size_t)(G + 1));
+            double *rest_m = malloc(sizeof(double) * (size_t)(G + 1));
+            KeyIx *keys = malloc(sizeof(KeyIx) * (N > (size_t)G ? N : (size_t)G));
+            int64_t *choice = calloc((size_t)G + 1, sizeof(int64_t)), *best_choice = calloc((size_t)G + 1, sizeof(int64_t));
+            int64_t *ring = calloc((size_t)(G + 1) * MCKP_RING, sizeof(int64_t));
+            double upper = -INFINITY;
+            int exact = 1, kept_ring = 0, ring_count = 0;
+            Py_BEGIN_ALLOW_THREADS
+            size_t k = 0;
+            int empty = 0;
+            double sum_t = 0.0, sum_m = 0.0;
+            for (int g = 0; g < G; ++g) {
+                int64_t a = off[g], b = off[g + 1];
+                for (int64_t i = a; i < b; ++i) keep[i] = t0[i] <= cap_t && m0[i] <= cap_m;
+                for (int64_t i = a; i < b; ++i) { /* (the undominated filter of py_undominated, per chain) */
+                    if (!keep[i]) continue;
+                    for (int64_t j = a; j < b; ++j) {
+                        if (j == i || !keep[j]) continue;
+                        if (v0[j] >= v0[i] && t0[j] <= t0[i] && m0[j] <= m0[i] &&
+                            (v0[j] > v0[i] || t0[j] < t0[i] || m0[j] < m0[i] || j < i)) {
+                            keep[i] = 0;
+                            break;
+                        }
+                    }
+                }
+                koff[g] = (int64_t)k;
+                double least_t = INFINITY, least_m = INFINITY;
+                for (int64_t i = a; i < b; ++i)
+                    if (keep[i]) {
+                        v[k] = v0[i];
+                        tm[k] = t0[i];
+                        mm[k] = m0[i];
+                        ix[k] = i - a;
+                        if (t0[i] < least_t) least_t = t0[i];
+                        if (m0[i] < least_m) least_m = m0[i];
+                        ++k;
+                    }
+                if ((int64_t)k == koff[g]) empty = 1;
+                sum_t += least_t;
+                sum_m += least_m;
+            }
+            koff[G] = (int64_t)k;
+            if (!empty && !(sum_t > cap_t) && !(sum_m > cap_m)) {
+                double scale = 1e-12;
+                for (size_t i = 0; i < k; ++i)
+                    if (fabs(v[i]) > scale) scale = fabs(v[i]);
+                double grid[15];
+                grid[0] = 0.0;
+                for (int q = 0; q < 14; ++q) grid[q + 1] = scale * pow(2.0, -12.0 + 1.5 * q);
+                double theta = 0.0, phi = 0.0, root = INFINITY;
+                grid_min(G, koff, v, tm, mm, grid, 15, grid, 15, cap_t, cap_m, &theta, &phi, &root, 1);
+                const double widths[3] = {1.0, 0.5, 0.25};
+                for (int w = 0; w < 3; ++w) {
+                    double ft[5], fp[5];
+                    int nt = 1, np_ = 1;
+                    ft[0] = 0.0;
+                    fp[0] = 0.0;
+                    if (theta > 0) {
+                        nt = 5;
+                        for (int q = 0; q < 5; ++q) ft[q] = theta * pow(2.0, -widths[w] + 0.5 * widths[w] * q);
+                    }
+                    if (phi > 0) {
+                        np_ = 5;
+                        for (int q = 0; q < 5; ++q) fp[q] = phi * pow(2.0, -widths[w] + 0.5 * widths[w] * q);
+                    }
+                    grid_min(G, koff, v, tm, mm, ft, nt, fp, np_, cap_t, cap_m, &theta, &phi, &root, 0);
+                }
+                for (size_t i = 0; i < k; ++i) red[i] = v[i] - theta * tm[i] - phi * mm[i];
+                for (int g = 0; g < G; ++g) {
+                    double hi = -INFINITY, lo = INFINITY;
+                    for (int64_t i = koff[g]; i < koff[g + 1]; ++i) {
+                        if (red[i] > hi) hi = red[i];
+                        if (red[i] < lo) lo = red[i];
+                    }
+                    keys[g].key = -(hi - lo);
+                    keys[g].index = g;
+                }
+                qsort(keys, (size_t)G, sizeof(KeyIx), cmp_keyix);
+                for (int g = 0; g < G; ++g) chain_of[g] = keys[g].index;
+                size_t p = 0;
+                double tops[G + 1], least_t[G], least_m[G];
+                for (int g = 0; g < G; ++g) {
+                    int64_t h = chain_of[g], a = koff[h], b = koff[h + 1];
+                    soff[g] = (int64_t)p;
+                    for (int64_t i = a; i < b; ++i) {
+                        keys[i - a].key = -red[i];
+                        keys[i - a].index = i - a;
+                    }
+                    qsort(keys, (size_t)(b - a), sizeof(KeyIx), cmp_keyix);
+                    double top = -INFINITY, lt = INFINITY, lm = INFINITY;
+                    for (int64_t r = 0; r < b - a; ++r) {
+                        int64_t i = a + keys[r].index;
+                        sv[p] = v[i];
+                        st[p] = tm[i];
+                        sm[p] = mm[i];
+                        sr[p] = red[i];
+                        six[p] = ix[i];
+                        if (red[i] > top) top = red[i];
+                        if (tm[i] < lt) lt = tm[i];
+                        if (mm[i] < lm) lm = mm[i];
+                        ++p;
+                    }
+                    tops[g] = top;
+                    least_t[g] = lt;
+                    least_m[g] = lm;
+                }
+                soff[G] = (int64_t)p;
+                tops[G] = 0.0;
+                double acc = 0.0;
+                for (int g = G; g >= 0; --g) {
+                    acc += tops[g];
+                    suffix[g] = acc;
+                }
+                suffix[G] = 0.0;
+                rest_t[G] = rest_m[G] = 0.0;
+                double at = 0.0, am = 0.0;
+                for (int g = G - 1; g >= 0; --g) {
+                    at = g == G - 1 ? least_t[g] : at + least_t[g];
+                    am = g == G - 1 ? least_m[g] : am + least_m[g];
+                    rest_t[g] = at;
+                    rest_m[g] = am;
+                }
+                Mckp s = {G, soff, sv, st, sm, sr, suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, -INFINITY, 0,
+                          max_nodes, 0, choice, best_choice, ring, 0};
+                mckp_dfs(&s, 0, 0.0, 0.0, 0.0);
+                upper = s.exhausted ? root : s.best;
+                exact = !s.exhausted;
+                ring_count = s.ring_count;
+                kept_ring = ring_count < MCKP_RING ? ring_count : MCKP_RING;
+            }
+            Py_END_ALLOW_THREADS
+            PyObject *leaves = PyList_New(kept_ring);
+            for (int r = 0; r < kept_ring; ++r) { /* oldest first: the best last; per chain in the chains' order */
+                size_t slot = (size_t)((ring_count - kept_ring + r) % MCKP_RING);
+                PyObject *one = PyList_New(G);
+                for (int g = 0; g < G; ++g) PyList_SET_ITEM(one, g, NULL);
+                for (int g = 0; g < G; ++g)
+                    PyList_SET_ITEM(one, chain_of[g], PyLong_FromLongLong(six[ring[slot * G + g]]));
+                PyList_SET_ITEM(leaves, r, one);
+            }
+            out = Py_BuildValue("(dON)", upper, exact ? Py_True : Py_False, leaves);
+            free(v), free(tm), free(mm), free(red), free(ix), free(koff), free(keep), free(sv), free(st), free(sm);
+            free(sr), free(six), free(soff), free(chain_of), free(suffix), free(rest_t), free(rest_m), free(keys);
+            free(choice), free(best_choice), free(ring);
+        }
+    }
+    for (int r = 0; r < got; ++r) PyBuffer_Release(&views[r]);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"count_pairs", py_count_pairs, METH_VARARGS,
      "count_pairs(words, L, nw, cap) -> the pairs (ideal, proper sub-ideal), or -1 past cap"},
@@ -1049,6 +1285,8 @@ static PyMethodDef methods[] = {
     {"mckp", py_mckp, METH_VARARGS,
      "mckp(G, off, v, tm, mm, red, suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, start, max_nodes) -> "
      "(best value, exhausted, choice, the last leaves that improved the best)"},
+    {"price", py_price, METH_VARARGS,
+     "price(G, off, v, tm, mm, cap_t, cap_m, max_nodes) -> (upper bound, exact, leaves): column_bound._price in one call"},
     {"knapsack", py_knapsack, METH_VARARGS, "knapsack(m, width, cost, mem, M) -> least cost (the exact knapsack)"},
     {NULL, NULL, 0, NULL}};
 

@@ -1,9 +1,10 @@
-"""A computation in a second process, beside the main one: where a solve may use two threads, a bound runs there.
+"""Computations in a second process, beside the main one, where a solve may use two threads.
 
-The process is forked (POSIX), so the child has the caller's data and nothing is pickled but the answer; where
-fork is not available (:func:`available` is false) the caller runs the function itself.  A child that raises
-hands the parent its traceback, and :meth:`Beside.result` raises it there (a bug stays visible); one that is
-stopped, interrupted or killed gives no answer (``None``).
+:class:`Beside` computes one value there (the segment and stage bounds beside the heuristics); :class:`Partner` answers a
+stream of requests (half of the column bound's pricing, round after round).  The process is forked (POSIX), so the
+child has the caller's data and only requests and answers are pickled; where fork is not available
+(:func:`available` is false) the caller does the work itself.  A child that raises hands the parent its traceback,
+which is raised there (a bug stays visible); one that is stopped, interrupted or killed gives no answer.
 """
 
 from __future__ import annotations
@@ -12,6 +13,9 @@ import multiprocessing
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
 
 
 def available() -> bool:
@@ -19,12 +23,12 @@ def available() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def _child(fn: Callable[[], float], send: Connection) -> None:
+def _child(fn: Callable[[], Any], send: Connection) -> None:
     try:
-        value = float(fn())
+        value = fn()
     except KeyboardInterrupt:  # the parent was interrupted too: it reports what it has
         return
-    except BaseException:  # noqa: BLE001 - handed to the parent, which raises it
+    except BaseException:  # handed to the parent, which raises it
         send.send(("error", traceback.format_exc()))
     else:
         send.send(("ok", value))
@@ -32,17 +36,18 @@ def _child(fn: Callable[[], float], send: Connection) -> None:
         send.close()
 
 
-class Beside:
-    """``fn()`` (a float) computed in a forked process from now on; :meth:`result` waits for it."""
+class Beside(Generic[T]):
+    """``fn()`` (picklable: a float, a tuple of them) computed in a forked process from now on; :meth:`result`
+    waits for it."""
 
-    def __init__(self, fn: Callable[[], float]) -> None:
+    def __init__(self, fn: Callable[[], T]) -> None:
         ctx = multiprocessing.get_context("fork")
         self._recv, send = ctx.Pipe(duplex=False)
         self._process = ctx.Process(target=_child, args=(fn, send), daemon=True)
         self._process.start()
         send.close()  # the child holds the sending end: end of file once it exits
 
-    def result(self, timeout_s: float) -> float | None:
+    def result(self, timeout_s: float) -> T | None:
         """The child's value, waiting at most ``timeout_s`` seconds (``None``: none by then); the child is stopped.
 
         Raises
@@ -63,7 +68,8 @@ class Beside:
         kind, payload = answer
         if kind == "error":
             raise RuntimeError(f"the computation beside the solve failed:\n{payload}")
-        return float(payload)
+        value: T = payload
+        return value
 
     def stop(self) -> None:
         """End the child (if it still runs) and release the pipe."""
@@ -71,3 +77,76 @@ class Beside:
             self._process.terminate()
         self._process.join(5.0)
         self._recv.close()
+
+
+def _serve(fn: Callable[[Any], Any], conn: Connection, other: Connection) -> None:
+    other.close()  # the parent's end: the child sees end of file once the parent closes its own
+    try:
+        while True:
+            try:
+                request = conn.recv()
+            except (EOFError, OSError):
+                return
+            if request is None:
+                return
+            try:
+                answer = ("ok", fn(request))
+            except KeyboardInterrupt:
+                return
+            except BaseException:  # handed to the parent, which raises it
+                answer = ("error", traceback.format_exc())
+            conn.send(answer)
+    finally:
+        conn.close()
+
+
+class Partner:
+    """A forked process that answers requests with ``fn(request)``, one at a time, until stopped.
+
+    :meth:`ask` sends a request, :meth:`answer` waits for its answer; the parent works meanwhile.
+    """
+
+    def __init__(self, fn: Callable[[Any], Any]) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._conn, child = ctx.Pipe(duplex=True)
+        self._process = ctx.Process(target=_serve, args=(fn, child, self._conn), daemon=True)
+        self._process.start()
+        child.close()
+
+    def ask(self, request: Any) -> bool:
+        """Send a request (``False``: the child is gone)."""
+        try:
+            self._conn.send(request)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def answer(self, timeout_s: float) -> tuple[bool, Any]:
+        """``(True, fn(request))`` for the last request, or ``(False, None)`` where none came within ``timeout_s``
+        seconds or the child is gone (it is then stopped: ask nothing more).
+
+        Raises
+        ------
+        RuntimeError
+            ``fn`` raised in the child (the message holds its traceback; the child is stopped).
+        """
+        try:
+            if self._conn.poll(max(0.0, timeout_s)):
+                kind, payload = self._conn.recv()
+            else:
+                self.stop()
+                return False, None
+        except (EOFError, OSError):
+            self.stop()
+            return False, None
+        if kind == "error":
+            self.stop()
+            raise RuntimeError(f"the computation beside the solve failed:\n{payload}")
+        return True, payload
+
+    def stop(self) -> None:
+        """End the child and release the pipe (a second call is harmless)."""
+        if self._process.is_alive():
+            self._process.terminate()
+        self._process.join(5.0)
+        self._conn.close()

@@ -58,6 +58,7 @@ may be better than the best known.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +66,7 @@ from typing import Any
 import numpy as np
 
 from milp_partition.budget import Budget
+from milp_partition.joint import beside
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
 from milp_partition.joint.segment_bound import stage_options
 from milp_partition.joint.stage_bound import ChainData, chain_data
@@ -123,6 +125,8 @@ class _Options:
     time: list[np.ndarray]  # units of the reference time (d T is the capacity)
     mem: list[np.ndarray]  # units of M
     configs: list[list[tuple[int, ...]]]  # per chain and option: the configuration index of each node of the interval
+    #: (offsets, chain, a, e, time, mem) over all chains' options end to end (:func:`_flat`, made on first use)
+    flat: tuple[np.ndarray, ...] | None = None
 
 
 _Point = tuple[float, float, tuple[int, ...]]
@@ -302,6 +306,55 @@ def _multipliers(
     return theta, phi, best
 
 
+def _flat(opts: _Options) -> tuple[np.ndarray, ...]:
+    """The options of every chain end to end: (offsets per chain, chain, a, e, time, mem) (cached)."""
+    if opts.flat is None:
+        sizes = [x.size for x in opts.a]
+        off = np.zeros(len(sizes) + 1, dtype=np.int64)
+        off[1:] = np.cumsum(sizes)
+        chain = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)
+        opts.flat = (
+            off,
+            chain,
+            np.concatenate(opts.a),
+            np.concatenate(opts.e),
+            np.ascontiguousarray(np.concatenate(opts.time), dtype=float),
+            np.ascontiguousarray(np.concatenate(opts.mem), dtype=float),
+        )
+    return opts.flat
+
+
+def _dense(data: _Data, pi: dict[tuple[int, int, int], float], smax: int) -> np.ndarray:
+    """The link duals as an array ``[h, j, s]`` (0 where ``pi`` has no row)."""
+    out = np.zeros((len(data.lengths), max(data.lengths, default=0) + 1, smax + 1))
+    for (h, j, st), x in pi.items():
+        if st <= smax:
+            out[h, j, st] = x
+    return out
+
+
+def _link_flat(duals: np.ndarray, flat: tuple[np.ndarray, ...], ty: StageType) -> np.ndarray:
+    """:func:`_link_values` of every chain end to end, from the dense duals (the same numbers)."""
+    _, chain, a, e, _, _ = flat
+    out = np.zeros(a.size)
+    if not ty.last:
+        out += duals[chain, e, ty.s - ty.d]
+    if not ty.first:
+        out -= duals[chain, a, ty.s]
+    return out
+
+
+def _price_flat(
+    v_all: np.ndarray, flat: tuple[np.ndarray, ...], cap_time: float, max_nodes: int = MAX_NODES
+) -> tuple[float, list[list[int]], bool]:
+    """:func:`_price` in one call of the extension (``v_all``: the values of :func:`_flat`'s options)."""
+    off, _, _, _, tm, mm = flat
+    upper, exact, leaves = _ext.price(
+        off.size - 1, off, np.ascontiguousarray(v_all, dtype=float), tm, mm, cap_time * (1 + FIT_REL), 1.0 + FIT_REL, max_nodes
+    )
+    return float(upper), leaves, bool(exact)
+
+
 def _price(
     values: list[np.ndarray], opts: _Options, cap_time: float, max_nodes: int = MAX_NODES
 ) -> tuple[float, list[list[int]], bool]:
@@ -312,7 +365,10 @@ def _price(
     Branch and bound over the chains (in C where the extension is built); its bound is the Lagrangian one,
     ``sum_h max_o (v - theta tm - phi mm) + theta cap + phi`` (valid for every theta, phi >= 0), with (theta, phi)
     from a grid search at the root.  Past ``max_nodes`` the root's Lagrangian bound is returned (still an upper bound).
+    Where the extension is built it does all of this in one call (:func:`_price_flat`).
     """
+    if _ext is not None and hasattr(_ext, "price"):
+        return _price_flat(np.concatenate(values), _flat(opts), cap_time, max_nodes)
     H = len(values)
     cap_t = cap_time * (1 + FIT_REL)
     cap_m = 1.0 + FIT_REL
@@ -466,13 +522,13 @@ class _Master:
                 self.objective.SetCoefficient(art, 1.0)
         return row
 
-    def add(self, ty: StageType, a: tuple[int, ...], e: tuple[int, ...], time: float, choice: tuple[int, ...]) -> bool:
+    def add(self, ty: StageType, a: tuple[int, ...], e: tuple[int, ...], stage_time: float, choice: tuple[int, ...]) -> bool:
         """Add a column (``False``: it was there)."""
         key = (ty, a, e)
         if key in self.seen:
             return False
         self.seen.add(key)
-        self.columns.append((ty, a, e, time, choice))
+        self.columns.append((ty, a, e, stage_time, choice))
         self.vars.append(self._variable(ty, a, e))
         return True
 
@@ -493,8 +549,8 @@ class _Master:
     def restrict(self, target: float) -> None:
         """Columns that do not fit at ``target`` get upper bound 0 (they stay for larger targets)."""
         self.target = target
-        for (ty, _, _, time, _), var in zip(self.columns, self.vars):
-            var.SetUb(math.inf if time <= ty.d * target * (1 + FIT_REL) else 0.0)
+        for (ty, _, _, stage_time, _), var in zip(self.columns, self.vars):
+            var.SetUb(math.inf if stage_time <= ty.d * target * (1 + FIT_REL) else 0.0)
 
     def solve(self, budget: Budget) -> float | None:
         """Phase one's value (``None``: the LP solver failed or ``budget`` ran out first)."""
@@ -573,7 +629,7 @@ def _longest_path(problem: JointProblem, upper: dict[StageType, float]) -> float
 
 def _integer_path(master: _Master, target: float, budget: Budget) -> list[int] | None:
     """A path of the master's columns that fit at ``target`` (an integer flow: a plan), by CP-SAT within ``budget``."""
-    fit = [q for q, (ty, _, _, time, _) in enumerate(master.columns) if time <= ty.d * target * (1 + FIT_REL)]
+    fit = [q for q, (ty, _, _, stage_time, _) in enumerate(master.columns) if stage_time <= ty.d * target * (1 + FIT_REL)]
     if not fit or budget.left() < 0.05:
         return None
     from ortools.sat.python import cp_model
@@ -643,23 +699,117 @@ def _price_all(
 ) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
     """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term, and the choices found
     (``None``: the budget ran out)."""
-    upper: dict[StageType, float] = {}
-    found: list[tuple[StageType, list[int]]] = []
+    priced = _price_some(data, types, pi, target, budget)
+    if priced is None:
+        return None
+    upper, found, _ = priced
+    return dict(zip(types, upper)), [pair for pairs in found for pair in pairs]
+
+
+def _price_some(
+    data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
+) -> tuple[list[float], list[list[tuple[StageType, list[int]]]], list[float]] | None:
+    """Per type: the pricing's upper bound, the choices found, the seconds it took (``None``: the budget ran out)."""
+    upper: list[float] = []
+    found: list[list[tuple[StageType, list[int]]]] = []
+    seconds: list[float] = []
+    compiled = _ext is not None and hasattr(_ext, "price")
+    duals = _dense(data, pi, max(ty.s for ty in types)) if compiled and types else None
     for ty in types:
+        t0 = time.perf_counter()
         opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
-        values = _link_values(data, opts, ty, pi)
-        upper[ty], choices, _ = _price(values, opts, ty.d * target)
-        found += [(ty, choice) for choice in choices]
+        if duals is not None:
+            flat = _flat(opts)
+            bound, choices, _ = _price_flat(_link_flat(duals, flat, ty), flat, ty.d * target)
+        else:
+            bound, choices, _ = _price(_link_values(data, opts, ty, pi), opts, ty.d * target)
+        upper.append(bound)
+        found.append([(ty, choice) for choice in choices])
+        seconds.append(time.perf_counter() - t0)
         if budget.expired():
             return None
-    return upper, found
+    return upper, found, seconds
+
+
+class _Pricer:
+    """Every type's pricing each round, in this process or split with a forked partner (:class:`beside.Partner`).
+
+    With a partner the types are dealt to the two processes by their last pricing times (the longest first, each to
+    the less loaded side); the answers are merged in the types' order, so the rounds are the same as in one process.
+    Where the partner dies its share is priced here from then on.
+    """
+
+    def __init__(self, data: _Data, types: list[StageType], workers: int) -> None:
+        self.data = data
+        self.types = types
+        self.seconds = [1.0] * len(types)  # each type's last pricing time (the dealing's estimate)
+        self.partner: beside.Partner | None = None
+        if workers >= 2 and len(types) >= 2 and beside.available():
+            self.partner = beside.Partner(self._serve)
+
+    def _serve(self, request: tuple[list[int], dict[tuple[int, int, int], float], float, float]) -> Any:
+        """The partner's side: price the types at these indices (the budget's seconds left travel with them)."""
+        indices, pi, target, left_s = request
+        return _price_some(self.data, [self.types[i] for i in indices], pi, target, Budget.starting_now(left_s))
+
+    def _deal(self) -> tuple[list[int], list[int]]:
+        here: list[int] = []
+        there: list[int] = []
+        load = [0.0, 0.0]
+        for i in sorted(range(len(self.types)), key=lambda i: -self.seconds[i]):
+            side = 0 if load[0] <= load[1] else 1
+            (here, there)[side].append(i)
+            load[side] += self.seconds[i]
+        return sorted(here), sorted(there)
+
+    def price(
+        self, pi: dict[tuple[int, int, int], float], target: float, budget: Budget
+    ) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
+        """:func:`_price_all` over every type (``None``: the budget ran out)."""
+        n = len(self.types)
+        here, there = (list(range(n)), []) if self.partner is None else self._deal()
+        if there and not self.partner.ask((there, pi, target, budget.left())):  # type: ignore[union-attr]
+            self.stop()
+            here, there = list(range(n)), []
+        results: dict[int, tuple[float, list[tuple[StageType, list[int]]], float]] = {}
+        mine = _price_some(self.data, [self.types[i] for i in here], pi, target, budget)
+        if mine is None:
+            if there:
+                self.stop()  # its answer would be stale: the next round cannot read it
+            return None
+        results.update(zip(here, zip(*mine)))
+        if there:
+            assert self.partner is not None
+            got, theirs = self.partner.answer(budget.left() + 1.0)
+            if not got:  # the partner is gone: its share here, now and from now on
+                self.stop()
+                if budget.expired():
+                    return None
+                theirs = _price_some(self.data, [self.types[i] for i in there], pi, target, budget)
+            if theirs is None:
+                return None
+            results.update(zip(there, zip(*theirs)))
+        upper: dict[StageType, float] = {}
+        found: list[tuple[StageType, list[int]]] = []
+        for i, ty in enumerate(self.types):
+            bound, pairs, seconds = results[i]
+            upper[ty] = bound
+            found += pairs
+            self.seconds[i] = seconds
+        return upper, found
+
+    def stop(self) -> None:
+        """End the partner (if any): the rest is priced here."""
+        if self.partner is not None:
+            self.partner.stop()
+            self.partner = None
 
 
 def _prove(
     problem: JointProblem,
     data: _Data,
     master: _Master,
-    types: list[StageType],
+    pricer: _Pricer,
     target: float,
     budget: Budget,
     report: ColumnBoundReport,
@@ -684,7 +834,7 @@ def _prove(
         total = 0
         points = [pi] if center is None or SMOOTH_ALPHA <= 0 else [_smoothed(center, pi, SMOOTH_ALPHA), pi]
         for at in points:
-            priced = _price_all(data, types, at, target, budget)
+            priced = pricer.price(at, target, budget)
             if priced is None:
                 return None
             upper, found = priced
@@ -740,8 +890,8 @@ def _add_columns(
     for _, ty, opts, choice in scored[:MAX_ADD]:
         a = tuple(int(opts.a[h][o]) for h, o in enumerate(choice))
         e = tuple(int(opts.e[h][o]) for h, o in enumerate(choice))
-        time = math.fsum(float(opts.time[h][o]) for h, o in enumerate(choice))
-        added += master.add(ty, a, e, time, tuple(choice))
+        stage_time = math.fsum(float(opts.time[h][o]) for h, o in enumerate(choice))
+        added += master.add(ty, a, e, stage_time, tuple(choice))
     return added
 
 
@@ -752,11 +902,13 @@ def column_bound_report(
     budget: Budget,
     progress: Callable[[str], None] | None = None,
     give_up_s: float = math.inf,
+    workers: int = 1,
 ) -> ColumnBoundReport:
     """:func:`column_bound` with its working figures; ``progress`` gets a line per target settled.
 
     ``give_up_s``: seconds after which it stops if it has proven no target yet (the rest of ``budget`` goes back to
-    the caller); once a target is proven it may use all of ``budget``."""
+    the caller); once a target is proven it may use all of ``budget``.  ``workers``: with 2 or more the pricing is
+    split with a second process (:class:`_Pricer`; the same rounds and bound, in less time)."""
     report = ColumnBoundReport(lower_s)
     if not problem.nodes or not math.isfinite(upper_s) or upper_s <= 0:
         return report
@@ -767,42 +919,46 @@ def column_bound_report(
         return report  # a node both first and last: one stage only (the DP's case)
     types = stage_types(problem)
     report.types = len(types)
+    pricer = _Pricer(data, types, workers)  # forked before the master: the partner needs no LP
     master = _Master(problem.cluster.devices)
-    lo = max(0.0, lower_s / upper_s)
-    hi = 1.0
-    best_s = upper_s
-    # close to the plan: the targets that settle a 2%, 1%, ... gap first; else bisection from the midpoint (a
-    # target well below the relaxation's value is proven in few rounds, one above it needs the columns to converge)
-    targets = [x for x in FIRST_TARGETS if x > lo] if lo >= FIRST_TARGETS_FROM else []
-    while not budget.expired() and hi - lo > TARGET_REL_TOL:
-        target = targets.pop(0) if targets else 0.5 * (lo + hi)
-        probe = budget if report.proven else budget.capped(max(0.0, give_up_s - budget.elapsed()))
-        got = _prove(problem, data, master, types, target, probe, report)
-        if got is None:
-            break
-        if progress is not None:
-            word = {True: "proven: no plan below", False: "not provable at"}[got]
-            progress(
-                f"[joint] column bound: {word} {target * upper_s:.6g} s ({report.rounds} rounds, "
-                f"{len(master.columns)} columns, {budget.elapsed():.1f} s)"
-            )
-        if got:
-            lo = target
-            report.proven.append(target * upper_s)
-        else:
-            hi = target
-            report.refuted.append(target * upper_s)
-            # the relaxation allows this target: an integer path of its columns may be a plan there (verified)
-            if target * upper_s < best_s * (1 - 1e-6):
-                path = _integer_path(master, target, budget.capped(min(PATH_TIME_S, 0.25 * budget.left())))
-                if path is not None:
-                    plan = _plan(problem, data, master, path)
-                    checked = verify_joint(problem, plan)
-                    if checked.feasible and checked.objective < best_s:
-                        report.plans.append(plan)
-                        best_s = checked.objective
-                        hi = min(hi, best_s / upper_s)  # no target at or above a plan's value is provable
-            targets = []  # below the first refuted target: bisection
+    try:
+        lo = max(0.0, lower_s / upper_s)
+        hi = 1.0
+        best_s = upper_s
+        # close to the plan: the targets that settle a 2%, 1%, ... gap first; else bisection from the midpoint (a
+        # target well below the relaxation's value is proven in few rounds, one above it needs the columns to converge)
+        targets = [x for x in FIRST_TARGETS if x > lo] if lo >= FIRST_TARGETS_FROM else []
+        while not budget.expired() and hi - lo > TARGET_REL_TOL:
+            target = targets.pop(0) if targets else 0.5 * (lo + hi)
+            probe = budget if report.proven else budget.capped(max(0.0, give_up_s - budget.elapsed()))
+            got = _prove(problem, data, master, pricer, target, probe, report)
+            if got is None:
+                break
+            if progress is not None:
+                word = {True: "proven: no plan below", False: "not provable at"}[got]
+                progress(
+                    f"[joint] column bound: {word} {target * upper_s:.6g} s ({report.rounds} rounds, "
+                    f"{len(master.columns)} columns, {budget.elapsed():.1f} s)"
+                )
+            if got:
+                lo = target
+                report.proven.append(target * upper_s)
+            else:
+                hi = target
+                report.refuted.append(target * upper_s)
+                # the relaxation allows this target: an integer path of its columns may be a plan there (verified)
+                if target * upper_s < best_s * (1 - 1e-6):
+                    path = _integer_path(master, target, budget.capped(min(PATH_TIME_S, 0.25 * budget.left())))
+                    if path is not None:
+                        plan = _plan(problem, data, master, path)
+                        checked = verify_joint(problem, plan)
+                        if checked.feasible and checked.objective < best_s:
+                            report.plans.append(plan)
+                            best_s = checked.objective
+                            hi = min(hi, best_s / upper_s)  # no target at or above a plan's value is provable
+                targets = []  # below the first refuted target: bisection
+    finally:
+        pricer.stop()
     report.columns = len(master.columns)
     report.bound = max(lower_s, lo * upper_s * (1 - CERT_REL))
     return report

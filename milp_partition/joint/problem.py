@@ -185,8 +185,9 @@ class JointSolveSettings:
     time_limit_s
         Wall-clock limit of the exact search; past it the best verified plan and the proven bound are reported.
     threads
-        The DP runs on one thread; past ``max_ideals``, with two or more, the stage bound runs beside the column
-        bound in a second process (:mod:`milp_partition.joint.beside`), and CP-SAT gets them all.
+        The DP runs on one thread; past ``max_ideals``, with two or more, the segment and stage bounds run beside
+        the orders' DP and the polisher in a second process (:mod:`milp_partition.joint.beside`), the column bound
+        prices with a second process, and CP-SAT gets them all.
     baselines
         Also run the Piper-style baseline (at most ``baseline_time_limit_s``); the cheap PipeDream-2BW-style and
         all-data-parallel baselines always run (the best one's value is the exact search's first upper end).

@@ -85,6 +85,9 @@ class JointState:
     too_many_ideals: str | None = None
     #: every plan the orders' DP found that beat its best so far (the best last): starts of the polisher
     order_plans: list[tuple[JointPlan, float]] = field(default_factory=list)
+    #: past the DP's cap with two threads: the segment and stage bounds computed beside the heuristics (their
+    #: values and seconds; the stage bound's ``None`` where it cannot run)
+    bounds_beside: beside.Beside[tuple[float, float, float | None, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -193,10 +196,51 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             pool = self.state.order_plans
             jobs.append(("order-dp", lambda: grouped_order_dp(run.problem, run.budget.capped(order_cap), groups, found=pool)))
         for name, fn in jobs:
+            if name not in ("all-data-parallel", "pipedream-2bw"):
+                self._start_bounds_beside(run, data)  # after the cheap plans: their best is the bounds' reference
             t0 = time.monotonic()
             plan, _ = fn()
             yield Outcome(name, plan, time.monotonic() - t0, False, "" if plan is not None else "no plan")
+        self._start_bounds_beside(run, data)
         yield from self._polish(run, data)
+
+    def _heuristics_s(self, run: JointRun) -> float:
+        """The seconds the orders' DP and the polisher may take past the DP's cap (their caps together)."""
+        limit = run.budget.limit_s
+        order = min(self.settings.order_time_limit_s, limit / 6)
+        polish = min(self.settings.polish_time_limit_s, limit / 6)
+        return order + polish
+
+    def _start_bounds_beside(self, run: JointRun, data: JointData) -> None:
+        """Past the DP's cap with two threads or more: the segment bound, then the stage bound, in a second process
+        (:mod:`~milp_partition.joint.beside`) while the orders' DP and the polisher run here, for as long as they may
+        take (at least the bounds' own cap).  Once per run; :meth:`_segment_bound` takes the values."""
+        cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
+        if (
+            self.state.bounds_beside is not None
+            or "bounds_beside" in run.result.solver_notes
+            or not data.prefixes_only
+            or self.settings.threads < 2
+            or cap <= 0
+            or not beside.available()
+        ):
+            return
+        run.result.solver_notes["bounds_beside"] = True
+        problem = run.problem
+        budget = run.budget.capped(max(cap, self._heuristics_s(run)))
+        lower = formulation.work_lower_bound_s(problem)
+        upper = run.best.value if run.best is not None else math.inf
+        staged = sequences(problem) is not None
+
+        def both() -> tuple[float, float, float | None, float]:
+            t0 = time.monotonic()
+            seg = segment_bound(problem, lower, upper, budget.capped(cap / 3) if staged else budget)
+            t1 = time.monotonic()
+            if not staged:
+                return seg, t1 - t0, None, 0.0
+            return seg, t1 - t0, stage_bound(problem, seg, upper, budget), time.monotonic() - t1
+
+        self.state.bounds_beside = beside.Beside(both)
 
     def _polish(self, run: JointRun, data: JointData) -> Iterable[Outcome[JointPlan]]:
         """Past the DP's cap: local search (heuristics/joint_polish.py) from the best plan so far, then from the orders'
@@ -278,9 +322,10 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         (all of it goes to the segment bound where the problem has more stage sequences than
         :data:`~milp_partition.joint.stage_bound.MAX_SEQUENCES`: the stage bound cannot run there).
 
-        With two threads or more (``threads``) the stage bound runs beside the column bound instead, in a second
-        process (:mod:`~milp_partition.joint.beside`), both with nine tenths of what is left; the segment bound then
-        has a sixth of ``bound_time_limit_s`` (it only gives the others their lower end).
+        With two threads or more (``threads``) the segment and stage bounds have run beside the heuristics instead
+        (:meth:`_start_bounds_beside`; their values are taken here), and the column bound prices with a second
+        process (``workers=2`` of :func:`~milp_partition.joint.column_bound.column_bound_report`), with nine tenths
+        of what is left.
         """
         cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
         lower = formulation.work_lower_bound_s(run.problem)
@@ -288,56 +333,65 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         bound = lower
         staged = cap > 0 and sequences(run.problem) is not None
         column = self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper)
-        # with two threads the stage bound runs beside the column bound (a second process), each with the same time
-        parallel = staged and column and self.settings.threads >= 2 and beside.available()
-        if cap > 0:
+        workers = 2 if self.settings.threads >= 2 else 1
+        got = None
+        if self.state.bounds_beside is not None:
+            side, self.state.bounds_beside = self.state.bounds_beside, None
+            # its budget ends with the heuristics' caps: a wait here only where they ended early
+            got = side.result(run.budget.left())
+            if got is None:
+                run.result.solver_notes["bounds_beside"] = "no answer in time"
+        if got is not None:
+            seg, seg_s, staged_value, stage_s = got
+            note = "a proven bound, no plan (computed beside the heuristics)"
+            bound = max(bound, seg)
+            run.result.solver_notes["segment_bound"] = seg
+            yield Outcome("segment-bound", None, seg_s, False, note, bound=seg)
+            if staged_value is None:
+                run.result.solver_notes["stage_bound"] = "not run: too many stage sequences"
+            else:
+                bound = max(bound, staged_value)
+                run.result.solver_notes["stage_bound"] = staged_value
+                yield Outcome("stage-bound", None, stage_s, False, note, bound=staged_value)
+            staged = False  # done
+        elif cap > 0:
             t0 = time.monotonic()
-            bound = segment_bound(run.problem, lower, upper, run.budget.capped(cap / (6 if parallel else 3) if staged else cap))
+            bound = segment_bound(run.problem, lower, upper, run.budget.capped(cap / 3 if staged else cap))
             run.result.solver_notes["segment_bound"] = bound
             yield Outcome("segment-bound", None, time.monotonic() - t0, False, "a proven bound, no plan", bound=bound)
             if not staged:
                 run.result.solver_notes["stage_bound"] = "not run: too many stage sequences"
         stage_share = 2 * cap / 3 if staged else 0.0
         proven = math.isfinite(upper) and bound >= upper * (1 - PROOF_REL_TOL)  # the chain calls that optimal
-        side: beside.Beside | None = None
-        try:
-            if column and not proven:
-                t1 = time.monotonic()
-                # (the slot formulation has the rest: a fifth, a tenth where the stage bound runs beside)
-                seconds = min(self.settings.column_bound_time_limit_s, (0.9 if parallel else 0.8) * run.budget.left())
-                if parallel:
-                    problem, budget, floor = run.problem, run.budget.capped(seconds), bound
-                    side = beside.Beside(lambda: stage_bound(problem, floor, upper, budget))
-                    give_up = seconds
-                else:  # it gives the stage bound's share back where it proves no target in the rest of its own
-                    give_up = min(seconds, 0.8 * max(0.0, run.budget.left() - stage_share))
-                report = column_bound_report(
-                    run.problem, bound, upper, run.budget.capped(seconds), progress=_say(self.settings), give_up_s=give_up
-                )
-                run.result.solver_notes["column_bound"] = report.bound
-                run.result.solver_notes["column_bound_targets"] = {"proven": len(report.proven), "refuted": len(report.refuted)}
-                for plan in report.plans:  # integer paths of its columns (the chain verifies them)
-                    yield Outcome("column-path", plan, time.monotonic() - t1, False, "a path of the column bound's stages")
-                yield Outcome("column-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=report.bound)
-                if report.proven:
-                    return  # the stage bound's relaxation is weaker (one running beside is stopped)
-                bound = max(bound, report.bound)
-            if staged:
-                t2 = time.monotonic()
-                if side is not None:
-                    value = side.result(run.budget.left())
-                    note = "a proven bound, no plan (computed beside the column bound)"
-                    if value is None:  # no answer in time: it proves nothing beyond what is known
-                        value, note = bound, "no answer in time"
-                else:
-                    upper = run.best.value if run.best is not None else math.inf
-                    value = stage_bound(run.problem, bound, upper, run.budget.capped(stage_share))
-                    note = "a proven bound, no plan"
-                run.result.solver_notes["stage_bound"] = value
-                yield Outcome("stage-bound", None, time.monotonic() - t2, False, note, bound=value)
-        finally:
-            if side is not None:
-                side.stop()
+        if column and not proven:
+            t1 = time.monotonic()
+            # (the slot formulation has the rest: a fifth, a tenth where the bounds ran beside the heuristics)
+            seconds = min(self.settings.column_bound_time_limit_s, (0.8 if staged else 0.9) * run.budget.left())
+            # it gives the stage bound's share back where it proves no target in the rest of its own
+            give_up = min(seconds, 0.8 * max(0.0, run.budget.left() - stage_share)) if staged else seconds
+            report = column_bound_report(
+                run.problem,
+                bound,
+                upper,
+                run.budget.capped(seconds),
+                progress=_say(self.settings),
+                give_up_s=give_up,
+                workers=workers,
+            )
+            run.result.solver_notes["column_bound"] = report.bound
+            run.result.solver_notes["column_bound_targets"] = {"proven": len(report.proven), "refuted": len(report.refuted)}
+            for plan in report.plans:  # integer paths of its columns (the chain verifies them)
+                yield Outcome("column-path", plan, time.monotonic() - t1, False, "a path of the column bound's stages")
+            yield Outcome("column-bound", None, time.monotonic() - t1, False, "a proven bound, no plan", bound=report.bound)
+            if report.proven:
+                return  # the stage bound's relaxation is weaker
+            bound = max(bound, report.bound)
+        if staged:
+            t2 = time.monotonic()
+            upper = run.best.value if run.best is not None else math.inf
+            value = stage_bound(run.problem, bound, upper, run.budget.capped(stage_share))
+            run.result.solver_notes["stage_bound"] = value
+            yield Outcome("stage-bound", None, time.monotonic() - t2, False, "a proven bound, no plan", bound=value)
 
     def record(self, result: Result, problem: JointProblem, best: Candidate[JointPlan]) -> None:
         rep = best.report or verify_joint(problem, best.solution)
@@ -365,7 +419,11 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
         progress_interval_s=settings.progress_interval_s,
     )
     steps = JointSteps(settings)
-    result = run_chain(steps, problem, chain)
+    try:
+        result = run_chain(steps, problem, chain)
+    finally:
+        if steps.state.bounds_beside is not None:  # the run ended before it took the bounds (an interrupt)
+            steps.state.bounds_beside.stop()
     assert isinstance(result, JointResult)
     if not result.solver.startswith("joint-milp"):
         # past the DP's cap a plan proven before the formulation ran: the orders' plan, the bounds' proof
