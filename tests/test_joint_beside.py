@@ -78,3 +78,14 @@ def test_a_partner_that_dies_or_is_late_gives_no_answer() -> None:
     assert slow.ask(1)
     assert slow.answer(0.2) == (False, None)
     assert not slow._process.is_alive()  # stopped, not left running
+
+
+def test_no_time_limit_waits_for_the_answer() -> None:
+    # a solve without a time limit hands an infinite timeout: the answer comes (the selectors cannot take inf)
+    partner = beside.Partner(lambda x: (time.sleep(0.2), x + 1)[1])
+    try:
+        assert partner.ask(1)
+        assert partner.answer(math.inf) == (True, 2)
+    finally:
+        partner.stop()
+    assert beside.Beside(lambda: (time.sleep(0.2), 2.5)[1]).result(math.inf) == 2.5

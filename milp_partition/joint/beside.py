@@ -9,7 +9,9 @@ which is raised there (a bug stays visible); one that is stopped, interrupted or
 
 from __future__ import annotations
 
+import math
 import multiprocessing
+import signal
 import traceback
 from collections.abc import Callable
 from multiprocessing.connection import Connection
@@ -23,7 +25,18 @@ def available() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
+def _seconds(timeout_s: float) -> float | None:
+    """A poll's timeout: ``None`` (no limit) for an infinite one, which the selectors cannot take."""
+    return max(0.0, timeout_s) if math.isfinite(timeout_s) else None
+
+
+def _default_stop() -> None:
+    """In the child: the parent's stop (SIGTERM) ends it, whatever handler the parent had installed."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def _child(fn: Callable[[], Any], send: Connection) -> None:
+    _default_stop()
     try:
         value = fn()
     except KeyboardInterrupt:  # the parent was interrupted too: it reports what it has
@@ -34,6 +47,16 @@ def _child(fn: Callable[[], Any], send: Connection) -> None:
         send.send(("ok", value))
     finally:
         send.close()
+
+
+def _end(process: Any) -> None:
+    """Stop a child: SIGTERM, then SIGKILL if it still runs after five seconds."""
+    if process.is_alive():
+        process.terminate()
+    process.join(5.0)
+    if process.is_alive():
+        process.kill()
+        process.join(5.0)
 
 
 class Beside(Generic[T]):
@@ -57,7 +80,7 @@ class Beside(Generic[T]):
         """
         answer = None
         try:
-            if self._recv.poll(max(0.0, timeout_s)):
+            if self._recv.poll(_seconds(timeout_s)):
                 answer = self._recv.recv()
         except EOFError:  # the child exited without an answer
             answer = None
@@ -73,13 +96,12 @@ class Beside(Generic[T]):
 
     def stop(self) -> None:
         """End the child (if it still runs) and release the pipe."""
-        if self._process.is_alive():
-            self._process.terminate()
-        self._process.join(5.0)
+        _end(self._process)
         self._recv.close()
 
 
 def _serve(fn: Callable[[Any], Any], conn: Connection, other: Connection) -> None:
+    _default_stop()
     other.close()  # the parent's end: the child sees end of file once the parent closes its own
     try:
         while True:
@@ -93,8 +115,9 @@ def _serve(fn: Callable[[Any], Any], conn: Connection, other: Connection) -> Non
                 answer = ("ok", fn(request))
             except KeyboardInterrupt:
                 return
-            except BaseException:  # handed to the parent, which raises it
-                answer = ("error", traceback.format_exc())
+            except BaseException:  # handed to the parent, which raises it (and stops this process)
+                conn.send(("error", traceback.format_exc()))
+                return
             conn.send(answer)
     finally:
         conn.close()
@@ -131,7 +154,7 @@ class Partner:
             ``fn`` raised in the child (the message holds its traceback; the child is stopped).
         """
         try:
-            if self._conn.poll(max(0.0, timeout_s)):
+            if self._conn.poll(_seconds(timeout_s)):
                 kind, payload = self._conn.recv()
             else:
                 self.stop()
@@ -146,7 +169,5 @@ class Partner:
 
     def stop(self) -> None:
         """End the child and release the pipe (a second call is harmless)."""
-        if self._process.is_alive():
-            self._process.terminate()
-        self._process.join(5.0)
+        _end(self._process)
         self._conn.close()
