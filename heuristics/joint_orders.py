@@ -69,10 +69,17 @@ def along_order(problem: JointProblem, order: list[str]) -> JointProblem:
     return replace(problem, edges=problem.edges + extra)
 
 
-def order_dp(problem: JointProblem, budget: Budget, orders: int = 200, seed: int = 0) -> tuple[JointPlan | None, float]:
+def order_dp(
+    problem: JointProblem,
+    budget: Budget,
+    orders: int = 200,
+    seed: int = 0,
+    pool: list[tuple[JointPlan, float]] | None = None,
+) -> tuple[JointPlan | None, float]:
     """The best plan of the exact DP along up to ``orders`` depth-first orders (module docstring), within ``budget``.
 
-    Returns ``(plan, its DP value)`` or ``(None, inf)``.
+    Returns ``(plan, its DP value)`` or ``(None, inf)``; ``pool`` gets every plan that beat the best so far (the best
+    last).  An interrupt (Ctrl-C) is raised again once the search it stopped has kept its plan in ``pool``.
     """
     rng = random.Random(seed)
     best: tuple[JointPlan | None, float] = (None, math.inf)
@@ -87,6 +94,10 @@ def order_dp(problem: JointProblem, budget: Budget, orders: int = 200, seed: int
         found = search(joint_data(along_order(problem, order)), budget=budget, upper_s=best[1] * (1 + 1e-9))
         if found.plan is not None and found.value < best[1]:
             best = (found.plan, found.value)
+            if pool is not None:
+                pool.append(best)
+        if found.interrupted:  # the search kept its plan; the interrupt goes on to the caller
+            raise KeyboardInterrupt
     return best
 
 
@@ -145,11 +156,14 @@ def grouped_order_dp(
     for q_g, count in enumerate(groups):
         share = budget if q_g == len(groups) - 1 else budget.capped(budget.left() / 2)
         if count <= 1:
-            along_one = order_dp(problem, share, orders=tries, seed=seed)
-            if along_one[0] is not None and along_one[1] < best[1]:
-                best = along_one
-                if found is not None:
-                    found.append((along_one[0], along_one[1]))
+            improving: list[tuple[JointPlan, float]] = []
+            try:
+                order_dp(problem, share, orders=tries, seed=seed, pool=improving)
+            finally:  # its best (the last improving plan), on an interrupt too
+                if improving and improving[-1][1] < best[1]:
+                    best = improving[-1]
+                    if found is not None:
+                        found.append(best)
             continue
         seen: set[tuple[tuple[str, ...], tuple[int, ...]]] = set()
         for q in range(tries):
@@ -169,4 +183,6 @@ def grouped_order_dp(
                 best = (result.plan, result.value)
                 if found is not None:
                     found.append((result.plan, result.value))
+            if result.interrupted:  # its plan is kept in ``found``; the interrupt goes on to the caller
+                raise KeyboardInterrupt
     return best

@@ -14,7 +14,7 @@ from test_joint_io import GIB
 from milp_partition.budget import Budget
 from milp_partition.joint.dp import joint_data
 from milp_partition.joint.generators import parallel_branches
-from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings
+from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, JointStage
 from milp_partition.joint.solve import solve_joint
 from milp_partition.verifiers.joint import verify_joint
 
@@ -106,3 +106,35 @@ def test_two_groups_find_better_plans_than_one_order(branches: int, depth: int, 
     assert plan is not None and verify_joint(problem, plan).feasible
     assert optimum.objective is not None and two >= optimum.objective * (1 - 1e-9)
     assert two < one * (1 - 1e-9)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_an_interrupt_in_the_orders_dp_ends_the_solve_with_its_plan(monkeypatch: pytest.MonkeyPatch, threads: int) -> None:
+    # Ctrl-C during the DP along orders: the search it stopped keeps its plan, the interrupt reaches the chain (it
+    # used to be swallowed: the orders went on, then the polisher and the bounds), which settles on that plan
+    from milp_partition.heuristics import joint_orders
+
+    problem = parallel_branches(3, 4, 4, GIB, seed=1)
+    real = joint_orders.search
+    calls = []
+
+    def interrupted_second(data, **kwargs):  # type: ignore[no-untyped-def]
+        found = real(data, **kwargs)
+        calls.append(found.value)
+        if len(calls) == 2:
+            found.interrupted = True  # as the search reports a KeyboardInterrupt it caught
+        return found
+
+    monkeypatch.setattr(joint_orders, "search", interrupted_second)
+    settings = JointSolveSettings(time_limit_s=60.0, max_ideals=10, solver="none", threads=threads)
+    result = solve_joint(problem, settings)
+    assert len(calls) == 2
+    assert result.solver_notes.get("interrupted") is True
+    run = next(h for h in result.heuristics if h.name == "order-dp")
+    assert "interrupted" in run.message
+    assert not any(h.name in ("polish", "segment-bound", "column-bound") for h in result.heuristics)
+    assert result.objective is not None and result.objective <= min(calls) * (1 + 1e-9)
+    plan = JointPlan(
+        tuple(JointStage(tuple(st["nodes"]), st["data_parallel"], st["tensor_parallel"], st["configs"]) for st in result.stages)
+    )
+    assert verify_joint(problem, plan).objective == pytest.approx(result.objective, rel=1e-12)

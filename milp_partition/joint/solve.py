@@ -199,7 +199,12 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             if name not in ("all-data-parallel", "pipedream-2bw"):
                 self._start_bounds_beside(run, data)  # after the cheap plans: their best is the bounds' reference
             t0 = time.monotonic()
-            plan, _ = fn()
+            try:
+                plan, _ = fn()
+            except KeyboardInterrupt:  # the orders' best so far counts; the chain settles on what it has
+                kept = self.state.order_plans[-1][0] if name == "order-dp" and self.state.order_plans else None
+                yield Outcome(name, kept, time.monotonic() - t0, False, "interrupted", stopped_by="interrupt")
+                return
             yield Outcome(name, plan, time.monotonic() - t0, False, "" if plan is not None else "no plan")
         self._start_bounds_beside(run, data)
         yield from self._polish(run, data)
