@@ -947,6 +947,37 @@ static PyObject *py_mckp(PyObject *self, PyObject *args) {
     return out;
 }
 
+/* keep[i] = 0 where some option j beats option i: v_j >= v_i, tm_j <= tm_i, mm_j <= mm_i, one of them strict or
+ * j < i (ties: the first stays); options already 0 in keep are ignored */
+static void undominated(const double *v, const double *tm, const double *mm, uint8_t *keep, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+        if (!keep[i]) continue;
+        for (size_t j = 0; j < n; ++j) {
+            if (j == i || !keep[j]) continue;
+            if (v[j] >= v[i] && tm[j] <= tm[i] && mm[j] <= mm[i] &&
+                (v[j] > v[i] || tm[j] < tm[i] || mm[j] < mm[i] || j < i)) {
+                keep[i] = 0;
+                break;
+            }
+        }
+    }
+}
+
+/* the Lagrangian bound of the knapsack at (th, ph): sum_g max_j (v - th tm - ph mm) + th cap_t + ph cap_m */
+static double lagrange_one(int G, const int64_t *off, const double *v, const double *tm, const double *mm, double th,
+                           double ph, double cap_t, double cap_m) {
+    double total = th * cap_t + ph * cap_m;
+    for (int g = 0; g < G; ++g) {
+        double best = -INFINITY;
+        for (int64_t j = off[g]; j < off[g + 1]; ++j) {
+            double r = v[j] - th * tm[j] - ph * mm[j];
+            if (r > best) best = r;
+        }
+        total += best;
+    }
+    return total;
+}
+
 /* the Lagrangian bounds of the same knapsack for pairs (theta_p, phi_p): sum_g max_j (v - theta tm - phi mm)
  * + theta cap_t + phi cap_m, written to out[p] */
 static PyObject *py_lagrange(PyObject *self, PyObject *args) {
@@ -975,18 +1006,7 @@ static PyObject *py_lagrange(PyObject *self, PyObject *args) {
             const double *v = views[1].buf, *tm = views[2].buf, *mm = views[3].buf, *th = views[4].buf, *ph = views[5].buf;
             double *res = views[6].buf;
             Py_BEGIN_ALLOW_THREADS
-            for (size_t p = 0; p < P; ++p) {
-                double total = th[p] * cap_t + ph[p] * cap_m;
-                for (int g = 0; g < G; ++g) {
-                    double best = -INFINITY;
-                    for (int64_t j = off[g]; j < off[g + 1]; ++j) {
-                        double r = v[j] - th[p] * tm[j] - ph[p] * mm[j];
-                        if (r > best) best = r;
-                    }
-                    total += best;
-                }
-                res[p] = total;
-            }
+            for (size_t p = 0; p < P; ++p) res[p] = lagrange_one(G, off, v, tm, mm, th[p], ph[p], cap_t, cap_m);
             Py_END_ALLOW_THREADS
             Py_INCREF(Py_None);
             out = Py_None;
@@ -996,8 +1016,7 @@ static PyObject *py_lagrange(PyObject *self, PyObject *args) {
     return out;
 }
 
-/* keep[i] = 0 where some option j beats option i: v_j >= v_i, tm_j <= tm_i, mm_j <= mm_i, one of them strict or
- * j < i (ties: the first stays); options already 0 in keep are ignored */
+/* undominated() on one array of options (column_bound._undominated) */
 static PyObject *py_undominated(PyObject *self, PyObject *args) {
     PyObject *objs[4];
     if (!PyArg_ParseTuple(args, "OOOO", &objs[0], &objs[1], &objs[2], &objs[3])) return NULL;
@@ -1016,17 +1035,7 @@ static PyObject *py_undominated(PyObject *self, PyObject *args) {
             const double *v = views[0].buf, *tm = views[1].buf, *mm = views[2].buf;
             uint8_t *keep = views[3].buf;
             Py_BEGIN_ALLOW_THREADS
-            for (size_t i = 0; i < n; ++i) {
-                if (!keep[i]) continue;
-                for (size_t j = 0; j < n; ++j) {
-                    if (j == i || !keep[j]) continue;
-                    if (v[j] >= v[i] && tm[j] <= tm[i] && mm[j] <= mm[i] &&
-                        (v[j] > v[i] || tm[j] < tm[i] || mm[j] < mm[i] || j < i)) {
-                        keep[i] = 0;
-                        break;
-                    }
-                }
-            }
+            undominated(v, tm, mm, keep, n);
             Py_END_ALLOW_THREADS
             Py_INCREF(Py_None);
             out = Py_None;
@@ -1051,20 +1060,6 @@ static int cmp_keyix(const void *x, const void *y) {
     if (a->key < b->key) return -1;
     if (a->key > b->key) return 1;
     return (a->index > b->index) - (a->index < b->index);
-}
-
-static double lagrange_one(int G, const int64_t *off, const double *v, const double *tm, const double *mm, double th,
-                           double ph, double cap_t, double cap_m) {
-    double total = th * cap_t + ph * cap_m;
-    for (int g = 0; g < G; ++g) {
-        double best = -INFINITY;
-        for (int64_t j = off[g]; j < off[g + 1]; ++j) {
-            double r = v[j] - th * tm[j] - ph * mm[j];
-            if (r > best) best = r;
-        }
-        total += best;
-    }
-    return total;
 }
 
 /* the least bound over thetas x phis (row-major, the first least), if below *best: theta, phi, best updated */
@@ -1136,17 +1131,7 @@ static PyObject *py_price(PyObject *self, PyObject *args) {
             for (int g = 0; g < G; ++g) {
                 int64_t a = off[g], b = off[g + 1];
                 for (int64_t i = a; i < b; ++i) keep[i] = t0[i] <= cap_t && m0[i] <= cap_m;
-                for (int64_t i = a; i < b; ++i) { /* (the undominated filter of py_undominated, per chain) */
-                    if (!keep[i]) continue;
-                    for (int64_t j = a; j < b; ++j) {
-                        if (j == i || !keep[j]) continue;
-                        if (v0[j] >= v0[i] && t0[j] <= t0[i] && m0[j] <= m0[i] &&
-                            (v0[j] > v0[i] || t0[j] < t0[i] || m0[j] < m0[i] || j < i)) {
-                            keep[i] = 0;
-                            break;
-                        }
-                    }
-                }
+                undominated(v0 + a, t0 + a, m0 + a, keep + a, (size_t)(b - a));
                 koff[g] = (int64_t)k;
                 double least_t = INFINITY, least_m = INFINITY;
                 for (int64_t i = a; i < b; ++i)
