@@ -166,3 +166,28 @@ def test_many_ideals_run_the_order_dp_first(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(joint_solve, "ORDER_DP_FROM_IDEALS", 10)
     result = solve_joint(problem, JointSolveSettings(time_limit_s=60))
     assert "order-dp" in names(result) and result.status.value == "optimal"
+
+
+def test_too_many_ideals_for_the_compiled_passes_take_the_wide_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    # below the ideal cap but past what the C passes take, the numpy passes would run for minutes (five branches of
+    # eight: 16% from the optimum after 60 s); the solve takes the route of graphs past the cap instead, and its
+    # bound stays below the optimum the DP proves
+    from milp_partition.joint.generators import parallel_branches
+
+    if not native.available():
+        pytest.skip("the extension is not built")
+    problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=1)  # 127 ideals
+    settings = JointSolveSettings(time_limit_s=60.0, solver="none", order_time_limit_s=1.0, polish_time_limit_s=1.0)
+    exact = solve_joint(problem, settings)
+    assert exact.status.value == "optimal" and "too_many_ideals" not in exact.solver_notes
+    monkeypatch.setattr(native, "MAX_IDEALS", 100)
+    assert native.too_large(joint_data(problem))
+    wide = solve_joint(problem, settings)
+    assert "compiled passes" in wide.solver_notes["too_many_ideals"]
+    assert wide.solver in ("joint-wide", "joint-milp/cpsat")
+    assert wide.objective is not None and wide.objective >= exact.objective * (1 - 1e-9)
+    assert wide.bound is not None and wide.bound <= exact.objective * (1 + 1e-9)
+    # a forced number of stages, or no extension: the DP runs as before (the numpy passes)
+    monkeypatch.setattr(native, "_ext", None)
+    assert not native.too_large(joint_data(problem))
+    assert "too_many_ideals" not in solve_joint(problem, settings).solver_notes

@@ -61,6 +61,16 @@ def applies(data: JointData) -> bool:
     return 0 <= pairs and pairs * len(data.degrees) <= MAX_PAIRS
 
 
+def too_large(data: JointData) -> bool:
+    """Whether the compiled passes are built and would run here but for ``data``'s ideals or pairs (more than
+    :data:`MAX_IDEALS` or :data:`MAX_PAIRS`): its passes would run in numpy, for minutes (five branches of eight,
+    59,049 ideals: 16% from the optimum after 60 s), so the solve takes the route of graphs past the ideal cap."""
+    forced = data.problem.shape.stages if data.problem.shape is not None else None
+    if _ext is None or forced is not None or data.prefixes_only:
+        return False
+    return not applies(data)
+
+
 def native_dp(data: JointData, greedy: bool = False, share_tables: bool = True) -> JointDP:
     """:class:`NativeJointDP` where the compiled pass can run this search (:func:`applies`), else :class:`JointDP`."""
     if greedy or not share_tables or not applies(data):

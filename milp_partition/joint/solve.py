@@ -167,6 +167,11 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         """Index the problem (ideals), then the baselines: the cheap two always, Piper-style with ``baselines``."""
         try:
             data = joint_data(run.problem, self.settings.max_ideals)
+            if self.settings.method == "dp" and native.too_large(data):
+                raise TooManyIdeals(
+                    f"the graph has {len(data.ideals):,} ideals, more than the DP's compiled passes take (at most "
+                    f"{native.MAX_IDEALS:,}, with at most {native.MAX_PAIRS:,} pairs of ideals times degrees)"
+                )
         except TooManyIdeals as exc:
             self.state.too_many_ideals = run.result.solver_notes["too_many_ideals"] = str(exc)
             run.say(f"[joint] {exc}: the exact DP cannot run; the slot formulation will")
