@@ -196,7 +196,9 @@ class JointSolveSettings:
         the exact DP needs no good start, and this project's Python Piper-style search converges slowly
         (the gap tool measures it on its own, with its own limit).
     max_ideals
-        Cap on the ideals (downsets) of the graph the exact DP enumerates.
+        Cap on the ideals (downsets) of the graph the exact DP enumerates.  Under it, a graph with more ideals (or
+        pairs of them) than the DP's compiled passes take (:func:`milp_partition.joint.native.too_large`) takes the
+        same route as one past it.
     method
         ``"dp"``: the exact DP, and the slot formulation (:mod:`milp_partition.formulations.joint`)
         only when the graph has more ideals than ``max_ideals``; ``"milp"``: the formulation only
