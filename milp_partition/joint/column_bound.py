@@ -694,18 +694,6 @@ class ColumnBoundReport:
     plans: list[JointPlan] = field(default_factory=list)  # from integer paths at targets the relaxation allows
 
 
-def _price_all(
-    data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
-) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
-    """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term, and the choices found
-    (``None``: the budget ran out)."""
-    priced = _price_some(data, types, pi, target, budget)
-    if priced is None:
-        return None
-    upper, found, _ = priced
-    return dict(zip(types, upper)), [pair for pairs in found for pair in pairs]
-
-
 def _price_some(
     data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
 ) -> tuple[list[float], list[list[tuple[StageType, list[int]]]], list[float]] | None:
@@ -765,7 +753,8 @@ class _Pricer:
     def price(
         self, pi: dict[tuple[int, int, int], float], target: float, budget: Budget
     ) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
-        """:func:`_price_all` over every type (``None``: the budget ran out)."""
+        """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term per type, and the choices
+        found (``None``: the budget ran out)."""
         n = len(self.types)
         here, there = (list(range(n)), []) if self.partner is None else self._deal()
         if there and not self.partner.ask((there, pi, target, budget.left())):  # type: ignore[union-attr]
