@@ -110,7 +110,7 @@ def test_c_pass_agrees_with_the_numpy_pass_target_by_target(devices: int, memory
     assert slow.feasible(optimum, strict=True)[0] is None
     for factor in (0.9, 0.99, 0.9999, 1.0001, 1.01, 1.2):
         target = optimum * factor
-        (got_c, next_c), (got_np, next_np) = fast.feasible(target), slow.feasible(target)
+        (got_c, next_c), (got_np, _) = fast.feasible(target), slow.feasible(target)
         assert (got_c is None) == (got_np is None), factor
         if got_c is None:
             assert target < next_c <= optimum  # a proven bound above the target, never above the optimum
