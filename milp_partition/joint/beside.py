@@ -35,20 +35,6 @@ def _default_stop() -> None:
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
-def _child(fn: Callable[[], Any], send: Connection) -> None:
-    _default_stop()
-    try:
-        value = fn()
-    except KeyboardInterrupt:  # the parent was interrupted too: it reports what it has
-        return
-    except BaseException:  # handed to the parent, which raises it
-        send.send(("error", traceback.format_exc()))
-    else:
-        send.send(("ok", value))
-    finally:
-        send.close()
-
-
 def _end(process: Any) -> None:
     """Stop a child: SIGTERM, then SIGKILL if it still runs after five seconds."""
     if process.is_alive():
@@ -61,14 +47,12 @@ def _end(process: Any) -> None:
 
 class Beside(Generic[T]):
     """``fn()`` (picklable: a float, a tuple of them) computed in a forked process from now on; :meth:`result`
-    waits for it."""
+    waits for it (a :class:`Partner` asked once)."""
 
     def __init__(self, fn: Callable[[], T]) -> None:
-        ctx = multiprocessing.get_context("fork")
-        self._recv, send = ctx.Pipe(duplex=False)
-        self._process = ctx.Process(target=_child, args=(fn, send), daemon=True)
-        self._process.start()
-        send.close()  # the child holds the sending end: end of file once it exits
+        self._partner = Partner(lambda _request: fn())
+        self._process = self._partner._process
+        self._partner.ask(())
 
     def result(self, timeout_s: float) -> T | None:
         """The child's value, waiting at most ``timeout_s`` seconds (``None``: none by then); the child is stopped.
@@ -78,26 +62,15 @@ class Beside(Generic[T]):
         RuntimeError
             The function raised in the child (the message holds its traceback).
         """
-        answer = None
         try:
-            if self._recv.poll(_seconds(timeout_s)):
-                answer = self._recv.recv()
-        except EOFError:  # the child exited without an answer
-            answer = None
+            got, value = self._partner.answer(timeout_s)
         finally:
-            self.stop()
-        if answer is None:
-            return None
-        kind, payload = answer
-        if kind == "error":
-            raise RuntimeError(f"the computation beside the solve failed:\n{payload}")
-        value: T = payload
-        return value
+            self._partner.stop()
+        return value if got else None
 
     def stop(self) -> None:
         """End the child (if it still runs) and release the pipe."""
-        _end(self._process)
-        self._recv.close()
+        self._partner.stop()
 
 
 def _serve(fn: Callable[[Any], Any], conn: Connection, other: Connection) -> None:
