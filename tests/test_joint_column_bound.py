@@ -421,3 +421,85 @@ def test_the_master_stops_when_its_budget_is_spent() -> None:
     assert master.solve(Budget.starting_now(60.0)) == pytest.approx(1.0)  # empty master: only the first row's artificial
     spent = cb.column_bound_report(problem, work_lower_bound_s(problem), 1.0, Budget.starting_now(0.0))
     assert spent.rounds == 0 and spent.bound == work_lower_bound_s(problem)
+
+
+SMALL_K16 = [(3, 3, 16, 2.0, 0), (3, 3, 16, 1.0, 1), (4, 2, 16, 1.0, 3)]
+
+
+@pytest.mark.parametrize(("branches", "depth", "devices", "memory_gib", "seed"), [w[:5] for w in WIDE[:4]] + SMALL_K16)
+def test_coarse_masters_are_sound_and_hand_over_to_the_fine_one(
+    branches: int, depth: int, devices: int, memory_gib: float, seed: int
+) -> None:
+    # duals equal across the states of a band still give the certificate: the master with one (link) row for all
+    # states proves a bound below the DP's optimum (on these small cases within 1% of it), and handed over to the
+    # master with a row per state the bound only grows, to the optimum
+    problem = parallel_branches(branches, depth, devices, memory_gib * GIB, seed=seed)
+    best, _ = _optimum(problem)
+    if math.isinf(best):
+        return
+    lower = work_lower_bound_s(problem)
+    coarse = cb.column_bound_report(problem, lower, best, Budget.starting_now(BUDGET_S), bands=(cb.ALL_STATES,))
+    assert best * 0.99 <= coarse.bound <= best * (1 + 1e-9)
+    both = cb.column_bound_report(problem, lower, best, Budget.starting_now(BUDGET_S), bands=(cb.ALL_STATES, 1))
+    smax = min(devices, problem.cluster.microbatches)
+    assert [band for band, _ in both.by_band] == [smax, 1]
+    first, last = both.by_band[0][1], both.by_band[1][1]
+    assert lower < first <= last == both.bound <= best * (1 + 1e-9)
+    assert both.bound >= best * (1 - 1e-6)
+    # the coarse master hands over once within COARSE_REL_TOL: short of the optimum by at most about that
+    assert first >= best * (1 - 2 * cb.COARSE_REL_TOL)
+
+
+def test_a_band_of_states_is_one_row_with_one_dual() -> None:
+    # band 2 on k = 4: states 1-2 and 3-4 share a (link) row of each chain's position, and the duals handed to
+    # pricing are equal across each band
+    master = cb._Master(devices=4, band=2)
+    first = cb.StageType(1, 1, 4, True, False)
+    mid = cb.StageType(1, 1, 3, False, False)
+    last = cb.StageType(2, 1, 2, False, True)
+    master.add(first, (0, 0), (1, 1), 0.5, (0, 0))
+    master.add(mid, (1, 1), (2, 1), 0.5, (0, 0))
+    master.add(last, (2, 1), (3, 3), 0.5, (0, 0))
+    assert {key[2] for key in master.links} == {0, 1}  # states 2 and 3 in bands 0 and 1
+    master.restrict(1.0)
+    assert master.solve(Budget.starting_now(BUDGET_S)) is not None
+    _, _, pi = master.duals()
+    for h, j in {(h, j) for h, j, _ in pi}:
+        assert pi.get((h, j, 1)) == pi.get((h, j, 2))
+        assert pi.get((h, j, 3)) == pi.get((h, j, 4))
+    master.regroup(1)  # a row per state: the same columns
+    assert {key[2] for key in master.links} == {1, 2}  # states 2 and 3: keys (s - 1) // band
+    assert len(master.columns) == 3
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_where_the_stage_bound_cannot_run_the_coarse_master_goes_first(threads: int) -> None:
+    # k = 16: too many stage sequences for the stage bound; the column bound runs the master with one row for all
+    # states, then the one with a row per state; with two threads the polisher goes on beside it from the orders'
+    # plans (its plan verified by the chain).  Everything proven stays below the DP's optimum.
+    from milp_partition.joint import beside
+    from milp_partition.joint.problem import JointSolveSettings
+    from milp_partition.joint.solve import solve_joint
+    from milp_partition.joint.stage_bound import sequences
+
+    if threads == 2 and not beside.available():
+        pytest.skip("no fork start method here")
+    problem = parallel_branches(3, 3, 16, 1.0 * GIB, seed=1)
+    assert sequences(problem) is None
+    best, _ = _optimum(problem)
+    settings = JointSolveSettings(
+        time_limit_s=60.0, max_ideals=10, threads=threads, solver="none", order_time_limit_s=1.0, polish_time_limit_s=1.0
+    )
+    result = solve_joint(problem, settings)
+    notes = result.solver_notes
+    assert [band for band, _ in notes["column_bound_bands"]] == [16, 1]
+    assert notes["column_bound_bands"][0][1] <= notes["column_bound_bands"][1][1] <= best * (1 + 1e-9)
+    assert result.bound is not None and result.objective is not None
+    assert result.bound <= best * (1 + 1e-9) <= result.objective * (1 + 2e-9)
+    names = [h.name for h in result.heuristics]
+    if threads == 2:
+        assert "polish-beside" in names
+        assert isinstance(notes["polish_beside"]["to"], float)
+        assert best * (1 - 1e-9) <= notes["polish_beside"]["to"] <= notes["polish_beside"]["from"]
+    else:
+        assert "polish-beside" not in names and "polish_beside" not in notes
