@@ -603,7 +603,11 @@ class _Master:
         return (
             float(self.first.dual_value()),
             float(self.device.dual_value()),
-            {(h, j, s): float(row.dual_value()) for (h, j, b), row in self.links.items() for s in range(b * w + 1, b * w + w + 1)},
+            {
+                (h, j, s): float(row.dual_value())
+                for (h, j, b), row in self.links.items()
+                for s in range(b * w + 1, b * w + w + 1)
+            },
         )
 
 
