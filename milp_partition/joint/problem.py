@@ -187,7 +187,8 @@ class JointSolveSettings:
     threads
         The DP runs on one thread; past ``max_ideals``, with two or more, the segment and stage bounds run beside
         the orders' DP and the polisher in a second process (:mod:`milp_partition.joint.beside`), the column bound
-        prices with a second process, and CP-SAT gets them all.
+        prices with a second process (where the stage bound cannot run, k = 16 and the like: the polisher goes on
+        there instead, from the orders' plans), and CP-SAT gets them all.
     baselines
         Also run the Piper-style baseline (at most ``baseline_time_limit_s``); the cheap PipeDream-2BW-style and
         all-data-parallel baselines always run (the best one's value is the exact search's first upper end).
@@ -226,6 +227,8 @@ class JointSolveSettings:
         Seconds the column bound (:mod:`milp_partition.joint.column_bound`, a proven bound from whole stages) may
         take where the graph has more ideals than ``max_ideals``, at most four fifths of what is left after the
         orders and the segment bound, less the stage bound's share (the slot formulation has the rest); 0: none.
+        Where the stage bound cannot run (too many stage sequences) its master with one row for all states runs
+        first, then the one with a row per state.
     """
 
     time_limit_s: float = 60.0
