@@ -503,3 +503,19 @@ def test_where_the_stage_bound_cannot_run_the_coarse_master_goes_first(threads: 
         assert best * (1 - 1e-9) <= notes["polish_beside"]["to"] <= notes["polish_beside"]["from"]
     else:
         assert "polish-beside" not in names and "polish_beside" not in notes
+
+
+def test_of_two_choices_for_the_same_intervals_the_faster_is_kept() -> None:
+    # a column is its type and intervals; pricing at a lower target may find the same intervals with a faster
+    # configuration choice: it replaces the slower one and fits there (before, the first one found stayed, out of the
+    # LP at the lower target, and the master looked converged where the certificate failed)
+    master = cb._Master(devices=1)
+    ty = cb.StageType(1, 1, 1, True, True)
+    assert master.add(ty, (0,), (3,), 2.0, (0, 0, 0))
+    master.restrict(1.0)  # 2.0 > 1 * 1.0: it does not fit
+    assert master.vars[0].ub() == 0.0
+    assert master.add(ty, (0,), (3,), 0.8, (1, 1, 0))  # the faster choice: it fits now
+    assert master.columns[0][3:] == (0.8, (1, 1, 0)) and master.vars[0].ub() == math.inf
+    assert not master.add(ty, (0,), (3,), 0.9, (1, 0, 0))  # slower than the one kept
+    assert len(master.columns) == 1 and master.columns[0][4] == (1, 1, 0)
+    assert master.solve(Budget.starting_now(BUDGET_S)) == pytest.approx(0.0, abs=1e-9)  # the column is a plan

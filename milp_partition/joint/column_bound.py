@@ -59,9 +59,9 @@ band (:math:`\pi_{h, j, s}` the same for every :math:`s` with the same :math:`\l
 sums the (link) rows of a band into one row (a relaxation: fewer rows, the same columns).  Where the stage bound cannot
 run (k = 16), the master with one row for all states (:data:`ALL_STATES`) converges in a few dozen rounds where the
 master with a row per state (864 rows on ten branches of four) re-solves its LP in about 2 s a round and proves
-nothing in a minute: on ten branches of four it proves 0.976 of the best plan in 13 s, on eight branches of six
-0.948; on six branches of eight (k = 8, memory binding) it stops at 0.939 where the row-per-state master proves 0.98
-(the states carry the in-flight micro-batches' memory).  ``bands`` of :func:`column_bound_report` runs masters in
+nothing in a minute: on ten branches of four it proves 0.00702 in 13 s (the best plan known: 0.00712), on eight
+branches of six 0.00838 (0.00880); on six branches of eight (k = 8, memory binding) it stops at 0.94 of the plan
+where the row-per-state master proves 0.98 (the states carry the in-flight micro-batches' memory).  ``bands`` of :func:`column_bound_report` runs masters in
 turn, coarse to fine, the columns and the proven bound handed over.
 """
 
@@ -94,6 +94,8 @@ FIT_REL = 1e-9
 #: Column generation rounds per target, and the branch and bound's node limit per pricing.
 MAX_ROUNDS = 200
 MAX_NODES = 2_000_000
+#: ... and where the master has converged without a certificate, the node limit of the pricings that stopped at theirs.
+RETRY_NODES = 50_000_000
 #: At most this many new columns per round (the best by reduced cost; adding fewer made more rounds, not fewer seconds).
 MAX_ADD = 10_000
 #: The targets tried first, as fractions of the best plan's value: proving one ends within that gap.
@@ -101,9 +103,10 @@ FIRST_TARGETS = (0.981, 0.99, 0.995, 0.999, 1 - 5e-7)
 #: The search ends where the proven bound and the least target not proven are this close (relative to the plan's
 #: value): below the chain's tolerance of a proof (milp_partition.chain.PROOF_REL_TOL), so a tight bound proves a plan.
 TARGET_REL_TOL = 1e-7
-#: A coarser master (:meth:`_Master.regroup`) hands over to the next where its proven bound and least refuted target
-#: are this close (relative to the plan's value).
-COARSE_REL_TOL = 2e-3
+#: A coarser master (:meth:`_Master.regroup`) ends its search (and hands over to the next) where its proven bound and
+#: least refuted target are this close (relative to the plan's value): its relaxation is not tight, and the last
+#: digits cost many rounds (on ten branches of four at k = 16, 1e-7 took half its time).
+COARSE_REL_TOL = 2e-4
 #: ``bands`` of :func:`column_bound_report`: one (link) row for all states of a chain's position.
 ALL_STATES = 0
 #: ... the first targets where the proven bound is at least this fraction of the plan's value already.
@@ -508,7 +511,7 @@ class _Master:
         self.target = math.inf
         #: type, interval starts, ends, time (units of ref), the option chosen per chain
         self.columns: list[tuple[StageType, tuple[int, ...], tuple[int, ...], float, tuple[int, ...]]] = []
-        self.seen: set[tuple[StageType, tuple[int, ...], tuple[int, ...]]] = set()
+        self.seen: dict[tuple[StageType, tuple[int, ...], tuple[int, ...]], int] = {}  # column -> its index
         self._build()
 
     def _build(self) -> None:
@@ -545,14 +548,26 @@ class _Master:
         return row
 
     def add(self, ty: StageType, a: tuple[int, ...], e: tuple[int, ...], stage_time: float, choice: tuple[int, ...]) -> bool:
-        """Add a column (``False``: it was there)."""
+        """Add a column (``False``: it was there, as fast).
+
+        A column is its type and intervals; of two configuration choices for it the faster is kept (both fit in
+        memory, and the faster fits at every target the slower does).  Keeping the first one found instead left a
+        column that fits at a lower target out of the LP while pricing found it round after round: the master
+        looked converged where the certificate failed."""
         key = (ty, a, e)
-        if key in self.seen:
+        q = self.seen.get(key)
+        if q is None:
+            self.seen[key] = len(self.columns)
+            self.columns.append((ty, a, e, stage_time, choice))
+            self.vars.append(self._variable(ty, a, e))
+            return True
+        if stage_time >= self.columns[q][3]:
             return False
-        self.seen.add(key)
-        self.columns.append((ty, a, e, stage_time, choice))
-        self.vars.append(self._variable(ty, a, e))
-        return True
+        self.columns[q] = (ty, a, e, stage_time, choice)
+        var = self.vars[q]
+        was = var.ub()
+        var.SetUb(math.inf if stage_time <= ty.d * self.target * (1 + FIT_REL) else 0.0)
+        return bool(var.ub() != was)
 
     def _variable(self, ty: StageType, a: tuple[int, ...], e: tuple[int, ...]) -> Any:
         var = self.solver.NumVar(0.0, math.inf, "")
@@ -729,12 +744,19 @@ class ColumnBoundReport:
 
 
 def _price_some(
-    data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
-) -> tuple[list[float], list[list[tuple[StageType, list[int]]]], list[float]] | None:
-    """Per type: the pricing's upper bound, the choices found, the seconds it took (``None``: the budget ran out)."""
+    data: _Data,
+    types: list[StageType],
+    pi: dict[tuple[int, int, int], float],
+    target: float,
+    budget: Budget,
+    max_nodes: int = MAX_NODES,
+) -> tuple[list[float], list[list[tuple[StageType, list[int]]]], list[float], list[bool]] | None:
+    """Per type: the pricing's upper bound, the choices found, the seconds it took, whether the bound is exact (the
+    search ended within ``max_nodes``) (``None``: the budget ran out)."""
     upper: list[float] = []
     found: list[list[tuple[StageType, list[int]]]] = []
     seconds: list[float] = []
+    exact: list[bool] = []
     compiled = _ext is not None and hasattr(_ext, "price")
     duals = _dense(data, pi, max(ty.s for ty in types)) if compiled and types else None
     for ty in types:
@@ -742,15 +764,16 @@ def _price_some(
         opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
         if duals is not None:
             flat = _flat(opts)
-            bound, choices, _ = _price_flat(_link_flat(duals, flat, ty), flat, ty.d * target)
+            bound, choices, whole = _price_flat(_link_flat(duals, flat, ty), flat, ty.d * target, max_nodes)
         else:
-            bound, choices, _ = _price(_link_values(data, opts, ty, pi), opts, ty.d * target)
+            bound, choices, whole = _price(_link_values(data, opts, ty, pi), opts, ty.d * target, max_nodes)
         upper.append(bound)
         found.append([(ty, choice) for choice in choices])
         seconds.append(time.perf_counter() - t0)
+        exact.append(whole)
         if budget.expired():
             return None
-    return upper, found, seconds
+    return upper, found, seconds, exact
 
 
 class _Pricer:
@@ -786,15 +809,16 @@ class _Pricer:
 
     def price(
         self, pi: dict[tuple[int, int, int], float], target: float, budget: Budget
-    ) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
-        """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term per type, and the choices
-        found (``None``: the budget ran out)."""
+    ) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]], list[StageType]] | None:
+        """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term per type, the choices
+        found, and the types whose search stopped at its node limit (their bounds the Lagrangian ones) (``None``: the
+        budget ran out)."""
         n = len(self.types)
         here, there = (list(range(n)), []) if self.partner is None else self._deal()
         if there and not self.partner.ask((there, pi, target, budget.left())):  # type: ignore[union-attr]
             self.stop()
             here, there = list(range(n)), []
-        results: dict[int, tuple[float, list[tuple[StageType, list[int]]], float]] = {}
+        results: dict[int, tuple[float, list[tuple[StageType, list[int]]], float, bool]] = {}
         mine = _price_some(self.data, [self.types[i] for i in here], pi, target, budget)
         if mine is None:
             if there:
@@ -814,12 +838,15 @@ class _Pricer:
             results.update(zip(there, zip(*theirs)))
         upper: dict[StageType, float] = {}
         found: list[tuple[StageType, list[int]]] = []
+        inexact: list[StageType] = []
         for i, ty in enumerate(self.types):
-            bound, pairs, seconds = results[i]
+            bound, pairs, seconds, whole = results[i]
             upper[ty] = bound
             found += pairs
             self.seconds[i] = seconds
-        return upper, found
+            if not whole:
+                inexact.append(ty)
+        return upper, found, inexact
 
     def stop(self) -> None:
         """End the partner (if any): the rest is priced here."""
@@ -860,11 +887,12 @@ def _prove(
             priced = pricer.price(at, target, budget)
             if priced is None:
                 return None
-            upper, found = priced
+            upper, found, inexact = priced
             size = 1.0 + sum(abs(x) for x in at.values())
+            margin = -CERT_REL * size * 4 * len(data.lengths)
             # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to 0)
             path = _longest_path(problem, upper)
-            if path < -CERT_REL * size * 4 * len(data.lengths):
+            if path < margin:
                 return True
             norm = max((abs(x) for x in at.values()), default=0.0)
             if norm > 0 and path / norm < center_score:
@@ -874,7 +902,16 @@ def _prove(
             if added:
                 break  # else (a mis-price: nothing the master lacks at its duals) price at the master's duals
         if not total:
-            return None  # converged without a certificate (a pricing stopped at its node limit)
+            # converged without a certificate: where a pricing stopped at its node limit its Lagrangian bound may be
+            # loose (on ten branches of four at k = 16 a few types a round, enough to lift the path above zero at
+            # targets well below the relaxation's value); those types once more, with RETRY_NODES
+            if inexact and not budget.expired():
+                again = _price_some(data, inexact, pi, target, budget, RETRY_NODES)
+                if again is not None:
+                    upper.update(zip(inexact, again[0]))
+                    if _longest_path(problem, upper) < margin:
+                        return True
+            return None
     return None
 
 
@@ -961,13 +998,21 @@ def column_bound_report(
             # target well below the relaxation's value is proven in few rounds, one above it needs the columns to
             # converge)
             targets = [x for x in FIRST_TARGETS if lo < x < hi] if lo >= FIRST_TARGETS_FROM else []
-            tol = TARGET_REL_TOL if band == widths[-1] else COARSE_REL_TOL
+            tol = TARGET_REL_TOL if band == 1 else COARSE_REL_TOL
             while not budget.expired() and hi - lo > tol:
                 target = targets.pop(0) if targets else 0.5 * (lo + hi)
                 probe = budget if report.proven else budget.capped(max(0.0, give_up_s - budget.elapsed()))
                 got = _prove(problem, data, master, pricer, target, probe, report)
                 if got is None:
-                    break
+                    if probe.expired():
+                        break
+                    # not settled within MAX_ROUNDS, or converged without a certificate (a pricing stopped early, or
+                    # the relaxation's infeasibility there is within the certificate's margin): neither proven nor
+                    # refuted, the search goes on below it (only proofs count)
+                    hi, targets = target, []
+                    if progress is not None:
+                        progress(f"[joint] column bound: not settled at {target * upper_s:.6g} s, band {master.band}")
+                    continue
                 if progress is not None:
                     word = {True: "proven: no plan below", False: "not provable at"}[got]
                     progress(
