@@ -97,15 +97,9 @@ def _note(result: Result, problem: JointProblem, max_ideals: int | None) -> str:
     seg = notes.get("segment_bound")
     staged = notes.get("stage_bound")
     column = notes.get("column_bound")
-    coarse = notes.get("column_bound_all_states")  # its master with one row for all states, beside the heuristics
     if result.bound <= work * (1 + 1e-9):
         return cap + "; bound: the work bound"
     earlier = max([x for x in (seg, staged) if isinstance(x, float)], default=work)
-    if isinstance(coarse, float) and coarse > earlier * (1 + 1e-9):
-        if isinstance(column, float) and column > coarse * (1 + 1e-9) and result.bound <= column * (1 + 1e-12):
-            return cap + "; bound: column bound"
-        if result.bound <= coarse * (1 + 1e-12):
-            return cap + "; bound: column bound, one row for all states"
     if isinstance(column, float) and column > earlier * (1 + 1e-9) and result.bound <= column * (1 + 1e-12):
         return cap + "; bound: column bound"
     if (

@@ -573,18 +573,19 @@ def polish(problem: JointProblem, plan: JointPlan, budget: Budget, seed: int = 0
     return plan, start.objective
 
 
-def polish_starts(problem: JointProblem, starts: Sequence[JointPlan], budget: Budget) -> tuple[JointPlan, float]:
+def polish_starts(problem: JointProblem, starts: Sequence[JointPlan], budget: Budget, seed: int = 0) -> tuple[JointPlan, float]:
     """:func:`polish` from each plan of ``starts`` in turn (local optima differ by start), the best plan found.
 
     Each start gets an equal share of what is left when its turn comes (time a start leaves unused goes to
-    the next).  Returns the best polished plan and its verifier objective (a start itself where none improved).
-    ``starts`` must be non-empty; each must be a plan of ``problem`` (:class:`ValueError` otherwise).
+    the next); ``seed`` seeds every start's kicks.  Returns the best polished plan and its verifier objective (a
+    start itself where none improved).  ``starts`` must be non-empty; each must be a plan of ``problem``
+    (:class:`ValueError` otherwise).
     """
     if not starts:
         raise ValueError("polish_starts needs at least one plan")
     best: tuple[JointPlan, float] | None = None
     for q, start in enumerate(starts):
-        plan, value = polish(problem, start, budget.capped(budget.left() / (len(starts) - q)))
+        plan, value = polish(problem, start, budget.capped(budget.left() / (len(starts) - q)), seed)
         if best is None or value < best[1]:
             best = (plan, value)
     assert best is not None

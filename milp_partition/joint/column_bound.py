@@ -62,7 +62,8 @@ master with a row per state (864 rows on ten branches of four) re-solves its LP 
 nothing in a minute: on ten branches of four it proves 0.00702 in 13 s (the best plan known: 0.00712), on eight
 branches of six 0.00838 (0.00880); on six branches of eight (k = 8, memory binding) it stops at 0.94 of the plan
 where the row-per-state master proves 0.98 (the states carry the in-flight micro-batches' memory).  ``bands`` of :func:`column_bound_report` runs masters in
-turn, coarse to fine, the columns and the proven bound handed over.
+turn, coarse to fine, the columns and the proven bound handed over; the chain runs the all-states master alone where
+the stage bound cannot run, the row-per-state one elsewhere.
 """
 
 from __future__ import annotations

@@ -228,7 +228,7 @@ class JointSolveSettings:
         take where the graph has more ideals than ``max_ideals``, at most four fifths of what is left after the
         orders and the segment bound, less the stage bound's share (the slot formulation has the rest); 0: none.
         Where the stage bound cannot run (too many stage sequences) its master with one row for all states runs
-        first, then the one with a row per state.
+        instead of the one with a row per state, and the polisher has the rest of its time.
     """
 
     time_limit_s: float = 60.0
