@@ -95,8 +95,6 @@ FIT_REL = 1e-9
 #: Column generation rounds per target, and the branch and bound's node limit per pricing.
 MAX_ROUNDS = 200
 MAX_NODES = 2_000_000
-#: ... and where the master has converged without a certificate, the node limit of the pricings that stopped at theirs.
-RETRY_NODES = 50_000_000
 #: At most this many new columns per round (the best by reduced cost; adding fewer made more rounds, not fewer seconds).
 MAX_ADD = 10_000
 #: The targets tried first, as fractions of the best plan's value: proving one ends within that gap.
@@ -745,19 +743,12 @@ class ColumnBoundReport:
 
 
 def _price_some(
-    data: _Data,
-    types: list[StageType],
-    pi: dict[tuple[int, int, int], float],
-    target: float,
-    budget: Budget,
-    max_nodes: int = MAX_NODES,
-) -> tuple[list[float], list[list[tuple[StageType, list[int]]]], list[float], list[bool]] | None:
-    """Per type: the pricing's upper bound, the choices found, the seconds it took, whether the bound is exact (the
-    search ended within ``max_nodes``) (``None``: the budget ran out)."""
+    data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
+) -> tuple[list[float], list[list[tuple[StageType, list[int]]]], list[float]] | None:
+    """Per type: the pricing's upper bound, the choices found, the seconds it took (``None``: the budget ran out)."""
     upper: list[float] = []
     found: list[list[tuple[StageType, list[int]]]] = []
     seconds: list[float] = []
-    exact: list[bool] = []
     compiled = _ext is not None and hasattr(_ext, "price")
     duals = _dense(data, pi, max(ty.s for ty in types)) if compiled and types else None
     for ty in types:
@@ -765,16 +756,15 @@ def _price_some(
         opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
         if duals is not None:
             flat = _flat(opts)
-            bound, choices, whole = _price_flat(_link_flat(duals, flat, ty), flat, ty.d * target, max_nodes)
+            bound, choices, _ = _price_flat(_link_flat(duals, flat, ty), flat, ty.d * target)
         else:
-            bound, choices, whole = _price(_link_values(data, opts, ty, pi), opts, ty.d * target, max_nodes)
+            bound, choices, _ = _price(_link_values(data, opts, ty, pi), opts, ty.d * target)
         upper.append(bound)
         found.append([(ty, choice) for choice in choices])
         seconds.append(time.perf_counter() - t0)
-        exact.append(whole)
         if budget.expired():
             return None
-    return upper, found, seconds, exact
+    return upper, found, seconds
 
 
 class _Pricer:
@@ -810,16 +800,15 @@ class _Pricer:
 
     def price(
         self, pi: dict[tuple[int, int, int], float], target: float, budget: Budget
-    ) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]], list[StageType]] | None:
-        """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term per type, the choices
-        found, and the types whose search stopped at its node limit (their bounds the Lagrangian ones) (``None``: the
-        budget ran out)."""
+    ) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
+        """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term per type, and the choices
+        found (``None``: the budget ran out)."""
         n = len(self.types)
         here, there = (list(range(n)), []) if self.partner is None else self._deal()
         if there and not self.partner.ask((there, pi, target, budget.left())):  # type: ignore[union-attr]
             self.stop()
             here, there = list(range(n)), []
-        results: dict[int, tuple[float, list[tuple[StageType, list[int]]], float, bool]] = {}
+        results: dict[int, tuple[float, list[tuple[StageType, list[int]]], float]] = {}
         mine = _price_some(self.data, [self.types[i] for i in here], pi, target, budget)
         if mine is None:
             if there:
@@ -839,15 +828,12 @@ class _Pricer:
             results.update(zip(there, zip(*theirs)))
         upper: dict[StageType, float] = {}
         found: list[tuple[StageType, list[int]]] = []
-        inexact: list[StageType] = []
         for i, ty in enumerate(self.types):
-            bound, pairs, seconds, whole = results[i]
+            bound, pairs, seconds = results[i]
             upper[ty] = bound
             found += pairs
             self.seconds[i] = seconds
-            if not whole:
-                inexact.append(ty)
-        return upper, found, inexact
+        return upper, found
 
     def stop(self) -> None:
         """End the partner (if any): the rest is priced here."""
@@ -888,12 +874,11 @@ def _prove(
             priced = pricer.price(at, target, budget)
             if priced is None:
                 return None
-            upper, found, inexact = priced
+            upper, found = priced
             size = 1.0 + sum(abs(x) for x in at.values())
-            margin = -CERT_REL * size * 4 * len(data.lengths)
             # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to 0)
             path = _longest_path(problem, upper)
-            if path < margin:
+            if path < -CERT_REL * size * 4 * len(data.lengths):
                 return True
             norm = max((abs(x) for x in at.values()), default=0.0)
             if norm > 0 and path / norm < center_score:
@@ -903,16 +888,7 @@ def _prove(
             if added:
                 break  # else (a mis-price: nothing the master lacks at its duals) price at the master's duals
         if not total:
-            # converged without a certificate: where a pricing stopped at its node limit its Lagrangian bound may be
-            # loose (on ten branches of four at k = 16 a few types a round, enough to lift the path above zero at
-            # targets well below the relaxation's value); those types once more, with RETRY_NODES
-            if inexact and not budget.expired():
-                again = _price_some(data, inexact, pi, target, budget, RETRY_NODES)
-                if again is not None:
-                    upper.update(zip(inexact, again[0]))
-                    if _longest_path(problem, upper) < margin:
-                        return True
-            return None
+            return None  # converged without a certificate (a pricing stopped at its node limit)
     return None
 
 

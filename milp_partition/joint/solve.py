@@ -301,11 +301,15 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         best = run.best
         if self.settings.threads < 2 or self.settings.polish_time_limit_s <= 0 or best is None or not beside.available():
             return False
-        starts = [plan for plan, _ in reversed(self.state.order_plans)][:POLISH_STARTS] or [best.solution]
+        starts = self._order_starts(best.solution)
         problem, budget = run.problem, run.budget.capped(seconds)
         self.state.polish_beside = beside.Beside(lambda: polish_starts(problem, starts, budget))
         run.result.solver_notes["polish_beside"] = {"from": best.value, "starts": len(starts)}
         return True
+
+    def _order_starts(self, best: JointPlan) -> list[JointPlan]:
+        """The orders' last :data:`POLISH_STARTS` plans (their best first), or ``best`` where they found none."""
+        return [plan for plan, _ in reversed(self.state.order_plans)][:POLISH_STARTS] or [best]
 
     def _polish_rest(self, run: JointRun, until: float) -> Iterable[Outcome[JointPlan]]:
         """Where the stage bound cannot run: once the column bound's master has converged, the polisher here until
@@ -317,7 +321,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         if best is None or self.settings.polish_time_limit_s <= 0 or seconds < 1.0:
             return
         t0 = time.monotonic()
-        starts = [plan for plan, _ in reversed(self.state.order_plans)][:POLISH_STARTS] or [best.solution]
+        starts = self._order_starts(best.solution)
         plan, value = polish_starts(run.problem, starts, run.budget.capped(seconds), seed=1)
         better = value < best.value
         run.result.solver_notes["polish_rest"] = {
