@@ -59,11 +59,11 @@ band (:math:`\pi_{h, j, s}` the same for every :math:`s` with the same :math:`\l
 sums the (link) rows of a band into one row (a relaxation: fewer rows, the same columns).  Where the stage bound cannot
 run (k = 16), the master with one row for all states (:data:`ALL_STATES`) converges in a few dozen rounds where the
 master with a row per state (864 rows on ten branches of four) re-solves its LP in about 2 s a round and proves
-nothing in a minute: on ten branches of four it proves 0.00702 in 13 s (the best plan known: 0.00712), on eight
-branches of six 0.00838 (0.00880); on six branches of eight (k = 8, memory binding) it stops at 0.94 of the plan
-where the row-per-state master proves 0.98 (the states carry the in-flight micro-batches' memory).  ``bands`` of :func:`column_bound_report` runs masters in
-turn, coarse to fine, the columns and the proven bound handed over; the chain runs the all-states master alone where
-the stage bound cannot run, the row-per-state one elsewhere.
+nothing in a minute: on ten branches of four it proves 0.0070251 in 18 s (the best plan known: 0.0071223), on eight
+branches of six 0.00839 (0.00880); on six branches of eight (k = 8, memory binding) it stops at 0.94 of the plan
+where the row-per-state master proves 0.98 (the states carry the in-flight micro-batches' memory).  ``bands`` of
+:func:`column_bound_report` runs masters in turn, coarse to fine, the columns and the proven bound handed over; the
+chain runs the all-states master alone where the stage bound cannot run, the row-per-state one elsewhere.
 """
 
 from __future__ import annotations

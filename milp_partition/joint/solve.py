@@ -275,22 +275,31 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         best = run.best
         if not data.prefixes_only or best is None or self.settings.polish_time_limit_s <= 0:
             return
-        t0 = time.monotonic()
         starts = [best.solution]
         for plan, _ in reversed(self.state.order_plans):
             if len(starts) < POLISH_STARTS and all(plan != other for other in starts):
                 starts.append(plan)
         cap = min(self.settings.polish_time_limit_s, run.budget.limit_s / 6)
-        plan, value = polish_starts(run.problem, starts, run.budget.capped(cap))
+        yield from self._polished(run, "polish", starts, cap, 0, f", the best from {best.source}")
+
+    def _polished(
+        self, run: JointRun, name: str, starts: list[JointPlan], seconds: float, seed: int, what: str
+    ) -> Iterable[Outcome[JointPlan]]:
+        """:func:`~milp_partition.heuristics.joint_polish.polish_starts` here for ``seconds``: its plan where better
+        than the best so far (an outcome ``name``, its figures in the notes under ``name`` with ``_``)."""
+        best = run.best
+        assert best is not None, "polishing needs a plan"
+        t0 = time.monotonic()
+        plan, value = polish_starts(run.problem, starts, run.budget.capped(seconds), seed)
         better = value < best.value
-        note = f"{len(starts)} starts, the best from {best.source}" + ("" if better else ": no better plan found")
-        run.result.solver_notes["polish"] = {
+        note = f"{len(starts)} starts{what}" + ("" if better else ": no better plan found")
+        run.result.solver_notes[name.replace("-", "_")] = {
             "from": best.value,
             "to": value,
             "starts": len(starts),
             "seconds": time.monotonic() - t0,
         }
-        yield Outcome("polish", plan if better else None, time.monotonic() - t0, False, note)
+        yield Outcome(name, plan if better else None, time.monotonic() - t0, False, note)
 
     def _start_polish_beside(self, run: JointRun, seconds: float) -> bool:
         """With two threads or more, where the stage bound cannot run (k = 16 and the like): the polisher again, in a
@@ -320,18 +329,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         seconds = min(until - time.monotonic(), run.budget.left())
         if best is None or self.settings.polish_time_limit_s <= 0 or seconds < 1.0:
             return
-        t0 = time.monotonic()
-        starts = self._order_starts(best.solution)
-        plan, value = polish_starts(run.problem, starts, run.budget.capped(seconds), seed=1)
-        better = value < best.value
-        run.result.solver_notes["polish_rest"] = {
-            "from": best.value,
-            "to": value,
-            "starts": len(starts),
-            "seconds": time.monotonic() - t0,
-        }
-        note = f"{len(starts)} starts after the column bound" + ("" if better else ": no better plan found")
-        yield Outcome("polish-rest", plan if better else None, time.monotonic() - t0, False, note)
+        yield from self._polished(run, "polish-rest", self._order_starts(best.solution), seconds, 1, " after the column bound")
 
     def _take_polish_beside(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
         """The plan of :meth:`_start_polish_beside` (its budget ended with the column bound's), for the chain to verify."""
