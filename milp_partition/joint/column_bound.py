@@ -56,14 +56,20 @@ may be better than the best known.
 
 Bands of states.  The certificate holds for any :math:`\pi`, in particular for duals equal across the states of a
 band (:math:`\pi_{h, j, s}` the same for every :math:`s` with the same :math:`\lceil s / w \rceil`).  Their master
-sums the (link) rows of a band into one row (a relaxation: fewer rows, the same columns).  Where the stage bound cannot
-run (k = 16), the master with one row for all states (:data:`ALL_STATES`) converges in a few dozen rounds where the
-master with a row per state (864 rows on ten branches of four) re-solves its LP in about 2 s a round and proves
-nothing in a minute: on ten branches of four it proves 0.0070251 in 18 s (the best plan known: 0.0071223), on eight
-branches of six 0.00839 (0.00880); on six branches of eight (k = 8, memory binding) it stops at 0.94 of the plan
-where the row-per-state master proves 0.98 (the states carry the in-flight micro-batches' memory).  ``bands`` of
-:func:`column_bound_report` runs masters in turn, coarse to fine, the columns and the proven bound handed over; the
-chain runs the all-states master alone where the stage bound cannot run, the row-per-state one elsewhere.
+sums the (link) rows of a band into one row (a relaxation: fewer rows, the same columns) and adds a (state) row per
+state :math:`s`: the columns that leave with :math:`s` left (not last) equal those that enter with :math:`s` (not
+first).  A plan's path satisfies it (its states go down by each stage's :math:`d`); the rows per state imply it (their
+sum over the positions of one chain), the rows of a band do not.  Its duals :math:`\sigma` add
+:math:`\sigma_{s - d} - \sigma_s` to a type's reduced cost and telescope along a path, so the certificate is
+unchanged.  Without them the master lets every stage take the fewest micro-batches in flight, which is far off where
+memory binds (:data:`STATE_ROWS`).  Where the stage bound cannot run (k = 16), the master with one row for all states
+(:data:`ALL_STATES`) converges in a few dozen rounds where the master with a row per state (864 rows on ten branches of
+four) re-solves its LP in about 2 s a round and proves nothing in a minute.  Standalone, one process: ten branches of
+four 0.0071036 in 21 s (0.0070251 without the (state) rows; the best plan known: 0.0071223), eight branches of six
+0.0085304 in 51 s (0.00839; the plan 0.00880); six branches of eight (k = 8, memory binding) 0.967 of the plan (0.939)
+where the row-per-state master proves 0.981.  ``bands`` of :func:`column_bound_report` runs masters in turn, coarse to
+fine, the columns and the proven bound handed over; the chain runs the all-states master alone where the stage bound
+cannot run, the row-per-state one elsewhere.
 """
 
 from __future__ import annotations
@@ -108,6 +114,8 @@ TARGET_REL_TOL = 1e-7
 COARSE_REL_TOL = 2e-4
 #: ``bands`` of :func:`column_bound_report`: one (link) row for all states of a chain's position.
 ALL_STATES = 0
+#: A banded master's (state) rows: the columns that leave state ``s`` equal those that enter it (:class:`_Master`).
+STATE_ROWS = True
 #: ... the first targets where the proven bound is at least this fraction of the plan's value already.
 FIRST_TARGETS_FROM = 0.9
 #: Dual smoothing (Wentges 1997): pricing at ``SMOOTH_ALPHA`` times the best duals so far plus the rest times the
@@ -501,7 +509,7 @@ class _Master:
 
     With ``band`` > 1 the (link) rows of the states in one band (:math:`\lceil s / \text{band} \rceil` alike) are
     summed into one row: a relaxation (its duals are the same for every state of a band), whose LP is far smaller and
-    quicker to converge (:func:`column_bound_report`).
+    quicker to converge (:func:`column_bound_report`); it has a (state) row per state besides (the module docstring).
     """
 
     def __init__(self, devices: int, band: int = 1) -> None:
@@ -532,7 +540,15 @@ class _Master:
         self.device.SetCoefficient(art, -1.0)
         self.objective.SetCoefficient(art, 1.0)
         self.links: dict[tuple[int, int, int], Any] = {}
+        self.states: dict[int, Any] = {}
         self.vars: list[Any] = [self._variable(*col[:3]) for col in self.columns]
+
+    def _artificials(self, row: Any) -> None:
+        """A row's two artificial variables (phase one: their sum is minimised)."""
+        for sign in (1.0, -1.0):
+            art = self.solver.NumVar(0.0, math.inf, "")
+            row.SetCoefficient(art, sign)
+            self.objective.SetCoefficient(art, 1.0)
 
     def link(self, h: int, j: int, s: int) -> Any:
         """The (link) row of chain ``h``, position ``j``, state ``s``'s band (made on first use, with its artificials)."""
@@ -540,10 +556,15 @@ class _Master:
         row = self.links.get(key)
         if row is None:
             row = self.links[key] = self.solver.Constraint(0.0, 0.0, f"l{h}_{j}_{key[2]}")
-            for sign in (1.0, -1.0):
-                art = self.solver.NumVar(0.0, math.inf, "")
-                row.SetCoefficient(art, sign)
-                self.objective.SetCoefficient(art, 1.0)
+            self._artificials(row)
+        return row
+
+    def state(self, s: int) -> Any:
+        """The (state) row of state ``s`` (made on first use, with its artificials)."""
+        row = self.states.get(s)
+        if row is None:
+            row = self.states[s] = self.solver.Constraint(0.0, 0.0, f"s{s}")
+            self._artificials(row)
         return row
 
     def add(self, ty: StageType, a: tuple[int, ...], e: tuple[int, ...], stage_time: float, choice: tuple[int, ...]) -> bool:
@@ -580,6 +601,11 @@ class _Master:
             if not ty.first:
                 row = self.link(h, a[h], ty.s)
                 row.SetCoefficient(var, row.GetCoefficient(var) - 1.0)
+        if self.band != 1 and STATE_ROWS:  # (state): implied by a row per state, not by a band's
+            if not ty.last:
+                self.state(ty.s - ty.d).SetCoefficient(var, 1.0)
+            if not ty.first:
+                self.state(ty.s).SetCoefficient(var, -1.0)
         return var
 
     def regroup(self, band: int) -> None:
@@ -610,6 +636,15 @@ class _Master:
                 self._build()  # GLOP's incremental solve can stop abnormally: once more on a fresh model
                 self.restrict(self.target)
         return None
+
+    def state_term(self, ty: StageType) -> float:
+        """A type's term in the (state) rows' duals (0 with a row per state, which has none)."""
+        term = 0.0
+        if not ty.last and ty.s - ty.d in self.states:
+            term += float(self.states[ty.s - ty.d].dual_value())
+        if not ty.first and ty.s in self.states:
+            term -= float(self.states[ty.s].dual_value())
+        return term
 
     def duals(self) -> tuple[float, float, dict[tuple[int, int, int], float]]:
         """The duals of (first), (k) and the (link) rows (per state: a band's row's dual for each of its states)."""
@@ -919,7 +954,7 @@ def _add_columns(
                 link += pi.get((h, int(opts.e[h][o]), ty.s - ty.d), 0.0)
             if not ty.first:
                 link -= pi.get((h, int(opts.a[h][o]), ty.s), 0.0)
-        score = link + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t
+        score = link + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t + master.state_term(ty)
         if score > 1e-9 * size:
             scored.append((score, ty, opts, choice))
     scored.sort(key=lambda c: -c[0])
