@@ -469,6 +469,29 @@ def test_state_rows_carry_the_memory_of_the_states_into_the_all_states_master(
     assert best * (1 - 2 * cb.COARSE_REL_TOL) <= bounds[True] <= best * (1 + 1e-9)
 
 
+def test_a_pool_of_columns_starts_another_search_in_seconds_whatever_its_reference() -> None:
+    # the chain's second process hands its master's columns to the master after the heuristics, whose reference (the
+    # best plan then) differs: the pool is in seconds, so a column keeps its time, and the second search starts from
+    # them (it has them all before pricing) and stays below the optimum
+    problem = parallel_branches(3, 4, 16, 0.75 * GIB, seed=2)
+    best, _ = _optimum(problem)
+    lower = work_lower_bound_s(problem)
+    first = cb.column_bound_report(
+        problem, lower, 1.5 * best, Budget.starting_now(BUDGET_S), bands=(cb.ALL_STATES,), keep_columns=True
+    )
+    assert first.pool and len(first.pool) == first.columns
+    second = cb.column_bound_report(
+        problem, lower, best, Budget.starting_now(BUDGET_S), bands=(cb.ALL_STATES,), columns=first.pool, keep_columns=True
+    )
+    assert second.columns >= len(first.pool)
+    assert lower < second.bound <= best * (1 + 1e-9)
+    seconds = {col[:3]: col[3] for col in second.pool}
+    for ty, a, e, took, _ in first.pool:  # the same column, the same seconds (or a faster choice found later)
+        assert seconds[(ty, a, e)] <= took * (1 + 1e-12)
+    assert sum(math.isclose(seconds[col[:3]], col[3], rel_tol=1e-12) for col in first.pool) >= 0.9 * len(first.pool)
+    assert cb.column_bound_report(problem, lower, best, Budget.starting_now(BUDGET_S), bands=(cb.ALL_STATES,)).pool == []
+
+
 def test_a_band_of_states_is_one_row_with_one_dual() -> None:
     # band 2 on k = 4: states 1-2 and 3-4 share a (link) row of each chain's position, and the duals handed to
     # pricing are equal across each band
@@ -520,7 +543,10 @@ def test_where_the_stage_bound_cannot_run_the_coarse_master_runs_and_the_polishe
     if result.bound < result.objective * (1 - 1e-7):  # not proven by the column bound: the polisher goes on here
         assert "polish-rest" in names
         assert best * (1 - 1e-9) <= notes["polish_rest"]["to"] <= notes["polish_rest"]["from"]
-    if threads == 2:
+    if threads == 2:  # the all-states master ran beside the heuristics first, its columns started the one here
+        beside_bound = notes["column_bound_beside"]["bound"]
+        assert notes["segment_bound"] <= beside_bound <= best * (1 + 1e-9)
+        assert notes["column_bound_beside"]["columns"] > 0
         assert "polish-beside" in names
         assert isinstance(notes["polish_beside"]["to"], float)
         assert best * (1 - 1e-9) <= notes["polish_beside"]["to"] <= notes["polish_beside"]["from"]

@@ -763,6 +763,11 @@ def _plan(problem: JointProblem, data: _Data, master: _Master, path: list[int]) 
     return JointPlan(tuple(stages))
 
 
+#: A column handed from one search to another: its type, interval starts and ends, its time in seconds (not units of
+#: a reference: the two searches' references differ), the option chosen per chain.
+PoolColumn = tuple[StageType, tuple[int, ...], tuple[int, ...], float, tuple[int, ...]]
+
+
 @dataclass
 class ColumnBoundReport:
     """What :func:`column_bound_report` found: the bound (s), the targets tried, the master's size."""
@@ -775,6 +780,7 @@ class ColumnBoundReport:
     types: int = 0
     plans: list[JointPlan] = field(default_factory=list)  # from integer paths at targets the relaxation allows
     by_band: list[tuple[int, float]] = field(default_factory=list)  # per master: its band width, the bound at its end
+    pool: list[PoolColumn] = field(default_factory=list)  # the master's columns, where asked for (``keep_columns``)
 
 
 def _price_some(
@@ -976,6 +982,8 @@ def column_bound_report(
     give_up_s: float = math.inf,
     workers: int = 1,
     bands: Sequence[int] = (1,),
+    columns: Sequence[PoolColumn] = (),
+    keep_columns: bool = False,
 ) -> ColumnBoundReport:
     """:func:`column_bound` with its working figures; ``progress`` gets a line per target settled.
 
@@ -984,7 +992,9 @@ def column_bound_report(
     split with a second process (:class:`_Pricer`; the same rounds and bound, in less time).  ``bands``: the masters
     in turn, by how many states share a (link) row (1: a row per state, the strongest; :data:`ALL_STATES`: one row for
     all); each but the last hands its columns and proven bound over to the next once its search is within
-    :data:`COARSE_REL_TOL`."""
+    :data:`COARSE_REL_TOL`.  ``columns``: a start for the master (another search's :attr:`ColumnBoundReport.pool`;
+    columns only steer the duals, the certificate is the pricing's); ``keep_columns``: the master's columns go to the
+    report's ``pool``."""
     report = ColumnBoundReport(lower_s)
     if not problem.nodes or not math.isfinite(upper_s) or upper_s <= 0:
         return report
@@ -999,6 +1009,8 @@ def column_bound_report(
     smax = min(problem.cluster.devices, problem.cluster.microbatches)
     widths = [smax if b == ALL_STATES else b for b in bands]
     master = _Master(problem.cluster.devices, widths[0])
+    for ty, a, e, seconds, choice in columns:
+        master.add(ty, a, e, seconds / data.ref, choice)
     try:
         lo = max(0.0, lower_s / upper_s)
         best_s = upper_s
@@ -1055,6 +1067,8 @@ def column_bound_report(
         pricer.stop()
     report.columns = len(master.columns)
     report.bound = max(lower_s, lo * upper_s * (1 - CERT_REL))
+    if keep_columns:
+        report.pool = [(ty, a, e, stage_time * data.ref, choice) for ty, a, e, stage_time, choice in master.columns]
     return report
 
 

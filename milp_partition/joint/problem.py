@@ -187,8 +187,10 @@ class JointSolveSettings:
     threads
         The DP runs on one thread; past ``max_ideals``, with two or more, the segment and stage bounds run beside
         the orders' DP and the polisher in a second process (:mod:`milp_partition.joint.beside`), the column bound
-        prices with a second process (where the stage bound cannot run, k = 16 and the like: the polisher goes on
-        there instead, from the orders' plans), and CP-SAT gets them all.
+        prices with a second process (where the stage bound cannot run, k = 16 and the like: the second process runs
+        the segment bound and then the column bound's all-states master beside the heuristics, whose columns start the
+        master after them, and the polisher goes on beside that one instead, from the orders' plans), and CP-SAT gets
+        them all.
     baselines
         Also run the Piper-style baseline (at most ``baseline_time_limit_s``); the cheap PipeDream-2BW-style and
         all-data-parallel baselines always run (the best one's value is the exact search's first upper end).
@@ -212,7 +214,9 @@ class JointSolveSettings:
         Seconds (at most a quarter of the time limit) the segment and stage bounds
         (:mod:`milp_partition.joint.segment_bound`, :mod:`milp_partition.joint.stage_bound`) may take together where
         the graph has more ideals than ``max_ideals`` (0: none): the segment bound a third, first, the stage bound two
-        thirds, after the column bound and only where that proved nothing.
+        thirds, after the column bound and only where that proved nothing (where the stage bound cannot run, all of
+        it to the segment bound with one thread; with two, a third, and the column bound the rest of the heuristics'
+        time beside them).
     order_time_limit_s
         Seconds the exact DP along topological orders of one, two and three groups of chains
         (:func:`milp_partition.heuristics.joint_orders.grouped_order_dp`, a heuristic) may take where the

@@ -36,7 +36,7 @@ from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedre
 from milp_partition.heuristics.joint_orders import grouped_order_dp
 from milp_partition.heuristics.joint_polish import polish_starts
 from milp_partition.joint import beside, native
-from milp_partition.joint.column_bound import ALL_STATES, column_bound_report
+from milp_partition.joint.column_bound import ALL_STATES, PoolColumn, column_bound_report
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
 from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
 from milp_partition.joint.segment_bound import segment_bound
@@ -95,13 +95,18 @@ class JointState:
 class BesideBounds:
     """The bounds computed beside the heuristics (:meth:`JointSteps._start_bounds_beside`): values and seconds.
 
-    ``stage``: the stage bound, ``None`` where it cannot run (too many stage sequences).
+    ``stage``: the stage bound, ``None`` where it cannot run (too many stage sequences); there ``column``: the
+    column bound's master with one row for all states after the segment bound (``None``: not run), its seconds and
+    its columns (the start of the column bound's master here).
     """
 
     segment: float
     segment_s: float
     stage: float | None = None
     stage_s: float = 0.0
+    column: float | None = None
+    column_s: float = 0.0
+    columns: tuple[PoolColumn, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -255,11 +260,17 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         lower = formulation.work_lower_bound_s(problem)
         upper = run.best.value if run.best is not None else math.inf
         staged = sequences(problem) is not None
+        # where the stage bound cannot run, the column bound's all-states master has the rest (its columns start the
+        # master after the heuristics: on eight of six at k = 16 it needs about 50 s to converge, more than its share)
+        column = not staged and self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper)
 
         def both() -> BesideBounds:
             t0 = time.monotonic()
-            seg = segment_bound(problem, lower, upper, budget.capped(cap / 3) if staged else budget)
+            seg = segment_bound(problem, lower, upper, budget.capped(cap / 3) if staged or column else budget)
             t1 = time.monotonic()
+            if column:
+                report = column_bound_report(problem, seg, upper, budget, bands=(ALL_STATES,), keep_columns=True)
+                return BesideBounds(seg, t1 - t0, column=report.bound, column_s=time.monotonic() - t1, columns=tuple(report.pool))
             if not staged:
                 return BesideBounds(seg, t1 - t0)
             return BesideBounds(seg, t1 - t0, stage_bound(problem, seg, upper, budget), time.monotonic() - t1)
@@ -426,6 +437,10 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             bound = max(bound, got.segment)
             run.result.solver_notes["segment_bound"] = got.segment
             yield Outcome("segment-bound", None, got.segment_s, False, note, bound=got.segment)
+            if got.column is not None:
+                bound = max(bound, got.column)
+                run.result.solver_notes["column_bound_beside"] = {"bound": got.column, "columns": len(got.columns)}
+                yield Outcome("column-bound-beside", None, got.column_s, False, note, bound=got.column)
             if got.stage is None:
                 run.result.solver_notes["stage_bound"] = "not run: too many stage sequences"
             else:
@@ -461,6 +476,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
                 # where the stage bound cannot run (k = 16) the master with one row for all states alone: the one with
                 # a row per state proved nothing after it there in 60 s, nor in 900 s (docs/joint.md, "Bands of states")
                 bands=(1,) if sequenced else (ALL_STATES,),
+                columns=got.columns if got is not None else (),
             )
             run.result.solver_notes["column_bound"] = report.bound
             run.result.solver_notes["column_bound_targets"] = {"proven": len(report.proven), "refuted": len(report.refuted)}
