@@ -637,14 +637,9 @@ class _Master:
                 self.restrict(self.target)
         return None
 
-    def state_term(self, ty: StageType) -> float:
-        """A type's term in the (state) rows' duals (0 with a row per state, which has none)."""
-        term = 0.0
-        if not ty.last and ty.s - ty.d in self.states:
-            term += float(self.states[ty.s - ty.d].dual_value())
-        if not ty.first and ty.s in self.states:
-            term -= float(self.states[ty.s].dual_value())
-        return term
+    def state_duals(self) -> dict[int, float]:
+        """The duals of the (state) rows by state (none with a row per state)."""
+        return {s: float(row.dual_value()) for s, row in self.states.items()}
 
     def duals(self) -> tuple[float, float, dict[tuple[int, int, int], float]]:
         """The duals of (first), (k) and the (link) rows (per state: a band's row's dual for each of its states)."""
@@ -951,6 +946,7 @@ def _add_columns(
 ) -> int:
     """Add the found columns whose reduced cost at the master's duals is positive (the best ``MAX_ADD``)."""
     size = 1.0 + sum(abs(x) for x in pi.values())
+    sigma = master.state_duals()
     scored = []
     for ty, choice in found:
         opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
@@ -960,7 +956,9 @@ def _add_columns(
                 link += pi.get((h, int(opts.e[h][o]), ty.s - ty.d), 0.0)
             if not ty.first:
                 link -= pi.get((h, int(opts.a[h][o]), ty.s), 0.0)
-        score = link + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t + master.state_term(ty)
+        # (state): sigma at the state it leaves (not last) less sigma at the one it enters (not first)
+        link += (0.0 if ty.last else sigma.get(ty.s - ty.d, 0.0)) - (0.0 if ty.first else sigma.get(ty.s, 0.0))
+        score = link + (pi_first if ty.first else 0.0) + pi_dev * ty.d * ty.t
         if score > 1e-9 * size:
             scored.append((score, ty, opts, choice))
     scored.sort(key=lambda c: -c[0])
