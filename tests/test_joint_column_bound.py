@@ -188,6 +188,60 @@ def test_lagrangian_upper_bound_is_valid_when_the_search_stops_early() -> None:
         assert early >= exact - 1e-12  # an upper bound either way
 
 
+def test_a_stopped_search_bounds_by_its_open_branches() -> None:
+    # stopped at its node limit, the search returns the least of the root's Lagrangian bound and the largest bound of
+    # the branches it left open (or its best): an upper bound still, and below the root's bound where the search got
+    # somewhere (test_the_compiled_pricing_matches_the_python_one: the Python search stops with the same numbers)
+    problem = parallel_branches(4, 4, 8, 1.0 * GIB, seed=3)
+    data = cb._data(problem, 0.004)
+    rng = np.random.default_rng(11)
+    tighter = 0
+    for ty in cb.stage_types(problem)[:24]:
+        opts = cb._options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
+        values = [rng.normal(size=opts.a[h].size) for h in range(len(data.lengths))]
+        exact, _, done = cb._price(values, opts, ty.d * 1.0)
+        root, _, _ = cb._price(values, opts, ty.d * 1.0, max_nodes=0)  # nothing explored: the root's bound
+        assert done and root >= exact - 1e-12
+        for nodes in (5, 50, 500):
+            early, _, finished = cb._price(values, opts, ty.d * 1.0, max_nodes=nodes)
+            assert exact - 1e-12 <= early <= root + 1e-12
+            tighter += not finished and early < root - 1e-9
+    assert tighter > 0
+
+
+def test_twin_types_are_priced_once_with_the_same_answers() -> None:
+    # with duals equal across the states of a band, types that differ only in their states within the same bands (and
+    # micro-batches in flight) have the same options and link terms: one pricing answers for all, and the answers
+    # (bounds, choices per type, inexact types) are those of pricing every type
+    problem = parallel_branches(3, 3, 16, 1.0 * GIB, seed=1)
+    data = cb._data(problem, 0.004)
+    types = cb.stage_types(problem)
+    rng = np.random.default_rng(2)
+    flat = {(h, j): float(rng.normal()) for h in range(3) for j in range(4)}
+    pi = {(h, j, s): x for (h, j), x in flat.items() for s in range(1, 17)}  # one band: all states
+    every = cb._Pricer(data, types, 1)
+    assert len(every.priced) == len(types)
+    twins = cb._Pricer(data, types, 1, band=16)
+    assert len(twins.priced) < 0.7 * len(types)
+    for target in (0.5, 1.0):
+        assert twins.price(pi, target, Budget.starting_now(60.0)) == every.price(pi, target, Budget.starting_now(60.0))
+
+
+def test_inexact_pricing_on_the_longest_path_is_refined_to_a_proof(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pricings stopped after a handful of nodes give weak upper bounds, and the certificate fails where the master's
+    # LP has none; those on a longest path priced again with more nodes give the proof back: the bound is that of
+    # exact pricing, and without the refinement it is lower
+    problem = parallel_branches(3, 4, 8, 1.0 * GIB, seed=1)
+    best, _ = _optimum(problem)
+    exact = _bound(problem, best).bound
+    monkeypatch.setattr(cb, "MAX_NODES", 20)
+    refined = _bound(problem, best).bound
+    monkeypatch.setattr(cb, "MAX_REFINE_NODES", 20)
+    weak = _bound(problem, best).bound
+    assert weak < refined * (1 - 1e-3)
+    assert refined == pytest.approx(exact, rel=1e-6) and refined <= best * (1 + 1e-9)
+
+
 def test_longest_path_respects_devices_and_states() -> None:
     problem = parallel_branches(2, 2, 4, 1.0 * GIB, seed=0)
     types = cb.stage_types(problem)
@@ -203,6 +257,10 @@ def test_longest_path_respects_devices_and_states() -> None:
     upper[cb.StageType(2, 1, 4, True, False)] = 1.0
     upper[cb.StageType(2, 1, 2, False, True)] = 2.0
     assert cb._longest_path(problem, upper) == 3.0
+    assert cb._longest_path_types(problem, upper) == (
+        3.0,
+        [cb.StageType(2, 1, 4, True, False), cb.StageType(2, 1, 2, False, True)],
+    )
 
 
 def test_no_bound_without_a_plan_or_with_a_forced_stage_count() -> None:

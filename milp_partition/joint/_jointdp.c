@@ -862,6 +862,7 @@ typedef struct {
     double cap_t, cap_m, theta, phi, best;
     long nodes, max_nodes;
     int exhausted;
+    double open; /* where stopped at max_nodes: the largest bound of a branch left unexplored */
     int64_t *choice, *best_choice;
     int64_t *ring; /* the last MCKP_RING leaves that improved the best (G entries each) */
     int ring_count;
@@ -879,18 +880,22 @@ static void mckp_dfs(Mckp *s, int g, double value, double used_t, double used_m)
         }
         return;
     }
+    double base = value + s->suffix[g + 1] + s->theta * (s->cap_t - used_t) + s->phi * (s->cap_m - used_m);
     if (++s->nodes > s->max_nodes) {
-        s->exhausted = 1;
+        s->exhausted = 1; /* this node's branches: at most its best option's bound (options by decreasing red) */
+        if (s->off[g] < s->off[g + 1] && base + s->red[s->off[g]] > s->open) s->open = base + s->red[s->off[g]];
         return;
     }
-    double base = value + s->suffix[g + 1] + s->theta * (s->cap_t - used_t) + s->phi * (s->cap_m - used_m);
     for (int64_t j = s->off[g]; j < s->off[g + 1]; ++j) {
         if (base + s->red[j] <= s->best) break;
         double nt = used_t + s->tm[j], nm = used_m + s->mm[j];
         if (nt + s->rest_t[g + 1] > s->cap_t || nm + s->rest_m[g + 1] > s->cap_m) continue;
         s->choice[g] = j;
         mckp_dfs(s, g + 1, value + s->v[j], nt, nm);
-        if (s->exhausted) return;
+        if (s->exhausted) { /* the branches after j, unexplored: at most the next one's bound */
+            if (j + 1 < s->off[g + 1] && base + s->red[j + 1] > s->open) s->open = base + s->red[j + 1];
+            return;
+        }
     }
 }
 
@@ -920,8 +925,8 @@ static PyObject *py_mckp(PyObject *self, PyObject *args) {
             int64_t *ring = calloc((size_t)(G + 1) * MCKP_RING, sizeof(int64_t));
             Mckp s = {G, off, (const double *)views[1].buf, (const double *)views[2].buf, (const double *)views[3].buf,
                       (const double *)views[4].buf, (const double *)views[5].buf, (const double *)views[6].buf,
-                      (const double *)views[7].buf, cap_t, cap_m, theta, phi, start, 0, max_nodes, 0, choice,
-                      best_choice, ring, 0};
+                      (const double *)views[7].buf, cap_t, cap_m, theta, phi, start, 0, max_nodes, 0, -INFINITY,
+                      choice, best_choice, ring, 0};
             int found = 0;
             Py_BEGIN_ALLOW_THREADS
             mckp_dfs(&s, 0, 0.0, 0.0, 0.0);
@@ -937,7 +942,7 @@ static PyObject *py_mckp(PyObject *self, PyObject *args) {
                 for (int g = 0; g < G; ++g) PyList_SET_ITEM(one, g, PyLong_FromLongLong(ring[slot * G + g]));
                 PyList_SET_ITEM(others, r, one);
             }
-            out = Py_BuildValue("(diNN)", s.best, s.exhausted, lst, others);
+            out = Py_BuildValue("(diNNd)", s.best, s.exhausted, lst, others, s.open);
             free(choice);
             free(best_choice);
             free(ring);
@@ -1230,9 +1235,10 @@ static PyObject *py_price(PyObject *self, PyObject *args) {
                     rest_m[g] = am;
                 }
                 Mckp s = {G, soff, sv, st, sm, sr, suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, -INFINITY, 0,
-                          max_nodes, 0, choice, best_choice, ring, 0};
+                          max_nodes, 0, -INFINITY, choice, best_choice, ring, 0};
                 mckp_dfs(&s, 0, 0.0, 0.0, 0.0);
-                upper = s.exhausted ? root : s.best;
+                /* stopped early: every leaf is explored (at most best) or under an open branch's bound */
+                upper = s.exhausted ? fmin(root, fmax(s.best, s.open)) : s.best;
                 exact = !s.exhausted;
                 ring_count = s.ring_count;
                 kept_ring = ring_count < MCKP_RING ? ring_count : MCKP_RING;

@@ -101,6 +101,9 @@ FIT_REL = 1e-9
 #: Column generation rounds per target, and the branch and bound's node limit per pricing.
 MAX_ROUNDS = 200
 MAX_NODES = 2_000_000
+#: Where the certificate fails on types whose pricing stopped at ``MAX_NODES``, those on a longest path are priced again
+#: with ten times the nodes, up to this many (:func:`_refine`; 200 million: about 2 s in C).
+MAX_REFINE_NODES = 200_000_000
 #: At most this many new columns per round (the best by reduced cost; adding fewer made more rounds, not fewer seconds).
 MAX_ADD = 10_000
 #: The targets tried first, as fractions of the best plan's value: proving one ends within that gap.
@@ -389,7 +392,10 @@ def _price(
     whether the bound is exact).
     Branch and bound over the chains (in C where the extension is built); its bound is the Lagrangian one,
     ``sum_h max_o (v - theta tm - phi mm) + theta cap + phi`` (valid for every theta, phi >= 0), with (theta, phi)
-    from a grid search at the root.  Past ``max_nodes`` the root's Lagrangian bound is returned (still an upper bound).
+    from a grid search at the root.  Past ``max_nodes`` the search stops and returns the least of the root's
+    Lagrangian bound and the largest of the best found and the bounds of the branches left unexplored (each the
+    Lagrangian bound at its node; the depth-first search leaves at most one open range of options per level, whose
+    first has the largest bound): still an upper bound.
     Where the extension is built it does all of this in one call (:func:`_price_flat`).
     """
     if _ext is not None and hasattr(_ext, "price"):
@@ -422,11 +428,11 @@ def _price(
     rest_t[:H] = np.cumsum([float(np.min(tms[h])) for h in order][::-1])[::-1]
     rest_m[:H] = np.cumsum([float(np.min(mms[h])) for h in order][::-1])[::-1]
     if _ext is not None and hasattr(_ext, "mckp"):
-        best, exhausted, _, leaves = _ext.mckp(
+        best, exhausted, _, leaves, opened = _ext.mckp(
             H, off, *cat, suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, -math.inf, max_nodes
         )
     else:
-        best, exhausted, _, leaves = _mckp_py(
+        best, exhausted, _, leaves, opened = _mckp_py(
             H, off, cat[0], cat[1], cat[2], cat[3], suffix, rest_t, rest_m, cap_t, cap_m, theta, phi, max_nodes
         )
 
@@ -437,7 +443,8 @@ def _price(
         return choice
 
     choices = [original(leaf) for leaf in leaves if leaf]
-    return (root if exhausted else float(best)), choices, not exhausted
+    # stopped early: every leaf is explored (at most best) or under an open branch's bound, and under the root's
+    return (min(root, max(float(best), opened)) if exhausted else float(best)), choices, not exhausted
 
 
 def _mckp_py(
@@ -455,8 +462,10 @@ def _mckp_py(
     theta: float,
     phi: float,
     max_nodes: int,
-) -> tuple[float, bool, list[int], list[list[int]]]:
-    """The C extension's ``mckp`` in Python (the same search; slower)."""
+) -> tuple[float, bool, list[int], list[list[int]], float]:
+    """The C extension's ``mckp`` in Python (the same search; slower): the best value, whether stopped at
+    ``max_nodes``, the best choice, the last few improving leaves, and where stopped the largest bound of a branch
+    left unexplored (``-inf`` otherwise)."""
     vv, tt, mmm, rd = v.tolist(), tm.tolist(), mm.tolist(), red.tolist()
     best = -math.inf
     best_choice: list[int] = []
@@ -464,19 +473,22 @@ def _mckp_py(
     choice = [0] * G
     nodes = 0
     exhausted = False
+    opened = -math.inf  # where stopped at max_nodes: the largest bound of a branch left unexplored
 
     def dfs(g: int, value: float, used_t: float, used_m: float) -> None:
-        nonlocal best, best_choice, nodes, exhausted
+        nonlocal best, best_choice, nodes, exhausted, opened
         if g == G:
             if value > best:
                 best, best_choice = value, list(choice)
                 leaves.append(best_choice)
             return
+        base = value + suffix[g + 1] + theta * (cap_t - used_t) + phi * (cap_m - used_m)
         nodes += 1
         if nodes > max_nodes:
-            exhausted = True
+            exhausted = True  # this node's branches: at most its best option's bound (options by decreasing red)
+            if off[g] < off[g + 1]:
+                opened = max(opened, base + rd[int(off[g])])
             return
-        base = value + suffix[g + 1] + theta * (cap_t - used_t) + phi * (cap_m - used_m)
         for j in range(int(off[g]), int(off[g + 1])):
             if base + rd[j] <= best:
                 break
@@ -485,11 +497,13 @@ def _mckp_py(
                 continue
             choice[g] = j
             dfs(g + 1, value + vv[j], nt, nm)
-            if exhausted:
+            if exhausted:  # the branches after j, unexplored: at most the next one's bound
+                if j + 1 < int(off[g + 1]):
+                    opened = max(opened, base + rd[j + 1])
                 return
 
     dfs(0, 0.0, 0.0, 0.0)
-    return best, exhausted, best_choice, leaves[-8:]
+    return best, exhausted, best_choice, leaves[-8:], opened
 
 
 def stage_types(problem: JointProblem) -> list[StageType]:
@@ -672,12 +686,20 @@ def _link_values(data: _Data, opts: _Options, ty: StageType, pi: dict[tuple[int,
 
 def _longest_path(problem: JointProblem, upper: dict[StageType, float]) -> float:
     """The largest sum of ``upper`` over the type sequences a plan can have ((f) and (k)); ``-inf``: none."""
+    return _longest_path_types(problem, upper)[0]
+
+
+def _longest_path_types(problem: JointProblem, upper: dict[StageType, float]) -> tuple[float, list[StageType]]:
+    """:func:`_longest_path` and the types of one sequence that has it (first stage first; empty: none)."""
     cl = problem.cluster
     k = cl.devices
     smax = min(k, cl.microbatches)
     # best[s][u]: the largest sum over prefixes after which the later stages' degrees sum to s, with u devices used
     best = [[-math.inf] * (k + 1) for _ in range(smax + 1)]
+    # how best[s][u] was reached: the last type and the cell before it (None: a first stage)
+    came: dict[tuple[int, int], tuple[StageType, tuple[int, int] | None]] = {}
     total = -math.inf
+    end: tuple[StageType, tuple[int, int] | None] | None = None
     by_s: dict[int, list[StageType]] = {}
     for ty in upper:
         by_s.setdefault(ty.s, []).append(ty)
@@ -690,18 +712,27 @@ def _longest_path(problem: JointProblem, upper: dict[StageType, float]) -> float
             if ty.first:
                 if dt <= k:
                     if ty.last:
-                        total = max(total, val)
-                    else:
-                        best[s - ty.d][dt] = max(best[s - ty.d][dt], val)
+                        if val > total:
+                            total, end = val, (ty, None)
+                    elif val > best[s - ty.d][dt]:
+                        best[s - ty.d][dt] = val
+                        came[(s - ty.d, dt)] = (ty, None)
                 continue
             for u in range(k + 1 - dt):
                 if best[s][u] == -math.inf:
                     continue
                 if ty.last:
-                    total = max(total, best[s][u] + val)
-                else:
-                    best[s - ty.d][u + dt] = max(best[s - ty.d][u + dt], best[s][u] + val)
-    return total
+                    if best[s][u] + val > total:
+                        total, end = best[s][u] + val, (ty, (s, u))
+                elif best[s][u] + val > best[s - ty.d][u + dt]:
+                    best[s - ty.d][u + dt] = best[s][u] + val
+                    came[(s - ty.d, u + dt)] = (ty, (s, u))
+    path: list[StageType] = []
+    step = end
+    while step is not None:
+        path.append(step[0])
+        step = came[step[1]] if step[1] is not None else None
+    return total, path[::-1]
 
 
 def _integer_path(master: _Master, target: float, budget: Budget) -> list[int] | None:
@@ -778,13 +809,23 @@ class ColumnBoundReport:
     pool: list[PoolColumn] = field(default_factory=list)  # the master's columns, where asked for (``keep_columns``)
 
 
+#: A pricing's answers per type, in the types' order: upper bounds on the largest link term, the choices found (the
+#: best last), the seconds each took, whether each bound is exact, the best link term found (``-inf``: none).
+Priced = tuple[list[float], list[list[tuple[StageType, list[int]]]], list[float], list[bool], list[float]]
+
+
 def _price_some(
-    data: _Data, types: list[StageType], pi: dict[tuple[int, int, int], float], target: float, budget: Budget
-) -> tuple[list[float], list[list[tuple[StageType, list[int]]]], list[float]] | None:
-    """Per type: the pricing's upper bound, the choices found, the seconds it took (``None``: the budget ran out)."""
-    upper: list[float] = []
-    found: list[list[tuple[StageType, list[int]]]] = []
-    seconds: list[float] = []
+    data: _Data,
+    types: list[StageType],
+    pi: dict[tuple[int, int, int], float],
+    target: float,
+    budget: Budget,
+    max_nodes: int | None = None,
+) -> Priced | None:
+    """Per type: the pricing's answers (:data:`Priced`; ``None``: the budget ran out), each search stopped after
+    ``max_nodes`` nodes (:data:`MAX_NODES` where ``None``)."""
+    nodes = MAX_NODES if max_nodes is None else max_nodes
+    out: Priced = ([], [], [], [], [])
     compiled = _ext is not None and hasattr(_ext, "price")
     duals = _dense(data, pi, max(ty.s for ty in types)) if compiled and types else None
     for ty in types:
@@ -792,15 +833,18 @@ def _price_some(
         opts = _options(data, ty.d, ty.t, ty.y, ty.first, ty.last)
         if duals is not None:
             flat = _flat(opts)
-            bound, choices, _ = _price_flat(_link_flat(duals, flat, ty), flat, ty.d * target)
+            values = _link_flat(duals, flat, ty)
+            bound, choices, exact = _price_flat(values, flat, ty.d * target, nodes)
+            low = math.fsum(values[flat[0][h] + o] for h, o in enumerate(choices[-1])) if choices else -math.inf
         else:
-            bound, choices, _ = _price(_link_values(data, opts, ty, pi), opts, ty.d * target)
-        upper.append(bound)
-        found.append([(ty, choice) for choice in choices])
-        seconds.append(time.perf_counter() - t0)
+            per_chain = _link_values(data, opts, ty, pi)
+            bound, choices, exact = _price(per_chain, opts, ty.d * target, nodes)
+            low = math.fsum(per_chain[h][o] for h, o in enumerate(choices[-1])) if choices else -math.inf
+        for got, x in zip(out, (bound, [(ty, choice) for choice in choices], time.perf_counter() - t0, exact, low)):
+            got.append(x)  # type: ignore[attr-defined]
         if budget.expired():
             return None
-    return upper, found, seconds
+    return out
 
 
 class _Pricer:
@@ -811,24 +855,51 @@ class _Pricer:
     Where the partner dies its share is priced here from then on.
     """
 
-    def __init__(self, data: _Data, types: list[StageType], workers: int) -> None:
+    def __init__(self, data: _Data, types: list[StageType], workers: int, band: int = 1) -> None:
         self.data = data
         self.types = types
         self.seconds = [1.0] * len(types)  # each type's last pricing time (the dealing's estimate)
         self.partner: beside.Partner | None = None
         if workers >= 2 and len(types) >= 2 and beside.available():
             self.partner = beside.Partner(self._serve)
+        self.regroup(band)
+
+    def regroup(self, band: int) -> None:
+        """Twins for duals equal across the states of a band of ``band`` (:class:`_Master`): types with the same
+        degrees, micro-batches in flight, first and last, and the same bands of the states they enter and leave have
+        the same options and link terms, so one pricing answers for all (each keeps its own type in its columns)."""
+        self.band = band
+        first: dict[tuple[Any, ...], int] = {}
+        self.twin = []  # per type, the index of the first type priced for it
+        for i, ty in enumerate(self.types):
+            enter = None if ty.first else (ty.s - 1) // band
+            leave = None if ty.last else (ty.s - ty.d - 1) // band
+            self.twin.append(first.setdefault((ty.d, ty.t, ty.y, ty.first, ty.last, enter, leave), i))
+        self.priced = sorted(set(self.twin))  # the types priced each round
 
     def _serve(self, request: tuple[list[int], dict[tuple[int, int, int], float], float, float]) -> Any:
         """The partner's side: price the types at these indices (the budget's seconds left travel with them)."""
         indices, pi, target, left_s = request
         return _price_some(self.data, [self.types[i] for i in indices], pi, target, Budget.starting_now(left_s))
 
+    def refine(
+        self, ty: StageType, pi: dict[tuple[int, int, int], float], target: float, budget: Budget, max_nodes: int
+    ) -> tuple[list[StageType], float, list[tuple[StageType, list[int]]], bool, float] | None:
+        """One type's pricing again, here, with ``max_nodes``: its twins (itself among them), the upper bound, the
+        choices found for every twin, whether exact, the best found (``None``: the budget ran out)."""
+        i = self.types.index(ty)
+        twins = [self.types[q] for q, w in enumerate(self.twin) if w == self.twin[i]]
+        got = _price_some(self.data, [ty], pi, target, budget, max_nodes)
+        if got is None:
+            return None
+        (bound,), (pairs,), _, (exact,), (best,) = got
+        return twins, bound, [(twin, choice) for twin in twins for _, choice in pairs], exact, best
+
     def _deal(self) -> tuple[list[int], list[int]]:
         here: list[int] = []
         there: list[int] = []
         load = [0.0, 0.0]
-        for i in sorted(range(len(self.types)), key=lambda i: -self.seconds[i]):
+        for i in sorted(self.priced, key=lambda i: -self.seconds[i]):
             side = 0 if load[0] <= load[1] else 1
             (here, there)[side].append(i)
             load[side] += self.seconds[i]
@@ -836,15 +907,14 @@ class _Pricer:
 
     def price(
         self, pi: dict[tuple[int, int, int], float], target: float, budget: Budget
-    ) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]]] | None:
-        """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term per type, and the choices
-        found (``None``: the budget ran out)."""
-        n = len(self.types)
-        here, there = (list(range(n)), []) if self.partner is None else self._deal()
+    ) -> tuple[dict[StageType, float], list[tuple[StageType, list[int]]], dict[StageType, float]] | None:
+        """Every type's pricing at link duals ``pi``: upper bounds on the maximum link term per type, the choices
+        found, and per type whose bound is not exact the best link term found (``None``: the budget ran out)."""
+        here, there = (list(self.priced), []) if self.partner is None else self._deal()
         if there and not self.partner.ask((there, pi, target, budget.left())):  # type: ignore[union-attr]
             self.stop()
-            here, there = list(range(n)), []
-        results: dict[int, tuple[float, list[tuple[StageType, list[int]]], float]] = {}
+            here, there = list(self.priced), []
+        results: dict[int, tuple[float, list[tuple[StageType, list[int]]], float, bool, float]] = {}
         mine = _price_some(self.data, [self.types[i] for i in here], pi, target, budget)
         if mine is None:
             if there:
@@ -864,12 +934,15 @@ class _Pricer:
             results.update(zip(there, zip(*theirs)))
         upper: dict[StageType, float] = {}
         found: list[tuple[StageType, list[int]]] = []
+        inexact: dict[StageType, float] = {}
         for i, ty in enumerate(self.types):
-            bound, pairs, seconds = results[i]
+            bound, pairs, seconds, exact, low = results[self.twin[i]]
             upper[ty] = bound
-            found += pairs
+            found += [(ty, choice) for _, choice in pairs]
             self.seconds[i] = seconds
-        return upper, found
+            if not exact:
+                inexact[ty] = low
+        return upper, found, inexact
 
     def stop(self) -> None:
         """End the partner (if any): the rest is priced here."""
@@ -910,11 +983,18 @@ def _prove(
             priced = pricer.price(at, target, budget)
             if priced is None:
                 return None
-            upper, found = priced
+            upper, found, inexact = priced
             size = 1.0 + sum(abs(x) for x in at.values())
+            margin = CERT_REL * size * 4 * len(data.lengths)
             # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to 0)
-            path = _longest_path(problem, upper)
-            if path < -CERT_REL * size * 4 * len(data.lengths):
+            path, seq = _longest_path_types(problem, upper)
+            if path >= -margin and inexact:
+                refined = _refine(problem, pricer, at, target, budget, upper, inexact, seq, margin)
+                if refined is None:
+                    return None
+                path, more = refined
+                found += more
+            if path < -margin:
                 return True
             norm = max((abs(x) for x in at.values()), default=0.0)
             if norm > 0 and path / norm < center_score:
@@ -926,6 +1006,54 @@ def _prove(
         if not total:
             return None  # converged without a certificate (a pricing stopped at its node limit)
     return None
+
+
+def _refine(
+    problem: JointProblem,
+    pricer: _Pricer,
+    pi: dict[tuple[int, int, int], float],
+    target: float,
+    budget: Budget,
+    upper: dict[StageType, float],
+    inexact: dict[StageType, float],
+    seq: list[StageType],
+    margin: float,
+) -> tuple[float, list[tuple[StageType, list[int]]]] | None:
+    """Where the certificate fails on a longest path through types whose pricing stopped at its node limit: those
+    types priced again with ten times the nodes (up to :data:`MAX_REFINE_NODES`), ``upper`` and ``inexact`` updated in
+    place, until the certificate holds, the longest path's types are all exact or at the limit, or no exact pricing
+    could give it (the longest path with every inexact type at its best found is not below ``-margin``).
+
+    Returns the longest path's value and the choices found on the way (``None``: the budget ran out)."""
+    # (the Python search is about a hundred times slower than C's: there the node limit stays)
+    limit = MAX_REFINE_NODES if _ext is not None and hasattr(_ext, "price") else MAX_NODES
+    nodes = dict.fromkeys(inexact, MAX_NODES)
+    found: list[tuple[StageType, list[int]]] = []
+    path = _longest_path(problem, upper)
+    while path >= -margin:
+        low = {ty: inexact.get(ty, bound) for ty, bound in upper.items()}
+        if _longest_path(problem, low) >= -margin:
+            break  # the true maxima lie between: no pricing, however long, gives the certificate here
+        todo = [ty for ty in dict.fromkeys(seq) if ty in inexact and nodes[ty] < limit]
+        if not todo:
+            break
+        for ty in todo:
+            if ty not in inexact:
+                continue  # a twin of one refined before
+            got = pricer.refine(ty, pi, target, budget, min(limit, 10 * nodes[ty]))
+            if got is None:
+                return None
+            twins, bound, pairs, exact, best = got
+            found += pairs
+            for twin in twins:
+                nodes[twin] = min(limit, 10 * nodes[ty])
+                upper[twin] = min(upper[twin], bound)
+                if exact:
+                    inexact.pop(twin, None)
+                elif twin in inexact:
+                    inexact[twin] = max(inexact[twin], best)
+        path, seq = _longest_path_types(problem, upper)
+    return path, found
 
 
 def _smoothed(
@@ -1015,6 +1143,7 @@ def column_bound_report(
         for band in widths:
             if band != master.band:
                 master.regroup(band)
+            pricer.regroup(band)
             hi = best_s / upper_s  # what a coarser master refuted, this one may prove
             # close to the plan: the targets that settle a 2%, 1%, ... gap first; else bisection from the midpoint (a
             # target well below the relaxation's value is proven in few rounds, one above it needs the columns to
