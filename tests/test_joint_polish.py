@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 from joint_past_the_cap import solved_past_the_ideal_cap
+from milp_partition.heuristics import joint_polish
 from milp_partition.heuristics.joint_polish import polish, polish_starts
 from test_joint_bruteforce import all_plans, brute_force, random_problem
 from test_joint_io import GIB
@@ -122,3 +123,53 @@ def test_several_starts_give_the_best_of_their_polished_plans() -> None:
     assert verify_joint(problem, plan).objective == value <= good_value
     with pytest.raises(ValueError, match="at least one plan"):
         polish_starts(problem, [], Budget.starting_now(1.0))
+
+
+def _reorder_case() -> tuple[JointProblem, joint_polish._Model, list[joint_polish.Stage]]:
+    """Four branches of two at 0.75 GiB, five stages; the second (d = 1) holds a whole branch early, where many
+    micro-batches are in flight."""
+    problem = parallel_branches(4, 2, 8, 0.75 * GIB, seed=2)
+    model = joint_polish._Model(problem)
+    at = {v: q for q, v in enumerate(model.ids)}
+    groups = [("source", "b0.0"), ("b1.0", "b1.1"), ("b2.0",), ("b0.1", "b3.0"), ("b2.1", "b3.1", "sink")]
+    degrees = [(2, 1), (1, 1), (1, 1), (1, 1), (2, 1)]
+    return problem, model, [(frozenset(at[v] for v in g), d, t) for g, (d, t) in zip(groups, degrees)]
+
+
+def test_a_stage_moves_to_every_place_in_the_pipeline_that_keeps_the_edges_forward() -> None:
+    # the reorder neighbourhood: one stage, its nodes and degrees, moved elsewhere in the pipeline; exactly the moves
+    # whose plan has no edge going back (the verifier's check), each once or more
+    problem, model, stages = _reorder_case()
+    search = joint_polish._Search(model, stages, Budget.starting_now(60.0))
+    got = {tuple(moved) for moved in search.reorders()}
+    want = set()
+    for i in range(len(stages)):
+        for j in range(len(stages)):
+            moved = list(stages)
+            moved.insert(j, moved.pop(i))
+            plan = JointPlan(
+                tuple(
+                    JointStage(
+                        tuple(model.ids[v] for v in nodes), d, t, {model.ids[v]: problem.nodes[v].configs[t][0].id for v in nodes}
+                    )
+                    for nodes, d, t in moved
+                )
+            )
+            if i != j and not any("back to stage" in x for x in verify_joint(problem, plan).violations):
+                want.add(tuple(moved))
+    assert len(want) >= 2 and got == want
+
+
+def test_moving_a_stage_later_lowers_its_memory_and_its_time() -> None:
+    # the second stage (d = 1, six micro-batches in flight) needs recomputation to fit 0.75 GiB: moved later, fewer
+    # micro-batches are in flight there and its time drops; the plan is verified with the times the search computed
+    problem, model, stages = _reorder_case()
+    search = joint_polish._Search(model, stages, Budget.starting_now(60.0))
+    before, slow = search.key, search.times[1]
+    assert search.first_improvement(search.reorders())
+    assert search.key < before and set(search.stages) == set(stages)
+    moved = search.stages.index(stages[1])
+    assert moved > 1 and search.times[moved] < slow
+    report = verify_joint(problem, model.plan(search.stages))
+    assert report.feasible
+    assert [st.time_per_sample_s for st in report.stages] == pytest.approx(search.times, rel=1e-9)

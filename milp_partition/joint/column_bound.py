@@ -43,9 +43,17 @@ Certificate.  For *any* :math:`\pi` on the link rows and any plan, the link term
 :math:`\mathrm{link}_\pi(q) = \sum_h \big(\pi_{h, e_h, s - d} [\text{not last}] - \pi_{h, a_h, s} [\text{not first}]\big)`.
 So if for every sequence of stage types allowed by (f) and (k) the sum of
 :math:`U(\text{type}) \ge \max_{q \text{ of that type, fitting}} \mathrm{link}_\pi(q)` is negative, no plan has value
-:math:`\le T`.  :math:`U` is the exact maximum from a branch and bound over the chains (or, where that stops early,
-its Lagrangian bound, also valid); the sum's maximum is a longest path over (s, devices) (:func:`_longest_path`).  The
+:math:`\le T`.  :math:`U` is the exact maximum from a branch and bound over the chains (or, where that stops at its
+node limit, the least of its root's Lagrangian bound and the largest of its best leaf and the bounds of the branches it
+left open, also valid); the sum's maximum is a longest path over (s, devices) (:func:`_longest_path`).  The
 solver's duals only choose :math:`\pi`; the proof is this check, with a margin of ``CERT_REL`` for rounding.
+Where the check fails on a longest path through types whose search stopped early, and could hold were their bounds
+their best leaves, those types are searched again with ten times the nodes, up to :data:`MAX_REFINE_NODES`
+(:func:`_refine`): on eight branches of six at k = 16, 14-16 of 214 searches a round stopped at two million nodes,
+and their bounds broke the certificate where the master's LP had none (the all-states master stalled at 0.0085296
+after 27.7 s; refined, it converges at 0.0086456 in 18 s).  Under duals equal across the states of a band, types with
+the same degrees, micro-batches in flight, first and last, and the same bands of their states are twins: one search
+answers for all (:meth:`_Pricer.regroup`; 122 searches a round instead of 214 there, 8.4 s instead of 18).
 Pricing runs at :math:`\alpha \pi_c + (1 - \alpha) \pi` (Wentges' smoothing, Wentges 1997), :math:`\pi_c` the
 duals whose longest path was least relative to their largest entry so far: the master's duals jump between corners of
 its dual polyhedron, and on six branches of eight (k = 8) this proved 0.98 of the plan in 90 rounds where the
@@ -66,8 +74,9 @@ memory binds (:data:`STATE_ROWS`).  Where the stage bound cannot run (k = 16), t
 (:data:`ALL_STATES`) converges in a few dozen rounds where the master with a row per state (864 rows on ten branches of
 four) re-solves its LP in about 2 s a round and proves nothing in a minute.  Standalone, one process: ten branches of
 four 0.0071036 in 21 s (0.0070251 without the (state) rows; the best plan known: 0.0071223), eight branches of six
-0.0085304 in 51 s (0.00839; the plan 0.00880); six branches of eight (k = 8, memory binding) 0.967 of the plan (0.939)
-where the row-per-state master proves 0.981.  ``bands`` of :func:`column_bound_report` runs masters in turn, coarse to
+0.0086456 in 8.4 s with the refined pricing and twins (0.0085304 in 51 s before them, 0.00839 without the (state)
+rows; the plan 0.00880); six branches of eight (k = 8, memory binding) 0.967 of the plan (0.939) where the
+row-per-state master proves 0.981.  ``bands`` of :func:`column_bound_report` runs masters in turn, coarse to
 fine, the columns and the proven bound handed over; the chain runs the all-states master alone where the stage bound
 cannot run, the row-per-state one elsewhere.
 """
