@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import replace
+from typing import cast
 
 import numpy as np
 import pytest
@@ -240,6 +241,29 @@ def test_inexact_pricing_on_the_longest_path_is_refined_to_a_proof(monkeypatch: 
     weak = _bound(problem, best).bound
     assert weak < refined * (1 - 1e-3)
     assert refined == pytest.approx(exact, rel=1e-6) and refined <= best * (1 + 1e-9)
+
+
+def test_refinement_searches_deeper_only_where_it_could_prove_and_time_allows() -> None:
+    # one type makes the longest path (a single stage): its search stopped early with bound 1 and best leaf -5, so a
+    # deeper search could prove; searched again (exact: -3), the certificate holds.  With the best leaf at 2 no
+    # search could, and with no time left none is started (a search does not look at the clock)
+    problem = parallel_branches(2, 2, 4, 1.0 * GIB, seed=0)
+    only = next(ty for ty in cb.stage_types(problem) if ty.first and ty.last)
+    calls: list[int] = []
+
+    class Pricer:
+        def refine(self, ty: cb.StageType, pi: object, target: float, budget: Budget, nodes: int) -> object:
+            calls.append(nodes)
+            return [ty], -3.0, [], True, -3.0
+
+    def refine(best: float, seconds: float) -> tuple[float, list[tuple[cb.StageType, list[int]]]] | None:
+        upper = {ty: (1.0 if ty == only else -math.inf) for ty in cb.stage_types(problem)}
+        pricer = cast(cb._Pricer, Pricer())
+        return cb._refine(problem, pricer, {}, 1.0, Budget.starting_now(seconds), upper, {only: best}, [only], 1e-9)
+
+    assert refine(-5.0, 60.0) == (-3.0, []) and calls == [10 * cb.MAX_NODES]
+    assert refine(2.0, 60.0) == (1.0, []) and len(calls) == 1
+    assert refine(-5.0, 1e-9) == (1.0, []) and len(calls) == 1
 
 
 def test_longest_path_respects_devices_and_states() -> None:

@@ -113,6 +113,8 @@ MAX_NODES = 2_000_000
 #: Where the certificate fails on types whose pricing stopped at ``MAX_NODES``, those on a longest path are priced again
 #: with ten times the nodes, up to this many (:func:`_refine`; 200 million: about 2 s in C).
 MAX_REFINE_NODES = 200_000_000
+#: ... and no more than this many per second left in the budget (the C search does about 100 million a second)
+REFINE_NODES_PER_S = 20_000_000
 #: At most this many new columns per round (the best by reduced cost; adding fewer made more rounds, not fewer seconds).
 MAX_ADD = 10_000
 #: The targets tried first, as fractions of the best plan's value: proving one ends within that gap.
@@ -1029,9 +1031,11 @@ def _refine(
     margin: float,
 ) -> tuple[float, list[tuple[StageType, list[int]]]] | None:
     """Where the certificate fails on a longest path through types whose pricing stopped at its node limit: those
-    types priced again with ten times the nodes (up to :data:`MAX_REFINE_NODES`), ``upper`` and ``inexact`` updated in
-    place, until the certificate holds, the longest path's types are all exact or at the limit, or no exact pricing
-    could give it (the longest path with every inexact type at its best found is not below ``-margin``).
+    types priced again with ten times the nodes (up to :data:`MAX_REFINE_NODES`, and :data:`REFINE_NODES_PER_S` per
+    second left: a search does not look at the clock), ``upper`` and ``inexact`` updated in place, until the
+    certificate holds, the longest path's types are all exact or at the limit, the time left allows no deeper search,
+    or no exact pricing could give it (the longest path with every inexact type at its best found is not below
+    ``-margin``).
 
     Returns the longest path's value and the choices found on the way (``None``: the budget ran out)."""
     # (the Python search is about a hundred times slower than C's: there the node limit stays)
@@ -1049,13 +1053,17 @@ def _refine(
         for ty in todo:
             if ty not in inexact:
                 continue  # a twin of one refined before
-            got = pricer.refine(ty, pi, target, budget, min(limit, 10 * nodes[ty]))
+            # a search is not stopped by the budget: at most the nodes the seconds left allow (REFINE_NODES_PER_S)
+            more = min(limit, 10 * nodes[ty], int(min(budget.left(), 1e6) * REFINE_NODES_PER_S))
+            if more <= nodes[ty]:
+                return _longest_path(problem, upper), found  # no time left for a deeper search
+            got = pricer.refine(ty, pi, target, budget, more)
             if got is None:
                 return None
             twins, bound, pairs, exact, best = got
             found += pairs
             for twin in twins:
-                nodes[twin] = min(limit, 10 * nodes[ty])
+                nodes[twin] = more
                 upper[twin] = min(upper[twin], bound)
                 if exact:
                     inexact.pop(twin, None)
