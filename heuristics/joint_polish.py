@@ -309,19 +309,16 @@ class _Search:
         still goes forward: the stages it passes change their micro-batches in flight, and so their memory and time
         (module docstring, 5).  Out of the slowest stages first."""
         n = len(self.stages)
+        where = self.stage_of()
         for i in sorted(range(n), key=lambda q: -self.times[q]):
-            for j in range(n):
-                if j == i:
-                    continue
-                stages = list(self.stages)
-                stages.insert(j, stages.pop(i))
-                where = [0] * len(self.model.ids)
-                for q, (nodes, _, _) in enumerate(stages):
-                    for v in nodes:
-                        where[v] = q
-                if all(where[u] <= where[v] for v in stages[j][0] for u, _ in self.model.preds[v]) and all(
-                    where[u] >= where[v] for v in stages[j][0] for u, _ in self.model.succs[v]
-                ):
+            nodes = self.stages[i][0]
+            # it may go after every stage that holds a predecessor and before every one that holds a successor
+            after = max((where[u] for v in nodes for u, _ in self.model.preds[v] if u not in nodes), default=-1)
+            before = min((where[u] for v in nodes for u, _ in self.model.succs[v] if u not in nodes), default=n)
+            for j in range(after + 1, before):
+                if j != i:
+                    stages = list(self.stages)
+                    stages.insert(j, stages.pop(i))
                     yield stages
 
     def degrees(self, sets: Sequence[frozenset[int]]) -> list[Stage] | None:
