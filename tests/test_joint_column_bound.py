@@ -259,7 +259,7 @@ def test_refinement_searches_deeper_only_where_it_could_prove_and_time_allows() 
     def refine(best: float, seconds: float) -> tuple[float, list[tuple[cb.StageType, list[int]]]] | None:
         upper = {ty: (1.0 if ty == only else -math.inf) for ty in cb.stage_types(problem)}
         pricer = cast(cb._Pricer, Pricer())
-        return cb._refine(problem, pricer, {}, 1.0, Budget.starting_now(seconds), upper, {only: best}, [only], 1e-9)
+        return cb._refine(problem, pricer, {}, 1.0, Budget.starting_now(seconds), upper, {only: best}, 1.0, [only], 1e-9)
 
     assert refine(-5.0, 60.0) == (-3.0, []) and calls == [10 * cb.MAX_NODES]
     assert refine(2.0, 60.0) == (1.0, []) and len(calls) == 1

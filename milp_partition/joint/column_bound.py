@@ -1000,7 +1000,7 @@ def _prove(
             # the certificate: every type sequence's sum of upper bounds is below zero (a plan's link terms sum to 0)
             path, seq = _longest_path_types(problem, upper)
             if path >= -margin and inexact:
-                refined = _refine(problem, pricer, at, target, budget, upper, inexact, seq, margin)
+                refined = _refine(problem, pricer, at, target, budget, upper, inexact, path, seq, margin)
                 if refined is None:
                     return None
                 path, more = refined
@@ -1027,6 +1027,7 @@ def _refine(
     budget: Budget,
     upper: dict[StageType, float],
     inexact: dict[StageType, float],
+    path: float,
     seq: list[StageType],
     margin: float,
 ) -> tuple[float, list[tuple[StageType, list[int]]]] | None:
@@ -1035,14 +1036,13 @@ def _refine(
     second left: a search does not look at the clock), ``upper`` and ``inexact`` updated in place, until the
     certificate holds, the longest path's types are all exact or at the limit, the time left allows no deeper search,
     or no exact pricing could give it (the longest path with every inexact type at its best found is not below
-    ``-margin``).
+    ``-margin``).  ``path`` and ``seq``: the longest path's value and types at ``upper`` as priced.
 
     Returns the longest path's value and the choices found on the way (``None``: the budget ran out)."""
     # (the Python search is about a hundred times slower than C's: there the node limit stays)
     limit = MAX_REFINE_NODES if _ext is not None and hasattr(_ext, "price") else MAX_NODES
     nodes = dict.fromkeys(inexact, MAX_NODES)
     found: list[tuple[StageType, list[int]]] = []
-    path = _longest_path(problem, upper)
     while path >= -margin:
         low = {ty: inexact.get(ty, bound) for ty, bound in upper.items()}
         if _longest_path(problem, low) >= -margin:
