@@ -636,6 +636,42 @@ def test_where_the_stage_bound_cannot_run_the_coarse_master_runs_and_the_polishe
         assert "polish-beside" not in names and "polish_beside" not in notes
 
 
+@pytest.mark.parametrize("time_limit_s", [30.0, 600.0])
+def test_where_the_stage_bound_cannot_run_a_long_share_adds_the_master_with_a_row_per_state(
+    monkeypatch: pytest.MonkeyPatch, time_limit_s: float
+) -> None:
+    # k = 16: the all-states master alone in a short share (the main process polishes after it), then the master
+    # with a row per state where the column bound has ROW_PER_STATE_FROM_S seconds or more (a mock column bound
+    # records what the chain asks of it and proves nothing)
+    from milp_partition.joint import solve as solve_module
+    from milp_partition.joint.problem import JointSolveSettings
+    from milp_partition.joint.stage_bound import sequences
+
+    problem = parallel_branches(3, 3, 16, 1.0 * GIB, seed=1)
+    assert sequences(problem) is None
+    asked: list[tuple[tuple[int, ...], float]] = []
+
+    def recording_column_bound(problem, lower, upper, budget, **kw):  # type: ignore[no-untyped-def]
+        asked.append((tuple(kw["bands"]), budget.left()))
+        return cb.ColumnBoundReport(lower)
+
+    monkeypatch.setattr(solve_module, "column_bound_report", recording_column_bound)
+    settings = JointSolveSettings(
+        time_limit_s=time_limit_s,
+        max_ideals=10,
+        solver="none",
+        order_time_limit_s=1.0,
+        polish_time_limit_s=0.0,
+        bound_time_limit_s=1.0,
+    )
+    solve_module.solve_joint(problem, settings)
+    [(bands, seconds)] = asked
+    if seconds >= solve_module.ROW_PER_STATE_FROM_S:
+        assert time_limit_s == 600.0 and bands == (cb.ALL_STATES, 1)
+    else:
+        assert time_limit_s == 30.0 and bands == (cb.ALL_STATES,)
+
+
 def test_of_two_choices_for_the_same_intervals_the_faster_is_kept() -> None:
     # a column is its type and intervals; pricing at a lower target may find the same intervals with a faster
     # configuration choice: it replaces the slower one and fits there (before, the first one found stayed, out of the

@@ -55,6 +55,13 @@ class JointResult(Result):
 #: the polisher's starts past the DP's cap: the best plan and the orders' last ones before it
 POLISH_STARTS = 3
 
+#: where the stage bound cannot run (k = 16): the column bound's seconds from which the master with a row per state
+#: runs after the all-states one (their columns handed over).  Its relaxation is tighter and slow: on seven branches of
+#: six (seed 0, 2 GiB) it proved 0.0073548 after 181 s where the all-states one converges at 0.0073150 in 5 s (the
+#: chain's plan 0.0074972: a gap of 1.9% against 2.4%); on eight of six it proved nothing more in 290 s.  Shorter
+#: shares keep the main process polishing after the all-states master (:meth:`JointSteps._polish_rest`).
+ROW_PER_STATE_FROM_S = 240.0
+
 #: from this many ideals the exact DP's passes take seconds: the DP along topological orders runs first
 ORDER_DP_FROM_IDEALS = 5_000
 
@@ -473,9 +480,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
                 progress=_say(self.settings),
                 give_up_s=give_up,
                 workers=workers,
-                # where the stage bound cannot run (k = 16) the master with one row for all states alone: the one with
-                # a row per state proved nothing after it there in 60 s, nor in 900 s (docs/joint.md, "Bands of states")
-                bands=(1,) if sequenced else (ALL_STATES,),
+                bands=_bands(sequenced, seconds),
                 columns=got.columns if got is not None else (),
             )
             run.result.solver_notes["column_bound"] = report.bound
@@ -506,6 +511,16 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         result.memory_bytes = {f"stage {q + 1}": st.memory_bytes for q, st in enumerate(rep.stages)}
         result.loads = {f"stage {q + 1}": st.time_per_sample_s for q, st in enumerate(rep.stages)}
         result.peak_memory_bytes = max(st.memory_bytes for st in rep.stages)
+
+
+def _bands(sequenced: bool, seconds: float) -> tuple[int, ...]:
+    """The column bound's masters (:func:`~milp_partition.joint.column_bound.column_bound_report`'s ``bands``) for a
+    share of ``seconds``: a row per state where the stage bound can run; where it cannot (k = 16), the master with one
+    row for all states (it converges in seconds there), then the one with a row per state where the share is at least
+    :data:`ROW_PER_STATE_FROM_S` (docs/joint.md, "Bands of states")."""
+    if sequenced:
+        return (1,)
+    return (ALL_STATES, 1) if seconds >= ROW_PER_STATE_FROM_S else (ALL_STATES,)
 
 
 def _say(settings: JointSolveSettings) -> Callable[[str], None] | None:
