@@ -636,17 +636,18 @@ def test_where_the_stage_bound_cannot_run_the_coarse_master_runs_and_the_polishe
         assert "polish-beside" not in names and "polish_beside" not in notes
 
 
-@pytest.mark.parametrize("time_limit_s", [30.0, 600.0])
-def test_where_the_stage_bound_cannot_run_a_long_share_adds_the_master_with_a_row_per_state(
-    monkeypatch: pytest.MonkeyPatch, time_limit_s: float
+@pytest.mark.parametrize(("time_limit_s", "bands"), [(30.0, (0,)), (120.0, (0, 4)), (600.0, (0, 1))])
+def test_where_the_stage_bound_cannot_run_a_longer_share_adds_a_finer_master(
+    monkeypatch: pytest.MonkeyPatch, time_limit_s: float, bands: tuple[int, ...]
 ) -> None:
     # k = 16: the all-states master alone in a short share (the main process polishes after it), then the master
-    # with a row per state where the column bound has ROW_PER_STATE_FROM_S seconds or more (a mock column bound
-    # records what the chain asks of it and proves nothing)
+    # with a row per band of four states where the column bound has BANDS_OF_FOUR_FROM_S seconds or more, with a row
+    # per state from ROW_PER_STATE_FROM_S (a mock column bound records what the chain asks of it and proves nothing)
     from milp_partition.joint import solve as solve_module
     from milp_partition.joint.problem import JointSolveSettings
     from milp_partition.joint.stage_bound import sequences
 
+    assert cb.ALL_STATES == 0
     problem = parallel_branches(3, 3, 16, 1.0 * GIB, seed=1)
     assert sequences(problem) is None
     asked: list[tuple[tuple[int, ...], float]] = []
@@ -665,11 +666,15 @@ def test_where_the_stage_bound_cannot_run_a_long_share_adds_the_master_with_a_ro
         bound_time_limit_s=1.0,
     )
     solve_module.solve_joint(problem, settings)
-    [(bands, seconds)] = asked
-    if seconds >= solve_module.ROW_PER_STATE_FROM_S:
-        assert time_limit_s == 600.0 and bands == (cb.ALL_STATES, 1)
+    [(asked_bands, seconds)] = asked
+    assert asked_bands == bands
+    # the share decides (here far from the thresholds: the mock and the capped heuristics take seconds at most)
+    if bands == (0,):
+        assert seconds < solve_module.BANDS_OF_FOUR_FROM_S
+    elif bands == (0, 4):
+        assert solve_module.BANDS_OF_FOUR_FROM_S <= seconds < solve_module.ROW_PER_STATE_FROM_S
     else:
-        assert time_limit_s == 30.0 and bands == (cb.ALL_STATES,)
+        assert seconds >= solve_module.ROW_PER_STATE_FROM_S
 
 
 def test_of_two_choices_for_the_same_intervals_the_faster_is_kept() -> None:

@@ -78,8 +78,9 @@ four 0.0071036 in 21 s (0.0070251 without the (state) rows; the best plan known:
 rows; the plan 0.00880); six branches of eight (k = 8, memory binding) 0.967 of the plan (0.939) where the
 row-per-state master proves 0.981.  ``bands`` of :func:`column_bound_report` runs masters in turn, coarse to
 fine, the columns and the proven bound handed over; the chain runs the all-states master where the stage bound
-cannot run (the row-per-state one after it where the column bound's share is long:
-:data:`milp_partition.joint.solve.ROW_PER_STATE_FROM_S`), the row-per-state one elsewhere.
+cannot run (the one with a row per band of four states or per state after it where the column bound's share is
+long: :data:`milp_partition.joint.solve.BANDS_OF_FOUR_FROM_S`, :data:`~milp_partition.joint.solve.ROW_PER_STATE_FROM_S`),
+the row-per-state one elsewhere.
 """
 
 from __future__ import annotations

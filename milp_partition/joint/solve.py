@@ -59,8 +59,14 @@ POLISH_STARTS = 3
 #: runs after the all-states one (their columns handed over).  Its relaxation is tighter and slow: on seven branches of
 #: six (seed 0, 2 GiB) it proved 0.0073548 after 181 s where the all-states one converges at 0.0073150 in 5 s (the
 #: chain's plan 0.0074972: a gap of 1.9% against 2.4%); on eight of six it proved nothing more in 290 s.  Shorter
-#: shares keep the main process polishing after the all-states master (:meth:`JointSteps._polish_rest`).
+#: shares: bands of four (below), or the all-states master alone and then the polisher on the main process
+#: (:meth:`JointSteps._polish_rest`).
 ROW_PER_STATE_FROM_S = 240.0
+#: ... and from which, in a shorter share, the master with a (link) row per band of four states runs after the
+#: all-states one: on seven of six it converges at 0.0073523 after 43 s (one process, 0.0073398 with bands of eight
+#: after 21 s, 0.0073579 with bands of two after 141 s; the chain at 100 s: gap 1.93% against 2.43%); on eight of
+#: six bands of four proved nothing more in 70 s.
+BANDS_OF_FOUR_FROM_S = 60.0
 
 #: from this many ideals the exact DP's passes take seconds: the DP along topological orders runs first
 ORDER_DP_FROM_IDEALS = 5_000
@@ -517,10 +523,13 @@ def _bands(sequenced: bool, seconds: float) -> tuple[int, ...]:
     """The column bound's masters (:func:`~milp_partition.joint.column_bound.column_bound_report`'s ``bands``) for a
     share of ``seconds``: a row per state where the stage bound can run; where it cannot (k = 16), the master with one
     row for all states (it converges in seconds there), then the one with a row per state where the share is at least
-    :data:`ROW_PER_STATE_FROM_S` (docs/joint.md, "Bands of states")."""
+    :data:`ROW_PER_STATE_FROM_S`, else the one with a row per band of four states where it is at least
+    :data:`BANDS_OF_FOUR_FROM_S` (docs/joint.md, "Bands of states")."""
     if sequenced:
         return (1,)
-    return (ALL_STATES, 1) if seconds >= ROW_PER_STATE_FROM_S else (ALL_STATES,)
+    if seconds >= ROW_PER_STATE_FROM_S:
+        return (ALL_STATES, 1)
+    return (ALL_STATES, 4) if seconds >= BANDS_OF_FOUR_FROM_S else (ALL_STATES,)
 
 
 def _say(settings: JointSolveSettings) -> Callable[[str], None] | None:
