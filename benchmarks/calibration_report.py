@@ -1,6 +1,7 @@
 """Run the calibration suite and write results/calibration.md, .csv, .svg and the measured profile.
 
     python benchmarks/calibration_report.py                      # full suite on the auto back-end
+    python benchmarks/calibration_report.py --backend cupy       # on a GPU: results/calibration_gpu.md, .csv, .svg
     python benchmarks/calibration_report.py --time-quick         # also time `calibrate --quick` end to end
     python benchmarks/calibration_report.py --from-profile P.json  # re-render from a profile, measuring nothing
     python benchmarks/calibration_report.py --refit-profile P.json  # fit P's raw measurements anew, measuring nothing
@@ -87,7 +88,7 @@ def _predict(f: FitRecord, x: float) -> float:
 
 
 def _fit_min_size(f: FitRecord) -> int:
-    m = re.search(r">= (\d+) B", f.model)
+    m = re.search(r">= (\d+) B", f.model) or re.search(r"\(n >= (\d+);", f.model)
     return int(m.group(1)) if m else 0
 
 
@@ -96,7 +97,15 @@ def _role(f: FitRecord | None, m: Measurement) -> str:
         return "not fitted"
     if m.held_out:
         return "held out"
-    return "fitted" if m.size >= _fit_min_size(f) else "not fitted (cache)"
+    if m.size >= _fit_min_size(f):
+        return "fitted"
+    return "not fitted (latency)" if m.benchmark == "gemm" else "not fitted (cache)"
+
+
+def _profile_predict(profile: DeviceProfile, f: FitRecord, m: Measurement) -> float:
+    """What the profile predicts for ``m``: its fit, and for a product never less than the launch latency."""
+    t = _predict(f, _x(m))
+    return max(t, profile.launch_latency_s) if m.benchmark == "gemm" else t
 
 
 # -- output pieces ---------------------------------------------------------------------------------
@@ -139,11 +148,17 @@ def _reading(profile: DeviceProfile) -> list[str]:
         while f"regime{k}_from_bytes" in c:
             parts.append(f"from {_bytes_text(c[f'regime{k}_from_bytes'])}: {1e-9 / c[f'regime{k}_beta_s_per_byte']:.3g} GB/s")
             k += 1
+        why = (
+            "cache levels, memory, and non-temporal stores for the largest"
+            if profile.backend == "numpy"
+            else "on a GPU: sizes whose time is the launch latency, then the memory's bandwidth"
+        )
         out.append(
-            f"- Copies have {k - 1} regimes (cache levels, memory, and on a CPU non-temporal stores for the largest), which one "
-            f"alpha-beta line would average: each gets its own line ({'; '.join(parts)}; bytes read + written). A "
+            f"- Copies have {k - 1} regimes ({why}), which one "
+            f"alpha-beta line would average: each gets its own line ({_rate(copy)}; bytes read + written). A "
             "held-out size between two regimes is predicted by the lower one, hence the largest held-out errors at the "
-            "knees; the transfers (h2d, d2h, d2d; memcpy on the CPU) are fitted the same way."
+            "knees; the transfers (h2d, d2h, d2d; memcpy on the CPU) are fitted the same way. A regime marked "
+            "latency-bound is one where the bytes add less than its alpha up to the next regime: its slope is noise."
         )
     elif copy and sa and copy.holdout_median_rel_error and sa.holdout_median_rel_error:
         if copy.holdout_median_rel_error > 2 * sa.holdout_median_rel_error:
@@ -158,6 +173,12 @@ def _reading(profile: DeviceProfile) -> list[str]:
                 f"for copy against {sa.holdout_median_rel_error:.2f} for scale_add, an element-wise loop with one regime. "
                 "The memcpy-based h2d/d2h/d2d series on the CPU behave like copy."
             )
+    if profile.backend == "cupy":
+        out.append(
+            "- scale_add and reduction (records, not used for costs) are one alpha-beta line each over every size, most "
+            "of them latency-bound on a GPU: their slopes are set by a few large sizes and the small sizes' noise, so "
+            "read the effective rates of their largest sizes below rather than their fitted bandwidths."
+        )
     if profile.backend == "numpy":
         out.append(
             "- On the CPU, arrays under 8 MiB run at cache speed: the scale_add and reduction lines (kept as records, "
@@ -174,10 +195,14 @@ def _rate(f: FitRecord) -> str:
     if "regime1_from_bytes" in c:
         k, parts = 1, []
         while f"regime{k}_from_bytes" in c:
-            parts.append(
-                f"from {_bytes_text(c[f'regime{k}_from_bytes'])}: {1e-9 / c[f'regime{k}_beta_s_per_byte']:.4g} GB/s, "
-                f"alpha {c[f'regime{k}_alpha_s'] * 1e6:.3g} us"
-            )
+            alpha, beta = c[f"regime{k}_alpha_s"], c[f"regime{k}_beta_s_per_byte"]
+            end = c.get(f"regime{k + 1}_from_bytes")
+            if end is not None and end * beta < alpha:  # the bytes add less than alpha up to the next regime
+                parts.append(f"from {_bytes_text(c[f'regime{k}_from_bytes'])}: latency-bound, alpha {alpha * 1e6:.3g} us")
+            else:
+                parts.append(
+                    f"from {_bytes_text(c[f'regime{k}_from_bytes'])}: {1e-9 / beta:.4g} GB/s, alpha {alpha * 1e6:.3g} us"
+                )
             k += 1
         return "; ".join(parts)
     return f"{c['bandwidth_bytes_per_s'] / 1e9:.4g} GB/s, alpha {c['alpha_s'] * 1e6:.3g} us"
@@ -190,7 +215,7 @@ def write_csv(profile: DeviceProfile, path: Path) -> None:
         w.writerow(["benchmark", "label", "size", "flops", "bytes", "time_s", "predicted_s", "rel_error", "role", "times_s"])
         for m in profile.measurements:
             f = _series_fit(profile, m)
-            pred = _predict(f, _x(m)) if f else math.nan
+            pred = _profile_predict(profile, f, m) if f else math.nan
             w.writerow(
                 [
                     m.benchmark,
@@ -228,7 +253,8 @@ def write_svg(profile: DeviceProfile, path: Path) -> None:
         ms = sorted(series[name], key=_x)
         f = next(f for f in profile.fits if f.name == name)
         ox, oy = (k % PANELS_PER_ROW) * PANEL_W, 30 + (k // PANELS_PER_ROW) * PANEL_H
-        out += _panel(name, f, ms, ox, oy)
+        floor = profile.launch_latency_s if "peak_flop_per_s" in f.coefficients else 0.0
+        out += _panel(name, f, ms, ox, oy, floor)
     out.append("</svg>")
     path.write_text("\n".join(out) + "\n")
 
@@ -237,12 +263,13 @@ def _esc(s: str) -> str:
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def _panel(name: str, f: FitRecord, ms: list[Measurement], ox: float, oy: float) -> list[str]:
+def _panel(name: str, f: FitRecord, ms: list[Measurement], ox: float, oy: float, floor_s: float = 0.0) -> list[str]:
+    """One series' panel; ``floor_s``: the least time the profile predicts (a product's launch latency)."""
     left, top, w, h = ox + 55, oy + 22, PANEL_W - 75, PANEL_H - 65
     xs = np.array([_x(m) for m in ms])
     ts = np.array([m.time_s for m in ms])
     grid = np.geomspace(xs.min(), xs.max(), 60)
-    preds = np.array([_predict(f, x) for x in grid])
+    preds = np.array([max(_predict(f, x), floor_s) for x in grid])
     lx0, lx1 = math.floor(math.log10(xs.min())), math.ceil(math.log10(xs.max()))
     ly0 = math.floor(math.log10(min(ts.min(), preds.min())))
     ly1 = math.ceil(math.log10(max(ts.max(), preds.max())))
@@ -308,10 +335,77 @@ def _datasheet_rows() -> list[str]:
     return rows
 
 
+def _datasheet_comparison(profile: DeviceProfile) -> list[str]:
+    """Measured against the datasheet profile of the same GPU, where one matches the device's name."""
+    key = next((k for k in DATASHEETS if k.lower() in profile.name.lower()), None) if profile.backend == "cupy" else None
+    if key is None:
+        return []
+    sheet, data = datasheet_profile(key), DATASHEETS[key]
+    rows = []
+
+    def largest(benchmark: str, label: str | None = None) -> Measurement | None:
+        ms = [m for m in profile.measurements if m.benchmark == benchmark and (label is None or m.label == label)]
+        return max(ms, key=lambda m: m.size) if ms else None
+
+    for dtype, rate in profile.compute.items():
+        m = largest("gemm", dtype)
+        peak = data.peak_flop_per_s.get(dtype)
+        if m is None or peak is None:
+            continue
+        rows.append(
+            (
+                f"gemm {dtype}, n = {m.size}",
+                m.time_s,
+                sheet.compute_rate(dtype).time_s(m.flops),
+                f"fitted peak {rate.peak_flop_per_s / 1e12:.4g} TFLOP/s = {rate.peak_flop_per_s / peak:.0%} of the datasheet's "
+                f"{peak / 1e12:g}",
+            )
+        )
+    m = largest("copy")
+    if m is not None:
+        bw = 1.0 / profile.memory.beta_s_per_byte
+        rows.append(
+            (
+                f"copy {_bytes_text(m.size)} (bytes read + written)",
+                m.time_s,
+                sheet.memory.time_s(m.bytes),
+                f"fitted {bw / 1e9:.4g} GB/s = {bw / data.memory_bandwidth_bytes_per_s:.0%} of the datasheet's "
+                f"{data.memory_bandwidth_bytes_per_s / 1e9:g} GB/s",
+            )
+        )
+    for kind in ("h2d", "d2h"):
+        m = largest(kind)
+        if m is not None:
+            bw = 1.0 / profile.links[kind].beta_s_per_byte
+            rows.append(
+                (
+                    f"{kind} {_bytes_text(m.size)}",
+                    m.time_s,
+                    sheet.transfer_time_s(m.bytes, kind),
+                    f"fitted {bw / 1e9:.4g} GB/s = {bw / data.pcie_bytes_per_s_per_direction:.0%} of PCIe's "
+                    f"{data.pcie_bytes_per_s_per_direction / 1e9:g} GB/s one way",
+                )
+            )
+    rows.append(("almost-empty kernel", profile.launch_latency_s, sheet.launch_latency_s, "launch latency"))
+    lines = [
+        "## Measured against the datasheet profile",
+        "",
+        f"The largest measured size of each series against what the `{key}` datasheet profile "
+        f"(`milp-partition ... --profile {key}`) predicts for it, with its stated assumptions (below). A ratio above 1: "
+        "the datasheet profile is optimistic.",
+        "",
+        "| series | measured | datasheet profile | measured / datasheet | fitted rate |",
+        "|---|---|---|---|---|",
+    ]
+    for name, measured, predicted, note in rows:
+        lines.append(f"| {name} | {measured:.4g} s | {predicted:.4g} s | {measured / predicted:.2f} | {note} |")
+    return [*lines, ""]
+
+
 def write_markdown(profile: DeviceProfile, path: Path, context: dict[str, str]) -> None:
     fits = profile.fits
     held = [
-        abs(_predict(f, _x(m)) - m.time_s) / m.time_s
+        abs(_profile_predict(profile, f, m) - m.time_s) / m.time_s
         for m in profile.measurements
         if m.held_out and (f := _series_fit(profile, m)) is not None
     ]
@@ -367,6 +461,7 @@ def write_markdown(profile: DeviceProfile, path: Path, context: dict[str, str]) 
         "",
         *_reading(profile),
         "",
+        *_datasheet_comparison(profile),
         "## Measurements",
         "",
         f"Every median with its prediction is in `{context['csv_name']}` (every repeat too); the profile JSON holds them as well.",
@@ -376,7 +471,7 @@ def write_markdown(profile: DeviceProfile, path: Path, context: dict[str, str]) 
     ]
     for m in profile.measurements:
         f = _series_fit(profile, m)
-        pred = _predict(f, _x(m)) if f else math.nan
+        pred = _profile_predict(profile, f, m) if f else math.nan
         err = abs(pred - m.time_s) / m.time_s if f else math.nan
         lines.append(
             f"| {m.benchmark} {m.label} | {m.size} | {m.time_s:.4g} s | {_effective(m)} | {_g(pred, 4)} s | {_g(err, 2)} | {_role(f, m)} |"
@@ -398,7 +493,8 @@ def write_markdown(profile: DeviceProfile, path: Path, context: dict[str, str]) 
         "",
         "```bash",
         "milp-partition calibrate --backend numpy --quick --output profile.json   # under a minute",
-        f"python {SCRIPT} --time-quick                        # this page (full suite, about 3 minutes)",
+        f"python {SCRIPT} --time-quick                        # calibration.md (full suite on the CPU, about 3 minutes)",
+        f"python {SCRIPT} --backend cupy                      # calibration_gpu.md (full suite on a GPU, about a minute)",
         "```",
         "",
     ]
@@ -456,6 +552,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "cupy"])
     ap.add_argument("--preset", default="full", choices=["full", "quick", "tiny"])
     ap.add_argument("--out-dir", type=Path, default=REPO / "results")
+    ap.add_argument(
+        "--name",
+        help="stem of the .md, .csv and .svg written (default: calibration_gpu for a CuPy profile, else calibration)",
+    )
     ap.add_argument("--time-quick", action="store_true", help="also time `calibrate --quick` end to end")
     ap.add_argument("--from-profile", type=Path, help="render from this profile JSON instead of measuring")
     ap.add_argument(
@@ -491,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
             f"suite wall time {result.seconds:.1f} s; 1-minute load average {load0[0]:.1f} at the start and {load1[0]:.1f} "
             f"at the end on {os.cpu_count()} cores (the machine is shared)"
         )
+    name = args.name or ("calibration_gpu" if profile.backend == "cupy" else "calibration")
     context = {
         "command": f"`{command}`",
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
@@ -498,15 +599,15 @@ def main(argv: list[str] | None = None) -> int:
         "profile_path": str(Path(profile_path).resolve().relative_to(REPO))
         if Path(profile_path).resolve().is_relative_to(REPO)
         else str(profile_path),
-        "svg_name": "calibration.svg",
-        "csv_name": "calibration.csv",
+        "svg_name": f"{name}.svg",
+        "csv_name": f"{name}.csv",
     }
     if args.time_quick:
         context["quick"] = _time_quick(profile.backend if profile.backend != "datasheet" else "numpy")
-    write_csv(profile, args.out_dir / "calibration.csv")
-    write_svg(profile, args.out_dir / "calibration.svg")
-    write_markdown(profile, args.out_dir / "calibration.md", context)
-    print(f"wrote {args.out_dir / 'calibration.md'}, calibration.csv, calibration.svg, {profile_path}")
+    write_csv(profile, args.out_dir / f"{name}.csv")
+    write_svg(profile, args.out_dir / f"{name}.svg")
+    write_markdown(profile, args.out_dir / f"{name}.md", context)
+    print(f"wrote {args.out_dir / (name + '.md')}, {name}.csv, {name}.svg, {profile_path}")
     return 0
 
 

@@ -10,6 +10,7 @@ import pytest
 from milp_partition.calibration import kernels
 from milp_partition.calibration.backend import NumpyBackend, cupy_unavailable_reason, select_backend
 from milp_partition.calibration.build import build_profile
+from milp_partition.calibration.fit import FitError
 from milp_partition.calibration.profile import load_profile, write_profile
 from milp_partition.calibration.settings import TimingSettings, preset
 from milp_partition.calibration.suite import run_suite
@@ -51,6 +52,50 @@ def test_numpy_tiny_suite_writes_a_valid_profile(tmp_path) -> None:
     assert again == profile
     assert again.compute_time_s(2 * 64**3, 3 * 64 * 64 * 4) > 0
     assert "numpy" in again.versions and again.versions["suite_preset"] == "tiny"
+
+
+def _flattened(result, benchmark: str, label: str):
+    """``result`` with one series all overhead and noise, as tiny sizes on a GPU: its first time, a little less at each
+    larger size."""
+    first = next(m.time_s for m in result.measurements if m.benchmark == benchmark and m.label == label)
+    flat, k = [], 0
+    for m in result.measurements:
+        if (m.benchmark, m.label) == (benchmark, label):
+            t = first * (1 - 1e-3 * k)
+            flat.append(replace(m, time_s=t, times_s=(t,) * len(m.times_s)))
+            k += 1
+        else:
+            flat.append(m)
+    return replace(result, measurements=tuple(flat))
+
+
+def test_a_flat_record_only_series_is_noted_not_fatal() -> None:
+    backend, settings, result, _ = _tiny_profile()
+    profile = build_profile(backend, settings, _flattened(result, "scale_add", "float32"))
+    assert "scale_add" not in {f.name for f in profile.fits} and "reduction" in {f.name for f in profile.fits}
+    assert any(n.startswith("not fitted, a record only: scale_add float32") for n in profile.notes)
+
+
+@pytest.mark.parametrize(("benchmark", "label"), [("gemm", "float32"), ("copy", "float32"), ("h2d", "host->0")])
+def test_a_flat_series_the_profile_needs_names_itself(benchmark: str, label: str) -> None:
+    backend, settings, result, _ = _tiny_profile()
+    assert any((m.benchmark, m.label) == (benchmark, label) for m in result.measurements)
+    with pytest.raises(FitError, match=rf"^{benchmark} {label} \(\d+ sizes, \d+ to \d+\): .*measure larger sizes"):
+        build_profile(backend, settings, _flattened(result, benchmark, label))
+
+
+@pytest.mark.parametrize("backend_name", ["numpy", "cupy"])
+def test_every_tiny_series_grows_past_a_gpu_launch(backend_name: str) -> None:
+    """On a GPU a kernel or copy takes about 10 us whatever its size below a few MiB: the tiny preset's largest sizes
+    must take well over that, or its fits see only overhead (a 96-order GEMM and 1 MiB copies did: slope <= 0)."""
+    s = preset("tiny", backend_name)
+    if backend_name == "numpy":
+        assert max(s.gemm_sizes) <= 128  # stays cheap on a CPU
+        return
+    launch_s, flop_per_s, hbm_bytes_per_s, d2d_bytes_per_s = 10e-6, 60e12, 5e12, 3e12  # H200-class, generous
+    assert 2 * max(s.gemm_sizes) ** 3 / flop_per_s > 10 * launch_s
+    assert 2 * max(s.stream_sizes_bytes) / hbm_bytes_per_s > 10 * launch_s
+    assert max(s.transfer_sizes_bytes) / d2d_bytes_per_s > 10 * launch_s
 
 
 def test_a_wrong_gemm_is_refused(monkeypatch) -> None:
@@ -162,6 +207,8 @@ def test_cupy_tiny_suite_runs_and_matches_the_reference(tmp_path) -> None:
     _require_gpu()
     backend, _, _, profile = _tiny_profile("cupy")
     assert profile.backend == "cupy" and profile.source == "measured"
+    for dtype in preset("tiny", "cupy").gemm_dtypes:  # fitted, or skipped with the reason
+        assert dtype in profile.compute or any(n.startswith(f"gemm {dtype}: skipped, ") for n in profile.notes), dtype
     assert "cupy" in profile.versions and "cuda_driver" in profile.versions
     assert profile.launch_latency_s < 1e-3
     assert profile.memory_bytes is not None and profile.memory_bytes > 2**30
@@ -192,3 +239,58 @@ def test_cupy_and_numpy_compute_the_same_products() -> None:
     out = cupy.empty((64, 64), dtype=cupy.float32)
     kernels.gemm(cupy, cupy.asarray(a), cupy.asarray(b), out)
     np.testing.assert_allclose(cupy.asnumpy(out), a @ b, rtol=1e-4, atol=1e-4)
+
+
+# -- the committed GPU profile (results/calibration_profile_cupy.json, measured on an H200) ----------
+
+
+class _Stored:
+    """The back-end that measured a stored profile, as build_profile sees it."""
+
+    def __init__(self, profile) -> None:
+        self.name, self.device_name, self.memory_bytes = profile.backend, profile.name, profile.memory_bytes
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def transfer_notes(self) -> dict[str, str]:
+        return {"h2d": "h2d", "d2h": "d2h", "d2d": "d2d"}
+
+
+def test_the_committed_gpu_profile_loads_and_predicts_its_own_largest_products() -> None:
+    """The H200's measurements refitted by today's code: the largest products within 10% (the line through the
+    launch-bound small products put float16's peak at 902 TFLOP/s and missed n = 8192 by 15%)."""
+    from pathlib import Path
+
+    from milp_partition.calibration.suite import SuiteResult
+
+    path = Path(__file__).resolve().parents[1] / "results" / "calibration_profile_cupy.json"
+    stored = load_profile(path)
+    raw = tuple(replace(m, held_out=False) for m in stored.measurements)
+    profile = build_profile(_Stored(stored), preset("full", "cupy"), SuiteResult(raw, (), 0.0))  # type: ignore[arg-type]
+    assert profile.compute == stored.compute  # what is committed is what the code fits
+    assert stored.backend == "cupy" and stored.source == "measured"
+    assert set(profile.compute) == {"float32", "float16", "bfloat16"}
+    for dtype in profile.compute:
+        m = max((m for m in profile.measurements if m.benchmark == "gemm" and m.label == dtype), key=lambda m: m.size)
+        assert abs(profile.compute_rate(dtype).time_s(m.flops) - m.time_s) / m.time_s < 0.1, dtype
+    copy = max((m for m in profile.measurements if m.benchmark == "copy"), key=lambda m: m.size)
+    assert abs(profile.memory.time_s(copy.bytes) - copy.time_s) / copy.time_s < 0.1
+
+
+def _gemm_series(times_s: list[float]) -> list:
+    from milp_partition.calibration.profile import Measurement
+
+    sizes = [128 * 2**k for k in range(len(times_s))]
+    return [Measurement("gemm", "float16", n, 2.0 * n**3, 6.0 * n * n, t, (t,)) for n, t in zip(sizes, times_s)]
+
+
+def test_a_gemm_series_is_fitted_from_where_it_leaves_its_flat_head() -> None:
+    from milp_partition.calibration.build import compute_bound_from
+
+    gpu = _gemm_series([18e-6, 19e-6, 18e-6, 20e-6, 26e-6, 80e-6, 600e-6, 4.8e-3, 38e-3])  # launch-bound up to 2048
+    assert compute_bound_from(gpu) == 128 * 2**5
+    cpu = _gemm_series([1.3e-6, 9e-6, 70e-6, 560e-6, 4.5e-3])  # grows from the first order
+    assert compute_bound_from(cpu) == 128
+    short = _gemm_series([18e-6, 18e-6, 19e-6, 18e-6, 40e-6, 300e-6])  # two compute-bound orders: keep four
+    assert compute_bound_from(short) == 128 * 2**2

@@ -103,9 +103,19 @@ class ArrayBackend:
             "cpu_count": str(os.cpu_count()),
         }
 
+    def dtype(self, name: str) -> Any:
+        """The array module's data type called ``name``."""
+        return self.xp.dtype(name)
+
+    def dtype_problem(self, dtype: str) -> str | None:
+        """None when matrix products in ``dtype`` run here, else why not (a phrase)."""
+        if not hasattr(self.xp, dtype):
+            return f"the {self.name} array module has no {dtype} dtype"
+        return None
+
     def has_dtype(self, dtype: str) -> bool:
-        """Whether the array module has a data type called ``dtype``."""
-        return hasattr(self.xp, dtype)
+        """Whether matrix products in ``dtype`` run here (:meth:`dtype_problem` is None)."""
+        return self.dtype_problem(dtype) is None
 
 
 class NumpyBackend(ArrayBackend):
@@ -268,14 +278,27 @@ class CupyBackend(ArrayBackend):
             v["nccl"] = "unavailable"
         return v
 
-    def has_dtype(self, dtype: str) -> bool:
-        if not hasattr(self.xp, dtype):
-            return False
+    def dtype(self, name: str) -> Any:
+        if name == "bfloat16" and not hasattr(self.xp, "bfloat16"):
+            import ml_dtypes  # CuPy has no bfloat16 of its own; it takes NumPy's extension type
+
+            return np.dtype(ml_dtypes.bfloat16)
+        return super().dtype(name)
+
+    def dtype_problem(self, dtype: str) -> str | None:
+        """None when a 2 x 2 product of ones in ``dtype`` gives 2 on the GPU, else why not."""
         try:
-            self.xp.zeros(1, dtype=dtype)
-        except Exception:
-            return False
-        return True
+            dt = self.dtype(dtype)
+        except Exception as exc:
+            return f"no {dtype} dtype here ({type(exc).__name__}: {exc})"
+        try:
+            ones = self.xp.ones((2, 2), dtype=self.xp.float32).astype(dt)
+            got = float(self._cp.asnumpy(self.xp.matmul(ones, ones).astype(self.xp.float32))[0, 0])
+        except Exception as exc:
+            return f"cupy cannot multiply {dtype} matrices ({type(exc).__name__}: {str(exc)[:120]})"
+        if got != 2.0:
+            return f"a {dtype} product of ones gave {got}, not 2"
+        return None
 
 
 def _check_allreduce(cp: Any, bufs: list[tuple[Any, Any]], p: int) -> None:

@@ -3,7 +3,7 @@
 =============  =========================  ==========================================
 series         x of the fit               profile field
 =============  =========================  ==========================================
-gemm <dtype>   FLOPs (2 n^3)              ``compute[dtype]`` = (overhead_s, 1 / beta)
+gemm <dtype>   FLOPs (2 n^3), n >= n0     ``compute[dtype]`` = (overhead_s, 1 / beta)
 copy           bytes read + written       ``memory``: piecewise alpha-beta over all sizes (regimes)
 scale_add      bytes read + written       (fit record only)
 reduction      bytes read                 (fit record only)
@@ -12,6 +12,13 @@ h2d, d2h       bytes                      ``links["h2d"]``, ``links["d2h"]``: pi
 d2d <pair>     bytes                      ``links["d2d"]`` = the slowest pair (largest beta at the largest sizes)
 allreduce      2 (p-1)/p * bytes          ``allreduce`` (alpha per ring step = intercept / (2 (p-1)))
 =============  =========================  ==========================================
+
+A GEMM series is fitted from the smallest order ``n0`` from which every product takes at least
+:data:`COMPUTE_BOUND_FACTOR` times the series' fastest (at least :data:`~milp_partition.calibration.fit.MIN_FIT_POINTS`
++ 1 orders): below it a product's time is the launch's, flat in n (on an H200, 18-26 us up to n = 2048 in
+float16), and a line through those points would trade a smaller overhead for a peak above anything measured (902
+TFLOP/s where no product ran faster than 767).  The profile prices the smaller products by its launch latency
+(:meth:`DeviceProfile.compute_time_s` takes the larger).
 
 Copies and transfers have regimes (on a CPU: within a cache level, from memory, and with
 non-temporal stores for the largest), which one line averages; they are fitted piecewise
@@ -32,7 +39,7 @@ from functools import partial
 import numpy as np
 
 from milp_partition.calibration.backend import ArrayBackend
-from milp_partition.calibration.fit import LineFit, PiecewiseFit, fit_line, fit_piecewise
+from milp_partition.calibration.fit import MIN_FIT_POINTS, FitError, LineFit, PiecewiseFit, fit_line, fit_piecewise
 from milp_partition.calibration.profile import AlphaBeta, ComputeRate, DeviceProfile, FitRecord, Measurement, Regime
 from milp_partition.calibration.settings import SuiteSettings
 from milp_partition.calibration.suite import SuiteResult
@@ -40,6 +47,39 @@ from milp_partition.calibration.suite import SuiteResult
 AB_MODEL = "time_s = alpha_s + bytes * beta_s_per_byte"
 GEMM_MODEL = "time_s = overhead_s + flops / peak_flop_per_s"
 RING_MODEL = "time_s = 2 (p-1) alpha_s + 2 (p-1)/p * bytes * beta_s_per_byte"
+#: What a FitError of a series tells the user to do.
+_FIT_ADVICE = (
+    "over these sizes the time is all overhead (or noise); measure larger sizes (the full suite, "
+    "or a preset whose largest sizes take well over the launch latency)"
+)
+
+
+#: A GEMM order is compute-bound when its product takes at least this many times the series' fastest product.
+COMPUTE_BOUND_FACTOR = 2.0
+
+
+def compute_bound_from(ms: list[Measurement]) -> int:
+    """The smallest order from which every product of ``ms`` (one GEMM series) is compute-bound.
+
+    The smallest order when only the fastest product is under the bar (no flat head).  At least
+    ``MIN_FIT_POINTS + 1`` orders are kept (the largest ones), so the fit has points to hold out.
+    """
+    by_size = sorted(ms, key=lambda m: m.size)
+    if not by_size:
+        return 0
+    floor = min(m.time_s for m in by_size)
+    cut = len(by_size)
+    while cut > 0 and by_size[cut - 1].time_s >= COMPUTE_BOUND_FACTOR * floor:
+        cut -= 1
+    if cut < 2:  # the fastest product alone: no flat head to leave out (a CPU's series grow from the first order)
+        cut = 0
+    cut = min(cut, max(0, len(by_size) - (MIN_FIT_POINTS + 1)))
+    return by_size[cut].size
+
+
+def _size_range(ms: list[Measurement]) -> str:
+    sizes = [m.size for m in ms]
+    return f"{len(sizes)} sizes, {min(sizes)} to {max(sizes)}" if sizes else "no sizes"
 
 
 def _record(name: str, model: str, coefficients: dict[str, float], f: LineFit) -> FitRecord:
@@ -93,7 +133,7 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
     FitError
         A series cannot be fitted.
     """
-    measurements, fits, pieces, compute, records = _fit_series(settings, result)
+    measurements, fits, pieces, compute, records, fit_notes = _fit_series(settings, result)
 
     notes_t = backend.transfer_notes()
 
@@ -132,7 +172,7 @@ def build_profile(backend: ArrayBackend, settings: SuiteSettings, result: SuiteR
         versions=versions,
         created_utc=datetime.now(UTC).isoformat(timespec="seconds"),
         assumptions=(),
-        notes=(*result.notes, f"suite wall time {result.seconds:.1f} s"),
+        notes=(*result.notes, *fit_notes, f"suite wall time {result.seconds:.1f} s"),
     )
 
 
@@ -144,11 +184,18 @@ def _fit_series(
     dict[tuple[str, str], PiecewiseFit],
     dict[str, ComputeRate],
     list[FitRecord],
+    list[str],
 ]:
     """Fit every (benchmark, label) series of ``result``.
 
     Returns the measurements (held-out points marked), the line and piecewise fits by series,
-    the compute rate per data type and the fit records, in the order the series first appear.
+    the compute rate per data type, the fit records (in the order the series first appear) and notes on
+    record-only series that could not be fitted.
+
+    Raises
+    ------
+    FitError
+        A series the profile needs cannot be fitted; the message names it and its sizes.
     """
     series: dict[tuple[str, str], list[int]] = defaultdict(list)
     for i, m in enumerate(result.measurements):
@@ -157,11 +204,15 @@ def _fit_series(
     fits: dict[tuple[str, str], LineFit] = {}
     pieces: dict[tuple[str, str], PiecewiseFit] = {}
     records: list[FitRecord] = []
+    notes: list[str] = []
 
     def fit(key: tuple[str, str], x_of: Callable[[Measurement], float], min_size: int = 0) -> LineFit:
         idx = [i for i in series[key] if measurements[i].size >= min_size]
         ms = [measurements[i] for i in idx]
-        f = fit_line(np.array([x_of(m) for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
+        try:
+            f = fit_line(np.array([x_of(m) for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
+        except FitError as exc:
+            raise FitError(f"{key[0]} {key[1]} ({_size_range(ms)}): {exc}; {_FIT_ADVICE}") from None
         for i, held in zip(idx, f.held_out):
             measurements[i] = replace(measurements[i], held_out=held)
         fits[key] = f
@@ -170,7 +221,10 @@ def _fit_series(
     def fit_regimes(key: tuple[str, str]) -> PiecewiseFit:
         idx = series[key]
         ms = [measurements[i] for i in idx]
-        f = fit_piecewise(np.array([m.bytes for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
+        try:
+            f = fit_piecewise(np.array([m.bytes for m in ms]), np.array([m.time_s for m in ms]), settings.holdout_every)
+        except FitError as exc:
+            raise FitError(f"{key[0]} {key[1]} ({_size_range(ms)}): {exc}; {_FIT_ADVICE}") from None
         for i, held in zip(idx, f.held_out):
             measurements[i] = replace(measurements[i], held_out=held)
         pieces[key] = f
@@ -179,14 +233,21 @@ def _fit_series(
     compute: dict[str, ComputeRate] = {}
     for bench, label in list(series):
         if bench == "gemm":
-            f = fit((bench, label), lambda m: m.flops)
+            ms = [measurements[i] for i in series[(bench, label)]]
+            n0 = compute_bound_from(ms)
+            f = fit((bench, label), lambda m: m.flops, n0)
             compute[label] = ComputeRate(peak_flop_per_s=1.0 / f.beta, overhead_s=f.alpha)
-            records.append(_record(f"gemm {label}", GEMM_MODEL, {"overhead_s": f.alpha, "peak_flop_per_s": 1.0 / f.beta}, f))
+            model = GEMM_MODEL + (f" (n >= {n0}; smaller products: launch-bound)" if n0 > min(m.size for m in ms) else "")
+            records.append(_record(f"gemm {label}", model, {"overhead_s": f.alpha, "peak_flop_per_s": 1.0 / f.beta}, f))
         elif bench == "copy":
             records.append(_piece_record(bench, fit_regimes((bench, label))))
-        elif bench in ("scale_add", "reduction"):
+        elif bench in ("scale_add", "reduction"):  # records only: a series too flat to fit is noted, not fatal
             lo = settings.stream_fit_min_bytes
-            f = fit((bench, label), lambda m: m.bytes, lo)
+            try:
+                f = fit((bench, label), lambda m: m.bytes, lo)
+            except FitError as exc:
+                notes.append(f"not fitted, a record only: {exc}")
+                continue
             records.append(_record(bench, AB_MODEL + (f" (arrays >= {lo} B)" if lo else ""), _ab_coefficients(f), f))
         elif bench in ("h2d", "d2h", "d2d"):
             records.append(_piece_record(f"link {bench} {label}", fit_regimes((bench, label))))
@@ -201,7 +262,7 @@ def _fit_series(
                     f,
                 )
             )
-    return measurements, fits, pieces, compute, records
+    return measurements, fits, pieces, compute, records, notes
 
 
 def _piece_record(name: str, f: PiecewiseFit) -> FitRecord:

@@ -122,11 +122,13 @@ def preset(name: str, backend: str) -> SuiteSettings:
     # kernels are latency-bound, which the fit's alpha covers.
     stream_fit_min_bytes = 0 if gpu else 8 * _MIB
     if name == "tiny":
+        # On a GPU every kernel and copy takes the launch latency (about 10 us) up to a few MiB: the tiny sizes of a
+        # CPU would fit nothing but overhead there, so the GPU's tiny grid reaches sizes that take well over it.
         return SuiteSettings(
             preset="tiny",
-            gemm_sizes=(16, 32, 48, 64, 96),
-            stream_sizes_bytes=_geometric(4 * _KIB, 1 * _MIB, 4),
-            transfer_sizes_bytes=_geometric(64, 1 * _MIB, 8),
+            gemm_sizes=(256, 512, 1024, 2048, 4096) if gpu else (16, 32, 48, 64, 96),
+            stream_sizes_bytes=_geometric(1 * _MIB, 1 * _GIB, 4) if gpu else _geometric(4 * _KIB, 1 * _MIB, 4),
+            transfer_sizes_bytes=_geometric(64, 1 * _GIB, 8) if gpu else _geometric(64, 1 * _MIB, 8),
             allreduce_sizes_bytes=_geometric(4 * _KIB, 4 * _MIB, 8),
             timing=TimingSettings(warmup=1, repeats=3, min_sample_time_s=2e-4, max_inner=200),
             cpu_half_precision_max_size=48,

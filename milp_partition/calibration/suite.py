@@ -81,8 +81,9 @@ class _Planner:
     def gemm_tasks(self) -> list[Task]:
         tasks = []
         for dtype in self.settings.gemm_dtypes:
-            if not self.backend.has_dtype(dtype):
-                self.notes.append(f"gemm {dtype}: skipped, the {self.backend.name} array module has no {dtype} dtype")
+            problem = self.backend.dtype_problem(dtype)
+            if problem is not None:
+                self.notes.append(f"gemm {dtype}: skipped, {problem}")
                 continue
             sizes = self.settings.gemm_sizes
             if self.backend.name == "numpy" and dtype in ("float16", "bfloat16"):
@@ -97,13 +98,14 @@ class _Planner:
     def _gemm(self, dtype: str, n: int) -> Callable[[], Measurement]:
         def go() -> Measurement:
             xp, s = self.backend.xp, self.settings
-            itemsize = int(xp.empty(0, dtype=dtype).itemsize)
+            dt = self.backend.dtype(dtype)
+            itemsize = int(xp.empty(0, dtype=dt).itemsize)
             nb = _rotation(s, n * n * itemsize)
             bufs = [
                 (
-                    xp.asarray(self.rng.standard_normal((n, n), dtype=np.float32)).astype(dtype),
-                    xp.asarray(self.rng.standard_normal((n, n), dtype=np.float32)).astype(dtype),
-                    xp.empty((n, n), dtype=dtype),
+                    xp.asarray(self.rng.standard_normal((n, n), dtype=np.float32)).astype(dt),
+                    xp.asarray(self.rng.standard_normal((n, n), dtype=np.float32)).astype(dt),
+                    xp.empty((n, n), dtype=dt),
                 )
                 for _ in range(nb)
             ]
