@@ -64,9 +64,12 @@ POLISH_STARTS = 3
 ROW_PER_STATE_FROM_S = 240.0
 #: ... and from which, in a shorter share, the master with a (link) row per band of four states runs after the
 #: all-states one: on seven of six it converges at 0.0073523 after 43 s (one process, 0.0073398 with bands of eight
-#: after 21 s, 0.0073579 with bands of two after 141 s; the chain at 100 s: gap 1.93% against 2.43%); on eight of
-#: six bands of four proved nothing more in 70 s.
-BANDS_OF_FOUR_FROM_S = 60.0
+#: after 21 s, 0.0073579 with bands of two after 141 s).  A 60 s solve's share is about 35 s there: the chain at 60 s
+#: proves 0.0073515 (gap 1.94% against 2.43% with the all-states master and the polisher after it); ten of four
+#: (seed 1) 1.56% against 1.87%; on eight of six (seeds 0 and 2) and ten of four (seed 0) it proves no more than
+#: the all-states master (2.21%, 1.75%, 0.95% against 2.21%, 1.69%, 0.96%: the main process's polishing it displaces
+#: found nothing there either, the plans differ by the polisher's draw).
+BANDS_OF_FOUR_FROM_S = 25.0
 
 #: from this many ideals the exact DP's passes take seconds: the DP along topological orders runs first
 ORDER_DP_FROM_IDEALS = 5_000
