@@ -113,10 +113,6 @@ class ArrayBackend:
             return f"the {self.name} array module has no {dtype} dtype"
         return None
 
-    def has_dtype(self, dtype: str) -> bool:
-        """Whether matrix products in ``dtype`` run here (:meth:`dtype_problem` is None)."""
-        return self.dtype_problem(dtype) is None
-
 
 class NumpyBackend(ArrayBackend):
     """The CPU: NumPy arrays, wall-clock timing, host memcpy standing in for device copies."""

@@ -15,8 +15,8 @@ allreduce      2 (p-1)/p * bytes          ``allreduce`` (alpha per ring step = i
 
 A GEMM series is fitted from the smallest order ``n0`` from which every product takes at least
 :data:`COMPUTE_BOUND_FACTOR` times the series' fastest (at least :data:`~milp_partition.calibration.fit.MIN_FIT_POINTS`
-+ 1 orders): below it a product's time is the launch's, flat in n (on an H200, 18-26 us up to n = 2048 in
-float16), and a line through those points would trade a smaller overhead for a peak above anything measured (902
++ 1 orders): below it a product's time is the launch's, flat in n (in one run on an H200, 18-26 us up to n = 2048
+in float16), and a line through those points would trade a smaller overhead for a peak above anything measured (902
 TFLOP/s where no product ran faster than 767).  The profile prices the smaller products by its launch latency
 (:meth:`DeviceProfile.compute_time_s` takes the larger).
 
