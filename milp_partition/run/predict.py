@@ -414,10 +414,13 @@ def predict_step(
 def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: int = 9) -> LinkFit:
     """Gloo's send/recv (half a ping-pong between ranks 0 and 1) and all-reduce over the default group, fitted on two sizes.
 
-    Collective: every rank of the default process group calls it; ranks above 1 only join the all-reduces.
+    Collective: every rank of the default process group calls it; ranks above 1 only join the all-reduces.  With one
+    rank there is no peer: the ping is skipped (its fit is zero; a one-device plan sends nothing).
     """
     import torch
     import torch.distributed as dist
+
+    peer = dist.get_world_size() > 1
 
     def timed(fn: Any) -> float:
         samples = []
@@ -434,6 +437,8 @@ def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: 
         x = torch.zeros(size // 4)
 
         def ping(x: Any = x) -> None:
+            if not peer:
+                return
             if rank == 0:
                 dist.send(x, 1)
                 dist.recv(x, 1)
