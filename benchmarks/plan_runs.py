@@ -94,16 +94,45 @@ def _limits(rows: list[dict]) -> str:
     return " ".join(parts)
 
 
+def _limits_gpu(rows: list[dict]) -> str:
+    """A paragraph on what limits the prediction on a GPU, from the measured figures."""
+    spread = statistics.median(r["step_spread"] for r in rows)
+    worst = max(rows, key=lambda r: abs(r["step_error"]))
+    parts = [
+        f"On the GPU the measured step times after warm-up vary by a median of {100 * spread:.0f}% (max - min over "
+        f"median) within one run. The largest error is {worst['model']} {worst['plan']} ({100 * worst['step_error']:+.0f}%).",
+    ]
+    for r in rows:
+        parts.append(
+            f"For {r['model']} {r['plan']} the runtime's own cost E (the plan's shape run with nothing to compute) is "
+            f"{100 * r['empty_step_share']:.0f}% of the predicted step."
+        )
+    parts.append(
+        "These test models are small: a layer's kernels take microseconds, so launch and Python overheads, not the "
+        "GPU's FLOP rate, set their times; the layer times that feed the formula are taken at one sample just before "
+        "each step, on the same GPU."
+    )
+    return " ".join(parts)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--microbatches", type=int, default=8)
     ap.add_argument("--profile", default="scratch/cpu.json")
     ap.add_argument("--work", default="scratch/plan_runs")
+    ap.add_argument(
+        "--devices",
+        type=int,
+        help="devices per plan (default 2; 1 on a machine with one GPU: nccl takes one rank per GPU, and only the "
+        "optimum, 1 x 1 x 1, has one device)",
+    )
     args = ap.parse_args()
     import torch
 
     gpu = torch.cuda.is_available()
+    devices = args.devices or (1 if gpu and torch.cuda.device_count() < 2 else 2)
+    shapes = SHAPES if devices >= 2 else {"optimum": SHAPES["optimum"]}
     work = ROOT / args.work
     work.mkdir(parents=True, exist_ok=True)
     profile = ROOT / args.profile
@@ -129,7 +158,7 @@ def main() -> int:
                 str(graph),
             ]
         )
-        for shape, flags in SHAPES.items():
+        for shape, flags in shapes.items():
             plan = work / f"{graph.stem}_{shape}.json"
             run = work / f"{graph.stem}_{shape}_run.json"
             sh(
@@ -140,7 +169,7 @@ def main() -> int:
                     "--problem",
                     "joint",
                     "--devices",
-                    "2",
+                    str(devices),
                     "--memory",
                     "4GiB",
                     "--microbatches",
@@ -194,7 +223,7 @@ def main() -> int:
         f"<!-- written by benchmarks/plan_runs.py (--steps {args.steps} --microbatches {args.microbatches}); do not edit -->",
         f"# Plans run on torch.distributed: predicted against measured ({'CUDA, nccl' if gpu else 'CPU, gloo'})",
         "",
-        f"2 devices, {args.microbatches} micro-batches of one sample, {args.steps} steps (the first is warm-up; the median of "
+        f"{devices} device{'s' if devices > 1 else ''}{' (one GPU)' if gpu and devices == 1 else ''}, {args.microbatches} micro-batches of one sample, {args.steps} steps (the first is warm-up; the median of "
         "the rest, wall time, the slowest rank per step). Shape = stages x data-parallel x tensor-parallel. "
         "Predicted: `run`'s step-time formula (milp_partition/run/predict.py: 1F1B over the layers timed at one sample "
         "just before each step, gloo's latency and bandwidth measured in the run's group, DTensor's and the schedule's "
@@ -228,13 +257,15 @@ def main() -> int:
     )
     for model in MODELS:
         mine = [r for r in rows if r["model"] == model and r["plan"] != "optimum"]
+        if len(mine) < 2:
+            continue  # one plan per model (one device): no order to compare
         pred = [r["plan"] for r in sorted(mine, key=lambda r: r["predicted_step_s"])]
         meas = [r["plan"] for r in sorted(mine, key=lambda r: r["measured_step_s"])]
         lines.append(
             f"- {model}: predicted order {' < '.join(pred)}; measured {' < '.join(meas)}: "
             f"{'the same' if pred == meas else 'different'}."
         )
-    lines += ["", "## What limits the prediction here", "", _limits(rows)]
+    lines += ["", "## What limits the prediction here", "", _limits_gpu(rows) if gpu else _limits(rows)]
     try:
         import matplotlib
 

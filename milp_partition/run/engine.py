@@ -1,6 +1,6 @@
 """The torch side of ``milp-partition run``: one worker per device, and the single-process reference.
 
-Everything distributed is torch's own: the process group (gloo on CPU, nccl with CUDA) over a
+Everything distributed is torch's own: the process group (gloo on CPU; with CUDA nccl, gloo for CPU tensors) over a
 :class:`torch.distributed.FileStore`, a ``(pp, dp, tp)`` :class:`~torch.distributed.device_mesh.DeviceMesh`,
 ``torch.distributed.pipelining`` (``pipeline()`` with ``SplitPoint.BEGINNING`` at each later stage's first
 module, :class:`PipelineStage`, :class:`Schedule1F1B` over the plan's micro-batches, gradients scaled by
@@ -287,7 +287,7 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
 
     torch.set_num_threads(threads)
     cuda = torch.cuda.is_available()
-    backend = "nccl" if cuda else "gloo"
+    backend = "cpu:gloo,cuda:nccl" if cuda else "gloo"  # with CUDA: nccl for the GPU's tensors, gloo for the CPU's
     device = torch.device("cuda", rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
@@ -298,9 +298,9 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
         # the same cores), before the plan's steps: gloo's latency and bandwidth in this group, the plan's shape
         # with nothing to compute (below), the whole
         # model's layers at one sample, and torch's overheads (DTensor, the schedule) on tiny modules
-        links = measure_links(rank)
+        links = measure_links(rank, device=device)
         own_group = [dist.new_group([r]) for r in range(world)][rank]
-        timer = LayerTimer(spec, threads, seed)  # then one pass before each step (below)
+        timer = LayerTimer(spec, threads, seed, device=device if cuda else None)  # then one pass before each step (below)
         costs = calibrate_runtime(threads, group=own_group)
         S, D, T = spec.shape
         mesh = init_device_mesh(device.type, (S, D, T), mesh_dim_names=("pp", "dp", "tp"))
@@ -362,7 +362,6 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
             json.dump(result, fh)
     finally:
         dist.destroy_process_group()
-
 
 
 def _stage_module(

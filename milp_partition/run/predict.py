@@ -212,8 +212,11 @@ class LayerTimer:
     load as the step they predict; :meth:`profile` gives the medians.
     """
 
-    def __init__(self, spec: RunSpec, threads: int = 1, seed: int = 0) -> None:
+    def __init__(self, spec: RunSpec, threads: int = 1, seed: int = 0, device: Any = None) -> None:
+        """``device``: where the model runs (default the CPU); on a GPU each timestamp waits for the queued kernels."""
         import warnings
+
+        import torch
 
         # a full backward pre-hook on a module whose inputs need no gradient fires all the same: no warning
         warnings.filterwarnings("ignore", message="Full backward hook")
@@ -225,18 +228,33 @@ class LayerTimer:
         self.args = [a[:1] for a in args]
         self.kwargs = {k: v[:1] for k, v in kwargs.items()}
         self.target = target[:1]
+        cuda = device is not None and torch.device(device).type == "cuda"
+        if device is not None:
+            self.model.to(device)
+            self.args = [a.to(device) for a in self.args]
+            self.kwargs = {k: v.to(device) for k, v in self.kwargs.items()}
+            self.target = self.target.to(device)
+        self.sync_device = device if cuda else None
         self.fstamp: dict[str, float] = {}
         self.bstamp: dict[str, float] = {}
         for v in self.points:
             mod = named[v]
-            mod.register_forward_pre_hook(lambda m, a, v=v: self.fstamp.__setitem__(v, time.perf_counter()))
-            mod.register_full_backward_pre_hook(lambda m, g, v=v: self.bstamp.__setitem__(v, time.perf_counter()))
+            mod.register_forward_pre_hook(lambda m, a, v=v: self.fstamp.__setitem__(v, self.now()))
+            mod.register_full_backward_pre_hook(lambda m, g, v=v: self.bstamp.__setitem__(v, self.now()))
         self.fwd: dict[str, list[float]] = {v: [] for v in self.points}
         self.bwd: dict[str, list[float]] = {v: [] for v in self.points}
         self.opt = optimizer(spec, self.model.parameters())
         self.opt_times: list[float] = []
         self.n_params = len(list(self.model.parameters()))
         self.sample(record=False)  # warm-up
+
+    def now(self) -> float:
+        """A timestamp (on a GPU, once the kernels queued before it are done)."""
+        if self.sync_device is not None:
+            import torch
+
+            torch.cuda.synchronize(self.sync_device)
+        return time.perf_counter()
 
     def sample(self, record: bool = True) -> None:
         """One forward, backward and optimizer step on one sample, its nodes' times recorded."""
@@ -247,14 +265,14 @@ class LayerTimer:
         try:
             self.fstamp.clear()
             self.bstamp.clear()
-            t0 = time.perf_counter()
+            t0 = self.now()
             loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
-            t1 = time.perf_counter()
+            t1 = self.now()
             loss.backward()
-            t2 = time.perf_counter()
+            t2 = self.now()
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
-            t3 = time.perf_counter()
+            t3 = self.now()
         finally:
             torch.set_num_threads(previous)
         if not record:
@@ -411,7 +429,7 @@ def predict_step(
     )
 
 
-def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: int = 9) -> LinkFit:
+def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: int = 9, device: Any = None) -> LinkFit:
     """Gloo's send/recv (half a ping-pong between ranks 0 and 1) and all-reduce over the default group, fitted on two sizes.
 
     Collective: every rank of the default process group calls it; ranks above 1 only join the all-reduces.  With one
@@ -422,19 +440,23 @@ def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: 
 
     peer = dist.get_world_size() > 1
 
+    cuda = device is not None and torch.device(device).type == "cuda"
+
     def timed(fn: Any) -> float:
         samples = []
         for _ in range(repeats + 1):
             dist.barrier()
             t0 = time.perf_counter()
             fn()
+            if cuda:
+                torch.cuda.synchronize(device)
             samples.append(time.perf_counter() - t0)
         return statistics.median(samples[1:])
 
     p2p: list[float] = []
     ar: list[float] = []
     for size in sizes:
-        x = torch.zeros(size // 4)
+        x = torch.zeros(size // 4, device=device)  # on the GPU where the run has one (nccl moves its tensors)
 
         def ping(x: Any = x) -> None:
             if not peer:
