@@ -40,8 +40,9 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_charts import pyplot, save  # noqa: E402
-from milp_partition.galvatron.solve import solve_galvatron  # noqa: E402
 from milp_partition.heuristics.galvatron_even import galvatron_even_split  # noqa: E402
+
+from milp_partition.galvatron.solve import solve_galvatron  # noqa: E402
 from milp_partition.io.galvatron import read_galvatron  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "benchmarks" / "galvatron"

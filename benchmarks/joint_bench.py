@@ -32,8 +32,9 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from bench_charts import from_report, grouped_bars, pyplot, read_csv, replot_note, save  # noqa: E402
 from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style  # noqa: E402
-from milp_partition.joint.dp import joint_data  # noqa: E402
+
 from milp_partition.io.piper import read_joint  # noqa: E402
+from milp_partition.joint.dp import joint_data  # noqa: E402
 from milp_partition.joint.generators import repeat_block  # noqa: E402
 from milp_partition.joint.problem import JointProblem, JointSolveSettings  # noqa: E402
 from milp_partition.joint.solve import solve_joint  # noqa: E402

@@ -33,8 +33,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from bench_charts import pyplot, read_csv, save  # noqa: E402
-
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS  # noqa: E402
+
 from milp_partition.io.placement_instance import read_placement_instance  # noqa: E402
 from milp_partition.placement.generators import PlacementGeneratorSettings, generate_placement_problem  # noqa: E402
 from milp_partition.verifiers.placement import verify_placement  # noqa: E402

@@ -31,8 +31,8 @@ sys.path.insert(0, str(REPO))
 
 from bench_charts import grouped_bars, pyplot, read_csv, save  # noqa: E402
 
-from milp_partition.strategy.dp import pase_dp  # noqa: E402
 from milp_partition.io.strategy_tables import read_strategy_tables  # noqa: E402
+from milp_partition.strategy.dp import pase_dp  # noqa: E402
 from milp_partition.strategy.memory import with_memory  # noqa: E402
 from milp_partition.strategy.problem import StrategySolution  # noqa: E402
 from milp_partition.strategy.reductions import reduce  # noqa: E402

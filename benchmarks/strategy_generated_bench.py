@@ -37,8 +37,8 @@ sys.path.insert(0, str(REPO))
 from bench_charts import csv_value, grouped_bars, pyplot, save  # noqa: E402
 
 from milp_partition.calibration.profile import datasheet_profile  # noqa: E402
-from milp_partition.strategy.dp import pase_dp  # noqa: E402
 from milp_partition.io.strategy_tables import read_strategy_tables  # noqa: E402
+from milp_partition.strategy.dp import pase_dp  # noqa: E402
 from milp_partition.strategy.layers import StrategyGenerationSettings, generate_strategy_problem, transformer_layer_graph  # noqa: E402
 from milp_partition.strategy.memory import with_memory  # noqa: E402
 from milp_partition.strategy.problem import StrategySolution  # noqa: E402
