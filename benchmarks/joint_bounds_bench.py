@@ -30,11 +30,12 @@ from milp_partition.formulations.joint import work_lower_bound_s  # noqa: E402
 from milp_partition.heuristics.joint_orders import grouped_order_dp  # noqa: E402
 
 from milp_partition.budget import Budget  # noqa: E402
-from milp_partition.joint.column_bound import ALL_STATES, column_bound_report  # noqa: E402
+from milp_partition.joint.column_bound import column_bound_report  # noqa: E402
 from milp_partition.joint.dp import TooManyIdeals, joint_data, search  # noqa: E402
 from milp_partition.joint.generators import parallel_branches  # noqa: E402
 from milp_partition.joint.problem import JointProblem  # noqa: E402
 from milp_partition.joint.segment_bound import segment_bound  # noqa: E402
+from milp_partition.joint.solve import BANDS_OF_FOUR_FROM_S, ROW_PER_STATE_FROM_S, _bands  # noqa: E402
 from milp_partition.joint.stage_bound import MAX_SEQUENCES, sequences, stage_bound  # noqa: E402
 from milp_partition.verifiers.joint import verify_joint  # noqa: E402
 
@@ -77,8 +78,10 @@ def main() -> None:
         "(times are rough). Each bound starts from the work bound and the same upper end; `below` is how far under "
         "the upper end it stays (where the upper end is the DP's proven optimum, how far under the optimum). The "
         "column bound's integer paths may give a better plan than the upper end (last column). The column bound's "
-        "master is the chain's: a row per state where the stage bound runs, one row for all states where it cannot "
-        "(k = 16).",
+        f"masters are the chain's for a share of {limit:g} s (`_bands` in milp_partition/joint/solve.py): a row per "
+        "state where the stage bound runs; where it cannot (k = 16), one row for all states, then, from a share of "
+        f"{BANDS_OF_FOUR_FROM_S:g} s, a row per band of four states after it (from {ROW_PER_STATE_FROM_S:g} s a row "
+        "per state), the columns handed over.",
         "",
         "| case | upper end | s | segment bound | below | stage bound | below | column bound | below | s | column's plan |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
@@ -94,9 +97,8 @@ def main() -> None:
         stage = stage_bound(problem, work, upper, Budget.starting_now(limit))
         stage_cells = f"{stage:.8g} | {pct(stage, upper)}" if staged else f"not run (over {MAX_SEQUENCES:,} sequences) | -"
         t1 = time.monotonic()
-        # the master of a 60 s solve's chain (its column bound gets about 30 s): a row per state where the stage bound
-        # runs, else one row for all states (k = 16); longer shares add a finer master after it (solve._bands)
-        report = column_bound_report(problem, work, upper, Budget.starting_now(limit), bands=(1,) if staged else (ALL_STATES,))
+        # the chain's masters for a share of the bench's time limit
+        report = column_bound_report(problem, work, upper, Budget.starting_now(limit), bands=_bands(staged, limit))
         column_s = time.monotonic() - t1
         plans = [verify_joint(problem, p).objective for p in report.plans]
         better = f"{min(plans):.8g}" if plans else "-"
