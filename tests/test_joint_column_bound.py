@@ -73,6 +73,7 @@ def test_bound_is_sound_and_tight_on_small_wide_graphs(
     # relaxation alone is 3-10% short on some of them)
     assert report.bound >= best * 0.99
     assert report.proven and max(report.proven) <= best * (1 + 1e-9)
+    assert report.bound_after_s > 0  # when its best target was proven (seconds from the start)
 
 
 def test_it_beats_the_stage_bound_where_that_is_short() -> None:

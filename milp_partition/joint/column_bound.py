@@ -819,6 +819,7 @@ class ColumnBoundReport:
     types: int = 0
     plans: list[JointPlan] = field(default_factory=list)  # from integer paths at targets the relaxation allows
     by_band: list[tuple[int, float]] = field(default_factory=list)  # per master: its band width, the bound at its end
+    bound_after_s: float = 0.0  # seconds from the start until the best proven target was proven (0: none proven)
     pool: list[PoolColumn] = field(default_factory=list)  # the master's columns, where asked for (``keep_columns``)
 
 
@@ -1191,6 +1192,8 @@ def column_bound_report(
                     )
                 if got:
                     lo = target
+                    if not report.proven or target * upper_s > max(report.proven):
+                        report.bound_after_s = budget.elapsed()
                     report.proven.append(target * upper_s)
                 else:
                     hi = target
