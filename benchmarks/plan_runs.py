@@ -226,7 +226,7 @@ def main() -> int:
         f"{devices} device{'s' if devices > 1 else ''}{' (one GPU)' if gpu and devices == 1 else ''}, {args.microbatches} micro-batches of one sample, {args.steps} steps (the first is warm-up; the median of "
         "the rest, wall time, the slowest rank per step). Shape = stages x data-parallel x tensor-parallel. "
         "Predicted: `run`'s step-time formula (milp_partition/run/predict.py: 1F1B over the layers timed at one sample "
-        "just before each step, gloo's latency and bandwidth measured in the run's group, DTensor's and the schedule's "
+        f"just before each step, {'nccl' if gpu else 'gloo'}'s latency and bandwidth measured in the run's group, DTensor's and the schedule's "
         "overheads, DDP's all-reduce and the optimizer step); planner: the plan's objective (time per sample) x N, "
         "for reference. Memory, the largest rank: predicted = the planner's stage memory; measured = "
         + (
