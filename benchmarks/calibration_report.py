@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from milp_partition.calibration.backend import select_backend
-from milp_partition.calibration.build import build_profile
+from milp_partition.calibration.build import build_profile, measurements_of
 from milp_partition.calibration.datasheets import DATASHEETS
 from milp_partition.calibration.profile import (
     DeviceProfile,
@@ -143,18 +143,14 @@ def _reading(profile: DeviceProfile) -> list[str]:
         )
     copy, sa = fits.get("copy"), fits.get("scale_add")
     if copy and "regime1_from_bytes" in copy.coefficients:
-        c = copy.coefficients
-        parts, k = [], 1
-        while f"regime{k}_from_bytes" in c:
-            parts.append(f"from {_bytes_text(c[f'regime{k}_from_bytes'])}: {1e-9 / c[f'regime{k}_beta_s_per_byte']:.3g} GB/s")
-            k += 1
+        regimes = sum(1 for key in copy.coefficients if re.fullmatch(r"regime\d+_from_bytes", key))
         why = (
             "cache levels, memory, and non-temporal stores for the largest"
             if profile.backend == "numpy"
             else "on a GPU: sizes whose time is the launch latency, then the memory's bandwidth"
         )
         out.append(
-            f"- Copies have {k - 1} regimes ({why}), which one "
+            f"- Copies have {regimes} regimes ({why}), which one "
             f"alpha-beta line would average: each gets its own line ({_rate(copy)}; bytes read + written). A "
             "held-out size between two regimes is predicted by the lower one, hence the largest held-out errors at the "
             "knees; the transfers (h2d, d2h, d2d; memcpy on the CPU) are fitted the same way. A regime marked "
@@ -344,8 +340,8 @@ def _datasheet_comparison(profile: DeviceProfile) -> list[str]:
     rows = []
 
     def largest(benchmark: str, label: str | None = None) -> Measurement | None:
-        ms = [m for m in profile.measurements if m.benchmark == benchmark and (label is None or m.label == label)]
-        return max(ms, key=lambda m: m.size) if ms else None
+        ms = measurements_of(profile, benchmark, label)
+        return ms[-1] if ms else None
 
     for dtype, rate in profile.compute.items():
         m = largest("gemm", dtype)
