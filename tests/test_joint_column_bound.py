@@ -633,8 +633,12 @@ def test_where_the_stage_bound_cannot_run_the_coarse_master_runs_and_the_polishe
         assert "polish-beside" in names
         assert isinstance(notes["polish_beside"]["to"], float)
         assert best * (1 - 1e-9) <= notes["polish_beside"]["to"] <= notes["polish_beside"]["from"]
+        # the orders' DP ran a second time with every stage on one device, and the polisher beside started there
+        assert "order-dp-one-device" in names
+        assert notes["polish_beside"]["one_device"] is True
     else:
         assert "polish-beside" not in names and "polish_beside" not in notes
+        assert "order-dp-one-device" not in names
 
 
 @pytest.mark.parametrize(("time_limit_s", "bands"), [(15.0, (0,)), (60.0, (0, 4)), (600.0, (0, 1))])
@@ -692,3 +696,49 @@ def test_of_two_choices_for_the_same_intervals_the_faster_is_kept() -> None:
     assert not master.add(ty, (0,), (3,), 0.9, (1, 0, 0))  # slower than the one kept
     assert len(master.columns) == 1 and master.columns[0][4] == (1, 1, 0)
     assert master.solve(Budget.starting_now(BUDGET_S)) == pytest.approx(0.0, abs=1e-9)  # the column is a plan
+
+
+def test_the_one_device_orders_run_only_where_the_polisher_runs_beside_the_column_bound() -> None:
+    # past the DP's cap the orders' DP runs a second time, every stage on one device, only for the polisher beside
+    # the column bound: two threads, no forced shape, the stage bound cannot run (too many stage sequences)
+    from types import SimpleNamespace
+
+    from milp_partition.joint import beside
+    from milp_partition.joint.problem import JointSolveSettings
+    from milp_partition.joint.solve import JointSteps
+
+    if not beside.available():
+        pytest.skip("no fork start method here")
+    wide = parallel_branches(3, 3, 16, 1.0 * GIB, seed=1)  # k = 16: the stage bound cannot run
+    narrow = parallel_branches(3, 3, 4, 1.0 * GIB, seed=1)  # k = 4: it can
+
+    def runs(problem: JointProblem, **settings: float) -> bool:
+        steps = JointSteps(JointSolveSettings(**settings))  # type: ignore[arg-type]
+        return steps._one_device_orders(SimpleNamespace(problem=problem))  # type: ignore[arg-type]
+
+    assert runs(wide, threads=2)
+    assert not runs(wide, threads=1)
+    assert not runs(narrow, threads=2)
+    assert not runs(replace(wide, shape=JointShape(stages=3)), threads=2)
+    assert not runs(wide, threads=2, polish_time_limit_s=0.0)
+    assert not runs(wide, threads=2, column_bound_time_limit_s=0.0)
+
+
+def test_the_one_device_orders_give_plans_of_the_unforced_problem() -> None:
+    # the forced shape only restricts the orders' DP: its plans are plans of the problem, every stage on one device
+    from milp_partition.heuristics.joint_orders import grouped_order_dp
+
+    from milp_partition.joint.solve import ONE_DEVICE
+
+    problem = parallel_branches(3, 3, 16, 1.0 * GIB, seed=1)
+    found: list[tuple[JointPlan, float]] = []
+    plan, value = grouped_order_dp(
+        replace(problem, shape=ONE_DEVICE), Budget.starting_now(BUDGET_S), (1, 2), tries=3, found=found
+    )
+    assert plan is not None and found and found[-1] == (plan, value)
+    for got, dp_value in found:
+        assert all(st.data_parallel == 1 and st.tensor_parallel == 1 for st in got.stages)
+        checked = verify_joint(problem, got)
+        assert checked.feasible, checked.violations
+        assert checked.objective == pytest.approx(dp_value, rel=1e-9)
+    assert len(plan.stages) > 1  # k = 16 one-device stages: the plan spreads over several

@@ -222,7 +222,9 @@ class JointSolveSettings:
         (:func:`milp_partition.heuristics.joint_orders.grouped_order_dp`, a heuristic) may take where the
         graph has more ideals than ``max_ideals`` (at most a sixth of the time limit; its best plan
         warm-starts the slot formulation), and, of one and two groups, where it has 5,000 ideals or more
-        (at most a twentieth: an upper end for the exact passes); 0: none.
+        (at most a twentieth: an upper end for the exact passes); 0: none.  Past ``max_ideals``, where the polisher
+        runs beside the column bound (two threads, no forced shape, too many stage sequences for the stage bound),
+        half of it goes to a second run with every stage on one device, whose plans that polisher starts from.
     polish_time_limit_s
         Seconds the local search of :func:`milp_partition.heuristics.joint_polish.polish_starts` (a heuristic) may
         spend improving the best plan, and the orders' last few before it, where the graph has more ideals than

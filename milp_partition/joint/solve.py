@@ -17,7 +17,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from milp_partition.chain import (
@@ -38,7 +38,7 @@ from milp_partition.heuristics.joint_polish import polish_starts
 from milp_partition.joint import beside, native
 from milp_partition.joint.column_bound import ALL_STATES, PoolColumn, column_bound_report
 from milp_partition.joint.dp import JointData, TooManyIdeals, joint_data, search
-from milp_partition.joint.problem import JointPlan, JointProblem, JointSolveSettings, plan_to_dict
+from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, plan_to_dict
 from milp_partition.joint.segment_bound import segment_bound
 from milp_partition.joint.stage_bound import sequences, stage_bound
 from milp_partition.result import Result, Status, StopReason
@@ -71,6 +71,10 @@ ROW_PER_STATE_FROM_S = 240.0
 #: found nothing there either, the plans differ by the polisher's draw).
 BANDS_OF_FOUR_FROM_S = 25.0
 
+#: the shape of the second orders' DP past the DP's cap (:meth:`JointSteps._one_device_orders`): every stage on one
+#: device; its plans are plans of the unforced problem
+ONE_DEVICE = JointShape(data_parallel=1, tensor_parallel=1)
+
 #: from this many ideals the exact DP's passes take seconds: the DP along topological orders runs first
 ORDER_DP_FROM_IDEALS = 5_000
 
@@ -101,6 +105,9 @@ class JointState:
     too_many_ideals: str | None = None
     #: every plan the orders' DP found that beat its best so far (the best last): starts of the polisher
     order_plans: list[tuple[JointPlan, float]] = field(default_factory=list)
+    #: the same for the orders' DP with every stage on one device (:meth:`JointSteps._one_device_orders`): starts of
+    #: the polisher beside the column bound
+    one_device_plans: list[tuple[JointPlan, float]] = field(default_factory=list)
     #: past the DP's cap with two threads: the bounds computed beside the heuristics
     bounds_beside: beside.Beside[BesideBounds] | None = None
     #: past the DP's cap with two threads, where the stage bound cannot run: the polisher beside the column bound
@@ -233,8 +240,16 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             share = 6 if data.prefixes_only else 20
             order_cap = min(self.settings.order_time_limit_s, run.budget.limit_s / share)
             groups = (1, 2, 3) if data.prefixes_only else (1, 2)
-            pool = self.state.order_plans
+            pool, single = self.state.order_plans, self.state.one_device_plans
+            one_device = data.prefixes_only and self._one_device_orders(run)
+            if one_device:  # half the orders' time each
+                order_cap /= 2
             jobs.append(("order-dp", lambda: grouped_order_dp(run.problem, run.budget.capped(order_cap), groups, found=pool)))
+            if one_device:
+                forced = replace(run.problem, shape=ONE_DEVICE)
+                jobs.append(
+                    ("order-dp-one-device", lambda: grouped_order_dp(forced, run.budget.capped(order_cap), groups, found=single))
+                )
         for name, fn in jobs:
             if name not in ("all-data-parallel", "pipedream-2bw"):
                 self._start_bounds_beside(run, data)  # after the cheap plans: their best is the bounds' reference
@@ -242,12 +257,32 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             try:
                 plan, _ = fn()
             except KeyboardInterrupt:  # the orders' best so far counts; the chain settles on what it has
-                kept = self.state.order_plans[-1][0] if name == "order-dp" and self.state.order_plans else None
+                found = {"order-dp": self.state.order_plans, "order-dp-one-device": self.state.one_device_plans}.get(name)
+                kept = found[-1][0] if found else None
                 yield Outcome(name, kept, time.monotonic() - t0, False, "interrupted", stopped_by="interrupt")
                 return
             yield Outcome(name, plan, time.monotonic() - t0, False, "" if plan is not None else "no plan")
         self._start_bounds_beside(run, data)
         yield from self._polish(run, data)
+
+    def _one_device_orders(self, run: JointRun) -> bool:
+        """Past the DP's cap, where the polisher will run beside the column bound (:meth:`_start_polish_beside`: two
+        threads, the stage bound cannot run) and no shape is forced: the orders' DP runs a second time, half the orders'
+        time each, with every stage on one device (``d = t = 1``, :data:`ONE_DEVICE`), for the polisher beside to start
+        from.  Those plans have many small stages and use every device without tensor parallelism, as the column
+        bound's relaxation does; the polisher merges stages and re-chooses degrees, while from the orders' usual plans
+        (fewer, larger stages) no move splits a stage that is not the slowest.  Offline, the chain's time split (orders,
+        10 s polish, 35 s polish beside) on ten wide graphs at k = 16, the beside's starts from these orders instead of
+        the usual ones: a better plan on eight, the same on one, 0.13% worse on one (eight of six seed 0: 0.0089731 ->
+        0.0089392; seven of six 0.0074972 -> 0.0074698; eight of six seed 2 0.0088004 -> 0.0087180)."""
+        return (
+            run.problem.shape is None
+            and self.settings.threads >= 2
+            and self.settings.polish_time_limit_s > 0
+            and self.settings.column_bound_time_limit_s > 0
+            and beside.available()
+            and sequences(run.problem) is None
+        )
 
     def _heuristics_s(self, run: JointRun) -> float:
         """The seconds the orders' DP and the polisher may take past the DP's cap (their caps together)."""
@@ -330,17 +365,20 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
 
     def _start_polish_beside(self, run: JointRun, seconds: float) -> bool:
         """With two threads or more, where the stage bound cannot run (k = 16 and the like): the polisher again, in a
-        second process for the ``seconds`` the column bound takes here, from the orders' last few plans (the polisher's
-        starts but the best: its kicks from the polished best found nothing better in 35 s on eight of six and ten of
-        four at k = 16, from the orders' plans they found 0.4% and 0.7%).  There the bound's masters gain little from a
-        pricing partner, and a better plan narrows the gap as much as a better bound.  ``False``: not started."""
+        second process for the ``seconds`` the column bound takes here, from the last few plans of the orders' DP with
+        every stage on one device (:meth:`_one_device_orders`), or where it found none the orders' usual last few (the
+        polisher's starts but the best: its kicks from the polished best found nothing better in 35 s on eight of six
+        and ten of four at k = 16, from the orders' plans they found 0.4% and 0.7%).  There the bound's masters gain
+        little from a pricing partner, and a better plan narrows the gap as much as a better bound.  ``False``: not
+        started."""
         best = run.best
         if self.settings.threads < 2 or self.settings.polish_time_limit_s <= 0 or best is None or not beside.available():
             return False
-        starts = self._order_starts(best.solution)
+        one_device = [plan for plan, _ in reversed(self.state.one_device_plans)][:POLISH_STARTS]
+        starts = one_device or self._order_starts(best.solution)
         problem, budget = run.problem, run.budget.capped(seconds)
         self.state.polish_beside = beside.Beside(lambda: polish_starts(problem, starts, budget))
-        run.result.solver_notes["polish_beside"] = {"from": best.value, "starts": len(starts)}
+        run.result.solver_notes["polish_beside"] = {"from": best.value, "starts": len(starts), "one_device": bool(one_device)}
         return True
 
     def _order_starts(self, best: JointPlan) -> list[JointPlan]:
