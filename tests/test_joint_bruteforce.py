@@ -9,7 +9,7 @@ import random
 import numpy as np
 import pytest
 
-from milp_partition.joint.knapsack import cost_bounds, min_cost_exact, min_cost_greedy
+from milp_partition.joint.knapsack import ENUMERATE_MAX, cost_bounds, min_cost_enumerate, min_cost_exact, min_cost_greedy
 from milp_partition.joint.problem import (
     JointCluster,
     JointConfig,
@@ -139,6 +139,43 @@ def test_knapsack_exact_against_enumeration() -> None:
         assert greedy >= best - 1e-9
 
 
+def test_knapsack_by_enumeration_against_brute_force_and_the_pareto_dp() -> None:
+    """The polisher's enumerating knapsack: the least cost (brute force), a choice that has it, the Pareto DP's value;
+    ``None`` where the free nodes have more than ENUMERATE_MAX choices (the caller falls back to the DP)."""
+    rng = np.random.default_rng(5)
+    answered = 0
+    for _ in range(400):
+        n, o = int(rng.integers(1, 7)), int(rng.integers(1, 4))
+        cost = rng.integers(1, 9, (n, o)).astype(float)
+        mem = rng.integers(1, 9, (n, o)).astype(float)
+        if rng.random() < 0.3:  # an option a node does not have
+            v, j = int(rng.integers(0, n)), int(rng.integers(0, o))
+            if o > 1:
+                cost[v, j] = mem[v, j] = math.inf
+        cap = float(rng.integers(n, 6 * n))
+        best = math.inf
+        for pick in itertools.product(range(o), repeat=n):
+            if sum(mem[v, pick[v]] for v in range(n)) <= cap:
+                best = min(best, sum(cost[v, pick[v]] for v in range(n)))
+        got = min_cost_enumerate(cost, mem, cap)
+        assert got is not None  # at most 3 ** 6 choices: enumerated
+        value, choice = got
+        assert value == pytest.approx(best) if math.isfinite(best) else (math.isinf(value) and choice is None)
+        if choice is not None:
+            answered += 1
+            assert sum(mem[v, choice[v]] for v in range(n)) <= cap
+            assert sum(cost[v, choice[v]] for v in range(n)) == pytest.approx(value)
+            assert value == pytest.approx(min_cost_exact(cost, mem, cap)[0], rel=1e-12)
+    assert answered > 200
+    # twelve free nodes with two options each: 4,096 choices, more than ENUMERATE_MAX
+    cost = np.column_stack([np.ones(12), np.full(12, 2.0)])
+    mem = np.column_stack([np.full(12, 2.0), np.ones(12)])
+    assert 2**12 > ENUMERATE_MAX and min_cost_enumerate(cost, mem, 18.0) is None
+    # eleven: 2,048 choices, enumerated; at least four must take the small option (22 - 4 = 18 bytes)
+    got = min_cost_enumerate(cost[:11], mem[:11], 18.0)
+    assert got is not None and got[0] == 15.0 and got[1] is not None and sum(got[1]) == 4
+
+
 def test_greedy_knapsack_can_lose() -> None:
     """Best ratio first is not exact: one big upgrade beats two small ones of better ratio."""
     cost = np.array([[10.0, 0.0], [2.0, 0.0], [2.0, 0.0]])  # option 1 saves 10, 2, 2 seconds
@@ -200,8 +237,12 @@ def repeated_chain(seed: int, n: int = 5, edge_bytes: float | None = None) -> Jo
     nodes += [JointNode(f"l{q}", "layer", {1: layer}) for q in range(n)]
     nodes.append(JointNode("out", "head", {1: (JointConfig("c0", 2.0, 1.0, 1.0, 0.0),)}))
     ids = [nd.id for nd in nodes]
-    edges = tuple(JointEdge(u, v, float(rng.randint(1, 3)) if edge_bytes is None else edge_bytes) for u, v in zip(ids, ids[1:]))
-    cluster = JointCluster(devices=rng.randint(2, 4), memory_bytes=float(rng.randint(6, 14)), bandwidth_bytes_per_s=1.0, microbatches=4)
+    edges = tuple(
+        JointEdge(u, v, float(rng.randint(1, 3)) if edge_bytes is None else edge_bytes) for u, v in itertools.pairwise(ids)
+    )
+    cluster = JointCluster(
+        devices=rng.randint(2, 4), memory_bytes=float(rng.randint(6, 14)), bandwidth_bytes_per_s=1.0, microbatches=4
+    )
     return JointProblem(tuple(nodes), edges, cluster, source=f"repeated chain {seed}")
 
 
@@ -294,7 +335,9 @@ def repeated_diamonds(seed: int) -> JointProblem:
         base = float(rng.randint(2, 6))
         kinds[kind] = {
             t: (
-                JointConfig("keep", base / t + rng.choice([0.0, 0.5]) * (t - 1), float(rng.randint(0, 2)), float(rng.randint(1, 3)), 0.0),
+                JointConfig(
+                    "keep", base / t + rng.choice([0.0, 0.5]) * (t - 1), float(rng.randint(0, 2)), float(rng.randint(1, 3)), 0.0
+                ),
                 JointConfig("recompute", base * 1.5 / t, float(rng.randint(0, 2)), 0.0, float(rng.randint(0, 1))),
             )
             for t in (1, 2)
@@ -306,7 +349,10 @@ def repeated_diamonds(seed: int) -> JointProblem:
         for u, v in ((f"z{q - 1}", f"x{q}"), (f"z{q - 1}", f"y{q}"), (f"x{q}", f"z{q}"), (f"y{q}", f"z{q}")):
             edges.append(JointEdge(u, v, float(rng.choice([1, 2]))))
     cluster = JointCluster(
-        devices=rng.randint(2, 8), memory_bytes=float(rng.randint(8, 30)), bandwidth_bytes_per_s=float(rng.choice([1, 4])), microbatches=rng.choice([4, 8])
+        devices=rng.randint(2, 8),
+        memory_bytes=float(rng.randint(8, 30)),
+        bandwidth_bytes_per_s=float(rng.choice([1, 4])),
+        microbatches=rng.choice([4, 8]),
     )
     return JointProblem(tuple(nodes), tuple(edges), cluster, source=f"repeated diamonds {seed}")
 
