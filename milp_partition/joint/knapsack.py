@@ -42,16 +42,10 @@ def min_cost_enumerate(cost: np.ndarray, mem: np.ndarray, memory_bytes: float) -
     n = cost.shape[0]
     if n == 0:
         return 0.0, []
+    done, j_fast, free = _settled(cost, mem, memory_bytes)
+    if done is not None:
+        return done[0], (None if done[1] is None else done[1].tolist())
     rows = np.arange(n)
-    j_fast = _argmin_lex(cost, mem)
-    if float(mem[rows, j_fast].sum()) <= memory_bytes:
-        return float(cost[rows, j_fast].sum()), j_fast.tolist()
-    j_small = _argmin_lex(mem, cost)
-    if float(mem[rows, j_small].sum()) > memory_bytes:
-        return math.inf, None
-    free = np.nonzero(
-        (j_fast != j_small) & (cost[rows, j_small] > cost[rows, j_fast]) & (mem[rows, j_fast] > mem[rows, j_small])
-    )[0]
     width = cost.shape[1]
     if width ** len(free) > ENUMERATE_MAX:
         return None
@@ -92,18 +86,10 @@ def min_cost_exact(
     n = cost.shape[0]
     if n == 0:
         return 0.0, ([] if choices else None)
-    j_fast = _argmin_lex(cost, mem)
+    done, j_fast, free = _settled(cost, mem, memory_bytes)
+    if done is not None:
+        return done[0], (done[1].tolist() if choices and done[1] is not None else None)
     rows = np.arange(n)
-    if float(mem[rows, j_fast].sum()) <= memory_bytes:
-        return float(cost[rows, j_fast].sum()), (j_fast.tolist() if choices else None)
-    j_small = _argmin_lex(mem, cost)
-    min_mem = mem[rows, j_small]
-    if float(min_mem.sum()) > memory_bytes:
-        return math.inf, None
-    # nodes whose fastest option is also (one of) the smallest are fixed
-    free = np.nonzero(
-        (j_fast != j_small) & (cost[rows, j_small] > cost[rows, j_fast]) & (mem[rows, j_fast] > mem[rows, j_small])
-    )[0]
     fixed = np.ones(n, dtype=bool)
     fixed[free] = False
     base_cost = float(cost[rows[fixed], j_fast[fixed]].sum())
@@ -216,6 +202,26 @@ class _LPBound:
         k = np.searchsorted(cum_m, room, side="right") - 1  # whole segments that fit
         saved = cum_c[k] + np.where(k < len(eff), (room - cum_m[k]) * np.append(eff, 0.0)[np.minimum(k, len(eff))], 0.0)
         return cost + self.rest_cost[pos] - saved
+
+
+def _settled(
+    cost: np.ndarray, mem: np.ndarray, memory_bytes: float
+) -> tuple[tuple[float, np.ndarray | None] | None, np.ndarray, np.ndarray]:
+    """What the exact knapsacks share: the answer where no choice is left (every node's fastest option fits: its
+    cost and those options; even the least memory does not: ``(inf, None)``), else ``None``; each node's fastest
+    option; the nodes whose option matters (the others' fastest option is also one of their smallest)."""
+    rows = np.arange(cost.shape[0])
+    j_fast = _argmin_lex(cost, mem)
+    none = np.zeros(0, dtype=np.int64)
+    if float(mem[rows, j_fast].sum()) <= memory_bytes:
+        return (float(cost[rows, j_fast].sum()), j_fast), j_fast, none
+    j_small = _argmin_lex(mem, cost)
+    if float(mem[rows, j_small].sum()) > memory_bytes:
+        return (math.inf, None), j_fast, none
+    free = np.nonzero(
+        (j_fast != j_small) & (cost[rows, j_small] > cost[rows, j_fast]) & (mem[rows, j_fast] > mem[rows, j_small])
+    )[0]
+    return None, j_fast, free
 
 
 def _multisets(options: int, size: int) -> list[tuple[int, ...]]:
