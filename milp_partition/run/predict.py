@@ -216,8 +216,6 @@ class LayerTimer:
         """``device``: where the model runs (default the CPU); on a GPU each timestamp waits for the queued kernels."""
         import warnings
 
-        import torch
-
         # a full backward pre-hook on a module whose inputs need no gradient fires all the same: no warning
         warnings.filterwarnings("ignore", message="Full backward hook")
         self.threads = threads
@@ -228,7 +226,7 @@ class LayerTimer:
         self.args = [a[:1] for a in args]
         self.kwargs = {k: v[:1] for k, v in kwargs.items()}
         self.target = target[:1]
-        cuda = device is not None and torch.device(device).type == "cuda"
+        cuda = _is_cuda(device)
         if device is not None:
             self.model.to(device)
             self.args = [a.to(device) for a in self.args]
@@ -429,8 +427,16 @@ def predict_step(
     )
 
 
+def _is_cuda(device: Any) -> bool:
+    """Whether ``device`` (a :class:`torch.device`, its name, or ``None`` for the CPU) is a GPU."""
+    import torch
+
+    return device is not None and torch.device(device).type == "cuda"
+
+
 def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: int = 9, device: Any = None) -> LinkFit:
-    """Gloo's send/recv (half a ping-pong between ranks 0 and 1) and all-reduce over the default group, fitted on two sizes.
+    """The default group's send/recv (half a ping-pong between ranks 0 and 1) and all-reduce, fitted on two sizes (gloo's
+    on the CPU; with ``device`` a GPU, nccl's on tensors there, each timing after the GPU's queued kernels).
 
     Collective: every rank of the default process group calls it; ranks above 1 only join the all-reduces.  With one
     rank there is no peer: the ping is skipped (its fit is zero; a one-device plan sends nothing).
@@ -439,8 +445,7 @@ def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: 
     import torch.distributed as dist
 
     peer = dist.get_world_size() > 1
-
-    cuda = device is not None and torch.device(device).type == "cuda"
+    cuda = _is_cuda(device)
 
     def timed(fn: Any) -> float:
         samples = []
