@@ -1,7 +1,8 @@
-"""Build of the one compiled part: the joint DP's feasibility pass (milp_partition/joint/_jointdp.c).
+"""Build of the compiled parts: the joint DP's feasibility pass (milp_partition/joint/_jointdp.c) and the joint
+polisher's group split (heuristics/_groupsplit.c).
 
-Everything else is in pyproject.toml.  The extension is optional: without a C compiler the install
-still succeeds and the joint DP runs its numpy pass (slower, the same answers).
+Everything else is in pyproject.toml.  Both extensions are optional: without a C compiler the install still
+succeeds, the joint DP runs its numpy pass and the polisher its Python branch and bound (slower, the same answers).
 """
 
 from setuptools import Extension, setup
@@ -13,6 +14,12 @@ setup(
             sources=["milp_partition/joint/_jointdp.c"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,
-        )
+        ),
+        Extension(
+            "milp_partition.heuristics._groupsplit",
+            sources=["heuristics/_groupsplit.c"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,
+        ),
     ]
 )

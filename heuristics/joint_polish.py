@@ -9,8 +9,10 @@ choice (seconds, bytes) being a multiple-choice knapsack solved exactly
 :func:`~milp_partition.joint.knapsack.min_cost_exact`; a configuration's sync bytes on the edges that cross the
 stage's boundary and its all-reduce term are folded into its seconds, so the choice is separable per node).
 Enumerating took the knapsacks from 380 to 45 microseconds a call on six branches of eight at k = 16 (12 s of
-polishing: 14,638 knapsacks in 5.6 s before, 22,206 in 1.0 s after; the three-stage group splits now take most of
-its time).
+polishing: 14,638 knapsacks in 5.6 s before, 22,206 in 1.0 s after).  The group splits' branch and bound runs in C
+where the extension is built (``heuristics/_groupsplit.c``; the same search, tested against this module's): on the
+same 12 s, 10,280 group splits took 7.6 s in Python, 23,250 took 1.8 s in C, and the plan reached 8.571 ms instead
+of 8.651.
 
 Neighbourhood, tried in this order, each move's plan scored in full:
 
@@ -22,7 +24,8 @@ Neighbourhood, tried in this order, each move's plan scored in full:
 2. *Group splits*: for two stages (every pair), then three (those with the slowest stage), slowest groups
    first, the best redistribution of their nodes among them with everything else fixed: the split whose slowest
    stage of the group is fastest, found by a branch and bound over the nodes in topological order (each side's
-   least seconds plus its cut edges so far bound it from below; at most :data:`GROUP_VISITS` nodes a group).  It
+   least seconds plus its cut edges so far bound it from below; at most :data:`GROUP_VISITS` nodes a group;
+   compiled where built, see below).  It
    holds every exchange of closures between the stages, which no single node move makes.
 3. *Degrees*: for the current node sets, every stage's ``(d, t)`` re-chosen by an exact DP from the last stage
    to the first over (devices used, ``s``) minimising the largest stage time (``d`` divides ``N``,
@@ -62,6 +65,11 @@ from milp_partition.budget import Budget
 from milp_partition.joint.knapsack import cost_bounds, min_cost_enumerate, min_cost_exact
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
 from milp_partition.verifiers.joint import verify_joint
+
+try:  # the group split's branch and bound, compiled (optional: see setup.py; the Python one is the same search)
+    from milp_partition.heuristics import _groupsplit as _native  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the build
+    _native = None
 
 #: nodes of the branch and bound per group of 2 and 3 stages (a larger group's search is cut there)
 GROUP_VISITS = {2: 200_000, 3: 200_000}
@@ -439,7 +447,8 @@ class _GroupSplit:
         small = [min(mem[v] for _, mem in self.floors) for v in self.order]
         self.rest_bytes = [*list(itertools.accumulate(small[::-1]))[::-1], 0.0]
         self.best = max(search.times[q] for q in group)
-        self.target = float(f"{self.best:.12g}") * (1 - 1e-12)
+        # below the time as the acceptance key rounds it too: a split that only ties the group's slowest stage is no move
+        self.target = min(self.best, float(f"{self.best:.12g}")) * (1 - 1e-12)
         self.side: dict[int, int] = {}
         #: per side: a lower bound of its time from the nodes placed so far (least seconds, edges cut so far)
         self.cost = [0.0] * len(group)
@@ -449,9 +458,61 @@ class _GroupSplit:
         self.budget = search.budget
 
     def run(self) -> list[frozenset[int]] | None:
-        """The nodes of each stage of the group in the best split strictly faster than now, or ``None``."""
-        self._branch(0)
+        """The nodes of each stage of the group in the best split strictly faster than now, or ``None``.
+
+        The search runs in C where the extension is built (``heuristics/_groupsplit.c``, the same branches in
+        the same order, complete splits priced here by :meth:`_price`), else in Python (:meth:`_branch`).
+        """
+        if _native is not None:
+            self._run_native()
+        else:
+            self._branch(0)
         return self.found
+
+    def _run_native(self) -> None:
+        """:meth:`_branch` from the first node, in C: the group's arrays by position in :attr:`order`."""
+        model, order, n = self.model, self.order, len(self.order)
+        position = {v: k for k, v in enumerate(order)}
+
+        def csr(rows: list[list[int]]) -> tuple[np.ndarray, np.ndarray]:
+            start = np.zeros(n + 1, dtype=np.int32)
+            start[1:] = np.cumsum([len(r) for r in rows])
+            return start, np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(start[-1]))
+
+        allowed = csr([self.allowed[v] for v in order])
+        preds = csr([[position[u] for u in self.union_preds[v]] for v in order])
+        links = csr([[position[u] for u, _ in self.inside[v]] for v in order])
+        link_bytes = np.fromiter((c for v in order for _, c in self.inside[v]), dtype=np.float64, count=len(links[1]))
+        rows = np.asarray(order, dtype=np.intp)
+        cost = np.ascontiguousarray([model.floor(d, t, y)[0][rows] for (_, d, t), y in zip(self.stages, self.ys)])
+        mem = np.ascontiguousarray([model.floor(d, t, y)[1][rows] for (_, d, t), y in zip(self.stages, self.ys)])
+        side = np.full(n, -1, dtype=np.int32)
+        now = np.zeros(len(self.group), dtype=np.float64)
+
+        def leaf() -> float:
+            self._price(side.tolist(), now.tolist())
+            return self.target
+
+        self.visits = _native.split(
+            *allowed,
+            *preds,
+            *links,
+            link_bytes,
+            cost,
+            mem,
+            np.array([self.outside[v] for v in order], dtype=np.float64),
+            np.array(self.per_byte, dtype=np.float64),
+            np.array(self.weights, dtype=np.float64),
+            np.array(self.rest, dtype=np.float64),
+            np.array(self.rest_bytes, dtype=np.float64),
+            side,
+            now,
+            float(model.problem.cluster.memory_bytes),
+            self.target,
+            self.visits,
+            leaf,
+            self.budget.expired,
+        )
 
     def _branch(self, k: int) -> None:
         self.visits -= 1
@@ -494,13 +555,21 @@ class _GroupSplit:
                 self._branch(k + 1)
                 used[q] -= mem[v]
                 del side[v]
+                target = self.target  # a split found below lowers it
             now[q] -= mine
             for r, x in others:
                 now[r] -= x
 
     def _leaf(self) -> None:
+        self._price([self.side[v] for v in self.order], self.cost)
+
+    def _price(self, sides: Sequence[int], bounds: Sequence[float]) -> None:
+        """A complete split (each node's side, by position in :attr:`order`) priced exactly; kept when faster.
+
+        ``bounds`` (each side's lower bound) orders the sides: the likeliest slowest is priced first.
+        """
         parts: list[set[int]] = [set() for _ in self.group]
-        for v, q in self.side.items():
+        for v, q in zip(self.order, sides):
             parts[q].add(v)
         if not all(parts):
             return
@@ -508,7 +577,7 @@ class _GroupSplit:
         if not all(self.model.lower(*key) < self.target for key in keys):
             return
         worst = 0.0
-        for q in sorted(range(len(parts)), key=lambda q: -self.cost[q]):
+        for q in sorted(range(len(parts)), key=lambda q: -bounds[q]):
             _, d, t = self.stages[q]
             worst = max(worst, self.model.stage(frozenset(parts[q]), d, t, self.ys[q])[0])
             if not worst < self.target:
