@@ -12,7 +12,10 @@ Enumerating took the knapsacks from 380 to 45 microseconds a call on six branche
 polishing: 14,638 knapsacks in 5.6 s before, 22,206 in 1.0 s after).  The group splits' branch and bound runs in C
 where the extension is built (``heuristics/_groupsplit.c``; the same search, tested against this module's): on the
 same 12 s, 10,280 group splits took 7.6 s in Python, 23,250 took 1.8 s in C, and the plan reached 8.571 ms instead
-of 8.651.
+of 8.651.  A stage's least time is the joint DP's exact knapsack in C where built
+(:func:`~milp_partition.joint.native.least_cost`, the same value); the configurations themselves are chosen in
+Python, only for the plan handed back: the same run then reached 8.571 ms in 9.5 s (30,031 group splits), where
+the kicks ran out.
 
 Neighbourhood, tried in this order, each move's plan scored in full:
 
@@ -62,6 +65,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 from milp_partition.budget import Budget
+from milp_partition.joint import native
 from milp_partition.joint.knapsack import cost_bounds, min_cost_enumerate, min_cost_exact
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
 from milp_partition.verifiers.joint import verify_joint
@@ -119,12 +123,12 @@ class _Model:
                 [[{index[u]: x for u, x in c.sync_fw_bytes.items()} for c in nd.configs[t]] for nd in problem.nodes],
                 [[{index[u]: x for u, x in c.sync_bw_bytes.items()} for c in nd.configs[t]] for nd in problem.nodes],
             )
-        self.cache: dict[tuple[frozenset[int], int, int, int], tuple[float, tuple[int, ...]]] = {}
+        self.cache: dict[tuple[frozenset[int], int, int, int], float] = {}
         self.floors: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
         self.lowers: dict[tuple[frozenset[int], int, int, int], float] = {}
 
-    def stage(self, nodes: frozenset[int], d: int, t: int, y: int) -> tuple[float, tuple[int, ...]]:
-        """The stage's least time per sample and each node's option (sorted node order); ``inf`` when nothing fits."""
+    def stage(self, nodes: frozenset[int], d: int, t: int, y: int) -> float:
+        """The stage's least time per sample; ``inf`` when nothing fits (the knapsack in C where it is built)."""
         key = (nodes, d, t, y)
         hit = self.cache.get(key)
         if hit is None:
@@ -136,24 +140,38 @@ class _Model:
         key = (nodes, d, t, y)
         hit = self.cache.get(key)
         if hit is not None:
-            return hit[0]
+            return hit
         got = self.lowers.get(key)
         if got is None:
             cost, mem, crossing = self._knapsack(nodes, d, t, y)
             got = self.lowers[key] = cost_bounds(cost, mem, self.problem.cluster.memory_bytes)[0] + crossing
         return got
 
-    def _stage(self, nodes: frozenset[int], d: int, t: int, y: int) -> tuple[float, tuple[int, ...]]:
+    def _stage(self, nodes: frozenset[int], d: int, t: int, y: int) -> float:
         if t not in self.arrays:
-            return math.inf, ()
+            return math.inf
         cost, mem, crossing = self._knapsack(nodes, d, t, y)
+        value = native.least_cost(cost, mem, self.problem.cluster.memory_bytes)
+        if value is None:
+            value = self._solve(cost, mem)[0]
+        return value + crossing if math.isfinite(value) else math.inf
+
+    def choice(self, nodes: frozenset[int], d: int, t: int, y: int) -> tuple[int, ...]:
+        """Each node's option (sorted node order) in a least-time choice of the stage; ``()`` when nothing fits."""
+        if t not in self.arrays:
+            return ()
+        cost, mem, _ = self._knapsack(nodes, d, t, y)
+        return self._solve(cost, mem)[1]
+
+    def _solve(self, cost: np.ndarray, mem: np.ndarray) -> tuple[float, tuple[int, ...]]:
+        """The knapsack's least seconds and each node's option (``inf`` and ``()`` when nothing fits)."""
         memory = self.problem.cluster.memory_bytes
         # a few nodes' choices are enumerated at once, more go to the Pareto DP (the same least time)
         got = min_cost_enumerate(cost, mem, memory)
         value, choice = got if got is not None else min_cost_exact(cost, mem, memory, choices=True)
         if not math.isfinite(value) or choice is None:
             return math.inf, ()
-        return value + crossing, tuple(choice)
+        return value, tuple(choice)
 
     def _knapsack(self, nodes: frozenset[int], d: int, t: int, y: int) -> tuple[np.ndarray, np.ndarray, float]:
         """Each node's seconds and bytes per option (sorted node order) and the seconds of the crossing edges' bytes."""
@@ -195,7 +213,7 @@ class _Model:
         s = 0
         for nodes, d, t in reversed(stages):
             s += d
-            out.append(self.stage(nodes, d, t, -(-s // d))[0])
+            out.append(self.stage(nodes, d, t, -(-s // d)))
         return out[::-1]
 
     def plan(self, stages: Sequence[Stage]) -> JointPlan:
@@ -203,7 +221,7 @@ class _Model:
         out = []
         s = sum(d for _, d, _ in stages)
         for nodes, d, t in stages:
-            _, choice = self.stage(nodes, d, t, -(-s // d))
+            choice = self.choice(nodes, d, t, -(-s // d))
             s -= d
             rows = sorted(nodes)
             configs = {self.ids[v]: self.names[t][v][j] for v, j in zip(rows, choice)}
@@ -351,7 +369,7 @@ class _Search:
                     state = (used + d * t, s + d)
                     if state[0] > cl.devices or state[1] > cl.microbatches:
                         continue
-                    worst = max(value, model.stage(nodes, d, t, -(-state[1] // d))[0])
+                    worst = max(value, model.stage(nodes, d, t, -(-state[1] // d)))
                     if math.isfinite(worst) and worst < new.get(state, math.inf):
                         new[state], back[state] = worst, ((used, s), (d, t))
             layer = _pareto(new)
@@ -579,7 +597,7 @@ class _GroupSplit:
         worst = 0.0
         for q in sorted(range(len(parts)), key=lambda q: -bounds[q]):
             _, d, t = self.stages[q]
-            worst = max(worst, self.model.stage(frozenset(parts[q]), d, t, self.ys[q])[0])
+            worst = max(worst, self.model.stage(frozenset(parts[q]), d, t, self.ys[q]))
             if not worst < self.target:
                 return
         self.best, self.target, self.found = worst, worst * (1 - 1e-12), [frozenset(part) for part in parts]

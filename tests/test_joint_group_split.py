@@ -4,6 +4,7 @@ among them, against brute force; its compiled search (heuristics/_groupsplit.c) 
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import random
 
@@ -56,7 +57,7 @@ def _brute_force(search: joint_polish._Search, group: tuple[int, ...]) -> float:
         parts = [frozenset(v for v, q in zip(union, sides) if q == r) for r in range(len(group))]
         if not all(parts):
             continue
-        worst = max(model.stage(part, *search.stages[q][1:], ys[q])[0] for part, q in zip(parts, group))
+        worst = max(model.stage(part, *search.stages[q][1:], ys[q]) for part, q in zip(parts, group))
         best = min(best, worst)
     return best
 
@@ -90,7 +91,7 @@ def test_the_group_split_finds_the_brute_force_optimum(case: tuple, native: bool
             if found is not None:  # never one that only ties the group's slowest stage now
                 assert split.best == pytest.approx(best, rel=1e-12) and split.best < now
                 ys = search.ys()
-                times = [search.model.stage(part, *search.stages[q][1:], ys[q])[0] for part, q in zip(found, group)]
+                times = [search.model.stage(part, *search.stages[q][1:], ys[q]) for part, q in zip(found, group)]
                 assert max(times) == pytest.approx(best, rel=1e-12)
                 assert frozenset().union(*found) == frozenset().union(*(search.stages[q][0] for q in group))
     assert found_some > 0  # the cases hold groups that a split improves
@@ -158,3 +159,31 @@ def test_the_compiled_search_refuses_arrays_of_the_wrong_size() -> None:
     assert joint_polish._native.split(*args, 1.0, 1.0, 10, lambda: 1.0, lambda: False) >= 0  # one node, one side
     with pytest.raises(ValueError, match="wrong size"):
         joint_polish._native.split(*args[:-1], np.zeros(3), 1.0, 1.0, 10, lambda: 1.0, lambda: False)
+
+
+@compiled
+def test_the_stage_values_are_the_knapsacks_with_or_without_c(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The polisher's stage times: the C knapsack's value (native.least_cost) and the Python one's agree, and the
+    choice it builds plans from gives that time."""
+    search, _ = _groups(1)[0]
+    ys = search.ys()
+    keys = [(nodes, d, t, y) for (nodes, d, t), y in zip(search.stages, ys)]
+    keys += [
+        (nodes, d, t, y)
+        for nodes, _, _ in search.stages
+        for d, t, y in ((1, 1, 1), (2, 1, 3), (1, 2, 8), (4, 1, 2), (1, 1, 64), (1, 1, 32))
+    ]
+    with_c = [joint_polish._Model(search.model.problem).stage(*key) for key in keys]
+    python_model = joint_polish._Model(search.model.problem)
+    with monkeypatch.context() as m:
+        m.setattr(joint_polish.native, "least_cost", lambda *_: None)
+        python = [python_model.stage(*key) for key in keys]
+    assert any(map(math.isfinite, python)) and not all(map(math.isfinite, python))  # fits and misfits both
+    assert with_c == pytest.approx(python, rel=1e-12)
+    for key, value in zip(keys, python):
+        cost, mem, crossing = python_model._knapsack(*key)
+        choice = python_model.choice(*key)
+        assert (choice == ()) == (not math.isfinite(value))
+        if choice:
+            assert math.fsum(cost[r, j] for r, j in enumerate(choice)) + crossing == pytest.approx(value, rel=1e-12)
+            assert math.fsum(mem[r, j] for r, j in enumerate(choice)) <= search.model.problem.cluster.memory_bytes

@@ -53,6 +53,20 @@ def test_c_knapsack_matches_enumeration() -> None:
 
 
 @needs_c
+def test_least_cost_is_the_exact_knapsacks_value() -> None:
+    """native.least_cost (the polisher's stage value): min_cost_exact's value, any layout of the arrays, no rows."""
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        n, o = int(rng.integers(1, 12)), int(rng.integers(1, 4))
+        cost, mem = rng.random((n, o)), rng.random((n, o))
+        cap = float(rng.uniform(0.2, 0.6) * n)
+        want = min_cost_exact(cost, mem, cap)[0]
+        got = native.least_cost(cost.T.copy().T, mem, cap)  # a Fortran-ordered copy is made contiguous
+        assert got == pytest.approx(want, rel=1e-12) if math.isfinite(want) else got == math.inf
+    assert native.least_cost(np.zeros((0, 2)), np.zeros((0, 2)), 1.0) == 0.0
+
+
+@needs_c
 def test_c_knapsack_matches_numpy_on_forty_nodes() -> None:
     """Forty distinct nodes (the frontier with its LP pruning at work): the C and numpy exact knapsacks agree."""
     rng = np.random.default_rng(5)

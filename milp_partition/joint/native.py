@@ -44,6 +44,19 @@ def available() -> bool:
     return _ext is not None
 
 
+def least_cost(cost: np.ndarray, mem: np.ndarray, memory_bytes: float) -> float | None:
+    """:func:`~milp_partition.joint.knapsack.min_cost_exact`'s value (the least sum of ``cost``, one option per row,
+    with the sum of ``mem`` at most ``memory_bytes``; ``inf`` where nothing fits) computed in C; ``None`` where the
+    extension did not load."""
+    if _ext is None:
+        return None
+    rows, width = cost.shape
+    if rows == 0:
+        return 0.0
+    contiguous = (np.ascontiguousarray(x, dtype=np.float64) for x in (cost, mem))
+    return float(_ext.knapsack(rows, width, *contiguous, float(memory_bytes)))
+
+
 def pair_count(data: JointData) -> int:
     """The pairs (ideal, proper sub-ideal) of ``data``, counted once (cached on it); -1 past :data:`MAX_PAIRS`."""
     if data.pairs is None:
