@@ -76,7 +76,7 @@ def test_the_group_split_finds_the_brute_force_optimum(case: tuple, native: bool
     branches, depth, devices, memory_gib, stages, seed = case
     search = _search(parallel_branches(branches, depth, devices, memory_gib * GIB, seed=seed), stages, seed)
     found_some = 0
-    for size in (2, 3):
+    for size in (2, 3, 4):
         for group in itertools.combinations(range(stages), size):
             union = sum(len(search.stages[q][0]) for q in group)
             if size**union > 20_000:
@@ -99,7 +99,7 @@ def test_the_group_split_finds_the_brute_force_optimum(case: tuple, native: bool
 
 def _groups(seed: int) -> list[tuple[joint_polish._Search, tuple[int, ...]]]:
     search = _search(parallel_branches(4, 5, 16, 2.0 * GIB, seed=seed), 5, seed)
-    return [(search, g) for size in (2, 3) for g in itertools.combinations(range(5), size)]
+    return [(search, g) for size in (2, 3, 4) for g in itertools.combinations(range(5), size)]
 
 
 @compiled
