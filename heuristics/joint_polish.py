@@ -504,8 +504,9 @@ class _GroupSplit:
         links = csr([[position[u] for u, _ in self.inside[v]] for v in order])
         link_bytes = np.fromiter((c for v in order for _, c in self.inside[v]), dtype=np.float64, count=len(links[1]))
         rows = np.asarray(order, dtype=np.intp)
-        cost = np.ascontiguousarray([model.floor(d, t, y)[0][rows] for (_, d, t), y in zip(self.stages, self.ys)])
-        mem = np.ascontiguousarray([model.floor(d, t, y)[1][rows] for (_, d, t), y in zip(self.stages, self.ys)])
+        floors = [model.floor(d, t, y) for (_, d, t), y in zip(self.stages, self.ys)]  # per side: least seconds, bytes
+        cost = np.ascontiguousarray([seconds[rows] for seconds, _ in floors])
+        mem = np.ascontiguousarray([least_bytes[rows] for _, least_bytes in floors])
         side = np.full(n, -1, dtype=np.int32)
         now = np.zeros(len(self.group), dtype=np.float64)
 
