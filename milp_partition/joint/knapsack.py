@@ -45,17 +45,13 @@ def min_cost_enumerate(cost: np.ndarray, mem: np.ndarray, memory_bytes: float) -
     done, j_fast, free = _settled(cost, mem, memory_bytes)
     if done is not None:
         return done[0], (None if done[1] is None else done[1].tolist())
-    rows = np.arange(n)
     width = cost.shape[1]
     if width ** len(free) > ENUMERATE_MAX:
         return None
     grid = _GRIDS.get((width, len(free)))
     if grid is None:  # every tuple of options, one row each
         grid = _GRIDS[(width, len(free))] = np.indices((width,) * len(free)).reshape(len(free), -1).T
-    fixed = np.ones(n, dtype=bool)
-    fixed[free] = False
-    base_cost = float(cost[rows[fixed], j_fast[fixed]].sum())
-    base_mem = float(mem[rows[fixed], j_fast[fixed]].sum())
+    base_cost, base_mem = _fixed_sums(cost, mem, j_fast, free)
     total_mem = base_mem + mem[free[None, :], grid].sum(axis=1)
     total_cost = np.where(total_mem <= memory_bytes, base_cost + cost[free[None, :], grid].sum(axis=1), np.inf)
     best = int(np.argmin(total_cost))  # the free nodes' least-memory choice fits: some row is finite
@@ -89,11 +85,7 @@ def min_cost_exact(
     done, j_fast, free = _settled(cost, mem, memory_bytes)
     if done is not None:
         return done[0], (done[1].tolist() if choices and done[1] is not None else None)
-    rows = np.arange(n)
-    fixed = np.ones(n, dtype=bool)
-    fixed[free] = False
-    base_cost = float(cost[rows[fixed], j_fast[fixed]].sum())
-    base_mem = float(mem[rows[fixed], j_fast[fixed]].sum())
+    base_cost, base_mem = _fixed_sums(cost, mem, j_fast, free)
     # identical free nodes form one group: choosing for the group is choosing how many take each option
     keys = np.concatenate([cost[free], mem[free]], axis=1)
     uniq, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
@@ -222,6 +214,14 @@ def _settled(
         (j_fast != j_small) & (cost[rows, j_small] > cost[rows, j_fast]) & (mem[rows, j_fast] > mem[rows, j_small])
     )[0]
     return None, j_fast, free
+
+
+def _fixed_sums(cost: np.ndarray, mem: np.ndarray, j_fast: np.ndarray, free: np.ndarray) -> tuple[float, float]:
+    """The seconds and bytes of the nodes not in ``free``, each at its fastest option ``j_fast``."""
+    fixed = np.ones(cost.shape[0], dtype=bool)
+    fixed[free] = False
+    rows = np.nonzero(fixed)[0]
+    return float(cost[rows, j_fast[rows]].sum()), float(mem[rows, j_fast[rows]].sum())
 
 
 def _multisets(options: int, size: int) -> list[tuple[int, ...]]:

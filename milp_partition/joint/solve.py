@@ -108,6 +108,8 @@ class JointState:
     #: the same for the orders' DP with every stage on one device (:meth:`JointSteps._one_device_orders`): starts of
     #: the polisher beside the column bound
     one_device_plans: list[tuple[JointPlan, float]] = field(default_factory=list)
+    #: whether the stage bound can run: the problem's stage sequences are few enough (:meth:`JointSteps._sequenced`)
+    sequenced: bool | None = None
     #: past the DP's cap with two threads: the bounds computed beside the heuristics
     bounds_beside: beside.Beside[BesideBounds] | None = None
     #: past the DP's cap with two threads, where the stage bound cannot run: the polisher beside the column bound
@@ -281,8 +283,14 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             and self.settings.polish_time_limit_s > 0
             and self.settings.column_bound_time_limit_s > 0
             and beside.available()
-            and sequences(run.problem) is None
+            and not self._sequenced(run.problem)
         )
+
+    def _sequenced(self, problem: JointProblem) -> bool:
+        """Whether the stage bound can run on ``problem`` (at most its limit of stage sequences), counted once a run."""
+        if self.state.sequenced is None:
+            self.state.sequenced = sequences(problem) is not None
+        return self.state.sequenced
 
     def _heuristics_s(self, run: JointRun) -> float:
         """The seconds the orders' DP and the polisher may take past the DP's cap (their caps together)."""
@@ -310,7 +318,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         budget = run.budget.capped(max(cap, self._heuristics_s(run)))
         lower = formulation.work_lower_bound_s(problem)
         upper = run.best.value if run.best is not None else math.inf
-        staged = sequences(problem) is not None
+        staged = self._sequenced(problem)
         # where the stage bound cannot run, the column bound's all-states master has the rest (its columns start the
         # master after the heuristics: on eight of six at k = 16 it needs about 50 s to converge, more than its share)
         column = not staged and self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper)
@@ -475,7 +483,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         lower = formulation.work_lower_bound_s(run.problem)
         upper = run.best.value if run.best is not None else math.inf
         bound = lower
-        sequenced = sequences(run.problem) is not None
+        sequenced = self._sequenced(run.problem)
         staged = cap > 0 and sequenced
         column = self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper)
         workers = 2 if self.settings.threads >= 2 else 1
