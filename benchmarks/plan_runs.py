@@ -1,11 +1,12 @@
 """Run joint plans on torch.distributed and compare predicted with measured: results/plan_runs.md.
 
-    python benchmarks/plan_runs.py [--steps 6] [--microbatches 8] [--profile scratch/cpu.json]
+    python benchmarks/plan_runs.py [--steps 6] [--microbatches 8] [--profile scratch/cpu.json] [--models WORD ...]
 
 For GPT-small (``gpt_small_test``) and an MLP (``mlp_small_test``) on 2 devices: the optimum and the
 pipeline-only, data-only and tensor-only plans (forced with ``--stages``, ``--data-parallel``,
 ``--tensor-parallel``), each run with ``milp-partition run`` (2 processes, gloo on the CPU, nccl with
-CUDA: then it writes results/plan_runs_gpu.md); predicted against measured step time and memory, the
+CUDA: then it writes results/plan_runs_gpu.md, with GPT-2 small (124 M, 512 tokens a sample) too; on one
+GPU the optimum alone, 1 x 1 x 1); predicted against measured step time and memory, the
 error per plan, and whether the measured order of the plans matches the predicted order.
 The prediction is ``run``'s own (:mod:`milp_partition.run.predict`: a 1F1B step-time formula over the
 model's layers timed at one sample before each step, gloo's fits in the run's group, DTensor's and the
@@ -26,9 +27,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "milp_partition"]
+# model -> (factory, input, memory per device for the planner)
 MODELS = {
-    "GPT-small (test)": ("milp_partition.importers.models:gpt_small_test", "8x128:int64"),
-    "MLP (test)": ("milp_partition.importers.models:mlp_small_test", "8x32"),
+    "GPT-small (test)": ("milp_partition.importers.models:gpt_small_test", "8x128:int64", "4GiB"),
+    "MLP (test)": ("milp_partition.importers.models:mlp_small_test", "8x32", "4GiB"),
+}
+# run on a GPU only: a model whose kernels are not all launch latency (163 M parameters, 512 tokens a sample)
+MODELS_GPU = {
+    "GPT-2 small (124M)": ("milp_partition.importers.models:gpt", "8x512:int64", "64GiB"),
 }
 SHAPES = {
     "optimum": [],
@@ -127,6 +133,7 @@ def main() -> int:
         help="devices per plan (default 2; 1 on a machine with one GPU: nccl takes one rank per GPU, and only the "
         "optimum, 1 x 1 x 1, has one device)",
     )
+    ap.add_argument("--models", nargs="*", help="run only the models whose names contain one of these words")
     args = ap.parse_args()
     import torch
 
@@ -140,7 +147,10 @@ def main() -> int:
         sh([*CLI, "calibrate", "--backend", "numpy", "--quick", "--no-progress", "-o", str(profile)])
     rows = []
     load_start = os.getloadavg()
-    for model, (ref, inp) in MODELS.items():
+    models = {**MODELS, **(MODELS_GPU if gpu else {})}
+    if args.models:
+        models = {m: v for m, v in models.items() if any(w.lower() in m.lower() for w in args.models)}
+    for model, (ref, inp, memory) in models.items():
         graph = work / f"{ref.rsplit(':', 1)[1]}.json"
         sh(
             [
@@ -171,7 +181,7 @@ def main() -> int:
                     "--devices",
                     str(devices),
                     "--memory",
-                    "4GiB",
+                    memory,
                     "--microbatches",
                     str(args.microbatches),
                     "--quiet",
@@ -213,6 +223,14 @@ def main() -> int:
                     "microbatches_per_replica": m_rep,
                 }
             )
+        _write(rows, models, args, gpu, devices, load_start)  # after each model: a cut-short run keeps the models done
+    return 0
+
+
+def _write(
+    rows: list[dict], models: dict, args: argparse.Namespace, gpu: bool, devices: int, load_start: tuple[float, float, float]
+) -> None:
+    """results/plan_runs[_gpu].{csv,md,png} from the rows measured so far."""
     name = "plan_runs_gpu" if gpu else "plan_runs"
     out = ROOT / "results"
     with open(out / f"{name}.csv", "w", newline="") as fh:
@@ -255,7 +273,7 @@ def main() -> int:
         f"- Within 50% of measured: {len(within)} of {len(rows)} plans; within 15%: {len(close)} of {len(rows)}; "
         f"every run {'within' if all(r['loss_max_rel_diff'] <= 1e-4 for r in rows) else 'NOT within'} 1e-4 of one process's losses."
     )
-    for model in MODELS:
+    for model in models:
         mine = [r for r in rows if r["model"] == model and r["plan"] != "optimum"]
         if len(mine) < 2:
             continue  # one plan per model (one device): no order to compare
@@ -273,7 +291,7 @@ def main() -> int:
         import matplotlib.pyplot as plt
 
         fig, ax = plt.subplots(figsize=(7, 4))
-        for model, marker in zip(MODELS, "os"):
+        for model, marker in zip(models, "os^"):
             mine = [r for r in rows if r["model"] == model]
             ax.scatter([r["predicted_step_s"] for r in mine], [r["measured_step_s"] for r in mine], marker=marker, label=model)
             for r in mine:
@@ -293,7 +311,6 @@ def main() -> int:
         pass
     (out / f"{name}.md").write_text("\n".join(lines) + "\n")
     print(f"wrote results/{name}.md")
-    return 0
 
 
 if __name__ == "__main__":

@@ -60,7 +60,36 @@ def test_a_one_device_plan_runs(tmp_path: Path) -> None:
     assert run["predicted_step_s"] > 0 and run["measured_step_s"] > 0
 
 
-def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path) -> None:
+def test_a_run_goes_on_gpus_only_with_one_gpu_per_rank(monkeypatch: pytest.MonkeyPatch) -> None:
+    # nccl refuses two ranks on one GPU: a 2-device plan on a one-GPU machine failed inside the workers (seen on an H200)
+    import torch
+
+    from milp_partition.run.engine import uses_cuda
+
+    for available, gpus, world, expected in [(True, 1, 1, True), (True, 1, 2, False), (True, 2, 2, True), (False, 0, 1, False)]:
+        monkeypatch.setattr(torch.cuda, "is_available", lambda a=available: a)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda g=gpus: g)
+        assert uses_cuda(world) is expected, (available, gpus, world)
+
+
+def test_the_reference_gives_the_same_losses_on_a_named_device(tmp_path: Path) -> None:
+    # the single-process reference runs where rank 0 ran (on a GPU run, the GPU); the batches are drawn before the move
+    from milp_partition.run.engine import reference
+    from milp_partition.run.spec import read_run_spec
+
+    spec = read_run_spec(_solve(tmp_path, _mlp_graph(tmp_path), "one", devices=1))
+    here, named = reference(spec, 2, 0), reference(spec, 2, 0, device="cpu")
+    assert here["losses"] == named["losses"] and len(here["step_s"]) == len(named["step_s"]) == 2
+
+
+@pytest.mark.parametrize("gpus", [None, 1])
+def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gpus: int | None) -> None:
+    # gpus=1: as on a one-GPU machine (CUDA there, one GPU for two ranks): the ranks run on the CPU and run.json says so
+    if gpus is not None:
+        import torch
+
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: gpus)
     graph = tmp_path / "m.json"
     rc = main(
         [
@@ -89,6 +118,8 @@ def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path) -> None:
     assert run["predicted_step_s"] > 0 and run["measured_step_s"] > 0
     assert [m["stage"] for m in run["memory"]] == [1, 2]
     assert len(run["prediction"]["stages"]) == 2 and run["prediction"]["step_s"] == run["predicted_step_s"]
+    assert run["backend"] == "gloo"
+    assert any("ran on the CPU" in n for n in run["notes"]) is (gpus is not None)
 
 
 def test_spec_refuses_mixed_degrees(tmp_path: Path) -> None:

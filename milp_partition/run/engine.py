@@ -144,21 +144,40 @@ def tensor_bytes_of(params: list[Any], opt: Any) -> tuple[int, int, int]:
     return weights, grads, state
 
 
-def reference(spec: RunSpec, steps: int, seed: int) -> dict[str, Any]:
-    """The same steps in one process on the whole batch: per-step losses and times."""
+def uses_cuda(world: int) -> bool:
+    """Whether a run of ``world`` ranks goes on GPUs: CUDA is there and has a GPU per rank (nccl refuses two ranks
+    on one GPU); else every rank runs on the CPU with gloo."""
+    import torch
+
+    return bool(torch.cuda.is_available()) and torch.cuda.device_count() >= world
+
+
+def reference(spec: RunSpec, steps: int, seed: int, device: Any = None) -> dict[str, Any]:
+    """The same steps in one process on the whole batch, on ``device`` (default the CPU): per-step losses and times."""
     import torch
 
     model = build_model(spec, seed)
+    batches = [batch(spec, model, k, seed) for k in range(steps)]  # on the CPU, before the model moves (as the workers)
+    cuda = device is not None and torch.device(device).type == "cuda"
+    if device is not None:
+        model.to(device)
     opt = optimizer(spec, model.parameters())
     losses: list[float] = []
     times: list[float] = []
-    for k in range(steps):
-        args, kwargs, target = batch(spec, model, k, seed)
+    for args, kwargs, target in batches:
+        if device is not None:
+            args = [a.to(device) for a in args]
+            kwargs = {n: v.to(device) for n, v in kwargs.items()}
+            target = target.to(device)
+        if cuda:
+            torch.cuda.synchronize(device)
         t0 = time.perf_counter()
         loss = loss_fn(model(*args, **kwargs), target)
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if cuda:
+            torch.cuda.synchronize(device)
         times.append(time.perf_counter() - t0)
         losses.append(float(loss.detach().to(torch.float64)))
     return {"losses": losses, "step_s": times}
@@ -275,8 +294,13 @@ def _split_points(spec: RunSpec) -> tuple[dict[str, Any], list[str]]:
     return points, notes
 
 
-def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, seed: int, threads: int, out_dir: str) -> None:
-    """One rank: build the model, split, parallelise, run ``steps`` steps, write ``rank{rank}.json`` to ``out_dir``."""
+def worker(
+    rank: int, world: int, store_path: str, spec: RunSpec, steps: int, seed: int, threads: int, out_dir: str, cuda: bool = False
+) -> None:
+    """One rank: build the model, split, parallelise, run ``steps`` steps, write ``rank{rank}.json`` to ``out_dir``.
+
+    ``cuda``: rank ``r`` runs on GPU ``r`` (nccl takes one rank per GPU; :func:`uses_cuda` decides), else on the CPU.
+    """
     set_parent_death_signal()
     import json
 
@@ -286,9 +310,8 @@ def worker(rank: int, world: int, store_path: str, spec: RunSpec, steps: int, se
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     torch.set_num_threads(threads)
-    cuda = torch.cuda.is_available()
     backend = "cpu:gloo,cuda:nccl" if cuda else "gloo"  # with CUDA: nccl for the GPU's tensors, gloo for the CPU's
-    device = torch.device("cuda", rank % torch.cuda.device_count()) if cuda else torch.device("cpu")
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
     store = dist.FileStore(store_path, world)

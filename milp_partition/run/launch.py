@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from milp_partition.run.engine import reference, summarise, worker
+from milp_partition.run.engine import reference, summarise, uses_cuda, worker
 from milp_partition.run.predict import combine, predict_step
 from milp_partition.run.spec import RunSpec
 
@@ -30,21 +30,27 @@ def run_plan(spec: RunSpec, steps: int, *, seed: int = 0, threads: int = 1, warm
     if steps < 1:
         raise ValueError(f"steps must be positive, got {steps}")
     world = spec.world_size
+    cuda = uses_cuda(world)
     with tempfile.TemporaryDirectory(prefix="milp-run-") as tmp:
         store = os.path.join(tmp, "store")
         mp.start_processes(
-            worker, args=(world, store, spec, steps, seed, threads, tmp), nprocs=world, join=True, start_method="spawn"
+            worker, args=(world, store, spec, steps, seed, threads, tmp, cuda), nprocs=world, join=True, start_method="spawn"
         )
         ranks = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(world)]
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        ref = reference(spec, steps, seed)
+        ref = reference(spec, steps, seed, device="cuda:0" if cuda else None)  # where rank 0 ran
     finally:
         torch.set_num_threads(previous)
     layers, costs, links = combine(ranks)
     prediction = predict_step(spec, layers, costs, links).to_dict()
     prediction["layers"] = layers.to_dict()
     out = summarise(spec, ranks, ref, warmup, prediction)
+    if torch.cuda.is_available() and not cuda:
+        gpus = torch.cuda.device_count()
+        out["notes"].append(
+            f"{world} ranks and {gpus} GPU{'s' * (gpus != 1)}: ran on the CPU with gloo (nccl takes one rank per GPU)"
+        )
     out.update({"seed": seed, "threads_per_rank": threads, "torch": torch.__version__})
     return out
