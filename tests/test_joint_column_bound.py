@@ -605,7 +605,7 @@ def test_where_the_stage_bound_cannot_run_the_coarse_master_runs_and_the_polishe
     # DP's optimum, every plan above it.
     from milp_partition.joint import beside
     from milp_partition.joint.problem import JointSolveSettings
-    from milp_partition.joint.solve import solve_joint
+    from milp_partition.joint.solve import BESIDE_STARTS, solve_joint
     from milp_partition.joint.stage_bound import sequences
 
     if threads == 2 and not beside.available():
@@ -636,6 +636,7 @@ def test_where_the_stage_bound_cannot_run_the_coarse_master_runs_and_the_polishe
         # the orders' DP ran a second time with every stage on one device, and the polisher beside started there
         assert "order-dp-one-device" in names
         assert notes["polish_beside"]["one_device"] is True
+        assert 1 <= notes["polish_beside"]["starts"] <= BESIDE_STARTS
     else:
         assert "polish-beside" not in names and "polish_beside" not in notes
         assert "order-dp-one-device" not in names

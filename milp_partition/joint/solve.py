@@ -55,6 +55,14 @@ class JointResult(Result):
 #: the polisher's starts past the DP's cap: the best plan and the orders' last ones before it
 POLISH_STARTS = 3
 
+#: the starts of the polisher beside the column bound: the last plans of the orders' DP with every stage on one device.
+#: Which plans those are depends on how many that DP finds in its seconds: on seven of seven at k = 16 the start that
+#: polishes to 0.0090295 was third in some runs and fourth in others (one more plan found), whose three starts gave
+#: 0.0091265 (2.13% above the bound, 1.08% with it).  From the same one-device plans, 35 s each, a fourth start
+#: changed no result on nine k = 16 graphs (seven of seven among them) and recovers 0.0090295 where the plan that
+#: gives it comes fourth; each start then has a quarter of the time, not a third (8.8 s on seven of seven)
+BESIDE_STARTS = 4
+
 #: where the stage bound cannot run (k = 16): the column bound's seconds from which the master with a row per state
 #: runs after the all-states one (their columns handed over).  Its relaxation is tighter and slow: on seven branches of
 #: six (seed 0, 2 GiB) it proved 0.0073548 after 181 s where the all-states one converges at 0.0073150 in 5 s (the
@@ -382,7 +390,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         best = run.best
         if self.settings.threads < 2 or self.settings.polish_time_limit_s <= 0 or best is None or not beside.available():
             return False
-        one_device = [plan for plan, _ in reversed(self.state.one_device_plans)][:POLISH_STARTS]
+        one_device = [plan for plan, _ in reversed(self.state.one_device_plans)][:BESIDE_STARTS]
         starts = one_device or self._order_starts(best.solution)
         problem, budget = run.problem, run.budget.capped(seconds)
         self.state.polish_beside = beside.Beside(lambda: polish_starts(problem, starts, budget))
