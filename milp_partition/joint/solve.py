@@ -60,7 +60,8 @@ POLISH_STARTS = 3
 #: polishes to 0.0090295 was third in some runs and fourth in others (one more plan found), whose three starts gave
 #: 0.0091265 (2.13% above the bound, 1.08% with it).  From the same one-device plans, 35 s each, a fourth start
 #: changed no result on nine k = 16 graphs (seven of seven among them) and recovers 0.0090295 where the plan that
-#: gives it comes fourth; each start then has a quarter of the time, not a third (8.8 s on seven of seven)
+#: gives it comes fourth; each start then has a quarter of the time, not a third (8.8 s on seven of seven), and in
+#: the whole chain nine of five (seed 0) ended at 1.34% or 0.54% with four starts, 0.29% or 0.54% with three
 BESIDE_STARTS = 4
 
 #: where the stage bound cannot run (k = 16): the column bound's seconds from which the master with a row per state
