@@ -146,7 +146,7 @@ def test_the_layer_timer_and_the_link_probe_wait_for_the_gpu_only_on_a_gpu() -> 
     # a GPU device (named, or a torch.device; none needs a GPU to exist) makes both synchronise; the CPU and None not
     import torch
 
-    from milp_partition.run.predict import _is_cuda
+    from milp_partition.run.predict import is_cuda
 
-    assert _is_cuda("cuda") and _is_cuda(torch.device("cuda", 0))
-    assert not _is_cuda(None) and not _is_cuda("cpu") and not _is_cuda(torch.device("cpu"))
+    assert is_cuda("cuda") and is_cuda(torch.device("cuda", 0))
+    assert not is_cuda(None) and not is_cuda("cpu") and not is_cuda(torch.device("cpu"))

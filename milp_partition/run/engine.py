@@ -29,8 +29,8 @@ from typing import Any
 
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import split_layer
-from milp_partition.run.model import batch, build_model, loss_fn, optimizer
-from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, measure_links
+from milp_partition.run.model import batch, batch_on, build_model, loss_fn, optimizer
+from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, is_cuda, measure_links
 from milp_partition.run.spec import RunSpec
 
 __all__ = ["batch", "build_model", "loss_fn", "optimizer", "reference", "summarise", "worker"]
@@ -158,7 +158,7 @@ def reference(spec: RunSpec, steps: int, seed: int, device: Any = None) -> dict[
 
     model = build_model(spec, seed)
     batches = [batch(spec, model, k, seed) for k in range(steps)]  # on the CPU, before the model moves (as the workers)
-    cuda = device is not None and torch.device(device).type == "cuda"
+    cuda = is_cuda(device)
     if device is not None:
         model.to(device)
     opt = optimizer(spec, model.parameters())
@@ -166,9 +166,7 @@ def reference(spec: RunSpec, steps: int, seed: int, device: Any = None) -> dict[
     times: list[float] = []
     for args, kwargs, target in batches:
         if device is not None:
-            args = [a.to(device) for a in args]
-            kwargs = {n: v.to(device) for n, v in kwargs.items()}
-            target = target.to(device)
+            args, kwargs, target = batch_on(device, args, kwargs, target)
         if cuda:
             torch.cuda.synchronize(device)
         t0 = time.perf_counter()

@@ -39,6 +39,11 @@ def batch(spec: RunSpec, model: Any, step: int, seed: int) -> tuple[list[Any], d
     return args, kwargs, target
 
 
+def batch_on(device: Any, args: list[Any], kwargs: dict[str, Any], target: Any) -> tuple[list[Any], dict[str, Any], Any]:
+    """A batch of :func:`batch` (inputs, keyword inputs, targets) moved to ``device``."""
+    return [a.to(device) for a in args], {k: v.to(device) for k, v in kwargs.items()}, target.to(device)
+
+
 def loss_fn(out: Any, target: Any) -> Any:
     """Mean cross-entropy over every position (the last dimension holds the classes or the vocabulary)."""
     from torch.nn import functional as F

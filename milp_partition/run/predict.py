@@ -49,7 +49,7 @@ from milp_partition.errors import InputError
 from milp_partition.importers.timing import load_profile_spec, op_times
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import split_layer
-from milp_partition.run.model import batch, build_model, loss_fn, optimizer
+from milp_partition.run.model import batch, batch_on, build_model, loss_fn, optimizer
 from milp_partition.run.spec import RunSpec
 
 #: DDP's default bucket size (``bucket_cap_mb=25``).
@@ -226,13 +226,10 @@ class LayerTimer:
         self.args = [a[:1] for a in args]
         self.kwargs = {k: v[:1] for k, v in kwargs.items()}
         self.target = target[:1]
-        cuda = _is_cuda(device)
         if device is not None:
             self.model.to(device)
-            self.args = [a.to(device) for a in self.args]
-            self.kwargs = {k: v.to(device) for k, v in self.kwargs.items()}
-            self.target = self.target.to(device)
-        self.sync_device = device if cuda else None
+            self.args, self.kwargs, self.target = batch_on(device, self.args, self.kwargs, self.target)
+        self.sync_device = device if is_cuda(device) else None
         self.fstamp: dict[str, float] = {}
         self.bstamp: dict[str, float] = {}
         for v in self.points:
@@ -427,7 +424,7 @@ def predict_step(
     )
 
 
-def _is_cuda(device: Any) -> bool:
+def is_cuda(device: Any) -> bool:
     """Whether ``device`` (a :class:`torch.device`, its name, or ``None`` for the CPU) is a GPU."""
     import torch
 
@@ -445,7 +442,7 @@ def measure_links(rank: int, sizes: tuple[int, int] = (4096, 4 << 20), repeats: 
     import torch.distributed as dist
 
     peer = dist.get_world_size() > 1
-    cuda = _is_cuda(device)
+    cuda = is_cuda(device)
 
     def timed(fn: Any) -> float:
         samples = []
