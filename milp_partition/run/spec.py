@@ -22,6 +22,7 @@ class RunStage:
     tensor_parallel: int
     recomputed: tuple[str, ...] = ()
     predicted_memory_bytes: float = 0.0
+    microbatches_in_flight: int = 0
 
 
 @dataclass(frozen=True)
@@ -60,13 +61,23 @@ class RunSpec:
 
     @property
     def shape(self) -> tuple[int, int, int]:
-        """``(stages, data-parallel, tensor-parallel)``; the run needs one d and one t for every stage."""
+        """``(stages, data-parallel, tensor-parallel)`` of the first stage (of every stage when :attr:`uniform`)."""
         return len(self.stages), self.stages[0].data_parallel, self.stages[0].tensor_parallel
 
     @property
+    def degrees(self) -> tuple[tuple[int, int], ...]:
+        """Each stage's ``(data-parallel, tensor-parallel)`` degrees."""
+        return tuple((st.data_parallel, st.tensor_parallel) for st in self.stages)
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every stage has the same degrees (a ``(pp, dp, tp)`` device mesh; else :mod:`.mixed` runs it)."""
+        return len(set(self.degrees)) == 1
+
+    @property
     def world_size(self) -> int:
-        s, d, t = self.shape
-        return s * d * t
+        """The plan's devices, ``sum_q d_q t_q``."""
+        return sum(d * t for d, t in self.degrees)
 
 
 def _load(path: Path, what: str) -> Any:
@@ -99,7 +110,7 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None) -> RunSpec:
     ------
     InputError
         When the plan is no joint result, the graph records no model reference (imported before
-        ``run`` existed, or from ONNX), or the stages do not share one data- and one tensor-parallel degree.
+        ``run`` existed, or from ONNX), or a stage's data-parallel degree does not divide the micro-batches.
     """
     plan_path = Path(plan_path)
     plan = _load(plan_path, "plan")
@@ -125,16 +136,17 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None) -> RunSpec:
                 int(st["tensor_parallel"]),
                 recomputed,
                 float(st.get("memory_bytes", 0.0)),
+                int(st.get("microbatches_in_flight", 0)),
             )
         )
-    degrees = {(s.data_parallel, s.tensor_parallel) for s in stages}
-    if len(degrees) != 1:
-        raise InputError(
-            f"the run needs one data- and one tensor-parallel degree for every stage (a (pp, dp, tp) mesh); "
-            f"the plan has {sorted(degrees)}: force one with solve --data-parallel D",
-            source=str(plan_path),
-        )
     n = int(plan["instance"]["microbatches"])
+    for q, st in enumerate(stages, start=1):
+        if st.data_parallel < 1 or st.tensor_parallel < 1 or n % st.data_parallel:
+            raise InputError(
+                f"stage {q}: data_parallel {st.data_parallel} and tensor_parallel {st.tensor_parallel} must be positive "
+                f"and data_parallel must divide the plan's microbatches N = {n}",
+                source=str(plan_path),
+            )
     tps = plan.get("time_per_sample")
     if tps is None:
         tps = plan.get("objective")
