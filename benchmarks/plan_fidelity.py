@@ -121,6 +121,11 @@ def recomputed_plan(graph: Path, plan: Path, out: Path, devices: int, memory: st
             time_per_sample_s=sr.time_per_sample_s, memory_bytes=sr.memory_bytes, microbatches_in_flight=sr.microbatches_in_flight
         )
     data.update(objective=rep.objective, time_per_sample=rep.objective, bound=None, gap=None, status="feasible")
+    data.update(
+        peak_memory_bytes=max(sr.memory_bytes for sr in rep.stages),
+        loads={f"stage {q + 1}": sr.time_per_sample_s for q, sr in enumerate(rep.stages)},
+        memory_bytes={f"stage {q + 1}": sr.memory_bytes for q, sr in enumerate(rep.stages)},
+    )
     data["message"] = (
         "benchmarks/plan_fidelity.py: the solved plan with every recomputable layer recomputed, priced by the verifier"
     )
@@ -158,6 +163,7 @@ def row_of(model: str, n: int, shape: str, recompute: bool, free: bool, r: dict[
         "planner_step_s": r["planner_step_s"],
         "measured_step_s": r["measured_step_s"],
         "planner_error": (r["planner_step_s"] - r["measured_step_s"]) / r["measured_step_s"],
+        "measured_over_planned": r["measured_step_s"] / r["planner_step_s"] if r["planner_step_s"] > 0 else float("nan"),
         "run_predicted_step_s": r["predicted_step_s"],
         "run_predicted_error": r["step_rel_error"],
         "loss_max_rel_diff": r["loss_max_rel_diff"],
@@ -229,9 +235,9 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     """Per model and over all: the planner's error (median, largest), rank correlation, free optimum over fastest,
     memory planned over held."""
     lines = [
-        "| model | plans | median abs error | largest error | Spearman (all N) | Spearman per N | free optimum / fastest "
+        "| model | plans | median abs error | largest error | measured / planned (median) | Spearman (all N) | Spearman per N | free optimum / fastest "
         "(per N) | planned / held memory (min, max over ranks) |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     groups = {m: [r for r in rows if r["model"] == m] for m in dict.fromkeys(r["model"] for r in rows)}
     for model, mine in [*groups.items(), ("all", rows)]:
@@ -251,6 +257,7 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
         hi = max(r["memory_planned_over_held_max"] for r in mine)
         lines.append(
             f"| {model} | {len(mine)} | {100 * statistics.median(abs(e) for e in errs):.0f}% | {_pct(worst)} | "
+            f"{statistics.median(r['measured_over_planned'] for r in mine):.3g} | "
             f"{rho_all:.2f} | {'; '.join(per_n) if model != 'all' else '-'} | {'; '.join(ratio) or '-'} | {lo:.2f}, {hi:.2f} |"
         )
     return lines
@@ -325,14 +332,14 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, gpu: bool, load_
         *summary(rows),
         "",
         "| model | N | shape (S x d x t) | recomputed | free optimum | ranks | planned step (s) | measured step (s) | "
-        "error | run's predicted step (s) | loss max rel diff | planned / held memory | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "error | measured / planned | run's predicted step (s) | loss max rel diff | planned / held memory | load |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['microbatches']} | {r['shape']} | {'yes' if r['recompute'] else 'no'} | "
             f"{'yes' if r['free_optimum'] else ''} | {r['ranks']} | {r['planner_step_s']:.4g} | {r['measured_step_s']:.4g} | "
-            f"{_pct(r['planner_error'])} | {r['run_predicted_step_s']:.4g} | {r['loss_max_rel_diff']:.2g} | "
+            f"{_pct(r['planner_error'])} | {r['measured_over_planned']:.3g} | {r['run_predicted_step_s']:.4g} | {r['loss_max_rel_diff']:.2g} | "
             f"{r['memory_planned_over_held_min']:.2f}-{r['memory_planned_over_held_max']:.2f} | {r['load_1min']:.1f} |"
         )
     if chart(rows, out / f"{name}.png"):
@@ -350,7 +357,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="N = 4 only")
     ap.add_argument("--fresh", action="store_true", help="run every plan again, even if its run.json is there")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: one-device plans on a GPU")
-    ap.add_argument("--profile", default="scratch/cpu.json", help="the CPU profile the models are imported with")
+    ap.add_argument(
+        "--profile",
+        help="the device profile the models are imported with (default: on the CPU scratch/cpu.json, calibrated here "
+        "if missing; on a GPU the import's default unless given, e.g. a profile from 'calibrate' on that GPU)",
+    )
     ap.add_argument("--work", default="scratch/plan_fidelity")
     args = ap.parse_args()
     gpu = args.device == "cuda"
@@ -365,9 +376,9 @@ def main() -> int:
         args.microbatches = [4]
     work = ROOT / args.work / ("cuda" if gpu else f"cpu{args.devices}")
     work.mkdir(parents=True, exist_ok=True)
-    profile = None
+    profile = ROOT / args.profile if args.profile else None
     if not gpu:
-        profile = ROOT / args.profile
+        profile = profile or ROOT / "scratch" / "cpu.json"
         if not profile.exists():
             sh([*CLI, "calibrate", "--backend", "numpy", "--quick", "--no-progress", "-o", str(profile)])
     models = [m for m in MODELS if not args.models or any(w.lower() in m.lower() for w in args.models)]
