@@ -203,18 +203,17 @@ class MixedRank:
         import torch.distributed as dist
 
         q, S = self.place.stage, self.layout.stages
+        # received in (stage, output) order, as the senders send: nccl matches messages by their order, not tags
         received: dict[tuple[int, int], Any] = {}
-        inputs = []
-        for s in self.graph[q].inputs:
-            if s.stage < 0:
-                inputs.append(args[s.index][j : j + 1].to(self.device))
-                continue
-            if (s.stage, s.index) not in received:
-                x = self._recv(s.stage, s.index, j)
-                if self.graph[s.stage].outputs_float[s.index]:
-                    x.requires_grad_()
-                received[(s.stage, s.index)] = x
-            inputs.append(received[(s.stage, s.index)])
+        for p, k in sorted({(s.stage, s.index) for s in self.graph[q].inputs if s.stage >= 0}):
+            x = self._recv(p, k, j)
+            if self.graph[p].outputs_float[k]:
+                x.requires_grad_()
+            received[(p, k)] = x
+        inputs = [
+            args[s.index][j : j + 1].to(self.device) if s.stage < 0 else received[(s.stage, s.index)]
+            for s in self.graph[q].inputs
+        ]
         out = self.module(*inputs)
         outs = out if isinstance(out, tuple) else (out,)
         if q == S - 1:
