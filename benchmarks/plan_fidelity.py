@@ -42,6 +42,8 @@ MODELS = {
     "ConvNet": ("milp_partition.importers.models:convnet_small_test", "8x3x32x32", "4GiB"),
 }
 RECOMPUTE_PREFIX = "activation recomp"
+#: ``--cached-only``: write the results from the plans already run, import, solve and run nothing.
+CACHED_ONLY = False
 
 
 def sh(args: list[str], check: bool = True) -> int:
@@ -139,18 +141,31 @@ def plan_key(path: Path) -> str:
     return json.dumps([[st["nodes"], st["data_parallel"], st["tensor_parallel"], st["configs"]] for st in stages], sort_keys=True)
 
 
-def run_one(plan: Path, steps: int, fresh: bool) -> tuple[dict[str, Any], float]:
-    """run.json of ``plan`` (run now unless present and not ``fresh``) and the 1-minute load as it started."""
+def run_one(plan: Path, steps: int, fresh: bool) -> tuple[dict[str, Any], float, str] | None:
+    """run.json of ``plan`` (run now unless present and not ``fresh``), the 1-minute load as it started and the
+    commit it ran at; ``None`` under ``--cached-only`` when it was not run."""
     run = plan.with_name(plan.stem + "_run.json")
     meta = plan.with_name(plan.stem + "_load.json")
     if fresh or not run.exists() or not meta.exists():
+        if CACHED_ONLY:
+            return None
         load = os.getloadavg()[0]
         sh([*CLI, "run", str(plan), "--steps", str(steps), "-o", str(run)])
-        meta.write_text(json.dumps({"load_1min": load}))
-    return json.loads(run.read_text()), float(json.loads(meta.read_text())["load_1min"])
+        meta.write_text(json.dumps({"load_1min": load, "commit": commit()}))
+    info = json.loads(meta.read_text())
+    return json.loads(run.read_text()), float(info["load_1min"]), str(info.get("commit", "not recorded"))
 
 
-def row_of(model: str, n: int, shape: str, recompute: bool, free: bool, r: dict[str, Any], load: float) -> dict[str, Any]:
+def commit() -> str:
+    """The checkout's commit, ``+`` when milp_partition/ has uncommitted changes."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "milp_partition"], cwd=ROOT, capture_output=True, text=True).stdout
+    return head + ("+" if dirty else "")
+
+
+def row_of(
+    model: str, n: int, shape: str, recompute: bool, free: bool, r: dict[str, Any], load: float, at: str
+) -> dict[str, Any]:
     """One plan's figures from its run.json."""
     ratios = [m["predicted_bytes"] / m["measured_peak_bytes"] for m in r["memory"] if m["measured_peak_bytes"] > 0]
     return {
@@ -170,6 +185,7 @@ def row_of(model: str, n: int, shape: str, recompute: bool, free: bool, r: dict[
         "memory_planned_over_held_min": min(ratios) if ratios else float("nan"),
         "memory_planned_over_held_max": max(ratios) if ratios else float("nan"),
         "load_1min": load,
+        "commit": at,
     }
 
 
@@ -190,41 +206,56 @@ def shape_name(plan: Path) -> str:
 
 
 def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path | None, gpu: bool) -> list[dict[str, Any]]:
-    """Every plan of one model: import, solve each shape and N, add the recomputed twin, run, one row each."""
+    """Every plan of one model: import, solve each shape and N, add the recomputed twin, run, one row each
+    (``--cached-only``: only the plans already run). A shape without a plan leaves a ``.none`` file (listed)."""
     ref, inp, memory = MODELS[name]
     graph = work / f"{name.lower()}.json"
     if not graph.exists():
+        if CACHED_ONLY:
+            return []
         flags = ["--profile", str(profile)] if profile is not None else []
         sh([*CLI, "import", "torch", ref, "--input", inp, "--training", "--granularity", "layer", *flags, "--output", str(graph)])
     rows: list[dict[str, Any]] = []
     for n in args.microbatches:
         free = work / f"{name.lower()}_N{n}_free.json"
         solve = [*CLI, "solve", str(graph), "--problem", "joint", "--memory", memory, "--microbatches", str(n), "--quiet"]
-        if not free.exists():
+        if not free.exists() and not CACHED_ONLY:
             sh([*solve, "--devices", str(args.devices), "-o", str(free)])
         seen: dict[str, dict[str, Any]] = {}
         for s, d, t in shapes(args.devices, n) if not gpu else [(1, 1, 1)]:
             plan = work / f"{name.lower()}_N{n}_{s}x{d}x{t}.json"
+            none = plan.with_suffix(".none")
+            if none.exists() or (CACHED_ONLY and not plan.exists()):
+                continue
             if not plan.exists():
                 shape = ["--stages", str(s), "--data-parallel", str(d), "--tensor-parallel", str(t)]
                 if sh([*solve, "--devices", str(s * d * t), *shape, "-o", str(plan)], check=False) != 0:
                     print(f"  {name} N = {n} {s}x{d}x{t}: no plan (infeasible or not offered)", flush=True)
                     plan.unlink(missing_ok=True)
+                    none.write_text("no plan: solve exited non-zero\n")
                     continue
             twin = plan.with_name(plan.stem + "_rc.json")
-            has_twin = twin.exists() or recomputed_plan(graph, plan, twin, s * d * t, memory, n)
+            has_twin = twin.exists() or (not CACHED_ONLY and recomputed_plan(graph, plan, twin, s * d * t, memory, n))
             for path in [plan, *([twin] if has_twin else [])]:
-                r, load = run_one(path, args.steps, args.fresh)
-                row = row_of(name, n, shape_name(path), recomputes(path), False, r, load)
+                got = run_one(path, args.steps, args.fresh)
+                if got is None:
+                    continue
+                row = row_of(name, n, shape_name(path), recomputes(path), False, *got)
                 seen[plan_key(path)] = row
                 rows.append(row)
+        if not free.exists():
+            continue
         key = plan_key(free)
         if key in seen:
             seen[key]["free_optimum"] = True
-        else:
-            r, load = run_one(free, args.steps, args.fresh)
-            rows.append(row_of(name, n, shape_name(free), recomputes(free), True, r, load))
+        elif (got := run_one(free, args.steps, args.fresh)) is not None:
+            rows.append(row_of(name, n, shape_name(free), recomputes(free), True, *got))
     return rows
+
+
+def no_plan(work: Path) -> list[str]:
+    """The shapes ``solve`` found no plan for (their ``.none`` files)."""
+    return sorted(p.stem for p in work.glob("*.none"))
 
 
 def _pct(x: float) -> str:
@@ -302,7 +333,9 @@ def chart(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-def write(rows: list[dict[str, Any]], args: argparse.Namespace, gpu: bool, load_start: tuple[float, ...]) -> None:
+def write(
+    rows: list[dict[str, Any]], args: argparse.Namespace, gpu: bool, load_start: tuple[float, ...], missing: list[str]
+) -> None:
     """results/plan_fidelity[_gpu].{csv,md,png} from the rows so far."""
     name = "plan_fidelity_gpu" if gpu else "plan_fidelity"
     out = ROOT / "results"
@@ -310,26 +343,35 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, gpu: bool, load_
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "milp_partition"], cwd=ROOT, capture_output=True, text=True).stdout
+    commits = ", ".join(f"`{c}`" for c in dict.fromkeys(r["commit"] for r in rows))
     cmd = " ".join(sys.argv[1:])
     lines = [
         f"<!-- written by benchmarks/plan_fidelity.py {cmd}; do not edit -->",
         f"# Plan fidelity: the planner's step against the measured step ({'CUDA, nccl' if gpu else 'CPU, gloo'})",
         "",
-        f"Planner and run at commit `{commit}`{' (with uncommitted changes under milp_partition/)' if dirty else ''}; "
+        f"Planned and run at commit {commits} (`+`: with uncommitted changes under milp_partition/); "
         f"torch ranks {'one per GPU' if gpu else 'on the CPU, one thread each'}, up to {args.devices} device"
         f"{'s' if args.devices > 1 else ''}; N = {', '.join(map(str, args.microbatches))} micro-batches of one sample; "
         f"{args.steps} steps a run (the first is warm-up; the median of the rest, the slowest rank). Planned: run.json's "
         "`planner_step_s` (the joint planner's objective, time per sample, x N; for a recomputed plan the verifier's). "
         "Error = (planned - measured) / measured. Memory: the planner's stage memory over what the rank held ("
         + ("`max_memory_allocated`" if gpu else "its tensors: weights, gradients, optimizer state, peak saved activations")
-        + f"). Machine: {os.cpu_count()} cores, load average (1, 5, 15 min) "
-        f"{', '.join(f'{x:.1f}' for x in load_start)} at the start and {', '.join(f'{x:.1f}' for x in os.getloadavg())} "
-        "at the end; the load column is the 1-minute average as each run started. On a machine shared with other work "
-        "these numbers are provisional: re-run on idle cores.",
+        + f"). Machine: {os.cpu_count()} cores; "
+        + (
+            "written with --cached-only from runs made earlier; "
+            if CACHED_ONLY
+            else f"load average (1, 5, 15 min) {', '.join(f'{x:.1f}' for x in load_start)} at the start and "
+            f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; "
+        )
+        + "the load column is the 1-minute load average as each run started (more runnable processes than cores "
+        "whenever it is above the cores). On a machine shared with other work these numbers are provisional: re-run "
+        "on idle cores.",
         "",
         *summary(rows),
+        "",
+        "Shapes without a plan (the planner found none, or does not offer the tensor-parallel degree): "
+        + (", ".join(f"`{m}`" for m in missing) or "none")
+        + ".",
         "",
         "| model | N | shape (S x d x t) | recomputed | free optimum | ranks | planned step (s) | measured step (s) | "
         "error | measured / planned | run's predicted step (s) | loss max rel diff | planned / held memory | load |",
@@ -356,6 +398,7 @@ def main() -> int:
     ap.add_argument("--models", nargs="*", help="only the models whose names contain one of these words")
     ap.add_argument("--quick", action="store_true", help="N = 4 only")
     ap.add_argument("--fresh", action="store_true", help="run every plan again, even if its run.json is there")
+    ap.add_argument("--cached-only", action="store_true", help="write the results from the plans already run (nothing is run)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: one-device plans on a GPU")
     ap.add_argument(
         "--profile",
@@ -365,6 +408,8 @@ def main() -> int:
     ap.add_argument("--work", default="scratch/plan_fidelity")
     args = ap.parse_args()
     gpu = args.device == "cuda"
+    global CACHED_ONLY
+    CACHED_ONLY = args.cached_only
     if gpu:
         import torch
 
@@ -386,7 +431,8 @@ def main() -> int:
     rows: list[dict[str, Any]] = []
     for model in models:
         rows += bench_model(model, args, work, profile, gpu)
-        write(rows, args, gpu, load_start)  # after each model: a cut-short run keeps the models done
+        if rows:
+            write(rows, args, gpu, load_start, no_plan(work))  # after each model: a cut-short run keeps the models done
     return 0
 
 
