@@ -129,6 +129,12 @@ PROBLEMS: dict[str, ProblemEntry] = {
             plot="milp_partition.plots.galvatron",
         ),
         ProblemEntry(
+            "hetero",
+            cli="milp_partition.cli.hetero",
+            solve="milp_partition.hetero.solve:solve_hetero",
+            verifier="milp_partition.verifiers.hetero:verify_hetero",
+        ),
+        ProblemEntry(
             "pipeline",
             cli="milp_partition.cli.pipeline",
             solve="milp_partition.pipeline.solve:solve_pipeline",

@@ -47,6 +47,9 @@ LAYERS: dict[str, int] = {
     "milp_partition.joint.problem": 2,
     "milp_partition.galvatron": 2,
     "milp_partition.galvatron.problem": 2,
+    "milp_partition.kinds": 2,  # the cluster of device kinds (issue 40): kinds, counts per zone, link fits
+    "milp_partition.hetero": 2,
+    "milp_partition.hetero.problem": 2,
     # 3: inputs: io/ (one module per format, JSON helpers in io.json_text), model importers, device profiles and
     # calibration, and each problem's instance builders (generators, converters, cost models applied to a graph)
     "milp_partition.io": 3,
@@ -72,6 +75,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.chain": 5,
     "milp_partition.galvatron.costs": 5,
     "milp_partition.galvatron.dp": 5,
+    "milp_partition.hetero.cost": 5,
+    "milp_partition.hetero.search": 5,
     "milp_partition.pipeline.costs": 5,
     "milp_partition.placement.bounds": 5,
     "milp_partition.placement.decompose": 5,
@@ -94,6 +99,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.solve": 6,
     "milp_partition.joint.solve": 6,
     "milp_partition.galvatron.solve": 6,
+    "milp_partition.hetero.solve": 6,
     # 7: on top: command line, reports, plots, sweeps and each problem's gap sweep
     "milp_partition.__main__": 7,
     "milp_partition.registry": 7,  # one descriptor per problem: it names cli, solve, gap and plot modules

@@ -51,8 +51,10 @@ def register_options(p: argparse.ArgumentParser, command: str) -> None:
     g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
     g.add_argument(
         "--objective",
-        choices=["time", "memory"],
-        help="time (default): least time per sample; memory: least peak memory with time per sample <= --max-time-per-sample",
+        choices=["time", "memory", "sailor", "sound"],
+        help="pipeline: time (default): least time per sample; memory: least peak memory with time per sample <= "
+        "--max-time-per-sample; hetero: sailor (default: Sailor's simulator) or sound (gradients sized by a stage's input, "
+        "no doubled sends)",
     )
     g.add_argument(
         "--max-time-per-sample",
@@ -74,6 +76,8 @@ def check_options(args: argparse.Namespace) -> None:
             f"{args.memory_model} does not apply to the pipeline problem; use static or 1f1b",
             where="--memory-model",
         )
+    if args.objective in ("sailor", "sound"):
+        raise InputError("sailor and sound are the hetero problem's objectives; the pipeline takes time or memory", where="--objective")
     if args.max_time_per_sample is not None and (args.objective or "time") != "memory":
         raise InputError("applies only with --objective memory", where="--max-time-per-sample")
 

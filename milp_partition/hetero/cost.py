@@ -118,8 +118,8 @@ def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
         tp_min = min([4] + [r.tp for r in row])
         size = sum(FLOAT_BYTES * w1[ly] / tp_min for ly in range(s, e))
         v = 0.0
-        for x, y in itertools.pairwise(row):
-            v = max(v, bucketed_seconds(cl.link((x.zone, x.kind, 1, y.zone, y.kind, 1)), size, d))
+        for left, right in itertools.pairwise(row):
+            v = max(v, bucketed_seconds(cl.link((left.zone, left.kind, 1, right.zone, right.kind, 1)), size, d))
         ar.append(v)
     x, t_pp, t_sync = combine(m, c, a, b, max(us), ar, sound)
     return Terms(m, tuple(c), tuple(x), max(us), tuple(ar), t_pp, t_sync)
