@@ -67,6 +67,7 @@ class _Tables:
         self.fit_cache: dict[tuple[int, int, int, int], bool] = {}
         self.pair_cache: dict[tuple[tuple[int, ...], tuple[int, ...], float, float], tuple[float, float]] = {}
         self.ar_cache: dict[tuple[tuple[int, ...], int, int, int], float] = {}
+        self.ar_floor_cache: dict[int, float] = {}
         self.cfgs: list[tuple[int, int]] = []
         for j, c in enumerate(self.cols):
             for tp in (1, 2, 4):
@@ -255,6 +256,24 @@ class _Search:
             return tb.ar(w, d, cols[0], cols[0])
         return max(min(min(tb.ar(w, d, j, j2), tb.ar(w, d, j2, j)) for j2 in cols) for j in cols)
 
+    def ar_floor(self, tb: _Tables, d: int) -> float:
+        """A lower bound on T_sync: the all-reduce of stage 0 (layers 0..e-1 for some e, some least tp, some pair)."""
+        if d <= 1:
+            return 0.0
+        got = tb.ar_floor_cache.get(d)
+        if got is None:
+            tps = sorted({min(4, tp) for _j, tp in tb.cfgs})
+            ncol = len(tb.cols)
+            got = math.inf
+            for e in range(1, tb.L + 1):
+                for tp in tps:
+                    w = sum(FLOAT_BYTES * self.problem.model.params_floats[1][ly] / tp for ly in range(e))
+                    for j1 in range(ncol):
+                        for j2 in range(ncol):
+                            got = min(got, tb.ar(w, d, j1, j2))
+            tb.ar_floor_cache[d] = got
+        return got
+
     def x_of(self, p: int, i: int, a: float, b: float) -> float:
         if p == 1:
             return 0.0
@@ -322,7 +341,6 @@ class _Search:
         lams.append(tuple(1.0 for _ in range(ncol)))
         lams.append(tuple(1.0 / max(1, c) for c in tb.caps))
         lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
-        lam_stage_min = [d * min(l_[tb.cfgs[k][0]] * tb.cfgs[k][1] for k in range(len(tb.cfgs))) for l_ in lams]
 
         def set_usage(q: tuple[int, ...]) -> list[float]:
             out = []
@@ -332,6 +350,34 @@ class _Search:
             return out
 
         usage_cache = {q: set_usage(q) for q in sets}
+        # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
+        # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
+        # devices for stages k..P-1 over layers s..L-1 (each replica takes its cheapest allowed configuration)
+        ar_floor = self.ar_floor(tb, d)
+        y_hi = math.inf if m == 1 else (self.out.value - tb.cminpre[L] - sum(xmins) - tb.umin - ar_floor) / (m - 1)
+        inf = math.inf
+        suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
+        for t in range(len(lams)):
+            suffix[t][p][L] = 0.0
+        nk = len(tb.cfgs)
+        for k in range(p - 1, -1, -1):
+            cap_c = y_hi - xmins[k]
+            for s0 in range(L - (p - k) + 1):
+                best = [inf] * len(lams)
+                for e in range(s0 + 1, L - (p - k - 1) + 1):
+                    allowed = [c for c in range(nk) if tb.fits(c, s0, e, p - k) and tb.comp(c, s0, e) <= cap_c * (1 + 1e-12)]
+                    if not allowed:
+                        continue
+                    for t, l_ in enumerate(lams):
+                        nxt = suffix[t][k + 1][e]
+                        if nxt < inf:
+                            v = d * min(l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in allowed) + nxt
+                            if v < best[t]:
+                                best[t] = v
+                for t in range(len(lams)):
+                    suffix[t][k][s0] = best[t]
+        if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
+            return  # no plan of this (mbs, D, P) within the devices beats the incumbent
         chosen: list[tuple[int, int, tuple[int, ...]]] = []
         sound = self.sound
 
@@ -387,7 +433,7 @@ class _Search:
                     any_ok = True
                     us = usage_cache[q]
                     used2 = [used[t] + us[t] for t in range(len(lams))]
-                    if any(used2[t] + rest * lam_stage_min[t] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
+                    if any(used2[t] + suffix[t][i + 1][e] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
                         continue
                     chosen.append((s, e, q))
                     if rest == 0:
