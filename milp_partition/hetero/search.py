@@ -29,8 +29,10 @@ import itertools
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from milp_partition.budget import Budget
-from milp_partition.hetero.cost import bucketed_seconds, evaluate
+from milp_partition.hetero.cost import bucketed_seconds, evaluate, memory_bytes
 from milp_partition.hetero.problem import FLOAT_BYTES, HeteroPlan, HeteroProblem, Replica
 
 #: Relative slack on pruning: nodes within this of the incumbent are still explored (bounds use prefix sums).
@@ -64,10 +66,13 @@ class _Tables:
         self.L = L = mod.layers
         self.cols = [c for c in problem.cluster.columns if c.count > 0]
         self.caps = [c.count for c in self.cols]
-        self.fit_cache: dict[tuple[int, int, int, int], bool] = {}
+        self.fit_cache: dict[tuple[int, int], list[int]] = {}
         self.pair_cache: dict[tuple[tuple[int, ...], tuple[int, ...], float, float], tuple[float, float]] = {}
         self.ar_cache: dict[tuple[tuple[int, ...], int, int, int], float] = {}
         self.ar_floor_cache: dict[int, float] = {}
+        self.comp_cache: dict[int, np.ndarray] = {}
+        self.min_ar_cache: dict[int, list[list[list[tuple[int, float]]]]] = {}
+        self.theta1: float | None = None
         self.cfgs: list[tuple[int, int]] = []
         for j, c in enumerate(self.cols):
             for tp in (1, 2, 4):
@@ -113,10 +118,29 @@ class _Tables:
                     self.tmin = min(self.tmin, self.send(k1, k2, sz))
 
     def fits(self, k: int, s: int, e: int, in_flight: int) -> bool:
-        key = (k, s, e, in_flight)
-        got = self.fit_cache.get(key)
+        """Whether configuration k holds layers s..e-1 with ``in_flight`` micro-batches (memory grows with e)."""
+        row = self.fit_cache.get((k, in_flight))
+        if row is None:
+            row = []
+            for s0 in range(self.L):
+                e0 = s0
+                while e0 < self.L and self._fits(k, s0, e0 + 1, in_flight):
+                    e0 += 1
+                row.append(e0)
+            self.fit_cache[(k, in_flight)] = row
+        return e <= row[s]
+
+    def fit_row(self, k: int, in_flight: int) -> list[int]:
+        """Per first layer s, the last end e that configuration k holds with ``in_flight`` micro-batches."""
+        self.fits(k, 0, 0, in_flight)
+        return self.fit_cache[(k, in_flight)]
+
+    def comp_matrix(self, k: int) -> np.ndarray:
+        """[s][e] -> compute of layers s..e-1 on configuration k (prefix differences)."""
+        got = self.comp_cache.get(k)
         if got is None:
-            got = self.fit_cache[key] = self._fits(k, s, e, in_flight)
+            pre = np.array(self.fbpre[k])
+            got = self.comp_cache[k] = pre[None, :] - pre[:, None]
         return got
 
     def _fits(self, k: int, s: int, e: int, in_flight: int) -> bool:
@@ -148,7 +172,15 @@ class _Tables:
         return v
 
     def theta_devices(self, d: int) -> float:
-        """Lower bound on max_i C_i: device-seconds per micro-batch of D copies of every layer, per kind."""
+        """Lower bound on max_i C_i: device-seconds per micro-batch of D copies of every layer, per kind.
+
+        The fractional problem is homogeneous in D: the bound is D times the bound of D = 1.
+        """
+        if self.theta1 is None:
+            self.theta1 = self._theta_devices(1)
+        return d * self.theta1 * (1 - 1e-12)
+
+    def _theta_devices(self, d: int) -> float:
         kinds: dict[str, int] = {}
         for c in self.cols:
             kinds[c.kind] = kinds.get(c.kind, 0) + c.count
@@ -256,6 +288,22 @@ class _Search:
             return tb.ar(w, d, cols[0], cols[0])
         return max(min(min(tb.ar(w, d, j, j2), tb.ar(w, d, j2, j)) for j2 in cols) for j in cols)
 
+    def min_ar_table(self, tb: _Tables, d: int) -> list[list[list[tuple[int, float]]]]:
+        """[s][e] -> [(tp, least all-reduce of layers s..e-1 over D replicas with least tp tp, over column pairs)]."""
+        got = tb.min_ar_cache.get(d)
+        if got is None:
+            tps = sorted({tp for _j, tp in tb.cfgs})
+            ncol = len(tb.cols)
+            w1 = self.problem.model.params_floats[1]
+            got = [[[] for _ in range(tb.L + 1)] for _ in range(tb.L)]
+            for s0 in range(tb.L):
+                for e in range(s0 + 1, tb.L + 1):
+                    for tp in tps:
+                        w = sum(FLOAT_BYTES * w1[ly] / min(4, tp) for ly in range(s0, e))
+                        got[s0][e].append((tp, min(tb.ar(w, d, j1, j2) for j1 in range(ncol) for j2 in range(ncol))))
+            tb.min_ar_cache[d] = got
+        return got
+
     def ar_floor(self, tb: _Tables, d: int) -> float:
         """A lower bound on T_sync: the all-reduce of stage 0 (layers 0..e-1 for some e, some least tp, some pair)."""
         if d <= 1:
@@ -356,26 +404,80 @@ class _Search:
         ar_floor = self.ar_floor(tb, d)
         y_hi = math.inf if m == 1 else (self.out.value - tb.cminpre[L] - sum(xmins) - tb.umin - ar_floor) / (m - 1)
         inf = math.inf
+        # the all-reduce under the incumbent: T_sync >= AR_i for every stage, so a stage whose least tp leaves
+        # AR_i above what the rest of the bound leaves cannot be in a better plan; its replicas need tp >= tp_lo
+        ar_hi = (self.out.value - ((m - 1) * max(theta + xmin_all, tb.cminpre[L] / p + xmin_all) + tb.cminpre[L] + sum(xmins)
+                                   + tb.umin)) if d > 1 else inf
+        min_ar = self.min_ar_table(tb, d) if d > 1 else None
+        sound = self.sound
         suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
+        nk_all = range(len(tb.cfgs))
+        amin_c = [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
+                   for e in range(L + 1)] for c in nk_all]
+        bmin_c = [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
+                   if s0 >= 1 else 0.0 for s0 in range(L)] for c in nk_all]
+
+        def xlb(k: int, c: int, s0: int, e: int) -> float:
+            """Least X_k of a stage k over layers s0..e-1 holding a replica of configuration c."""
+            return self.x_of(p, k, amin_c[c][e] if k < p - 1 else 0.0, bmin_c[c][s0] if k > 0 else 0.0)
+
         for t in range(len(lams)):
             suffix[t][p][L] = 0.0
         nk = len(tb.cfgs)
+        tol = 1 + 1e-12
+        # numpy form of: stage k over layers s0..e-1 may use configuration c when it fits, its compute plus its least
+        # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
+        # lambda-weighted replica times D, plus the best suffix from e
+        idx = np.arange(L + 1)
+        upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
+        if min_ar is not None:
+            tps_ar = [t for t, _v in min_ar[0][1]]
+            ar_ok = {t: np.zeros((L + 1, L + 1), dtype=bool) for t in tps_ar}
+            for s0 in range(L):
+                for e in range(s0 + 1, L + 1):
+                    for t, v in min_ar[s0][e]:
+                        ar_ok[t][s0, e] = v <= ar_hi * tol
+        amin_arr = np.array(amin_c)  # [c][e]
+        bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
+        sfx = [np.full(L + 1, inf) for _ in range(p + 1)]
+        sfx_t = [[np.full(L + 1, inf) for _ in range(p + 1)] for _ in lams]
+        for t in range(len(lams)):
+            sfx_t[t][p][L] = 0.0
+        del sfx
         for k in range(p - 1, -1, -1):
-            cap_c = y_hi - xmins[k]
-            for s0 in range(L - (p - k) + 1):
-                best = [inf] * len(lams)
-                for e in range(s0 + 1, L - (p - k - 1) + 1):
-                    allowed = [c for c in range(nk) if tb.fits(c, s0, e, p - k) and tb.comp(c, s0, e) <= cap_c * (1 + 1e-12)]
-                    if not allowed:
-                        continue
-                    for t, l_ in enumerate(lams):
-                        nxt = suffix[t][k + 1][e]
-                        if nxt < inf:
-                            v = d * min(l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in allowed) + nxt
-                            if v < best[t]:
-                                best[t] = v
-                for t in range(len(lams)):
-                    suffix[t][k][s0] = best[t]
+            masks = []
+            for c in range(nk):
+                _j, tp = tb.cfgs[c]
+                comp = tb.comp_matrix(c)
+                fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
+                a = amin_arr[c][None, :] if k < p - 1 else 0.0
+                b = bmin_arr[c][:, None] if k > 0 else 0.0
+                if p == 1:
+                    x = 0.0
+                elif k == 0:
+                    x = a if (p <= 3 or sound) else 2 * a
+                elif k == p - 1:
+                    x = b if sound else 2 * b
+                else:
+                    x = a + b
+                ok = upper & fit & (comp + x <= y_hi * tol)
+                if min_ar is not None:
+                    ar_any = np.zeros((L + 1, L + 1), dtype=bool)
+                    for t, arr in ar_ok.items():
+                        if t <= tp:
+                            ar_any |= arr
+                    ok &= ar_any
+                masks.append(ok)
+            for t, l_ in enumerate(lams):
+                cost = np.full((L + 1, L + 1), inf)
+                for c in range(nk):
+                    w = d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1]
+                    cost = np.where(masks[c] & (w < cost), w, cost)
+                tot = cost + sfx_t[t][k + 1][None, :]
+                sfx_t[t][k] = tot.min(axis=1)
+        for t in range(len(lams)):
+            for k in range(p + 1):
+                suffix[t][k] = [float(v) for v in sfx_t[t][k]]
         if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
             return  # no plan of this (mbs, D, P) within the devices beats the incumbent
         chosen: list[tuple[int, int, tuple[int, ...]]] = []
@@ -390,6 +492,23 @@ class _Search:
         def amin_of(q: tuple[int, ...], e: int) -> float:
             sz = size_a(e)
             return max(min(tb.send(c, k, sz) for k in range(len(tb.cfgs))) for c in q)
+
+        # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
+        # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
+        # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
+        memo: dict[tuple[object, ...], list[tuple[float, ...]]] = {}
+
+        def dominated(key: tuple[object, ...], vals: tuple[float, ...]) -> bool:
+            seen = memo.get(key)
+            if seen is None:
+                memo[key] = [vals]
+                return False
+            for old in seen:
+                if all(a <= b for a, b in zip(old, vals)):
+                    return True
+            seen[:] = [old for old in seen if not all(b <= a for a, b in zip(old, vals))]
+            seen.append(vals)
+            return False
 
         def rec(i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float, umax: float, armax: float,
                 used: list[float]) -> None:
@@ -438,7 +557,7 @@ class _Search:
                     chosen.append((s, e, q))
                     if rest == 0:
                         self.leaf(tb, d, p, m, chosen, lb)
-                    else:
+                    elif not dominated((i + 1, e, q, tuple(sorted(x[2] for x in chosen))), (ymax2, ysum2, ci, b_here, u, ar)):
                         rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2)
                     chosen.pop()
                     if self.stop:
@@ -487,6 +606,8 @@ class _Search:
                         row.extend([Replica(col.kind, col.zone, tp)] * cnt[k])
                     reps.append(tuple(row))
                 plan = HeteroPlan(tb.mbs, tuple((s, e) for s, e, _q in chosen), tuple(reps))
+                if not self.memory_ok(plan):
+                    continue
                 v = evaluate(self.problem, plan).iteration_s
                 if v < best:
                     best, best_plan = v, plan
@@ -494,6 +615,15 @@ class _Search:
             self.out.value, self.out.plan = best, best_plan
         if best > lb * (1 + 1e-9) and lb < self.out.value:
             self.out.unresolved.append(lb)
+
+    def memory_ok(self, plan: HeteroPlan) -> bool:
+        """The exact memory rule (the search's own test allows rounding slack)."""
+        p = len(plan.stages)
+        for i, ((s, e), row) in enumerate(zip(plan.stages, plan.replicas)):
+            for kind, tp in {(r.kind, r.tp) for r in row}:
+                if memory_bytes(self.problem, plan.mbs, tp, s, e, p - i) > self.problem.cluster.kinds[kind].memory_bytes:
+                    return False
+        return True
 
     def counts(self, tb: _Tables, d: int, chosen: list[tuple[int, int, tuple[int, ...]]]) -> list[list[dict[int, int]]]:
         """A few feasible replica counts per stage (each set member at least once, D per stage, within the columns).
