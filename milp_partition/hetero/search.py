@@ -444,6 +444,7 @@ class _Search:
         for t in range(len(lams)):
             sfx_t[t][p][L] = 0.0
         del sfx
+        masks_by_k: list[list[np.ndarray]] = [[] for _ in range(p)]
         for k in range(p - 1, -1, -1):
             masks = []
             for c in range(nk):
@@ -468,6 +469,7 @@ class _Search:
                             ar_any |= arr
                     ok &= ar_any
                 masks.append(ok)
+            masks_by_k[k] = masks
             for t, l_ in enumerate(lams):
                 cost = np.full((L + 1, L + 1), inf)
                 for c in range(nk):
@@ -480,6 +482,60 @@ class _Search:
                 suffix[t][k] = [float(v) for v in sfx_t[t][k]]
         if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
             return  # no plan of this (mbs, D, P) within the devices beats the incumbent
+        # two columns: the budget relaxation solved exactly.  two_sfx[k][s0][a] = least devices of column 1 that
+        # stages k..P-1 over layers s0..L-1 need with at most a devices of column 0 (each replica on an allowed
+        # configuration; per column the least tp is the cheapest)
+        two = ncol == 2
+        cap0, cap1 = (tb.caps[0], tb.caps[1]) if two else (0, 0)
+        two_sfx: list[list[np.ndarray | None]] = []
+        if two:
+            two_sfx = [[None] * (L + 1) for _ in range(p + 1)]
+            last = np.full(cap0 + 1, inf)
+            last[:] = 0.0
+            two_sfx[p][L] = last
+            for k in range(p - 1, -1, -1):
+                masks = masks_by_k[k]
+                for s0 in range(L - (p - k) + 1):
+                    acc = np.full(cap0 + 1, inf)
+                    for e in range(s0 + 1, L - (p - k - 1) + 1):
+                        nxt = two_sfx[k + 1][e]
+                        if nxt is None:
+                            continue
+                        t0 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 0 and masks[c][s0, e]), default=0)
+                        t1 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 1 and masks[c][s0, e]), default=0)
+                        if not t0 and not t1:
+                            continue
+                        for n in range(d + 1):
+                            if (n > 0 and not t0) or (n < d and not t1):
+                                continue
+                            shift = n * t0
+                            if shift > cap0:
+                                break
+                            cand = nxt[: cap0 + 1 - shift] + (d - n) * t1
+                            np.minimum(acc[shift:], cand, out=acc[shift:])
+                    if np.isfinite(acc).any():
+                        two_sfx[k][s0] = acc
+            if two_sfx[0][0] is None or two_sfx[0][0][cap0] > cap1:
+                return  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
+
+        def two_use(g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
+            """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q."""
+            t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
+            t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
+            ns = range(1, d) if (t0 and t1) else ([d] if t0 else [0])
+            out = np.full(cap0 + 1, inf)
+            for n in ns:
+                shift = n * t0
+                if shift > cap0:
+                    break
+                np.minimum(out[shift:], g[: cap0 + 1 - shift] + (d - n) * t1, out=out[shift:])
+            return out
+
+        def two_ok(g: np.ndarray, k: int, e: int) -> bool:
+            nxt = two_sfx[k][e]
+            if nxt is None:
+                return False
+            return bool((g + nxt[::-1]).min() <= cap1)
         chosen: list[tuple[int, int, tuple[int, ...]]] = []
         sound = self.sound
 
@@ -511,7 +567,7 @@ class _Search:
             return False
 
         def rec(i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float, umax: float, armax: float,
-                used: list[float]) -> None:
+                used: list[float], g_used: np.ndarray) -> None:
             if self.stop:
                 return
             rest = p - i - 1
@@ -554,11 +610,14 @@ class _Search:
                     used2 = [used[t] + us[t] for t in range(len(lams))]
                     if any(used2[t] + suffix[t][i + 1][e] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
                         continue
+                    g2 = two_use(g_used, q) if two else g_used
+                    if two and not two_ok(g2, i + 1, e):
+                        continue
                     chosen.append((s, e, q))
                     if rest == 0:
                         self.leaf(tb, d, p, m, chosen, lb)
                     elif not dominated((i + 1, e, q, tuple(sorted(x[2] for x in chosen))), (ymax2, ysum2, ci, b_here, u, ar)):
-                        rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2)
+                        rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2, g2)
                     chosen.pop()
                     if self.stop:
                         return
@@ -567,7 +626,7 @@ class _Search:
                         and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > self.out.value):
                     break
 
-        rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(lams))
+        rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(lams), np.zeros(cap0 + 1))
 
     # ---- a leaf: counts, orders, exact price ----
     def leaf(self, tb: _Tables, d: int, p: int, m: int, chosen: list[tuple[int, int, tuple[int, ...]]], lb_partial: float) -> None:
