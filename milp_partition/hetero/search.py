@@ -71,7 +71,7 @@ class _Tables:
         self.ar_cache: dict[tuple[tuple[int, ...], int, int, int], float] = {}
         self.ar_floor_cache: dict[int, float] = {}
         self.comp_cache: dict[int, np.ndarray] = {}
-        self.min_ar_cache: dict[int, list[list[list[tuple[int, float]]]]] = {}
+        self.min_ar_cache: dict[int, dict[int, np.ndarray]] = {}
         self.theta1: float | None = None
         self.cfgs: list[tuple[int, int]] = []
         for j, c in enumerate(self.cols):
@@ -233,6 +233,21 @@ class _Tables:
         return lo * (1 - 1e-9)
 
 
+def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarray:
+    """:func:`milp_partition.hetero.cost.bucketed_seconds` over an array of sizes (all > 0)."""
+    bucket = 500_000_000.0
+    full = np.maximum(np.ceil(size / bucket) - 1, 0)
+    last = size - full * bucket
+
+    def ring(x: np.ndarray | float) -> np.ndarray:
+        step = np.asarray(x, dtype=float) / n
+        lx = np.log2(step / 1e6)
+        bw = sum(c * lx ** (len(coef) - k - 1) for k, c in enumerate(coef))
+        return 2 * (n - 1) * ((step / 1e9) / bw)
+
+    return np.asarray(full * ring(bucket) + ring(last))
+
+
 def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     """Least X_i of stage i of p when every send takes at least tmin (tmin may be negative only in odd fits)."""
     t = max(tmin, 0.0) if tmin >= 0 else tmin
@@ -288,19 +303,28 @@ class _Search:
             return tb.ar(w, d, cols[0], cols[0])
         return max(min(min(tb.ar(w, d, j, j2), tb.ar(w, d, j2, j)) for j2 in cols) for j in cols)
 
-    def min_ar_table(self, tb: _Tables, d: int) -> list[list[list[tuple[int, float]]]]:
-        """[s][e] -> [(tp, least all-reduce of layers s..e-1 over D replicas with least tp tp, over column pairs)]."""
+    def min_ar_table(self, tb: _Tables, d: int) -> dict[int, np.ndarray]:
+        """tp -> [s][e]: a lower bound on the all-reduce of layers s..e-1 over D replicas whose least tp is tp.
+
+        The least over the column pairs' fits, in numpy (bucket count and last bucket computed at once; the
+        result is lowered by 1e-9 of its size to stay below the exact bucket loop's rounding).
+        """
         got = tb.min_ar_cache.get(d)
         if got is None:
             tps = sorted({tp for _j, tp in tb.cfgs})
-            ncol = len(tb.cols)
-            w1 = self.problem.model.params_floats[1]
-            got = [[[] for _ in range(tb.L + 1)] for _ in range(tb.L)]
-            for s0 in range(tb.L):
-                for e in range(s0 + 1, tb.L + 1):
-                    for tp in tps:
-                        w = sum(FLOAT_BYTES * w1[ly] / min(4, tp) for ly in range(s0, e))
-                        got[s0][e].append((tp, min(tb.ar(w, d, j1, j2) for j1 in range(ncol) for j2 in range(ncol))))
+            L = tb.L
+            pre = np.array(tb.w1pre)
+            w = pre[None, :] - pre[:, None]  # [s][e]
+            valid = np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]
+            fits = {self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+                    for c1 in tb.cols for c2 in tb.cols}
+            got = {}
+            for tp in tps:
+                size = np.where(valid, w / min(4, tp), 1.0)
+                best = np.full(size.shape, np.inf)
+                for coef in fits:
+                    best = np.minimum(best, _bucketed_vec(size, d, coef))
+                got[tp] = np.where(valid, best - 1e-9 * np.abs(best), np.inf)
             tb.min_ar_cache[d] = got
         return got
 
@@ -431,12 +455,7 @@ class _Search:
         idx = np.arange(L + 1)
         upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
         if min_ar is not None:
-            tps_ar = [t for t, _v in min_ar[0][1]]
-            ar_ok = {t: np.zeros((L + 1, L + 1), dtype=bool) for t in tps_ar}
-            for s0 in range(L):
-                for e in range(s0 + 1, L + 1):
-                    for t, v in min_ar[s0][e]:
-                        ar_ok[t][s0, e] = v <= ar_hi * tol
+            ar_ok = {t: arr <= ar_hi * tol for t, arr in min_ar.items()}
         amin_arr = np.array(amin_c)  # [c][e]
         bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
         sfx = [np.full(L + 1, inf) for _ in range(p + 1)]
@@ -495,6 +514,7 @@ class _Search:
             two_sfx[p][L] = last
             for k in range(p - 1, -1, -1):
                 masks = masks_by_k[k]
+                conv_cache: dict[tuple[int, int, int], np.ndarray] = {}
                 for s0 in range(L - (p - k) + 1):
                     acc = np.full(cap0 + 1, inf)
                     for e in range(s0 + 1, L - (p - k - 1) + 1):
@@ -505,14 +525,19 @@ class _Search:
                         t1 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 1 and masks[c][s0, e]), default=0)
                         if not t0 and not t1:
                             continue
-                        for n in range(d + 1):
-                            if (n > 0 and not t0) or (n < d and not t1):
-                                continue
-                            shift = n * t0
-                            if shift > cap0:
-                                break
-                            cand = nxt[: cap0 + 1 - shift] + (d - n) * t1
-                            np.minimum(acc[shift:], cand, out=acc[shift:])
+                        key = (e, t0, t1)
+                        conv = conv_cache.get(key)
+                        if conv is None:  # the stage's (min, +) step depends on e and the two least tps, not on s0
+                            conv = np.full(cap0 + 1, inf)
+                            for n in range(d + 1):
+                                if (n > 0 and not t0) or (n < d and not t1):
+                                    continue
+                                shift = n * t0
+                                if shift > cap0:
+                                    break
+                                np.minimum(conv[shift:], nxt[: cap0 + 1 - shift] + (d - n) * t1, out=conv[shift:])
+                            conv_cache[key] = conv
+                        np.minimum(acc, conv, out=acc)
                     if np.isfinite(acc).any():
                         two_sfx[k][s0] = acc
             if two_sfx[0][0] is None or two_sfx[0][0][cap0] > cap1:
