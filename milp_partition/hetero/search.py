@@ -329,21 +329,16 @@ class _Search:
         return got
 
     def ar_floor(self, tb: _Tables, d: int) -> float:
-        """A lower bound on T_sync: the all-reduce of stage 0 (layers 0..e-1 for some e, some least tp, some pair)."""
+        """A lower bound on T_sync: the larger of the least all-reduces of the first stage (layers 0..e-1) and of the
+        last stage (layers s..L-1), over every e, s, least tp and column pair."""
         if d <= 1:
             return 0.0
         got = tb.ar_floor_cache.get(d)
         if got is None:
-            tps = sorted({min(4, tp) for _j, tp in tb.cfgs})
-            ncol = len(tb.cols)
-            got = math.inf
-            for e in range(1, tb.L + 1):
-                for tp in tps:
-                    w = sum(FLOAT_BYTES * self.problem.model.params_floats[1][ly] / tp for ly in range(e))
-                    for j1 in range(ncol):
-                        for j2 in range(ncol):
-                            got = min(got, tb.ar(w, d, j1, j2))
-            tb.ar_floor_cache[d] = got
+            table = self.min_ar_table(tb, d)
+            first = min(float(arr[0, 1:].min()) for arr in table.values())
+            last = min(float(arr[:tb.L, tb.L].min()) for arr in table.values())
+            got = tb.ar_floor_cache[d] = max(first, last)
         return got
 
     def x_of(self, p: int, i: int, a: float, b: float) -> float:
@@ -367,10 +362,11 @@ class _Search:
             total = sum(tb.caps)
             for d in range(1, total + 1):
                 theta = tb.theta_devices(d)
+                floor = self.ar_floor(tb, d)
                 m = math.ceil(prob.global_batch / (mbs * d))
                 for p in range(1, min(tb.L, total // d) + 1):
                     xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-                    lb = (m - 1) * (max(theta, tb.cminpre[tb.L] / p) + min(xs)) + tb.cminpre[tb.L] + sum(xs) + tb.umin
+                    lb = (m - 1) * (max(theta, tb.cminpre[tb.L] / p) + min(xs)) + tb.cminpre[tb.L] + sum(xs) + tb.umin + floor
                     triples.append((lb, mbs, d, p))
         triples.sort()
         self.out.triples = len(triples)
