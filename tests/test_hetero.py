@@ -86,8 +86,8 @@ def test_sound_objective_differs_only_in_sends() -> None:
     assert verify_hetero(sound, plan_to_sailor(plan)).iteration_s == pytest.approx(b.iteration_s, rel=1e-12)
 
 
-def _tiny(objective: str = "sailor") -> HeteroProblem:
-    """Three layers (embedding, one block, head) of OPT-350 on 2 A100-40 + 2 V100-16, mbs 1 and 2, B = 8."""
+def _tiny(objective: str = "sailor", count: int = 2) -> HeteroProblem:
+    """Three layers (embedding, one block, head) of OPT-350 on count A100-40 + count V100-16, mbs 1 and 2, B = 8."""
     full = read_sailor(HETERO, setting="opt350-a8-v16", objective=objective)
     m = full.model
     keep = (0, 1, m.layers - 1)
@@ -95,7 +95,7 @@ def _tiny(objective: str = "sailor") -> HeteroProblem:
     model = HeteroModel("tiny", 3, 1, m.optimizer_bytes_per_param, times, {g: tuple(b for b in ks if b in (1, 2, 4)) for g, ks in m.mbs_keys.items()},
                         {t: tuple(v[i] for i in keep) for t, v in m.params_floats.items()},
                         {t: tuple(v[i] for i in keep) for t, v in m.act_mem_floats.items()}, tuple(m.act_output_floats[i] for i in keep))
-    cols = tuple(replace(c, count=2) for c in full.cluster.columns)
+    cols = tuple(replace(c, count=count) for c in full.cluster.columns)
     cluster = make_kind_cluster(full.cluster.kinds, cols, full.cluster.links)
     return HeteroProblem(model, cluster, 8, objective, "tiny", "test")
 
@@ -126,9 +126,9 @@ def _brute(problem: HeteroProblem) -> float:
     return best
 
 
-@pytest.mark.parametrize("objective", ["sailor", "sound"])
-def test_search_matches_brute_force_on_a_tiny_setting(objective: str) -> None:
-    problem = _tiny(objective)
+@pytest.mark.parametrize(("objective", "count"), [("sailor", 2), ("sound", 2), ("sailor", 3)])
+def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int) -> None:
+    problem = _tiny(objective, count)
     want = _brute(problem)
     got = search(problem, Budget.starting_now(60.0))
     assert got.complete
@@ -139,10 +139,28 @@ def test_search_matches_brute_force_on_a_tiny_setting(objective: str) -> None:
     assert rep.feasible and rep.iteration_s == pytest.approx(want, rel=1e-12)
 
 
-def test_search_beats_sailor_on_the_smallest_setting() -> None:
+def test_search_proves_the_smallest_setting_above_sailor() -> None:
     problem = read_sailor(HETERO, setting="opt350-a8-v16")
-    got = search(problem, Budget.starting_now(20.0))
-    assert got.plan is not None and 1 / got.value >= 0.0513 and got.bound <= got.value
+    got = search(problem, Budget.starting_now(60.0))
+    assert got.plan is not None and got.complete and not got.unresolved
+    assert got.bound == got.value and 1 / got.value >= 0.0513  # Sailor's plan: 0.05128 it/s
+    assert verify_hetero(problem, plan_to_sailor(got.plan)).iteration_s == pytest.approx(got.value, rel=1e-12)
+
+
+def test_a_spent_budget_still_gives_a_sound_bound() -> None:
+    """No time at all: the bound is the first (mbs, D, P) bound, below every plan (here Sailor's and the layer move)."""
+    problem = read_sailor(HETERO, setting="opt350-a32-v96")
+    got = search(problem, Budget.starting_now(0.0))
+    assert got.stopped_by == "time_limit" and not got.complete
+    ref = json.loads((HETERO / "reference/examples/opt350-a32-v96_sailor_layer13_moved.json").read_text())
+    moved = evaluate(problem, plan_from_sailor(ref.get("plan", ref))).iteration_s
+    assert 0 < got.bound <= moved
+
+
+def test_nothing_fits_is_infeasible(tmp_path: Path) -> None:
+    s = tmp_path / "one.json"
+    s.write_text(json.dumps({"model": "GPT-Neo-2.7", "global_batch": 64, "gpus": {"V100-16_us-central1-a": 1}}))
+    assert main(["solve", str(HETERO), "--setting-file", str(s), "-q"]) == 3
 
 
 def test_bad_inputs_name_file_and_field(tmp_path: Path) -> None:
