@@ -81,7 +81,8 @@ def main() -> int:
                 sailor_plan_path.write_text(json.dumps(plan) + "\n")
         for planner in ANCHORS:
             r = anchors.get((name, planner))
-            row[planner] = (r["throughput_it_s"], r["search_time_s"], r["in_benchmark_space"]) if r else None
+            ok = r is not None and r.get("throughput_it_s") is not None
+            row[planner] = (r["throughput_it_s"], r.get("search_time_s") or 0.0, r.get("in_benchmark_space")) if ok else None  # type: ignore[index]
         rows.append(row)
         print(f"{name}: {row['status']} {row['throughput_it_s']:.6f} it/s, bound {row['bound_it_s']}, {row['seconds']:.1f} s; "
               f"sound {row['sound_throughput_it_s']:.6f}", flush=True)

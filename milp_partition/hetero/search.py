@@ -39,6 +39,9 @@ from milp_partition.hetero.problem import FLOAT_BYTES, HeteroPlan, HeteroProblem
 PRUNE_REL = 1e-12
 #: Budget checks every this many nodes.
 TICK = 2000
+#: Phase 1 (heuristic sweep over every triple): share of the time limit and nodes per triple.
+PHASE1_SHARE = 0.2
+PHASE1_NODES = 300
 
 
 @dataclass
@@ -70,6 +73,7 @@ class _Tables:
         self.pair_cache: dict[tuple[tuple[int, ...], tuple[int, ...], float, float], tuple[float, float]] = {}
         self.ar_cache: dict[tuple[tuple[int, ...], int, int, int], float] = {}
         self.ar_floor_cache: dict[int, float] = {}
+        self.misc: dict[object, tuple[list[list[float]], list[list[float]]]] = {}
         self.comp_cache: dict[int, np.ndarray] = {}
         self.min_ar_cache: dict[int, dict[int, np.ndarray]] = {}
         self.theta1: float | None = None
@@ -262,6 +266,10 @@ def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
 
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
+        self.node_cap: int | None = None
+        self.balanced = False
+        self.abort = False
+        self.triple_nodes = 0
         self.problem = problem
         self.budget = budget
         self.sound = problem.objective == "sound"
@@ -370,6 +378,21 @@ class _Search:
                     triples.append((lb, mbs, d, p))
         triples.sort()
         self.out.triples = len(triples)
+        # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for
+        # a good incumbent early; it proves nothing (its unresolved leaves are dropped: phase 2 covers every triple)
+        phase1 = self.budget.capped(self.budget.limit_s * PHASE1_SHARE) if math.isfinite(self.budget.limit_s) else self.budget.capped(5.0)
+        self.node_cap, self.balanced = PHASE1_NODES, True
+        for lb, mbs, d, p in triples:
+            if lb * (1 - PRUNE_REL) >= self.out.value or phase1.expired():
+                break
+            self.triple_nodes = 0
+            self.inner(tables[mbs], d, p)
+            self.abort = False
+            if self.stop:
+                self.stop = False
+                break
+        self.node_cap, self.balanced, self.abort = None, False, False
+        self.out.unresolved.clear()
         for _idx, (lb, mbs, d, p) in enumerate(triples):
             if lb * (1 - PRUNE_REL) >= self.out.value:
                 break
@@ -432,10 +455,14 @@ class _Search:
         sound = self.sound
         suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
         nk_all = range(len(tb.cfgs))
-        amin_c = [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
-                   for e in range(L + 1)] for c in nk_all]
-        bmin_c = [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
-                   if s0 >= 1 else 0.0 for s0 in range(L)] for c in nk_all]
+        key_ab = ("ab", sound)
+        if key_ab not in tb.misc:
+            tb.misc[key_ab] = (
+                [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
+                  for e in range(L + 1)] for c in nk_all],
+                [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
+                  if s0 >= 1 else 0.0 for s0 in range(L)] for c in nk_all])
+        amin_c, bmin_c = tb.misc[key_ab]
 
         def xlb(k: int, c: int, s0: int, e: int) -> float:
             """Least X_k of a stage k over layers s0..e-1 holding a replica of configuration c."""
@@ -539,6 +566,9 @@ class _Search:
             if two_sfx[0][0] is None or two_sfx[0][0][cap0] > cap1:
                 return  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
 
+        # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
+        allowed_lists = [np.stack(masks_by_k[k], axis=-1).tolist() for k in range(p)]
+
         def two_use(g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
             """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q."""
             t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
@@ -589,24 +619,35 @@ class _Search:
 
         def rec(i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float, umax: float, armax: float,
                 used: list[float], g_used: np.ndarray) -> None:
-            if self.stop:
+            if self.stop or self.abort:
                 return
             rest = p - i - 1
-            for e in (range(s + 1, L - rest + 1) if rest else (L,)):
+            ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
+            if self.balanced and rest:
+                aim = s + (L - s) / (rest + 1)
+                ends = sorted(ends, key=lambda x: abs(x - aim))
+            for e in ends:
                 self.out.nodes += 1
                 self.ticks += 1
+                self.triple_nodes += 1
+                if self.node_cap is not None and self.triple_nodes > self.node_cap:
+                    self.abort = True
+                    return
                 if self.ticks >= TICK:
                     self.ticks = 0
                     if self.budget.expired():
                         self.stop = True
                         return
+                if two and rest and two_sfx[i + 1][e] is None:
+                    continue  # no completion from layer e fits the devices under the incumbent
+                allowed_here = allowed_lists[i][s][e]
                 restsum = tb.cminpre[L] - tb.cminpre[e] + sum(xmins[i + 1:])
                 restmax = ((tb.cminpre[L] - tb.cminpre[e]) / rest + (xmins[i + 1] if rest else 0.0)) if rest else -math.inf
                 any_ok = False
                 base_min_c = math.inf
                 for q in sets:
-                    if not all(tb.fits(c, s, e, p - i) for c in q):
-                        continue
+                    if not all(allowed_here[c] for c in q):
+                        continue  # a member over the caps (compute + least sends, all-reduce) or out of memory
                     ci = max(tb.comp(c, s, e) for c in q)
                     base_min_c = min(base_min_c, ci)
                     # previous stage's X and y
@@ -640,10 +681,10 @@ class _Search:
                     elif not dominated((i + 1, e, q, tuple(sorted(x[2] for x in chosen))), (ymax2, ysum2, ci, b_here, u, ar)):
                         rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2, g2)
                     chosen.pop()
-                    if self.stop:
+                    if self.stop or self.abort:
                         return
                 # compute grows with e: once even the cheapest set is over the incumbent's room, stop
-                if (not any_ok and tb.tmin >= 0 and math.isfinite(base_min_c)
+                if (not self.balanced and not any_ok and tb.tmin >= 0 and math.isfinite(base_min_c)
                         and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > self.out.value):
                     break
 

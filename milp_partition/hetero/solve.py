@@ -1,6 +1,7 @@
 """The solve steps of the heterogeneous problem, plugged into :func:`milp_partition.chain.run_chain`.
 
-1. Heuristics: uniform plans (one replica configuration for every replica, even split; Sailor-style), verified.
+1. Heuristics: uniform plans (one replica configuration for every replica, even split) and Sailor-style plans
+   (even split, one configuration per stage, :mod:`milp_partition.heuristics.hetero_even`), verified.
 2. Refine: the exact branch and bound (:func:`milp_partition.hetero.search.search`): its plan, and a proven
    bound (equal to the plan's value when the search ran to the end with no unresolved leaf).
 3. Every plan is re-checked by :func:`milp_partition.verifiers.hetero.verify_hetero` on its Sailor-format dict.
@@ -18,6 +19,7 @@ from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, 
 from milp_partition.hetero.cost import evaluate, memory_bytes
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, Replica, plan_to_sailor
 from milp_partition.hetero.search import search
+from milp_partition.heuristics.hetero_even import best_even_plan
 from milp_partition.result import Result
 from milp_partition.verifiers.hetero import verify_hetero
 
@@ -93,6 +95,9 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             if v < best_v:
                 best, best_v = plan, v
         yield Outcome("uniform", best, time.monotonic() - t0, False, "" if best else "no uniform plan fits", value=best_v if best else None)
+        t0 = time.monotonic()
+        even, v = best_even_plan(run.problem)
+        yield Outcome("sailor-even", even, time.monotonic() - t0, False, "" if even else "no even plan fits", value=v if even else None)
 
     def refine(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
         best = run.best
