@@ -664,8 +664,20 @@ def _solve_exact(run: Run[P, S], steps: Steps[P, S]) -> SolverClaim | None:
     if best is not None and run.settings.warm_start:
         formulation.hint(built, run, best)
         run.result.warm_start = {"source": best.source, "objective": best.value}
-    # the back-end gets what is left of the one budget (at least a second, to report what it has)
-    out = run_backend(run.result, replace(run.settings, time_limit_s=max(1.0, run.budget.left())), built.model)
+    # the back-end gets what is left of the one budget (at least a second, to report what it has); the
+    # translation of the model for the solver reads the same budget and stops once it is spent
+    seconds = max(1.0, run.budget.left())
+    try:
+        out = run_backend(
+            run.result,
+            replace(run.settings, time_limit_s=seconds),
+            built.model,
+            Budget.starting_now(seconds, run.budget.clock),
+        )
+    except TimeoutError:
+        run.stop("time_limit")
+        run.say(f"[{run.settings.solver}] the time limit ran out while the model was translated for the solver: no exact solve")
+        return None
     source = run.settings.solver
     bound = out.bound if math.isfinite(out.bound) else None
     doubtful = out.notes.get("proof_doubtful")
@@ -741,8 +753,12 @@ def say(progress_interval_s: float | None, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def run_backend(result: Result, settings: ChainSettings, model: Model) -> SolveOutput:
-    """Solve ``model`` with ``settings.solver``; record its time, notes, log and first incumbent in ``result``."""
+def run_backend(result: Result, settings: ChainSettings, model: Model, budget: Budget | None = None) -> SolveOutput:
+    """Solve ``model`` with ``settings.solver``; record its time, notes, log and first incumbent in ``result``.
+
+    ``budget`` bounds the whole call, the model's translation for the solver included (which raises
+    :class:`TimeoutError` once it is spent).
+    """
     say(
         settings.progress_interval_s,
         f"[{settings.solver}] model: {len(model.variables)} variables, {len(model.constraints)} constraints; "
@@ -755,6 +771,7 @@ def run_backend(result: Result, settings: ChainSettings, model: Model) -> SolveO
         progress_interval_s=settings.progress_interval_s,
         use_hint=settings.warm_start,
         cpsat_parameters=tuple(settings.cpsat_parameters),
+        budget=budget,
     )
     out = get_backend(settings.solver).solve(model, params)
     result.solver_seconds += out.wall_seconds

@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 
 import pytest
+from milp_partition.formulations import pipeline as pipeline_formulation
+from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 
 from milp_partition.budget import Budget
 from milp_partition.cluster import homogeneous_cluster
-from milp_partition.formulations import pipeline as pipeline_formulation
-from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 from milp_partition.joint.dp import JointDP, joint_data, search, work_bound
 from milp_partition.joint.problem import JointCluster, JointConfig, JointNode, JointProblem
 from milp_partition.pipeline.generators import InceptionLikeSettings, inception_like
@@ -113,3 +113,70 @@ def test_the_chain_settles_on_the_heuristics_when_the_build_runs_out(monkeypatch
     assert result.status != "optimal"
     if result.bound is not None and full.objective is not None:
         assert result.bound <= full.objective * (1 + 1e-9)
+
+
+def _small_pipeline_model():  # type: ignore[no-untyped-def]
+    graph = inception_like(3, InceptionLikeSettings(blocks=3))
+    problem = PipelineProblem(graph, homogeneous_cluster(2, None), PipelineSettings())
+    return pipeline_formulation.build(problem).model
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "cbc"])
+def test_a_spent_budget_stops_the_translation_of_the_model_for_the_solver(solver: str) -> None:
+    """Issue 43 item 9: a model of a million rows took minutes to translate past the limit; the translation reads the
+    budget (CP-SAT's integer scaling and model, CBC's scaling and PuLP problem)."""
+    from milp_partition.backends import SolveParams, SolveStatus, get_backend
+    from milp_partition.backends.scaling import scale_model
+
+    model = _small_pipeline_model()
+    with pytest.raises(TimeoutError):
+        get_backend(solver).solve(model, SolveParams(threads=1, budget=spent()))
+    if solver == "cpsat":
+        with pytest.raises(TimeoutError):
+            scale_model(model, 2.0**40, spent())
+    out = get_backend(solver).solve(model, SolveParams(threads=1, time_limit_s=30, budget=Budget(math.inf, 0.0)))
+    assert out.status is SolveStatus.OPTIMAL
+
+
+def test_the_chain_hands_the_backend_its_budget_and_settles_when_the_translation_runs_out(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The back-end gets the run's budget; its TimeoutError ends the exact solve with the heuristics' plan and the
+    load bound, ``stopped_by="time_limit"`` (no error, no lost answer)."""
+    from milp_partition import chain
+    from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
+
+    handed: list[object] = []
+
+    class Translating:
+        def solve(self, model: object, params: object) -> object:
+            handed.append(params.budget)  # type: ignore[attr-defined]
+            raise TimeoutError("the time limit ran out while the model was translated for the solver")
+
+    graph = inception_like(4, InceptionLikeSettings(blocks=6))
+    problem = PipelineProblem(graph, homogeneous_cluster(3, None), PipelineSettings())
+    full = solve_pipeline(problem, SolveSettings(time_limit_s=60.0, threads=1))
+    assert full.status == "optimal"
+    monkeypatch.setattr(chain, "get_backend", lambda name: Translating())
+    result = solve_pipeline(problem, SolveSettings(time_limit_s=60.0, threads=1))
+    assert len(handed) == 1 and isinstance(handed[0], Budget)
+    assert result.stopped_by == "time_limit" and result.status == "feasible"
+    assert result.objective is not None and result.objective >= full.objective * (1 - 1e-9)
+    assert result.bound is not None and result.bound <= full.objective * (1 + 1e-9)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_pipeline_load_bound_is_below_the_brute_force_optimum(seed: int) -> None:
+    """The load bound the pipeline chain states without a model (so a run cut short still has a gap) is a proven
+    bound: never above the brute-force optimum, on CPU cores and with forbidden kinds too."""
+    from brute_force import brute_force_pipeline
+    from conftest import random_pipeline_problem
+
+    from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
+
+    problem = random_pipeline_problem(300 + seed, max_nodes=6, devices=2, cpu_cores=seed % 2, contiguous=seed % 3 != 0)
+    best = brute_force_pipeline(problem)
+    result = solve_pipeline(problem, SolveSettings(solver="none"))
+    if math.isinf(best):
+        return
+    assert result.bound is not None and 0 < result.bound <= best * (1 + 1e-9)

@@ -22,10 +22,11 @@ import tempfile
 import threading
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
+from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus, ticking
 from milp_partition.backends.cbc_scaling import (
     CbcScaledModel,
     CbcTolerances,
@@ -120,9 +121,13 @@ class CbcBackend:
                 "CBC cannot take intervals, no-overlap or cumulative constraints; "
                 "build the formulation's linear (disjunctive) variant for CBC"
             )
-        scaled = scale_for_cbc(model)
+        scaled = scale_for_cbc(model, params.budget)
         tolerances = self.tolerances.for_model(scaled)
         prob, xs, warm = _pulp_problem(model, params, scaled)
+        if params.budget is not None:  # the translation took its share of the budget; CBC gets what is left
+            if params.budget.expired():
+                raise TimeoutError("the time limit ran out while the model was translated for the solver")
+            params = replace(params, time_limit_s=params.solver_seconds())
         ran = _run_cbc(prob, params, warm, tolerances, scaled)
         if isinstance(ran, SolveOutput):
             return ran
@@ -144,7 +149,7 @@ def _pulp_problem(model: Model, params: SolveParams, scaled: CbcScaledModel) -> 
             pulp.LpVariable(f"x{v.index}", lowBound=bounds[v.index][0], upBound=bounds[v.index][1], cat=cats[v.kind])
             for v in model.variables
         ]
-    for k, c in enumerate(scaled.rows):
+    for k, c in enumerate(ticking(scaled.rows, params.budget)):
         expr = pulp.LpAffineExpression([(xs[i], a) for i, a in c.terms.items()])
         if c.sense == "<=":
             prob += expr <= c.rhs, f"c{k}"

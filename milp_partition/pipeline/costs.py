@@ -116,11 +116,12 @@ def pipeline_costs(problem: PipelineProblem) -> PipelineCosts:
     n, num_devices = len(graph.nodes), len(kinds)
     node_time = np.zeros((n, num_devices))
     allowed = np.zeros((n, num_devices), dtype=bool)
-    for v, node in enumerate(graph.nodes):
-        for d, kind in enumerate(kinds):
-            if node.can_run_on(kind):
-                allowed[v, d] = True
-                node_time[v, d] = node.time_on(kind)
+    for kind in dict.fromkeys(kinds):  # one column per kind, copied to its devices: O(N * kinds), not O(N * D)
+        columns = [d for d, k in enumerate(kinds) if k == kind]
+        can = np.array([node.can_run_on(kind) for node in graph.nodes], dtype=bool)
+        times = np.array([node.time_on(kind) if ok else 0.0 for node, ok in zip(graph.nodes, can.tolist())])
+        allowed[:, columns] = can[:, None]
+        node_time[:, columns] = times[:, None]
     out_transfer = np.zeros(n)
     index = graph.index
     twice = backward_transfers(problem)  # once, not once per edge: O(N + E) in all
@@ -140,6 +141,31 @@ def pipeline_costs(problem: PipelineProblem) -> PipelineCosts:
         colocation_class=colocation_classes(graph),
         forward=np.array([not nd.is_backward for nd in graph.nodes], dtype=bool),
     )
+
+
+def class_times(costs: PipelineCosts) -> tuple[np.ndarray, np.ndarray]:
+    """``(allowed, time)``, each ``(C, D)``: whether every node of colocation class c may run on device d, and their
+    summed time there (classes in index order)."""
+    num_classes = int(costs.colocation_class.max(initial=-1)) + 1
+    num_devices = costs.node_time.shape[1]
+    time = np.zeros((num_classes, num_devices))
+    np.add.at(time, costs.colocation_class, costs.node_time)
+    barred = np.zeros((num_classes, num_devices), dtype=np.int64)
+    np.add.at(barred, costs.colocation_class, (~costs.allowed).astype(np.int64))
+    return barred == 0, time
+
+
+def time_lower_bound(class_allowed: np.ndarray, class_time: np.ndarray) -> float:
+    r"""A proven lower bound of the time per sample: :math:`L = \max(\max_c f_c, \sum_c f_c / |D|)`.
+
+    :math:`f_c` is class c's time on its fastest allowed device.  Every class runs somewhere, so some device's
+    load is at least :math:`f_c`; the loads (transfers only add to them) sum to at least :math:`\sum_c f_c`, so
+    the largest is at least the mean.  ``inf`` when a class may run nowhere (no assignment exists).
+    """
+    if class_time.size == 0:
+        return 0.0
+    fastest = np.where(class_allowed, class_time, np.inf).min(axis=1)
+    return max(float(fastest.max(initial=0.0)), float(fastest.sum()) / max(class_time.shape[1], 1))
 
 
 def stage_order_pairs(src: np.ndarray, dst: np.ndarray, forward: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,10 +13,12 @@ the one reported.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
 from milp_partition.chain import (
+    Bound,
     Built,
     Candidate,
     ChainSettings,
@@ -30,6 +32,7 @@ from milp_partition.chain import (
 from milp_partition.formulations import pipeline as formulation
 from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 from milp_partition.heuristics.pipeline_split import balanced_split
+from milp_partition.pipeline.costs import class_times, pipeline_costs, time_lower_bound
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import Result, Status
 from milp_partition.verifiers.pipeline import verify_pipeline
@@ -135,6 +138,15 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
             },
             settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(self.settings).items()}},
         )
+
+    def bounds(self, run: PipelineRun) -> Iterable[Bound]:
+        """The time objective's load bound (:func:`~milp_partition.pipeline.costs.time_lower_bound`): it gives a gap
+        when the time limit ends the run before a model is solved (a graph of many thousand nodes)."""
+        if run.work.settings.objective != "time":
+            return
+        value = time_lower_bound(*class_times(pipeline_costs(run.work)))
+        if math.isfinite(value) and value > 0:
+            yield Bound(value, "load_bound")
 
     def verify(self, problem: PipelineProblem, solution: PipelineSolution) -> Evaluation[PipelineSolution]:
         report = verify_pipeline(problem, solution)
