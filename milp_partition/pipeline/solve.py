@@ -32,7 +32,7 @@ from milp_partition.chain import (
 from milp_partition.formulations import pipeline as formulation
 from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 from milp_partition.heuristics.pipeline_split import balanced_split
-from milp_partition.pipeline.costs import class_times, pipeline_costs, time_lower_bound
+from milp_partition.pipeline.costs import colocation_classes, load_bound
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import Result, Status
 from milp_partition.verifiers.pipeline import verify_pipeline
@@ -76,6 +76,12 @@ class SolveSettings:
 DP_BUDGET_SHARE = 0.5
 
 
+#: Past this many assignment variables (colocation classes x devices) the model is not built: 20,000 nodes on 4,096
+#: devices would be 82 million, arrays of gigabytes before the first row (a 20,000-node chain on 8 devices, 160,000,
+#: takes about 25 s to build and 75 s more to translate for CP-SAT on a shared 2-core machine).
+MAX_ASSIGNMENT_VARIABLES = 4_000_000
+
+
 PipelineRun = Run[PipelineProblem, PipelineSolution]
 
 
@@ -89,6 +95,15 @@ class PipelineFormulation:
         """The model, or None when the budget ran out while it was built (the chain settles on what it verified)."""
         best = run.best
         cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        problem = run.work
+        size = (int(colocation_classes(problem.graph).max(initial=-1)) + 1) * len(problem.device_ids)
+        if size > MAX_ASSIGNMENT_VARIABLES:
+            run.result.solver_notes["model_skipped"] = size
+            run.say(
+                f"[pipeline] the model would have {size:,} assignment variables (classes x devices), more than the "
+                f"{MAX_ASSIGNMENT_VARIABLES:,} a solver takes: no exact solve, the heuristics' plan and the load bound stand"
+            )
+            return None
         try:
             pm = formulation.build(
                 run.work,
@@ -144,7 +159,7 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
         when the time limit ends the run before a model is solved (a graph of many thousand nodes)."""
         if run.work.settings.objective != "time":
             return
-        value = time_lower_bound(*class_times(pipeline_costs(run.work)))
+        value = load_bound(run.work)
         if math.isfinite(value) and value > 0:
             yield Bound(value, "load_bound")
 
@@ -167,9 +182,13 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
             ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(self.settings.max_ideals), dp_deadline)),
             ("balanced_split", lambda: balanced_split(problem, deadline)),
         )
+        dp_budget = run.budget.share(DP_BUDGET_SHARE)
         for name, fn in jobs:
             if name == "balanced_split" and found:
                 continue  # the fallback for graphs the DPs cannot take (or finish)
+            if name != "balanced_split" and dp_budget.expired():  # its setup alone takes seconds on a large cluster
+                yield Outcome(name, None, 0.0, False, "not run: the DPs' share of the time limit is spent")
+                continue
             dp = fn()
             found = found or dp.solution is not None
             yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if dp.solution else None)
@@ -188,6 +207,11 @@ def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSett
     result = run_chain(PipelineSteps(settings), problem, chain_settings(settings))
     if result.status is Status.INFEASIBLE:
         result.message = "proven infeasible: no assignment meets every constraint" + _infeasibility_hint(problem)
+    skipped = result.solver_notes.get("model_skipped")
+    if skipped and result.status is not Status.OPTIMAL:
+        result.message += (
+            f"; no exact solve: the model would have {skipped:,} assignment variables, over {MAX_ASSIGNMENT_VARIABLES:,}"
+        )
     return result
 
 
