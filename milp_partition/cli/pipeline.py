@@ -24,6 +24,7 @@ from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings, r
 from milp_partition.cli.output import emit
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
+from milp_partition.graph import Graph, make_graph
 from milp_partition.io import read_cluster, read_instance
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
@@ -137,6 +138,7 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
             if args.cluster is None and instance.cluster is None:
                 note += " (its link is still used, as the instance has no cluster)"
             print(f"milp-partition: note: {note}", file=sys.stderr)
+    graph = priced_by_link(graph, args)
     settings = PipelineSettings(
         contiguous=not args.no_contiguous,
         objective=args.objective or "time",
@@ -145,6 +147,34 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
         optimizer_state_factor=1.0 if args.optimizer_factor is None else args.optimizer_factor,
     )
     return PipelineProblem(graph, cluster_from_args(args, instance), settings, source=str(args.instance))
+
+
+def priced_by_link(graph: Graph, args: argparse.Namespace) -> Graph:
+    """The graph with its edges priced from their bytes and the cluster's link when the command line sets the link.
+
+    An imported graph carries each edge's transfer time as priced at import (the profile's link); a link given
+    with ``--bandwidth``, ``--link-latency`` or ``--cluster`` must change them, or the report would print one rate
+    and the plan be priced at another (issue 43 item 3).  So those edges lose their ``transfer_time`` and are priced
+    at solve time (latency + bytes / bandwidth, :mod:`milp_partition.pipeline.costs`).  An edge with a transfer
+    time but no bytes cannot be priced by a link: the flag is refused.
+    """
+    given = [
+        f
+        for f, dest in (("--bandwidth", "bandwidth"), ("--link-latency", "link_latency"), ("--cluster", "cluster"))
+        if getattr(args, dest, None) is not None
+    ]
+    if not given or all(e.transfer_time is None for e in graph.edges):
+        return graph
+    unpriceable = next((e for e in graph.edges if e.transfer_time is not None and e.transfer_time > 0 and e.bytes <= 0), None)
+    if unpriceable is not None:
+        raise InputError(
+            f"edge {unpriceable.source!r} -> {unpriceable.target!r} has a transfer time but no bytes, so a link cannot "
+            f"price it; leave out {' and '.join(given)} (the file's transfer times stand) or give the edges' bytes",
+            source=str(args.instance),
+            where=given[0],
+        )
+    edges = [replace(e, transfer_time=None) if e.transfer_time is not None else e for e in graph.edges]
+    return make_graph(graph.nodes, edges, name=graph.name, time_unit=graph.time_unit, source=str(args.instance))
 
 
 def _cores(n: int) -> str:
