@@ -252,3 +252,18 @@ def test_the_verifiers_pruned_contiguity_check_matches_the_definition(seed: int)
         solution = PipelineSolution({f"v{i}": f"gpu{where[i]}" for i in range(n)})
         flagged = any("not contiguous" in x for x in verify_pipeline(problem, solution).violations)
         assert flagged == broken, (edges, where)
+
+
+def test_the_dps_refuse_a_cluster_whose_setup_would_take_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """20,000 nodes on 4,096 devices: the DPs' (nodes x devices) setup took 114 s of a 30 s limit before they refused
+    the graph; past DP_MAX_SETUP_CELLS class-device pairs they refuse before any array is built."""
+    from milp_partition.heuristics import pipeline_dp
+
+    graph = inception_like(7, InceptionLikeSettings(blocks=4))
+    problem = PipelineProblem(graph, homogeneous_cluster(4, None), PipelineSettings())
+    assert pipeline_dp.chain_dp(problem).solution is not None
+    monkeypatch.setattr(pipeline_dp, "DP_MAX_SETUP_CELLS", 4 * len(graph.nodes) - 1)
+    monkeypatch.setattr(pipeline_dp, "_instance", lambda problem: pytest.fail("the DP was set up"))
+    for dp in (pipeline_dp.chain_dp, pipeline_dp.ideal_dp):
+        found = dp(problem)
+        assert found.solution is None and "not run" in found.message and "class-device pairs" in found.message
