@@ -108,7 +108,15 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
     problem = _problem(args)
     memory = reserved(problem.cluster.memory_bytes, args)  # --memory-reserve stays free of the plan
     assert memory is not None
-    return replace(problem, cluster=replace(problem.cluster, memory_bytes=memory), shape=shape_from_args(args))
+    shape = shape_from_args(args)
+    if shape is not None and shape.tensor_parallel is not None and shape.tensor_parallel not in problem.degrees:
+        raise InputError(
+            f"{shape.tensor_parallel} is not a tensor-parallel degree this instance offers ({', '.join(map(str, problem.degrees))}); "
+            + ("add it to --tp-degrees" if args.tp_degrees is not None else "offer it with --tp-degrees")
+            + " or leave out --tensor-parallel",
+            where="--tensor-parallel",
+        )
+    return replace(problem, cluster=replace(problem.cluster, memory_bytes=memory), shape=shape)
 
 
 def shape_from_args(args: argparse.Namespace) -> JointShape | None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 import csv
 import hashlib
 import importlib.util
+import io
 import math
 import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError, MilpPartitionError
+from milp_partition.io.atomic import write_atomic
 from milp_partition.result import Result
 from milp_partition.sweep.grid import point_text
 
@@ -198,12 +199,11 @@ def latest_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 def compact(path: Path) -> list[dict[str, str]]:
     """Rewrite the CSV with :func:`latest_rows` (atomically); return them."""
     rows = latest_rows(read_rows(path))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=CSV_FIELDS)
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(path, text.getvalue(), "the gap table")  # the file's own permissions kept (a bare mkstemp gave 0600)
     return rows
 
 
