@@ -55,7 +55,7 @@ def device_counts(result: Result, devices: Iterable[str]) -> dict[str, int]:
 
 
 #: A plan whose memory is within this share of the limit gets a warning in its report.
-MEMORY_MARGIN = 0.02
+MEMORY_MARGIN = 0.05
 
 
 def memory_margin_lines(used: Mapping[str, float], limits: Mapping[str, float | None]) -> list[str]:

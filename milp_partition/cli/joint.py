@@ -189,15 +189,16 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     if result.objective is not None:
         lines.append(f"objective  time_per_sample = {fmt(result.objective, 12)} s   (verified)")
         lines.append(f"bound      {fmt(result.bound, 12)}   gap {gap_text(result.gap)}")
+        lines.append(step_line(result.objective, result.bound, cl.microbatches))
     lines += memory_margin_lines(
-        {f"stage {q + 1}": st["memory_bytes"] for q, st in enumerate(result.stages)},
-        {f"stage {q + 1}": cl.memory_bytes for q in range(len(result.stages))},
+        {f"stage {q + 1} (per device)": st["memory_bytes"] for q, st in enumerate(result.stages)},
+        {f"stage {q + 1} (per device)": cl.memory_bytes for q in range(len(result.stages))},
     )
     lines.extend(run_lines(result, digits=12))
     if result.stages:
         lines.append("")
         lines.append(
-            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  "
+            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'mem/device':>12s}  "
             "recomputed  layers"
         )
         names = {n.id: n.name or n.id for n in problem.nodes}
@@ -209,6 +210,16 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
                 f"{recomp:10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
             )
     return "\n".join(lines)
+
+
+def step_line(time_per_sample_s: float, bound_s: float | None, microbatches: int) -> str:
+    """The step of the global batch: N micro-batches of one sample each at the verified time per sample (Piper's
+    steady state: the pipeline's fill and drain are not in it), with the bound's step beside it."""
+    bound = f"; bound {fmt(microbatches * bound_s, 8)} s" if bound_s is not None else ""
+    return (
+        f"step       {fmt(microbatches * time_per_sample_s, 8)} s per global batch of N = {microbatches} samples "
+        f"(N x time per sample, steady state{bound})"
+    )
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
