@@ -202,13 +202,17 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
             "recomputed  layers"
         )
         names = {n.id: n.name or n.id for n in problem.nodes}
+        recomputed: list[str] = []
         for q, st in enumerate(result.stages):
-            recomp = sum(1 for c in st["configs"].values() if c != "vanilla")
+            recomp = [v for v in st["nodes"] if st["configs"].get(v, "vanilla") != "vanilla"]
             lines.append(
                 f"{q + 1:5d} {len(st['nodes']):6d} {st['data_parallel']:4d} {st['tensor_parallel']:3d} {st['devices']:8d} "
                 f"{st['microbatches_in_flight']:5d} {fmt(st['time_per_sample_s'], 10):>16s} {fmt_bytes(st['memory_bytes']):>12s}  "
-                f"{recomp:10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
+                f"{len(recomp):10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
             )
+            if recomp:
+                recomputed.append(f"recomputed stage {q + 1}: {names_span([names.get(v, v) for v in recomp], 90)}")
+        lines += recomputed
     return "\n".join(lines)
 
 

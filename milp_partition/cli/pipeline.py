@@ -29,7 +29,7 @@ from milp_partition.io import read_cluster, read_instance
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
-from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines
+from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines, unit_label
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
@@ -215,7 +215,7 @@ def _memory_model_lines(problem: PipelineProblem) -> list[str]:
 def format_report(result: Result, problem: PipelineProblem) -> str:
     """A readable report of a pipeline result."""
     known = result.time_unit not in ("", "unitless")
-    unit = result.time_unit if known else "units"
+    unit = unit_label(result.time_unit)
     lines = [
         f"instance   {problem.source}  ({len(problem.graph.nodes)} nodes, {len(problem.graph.edges)} edges, "
         f"{len(problem.cluster.devices)} accelerators, {_cores(problem.cluster.host_cpu_cores)})",
@@ -238,7 +238,13 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
     if result.assignment:
         counts = device_counts(result, problem.device_ids)
         lines.append("")
-        lines.append(f"{'device':10s} {'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}  names (graph order)")
+        training = any(n.is_backward for n in problem.graph.nodes)
+        # a training graph: the count is of forward and backward nodes, the names of the forward ones (BERT-24 said
+        # "gpu0 16 nodes" beside 8 names)
+        names_head = "forward nodes (graph order; their backward nodes with them)" if training else "names (graph order)"
+        lines.append(
+            f"{'device':10s} {'fw+bw' if training else 'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}  {names_head}"
+        )
         on: dict[str, list[str]] = {}
         for n in problem.graph.nodes:  # forward nodes: a device's backward nodes mirror them
             if not n.is_backward and n.id in result.assignment:
@@ -279,7 +285,7 @@ def _least_time_note(problem: PipelineProblem, settings: SolveSettings) -> str:
         source=problem.source,
     )
     least = solve_pipeline(timed, replace(settings, progress_interval_s=None))
-    unit = problem.graph.time_unit if problem.graph.time_unit != "unitless" else "units"
+    unit = unit_label(problem.graph.time_unit)
     if least.status == "optimal":
         return f"; the least time per sample these settings allow is {_fmt(least.objective)} {unit} (proven): raise --max-time-per-sample to at least that"
     if least.status == "feasible":
@@ -346,7 +352,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         {"nodes": len(problem.graph.nodes), "edges": len(problem.graph.edges), "devices": list(problem.device_ids)},
     )
     print(
-        f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {problem.graph.time_unit}; "
+        f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {unit_label(problem.graph.time_unit)}; "
         f"peak memory = {_fmt_bytes(report.peak_memory_bytes)}; objective ({problem.settings.objective}) = {_fmt(report.objective)}"
     )
     for dev in problem.device_ids:
