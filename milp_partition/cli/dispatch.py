@@ -34,7 +34,7 @@ from typing import Any
 from milp_partition import registry
 from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
-from milp_partition.cli.flags import OneLineParser
+from milp_partition.cli.flags import SAME_IDEA, OneLineParser
 from milp_partition.cli.options import COMMON, add_problem_options, add_solver_options, flag_name
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError, MilpPartitionError
@@ -124,7 +124,9 @@ def _refuse_unused_options(args: argparse.Namespace, kind: str) -> None:
     used = problem_module(kind).OPTIONS | COMMON
     for dest, value in vars(args).items():
         if dest not in used and value is not None and value is not False:
-            raise InputError(f"does not apply to the {kind} problem; leave it out", where=flag_name(dest))
+            other = SAME_IDEA.get(dest, {}).get(kind)
+            instead = f"; the {kind} problem takes it as {other}" if other else ""
+            raise InputError(f"does not apply to the {kind} problem; leave it out{instead}", where=flag_name(dest))
 
 
 def _problem_command(args: argparse.Namespace) -> int:
