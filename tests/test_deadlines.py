@@ -267,3 +267,21 @@ def test_the_dps_refuse_a_cluster_whose_setup_would_take_minutes(monkeypatch: py
     for dp in (pipeline_dp.chain_dp, pipeline_dp.ideal_dp):
         found = dp(problem)
         assert found.solution is None and "not run" in found.message and "class-device pairs" in found.message
+
+
+def test_under_the_memory_objective_the_split_still_answers() -> None:
+    """A 20,000-node chain under --objective memory ended "unknown": the DPs cannot take it and the balanced split
+    gave up for that objective.  Its time-balanced split is scored by the verifier for peak memory (and the time
+    bound), so the run has an answer."""
+    from milp_partition.chain import chain_settings, run_chain
+    from milp_partition.pipeline import solve as pipeline_solve
+    from milp_partition.pipeline.problem import PipelineSolution
+    from milp_partition.verifiers.pipeline import verify_pipeline
+
+    graph = inception_like(8, InceptionLikeSettings(blocks=4))
+    problem = PipelineProblem(graph, homogeneous_cluster(3, None), PipelineSettings(objective="memory", max_time_per_sample=1e9))
+    settings = pipeline_solve.SolveSettings(time_limit_s=10.0, threads=1, solver="none")
+    result = run_chain(pipeline_solve.PipelineSteps(settings), problem, chain_settings(settings), budget=spent())
+    assert result.objective is not None and result.objective_name == "peak_memory_bytes"
+    report = verify_pipeline(problem, PipelineSolution(result.assignment))
+    assert report.feasible and report.objective == result.objective

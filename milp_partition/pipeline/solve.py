@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from milp_partition.chain import (
     Bound,
@@ -174,13 +174,17 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
         if not self.settings.heuristics:
             return
         problem = run.work
+        timed = problem.settings.objective == "time"
+        # under the memory objective the split balances time all the same: the verifier scores its peak memory and
+        # checks the time bound (a 20,000-node graph had no answer at all under --objective memory)
+        split_problem = problem if timed else replace(problem, settings=replace(problem.settings, objective="time"))
         dp_deadline = run.budget.share(DP_BUDGET_SHARE).deadline()
         deadline = run.budget.deadline()
         found = False
         jobs: tuple[tuple[str, Callable[[], DPResult]], ...] = (
             ("chain_dp", lambda: chain_dp(problem, dp_deadline)),
             ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(self.settings.max_ideals), dp_deadline)),
-            ("balanced_split", lambda: balanced_split(problem, deadline)),
+            ("balanced_split", lambda: balanced_split(split_problem, deadline)),
         )
         dp_budget = run.budget.share(DP_BUDGET_SHARE)
         for name, fn in jobs:
@@ -191,7 +195,8 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
                 continue
             dp = fn()
             found = found or dp.solution is not None
-            yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if dp.solution else None)
+            own_value = dp.solution is not None and (timed or name != "balanced_split")
+            yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if own_value else None)
 
     def record(self, result: Result, problem: PipelineProblem, best: Candidate[PipelineSolution]) -> None:
         report = best.report or verify_pipeline(problem, best.solution)
