@@ -285,3 +285,31 @@ def test_under_the_memory_objective_the_split_still_answers() -> None:
     assert result.objective is not None and result.objective_name == "peak_memory_bytes"
     report = verify_pipeline(problem, PipelineSolution(result.assignment))
     assert report.feasible and report.objective == result.objective
+
+
+def test_reading_the_instance_counts_against_the_time_limit(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The command line starts the budget before it reads the file: a read that takes longer than the limit (a
+    20,000-node graph took 4-22 s on a loaded machine) leaves the solve nothing, so the DPs do not start."""
+    import json as _json
+
+    from milp_partition.cli import pipeline as cli_pipeline
+    from milp_partition.cli.dispatch import main
+
+    now = [0.0]
+    monkeypatch.setattr(
+        cli_pipeline.Budget, "starting_now", classmethod(lambda cls, limit_s, clock=None: Budget(limit_s, 0.0, lambda: now[0]))
+    )
+    reading = cli_pipeline.problem_from_args
+
+    def slow_read(args):  # type: ignore[no-untyped-def]
+        problem = reading(args)
+        now[0] = 100.0  # the read took 100 s of a 30 s limit
+        return problem
+
+    monkeypatch.setattr(cli_pipeline, "problem_from_args", slow_read)
+    out = tmp_path / "r.json"
+    code = main(["solve", str(cli_pipeline.Path(__file__).parents[1] / "examples" / "tiny.json"), "--time-limit", "30",
+                 "--solver", "none", "--quiet", "--output", str(out)])  # fmt: skip
+    result = _json.loads(out.read_text())
+    assert code == 0 and result["stopped_by"] == "time_limit"
+    assert all("not run" in h["message"] for h in result["heuristics"] if h["name"] in ("chain_dp", "ideal_dp"))

@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal, cast
 
+from milp_partition.budget import Budget
 from milp_partition.calibration.apply import apply_profile
 from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
@@ -259,8 +260,9 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    """``solve`` for a pipeline instance."""
+    """``solve`` for a pipeline instance (the time limit counts from before the instance is read)."""
 
+    budget = Budget.starting_now(args.time_limit)
     problem = problem_from_args(args)
     settings = SolveSettings(
         **backend_settings(args),  # type: ignore[arg-type]
@@ -268,7 +270,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         heuristics=not args.no_heuristics,
         max_ideals=args.max_ideals or DEFAULT_MAX_IDEALS,
     )
-    result = solve_pipeline(problem, settings)
+    result = solve_pipeline(problem, settings, budget)
     if result.status == "infeasible" and problem.settings.objective == "memory":
         result.message += _least_time_note(problem, settings)
     return emit(result, args, lambda: format_report(result, problem))

@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
 
+from milp_partition.budget import Budget
 from milp_partition.chain import (
     Bound,
     Built,
@@ -207,9 +208,14 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
         result.memory_bytes = report.memory_bytes
 
 
-def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSettings()) -> Result:
-    """Solve ``problem`` through the one chain and return a verified :class:`Result`."""
-    result = run_chain(PipelineSteps(settings), problem, chain_settings(settings))
+def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSettings(), budget: Budget | None = None) -> Result:
+    """Solve ``problem`` through the one chain and return a verified :class:`Result`.
+
+    ``budget``: the run's time budget when it began before the solve (the command line starts it before it reads the
+    instance, so reading and expanding a large file count against ``--time-limit``); by default
+    ``settings.time_limit_s`` from now.
+    """
+    result = run_chain(PipelineSteps(settings), problem, chain_settings(settings), budget)
     if result.status is Status.INFEASIBLE:
         result.message = "proven infeasible: no assignment meets every constraint" + _infeasibility_hint(problem)
     skipped = result.solver_notes.get("model_skipped")
