@@ -230,10 +230,10 @@ def _cmd_import_hf(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     settings = settings_from_args(args)
 
-    def step(text: str) -> None:  # the import takes tens of seconds: say what it is doing (stderr)
+    def step(text: str) -> None:  # the import takes tens of seconds: say what it is doing (stderr; after the checks,
+        # so that bad input stays one line)
         print(f"[import] {time.perf_counter() - start:6.1f}s  {text}", file=sys.stderr, flush=True)
 
-    step(f"reading the config of {args.config}")
     config = load_config(args.config, parse_overrides(args.set))
     positions = max_positions(config)
     if not args.input:
