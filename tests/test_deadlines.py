@@ -313,3 +313,19 @@ def test_reading_the_instance_counts_against_the_time_limit(tmp_path, monkeypatc
     result = _json.loads(out.read_text())
     assert code == 0 and result["stopped_by"] == "time_limit"
     assert all("not run" in h["message"] for h in result["heuristics"] if h["name"] in ("chain_dp", "ideal_dp"))
+
+
+def test_cbc_is_not_started_when_less_is_left_than_the_translation_took() -> None:
+    """PuLP writes the model to an MPS file before CBC starts, in about as long as the translation took, and no
+    time limit reaches that write (a 780,000-variable model ran 132 s of a 30 s limit)."""
+    from milp_partition.backends import SolveParams, get_backend
+
+    class AlmostSpent:  # not expired while the rows are translated, nothing left after
+        def expired(self) -> bool:
+            return False
+
+        def left(self) -> float:
+            return 0.0
+
+    with pytest.raises(TimeoutError):
+        get_backend("cbc").solve(_small_pipeline_model(), SolveParams(threads=1, budget=AlmostSpent()))  # type: ignore[arg-type]

@@ -121,11 +121,14 @@ class CbcBackend:
                 "CBC cannot take intervals, no-overlap or cumulative constraints; "
                 "build the formulation's linear (disjunctive) variant for CBC"
             )
+        start = time.monotonic()
         scaled = scale_for_cbc(model, params.budget)
         tolerances = self.tolerances.for_model(scaled)
         prob, xs, warm = _pulp_problem(model, params, scaled)
         if params.budget is not None:  # the translation took its share of the budget; CBC gets what is left
-            if params.budget.expired():
+            # PuLP then writes the model to an MPS file, in about as long again, and no time limit reaches that
+            # write (a 780,000-variable model: 132 s of a 30 s limit): with less left than that, CBC is not started
+            if params.budget.left() < time.monotonic() - start:
                 raise TimeoutError("the time limit ran out while the model was translated for the solver")
             params = replace(params, time_limit_s=params.solver_seconds())
         ran = _run_cbc(prob, params, warm, tolerances, scaled)
