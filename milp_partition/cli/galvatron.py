@@ -14,7 +14,7 @@ from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.galvatron.problem import GalvatronProblem, plan_from_config
 from milp_partition.galvatron.solve import GalvatronResult, solve_galvatron
-from milp_partition.io.galvatron import looks_like_galvatron, read_galvatron, read_model_profile
+from milp_partition.io.galvatron import KNOWN_MODELS, looks_like_galvatron, read_galvatron, read_model_profile
 from milp_partition.report import fmt
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.galvatron import verify_galvatron
@@ -26,7 +26,7 @@ STRATEGY_LEGEND = (
     "data-parallel degree (f: ZeRO-3, else ZeRO-2; plain DDP at 1); -c: checkpointed; -sp: Ulysses sequence "
     "parallel (else Megatron tp); C: stage compute per micro-batch, R: with gradient sync"
 )
-OPTIONS = frozenset({"devices", "memory", "hardware", "global_batch", "seq_length"})
+OPTIONS = frozenset({"devices", "memory", "hardware", "global_batch", "seq_length", "hidden_size", "layer_counts"})
 
 
 def claims(data: object) -> bool:
@@ -42,6 +42,21 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
     g.add_argument("--hardware", type=Path, help="galvatron: Galvatron's hardware profile folder")
     g.add_argument("--global-batch", type=int, help="galvatron: global batch size")
     g.add_argument("--seq-length", type=int, help="galvatron: profiled sequence length to plan for (default: the model's)")
+    g.add_argument("--hidden-size", type=int, help="galvatron: hidden size of a model Galvatron does not ship (known: "
+                   + ", ".join(KNOWN_MODELS) + ")")
+    g.add_argument("--layer-counts", help="galvatron: layers per layer type of a model Galvatron does not ship, e.g. 32 or 24,24")
+
+
+def _layer_counts(text: str | None) -> tuple[int, ...] | None:
+    if text is None:
+        return None
+    try:
+        counts = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        counts = ()
+    if not counts or any(c < 1 for c in counts):
+        raise InputError(f"expected positive layer counts separated by commas (e.g. 32 or 24,24), got {text!r}", where="--layer-counts")
+    return counts
 
 
 def problem_from_args(args: argparse.Namespace) -> GalvatronProblem:
@@ -51,8 +66,11 @@ def problem_from_args(args: argparse.Namespace) -> GalvatronProblem:
     mem = parse_bytes(str(args.memory), "--memory")
     if mem % 1048576:
         raise InputError("must be a whole number of MiB", where="--memory")
+    if args.hidden_size is not None and args.hidden_size < 1:
+        raise InputError(f"must be a positive integer, got {args.hidden_size}", where="--hidden-size")
     return read_galvatron(args.instance, args.hardware, devices=args.devices, memory_mb=mem // 1048576,
-                          global_batch=args.global_batch, seq=args.seq_length)
+                          global_batch=args.global_batch, seq=args.seq_length, hidden=args.hidden_size,
+                          layers=_layer_counts(args.layer_counts))
 
 
 def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
