@@ -7,14 +7,15 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
-from milp_partition.galvatron.problem import GalvatronProblem, plan_from_config
+from milp_partition.galvatron.problem import GalvatronProblem, config_mismatches, plan_from_config, stage_rows
 from milp_partition.galvatron.solve import GalvatronResult, solve_galvatron
 from milp_partition.io.galvatron import KNOWN_MODELS, looks_like_galvatron, read_galvatron, read_model_profile
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.report import fmt
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.galvatron import verify_galvatron
@@ -105,22 +106,56 @@ def cmd_solve(args: argparse.Namespace) -> int:
     return emit(result, args, lambda: format_report(result, problem))
 
 
+def _read_config(path: Path) -> dict[str, object]:
+    """The ``galvatron_config`` of a result file, or a bare runtime config (an object); anything else is bad input."""
+    data = parse_json(read_text_file(path), str(path))
+    cfg = data.get("galvatron_config", data) if isinstance(data, dict) else data
+    if not isinstance(cfg, dict):
+        raise InputError("expected a result JSON with a 'galvatron_config' object, or a Galvatron runtime config", source=str(path))
+    if not cfg:
+        status = data.get("status") if isinstance(data, dict) else None
+        raise InputError(f"holds no plan (status {status!r}): nothing to evaluate", source=str(path))
+    return cfg
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Verify a plan (a result's ``galvatron_config`` or a bare config) and every claim its result file makes.
+
+    A config outside its fields' domains, one whose setting fields (``global_bsz``, ``pipeline_type``,
+    ``default_dp_type``) differ from the setting evaluated, or a plan outside Galvatron's space is bad input (exit 2);
+    a plan in the space that runs out of memory is infeasible (exit 3); a claim the verifier contradicts exits 2.
+    """
     problem = problem_from_args(args)
+    source = str(args.solution)
+    claimed = read_result(args.solution)
+    cfg = _read_config(args.solution)
     try:
-        data = json.loads(Path(args.solution).read_text())
-        cfg = data.get("galvatron_config", data)
         plan = plan_from_config(cfg)
-    except (OSError, json.JSONDecodeError, ValueError, AttributeError) as exc:
-        raise InputError(f"cannot read a Galvatron config: {exc}", source=str(args.solution)) from None
+    except ValueError as exc:
+        raise InputError(f"not a valid Galvatron config: {exc}", source=source) from None
+    wrong = config_mismatches(problem, cfg)
     rep = verify_galvatron(problem, plan)
+    if not rep.in_space:
+        wrong += list(rep.violations)
+    if wrong:
+        raise InputError("the plan does not fit the setting evaluated: " + "; ".join(wrong[:6]), source=source)
     if not rep.feasible:
         print("INFEASIBLE plan:")
         for v in rep.violations:
             print(f"  - {v}")
         return EXIT_INFEASIBLE
+    check_claims(
+        claimed, args.solution, "galvatron", rep.objective,
+        {
+            "galvatron_estimate_s": rep.galvatron_estimate_s,
+            "stages": stage_rows(problem, plan, rep.stage_compute_s, rep.stage_sync_s, rep.stage_memory_mb),
+            "peak_memory_bytes": max(rep.stage_memory_mb) * 1048576,
+        },
+        {"model": problem.model, "layers": [t.count for t in problem.layer_types], "devices": problem.devices,
+         "memory_mb": problem.memory_mb, "global_batch": problem.global_batch},
+    )
     print(f"feasible; sound 1F1B time {fmt(rep.objective, 10)} s; Galvatron's estimate {fmt(rep.galvatron_estimate_s, 10)} s; "
-          f"memory {list(rep.stage_memory_mb)} MB of {rep.usable_mb}")
+          f"memory {list(rep.stage_memory_mb)} MiB of {rep.usable_mb}")
     return EXIT_OK
 
 
