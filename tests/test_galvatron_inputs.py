@@ -124,3 +124,17 @@ def test_unknown_model_names_flags_that_exist_and_they_work(tmp_path: Path, root
     assert (mine.hidden, mine.layer_types, mine.vocab) == (llama.hidden, llama.layer_types, llama.vocab)
     with pytest.raises(InputError, match="--layer-counts"):
         problem_from_args(parser.parse_args([*base, "--hidden-size", "4096", "--layer-counts", "0"]))
+
+
+def test_gap_setting_file_refuses_misspelt_keys(tmp_path: Path, root: Path) -> None:
+    from milp_partition.galvatron import gap as galvatron_gap
+
+    base = {"format": galvatron_gap.FORMAT, "model": str(root / "models/llama2-7b"), "hardware": str(root / "hardware"),
+            "devices": 8, "memory": "36GiB", "global_batch": 16}
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({**base, "global_bacth": 64}))
+    with pytest.raises(InputError, match=r"global_bacth.*did you mean 'global_batch'"):
+        galvatron_gap.load(path, (), {})
+    path.write_text(json.dumps({**base, "global_batch": True}))
+    with pytest.raises(InputError, match="global_batch must be an integer"):
+        galvatron_gap.load(path, (), {})

@@ -56,7 +56,7 @@ class GalvatronSteps(StepDefaults[GalvatronProblem, GalvatronPlan]):
 
     def heuristics(self, run: GalvatronRun) -> Iterable[Outcome[GalvatronPlan]]:
         t0 = time.monotonic()
-        plan, _ = best_uniform(run.problem)
+        plan, _ = best_uniform(run.problem, run.budget.deadline())
         yield Outcome("uniform-even", plan, time.monotonic() - t0, False, "" if plan else "no plan")
 
     def refine(self, run: GalvatronRun) -> Iterable[Outcome[GalvatronPlan]]:

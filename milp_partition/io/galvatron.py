@@ -38,10 +38,13 @@ KNOWN_MODELS: dict[str, dict[str, Any]] = {
     "t5-3B": {"hidden": 1024, "layers": (24, 24), "seq": 512},
 }
 
+#: Largest global batch accepted (2**31 samples): the search enumerates its divisors as chunk counts.
+MAX_GLOBAL_BATCH = 2**31
 _COMP = re.compile(r"^computation_profiling_bf16_(?P<name>.+)_all\.json$")
-#: Largest profiled figure accepted: 2**30 MB (1 PiB) of memory, 10**9 ms of time, 10**9 GB/s of bandwidth; larger
-#: is a unit mistake, and sums of such figures stay exact in 64-bit integers.
-MAX_MB = 2**30
+#: Largest profiled figure accepted: 2**24 MB (16 TiB) of memory, 10**9 ms of time, 10**9 GB/s of bandwidth; larger
+#: is a unit mistake.  With :data:`MAX_GLOBAL_BATCH` a layer's memory (figure x samples x in-flight micro-batches)
+#: stays below 2**58 MB, exact in the search's 64-bit integers.
+MAX_MB = 2**24
 MAX_MS = 1e9
 MAX_GBPS = 1e9
 
@@ -319,8 +322,9 @@ def read_galvatron(
     """The whole problem: model folder + hardware folder + setting (memory per device in MB, Galvatron's GB x 1024)."""
     if devices < 1 or devices & (devices - 1):
         raise InputError(f"--devices must be a power of two, got {devices}")
-    if global_batch < 1:
-        raise InputError(f"--global-batch must be a positive integer, got {global_batch}")
+    if not 1 <= global_batch <= MAX_GLOBAL_BATCH:
+        raise InputError(f"must be a positive integer of at most 2**31 = {MAX_GLOBAL_BATCH} samples, got {global_batch}",
+                         where="--global-batch")
     if memory_mb < 1:
         raise InputError("--memory must be at least 1 MiB")
     prof = read_model_profile(Path(folder), hidden=hidden, layers=layers, seq=seq)
