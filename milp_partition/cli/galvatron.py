@@ -25,7 +25,8 @@ EXIT_OK, EXIT_INFEASIBLE = 0, 3
 STRATEGY_LEGEND = (
     "legend     pp-tp_sp[*]-dp[f][-c][-sp]: pipeline degree - tensor/sequence-parallel degree (* when > 1) - "
     "data-parallel degree (f: ZeRO-3, else ZeRO-2; plain DDP at 1); -c: checkpointed; -sp: Ulysses sequence "
-    "parallel (else Megatron tp); C: stage compute per micro-batch, R: with gradient sync"
+    "parallel (else Megatron tp); C: stage compute per micro-batch, R: with gradient sync; MiB: memory per GPU (Galvatron's "
+    "\"MB\" is 2**20 bytes)"
 )
 OPTIONS = frozenset({"devices", "memory", "hardware", "global_batch", "seq_length", "hidden_size", "layer_counts"})
 
@@ -77,7 +78,7 @@ def problem_from_args(args: argparse.Namespace) -> GalvatronProblem:
 def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
     lines = [
         f"instance   {problem.source}  ({problem.model}, {problem.layers} layers, hidden {problem.hidden})",
-        f"setting    {problem.devices} GPUs, {problem.memory_mb} MB each (usable {problem.usable_mb()}), global batch {problem.global_batch}",
+        f"setting    {problem.devices} GPUs, {problem.memory_mb} MiB each (usable {problem.usable_mb()} MiB), global batch {problem.global_batch}",
         f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
     ]
     if result.objective is not None:
@@ -86,7 +87,7 @@ def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
                      f"{fmt(result.galvatron_estimate_s or 0.0, 10)} s")
         lines.append(f"bound      {fmt(result.bound, 10)}   pp {cfg['pp_deg']}, chunks {cfg['chunks']}, split {cfg['pp_division']}, "
                      f"vocabulary tp_sp {cfg['vtp']}{' sp' if cfg['vsp'] else ''}{' zero3' if cfg['embed_sdp'] else ''}")
-        lines.append(f"{'stage':>5s} {'layers':>9s} {'C (s)':>12s} {'R (s)':>12s} {'MB':>7s}  strategies")
+        lines.append(f"{'stage':>5s} {'layers':>9s} {'C (s)':>12s} {'R (s)':>12s} {'MiB':>7s}  strategies")
         for i, st in enumerate(result.stages):
             runs: list[list[object]] = []
             for lab in st["strategies"]:
@@ -164,7 +165,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     print(f"folder      {args.instance}")
     print(f"model       {prof['model']}: hidden {prof['hidden']}, time fit mode {prof['time_mode']}")
     for t in prof["layer_types"]:
-        print(f"layer type  {t.name}: {t.count} layers, sequence {t.seq}, {t.parameter_mb:.1f} MB parameters, "
+        print(f"layer type  {t.name}: {t.count} layers, sequence {t.seq}, {t.parameter_mb:.1f} MiB parameters, "
               f"forward {t.time_slope_ms:.4f} ms/sample + {t.time_intercept_ms:.4f} ms")
     print("solve with  --hardware FOLDER --devices N --memory 36GiB --global-batch B")
     return EXIT_OK
