@@ -138,3 +138,11 @@ def test_gap_setting_file_refuses_misspelt_keys(tmp_path: Path, root: Path) -> N
     path.write_text(json.dumps({**base, "global_batch": True}))
     with pytest.raises(InputError, match="global_batch must be an integer"):
         galvatron_gap.load(path, (), {})
+
+
+@pytest.mark.parametrize(("seq", "named"), [(0, "--seq-length: must be a positive integer"),
+                                            (4096, "no profile at sequence length 4096 (profiled: [2048])")])
+def test_a_sequence_length_not_profiled_is_named(root: Path, seq: int, named: str) -> None:
+    with pytest.raises(InputError) as err:
+        read_galvatron(root / "models/llama2-7b", root / "hardware", devices=8, memory_mb=36 * 1024, global_batch=16, seq=seq)
+    assert named in str(err.value)

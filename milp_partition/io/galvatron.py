@@ -124,6 +124,11 @@ def _time_fits(comp: dict[str, Any], source: str, ntypes: int, seqs: list[int]) 
     for t in [*map(str, range(ntypes)), "other"]:
         if t not in pts:
             raise InputError(f"no layertype_{t}_bsz<b>_seq<s> entries", source=source)
+    for t in range(ntypes):
+        have = sorted({s for _, s, _ in pts[str(t)]})
+        if seqs[t] not in have and len({s for b, s, _ in pts[str(t)] if b == 1}) < 3:
+            raise InputError(f"layertype_{t}: no profile at sequence length {seqs[t]} (profiled: {have}); give --seq-length "
+                             "one of them", source=source)
     batches = {b for b, s, _ in pts["0"] if s == seqs[0]}
     mode = "batch" if len(batches) >= 2 else "sequence"
     fits: list[tuple[float, float]] = []
@@ -196,6 +201,8 @@ def read_model_profile(
             if not lengths:
                 raise InputError("no entry keyed by a sequence length; give --seq-length", source=msrc, where="layertype_0_sp")
             seq = int(max(lengths, key=int))
+    if int(seq) < 1:
+        raise InputError(f"must be a positive integer, got {seq}", where="--seq-length")
     seqs = [int(seq)] * ntypes
     mode, fits, vfit = _time_fits(comp, str(comp_path), ntypes, seqs)
     lts = []
