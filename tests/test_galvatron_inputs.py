@@ -86,6 +86,30 @@ def test_bad_number_is_refused_naming_file_and_field(tmp_path: Path, root: Path,
     assert Path(rel).name in str(err.value) and field in str(err.value)
 
 
+def _decreasing_forward(d: dict[str, Any]) -> None:
+    for k in d:
+        if k.startswith("layertype_0_bsz"):
+            b = int(k.split("_bsz")[1].split("_")[0])
+            d[k] = 100.0 / b / b  # per-sample ms x b falls with b: a negative slope
+
+
+def _decreasing_latency(d: dict[str, Any]) -> None:
+    for k in d:
+        if k.startswith("allreduce_size_2_"):
+            d[k] = 20.0 - 0.019 * float(k.split("_")[3][:-2])  # positive at every measured size, falling
+
+
+@pytest.mark.parametrize(("rel", "change", "named"), [(COMP, _decreasing_forward, "layertype_0: the fit"),
+                                                      (SP, _decreasing_latency, "allreduce_size_2_<MB>MB_time: the fit")])
+def test_a_fit_giving_negative_times_is_refused(tmp_path: Path, root: Path, rel: str, change: Callable[[Any], Any], named: str) -> None:
+    """Non-negative measurements whose fit goes negative where it is used once gave negative "verified" times."""
+    d = _copy(tmp_path, root)
+    _edit(d / rel, change)
+    with pytest.raises(InputError, match="negative times") as err:
+        read_galvatron(d / "m", d / "hw", devices=8, memory_mb=36 * 1024, global_batch=16)
+    assert named in str(err.value)
+
+
 def test_cli_exits_2_on_a_nan_time(tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A NaN forward time once answered "proven infeasible" (exit 3)."""
     d = _copy(tmp_path, root)

@@ -22,6 +22,7 @@ import numpy as np
 
 from milp_partition.errors import InputError
 from milp_partition.galvatron.problem import (
+    BYTES_PER_ELEMENT,
     GalvatronProblem,
     Hardware,
     LatencyTable,
@@ -205,6 +206,12 @@ def read_model_profile(
         raise InputError(f"must be a positive integer, got {seq}", where="--seq-length")
     seqs = [int(seq)] * ntypes
     mode, fits, vfit = _time_fits(comp, str(comp_path), ntypes, seqs)
+    for what, (slope, icpt) in [*((f"layertype_{t}", f) for t, f in enumerate(fits)), ("layertype_other", vfit)]:
+        # forward ms = slope * x + intercept for x = samples per device share >= 1/8 (tp_sp <= 8): never negative
+        if slope < 0 or slope / 8 + icpt < 0:
+            raise InputError(f"{what}: the fit of its profiled forward times (slope {slope:.6g} ms per sample, intercept "
+                             f"{icpt:.6g} ms) gives negative times; the times must grow with the batch, re-profile it",
+                             source=str(comp_path))
     lts = []
     for t in range(ntypes):
         where = f"layertype_{t}_sp.{seqs[t]}"
@@ -336,6 +343,15 @@ def read_galvatron(
         raise InputError("--memory must be at least 1 MiB")
     prof = read_model_profile(Path(folder), hidden=hidden, layers=layers, seq=seq)
     hw = read_hardware(Path(hardware), devices)
+    # the smallest message a collective carries: one sample's activations of a layer (bf16), in MB
+    smallest = min(lt.seq for lt in prof["layer_types"]) * int(prof["hidden"]) * BYTES_PER_ELEMENT / 2**20
+    for name, tables in (("allreduce", hw.allgather), ("all2all", hw.all2all)):
+        for w, tab in tables.items():
+            if tab.slope < 0 or tab.slope * smallest + tab.intercept < 0:
+                raise InputError(
+                    f"sp_time: {name}_size_{w}_<MB>MB_time: the fit of its times (slope {tab.slope:.6g} ms per MB, intercept "
+                    f"{tab.intercept:.6g} ms) gives negative times from {smallest:.4g} MB; the times must grow with the "
+                    "message size, re-profile them", source=hw.source)
     return GalvatronProblem(
         source=str(folder), hardware=hw, devices=devices, memory_mb=memory_mb, global_batch=global_batch, **prof
     )
