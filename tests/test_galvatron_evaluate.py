@@ -55,6 +55,7 @@ FAKES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("estimate", lambda d: d.update(galvatron_estimate_s=0.1), "galvatron_estimate_s"),
     ("stage memory", lambda d: d["stages"][0].update(memory_mb=1), "memory_mb"),
     ("instance batch", lambda d: d["instance"].update(global_batch=64), "instance.global_batch"),
+    ("instance not an object", lambda d: d.update(instance=2**70), "instance 1180591620717411303424 is not an object"),
     ("format removed", lambda d: (d.pop("format"), d.update(objective=0.5)), "objective 0.5"),
     ("checkpoint 2", _cfg("checkpoint", ",".join(["2"] * 32)), "checkpoint"),
     ("dp_types_enc 5", _cfg("dp_types_enc", ",".join(["5"] * 32)), "dp_types_enc"),

@@ -139,6 +139,8 @@ def check_claims(
         if key in data:
             _differs(data[key], value, key, bad)
     claimed_instance = data.get("instance")
+    if claimed_instance is not None and not isinstance(claimed_instance, Mapping):
+        bad.append(f"instance {_short(claimed_instance)} is not an object")
     if instance and isinstance(claimed_instance, Mapping):
         for key, value in instance.items():
             if key in claimed_instance:
