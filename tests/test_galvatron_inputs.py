@@ -130,7 +130,7 @@ def test_folder_missing_its_memory_profile_names_the_file(tmp_path: Path, root: 
     assert rc == 2 and "missing memory_profiling_bf16_llama2-7b_all.json" in err
 
 
-def test_unknown_model_names_flags_that_exist_and_they_work(tmp_path: Path, root: Path) -> None:
+def test_unknown_model_names_flags_that_exist_and_they_work(tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A model Galvatron does not ship: the message names --hidden-size and --layer-counts, and with them the folder
     reads as the same problem as the shipped llama2-7b."""
     d = tmp_path / "mymodel"
@@ -148,6 +148,11 @@ def test_unknown_model_names_flags_that_exist_and_they_work(tmp_path: Path, root
     assert (mine.hidden, mine.layer_types, mine.vocab) == (llama.hidden, llama.layer_types, llama.vocab)
     with pytest.raises(InputError, match="--layer-counts"):
         problem_from_args(parser.parse_args([*base, "--hidden-size", "4096", "--layer-counts", "0"]))
+    # info (which has no such flags) describes the folder and says what solve needs
+    capsys.readouterr()
+    assert main(["info", str(d)]) == 0
+    out = capsys.readouterr().out
+    assert "not one Galvatron ships" in out and "--hidden-size H --layer-counts L" in out
 
 
 def test_gap_setting_file_refuses_misspelt_keys(tmp_path: Path, root: Path) -> None:

@@ -14,7 +14,14 @@ from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.galvatron.problem import GalvatronProblem, config_mismatches, plan_from_config, stage_rows
 from milp_partition.galvatron.solve import GalvatronResult, solve_galvatron
-from milp_partition.io.galvatron import KNOWN_MODELS, looks_like_galvatron, read_galvatron, read_model_profile
+from milp_partition.io.galvatron import (
+    KNOWN_MODELS,
+    layer_type_count,
+    looks_like_galvatron,
+    profile_files,
+    read_galvatron,
+    read_model_profile,
+)
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.report import fmt
 from milp_partition.units import parse_bytes
@@ -161,11 +168,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    prof = read_model_profile(args.instance)
+    """The folder's model, layer types and fits; for a model Galvatron does not ship, what ``solve`` will need."""
+    name = profile_files(args.instance)[0]
+    known = name in KNOWN_MODELS
+    # an unknown model's hidden size and layer counts are not in its files: read its fits with placeholders, show "?"
+    prof = read_model_profile(args.instance) if known else read_model_profile(
+        args.instance, hidden=1, layers=(1,) * max(1, layer_type_count(args.instance)))
     print(f"folder      {args.instance}")
-    print(f"model       {prof['model']}: hidden {prof['hidden']}, time fit mode {prof['time_mode']}")
+    print(f"model       {prof['model']}: hidden {prof['hidden'] if known else '? (not one Galvatron ships)'}, "
+          f"time fit mode {prof['time_mode']}")
     for t in prof["layer_types"]:
-        print(f"layer type  {t.name}: {t.count} layers, sequence {t.seq}, {t.parameter_mb:.1f} MiB parameters, "
+        print(f"layer type  {t.name}: {t.count if known else '?'} layers, sequence {t.seq}, {t.parameter_mb:.1f} MiB parameters, "
               f"forward {t.time_slope_ms:.4f} ms/sample + {t.time_intercept_ms:.4f} ms")
-    print("solve with  --hardware FOLDER --devices N --memory 36GiB --global-batch B")
+    need = "" if known else " --hidden-size H --layer-counts L"
+    print(f"solve with  --hardware FOLDER --devices N --memory 36GiB --global-batch B{need}")
     return EXIT_OK

@@ -103,6 +103,13 @@ def profile_files(folder: Path) -> tuple[str, Path, Path]:
     )
 
 
+def layer_type_count(folder: Path) -> int:
+    """How many layer types (``layertype_<i>_sp`` entries) the folder's memory profile has."""
+    _, _, mem_path = profile_files(Path(folder))
+    mem = _object(_load(mem_path), str(mem_path))
+    return sum(1 for k in mem if re.match(r"^layertype_\d+_sp$", k))
+
+
 def _fit(xs: list[float], ys: list[float], degree: int, source: str, what: str) -> list[float]:
     if len(xs) < degree + 1:
         raise InputError(f"{what}: {len(xs)} profiled points, need at least {degree + 1} for the fit", source=source)
