@@ -88,3 +88,15 @@ def test_a_plan_that_does_not_fit_memory_is_infeasible(root: Path, result: dict[
     """The same plan on 8 GiB devices: in the space, out of memory: exit 3."""
     rc, text = _evaluate(root, result["galvatron_config"], tmp_path, *_setting(root, memory="8GiB"))
     assert rc == 3 and "INFEASIBLE" in text, text
+
+
+def test_consecutive_flags_matter_only_where_tp_is_above_1(result: dict[str, Any]) -> None:
+    """Galvatron may write 0 for a layer without a tp group; a non-consecutive group of 2 or more is not priced."""
+    from milp_partition.galvatron.problem import plan_from_config
+
+    cfg = dict(result["galvatron_config"])
+    n = len(cfg["tp_sizes_enc"].split(","))
+    cfg["tp_consecutive_flags"] = ",".join(["0"] * n)
+    assert plan_from_config({**cfg, "tp_sizes_enc": ",".join(["1"] * n)}).layers[0].tp_sp == 1
+    with pytest.raises(ValueError, match="layer 0 has a non-consecutive tp group"):
+        plan_from_config({**cfg, "tp_sizes_enc": ",".join(["2"] + ["1"] * (n - 1))})

@@ -210,16 +210,12 @@ def plan_to_config(problem: GalvatronProblem, plan: GalvatronPlan) -> dict[str, 
     }
 
 
-#: Values the runtime config's per-layer flags may take.
-_FLAGS = ("use_sp", "dp_types_enc", "checkpoint", "tp_consecutive_flags")
-
-
 def plan_from_config(cfg: dict[str, object], where: str = "galvatron_config") -> GalvatronPlan:
     """The inverse of :func:`plan_to_config` (raises ``ValueError`` naming the field on a bad config).
 
     Every field is checked against its domain: degrees, chunks and the split are positive integers; ``use_sp``,
     ``dp_types_enc``, ``checkpoint``, ``tp_consecutive_flags``, ``vsp`` and ``embed_sdp`` are 0 or 1 (only
-    consecutive tp groups are priced, so ``tp_consecutive_flags`` must be all 1).  Whether the plan fits the setting
+    consecutive tp groups are priced, so ``tp_consecutive_flags`` must be 1 where tp_sp > 1).  Whether the plan fits the setting
     (powers of two, the batch, the layers) is the verifier's: :func:`config_mismatches` and
     :func:`milp_partition.verifiers.galvatron.verify_galvatron`.
     """
@@ -253,8 +249,14 @@ def plan_from_config(cfg: dict[str, object], where: str = "galvatron_config") ->
     sps, dts, cks = (ints(k, 0, 1) for k in ("use_sp", "dp_types_enc", "checkpoint"))
     if not len(tps) == len(sps) == len(dts) == len(cks):
         raise ValueError(f"{where}: tp_sizes_enc, use_sp, dp_types_enc and checkpoint differ in length")
-    if "tp_consecutive_flags" in cfg and 0 in ints("tp_consecutive_flags", 0, 1):
-        raise ValueError(f"{where}.tp_consecutive_flags: non-consecutive tp groups (0) are not priced here; only 1")
+    if "tp_consecutive_flags" in cfg:
+        flags = ints("tp_consecutive_flags", 0, 1)
+        if len(flags) != len(tps):
+            raise ValueError(f"{where}: tp_consecutive_flags and tp_sizes_enc differ in length")
+        split = [k for k, (f, t) in enumerate(zip(flags, tps)) if f == 0 and t > 1]
+        if split:
+            raise ValueError(f"{where}.tp_consecutive_flags: layer {split[0]} has a non-consecutive tp group (0), which "
+                             "is not priced here; only consecutive groups (1)")
     layers = tuple(Strategy(t, bool(s) and t > 1, bool(d), bool(c)) for t, s, d, c in zip(tps, sps, dts, cks))
     pp, chunks, vtp = one("pp_deg"), one("chunks"), one("vtp")
     vsp, sdp = one("vsp", 0, 1, default=0), one("embed_sdp", 0, 1, default=0)
