@@ -54,10 +54,14 @@ def test_every_loop_stops_at_a_passed_deadline(root: Path) -> None:
 
 
 def test_a_huge_batch_solve_stops_at_its_limit_without_a_false_proof(root: Path) -> None:
+    """It returns (the old code looped over 2**31 chunk counts in the heuristic first); whatever a machine's speed, no
+    bound above the verified value and no proof without one."""
     res = solve_galvatron(_problem(root, 2**31), time_limit_s=1.0)
-    assert res.status in ("feasible", "unknown")
+    assert res.status in ("optimal", "feasible", "unknown")
     if res.objective is not None and res.bound is not None:
-        assert res.bound <= res.objective
+        assert res.bound <= res.objective * (1 + 1e-9)
+    if res.status == "optimal":
+        assert res.bound is not None
 
 
 def test_a_batch_past_2_to_the_31_is_refused(root: Path) -> None:
