@@ -64,9 +64,9 @@ def best_uniform(problem: GalvatronProblem, deadline: float | None = None) -> tu
             if _past(deadline):
                 return best_plan, best
             per = [cm.layer(t, s) for t in range(len(problem.layer_types))]
-            c = [sum(per[types[l]].c for l in range(a, a + n)) for a, n in zip(starts, div)]
-            r = [sum(per[types[l]].r for l in range(a, a + n)) for a, n in zip(starts, div)]
-            mem = [sum(cm.layer_mem(types[l], s, i) for l in range(a, a + n)) for i, (a, n) in enumerate(zip(starts, div))]
+            c = [sum(per[types[k]].c for k in range(a, a + n)) for a, n in zip(starts, div)]
+            r = [sum(per[types[k]].r for k in range(a, a + n)) for a, n in zip(starts, div)]
+            mem = [sum(cm.layer_mem(types[k], s, i) for k in range(a, a + n)) for i, (a, n) in enumerate(zip(starts, div))]
             for v in cm.vocab_strategies():
                 gm = cm.global_buffer_mb(cm.buffer_degree([s], v))
                 if any(mem[i] + cm.vocab_mem(v, i) + gm > usable for i in range(pp)):
@@ -88,13 +88,13 @@ class _StageDP:
         self.strats = strats
         self.steps: list[dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []  # g -> (opt, parent g, parent idx)
         states: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for l in range(a, a + n):
-            t = types[l]
+        for layer in range(a, a + n):
+            t = types[layer]
             parts: dict[int, list[tuple[np.ndarray, ...]]] = {}
             for k, s in enumerate(strats):
                 mem, r = cm.layer_mem(t, s, i), cm.layer(t, s).r
                 bucket = parts.setdefault(s.tp_sp, [])
-                if l == a:
+                if layer == a:
                     bucket.append((np.array([mem]), np.array([r]), np.array([k]), np.array([-1]), np.array([-1])))
                     continue
                 for g, (pm, pv) in states.items():
@@ -180,8 +180,8 @@ def estimate(problem: GalvatronProblem, plan: GalvatronPlan, cm: Costs | None = 
     vc = cm.vocab(plan.vocab)
     cg, r, a = [], [], 0
     for i, n in enumerate(plan.division):
-        cg.append(vc.c[i] + sum(cm.layer(types[l], plan.layers[l]).c for l in range(a, a + n)))
-        r.append(sum(cm.layer(types[l], plan.layers[l]).r for l in range(a, a + n)))
+        cg.append(vc.c[i] + sum(cm.layer(types[k], plan.layers[k]).c for k in range(a, a + n)))
+        r.append(sum(cm.layer(types[k], plan.layers[k]).r for k in range(a, a + n)))
         a += n
     return galvatron_estimate(cg, r, plan.chunks, plan.pp)
 

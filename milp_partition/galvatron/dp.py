@@ -137,7 +137,7 @@ class _StageTables:
         if got is not None:
             return got
         t, n = runs[-1]
-        prev_key = None if (len(runs) == 1 and n == 1) else (i, runs[:-1] if n == 1 else runs[:-1] + ((t, n - 1),))
+        prev_key = None if (len(runs) == 1 and n == 1) else (i, runs[:-1] if n == 1 else (*runs[:-1], (t, n - 1)))
         prev = None if prev_key is None else self.states(*prev_key)
         cm, cap, m, best = self.cm, self.cap[i], self.m, self.best
         covered = sum(self.least_c[tt] * k for tt, k in runs)
@@ -350,7 +350,7 @@ def _search(
         if not all_s:
             continue
         # a lower bound of every plan with this (pp, m): T >= (1 + (m-1)/pp) * (least compute of all layers)
-        least = [min(cm.layer(types[l], s).c for s in all_s) for l in range(L)]
+        least = [min(cm.layer(types[k], s).c for s in all_s) for k in range(L)]
         prefix_least = [0.0]
         for x in least:
             prefix_least.append(prefix_least[-1] + x)
