@@ -10,6 +10,7 @@ from milp_partition.cli.exit_codes import EXIT_OK
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError
 from milp_partition.importers.deps import require
+from milp_partition.io.atomic import write_atomic
 from milp_partition.report import fmt, fmt_bytes
 from milp_partition.run.launch import run_plan
 from milp_partition.run.spec import read_run_spec
@@ -64,6 +65,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     for note in out["notes"]:
         print(f"note       {note}")
     if args.output is not None:
-        args.output.write_text(json.dumps(out, indent=1) + "\n")
+        write_atomic(args.output, json.dumps(out, indent=1) + "\n")  # the old file stays whole if the write fails
         print(f"wrote      {args.output}")
     return EXIT_OK
