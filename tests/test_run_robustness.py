@@ -256,3 +256,24 @@ def test_a_signal_to_run_leaves_no_worker_behind(tmp_path: Path, sig: int) -> No
             os.kill(pid, signal.SIGKILL)
         proc.kill()
         proc.wait()
+
+
+# -- evaluate MODEL PLAN takes the cluster the plan records (item 15) --------------------------------------------------
+
+
+def test_evaluate_takes_the_cluster_from_the_plan_it_is_given(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    graph, plan = tmp_path / "m.json", tmp_path / "plan.json"
+    rc, _, err = run_cli(["import", "torch", MLP, "--input", "8x32", "--training", "--granularity", "layer", "-o", str(graph)])
+    assert rc == 0, err
+    solve = ["solve", str(graph), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--microbatches", "4"]
+    rc, _, err = run_cli([*solve, "--bandwidth", "10GB/s", "-q", "-o", str(plan)])
+    assert rc == 0, err
+    objective = json.loads(plan.read_text())["objective"]
+    rc, out, err = run_cli(
+        ["evaluate", str(graph), str(plan), "--problem", "joint"]
+    )  # main: "needs --devices K and --memory SIZE"
+    assert rc == 0 and "--devices 2" in err and "--bandwidth 9.313 GiB/s" in err, err
+    assert float(out.split("time_per_sample = ")[1].split()[0]) == pytest.approx(objective, rel=1e-9)
+    rc, _, err = run_cli(["evaluate", str(graph), str(plan), "--problem", "joint", "--bandwidth", "1GB/s"])  # a flag wins
+    assert rc == 2 and "contradict the verifier" in err, err
