@@ -267,12 +267,15 @@ def _positive(value: object) -> float | None:
 
 
 def cluster_from_result(args: argparse.Namespace) -> list[str]:
-    """Fill the cluster options ``evaluate`` was not given from the result file's ``instance``; the flags filled.
+    """Fill the cluster options ``evaluate`` of an imported graph was not given from the result's ``instance``.
 
-    ``--devices``, ``--memory``, ``--bandwidth`` and ``--microbatches`` (and, for an imported graph,
-    ``--tp-degrees``) are what the plan was solved with, as its result file records them; a flag given on the
-    command line wins. A bare solution (no result file) or a malformed figure fills nothing.
+    An imported graph carries no cluster: ``--devices``, ``--memory``, ``--bandwidth``, ``--microbatches`` and
+    ``--tp-degrees`` are what the plan was solved with, as its result file records them; a flag given on the
+    command line wins. A joint file (its own cluster), a bare solution or a malformed figure fills nothing.
+    Returns the flags filled.
     """
+    if not looks_like_imported(parse_json(read_text_file(args.instance), str(args.instance))):
+        return []  # a joint file carries its cluster: the result's own figures are claims to check against it
     claimed = read_result(args.solution)
     instance = claimed.get("instance") if claimed is not None and claimed.get("problem") == "joint" else None
     if not isinstance(instance, dict):
@@ -294,8 +297,7 @@ def cluster_from_result(args: argparse.Namespace) -> list[str]:
         args.microbatches = n
         filled.append(f"--microbatches {n}")
     degrees = instance.get("degrees")
-    imported = looks_like_imported(parse_json(read_text_file(args.instance), str(args.instance)))
-    if imported and args.tp_degrees is None and isinstance(degrees, list) and degrees:
+    if args.tp_degrees is None and isinstance(degrees, list) and degrees:
         if all(isinstance(d, int) and not isinstance(d, bool) for d in degrees):
             args.tp_degrees = ",".join(str(d) for d in degrees)
             filled.append(f"--tp-degrees {args.tp_degrees}")
