@@ -42,7 +42,8 @@ def _plan(tmp_path: Path, **changes: Any) -> dict[str, Any]:
         {"nodes": ["0", "1"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"0": "vanilla", "1": "vanilla"}},
         {"nodes": ["2", "3"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"2": "vanilla", "3": "vanilla"}},
     ]
-    plan = {"problem": "joint", "stages": stages, "instance": {"source": "g.json", "microbatches": 4}, "time_per_sample": 1.0}
+    instance = {"source": "g.json", "microbatches": 4, "devices": 2, "degrees": [1, 2]}
+    plan = {"problem": "joint", "stages": stages, "instance": instance, "time_per_sample": 1.0}
     plan.update(changes)
     return plan
 
@@ -80,6 +81,13 @@ def _edited(tmp_path: Path, edit: str) -> dict[str, Any]:
     elif edit == "t=2 with d=2":
         for s in st:
             s["data_parallel"] = s["tensor_parallel"] = 2
+    elif edit == "t=2 past the plan's devices":
+        for s in st:
+            s["tensor_parallel"] = 2
+    elif edit == "t=8 not offered":
+        plan["instance"]["devices"] = 16
+        for s in st:
+            s["tensor_parallel"] = 8
     elif edit == "d=1000":
         for s in st:
             s["data_parallel"] = 1000
@@ -109,6 +117,8 @@ def _edited(tmp_path: Path, edit: str) -> dict[str, Any]:
         ("swapped stages", "stages"),
         ("t=2 with d=2", "stages"),
         ("d=1000", "instance.microbatches"),
+        ("t=2 past the plan's devices", "stages"),
+        ("t=8 not offered", "stages[0].tensor_parallel"),
         ("unknown node", "stages[0].nodes"),
         ("dropped node", "stages"),
         ("duplicated node", "stages[1].nodes"),

@@ -224,6 +224,25 @@ def _check_shape(stages: list[RunStage], n: int, source: str) -> None:
         )
 
 
+def _check_devices(stages: list[RunStage], instance: dict[str, Any], source: str) -> None:
+    """The stages use no more devices than the plan was solved for, and a tensor-parallel degree it offered."""
+    s, d, t = len(stages), stages[0].data_parallel, stages[0].tensor_parallel
+    devices, degrees = instance.get("devices"), instance.get("degrees")
+    if isinstance(devices, int) and not isinstance(devices, bool) and s * d * t > devices:
+        raise InputError(
+            f"the stages use {s} x {d} x {t} = {s * d * t} devices and the plan was solved for {devices}: "
+            "solve the plan again rather than editing its degrees",
+            source=source,
+            where="stages",
+        )
+    if isinstance(degrees, list) and degrees and t not in degrees:
+        raise InputError(
+            f"tensor-parallel degree {t} is not among the plan's degrees {degrees}: solve the plan again with --tp-degrees",
+            source=source,
+            where="stages[0].tensor_parallel",
+        )
+
+
 def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str | None = None) -> RunSpec:
     """The :class:`RunSpec` of a ``solve --problem joint`` result on a graph written by ``milp-partition import torch``.
 
@@ -263,6 +282,7 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str 
     stages = [_stage(st, q, source) for q, st in enumerate(plan["stages"], start=1)]
     _check_nodes(stages, forward, source)
     _check_shape(stages, n, source)
+    _check_devices(stages, instance, source)
     reference = check_factory(str(model["reference"]), factory, str(gpath))
     tps = plan.get("time_per_sample")
     if tps is None:
