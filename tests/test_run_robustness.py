@@ -24,6 +24,7 @@ from milp_partition.run.launch import HostLimits, check_host
 from milp_partition.run.spec import read_run_spec
 from tests.fuzz_inputs import run_cli
 from tests.fuzz_seeds import REPO
+from tests.run_workers import fail_or_wait
 
 MLP = "milp_partition.importers.models:mlp_small_test"
 
@@ -232,6 +233,30 @@ def test_a_worker_whose_launcher_died_before_it_started_exits_at_once() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 1 and "ran" not in done.stdout
+
+
+def test_a_failed_worker_stops_the_others_and_is_one_line(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from milp_partition.run.launch import WorkerFailed, run_ranks
+
+    with pytest.raises(WorkerFailed, match=r"^rank 1 failed: ValueError: a broken stage$") as err:
+        run_ranks(fail_or_wait, 3, (600.0,), str(tmp_path))
+    assert "Traceback" in err.value.details and "fail_or_wait" in err.value.details
+    assert not multiprocessing.active_children()  # rank 0 and 2 (600 s each) were stopped and reaped
+
+
+def test_an_interrupt_during_the_spawn_stops_every_worker_started(tmp_path: Path) -> None:
+    import multiprocessing
+
+    from milp_partition.run.launch import run_ranks
+
+    def interrupt(line: str) -> None:
+        raise KeyboardInterrupt  # as SIGTERM arrives (milp_partition.cli.dispatch makes it one)
+
+    with pytest.raises(KeyboardInterrupt):
+        run_ranks(fail_or_wait, 1, (600.0,), str(tmp_path), interrupt)
+    assert not multiprocessing.active_children()
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -23,6 +23,7 @@ from milp_partition.importers.deps import require
 from milp_partition.io.atomic import write_atomic
 from milp_partition.report import fmt, fmt_bytes
 from milp_partition.run.launch import WorkerFailed, check_host, host_limits, run_plan
+from milp_partition.run.model import batch, build_model
 from milp_partition.run.spec import RunSpec, read_run_spec
 
 #: Most training steps of a run (every step's batch is drawn before the first; a run is a check, not a training job).
@@ -67,8 +68,6 @@ def _say(line: str) -> None:
 
 def check_model(spec: RunSpec, seed: int) -> None:
     """Build the model and its first batch here, before any worker: a factory that fails is bad input (exit 2)."""
-    from milp_partition.run.model import batch, build_model
-
     model = build_model(spec, seed)  # a factory that is missing, raises, exits or returns no module: InputError
     try:
         batch(spec, model, 0, seed)
