@@ -178,6 +178,14 @@ def test_a_failing_factory_is_bad_input_not_a_worker_traceback(tmp_path: Path, b
     assert "run: building the model" in err  # the progress line before the check
 
 
+def test_run_refuses_to_write_over_the_graph_its_plan_names(tmp_path: Path) -> None:
+    graph = _graph(tmp_path)
+    (tmp_path / "p.json").write_text(json.dumps(_plan(tmp_path)))
+    text = graph.read_text()
+    rc, _, err = run_cli(["run", str(tmp_path / "p.json"), "-o", str(graph)])  # the graph is not on the command line
+    assert rc == 2 and "is the input file" in err and graph.read_text() == text, err
+
+
 def test_steps_past_the_maximum_are_refused(tmp_path: Path) -> None:
     # refused as the command line is read (the plan is not even opened: it does not exist), not run until killed
     rc, _, err = run_cli(["run", str(tmp_path / "absent.json"), "--steps", str(10**23)])

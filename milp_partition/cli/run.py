@@ -17,7 +17,7 @@ from pathlib import Path
 
 from milp_partition.cli import flags
 from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_OK
-from milp_partition.cli.output import check_writable
+from milp_partition.cli.output import check_not_an_input, check_writable
 from milp_partition.errors import InputError
 from milp_partition.importers.deps import require
 from milp_partition.io.atomic import write_atomic
@@ -108,6 +108,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.output is not None:
         check_writable(args.output)
     spec = read_run_spec(args.plan, args.graph, args.factory)
+    if args.output is not None:  # the graph the plan names is an input too
+        check_not_an_input(args.output, [Path(spec.plan_path), Path(spec.graph_path)])
     if not args.oversubscribe:
         check_host(spec.world_size, args.threads, host_limits())
     require("torch")
