@@ -240,30 +240,47 @@ def test_a_worker_whose_launcher_died_before_it_started_exits_at_once() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
     assert done.returncode == 1 and "ran" not in done.stdout
+    from milp_partition.run.launch import _BOOT
+
+    # the boot code checks before it reads its call (a file that is not there) or imports anything of the project
+    done = subprocess.run(
+        [sys.executable, "-c", _BOOT, str(REPO / "absent.call"), "1"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 1 and done.stderr == ""
 
 
+def _children() -> list[int]:
+    """This process's live children (Linux)."""
+    pids = []
+    for task in Path("/proc/self/task").iterdir():
+        pids += [int(p) for p in (task / "children").read_text().split()]
+    return pids
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_failed_worker_stops_the_others_and_is_one_line(tmp_path: Path) -> None:
-    import multiprocessing
-
     from milp_partition.run.launch import WorkerFailed, run_ranks
+
+    before = _children()
 
     with pytest.raises(WorkerFailed, match=r"^rank 1 failed: ValueError: a broken stage$") as err:
         run_ranks(fail_or_wait, 3, (600.0,), str(tmp_path))
     assert "Traceback" in err.value.details and "fail_or_wait" in err.value.details
-    assert not multiprocessing.active_children()  # rank 0 and 2 (600 s each) were stopped and reaped
+    assert _children() == before  # rank 0 and 2 (600 s each) were stopped and reaped
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_an_interrupt_during_the_spawn_stops_every_worker_started(tmp_path: Path) -> None:
-    import multiprocessing
-
     from milp_partition.run.launch import run_ranks
+
+    before = _children()
 
     def interrupt(line: str) -> None:
         raise KeyboardInterrupt  # as SIGTERM arrives (milp_partition.cli.dispatch makes it one)
 
     with pytest.raises(KeyboardInterrupt):
         run_ranks(fail_or_wait, 1, (600.0,), str(tmp_path), interrupt)
-    assert not multiprocessing.active_children()
+    assert _children() == before
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -1,12 +1,13 @@
-"""Start one process per device (spawn), watch them, collect their results, run the reference.
+"""Start one process per device, watch them, collect their results, run the reference.
 
-The workers are this process's children, each started by :func:`_rank_main`: it asks for SIGKILL when this
-process dies (``PR_SET_PDEATHSIG`` on Linux, set before anything else, and a check that the parent did not die
-before it was set), ignores SIGINT (the launcher stops them), and writes a failure's one-line summary and
-traceback for the launcher instead of printing it. The launcher (:func:`run_ranks`) starts them one by one and,
-on any exception (Ctrl-C and SIGTERM arrive as :class:`KeyboardInterrupt`, see :mod:`milp_partition.cli.dispatch`),
-a failed worker or the end, stops every one started so far (SIGTERM, then SIGKILL after
-:data:`STOP_GRACE_S`), during the spawn too: no worker outlives the run.
+The workers are this process's children (``python -c`` :data:`_BOOT`, the call pickled to a file in the run's
+private temporary folder). Each asks for SIGKILL when this process dies (``PR_SET_PDEATHSIG`` on Linux) as the first
+thing it runs, before importing the project or torch, and exits at once if its parent died before that; it ignores
+SIGINT (the launcher stops it) and, through :func:`_rank_main`, writes a failure's one-line summary and traceback
+for the launcher instead of printing it. The launcher (:func:`run_ranks`) starts them one by one and, on any
+exception (Ctrl-C and SIGTERM arrive as :class:`KeyboardInterrupt`, see :mod:`milp_partition.cli.dispatch`), a
+failed worker or the end, stops every one started so far (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`), during
+the spawn too: no worker outlives the run.
 
 :func:`host_limits` says how many ranks the machine can host (cores, memory, GPUs); :func:`check_host` refuses a
 plan beyond it unless forced.
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -138,31 +141,63 @@ def _rank_main(fn: Callable[..., None], rank: int, parent: int, error_dir: str, 
         os._exit(1)
 
 
-def stop_processes(procs: list[Any], grace_s: float = STOP_GRACE_S) -> None:
+#: What a worker process runs first (``python -c``): the parent-death signal and the parent check before any import
+#: of the project or of torch (milliseconds after the start, not the seconds of those imports), Ctrl-C ignored, then
+#: the pickled call (:func:`_rank_main`) with the launcher's ``sys.path``.
+_BOOT = """\
+import os, signal, sys
+try:
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[2]):
+    os._exit(1)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+import pickle
+with open(sys.argv[1], "rb") as fh:
+    path, payload = pickle.load(fh)
+sys.path[:0] = [p for p in path if p not in sys.path]
+fn, rank, parent, error_dir, args = pickle.loads(payload)
+from milp_partition.run.launch import _rank_main
+_rank_main(fn, rank, parent, error_dir, args)
+"""
+
+
+def _start(fn: Callable[..., None], rank: int, error_dir: str, args: tuple[Any, ...]) -> subprocess.Popen[bytes]:
+    """Start the worker of ``rank`` (:data:`_BOOT`): its call is pickled to a file in ``error_dir``."""
+    payload = pickle.dumps((fn, rank, os.getpid(), error_dir, args))
+    call = Path(error_dir, f"rank{rank}.call")
+    write_atomic(call, pickle.dumps((list(sys.path), payload)), what="the worker's call")
+    return subprocess.Popen([sys.executable, "-c", _BOOT, str(call), str(os.getpid())])
+
+
+def stop_processes(procs: list[subprocess.Popen[bytes]], grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM every live process of ``procs``, SIGKILL those still alive after ``grace_s``, and reap them all."""
     for p in procs:
-        if p.is_alive():
+        if p.poll() is None:
             p.terminate()
     deadline = time.monotonic() + grace_s
     for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    for p in procs:
-        if p.is_alive():
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             p.kill()
     for p in procs:
-        p.join()
+        p.wait()
 
 
-def _failure(procs: list[Any], error_dir: str) -> WorkerFailed | None:
+def _failure(procs: list[subprocess.Popen[bytes]], error_dir: str) -> WorkerFailed | None:
     """The first failed worker (by rank) as a :class:`WorkerFailed`, if any has failed."""
     for rank, p in enumerate(procs):
-        if p.exitcode not in (None, 0):
+        if p.poll() not in (None, 0):
             path = Path(error_dir, f"rank{rank}.error")
             try:
                 data = json.loads(path.read_text())
                 return WorkerFailed(rank, str(data["summary"]), str(data["traceback"]))
             except (OSError, ValueError, KeyError):
-                how = f"killed by signal {-p.exitcode}" if p.exitcode < 0 else f"exit code {p.exitcode}"
+                code = p.returncode
+                how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
                 return WorkerFailed(rank, f"the process ended ({how})")
     return None
 
@@ -170,7 +205,10 @@ def _failure(procs: list[Any], error_dir: str) -> WorkerFailed | None:
 def run_ranks(
     fn: Callable[..., None], nprocs: int, args: tuple[Any, ...], error_dir: str, progress: Callable[[str], None] | None = None
 ) -> None:
-    """Run ``fn(rank, *args)`` in ``nprocs`` spawned processes and wait for all; stop them all on any failure.
+    """Run ``fn(rank, *args)`` in ``nprocs`` worker processes and wait for all; stop them all on any failure.
+
+    ``fn`` and ``args`` must pickle (``fn`` a module-level function); ``error_dir`` gets each worker's call and,
+    on a failure, its summary and traceback.
 
     Raises
     ------
@@ -179,16 +217,11 @@ def run_ranks(
     KeyboardInterrupt
         On Ctrl-C or SIGTERM (every worker is stopped first, during the spawn too).
     """
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    procs: list[Any] = []
+    procs: list[subprocess.Popen[bytes]] = []
     say = progress or (lambda _: None)
     try:
         for rank in range(nprocs):
-            p = ctx.Process(target=_rank_main, args=(fn, rank, os.getpid(), error_dir, args), daemon=False)
-            p.start()
-            procs.append(p)
+            procs.append(_start(fn, rank, error_dir, args))
             if _failure(procs, error_dir) is not None:
                 break
         say(f"started {len(procs)} rank(s)")
@@ -197,12 +230,12 @@ def run_ranks(
             failed = _failure(procs, error_dir)
             if failed is not None:
                 raise failed
-            if all(p.exitcode == 0 for p in procs):
+            if all(p.poll() == 0 for p in procs):
                 return
             time.sleep(POLL_S)
             if time.monotonic() - last >= HEARTBEAT_S:
                 last = time.monotonic()
-                alive = sum(p.is_alive() for p in procs)
+                alive = sum(p.poll() is None for p in procs)
                 say(f"{alive} of {nprocs} rank(s) working, {last - start:.0f} s")
     finally:
         stop_processes(procs)
