@@ -268,8 +268,9 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str 
     n = _positive_int(instance.get("microbatches"), source, "instance.microbatches")
     gpath = _graph_path(plan_path, plan, graph)
     data = _load(gpath, "imported graph")
-    layers = data.get("layers") if isinstance(data, dict) else None
-    model = layers.get("model") if isinstance(layers, dict) else None
+    found = data.get("layers") if isinstance(data, dict) else None
+    layers: dict[str, Any] = found if isinstance(found, dict) else {}
+    model = layers.get("model")
     if not isinstance(model, dict) or not isinstance(model.get("reference"), str) or not isinstance(model.get("inputs"), list):
         raise InputError(
             "the graph records no model reference: import it again with 'milp-partition import torch' (this version)",
@@ -288,6 +289,13 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str 
     if tps is None:
         tps = plan.get("objective")
     predicted = float(tps) * n if isinstance(tps, (int, float)) and not isinstance(tps, bool) else float("nan")
+    factor = layers.get("optimizer_state_bytes_per_param_byte", 0.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor < 0:
+        raise InputError(
+            f"must be a finite number, not negative, got {factor!r}",
+            source=str(gpath),
+            where="layers.optimizer_state_bytes_per_param_byte",
+        )
     return RunSpec(
         model=reference,
         inputs=tuple(str(s) for s in model["inputs"]),
@@ -296,7 +304,7 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str 
         node_order=tuple(forward),
         microbatches=n,
         predicted_step_s=predicted,
-        optimizer_state_factor=float(layers.get("optimizer_state_bytes_per_param_byte", 0.0)),
+        optimizer_state_factor=float(factor),
         graph_path=str(gpath),
         plan_path=source,
         graph=data,
