@@ -36,7 +36,7 @@ from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
 from milp_partition.cli.flags import OneLineParser
 from milp_partition.cli.options import COMMON, add_problem_options, add_solver_options, flag_name
-from milp_partition.cli.output import check_writable
+from milp_partition.cli.output import check_writable, refuse_outputs_among_inputs
 from milp_partition.errors import InputError, MilpPartitionError
 from milp_partition.io.json_text import parse_json, read_text_file
 
@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     with _interrupts():
         try:
             args = build_parser().parse_args(argv)
+            refuse_outputs_among_inputs(args)  # an output that is one of the inputs would replace it
             if args.command in ("solve", "evaluate"):
                 return _problem_command(args)
             return (getattr(args, "handler", None) or _cmd_info)(args)

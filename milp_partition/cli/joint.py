@@ -7,6 +7,8 @@ and calls :func:`cmd_solve`, :func:`cmd_evaluate` or :func:`cmd_info`.
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -257,8 +259,59 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _positive(value: object) -> float | None:
+    """``value`` when it is a finite positive number (not a bool), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def cluster_from_result(args: argparse.Namespace) -> list[str]:
+    """Fill the cluster options ``evaluate`` of an imported graph was not given from the result's ``instance``.
+
+    An imported graph carries no cluster: ``--devices``, ``--memory``, ``--bandwidth``, ``--microbatches`` and
+    ``--tp-degrees`` are what the plan was solved with, as its result file records them; a flag given on the
+    command line wins. A joint file (its own cluster), a bare solution or a malformed figure fills nothing.
+    Returns the flags filled.
+    """
+    if not looks_like_imported(parse_json(read_text_file(args.instance), str(args.instance))):
+        return []  # a joint file carries its cluster: the result's own figures are claims to check against it
+    claimed = read_result(args.solution)
+    instance = claimed.get("instance") if claimed is not None and claimed.get("problem") == "joint" else None
+    if not isinstance(instance, dict):
+        return []
+    filled: list[str] = []
+    devices, memory = instance.get("devices"), _positive(instance.get("memory_bytes"))
+    if args.devices is None and isinstance(devices, int) and not isinstance(devices, bool) and 1 <= devices <= MAX_DEVICES:
+        args.devices = devices
+        filled.append(f"--devices {devices}")
+    if args.memory is None and memory is not None and memory == int(memory):
+        args.memory = f"{int(memory)}B"
+        filled.append(f"--memory {fmt_bytes(memory)}")
+    bandwidth = _positive(instance.get("bandwidth_bytes_per_s"))
+    if args.bandwidth is None and bandwidth is not None:
+        args.bandwidth = f"{bandwidth!r}B/s"
+        filled.append(f"--bandwidth {format_rate(bandwidth)}")
+    n = instance.get("microbatches")
+    if getattr(args, "microbatches", None) is None and isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+        args.microbatches = n
+        filled.append(f"--microbatches {n}")
+    degrees = instance.get("degrees")
+    if args.tp_degrees is None and isinstance(degrees, list) and degrees:
+        if all(isinstance(d, int) and not isinstance(d, bool) for d in degrees):
+            args.tp_degrees = ",".join(str(d) for d in degrees)
+            filled.append(f"--tp-degrees {args.tp_degrees}")
+    return filled
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """``evaluate --problem joint``: verify a plan, recompute every claim of its result file, print its time per sample and stages."""
+    """``evaluate --problem joint``: verify a plan, recompute every claim of its result file, print its time per sample and stages.
+
+    Cluster options left out are taken from the result file's ``instance`` (:func:`cluster_from_result`).
+    """
+    filled = cluster_from_result(args)
+    if filled:
+        print(f"note: from {args.solution}'s instance: {' '.join(filled)}", file=sys.stderr)
     problem = problem_from_args(args)
     plan = read_plan(args.solution)
     report = verify_joint(problem, plan)
