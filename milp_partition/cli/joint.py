@@ -304,6 +304,85 @@ def cluster_from_result(args: argparse.Namespace) -> list[str]:
     return filled
 
 
+def _listed(values: list[str]) -> str:
+    """At most five values, quoted, for a message."""
+    return ", ".join(repr(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
+
+
+def check_plan(problem: JointProblem, plan: JointPlan, path: Path) -> None:
+    """Bad input (exit 2), not an infeasible plan (exit 3): what the plan names must be the instance's, once each, in order.
+
+    Refused: a stage without nodes; an unknown node id; a node in two stages (or twice in one); a node in no stage; a
+    ``tensor_parallel`` the node offers no configurations for; a node without a configuration, with one it does not have
+    for that degree, or a configuration for a node not in the stage; an edge from a later stage back to an earlier one
+    (stages are listed in pipeline order).  What is left to the verifier (exit 3) is what a well-formed plan can break:
+    the cluster's devices, ``d`` dividing ``N``, the forced shape, memory.
+    """
+    source = str(path)
+    nodes = {n.id: n for n in problem.nodes}
+    stage_of: dict[str, int] = {}
+    for q, st in enumerate(plan.stages):
+        where = f"stages[{q}]"
+        if not st.nodes:
+            raise InputError("the stage has no nodes; give it at least one node id or remove it", source=source, where=where)
+        for v in st.nodes:
+            if v not in nodes:
+                raise InputError(
+                    f"unknown node id {v!r}; the instance's node ids are {_listed(list(nodes))}", source=source, where=where
+                )
+            if v in stage_of:
+                first = "this stage" if stage_of[v] == q else f"stages[{stage_of[v]}]"
+                raise InputError(
+                    f"node {v!r} is already in {first}; every node belongs to exactly one stage, list it once",
+                    source=source,
+                    where=where,
+                )
+            stage_of[v] = q
+            options = nodes[v].configs.get(st.tensor_parallel)
+            if not options:
+                raise InputError(
+                    f"'tensor_parallel' {st.tensor_parallel} is not offered for node {v!r}; use one of its degrees "
+                    f"{sorted(nodes[v].configs)}",
+                    source=source,
+                    where=where,
+                )
+            name = st.configs.get(v)
+            ids = [c.id for c in options]
+            if name is None:
+                raise InputError(
+                    f"'configs' gives no configuration for node {v!r}; add one of {_listed(ids)}", source=source, where=where
+                )
+            if name not in ids:
+                raise InputError(
+                    f"'configs': node {v!r} has no configuration {name!r} for tensor_parallel {st.tensor_parallel}; "
+                    f"it has {_listed(ids)}",
+                    source=source,
+                    where=where,
+                )
+        extra = [v for v in st.configs if v not in st.nodes]
+        if extra:
+            raise InputError(
+                f"'configs' names node {extra[0]!r}, which is not in this stage's 'nodes'; remove it or move the node here",
+                source=source,
+                where=where,
+            )
+    missing = [v for v in nodes if v not in stage_of]
+    if missing:
+        raise InputError(
+            f"node {missing[0]!r} is in no stage ({len(missing)} of {len(nodes)} nodes are in none); add every node of "
+            "the instance to one stage's 'nodes'",
+            source=source,
+        )
+    for e in problem.edges:
+        a, b = stage_of[e.source], stage_of[e.target]
+        if a > b:
+            raise InputError(
+                f"edge {e.source!r} -> {e.target!r} runs from stages[{a}] back to stages[{b}]; stages are listed in "
+                "pipeline order (every edge stays in its stage or goes to a later one): reorder the stages or move a node",
+                source=source,
+            )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate --problem joint``: verify a plan, recompute every claim of its result file, print its time per sample and stages.
 
@@ -314,6 +393,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"note: from {args.solution}'s instance: {' '.join(filled)}", file=sys.stderr)
     problem = problem_from_args(args)
     plan = read_plan(args.solution)
+    check_plan(problem, plan, args.solution)
     report = verify_joint(problem, plan)
     if not report.feasible:
         print("INFEASIBLE plan:")
