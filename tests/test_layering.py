@@ -96,6 +96,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.solve": 6,
     "milp_partition.joint.solve": 6,
     "milp_partition.galvatron.solve": 6,
+    "milp_partition.joint.space": 6,  # the joint search within a training engine's space (solve_joint per candidate)
     # 7: on top: command line, reports, plots, sweeps and each problem's gap sweep
     "milp_partition.__main__": 7,
     "milp_partition.registry": 7,  # one descriptor per problem: it names cli, solve, gap and plot modules

@@ -10,10 +10,12 @@ import argparse
 import json
 from pathlib import Path
 
+from milp_partition.cli.export import EXPORT_OPTIONS, write_export
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
-from milp_partition.galvatron.problem import GalvatronProblem, plan_from_config
+from milp_partition.galvatron.problem import GalvatronProblem
 from milp_partition.galvatron.solve import GalvatronResult, solve_galvatron
+from milp_partition.io.export.galvatron import plan_from_config
 from milp_partition.io.galvatron import looks_like_galvatron, read_galvatron, read_model_profile
 from milp_partition.report import fmt
 from milp_partition.units import parse_bytes
@@ -26,7 +28,7 @@ STRATEGY_LEGEND = (
     "data-parallel degree (f: ZeRO-3, else ZeRO-2; plain DDP at 1); -c: checkpointed; -sp: Ulysses sequence "
     "parallel (else Megatron tp); C: stage compute per micro-batch, R: with gradient sync"
 )
-OPTIONS = frozenset({"devices", "memory", "hardware", "global_batch", "seq_length"})
+OPTIONS = frozenset({"devices", "memory", "hardware", "global_batch", "seq_length", *EXPORT_OPTIONS})
 
 
 def claims(data: object) -> bool:
@@ -84,7 +86,10 @@ def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
 def cmd_solve(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     result = solve_galvatron(problem, args.time_limit, None if (args.quiet or args.progress <= 0) else args.progress)
-    return emit(result, args, lambda: format_report(result, problem))
+    code = emit(result, args, lambda: format_report(result, problem))
+    if code == 0:
+        write_export(args, problem, plan_from_config(result.galvatron_config) if result.galvatron_config else None)
+    return code
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

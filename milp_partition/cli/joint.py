@@ -12,12 +12,14 @@ from pathlib import Path
 
 from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
+from milp_partition.cli.export import BATCH_OPTION, EXPORT_OPTIONS, write_export
 from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.io.imported_layers import looks_like_imported
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.piper import file_cluster, joint_from_dict, looks_like_joint, read_joint
+from milp_partition.io.plans import plan_from_json
 from milp_partition.joint.layers import (
     ALLOWED_TP_DEGREES,
     DEFAULT_MICROBATCHES,
@@ -27,6 +29,7 @@ from milp_partition.joint.layers import (
 )
 from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
+from milp_partition.joint.space import SPACES, solve_in_space
 from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, names_span, run_lines
 from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
@@ -48,6 +51,9 @@ OPTIONS = frozenset(
         "tensor_parallel",
         "max_ideals",
         "memory_reserve",
+        *EXPORT_OPTIONS,
+        BATCH_OPTION,
+        "space",
     }
 )
 
@@ -96,6 +102,12 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             help="joint: dp (default) = the exact DP (the wide-graph bounds and the slot MILP only when the graph has "
             "more ideals than the DP's cap or than its compiled passes take); "
             "milp = the slot MILP with --solver (cpsat or cbc), warm-started by the baselines",
+        )
+        g.add_argument(
+            "--space",
+            choices=SPACES,
+            help="joint: the best plan a training engine can run (every stage the same data- and tensor-parallel "
+            "degrees; every transformer block recomputed or none), proven over that space; then --export it",
         )
 
 
@@ -215,8 +227,12 @@ def cmd_solve(args: argparse.Namespace) -> int:
         method=getattr(args, "method", None) or "dp",
         solver=args.solver,
     )
-    result = solve_joint(problem, settings)
-    return emit(result, args, lambda: format_report(result, problem))
+    space = getattr(args, "space", None)
+    result = solve_in_space(problem, settings, space) if space else solve_joint(problem, settings)
+    code = emit(result, args, lambda: format_report(result, problem))
+    if code == EXIT_OK:
+        write_export(args, problem, plan_from_json({"stages": result.stages}, "joint") if result.stages else None)
+    return code
 
 
 def read_plan(path: Path) -> JointPlan:

@@ -1,0 +1,164 @@
+"""One plan file per problem: the answer alone, without the report (``milp-partition-plan/1``).
+
+A plan file is what a solve decided, in the same field names as the result JSON (so a result file is also read as a
+plan):
+
+==========  =================================================================================================
+problem     fields
+==========  =================================================================================================
+pipeline    ``assignment``: node id -> device id
+strategy    ``assignment``: layer id -> configuration name
+placement   ``assignment``: task id -> device id; ``starts``: task id -> start; ``transfer_starts`` (optional):
+            ``"source->target"`` -> start of that edge's transfer
+joint       ``stages``: in pipeline order, each ``{nodes, data_parallel, tensor_parallel, configs}``
+galvatron   ``galvatron_config``: Galvatron's runtime config (:mod:`milp_partition.io.export.galvatron`)
+==========  =================================================================================================
+
+plus ``format`` and ``problem``.  :func:`write_plan` writes one, :func:`read_plan` reads one back (or a result JSON of
+that problem) into the problem's solution type, every field checked: bad input is an :class:`InputError` naming the
+file and the field.  Engine formats (Galvatron, torchtitan, Megatron-LM) are exports, in
+:mod:`milp_partition.io.export`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from milp_partition.errors import InputError
+from milp_partition.galvatron.problem import GalvatronPlan
+from milp_partition.io.export.galvatron import plan_from_config, plan_to_config
+from milp_partition.io.json_text import check_object, parse_json, read_text_file, to_float, write_text_file
+from milp_partition.joint.problem import JointPlan, JointStage, plan_to_dict
+from milp_partition.pipeline.problem import PipelineSolution
+from milp_partition.placement.problem import PlacementProblem, PlacementSolution
+from milp_partition.strategy.problem import StrategySolution
+
+PLAN_FORMAT = "milp-partition-plan/1"
+#: Problems with a plan format.
+PLAN_PROBLEMS = ("pipeline", "strategy", "placement", "joint", "galvatron")
+
+Plan = PipelineSolution | StrategySolution | PlacementSolution | JointPlan | GalvatronPlan
+
+
+def plan_to_json(problem_kind: str, plan: Plan, problem: Any = None) -> dict[str, Any]:
+    """The plan file's content.  ``problem``: the placement problem (its task and device ids) or the Galvatron problem
+    (its global batch and pipeline type); unused for the others."""
+    out: dict[str, Any] = {"format": PLAN_FORMAT, "problem": problem_kind}
+    if isinstance(plan, PipelineSolution | StrategySolution) and problem_kind in ("pipeline", "strategy"):
+        out["assignment"] = dict(plan.assignment if isinstance(plan, PipelineSolution) else plan.choice)
+    elif isinstance(plan, PlacementSolution) and problem_kind == "placement":
+        if not isinstance(problem, PlacementProblem):
+            raise TypeError("a placement plan needs its PlacementProblem (task and device ids)")
+        out["assignment"] = {t: problem.device_ids[int(plan.device[i])] for i, t in enumerate(problem.task_ids)}
+        out["starts"] = {t: float(plan.start[i]) for i, t in enumerate(problem.task_ids)}
+        if plan.transfer_start is not None:
+            out["transfer_starts"] = {
+                _edge(problem, e): float(plan.transfer_start[e])
+                for e in range(problem.num_edges)
+                if not math.isnan(float(plan.transfer_start[e]))
+            }
+    elif isinstance(plan, JointPlan) and problem_kind == "joint":
+        out["stages"] = plan_to_dict(plan)
+    elif isinstance(plan, GalvatronPlan) and problem_kind == "galvatron":
+        out["galvatron_config"] = plan_to_config(problem, plan)
+    else:
+        raise TypeError(f"no {problem_kind} plan: {type(plan).__name__}")
+    return out
+
+
+def write_plan(path: str | Path, problem_kind: str, plan: Plan, problem: Any = None) -> None:
+    """Write ``plan`` as a plan file (atomically)."""
+    write_text_file(path, json.dumps(plan_to_json(problem_kind, plan, problem), indent=2) + "\n")
+
+
+def read_plan(path: str | Path, problem_kind: str, problem: Any = None) -> Plan:
+    """A plan of ``problem_kind`` from a plan file or a result JSON (``problem``: the placement problem, for its ids)."""
+    source = str(path)
+    return plan_from_json(parse_json(read_text_file(path), source), problem_kind, source, problem)
+
+
+def plan_from_json(data: Any, problem_kind: str, source: str = "", problem: Any = None) -> Plan:
+    """The inverse of :func:`plan_to_json` (also reads a result JSON's fields)."""
+    obj = check_object(data, "plan", source)
+    kind = obj.get("problem")
+    if obj.get("format") == PLAN_FORMAT and kind != problem_kind:
+        raise InputError(f"a {kind} plan, not a {problem_kind} one", source=source, where="problem")
+    if problem_kind in ("pipeline", "strategy"):
+        assignment = _str_map(obj.get("assignment"), "assignment", source)
+        return PipelineSolution(assignment) if problem_kind == "pipeline" else StrategySolution(assignment)
+    if problem_kind == "placement":
+        if not isinstance(problem, PlacementProblem):
+            raise TypeError("a placement plan needs its PlacementProblem (task and device ids)")
+        return _placement(obj, problem, source)
+    if problem_kind == "joint":
+        return _joint(obj.get("stages"), source)
+    if problem_kind == "galvatron":
+        cfg = check_object(obj.get("galvatron_config"), "galvatron_config", source)
+        try:
+            return plan_from_config(dict(cfg))
+        except ValueError as exc:
+            raise InputError(str(exc), source=source) from None
+    raise InputError(f"no plan format for problem {problem_kind!r}; known: {', '.join(PLAN_PROBLEMS)}", source=source)
+
+
+def _edge(problem: PlacementProblem, e: int) -> str:
+    return f"{problem.task_ids[int(problem.edge_source[e])]}->{problem.task_ids[int(problem.edge_target[e])]}"
+
+
+def _str_map(value: Any, where: str, source: str) -> dict[str, str]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InputError("expected an object mapping ids to names", source=source, where=where)
+    return dict(value)
+
+
+def _placement(obj: Mapping[str, Any], problem: PlacementProblem, source: str) -> PlacementSolution:
+    assignment = _str_map(obj.get("assignment"), "assignment", source)
+    starts = check_object(obj.get("starts", {}), "starts", source)
+    device, start = np.zeros(problem.num_tasks, dtype=np.int64), np.zeros(problem.num_tasks)
+    for i, t in enumerate(problem.task_ids):
+        dev = assignment.get(t)
+        if dev not in problem.device_index:
+            raise InputError(
+                f"device {dev!r} is not one of {', '.join(problem.device_ids)}", source=source, where=f"assignment.{t}"
+            )
+        device[i] = problem.device_index[dev]
+        start[i] = math.nan if starts.get(t) is None else to_float(starts[t], f"starts.{t}", source)
+    unknown = sorted(set(assignment) - set(problem.task_ids))
+    if unknown:
+        raise InputError(f"unknown task id {unknown[0]!r}", source=source, where="assignment")
+    transfer = None
+    if obj.get("transfer_starts"):
+        given = check_object(obj["transfer_starts"], "transfer_starts", source)
+        keys = [_edge(problem, e) for e in range(problem.num_edges)]
+        transfer = np.array(
+            [math.nan if given.get(k) is None else to_float(given[k], f"transfer_starts.{k}", source) for k in keys]
+        )
+    return PlacementSolution(device, start, transfer)
+
+
+def _joint(stages: Any, source: str) -> JointPlan:
+    if not isinstance(stages, list) or not stages:
+        raise InputError("expected a non-empty list of stages", source=source, where="stages")
+    out = []
+    for q, st in enumerate(stages):
+        where = f"stages[{q}]"
+        st = check_object(st, where, source)
+        nodes, configs = st.get("nodes"), st.get("configs")
+        if not isinstance(nodes, list) or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in nodes):
+            raise InputError("'nodes' must be a list of node ids", source=source, where=where)
+        degrees = []
+        for key in ("data_parallel", "tensor_parallel"):
+            value = st.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InputError(f"'{key}' must be a positive integer, got {value!r}", source=source, where=where)
+            degrees.append(value)
+        out.append(
+            JointStage(tuple(str(v) for v in nodes), degrees[0], degrees[1], _str_map(configs, f"{where}.configs", source))
+        )
+    return JointPlan(tuple(out))
