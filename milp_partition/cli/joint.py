@@ -101,7 +101,7 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             choices=["dp", "milp"],
             help="joint: dp (default) = the exact DP (the wide-graph bounds and the slot MILP only when the graph has "
             "more ideals than the DP's cap or than its compiled passes take); "
-            "milp = the slot MILP with --solver (cpsat or cbc), warm-started by the baselines",
+            "milp = the slot MILP with --solver (any MILP back-end), warm-started by the baselines",
         )
         g.add_argument(
             "--space",
