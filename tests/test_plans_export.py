@@ -87,7 +87,7 @@ def test_a_plan_of_another_problem_or_a_bad_field_is_named(tmp_path: Path) -> No
     with pytest.raises(InputError, match="a pipeline plan, not a strategy one"):
         read_plan(tmp_path / "p.json", "strategy")
     (tmp_path / "j.json").write_text(json.dumps({"stages": [{"nodes": ["1"], "data_parallel": 0, "tensor_parallel": 1}]}))
-    with pytest.raises(InputError, match=r"stages\[0\].*'data_parallel' must be a positive integer"):
+    with pytest.raises(InputError, match=r"stages\[0\].*.data_parallel. must be an integer from 1"):
         read_plan(tmp_path / "j.json", "joint")
 
 

@@ -20,6 +20,7 @@ from milp_partition.io.imported_layers import looks_like_imported
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.piper import file_cluster, joint_from_dict, looks_like_joint, read_joint
 from milp_partition.io.plans import plan_from_json
+from milp_partition.io.plans import read_plan as read_plan_file
 from milp_partition.joint.layers import (
     ALLOWED_TP_DEGREES,
     DEFAULT_MICROBATCHES,
@@ -27,11 +28,11 @@ from milp_partition.joint.layers import (
     joint_from_imported,
     parse_tp_degrees,
 )
-from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
+from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
 from milp_partition.joint.space import SPACES, solve_in_space
 from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, names_span, run_lines
-from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
+from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
@@ -236,41 +237,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def read_plan(path: Path) -> JointPlan:
-    """A plan from a result JSON (its ``stages``) or a bare list of stages; every field's type is checked (a string of
-    node ids is not a list of them)."""
-    source = str(path)
-    data = parse_json(read_text_file(path), source)
-    if isinstance(data, dict):
-        data = data.get("stages")
-    if not isinstance(data, list) or not data:
-        raise InputError("expected a result JSON with a non-empty 'stages' list, or such a list", source=source)
-    stages = []
-    for q, st in enumerate(data):
-        where = f"stages[{q}]"
-        if not isinstance(st, dict):
-            raise InputError("expected an object", source=source, where=where)
-        nodes, d, t, configs = st.get("nodes"), st.get("data_parallel"), st.get("tensor_parallel"), st.get("configs")
-        if not isinstance(nodes, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in nodes):
-            raise InputError(f"'nodes' must be a list of node ids, got {_short(nodes)}", source=source, where=where)
-        for key, value in (("data_parallel", d), ("tensor_parallel", t)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
-                raise InputError(
-                    f"'{key}' must be an integer from 1 to {MAX_DEVICES}, got {_short(value)}", source=source, where=where
-                )
-        if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
-            raise InputError(
-                f"'configs' must be an object mapping node id to configuration id, got {_short(configs)}",
-                source=source,
-                where=where,
-            )
-        assert isinstance(d, int) and isinstance(t, int)  # checked above
-        stages.append(JointStage(tuple(str(v) for v in nodes), d, t, {str(k): v for k, v in configs.items()}))
-    return JointPlan(tuple(stages))
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A plan from a plan file, a result JSON (its ``stages``) or a bare list of stages (:mod:`milp_partition.io.plans`:
+    every field's type is checked; a string of node ids is not a list of them)."""
+    plan = read_plan_file(path, "joint")
+    assert isinstance(plan, JointPlan)
+    return plan
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

@@ -38,6 +38,7 @@ from milp_partition.joint.problem import JointPlan, JointStage, plan_to_dict
 from milp_partition.pipeline.problem import PipelineSolution
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 from milp_partition.strategy.problem import StrategySolution
+from milp_partition.units import MAX_DEVICES
 
 PLAN_FORMAT = "milp-partition-plan/1"
 #: Problems with a plan format.
@@ -84,7 +85,10 @@ def read_plan(path: str | Path, problem_kind: str, problem: Any = None) -> Plan:
 
 
 def plan_from_json(data: Any, problem_kind: str, source: str = "", problem: Any = None) -> Plan:
-    """The inverse of :func:`plan_to_json` (also reads a result JSON's fields)."""
+    """The inverse of :func:`plan_to_json` (also reads a result JSON's fields, and a joint plan as a bare list of
+    stages)."""
+    if problem_kind == "joint" and isinstance(data, list):
+        return _joint(data, source)
     obj = check_object(data, "plan", source)
     kind = obj.get("problem")
     if obj.get("format") == PLAN_FORMAT and kind != problem_kind:
@@ -105,6 +109,11 @@ def plan_from_json(data: Any, problem_kind: str, source: str = "", problem: Any 
         except ValueError as exc:
             raise InputError(str(exc), source=source) from None
     raise InputError(f"no plan format for problem {problem_kind!r}; known: {', '.join(PLAN_PROBLEMS)}", source=source)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _edge(problem: PlacementProblem, e: int) -> str:
@@ -144,21 +153,27 @@ def _placement(obj: Mapping[str, Any], problem: PlacementProblem, source: str) -
 
 def _joint(stages: Any, source: str) -> JointPlan:
     if not isinstance(stages, list) or not stages:
-        raise InputError("expected a non-empty list of stages", source=source, where="stages")
+        raise InputError("expected a result JSON with a non-empty 'stages' list, or such a list", source=source)
     out = []
     for q, st in enumerate(stages):
         where = f"stages[{q}]"
         st = check_object(st, where, source)
         nodes, configs = st.get("nodes"), st.get("configs")
         if not isinstance(nodes, list) or not all(isinstance(v, str | int) and not isinstance(v, bool) for v in nodes):
-            raise InputError("'nodes' must be a list of node ids", source=source, where=where)
+            raise InputError(f"'nodes' must be a list of node ids, got {_short(nodes)}", source=source, where=where)
         degrees = []
         for key in ("data_parallel", "tensor_parallel"):
             value = st.get(key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InputError(f"'{key}' must be a positive integer, got {value!r}", source=source, where=where)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+                raise InputError(
+                    f"'{key}' must be an integer from 1 to {MAX_DEVICES}, got {_short(value)}", source=source, where=where
+                )
             degrees.append(value)
-        out.append(
-            JointStage(tuple(str(v) for v in nodes), degrees[0], degrees[1], _str_map(configs, f"{where}.configs", source))
-        )
+        if not isinstance(configs, Mapping) or not all(isinstance(v, str) for v in configs.values()):
+            raise InputError(
+                f"'configs' must be an object mapping node id to configuration id, got {_short(configs)}",
+                source=source,
+                where=where,
+            )
+        out.append(JointStage(tuple(str(v) for v in nodes), degrees[0], degrees[1], {str(k): v for k, v in configs.items()}))
     return JointPlan(tuple(out))
