@@ -25,7 +25,7 @@ from milp_partition.cli.output import emit
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
 from milp_partition.io import read_cluster, read_instance
-from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.io.plans import read_plan
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines
@@ -263,16 +263,11 @@ def _least_time_note(problem: PipelineProblem, settings: SolveSettings) -> str:
 
 
 def read_assignment(path: Path) -> dict[str, str]:
-    """A result JSON's ``assignment``, or a JSON object id -> device id; anything else is bad input."""
-
-    data = parse_json(read_text_file(path), str(path))
-    if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
-        data = data["assignment"]
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise InputError(
-            "expected a result JSON with an 'assignment' object, or an object mapping node id to device id", source=str(path)
-        )
-    return data
+    """A plan file's or result JSON's ``assignment``, or an object id -> device id (:mod:`milp_partition.io.plans`);
+    anything else is bad input."""
+    plan = read_plan(path, "pipeline")
+    assert isinstance(plan, PipelineSolution)
+    return dict(plan.assignment)
 
 
 def check_assignment(assignment: dict[str, str], ids: list[str], devices: list[str], path: Path, what: str) -> None:

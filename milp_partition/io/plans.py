@@ -94,7 +94,16 @@ def plan_from_json(data: Any, problem_kind: str, source: str = "", problem: Any 
     if obj.get("format") == PLAN_FORMAT and kind != problem_kind:
         raise InputError(f"a {kind} plan, not a {problem_kind} one", source=source, where="problem")
     if problem_kind in ("pipeline", "strategy"):
-        assignment = _str_map(obj.get("assignment"), "assignment", source)
+        value = obj.get("assignment")
+        if not isinstance(value, Mapping) and "format" not in obj:
+            value = obj  # a bare object: node id -> device id (pipeline) or layer id -> configuration (strategy)
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            what = "device id" if problem_kind == "pipeline" else "configuration name"
+            raise InputError(
+                f"expected a plan file or result JSON with an 'assignment' object, or an object mapping node id to {what}",
+                source=source,
+            )
+        assignment = dict(value)
         return PipelineSolution(assignment) if problem_kind == "pipeline" else StrategySolution(assignment)
     if problem_kind == "placement":
         if not isinstance(problem, PlacementProblem):
