@@ -136,26 +136,37 @@ def _str_map(value: Any, where: str, source: str) -> dict[str, str]:
 
 
 def _placement(obj: Mapping[str, Any], problem: PlacementProblem, source: str) -> PlacementSolution:
-    assignment = _str_map(obj.get("assignment"), "assignment", source)
-    starts = check_object(obj.get("starts", {}), "starts", source)
+    if isinstance(obj.get("assignment"), Mapping):
+        assignment, starts = obj["assignment"], obj.get("starts") or {}
+    elif "format" not in obj and obj and all(isinstance(v, Mapping) for v in obj.values()):  # task id -> {device, start}
+        assignment = {k: v.get("device") for k, v in obj.items()}
+        starts = {k: v.get("start") for k, v in obj.items() if v.get("start") is not None}
+    else:
+        raise InputError(
+            "expected a plan file or result JSON with 'assignment' (and 'starts'), or an object task id -> {device, start}",
+            source=source,
+        )
+    starts = check_object(starts, "starts", source)
     device, start = np.zeros(problem.num_tasks, dtype=np.int64), np.zeros(problem.num_tasks)
     for i, t in enumerate(problem.task_ids):
-        dev = assignment.get(t)
-        if dev not in problem.device_index:
+        if t not in assignment:
+            raise InputError("the solution gives no device for this task", source=source, where=f"task {t!r}")
+        dev = assignment[t]
+        if not isinstance(dev, str) or dev not in problem.device_index:
             raise InputError(
-                f"device {dev!r} is not one of {', '.join(problem.device_ids)}", source=source, where=f"assignment.{t}"
+                f"unknown device {dev!r}; devices are {', '.join(problem.device_ids)}", source=source, where=f"task {t!r}"
             )
         device[i] = problem.device_index[dev]
-        start[i] = math.nan if starts.get(t) is None else to_float(starts[t], f"starts.{t}", source)
-    unknown = sorted(set(assignment) - set(problem.task_ids))
+        start[i] = math.nan if starts.get(t) is None else to_float(starts[t], f"task {t!r} start", source)
+    unknown = sorted(str(k) for k in set(assignment) - set(problem.task_ids))
     if unknown:
-        raise InputError(f"unknown task id {unknown[0]!r}", source=source, where="assignment")
+        raise InputError(f"unknown task id {unknown[0]!r} in the solution", source=source)
     transfer = None
-    if obj.get("transfer_starts"):
-        given = check_object(obj["transfer_starts"], "transfer_starts", source)
+    if isinstance(obj.get("transfer_starts"), Mapping) and obj["transfer_starts"]:
+        given = obj["transfer_starts"]
         keys = [_edge(problem, e) for e in range(problem.num_edges)]
         transfer = np.array(
-            [math.nan if given.get(k) is None else to_float(given[k], f"transfer_starts.{k}", source) for k in keys]
+            [math.nan if given.get(k) is None else to_float(given[k], f"transfer {k!r} start", source) for k in keys]
         )
     return PlacementSolution(device, start, transfer)
 
