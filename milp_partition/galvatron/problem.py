@@ -128,6 +128,31 @@ class GalvatronProblem:
         return m - int(m * 0.2) if m // 1024 > 20 else m
 
 
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n >= 1`` in increasing order, by trial division up to sqrt(n) (46341 steps at 2**31)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def outer_choices(problem: GalvatronProblem) -> list[tuple[int, int]]:
+    """(pp, chunks) pairs of the space: pp a power of 2 within max_pp, the layers and the devices; chunks dividing the
+    global batch, at least pp."""
+    ms = divisors(problem.global_batch)
+    out = []
+    pp = 1
+    while pp <= min(problem.max_pp, problem.layers, problem.devices):
+        out += [(pp, m) for m in ms if m >= pp]
+        pp *= 2
+    return out
+
+
 @dataclass(frozen=True, order=True)
 class Strategy:
     """A layer's strategy inside a plan of pipeline degree pp on N devices: dp = N / pp / tp_sp."""
@@ -162,3 +187,18 @@ class GalvatronPlan:
     division: tuple[int, ...]
     layers: tuple[Strategy, ...]
     vocab: VocabStrategy
+
+
+def stage_rows(problem: GalvatronProblem, plan: GalvatronPlan, compute_s: tuple[float, ...], sync_s: tuple[float, ...],
+               memory_mb: tuple[int, ...]) -> list[dict[str, object]]:
+    """The result's ``stages``: per stage its layers [first, end), C and R (s per micro-batch), memory (MiB) and its
+    layers' strategy labels (the verifier's figures)."""
+    rows: list[dict[str, object]] = []
+    a = 0
+    for i, n in enumerate(plan.division):
+        rows.append({
+            "layers": [a, a + n], "compute_s": compute_s[i], "sync_s": sync_s[i], "memory_mb": memory_mb[i],
+            "strategies": [s.label(plan.pp, problem.devices) for s in plan.layers[a:a + n]],
+        })
+        a += n
+    return rows
