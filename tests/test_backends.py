@@ -228,3 +228,46 @@ def test_mixed_integer_with_fractional_optimum(backend: str) -> None:
     assert out.status is SolveStatus.OPTIMAL
     assert out.objective == pytest.approx(best, rel=1e-9)
     assert best - 1e-6 <= out.bound <= best + 1e-12
+
+
+@pytest.mark.skipif(not installed("highs"), reason="highspy is not installed")
+def test_highs_ctrl_c_cancels_the_solve_and_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while HiGHS solves (the first wait of the solve raises KeyboardInterrupt, as a signal would): the solve is
+    cancelled and returns; whatever it has is no proof (capability CANCEL)."""
+    import random
+
+    from milp_partition.backends import highs as highs_backend
+
+    real = highs_backend._new_highs
+
+    def interrupted_on_first_wait(highspy):  # type: ignore[no-untyped-def]
+        h = real(highspy)
+        wait, calls = h.wait, []
+
+        def first_raises(timeout: float = -1.0):  # type: ignore[no-untyped-def]
+            calls.append(timeout)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            return wait(timeout)
+
+        h.wait = first_raises
+        return h
+
+    monkeypatch.setattr(highs_backend, "_new_highs", interrupted_on_first_wait)
+    rng = random.Random(3)
+    m = Model("many bins")
+    weights = [rng.randint(100, 999) / 7 for _ in range(30)]
+    x = {(i, b): m.add_var(f"x{i}_{b}") for i in range(30) for b in range(6)}
+    t = m.add_var("T", VarKind.CONTINUOUS, 0, sum(weights))
+    for i in range(30):
+        m.add_constraint([(x[i, b], 1) for b in range(6)], Sense.EQ, 1)
+    for b in range(6):
+        m.add_constraint([*((x[i, b], w) for i, w in enumerate(weights)), (t, -1)], Sense.LE, 0)
+    m.minimize([(t, 1)])
+    out = get_backend("highs").solve(m, SolveParams(time_limit_s=600, threads=1))
+    assert out.notes.get("interrupted") is True
+    assert out.status in (SolveStatus.FEASIBLE, SolveStatus.UNKNOWN)  # never OPTIMAL after an interrupt
+    assert "interrupt" in str(out.notes["highs_status"]).lower()  # HiGHS itself stopped on the cancel
+    if out.values is not None:  # an incumbent is kept: a real assignment, T at least its largest load
+        loads = [sum(w for i, w in enumerate(weights) if out.values[6 * i + b] > 0.5) for b in range(6)]
+        assert out.objective >= max(loads) * (1 - 1e-9)
