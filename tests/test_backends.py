@@ -271,3 +271,21 @@ def test_highs_ctrl_c_cancels_the_solve_and_proves_nothing(monkeypatch: pytest.M
     if out.values is not None:  # an incumbent is kept: a real assignment, T at least its largest load
         loads = [sum(w for i, w in enumerate(weights) if out.values[6 * i + b] > 0.5) for b in range(6)]
         assert out.objective >= max(loads) * (1 - 1e-9)
+
+
+@pytest.mark.skipif(not installed("highs"), reason="highspy is not installed")
+def test_solve_with_highs_from_the_command_line(shared_benchmarks, capsys) -> None:
+    """--solver highs reaches the placement chain (its linear disjunctive model: HiGHS has no CP capability) and proves
+    example-1's known optimum, 30; an LP-only engine is not a --solver choice."""
+    from milp_partition.cli.dispatch import main
+
+    instance = str(shared_benchmarks / "placement" / "example-1.json")
+    assert main(["solve", instance, "--solver", "highs", "--time-limit", "60", "--threads", "1", "-q"]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith("optimal objective=30 ")
+    with pytest.raises(SystemExit) as refused:  # argparse's choice error: one line, exit 2
+        main(["solve", instance, "--solver", "glop", "-q"])
+    assert (
+        refused.value.code == 2
+        and "invalid choice: 'glop' (choose from 'cpsat', 'cbc', 'highs', 'none')" in capsys.readouterr().err
+    )
