@@ -77,8 +77,10 @@ def plan_from_config(cfg: dict[str, object], where: str = "galvatron_config") ->
             raise ValueError(f"{where}: tp_consecutive_flags and tp_sizes_enc differ in length")
         split = [k for k, (f, t) in enumerate(zip(flags, tps)) if f == 0 and t > 1]
         if split:
-            raise ValueError(f"{where}.tp_consecutive_flags: layer {split[0]} has a non-consecutive tp group (0), which "
-                             "is not priced here; only consecutive groups (1)")
+            raise ValueError(
+                f"{where}.tp_consecutive_flags: layer {split[0]} has a non-consecutive tp group (0), which "
+                "is not priced here; only consecutive groups (1)"
+            )
     layers = tuple(Strategy(t, bool(s) and t > 1, bool(d), bool(c)) for t, s, d, c in zip(tps, sps, dts, cks))
     pp, chunks, vtp = one("pp_deg"), one("chunks"), one("vtp")
     vsp, sdp = one("vsp", 0, 1, default=0), one("embed_sdp", 0, 1, default=0)
@@ -89,8 +91,11 @@ def config_mismatches(problem: GalvatronProblem, cfg: dict[str, object], where: 
     """What a runtime config says about the setting that the problem contradicts: ``global_bsz`` against the global
     batch, ``pipeline_type`` and ``default_dp_type`` against the ones priced (each checked where the config has it)."""
     out = []
-    for key, want in (("global_bsz", problem.global_batch), ("pipeline_type", problem.pipeline_type),
-                      ("default_dp_type", problem.default_dp_type)):
+    for key, want in (
+        ("global_bsz", problem.global_batch),
+        ("pipeline_type", problem.pipeline_type),
+        ("default_dp_type", problem.default_dp_type),
+    ):
         if key in cfg and (cfg[key] != want or isinstance(cfg[key], bool)):
             out.append(f"{where}.{key} is {cfg[key]!r}, but the setting evaluated has {want!r}")
     return out
