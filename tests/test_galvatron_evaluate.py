@@ -92,7 +92,7 @@ def test_a_plan_that_does_not_fit_memory_is_infeasible(root: Path, result: dict[
 
 def test_consecutive_flags_matter_only_where_tp_is_above_1(result: dict[str, Any]) -> None:
     """Galvatron may write 0 for a layer without a tp group; a non-consecutive group of 2 or more is not priced."""
-    from milp_partition.galvatron.problem import plan_from_config
+    from milp_partition.io.export.galvatron import plan_from_config
 
     cfg = dict(result["galvatron_config"])
     n = len(cfg["tp_sizes_enc"].split(","))

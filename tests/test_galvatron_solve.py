@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from milp_partition.galvatron.problem import plan_from_config
 from milp_partition.galvatron.solve import solve_galvatron
+from milp_partition.io.export.galvatron import plan_from_config
 from milp_partition.io.galvatron import read_galvatron
 from milp_partition.verifiers.galvatron import verify_galvatron
 

@@ -1,7 +1,7 @@
 """OR-Tools CP-SAT back-end.
 
 The model is scaled to integers by :func:`milp_partition.backends.scaling.scale_model`;
-CP-SAT statuses are translated to :class:`SolveStatus` in :func:`_translate_status`
+CP-SAT statuses are translated to :class:`SolveStatus` in :func:`translate_status`
 and nowhere else.
 """
 
@@ -60,7 +60,7 @@ def _solve_interruptibly(solver: Any, cp: Any, callback: Any) -> tuple[int, bool
     return box[0], interrupted
 
 
-def _translate_status(code: int, has_solution: bool) -> SolveStatus:
+def translate_status(code: int, has_solution: bool) -> SolveStatus:
     from ortools.sat.python import cp_model
 
     if code == cp_model.OPTIMAL:
@@ -130,7 +130,7 @@ class CpSatBackend:
         wall = time.monotonic() - start
 
         has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        status = _translate_status(code, has_solution)
+        status = translate_status(code, has_solution)
         if status is SolveStatus.OPTIMAL and not scaled.bound_valid:
             status = SolveStatus.FEASIBLE  # optimal for a tighter (rounded) integer model only
         notes: dict[str, object] = {

@@ -8,8 +8,8 @@ fit could not be made.
 
 from __future__ import annotations
 
-import importlib.util
 import argparse
+import importlib.util
 import math
 import sys
 import time
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from milp_partition.calibration.backend import select_backend
 from milp_partition.calibration.build import build_profile
-from milp_partition.calibration.gloo import apply_gloo, measure_gloo
 from milp_partition.calibration.fit import FitError
+from milp_partition.calibration.gloo import apply_gloo, measure_gloo
 from milp_partition.calibration.kernels import KernelCheckError
 from milp_partition.calibration.profile import write_profile
 from milp_partition.calibration.settings import preset

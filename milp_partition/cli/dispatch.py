@@ -34,6 +34,7 @@ from typing import Any
 from milp_partition import registry
 from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from milp_partition.cli.export import add_export_options
 from milp_partition.cli.flags import OneLineParser
 from milp_partition.cli.options import COMMON, add_problem_options, add_solver_options, flag_name
 from milp_partition.cli.output import check_writable, refuse_outputs_among_inputs
@@ -87,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in registry.PROBLEMS:
         problem_module(name).register_options(s, "solve")
     add_solver_options(s)
+    add_export_options(s)
 
     e = sub.add_parser("evaluate", help="verify a solution file and print its objective")
     e.add_argument("instance", type=Path, help=instance_help)

@@ -10,10 +10,12 @@ import argparse
 from pathlib import Path
 
 from milp_partition.cli.claims import check_claims, read_result
+from milp_partition.cli.export import EXPORT_OPTIONS, write_export
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
-from milp_partition.galvatron.problem import GalvatronProblem, config_mismatches, plan_from_config, stage_rows
+from milp_partition.galvatron.problem import GalvatronProblem, stage_rows
 from milp_partition.galvatron.solve import GalvatronResult, solve_galvatron
+from milp_partition.io.export.galvatron import config_mismatches, plan_from_config
 from milp_partition.io.galvatron import (
     KNOWN_MODELS,
     layer_type_count,
@@ -35,7 +37,9 @@ STRATEGY_LEGEND = (
     "parallel (else Megatron tp); C: stage compute per micro-batch, R: with gradient sync; MiB: memory per GPU (Galvatron's "
     "\"MB\" is 2**20 bytes)"
 )
-OPTIONS = frozenset({"devices", "memory", "hardware", "global_batch", "seq_length", "hidden_size", "layer_counts"})
+OPTIONS = frozenset(
+    {"devices", "memory", "hardware", "global_batch", "seq_length", "hidden_size", "layer_counts", *EXPORT_OPTIONS}
+)
 
 
 def claims(data: object) -> bool:
@@ -111,7 +115,10 @@ def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
 def cmd_solve(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
     result = solve_galvatron(problem, args.time_limit, None if (args.quiet or args.progress <= 0) else args.progress)
-    return emit(result, args, lambda: format_report(result, problem))
+    code = emit(result, args, lambda: format_report(result, problem))
+    if code == 0:
+        write_export(args, problem, plan_from_config(result.galvatron_config) if result.galvatron_config else None)
+    return code
 
 
 def _read_config(path: Path) -> dict[str, object]:

@@ -14,12 +14,16 @@ from pathlib import Path
 
 from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
+from milp_partition.cli.export import BATCH_OPTION, EXPORT_OPTIONS, write_export
 from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
+from milp_partition.cluster import MAX_DEVICES
 from milp_partition.errors import InputError
 from milp_partition.io.imported_layers import looks_like_imported
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.piper import file_cluster, joint_from_dict, looks_like_joint, read_joint
+from milp_partition.io.plans import plan_from_json
+from milp_partition.io.plans import read_plan as read_plan_file
 from milp_partition.joint.layers import (
     ALLOWED_TP_DEGREES,
     DEFAULT_MICROBATCHES,
@@ -27,10 +31,11 @@ from milp_partition.joint.layers import (
     joint_from_imported,
     parse_tp_degrees,
 )
-from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
+from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
+from milp_partition.joint.space import SPACES, solve_in_space
 from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, names_span, run_lines
-from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
+from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
@@ -50,6 +55,9 @@ OPTIONS = frozenset(
         "tensor_parallel",
         "max_ideals",
         "memory_reserve",
+        *EXPORT_OPTIONS,
+        BATCH_OPTION,
+        "space",
     }
 )
 
@@ -97,7 +105,13 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             choices=["dp", "milp"],
             help="joint: dp (default) = the exact DP (the wide-graph bounds and the slot MILP only when the graph has "
             "more ideals than the DP's cap or than its compiled passes take); "
-            "milp = the slot MILP with --solver (cpsat or cbc), warm-started by the baselines",
+            "milp = the slot MILP with --solver (any MILP back-end), warm-started by the baselines",
+        )
+        g.add_argument(
+            "--space",
+            choices=SPACES,
+            help="joint: the best plan a training engine can run (every stage the same data- and tensor-parallel "
+            "degrees; every transformer block recomputed or none), proven over that space; then --export it",
         )
 
 
@@ -217,46 +231,20 @@ def cmd_solve(args: argparse.Namespace) -> int:
         method=getattr(args, "method", None) or "dp",
         solver=args.solver,
     )
-    result = solve_joint(problem, settings)
-    return emit(result, args, lambda: format_report(result, problem))
+    space = getattr(args, "space", None)
+    result = solve_in_space(problem, settings, space) if space else solve_joint(problem, settings)
+    code = emit(result, args, lambda: format_report(result, problem))
+    if code == EXIT_OK:
+        write_export(args, problem, plan_from_json({"stages": result.stages}, "joint") if result.stages else None)
+    return code
 
 
 def read_plan(path: Path) -> JointPlan:
-    """A plan from a result JSON (its ``stages``) or a bare list of stages; every field's type is checked (a string of
-    node ids is not a list of them)."""
-    source = str(path)
-    data = parse_json(read_text_file(path), source)
-    if isinstance(data, dict):
-        data = data.get("stages")
-    if not isinstance(data, list) or not data:
-        raise InputError("expected a result JSON with a non-empty 'stages' list, or such a list", source=source)
-    stages = []
-    for q, st in enumerate(data):
-        where = f"stages[{q}]"
-        if not isinstance(st, dict):
-            raise InputError("expected an object", source=source, where=where)
-        nodes, d, t, configs = st.get("nodes"), st.get("data_parallel"), st.get("tensor_parallel"), st.get("configs")
-        if not isinstance(nodes, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in nodes):
-            raise InputError(f"'nodes' must be a list of node ids, got {_short(nodes)}", source=source, where=where)
-        for key, value in (("data_parallel", d), ("tensor_parallel", t)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
-                raise InputError(
-                    f"'{key}' must be an integer from 1 to {MAX_DEVICES}, got {_short(value)}", source=source, where=where
-                )
-        if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
-            raise InputError(
-                f"'configs' must be an object mapping node id to configuration id, got {_short(configs)}",
-                source=source,
-                where=where,
-            )
-        assert isinstance(d, int) and isinstance(t, int)  # checked above
-        stages.append(JointStage(tuple(str(v) for v in nodes), d, t, {str(k): v for k, v in configs.items()}))
-    return JointPlan(tuple(stages))
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    """A plan from a plan file, a result JSON (its ``stages``) or a bare list of stages (:mod:`milp_partition.io.plans`:
+    every field's type is checked; a string of node ids is not a list of them)."""
+    plan = read_plan_file(path, "joint")
+    assert isinstance(plan, JointPlan)
+    return plan
 
 
 def _positive(value: object) -> float | None:

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TypeVar
 
+from milp_partition.backends.registry import BACKENDS, NO_SOLVER, model_solvers, solver_choices
 from milp_partition.cli import flags
 from milp_partition.errors import InputError
 from milp_partition.units import parse_bytes
@@ -92,7 +93,13 @@ def add_problem_options(p: argparse.ArgumentParser, problems: tuple[str, ...]) -
 def add_solver_options(p: argparse.ArgumentParser) -> None:
     """The options of the solve chain every problem runs."""
     o = p.add_argument_group("solver")
-    o.add_argument("--solver", choices=["cpsat", "cbc", "none"], default="cpsat", help="back-end; none = heuristics only")
+    o.add_argument(
+        "--solver",
+        choices=solver_choices(),
+        default=model_solvers()[0],
+        help=f"back-end ({', '.join(f'{e.name}: {e.summary}' for e in BACKENDS if e.name in model_solvers())}); "
+        f"{NO_SOLVER} = heuristics, DPs and bounds only (default {model_solvers()[0]})",
+    )
     o.add_argument(
         "--time-limit",
         type=flags.positive_seconds,

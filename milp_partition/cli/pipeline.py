@@ -25,13 +25,14 @@ from milp_partition.cli.output import emit
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
 from milp_partition.io import read_cluster, read_instance
-from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.io.plans import read_plan
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
+from milp_partition.strategy.problem import StrategySolution
 from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.pipeline import verify_pipeline
 
@@ -262,25 +263,14 @@ def _least_time_note(problem: PipelineProblem, settings: SolveSettings) -> str:
     return ""
 
 
-def read_assignment(path: Path, value: str = "device id") -> dict[str, str]:
-    """A result JSON's ``assignment``, or a JSON object id -> ``value`` (a device id; a strategy's configuration id);
-    anything else is bad input, a value that is not a string named with its id."""
-
-    data = parse_json(read_text_file(path), str(path))
-    if isinstance(data, dict) and "assignment" in data and not isinstance(data["assignment"], str):  # a result JSON
-        data = data["assignment"]
-        if not isinstance(data, dict):
-            raise InputError(
-                f"must be an object mapping node id to {value}, got {type(data).__name__}", source=str(path), where="'assignment'"
-            )
-    if not isinstance(data, dict):
-        raise InputError(
-            f"expected a result JSON with an 'assignment' object, or an object mapping node id to {value}", source=str(path)
-        )
-    for key, item in data.items():
-        if not isinstance(item, str):
-            raise InputError(f"must be a {value} (a string), got {item!r:.60}", source=str(path), where=f"entry {key!r}")
-    return data
+def read_assignment(path: Path, kind: str = "pipeline") -> dict[str, str]:
+    """A plan file's or result JSON's ``assignment``, or an object id -> device id (pipeline) or configuration id
+    (``kind`` "strategy") (:mod:`milp_partition.io.plans`); anything else is bad input."""
+    plan = read_plan(path, kind)
+    if isinstance(plan, StrategySolution):
+        return dict(plan.choice)
+    assert isinstance(plan, PipelineSolution)
+    return dict(plan.assignment)
 
 
 def check_assignment(assignment: dict[str, str], ids: list[str], devices: list[str], path: Path, what: str) -> None:

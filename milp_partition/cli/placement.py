@@ -8,7 +8,6 @@ as :class:`~milp_partition.errors.InputError` and printed by the CLI on one line
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Literal, cast
 
@@ -20,13 +19,14 @@ from milp_partition.cli.options import backend_settings
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
-from milp_partition.io.json_text import parse_json, read_text_file, to_float
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.placement_instance import looks_like_placement_instance, placement_from_dict
+from milp_partition.io.plans import read_plan
 from milp_partition.placement.bounds import best_bound
 from milp_partition.placement.convert import placement_from_instance_file
 from milp_partition.placement.decompose import decompose
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution
-from milp_partition.placement.solve import PlacementSolveSettings, edge_key, solve_placement
+from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
 from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
@@ -135,61 +135,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
-    """A result JSON (``assignment`` and ``starts``) or ``{task: {"device": id, "start": t}}`` as a schedule."""
-
-    data = parse_json(read_text_file(path), str(path))
-    if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
-        assignment, starts = data["assignment"], data.get("starts") or {}
-    elif isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
-        assignment = {k: v.get("device") for k, v in data.items()}
-        starts = {k: v.get("start") for k, v in data.items() if v.get("start") is not None}
-    else:
-        raise InputError(
-            "expected a result JSON with 'assignment' (and 'starts'), or an object task id -> {device, start}", source=str(path)
-        )
-    if not isinstance(starts, dict):
-        raise InputError(
-            f"'starts' must be an object mapping task id to start time, got {type(starts).__name__}", source=str(path)
-        )
-    n = problem.num_tasks
-    device = np.zeros(n, dtype=np.int64)
-    start = np.zeros(n)
-    for i, t in enumerate(problem.task_ids):
-        if t not in assignment:
-            raise InputError("the solution gives no device for this task", source=str(path), where=f"task {t!r}")
-        dev = assignment[t]
-        if not isinstance(dev, str) or dev not in problem.device_index:
-            raise InputError(
-                f"unknown device {dev!r}; devices are {', '.join(problem.device_ids)}", source=str(path), where=f"task {t!r}"
-            )
-        device[i] = problem.device_index[dev]
-        value = starts.get(t)
-        start[i] = math.nan if value is None else to_float(value, f"task {t!r} start", str(path))
-        if start[i] < 0:
-            raise InputError(
-                f"must be at least 0 (the schedule starts at time 0), got {value!r}", source=str(path), where=f"task {t!r} start"
-            )
-    extra = sorted(str(k) for k in (set(assignment) | set(starts)) - set(problem.task_ids))
-    if extra:
-        raise InputError(f"unknown task id {extra[0]!r} in the solution", source=str(path))
-    tstart = None
-    if isinstance(data, dict) and isinstance(data.get("transfer_starts"), dict) and data["transfer_starts"]:
-        given = data["transfer_starts"]
-        edges = {edge_key(problem, e) for e in range(problem.num_edges)}
-        unknown = sorted(str(k) for k in set(given) - edges)
-        if unknown:
-            raise InputError(
-                f"unknown edge {unknown[0]!r} in 'transfer_starts'; keys are \"source->target\" of the instance's edges",
-                source=str(path),
-            )
-        tstart = np.array(
-            [
-                math.nan
-                if given.get(edge_key(problem, e)) is None
-                else to_float(given[edge_key(problem, e)], f"transfer {edge_key(problem, e)!r} start", str(path))
-                for e in range(problem.num_edges)
-            ]
-        )
+    """A plan file or result JSON (``assignment`` and ``starts``) or ``{task: {"device": id, "start": t}}`` as a
+    schedule (:mod:`milp_partition.io.plans`); devices without starts: the semi-active schedule in topological order."""
+    plan = read_plan(path, "placement", problem)
+    assert isinstance(plan, PlacementSolution)
+    device, start, tstart = plan.device, plan.start, plan.transfer_start
     if np.isnan(start).any():
         if not np.isnan(start).all():
             i = int(np.flatnonzero(np.isnan(start))[0])

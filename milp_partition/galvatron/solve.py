@@ -15,8 +15,9 @@ from typing import Any
 
 from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, run_chain
 from milp_partition.galvatron.dp import search
-from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, plan_to_config, stage_rows
+from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, stage_rows
 from milp_partition.heuristics.galvatron_even import best_uniform
+from milp_partition.io.export.galvatron import plan_to_config
 from milp_partition.result import Result
 from milp_partition.verifiers.galvatron import verify_galvatron
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from milp_partition.backends.registry import solver_choices
+
 
 @dataclass(frozen=True)
 class JointConfig:
@@ -259,5 +261,5 @@ class JointSolveSettings:
             raise ValueError(f"polish_time_limit_s must be >= 0, got {self.polish_time_limit_s!r}")
         if not self.column_bound_time_limit_s >= 0:
             raise ValueError(f"column_bound_time_limit_s must be >= 0, got {self.column_bound_time_limit_s!r}")
-        if self.solver not in ("cpsat", "cbc", "none"):
-            raise ValueError(f"solver must be 'cpsat', 'cbc' or 'none', got {self.solver!r}")
+        if self.solver not in solver_choices():
+            raise ValueError(f"solver must be one of {', '.join(solver_choices())}, got {self.solver!r}")

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from milp_partition.backends.registry import Capability, has
 from milp_partition.chain import (
     Bound,
     Built,
@@ -202,7 +203,7 @@ class PlacementFormulation:
             upper_bound=cutoff,
             path=bounds.path if bounds is not None else None,
             settings=formulation.PlacementFormulationSettings(
-                disjunctive=run.settings.solver == "cbc",
+                disjunctive=not has(run.settings.solver, Capability.CP),  # a MILP back-end gets the linear model
                 symmetry_breaking=self.settings.symmetry_breaking,
                 redundant=self.settings.redundant,
             ),
@@ -270,7 +271,7 @@ class PlacementSteps(StepDefaults[PlacementProblem, PlacementSolution]):
     def refine(self, run: PlacementRun) -> Iterable[Outcome[PlacementSolution]]:
         """A quick whole solve, then the bottleneck decomposition or the main-line bound (CP-SAT only)."""
         settings = self.settings
-        if run.settings.solver != "cpsat" or not settings.decompose:
+        if not has(run.settings.solver, Capability.CP) or not settings.decompose:
             return
         problem: PlacementProblem = run.problem
         dec = decompose(problem)

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from milp_partition.backends.registry import Capability, has
 from milp_partition.chain import (
     Built,
     Candidate,
@@ -168,7 +169,7 @@ class StrategyFormulation:
             ties=ties,
             upper_bound=cutoff * (1 + 1e-12) if cutoff is not None else None,
             lower_bound=lower * (1 - 1e-12) if (lower is not None and settings.dp_bound and not ties) else None,
-            settings=formulation.StrategyFormulationSettings(integer_edge_variables=run.settings.solver == "cpsat"),
+            settings=formulation.StrategyFormulationSettings(integer_edge_variables=has(run.settings.solver, Capability.CP)),
         )
         # a tied model's answers bound only the tied problem: its solution counts, its proof does not
         return Built(sm.model, sm, cutoff, proves=not ties)
