@@ -121,7 +121,7 @@ def problem_kind(args: argparse.Namespace) -> str:
 
 def _refuse_unused_options(args: argparse.Namespace, kind: str) -> None:
     """Exit 2 on a problem option that ``kind`` does not read (it would be silently ignored)."""
-    used = problem_module(kind).OPTIONS | COMMON
+    used = problem_module(kind).OPTIONS | COMMON | set(registry.COMMON_FLAGS.values())  # (those: ProblemEntry.common_settings)
     for dest, value in vars(args).items():
         if dest not in used and value is not None and value is not False:
             raise InputError(f"does not apply to the {kind} problem; leave it out", where=flag_name(dest))
@@ -130,6 +130,8 @@ def _refuse_unused_options(args: argparse.Namespace, kind: str) -> None:
 def _problem_command(args: argparse.Namespace) -> int:
     kind = problem_kind(args)
     _refuse_unused_options(args, kind)
+    if args.command == "solve":  # the one typed value of the common settings, from the flags (refused where unread)
+        args.common = registry.problem(kind).common_settings(args)
     if getattr(args, "output", None) is not None:
         check_writable(args.output)
     return getattr(problem_module(kind), f"cmd_{args.command}")(args)

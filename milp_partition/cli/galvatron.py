@@ -13,9 +13,10 @@ from pathlib import Path
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.galvatron.problem import GalvatronProblem, plan_from_config
-from milp_partition.galvatron.solve import GalvatronResult, solve_galvatron
+from milp_partition.galvatron.solve import GalvatronResult, GalvatronSolveSettings, solve_galvatron
 from milp_partition.io.galvatron import looks_like_galvatron, read_galvatron, read_model_profile
 from milp_partition.report import fmt
+from milp_partition.settings import common_fields
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.galvatron import verify_galvatron
 
@@ -83,7 +84,8 @@ def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
-    result = solve_galvatron(problem, args.time_limit, None if (args.quiet or args.progress <= 0) else args.progress)
+    settings = GalvatronSolveSettings(**common_fields(args.common), heuristics=not args.no_heuristics)  # type: ignore[arg-type]
+    result = solve_galvatron(problem, settings)
     return emit(result, args, lambda: format_report(result, problem))
 
 

@@ -28,6 +28,7 @@ from milp_partition.joint.layers import (
 from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
 from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, names_span, run_lines
+from milp_partition.settings import common_fields
 from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
@@ -207,13 +208,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     """``solve --problem joint``: the exact DP, baselines, verifier; prints the report, writes the JSON."""
     problem = problem_from_args(args)
     settings = JointSolveSettings(
-        time_limit_s=args.time_limit,
-        threads=args.threads,
+        **common_fields(args.common),  # type: ignore[arg-type]
         baselines=not args.no_heuristics,
         max_ideals=getattr(args, "max_ideals", None) or JointSolveSettings().max_ideals,
-        progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
         method=getattr(args, "method", None) or "dp",
-        solver=args.solver,
     )
     result = solve_joint(problem, settings)
     return emit(result, args, lambda: format_report(result, problem))

@@ -20,7 +20,7 @@ from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings, reserved
+from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, reserved
 from milp_partition.cli.output import emit
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
@@ -32,6 +32,7 @@ from milp_partition.report import device_counts, gap_text, memory_margin_lines, 
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
+from milp_partition.settings import common_fields
 from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.pipeline import verify_pipeline
 
@@ -227,8 +228,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
     problem = problem_from_args(args)
     settings = SolveSettings(
-        **backend_settings(args),  # type: ignore[arg-type]
-        warm_start=not args.no_warm_start,
+        **common_fields(args.common),  # type: ignore[arg-type]
         heuristics=not args.no_heuristics,
         max_ideals=args.max_ideals or DEFAULT_MAX_IDEALS,
     )

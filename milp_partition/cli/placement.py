@@ -16,7 +16,6 @@ import numpy as np
 
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import backend_settings
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
@@ -30,6 +29,7 @@ from milp_partition.placement.solve import PlacementSolveSettings, edge_key, sol
 from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
+from milp_partition.settings import common_fields
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
 
 #: Problem options this problem reads (besides those every problem takes).
@@ -125,8 +125,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if getattr(args, "no_heuristics", False):
         names = ()
     settings = PlacementSolveSettings(
-        **backend_settings(args),  # type: ignore[arg-type]
-        warm_start=not getattr(args, "no_warm_start", False),
+        **common_fields(args.common),  # type: ignore[arg-type]
         heuristics=names,
     )
     result = solve_placement(problem, settings)

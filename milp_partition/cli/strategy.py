@@ -17,7 +17,7 @@ from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import backend_settings, reserved
+from milp_partition.cli.options import reserved
 from milp_partition.cli.output import check_writable, emit
 from milp_partition.cli.pipeline import read_assignment
 from milp_partition.errors import InputError
@@ -27,6 +27,7 @@ from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.report import gap_text, memory_margin_lines, run_lines
 from milp_partition.result import Result
+from milp_partition.settings import common_fields
 from milp_partition.strategy.dimensions import dimension_names
 from milp_partition.strategy.layers import (
     StrategyGenerationSettings,
@@ -186,10 +187,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.write_tables is not None:
         write_strategy_tables(problem, args.write_tables)
     settings = StrategySolveSettings(
-        **backend_settings(args),  # type: ignore[arg-type]
+        **common_fields(args.common),  # type: ignore[arg-type]
         reduce=not args.no_reduce,
         heuristics=not args.no_heuristics,
-        warm_start=not args.no_warm_start,
         dp_bound=args.dp_bound,
         cutoff=args.cutoff,
         tie_blocks=args.tie_blocks,

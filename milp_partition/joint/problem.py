@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from milp_partition.settings import CommonSettings
+
 
 @dataclass(frozen=True)
 class JointConfig:
@@ -177,13 +179,13 @@ def plan_to_dict(plan: JointPlan) -> list[dict[str, object]]:
 
 
 @dataclass(frozen=True)
-class JointSolveSettings:
-    """How :func:`milp_partition.joint.solve.solve_joint` works.
+class JointSolveSettings(CommonSettings):
+    """How :func:`milp_partition.joint.solve.solve_joint` works: the common settings
+    (:class:`~milp_partition.settings.CommonSettings`; ``solver`` and ``seed`` reach the slot formulation's back-end,
+    ``warm_start`` hints it the best verified plan and cuts off worse values) and the joint problem's own.
 
     Attributes
     ----------
-    time_limit_s
-        Wall-clock limit of the exact search; past it the best verified plan and the proven bound are reported.
     threads
         The DP runs on one thread; past ``max_ideals``, with two or more, the segment and stage bounds run beside
         the orders' DP and the polisher in a second process (:mod:`milp_partition.joint.beside`), the column bound
@@ -206,10 +208,6 @@ class JointSolveSettings:
         ``"dp"``: the exact DP, and the slot formulation (:mod:`milp_partition.formulations.joint`)
         only when the graph has more ideals than ``max_ideals``; ``"milp"``: the formulation only
         (the baselines still warm-start it).
-    solver
-        The back-end of the formulation: ``"cpsat"``, ``"cbc"`` or ``"none"`` (no formulation).
-    progress_interval_s
-        Seconds between progress lines on stderr (``None``: quiet).
     bound_time_limit_s
         Seconds (at most a quarter of the time limit) the segment and stage bounds
         (:mod:`milp_partition.joint.segment_bound`, :mod:`milp_partition.joint.stage_bound`) may take together where
@@ -237,20 +235,18 @@ class JointSolveSettings:
         instead of the one with a row per state, and the polisher has the rest of its time.
     """
 
-    time_limit_s: float = 60.0
-    threads: int = 1
+    threads: int = field(default=1, kw_only=True)
     baselines: bool = True
     baseline_time_limit_s: float = 2.0
     max_ideals: int = 200_000
-    progress_interval_s: float | None = None
     method: str = "dp"
-    solver: str = "cpsat"
     bound_time_limit_s: float = 15.0
     order_time_limit_s: float = 20.0
     polish_time_limit_s: float = 10.0
     column_bound_time_limit_s: float = 600.0
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.method not in ("dp", "milp"):
             raise ValueError(f"method must be 'dp' or 'milp', got {self.method!r}")
         if not self.baseline_time_limit_s >= 0:
@@ -259,5 +255,3 @@ class JointSolveSettings:
             raise ValueError(f"polish_time_limit_s must be >= 0, got {self.polish_time_limit_s!r}")
         if not self.column_bound_time_limit_s >= 0:
             raise ValueError(f"column_bound_time_limit_s must be >= 0, got {self.column_bound_time_limit_s!r}")
-        if self.solver not in ("cpsat", "cbc", "none"):
-            raise ValueError(f"solver must be 'cpsat', 'cbc' or 'none', got {self.solver!r}")

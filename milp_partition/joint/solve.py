@@ -29,6 +29,7 @@ from milp_partition.chain import (
     Outcome,
     Run,
     StepDefaults,
+    chain_settings,
     run_chain,
 )
 from milp_partition.formulations import joint as formulation
@@ -121,8 +122,12 @@ class JointState:
     sequenced: bool | None = None
     #: past the DP's cap with two threads: the bounds computed beside the heuristics
     bounds_beside: beside.Beside[BesideBounds] | None = None
+    #: whether they were started in this run (once a run)
+    bounds_beside_started: bool = False
     #: past the DP's cap with two threads, where the stage bound cannot run: the polisher beside the column bound
     polish_beside: beside.Beside[tuple[JointPlan, float]] | None = None
+    #: the best value when that polisher started (what its plan must beat)
+    polish_beside_from: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -209,7 +214,14 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
                 "data_parallel": problem.shape.data_parallel,
                 "tensor_parallel": problem.shape.tensor_parallel,
             }
-        result.settings = {"time_limit_s": self.settings.time_limit_s, "baselines": self.settings.baselines}
+        result.settings = {
+            "time_limit_s": settings.time_limit_s,
+            "threads": settings.threads,
+            "seed": settings.seed,
+            "warm_start": settings.warm_start,
+            "solver": settings.solver,
+            "baselines": self.settings.baselines,
+        }
         return result
 
     def verify(self, problem: JointProblem, solution: JointPlan) -> Evaluation[JointPlan]:
@@ -315,7 +327,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
         if (
             self.state.bounds_beside is not None
-            or "bounds_beside" in run.result.solver_notes
+            or self.state.bounds_beside_started
             or not data.prefixes_only
             or self.settings.threads < 2
             or cap <= 0
@@ -323,6 +335,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         ):
             return
         run.result.solver_notes["bounds_beside"] = True
+        self.state.bounds_beside_started = True
         problem = run.problem
         budget = run.budget.capped(max(cap, self._heuristics_s(run)))
         lower = formulation.work_lower_bound_s(problem)
@@ -396,6 +409,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         problem, budget = run.problem, run.budget.capped(seconds)
         self.state.polish_beside = beside.Beside(lambda: polish_starts(problem, starts, budget))
         run.result.solver_notes["polish_beside"] = {"from": best.value, "starts": len(starts), "one_device": bool(one_device)}
+        self.state.polish_beside_from = best.value
         return True
 
     def _order_starts(self, best: JointPlan) -> list[JointPlan]:
@@ -425,7 +439,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             return
         plan, value = got
         run.result.solver_notes["polish_beside"]["to"] = value
-        better = value < run.result.solver_notes["polish_beside"]["from"]
+        better = value < self.state.polish_beside_from
         note = "polished beside the column bound" + ("" if better else ": no better plan found")
         yield Outcome("polish-beside", plan if better else None, time.monotonic() - t0, False, note)
 
@@ -599,15 +613,9 @@ def _say(settings: JointSolveSettings) -> Callable[[str], None] | None:
 def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = None) -> JointResult:
     """Solve the joint problem through the one chain: proven optimal, proven infeasible, or the best verified plan with a proven bound."""
     settings = settings or JointSolveSettings()
-    chain = ChainSettings(
-        solver=settings.solver,
-        time_limit_s=settings.time_limit_s,
-        threads=settings.threads,
-        progress_interval_s=settings.progress_interval_s,
-    )
     steps = JointSteps(settings)
     try:
-        result = run_chain(steps, problem, chain)
+        result = run_chain(steps, problem, chain_settings(settings))
     finally:
         for side in (steps.state.bounds_beside, steps.state.polish_beside):
             if side is not None:  # the run ended before it took the answer (an interrupt, an error)
@@ -615,8 +623,8 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
     assert isinstance(result, JointResult)
     if not result.solver.startswith("joint-milp"):
         # past the DP's cap a plan proven before the formulation ran: the orders' plan, the bounds' proof
-        result.solver = "joint-wide" if "too_many_ideals" in result.solver_notes else "joint-dp"
-    if result.status is Status.UNKNOWN and "too_many_ideals" in result.solver_notes:
+        result.solver = "joint-wide" if steps.state.too_many_ideals is not None else "joint-dp"
+    if result.status is Status.UNKNOWN and steps.state.too_many_ideals is not None:
         result.message = (
             "the graph has more ideals than --max-ideals allows, the baselines found no plan and the formulation found "
             "none; raise --max-ideals"
