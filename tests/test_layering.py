@@ -46,6 +46,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.problem": 2,
     "milp_partition.joint": 2,
     "milp_partition.joint.problem": 2,
+    "milp_partition.joint.schedule": 2,  # the declared time schedule of the joint search's phases (plain data)
     "milp_partition.galvatron": 2,
     "milp_partition.galvatron.problem": 2,
     # 3: inputs: io/ (one module per format, JSON helpers in io.json_text), model importers, device profiles and
