@@ -11,8 +11,10 @@ Importing it is cheap: it imports no problem module until one is asked for.
 
 The modules a descriptor names provide:
 
-* ``cli``: ``OPTIONS`` (the problem options it reads, a frozenset of ``argparse``
-  dests), ``register_options(parser, command)``, ``claims(data) -> bool`` (whether a
+* ``options`` (else ``cli``): ``OPTIONS`` (the problem options it reads, a frozenset of
+  ``argparse`` dests) and ``register_options(parser, command)``; a module that imports no
+  problem module, so that the parser is built without them (``tests/test_startup.py``);
+* ``cli``: ``claims(data) -> bool`` (whether a
   parsed JSON instance is its format; :data:`PROBLEMS`' order decides, the last entry
   takes the rest), optionally ``claims_path(folder) -> bool`` (an instance that is a
   folder), ``problem_from_args(args)`` (the reader under the command line's
@@ -81,6 +83,13 @@ class ProblemEntry:
     #: otherwise), and its back-end when ``--solver`` is not given.
     common: frozenset[str] = ALL_COMMON
     solver_default: str = "cpsat"
+    #: The module with its ``OPTIONS`` and ``register_options`` (``None``: the CLI module): a light one, so that the
+    #: parser is built without importing the problem's modules.
+    options: str | None = None
+
+    def options_module(self) -> ModuleType:
+        """``OPTIONS`` and ``register_options(parser, command)`` (the parser is built from these alone)."""
+        return importlib.import_module(self.options or self.cli)
 
     def common_settings(self, args: argparse.Namespace) -> CommonSettings:
         """The common settings from the command line's flags (``solve``); a flag of a field its search does not read
@@ -133,6 +142,7 @@ PROBLEMS: dict[str, ProblemEntry] = {
         ProblemEntry(
             "placement",
             cli="milp_partition.cli.placement",
+            options="milp_partition.cli.placement_options",
             solve="milp_partition.placement.solve:solve_placement",
             verifier="milp_partition.verifiers.placement:verify_placement",
             gap="milp_partition.placement.gap",
@@ -141,6 +151,7 @@ PROBLEMS: dict[str, ProblemEntry] = {
         ProblemEntry(
             "strategy",
             cli="milp_partition.cli.strategy",
+            options="milp_partition.cli.strategy_options",
             solve="milp_partition.strategy.solve:solve_strategy",
             verifier="milp_partition.verifiers.strategy:verify_strategy",
             gap="milp_partition.strategy.gap",
@@ -149,6 +160,7 @@ PROBLEMS: dict[str, ProblemEntry] = {
         ProblemEntry(
             "joint",
             cli="milp_partition.cli.joint",
+            options="milp_partition.cli.joint_options",
             solve="milp_partition.joint.solve:solve_joint",
             verifier="milp_partition.verifiers.joint:verify_joint",
             gap="milp_partition.joint.gap",
@@ -157,6 +169,7 @@ PROBLEMS: dict[str, ProblemEntry] = {
         ProblemEntry(
             "galvatron",
             cli="milp_partition.cli.galvatron",
+            options="milp_partition.cli.galvatron_options",
             solve="milp_partition.galvatron.solve:solve_galvatron",
             verifier="milp_partition.verifiers.galvatron:verify_galvatron",
             gap="milp_partition.galvatron.gap",
@@ -168,6 +181,7 @@ PROBLEMS: dict[str, ProblemEntry] = {
         ProblemEntry(
             "pipeline",
             cli="milp_partition.cli.pipeline",
+            options="milp_partition.cli.pipeline_options",
             solve="milp_partition.pipeline.solve:solve_pipeline",
             verifier="milp_partition.verifiers.pipeline:verify_pipeline",
             gap="milp_partition.pipeline.gap",

@@ -27,7 +27,6 @@ STRATEGY_LEGEND = (
     "data-parallel degree (f: ZeRO-3, else ZeRO-2; plain DDP at 1); -c: checkpointed; -sp: Ulysses sequence "
     "parallel (else Megatron tp); C: stage compute per micro-batch, R: with gradient sync"
 )
-OPTIONS = frozenset({"devices", "memory", "hardware", "global_batch", "seq_length"})
 
 
 def claims(data: object) -> bool:
@@ -36,13 +35,6 @@ def claims(data: object) -> bool:
 
 def claims_path(path: Path) -> bool:
     return looks_like_galvatron(Path(path))
-
-
-def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
-    g = parser.add_argument_group("galvatron problem (a Galvatron model profile folder)")
-    g.add_argument("--hardware", type=Path, help="galvatron: Galvatron's hardware profile folder")
-    g.add_argument("--global-batch", type=int, help="galvatron: global batch size")
-    g.add_argument("--seq-length", type=int, help="galvatron: profiled sequence length to plan for (default: the model's)")
 
 
 def problem_from_args(args: argparse.Namespace) -> GalvatronProblem:

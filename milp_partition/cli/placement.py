@@ -32,24 +32,6 @@ from milp_partition.result import Result
 from milp_partition.settings import common_fields
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
 
-#: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset({"memory_model", "link_contention", "heuristic"})
-
-
-def register_options(p: argparse.ArgumentParser, command: str) -> None:
-    """Add the placement problem's own options to the ``solve`` or ``evaluate`` parser."""
-
-    pl = p.add_argument_group("placement problem")
-    pl.add_argument("--link-contention", action="store_true", help="serialize transfers leaving or entering one device")
-    if command == "solve":
-        pl.add_argument(
-            "--heuristic",
-            action="append",
-            metavar="NAME",
-            help=f"placement heuristics to run for the warm start ({', '.join(PLACEMENT_HEURISTICS)}; repeat or "
-            "comma-separate; default all)",
-        )
-
 
 def claims(data: object) -> bool:
     """A ``placement-instance/1`` JSON object."""
