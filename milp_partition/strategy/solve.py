@@ -316,7 +316,8 @@ class StrategySteps(StepDefaults[StrategyProblem, StrategySolution]):
         # the quotient's optimum is the best *tied* solution, not the problem's optimum: its bound is never used
         q = quotient(work, ties)
         run.say(f"[ties] solving the tied problem: {len(q.problem.nodes)} layers, {q.problem.total_configs} configurations")
-        inner = nested(solve_strategy(q.problem, replace(settings, tie_blocks=False, time_limit_s=max(1.0, run.budget.left()))))
+        # the tied problem's chain runs under this run's deadline (the one budget), not a fresh limit
+        inner = nested(solve_strategy(q.problem, replace(settings, tie_blocks=False, budget=run.budget)))
         run.result.solver_notes["ties"].update(
             {"tied_layers": len(q.problem.nodes), "tied_status": str(inner.status), "tied_objective": inner.objective}
         )
