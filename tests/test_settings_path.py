@@ -174,3 +174,30 @@ def test_galvatron_warm_start_reaches_its_search(warm: bool, tmp_path: Path, mon
     result = json.loads(out.read_text())
     assert result["status"] == "optimal"
     assert result["objective"] == pytest.approx(1.08604612429421, rel=1e-9)  # the CLI's answer before this change
+
+
+def test_no_control_flow_reads_the_solver_notes() -> None:
+    """The stop reason is ``Result.stopped_by`` (and a back-end's ``SolveOutput.interrupted``), never a note: no
+    condition or comparison in the package reads ``solver_notes`` (or a back-end's ``out.notes``).  At main before
+    issue 41 this found eight places: exit 130, the sweep's stop, the nested chain's interrupt, the back-end's
+    interrupt and four of the joint steps' decisions."""
+    import ast
+
+    found = []
+    for folder in ("milp_partition", "formulations", "heuristics"):
+        for path in sorted((REPO / folder).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
+                    tests = [node.test]
+                elif isinstance(node, ast.comprehension):
+                    tests = list(node.ifs)
+                elif isinstance(node, ast.Compare):
+                    tests = [node]
+                else:
+                    continue
+                for part in (m for t in tests for m in ast.walk(t)):
+                    notes = isinstance(part, ast.Attribute) and part.attr == "solver_notes"
+                    backend = isinstance(part, ast.Attribute) and part.attr == "notes" and getattr(part.value, "id", "") == "out"
+                    if notes or backend:
+                        found.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not found, found
