@@ -71,10 +71,14 @@ def test_evaluate_rejects_a_bad_plan(tiny_file: Path, tmp_path: Path, capsys) ->
     bad.write_text(
         json.dumps({"stages": [{"nodes": ["1"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"1": "vanilla"}}]})
     )
-    assert main(["evaluate", str(tiny_file), str(bad)]) == 3
-    assert "nodes in no stage" in capsys.readouterr().out
+    assert main(["evaluate", str(tiny_file), str(bad)]) == 2  # a node left out is bad input (issue 43), not infeasible
+    assert "node '0' is in no stage" in capsys.readouterr().err
     bad.write_text(json.dumps({"stages": [{"nodes": ["1"]}]}))
     assert main(["evaluate", str(tiny_file), str(bad)]) == 2
+    both = {"nodes": ["0", "1"], "data_parallel": 2, "tensor_parallel": 1, "configs": {"0": "vanilla", "1": "vanilla"}}
+    bad.write_text(json.dumps({"stages": [both]}))  # the optimal plan (memory 6 bytes) on 5 bytes: well-formed, infeasible
+    assert main(["evaluate", str(tiny_file), str(bad), "--memory", "5B"]) == 3
+    assert "INFEASIBLE plan" in capsys.readouterr().out
 
 
 @needs_shared

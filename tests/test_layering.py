@@ -35,6 +35,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.result": 1,
     "milp_partition.budget": 1,  # the one time budget of a solve (chain.py makes it; every phase takes it)
     "milp_partition.settings": 1,  # the common settings (solver, time, threads, seed, warm start) of every problem
+    "milp_partition.io.atomic": 1,  # the one atomic file writer (imports only errors): every file written goes through it
     # 2: data models: plain data and the Solution types, no solving
     "milp_partition.graph": 2,
     "milp_partition.cluster": 2,

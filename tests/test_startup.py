@@ -93,12 +93,15 @@ def test_the_options_modules_name_what_the_problem_modules_use() -> None:
     """Names the light options modules repeat (so as not to import a problem module) equal the problems' own."""
     from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
 
+    from milp_partition.cli.galvatron_options import SHIPPED_MODELS
     from milp_partition.cli.joint_options import DEFAULT_IMPORTED_MICROBATCHES
     from milp_partition.cli.placement_options import HEURISTIC_NAMES
+    from milp_partition.io.galvatron import KNOWN_MODELS
     from milp_partition.joint.layers import DEFAULT_MICROBATCHES
 
     assert HEURISTIC_NAMES == tuple(PLACEMENT_HEURISTICS)
     assert DEFAULT_IMPORTED_MICROBATCHES == DEFAULT_MICROBATCHES
+    assert SHIPPED_MODELS == tuple(KNOWN_MODELS)
 
 
 def test_version_and_help_still_answer(capsys) -> None:

@@ -63,6 +63,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
 COMMAND_MODULES: tuple[str, ...] = tuple(module for module, _ in COMMANDS.values())
 #: Where ``solve``, ``evaluate`` and ``info`` run (it reads instance files and writes results: imported on use).
 PROBLEM_COMMANDS = "milp_partition.cli.problem_commands"
+#: Result files and the check that no output is an input (imported once a command runs, not for --help).
+OUTPUT = "milp_partition.cli.output"
 
 
 def problem_module(name: str) -> ModuleType:
@@ -179,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             argv = sys.argv[1:] if argv is None else argv
             args = build_parser(only=_command_in(argv)).parse_args(argv)
+            # an output that is one of the inputs would replace it (cli/output.py: imported once a command runs)
+            importlib.import_module(OUTPUT).refuse_outputs_among_inputs(args)
             if args.command in ("solve", "evaluate"):
                 return importlib.import_module(PROBLEM_COMMANDS).problem_command(args)  # type: ignore[no-any-return]
             if args.command == "info":

@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 
 from milp_partition.cli import flags
+from milp_partition.cli.output import check_not_an_input
 from milp_partition.errors import InputError
 from milp_partition.io.atomic import write_atomic
 from milp_partition.sweep.charts import write_charts
@@ -176,8 +177,11 @@ def run_gap_command(args: argparse.Namespace) -> int:
     for w in warnings:
         print(w, file=sys.stderr)
     out_dir: Path = args.output_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / f"{args.name}.csv"
+    written = [csv_path, out_dir / f"{args.name}.md", *(out_dir / f"{args.name}_{c}.png" for c in ("gap", "time"))]
+    for path in written:  # an instance among the files the sweep writes would be replaced
+        check_not_an_input(path, list(args.instances), "--output-dir")
+    out_dir.mkdir(parents=True, exist_ok=True)
     done = {
         (r["problem"], r["instance"], r["sha"], r["point"], r["method"], r["options"])
         for r in read_rows(csv_path)

@@ -7,6 +7,8 @@ and calls :func:`cmd_solve`, :func:`cmd_evaluate` or :func:`cmd_info`.
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -194,10 +196,141 @@ def _short(value: object) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _positive(value: object) -> float | None:
+    """``value`` when it is a finite positive number (not a bool), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def cluster_from_result(args: argparse.Namespace) -> list[str]:
+    """Fill the cluster options ``evaluate`` of an imported graph was not given from the result's ``instance``.
+
+    An imported graph carries no cluster: ``--devices``, ``--memory``, ``--bandwidth``, ``--microbatches`` and
+    ``--tp-degrees`` are what the plan was solved with, as its result file records them; a flag given on the
+    command line wins. A joint file (its own cluster), a bare solution or a malformed figure fills nothing.
+    Returns the flags filled.
+    """
+    if not looks_like_imported(parse_json(read_text_file(args.instance), str(args.instance))):
+        return []  # a joint file carries its cluster: the result's own figures are claims to check against it
+    claimed = read_result(args.solution)
+    instance = claimed.get("instance") if claimed is not None and claimed.get("problem") == "joint" else None
+    if not isinstance(instance, dict):
+        return []
+    filled: list[str] = []
+    devices, memory = instance.get("devices"), _positive(instance.get("memory_bytes"))
+    if args.devices is None and isinstance(devices, int) and not isinstance(devices, bool) and 1 <= devices <= MAX_DEVICES:
+        args.devices = devices
+        filled.append(f"--devices {devices}")
+    if args.memory is None and memory is not None and memory == int(memory):
+        args.memory = f"{int(memory)}B"
+        filled.append(f"--memory {fmt_bytes(memory)}")
+    bandwidth = _positive(instance.get("bandwidth_bytes_per_s"))
+    if args.bandwidth is None and bandwidth is not None:
+        args.bandwidth = f"{bandwidth!r}B/s"
+        filled.append(f"--bandwidth {format_rate(bandwidth)}")
+    n = instance.get("microbatches")
+    if getattr(args, "microbatches", None) is None and isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+        args.microbatches = n
+        filled.append(f"--microbatches {n}")
+    degrees = instance.get("degrees")
+    if args.tp_degrees is None and isinstance(degrees, list) and degrees:
+        if all(isinstance(d, int) and not isinstance(d, bool) for d in degrees):
+            args.tp_degrees = ",".join(str(d) for d in degrees)
+            filled.append(f"--tp-degrees {args.tp_degrees}")
+    return filled
+
+
+def _listed(values: list[str]) -> str:
+    """At most five values, quoted, for a message."""
+    return ", ".join(repr(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
+
+
+def check_plan(problem: JointProblem, plan: JointPlan, path: Path) -> None:
+    """Bad input (exit 2), not an infeasible plan (exit 3): what the plan names must be the instance's, once each, in order.
+
+    Refused: a stage without nodes; an unknown node id; a node in two stages (or twice in one); a node in no stage; a
+    ``tensor_parallel`` the node offers no configurations for; a node without a configuration, with one it does not have
+    for that degree, or a configuration for a node not in the stage; an edge from a later stage back to an earlier one
+    (stages are listed in pipeline order).  What is left to the verifier (exit 3) is what a well-formed plan can break:
+    the cluster's devices, ``d`` dividing ``N``, the forced shape, memory.
+    """
+    source = str(path)
+    nodes = {n.id: n for n in problem.nodes}
+    stage_of: dict[str, int] = {}
+    for q, st in enumerate(plan.stages):
+        where = f"stages[{q}]"
+        if not st.nodes:
+            raise InputError("the stage has no nodes; give it at least one node id or remove it", source=source, where=where)
+        for v in st.nodes:
+            if v not in nodes:
+                raise InputError(
+                    f"unknown node id {v!r}; the instance's node ids are {_listed(list(nodes))}", source=source, where=where
+                )
+            if v in stage_of:
+                first = "this stage" if stage_of[v] == q else f"stages[{stage_of[v]}]"
+                raise InputError(
+                    f"node {v!r} is already in {first}; every node belongs to exactly one stage, list it once",
+                    source=source,
+                    where=where,
+                )
+            stage_of[v] = q
+            options = nodes[v].configs.get(st.tensor_parallel)
+            if not options:
+                raise InputError(
+                    f"'tensor_parallel' {st.tensor_parallel} is not offered for node {v!r}; use one of its degrees "
+                    f"{sorted(nodes[v].configs)}",
+                    source=source,
+                    where=where,
+                )
+            name = st.configs.get(v)
+            ids = [c.id for c in options]
+            if name is None:
+                raise InputError(
+                    f"'configs' gives no configuration for node {v!r}; add one of {_listed(ids)}", source=source, where=where
+                )
+            if name not in ids:
+                raise InputError(
+                    f"'configs': node {v!r} has no configuration {name!r} for tensor_parallel {st.tensor_parallel}; "
+                    f"it has {_listed(ids)}",
+                    source=source,
+                    where=where,
+                )
+        extra = [v for v in st.configs if v not in st.nodes]
+        if extra:
+            raise InputError(
+                f"'configs' names node {extra[0]!r}, which is not in this stage's 'nodes'; remove it or move the node here",
+                source=source,
+                where=where,
+            )
+    missing = [v for v in nodes if v not in stage_of]
+    if missing:
+        raise InputError(
+            f"node {missing[0]!r} is in no stage ({len(missing)} of {len(nodes)} nodes are in none); add every node of "
+            "the instance to one stage's 'nodes'",
+            source=source,
+        )
+    for e in problem.edges:
+        a, b = stage_of[e.source], stage_of[e.target]
+        if a > b:
+            raise InputError(
+                f"edge {e.source!r} -> {e.target!r} runs from stages[{a}] back to stages[{b}]; stages are listed in "
+                "pipeline order (every edge stays in its stage or goes to a later one): reorder the stages or move a node",
+                source=source,
+            )
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """``evaluate --problem joint``: verify a plan, recompute every claim of its result file, print its time per sample and stages."""
+    """``evaluate --problem joint``: verify a plan, recompute every claim of its result file, print its time per sample and stages.
+
+    Cluster options left out are taken from the result file's ``instance`` (:func:`cluster_from_result`).
+    """
+    filled = cluster_from_result(args)
+    if filled:
+        print(f"note: from {args.solution}'s instance: {' '.join(filled)}", file=sys.stderr)
     problem = problem_from_args(args)
     plan = read_plan(args.solution)
+    check_plan(problem, plan, args.solution)
     report = verify_joint(problem, plan)
     if not report.feasible:
         print("INFEASIBLE plan:")

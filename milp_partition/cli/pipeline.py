@@ -231,16 +231,24 @@ def _least_time_note(problem: PipelineProblem, settings: SolveSettings) -> str:
     return ""
 
 
-def read_assignment(path: Path) -> dict[str, str]:
-    """A result JSON's ``assignment``, or a JSON object id -> device id; anything else is bad input."""
+def read_assignment(path: Path, value: str = "device id") -> dict[str, str]:
+    """A result JSON's ``assignment``, or a JSON object id -> ``value`` (a device id; a strategy's configuration id);
+    anything else is bad input, a value that is not a string named with its id."""
 
     data = parse_json(read_text_file(path), str(path))
-    if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
+    if isinstance(data, dict) and "assignment" in data and not isinstance(data["assignment"], str):  # a result JSON
         data = data["assignment"]
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+        if not isinstance(data, dict):
+            raise InputError(
+                f"must be an object mapping node id to {value}, got {type(data).__name__}", source=str(path), where="'assignment'"
+            )
+    if not isinstance(data, dict):
         raise InputError(
-            "expected a result JSON with an 'assignment' object, or an object mapping node id to device id", source=str(path)
+            f"expected a result JSON with an 'assignment' object, or an object mapping node id to {value}", source=str(path)
         )
+    for key, item in data.items():
+        if not isinstance(item, str):
+            raise InputError(f"must be a {value} (a string), got {item!r:.60}", source=str(path), where=f"entry {key!r}")
     return data
 
 

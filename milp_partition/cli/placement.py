@@ -128,6 +128,10 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
         raise InputError(
             "expected a result JSON with 'assignment' (and 'starts'), or an object task id -> {device, start}", source=str(path)
         )
+    if not isinstance(starts, dict):
+        raise InputError(
+            f"'starts' must be an object mapping task id to start time, got {type(starts).__name__}", source=str(path)
+        )
     n = problem.num_tasks
     device = np.zeros(n, dtype=np.int64)
     start = np.zeros(n)
@@ -140,14 +144,25 @@ def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
                 f"unknown device {dev!r}; devices are {', '.join(problem.device_ids)}", source=str(path), where=f"task {t!r}"
             )
         device[i] = problem.device_index[dev]
-        value = starts.get(t) if isinstance(starts, dict) else None
+        value = starts.get(t)
         start[i] = math.nan if value is None else to_float(value, f"task {t!r} start", str(path))
-    extra = sorted(str(k) for k in set(assignment) - set(problem.task_ids))
+        if start[i] < 0:
+            raise InputError(
+                f"must be at least 0 (the schedule starts at time 0), got {value!r}", source=str(path), where=f"task {t!r} start"
+            )
+    extra = sorted(str(k) for k in (set(assignment) | set(starts)) - set(problem.task_ids))
     if extra:
         raise InputError(f"unknown task id {extra[0]!r} in the solution", source=str(path))
     tstart = None
     if isinstance(data, dict) and isinstance(data.get("transfer_starts"), dict) and data["transfer_starts"]:
         given = data["transfer_starts"]
+        edges = {edge_key(problem, e) for e in range(problem.num_edges)}
+        unknown = sorted(str(k) for k in set(given) - edges)
+        if unknown:
+            raise InputError(
+                f"unknown edge {unknown[0]!r} in 'transfer_starts'; keys are \"source->target\" of the instance's edges",
+                source=str(path),
+            )
         tstart = np.array(
             [
                 math.nan

@@ -189,7 +189,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate`` for a strategy instance: verify a choice of configurations and print its cost."""
 
     problem = problem_from_args(args)
-    assignment = read_assignment(args.solution)
+    assignment = read_assignment(args.solution, "configuration id")
     _check_choice(problem, assignment, args.solution)
     report = verify_strategy(problem, StrategySolution(assignment))
     if not report.feasible:

@@ -128,6 +128,31 @@ class GalvatronProblem:
         return m - int(m * 0.2) if m // 1024 > 20 else m
 
 
+def divisors(n: int) -> list[int]:
+    """The divisors of ``n >= 1`` in increasing order, by trial division up to sqrt(n) (46341 steps at 2**31)."""
+    small, large = [], []
+    d = 1
+    while d * d <= n:
+        if n % d == 0:
+            small.append(d)
+            if d * d != n:
+                large.append(n // d)
+        d += 1
+    return small + large[::-1]
+
+
+def outer_choices(problem: GalvatronProblem) -> list[tuple[int, int]]:
+    """(pp, chunks) pairs of the space: pp a power of 2 within max_pp, the layers and the devices; chunks dividing the
+    global batch, at least pp."""
+    ms = divisors(problem.global_batch)
+    out = []
+    pp = 1
+    while pp <= min(problem.max_pp, problem.layers, problem.devices):
+        out += [(pp, m) for m in ms if m >= pp]
+        pp *= 2
+    return out
+
+
 @dataclass(frozen=True, order=True)
 class Strategy:
     """A layer's strategy inside a plan of pipeline degree pp on N devices: dp = N / pp / tp_sp."""
@@ -186,24 +211,79 @@ def plan_to_config(problem: GalvatronProblem, plan: GalvatronPlan) -> dict[str, 
 
 
 def plan_from_config(cfg: dict[str, object], where: str = "galvatron_config") -> GalvatronPlan:
-    """The inverse of :func:`plan_to_config` (raises ``ValueError`` naming the field on a bad config)."""
+    """The inverse of :func:`plan_to_config` (raises ``ValueError`` naming the field on a bad config).
 
-    def ints(key: str) -> list[int]:
+    Every field is checked against its domain: degrees, chunks and the split are positive integers; ``use_sp``,
+    ``dp_types_enc``, ``checkpoint``, ``tp_consecutive_flags``, ``vsp`` and ``embed_sdp`` are 0 or 1 (only
+    consecutive tp groups are priced, so ``tp_consecutive_flags`` must be 1 where tp_sp > 1).  Whether the plan fits the setting
+    (powers of two, the batch, the layers) is the verifier's: :func:`config_mismatches` and
+    :func:`milp_partition.verifiers.galvatron.verify_galvatron`.
+    """
+
+    def ints(key: str, lo: int = 1, hi: int | None = None) -> list[int]:
         v = cfg.get(key)
         if isinstance(v, int) and not isinstance(v, bool):
-            return [v]
-        if not isinstance(v, str):
-            raise ValueError(f"{where}.{key}: expected a comma-separated string of integers")
-        try:
-            return [int(x) for x in v.split(",")]
-        except ValueError:
-            raise ValueError(f"{where}.{key}: expected a comma-separated string of integers, got {v!r}") from None
+            out = [v]
+        elif isinstance(v, str):
+            try:
+                out = [int(x) for x in v.split(",")]
+            except ValueError:
+                raise ValueError(f"{where}.{key}: expected a comma-separated string of integers, got {v!r}") from None
+        else:
+            raise ValueError(f"{where}.{key}: expected a comma-separated string of integers, got {v!r}")
+        bad = [x for x in out if x < lo or (hi is not None and x > hi)]
+        if bad:
+            domain = f"{lo} or {hi}" if hi == lo + 1 else f"at least {lo}" if hi is None else f"{lo}..{hi}"
+            raise ValueError(f"{where}.{key}: {bad[0]} is not allowed (each value must be {domain})")
+        return out
 
-    tps, sps, dts, cks = ints("tp_sizes_enc"), ints("use_sp"), ints("dp_types_enc"), ints("checkpoint")
+    def one(key: str, lo: int = 1, hi: int | None = None, default: int | None = None) -> int:
+        if default is not None and key not in cfg:
+            return default
+        got = ints(key, lo, hi)
+        if len(got) != 1:
+            raise ValueError(f"{where}.{key}: expected one integer, got {cfg.get(key)!r}")
+        return got[0]
+
+    tps = ints("tp_sizes_enc")
+    sps, dts, cks = (ints(k, 0, 1) for k in ("use_sp", "dp_types_enc", "checkpoint"))
     if not len(tps) == len(sps) == len(dts) == len(cks):
         raise ValueError(f"{where}: tp_sizes_enc, use_sp, dp_types_enc and checkpoint differ in length")
+    if "tp_consecutive_flags" in cfg:
+        flags = ints("tp_consecutive_flags", 0, 1)
+        if len(flags) != len(tps):
+            raise ValueError(f"{where}: tp_consecutive_flags and tp_sizes_enc differ in length")
+        split = [k for k, (f, t) in enumerate(zip(flags, tps)) if f == 0 and t > 1]
+        if split:
+            raise ValueError(f"{where}.tp_consecutive_flags: layer {split[0]} has a non-consecutive tp group (0), which "
+                             "is not priced here; only consecutive groups (1)")
     layers = tuple(Strategy(t, bool(s) and t > 1, bool(d), bool(c)) for t, s, d, c in zip(tps, sps, dts, cks))
-    pp, chunks, vtp = ints("pp_deg")[0], ints("chunks")[0], ints("vtp")[0]
-    vsp = ints("vsp")[0] if "vsp" in cfg else 0
-    sdp = ints("embed_sdp")[0] if "embed_sdp" in cfg else 0
+    pp, chunks, vtp = one("pp_deg"), one("chunks"), one("vtp")
+    vsp, sdp = one("vsp", 0, 1, default=0), one("embed_sdp", 0, 1, default=0)
     return GalvatronPlan(pp, chunks, tuple(ints("pp_division")), layers, VocabStrategy(vtp, bool(vsp) and vtp > 1, bool(sdp)))
+
+
+def config_mismatches(problem: GalvatronProblem, cfg: dict[str, object], where: str = "galvatron_config") -> list[str]:
+    """What a runtime config says about the setting that the problem contradicts: ``global_bsz`` against the global
+    batch, ``pipeline_type`` and ``default_dp_type`` against the ones priced (each checked where the config has it)."""
+    out = []
+    for key, want in (("global_bsz", problem.global_batch), ("pipeline_type", problem.pipeline_type),
+                      ("default_dp_type", problem.default_dp_type)):
+        if key in cfg and (cfg[key] != want or isinstance(cfg[key], bool)):
+            out.append(f"{where}.{key} is {cfg[key]!r}, but the setting evaluated has {want!r}")
+    return out
+
+
+def stage_rows(problem: GalvatronProblem, plan: GalvatronPlan, compute_s: tuple[float, ...], sync_s: tuple[float, ...],
+               memory_mb: tuple[int, ...]) -> list[dict[str, object]]:
+    """The result's ``stages``: per stage its layers [first, end), C and R (s per micro-batch), memory (MiB) and its
+    layers' strategy labels (the verifier's figures)."""
+    rows: list[dict[str, object]] = []
+    a = 0
+    for i, n in enumerate(plan.division):
+        rows.append({
+            "layers": [a, a + n], "compute_s": compute_s[i], "sync_s": sync_s[i], "memory_mb": memory_mb[i],
+            "strategies": [s.label(plan.pp, problem.devices) for s in plan.layers[a:a + n]],
+        })
+        a += n
+    return rows

@@ -18,7 +18,7 @@ from typing import Any
 
 from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
 from milp_partition.galvatron.dp import search
-from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, plan_to_config
+from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, plan_to_config, stage_rows
 from milp_partition.heuristics.galvatron_even import best_uniform
 from milp_partition.result import Result
 from milp_partition.settings import CommonSettings
@@ -83,7 +83,7 @@ class GalvatronSteps(StepDefaults[GalvatronProblem, GalvatronPlan]):
         if not self.settings.heuristics:
             return
         t0 = time.monotonic()
-        plan, _ = best_uniform(run.problem)
+        plan, _ = best_uniform(run.problem, run.budget.deadline())
         yield Outcome("uniform-even", plan, time.monotonic() - t0, False, "" if plan else "no plan")
 
     def refine(self, run: GalvatronRun) -> Iterable[Outcome[GalvatronPlan]]:
@@ -107,15 +107,7 @@ class GalvatronSteps(StepDefaults[GalvatronProblem, GalvatronPlan]):
         rep = best.report or verify_galvatron(problem, best.solution)
         result.galvatron_config = plan_to_config(problem, best.solution)
         result.galvatron_estimate_s = rep.galvatron_estimate_s
-        a = 0
-        result.stages = []
-        for i, n in enumerate(best.solution.division):
-            result.stages.append({
-                "layers": [a, a + n], "compute_s": rep.stage_compute_s[i], "sync_s": rep.stage_sync_s[i],
-                "memory_mb": rep.stage_memory_mb[i],
-                "strategies": [s.label(best.solution.pp, problem.devices) for s in best.solution.layers[a:a + n]],
-            })
-            a += n
+        result.stages = stage_rows(problem, best.solution, rep.stage_compute_s, rep.stage_sync_s, rep.stage_memory_mb)
         result.peak_memory_bytes = max(rep.stage_memory_mb) * 1048576
 
 
