@@ -104,6 +104,7 @@ _EXPORTS: dict[str, str] = {
     "PipelineSettings": "milp_partition.pipeline.problem",
     "PipelineSolution": "milp_partition.pipeline.problem",
     "SolveSettings": "milp_partition.pipeline.solve",
+    "CommonSettings": "milp_partition.settings",
     "solve_pipeline": "milp_partition.pipeline.solve",
     "verify_pipeline": "milp_partition.verifiers.pipeline",
     # layer-wise parallelization strategies
@@ -135,6 +136,7 @@ _EXPORTS: dict[str, str] = {
     "JointPlan": "milp_partition.joint.problem",
     "JointStage": "milp_partition.joint.problem",
     "JointSolveSettings": "milp_partition.joint.problem",
+    "JointSchedule": "milp_partition.joint.schedule",
     "JointResult": "milp_partition.joint.solve",
     "solve_joint": "milp_partition.joint.solve",
     "verify_joint": "milp_partition.verifiers.joint",

@@ -16,7 +16,7 @@ from milp_partition.heuristics.galvatron_even import DeadlineReached, best_unifo
 from milp_partition.errors import InputError
 from milp_partition.galvatron.dp import search
 from milp_partition.galvatron.problem import GalvatronProblem, divisors, outer_choices
-from milp_partition.galvatron.solve import solve_galvatron
+from milp_partition.galvatron.solve import GalvatronSolveSettings, solve_galvatron
 from milp_partition.io.galvatron import read_galvatron
 
 
@@ -56,7 +56,7 @@ def test_every_loop_stops_at_a_passed_deadline(root: Path) -> None:
 def test_a_huge_batch_solve_stops_at_its_limit_without_a_false_proof(root: Path) -> None:
     """It returns (the old code looped over 2**31 chunk counts in the heuristic first); whatever a machine's speed, no
     bound above the verified value and no proof without one."""
-    res = solve_galvatron(_problem(root, 2**31), time_limit_s=1.0)
+    res = solve_galvatron(_problem(root, 2**31), GalvatronSolveSettings(time_limit_s=1.0))
     assert res.status in ("optimal", "feasible", "unknown")
     if res.objective is not None and res.bound is not None:
         assert res.bound <= res.objective * (1 + 1e-9)

@@ -11,6 +11,7 @@ from test_joint_io import JOINT, needs_shared, tiny
 from milp_partition.cli import main
 from milp_partition.io.piper import joint_from_dict
 from milp_partition.joint.problem import JointSolveSettings
+from milp_partition.joint.schedule import JointSchedule
 from milp_partition.joint.solve import solve_joint
 
 
@@ -129,7 +130,7 @@ def test_max_ideals_is_a_joint_flag(tmp_path: Path, capsys) -> None:
 def test_too_many_ideals_goes_to_the_milp() -> None:
     problem = joint_from_dict(tiny(), "tiny")
     r = solve_joint(
-        problem, JointSolveSettings(max_ideals=1, bound_time_limit_s=0, column_bound_time_limit_s=0)
+        problem, JointSolveSettings(max_ideals=1, schedule=JointSchedule().capped(segment_bound=0, stage_bound=0, column_bound=0))
     )  # no bounds: the MILP proves it
     dp = solve_joint(problem, JointSolveSettings())
     assert r.solver == "joint-milp/cpsat" and dp.solver == "joint-dp"

@@ -34,6 +34,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.units": 1,
     "milp_partition.result": 1,
     "milp_partition.budget": 1,  # the one time budget of a solve (chain.py makes it; every phase takes it)
+    "milp_partition.settings": 2,  # the common settings (solver, time, threads, seed, warm start) of every problem
     "milp_partition.io.atomic": 1,  # the one atomic file writer (imports only errors): every file written goes through it
     # 2: data models: plain data and the Solution types, no solving
     "milp_partition.graph": 2,
@@ -46,6 +47,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.problem": 2,
     "milp_partition.joint": 2,
     "milp_partition.joint.problem": 2,
+    "milp_partition.joint.schedule": 2,  # the declared time schedule of the joint search's phases (plain data)
     "milp_partition.galvatron": 2,
     "milp_partition.galvatron.problem": 2,
     # which solver back-ends exist and what each can do: a table of names (settings check their solver against it)

@@ -7,9 +7,8 @@ back-ends' raw statuses become :class:`SolveStatus` here and nowhere else.  Impo
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-from milp_partition.backends.base import Backend, SolveOutput, SolveParams, SolveStatus, relative_gap
-from milp_partition.backends.model import Model, Sense, Var, VarKind
 from milp_partition.backends.registry import (
     BACKENDS,
     Capability,
@@ -21,6 +20,30 @@ from milp_partition.backends.registry import (
     with_capability,
 )
 from milp_partition.errors import InputError, SolverUnavailableError
+
+if TYPE_CHECKING:
+    from milp_partition.backends.base import Backend, SolveOutput, SolveParams, SolveStatus, relative_gap
+    from milp_partition.backends.model import Model, Sense, Var, VarKind
+
+#: Names this package hands out from its modules on first use (PEP 562), so that importing the registry (the parser
+#: does, for ``--solver``'s choices) imports neither numpy nor the interface: ``tests/test_startup.py``.
+_LAZY = {
+    "Backend": "base",
+    "SolveOutput": "base",
+    "SolveParams": "base",
+    "SolveStatus": "base",
+    "relative_gap": "base",
+    "Model": "model",
+    "Sense": "model",
+    "Var": "model",
+    "VarKind": "model",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"milp_partition.backends.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'milp_partition.backends' has no attribute {name!r}")
 
 
 def get_backend(name: str) -> Backend:

@@ -142,7 +142,7 @@ class CpSatBackend:
         }
         if interrupted:
             notes["interrupted"] = True  # stopped by Ctrl-C or SIGTERM: its best solution so far, no proof
-        out = SolveOutput(status=status, wall_seconds=wall, log="\n".join(log_lines), notes=notes)
+        out = SolveOutput(status=status, wall_seconds=wall, log="\n".join(log_lines), notes=notes, interrupted=interrupted)
         out.first_incumbent = first[0] if first else None
         if has_solution:
             values = []

@@ -12,33 +12,10 @@ import argparse
 import json
 from typing import Any
 
-from milp_partition.cli import flags
+from milp_partition.cli.export_options import BATCH_OPTION
 from milp_partition.errors import InputError
 from milp_partition.io.atomic import write_atomic
-from milp_partition.io.export import EXPORTS, export
-
-#: The options below, as ``argparse`` dests (a problem that exports lists them in its ``OPTIONS``).
-EXPORT_OPTIONS = frozenset({"export", "export_to"})
-#: The joint exports also read this one.
-BATCH_OPTION = "global_batch_size"
-
-
-def add_export_options(p: argparse.ArgumentParser) -> None:
-    """Add ``--export``, ``--export-to`` and ``--global-batch-size`` (solve only)."""
-    g = p.add_argument_group("export (joint and galvatron plans)")
-    g.add_argument(
-        "--export",
-        choices=list(EXPORTS),
-        help="write the plan in a training engine's configuration: "
-        + ", ".join(f"{engine} ({problem} plans)" for engine, problem in EXPORTS.items()),
-    )
-    g.add_argument("--export-to", help="the file --export writes (JSON; '-' = standard output)")
-    g.add_argument(
-        "--global-batch-size",
-        type=flags.count,
-        help="joint --export: samples per training step (a multiple of the data-parallel degree times the "
-        "micro-batches; default: one sample per micro-batch)",
-    )
+from milp_partition.io.export import export
 
 
 def write_export(args: argparse.Namespace, problem: Any, plan: Any) -> None:

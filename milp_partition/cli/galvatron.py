@@ -10,11 +10,11 @@ import argparse
 from pathlib import Path
 
 from milp_partition.cli.claims import check_claims, read_result
-from milp_partition.cli.export import EXPORT_OPTIONS, write_export
+from milp_partition.cli.export import write_export
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.galvatron.problem import GalvatronProblem, stage_rows
-from milp_partition.galvatron.solve import GalvatronResult, solve_galvatron
+from milp_partition.galvatron.solve import GalvatronResult, GalvatronSolveSettings, solve_galvatron
 from milp_partition.io.export.galvatron import config_mismatches, plan_from_config
 from milp_partition.io.galvatron import (
     KNOWN_MODELS,
@@ -26,6 +26,7 @@ from milp_partition.io.galvatron import (
 )
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.report import fmt
+from milp_partition.settings import common_fields
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.galvatron import verify_galvatron
 
@@ -37,9 +38,6 @@ STRATEGY_LEGEND = (
     "parallel (else Megatron tp); C: stage compute per micro-batch, R: with gradient sync; MiB: memory per GPU (Galvatron's "
     "\"MB\" is 2**20 bytes)"
 )
-OPTIONS = frozenset(
-    {"devices", "memory", "hardware", "global_batch", "seq_length", "hidden_size", "layer_counts", *EXPORT_OPTIONS}
-)
 
 
 def claims(data: object) -> bool:
@@ -48,16 +46,6 @@ def claims(data: object) -> bool:
 
 def claims_path(path: Path) -> bool:
     return looks_like_galvatron(Path(path))
-
-
-def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
-    g = parser.add_argument_group("galvatron problem (a Galvatron model profile folder)")
-    g.add_argument("--hardware", type=Path, help="galvatron: Galvatron's hardware profile folder")
-    g.add_argument("--global-batch", type=int, help="galvatron: global batch size")
-    g.add_argument("--seq-length", type=int, help="galvatron: profiled sequence length to plan for (default: the model's)")
-    g.add_argument("--hidden-size", type=int, help="galvatron: hidden size of a model Galvatron does not ship (known: "
-                   + ", ".join(KNOWN_MODELS) + ")")
-    g.add_argument("--layer-counts", help="galvatron: layers per layer type of a model Galvatron does not ship, e.g. 32 or 24,24")
 
 
 def _layer_counts(text: str | None) -> tuple[int, ...] | None:
@@ -114,7 +102,8 @@ def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
-    result = solve_galvatron(problem, args.time_limit, None if (args.quiet or args.progress <= 0) else args.progress)
+    settings = GalvatronSolveSettings(**common_fields(args.common), heuristics=not args.no_heuristics)  # type: ignore[arg-type]
+    result = solve_galvatron(problem, settings)
     code = emit(result, args, lambda: format_report(result, problem))
     if code == 0:
         write_export(args, problem, plan_from_config(result.galvatron_config) if result.galvatron_config else None)

@@ -12,9 +12,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
-from milp_partition.cli.export import BATCH_OPTION, EXPORT_OPTIONS, write_export
+from milp_partition.cli.export import write_export
 from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
 from milp_partition.cluster import MAX_DEVICES
@@ -33,86 +32,18 @@ from milp_partition.joint.layers import (
 )
 from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
-from milp_partition.joint.space import SPACES, solve_in_space
+from milp_partition.joint.space import solve_in_space
 from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, names_span, run_lines
+from milp_partition.settings import common_fields
 from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
 
-#: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset(
-    {
-        "devices",
-        "memory",
-        "bandwidth",
-        "microbatches",
-        "method",
-        "tp_degrees",
-        "profile",
-        "stages",
-        "data_parallel",
-        "tensor_parallel",
-        "max_ideals",
-        "memory_reserve",
-        *EXPORT_OPTIONS,
-        BATCH_OPTION,
-        "space",
-    }
-)
-
 
 def claims(data: object) -> bool:
     """Piper's JSON (nodes with ``TMPCs``) or ``milp-partition-joint/1``."""
     return looks_like_joint(data)
-
-
-def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
-    """Add the joint problem's own options (the cluster's --devices and --memory are shared)."""
-    g = parser.add_argument_group("joint problem (Piper's)")
-    g.add_argument(
-        "--microbatches",
-        "--micro-batches",
-        dest="microbatches",
-        type=flags.count,
-        help=f"joint: micro-batches per batch N (default: the file's mbsInBatch; imported graph: {DEFAULT_MICROBATCHES}, "
-        "one sample each)",
-    )
-    g.add_argument(
-        "--tp-degrees",
-        help="joint, imported graph: tensor-parallel degrees to offer, a maximum (4: 1, 2, 4) or a list (1,2,8) "
-        "of 1, 2, 4, 8 (default all up to --devices); --profile gives the device profile (default: the import's); "
-        "--bandwidth defaults to the profile's device-to-device link",
-    )
-    g.add_argument(
-        "--stages",
-        type=int,
-        help="joint: force the number of pipeline stages (the plan is proven optimal within the forced shape)",
-    )
-    g.add_argument(
-        "--data-parallel",
-        type=int,
-        help="joint: force every stage's data-parallel degree (proven optimal within the forced shape)",
-    )
-    g.add_argument(
-        "--tensor-parallel",
-        type=int,
-        help="joint: force every stage's tensor-parallel degree (one of --tp-degrees; --tp-degrees 2 alone offers 1 and 2)",
-    )
-    if command == "solve":
-        g.add_argument(
-            "--method",
-            choices=["dp", "milp"],
-            help="joint: dp (default) = the exact DP (the wide-graph bounds and the slot MILP only when the graph has "
-            "more ideals than the DP's cap or than its compiled passes take); "
-            "milp = the slot MILP with --solver (any MILP back-end), warm-started by the baselines",
-        )
-        g.add_argument(
-            "--space",
-            choices=SPACES,
-            help="joint: the best plan a training engine can run (every stage the same data- and tensor-parallel "
-            "degrees; every transformer block recomputed or none), proven over that space; then --export it",
-        )
 
 
 def problem_from_args(args: argparse.Namespace) -> JointProblem:
@@ -223,13 +154,10 @@ def cmd_solve(args: argparse.Namespace) -> int:
     """``solve --problem joint``: the exact DP, baselines, verifier; prints the report, writes the JSON."""
     problem = problem_from_args(args)
     settings = JointSolveSettings(
-        time_limit_s=args.time_limit,
-        threads=args.threads,
+        **common_fields(args.common),  # type: ignore[arg-type]
         baselines=not args.no_heuristics,
         max_ideals=getattr(args, "max_ideals", None) or JointSolveSettings().max_ideals,
-        progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
         method=getattr(args, "method", None) or "dp",
-        solver=args.solver,
     )
     space = getattr(args, "space", None)
     result = solve_in_space(problem, settings, space) if space else solve_joint(problem, settings)

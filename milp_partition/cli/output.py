@@ -108,7 +108,7 @@ def write_text_atomic(path: Path, text: str, what: str = "--output") -> None:
 def emit(result: Result, args: argparse.Namespace, report: Callable[[], str]) -> int:
     """Write the result JSON (``--output``, atomically), print the report (or the ``-q`` line); return the exit code.
 
-    A result whose ``solver_notes`` say it was interrupted exits with :data:`EXIT_INTERRUPTED` after both.
+    A result stopped by an interrupt (``stopped_by == "interrupt"``) exits with :data:`EXIT_INTERRUPTED` after both.
     """
     if args.output is not None:
         source = result.instance.get("source")
@@ -124,6 +124,6 @@ def emit(result: Result, args: argparse.Namespace, report: Callable[[], str]) ->
         )
     else:
         print(report())
-    if result.solver_notes.get("interrupted"):
+    if result.stopped_by == "interrupt":
         return EXIT_INTERRUPTED
     return exit_code_for_status(result.status)

@@ -15,7 +15,6 @@ import numpy as np
 
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import backend_settings
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
@@ -30,25 +29,8 @@ from milp_partition.placement.solve import PlacementSolveSettings, solve_placeme
 from milp_partition.report import device_counts, gap_text, run_lines
 from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
+from milp_partition.settings import common_fields
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
-
-#: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset({"memory_model", "link_contention", "heuristic"})
-
-
-def register_options(p: argparse.ArgumentParser, command: str) -> None:
-    """Add the placement problem's own options to the ``solve`` or ``evaluate`` parser."""
-
-    pl = p.add_argument_group("placement problem")
-    pl.add_argument("--link-contention", action="store_true", help="serialize transfers leaving or entering one device")
-    if command == "solve":
-        pl.add_argument(
-            "--heuristic",
-            action="append",
-            metavar="NAME",
-            help=f"placement heuristics to run for the warm start ({', '.join(PLACEMENT_HEURISTICS)}; repeat or "
-            "comma-separate; default all)",
-        )
 
 
 def claims(data: object) -> bool:
@@ -125,8 +107,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if getattr(args, "no_heuristics", False):
         names = ()
     settings = PlacementSolveSettings(
-        **backend_settings(args),  # type: ignore[arg-type]
-        warm_start=not getattr(args, "no_warm_start", False),
+        **common_fields(args.common),  # type: ignore[arg-type]
         heuristics=names,
     )
     result = solve_placement(problem, settings)

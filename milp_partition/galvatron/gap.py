@@ -22,7 +22,7 @@ from typing import Any
 
 from milp_partition.errors import InputError
 from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem
-from milp_partition.galvatron.solve import solve_galvatron
+from milp_partition.galvatron.solve import GalvatronSolveSettings, solve_galvatron
 from milp_partition.heuristics.galvatron_even import DeadlineReached, best_uniform, galvatron_even_split
 from milp_partition.io.galvatron import read_galvatron
 from milp_partition.io.json_text import check_known_keys
@@ -105,7 +105,7 @@ def run(job: GapJob) -> dict[str, str]:
     problem = load(job.path, job.point, dict(job.options))
     base = {"size": str(problem.layers), "unit": "s"}
     if job.method == EXACT:
-        return exact_row(job, solve_galvatron(problem, job.time_limit_s), base)
+        return exact_row(job, solve_galvatron(problem, GalvatronSolveSettings(time_limit_s=job.time_limit_s)), base)
     baseline = HEURISTIC_FUNCTIONS.get(job.method)
     if baseline is None:
         raise InputError(f"unknown galvatron heuristic {job.method!r}; known: {', '.join(HEURISTICS)}")

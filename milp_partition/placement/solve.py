@@ -57,6 +57,7 @@ from milp_partition.placement.local_search import LocalSearchSettings, improve_b
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 from milp_partition.placement.subgraph import MainLine, main_line
 from milp_partition.result import Result, Status
+from milp_partition.settings import CommonSettings
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
 
 #: Share of the time limit the transfer-flow LP may take (GLOP stops there; the cheaper bounds stand).
@@ -69,21 +70,14 @@ DEFAULT_CPSAT_PARAMETERS: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
-class PlacementSolveSettings:
-    """How to solve a placement problem.
+class PlacementSolveSettings(CommonSettings):
+    """How to solve a placement problem: the common settings (:class:`~milp_partition.settings.CommonSettings`: ``solver``,
+    ``time_limit_s``, ``threads``, ``seed``, ``warm_start``, ``progress_interval_s``) and its own.
 
     Attributes
     ----------
-    solver
-        ``"cpsat"``, ``"cbc"`` (disjunctive model; small instances only) or ``"none"`` (heuristics only).
-    time_limit_s, threads, seed
-        Passed to the back-end.
-    warm_start
-        Hint the best heuristic schedule and bound the makespan above by its value.
     heuristics
         Names of the placement heuristics to run (``None``: all of them).
-    progress_interval_s
-        Progress line period on stderr; ``None`` for silence.
     symmetry_breaking, redundant
         Formulation options (they never change the optimum).
     decompose, decompose_time_fraction, quick_solve_s
@@ -107,13 +101,7 @@ class PlacementSolveSettings:
         Extra CP-SAT parameters, ``(name, value)`` pairs.
     """
 
-    solver: str = "cpsat"
-    time_limit_s: float = 60.0
-    threads: int = 2
-    seed: int = 0
-    warm_start: bool = True
     heuristics: tuple[str, ...] | None = None
-    progress_interval_s: float | None = None
     symmetry_breaking: bool = True
     redundant: bool = True
     cpsat_parameters: tuple[tuple[str, object], ...] = DEFAULT_CPSAT_PARAMETERS

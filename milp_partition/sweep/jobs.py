@@ -220,7 +220,7 @@ def exact_row(job: GapJob, result: Result, base: dict[str, str]) -> dict[str, st
     An interrupted solve (Ctrl-C, SIGTERM) has no row: its truncated answer is not the run's, and a resume runs it
     again; the interrupt goes on up (the sweep stops).
     """
-    if result.solver_notes.get("interrupted"):
+    if result.stopped_by == "interrupt":
         raise KeyboardInterrupt
     return job.row(
         status=result.status,
