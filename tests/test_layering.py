@@ -47,6 +47,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.joint.problem": 2,
     "milp_partition.galvatron": 2,
     "milp_partition.galvatron.problem": 2,
+    # the one cost model of a step as run executes it: formulas and coefficients, plain data (verifiers read it)
+    "milp_partition.costmodel": 2,
     # 3: inputs: io/ (one module per format, JSON helpers in io.json_text), model importers, device profiles and
     # calibration, and each problem's instance builders (generators, converters, cost models applied to a graph)
     "milp_partition.io": 3,
