@@ -85,6 +85,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.reductions": 5,
     "milp_partition.strategy.ties": 5,
     "milp_partition.joint.dp": 5,
+    "milp_partition.joint.run_dp": 5,  # the exact DP of the run-objective plan (costmodel.plan)
     "milp_partition.joint.native": 5,
     "milp_partition.joint.knapsack": 5,
     "milp_partition.joint.segment_bound": 5,  # a proven bound without ideals (chain segments in pooled stage classes)

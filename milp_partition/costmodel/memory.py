@@ -82,7 +82,8 @@ def stage_memory(
         optimizer_bytes=coeffs.optimizer_state_bytes_per_param_byte * param_bytes,
         buffers_bytes=buffer_bytes,
         activations_bytes=in_flight * b * kept_bytes_per_sample,
-        temporaries_bytes=b * (largest_recomputed_bytes_per_sample + coeffs.transient_factor * largest_transient_bytes_per_sample),
+        temporaries_bytes=b
+        * (largest_recomputed_bytes_per_sample + coeffs.transient_factor * largest_transient_bytes_per_sample),
         rounding_bytes=float(tensors * coeffs.rounding_bytes),
         workspace_bytes=coeffs.workspace_bytes,
     )
