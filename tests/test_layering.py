@@ -62,6 +62,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.dimensions": 3,
     "milp_partition.joint.generators": 3,
     "milp_partition.joint.layers": 3,
+    "milp_partition.joint.run_layers": 3,  # the run-objective problem of an imported graph (costmodel.plan)
     "milp_partition.joint.megatron": 3,
     # 4: back-ends (variables and constraints, no problem) and independent verifiers (data models and io only)
     "milp_partition.backends": 4,

@@ -1,0 +1,87 @@
+"""The run-objective problem of an imported training graph (joint/run_layers.py), priced by the one cost model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from milp_partition.calibration.torch_ops import OperatorCoefficients
+from milp_partition.cli.dispatch import main
+from milp_partition.costmodel.plan import RunCoefficients, RunPlan, RunShape
+from milp_partition.errors import InputError
+from milp_partition.joint.run_dp import solve_run_dp
+from milp_partition.joint.run_layers import run_problem_from_imported
+from milp_partition.verifiers.joint_run import verify_run_plan
+
+# fixed coefficients (not measured: the test must not depend on this machine's speed)
+OPS = OperatorCoefficients(forward_overhead_s=1e-5, backward_overhead_s=2e-5, matmul_flops_per_s=5e10, memory_s_per_byte=1e-10)
+COEFFS = RunCoefficients(p2p_alpha_s=1e-4, p2p_beta_s_per_byte=1e-9, allreduce_alpha_s=2e-4, allreduce_beta_s_per_byte=1e-9)
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("rl") / "gpt.json"
+    args = ["import", "torch", "milp_partition.importers.models:gpt_small_test", "--input", "2x32:int64", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(out)]) == 0
+    return json.loads(Path(out).read_text())
+
+
+def _problem(graph: dict, **kw: object):
+    args = dict(devices=2, memory_bytes=1 << 30, global_batch=8, sizes=(1, 2, 4, 8), coefficients=COEFFS, operators=OPS)
+    return run_problem_from_imported(graph, "gpt.json", **{**args, **kw})
+
+
+def test_layers_costs_and_memory_of_an_imported_gpt(graph: dict) -> None:
+    problem = _problem(graph)
+    layers = problem.layers
+    params = graph["layers"]["ops"]
+    assert sum(v.param_bytes for v in layers) == pytest.approx(sum(op.get("param_bytes", 0) for op in params))
+    for v in layers:  # the per-operator overhead does not scale: a larger micro-batch is cheaper per sample
+        assert v.forward_s[8] < 8 * v.forward_s[1]
+        assert v.backward_s[8] < 8 * v.backward_s[1] or v.backward_s[1] == 0.0  # a layer with nothing to differentiate
+        assert v.forward_s[1] >= OPS.forward_overhead_s
+    assert all(c > 0 for c in problem.cut_bytes_per_sample)
+    assert problem.coefficients.memory.optimizer_state_bytes_per_param_byte == pytest.approx(2.0)  # Adam: f = 3
+
+
+def test_planned_and_forced_plans_verify(graph: dict) -> None:
+    problem = _problem(graph)
+    free = solve_run_dp(problem)
+    assert free.complete and free.plan is not None
+    report = verify_run_plan(problem, free.plan)
+    assert report.feasible and report.step_s == pytest.approx(free.step_s, rel=1e-9)
+    for shape in (RunShape(1, 2, 4), RunShape(2, 1, 8), RunShape(1, 1, 1)):
+        forced = solve_run_dp(_problem(graph, shape=shape))
+        assert forced.plan is not None
+        assert (len(forced.plan.stages), forced.plan.data_parallel, forced.plan.microbatches) == (
+            shape.stages,
+            shape.data_parallel,
+            shape.microbatches,
+        )
+        assert forced.step_s >= free.step_s * (1 - 1e-12)
+    # the same plan priced by the verifier: one sample per micro-batch costs more than eight on one device
+    one = verify_run_plan(problem, RunPlan(((0, len(problem.layers)),), 1, 8))
+    eight = verify_run_plan(problem, RunPlan(((0, len(problem.layers)),), 1, 1))
+    assert one.step_s > eight.step_s
+
+
+def test_memory_binds_and_recomputation_or_stages_answer(graph: dict) -> None:
+    roomy = _problem(graph)
+    plan = solve_run_dp(roomy).plan
+    assert plan is not None
+    need = max(m.total_bytes for m in verify_run_plan(roomy, plan).memory)
+    tight = _problem(graph, memory_bytes=need * 0.9)
+    got = solve_run_dp(tight)
+    assert got.plan is not None and got.plan != plan
+    assert max(m.total_bytes for m in verify_run_plan(tight, got.plan).memory) <= need * 0.9
+    nothing = solve_run_dp(_problem(graph, memory_bytes=1.0))
+    assert nothing.plan is None and nothing.complete  # infeasible is an answer
+
+
+def test_a_size_without_times_is_refused(graph: dict) -> None:
+    with pytest.raises(InputError, match="no time for layer"):
+        _problem(graph, operators=None)
