@@ -85,3 +85,33 @@ def test_memory_binds_and_recomputation_or_stages_answer(graph: dict) -> None:
 def test_a_size_without_times_is_refused(graph: dict) -> None:
     with pytest.raises(InputError, match="no time for layer"):
         _problem(graph, operators=None)
+
+
+def test_cli_plans_for_the_run_and_forces_a_shape(graph: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "gpt.json"
+    path.write_text(json.dumps(graph))
+    coeffs = tmp_path / "ops.json"
+    coeffs.write_text(
+        json.dumps(
+            {k: getattr(OPS, k) for k in ("forward_overhead_s", "backward_overhead_s", "matmul_flops_per_s", "memory_s_per_byte")}
+        )
+    )
+    common = ["solve", str(path), "--problem", "joint", "--objective", "run", "--devices", "2", "--memory", "1GiB"]
+    common += ["--global-batch", "8", "--coefficients", str(coeffs)]
+    out = tmp_path / "plan.json"
+    assert main([*common, "-o", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "OPTIMAL" in report and "global batch of 8 samples" in report
+    free = json.loads(out.read_text())
+    assert free["objective"] == pytest.approx(free["bound"]) and free["instance"]["global_batch"] == 8
+    n, b = free["instance"]["microbatches"], free["instance"]["microbatch_size"]
+    assert n * b == 8 and free["time_per_sample"] * n == pytest.approx(free["objective"])  # run's planner_step_s
+    forced = tmp_path / "forced.json"
+    assert main([*common, "--stages", "1", "--data-parallel", "2", "--microbatches", "8", "-o", str(forced)]) == 0
+    plan = json.loads(forced.read_text())
+    assert [(st["data_parallel"], st["tensor_parallel"]) for st in plan["stages"]] == [(2, 1)]
+    assert plan["instance"]["microbatches"] == 8 and plan["instance"]["microbatch_size"] == 1
+    assert plan["objective"] >= free["objective"]
+    assert main([*common, "--memory", "1MiB"]) == 3  # infeasible is an answer
+    assert main([*common, "--microbatches", "8"]) == 2  # N without d is ambiguous
+    assert main(["solve", str(path), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--global-batch", "8"]) == 2

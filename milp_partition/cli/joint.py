@@ -12,6 +12,7 @@ from pathlib import Path
 
 from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
+from milp_partition.cli.joint_run import cmd_solve_run
 from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
@@ -48,6 +49,9 @@ OPTIONS = frozenset(
         "tensor_parallel",
         "max_ideals",
         "memory_reserve",
+        "objective",
+        "global_batch",
+        "coefficients",
     }
 )
 
@@ -90,6 +94,13 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
         help="joint: force every stage's tensor-parallel degree (one of --tp-degrees; --tp-degrees 2 alone offers 1 and 2)",
     )
     if command == "solve":
+        g.add_argument(
+            "--coefficients",
+            help="joint, --objective run: a JSON of torch's per-operator costs (forward_overhead_s, backward_overhead_s, "
+            "matmul_flops_per_s, memory_s_per_byte; default: measured on this machine when solving); --global-batch "
+            "(shared with galvatron) gives the samples per step (default 64), --microbatches N with --data-parallel D "
+            "forces N = d m micro-batches",
+        )
         g.add_argument(
             "--method",
             choices=["dp", "milp"],
@@ -205,6 +216,14 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve --problem joint``: the exact DP, baselines, verifier; prints the report, writes the JSON."""
+    objective = getattr(args, "objective", None) or "piper"
+    if objective not in ("piper", "run"):
+        raise InputError(f"{objective} is the pipeline problem's; the joint problem takes piper or run", where="--objective")
+    if objective == "run":
+        return cmd_solve_run(args)
+    for flag in ("global_batch", "coefficients"):
+        if getattr(args, flag, None) is not None:
+            raise InputError("applies only with --objective run", where=flag_name(flag))
     problem = problem_from_args(args)
     settings = JointSolveSettings(
         time_limit_s=args.time_limit,

@@ -51,8 +51,10 @@ def register_options(p: argparse.ArgumentParser, command: str) -> None:
     g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
     g.add_argument(
         "--objective",
-        choices=["time", "memory"],
-        help="time (default): least time per sample; memory: least peak memory with time per sample <= --max-time-per-sample",
+        choices=["time", "memory", "piper", "run"],
+        help="pipeline: time (default): least time per sample; memory: least peak memory with time per sample <= "
+        "--max-time-per-sample. joint: piper (default): Piper's time per sample; run (an imported graph): the step of "
+        "the global batch as 'run' executes it (milp_partition/costmodel)",
     )
     g.add_argument(
         "--max-time-per-sample",
@@ -74,6 +76,8 @@ def check_options(args: argparse.Namespace) -> None:
             f"{args.memory_model} does not apply to the pipeline problem; use static or 1f1b",
             where="--memory-model",
         )
+    if (args.objective or "time") not in ("time", "memory"):
+        raise InputError(f"{args.objective} applies to the joint problem (--problem joint); use time or memory", where="--objective")
     if args.max_time_per_sample is not None and (args.objective or "time") != "memory":
         raise InputError("applies only with --objective memory", where="--max-time-per-sample")
 
