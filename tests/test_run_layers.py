@@ -115,3 +115,20 @@ def test_cli_plans_for_the_run_and_forces_a_shape(graph: dict, tmp_path: Path, c
     assert main([*common, "--memory", "1MiB"]) == 3  # infeasible is an answer
     assert main([*common, "--microbatches", "8"]) == 2  # N without d is ambiguous
     assert main(["solve", str(path), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--global-batch", "8"]) == 2
+
+
+def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--time-layers: every layer timed at every candidate size (positive, real seconds); the plan verifies."""
+    graph = tmp_path / "mlp.json"
+    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    out = tmp_path / "plan.json"
+    common = ["solve", str(graph), "--problem", "joint", "--objective", "run", "--devices", "2", "--memory", "1GiB"]
+    assert main([*common, "--global-batch", "4", "--time-layers", "-o", str(out)]) == 0
+    assert "timed on this CPU" in capsys.readouterr().out
+    plan = json.loads(out.read_text())
+    assert plan["status"] == "optimal" and plan["objective"] > 0
+    assert sum(len(st["nodes"]) for st in plan["stages"]) == len(
+        [n for n in json.loads(graph.read_text())["nodes"] if not n["id"].endswith(":bwd")]
+    )
+    assert main([*common, "--time-layers", "--coefficients", str(out)]) == 2  # one source of layer times

@@ -52,6 +52,7 @@ OPTIONS = frozenset(
         "objective",
         "global_batch",
         "coefficients",
+        "time_layers",
     }
 )
 
@@ -100,6 +101,13 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             "matmul_flops_per_s, memory_s_per_byte; default: measured on this machine when solving); --global-batch "
             "(shared with galvatron) gives the samples per step (default 64), --microbatches N with --data-parallel D "
             "forces N = d m micro-batches",
+        )
+        g.add_argument(
+            "--time-layers",
+            action="store_true",
+            help="joint, --objective run: time the model's own layers on this CPU at every candidate micro-batch size "
+            "(forward, backward and the optimizer step; the model from the import's reference) instead of pricing "
+            "operators with --coefficients",
         )
         g.add_argument(
             "--method",
@@ -221,8 +229,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise InputError(f"{objective} is the pipeline problem's; the joint problem takes piper or run", where="--objective")
     if objective == "run":
         return cmd_solve_run(args)
-    for flag in ("global_batch", "coefficients"):
-        if getattr(args, flag, None) is not None:
+    for flag in ("global_batch", "coefficients", "time_layers"):
+        if getattr(args, flag, None) not in (None, False):
             raise InputError("applies only with --objective run", where=flag_name(flag))
     problem = problem_from_args(args)
     settings = JointSolveSettings(

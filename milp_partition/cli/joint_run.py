@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.joint.run_dp import solve_run_dp
 from milp_partition.joint.run_layers import run_problem_from_imported
 from milp_partition.report import fmt, fmt_bytes, names_span
+from milp_partition.run.predict import time_layers_at_sizes
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.joint_run import verify_run_plan
 
@@ -72,7 +73,15 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         allreduce_alpha_s=2 * profile.allreduce.alpha_s,
         allreduce_beta_s_per_byte=profile.allreduce.beta_s_per_byte,
     )
-    operators, origin = _operators(args)
+    times = None
+    if getattr(args, "time_layers", False):
+        if getattr(args, "coefficients", None) is not None:
+            raise InputError("give either --time-layers or --coefficients", where="--time-layers")
+        times, per_tensor = time_layers_at_sizes(data, source, [b for b in range(1, G + 1) if G % b == 0])
+        coeffs = replace(coeffs, optimizer_s_per_param_tensor=per_tensor)
+        operators, origin = None, "the model's own layers timed on this CPU at each micro-batch size"
+    else:
+        operators, origin = _operators(args)
     n_micro = getattr(args, "microbatches", None)
     d = getattr(args, "data_parallel", None)
     m = None
@@ -94,9 +103,15 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         sizes=sizes,
         coefficients=coeffs,
         operators=operators,
+        times=times,
         shape=RunShape(getattr(args, "stages", None), d, m),
     )
-    return problem, {"operators": asdict(operators), "operators_origin": origin, "profile": profile.name, **asdict(coeffs)}
+    return problem, {
+        "operators": asdict(operators) if operators else None,
+        "operators_origin": origin,
+        "profile": profile.name,
+        **asdict(coeffs),
+    }
 
 
 def cmd_solve_run(args: argparse.Namespace) -> int:

@@ -171,8 +171,9 @@ class LayerTimer:
     load as the step they predict; :meth:`profile` gives the medians.
     """
 
-    def __init__(self, spec: RunSpec, threads: int = 1, seed: int = 0, device: Any = None) -> None:
-        """``device``: where the model runs (default the CPU); on a GPU each timestamp waits for the queued kernels."""
+    def __init__(self, spec: RunSpec, threads: int = 1, seed: int = 0, device: Any = None, samples: int = 1) -> None:
+        """``device``: where the model runs (default the CPU); on a GPU each timestamp waits for the queued kernels.
+        ``samples``: the micro-batch size timed (at most ``spec.microbatches``)."""
         import warnings
 
         # a full backward pre-hook on a module whose inputs need no gradient fires all the same: no warning
@@ -182,9 +183,9 @@ class LayerTimer:
         named = dict(self.model.named_modules())
         self.points = [v for v in spec.node_order if v in named and v != ""]
         args, kwargs, target = batch(spec, self.model, 0, seed)
-        self.args = [a[:1] for a in args]
-        self.kwargs = {k: v[:1] for k, v in kwargs.items()}
-        self.target = target[:1]
+        self.args = [a[:samples] for a in args]
+        self.kwargs = {k: v[:samples] for k, v in kwargs.items()}
+        self.target = target[:samples]
         if device is not None:
             self.model.to(device)
             self.args, self.kwargs, self.target = batch_on(device, self.args, self.kwargs, self.target)
@@ -259,6 +260,49 @@ def measure_layers(spec: RunSpec, threads: int = 1, repeats: int = 5, seed: int 
     for _ in range(repeats):
         timer.sample()
     return timer.profile()
+
+
+def time_layers_at_sizes(
+    data: dict[str, Any], graph_path: str, sizes: Sequence[int], threads: int = 1, repeats: int = 5, seed: int = 0
+) -> tuple[dict[int, dict[str, tuple[float, float]]], float]:
+    """The imported model's own layers timed on this CPU at each micro-batch size (``import --time-layers``' role).
+
+    Returns size -> node -> (forward, backward) seconds of one micro-batch (medians of ``repeats``), and the
+    optimizer step's seconds per parameter tensor (at the largest size).  The model is built from the import's
+    reference (``layers.model``); a graph without one is refused.
+    """
+    layers = data.get("layers") if isinstance(data, dict) else None
+    model = layers.get("model") if isinstance(layers, dict) else None
+    if not isinstance(model, dict) or "reference" not in model:
+        raise InputError(
+            "the graph records no model reference to time its layers: import it again with 'milp-partition import torch'",
+            source=graph_path,
+        )
+    assert isinstance(layers, dict)
+    forward = tuple(str(n["id"]) for n in data.get("nodes", []) if not str(n["id"]).endswith(":bwd"))
+    spec = RunSpec(
+        model=str(model["reference"]),
+        inputs=tuple(str(s) for s in model["inputs"]),
+        dtype=str(layers.get("dtype") or "float32"),
+        stages=(),
+        node_order=forward,
+        microbatches=max(sizes),
+        predicted_step_s=float("nan"),
+        optimizer_state_factor=float(layers.get("optimizer_state_bytes_per_param_byte", 0.0)),
+        graph_path=graph_path,
+        plan_path="",
+        graph=data,
+    )
+    out: dict[int, dict[str, tuple[float, float]]] = {}
+    per_tensor = 0.0
+    for b in sorted(sizes):
+        timer = LayerTimer(spec, threads, seed, samples=b)
+        for _ in range(repeats):
+            timer.sample()
+        prof = timer.profile()
+        out[b] = {v: (prof.forward_s.get(v, 0.0), prof.backward_s.get(v, 0.0)) for v in forward}
+        per_tensor = prof.optimizer_s_per_param_tensor
+    return out, per_tensor
 
 
 # -- the plan's inputs to the formula ----------------------------------------------------------------
@@ -355,7 +399,12 @@ def predict_step(
             send = message_s(nbytes, 0.0 if links.empty_step_s > 0 else links.p2p_alpha_s, links.p2p_beta_s_per_byte)
         # the empty plan's DDP all-reduces one bucket: that latency is in E when E was measured
         allreduce = ddp_allreduce_s(
-            param_bytes, D, links.allreduce_alpha_s, links.allreduce_beta_s_per_byte, DDP_BUCKET_BYTES, int(links.empty_step_s > 0)
+            param_bytes,
+            D,
+            links.allreduce_alpha_s,
+            links.allreduce_beta_s_per_byte,
+            DDP_BUCKET_BYTES,
+            int(links.empty_step_s > 0),
         )
         optimizer = optimizer_step_s(param_tensors, param_bytes, layers.optimizer_s_per_param_tensor)
         optimizer += dtensor_tensors * costs.dtensor_optimizer_tensor_s
