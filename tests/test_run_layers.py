@@ -132,3 +132,24 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
         [n for n in json.loads(graph.read_text())["nodes"] if not n["id"].endswith(":bwd")]
     )
     assert main([*common, "--time-layers", "--coefficients", str(out)]) == 2  # one source of layer times
+
+
+def test_run_refuses_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:
+    """run executes one-sample micro-batches: a plan with b > 1 is refused by name, not run as another batch."""
+    from milp_partition.run.spec import read_run_spec
+
+    path = tmp_path / "gpt.json"
+    path.write_text(json.dumps(graph))
+    out = tmp_path / "plan.json"
+    common = ["solve", str(path), "--problem", "joint", "--objective", "run", "--devices", "1", "--memory", "1GiB"]
+    coeffs = tmp_path / "ops.json"
+    coeffs.write_text(
+        json.dumps(
+            {k: getattr(OPS, k) for k in ("forward_overhead_s", "backward_overhead_s", "matmul_flops_per_s", "memory_s_per_byte")}
+        )
+    )
+    assert main([*common, "--global-batch", "8", "--coefficients", str(coeffs), "-o", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert plan["instance"]["microbatch_size"] == 8  # one device, no pipeline: one micro-batch of the whole batch
+    with pytest.raises(InputError, match="micro-batches hold 8 samples"):
+        read_run_spec(out, str(path))

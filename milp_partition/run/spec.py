@@ -135,6 +135,13 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None) -> RunSpec:
             source=str(plan_path),
         )
     n = int(plan["instance"]["microbatches"])
+    size = plan["instance"].get("microbatch_size", 1)
+    if size != 1:
+        raise InputError(
+            f"the plan's micro-batches hold {size} samples; run executes micro-batches of one sample: plan again with "
+            f"--microbatches {plan['instance'].get('global_batch', n * size)} and --data-parallel D (one sample each)",
+            source=str(plan_path),
+        )
     tps = plan.get("time_per_sample")
     if tps is None:
         tps = plan.get("objective")
