@@ -153,3 +153,31 @@ def test_run_refuses_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_p
     assert plan["instance"]["microbatch_size"] == 8  # one device, no pipeline: one micro-batch of the whole batch
     with pytest.raises(InputError, match="micro-batches hold 8 samples"):
         read_run_spec(out, str(path))
+
+
+def test_saved_bytes_per_layer_add_up_to_what_the_run_counts(tmp_path: Path) -> None:
+    """The layer timer's per-node saved bytes sum to the run's own counter (engine.SavedActivations) on one pass."""
+    import torch
+
+    from milp_partition.run.engine import SavedActivations
+    from milp_partition.run.model import loss_fn
+    from milp_partition.run.predict import time_layers_at_sizes
+
+    graph = tmp_path / "mlp.json"
+    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    data = json.loads(graph.read_text())
+    _, _, saved = time_layers_at_sizes(data, str(graph), [4], repeats=1)
+    assert saved and all(x >= 0 for x in saved.values())
+    from milp_partition.run.model import batch, build_model
+    from milp_partition.run.spec import RunSpec
+
+    layers = data["layers"]
+    spec = RunSpec(layers["model"]["reference"], tuple(layers["model"]["inputs"]), "float32", (), (), 4, 0.0, 3.0, str(graph), "")
+    model = build_model(spec, 0)
+    a, kw, target = batch(spec, model, 0, 0)
+    counter = SavedActivations({p.untyped_storage().data_ptr() for p in model.parameters()})
+    with torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
+        loss = loss_fn(model(*a, **kw), target)
+    assert sum(saved.values()) * 4 == pytest.approx(counter.peak, rel=1e-9)
+    loss.backward()

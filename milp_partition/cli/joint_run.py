@@ -73,13 +73,13 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         allreduce_alpha_s=2 * profile.allreduce.alpha_s,
         allreduce_beta_s_per_byte=profile.allreduce.beta_s_per_byte,
     )
-    times = None
+    times, saved = None, None
     if getattr(args, "time_layers", False):
         if getattr(args, "coefficients", None) is not None:
             raise InputError("give either --time-layers or --coefficients", where="--time-layers")
-        times, per_tensor = time_layers_at_sizes(data, source, [b for b in range(1, G + 1) if G % b == 0])
+        times, per_tensor, saved = time_layers_at_sizes(data, source, [b for b in range(1, G + 1) if G % b == 0])
         coeffs = replace(coeffs, optimizer_s_per_param_tensor=per_tensor)
-        operators, origin = None, "the model's own layers timed on this CPU at each micro-batch size"
+        operators, origin = None, "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted"
     else:
         operators, origin = _operators(args)
     n_micro = getattr(args, "microbatches", None)
@@ -104,6 +104,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         coefficients=coeffs,
         operators=operators,
         times=times,
+        saved_bytes_per_sample=saved,
         shape=RunShape(getattr(args, "stages", None), d, m),
     )
     return problem, {

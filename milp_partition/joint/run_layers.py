@@ -9,7 +9,8 @@ figures divided by its batch):
   (``times``: size -> node -> (forward, backward)), or from :class:`OperatorCoefficients`, operator by
   operator, ``o + max(b F / R_mm, b X beta_mem)`` (:func:`milp_partition.costmodel.step.operator_s`), the
   backward only for operators with one;
-* ``a_v`` = the saved activations, ``in_v`` = the bytes of its incoming edges (its input, what a recomputed
+* ``a_v`` = the saved activations (the import's count, or ``saved_bytes_per_sample`` measured on the device as
+  the run counts them: the import's count misses some of what autograd keeps), ``in_v`` = the bytes of its incoming edges (its input, what a recomputed
   layer keeps); the cut after position ``i`` carries the edges from layers ``0..i`` to later ones;
 * parameters and their tensors (weight and bias; an embedding: its table); optimizer state ``f - 1`` per
   parameter byte (``f``: the import's gradients + state factor).
@@ -41,6 +42,7 @@ def run_problem_from_imported(
     coefficients: RunCoefficients,
     operators: OperatorCoefficients | None = None,
     times: Mapping[int, Mapping[str, tuple[float, float]]] | None = None,
+    saved_bytes_per_sample: Mapping[str, float] | None = None,
     recompute: bool = True,
     shape: RunShape | None = None,
 ) -> RunPlanProblem:
@@ -93,6 +95,8 @@ def run_problem_from_imported(
                 if g > 0 or op.param_bytes > 0:
                     bwd[b] += operator_s(g, 2 * moved, o.backward_overhead_s, o.matmul_flops_per_s, o.memory_s_per_byte)
         saved = sum(op.output_bytes if op.saved_bytes is None else op.saved_bytes for op in ops) / batch
+        if saved_bytes_per_sample is not None:  # measured as the run counts them
+            saved = saved_bytes_per_sample.get(v, 0.0)
         layers.append(
             RunLayer(
                 v,

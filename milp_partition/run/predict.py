@@ -171,9 +171,13 @@ class LayerTimer:
     load as the step they predict; :meth:`profile` gives the medians.
     """
 
-    def __init__(self, spec: RunSpec, threads: int = 1, seed: int = 0, device: Any = None, samples: int = 1) -> None:
+    def __init__(
+        self, spec: RunSpec, threads: int = 1, seed: int = 0, device: Any = None, samples: int = 1, count_saved: bool = False
+    ) -> None:
         """``device``: where the model runs (default the CPU); on a GPU each timestamp waits for the queued kernels.
-        ``samples``: the micro-batch size timed (at most ``spec.microbatches``)."""
+        ``samples``: the micro-batch size timed (at most ``spec.microbatches``).  ``count_saved``: also count, per node,
+        the bytes autograd saves for the backward as the run counts them (each storage once, parameters excluded),
+        in :attr:`saved_bytes` (the last pass)."""
         import warnings
 
         # a full backward pre-hook on a module whose inputs need no gradient fires all the same: no warning
@@ -194,13 +198,18 @@ class LayerTimer:
         self.bstamp: dict[str, float] = {}
         for v in self.points:
             mod = named[v]
-            mod.register_forward_pre_hook(lambda m, a, v=v: self.fstamp.__setitem__(v, self.now()))
+            mod.register_forward_pre_hook(lambda m, a, v=v: self._enter(v))
             mod.register_full_backward_pre_hook(lambda m, g, v=v: self.bstamp.__setitem__(v, self.now()))
         self.fwd: dict[str, list[float]] = {v: [] for v in self.points}
         self.bwd: dict[str, list[float]] = {v: [] for v in self.points}
         self.opt = optimizer(spec, self.model.parameters())
         self.opt_times: list[float] = []
         self.n_params = len(list(self.model.parameters()))
+        self.count_saved = count_saved
+        self.param_storages = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
+        self.current: str | None = None
+        self.seen: set[int] = set()
+        self.saved_bytes: dict[str, int] = {}
         self.sample(record=False)  # warm-up
 
     def now(self) -> float:
@@ -210,6 +219,20 @@ class LayerTimer:
 
             torch.cuda.synchronize(self.sync_device)
         return time.perf_counter()
+
+    def _enter(self, v: str) -> None:
+        self.current = v
+        self.fstamp[v] = self.now()
+
+    def _pack(self, t: Any) -> Any:
+        local = t.to_local() if hasattr(t, "to_local") else t
+        storage = local.untyped_storage()
+        key = storage.data_ptr()
+        if key not in self.param_storages and key not in self.seen and storage.nbytes() > 0:
+            self.seen.add(key)
+            node = self.current if self.current is not None else (self.points[0] if self.points else "")
+            self.saved_bytes[node] = self.saved_bytes.get(node, 0) + storage.nbytes()
+        return t
 
     def sample(self, record: bool = True) -> None:
         """One forward, backward and optimizer step on one sample, its nodes' times recorded."""
@@ -221,7 +244,12 @@ class LayerTimer:
             self.fstamp.clear()
             self.bstamp.clear()
             t0 = self.now()
-            loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
+            if self.count_saved:
+                self.current, self.seen, self.saved_bytes = None, set(), {}
+                with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda x: x):
+                    loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
+            else:
+                loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
             t1 = self.now()
             loss.backward()
             t2 = self.now()
@@ -264,11 +292,13 @@ def measure_layers(spec: RunSpec, threads: int = 1, repeats: int = 5, seed: int 
 
 def time_layers_at_sizes(
     data: dict[str, Any], graph_path: str, sizes: Sequence[int], threads: int = 1, repeats: int = 5, seed: int = 0
-) -> tuple[dict[int, dict[str, tuple[float, float]]], float]:
+) -> tuple[dict[int, dict[str, tuple[float, float]]], float, dict[str, float]]:
     """The imported model's own layers timed on this CPU at each micro-batch size (``import --time-layers``' role).
 
-    Returns size -> node -> (forward, backward) seconds of one micro-batch (medians of ``repeats``), and the
-    optimizer step's seconds per parameter tensor (at the largest size).  The model is built from the import's
+    Returns size -> node -> (forward, backward) seconds of one micro-batch (medians of ``repeats``), the
+    optimizer step's seconds per parameter tensor (at the largest size), and per node the bytes autograd saves per
+    sample as the run counts them (the largest over the sizes of the bytes at size ``b`` over ``b``: the loss's
+    saved tensors fall to the last node).  The model is built from the import's
     reference (``layers.model``); a graph without one is refused.
     """
     layers = data.get("layers") if isinstance(data, dict) else None
@@ -294,15 +324,18 @@ def time_layers_at_sizes(
         graph=data,
     )
     out: dict[int, dict[str, tuple[float, float]]] = {}
+    saved: dict[str, float] = {}
     per_tensor = 0.0
     for b in sorted(sizes):
-        timer = LayerTimer(spec, threads, seed, samples=b)
+        timer = LayerTimer(spec, threads, seed, samples=b, count_saved=True)
         for _ in range(repeats):
             timer.sample()
         prof = timer.profile()
         out[b] = {v: (prof.forward_s.get(v, 0.0), prof.backward_s.get(v, 0.0)) for v in forward}
         per_tensor = prof.optimizer_s_per_param_tensor
-    return out, per_tensor
+        for v, nbytes in timer.saved_bytes.items():
+            saved[v] = max(saved.get(v, 0.0), nbytes / b)
+    return out, per_tensor, saved
 
 
 # -- the plan's inputs to the formula ----------------------------------------------------------------
