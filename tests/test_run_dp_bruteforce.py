@@ -139,3 +139,26 @@ def test_the_micro_batch_size_is_a_decision() -> None:
     assert got.step_s == pytest.approx(2 * (1.0 + 0.8 + 2.0 + 1.6))
     forced = solve_run_dp(RunPlanProblem((layer(0), layer(1)), (1.0,), 8, 1, 1e9, shape=RunShape(microbatches=8)))
     assert forced.plan is not None and forced.plan.microbatches == 8 and forced.step_s > got.step_s
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_covering_knapsack_matches_enumeration(seed: int) -> None:
+    """The per-stage recomputation choice (branch and bound) against every non-empty subset."""
+    from milp_partition.joint.run_dp import _cover
+
+    rng = random.Random(seed)
+    items = [
+        (rng.choice([rng.uniform(0.1, 5.0), 1.0]), rng.choice([rng.uniform(0.1, 5.0), 2.0])) for _ in range(rng.randint(1, 8))
+    ]
+    need = rng.uniform(-1.0, sum(s for _, s in items) * 1.1)
+    best = math.inf
+    for r in range(1, len(items) + 1):
+        for subset in itertools.combinations(range(len(items)), r):
+            if sum(items[i][1] for i in subset) >= need:
+                best = min(best, sum(items[i][0] for i in subset))
+    got = _cover(items, need, math.inf)
+    if math.isinf(best):
+        assert got is None
+    else:
+        assert got is not None and got[0] == pytest.approx(best, rel=1e-12)
+        assert sum(items[i][1] for i in got[1]) >= need and sum(items[i][0] for i in got[1]) == pytest.approx(got[0])

@@ -33,8 +33,6 @@ from dataclasses import dataclass
 
 from milp_partition.costmodel.plan import RunPlan, RunPlanProblem
 
-_MAX_FRONTIER = 200_000
-
 
 @dataclass(frozen=True)
 class RunDPResult:
@@ -62,31 +60,68 @@ class _Need:
 
 
 def _least_recompute(items: list[tuple[float, float, float]], need_for: _Need) -> tuple[float, tuple[int, ...]] | None:
-    """Least added time over recomputed sets that fit: ``items`` = (added time, saved bytes per in-flight sample, a_v)."""
+    """Least added time over recomputed sets that fit: ``items`` = (added time, saved bytes per in-flight sample, a_v).
+
+    For each ``t`` in ``{a_v}``: the covering knapsack over ``{v : a_v <= t}`` (at least one layer), solved exactly
+    by :func:`_cover`.
+    """
     best: tuple[float, tuple[int, ...]] | None = None
     for t in sorted({a for _, _, a in items}):
         need = need_for(t)
-        allowed = [i for i, (_, _, a) in enumerate(items) if a <= t]
-        # Pareto frontier (time, saved, chosen): least time for at least that saving
-        front: list[tuple[float, float, tuple[int, ...]]] = [(0.0, 0.0, ())]
-        for i in allowed:
-            cost, save, _ = items[i]
-            grown = front + [(c + cost, s + save, (*ch, i)) for c, s, ch in front]
-            grown.sort(key=lambda x: (x[0], -x[1]))
-            front = []
-            top = -math.inf
-            for c, s, ch in grown:
-                if s > top:
-                    front.append((c, s, ch))
-                    top = s
-            if len(front) > _MAX_FRONTIER:
-                raise RuntimeError(f"recomputation frontier above {_MAX_FRONTIER} points: a stage with too many layers")
-        for c, s, ch in front:
-            if ch and s >= need:
-                if best is None or c < best[0]:
-                    best = (c, ch)
-                break
+        allowed = [i for i, (_, save, a) in enumerate(items) if a <= t and save > 0]
+        found = _cover([(items[i][0], items[i][1]) for i in allowed], max(need, 0.0), math.inf if best is None else best[0])
+        if found is not None and (best is None or found[0] < best[0]):
+            best = (found[0], tuple(allowed[x] for x in found[1]))
     return best
+
+
+def _cover(items: list[tuple[float, float]], need: float, above: float) -> tuple[float, tuple[int, ...]] | None:
+    """Least ``sum cost`` over non-empty subsets with ``sum save >= need`` and cost below ``above`` (branch and bound).
+
+    Items in order of cost per byte saved; the bound of a node is its cost plus the fractional (LP) cover of what is
+    still needed by the items not yet decided, a lower bound on every completion, so the search is exact.
+    """
+    if not items or sum(save for _, save in items) < need:
+        return None
+    order = sorted(range(len(items)), key=lambda i: (items[i][0] / items[i][1], i))
+    cost = [items[i][0] for i in order]
+    save = [items[i][1] for i in order]
+    best_cost, best_set = above, None
+    chosen: list[int] = []
+    suffix = [0.0] * (len(order) + 1)
+    for j in range(len(order) - 1, -1, -1):
+        suffix[j] = suffix[j + 1] + save[j]
+
+    def lp(j: int, left: float) -> float:
+        extra = 0.0
+        while left > 0 and j < len(order):
+            take = min(1.0, left / save[j])
+            extra += take * cost[j]
+            left -= take * save[j]
+            j += 1
+        return extra if left <= 0 else math.inf
+
+    stack: list[tuple[int, float, float, int]] = [(0, 0.0, need, 0)]  # (next item, cost so far, still needed, chosen)
+    while stack:
+        j, c, left, n_chosen = stack.pop()
+        del chosen[n_chosen:]
+        if left <= 0 and n_chosen > 0:
+            if c < best_cost:
+                best_cost, best_set = c, tuple(chosen)
+            continue
+        if j == len(order) or suffix[j] < left or c + lp(j, left) >= best_cost:
+            continue
+        if left <= 0:  # need met but nothing chosen yet: the cheapest single item completes it
+            stack.append((j + 1, c, left, n_chosen))
+            chosen.append(order[j])
+            stack.append((len(order), c + cost[j], left - save[j], n_chosen + 1))
+            continue
+        stack.append((j + 1, c, left, n_chosen))  # without item j (explored second)
+        chosen.append(order[j])
+        stack.append((j + 1, c + cost[j], left - save[j], n_chosen + 1))  # with item j (first)
+    if best_set is None:
+        return None
+    return best_cost, best_set
 
 
 class _Stages:
