@@ -52,6 +52,7 @@ def test_one_f_one_b_fill_and_drain() -> None:
 def test_in_flight_under_1f1b() -> None:
     assert [in_flight(q, 4, 8) for q in range(4)] == [4, 3, 2, 1]
     assert [in_flight(q, 4, 2) for q in range(4)] == [2, 2, 2, 1]
+    assert [in_flight(q, 2, 8, first_stage_extra=1) for q in range(2)] == [3, 1]  # torch's schedule, measured
     with pytest.raises(ValueError):
         in_flight(4, 4, 8)
 

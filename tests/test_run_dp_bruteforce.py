@@ -72,7 +72,9 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
         optimizer_s_per_param_byte=rng.uniform(0.0, 0.01),
         fixed_s=rng.uniform(0.0, 1.0),
         ddp_bucket_bytes=rng.choice([8.0, 1e9]),
-        memory=MemoryCoefficients(rng.choice([0.0, 2.0]), rng.choice([0, 1]), rng.choice([1.0, 2.0]), rng.uniform(0, 5)),
+        memory=MemoryCoefficients(
+            rng.choice([0.0, 2.0]), rng.choice([0, 1]), rng.choice([1.0, 2.0]), rng.uniform(0, 5), rng.choice([0, 1])
+        ),
     )
     total = sum(v.param_bytes for v in layers) * 4 + sum(v.saved_bytes_per_sample for v in layers) * G
     return RunPlanProblem(

@@ -20,12 +20,18 @@ class MemoryCoefficients:
         Multiplier on the backward's largest transient (a layer's activations' gradients); 1 unless calibrated.
     workspace_bytes
         A fixed per-rank workspace (cuBLAS and the like; 0 on the CPU).
+    first_stage_extra_microbatches
+        Micro-batches of saved activations the first stage holds beyond 1F1B's ``min(m, p)``.  Measured on this CPU
+        with torch's ``Schedule1F1B`` (run.json's saved-activation peak, GPT-small test, global batch 8): 2.89
+        micro-batches at the first of 2 stages (1F1B: 2), 2.00 on one stage with 4 per replica (1F1B: 1), 1.00 at the
+        last of 2 stages (1F1B: 1); so 1 (an upper bound on what was measured).
     """
 
     optimizer_state_bytes_per_param_byte: float = 2.0
     rounding_bytes: int = 0
     transient_factor: float = 1.0
     workspace_bytes: float = 0.0
+    first_stage_extra_microbatches: int = 1
 
 
 @dataclass(frozen=True)

@@ -95,9 +95,10 @@ def _cover(items: list[tuple[float, float]], need: float, above: float) -> tuple
     def lp(j: int, left: float) -> float:
         extra = 0.0
         while left > 0 and j < len(order):
-            take = min(1.0, left / save[j])
-            extra += take * cost[j]
-            left -= take * save[j]
+            if save[j] >= left:  # a fraction of item j covers the rest (no float residue left to spoil it)
+                return extra + cost[j] * (left / save[j])
+            extra += cost[j]
+            left -= save[j]
             j += 1
         return extra if left <= 0 else math.inf
 
@@ -137,8 +138,8 @@ class _Stages:
     def cost(self, i: int, e: int, q: int) -> tuple[float, float, tuple[int, ...]] | None:
         """``(u_q, AR_q + O_q, recomputed positions)`` of layers ``i..e-1`` as stage ``q``; ``None`` if nothing fits."""
         problem, b, d, p = self.problem, self.b, self.d, self.p
-        flight = min(self.m, p - q)
-        key = (i, e, flight if q < p - 1 else -flight)  # the last stage sends nothing
+        flight = min(self.m, p - q) + (self.problem.coefficients.memory.first_stage_extra_microbatches if q == 0 else 0)
+        key = (i, e, flight if q < p - 1 else -flight)  # the last stage sends nothing; stage 0 alone starts at i = 0
         if key in self.cache:
             return self.cache[key]
         c, mc = problem.coefficients, problem.coefficients.memory

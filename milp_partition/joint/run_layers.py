@@ -19,10 +19,10 @@ figures divided by its batch):
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from milp_partition.calibration.torch_ops import OperatorCoefficients
-from milp_partition.costmodel.memory import MemoryCoefficients
 from milp_partition.costmodel.plan import RunCoefficients, RunLayer, RunPlanProblem, RunShape
 from milp_partition.costmodel.step import operator_s
 from milp_partition.errors import InputError
@@ -109,12 +109,8 @@ def run_problem_from_imported(
                 input_bytes_per_sample=float(incoming[v]),
             )
         )
-    if coefficients.memory.optimizer_state_bytes_per_param_byte != k_opt:
-        old = coefficients.memory
-        coefficients = RunCoefficients(
-            **{f: getattr(coefficients, f) for f in coefficients.__dataclass_fields__ if f != "memory"},
-            memory=MemoryCoefficients(k_opt, old.rounding_bytes, old.transient_factor, old.workspace_bytes),
-        )
+    memory = replace(coefficients.memory, optimizer_state_bytes_per_param_byte=k_opt)
+    coefficients = replace(coefficients, memory=memory)
     name = str(data.get("name", "")) if isinstance(data, Mapping) else ""
     return RunPlanProblem(
         tuple(layers), tuple(cuts), global_batch, devices, float(memory_bytes), coefficients, recompute, shape or RunShape(), name

@@ -105,7 +105,7 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
             max((v.saved_bytes_per_sample for v in recomputed), default=0.0),
             max(v.saved_bytes_per_sample for v in layers),
             b,
-            in_flight(q, p, m),
+            in_flight(q, p, m, c.memory.first_stage_extra_microbatches),
             tensors * (2 + math.ceil(k_opt)),
             c.memory,
         )
