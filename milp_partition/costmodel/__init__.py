@@ -46,5 +46,12 @@ Memory (:mod:`.memory`), an upper bound of what one rank of stage ``q`` holds
 * autograd temporaries: the largest recomputed layer's activations ``b max_{v in q cap R} a_v`` (re-run one at a
   time) plus the backward's largest transient ``b max_{v in q} a_v`` (a layer's gradients of its saved tensors);
 * allocator rounding: every tensor rounded up to ``rounding_bytes`` (512 on the CUDA caching allocator; 0 on
-  the CPU, where run.json counts tensor bytes exactly), at most ``tensors x rounding_bytes``.
+  the CPU, where run.json counts tensor bytes exactly), at most ``tensors x rounding_bytes`` (the parameters'
+  tensors: weights, gradients, optimizer state; the activations' tensors are not counted yet).
+
+Not here yet: tensor parallelism (its collectives and DTensor's hooks are still priced in
+:mod:`milp_partition.run.predict` for the run's prediction; the planner's run objective plans ``t = 1``), the
+runtime's own per-micro-batch schedule cost as a calibrated coefficient (``fixed_s`` is one constant, 0 unless
+given; ``run`` measures it per plan as the empty step), and the GPU's workspaces and rounding as calibrated
+values (the fields exist in :class:`.memory.MemoryCoefficients`).
 """
