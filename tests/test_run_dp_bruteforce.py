@@ -164,3 +164,25 @@ def test_covering_knapsack_matches_enumeration(seed: int) -> None:
     else:
         assert got is not None and got[0] == pytest.approx(best, rel=1e-12)
         assert sum(items[i][1] for i in got[1]) >= need and sum(items[i][0] for i in got[1]) == pytest.approx(got[0])
+
+
+def test_verifier_names_what_a_bad_plan_breaks() -> None:
+    sizes = {1: 1.0, 2: 1.5}
+    layers = tuple(RunLayer(f"l{i}", sizes, sizes, 10.0, 2, 0.0, 4.0, 1.0 if i else 8.0) for i in range(3))
+    problem = RunPlanProblem(layers, (1.0, 1.0), 4, 2, 1e6, shape=RunShape(data_parallel=1))
+    cases = {
+        RunPlan(((0, 1), (2, 3)), 1, 4): "must start at 1",
+        RunPlan(((0, 3),), 2, 2): "forced shape",
+        RunPlan(((0, 1), (1, 2), (2, 3)), 1, 4): "need 3 devices",
+        RunPlan(((0, 3),), 1, 3): "does not divide",
+        RunPlan(((0, 3),), 1, 1): "has no time at micro-batch size 4",
+        RunPlan(((0, 3),), 1, 2, frozenset({"l0"})): "not offered",  # its input is larger than what it saves
+        RunPlan(((0, 3),), 1, 2, frozenset({"x"})): "not a layer",
+    }
+    for plan, why in cases.items():
+        report = verify_run_plan(problem, plan)
+        assert not report.feasible and any(why in v for v in report.violations), (plan, report.violations)
+    tight = RunPlanProblem(layers, (1.0, 1.0), 4, 2, 100.0)
+    report = verify_run_plan(tight, RunPlan(((0, 3),), 1, 2))
+    assert not report.feasible and "bytes per device" in report.violations[0]
+    assert verify_run_plan(problem, RunPlan(((0, 2), (2, 3)), 1, 4)).feasible
