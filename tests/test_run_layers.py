@@ -102,6 +102,7 @@ def test_cli_plans_for_the_run_and_forces_a_shape(graph: dict, tmp_path: Path, c
     assert main([*common, "-o", str(out)]) == 0
     report = capsys.readouterr().out
     assert "OPTIMAL" in report and "global batch of 8 samples" in report
+    assert "not gloo's fit" in report  # the import's H100 datasheet link, said so
     free = json.loads(out.read_text())
     assert free["objective"] == pytest.approx(free["bound"]) and free["instance"]["global_batch"] == 8
     n, b = free["instance"]["microbatches"], free["instance"]["microbatch_size"]

@@ -107,7 +107,10 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         saved_bytes_per_sample=saved,
         shape=RunShape(getattr(args, "stages", None), d, m),
     )
+    gloo = "gloo" in (link.note or "")
+    links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
     return problem, {
+        "links_note": links_note,
         "operators": asdict(operators) if operators else None,
         "operators_origin": origin,
         "profile": profile.name,
@@ -175,6 +178,8 @@ def format_run_report(out: dict[str, Any], shapes: int) -> str:
         f"costs      operators {out['cost_model']['operators_origin']}; links from profile {out['cost_model']['profile']}",
         f"status     {out['status'].upper()}  ({shapes} shapes enumerated)",
     ]
+    if out["cost_model"]["links_note"]:
+        lines.append(f"note       links {out['cost_model']['links_note']}")
     if out["objective"] is None:
         lines.append("objective  no plan fits the devices' memory" if out["status"] == "infeasible" else "objective  none found")
         return "\n".join(lines)
