@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from milp_partition.costmodel.plan import RunPlan, RunPlanProblem
 
@@ -245,11 +246,12 @@ def _pareto(entries: list[tuple[float, float, float, object]]) -> list[tuple[flo
     return kept
 
 
-def _plan(back: object, d: int, m: int, problem: RunPlanProblem) -> RunPlan:
+def _plan(back: Any, d: int, m: int, problem: RunPlanProblem) -> RunPlan:
     stages: list[tuple[int, int]] = []
     recomputed: set[str] = set()
     while back is not None:
-        back, (i, e, rec) = back  # type: ignore[misc]
+        back, last = back
+        i, e, rec = last
         stages.append((i, e))
         recomputed |= {problem.layers[x].id for x in rec}
     return RunPlan(tuple(reversed(stages)), d, m, frozenset(recomputed))

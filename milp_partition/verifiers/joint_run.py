@@ -65,8 +65,8 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         bad.append(f"d m = {d * m} does not divide the global batch {problem.global_batch}")
     b = problem.global_batch // (d * m)
     ids = {v.id for v in problem.layers}
-    for v in sorted(plan.recomputed - ids):
-        bad.append(f"recomputed layer {v!r} is not a layer of the problem")
+    for name in sorted(plan.recomputed - ids):
+        bad.append(f"recomputed layer {name!r} is not a layer of the problem")
     for v in problem.layers:
         if v.id in plan.recomputed and (not problem.recompute or not v.recomputable):
             bad.append(f"layer {v.id!r} is recomputed but recomputation is not offered for it")
