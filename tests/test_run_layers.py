@@ -133,6 +133,13 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
         [n for n in json.loads(graph.read_text())["nodes"] if not n["id"].endswith(":bwd")]
     )
     assert main([*common, "--time-layers", "--coefficients", str(out)]) == 2  # one source of layer times
+    # the same measurement reused: the free optimum's shape, forced, has the free optimum's price
+    shape = ["--stages", str(len(plan["stages"])), "--data-parallel", str(plan["stages"][0]["data_parallel"])]
+    shape += ["--microbatches", str(plan["instance"]["microbatches"])]
+    forced = tmp_path / "forced.json"
+    assert main([*common, "--global-batch", "4", "--layer-times", str(out), *shape, "-o", str(forced)]) == 0
+    assert json.loads(forced.read_text())["objective"] == pytest.approx(plan["objective"], rel=1e-12)
+    assert main([*common, "--global-batch", "8", "--layer-times", str(out)]) == 2  # size 8 was not timed
 
 
 def test_run_refuses_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:

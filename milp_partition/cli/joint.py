@@ -53,6 +53,7 @@ OPTIONS = frozenset(
         "global_batch",
         "coefficients",
         "time_layers",
+        "layer_times",
     }
 )
 
@@ -108,6 +109,11 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             help="joint, --objective run: time the model's own layers on this CPU at every candidate micro-batch size "
             "(forward, backward and the optimizer step; the model from the import's reference) instead of pricing "
             "operators with --coefficients",
+        )
+        g.add_argument(
+            "--layer-times",
+            help="joint, --objective run: reuse the layer times a solve with --time-layers wrote (its result JSON), so "
+            "that forced and free plans are priced from one measurement",
         )
         g.add_argument(
             "--method",
@@ -229,7 +235,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise InputError(f"{objective} is the pipeline problem's; the joint problem takes piper or run", where="--objective")
     if objective == "run":
         return cmd_solve_run(args)
-    for flag in ("global_batch", "coefficients", "time_layers"):
+    for flag in ("global_batch", "coefficients", "time_layers", "layer_times"):
         if getattr(args, flag, None) not in (None, False):
             raise InputError("applies only with --objective run", where=flag_name(flag))
     problem = problem_from_args(args)

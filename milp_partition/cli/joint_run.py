@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.calibration.torch_ops import OperatorCoefficients, calibrate_operators
+from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import write_text_atomic
 from milp_partition.costmodel.plan import RunCoefficients, RunPlanProblem, RunShape
 from milp_partition.errors import InputError
@@ -51,6 +52,28 @@ def _operators(args: argparse.Namespace) -> tuple[OperatorCoefficients, str]:
     return OperatorCoefficients(**{n: data[n] for n in names if n in data}), f"from {path}"
 
 
+def _read_layer_times(path: Path, sizes: list[int]) -> tuple[dict[int, dict[str, tuple[float, float]]], float, dict[str, float]]:
+    """The layer times a ``--time-layers`` result recorded (its ``cost_model.layer_times``), for reuse."""
+    data = parse_json(read_text_file(path), str(path))
+    timed = data.get("cost_model", {}).get("layer_times") if isinstance(data, dict) else None
+    if not isinstance(timed, dict) or not isinstance(timed.get("sizes"), dict):
+        raise InputError("no cost_model.layer_times: give the result of a solve with --time-layers", source=str(path))
+    try:
+        times = {int(b): {str(v): (float(ft[0]), float(ft[1])) for v, ft in t.items()} for b, t in timed["sizes"].items()}
+        saved = {str(v): float(x) for v, x in (timed.get("saved_bytes_per_sample") or {}).items()}
+        per_tensor = float(timed.get("optimizer_s_per_param_tensor", 0.0))
+    except (TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise InputError(f"malformed cost_model.layer_times: {exc}", source=str(path)) from None
+    missing = [b for b in sizes if b not in times]
+    if missing:
+        raise InputError(
+            f"layer times at micro-batch sizes {sorted(times)}; this global batch needs {missing} too: time them with "
+            "--time-layers at the same --global-batch",
+            source=str(path),
+        )
+    return times, per_tensor, saved
+
+
 def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dict[str, Any]]:
     """The run-objective problem of the imported graph ``args.instance`` with the command line's cluster and batch."""
     source = str(args.instance)
@@ -73,13 +96,27 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         allreduce_alpha_s=2 * profile.allreduce.alpha_s,
         allreduce_beta_s_per_byte=profile.allreduce.beta_s_per_byte,
     )
-    times, saved = None, None
-    if getattr(args, "time_layers", False):
-        if getattr(args, "coefficients", None) is not None:
-            raise InputError("give either --time-layers or --coefficients", where="--time-layers")
-        times, per_tensor, saved = time_layers_at_sizes(data, source, [b for b in range(1, G + 1) if G % b == 0])
+    times, saved, timed = None, None, None
+    given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
+    if len(given) > 1:
+        raise InputError(
+            "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
+        )
+    sizes = [b for b in range(1, G + 1) if G % b == 0]
+    if getattr(args, "time_layers", False) or getattr(args, "layer_times", None) is not None:
+        if getattr(args, "layer_times", None) is not None:
+            times, per_tensor, saved = _read_layer_times(Path(args.layer_times), sizes)
+            origin = f"the model's own layers as timed in {args.layer_times}"
+        else:
+            times, per_tensor, saved = time_layers_at_sizes(data, source, sizes)
+            origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted"
         coeffs = replace(coeffs, optimizer_s_per_param_tensor=per_tensor)
-        operators, origin = None, "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted"
+        operators = None
+        timed = {
+            "sizes": {str(b): {v: list(ft) for v, ft in t.items()} for b, t in times.items()},
+            "saved_bytes_per_sample": saved,
+            "optimizer_s_per_param_tensor": per_tensor,
+        }
     else:
         operators, origin = _operators(args)
     n_micro = getattr(args, "microbatches", None)
@@ -93,7 +130,6 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         if n_micro % d:
             raise InputError(f"{n_micro} micro-batches do not split over {d} replicas", where="--microbatches")
         m = n_micro // d
-    sizes = [b for b in range(1, G + 1) if G % b == 0]
     problem = run_problem_from_imported(
         data,
         source,
@@ -110,6 +146,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     gloo = "gloo" in (link.note or "")
     links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
     return problem, {
+        "layer_times": timed,
         "links_note": links_note,
         "operators": asdict(operators) if operators else None,
         "operators_origin": origin,
