@@ -52,6 +52,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.galvatron.problem": 2,
     # which solver back-ends exist and what each can do: a table of names (settings check their solver against it)
     "milp_partition.backends.registry": 2,
+    # the one cost model of a step as run executes it: formulas and coefficients, plain data (verifiers read it)
+    "milp_partition.costmodel": 2,
     # 3: inputs: io/ (one module per format, JSON helpers in io.json_text), model importers, device profiles and
     # calibration, and each problem's instance builders (generators, converters, cost models applied to a graph)
     "milp_partition.io": 3,
@@ -65,6 +67,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.dimensions": 3,
     "milp_partition.joint.generators": 3,
     "milp_partition.joint.layers": 3,
+    "milp_partition.joint.run_layers": 3,  # the run-objective problem of an imported graph (costmodel.plan)
     "milp_partition.joint.megatron": 3,
     # 4: back-ends (variables and constraints, no problem) and independent verifiers (data models and io only)
     "milp_partition.backends": 4,
@@ -88,6 +91,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.reductions": 5,
     "milp_partition.strategy.ties": 5,
     "milp_partition.joint.dp": 5,
+    "milp_partition.joint.run_dp": 5,  # the exact DP of the run-objective plan (costmodel.plan)
     "milp_partition.joint.native": 5,
     "milp_partition.joint.knapsack": 5,
     "milp_partition.joint.segment_bound": 5,  # a proven bound without ideals (chain segments in pooled stage classes)

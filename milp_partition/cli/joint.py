@@ -14,6 +14,7 @@ from pathlib import Path
 
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.export import write_export
+from milp_partition.cli.joint_run import cmd_solve_run
 from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
 from milp_partition.cluster import MAX_DEVICES
@@ -152,6 +153,14 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve --problem joint``: the exact DP, baselines, verifier; prints the report, writes the JSON."""
+    objective = getattr(args, "objective", None) or "piper"
+    if objective not in ("piper", "run"):
+        raise InputError(f"{objective} is the pipeline problem's; the joint problem takes piper or run", where="--objective")
+    if objective == "run":
+        return cmd_solve_run(args)
+    for flag in ("global_batch", "coefficients", "time_layers", "layer_times"):
+        if getattr(args, flag, None) not in (None, False):
+            raise InputError("applies only with --objective run", where=flag_name(flag))
     problem = problem_from_args(args)
     settings = JointSolveSettings(
         **common_fields(args.common),  # type: ignore[arg-type]

@@ -38,6 +38,11 @@ OPTIONS = frozenset(
         *EXPORT_OPTIONS,
         BATCH_OPTION,
         "space",
+        "objective",
+        "global_batch",
+        "coefficients",
+        "time_layers",
+        "layer_times",
     }
 )
 
@@ -75,6 +80,25 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
         help="joint: force every stage's tensor-parallel degree (one of --tp-degrees; --tp-degrees 2 alone offers 1 and 2)",
     )
     if command == "solve":
+        g.add_argument(
+            "--coefficients",
+            help="joint, --objective run: a JSON of torch's per-operator costs (forward_overhead_s, backward_overhead_s, "
+            "matmul_flops_per_s, memory_s_per_byte; default: measured on this machine when solving); --global-batch "
+            "(shared with galvatron) gives the samples per step (default 64), --microbatches N with --data-parallel D "
+            "forces N = d m micro-batches",
+        )
+        g.add_argument(
+            "--time-layers",
+            action="store_true",
+            help="joint, --objective run: time the model's own layers on this CPU at every candidate micro-batch size "
+            "(forward, backward and the optimizer step; the model from the import's reference) instead of pricing "
+            "operators with --coefficients",
+        )
+        g.add_argument(
+            "--layer-times",
+            help="joint, --objective run: reuse the layer times a solve with --time-layers wrote (its result JSON), so "
+            "that forced and free plans are priced from one measurement",
+        )
         g.add_argument(
             "--method",
             choices=["dp", "milp"],

@@ -45,6 +45,8 @@ def check_options(args: argparse.Namespace) -> None:
             f"{args.memory_model} does not apply to the pipeline problem; use static or 1f1b",
             where="--memory-model",
         )
+    if (args.objective or "time") not in ("time", "memory"):
+        raise InputError(f"{args.objective} applies to the joint problem (--problem joint); use time or memory", where="--objective")
     if args.max_time_per_sample is not None and (args.objective or "time") != "memory":
         raise InputError("applies only with --objective memory", where="--max-time-per-sample")
 

@@ -285,6 +285,14 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str 
     _check_shape(stages, n, source)
     _check_devices(stages, instance, source)
     reference = check_factory(str(model["reference"]), factory, str(gpath))
+    size = instance.get("microbatch_size", 1)
+    if size != 1:
+        raise InputError(
+            f"the plan's micro-batches hold {size!r} samples; run executes micro-batches of one sample: plan again with "
+            f"--microbatches {instance.get('global_batch', '(the global batch)')} and --data-parallel D (one sample each)",
+            source=source,
+            where="instance.microbatch_size",
+        )
     tps = plan.get("time_per_sample")
     if tps is None:
         tps = plan.get("objective")
