@@ -64,6 +64,7 @@ from milp_partition.backends import Model, SolveOutput, SolveParams, SolveStatus
 from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.budget import Budget
 from milp_partition.result import HeuristicRun, Result, Status, StopReason
+from milp_partition.settings import CommonSettings, common_fields
 
 #: Relative tolerance of a proof: a verified value within this of a proven bound is optimal.
 #: It covers the integer rounding of CP-SAT's scaled coefficients (certified below 1e-7
@@ -252,66 +253,25 @@ def settle(
 
 
 @dataclass(frozen=True)
-class ChainSettings:
-    """What every problem's chain reads (each problem's settings carry these fields).
+class ChainSettings(CommonSettings):
+    """What every problem's chain reads: the common settings (:class:`~milp_partition.settings.CommonSettings`, whose
+    ``time_limit_s`` or ``budget`` :func:`run_chain` turns into the run's one
+    :class:`~milp_partition.budget.Budget`; ``solver``, ``threads``, ``seed`` and ``warm_start`` reach the back-end)
+    and the back-end's own parameters.
 
     Attributes
     ----------
-    solver
-        ``"cpsat"``, ``"cbc"`` or ``"none"`` (heuristics and bounds only).
-    time_limit_s
-        One budget for the whole run: bounds, heuristics, refinements, model building and the back-end.
-        :func:`run_chain` turns it into the run's :class:`~milp_partition.budget.Budget`.
-    threads, seed
-        Passed to the back-end.
-    warm_start
-        Hint the best verified solution to the back-end (and let the formulation use its value as a cutoff).
-    progress_interval_s
-        Progress lines on stderr (``None``: silent).
     cpsat_parameters
         Extra CP-SAT parameters, ``(name, value)`` pairs.
     """
 
-    solver: str = "cpsat"
-    time_limit_s: float = 60.0
-    threads: int = 2
-    seed: int = 0
-    warm_start: bool = True
-    progress_interval_s: float | None = None
     cpsat_parameters: tuple[tuple[str, object], ...] = ()
 
 
-class SolveSettingsLike(Protocol):
-    """The fields of a problem's own settings dataclass that :func:`chain_settings` reads."""
-
-    @property
-    def solver(self) -> str: ...
-
-    @property
-    def time_limit_s(self) -> float: ...
-
-    @property
-    def threads(self) -> int: ...
-
-    @property
-    def seed(self) -> int: ...
-
-    @property
-    def warm_start(self) -> bool: ...
-
-    @property
-    def progress_interval_s(self) -> float | None: ...
-
-
-def chain_settings(settings: SolveSettingsLike) -> ChainSettings:
-    """The :class:`ChainSettings` fields of a problem's own settings dataclass."""
+def chain_settings(settings: CommonSettings) -> ChainSettings:
+    """The chain's settings from a problem's own settings: their common part (and CP-SAT parameters, where it has some)."""
     return ChainSettings(
-        solver=settings.solver,
-        time_limit_s=float(settings.time_limit_s),
-        threads=int(settings.threads),
-        seed=int(settings.seed),
-        warm_start=bool(settings.warm_start),
-        progress_interval_s=settings.progress_interval_s,
+        **common_fields(settings.common),  # type: ignore[arg-type]
         cpsat_parameters=tuple(getattr(settings, "cpsat_parameters", ()) or ()),
     )
 
@@ -594,10 +554,10 @@ def add_outcome(run: Run[P, S], steps: Steps[P, S], out: Outcome[S]) -> float | 
 def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: Budget | None = None) -> Result:
     """Run every step for ``problem`` and return a verified :class:`Result` (see the module docstring).
 
-    ``budget`` is the run's one time budget; by default it is made here from
-    ``settings.time_limit_s``, starting now (a test passes one that is already spent).
+    ``budget`` is the run's one time budget; by default it is ``settings.budget`` (a deadline shared with the
+    caller), else made here from ``settings.time_limit_s``, starting now (a test passes one that is already spent).
     """
-    budget = Budget.starting_now(settings.time_limit_s) if budget is None else budget
+    budget = settings.start() if budget is None else budget
     run: Run[P, S] = Run(problem, problem, settings, steps.new_result(problem, settings), budget)
     with PhaseTicker(run, steps.name):
         return _run_steps(run, steps)
@@ -636,7 +596,6 @@ def _run_steps(run: Run[P, S], steps: Steps[P, S]) -> Result:
     run.phase = "settling"
     if run.interrupted:
         stop_cbc_children()
-        result.solver_notes["interrupted"] = True
     _finish(run, steps, claim)
     run.say(  # the solver's progress lines show its own model; this is the reconciled answer
         f"[result] {result.status} objective {'-' if result.objective is None else format(result.objective, '.10g')} bound "
@@ -705,7 +664,7 @@ def nested(result: Result) -> Result:
     must stop too, so the interrupt travels up to the outermost chain, which settles on what
     it has verified.
     """
-    if result.stopped_by == "interrupt" or result.solver_notes.get("interrupted"):
+    if result.stopped_by == "interrupt":
         raise KeyboardInterrupt
     return result
 
@@ -744,7 +703,7 @@ def _solve_exact(run: Run[P, S], steps: Steps[P, S]) -> SolverClaim | None:
     doubt = str(doubtful) if doubtful else None
     if out.status is SolveStatus.ERROR:
         run.result.solver_notes["solver_error"] = True
-    if out.notes.get("interrupted"):
+    if out.interrupted:
         run.stop("interrupt")
     elif out.status in (SolveStatus.FEASIBLE, SolveStatus.UNKNOWN):
         run.stop("time_limit")  # the back-end stopped at its limit without a proof

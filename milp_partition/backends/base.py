@@ -104,6 +104,8 @@ class SolveOutput:
         The solver's own log.
     notes
         Facts about the run (scale used, rounding error, hint status).
+    interrupted
+        Ctrl-C or SIGTERM stopped it: ``values`` is its best solution so far, nothing is proven.
     """
 
     status: SolveStatus
@@ -114,6 +116,7 @@ class SolveOutput:
     first_incumbent: float | None = None
     log: str = ""
     notes: dict[str, object] = field(default_factory=dict)
+    interrupted: bool = False
 
 
 class Backend(Protocol):

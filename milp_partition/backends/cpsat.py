@@ -1,7 +1,7 @@
 """OR-Tools CP-SAT back-end.
 
 The model is scaled to integers by :func:`milp_partition.backends.scaling.scale_model`;
-CP-SAT statuses are translated to :class:`SolveStatus` in :func:`_translate_status`
+CP-SAT statuses are translated to :class:`SolveStatus` in :func:`translate_status`
 and nowhere else.
 """
 
@@ -61,7 +61,7 @@ def _solve_interruptibly(solver: Any, cp: Any, callback: Any) -> tuple[int, bool
     return box[0], interrupted
 
 
-def _translate_status(code: int, has_solution: bool) -> SolveStatus:
+def translate_status(code: int, has_solution: bool) -> SolveStatus:
     from ortools.sat.python import cp_model
 
     if code == cp_model.OPTIMAL:
@@ -133,7 +133,7 @@ class CpSatBackend:
         wall = time.monotonic() - start
 
         has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        status = _translate_status(code, has_solution)
+        status = translate_status(code, has_solution)
         if status is SolveStatus.OPTIMAL and not scaled.bound_valid:
             status = SolveStatus.FEASIBLE  # optimal for a tighter (rounded) integer model only
         notes: dict[str, object] = {
@@ -145,7 +145,7 @@ class CpSatBackend:
         }
         if interrupted:
             notes["interrupted"] = True  # stopped by Ctrl-C or SIGTERM: its best solution so far, no proof
-        out = SolveOutput(status=status, wall_seconds=wall, log="\n".join(log_lines), notes=notes)
+        out = SolveOutput(status=status, wall_seconds=wall, log="\n".join(log_lines), notes=notes, interrupted=interrupted)
         out.first_incumbent = first[0] if first else None
         if has_solution:
             values = []

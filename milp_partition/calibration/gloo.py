@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from milp_partition.calibration.profile import AlphaBeta, DeviceProfile
+from milp_partition.io.atomic import write_atomic
 
 #: Message sizes in bytes (float32 tensors).
 SIZES: tuple[int, ...] = (4 * 1024, 64 * 1024, 256 * 1024, 1024 * 1024, 4 * 1024 * 1024, 16 * 1024 * 1024)
@@ -58,7 +59,7 @@ def _worker(rank: int, store_path: str, sizes: tuple[int, ...], repeats: int, ou
                 seconds = statistics.median(times[1:])
                 rows[name].append([float(size), seconds / 2 if name == "p2p" else seconds])
         if rank == 0:
-            Path(out).write_text(json.dumps(rows))
+            write_atomic(out, json.dumps(rows), what="the measurement")
     finally:
         dist.destroy_process_group()
 

@@ -1,6 +1,6 @@
 """The pipeline problem behind ``milp-partition solve | evaluate | info`` (the default for graph files).
 
-The dispatcher (:mod:`milp_partition.cli.dispatch`) calls :func:`register_options`
+The dispatcher (:mod:`milp_partition.cli.dispatch`) calls ``register_options`` of :mod:`milp_partition.cli.pipeline_options`
 when it builds the parser and :func:`cmd_solve`, :func:`cmd_evaluate` or
 :func:`cmd_info` with the parsed arguments.  Bad input raises
 :class:`~milp_partition.errors.InputError`, printed on one line with exit 2.
@@ -18,55 +18,26 @@ from typing import Literal, cast
 from milp_partition.budget import Budget
 from milp_partition.calibration.apply import apply_profile
 from milp_partition.calibration.profile import resolve_profile
-from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings, reserved
+from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, reserved
 from milp_partition.cli.output import emit
+from milp_partition.cli.pipeline_options import DEFAULT_MAX_IDEALS, MEMORY_MODELS
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
 from milp_partition.graph import Graph, make_graph
 from milp_partition.io import read_cluster, read_instance
-from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.io.plans import read_plan
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines, unit_label
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
+from milp_partition.settings import common_fields
+from milp_partition.strategy.problem import StrategySolution
 from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.pipeline import verify_pipeline
-
-#: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset(
-    {"memory_model", "optimizer_factor", "profile", "cluster", "devices", "memory", "memory_reserve", "cpu_cores", "link_latency"}
-    | {"bandwidth", "no_contiguous", "objective", "max_time_per_sample", "max_ideals"}
-)
-MEMORY_MODELS = ("static", "1f1b")
-#: Default cap on ideals enumerated by the ideal DP.
-DEFAULT_MAX_IDEALS = 20000
-
-
-def register_options(p: argparse.ArgumentParser, command: str) -> None:
-    """Add the pipeline's own options to the ``solve`` or ``evaluate`` parser."""
-    g = p.add_argument_group("pipeline problem")
-    g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
-    g.add_argument(
-        "--objective",
-        choices=["time", "memory"],
-        help="time (default): least time per sample; memory: least peak memory with time per sample <= --max-time-per-sample",
-    )
-    g.add_argument(
-        "--max-time-per-sample",
-        type=flags.positive_number,
-        help="bound on time per sample for --objective memory (graph time unit)",
-    )
-    if command == "solve":
-        g.add_argument(
-            "--max-ideals",
-            type=flags.count,
-            help=f"cap on ideals enumerated by the ideal DPs (pipeline default {DEFAULT_MAX_IDEALS}; joint default 200000)",
-        )
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -76,6 +47,8 @@ def check_options(args: argparse.Namespace) -> None:
             f"{args.memory_model} does not apply to the pipeline problem; use static or 1f1b",
             where="--memory-model",
         )
+    if (args.objective or "time") not in ("time", "memory"):
+        raise InputError(f"{args.objective} applies to the joint problem (--problem joint); use time or memory", where="--objective")
     if args.max_time_per_sample is not None and (args.objective or "time") != "memory":
         raise InputError("applies only with --objective memory", where="--max-time-per-sample")
 
@@ -265,8 +238,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     budget = Budget.starting_now(args.time_limit)
     problem = problem_from_args(args)
     settings = SolveSettings(
-        **backend_settings(args),  # type: ignore[arg-type]
-        warm_start=not args.no_warm_start,
+        **common_fields(args.common),  # type: ignore[arg-type]
         heuristics=not args.no_heuristics,
         max_ideals=args.max_ideals or DEFAULT_MAX_IDEALS,
     )
@@ -300,17 +272,14 @@ def _least_time_note(problem: PipelineProblem, settings: SolveSettings) -> str:
     return ""
 
 
-def read_assignment(path: Path) -> dict[str, str]:
-    """A result JSON's ``assignment``, or a JSON object id -> device id; anything else is bad input."""
-
-    data = parse_json(read_text_file(path), str(path))
-    if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
-        data = data["assignment"]
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise InputError(
-            "expected a result JSON with an 'assignment' object, or an object mapping node id to device id", source=str(path)
-        )
-    return data
+def read_assignment(path: Path, kind: str = "pipeline") -> dict[str, str]:
+    """A plan file's or result JSON's ``assignment``, or an object id -> device id (pipeline) or configuration id
+    (``kind`` "strategy") (:mod:`milp_partition.io.plans`); anything else is bad input."""
+    plan = read_plan(path, kind)
+    if isinstance(plan, StrategySolution):
+        return dict(plan.choice)
+    assert isinstance(plan, PipelineSolution)
+    return dict(plan.assignment)
 
 
 def check_assignment(assignment: dict[str, str], ids: list[str], devices: list[str], path: Path, what: str) -> None:

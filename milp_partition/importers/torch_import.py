@@ -155,6 +155,8 @@ def load_factory(spec: str) -> Callable[[], Any]:
         raise
     except ImportError as exc:
         raise InputError(f"cannot import module {module_name!r}: {exc}", where="model") from None
+    except SystemExit as exc:
+        raise InputError(f"importing module {module_name!r} failed: it called sys.exit({exc.code!r})", where="model") from None
     except Exception as exc:
         raise InputError(f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}", where="model") from None
     factory = getattr(module, attr, None)
@@ -176,6 +178,8 @@ def build_module(spec: str) -> Any:
     factory = load_factory(spec)
     try:
         model = factory()
+    except SystemExit as exc:  # not the tool's exit: the factory's failure (exit 3 would read as "proven infeasible")
+        raise InputError(f"factory {spec!r} failed: it called sys.exit({exc.code!r})", where="model") from None
     except Exception as exc:
         raise InputError(f"factory {spec!r} failed: {type(exc).__name__}: {exc}", where="model") from None
     if isinstance(model, tuple) and model:

@@ -36,39 +36,27 @@ from milp_partition.heuristics.pipeline_split import balanced_split
 from milp_partition.pipeline.costs import colocation_classes, load_bound
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import Result, Status
+from milp_partition.settings import CommonSettings
 from milp_partition.verifiers.pipeline import verify_pipeline
 
 
 @dataclass(frozen=True)
-class SolveSettings:
-    """How to solve.
+class SolveSettings(CommonSettings):
+    """How to solve: the common settings (:class:`~milp_partition.settings.CommonSettings`: ``solver``,
+    ``time_limit_s``, ``threads``, ``seed``, ``warm_start``, ``progress_interval_s``) and the pipeline's own.
 
     Attributes
     ----------
-    solver
-        ``"cpsat"`` or ``"cbc"``; ``"none"`` runs the heuristics only.
-    time_limit_s, threads, seed
-        Passed to the back-end.
-    warm_start
-        Hint the best heuristic solution and bound the objective by its value.
     heuristics
         Run the DPs at all.
     max_ideals
         Cap of the ideal DP.
-    progress_interval_s
-        Progress line period on stderr; ``None`` for silence.
     symmetry_breaking, lower_bounds
         Formulation options (they never change the optimum).
     """
 
-    solver: str = "cpsat"
-    time_limit_s: float = 60.0
-    threads: int = 2
-    seed: int = 0
-    warm_start: bool = True
     heuristics: bool = True
     max_ideals: int = 20000
-    progress_interval_s: float | None = None
     symmetry_breaking: bool = True
     lower_bounds: bool = True
 

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from milp_partition.backends.registry import Capability, has
 from milp_partition.chain import (
     Bound,
     Built,
@@ -63,6 +64,7 @@ from milp_partition.placement.local_search import LocalSearchSettings, improve_b
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 from milp_partition.placement.subgraph import MainLine, main_line
 from milp_partition.result import Result, Status
+from milp_partition.settings import CommonSettings
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
 
 #: Share of the time limit the transfer-flow LP may take (GLOP stops there; the cheaper bounds stand).
@@ -75,21 +77,14 @@ DEFAULT_CPSAT_PARAMETERS: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
-class PlacementSolveSettings:
-    """How to solve a placement problem.
+class PlacementSolveSettings(CommonSettings):
+    """How to solve a placement problem: the common settings (:class:`~milp_partition.settings.CommonSettings`: ``solver``,
+    ``time_limit_s``, ``threads``, ``seed``, ``warm_start``, ``progress_interval_s``) and its own.
 
     Attributes
     ----------
-    solver
-        ``"cpsat"``, ``"cbc"`` (disjunctive model; small instances only) or ``"none"`` (heuristics only).
-    time_limit_s, threads, seed
-        Passed to the back-end.
-    warm_start
-        Hint the best heuristic schedule and bound the makespan above by its value.
     heuristics
         Names of the placement heuristics to run (``None``: all of them).
-    progress_interval_s
-        Progress line period on stderr; ``None`` for silence.
     symmetry_breaking, redundant
         Formulation options (they never change the optimum).
     decompose, decompose_time_fraction, quick_solve_s
@@ -113,13 +108,7 @@ class PlacementSolveSettings:
         Extra CP-SAT parameters, ``(name, value)`` pairs.
     """
 
-    solver: str = "cpsat"
-    time_limit_s: float = 60.0
-    threads: int = 2
-    seed: int = 0
-    warm_start: bool = True
     heuristics: tuple[str, ...] | None = None
-    progress_interval_s: float | None = None
     symmetry_breaking: bool = True
     redundant: bool = True
     cpsat_parameters: tuple[tuple[str, object], ...] = DEFAULT_CPSAT_PARAMETERS
@@ -209,7 +198,7 @@ class PlacementFormulation:
             upper_bound=cutoff,
             path=bounds.path if bounds is not None else None,
             settings=formulation.PlacementFormulationSettings(
-                disjunctive=run.settings.solver == "cbc",
+                disjunctive=not has(run.settings.solver, Capability.CP),  # a MILP back-end gets the linear model
                 symmetry_breaking=self.settings.symmetry_breaking,
                 redundant=self.settings.redundant,
             ),
@@ -298,7 +287,7 @@ class PlacementSteps(StepDefaults[PlacementProblem, PlacementSolution]):
     def refine(self, run: PlacementRun) -> Iterable[Outcome[PlacementSolution]]:
         """A quick whole solve, then the bottleneck decomposition or the main-line bound (CP-SAT only)."""
         settings = self.settings
-        if run.settings.solver != "cpsat" or not settings.decompose:
+        if not has(run.settings.solver, Capability.CP) or not settings.decompose:
             return
         problem: PlacementProblem = run.problem
         dec = decompose(problem)

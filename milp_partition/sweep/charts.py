@@ -6,9 +6,11 @@ from it); :func:`write_charts` saves them next to the report.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+from milp_partition.io.atomic import write_atomic
 from milp_partition.sweep.jobs import BOUND, EXACT
 from milp_partition.sweep.summary import groups
 
@@ -110,7 +112,9 @@ def write_charts(rows: list[dict[str, str]], out_dir: Path, stem: str) -> list[s
     for suffix, make in (("gap", gap_figure), ("time", time_figure)):
         fig = make(rows)
         name = f"{stem}_{suffix}.png"
-        fig.savefig(out_dir / name, dpi=110)
+        image = io.BytesIO()
+        fig.savefig(image, dpi=110, format="png")  # drawn in memory, then written atomically
         plt.close(fig)
+        write_atomic(out_dir / name, image.getvalue(), what="--output-dir")
         names.append(name)
     return names
