@@ -83,4 +83,4 @@ def test_a_joint_solve_given_a_global_batch_is_told_about_microbatches(tmp_path:
     path = tmp_path / "p.json"
     path.write_text(json.dumps(_tiny_piper()))
     rc, _, err = run_cli(["solve", str(path), "--global-batch", "64"])
-    assert rc == 2 and "--global-batch" in err and "takes it as --microbatches" in err
+    assert rc == 2 and "--global-batch" in err and "takes it as --microbatches" in err and "--objective run" in err

@@ -183,7 +183,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         return cmd_solve_run(args)
     for flag in ("global_batch", "coefficients", "time_layers", "layer_times"):
         if getattr(args, flag, None) not in (None, False):
-            raise InputError("applies only with --objective run", where=flag_name(flag))
+            instead = "; Piper's objective takes it as --microbatches" if flag == "global_batch" else ""
+            raise InputError(f"applies only with --objective run{instead}", where=flag_name(flag))
     problem = problem_from_args(args)
     settings = JointSolveSettings(
         **common_fields(args.common),  # type: ignore[arg-type]

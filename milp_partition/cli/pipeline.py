@@ -235,7 +235,7 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve`` for a pipeline instance (the time limit counts from before the instance is read)."""
 
-    budget = Budget.starting_now(args.time_limit)
+    budget = Budget.starting_now(args.common.time_limit_s)
     problem = problem_from_args(args)
     settings = SolveSettings(
         **common_fields(args.common),  # type: ignore[arg-type]
