@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -351,6 +352,8 @@ class Run(Generic[P, S]):
     #: Claims dropped as contradictions before the policy (e.g. the bound of an exact method whose own solution
     #: the verifier rejects); they lead the result's ``discarded`` notes.
     discarded: list[str] = field(default_factory=list)
+    #: What the chain is doing now, for the progress lines of :class:`PhaseTicker` (``""``: the back-end prints its own).
+    phase: str = ""
 
     def lift(self, solution: S) -> S:
         """A solution of ``work`` as a solution of ``problem`` (the reductions' inverses, last first)."""
@@ -556,7 +559,14 @@ def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: B
     """
     budget = settings.start() if budget is None else budget
     run: Run[P, S] = Run(problem, problem, settings, steps.new_result(problem, settings), budget)
-    result = run.result
+    with PhaseTicker(run, steps.name):
+        return _run_steps(run, steps)
+
+
+def _run_steps(run: Run[P, S], steps: Steps[P, S]) -> Result:
+    """The body of :func:`run_chain`: every step in order, then the policy."""
+    settings, result = run.settings, run.result
+    run.phase = "reductions"
     for reduction in steps.reductions(run):
         t0 = time.monotonic()
         reduced, inverse_data = reduction.apply(run.work)
@@ -565,10 +575,13 @@ def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: B
         result.solver_notes[reduction.name] = {"seconds": time.monotonic() - t0, **reduction.notes(reduced)}
     claim: SolverClaim | None = None
     try:
+        run.phase = "bounds"
         for b in steps.bounds(run):
             run.bounds.append(b)
+        run.phase = "heuristics"
         _add_all(run, steps, steps.heuristics(run))
         if not run.interrupted and not run.proven_optimal() and not run.infeasible_proofs:
+            run.phase = "refinement"
             _add_all(run, steps, steps.refine(run))
         if (
             settings.solver != "none"
@@ -580,6 +593,7 @@ def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: B
             claim = _solve_exact(run, steps)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI raises it for both): settle on what is verified so far
         run.stop("interrupt")
+    run.phase = "settling"
     if run.interrupted:
         stop_cbc_children()
     _finish(run, steps, claim)
@@ -589,6 +603,50 @@ def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: B
         f"{f'{100 * result.gap:.3g}%' if result.gap is not None else '-'} (best verified value, best proven bound)"
     )
     return result
+
+
+class PhaseTicker:
+    """Prints ``[name] elapsed  phase; best verified value, best bound`` every ``progress_interval_s`` while the
+    chain is in a phase of its own (bounds, heuristics, model build): a long phase was silent before the back-end's
+    progress lines began (issue 43 item 8).  Silent when progress output is off or ``run.phase`` is ``""``.
+    """
+
+    def __init__(self, run: Run[Any, Any], name: str) -> None:
+        self.run = run
+        self.name = name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def line(self) -> str | None:
+        """The progress line now, or ``None`` when the back-end is the one to print."""
+        run = self.run
+        phase = run.phase
+        if not phase:
+            return None
+        best = min((c.value for c in run.candidates), default=None)  # a snapshot: the list only grows
+        bounds = [b.value for b in run.bounds if math.isfinite(b.value)]
+        shown = f"best verified {best:.6g}" if best is not None else "no verified solution yet"
+        if bounds:
+            shown += f", bound {max(bounds):.6g}"
+        return f"[{self.name}] {run.budget.elapsed():7.1f}s  {phase}; {shown}"
+
+    def __enter__(self) -> PhaseTicker:
+        interval = self.run.settings.progress_interval_s
+        if interval:
+            self._thread = threading.Thread(target=self._loop, args=(interval,), name="chain-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            text = self.line()
+            if text is not None:
+                print(text, file=sys.stderr, flush=True)
 
 
 def _add_all(run: Run[P, S], steps: Steps[P, S], outcomes: Iterable[Outcome[S]]) -> None:
@@ -616,15 +674,29 @@ def _solve_exact(run: Run[P, S], steps: Steps[P, S]) -> SolverClaim | None:
     formulation = steps.formulation
     if formulation is None:
         return None
+    run.phase = "model build"
     built = formulation.build(run)
     if built is None:
         return None
+    run.phase = ""  # the back-end prints its own progress lines (the translation of the model, then the search)
     best = run.best
     if best is not None and run.settings.warm_start:
         formulation.hint(built, run, best)
         run.result.warm_start = {"source": best.source, "objective": best.value}
-    # the back-end gets what is left of the one budget (at least a second, to report what it has)
-    out = run_backend(run.result, replace(run.settings, time_limit_s=max(1.0, run.budget.left())), built.model)
+    # the back-end gets what is left of the one budget (at least a second, to report what it has); the
+    # translation of the model for the solver reads the same budget and stops once it is spent
+    seconds = max(1.0, run.budget.left())
+    try:
+        out = run_backend(
+            run.result,
+            replace(run.settings, time_limit_s=seconds),
+            built.model,
+            Budget.starting_now(seconds, run.budget.clock),
+        )
+    except TimeoutError:
+        run.stop("time_limit")
+        run.say(f"[{run.settings.solver}] the time limit ran out while the model was translated for the solver: no exact solve")
+        return None
     source = run.settings.solver
     bound = out.bound if math.isfinite(out.bound) else None
     doubtful = out.notes.get("proof_doubtful")
@@ -700,8 +772,12 @@ def say(progress_interval_s: float | None, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def run_backend(result: Result, settings: ChainSettings, model: Model) -> SolveOutput:
-    """Solve ``model`` with ``settings.solver``; record its time, notes, log and first incumbent in ``result``."""
+def run_backend(result: Result, settings: ChainSettings, model: Model, budget: Budget | None = None) -> SolveOutput:
+    """Solve ``model`` with ``settings.solver``; record its time, notes, log and first incumbent in ``result``.
+
+    ``budget`` bounds the whole call, the model's translation for the solver included (which raises
+    :class:`TimeoutError` once it is spent).
+    """
     say(
         settings.progress_interval_s,
         f"[{settings.solver}] model: {len(model.variables)} variables, {len(model.constraints)} constraints; "
@@ -714,6 +790,7 @@ def run_backend(result: Result, settings: ChainSettings, model: Model) -> SolveO
         progress_interval_s=settings.progress_interval_s,
         use_hint=settings.warm_start,
         cpsat_parameters=tuple(settings.cpsat_parameters),
+        budget=budget,
     )
     out = get_backend(settings.solver).solve(model, params)
     result.solver_seconds += out.wall_seconds

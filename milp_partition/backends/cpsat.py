@@ -12,9 +12,10 @@ import threading
 import time
 from typing import Any
 
-from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
+from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus, ticking
 from milp_partition.backends.model import Model
 from milp_partition.backends.scaling import ScaledModel, scale_model
+from milp_partition.budget import Budget
 from milp_partition.errors import ModelError, SolverUnavailableError
 
 #: CP-SAT parameters set on every solve, before the caller's, because without them CP-SAT proves false optima.
@@ -90,9 +91,9 @@ class CpSatBackend:
                 cause = cause.__cause__ or cause.__context__
             raise SolverUnavailableError(f"OR-Tools is not installed: {exc}; pip install ortools") from exc
 
-        scaled = scale_model(model, params.cpsat_max_scaled_magnitude)
+        scaled = scale_model(model, params.cpsat_max_scaled_magnitude, params.budget)
         cp = cp_model.CpModel()
-        cp_vars = _build(cp, model, scaled)
+        cp_vars = _build(cp, model, scaled, params.budget)
         hinted = 0
         if params.use_hint and model.hint:
             for i, value in model.hint.items():
@@ -101,7 +102,9 @@ class CpSatBackend:
                 hinted += 1
 
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = float(params.time_limit_s)
+        if params.budget is not None and params.budget.expired():
+            raise TimeoutError("the time limit ran out while the model was translated for the solver")
+        solver.parameters.max_time_in_seconds = float(params.solver_seconds())
         solver.parameters.num_workers = int(params.threads)
         solver.parameters.random_seed = int(params.seed)
         solver.parameters.log_search_progress = True
@@ -165,7 +168,7 @@ def _to_int(value: float, continuous: bool, scaled: ScaledModel) -> int:
     return round(value * scaled.scale) if continuous else round(value)
 
 
-def _build(cp: Any, model: Model, scaled: ScaledModel) -> list[Any]:
+def _build(cp: Any, model: Model, scaled: ScaledModel, budget: Budget | None = None) -> list[Any]:
     from ortools.sat.python import cp_model
 
     assert isinstance(cp, cp_model.CpModel)
@@ -175,7 +178,7 @@ def _build(cp: Any, model: Model, scaled: ScaledModel) -> list[Any]:
             cp_vars.append(cp.new_bool_var(v.name))
         else:
             cp_vars.append(cp.new_int_var(lb, ub, v.name))
-    for row in scaled.rows:
+    for row in ticking(scaled.rows, budget):
         if not row.terms:
             if not _trivially_true(row.sense, row.rhs):
                 cp.add_bool_or([])  # an empty row that cannot hold: infeasible

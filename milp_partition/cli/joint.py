@@ -56,7 +56,15 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
     problem = _problem(args)
     memory = reserved(problem.cluster.memory_bytes, args)  # --memory-reserve stays free of the plan
     assert memory is not None
-    return replace(problem, cluster=replace(problem.cluster, memory_bytes=memory), shape=shape_from_args(args))
+    shape = shape_from_args(args)
+    if shape is not None and shape.tensor_parallel is not None and shape.tensor_parallel not in problem.degrees:
+        raise InputError(
+            f"{shape.tensor_parallel} is not a tensor-parallel degree this instance offers ({', '.join(map(str, problem.degrees))}); "
+            + ("add it to --tp-degrees" if args.tp_degrees is not None else "offer it with --tp-degrees")
+            + " or leave out --tensor-parallel",
+            where="--tensor-parallel",
+        )
+    return replace(problem, cluster=replace(problem.cluster, memory_bytes=memory), shape=shape)
 
 
 def shape_from_args(args: argparse.Namespace) -> JointShape | None:
@@ -129,26 +137,41 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     if result.objective is not None:
         lines.append(f"objective  time_per_sample = {fmt(result.objective, 12)} s   (verified)")
         lines.append(f"bound      {fmt(result.bound, 12)}   gap {gap_text(result.gap)}")
+        lines.append(step_line(result.objective, result.bound, cl.microbatches))
     lines += memory_margin_lines(
-        {f"stage {q + 1}": st["memory_bytes"] for q, st in enumerate(result.stages)},
-        {f"stage {q + 1}": cl.memory_bytes for q in range(len(result.stages))},
+        {f"stage {q + 1} (per device)": st["memory_bytes"] for q, st in enumerate(result.stages)},
+        {f"stage {q + 1} (per device)": cl.memory_bytes for q in range(len(result.stages))},
     )
     lines.extend(run_lines(result, digits=12))
     if result.stages:
         lines.append("")
         lines.append(
-            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  "
+            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'mem/device':>12s}  "
             "recomputed  layers"
         )
         names = {n.id: n.name or n.id for n in problem.nodes}
+        recomputed: list[str] = []
         for q, st in enumerate(result.stages):
-            recomp = sum(1 for c in st["configs"].values() if c != "vanilla")
+            recomp = [v for v in st["nodes"] if st["configs"].get(v, "vanilla") != "vanilla"]
             lines.append(
                 f"{q + 1:5d} {len(st['nodes']):6d} {st['data_parallel']:4d} {st['tensor_parallel']:3d} {st['devices']:8d} "
                 f"{st['microbatches_in_flight']:5d} {fmt(st['time_per_sample_s'], 10):>16s} {fmt_bytes(st['memory_bytes']):>12s}  "
-                f"{recomp:10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
+                f"{len(recomp):10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
             )
+            if recomp:
+                recomputed.append(f"recomputed stage {q + 1}: {names_span([names.get(v, v) for v in recomp], 90)}")
+        lines += recomputed
     return "\n".join(lines)
+
+
+def step_line(time_per_sample_s: float, bound_s: float | None, microbatches: int) -> str:
+    """The step of the global batch: N micro-batches of one sample each at the verified time per sample (Piper's
+    steady state: the pipeline's fill and drain are not in it), with the bound's step beside it."""
+    bound = f"; bound {fmt(microbatches * bound_s, 8)} s" if bound_s is not None else ""
+    return (
+        f"step       {fmt(microbatches * time_per_sample_s, 8)} s per global batch of N = {microbatches} samples "
+        f"(N x time per sample, steady state{bound})"
+    )
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
@@ -160,7 +183,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
         return cmd_solve_run(args)
     for flag in ("global_batch", "coefficients", "time_layers", "layer_times"):
         if getattr(args, flag, None) not in (None, False):
-            raise InputError("applies only with --objective run", where=flag_name(flag))
+            instead = "; Piper's objective takes it as --microbatches" if flag == "global_batch" else ""
+            raise InputError(f"applies only with --objective run{instead}", where=flag_name(flag))
     problem = problem_from_args(args)
     settings = JointSolveSettings(
         **common_fields(args.common),  # type: ignore[arg-type]

@@ -26,7 +26,7 @@ from milp_partition.placement.convert import placement_from_instance_file
 from milp_partition.placement.decompose import decompose
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution
 from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
-from milp_partition.report import device_counts, gap_text, run_lines
+from milp_partition.report import device_counts, gap_text, run_lines, unit_label
 from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
 from milp_partition.settings import common_fields
@@ -59,7 +59,7 @@ def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
 
 def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20) -> str:
     """A readable report of a placement result."""
-    unit = result.time_unit or "units"
+    unit = unit_label(result.time_unit)
     s = problem.settings
     lines = [
         f"instance   {problem.name or '-'}  ({problem.num_tasks} tasks, {problem.num_edges} edges, {problem.num_devices} devices)",
@@ -152,7 +152,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         {"loads": dict(report.device_load), "memory_bytes": dict(report.peak_memory)},
         {"tasks": problem.num_tasks, "edges": problem.num_edges, "devices": list(problem.device_ids)},
     )
-    print(f"feasible; makespan = {_fmt(report.makespan)} {problem.time_unit} (simulated; as given {_fmt(report.given_makespan)})")
+    print(f"feasible; makespan = {_fmt(report.makespan)} {unit_label(problem.time_unit)} (simulated; as given {_fmt(report.given_makespan)})")
     for dev in problem.device_ids:
         print(f"  {dev:10s} busy {_fmt(report.device_load.get(dev, 0.0)):>14s}  memory {_fmt(report.peak_memory.get(dev)):>14s}")
     return EXIT_OK

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from milp_partition import registry
+from milp_partition.cli.flags import SAME_IDEA
 from milp_partition.cli.options import COMMON, flag_name
 from milp_partition.cli.output import check_writable
 from milp_partition.errors import InputError
@@ -41,7 +42,9 @@ def refuse_unused_options(args: argparse.Namespace, kind: str) -> None:
     used = registry.problem(kind).options_module().OPTIONS | COMMON | set(registry.COMMON_FLAGS.values())
     for dest, value in vars(args).items():
         if dest not in used and value is not None and value is not False:
-            raise InputError(f"does not apply to the {kind} problem; leave it out", where=flag_name(dest))
+            other = SAME_IDEA.get(dest, {}).get(kind)
+            instead = f"; the {kind} problem takes it as {other}" if other else ""
+            raise InputError(f"does not apply to the {kind} problem; leave it out{instead}", where=flag_name(dest))
 
 
 def problem_command(args: argparse.Namespace) -> int:

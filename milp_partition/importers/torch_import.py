@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -58,7 +59,18 @@ def parse_input_shape(text: str, where: str = "--input") -> InputSpec:
         ) from None
     if not shape or any(d <= 0 for d in shape):
         raise InputError(f"dimensions must be positive integers, got {text!r}", where=where)
+    elements = math.prod(shape)
+    if elements > MAX_INPUT_ELEMENTS:
+        raise InputError(
+            f"{text!r} has {elements:,} elements, more than the {MAX_INPUT_ELEMENTS:,} (4 GiB at float32) an example "
+            "input may hold; give a smaller shape (FLOPs and bytes scale with the batch)",
+            where=where,
+        )
     return InputSpec(shape, dtype or None, name or None)
+
+
+#: The most elements one example input may have: it is built as a tensor in memory before the capture.
+MAX_INPUT_ELEMENTS = 2**30
 
 
 def vocabulary_size(model: Any) -> int | None:

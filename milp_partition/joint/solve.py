@@ -230,7 +230,14 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         return Evaluation(rep.feasible, rep.objective, tuple(rep.violations), solution, rep)
 
     def heuristics(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
-        """Index the problem (ideals), then the baselines: the cheap two always, Piper-style with ``baselines``."""
+        """Index the problem (ideals), then the baselines: the cheap two always, Piper-style with ``baselines``.
+
+        A forced shape that no plan can have is proven infeasible first, at once (:func:`shape_infeasibility`).
+        """
+        reason = shape_infeasibility(run.problem)
+        if reason is not None:
+            yield Outcome("forced-shape", None, 0.0, True, reason, infeasible=True)
+            return
         try:
             data = joint_data(run.problem, self.settings.max_ideals)
             if self.settings.method == "dp" and native.too_large(data):
@@ -611,6 +618,34 @@ def _say(settings: JointSolveSettings) -> Callable[[str], None] | None:
     if settings.progress_interval_s is None:
         return None
     return lambda text: print(text, file=sys.stderr, flush=True)
+
+
+def shape_infeasibility(problem: JointProblem) -> str | None:
+    """Why no plan has the forced shape, when counting alone proves it (``None``: counting proves nothing).
+
+    A plan has at least one node in each stage, uses ``sum d*t`` devices (at most the cluster's) and ``sum d``
+    micro-batch slots (at most N), and each d divides N (the verifier's rules); a forced shape fixes the number of
+    stages and, where given, every stage's d and t, so each stage needs at least ``d*t`` devices (1 when free).
+    """
+    shape = problem.shape
+    if shape is None:
+        return None
+    cl = problem.cluster
+    d = shape.data_parallel or 1
+    t = shape.tensor_parallel or 1
+    if shape.data_parallel is not None and cl.microbatches % shape.data_parallel:
+        return f"the forced data-parallel degree {shape.data_parallel} does not divide the {cl.microbatches} micro-batches"
+    if shape.stages is None:
+        if d * t > cl.devices:
+            return f"the forced degrees d*t = {d * t} need more than the cluster's {cl.devices} devices"
+        return None
+    if shape.stages > len(problem.nodes):
+        return f"{shape.stages} forced stages need at least as many layers; the graph has {len(problem.nodes)}"
+    if shape.stages * d * t > cl.devices:
+        return f"{shape.stages} forced stages of d*t = {d * t} need {shape.stages * d * t} devices; the cluster has {cl.devices}"
+    if shape.stages * d > cl.microbatches:
+        return f"{shape.stages} forced stages of d = {d} need {shape.stages * d} micro-batches; there are {cl.microbatches}"
+    return None
 
 
 def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = None) -> JointResult:

@@ -36,7 +36,9 @@ transfer_flow  (fractional assignment, loads and paths that pay for device chang
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -124,6 +126,44 @@ def device_path(problem: PlacementProblem) -> PathBounds:
     return PathBounds(head, tail, value)
 
 
+def solve_interruptibly(solver: Any) -> int:
+    """``solver.Solve()`` (an OR-Tools ``pywraplp`` solver) in a worker thread, so that Ctrl-C or SIGTERM stops it.
+
+    The solve releases the GIL, so the main thread keeps handling signals: on a KeyboardInterrupt it asks the
+    solver to stop (``InterruptSolve``), waits for it (a few seconds at most) and re-raises, so the chain settles on
+    what it has verified at once.  Called in the main thread, a long LP (the transfer-flow bound takes a fifth of a
+    300 s limit) held a SIGTERM for its whole time limit.
+    """
+    box: list[int] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box.append(solver.Solve())
+        except BaseException as exc:  # pragma: no cover - re-raised below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=work, name="glop-solve", daemon=True)
+    try:
+        thread.start()
+        while not done.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        solver.InterruptSolve()
+        done.wait(INTERRUPT_WAIT_S)
+        raise
+    if errors:
+        raise errors[0]
+    return box[0]
+
+
+#: How long an interrupted LP may take to stop before the interrupt goes on without it.
+INTERRUPT_WAIT_S = 5.0
+
+
 def fractional_load(problem: PlacementProblem) -> float:
     """The LP ``min T`` over fractional assignments with every device's busy time ``<= T`` (GLOP)."""
     t = usable_times(problem)
@@ -147,7 +187,7 @@ def fractional_load(problem: PlacementProblem) -> float:
             if (i, k) in y and t[i, k] > 0:
                 row.SetCoefficient(y[i, k], float(t[i, k]))
     solver.Minimize(T)
-    status = lp_status(solver.Solve())
+    status = lp_status(solve_interruptibly(solver))
     simple = max(float(np.sum(t.min(axis=1))) / d, float(t.min(axis=1).max()))
     if status is not SolveStatus.OPTIMAL:
         return simple
@@ -330,7 +370,7 @@ def transfer_flow(problem: PlacementProblem, upper: float | None = None, time_li
     solver.Minimize(xs[tidx])
     if time_limit_s is not None:
         solver.SetTimeLimit(max(1, int(1000 * time_limit_s)))
-    status = lp_status(solver.Solve())
+    status = lp_status(solve_interruptibly(solver))
     if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return 0.0
     cost = np.zeros(nv)

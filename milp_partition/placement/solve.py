@@ -50,7 +50,14 @@ from milp_partition.chain import (
 from milp_partition.errors import InputError
 from milp_partition.formulations import placement as formulation
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
-from milp_partition.placement.bounds import BoundReport, best_bound, device_path
+from milp_partition.placement.bounds import (
+    TRANSFER_FLOW_MAX_VARS,
+    BoundReport,
+    best_bound,
+    device_path,
+    transfer_flow,
+    transfer_flow_size,
+)
 from milp_partition.placement.decompose import Decomposition, decompose, solve_decomposed
 from milp_partition.placement.extend import extend_schedule
 from milp_partition.placement.local_search import LocalSearchSettings, improve_by_moves
@@ -241,12 +248,11 @@ class PlacementSteps(StepDefaults[PlacementProblem, PlacementSolution]):
         return Evaluation(report.feasible, report.makespan, tuple(report.violations), report.schedule or solution, report)
 
     def bounds(self, run: PlacementRun) -> Iterable[Bound]:
-        """The lower bounds of :mod:`milp_partition.placement.bounds` (critical path, loads, transfer flow, ...)."""
+        """The quick lower bounds of :mod:`milp_partition.placement.bounds` (critical path, device path, fractional
+        load); the transfer-flow LP, which may take a fifth of the limit, runs after the heuristics
+        (:meth:`heuristics`), so that an interrupt or a time limit during it keeps their schedules."""
         t0 = time.monotonic()
-        # the transfer-flow LP stops at its share of the run's budget (cut short, it adds no bound)
-        bounds = best_bound(
-            run.problem, flow=self.settings.flow_bound, flow_time_limit_s=run.budget.share(FLOW_BOUND_SHARE).left()
-        )
+        bounds = best_bound(run.problem, flow=False)
         self.state.bounds = bounds
         run.result.solver_notes["bounds"] = dict(bounds.values)
         run.result.solver_notes["bounds_seconds"] = time.monotonic() - t0
@@ -254,7 +260,29 @@ class PlacementSteps(StepDefaults[PlacementProblem, PlacementSolution]):
         return [Bound(v, f"the {k} bound") for k, v in bounds.values.items() if math.isfinite(v)]
 
     def heuristics(self, run: PlacementRun) -> Iterable[Outcome[PlacementSolution]]:
-        return placement_heuristic_outcomes(run.problem, self.settings)
+        """The heuristics' schedules, then the transfer-flow bound (:meth:`_flow_bound`)."""
+        yield from placement_heuristic_outcomes(run.problem, self.settings)
+        self._flow_bound(run)
+
+    def _flow_bound(self, run: PlacementRun) -> None:
+        """The transfer-flow LP within its share of the run's budget (cut short, it adds no bound), added to the run's
+        bounds and to the bound report the formulation reads."""
+        quick = self.state.bounds
+        left = run.budget.share(FLOW_BOUND_SHARE).left()
+        if quick is None or not self.settings.flow_bound or left <= 0 or transfer_flow_size(run.problem) > TRANSFER_FLOW_MAX_VARS:
+            return
+        t0 = time.monotonic()
+        value = transfer_flow(run.problem, time_limit_s=left)
+        values = {**quick.values, "transfer_flow": value}
+        best = max(values.values())
+        self.state.bounds = BoundReport(values, best if math.isfinite(best) else 0.0, quick.path)
+        run.result.solver_notes["bounds"] = dict(values)
+        run.result.solver_notes["bounds_seconds"] = float(run.result.solver_notes.get("bounds_seconds", 0.0)) + (
+            time.monotonic() - t0
+        )
+        run.say(f"[bounds] transfer_flow {value:.9g}")
+        if math.isfinite(value):
+            run.bounds.append(Bound(value, "the transfer_flow bound"))
 
     def refine(self, run: PlacementRun) -> Iterable[Outcome[PlacementSolution]]:
         """A quick whole solve, then the bottleneck decomposition or the main-line bound (CP-SAT only)."""

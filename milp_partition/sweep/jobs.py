@@ -210,7 +210,7 @@ def compact(path: Path) -> list[dict[str, str]]:
     w = csv.DictWriter(text, fieldnames=CSV_FIELDS)
     w.writeheader()
     w.writerows(rows)
-    write_atomic(path, text.getvalue(), what="--output-dir")
+    write_atomic(path, text.getvalue(), "the gap table")  # the file's own permissions kept (a bare mkstemp gave 0600)
     return rows
 
 
