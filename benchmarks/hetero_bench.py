@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from milp_partition.hetero.problem import plan_from_sailor
-from milp_partition.hetero.solve import solve_hetero
+from milp_partition.hetero.solve import HeteroSolveSettings, solve_hetero
 from milp_partition.io.sailor import read_sailor, setting_names
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +58,7 @@ def main() -> int:
         for objective in ("sailor", "sound"):
             problem = read_sailor(HETERO, setting=name, objective=objective)  # type: ignore[arg-type]
             t0 = time.monotonic()
-            res = solve_hetero(problem, a.time_limit)
+            res = solve_hetero(problem, HeteroSolveSettings(time_limit_s=a.time_limit, progress_interval_s=None))
             secs = time.monotonic() - t0
             tag = "" if objective == "sailor" else "sound_"
             row[tag + "status"] = str(res.status)

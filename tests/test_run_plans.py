@@ -127,7 +127,8 @@ def test_spec_refuses_mixed_degrees(tmp_path: Path) -> None:
     from milp_partition.run.spec import read_run_spec
 
     graph = tmp_path / "g.json"
-    graph.write_text(json.dumps({"nodes": [], "layers": {"model": {"reference": "m:f", "inputs": ["1x2"]}}}))
+    nodes = [{"id": "a"}, {"id": "b"}]
+    graph.write_text(json.dumps({"nodes": nodes, "layers": {"model": {"reference": "m:f", "inputs": ["1x2"]}}}))
     plan = tmp_path / "p.json"
     stages = [
         {"nodes": ["a"], "data_parallel": 2, "tensor_parallel": 1, "configs": {"a": "vanilla"}},

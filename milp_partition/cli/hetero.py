@@ -16,30 +16,19 @@ from pathlib import Path
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.hetero.problem import HeteroProblem, Objective
-from milp_partition.hetero.solve import HeteroResult, solve_hetero
+from milp_partition.hetero.solve import HeteroResult, HeteroSolveSettings, solve_hetero
 from milp_partition.io.sailor import describe, looks_like_sailor, read_sailor, setting_names
 from milp_partition.report import fmt
+from milp_partition.settings import common_fields
 from milp_partition.verifiers.hetero import verify_hetero
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
-OPTIONS = frozenset({"setting", "setting_file", "trace", "row", "model", "global_batch", "objective"})
-
-
 def claims(data: object) -> bool:
     return False  # a folder, detected by :func:`claims_path`
 
 
 def claims_path(path: Path) -> bool:
     return looks_like_sailor(Path(path))
-
-
-def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
-    g = parser.add_argument_group("hetero problem (Sailor's benchmark folder: mixed GPU kinds)")
-    g.add_argument("--setting", help="hetero: a setting name of reference/settings.json (or of --setting-file)")
-    g.add_argument("--setting-file", type=Path, help="hetero: a JSON setting {model, global_batch, gpus: {'<kind>_<zone>': n}}")
-    g.add_argument("--trace", type=Path, help="hetero: a Sailor trace CSV (with --row and --model)")
-    g.add_argument("--row", type=int, help="hetero: the trace row (default 0)")
-    g.add_argument("--model", help="hetero: the model of a trace row (OPT-350, GPT-Neo-2.7)")
 
 
 def problem_from_args(args: argparse.Namespace) -> HeteroProblem:
@@ -71,8 +60,8 @@ def format_report(result: HeteroResult, problem: HeteroProblem) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
-    result = solve_hetero(problem, args.time_limit if args.time_limit is not None else 60.0,
-                          None if (args.quiet or args.progress <= 0) else args.progress)
+    settings = HeteroSolveSettings(**common_fields(args.common), heuristics=not args.no_heuristics)  # type: ignore[arg-type]
+    result = solve_hetero(problem, settings)
     return emit(result, args, lambda: format_report(result, problem))
 
 

@@ -15,12 +15,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, run_chain
+from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
 from milp_partition.hetero.cost import evaluate, memory_bytes
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, Replica, plan_to_sailor
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan
 from milp_partition.result import Result
+from milp_partition.settings import CommonSettings
 from milp_partition.verifiers.hetero import verify_hetero
 
 
@@ -64,10 +65,31 @@ def uniform_plans(problem: HeteroProblem) -> Iterable[HeteroPlan]:
 
 
 @dataclass(frozen=True)
+class HeteroSolveSettings(CommonSettings):
+    """How :func:`solve_hetero` works: the common settings (:class:`~milp_partition.settings.CommonSettings`; of them
+    the search reads ``time_limit_s`` and ``progress_interval_s``: ``solver`` must stay ``"none"``) and its own.
+
+    Attributes
+    ----------
+    heuristics
+        Run the uniform plans and the Sailor-style even split first (their best is the branch and bound's first
+        incumbent).
+    """
+
+    solver: str = field(default="none", kw_only=True)
+    heuristics: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.solver != "none":
+            raise ValueError(f"the hetero problem runs no back-end (its branch and bound proves): solver must be 'none', got {self.solver!r}")
+
+
+@dataclass(frozen=True)
 class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
     """Steps for :func:`milp_partition.chain.run_chain` (no formulation: the branch and bound proves)."""
 
-    time_limit_s: float = 60.0
+    settings: HeteroSolveSettings = field(default_factory=HeteroSolveSettings)
     name: str = "hetero"
 
     @property
@@ -88,6 +110,8 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         return Evaluation(rep.feasible, rep.iteration_s if rep.iteration_s is not None else math.inf, tuple(rep.violations), solution, rep)
 
     def heuristics(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
+        if not self.settings.heuristics:
+            return
         t0 = time.monotonic()
         best, best_v = None, math.inf
         for plan in uniform_plans(run.problem):
@@ -132,9 +156,9 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         result.peak_memory_bytes = max(max(r) for r in rep.memory_bytes)
 
 
-def solve_hetero(problem: HeteroProblem, time_limit_s: float = 60.0, progress_interval_s: float | None = None) -> HeteroResult:
+def solve_hetero(problem: HeteroProblem, settings: HeteroSolveSettings | None = None) -> HeteroResult:
     """Solve one setting: verified plan, proven bound, gap (:class:`HeteroResult`, with ``sailor_plan``)."""
-    chain = ChainSettings(solver="none", time_limit_s=time_limit_s, progress_interval_s=progress_interval_s)
-    result = run_chain(HeteroSteps(time_limit_s), problem, chain)
+    settings = settings or HeteroSolveSettings()
+    result = run_chain(HeteroSteps(settings), problem, chain_settings(settings))
     assert isinstance(result, HeteroResult)
     return result
