@@ -179,6 +179,16 @@ PROBLEMS: dict[str, ProblemEntry] = {
             solver_default="none",
         ),
         ProblemEntry(
+            "hetero",
+            cli="milp_partition.cli.hetero",
+            options="milp_partition.cli.hetero_options",
+            solve="milp_partition.hetero.solve:solve_hetero",
+            verifier="milp_partition.verifiers.hetero:verify_hetero",
+            # its exact search runs on one thread and no back-end runs: no --solver, --threads, --seed or --no-warm-start
+            common=frozenset({"time_limit_s", "progress_interval_s"}),
+            solver_default="none",
+        ),
+        ProblemEntry(
             "pipeline",
             cli="milp_partition.cli.pipeline",
             options="milp_partition.cli.pipeline_options",

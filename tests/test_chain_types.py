@@ -207,7 +207,7 @@ def test_joint_search_on_a_spent_budget_stops_with_time_limit() -> None:
 def test_registry_names_every_problem_and_its_modules() -> None:
     from milp_partition import registry
 
-    assert list(registry.PROBLEMS) == ["placement", "strategy", "joint", "galvatron", "pipeline"]  # detection order
+    assert list(registry.PROBLEMS) == ["placement", "strategy", "joint", "galvatron", "hetero", "pipeline"]  # detection order
     for entry in registry.PROBLEMS.values():
         assert callable(entry.solve_function()) and callable(entry.verifier_function()) and callable(entry.reader)
         if entry.gap is not None:

@@ -50,6 +50,9 @@ LAYERS: dict[str, int] = {
     "milp_partition.joint.schedule": 2,  # the declared time schedule of the joint search's phases (plain data)
     "milp_partition.galvatron": 2,
     "milp_partition.galvatron.problem": 2,
+    "milp_partition.kinds": 2,  # the cluster of device kinds (issue 40): kinds, counts per zone, link fits
+    "milp_partition.hetero": 2,
+    "milp_partition.hetero.problem": 2,
     # which solver back-ends exist and what each can do: a table of names (settings check their solver against it)
     "milp_partition.backends.registry": 2,
     # the one cost model of a step as run executes it: formulas and coefficients, plain data (verifiers read it)
@@ -80,6 +83,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.chain": 5,
     "milp_partition.galvatron.costs": 5,
     "milp_partition.galvatron.dp": 5,
+    "milp_partition.hetero.cost": 5,
+    "milp_partition.hetero.search": 5,
     "milp_partition.pipeline.costs": 5,
     "milp_partition.placement.bounds": 5,
     "milp_partition.placement.decompose": 5,
@@ -103,6 +108,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.solve": 6,
     "milp_partition.joint.solve": 6,
     "milp_partition.galvatron.solve": 6,
+    "milp_partition.hetero.solve": 6,
     "milp_partition.joint.space": 6,  # the joint search within a training engine's space (solve_joint per candidate)
     # 7: on top: command line, reports, plots, sweeps and each problem's gap sweep
     "milp_partition.__main__": 7,

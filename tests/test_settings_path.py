@@ -41,6 +41,8 @@ def _instance(problem: str, tmp_path: Path) -> list[str]:
         path = tmp_path / "joint.json"
         path.write_text(json.dumps(tiny()))
         return [str(path)]
+    if problem == "hetero":
+        return [str(shared / "hetero"), "--setting", "opt350-a8-v16"]
     assert problem == "galvatron"
     return [
         str(GALVATRON / "models" / "llama2-7b"),

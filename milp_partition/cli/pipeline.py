@@ -48,7 +48,10 @@ def check_options(args: argparse.Namespace) -> None:
             where="--memory-model",
         )
     if (args.objective or "time") not in ("time", "memory"):
-        raise InputError(f"{args.objective} applies to the joint problem (--problem joint); use time or memory", where="--objective")
+        raise InputError(
+            f"{args.objective} applies to the joint (piper, run) or hetero (sailor, sound) problem; the pipeline takes time or memory",
+            where="--objective",
+        )
     if args.max_time_per_sample is not None and (args.objective or "time") != "memory":
         raise InputError("applies only with --objective memory", where="--max-time-per-sample")
 

@@ -29,10 +29,11 @@ def register_options(p: argparse.ArgumentParser, command: str) -> None:
     g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
     g.add_argument(
         "--objective",
-        choices=["time", "memory", "piper", "run"],
+        choices=["time", "memory", "piper", "run", "sailor", "sound"],
         help="pipeline: time (default): least time per sample; memory: least peak memory with time per sample <= "
         "--max-time-per-sample. joint: piper (default): Piper's time per sample; run (an imported graph): the step of "
-        "the global batch as 'run' executes it (milp_partition/costmodel)",
+        "the global batch as 'run' executes it (milp_partition/costmodel). hetero: sailor (default: Sailor's simulator) "
+        "or sound (gradients sized by a stage's input, no doubled sends)",
     )
     g.add_argument(
         "--max-time-per-sample",
