@@ -42,7 +42,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from bench_charts import pyplot, save  # noqa: E402
 from milp_partition.heuristics.galvatron_even import galvatron_even_split  # noqa: E402
 
-from milp_partition.galvatron.solve import solve_galvatron  # noqa: E402
+from milp_partition.galvatron.solve import GalvatronSolveSettings, solve_galvatron  # noqa: E402
 from milp_partition.io.galvatron import read_galvatron  # noqa: E402
 
 SHARED = REPO.parent / "shared" / "benchmarks" / "galvatron"
@@ -160,7 +160,7 @@ def grid_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
     for model, gpus, mem, batch in points:
         p = read_galvatron(SHARED / "models" / model, SHARED / "hardware", devices=gpus, memory_mb=mem * 1024, global_batch=batch)
         t0 = time.perf_counter()
-        res = solve_galvatron(p, args.time_limit)
+        res = solve_galvatron(p, GalvatronSolveSettings(time_limit_s=args.time_limit))
         ours_s = time.perf_counter() - t0
         t0 = time.perf_counter()
         plan, _est, sound = galvatron_even_split(p)

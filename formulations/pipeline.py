@@ -63,9 +63,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from milp_partition.budget import Budget
 from milp_partition.backends.model import Model, Sense, Var, VarKind
-from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs, stage_order_pairs
+from milp_partition.budget import Budget
+from milp_partition.pipeline.costs import PipelineCosts, class_times, pipeline_costs, stage_order_pairs, time_lower_bound
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 
 
@@ -169,20 +169,21 @@ def build(
     mem = _memory_coefficients(problem, costs)
     model = Model(name=f"pipeline_{graph.name or 'graph'}")
 
-    class_allowed = np.array([costs.allowed[m].all(axis=0) for m in members])  # (C, D)
-    class_time = np.array([costs.node_time[m].sum(axis=0) for m in members])
+    class_allowed, class_time = class_times(costs)  # (C, D) each
     class_mem = np.array([mem[m].sum(axis=0) for m in members])
 
     x: dict[tuple[int, int], Var] = {}
+    pm = PipelineModel(problem, costs, model, members, x, budget=budget)
     for c in range(len(members)):
+        pm.check_budget(c)
         for d in range(num_devices):
             if class_allowed[c, d]:
                 x[c, d] = model.add_var(f"x[{c},{d}]")
-    pm = PipelineModel(problem, costs, model, members, x, budget=budget)
     pm.check_budget()
 
     # (a) assign
     for c in range(len(members)):
+        pm.check_budget(c)
         model.add_constraint([(x[c, d], 1.0) for d in range(num_devices) if (c, d) in x], Sense.EQ, 1.0, f"assign[{c}]")
     _add_transfers(pm)  # (d) transfer out, (e) transfer in
     pm.check_budget()
@@ -193,10 +194,12 @@ def build(
         pm.check_budget()
     if problem.settings.memory_model == "1f1b":
         _add_stage_order(pm)  # (g)
+        pm.check_budget()
     # (h) symmetry among identical accelerators (positions matter under 1F1B, so not there)
     if settings.symmetry_breaking and problem.settings.memory_model == "static":
         for run in identical_accelerator_runs(problem):
             _add_symmetry_breaking(pm, run)
+    pm.check_budget()
     return pm
 
 
@@ -213,12 +216,13 @@ def _add_transfers(pm: PipelineModel) -> None:
     for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()):
         if cls[u] != cls[v]:
             edges_by_source.setdefault(u, []).append(v)
+    accelerators = _accelerators(pm)
     for step, (u, targets) in enumerate(edges_by_source.items()):
-        pm.check_budget(step)
+        pm.check_budget(step if len(accelerators) < 64 else 0)  # every source when each is long
         if costs.out_transfer[u] <= 0:
             continue
         cu = int(cls[u])
-        for d in _accelerators(pm):
+        for d in accelerators:
             xu = x.get((cu, d))
             xvs = [x[int(cls[v]), d] for v in targets if (int(cls[v]), d) in x]
             if xu is not None:
@@ -248,23 +252,24 @@ def _add_load_memory_objective(
     num_classes, num_devices = class_time.shape
     accelerators = _accelerators(pm)
 
+    transfer_terms: dict[int, list[tuple[Var, float]]] = {}  # per accelerator, in one pass (not one per device)
+    for step, ((u, d), var) in enumerate((*pm.inn.items(), *pm.out.items())):
+        pm.check_budget(step)
+        transfer_terms.setdefault(d, []).append((var, float(costs.out_transfer[u])))
+
     def load_terms(d: int) -> list[tuple[Var, float]]:
+        pm.check_budget()
         terms = [(x[c, d], float(class_time[c, d])) for c in range(num_classes) if (c, d) in x and class_time[c, d] > 0]
         if not costs.is_cpu[d]:
-            for (u, dd), var in pm.inn.items():
-                if dd == d:
-                    terms.append((var, float(costs.out_transfer[u])))
-            for (u, dd), var in pm.out.items():
-                if dd == d:
-                    terms.append((var, float(costs.out_transfer[u])))
+            terms.extend(transfer_terms.get(d, ()))
         return terms
 
     def memory_terms(d: int) -> list[tuple[Var, float]]:
+        pm.check_budget()
         return [(x[c, d], float(class_mem[c, d])) for c in range(num_classes) if (c, d) in x and class_mem[c, d] > 0]
 
     # (i) bounds
-    fastest = np.where(class_allowed, class_time, np.inf).min(axis=1)
-    lower = max(float(fastest.max(initial=0.0)), float(fastest.sum()) / max(num_devices, 1))
+    lower = time_lower_bound(class_allowed, class_time)
     pm.lower_bound = lower
     time_ub = float(np.where(class_allowed, class_time, 0).max(axis=1).sum() + 2 * costs.out_transfer.sum())
 
@@ -304,7 +309,8 @@ def _add_contiguity(pm: PipelineModel) -> None:
     fwd_edges = [(u, v) for u, v in zip(arrays.src.tolist(), arrays.dst.tolist()) if costs.forward[u] and costs.forward[v]]
     fwd_nodes = sorted({w for e in fwd_edges for w in e})
     for d in range(costs.node_time.shape[1]):
-        for v in fwd_nodes:
+        for step, v in enumerate(fwd_nodes):
+            pm.check_budget(step)
             pm.z[v, d] = model.add_var(f"z[{v},{d}]")
             if (int(cls[v]), d) in x:
                 model.add_constraint([(pm.z[v, d], 1.0), (x[int(cls[v]), d], -1.0)], Sense.GE, 0.0, f"reach_self[{v},{d}]")
@@ -330,6 +336,7 @@ def _add_stage_order(pm: PipelineModel) -> None:
         if cu == cv:
             continue
         for i, d in enumerate(accelerators):
+            pm.check_budget(i)
             if (cu, d) not in x:
                 continue
             earlier = [(x[cv, e], 1.0) for e in accelerators[:i] if (cv, e) in x]
@@ -350,6 +357,7 @@ def _add_symmetry_breaking(pm: PipelineModel, run: list[int]) -> None:
         a, b = run[j - 1], run[j]
         previous: Var | None = None
         for c in range(num_classes):
+            pm.check_budget(c)
             u = pm.sym[a, c] = model.add_var(f"below[{a},{c}]")
             terms = [(u, 1.0)]
             if previous is not None:

@@ -13,27 +13,24 @@ a verified incumbent for the exact search's pruning.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator
 
 import numpy as np
 
+from milp_partition.errors import MilpPartitionError
 from milp_partition.galvatron.costs import Costs, evaluate, galvatron_estimate, sound_time
-from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, Strategy, VocabStrategy
+from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, Strategy, VocabStrategy, outer_choices
+
+
+class DeadlineReached(MilpPartitionError):
+    """The even-split search ran out of time before trying every setting: it has no answer to give as Galvatron's."""
 
 
 def even_division(layers: int, pp: int) -> tuple[int, ...]:
     """Galvatron's ``pp_division_even``: L // pp per stage, the rest on the last."""
     avg = layers // pp
     return tuple([avg] * (pp - 1) + [layers - avg * (pp - 1)])
-
-
-def _outer(problem: GalvatronProblem) -> list[tuple[int, int]]:
-    out = []
-    pp = 1
-    while pp <= min(problem.max_pp, problem.layers, problem.devices):
-        out += [(pp, m) for m in range(1, problem.global_batch + 1) if problem.global_batch % m == 0 and m >= pp]
-        pp *= 2
-    return out
 
 
 def _tasks(cm: Costs) -> list[int | None]:
@@ -44,24 +41,32 @@ def _admitted(s: Strategy | VocabStrategy, task: int | None) -> bool:
     return (s.tp_sp == 1 or s.sp) if task is None else s.tp_sp <= task
 
 
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() > deadline
+
+
 def _even_settings(problem: GalvatronProblem, layers: int) -> Iterator[tuple[int, int, Costs, tuple[int, ...], list[int]]]:
     """Every (pp, chunks) with its cost model, the even split of ``layers`` and each stage's first layer."""
-    for pp, m in _outer(problem):
+    for pp, m in outer_choices(problem):
         div = even_division(layers, pp)
         yield pp, m, Costs(problem, pp, m), div, [sum(div[:i]) for i in range(pp)]
 
 
-def best_uniform(problem: GalvatronProblem) -> tuple[GalvatronPlan | None, float]:
-    """The best plan with one strategy for all layers on the even split (sound time), or (None, inf)."""
+def best_uniform(problem: GalvatronProblem, deadline: float | None = None) -> tuple[GalvatronPlan | None, float]:
+    """The best plan with one strategy for all layers on the even split (sound time), or (None, inf).
+
+    At ``deadline`` (``time.monotonic()``) it stops and returns the best plan tried so far."""
     types = problem.type_of()
     usable = problem.usable_mb()
     best, best_plan = math.inf, None
     for pp, m, cm, div, starts in _even_settings(problem, len(types)):
         for s in cm.strategies():
+            if _past(deadline):
+                return best_plan, best
             per = [cm.layer(t, s) for t in range(len(problem.layer_types))]
-            c = [sum(per[types[l]].c for l in range(a, a + n)) for a, n in zip(starts, div)]
-            r = [sum(per[types[l]].r for l in range(a, a + n)) for a, n in zip(starts, div)]
-            mem = [sum(cm.layer_mem(types[l], s, i) for l in range(a, a + n)) for i, (a, n) in enumerate(zip(starts, div))]
+            c = [sum(per[types[k]].c for k in range(a, a + n)) for a, n in zip(starts, div)]
+            r = [sum(per[types[k]].r for k in range(a, a + n)) for a, n in zip(starts, div)]
+            mem = [sum(cm.layer_mem(types[k], s, i) for k in range(a, a + n)) for i, (a, n) in enumerate(zip(starts, div))]
             for v in cm.vocab_strategies():
                 gm = cm.global_buffer_mb(cm.buffer_degree([s], v))
                 if any(mem[i] + cm.vocab_mem(v, i) + gm > usable for i in range(pp)):
@@ -83,13 +88,13 @@ class _StageDP:
         self.strats = strats
         self.steps: list[dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]] = []  # g -> (opt, parent g, parent idx)
         states: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-        for l in range(a, a + n):
-            t = types[l]
+        for layer in range(a, a + n):
+            t = types[layer]
             parts: dict[int, list[tuple[np.ndarray, ...]]] = {}
             for k, s in enumerate(strats):
                 mem, r = cm.layer_mem(t, s, i), cm.layer(t, s).r
                 bucket = parts.setdefault(s.tp_sp, [])
-                if l == a:
+                if layer == a:
                     bucket.append((np.array([mem]), np.array([r]), np.array([k]), np.array([-1]), np.array([-1])))
                     continue
                 for g, (pm, pv) in states.items():
@@ -134,13 +139,17 @@ class _StageDP:
         return val, out[::-1]
 
 
-def galvatron_even_split(problem: GalvatronProblem) -> tuple[GalvatronPlan | None, float, float]:
-    """Galvatron's search re-implemented: (plan, its pipeline estimate, sound time) or (None, inf, inf)."""
+def galvatron_even_split(problem: GalvatronProblem, deadline: float | None = None) -> tuple[GalvatronPlan | None, float, float]:
+    """Galvatron's search re-implemented: (plan, its pipeline estimate, sound time) or (None, inf, inf).
+
+    Raises :class:`DeadlineReached` at ``deadline`` (``time.monotonic()``): a partial search is not Galvatron's answer."""
     types = problem.type_of()
     usable = problem.usable_mb()
     best, best_plan = math.inf, None
     for pp, m, cm, div, starts in _even_settings(problem, len(types)):
         for task in _tasks(cm):
+            if _past(deadline):
+                raise DeadlineReached("the even-split search reached its time limit before trying every setting")
             strats = [s for s in cm.strategies() if _admitted(s, task)]
             gm = cm.global_buffer_mb(task)
             vocabs = [v for v in cm.vocab_strategies() if _admitted(v, task)]
@@ -171,8 +180,8 @@ def estimate(problem: GalvatronProblem, plan: GalvatronPlan, cm: Costs | None = 
     vc = cm.vocab(plan.vocab)
     cg, r, a = [], [], 0
     for i, n in enumerate(plan.division):
-        cg.append(vc.c[i] + sum(cm.layer(types[l], plan.layers[l]).c for l in range(a, a + n)))
-        r.append(sum(cm.layer(types[l], plan.layers[l]).r for l in range(a, a + n)))
+        cg.append(vc.c[i] + sum(cm.layer(types[k], plan.layers[k]).c for k in range(a, a + n)))
+        r.append(sum(cm.layer(types[k], plan.layers[k]).r for k in range(a, a + n)))
         a += n
     return galvatron_estimate(cg, r, plan.chunks, plan.pp)
 

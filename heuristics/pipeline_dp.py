@@ -95,6 +95,9 @@ TIME_BOUND_REL_TOL = 1e-9
 
 #: Most units the DPs take: their dense (sets x units) tables are quadratic in units (5,000: about 0.3 GB at peak).
 DP_MAX_UNITS = 5000
+#: The DPs are not set up past this many (forward colocation class, device) pairs: their (nodes x devices) arrays
+#: took minutes for 20,000 nodes on 4,096 devices, past any time limit.
+DP_MAX_SETUP_CELLS = 4 * DP_MAX_UNITS * 256
 
 
 @dataclass(frozen=True)
@@ -986,6 +989,17 @@ def _too_many_classes(name: str, problem: PipelineProblem, max_units: int, start
     """Refuse before any table is built when the forward colocation classes (at least the units, less merges
     of zero-cost units) are far more than ``max_units``: building the units alone takes seconds there."""
     classes = len({nd.colocation_group or f"\0{nd.id}" for nd in problem.graph.nodes if not nd.is_backward})
+    devices = len(problem.device_ids)
+    if classes * devices > DP_MAX_SETUP_CELLS:  # its (nodes x devices) arrays alone take minutes
+        return DPResult(
+            None,
+            math.inf,
+            time.perf_counter() - start,
+            False,
+            0,
+            f"{name}: {classes} forward colocation classes on {devices} devices, over the {DP_MAX_SETUP_CELLS:,} "
+            "class-device pairs its setup takes; not run",
+        )
     if classes <= 4 * max_units:
         return None
     return DPResult(

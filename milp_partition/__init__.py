@@ -15,9 +15,58 @@ imports neither OR-Tools nor PuLP nor torch.  ``docs/ARCHITECTURE.md`` says wher
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
+
+#: Top-level folders of the source tree that are the subpackages ``milp_partition.<folder>`` (the project card keeps
+#: them top-level; an installed wheel holds them inside the package, pyproject.toml's package-dir).
+_SOURCE_TREE_FOLDERS: tuple[str, ...] = ("formulations", "heuristics")
+
+
+class _SourceTreeFolders(importlib.abc.MetaPathFinder):
+    """Finds ``milp_partition.formulations`` / ``.heuristics`` in the source tree's top-level folders.
+
+    Installed only when this package is imported from the source tree (the repository root is on ``sys.path``: a
+    script, ``python -c``, ``python -m``, a Ray worker or a subprocess started there), whatever was installed: a
+    regular install, an editable one or none.  Then the source tree and the installed package import the same names
+    from the same files; an installed wheel (the folders inside the package) never installs it.
+    """
+
+    def __init__(self, folders: dict[str, str]) -> None:
+        self.folders = folders  # full module name -> folder
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        folder = self.folders.get(fullname)
+        if folder is None:
+            return None
+        return importlib.util.spec_from_file_location(
+            fullname, os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
+        )
+
+
+def _map_source_tree_folders() -> None:
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    folders = {
+        f"{__name__}.{name}": os.path.join(root, name)
+        for name in _SOURCE_TREE_FOLDERS
+        if not os.path.isdir(os.path.join(here, name)) and os.path.isfile(os.path.join(root, name, "__init__.py"))
+    }
+    if folders and not any(isinstance(f, _SourceTreeFolders) and f.folders == folders for f in sys.meta_path):
+        sys.meta_path.append(_SourceTreeFolders(folders))
+
+
+_map_source_tree_folders()
 
 #: Public name -> the module that defines it.
 _EXPORTS: dict[str, str] = {
@@ -55,6 +104,7 @@ _EXPORTS: dict[str, str] = {
     "PipelineSettings": "milp_partition.pipeline.problem",
     "PipelineSolution": "milp_partition.pipeline.problem",
     "SolveSettings": "milp_partition.pipeline.solve",
+    "CommonSettings": "milp_partition.settings",
     "solve_pipeline": "milp_partition.pipeline.solve",
     "verify_pipeline": "milp_partition.verifiers.pipeline",
     # layer-wise parallelization strategies
@@ -86,6 +136,7 @@ _EXPORTS: dict[str, str] = {
     "JointPlan": "milp_partition.joint.problem",
     "JointStage": "milp_partition.joint.problem",
     "JointSolveSettings": "milp_partition.joint.problem",
+    "JointSchedule": "milp_partition.joint.schedule",
     "JointResult": "milp_partition.joint.solve",
     "solve_joint": "milp_partition.joint.solve",
     "verify_joint": "milp_partition.verifiers.joint",
@@ -118,6 +169,7 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
 
 
+# ruff: noqa: F401  (the names below are re-exported: __all__ lists them through _EXPORTS, which ruff cannot read)
 if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ imports these on demand
     from milp_partition.calibration.apply import apply_profile
     from milp_partition.calibration.profile import DeviceProfile, resolve_profile

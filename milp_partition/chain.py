@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -63,6 +64,7 @@ from milp_partition.backends import Model, SolveOutput, SolveParams, SolveStatus
 from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.budget import Budget
 from milp_partition.result import HeuristicRun, Result, Status, StopReason
+from milp_partition.settings import CommonSettings, common_fields
 
 #: Relative tolerance of a proof: a verified value within this of a proven bound is optimal.
 #: It covers the integer rounding of CP-SAT's scaled coefficients (certified below 1e-7
@@ -251,66 +253,25 @@ def settle(
 
 
 @dataclass(frozen=True)
-class ChainSettings:
-    """What every problem's chain reads (each problem's settings carry these fields).
+class ChainSettings(CommonSettings):
+    """What every problem's chain reads: the common settings (:class:`~milp_partition.settings.CommonSettings`, whose
+    ``time_limit_s`` or ``budget`` :func:`run_chain` turns into the run's one
+    :class:`~milp_partition.budget.Budget`; ``solver``, ``threads``, ``seed`` and ``warm_start`` reach the back-end)
+    and the back-end's own parameters.
 
     Attributes
     ----------
-    solver
-        ``"cpsat"``, ``"cbc"`` or ``"none"`` (heuristics and bounds only).
-    time_limit_s
-        One budget for the whole run: bounds, heuristics, refinements, model building and the back-end.
-        :func:`run_chain` turns it into the run's :class:`~milp_partition.budget.Budget`.
-    threads, seed
-        Passed to the back-end.
-    warm_start
-        Hint the best verified solution to the back-end (and let the formulation use its value as a cutoff).
-    progress_interval_s
-        Progress lines on stderr (``None``: silent).
     cpsat_parameters
         Extra CP-SAT parameters, ``(name, value)`` pairs.
     """
 
-    solver: str = "cpsat"
-    time_limit_s: float = 60.0
-    threads: int = 2
-    seed: int = 0
-    warm_start: bool = True
-    progress_interval_s: float | None = None
     cpsat_parameters: tuple[tuple[str, object], ...] = ()
 
 
-class SolveSettingsLike(Protocol):
-    """The fields of a problem's own settings dataclass that :func:`chain_settings` reads."""
-
-    @property
-    def solver(self) -> str: ...
-
-    @property
-    def time_limit_s(self) -> float: ...
-
-    @property
-    def threads(self) -> int: ...
-
-    @property
-    def seed(self) -> int: ...
-
-    @property
-    def warm_start(self) -> bool: ...
-
-    @property
-    def progress_interval_s(self) -> float | None: ...
-
-
-def chain_settings(settings: SolveSettingsLike) -> ChainSettings:
-    """The :class:`ChainSettings` fields of a problem's own settings dataclass."""
+def chain_settings(settings: CommonSettings) -> ChainSettings:
+    """The chain's settings from a problem's own settings: their common part (and CP-SAT parameters, where it has some)."""
     return ChainSettings(
-        solver=settings.solver,
-        time_limit_s=float(settings.time_limit_s),
-        threads=int(settings.threads),
-        seed=int(settings.seed),
-        warm_start=bool(settings.warm_start),
-        progress_interval_s=settings.progress_interval_s,
+        **common_fields(settings.common),  # type: ignore[arg-type]
         cpsat_parameters=tuple(getattr(settings, "cpsat_parameters", ()) or ()),
     )
 
@@ -391,6 +352,8 @@ class Run(Generic[P, S]):
     #: Claims dropped as contradictions before the policy (e.g. the bound of an exact method whose own solution
     #: the verifier rejects); they lead the result's ``discarded`` notes.
     discarded: list[str] = field(default_factory=list)
+    #: What the chain is doing now, for the progress lines of :class:`PhaseTicker` (``""``: the back-end prints its own).
+    phase: str = ""
 
     def lift(self, solution: S) -> S:
         """A solution of ``work`` as a solution of ``problem`` (the reductions' inverses, last first)."""
@@ -591,12 +554,19 @@ def add_outcome(run: Run[P, S], steps: Steps[P, S], out: Outcome[S]) -> float | 
 def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: Budget | None = None) -> Result:
     """Run every step for ``problem`` and return a verified :class:`Result` (see the module docstring).
 
-    ``budget`` is the run's one time budget; by default it is made here from
-    ``settings.time_limit_s``, starting now (a test passes one that is already spent).
+    ``budget`` is the run's one time budget; by default it is ``settings.budget`` (a deadline shared with the
+    caller), else made here from ``settings.time_limit_s``, starting now (a test passes one that is already spent).
     """
-    budget = Budget.starting_now(settings.time_limit_s) if budget is None else budget
+    budget = settings.start() if budget is None else budget
     run: Run[P, S] = Run(problem, problem, settings, steps.new_result(problem, settings), budget)
-    result = run.result
+    with PhaseTicker(run, steps.name):
+        return _run_steps(run, steps)
+
+
+def _run_steps(run: Run[P, S], steps: Steps[P, S]) -> Result:
+    """The body of :func:`run_chain`: every step in order, then the policy."""
+    settings, result = run.settings, run.result
+    run.phase = "reductions"
     for reduction in steps.reductions(run):
         t0 = time.monotonic()
         reduced, inverse_data = reduction.apply(run.work)
@@ -605,10 +575,13 @@ def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: B
         result.solver_notes[reduction.name] = {"seconds": time.monotonic() - t0, **reduction.notes(reduced)}
     claim: SolverClaim | None = None
     try:
+        run.phase = "bounds"
         for b in steps.bounds(run):
             run.bounds.append(b)
+        run.phase = "heuristics"
         _add_all(run, steps, steps.heuristics(run))
         if not run.interrupted and not run.proven_optimal() and not run.infeasible_proofs:
+            run.phase = "refinement"
             _add_all(run, steps, steps.refine(run))
         if (
             settings.solver != "none"
@@ -620,9 +593,9 @@ def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: B
             claim = _solve_exact(run, steps)
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM (the CLI raises it for both): settle on what is verified so far
         run.stop("interrupt")
+    run.phase = "settling"
     if run.interrupted:
         stop_cbc_children()
-        result.solver_notes["interrupted"] = True
     _finish(run, steps, claim)
     run.say(  # the solver's progress lines show its own model; this is the reconciled answer
         f"[result] {result.status} objective {'-' if result.objective is None else format(result.objective, '.10g')} bound "
@@ -630,6 +603,50 @@ def run_chain(steps: Steps[P, S], problem: P, settings: ChainSettings, budget: B
         f"{f'{100 * result.gap:.3g}%' if result.gap is not None else '-'} (best verified value, best proven bound)"
     )
     return result
+
+
+class PhaseTicker:
+    """Prints ``[name] elapsed  phase; best verified value, best bound`` every ``progress_interval_s`` while the
+    chain is in a phase of its own (bounds, heuristics, model build): a long phase was silent before the back-end's
+    progress lines began (issue 43 item 8).  Silent when progress output is off or ``run.phase`` is ``""``.
+    """
+
+    def __init__(self, run: Run[Any, Any], name: str) -> None:
+        self.run = run
+        self.name = name
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def line(self) -> str | None:
+        """The progress line now, or ``None`` when the back-end is the one to print."""
+        run = self.run
+        phase = run.phase
+        if not phase:
+            return None
+        best = min((c.value for c in run.candidates), default=None)  # a snapshot: the list only grows
+        bounds = [b.value for b in run.bounds if math.isfinite(b.value)]
+        shown = f"best verified {best:.6g}" if best is not None else "no verified solution yet"
+        if bounds:
+            shown += f", bound {max(bounds):.6g}"
+        return f"[{self.name}] {run.budget.elapsed():7.1f}s  {phase}; {shown}"
+
+    def __enter__(self) -> PhaseTicker:
+        interval = self.run.settings.progress_interval_s
+        if interval:
+            self._thread = threading.Thread(target=self._loop, args=(interval,), name="chain-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+
+    def _loop(self, interval: float) -> None:
+        while not self._stop.wait(interval):
+            text = self.line()
+            if text is not None:
+                print(text, file=sys.stderr, flush=True)
 
 
 def _add_all(run: Run[P, S], steps: Steps[P, S], outcomes: Iterable[Outcome[S]]) -> None:
@@ -647,7 +664,7 @@ def nested(result: Result) -> Result:
     must stop too, so the interrupt travels up to the outermost chain, which settles on what
     it has verified.
     """
-    if result.stopped_by == "interrupt" or result.solver_notes.get("interrupted"):
+    if result.stopped_by == "interrupt":
         raise KeyboardInterrupt
     return result
 
@@ -657,22 +674,36 @@ def _solve_exact(run: Run[P, S], steps: Steps[P, S]) -> SolverClaim | None:
     formulation = steps.formulation
     if formulation is None:
         return None
+    run.phase = "model build"
     built = formulation.build(run)
     if built is None:
         return None
+    run.phase = ""  # the back-end prints its own progress lines (the translation of the model, then the search)
     best = run.best
     if best is not None and run.settings.warm_start:
         formulation.hint(built, run, best)
         run.result.warm_start = {"source": best.source, "objective": best.value}
-    # the back-end gets what is left of the one budget (at least a second, to report what it has)
-    out = run_backend(run.result, replace(run.settings, time_limit_s=max(1.0, run.budget.left())), built.model)
+    # the back-end gets what is left of the one budget (at least a second, to report what it has); the
+    # translation of the model for the solver reads the same budget and stops once it is spent
+    seconds = max(1.0, run.budget.left())
+    try:
+        out = run_backend(
+            run.result,
+            replace(run.settings, time_limit_s=seconds),
+            built.model,
+            Budget.starting_now(seconds, run.budget.clock),
+        )
+    except TimeoutError:
+        run.stop("time_limit")
+        run.say(f"[{run.settings.solver}] the time limit ran out while the model was translated for the solver: no exact solve")
+        return None
     source = run.settings.solver
     bound = out.bound if math.isfinite(out.bound) else None
     doubtful = out.notes.get("proof_doubtful")
     doubt = str(doubtful) if doubtful else None
     if out.status is SolveStatus.ERROR:
         run.result.solver_notes["solver_error"] = True
-    if out.notes.get("interrupted"):
+    if out.interrupted:
         run.stop("interrupt")
     elif out.status in (SolveStatus.FEASIBLE, SolveStatus.UNKNOWN):
         run.stop("time_limit")  # the back-end stopped at its limit without a proof
@@ -741,8 +772,12 @@ def say(progress_interval_s: float | None, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
-def run_backend(result: Result, settings: ChainSettings, model: Model) -> SolveOutput:
-    """Solve ``model`` with ``settings.solver``; record its time, notes, log and first incumbent in ``result``."""
+def run_backend(result: Result, settings: ChainSettings, model: Model, budget: Budget | None = None) -> SolveOutput:
+    """Solve ``model`` with ``settings.solver``; record its time, notes, log and first incumbent in ``result``.
+
+    ``budget`` bounds the whole call, the model's translation for the solver included (which raises
+    :class:`TimeoutError` once it is spent).
+    """
     say(
         settings.progress_interval_s,
         f"[{settings.solver}] model: {len(model.variables)} variables, {len(model.constraints)} constraints; "
@@ -755,6 +790,7 @@ def run_backend(result: Result, settings: ChainSettings, model: Model) -> SolveO
         progress_interval_s=settings.progress_interval_s,
         use_hint=settings.warm_start,
         cpsat_parameters=tuple(settings.cpsat_parameters),
+        budget=budget,
     )
     out = get_backend(settings.solver).solve(model, params)
     result.solver_seconds += out.wall_seconds

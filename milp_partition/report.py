@@ -54,8 +54,14 @@ def device_counts(result: Result, devices: Iterable[str]) -> dict[str, int]:
     return counts
 
 
+def unit_label(time_unit: str | None) -> str:
+    """The word a report prints after a time: the unit, or ``units`` where the file gives none (``""`` or
+    ``unitless``); ``solve`` and ``evaluate`` print the same word."""
+    return time_unit if time_unit and time_unit != "unitless" else "units"
+
+
 #: A plan whose memory is within this share of the limit gets a warning in its report.
-MEMORY_MARGIN = 0.02
+MEMORY_MARGIN = 0.05
 
 
 def memory_margin_lines(used: Mapping[str, float], limits: Mapping[str, float | None]) -> list[str]:
@@ -73,12 +79,12 @@ def memory_margin_lines(used: Mapping[str, float], limits: Mapping[str, float | 
 
 
 def names_span(names: list[str], width: int = 60) -> str:
-    """The layers of a stage or device for a report: all of them when they fit ``width`` characters, else the first
-    and last ones with the count between (``embed, b0.qkv .. b3.fc2, head (43 layers)``)."""
+    """The layers of a stage or device for a report: all of them when they fit ``width`` characters, else the range
+    ``first .. last (N layers)`` (``embed .. head (43 layers)``).  No name is written twice (a three-layer stage gave
+    ``l1, l2 .. l2, l3``)."""
     if not names:
         return "-"
     text = ", ".join(names)
     if len(text) <= width:
         return text
-    head, tail = names[:2], names[-2:]
-    return f"{', '.join(head)} .. {', '.join(tail)} ({len(names)} layers)"
+    return f"{names[0]} .. {names[-1]} ({len(names)} layers)"

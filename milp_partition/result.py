@@ -15,6 +15,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Literal
 
+from milp_partition.io.atomic import write_atomic
+
 RESULT_FORMAT = "milp-partition-result/1"
 
 #: Why a solve stopped before it proved its answer: its time limit, or Ctrl-C / SIGTERM.
@@ -105,7 +107,7 @@ class Result:
         return _finite(d)
 
     def write(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_json_dict(), indent=2) + "\n")
+        write_atomic(path, json.dumps(self.to_json_dict(), indent=2) + "\n")  # the old file stays whole if it fails
 
 
 def _finite(obj: Any) -> Any:

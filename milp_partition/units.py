@@ -73,13 +73,18 @@ def parse_rate(text: str, what: str) -> float:
     :class:`InputError` on anything but a finite rate more than 0 and at most :data:`MAX_RATE_BYTES_PER_S` (``nan``,
     ``inf`` and ``-5`` included)."""
     body = text.strip()
+    per_second = True
     if body.lower().endswith("/s"):
         body = body[:-2]
     elif body.endswith("ps"):  # 100Gbps, 25GBps
         body = body[:-2]
+    else:
+        per_second = False
     m = _PATTERN.match(body)
     if not m:
         raise InputError(f"cannot read {text!r} as a rate; write e.g. 25GB/s, 25GiB/s or 200Gb/s (bits)", where=what)
+    if not per_second and m.group(2):  # 25GiB: a size, not a rate
+        raise InputError(f"{text!r} is a size, not a rate; write it per second, e.g. {body}/s", where=what)
     value = float(m.group(1)) * _bytes_per_unit(m.group(2), text, what, rate=True)
     if not math.isfinite(value) or value <= 0:
         raise InputError(f"{text!r} is not a finite rate more than 0", where=what)

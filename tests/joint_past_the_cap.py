@@ -12,6 +12,7 @@ import functools
 
 from milp_partition.joint.generators import parallel_branches
 from milp_partition.joint.problem import JointProblem, JointSolveSettings
+from milp_partition.joint.schedule import JointSchedule
 from milp_partition.joint.solve import solve_joint
 from milp_partition.result import Result
 
@@ -25,5 +26,5 @@ def solved_past_the_ideal_cap() -> tuple[JointProblem, Result]:
     Without the column bound: it runs before the stage bound and, proving a target, leaves it out
     (tests/test_joint_column_bound.py checks the chain with it)."""
     problem = parallel_branches(3, 3, 4, 0.5 * GIB, seed=2)
-    settings = JointSolveSettings(time_limit_s=20.0, max_ideals=10, threads=1, column_bound_time_limit_s=0)
+    settings = JointSolveSettings(time_limit_s=20.0, max_ideals=10, threads=1, schedule=JointSchedule().capped(column_bound=0))
     return problem, solve_joint(problem, settings)

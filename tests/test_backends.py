@@ -8,12 +8,17 @@ import math
 
 import pytest
 
-from milp_partition.backends import Model, Sense, SolveParams, SolveStatus, VarKind, get_backend
+from milp_partition.backends import Model, Sense, SolveParams, SolveStatus, VarKind, get_backend, model_solvers
 from milp_partition.backends.base import ProgressPrinter, relative_gap
+from milp_partition.backends.registry import installed
 from milp_partition.backends.scaling import scale_model
 from milp_partition.errors import InputError, ModelError
 
-BACKENDS = ["cpsat", "cbc"]
+#: Every back-end that solves a model (the registry's), each skipped with its reason where its package is missing.
+BACKENDS = [
+    pytest.param(name, marks=pytest.mark.skipif(not installed(name), reason=f"{name}: its package is not installed"))
+    for name in model_solvers()
+]
 
 
 def _knapsack_minmax(weights: list[float], bins: int) -> tuple[Model, float]:
@@ -73,6 +78,8 @@ def test_hint_is_used(backend: str) -> None:
     if backend == "cpsat":
         assert out.first_incumbent is not None and out.first_incumbent <= 11.0 + 1e-9
         assert "hint" in out.log.lower()
+    elif backend == "highs":
+        assert out.notes["hinted_variables"] == 13
     else:
         assert "mipstart" in out.notes
 
@@ -180,3 +187,105 @@ def test_a_continuous_variable_with_a_coefficient_other_than_one_is_refused() ->
         scale_model(m, 2.0**53)
     out = get_backend("cbc").solve(m, SolveParams(time_limit_s=30.0))
     assert out.status is SolveStatus.OPTIMAL and out.objective == pytest.approx(1.75)
+
+
+def test_the_registry_derives_the_solver_choices() -> None:
+    from milp_partition.backends import Capability, has, solver_choices, with_capability
+    from milp_partition.cli.options import add_solver_options
+
+    assert solver_choices() == (*model_solvers(), "none") and model_solvers()[:2] == ("cpsat", "cbc")
+    assert "highs" in model_solvers() and "glop" not in model_solvers()  # GLOP: LPs of the bound passes only
+    assert with_capability(Capability.CP) == ("cpsat",) and has("highs", Capability.LP) and not has("none", Capability.MILP)
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    add_solver_options(parser)
+    (action,) = [a for a in parser._actions if a.dest == "solver"]
+    assert tuple(action.choices) == solver_choices()
+    with pytest.raises(InputError, match="bound passes only"):
+        get_backend("glop")
+
+
+@pytest.mark.skipif(installed("highs"), reason="highspy is installed here: nothing to refuse")
+def test_a_backend_not_installed_names_its_extra() -> None:
+    from milp_partition.errors import SolverUnavailableError
+
+    with pytest.raises(SolverUnavailableError, match=r"milp-partition\[highs\]"):
+        get_backend("highs")
+
+
+@pytest.mark.parametrize("backend", [b for b in BACKENDS if b.values[0] != "cpsat"])  # CP-SAT: +-1 on continuous
+def test_mixed_integer_with_fractional_optimum(backend: str) -> None:
+    """min 3x + 2y + 0.37t, x + y >= 1.5 (x, y integer), t >= 0.25 - x/8 (t continuous): optimum 4.0925 at x=0, y=2."""
+    m = Model()
+    x, y = m.add_var("x", VarKind.INTEGER, 0, 5), m.add_var("y", VarKind.INTEGER, 0, 5)
+    t = m.add_var("t", VarKind.CONTINUOUS, 0, 10)
+    m.add_constraint([(x, 1), (y, 1)], Sense.GE, 1.5)
+    m.add_constraint([(t, 1), (x, 0.125)], Sense.GE, 0.25)
+    m.minimize([(x, 3), (y, 2), (t, 0.37)])
+    best = min(3 * a + 2 * b + 0.37 * max(0.0, 0.25 - a / 8) for a in range(6) for b in range(6) if a + b >= 1.5)
+    out = get_backend(backend).solve(m, SolveParams(threads=1))
+    assert out.status is SolveStatus.OPTIMAL
+    assert out.objective == pytest.approx(best, rel=1e-9)
+    assert best - 1e-6 <= out.bound <= best + 1e-12
+
+
+@pytest.mark.skipif(not installed("highs"), reason="highspy is not installed")
+def test_highs_ctrl_c_cancels_the_solve_and_proves_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C while HiGHS solves (the first wait of the solve raises KeyboardInterrupt, as a signal would): the solve is
+    cancelled and returns; whatever it has is no proof (capability CANCEL)."""
+    import random
+
+    from milp_partition.backends import highs as highs_backend
+
+    real = highs_backend._new_highs
+
+    def interrupted_on_first_wait(highspy):  # type: ignore[no-untyped-def]
+        h = real(highspy)
+        wait, calls = h.wait, []
+
+        def first_raises(timeout: float = -1.0):  # type: ignore[no-untyped-def]
+            calls.append(timeout)
+            if len(calls) == 1:
+                raise KeyboardInterrupt
+            return wait(timeout)
+
+        h.wait = first_raises
+        return h
+
+    monkeypatch.setattr(highs_backend, "_new_highs", interrupted_on_first_wait)
+    rng = random.Random(3)
+    m = Model("many bins")
+    weights = [rng.randint(100, 999) / 7 for _ in range(30)]
+    x = {(i, b): m.add_var(f"x{i}_{b}") for i in range(30) for b in range(6)}
+    t = m.add_var("T", VarKind.CONTINUOUS, 0, sum(weights))
+    for i in range(30):
+        m.add_constraint([(x[i, b], 1) for b in range(6)], Sense.EQ, 1)
+    for b in range(6):
+        m.add_constraint([*((x[i, b], w) for i, w in enumerate(weights)), (t, -1)], Sense.LE, 0)
+    m.minimize([(t, 1)])
+    out = get_backend("highs").solve(m, SolveParams(time_limit_s=600, threads=1))
+    assert out.notes.get("interrupted") is True
+    assert out.status in (SolveStatus.FEASIBLE, SolveStatus.UNKNOWN)  # never OPTIMAL after an interrupt
+    assert "interrupt" in str(out.notes["highs_status"]).lower()  # HiGHS itself stopped on the cancel
+    if out.values is not None:  # an incumbent is kept: a real assignment, T at least its largest load
+        loads = [sum(w for i, w in enumerate(weights) if out.values[6 * i + b] > 0.5) for b in range(6)]
+        assert out.objective >= max(loads) * (1 - 1e-9)
+
+
+@pytest.mark.skipif(not installed("highs"), reason="highspy is not installed")
+def test_solve_with_highs_from_the_command_line(shared_benchmarks, capsys) -> None:
+    """--solver highs reaches the placement chain (its linear disjunctive model: HiGHS has no CP capability) and proves
+    example-1's known optimum, 30; an LP-only engine is not a --solver choice."""
+    from milp_partition.cli.dispatch import main
+
+    instance = str(shared_benchmarks / "placement" / "example-1.json")
+    assert main(["solve", instance, "--solver", "highs", "--time-limit", "60", "--threads", "1", "-q"]) == 0
+    line = capsys.readouterr().out
+    assert line.startswith("optimal objective=30 ")
+    with pytest.raises(SystemExit) as refused:  # argparse's choice error: one line, exit 2
+        main(["solve", instance, "--solver", "glop", "-q"])
+    assert (
+        refused.value.code == 2
+        and "invalid choice: 'glop' (choose from 'cpsat', 'cbc', 'highs', 'none')" in capsys.readouterr().err
+    )

@@ -298,3 +298,29 @@ def test_a_gemm_series_is_fitted_from_where_it_leaves_its_flat_head() -> None:
     assert compute_bound_from(cpu) == 128
     short = _gemm_series([18e-6, 18e-6, 19e-6, 18e-6, 40e-6, 300e-6])  # two compute-bound orders: keep four
     assert compute_bound_from(short) == 128 * 2**2
+
+
+def test_cli_calibrate_reports_its_whole_wall_time(tmp_path, capsys) -> None:
+    """Issue 43 item 14: "29.1 s of benchmarks" was printed for a 53 s run; the line gives the whole time first."""
+    assert main(["calibrate", "--backend", "numpy", "--tiny", "--no-progress", "--output", str(tmp_path / "p.json")]) == 0
+    wrote = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("wrote"))
+    total = float(wrote.split("(")[1].split(" s in all")[0])
+    timed = float(wrote.split("; ")[1].split(" s of it")[0])
+    assert 0 < timed <= total
+
+
+def test_gloo_replaces_the_note_that_all_reduce_was_not_measured() -> None:
+    """Issue 43 item 14: "allreduce: not measured, 1 device" stood beside "all-reduce and d2d: gloo between 2
+    processes"; once gloo measured it, the first note goes."""
+    from dataclasses import replace
+
+    from milp_partition.calibration.gloo import apply_gloo
+    from milp_partition.calibration.profile import resolve_profile
+
+    base = resolve_profile("H100")
+    note = "allreduce: not measured, 1 device; the ring model uses the d2d copy fit instead"
+    profile = replace(base, notes=(*base.notes, note))
+    rows = {"allreduce": [[1e6, 1e-3], [2e6, 2e-3], [4e6, 4e-3]], "p2p": [[1e6, 1e-3], [2e6, 2e-3], [4e6, 4e-3]]}
+    measured = apply_gloo(profile, rows)
+    assert note not in measured.notes and any("gloo between 2 processes" in n for n in measured.notes)
+    assert "measured" in measured.allreduce.note

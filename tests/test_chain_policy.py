@@ -106,6 +106,8 @@ def test_nested_chain_passes_an_interrupt_up() -> None:
 
     calm = Result("placement", "cpsat")
     assert nested(calm) is calm
-    stopped = Result("placement", "cpsat", solver_notes={"interrupted": True})
+    noted = Result("placement", "cpsat", solver_notes={"interrupted": True})
+    assert nested(noted) is noted  # a note is text, never control flow: the stop reason is the typed field
+    stopped = Result("placement", "cpsat", stopped_by="interrupt")
     with pytest.raises(KeyboardInterrupt):
         nested(stopped)

@@ -173,7 +173,7 @@ def test_an_already_spent_budget_stops_with_time_limit() -> None:
 def test_an_interrupted_method_stops_the_chain_through_its_outcome() -> None:
     """A method that says it was interrupted: its outcome counts, nothing after it runs, the result says so."""
     result = run_chain(ToySteps(stop="interrupt"), Toy((5.0, 7.0)), ChainSettings(solver="none", time_limit_s=10.0))
-    assert result.stopped_by == "interrupt" and result.solver_notes["interrupted"] is True
+    assert result.stopped_by == "interrupt" and "interrupted" not in result.solver_notes
     assert [h.name for h in result.heuristics] == ["largest"]  # the refinement did not run
     assert result.message.startswith("interrupted; the best verified solution found before it")
     assert "time limit" not in result.message
@@ -207,12 +207,12 @@ def test_joint_search_on_a_spent_budget_stops_with_time_limit() -> None:
 def test_registry_names_every_problem_and_its_modules() -> None:
     from milp_partition import registry
 
-    assert list(registry.PROBLEMS) == ["placement", "strategy", "joint", "galvatron", "pipeline"]  # detection order
+    assert list(registry.PROBLEMS) == ["placement", "strategy", "joint", "galvatron", "hetero", "pipeline"]  # detection order
     for entry in registry.PROBLEMS.values():
         assert callable(entry.solve_function()) and callable(entry.verifier_function()) and callable(entry.reader)
         if entry.gap is not None:
             assert hasattr(entry.gap_module(), "recognize")
-        assert entry.cli_module().OPTIONS is not None
+        assert entry.options_module().OPTIONS is not None and callable(entry.options_module().register_options)
     assert registry.problem("joint").solve_function().__name__ == "solve_joint"
     from milp_partition.errors import InputError
 
@@ -274,12 +274,12 @@ def fake_problem(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 def test_a_problem_added_with_one_line_is_found_by_solve_gap_and_plot(fake_problem: Path) -> None:
     import argparse
 
-    from milp_partition.cli import dispatch
+    from milp_partition.cli import dispatch, problem_commands
     from milp_partition.registry import problem
     from milp_partition.sweep.registry import gap_module, gap_problems
 
     # solve: detected from the file, dispatched to its command
-    assert dispatch.problem_kind(argparse.Namespace(problem=None, instance=fake_problem)) == "fake"
+    assert problem_commands.problem_kind(argparse.Namespace(problem=None, instance=fake_problem)) == "fake"
     assert dispatch.main(["solve", str(fake_problem)]) == 42
     assert dispatch.main(["info", str(fake_problem)]) == 44
     assert problem("fake").solve_function()(None, None) == "solved"

@@ -241,7 +241,7 @@ def test_sigterm_writes_the_best_verified_answer_and_stops_cbc(tmp_path: Path, s
     stdout, _ = proc.communicate(timeout=120)
     assert proc.returncode == 130
     result = json.loads(out.read_text())
-    assert result["status"] == "feasible" and result["solver_notes"]["interrupted"] is True
+    assert result["status"] == "feasible" and result["stopped_by"] == "interrupt"
     assert abs(result["objective"] - 17.78990625) <= 1e-9  # the DPs' verified value on this instance
     assert "interrupted" in stdout
     assert not _cbc_children(proc.pid)
@@ -273,7 +273,7 @@ def test_an_interrupt_during_a_dp_keeps_the_earlier_dps_answer(tmp_path: Path, m
     rc, text, _ = run_cli(["solve", str(TINY), "--progress", "0", "-o", str(out)])
     assert rc == 130 and "interrupted; the best verified solution" in text
     result = json.loads(out.read_text())
-    assert result["status"] == "feasible" and result["solver_notes"]["interrupted"] is True
+    assert result["status"] == "feasible" and result["stopped_by"] == "interrupt"
     assert [h["name"] for h in result["heuristics"]] == ["chain_dp"] and result["objective"] is not None
 
 
@@ -313,5 +313,5 @@ def test_sigterm_stops_cpsat_and_keeps_its_incumbent(tmp_path: Path) -> None:
     assert proc.returncode == 130, stdout[-500:]
     result = json.loads(out.read_text())
     # an incumbent existed when the signal came: it is kept, verified, and no worse than the one the progress showed
-    assert result["status"] == "feasible" and result["solver_notes"]["interrupted"] is True
+    assert result["status"] == "feasible" and result["stopped_by"] == "interrupt"
     assert result["objective"] is not None and "interrupted" in result["message"]

@@ -89,3 +89,20 @@ def test_a_bare_joint_stage_list_claims_nothing(results, tmp_path: Path) -> None
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(bare))
     assert main(["evaluate", str(instance), str(path)]) == 0
+
+
+@pytest.mark.parametrize("name", ["joint", "pipeline", "placement"])
+@pytest.mark.parametrize("fmt", [None, "something-else"])
+def test_a_result_without_its_format_is_still_checked(results, name: str, fmt: str | None, tmp_path: Path) -> None:
+    """Removing (or changing) ``format`` once switched every claim check off: status "infeasible" and a halved
+    objective passed with exit 0."""
+
+    def mutate(d: dict[str, Any]) -> None:
+        if fmt is None:
+            d.pop("format")
+        else:
+            d["format"] = fmt
+        d.update(status="infeasible", objective=d["objective"] * 0.5)
+
+    rc, text = _evaluate(results, name, mutate, tmp_path)
+    assert rc == 2 and "status 'infeasible'" in text and "objective" in text, text

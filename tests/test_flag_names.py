@@ -61,3 +61,26 @@ def test_help_names_the_joint_planner(capsys) -> None:
     for argv in (["solve", "--help"], ["import", "--help"]):
         rc, out, _ = run_cli(argv)
         assert rc == 0 and "--problem joint" in out and "joint planner" in out, argv
+
+
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["solve", str(TINY), "--optimizer-state-factor", "3"], "--optimizer-factor"),
+        (["import", "hf", "gpt2", "--input", "1x8:int64", "--optimizer-factor", "3", "-o", "x.json"], "--optimizer-state-factor"),
+    ],
+)
+def test_one_idea_under_two_names_is_refused_with_the_name_that_applies(argv: list[str], named: str) -> None:
+    """Issue 43 item 15: --optimizer-factor (solve) and --optimizer-state-factor (import) name one idea."""
+    rc, out, err = run_cli(argv)
+    assert rc == 2 and "Traceback" not in err
+    assert f"name it {named}" in err or f"names it {named}" in err
+
+
+def test_a_joint_solve_given_a_global_batch_is_told_about_microbatches(tmp_path: Path) -> None:
+    """Issue 43 item 15: --global-batch (Galvatron) and --microbatches (joint) name one idea; the refusal names the
+    flag of the problem at hand."""
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(_tiny_piper()))
+    rc, _, err = run_cli(["solve", str(path), "--global-batch", "64"])
+    assert rc == 2 and "--global-batch" in err and "takes it as --microbatches" in err and "--objective run" in err

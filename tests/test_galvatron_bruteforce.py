@@ -8,7 +8,7 @@ import math
 import pytest
 
 from milp_partition.galvatron.dp import search
-from milp_partition.galvatron.solve import solve_galvatron
+from milp_partition.galvatron.solve import GalvatronSolveSettings, solve_galvatron
 from milp_partition.verifiers.galvatron import verify_galvatron
 from tests.galvatron_brute_force import brute_force_seed, random_problem
 
@@ -20,7 +20,7 @@ TOL = 1e-9
 def test_chain_matches_brute_force(seed: int) -> None:
     p = random_problem(seed)
     opt, _, _ = brute_force_seed(seed)
-    res = solve_galvatron(p, time_limit_s=60)
+    res = solve_galvatron(p, GalvatronSolveSettings(time_limit_s=60))
     if math.isinf(opt):
         assert res.status == "infeasible", (seed, res.status, res.objective)
         return

@@ -65,5 +65,23 @@ def test_plot_of_a_solved_plan(tmp_path: Path, root: Path) -> None:
     assert sorted(g for g in gids if g.startswith("time:")) == [f"time:{q + 1}" for q in range(stages)]
     assert sum(g.startswith("memory:") for g in gids) == stages and "limit" in gids
     assert sum(g.startswith("layer:") for g in gids) == 32
+    # memory in MiB as the report prints it (its "MB" was MiB, the chart GiB); a one-stage plan keeps a sane x-axis
+    # (it spanned -0.4..0.4, the two bars filling it)
+    bars = {a.get_gid(): a for ax in fig.axes for a in ax.get_children() if a.get_gid()}
+    assert [bars[f"memory:{q + 1}"].get_height() for q in range(stages)] == [st["memory_mb"] for st in result["stages"]]
+    assert "MiB" in fig.axes[1].get_ylabel()
+    if stages == 1:
+        for ax in fig.axes[:2]:
+            lo, hi = ax.get_xlim()
+            assert hi - lo >= 2.0 and bars["time:1"].get_width() / (hi - lo) <= 0.25
+    assert stages == 1  # the README setting's plan: one stage, the case the x-axis check is for
     png = tmp_path / "plan.png"
     assert main(["plot", str(out), "--output", str(png)]) == 0 and png.stat().st_size > 0
+
+
+def test_report_prints_mib(tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Galvatron's "MB" is 2**20 bytes: the report says MiB (the README's rule: MB = 10**6 bytes)."""
+    rc = main(["solve", str(root / "models/llama2-7b"), "--hardware", str(root / "hardware"), "--devices", "8",
+               "--memory", "36GiB", "--global-batch", "16", "--progress", "0"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "36864 MiB each (usable 29492 MiB)" in out and " MB " not in out

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from milp_partition.galvatron.problem import plan_from_config
-from milp_partition.galvatron.solve import solve_galvatron
+from milp_partition.galvatron.solve import GalvatronSolveSettings, solve_galvatron
+from milp_partition.io.export.galvatron import plan_from_config
 from milp_partition.io.galvatron import read_galvatron
 from milp_partition.verifiers.galvatron import verify_galvatron
 
@@ -24,7 +24,7 @@ def test_llama_8gpu_36gb_optimal_and_no_slower_than_galvatron(root: Path) -> Non
     shipped = json.loads((root / "models/llama2-7b/galvatron_config_llama2-7b_1nodes_8gpus_per_node_36GB_bf16.json").read_text())
     theirs = verify_galvatron(p, plan_from_config(shipped))
     assert theirs.feasible and theirs.objective == pytest.approx(1.086046, rel=1e-6)
-    res = solve_galvatron(p, time_limit_s=60)
+    res = solve_galvatron(p, GalvatronSolveSettings(time_limit_s=60))
     assert res.status == "optimal"
     assert res.objective is not None and res.objective <= theirs.objective * (1 + 1e-9)
     assert verify_galvatron(p, plan_from_config(res.galvatron_config)).feasible

@@ -54,7 +54,7 @@ FAKE = textwrap.dedent(
             while True:
                 time.sleep(3600)
         result = Result(problem="fake", solver="x", objective_name="v", time_unit="s")
-        result.solver_notes["interrupted"] = True  # what a chain returns after Ctrl-C
+        result.stopped_by = "interrupt"  # what a chain returns after Ctrl-C
         return exact_row(job, result, {})
     """
 )

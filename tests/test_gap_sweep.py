@@ -184,3 +184,22 @@ def test_a_graph_without_cluster_needs_devices(shared_benchmarks, tmp_path, caps
     rows = _rows(tmp_path / "gap.csv")
     assert {r["method"] for r in rows} == {"chain-dp", "ideal-dp", "equal-split", "greedy"}
     assert {r["point"] for r in rows} == {"devices=2"}
+
+
+def test_compacting_the_gap_table_keeps_its_permissions(tmp_path) -> None:
+    """Issue 43 item 11: ``gap.csv`` was rewritten through a bare temporary file, with permissions 0600."""
+    import os
+    import stat
+
+    from milp_partition.sweep.jobs import CSV_FIELDS, compact
+
+    path = tmp_path / "gap.csv"
+    path.write_text(",".join(CSV_FIELDS) + "\r\n")
+    os.chmod(path, 0o644)
+    compact(path)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
+    fresh = tmp_path / "new.csv"
+    fresh.write_text(",".join(CSV_FIELDS) + "\r\n")
+    os.chmod(fresh, 0o664)
+    compact(fresh)
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o664

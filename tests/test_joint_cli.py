@@ -11,6 +11,7 @@ from test_joint_io import JOINT, needs_shared, tiny
 from milp_partition.cli import main
 from milp_partition.io.piper import joint_from_dict
 from milp_partition.joint.problem import JointSolveSettings
+from milp_partition.joint.schedule import JointSchedule
 from milp_partition.joint.solve import solve_joint
 
 
@@ -70,10 +71,14 @@ def test_evaluate_rejects_a_bad_plan(tiny_file: Path, tmp_path: Path, capsys) ->
     bad.write_text(
         json.dumps({"stages": [{"nodes": ["1"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"1": "vanilla"}}]})
     )
-    assert main(["evaluate", str(tiny_file), str(bad)]) == 3
-    assert "nodes in no stage" in capsys.readouterr().out
+    assert main(["evaluate", str(tiny_file), str(bad)]) == 2  # a node left out is bad input (issue 43), not infeasible
+    assert "node '0' is in no stage" in capsys.readouterr().err
     bad.write_text(json.dumps({"stages": [{"nodes": ["1"]}]}))
     assert main(["evaluate", str(tiny_file), str(bad)]) == 2
+    both = {"nodes": ["0", "1"], "data_parallel": 2, "tensor_parallel": 1, "configs": {"0": "vanilla", "1": "vanilla"}}
+    bad.write_text(json.dumps({"stages": [both]}))  # the optimal plan (memory 6 bytes) on 5 bytes: well-formed, infeasible
+    assert main(["evaluate", str(tiny_file), str(bad), "--memory", "5B"]) == 3
+    assert "INFEASIBLE plan" in capsys.readouterr().out
 
 
 @needs_shared
@@ -125,7 +130,7 @@ def test_max_ideals_is_a_joint_flag(tmp_path: Path, capsys) -> None:
 def test_too_many_ideals_goes_to_the_milp() -> None:
     problem = joint_from_dict(tiny(), "tiny")
     r = solve_joint(
-        problem, JointSolveSettings(max_ideals=1, bound_time_limit_s=0, column_bound_time_limit_s=0)
+        problem, JointSolveSettings(max_ideals=1, schedule=JointSchedule().capped(segment_bound=0, stage_bound=0, column_bound=0))
     )  # no bounds: the MILP proves it
     dp = solve_joint(problem, JointSolveSettings())
     assert r.solver == "joint-milp/cpsat" and dp.solver == "joint-dp"

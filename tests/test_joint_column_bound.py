@@ -20,6 +20,7 @@ from milp_partition.joint import column_bound as cb
 from milp_partition.joint.dp import joint_data, search
 from milp_partition.joint.generators import parallel_branches
 from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointStage
+from milp_partition.joint.schedule import JointSchedule
 from milp_partition.joint.stage_bound import stage_bound_report
 from milp_partition.verifiers.joint import verify_joint
 
@@ -321,7 +322,10 @@ def test_the_chain_runs_it_past_the_dps_cap() -> None:
     problem = parallel_branches(3, 5, 8, 1.2 * GIB, seed=0)
     best, _ = _optimum(problem)
     settings = JointSolveSettings(
-        time_limit_s=BUDGET_S, max_ideals=10, solver="none", order_time_limit_s=1.0, bound_time_limit_s=1.0
+        time_limit_s=BUDGET_S,
+        max_ideals=10,
+        solver="none",
+        schedule=JointSchedule().capped(orders=1.0, orders_below_cap=1.0, segment_bound=1 / 3, stage_bound=2 / 3),
     )
     result = solve_joint(problem, settings)
     assert "too_many_ideals" in result.solver_notes
@@ -406,7 +410,13 @@ def test_with_two_threads_the_bounds_run_beside_the_heuristics(monkeypatch: pyte
 
     monkeypatch.setattr(solve_module, "stage_bound", recording_stage_bound)
     monkeypatch.setattr(solve_module, "column_bound_report", no_column_bound)
-    settings = JointSolveSettings(time_limit_s=20.0, max_ideals=10, threads=2, solver="none", order_time_limit_s=1.0)
+    settings = JointSolveSettings(
+        time_limit_s=20.0,
+        max_ideals=10,
+        threads=2,
+        solver="none",
+        schedule=JointSchedule().capped(orders=1.0, orders_below_cap=1.0),
+    )
     result = solve_module.solve_joint(problem, settings)
     for name in ("segment-bound", "stage-bound"):
         assert "beside the heuristics" in next(h for h in result.heuristics if h.name == name).message
@@ -614,7 +624,11 @@ def test_where_the_stage_bound_cannot_run_the_coarse_master_runs_and_the_polishe
     assert sequences(problem) is None
     best, _ = _optimum(problem)
     settings = JointSolveSettings(
-        time_limit_s=20.0, max_ideals=10, threads=threads, solver="none", order_time_limit_s=1.0, polish_time_limit_s=1.0
+        time_limit_s=20.0,
+        max_ideals=10,
+        threads=threads,
+        solver="none",
+        schedule=JointSchedule().capped(orders=1.0, orders_below_cap=1.0, polish=1.0),
     )
     result = solve_joint(problem, settings)
     notes = result.solver_notes
@@ -667,9 +681,7 @@ def test_where_the_stage_bound_cannot_run_a_longer_share_adds_a_finer_master(
         time_limit_s=time_limit_s,
         max_ideals=10,
         solver="none",
-        order_time_limit_s=1.0,
-        polish_time_limit_s=0.0,
-        bound_time_limit_s=1.0,
+        schedule=JointSchedule().capped(orders=1.0, orders_below_cap=1.0, polish=0.0, segment_bound=1 / 3, stage_bound=2 / 3),
     )
     solve_module.solve_joint(problem, settings)
     [(asked_bands, seconds)] = asked
@@ -713,16 +725,16 @@ def test_the_one_device_orders_run_only_where_the_polisher_runs_beside_the_colum
     wide = parallel_branches(3, 3, 16, 1.0 * GIB, seed=1)  # k = 16: the stage bound cannot run
     narrow = parallel_branches(3, 3, 4, 1.0 * GIB, seed=1)  # k = 4: it can
 
-    def runs(problem: JointProblem, **settings: float) -> bool:
-        steps = JointSteps(JointSolveSettings(**settings))  # type: ignore[arg-type]
+    def runs(problem: JointProblem, threads: int, **caps: float) -> bool:
+        steps = JointSteps(JointSolveSettings(threads=threads, schedule=JointSchedule().capped(**caps)))
         return steps._one_device_orders(SimpleNamespace(problem=problem))  # type: ignore[arg-type]
 
     assert runs(wide, threads=2)
     assert not runs(wide, threads=1)
     assert not runs(narrow, threads=2)
     assert not runs(replace(wide, shape=JointShape(stages=3)), threads=2)
-    assert not runs(wide, threads=2, polish_time_limit_s=0.0)
-    assert not runs(wide, threads=2, column_bound_time_limit_s=0.0)
+    assert not runs(wide, threads=2, polish=0.0)
+    assert not runs(wide, threads=2, column_bound=0.0)
 
 
 def test_the_one_device_orders_give_plans_of_the_unforced_problem() -> None:

@@ -22,11 +22,15 @@ from milp_partition.io.piper import read_joint
 from milp_partition.joint.dp import joint_data, search
 from milp_partition.joint.generators import parallel_branches
 from milp_partition.joint.problem import JointSolveSettings
+from milp_partition.joint.schedule import JointSchedule
 from milp_partition.joint.solve import solve_joint
 from milp_partition.verifiers.joint import verify_joint
 from tests.test_joint_bruteforce import all_plans, brute_force, random_problem
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "benchmarks" / "joint"
+
+#: the slot formulation alone past the cap: no segment, stage or column bound
+NO_BOUNDS = JointSchedule().capped(segment_bound=0, stage_bound=0, column_bound=0)
 
 
 def _violated_rows(model: Model, values: dict[int, float]) -> list[str]:
@@ -80,9 +84,7 @@ def test_the_chain_falls_back_to_the_milp_past_the_ideal_cap() -> None:
     problem = next(p for p in map(random_problem, range(100)) if len(p.nodes) == 4 and math.isfinite(brute_force(p)))
     expected = brute_force(problem)
     # no time for the bounds (the column or stage bound alone proves some of these): the MILP must prove it
-    result = solve_joint(
-        problem, JointSolveSettings(time_limit_s=600.0, max_ideals=3, bound_time_limit_s=0, column_bound_time_limit_s=0)
-    )
+    result = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, max_ideals=3, schedule=NO_BOUNDS))
     assert "too_many_ideals" in result.solver_notes
     assert result.solver == "joint-milp/cpsat"
     assert result.status == "optimal"
@@ -128,9 +130,7 @@ def test_bert_bound_is_below_the_proven_optimum() -> None:
 @pytest.mark.parametrize(("branches", "depth", "devices", "memory_gib"), [(2, 3, 2, 1.0), (2, 3, 4, 1.0), (3, 2, 4, 0.5)])
 def test_wide_graph_past_the_cap_gets_the_dp_optimum(branches: int, depth: int, devices: int, memory_gib: float) -> None:
     problem = parallel_branches(branches, depth, devices, memory_gib * 2**30, seed=3)
-    fallback = solve_joint(
-        problem, JointSolveSettings(time_limit_s=600.0, max_ideals=10, bound_time_limit_s=0, column_bound_time_limit_s=0)
-    )
+    fallback = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, max_ideals=10, schedule=NO_BOUNDS))
     wide = solve_joint(problem, JointSolveSettings(time_limit_s=600.0, max_ideals=10))  # with the bounds
     dp = solve_joint(problem, JointSolveSettings(time_limit_s=600.0))
     assert fallback.solver == "joint-milp/cpsat" and dp.solver == "joint-dp"

@@ -353,3 +353,16 @@ def test_misspelt_layers_fields_and_repeated_ops_are_refused(gpt_data: dict[str,
     ):
         with pytest.raises(InputError, match=named):
             read_layers(dict(gpt_data, layers=broken), "gpt")
+
+
+def test_a_forced_tensor_degree_not_offered_is_refused(
+    gpt_data: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 43 item 11: ``--tensor-parallel 2 --tp-degrees 1`` was "proven infeasible" (exit 3); it is a flag
+    that contradicts another (exit 2, naming it)."""
+    good = tmp_path / "gpt.json"
+    good.write_text(json.dumps(gpt_data))
+    argv = ["solve", str(good), "--problem", "joint", "--devices", "4", "--memory", "1GiB", "--tensor-parallel", "2"]
+    assert main([*argv, "--tp-degrees", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--tensor-parallel" in err[0] and "--tp-degrees" in err[0]

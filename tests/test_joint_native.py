@@ -15,6 +15,7 @@ from milp_partition.joint import native
 from milp_partition.joint.dp import JointDP, joint_data, search
 from milp_partition.joint.knapsack import min_cost_exact
 from milp_partition.joint.problem import JointSolveSettings
+from milp_partition.joint.schedule import JointSchedule
 from milp_partition.joint.solve import solve_joint
 from tests.test_joint_bruteforce import brute_force, random_problem, repeated_chain, repeated_diamonds
 
@@ -191,7 +192,9 @@ def test_too_many_ideals_for_the_compiled_passes_take_the_wide_route(monkeypatch
     if not native.available():
         pytest.skip("the extension is not built")
     problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=1)  # 127 ideals
-    settings = JointSolveSettings(time_limit_s=60.0, solver="none", order_time_limit_s=1.0, polish_time_limit_s=1.0)
+    settings = JointSolveSettings(
+        time_limit_s=60.0, solver="none", schedule=JointSchedule().capped(orders=1.0, orders_below_cap=1.0, polish=1.0)
+    )
     exact = solve_joint(problem, settings)
     assert exact.status.value == "optimal" and "too_many_ideals" not in exact.solver_notes
     monkeypatch.setattr(native, "MAX_IDEALS", 100)

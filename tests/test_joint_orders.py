@@ -129,7 +129,7 @@ def test_an_interrupt_in_the_orders_dp_ends_the_solve_with_its_plan(monkeypatch:
     settings = JointSolveSettings(time_limit_s=60.0, max_ideals=10, solver="none", threads=threads)
     result = solve_joint(problem, settings)
     assert len(calls) == 2
-    assert result.solver_notes.get("interrupted") is True
+    assert result.stopped_by == "interrupt"
     run = next(h for h in result.heuristics if h.name == "order-dp")
     assert "interrupted" in run.message
     assert not any(h.name in ("polish", "segment-bound", "column-bound") for h in result.heuristics)

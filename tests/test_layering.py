@@ -34,6 +34,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.units": 1,
     "milp_partition.result": 1,
     "milp_partition.budget": 1,  # the one time budget of a solve (chain.py makes it; every phase takes it)
+    "milp_partition.settings": 2,  # the common settings (solver, time, threads, seed, warm start) of every problem
+    "milp_partition.io.atomic": 1,  # the one atomic file writer (imports only errors): every file written goes through it
     # 2: data models: plain data and the Solution types, no solving
     "milp_partition.graph": 2,
     "milp_partition.cluster": 2,
@@ -45,8 +47,16 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.problem": 2,
     "milp_partition.joint": 2,
     "milp_partition.joint.problem": 2,
+    "milp_partition.joint.schedule": 2,  # the declared time schedule of the joint search's phases (plain data)
     "milp_partition.galvatron": 2,
     "milp_partition.galvatron.problem": 2,
+    "milp_partition.kinds": 2,  # the cluster of device kinds (issue 40): kinds, counts per zone, link fits
+    "milp_partition.hetero": 2,
+    "milp_partition.hetero.problem": 2,
+    # which solver back-ends exist and what each can do: a table of names (settings check their solver against it)
+    "milp_partition.backends.registry": 2,
+    # the one cost model of a step as run executes it: formulas and coefficients, plain data (verifiers read it)
+    "milp_partition.costmodel": 2,
     # 3: inputs: io/ (one module per format, JSON helpers in io.json_text), model importers, device profiles and
     # calibration, and each problem's instance builders (generators, converters, cost models applied to a graph)
     "milp_partition.io": 3,
@@ -60,6 +70,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.dimensions": 3,
     "milp_partition.joint.generators": 3,
     "milp_partition.joint.layers": 3,
+    "milp_partition.joint.run_layers": 3,  # the run-objective problem of an imported graph (costmodel.plan)
     "milp_partition.joint.megatron": 3,
     # 4: back-ends (variables and constraints, no problem) and independent verifiers (data models and io only)
     "milp_partition.backends": 4,
@@ -72,6 +83,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.chain": 5,
     "milp_partition.galvatron.costs": 5,
     "milp_partition.galvatron.dp": 5,
+    "milp_partition.hetero.cost": 5,
+    "milp_partition.hetero.search": 5,
     "milp_partition.pipeline.costs": 5,
     "milp_partition.placement.bounds": 5,
     "milp_partition.placement.decompose": 5,
@@ -83,6 +96,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.strategy.reductions": 5,
     "milp_partition.strategy.ties": 5,
     "milp_partition.joint.dp": 5,
+    "milp_partition.joint.run_dp": 5,  # the exact DP of the run-objective plan (costmodel.plan)
     "milp_partition.joint.native": 5,
     "milp_partition.joint.knapsack": 5,
     "milp_partition.joint.segment_bound": 5,  # a proven bound without ideals (chain segments in pooled stage classes)
@@ -94,6 +108,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.solve": 6,
     "milp_partition.joint.solve": 6,
     "milp_partition.galvatron.solve": 6,
+    "milp_partition.hetero.solve": 6,
+    "milp_partition.joint.space": 6,  # the joint search within a training engine's space (solve_joint per candidate)
     # 7: on top: command line, reports, plots, sweeps and each problem's gap sweep
     "milp_partition.__main__": 7,
     "milp_partition.registry": 7,  # one descriptor per problem: it names cli, solve, gap and plot modules
@@ -257,9 +273,13 @@ def test_verifiers_import_no_formulation_heuristic_or_chain() -> None:
     assert not bad, bad
 
 
+#: The one module of backends/ that data models may read: the table of back-end names and capabilities (no solver).
+BACKEND_NAMES_TABLE = "milp_partition.backends.registry"
+
+
 def test_data_model_and_io_import_no_solver_side() -> None:
     modules = [m for m in MODULES if (layer_of(m) or 0) <= 3]
-    bad = _offenders(modules, (*SOLVE_SIDE, "milp_partition.backends"))
+    bad = [b for b in _offenders(modules, (*SOLVE_SIDE, "milp_partition.backends")) if not b.endswith(BACKEND_NAMES_TABLE)]
     bad += [f"{MODULES[m].relative_to(ROOT)} imports {t}" for m in modules for t in _root_imports(MODULES[m]) if t in ("ortools", "pulp")]
     assert not bad, bad
 
@@ -270,6 +290,28 @@ def _root_imports(path: Path) -> set[str]:
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
     return names
+
+
+#: Solver packages: only backends/ imports them (issue 41: every call into a solver goes through the registry's back-ends).
+SOLVER_PACKAGES = ("ortools", "pulp", "highspy")
+
+
+def test_no_module_outside_backends_imports_a_solver() -> None:
+    bad = sorted(
+        f"{MODULES[m].relative_to(ROOT)} imports {t}"
+        for m in MODULES
+        if not m.startswith("milp_partition.backends.")
+        for t in _root_imports(MODULES[m])
+        if t in SOLVER_PACKAGES
+    )
+    assert not bad, bad
+
+
+def test_the_backend_table_imports_nothing_above_errors() -> None:
+    """Data models import it: it must stay a table (no back-end module, no solver)."""
+    imports = {t for _, t in _first_party_imports(BACKEND_NAMES_TABLE, MODULES[BACKEND_NAMES_TABLE])}
+    assert imports <= {"milp_partition.errors"}, imports
+    assert not _root_imports(MODULES[BACKEND_NAMES_TABLE]) & set(SOLVER_PACKAGES)
 
 
 def test_backends_know_no_problem() -> None:

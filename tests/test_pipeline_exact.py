@@ -10,8 +10,12 @@ import pytest
 from brute_force import brute_force_pipeline
 from conftest import random_pipeline_problem
 
+from milp_partition.backends.registry import installed
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.verifiers.pipeline import verify_pipeline
+
+#: HiGHS (the ``highs`` extra) replays the CBC cases where it is installed.
+needs_highs = pytest.mark.skipif(not installed("highs"), reason="highspy is not installed (pip install 'milp-partition[highs]')")
 
 CASES = [
     dict(seed=s, contiguous=c, binding_memory=m, backward=b)
@@ -46,6 +50,12 @@ def test_cpsat_matches_brute_force(case) -> None:
 @pytest.mark.parametrize("case", CASES[:8], ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
 def test_cbc_matches_brute_force(case) -> None:
     _check(random_pipeline_problem(**case, max_nodes=6), "cbc")
+
+
+@needs_highs
+@pytest.mark.parametrize("case", CASES[:8], ids=lambda c: "-".join(f"{k}={v}" for k, v in c.items()))
+def test_highs_matches_brute_force(case) -> None:
+    _check(random_pipeline_problem(**case, max_nodes=6), "highs")
 
 
 @pytest.mark.parametrize("seed", range(4))

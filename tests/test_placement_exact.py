@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from milp_partition.backends.registry import installed
 from milp_partition.io.placement_instance import read_placement_instance
 from milp_partition.placement.decompose import decompose, solve_decomposed
 from milp_partition.placement.problem import PlacementSettings, make_placement_problem
@@ -78,7 +79,10 @@ def _check_result(problem, result) -> float:
 
 
 @pytest.mark.parametrize("seed,n,d,mem,col", CASES)
-@pytest.mark.parametrize("solver", ["cpsat", "cbc"])
+@pytest.mark.parametrize(
+    "solver",
+    ["cpsat", "cbc", pytest.param("highs", marks=pytest.mark.skipif(not installed("highs"), reason="highspy is not installed"))],
+)
 def test_models_match_brute_force(seed, n, d, mem, col, solver) -> None:
     problem = random_problem(seed, n, d, binding_memory=mem, colocation=col)
     want = brute_force_makespan(problem)

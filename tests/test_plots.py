@@ -289,3 +289,21 @@ def test_plot_finds_a_galvatron_results_model_folder(shared_benchmarks, tmp_path
     assert main(["plot", str(out), "-o", str(tmp_path / "plan.svg")]) == 0
     err = capsys.readouterr().err
     assert "not found" not in err and (tmp_path / "plan.svg").stat().st_size > 0
+
+
+def test_a_zero_gap_is_seen_and_the_time_legend_covers_no_point():
+    """Issue 43 item 15: a 0% bar had no height (invisible) and the time chart's legend covered the exact point."""
+    rows = [
+        _row("placement", "a", "heft", "10"), _row("placement", "a", "m-topo", "12"),
+        _row("placement", "a", "exact", "10", "10", size="10", seconds="100"),
+    ]  # fmt: skip
+    fig = gap_figure(rows)
+    dashes = [ln.get_gid() for ax in fig.axes for ln in ax.get_lines() if (ln.get_gid() or "").startswith("zero|")]
+    assert dashes == ["zero|placement|a|heft"]
+    tf = time_figure(rows)
+    ax = tf.axes[0]
+    legend = ax.get_legend()
+    tf.canvas.draw()
+    box = legend.get_window_extent()
+    axes_box = ax.get_window_extent()
+    assert box.x0 >= axes_box.x1 - 1  # beside the panel, so over none of its points

@@ -128,7 +128,8 @@ def test_spec_takes_mixed_degrees_and_refuses_a_degree_that_does_not_divide_n(tm
     from milp_partition.run.spec import read_run_spec
 
     graph = tmp_path / "g.json"
-    graph.write_text(json.dumps({"nodes": [], "layers": {"model": {"reference": "m:f", "inputs": ["1x2"]}}}))
+    nodes = [{"id": "a"}, {"id": "b"}]
+    graph.write_text(json.dumps({"nodes": nodes, "layers": {"model": {"reference": "m:f", "inputs": ["1x2"]}}}))
     plan = tmp_path / "p.json"
 
     def write(d_first: int) -> None:
@@ -140,11 +141,11 @@ def test_spec_takes_mixed_degrees_and_refuses_a_degree_that_does_not_divide_n(tm
         plan.write_text(json.dumps({"problem": "joint", "stages": stages, "instance": instance, "time_per_sample": 1.0}))
 
     write(2)
-    spec = read_run_spec(plan)
+    spec = read_run_spec(plan, factory="m:f")
     assert not spec.uniform and spec.degrees == ((2, 1), (1, 2)) and spec.world_size == 4
     write(3)
-    with pytest.raises(InputError, match="stage 1: data_parallel 3"):
-        read_run_spec(plan)
+    with pytest.raises(InputError, match="stage 1: data-parallel degree 3 does not divide"):
+        read_run_spec(plan, factory="m:f")
 
 
 def test_the_layer_timer_and_the_link_probe_wait_for_the_gpu_only_on_a_gpu() -> None:

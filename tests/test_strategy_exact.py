@@ -9,11 +9,15 @@ from pathlib import Path
 import pytest
 from test_strategy_dp import BENCHMARKS, STRATEGY, brute_force, random_problem
 
+from milp_partition.backends.registry import installed
 from milp_partition.cli.dispatch import main
 from milp_partition.io.strategy_tables import read_strategy_tables
 from milp_partition.strategy.problem import StrategySolution
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 from milp_partition.verifiers.strategy import verify_strategy
+
+#: HiGHS (the ``highs`` extra) replays the CBC cases where it is installed.
+needs_highs = pytest.mark.skipif(not installed("highs"), reason="highspy is not installed (pip install 'milp-partition[highs]')")
 
 OPTIMA = {row["file"]: row for row in json.loads((STRATEGY / "optima.json").read_text())}
 
@@ -40,6 +44,13 @@ def test_cpsat_matches_brute_force(seed: int, memory: bool) -> None:
 @pytest.mark.parametrize("memory", [False, True])
 def test_cbc_matches_brute_force(seed: int, memory: bool) -> None:
     _check(random_problem(100 + seed, memory=memory, small_ints=seed % 2 == 0), "cbc")
+
+
+@needs_highs
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("memory", [False, True])
+def test_highs_matches_brute_force(seed: int, memory: bool) -> None:
+    _check(random_problem(100 + seed, memory=memory, small_ints=seed % 2 == 0), "highs")
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -115,6 +126,7 @@ def test_lagrangian_bound_is_a_lower_bound(seed: int) -> None:
 def test_lagrangian_bound_matches_the_lp_bound_on_a_real_instance() -> None:
     """alexnet_p8 under a binding limit: the bound is below the proven optimum and above the unconstrained one."""
     from milp_partition.heuristics.strategy_lagrangian import lagrangian_memory_bound
+
     from milp_partition.strategy.memory import with_memory
 
     problem = with_memory(read_strategy_tables(STRATEGY / "alexnet_p8.json"), memory_limit_bytes=400 * 2**20)

@@ -115,3 +115,21 @@ def test_tied_solve_alone_returns_the_best_tied_solution(seed: int) -> None:
     assert res.status == "feasible" and res.bound is None
     assert res.objective == pytest.approx(expected, rel=1e-9)
     assert res.solver_notes["ties"]["tied_status"] == "optimal"
+
+
+def test_the_tied_problem_runs_under_the_whole_solve_s_deadline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tied problem's chain shares the outer run's budget (its deadline), not a fresh limit of what was left."""
+    import milp_partition.strategy.solve as solve_module
+
+    original = solve_module.solve_strategy
+    inner: list[StrategySolveSettings] = []
+
+    def recording(problem, settings):  # type: ignore[no-untyped-def]
+        inner.append(settings)
+        return original(problem, settings)
+
+    monkeypatch.setattr(solve_module, "solve_strategy", recording)
+    settings = StrategySolveSettings(threads=1, time_limit_s=20, tie_blocks=True, tie_rounds=1, heuristics=False, reduce=False)
+    original(_stack(3, 80, memory=False), settings)
+    assert len(inner) == 1 and not inner[0].tie_blocks
+    assert inner[0].budget is not None and inner[0].budget.limit_s == 20  # the whole limit, from the outer start

@@ -64,3 +64,10 @@ def test_the_command_line_refuses_unitless_sizes(tmp_path: Path) -> None:
 def test_every_report_shows_the_capacity(instance: Path, shown: str) -> None:
     rc, out, _ = run_cli(["solve", str(instance), "--solver", "none", "--progress", "0"])
     assert rc == 0 and shown in out
+
+
+@pytest.mark.parametrize("text", ["25GiB", "25GB", "200Gb", "80B"])
+def test_a_size_is_not_a_rate(text: str) -> None:
+    """Issue 43 item 11: ``--bandwidth 25GiB`` (no /s) was taken as 25 GiB per second."""
+    with pytest.raises(InputError, match=r"a size, not a rate.*/s"):
+        parse_rate(text, "--bandwidth")

@@ -11,11 +11,12 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, TextIO
+from typing import Protocol, TextIO, TypeVar
 
 from milp_partition.backends.model import Model
+from milp_partition.budget import Budget
 
 
 class SolveStatus(enum.Enum):
@@ -55,6 +56,11 @@ class SolveParams:
         CBC only: CBC checks its time limit between nodes, not inside a long LP solve; when
         it runs this long past ``time_limit_s`` it is interrupted (SIGINT: it stops and
         reports its incumbent), and killed after as long again.
+    budget
+        The time the whole call may take, the translation of the model for the solver included
+        (``None``: ``time_limit_s`` for the solver alone).  The translation reads it row by row
+        and raises :class:`TimeoutError` once it is spent (a model of a million rows takes
+        minutes to translate); the solver gets at most what is left of it.
     """
 
     time_limit_s: float = 60.0
@@ -65,6 +71,13 @@ class SolveParams:
     cpsat_max_scaled_magnitude: float = 2.0**40
     cpsat_parameters: tuple[tuple[str, object], ...] = ()
     cbc_overrun_grace_s: float = 10.0
+    budget: Budget | None = None
+
+    def solver_seconds(self) -> float:
+        """The solver's own limit: ``time_limit_s``, at most what is left of ``budget`` (never below 0.1 s)."""
+        if self.budget is None:
+            return self.time_limit_s
+        return max(0.1, min(self.time_limit_s, self.budget.left()))
 
 
 @dataclass
@@ -91,6 +104,8 @@ class SolveOutput:
         The solver's own log.
     notes
         Facts about the run (scale used, rounding error, hint status).
+    interrupted
+        Ctrl-C or SIGTERM stopped it: ``values`` is its best solution so far, nothing is proven.
     """
 
     status: SolveStatus
@@ -101,6 +116,7 @@ class SolveOutput:
     first_incumbent: float | None = None
     log: str = ""
     notes: dict[str, object] = field(default_factory=dict)
+    interrupted: bool = False
 
 
 class Backend(Protocol):
@@ -171,6 +187,23 @@ class ProgressPrinter:
         assert self.interval_s
         while not self._stop.wait(self.interval_s):
             print(self.line(), file=self.stream, flush=True)
+
+
+T = TypeVar("T")
+
+#: Rows translated between two readings of the clock.
+TICK_ROWS = 4096
+
+
+def ticking(items: Iterable[T], budget: Budget | None) -> Iterator[T]:
+    """``items``, reading ``budget`` every :data:`TICK_ROWS` of them; :class:`TimeoutError` once it is spent."""
+    if budget is None:
+        yield from items
+        return
+    for k, item in enumerate(items):
+        if k % TICK_ROWS == 0 and budget.expired():
+            raise TimeoutError("the time limit ran out while the model was translated for the solver")
+        yield item
 
 
 ProgressCallback = Callable[[float | None, float | None], None]

@@ -51,7 +51,9 @@ import math
 import re
 from dataclasses import dataclass, replace
 
+from milp_partition.backends.base import ticking
 from milp_partition.backends.model import Model, VarKind
+from milp_partition.budget import Budget
 
 #: CBC writes solution values with 8 significant digits (``%15.8g``); proven bounds are lowered by this much.
 SOLUTION_PRECISION_REL = 1e-7
@@ -173,12 +175,15 @@ def _power_of_two_near(x: float) -> float:
     return math.ldexp(1.0, round(math.log2(x)))
 
 
-def scale_for_cbc(model: Model) -> CbcScaledModel:
-    """Scale ``model``'s continuous columns, rows and objective by powers of two (see the module docstring)."""
+def scale_for_cbc(model: Model, budget: Budget | None = None) -> CbcScaledModel:
+    """Scale ``model``'s continuous columns, rows and objective by powers of two (see the module docstring).
+
+    Reads ``budget`` every few thousand rows and raises :class:`TimeoutError` once it is spent.
+    """
     cs = [_power_of_two_near(max(abs(v.lb), abs(v.ub))) if v.kind is VarKind.CONTINUOUS else 1.0 for v in model.variables]
     bounds = [(v.lb / c, v.ub / c) for v, c in zip(model.variables, cs)]
     rows = []
-    for c in model.constraints:
+    for c in ticking(model.constraints, budget):
         terms = {i: a * cs[i] for i, a in c.terms.items()}
         largest = max((abs(a) for a in terms.values()), default=0.0)
         k = _power_of_two_near(largest)

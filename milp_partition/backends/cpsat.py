@@ -1,7 +1,7 @@
 """OR-Tools CP-SAT back-end.
 
 The model is scaled to integers by :func:`milp_partition.backends.scaling.scale_model`;
-CP-SAT statuses are translated to :class:`SolveStatus` in :func:`_translate_status`
+CP-SAT statuses are translated to :class:`SolveStatus` in :func:`translate_status`
 and nowhere else.
 """
 
@@ -12,9 +12,10 @@ import threading
 import time
 from typing import Any
 
-from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
+from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus, ticking
 from milp_partition.backends.model import Model
 from milp_partition.backends.scaling import ScaledModel, scale_model
+from milp_partition.budget import Budget
 from milp_partition.errors import ModelError, SolverUnavailableError
 
 #: CP-SAT parameters set on every solve, before the caller's, because without them CP-SAT proves false optima.
@@ -60,7 +61,7 @@ def _solve_interruptibly(solver: Any, cp: Any, callback: Any) -> tuple[int, bool
     return box[0], interrupted
 
 
-def _translate_status(code: int, has_solution: bool) -> SolveStatus:
+def translate_status(code: int, has_solution: bool) -> SolveStatus:
     from ortools.sat.python import cp_model
 
     if code == cp_model.OPTIMAL:
@@ -90,9 +91,9 @@ class CpSatBackend:
                 cause = cause.__cause__ or cause.__context__
             raise SolverUnavailableError(f"OR-Tools is not installed: {exc}; pip install ortools") from exc
 
-        scaled = scale_model(model, params.cpsat_max_scaled_magnitude)
+        scaled = scale_model(model, params.cpsat_max_scaled_magnitude, params.budget)
         cp = cp_model.CpModel()
-        cp_vars = _build(cp, model, scaled)
+        cp_vars = _build(cp, model, scaled, params.budget)
         hinted = 0
         if params.use_hint and model.hint:
             for i, value in model.hint.items():
@@ -101,7 +102,9 @@ class CpSatBackend:
                 hinted += 1
 
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = float(params.time_limit_s)
+        if params.budget is not None and params.budget.expired():
+            raise TimeoutError("the time limit ran out while the model was translated for the solver")
+        solver.parameters.max_time_in_seconds = float(params.solver_seconds())
         solver.parameters.num_workers = int(params.threads)
         solver.parameters.random_seed = int(params.seed)
         solver.parameters.log_search_progress = True
@@ -130,7 +133,7 @@ class CpSatBackend:
         wall = time.monotonic() - start
 
         has_solution = code in (cp_model.OPTIMAL, cp_model.FEASIBLE)
-        status = _translate_status(code, has_solution)
+        status = translate_status(code, has_solution)
         if status is SolveStatus.OPTIMAL and not scaled.bound_valid:
             status = SolveStatus.FEASIBLE  # optimal for a tighter (rounded) integer model only
         notes: dict[str, object] = {
@@ -142,7 +145,7 @@ class CpSatBackend:
         }
         if interrupted:
             notes["interrupted"] = True  # stopped by Ctrl-C or SIGTERM: its best solution so far, no proof
-        out = SolveOutput(status=status, wall_seconds=wall, log="\n".join(log_lines), notes=notes)
+        out = SolveOutput(status=status, wall_seconds=wall, log="\n".join(log_lines), notes=notes, interrupted=interrupted)
         out.first_incumbent = first[0] if first else None
         if has_solution:
             values = []
@@ -165,7 +168,7 @@ def _to_int(value: float, continuous: bool, scaled: ScaledModel) -> int:
     return round(value * scaled.scale) if continuous else round(value)
 
 
-def _build(cp: Any, model: Model, scaled: ScaledModel) -> list[Any]:
+def _build(cp: Any, model: Model, scaled: ScaledModel, budget: Budget | None = None) -> list[Any]:
     from ortools.sat.python import cp_model
 
     assert isinstance(cp, cp_model.CpModel)
@@ -175,7 +178,7 @@ def _build(cp: Any, model: Model, scaled: ScaledModel) -> list[Any]:
             cp_vars.append(cp.new_bool_var(v.name))
         else:
             cp_vars.append(cp.new_int_var(lb, ub, v.name))
-    for row in scaled.rows:
+    for row in ticking(scaled.rows, budget):
         if not row.terms:
             if not _trivially_true(row.sense, row.rhs):
                 cp.add_bool_or([])  # an empty row that cannot hold: infeasible

@@ -49,7 +49,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+from milp_partition.backends.base import ticking
 from milp_partition.backends.model import Model, VarKind
+from milp_partition.budget import Budget
 from milp_partition.errors import ModelError
 
 _INTEGRAL_REL_TOL = 1e-9  # a scaled value within this relative distance of an integer is integral
@@ -130,8 +132,11 @@ def _choose_exponent(largest: float, max_magnitude: float, integral_at: object) 
     return exact if exact is not None else j_max
 
 
-def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
-    """Scale ``model`` to integers (see the module docstring)."""
+def scale_model(model: Model, max_magnitude: float, budget: Budget | None = None) -> ScaledModel:
+    """Scale ``model`` to integers (see the module docstring).
+
+    Reads ``budget`` every few thousand rows and raises :class:`TimeoutError` once it is spent.
+    """
     maxabs = [max(abs(v.lb), abs(v.ub)) for v in model.variables]
     continuous = [v.kind is VarKind.CONTINUOUS for v in model.variables]
 
@@ -151,13 +156,13 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
     _check_continuous_coefficients(model, continuous)
 
     # The shared grid: rows with a continuous variable, and the objective.
-    shared = [c for c in model.constraints if has_continuous(c.terms)]
+    shared = [c for c in ticking(model.constraints, budget) if has_continuous(c.terms)]
     largest = max([magnitude(c.terms, c.rhs) for c in shared] + [magnitude(model.objective, 0.0)])
     exponent = _choose_exponent(
         largest,
         max_magnitude,
         lambda s: (
-            all(integral_row(c.terms, c.rhs, s) for c in shared)
+            all(integral_row(c.terms, c.rhs, s) for c in ticking(shared, budget))
             and integral_row(model.objective, 0.0, s)
             and all(_is_integral(iv.size * s) for iv in model.intervals)
         ),
@@ -182,7 +187,7 @@ def scale_model(model: Model, max_magnitude: float) -> ScaledModel:
     rows: list[ScaledRow] = []
     max_row_error = 0.0
     sum_row_error = 0.0
-    for c in model.constraints:
+    for c in ticking(model.constraints, budget):
         if has_continuous(c.terms):
             row_scale = s
         elif integral_row(c.terms, c.rhs, 1.0):

@@ -8,8 +8,8 @@ fit could not be made.
 
 from __future__ import annotations
 
-import importlib.util
 import argparse
+import importlib.util
 import math
 import sys
 import time
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, TextIO
 
 from milp_partition.calibration.backend import select_backend
 from milp_partition.calibration.build import build_profile
-from milp_partition.calibration.gloo import apply_gloo, measure_gloo
 from milp_partition.calibration.fit import FitError
+from milp_partition.calibration.gloo import apply_gloo, measure_gloo
 from milp_partition.calibration.kernels import KernelCheckError
 from milp_partition.calibration.profile import write_profile
 from milp_partition.calibration.settings import preset
@@ -130,6 +130,7 @@ def run_calibrate(args: argparse.Namespace) -> int:
     settings = preset("tiny" if args.tiny else "quick" if args.quick else "full", backend.name)
     print(f"calibrating {backend.device_name} with the {backend.name} backend ({settings.preset} suite)", file=sys.stderr)
     bar = ProgressBar(sys.stderr, enabled=not args.no_progress)
+    start = time.monotonic()
     try:
         result = run_suite(backend, settings, bar)
         profile = build_profile(backend, settings, result)
@@ -143,5 +144,9 @@ def run_calibrate(args: argparse.Namespace) -> int:
         profile = apply_gloo(profile, measure_gloo())
     write_profile(profile, args.output)
     print(summary_table(profile))
-    print(f"wrote      {args.output}  ({result.seconds:.1f} s of benchmarks)")
+    print(
+        f"wrote      {args.output}  ({time.monotonic() - start:.1f} s in all: suite, fits"
+        + (", gloo" if profile.notes and "gloo" in profile.notes[-1] else "")
+        + f"; {result.seconds:.1f} s of it in the suite's timed benchmarks)"
+    )
     return EXIT_OK

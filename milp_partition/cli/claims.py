@@ -26,10 +26,24 @@ from milp_partition.result import RESULT_FORMAT
 _WITH_A_SOLUTION = ("optimal", "feasible")
 
 
+#: Where a result holds its solution (what the solution readers unwrap): such a field makes the file a result whatever
+#: its ``format`` says, so removing or changing ``format`` cannot switch its claims' checks off.
+_SOLUTION_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("assignment", Mapping), ("stages", list), ("galvatron_config", Mapping),
+)
+
+
 def read_result(path: Path) -> Mapping[str, Any] | None:
-    """The parsed result file at ``path`` (``None`` when the file is a bare solution, not a result)."""
+    """The parsed result file at ``path`` (``None`` when the file is a bare solution, not a result).
+
+    A file is a result when its ``format`` is ``milp-partition-result/1`` or when it wraps its solution as a result
+    does (an ``assignment`` object, a ``stages`` list, a ``galvatron_config`` object): the solution readers take the
+    solution from there, so its claims are checked too.
+    """
     data = parse_json(read_text_file(path), str(path))
-    if isinstance(data, Mapping) and data.get("format") == RESULT_FORMAT:
+    if not isinstance(data, Mapping):
+        return None
+    if data.get("format") == RESULT_FORMAT or any(isinstance(data.get(k), t) for k, t in _SOLUTION_FIELDS):
         return data
     return None
 
@@ -125,6 +139,8 @@ def check_claims(
         if key in data:
             _differs(data[key], value, key, bad)
     claimed_instance = data.get("instance")
+    if claimed_instance is not None and not isinstance(claimed_instance, Mapping):
+        bad.append(f"instance {_short(claimed_instance)} is not an object")
     if instance and isinstance(claimed_instance, Mapping):
         for key, value in instance.items():
             if key in claimed_instance:

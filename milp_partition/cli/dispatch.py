@@ -1,21 +1,24 @@
 """Command-line interface: ``milp-partition solve | evaluate | info`` and the further subcommands.
 
 The problems come from the one registry, :data:`milp_partition.registry.PROBLEMS`
-(name -> descriptor, in detection order); each descriptor's CLI module defines
+(name -> descriptor, in detection order); each descriptor names
 
-* ``OPTIONS``: the problem options it reads (a frozenset of ``argparse`` dests);
-  one it does not read, given on the command line, is refused (exit 2);
-* ``register_options(parser, command)``: adds its own options to the ``solve`` or
-  ``evaluate`` parser (``command`` is ``"solve"`` or ``"evaluate"``);
-* ``claims(data) -> bool``: whether a parsed JSON instance is its format (the
-  registry's order decides; ``pipeline`` is last and takes the rest);
-* ``cmd_solve(args)``, ``cmd_evaluate(args)``, ``cmd_info(args)`` -> exit code.
+* its options module (``options``): ``OPTIONS``, the problem options it reads (a frozenset
+  of ``argparse`` dests; one it does not read, given on the command line, is refused, exit
+  2), and ``register_options(parser, command)``, which adds its own options to the
+  ``solve`` or ``evaluate`` parser (``command`` is ``"solve"`` or ``"evaluate"``);
+* its CLI module: ``claims(data) -> bool``, whether a parsed JSON instance is its format
+  (the registry's order decides; ``pipeline`` is last and takes the rest), and
+  ``cmd_solve(args)``, ``cmd_evaluate(args)``, ``cmd_info(args)`` -> exit code;
+* the common settings its search reads (the others' flags are refused for it).
 
-Further subcommands (import, calibrate, gap) come from :data:`COMMAND_MODULES`: each
-defines ``register(subparsers)``, which adds its parser and sets
-``handler=<function(args) -> exit code>``.  Exit codes are in
-:mod:`milp_partition.cli.exit_codes`.  Errors print one line, never a traceback;
-SIGTERM is handled like Ctrl-C.
+``solve``, ``evaluate`` and ``info`` run in :mod:`milp_partition.cli.problem_commands`.
+Further subcommands (import, calibrate, gap, plot, run) come from :data:`COMMANDS`: each
+module defines ``register(subparsers)``, which adds its parser and sets
+``handler=<function(args) -> exit code>``; only the module of the command that runs is
+imported, so ``--help`` and ``--version`` import no solver, no problem module and no
+numpy (``tests/test_startup.py``).  Exit codes are in :mod:`milp_partition.cli.exit_codes`.
+Errors print one line, never a traceback; SIGTERM is handled like Ctrl-C.
 """
 
 from __future__ import annotations
@@ -32,22 +35,37 @@ from types import ModuleType
 from typing import Any
 
 from milp_partition import registry
-from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_OK
+from milp_partition.cli.export_options import add_export_options
 from milp_partition.cli.flags import OneLineParser
-from milp_partition.cli.options import COMMON, add_problem_options, add_solver_options, flag_name
-from milp_partition.cli.output import check_writable
-from milp_partition.errors import InputError, MilpPartitionError
-from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.cli.options import add_problem_options, add_solver_options
+from milp_partition.errors import MilpPartitionError
 
+#: The further subcommands: name -> (the module whose ``register(subparsers)`` adds its parser, its one-line help as
+#: that module gives it; ``tests/test_startup.py`` holds them equal).  A module is imported only when its command
+#: runs (or ``build_parser()`` builds every command): ``--help`` and ``--version`` list them from here.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "import": (
+        "milp_partition.cli.importer",
+        "import a PyTorch or ONNX model as a graph file (to solve as a pipeline, or with --problem joint: the joint planner)",
+    ),
+    "calibrate": ("milp_partition.cli.calibrate", "measure this machine with microbenchmarks and write a device profile"),
+    "gap": (
+        "milp_partition.cli.gap",
+        "run each heuristic and the exact solver over instances and a settings grid; write a gap table and charts",
+    ),
+    "plot": ("milp_partition.cli.plot", "draw a solved plan (result JSON) as PNG or SVG"),
+    "run": (
+        "milp_partition.cli.run",
+        "run a joint plan of an imported PyTorch model on torch.distributed and compare with the prediction",
+    ),
+}
 #: Modules that add further subcommands through ``register(subparsers)``.
-COMMAND_MODULES: tuple[str, ...] = (
-    "milp_partition.cli.importer",
-    "milp_partition.cli.calibrate",
-    "milp_partition.cli.gap",
-    "milp_partition.cli.plot",
-    "milp_partition.cli.run",
-)
+COMMAND_MODULES: tuple[str, ...] = tuple(module for module, _ in COMMANDS.values())
+#: Where ``solve``, ``evaluate`` and ``info`` run (it reads instance files and writes results: imported on use).
+PROBLEM_COMMANDS = "milp_partition.cli.problem_commands"
+#: Result files and the check that no output is an input (imported once a command runs, not for --help).
+OUTPUT = "milp_partition.cli.output"
 
 
 def problem_module(name: str) -> ModuleType:
@@ -64,10 +82,28 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command line: ``solve``, ``evaluate``, ``info`` and the commands of :data:`COMMAND_MODULES`."""
+class _Version(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked (``importlib.metadata`` is slow
+    to import)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any, **kwargs: Any) -> None:
+        print(f"{parser.prog} {_version()}")  # on stdout, as argparse's own version action does
+        parser.exit()
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line: ``solve``, ``evaluate``, ``info`` and the commands of :data:`COMMANDS`.
+
+    ``only``: build that one of :data:`COMMANDS` in full and the others as their names and help alone (``""``: all
+    of them so), so that the parser imports none of their modules but the one that runs; ``None``: all in full.
+    The problems' options come from their registry entries' light ``options`` modules: building the parser
+    imports no solver, no problem module and no numpy (``tests/test_startup.py``).
+    """
     parser = OneLineParser(prog="milp-partition", description="Provably optimal partitioning of DNN graphs across GPUs.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_Version, help="show the program's version number and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     instance_help = (
@@ -84,60 +120,39 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("instance", type=Path, help=instance_help)
     add_problem_options(s, tuple(registry.PROBLEMS))
-    for name in registry.PROBLEMS:
-        problem_module(name).register_options(s, "solve")
+    for entry in registry.PROBLEMS.values():
+        entry.options_module().register_options(s, "solve")
     add_solver_options(s)
+    add_export_options(s)
 
     e = sub.add_parser("evaluate", help="verify a solution file and print its objective")
     e.add_argument("instance", type=Path, help=instance_help)
     e.add_argument("solution", type=Path, help="a result JSON (its 'assignment') or a JSON object node id -> device id")
     add_problem_options(e, tuple(registry.PROBLEMS))
-    for name in registry.PROBLEMS:
-        problem_module(name).register_options(e, "evaluate")
+    for entry in registry.PROBLEMS.values():
+        entry.options_module().register_options(e, "evaluate")
 
     i = sub.add_parser("info", help="describe an instance (sizes, work, memory, bounds)")
     i.add_argument("instance", type=Path, help=instance_help)
-    for module_name in COMMAND_MODULES:
-        importlib.import_module(module_name).register(sub)
+    for name, (module_name, text) in COMMANDS.items():
+        if only is None or only == name:
+            importlib.import_module(module_name).register(sub)
+        else:
+            sub.add_parser(name, help=text)
     return parser
 
 
-def problem_kind(args: argparse.Namespace) -> str:
-    """``--problem``, else the first problem of the registry whose ``claims`` takes the parsed file."""
-    if getattr(args, "problem", None) is not None:
-        return str(args.problem)
-
-    if Path(args.instance).is_dir():
-        for name, entry in registry.PROBLEMS.items():
-            if entry.claims_path(args.instance):
-                return name
-    text = read_text_file(args.instance)
-    data = parse_json(text, str(args.instance)) if text.lstrip()[:1] == "{" else None
-    for name, entry in registry.PROBLEMS.items():
-        if data is not None and entry.claims(data):
-            return name
-    return list(registry.PROBLEMS)[-1]
+def _command_in(argv: list[str]) -> str:
+    """The command of :data:`COMMANDS` that ``argv`` runs (its first word that is no option), or ``""``."""
+    word = next((a for a in argv if not a.startswith("-")), "")
+    return word if word in COMMANDS else ""
 
 
-def _refuse_unused_options(args: argparse.Namespace, kind: str) -> None:
-    """Exit 2 on a problem option that ``kind`` does not read (it would be silently ignored)."""
-    used = problem_module(kind).OPTIONS | COMMON
-    for dest, value in vars(args).items():
-        if dest not in used and value is not None and value is not False:
-            raise InputError(f"does not apply to the {kind} problem; leave it out", where=flag_name(dest))
-
-
-def _problem_command(args: argparse.Namespace) -> int:
-    kind = problem_kind(args)
-    _refuse_unused_options(args, kind)
-    if getattr(args, "output", None) is not None:
-        check_writable(args.output)
-    return getattr(problem_module(kind), f"cmd_{args.command}")(args)
-
-
-def _cmd_info(args: argparse.Namespace) -> int:
-    args.problem = None
-    return problem_module(problem_kind(args)).cmd_info(args)
+def _stop_cbc_children() -> None:
+    """Stop CBC's processes, if the CBC back-end was loaded (without it there are none; the parser never loads it)."""
+    cbc = sys.modules.get("milp_partition.backends.cbc")
+    if cbc is not None:
+        cbc.stop_cbc_children()
 
 
 def _raise_interrupt(signum: int, frame: object) -> None:
@@ -166,15 +181,20 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point of ``milp-partition``; returns the exit code."""
     with _interrupts():
         try:
-            args = build_parser().parse_args(argv)
+            argv = sys.argv[1:] if argv is None else argv
+            args = build_parser(only=_command_in(argv)).parse_args(argv)
+            # an output that is one of the inputs would replace it (cli/output.py: imported once a command runs)
+            importlib.import_module(OUTPUT).refuse_outputs_among_inputs(args)
             if args.command in ("solve", "evaluate"):
-                return _problem_command(args)
-            return (getattr(args, "handler", None) or _cmd_info)(args)
+                return importlib.import_module(PROBLEM_COMMANDS).problem_command(args)  # type: ignore[no-any-return]
+            if args.command == "info":
+                return importlib.import_module(PROBLEM_COMMANDS).cmd_info(args)  # type: ignore[no-any-return]
+            return args.handler(args)  # type: ignore[no-any-return]
         except MilpPartitionError as exc:
             print(f"milp-partition: error: {exc}", file=sys.stderr)
             return EXIT_INPUT
         except KeyboardInterrupt:
-            stop_cbc_children()
+            _stop_cbc_children()
             print("milp-partition: interrupted", file=sys.stderr)
             return EXIT_INTERRUPTED
         except BrokenPipeError:  # the reader went away (e.g. `| head`): stop quietly, as other command-line tools do

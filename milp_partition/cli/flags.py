@@ -30,8 +30,22 @@ class OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line on stderr and exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        hint = next((h for flag, h in NAMED_ELSEWHERE.items() if message.startswith("unrecognized") and flag in message.split()), "")
+        print(f"{self.prog}: error: {message}{hint} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_INPUT)
+
+
+#: One idea under two names in two commands: a flag given to the command that names it otherwise gets the name
+#: that applies (issue 43 item 15).
+NAMED_ELSEWHERE = {
+    "--optimizer-state-factor": "; solve and evaluate name it --optimizer-factor (import names it --optimizer-state-factor)",
+    "--optimizer-factor": "; import names it --optimizer-state-factor (solve and evaluate name it --optimizer-factor)",
+}
+#: A problem option refused for a problem that takes the same idea under another flag: dest -> problem -> that flag.
+SAME_IDEA = {
+    "global_batch": {"joint": "--microbatches (one-sample micro-batches per batch)"},
+    "microbatches": {"galvatron": "--global-batch"},
+}
 
 
 def _number(text: str, what: str) -> float:

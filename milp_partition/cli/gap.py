@@ -14,7 +14,8 @@ status) run once; rows go to ``NAME.csv`` as runs end (resumable: a row already 
 for the same run, written by the same code, is not run again; other rows stay), then
 ``NAME.md`` and, with matplotlib, ``NAME_gap.png`` and ``NAME_time.png`` are rebuilt
 from the whole CSV.  The per-problem work lives in ``milp_partition/<problem>/gap.py``
-(:mod:`milp_partition.sweep.registry`).
+(:mod:`milp_partition.sweep.registry`).  Exit status 0 when at least one run answered (error rows are rows of the
+table), 1 when every run failed, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ import sys
 from pathlib import Path
 
 from milp_partition.cli import flags
+from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_OK
+from milp_partition.cli.output import check_not_an_input
 from milp_partition.errors import InputError
 from milp_partition.io.atomic import write_atomic
 from milp_partition.sweep.charts import write_charts
@@ -176,8 +179,11 @@ def run_gap_command(args: argparse.Namespace) -> int:
     for w in warnings:
         print(w, file=sys.stderr)
     out_dir: Path = args.output_dir
-    out_dir.mkdir(parents=True, exist_ok=True)
     csv_path = out_dir / f"{args.name}.csv"
+    written = [csv_path, out_dir / f"{args.name}.md", *(out_dir / f"{args.name}_{c}.png" for c in ("gap", "time"))]
+    for path in written:  # an instance among the files the sweep writes would be replaced
+        check_not_an_input(path, list(args.instances), "--output-dir")
+    out_dir.mkdir(parents=True, exist_ok=True)
     done = {
         (r["problem"], r["instance"], r["sha"], r["point"], r["method"], r["options"])
         for r in read_rows(csv_path)
@@ -190,10 +196,13 @@ def run_gap_command(args: argparse.Namespace) -> int:
     progress = Progress(len(todo), enabled=not args.quiet)
     settings = ExecutorSettings(args.executor, args.jobs, args.address)
     failed = 0
+    first_error = ""
     try:
         for row in run_jobs(todo, settings, progress):
             append_row(csv_path, row)
-            failed += row["status"] == "error"
+            if row["status"] == "error":
+                failed += 1
+                first_error = first_error or row["message"]
     finally:
         progress.close()
     rows = compact(csv_path) if csv_path.exists() else []
@@ -206,4 +215,7 @@ def run_gap_command(args: argparse.Namespace) -> int:
     md_path = out_dir / f"{args.name}.md"
     write_atomic(md_path, render_markdown(rows, _command(args), code, charts, args.note), what="--output-dir")
     print(f"{len(todo)} run(s), {skipped} skipped, {failed} failed; wrote {csv_path} and {md_path}")
-    return 0
+    if todo and failed == len(todo):  # nothing was measured: a table of errors is no answer
+        print(f"error: every run of the sweep failed; the first: {first_error}", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK

@@ -229,6 +229,11 @@ def _cmd_import_hf(args: argparse.Namespace) -> int:
     check_writable(args.output)
     start = time.perf_counter()
     settings = settings_from_args(args)
+
+    def step(text: str) -> None:  # the import takes tens of seconds: say what it is doing (stderr; after the checks,
+        # so that bad input stays one line)
+        print(f"[import] {time.perf_counter() - start:6.1f}s  {text}", file=sys.stderr, flush=True)
+
     config = load_config(args.config, parse_overrides(args.set))
     positions = max_positions(config)
     if not args.input:
@@ -239,10 +244,13 @@ def _cmd_import_hf(args: argparse.Namespace) -> int:
             where="--input",
         )
     specs = [parse_input_shape(s) for s in args.input]
+    step(f"building the {config.model_type} model on the meta device (shapes only, no weights)")
     module = build_meta_model(config)
     inputs, kwargs = make_inputs(specs, settings.dtype, model=module)
     name = f"{type(module).__name__} ({config.model_type})"
+    step(f"capturing {type(module).__name__}'s operators" + (" and its backward" if settings.training else ""))
     imported = import_torch_model(module, inputs, settings, name=type(module).__name__, kwargs=kwargs)
+    step("building the graph file")
     params = sum(p.numel() for p in module.parameters())
     imported.metadata["notes"].insert(
         0,

@@ -7,17 +7,23 @@ and calls :func:`cmd_solve`, :func:`cmd_evaluate` or :func:`cmd_info`.
 from __future__ import annotations
 
 import argparse
+import math
+import sys
 from dataclasses import replace
 from pathlib import Path
 
-from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
+from milp_partition.cli.export import write_export
+from milp_partition.cli.joint_run import cmd_solve_run
 from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
+from milp_partition.cluster import MAX_DEVICES
 from milp_partition.errors import InputError
 from milp_partition.io.imported_layers import looks_like_imported
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.piper import file_cluster, joint_from_dict, looks_like_joint, read_joint
+from milp_partition.io.plans import plan_from_json
+from milp_partition.io.plans import read_plan as read_plan_file
 from milp_partition.joint.layers import (
     ALLOWED_TP_DEGREES,
     DEFAULT_MICROBATCHES,
@@ -25,78 +31,20 @@ from milp_partition.joint.layers import (
     joint_from_imported,
     parse_tp_degrees,
 )
-from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
+from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings
 from milp_partition.joint.solve import JointResult, solve_joint, stage_rows
+from milp_partition.joint.space import solve_in_space
 from milp_partition.report import fmt, fmt_bytes, gap_text, memory_margin_lines, names_span, run_lines
-from milp_partition.units import MAX_DEVICES, format_rate, parse_bytes, parse_rate
+from milp_partition.settings import common_fields
+from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.joint import verify_joint
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
-
-#: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset(
-    {
-        "devices",
-        "memory",
-        "bandwidth",
-        "microbatches",
-        "method",
-        "tp_degrees",
-        "profile",
-        "stages",
-        "data_parallel",
-        "tensor_parallel",
-        "max_ideals",
-        "memory_reserve",
-    }
-)
 
 
 def claims(data: object) -> bool:
     """Piper's JSON (nodes with ``TMPCs``) or ``milp-partition-joint/1``."""
     return looks_like_joint(data)
-
-
-def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
-    """Add the joint problem's own options (the cluster's --devices and --memory are shared)."""
-    g = parser.add_argument_group("joint problem (Piper's)")
-    g.add_argument(
-        "--microbatches",
-        "--micro-batches",
-        dest="microbatches",
-        type=flags.count,
-        help=f"joint: micro-batches per batch N (default: the file's mbsInBatch; imported graph: {DEFAULT_MICROBATCHES}, "
-        "one sample each)",
-    )
-    g.add_argument(
-        "--tp-degrees",
-        help="joint, imported graph: tensor-parallel degrees to offer, a maximum (4: 1, 2, 4) or a list (1,2,8) "
-        "of 1, 2, 4, 8 (default all up to --devices); --profile gives the device profile (default: the import's); "
-        "--bandwidth defaults to the profile's device-to-device link",
-    )
-    g.add_argument(
-        "--stages",
-        type=int,
-        help="joint: force the number of pipeline stages (the plan is proven optimal within the forced shape)",
-    )
-    g.add_argument(
-        "--data-parallel",
-        type=int,
-        help="joint: force every stage's data-parallel degree (proven optimal within the forced shape)",
-    )
-    g.add_argument(
-        "--tensor-parallel",
-        type=int,
-        help="joint: force every stage's tensor-parallel degree (one of --tp-degrees; --tp-degrees 2 alone offers 1 and 2)",
-    )
-    if command == "solve":
-        g.add_argument(
-            "--method",
-            choices=["dp", "milp"],
-            help="joint: dp (default) = the exact DP (the wide-graph bounds and the slot MILP only when the graph has "
-            "more ideals than the DP's cap or than its compiled passes take); "
-            "milp = the slot MILP with --solver (cpsat or cbc), warm-started by the baselines",
-        )
 
 
 def problem_from_args(args: argparse.Namespace) -> JointProblem:
@@ -108,7 +56,15 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
     problem = _problem(args)
     memory = reserved(problem.cluster.memory_bytes, args)  # --memory-reserve stays free of the plan
     assert memory is not None
-    return replace(problem, cluster=replace(problem.cluster, memory_bytes=memory), shape=shape_from_args(args))
+    shape = shape_from_args(args)
+    if shape is not None and shape.tensor_parallel is not None and shape.tensor_parallel not in problem.degrees:
+        raise InputError(
+            f"{shape.tensor_parallel} is not a tensor-parallel degree this instance offers ({', '.join(map(str, problem.degrees))}); "
+            + ("add it to --tp-degrees" if args.tp_degrees is not None else "offer it with --tp-degrees")
+            + " or leave out --tensor-parallel",
+            where="--tensor-parallel",
+        )
+    return replace(problem, cluster=replace(problem.cluster, memory_bytes=memory), shape=shape)
 
 
 def shape_from_args(args: argparse.Namespace) -> JointShape | None:
@@ -181,86 +137,212 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     if result.objective is not None:
         lines.append(f"objective  time_per_sample = {fmt(result.objective, 12)} s   (verified)")
         lines.append(f"bound      {fmt(result.bound, 12)}   gap {gap_text(result.gap)}")
+        lines.append(step_line(result.objective, result.bound, cl.microbatches))
     lines += memory_margin_lines(
-        {f"stage {q + 1}": st["memory_bytes"] for q, st in enumerate(result.stages)},
-        {f"stage {q + 1}": cl.memory_bytes for q in range(len(result.stages))},
+        {f"stage {q + 1} (per device)": st["memory_bytes"] for q, st in enumerate(result.stages)},
+        {f"stage {q + 1} (per device)": cl.memory_bytes for q in range(len(result.stages))},
     )
     lines.extend(run_lines(result, digits=12))
     if result.stages:
         lines.append("")
         lines.append(
-            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'memory':>12s}  "
+            f"{'stage':>5s} {'nodes':>6s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>5s} {'time/sample (s)':>16s} {'mem/device':>12s}  "
             "recomputed  layers"
         )
         names = {n.id: n.name or n.id for n in problem.nodes}
+        recomputed: list[str] = []
         for q, st in enumerate(result.stages):
-            recomp = sum(1 for c in st["configs"].values() if c != "vanilla")
+            recomp = [v for v in st["nodes"] if st["configs"].get(v, "vanilla") != "vanilla"]
             lines.append(
                 f"{q + 1:5d} {len(st['nodes']):6d} {st['data_parallel']:4d} {st['tensor_parallel']:3d} {st['devices']:8d} "
                 f"{st['microbatches_in_flight']:5d} {fmt(st['time_per_sample_s'], 10):>16s} {fmt_bytes(st['memory_bytes']):>12s}  "
-                f"{recomp:10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
+                f"{len(recomp):10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
             )
+            if recomp:
+                recomputed.append(f"recomputed stage {q + 1}: {names_span([names.get(v, v) for v in recomp], 90)}")
+        lines += recomputed
     return "\n".join(lines)
+
+
+def step_line(time_per_sample_s: float, bound_s: float | None, microbatches: int) -> str:
+    """The step of the global batch: N micro-batches of one sample each at the verified time per sample (Piper's
+    steady state: the pipeline's fill and drain are not in it), with the bound's step beside it."""
+    bound = f"; bound {fmt(microbatches * bound_s, 8)} s" if bound_s is not None else ""
+    return (
+        f"step       {fmt(microbatches * time_per_sample_s, 8)} s per global batch of N = {microbatches} samples "
+        f"(N x time per sample, steady state{bound})"
+    )
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """``solve --problem joint``: the exact DP, baselines, verifier; prints the report, writes the JSON."""
+    objective = getattr(args, "objective", None) or "piper"
+    if objective not in ("piper", "run"):
+        raise InputError(f"{objective} is the pipeline problem's; the joint problem takes piper or run", where="--objective")
+    if objective == "run":
+        return cmd_solve_run(args)
+    for flag in ("global_batch", "coefficients", "time_layers", "layer_times"):
+        if getattr(args, flag, None) not in (None, False):
+            instead = "; Piper's objective takes it as --microbatches" if flag == "global_batch" else ""
+            raise InputError(f"applies only with --objective run{instead}", where=flag_name(flag))
     problem = problem_from_args(args)
     settings = JointSolveSettings(
-        time_limit_s=args.time_limit,
-        threads=args.threads,
+        **common_fields(args.common),  # type: ignore[arg-type]
         baselines=not args.no_heuristics,
         max_ideals=getattr(args, "max_ideals", None) or JointSolveSettings().max_ideals,
-        progress_interval_s=None if (args.quiet or args.progress <= 0) else args.progress,
         method=getattr(args, "method", None) or "dp",
-        solver=args.solver,
     )
-    result = solve_joint(problem, settings)
-    return emit(result, args, lambda: format_report(result, problem))
+    space = getattr(args, "space", None)
+    result = solve_in_space(problem, settings, space) if space else solve_joint(problem, settings)
+    code = emit(result, args, lambda: format_report(result, problem))
+    if code == EXIT_OK:
+        write_export(args, problem, plan_from_json({"stages": result.stages}, "joint") if result.stages else None)
+    return code
 
 
 def read_plan(path: Path) -> JointPlan:
-    """A plan from a result JSON (its ``stages``) or a bare list of stages; every field's type is checked (a string of
-    node ids is not a list of them)."""
+    """A plan from a plan file, a result JSON (its ``stages``) or a bare list of stages (:mod:`milp_partition.io.plans`:
+    every field's type is checked; a string of node ids is not a list of them)."""
+    plan = read_plan_file(path, "joint")
+    assert isinstance(plan, JointPlan)
+    return plan
+
+
+def _positive(value: object) -> float | None:
+    """``value`` when it is a finite positive number (not a bool), else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        return None
+    return float(value)
+
+
+def cluster_from_result(args: argparse.Namespace) -> list[str]:
+    """Fill the cluster options ``evaluate`` of an imported graph was not given from the result's ``instance``.
+
+    An imported graph carries no cluster: ``--devices``, ``--memory``, ``--bandwidth``, ``--microbatches`` and
+    ``--tp-degrees`` are what the plan was solved with, as its result file records them; a flag given on the
+    command line wins. A joint file (its own cluster), a bare solution or a malformed figure fills nothing.
+    Returns the flags filled.
+    """
+    if not looks_like_imported(parse_json(read_text_file(args.instance), str(args.instance))):
+        return []  # a joint file carries its cluster: the result's own figures are claims to check against it
+    claimed = read_result(args.solution)
+    instance = claimed.get("instance") if claimed is not None and claimed.get("problem") == "joint" else None
+    if not isinstance(instance, dict):
+        return []
+    filled: list[str] = []
+    devices, memory = instance.get("devices"), _positive(instance.get("memory_bytes"))
+    if args.devices is None and isinstance(devices, int) and not isinstance(devices, bool) and 1 <= devices <= MAX_DEVICES:
+        args.devices = devices
+        filled.append(f"--devices {devices}")
+    if args.memory is None and memory is not None and memory == int(memory):
+        args.memory = f"{int(memory)}B"
+        filled.append(f"--memory {fmt_bytes(memory)}")
+    bandwidth = _positive(instance.get("bandwidth_bytes_per_s"))
+    if args.bandwidth is None and bandwidth is not None:
+        args.bandwidth = f"{bandwidth!r}B/s"
+        filled.append(f"--bandwidth {format_rate(bandwidth)}")
+    n = instance.get("microbatches")
+    if getattr(args, "microbatches", None) is None and isinstance(n, int) and not isinstance(n, bool) and n >= 1:
+        args.microbatches = n
+        filled.append(f"--microbatches {n}")
+    degrees = instance.get("degrees")
+    if args.tp_degrees is None and isinstance(degrees, list) and degrees:
+        if all(isinstance(d, int) and not isinstance(d, bool) for d in degrees):
+            args.tp_degrees = ",".join(str(d) for d in degrees)
+            filled.append(f"--tp-degrees {args.tp_degrees}")
+    return filled
+
+
+def _listed(values: list[str]) -> str:
+    """At most five values, quoted, for a message."""
+    return ", ".join(repr(v) for v in values[:5]) + (", ..." if len(values) > 5 else "")
+
+
+def check_plan(problem: JointProblem, plan: JointPlan, path: Path) -> None:
+    """Bad input (exit 2), not an infeasible plan (exit 3): what the plan names must be the instance's, once each, in order.
+
+    Refused: a stage without nodes; an unknown node id; a node in two stages (or twice in one); a node in no stage; a
+    ``tensor_parallel`` the node offers no configurations for; a node without a configuration, with one it does not have
+    for that degree, or a configuration for a node not in the stage; an edge from a later stage back to an earlier one
+    (stages are listed in pipeline order).  What is left to the verifier (exit 3) is what a well-formed plan can break:
+    the cluster's devices, ``d`` dividing ``N``, the forced shape, memory.
+    """
     source = str(path)
-    data = parse_json(read_text_file(path), source)
-    if isinstance(data, dict):
-        data = data.get("stages")
-    if not isinstance(data, list) or not data:
-        raise InputError("expected a result JSON with a non-empty 'stages' list, or such a list", source=source)
-    stages = []
-    for q, st in enumerate(data):
+    nodes = {n.id: n for n in problem.nodes}
+    stage_of: dict[str, int] = {}
+    for q, st in enumerate(plan.stages):
         where = f"stages[{q}]"
-        if not isinstance(st, dict):
-            raise InputError("expected an object", source=source, where=where)
-        nodes, d, t, configs = st.get("nodes"), st.get("data_parallel"), st.get("tensor_parallel"), st.get("configs")
-        if not isinstance(nodes, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in nodes):
-            raise InputError(f"'nodes' must be a list of node ids, got {_short(nodes)}", source=source, where=where)
-        for key, value in (("data_parallel", d), ("tensor_parallel", t)):
-            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_DEVICES:
+        if not st.nodes:
+            raise InputError("the stage has no nodes; give it at least one node id or remove it", source=source, where=where)
+        for v in st.nodes:
+            if v not in nodes:
                 raise InputError(
-                    f"'{key}' must be an integer from 1 to {MAX_DEVICES}, got {_short(value)}", source=source, where=where
+                    f"unknown node id {v!r}; the instance's node ids are {_listed(list(nodes))}", source=source, where=where
                 )
-        if not isinstance(configs, dict) or not all(isinstance(v, str) for v in configs.values()):
+            if v in stage_of:
+                first = "this stage" if stage_of[v] == q else f"stages[{stage_of[v]}]"
+                raise InputError(
+                    f"node {v!r} is already in {first}; every node belongs to exactly one stage, list it once",
+                    source=source,
+                    where=where,
+                )
+            stage_of[v] = q
+            options = nodes[v].configs.get(st.tensor_parallel)
+            if not options:
+                raise InputError(
+                    f"'tensor_parallel' {st.tensor_parallel} is not offered for node {v!r}; use one of its degrees "
+                    f"{sorted(nodes[v].configs)}",
+                    source=source,
+                    where=where,
+                )
+            name = st.configs.get(v)
+            ids = [c.id for c in options]
+            if name is None:
+                raise InputError(
+                    f"'configs' gives no configuration for node {v!r}; add one of {_listed(ids)}", source=source, where=where
+                )
+            if name not in ids:
+                raise InputError(
+                    f"'configs': node {v!r} has no configuration {name!r} for tensor_parallel {st.tensor_parallel}; "
+                    f"it has {_listed(ids)}",
+                    source=source,
+                    where=where,
+                )
+        extra = [v for v in st.configs if v not in st.nodes]
+        if extra:
             raise InputError(
-                f"'configs' must be an object mapping node id to configuration id, got {_short(configs)}",
+                f"'configs' names node {extra[0]!r}, which is not in this stage's 'nodes'; remove it or move the node here",
                 source=source,
                 where=where,
             )
-        assert isinstance(d, int) and isinstance(t, int)  # checked above
-        stages.append(JointStage(tuple(str(v) for v in nodes), d, t, {str(k): v for k, v in configs.items()}))
-    return JointPlan(tuple(stages))
-
-
-def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
+    missing = [v for v in nodes if v not in stage_of]
+    if missing:
+        raise InputError(
+            f"node {missing[0]!r} is in no stage ({len(missing)} of {len(nodes)} nodes are in none); add every node of "
+            "the instance to one stage's 'nodes'",
+            source=source,
+        )
+    for e in problem.edges:
+        a, b = stage_of[e.source], stage_of[e.target]
+        if a > b:
+            raise InputError(
+                f"edge {e.source!r} -> {e.target!r} runs from stages[{a}] back to stages[{b}]; stages are listed in "
+                "pipeline order (every edge stays in its stage or goes to a later one): reorder the stages or move a node",
+                source=source,
+            )
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    """``evaluate --problem joint``: verify a plan, recompute every claim of its result file, print its time per sample and stages."""
+    """``evaluate --problem joint``: verify a plan, recompute every claim of its result file, print its time per sample and stages.
+
+    Cluster options left out are taken from the result file's ``instance`` (:func:`cluster_from_result`).
+    """
+    filled = cluster_from_result(args)
+    if filled:
+        print(f"note: from {args.solution}'s instance: {' '.join(filled)}", file=sys.stderr)
     problem = problem_from_args(args)
     plan = read_plan(args.solution)
+    check_plan(problem, plan, args.solution)
     report = verify_joint(problem, plan)
     if not report.feasible:
         print("INFEASIBLE plan:")

@@ -11,22 +11,21 @@ import argparse
 from pathlib import Path
 from typing import TypeVar
 
+from milp_partition.backends.registry import BACKENDS, NO_SOLVER, model_solvers, solver_choices
 from milp_partition.cli import flags
 from milp_partition.errors import InputError
+from milp_partition.registry import DEFAULT_PROGRESS_S, DEFAULT_SEED, DEFAULT_THREADS, DEFAULT_TIME_LIMIT_S
 from milp_partition.units import parse_bytes
 
 _Size = TypeVar("_Size", int, float)
 
 #: Defaults applied by the problem modules (the parser's defaults are None so that "given" can be told).
 DEFAULT_MEMORY_MODEL = "static"
-DEFAULT_TIME_LIMIT_S = 60.0
-DEFAULT_THREADS = 2
 
-#: Options every problem of ``solve``/``evaluate`` takes (the rest are checked per problem).
-COMMON = frozenset(
-    {"command", "instance", "solution", "problem", "handler", "solver", "time_limit", "threads", "seed", "progress"}
-    | {"output", "quiet", "no_warm_start", "no_heuristics"}
-)
+#: Options every problem of ``solve``/``evaluate`` takes (the rest are checked per problem; the flags of the common
+#: settings, :data:`~milp_partition.registry.COMMON_FLAGS`, per problem too, by
+#: :meth:`~milp_partition.registry.ProblemEntry.common_settings`).
+COMMON = frozenset({"command", "instance", "solution", "problem", "handler", "output", "quiet", "no_heuristics"})
 
 
 def flag_name(dest: str) -> str:
@@ -92,36 +91,33 @@ def add_problem_options(p: argparse.ArgumentParser, problems: tuple[str, ...]) -
 def add_solver_options(p: argparse.ArgumentParser) -> None:
     """The options of the solve chain every problem runs."""
     o = p.add_argument_group("solver")
-    o.add_argument("--solver", choices=["cpsat", "cbc", "none"], default="cpsat", help="back-end; none = heuristics only")
+    # (no parser defaults: the registry's common_settings applies them, so that a flag a problem does not use can be told and refused)
+    o.add_argument(
+        "--solver",
+        choices=solver_choices(),
+        help=f"back-end ({', '.join(f'{e.name}: {e.summary}' for e in BACKENDS if e.name in model_solvers())}); "
+        f"{NO_SOLVER} = heuristics, DPs and bounds only (default {model_solvers()[0]}; galvatron: {NO_SOLVER}, its exact search proves)",
+    )
     o.add_argument(
         "--time-limit",
         type=flags.positive_seconds,
-        default=DEFAULT_TIME_LIMIT_S,
         help=f"time limit in seconds for the whole solve (default {DEFAULT_TIME_LIMIT_S:g})",
     )
-    o.add_argument("--threads", type=flags.threads, default=DEFAULT_THREADS, help=f"solver threads (default {DEFAULT_THREADS})")
-    o.add_argument("--seed", type=flags.seed, default=0, help="random seed, 0 to 2^31-1 (default 0)")
+    o.add_argument(
+        "--threads",
+        type=flags.threads,
+        help=f"solver threads (default {DEFAULT_THREADS}; joint: with 2 or more, its bounds run beside its heuristics)",
+    )
+    o.add_argument("--seed", type=flags.seed, help=f"the back-end's random seed, 0 to 2^31-1 (default {DEFAULT_SEED})")
     o.add_argument("--no-warm-start", action="store_true", help="do not hint the heuristic solution or bound by its value")
     o.add_argument("--no-heuristics", action="store_true", help="skip the heuristics")
     o.add_argument(
         "--progress",
         type=flags.nonnegative_seconds,
-        default=5.0,
-        help="seconds between progress lines on stderr (default 5; 0 = off)",
+        help=f"seconds between progress lines on stderr (default {DEFAULT_PROGRESS_S:g}; 0 = off)",
     )
     o.add_argument("--output", "-o", type=Path, help="write the result JSON here (checked before solving)")
     o.add_argument("--quiet", "-q", action="store_true", help="print only the summary line")
-
-
-def backend_settings(args: argparse.Namespace) -> dict[str, object]:
-    """The solve-settings fields every problem takes from the solver options."""
-    return {
-        "solver": args.solver,
-        "time_limit_s": args.time_limit,
-        "threads": args.threads,
-        "seed": args.seed,
-        "progress_interval_s": None if (args.quiet or args.progress <= 0) else args.progress,
-    }
 
 
 def reserved(memory_bytes: _Size | None, args: argparse.Namespace) -> _Size | None:

@@ -39,6 +39,64 @@ def check_writable(path: Path, what: str = "--output") -> None:
     os.unlink(probe)
 
 
+#: The options (``argparse`` dests) that name a file a command writes.
+OUTPUT_OPTIONS: tuple[str, ...] = ("output", "write_tables")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one existing file (symbolic links, ``./x`` against ``x``, hard links)."""
+    try:
+        return os.path.samefile(a, b)
+    except (OSError, ValueError):
+        return False
+
+
+def input_paths(value: object) -> list[Path]:
+    """The existing regular files an option's value names (a path, a ``FILE.py:FACTORY`` spec, or a list of them)."""
+    if isinstance(value, (list, tuple)):
+        return [p for v in value for p in input_paths(v)]
+    if not isinstance(value, (str, Path)) or not str(value):
+        return []
+    text = str(value)
+    candidates = [Path(text)]
+    module, sep, attr = text.rpartition(":")
+    if sep and module and attr:  # MODULE:FACTORY: a .py path, or a dotted module under the current folder
+        candidates.append(Path(module) if module.endswith(".py") else Path(*module.split(".")).with_suffix(".py"))
+    found = []
+    for c in candidates:
+        try:
+            if c.is_file():
+                found.append(c)
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def check_not_an_input(path: Path, inputs: list[Path], what: str = "--output") -> None:
+    """Raise :class:`InputError` when ``path`` is the same file as one of ``inputs`` (the input would be replaced)."""
+    for source in inputs:
+        if _same_file(Path(path), source):
+            raise InputError(
+                f"is the input file {str(source)!r} itself; writing it would replace that input: give another file name",
+                source=str(path),
+                where=what,
+            )
+
+
+def refuse_outputs_among_inputs(args: argparse.Namespace) -> None:
+    """Raise :class:`InputError` when an output option of ``args`` (:data:`OUTPUT_OPTIONS`) names an input file.
+
+    Every other option's value that names an existing file (the instance, the solution, a plan, a graph, a model file,
+    a config, a profile, a ``FILE.py:FACTORY``) counts as an input; files are compared as the system resolves them.
+    """
+    options = vars(args)
+    inputs = [p for dest, value in options.items() if dest not in OUTPUT_OPTIONS for p in input_paths(value)]
+    for dest in OUTPUT_OPTIONS:
+        target = options.get(dest)
+        if isinstance(target, (str, Path)):
+            check_not_an_input(Path(target), inputs, "--" + dest.replace("_", "-"))
+
+
 def write_text_atomic(path: Path, text: str, what: str = "--output") -> None:
     """Write ``text`` to ``path`` through a temporary file in the same folder and a rename (only over a regular file).
 
@@ -50,7 +108,7 @@ def write_text_atomic(path: Path, text: str, what: str = "--output") -> None:
 def emit(result: Result, args: argparse.Namespace, report: Callable[[], str]) -> int:
     """Write the result JSON (``--output``, atomically), print the report (or the ``-q`` line); return the exit code.
 
-    A result whose ``solver_notes`` say it was interrupted exits with :data:`EXIT_INTERRUPTED` after both.
+    A result stopped by an interrupt (``stopped_by == "interrupt"``) exits with :data:`EXIT_INTERRUPTED` after both.
     """
     if args.output is not None:
         source = result.instance.get("source")
@@ -66,6 +124,6 @@ def emit(result: Result, args: argparse.Namespace, report: Callable[[], str]) ->
         )
     else:
         print(report())
-    if result.solver_notes.get("interrupted"):
+    if result.stopped_by == "interrupt":
         return EXIT_INTERRUPTED
     return exit_code_for_status(result.status)

@@ -1,6 +1,6 @@
 """The pipeline problem behind ``milp-partition solve | evaluate | info`` (the default for graph files).
 
-The dispatcher (:mod:`milp_partition.cli.dispatch`) calls :func:`register_options`
+The dispatcher (:mod:`milp_partition.cli.dispatch`) calls ``register_options`` of :mod:`milp_partition.cli.pipeline_options`
 when it builds the parser and :func:`cmd_solve`, :func:`cmd_evaluate` or
 :func:`cmd_info` with the parsed arguments.  Bad input raises
 :class:`~milp_partition.errors.InputError`, printed on one line with exit 2.
@@ -15,56 +15,29 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Literal, cast
 
+from milp_partition.budget import Budget
 from milp_partition.calibration.apply import apply_profile
 from milp_partition.calibration.profile import resolve_profile
-from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, backend_settings, reserved
+from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, reserved
 from milp_partition.cli.output import emit
+from milp_partition.cli.pipeline_options import DEFAULT_MAX_IDEALS, MEMORY_MODELS
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
 from milp_partition.errors import InputError
+from milp_partition.graph import Graph, make_graph
 from milp_partition.io import read_cluster, read_instance
-from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.io.plans import read_plan
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
-from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines
+from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines, unit_label
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
+from milp_partition.settings import common_fields
+from milp_partition.strategy.problem import StrategySolution
 from milp_partition.units import format_rate, parse_bytes, parse_rate
 from milp_partition.verifiers.pipeline import verify_pipeline
-
-#: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset(
-    {"memory_model", "optimizer_factor", "profile", "cluster", "devices", "memory", "memory_reserve", "cpu_cores", "link_latency"}
-    | {"bandwidth", "no_contiguous", "objective", "max_time_per_sample", "max_ideals"}
-)
-MEMORY_MODELS = ("static", "1f1b")
-#: Default cap on ideals enumerated by the ideal DP.
-DEFAULT_MAX_IDEALS = 20000
-
-
-def register_options(p: argparse.ArgumentParser, command: str) -> None:
-    """Add the pipeline's own options to the ``solve`` or ``evaluate`` parser."""
-    g = p.add_argument_group("pipeline problem")
-    g.add_argument("--no-contiguous", action="store_true", help="drop the contiguity rule (any split of forward nodes)")
-    g.add_argument(
-        "--objective",
-        choices=["time", "memory"],
-        help="time (default): least time per sample; memory: least peak memory with time per sample <= --max-time-per-sample",
-    )
-    g.add_argument(
-        "--max-time-per-sample",
-        type=flags.positive_number,
-        help="bound on time per sample for --objective memory (graph time unit)",
-    )
-    if command == "solve":
-        g.add_argument(
-            "--max-ideals",
-            type=flags.count,
-            help=f"cap on ideals enumerated by the ideal DPs (pipeline default {DEFAULT_MAX_IDEALS}; joint default 200000)",
-        )
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -73,6 +46,11 @@ def check_options(args: argparse.Namespace) -> None:
         raise InputError(
             f"{args.memory_model} does not apply to the pipeline problem; use static or 1f1b",
             where="--memory-model",
+        )
+    if (args.objective or "time") not in ("time", "memory"):
+        raise InputError(
+            f"{args.objective} applies to the joint (piper, run) or hetero (sailor, sound) problem; the pipeline takes time or memory",
+            where="--objective",
         )
     if args.max_time_per_sample is not None and (args.objective or "time") != "memory":
         raise InputError("applies only with --objective memory", where="--max-time-per-sample")
@@ -137,6 +115,7 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
             if args.cluster is None and instance.cluster is None:
                 note += " (its link is still used, as the instance has no cluster)"
             print(f"milp-partition: note: {note}", file=sys.stderr)
+    graph = priced_by_link(graph, args)
     settings = PipelineSettings(
         contiguous=not args.no_contiguous,
         objective=args.objective or "time",
@@ -145,6 +124,34 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
         optimizer_state_factor=1.0 if args.optimizer_factor is None else args.optimizer_factor,
     )
     return PipelineProblem(graph, cluster_from_args(args, instance), settings, source=str(args.instance))
+
+
+def priced_by_link(graph: Graph, args: argparse.Namespace) -> Graph:
+    """The graph with its edges priced from their bytes and the cluster's link when the command line sets the link.
+
+    An imported graph carries each edge's transfer time as priced at import (the profile's link); a link given
+    with ``--bandwidth``, ``--link-latency`` or ``--cluster`` must change them, or the report would print one rate
+    and the plan be priced at another (issue 43 item 3).  So those edges lose their ``transfer_time`` and are priced
+    at solve time (latency + bytes / bandwidth, :mod:`milp_partition.pipeline.costs`).  An edge with a transfer
+    time but no bytes cannot be priced by a link: the flag is refused.
+    """
+    given = [
+        f
+        for f, dest in (("--bandwidth", "bandwidth"), ("--link-latency", "link_latency"), ("--cluster", "cluster"))
+        if getattr(args, dest, None) is not None
+    ]
+    if not given or all(e.transfer_time is None for e in graph.edges):
+        return graph
+    unpriceable = next((e for e in graph.edges if e.transfer_time is not None and e.transfer_time > 0 and e.bytes <= 0), None)
+    if unpriceable is not None:
+        raise InputError(
+            f"edge {unpriceable.source!r} -> {unpriceable.target!r} has a transfer time but no bytes, so a link cannot "
+            f"price it; leave out {' and '.join(given)} (the file's transfer times stand) or give the edges' bytes",
+            source=str(args.instance),
+            where=given[0],
+        )
+    edges = [replace(e, transfer_time=None) if e.transfer_time is not None else e for e in graph.edges]
+    return make_graph(graph.nodes, edges, name=graph.name, time_unit=graph.time_unit, source=str(args.instance))
 
 
 def _cores(n: int) -> str:
@@ -185,7 +192,7 @@ def _memory_model_lines(problem: PipelineProblem) -> list[str]:
 def format_report(result: Result, problem: PipelineProblem) -> str:
     """A readable report of a pipeline result."""
     known = result.time_unit not in ("", "unitless")
-    unit = result.time_unit if known else "units"
+    unit = unit_label(result.time_unit)
     lines = [
         f"instance   {problem.source}  ({len(problem.graph.nodes)} nodes, {len(problem.graph.edges)} edges, "
         f"{len(problem.cluster.devices)} accelerators, {_cores(problem.cluster.host_cpu_cores)})",
@@ -208,7 +215,13 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
     if result.assignment:
         counts = device_counts(result, problem.device_ids)
         lines.append("")
-        lines.append(f"{'device':10s} {'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}  names (graph order)")
+        training = any(n.is_backward for n in problem.graph.nodes)
+        # a training graph: the count is of forward and backward nodes, the names of the forward ones (BERT-24 said
+        # "gpu0 16 nodes" beside 8 names)
+        names_head = "forward nodes (graph order; their backward nodes with them)" if training else "names (graph order)"
+        lines.append(
+            f"{'device':10s} {'fw+bw' if training else 'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}  {names_head}"
+        )
         on: dict[str, list[str]] = {}
         for n in problem.graph.nodes:  # forward nodes: a device's backward nodes mirror them
             if not n.is_backward and n.id in result.assignment:
@@ -223,16 +236,16 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
 
 
 def cmd_solve(args: argparse.Namespace) -> int:
-    """``solve`` for a pipeline instance."""
+    """``solve`` for a pipeline instance (the time limit counts from before the instance is read)."""
 
+    budget = Budget.starting_now(args.common.time_limit_s)
     problem = problem_from_args(args)
     settings = SolveSettings(
-        **backend_settings(args),  # type: ignore[arg-type]
-        warm_start=not args.no_warm_start,
+        **common_fields(args.common),  # type: ignore[arg-type]
         heuristics=not args.no_heuristics,
         max_ideals=args.max_ideals or DEFAULT_MAX_IDEALS,
     )
-    result = solve_pipeline(problem, settings)
+    result = solve_pipeline(problem, settings, budget)
     if result.status == "infeasible" and problem.settings.objective == "memory":
         result.message += _least_time_note(problem, settings)
     return emit(result, args, lambda: format_report(result, problem))
@@ -249,7 +262,7 @@ def _least_time_note(problem: PipelineProblem, settings: SolveSettings) -> str:
         source=problem.source,
     )
     least = solve_pipeline(timed, replace(settings, progress_interval_s=None))
-    unit = problem.graph.time_unit if problem.graph.time_unit != "unitless" else "units"
+    unit = unit_label(problem.graph.time_unit)
     if least.status == "optimal":
         return f"; the least time per sample these settings allow is {_fmt(least.objective)} {unit} (proven): raise --max-time-per-sample to at least that"
     if least.status == "feasible":
@@ -262,17 +275,14 @@ def _least_time_note(problem: PipelineProblem, settings: SolveSettings) -> str:
     return ""
 
 
-def read_assignment(path: Path) -> dict[str, str]:
-    """A result JSON's ``assignment``, or a JSON object id -> device id; anything else is bad input."""
-
-    data = parse_json(read_text_file(path), str(path))
-    if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
-        data = data["assignment"]
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise InputError(
-            "expected a result JSON with an 'assignment' object, or an object mapping node id to device id", source=str(path)
-        )
-    return data
+def read_assignment(path: Path, kind: str = "pipeline") -> dict[str, str]:
+    """A plan file's or result JSON's ``assignment``, or an object id -> device id (pipeline) or configuration id
+    (``kind`` "strategy") (:mod:`milp_partition.io.plans`); anything else is bad input."""
+    plan = read_plan(path, kind)
+    if isinstance(plan, StrategySolution):
+        return dict(plan.choice)
+    assert isinstance(plan, PipelineSolution)
+    return dict(plan.assignment)
 
 
 def check_assignment(assignment: dict[str, str], ids: list[str], devices: list[str], path: Path, what: str) -> None:
@@ -316,7 +326,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         {"nodes": len(problem.graph.nodes), "edges": len(problem.graph.edges), "devices": list(problem.device_ids)},
     )
     print(
-        f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {problem.graph.time_unit}; "
+        f"feasible; time_per_sample = {_fmt(report.time_per_sample)} {unit_label(problem.graph.time_unit)}; "
         f"peak memory = {_fmt_bytes(report.peak_memory_bytes)}; objective ({problem.settings.objective}) = {_fmt(report.objective)}"
     )
     for dev in problem.device_ids:

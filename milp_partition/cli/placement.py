@@ -8,7 +8,6 @@ as :class:`~milp_partition.errors.InputError` and printed by the CLI on one line
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Literal, cast
 
@@ -16,39 +15,22 @@ import numpy as np
 
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import backend_settings
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
-from milp_partition.io.json_text import parse_json, read_text_file, to_float
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.placement_instance import looks_like_placement_instance, placement_from_dict
+from milp_partition.io.plans import read_plan
 from milp_partition.placement.bounds import best_bound
 from milp_partition.placement.convert import placement_from_instance_file
 from milp_partition.placement.decompose import decompose
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, PlacementSolution
-from milp_partition.placement.solve import PlacementSolveSettings, edge_key, solve_placement
-from milp_partition.report import device_counts, gap_text, run_lines
+from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
+from milp_partition.report import device_counts, gap_text, run_lines, unit_label
 from milp_partition.report import fmt as _fmt
 from milp_partition.result import Result
+from milp_partition.settings import common_fields
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
-
-#: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset({"memory_model", "link_contention", "heuristic"})
-
-
-def register_options(p: argparse.ArgumentParser, command: str) -> None:
-    """Add the placement problem's own options to the ``solve`` or ``evaluate`` parser."""
-
-    pl = p.add_argument_group("placement problem")
-    pl.add_argument("--link-contention", action="store_true", help="serialize transfers leaving or entering one device")
-    if command == "solve":
-        pl.add_argument(
-            "--heuristic",
-            action="append",
-            metavar="NAME",
-            help=f"placement heuristics to run for the warm start ({', '.join(PLACEMENT_HEURISTICS)}; repeat or "
-            "comma-separate; default all)",
-        )
 
 
 def claims(data: object) -> bool:
@@ -77,7 +59,7 @@ def problem_from_args(args: argparse.Namespace) -> PlacementProblem:
 
 def format_report(result: Result, problem: PlacementProblem, max_rows: int = 20) -> str:
     """A readable report of a placement result."""
-    unit = result.time_unit or "units"
+    unit = unit_label(result.time_unit)
     s = problem.settings
     lines = [
         f"instance   {problem.name or '-'}  ({problem.num_tasks} tasks, {problem.num_edges} edges, {problem.num_devices} devices)",
@@ -125,8 +107,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if getattr(args, "no_heuristics", False):
         names = ()
     settings = PlacementSolveSettings(
-        **backend_settings(args),  # type: ignore[arg-type]
-        warm_start=not getattr(args, "no_warm_start", False),
+        **common_fields(args.common),  # type: ignore[arg-type]
         heuristics=names,
     )
     result = solve_placement(problem, settings)
@@ -135,46 +116,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def read_schedule(path: Path, problem: PlacementProblem) -> PlacementSolution:
-    """A result JSON (``assignment`` and ``starts``) or ``{task: {"device": id, "start": t}}`` as a schedule."""
-
-    data = parse_json(read_text_file(path), str(path))
-    if isinstance(data, dict) and isinstance(data.get("assignment"), dict):
-        assignment, starts = data["assignment"], data.get("starts") or {}
-    elif isinstance(data, dict) and all(isinstance(v, dict) for v in data.values()):
-        assignment = {k: v.get("device") for k, v in data.items()}
-        starts = {k: v.get("start") for k, v in data.items() if v.get("start") is not None}
-    else:
-        raise InputError(
-            "expected a result JSON with 'assignment' (and 'starts'), or an object task id -> {device, start}", source=str(path)
-        )
-    n = problem.num_tasks
-    device = np.zeros(n, dtype=np.int64)
-    start = np.zeros(n)
-    for i, t in enumerate(problem.task_ids):
-        if t not in assignment:
-            raise InputError("the solution gives no device for this task", source=str(path), where=f"task {t!r}")
-        dev = assignment[t]
-        if not isinstance(dev, str) or dev not in problem.device_index:
-            raise InputError(
-                f"unknown device {dev!r}; devices are {', '.join(problem.device_ids)}", source=str(path), where=f"task {t!r}"
-            )
-        device[i] = problem.device_index[dev]
-        value = starts.get(t) if isinstance(starts, dict) else None
-        start[i] = math.nan if value is None else to_float(value, f"task {t!r} start", str(path))
-    extra = sorted(str(k) for k in set(assignment) - set(problem.task_ids))
-    if extra:
-        raise InputError(f"unknown task id {extra[0]!r} in the solution", source=str(path))
-    tstart = None
-    if isinstance(data, dict) and isinstance(data.get("transfer_starts"), dict) and data["transfer_starts"]:
-        given = data["transfer_starts"]
-        tstart = np.array(
-            [
-                math.nan
-                if given.get(edge_key(problem, e)) is None
-                else to_float(given[edge_key(problem, e)], f"transfer {edge_key(problem, e)!r} start", str(path))
-                for e in range(problem.num_edges)
-            ]
-        )
+    """A plan file or result JSON (``assignment`` and ``starts``) or ``{task: {"device": id, "start": t}}`` as a
+    schedule (:mod:`milp_partition.io.plans`); devices without starts: the semi-active schedule in topological order."""
+    plan = read_plan(path, "placement", problem)
+    assert isinstance(plan, PlacementSolution)
+    device, start, tstart = plan.device, plan.start, plan.transfer_start
     if np.isnan(start).any():
         if not np.isnan(start).all():
             i = int(np.flatnonzero(np.isnan(start))[0])
@@ -206,7 +152,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         {"loads": dict(report.device_load), "memory_bytes": dict(report.peak_memory)},
         {"tasks": problem.num_tasks, "edges": problem.num_edges, "devices": list(problem.device_ids)},
     )
-    print(f"feasible; makespan = {_fmt(report.makespan)} {problem.time_unit} (simulated; as given {_fmt(report.given_makespan)})")
+    print(f"feasible; makespan = {_fmt(report.makespan)} {unit_label(problem.time_unit)} (simulated; as given {_fmt(report.given_makespan)})")
     for dev in problem.device_ids:
         print(f"  {dev:10s} busy {_fmt(report.device_load.get(dev, 0.0)):>14s}  memory {_fmt(report.peak_memory.get(dev)):>14s}")
     return EXIT_OK

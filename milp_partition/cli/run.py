@@ -1,18 +1,33 @@
-"""``milp-partition run PLAN.json --steps N --output run.json``: run a joint plan with torch.distributed (:mod:`milp_partition.run`)."""
+"""``milp-partition run PLAN.json --steps N --output run.json``: run a joint plan with torch.distributed (:mod:`milp_partition.run`).
+
+Before any worker starts: the plan and its graph are checked field by field (:func:`milp_partition.run.spec.read_run_spec`),
+the model factory the graph names is run only when the user names it (``--factory``; the bundled test models need
+not be named), the model is built once in this process (a factory that fails, exits or returns no module is bad
+input here, not a worker's traceback), and a plan of more ranks than the machine can host is refused unless
+``--oversubscribe``. The workers stop with the command (:func:`milp_partition.run.launch.run_ranks`).
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from pathlib import Path
 
-from milp_partition.cli.exit_codes import EXIT_OK
-from milp_partition.cli.output import check_writable
+from milp_partition.cli import flags
+from milp_partition.cli.exit_codes import EXIT_ERROR, EXIT_OK
+from milp_partition.cli.output import check_not_an_input, check_writable
 from milp_partition.errors import InputError
 from milp_partition.importers.deps import require
+from milp_partition.io.atomic import write_atomic
 from milp_partition.report import fmt, fmt_bytes
-from milp_partition.run.launch import run_plan
-from milp_partition.run.spec import read_run_spec
+from milp_partition.run.launch import WorkerFailed, check_host, host_limits, run_plan
+from milp_partition.run.model import batch, build_model
+from milp_partition.run.spec import RunSpec, read_run_spec
+
+#: Most training steps of a run (every step's batch is drawn before the first; a run is a check, not a training job).
+MAX_STEPS = 10_000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,22 +42,46 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("plan", type=Path, help="the JSON result of solve --problem joint (its instance.source names the graph)")
     p.add_argument("--graph", help="the imported graph (default: the plan's instance.source)")
-    p.add_argument("--steps", type=int, default=6, help="training steps (default 6)")
-    p.add_argument("--warmup", type=int, default=1, help="steps left out of the median step time (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the weights and the synthetic data (default 0)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
+    p.add_argument(
+        "--factory",
+        help="MODULE:FACTORY that builds the model: the run imports and calls it only when named here (it must be the "
+        "graph's; the bundled milp_partition.importers.models need not be named)",
+    )
+    p.add_argument(
+        "--steps", type=flags.ranged_int(1, MAX_STEPS), default=6, help=f"training steps, 1 to {MAX_STEPS} (default 6)"
+    )
+    p.add_argument("--warmup", type=flags.ranged_int(0, MAX_STEPS), default=1, help="steps left out of the median (default 1)")
+    p.add_argument("--seed", type=flags.seed, default=0, help="seed of the weights and the synthetic data (default 0)")
+    p.add_argument("--threads", type=flags.threads, default=1, help="torch threads per process (default 1)")
+    p.add_argument(
+        "--oversubscribe",
+        action="store_true",
+        help="start the plan's processes even when they are more than this machine's cores or memory hold",
+    )
     p.add_argument("--output", "-o", type=Path, help="write run.json here")
     p.set_defaults(handler=cmd_run)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    if args.steps < 1 or args.threads < 1 or args.warmup < 0:
-        raise InputError("--steps and --threads must be positive, --warmup not negative", where="--steps")
-    if args.output is not None:
-        check_writable(args.output)
-    require("torch")
-    spec = read_run_spec(args.plan, args.graph)
-    out = run_plan(spec, args.steps, seed=args.seed, threads=args.threads, warmup=min(args.warmup, args.steps - 1))
+def _say(line: str) -> None:
+    print(f"run: {line}", file=sys.stderr, flush=True)
+
+
+def check_model(spec: RunSpec, seed: int) -> None:
+    """Build the model and its first batch here, before any worker: a factory that fails is bad input (exit 2)."""
+    model = build_model(spec, seed)  # a factory that is missing, raises, exits or returns no module: InputError
+    try:
+        batch(spec, model, 0, seed)
+    except InputError:
+        raise
+    except Exception as exc:
+        raise InputError(
+            f"the model of {spec.model} fails on the recorded inputs {list(spec.inputs)}: {type(exc).__name__}: {exc}",
+            source=spec.graph_path,
+            where="layers.model.inputs",
+        ) from None
+
+
+def _print_run(args: argparse.Namespace, out: dict) -> None:  # type: ignore[type-arg]
     s = out["shape"]
     degrees = {(g["data_parallel"], g["tensor_parallel"]) for g in out["stage_degrees"]}
     shape = (
@@ -67,7 +106,32 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     for note in out["notes"]:
         print(f"note       {note}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
     if args.output is not None:
-        args.output.write_text(json.dumps(out, indent=1) + "\n")
+        check_writable(args.output)
+    spec = read_run_spec(args.plan, args.graph, args.factory)
+    if args.output is not None:  # the graph the plan names is an input too
+        check_not_an_input(args.output, [Path(spec.plan_path), Path(spec.graph_path)])
+    if not args.oversubscribe:
+        check_host(spec.world_size, args.threads, host_limits())
+    require("torch")
+    _say(f"building the model from {spec.model} (a check before the ranks start)")
+    check_model(spec, args.seed)
+    try:
+        out = run_plan(
+            spec, args.steps, seed=args.seed, threads=args.threads, warmup=min(args.warmup, args.steps - 1), progress=_say
+        )
+    except WorkerFailed as exc:
+        print(f"milp-partition: error: {exc}", file=sys.stderr)
+        if os.environ.get("MILP_PARTITION_DEBUG"):
+            print(exc.details, file=sys.stderr)
+        else:
+            print("(MILP_PARTITION_DEBUG=1 prints the worker's traceback)", file=sys.stderr)
+        return EXIT_ERROR
+    _print_run(args, out)
+    if args.output is not None:
+        write_atomic(args.output, json.dumps(out, indent=1) + "\n")  # the old file stays whole if the write fails
         print(f"wrote      {args.output}")
     return EXIT_OK

@@ -1,6 +1,6 @@
 """The strategy problem behind ``milp-partition solve | evaluate | info`` (strategy-tables and strategy-layers files).
 
-The dispatcher (:mod:`milp_partition.cli.dispatch`) calls :func:`register_options`
+The dispatcher (:mod:`milp_partition.cli.dispatch`) calls ``register_options`` of :mod:`milp_partition.cli.strategy_options`
 when it builds the parser and :func:`cmd_solve`, :func:`cmd_evaluate` or
 :func:`cmd_info` with the parsed arguments.  Bad input raises
 :class:`~milp_partition.errors.InputError`, printed on one line with exit 2.
@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.calibration.profile import resolve_profile
-from milp_partition.cli import flags
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.exit_codes import EXIT_INFEASIBLE, EXIT_OK
-from milp_partition.cli.options import backend_settings, reserved
+from milp_partition.cli.options import reserved
 from milp_partition.cli.output import check_writable, emit
 from milp_partition.cli.pipeline import read_assignment
+from milp_partition.cli.strategy_options import DEFAULT_BYTES_PER_ELEMENT, LAYERS_ONLY
 from milp_partition.errors import InputError
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.strategy_tables import looks_like_strategy_tables, strategy_from_dict, write_strategy_tables
@@ -27,6 +27,7 @@ from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.report import gap_text, memory_margin_lines, run_lines
 from milp_partition.result import Result
+from milp_partition.settings import common_fields
 from milp_partition.strategy.dimensions import dimension_names
 from milp_partition.strategy.layers import (
     StrategyGenerationSettings,
@@ -39,36 +40,6 @@ from milp_partition.strategy.problem import StrategySolution
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.strategy import verify_strategy
-
-#: Problem options this problem reads (besides those every problem takes).
-OPTIONS = frozenset(
-    {"memory_model", "optimizer_factor", "profile", "devices", "memory", "memory_reserve", "bytes_per_element", "tie_blocks"}
-    | {"write_tables", "no_reduce", "dp_bound", "cutoff"}
-)
-#: Options that only a strategy-layers file takes (a strategy-tables file carries p, costs and memory itself).
-LAYERS_ONLY = ("devices", "profile")
-#: Default element size in bytes when memory is derived from layer shapes.
-DEFAULT_BYTES_PER_ELEMENT = 4
-
-
-def register_options(p: argparse.ArgumentParser, command: str) -> None:
-    """Add the strategy problem's own options to the ``solve`` or ``evaluate`` parser."""
-    st = p.add_argument_group("strategy problem")
-    st.add_argument(
-        "--bytes-per-element",
-        type=flags.bytes_per_element,
-        help=f"element size when memory is derived from layer shapes (default {DEFAULT_BYTES_PER_ELEMENT})",
-    )
-    if command == "solve":
-        st.add_argument(
-            "--tie-blocks",
-            action="store_true",
-            help="give layers of identical repeated blocks one configuration (an approximation; the report says so)",
-        )
-        st.add_argument("--write-tables", type=Path, help="also write the (generated) problem as strategy-tables/1 JSON")
-        st.add_argument("--no-reduce", action="store_true", help="skip the exact reductions")
-        st.add_argument("--dp-bound", action="store_true", help="bound the objective below by the exact DP's value")
-        st.add_argument("--cutoff", action="store_true", help="bound the objective above by the DP solution's value")
 
 
 def claims(data: object) -> bool:
@@ -186,10 +157,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.write_tables is not None:
         write_strategy_tables(problem, args.write_tables)
     settings = StrategySolveSettings(
-        **backend_settings(args),  # type: ignore[arg-type]
+        **common_fields(args.common),  # type: ignore[arg-type]
         reduce=not args.no_reduce,
         heuristics=not args.no_heuristics,
-        warm_start=not args.no_warm_start,
         dp_bound=args.dp_bound,
         cutoff=args.cutoff,
         tie_blocks=args.tie_blocks,
@@ -219,7 +189,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     """``evaluate`` for a strategy instance: verify a choice of configurations and print its cost."""
 
     problem = problem_from_args(args)
-    assignment = read_assignment(args.solution)
+    assignment = read_assignment(args.solution, "strategy")
     _check_choice(problem, assignment, args.solution)
     report = verify_strategy(problem, StrategySolution(assignment))
     if not report.feasible:

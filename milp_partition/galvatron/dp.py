@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from milp_partition.galvatron.costs import Costs
-from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, Strategy, VocabStrategy
+from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, Strategy, VocabStrategy, outer_choices
 
 INF = math.inf
 
@@ -137,7 +137,7 @@ class _StageTables:
         if got is not None:
             return got
         t, n = runs[-1]
-        prev_key = None if (len(runs) == 1 and n == 1) else (i, runs[:-1] if n == 1 else runs[:-1] + ((t, n - 1),))
+        prev_key = None if (len(runs) == 1 and n == 1) else (i, runs[:-1] if n == 1 else (*runs[:-1], (t, n - 1)))
         prev = None if prev_key is None else self.states(*prev_key)
         cm, cap, m, best = self.cm, self.cap[i], self.m, self.best
         covered = sum(self.least_c[tt] * k for tt, k in runs)
@@ -290,18 +290,6 @@ def _runs(types: tuple[int, ...], a: int, b: int) -> tuple[tuple[int, int], ...]
     return tuple(out)
 
 
-def outer_choices(problem: GalvatronProblem) -> list[tuple[int, int]]:
-    """(pp, chunks) pairs of the space."""
-    out = []
-    pp = 1
-    while pp <= min(problem.max_pp, problem.layers, problem.devices):
-        for m in range(1, problem.global_batch + 1):
-            if problem.global_batch % m == 0 and m >= pp:
-                out.append((pp, m))
-        pp *= 2
-    return out
-
-
 def tasks(cm: Costs) -> list[int | None]:
     """Global-buffer choices: None (no Megatron tp) and every degree > 1."""
     return [None] + [g for g in cm.degrees() if g > 1]
@@ -354,12 +342,15 @@ def _search(
     outer = pruned = 0
     timed_out = False
     for pp, m in outer_choices(problem):
+        if deadline is not None and time.monotonic() > deadline:
+            timed_out = True
+            break
         cm = Costs(problem, pp, m)
         all_s = cm.strategies()
         if not all_s:
             continue
         # a lower bound of every plan with this (pp, m): T >= (1 + (m-1)/pp) * (least compute of all layers)
-        least = [min(cm.layer(types[l], s).c for s in all_s) for l in range(L)]
+        least = [min(cm.layer(types[k], s).c for s in all_s) for k in range(L)]
         prefix_least = [0.0]
         for x in least:
             prefix_least.append(prefix_least[-1] + x)

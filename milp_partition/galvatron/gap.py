@@ -15,27 +15,39 @@ and status.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError
 from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem
-from milp_partition.galvatron.solve import solve_galvatron
-from milp_partition.heuristics.galvatron_even import best_uniform, galvatron_even_split
+from milp_partition.galvatron.solve import GalvatronSolveSettings, solve_galvatron
+from milp_partition.heuristics.galvatron_even import DeadlineReached, best_uniform, galvatron_even_split
 from milp_partition.io.galvatron import read_galvatron
+from milp_partition.io.json_text import check_known_keys
 from milp_partition.sweep.jobs import EXACT, GapJob, exact_row, heuristic_row
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.galvatron import verify_galvatron
 
 FORMAT = "milp-partition-galvatron/1"
+#: The fields of a setting file (any other is refused, naming the closest).
+KEYS = ("format", "model", "hardware", "devices", "memory", "global_batch")
 OBJECTIVE = "iteration time"
 AXES: Mapping[str, tuple[str, ...] | None] = {"devices": None, "memory": None}
 
-#: Heuristic name -> ``problem -> plan or None``.
-HEURISTIC_FUNCTIONS: Mapping[str, Callable[[GalvatronProblem], GalvatronPlan | None]] = {
-    "galvatron-even-split": lambda p: galvatron_even_split(p)[0],
-    "uniform-even": lambda p: best_uniform(p)[0],
+def _uniform(problem: GalvatronProblem, deadline: float) -> GalvatronPlan | None:
+    plan = best_uniform(problem, deadline)[0]
+    if time.monotonic() > deadline:
+        raise DeadlineReached("the uniform search reached its time limit before trying every setting")
+    return plan
+
+
+#: Heuristic name -> ``(problem, deadline as time.monotonic()) -> plan or None``; past the deadline each raises
+#: :class:`DeadlineReached` (a failed row), as a partial search is not the baseline's answer.
+HEURISTIC_FUNCTIONS: Mapping[str, Callable[[GalvatronProblem, float], GalvatronPlan | None]] = {
+    "galvatron-even-split": lambda p, d: galvatron_even_split(p, d)[0],
+    "uniform-even": _uniform,
 }
 HEURISTICS: tuple[str, ...] = tuple(HEURISTIC_FUNCTIONS)
 
@@ -47,6 +59,7 @@ def _setting(path: Path) -> dict[str, Any]:
         raise InputError(f"not a readable JSON setting file: {exc}", source=str(path)) from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f"not a Galvatron setting file (format {FORMAT})", source=str(path))
+    check_known_keys(data, KEYS, "setting", str(path))
     return data
 
 
@@ -73,9 +86,12 @@ def load(path: str | Path, point: tuple[tuple[str, str], ...], options: Mapping[
     if mem % 1048576:
         raise InputError("memory must be a whole number of MiB", source=str(path))
     try:
-        devices, batch = int(str(p.get("devices", data.get("devices")))), int(data["global_batch"])
-    except (TypeError, ValueError):
-        raise InputError("devices and global_batch must be integers", source=str(path)) from None
+        devices = int(str(p.get("devices", data.get("devices"))))
+    except ValueError:
+        raise InputError("devices must be an integer", source=str(path)) from None
+    batch = data["global_batch"]
+    if isinstance(batch, bool) or not isinstance(batch, int):
+        raise InputError(f"global_batch must be an integer, got {batch!r}", source=str(path))
     return read_galvatron(base / str(data["model"]), base / str(data["hardware"]), devices=devices,
                           memory_mb=mem // 1048576, global_batch=batch)
 
@@ -89,13 +105,15 @@ def run(job: GapJob) -> dict[str, str]:
     problem = load(job.path, job.point, dict(job.options))
     base = {"size": str(problem.layers), "unit": "s"}
     if job.method == EXACT:
-        return exact_row(job, solve_galvatron(problem, job.time_limit_s), base)
+        return exact_row(job, solve_galvatron(problem, GalvatronSolveSettings(time_limit_s=job.time_limit_s)), base)
     baseline = HEURISTIC_FUNCTIONS.get(job.method)
     if baseline is None:
         raise InputError(f"unknown galvatron heuristic {job.method!r}; known: {', '.join(HEURISTICS)}")
 
+    deadline = time.monotonic() + job.time_limit_s
+
     def heuristic() -> tuple[GalvatronPlan | None, str]:
-        plan = baseline(problem)
+        plan = baseline(problem, deadline)
         return plan, "" if plan is not None else "no plan fits"
 
     def verify(plan: GalvatronPlan) -> tuple[bool, float, list[str]]:

@@ -1,8 +1,11 @@
 """The solve steps of Galvatron's problem, plugged into :func:`milp_partition.chain.run_chain`.
 
-1. Heuristic: the best uniform plan (one strategy for all layers, even split): a verified incumbent.
-2. Refine: the exact search (:func:`milp_partition.galvatron.dp.search`): proves optimality (bound = its value)
-   or infeasibility; no back-end runs.
+1. Heuristic (unless ``heuristics`` is off): the best uniform plan (one strategy for all layers, even split): a
+   verified incumbent.
+2. Refine: the exact search (:func:`milp_partition.galvatron.dp.search`), until the run's deadline, starting from that
+   incumbent (unless ``warm_start`` is off): proves optimality (bound = its value) or infeasibility; no back-end
+   runs, so the problem takes no ``solver`` other than ``"none"`` and no ``threads`` or ``seed`` of its own
+   (its registry entry's ``common``; the command line refuses those flags).
 3. Every plan is re-checked by :func:`milp_partition.verifiers.galvatron.verify_galvatron`.
 """
 
@@ -13,11 +16,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, run_chain
+from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
 from milp_partition.galvatron.dp import search
-from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, plan_to_config
+from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, stage_rows
 from milp_partition.heuristics.galvatron_even import best_uniform
+from milp_partition.io.export.galvatron import plan_to_config
 from milp_partition.result import Result
+from milp_partition.settings import CommonSettings
 from milp_partition.verifiers.galvatron import verify_galvatron
 
 
@@ -32,10 +37,31 @@ GalvatronRun = Run[GalvatronProblem, GalvatronPlan]
 
 
 @dataclass(frozen=True)
+class GalvatronSolveSettings(CommonSettings):
+    """How :func:`solve_galvatron` works: the common settings (:class:`~milp_partition.settings.CommonSettings`; of
+    them the search reads ``time_limit_s``, ``warm_start`` and ``progress_interval_s``: ``solver`` must stay ``"none"``)
+    and its own.
+
+    Attributes
+    ----------
+    heuristics
+        Run the uniform plan first (its value is the exact search's first incumbent when ``warm_start`` is on).
+    """
+
+    solver: str = field(default="none", kw_only=True)
+    heuristics: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.solver != "none":
+            raise ValueError(f"Galvatron's problem runs no back-end (its exact search proves): solver must be 'none', got {self.solver!r}")
+
+
+@dataclass(frozen=True)
 class GalvatronSteps(StepDefaults[GalvatronProblem, GalvatronPlan]):
     """Galvatron's steps for :func:`milp_partition.chain.run_chain` (no formulation: the exact search proves)."""
 
-    time_limit_s: float = 60.0
+    settings: GalvatronSolveSettings = field(default_factory=GalvatronSolveSettings)
     name: str = "galvatron"
 
     @property
@@ -55,12 +81,14 @@ class GalvatronSteps(StepDefaults[GalvatronProblem, GalvatronPlan]):
         return Evaluation(rep.feasible, rep.objective, tuple(rep.violations), solution, rep)
 
     def heuristics(self, run: GalvatronRun) -> Iterable[Outcome[GalvatronPlan]]:
+        if not self.settings.heuristics:
+            return
         t0 = time.monotonic()
-        plan, _ = best_uniform(run.problem)
+        plan, _ = best_uniform(run.problem, run.budget.deadline())
         yield Outcome("uniform-even", plan, time.monotonic() - t0, False, "" if plan else "no plan")
 
     def refine(self, run: GalvatronRun) -> Iterable[Outcome[GalvatronPlan]]:
-        best = run.best
+        best = run.best if self.settings.warm_start else None
         t0 = time.monotonic()
         inc = best.value * (1 + 1e-9) if best is not None else float("inf")
         got = search(run.problem, inc, best.solution if best else None, deadline=run.budget.deadline())
@@ -80,15 +108,7 @@ class GalvatronSteps(StepDefaults[GalvatronProblem, GalvatronPlan]):
         rep = best.report or verify_galvatron(problem, best.solution)
         result.galvatron_config = plan_to_config(problem, best.solution)
         result.galvatron_estimate_s = rep.galvatron_estimate_s
-        a = 0
-        result.stages = []
-        for i, n in enumerate(best.solution.division):
-            result.stages.append({
-                "layers": [a, a + n], "compute_s": rep.stage_compute_s[i], "sync_s": rep.stage_sync_s[i],
-                "memory_mb": rep.stage_memory_mb[i],
-                "strategies": [s.label(best.solution.pp, problem.devices) for s in best.solution.layers[a:a + n]],
-            })
-            a += n
+        result.stages = stage_rows(problem, best.solution, rep.stage_compute_s, rep.stage_sync_s, rep.stage_memory_mb)
         result.peak_memory_bytes = max(rep.stage_memory_mb) * 1048576
 
 
@@ -96,8 +116,9 @@ def best_solution(best: Candidate[GalvatronPlan] | None) -> GalvatronPlan | None
     return best.solution if best is not None else None
 
 
-def solve_galvatron(problem: GalvatronProblem, time_limit_s: float = 60.0, progress_interval_s: float | None = None) -> GalvatronResult:
-    chain = ChainSettings(solver="none", time_limit_s=time_limit_s, progress_interval_s=progress_interval_s)
-    result = run_chain(GalvatronSteps(time_limit_s), problem, chain)
+def solve_galvatron(problem: GalvatronProblem, settings: GalvatronSolveSettings | None = None) -> GalvatronResult:
+    """Solve Galvatron's problem through the one chain: proven optimal, proven infeasible, or the best verified plan."""
+    settings = settings or GalvatronSolveSettings()
+    result = run_chain(GalvatronSteps(settings), problem, chain_settings(settings))
     assert isinstance(result, GalvatronResult)
     return result

@@ -107,8 +107,11 @@ def build_graph(captured: CapturedModel, settings: ImportSettings) -> ImportedGr
         op_type = ops[0].op_type if len(ops) == 1 else "layer"
         if len(ops) > 1:
             name = f"{gid} ({len(ops)} ops)"
+        elif not ops[0].module_path:  # an operator of the model's own forward (it was "top/top")
+            op = ops[0].op_type
+            name = f"{op.split('.')[1] if op.startswith('aten.') and op.count('.') >= 2 else op} (model's own forward)"
         else:  # the module path it came from, then the operator
-            name = f"{ops[0].module_path or 'top'}/{gid}" if ops[0].module_path != gid else gid
+            name = f"{ops[0].module_path}/{gid}" if ops[0].module_path != gid else gid
         colocation = gid if settings.training and settings.colocate_backward else None
         saved = sum(op.output_bytes if op.saved_bytes is None else op.saved_bytes for op in ops) if settings.training else 0
         optimizer = round(settings.optimizer_state_bytes_per_param_byte * params) if settings.training else 0

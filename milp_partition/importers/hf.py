@@ -10,7 +10,9 @@ memory.  Needs the ``zoo`` extra (``transformers``) and ``torch``.
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -55,15 +57,70 @@ def load_config(spec: str, overrides: Mapping[str, Any] | None = None) -> Any:
         model_type = data.pop("model_type")
         if model_type not in mapping:
             raise InputError(f"model_type {model_type!r} is unknown to transformers {t.__version__}", source=str(path))
-        return t.AutoConfig.for_model(model_type, **{**data, **(overrides or {})})
+        return checked_config(t, model_type, data, overrides or {}, str(path))
     if spec in mapping:
-        return t.AutoConfig.for_model(spec, **(overrides or {}))
+        return checked_config(t, spec, {}, overrides or {}, "")
     raise InputError(
         f"{spec!r} is neither a config JSON file nor a model type transformers knows without the network "
         "(e.g. gpt2, bert, llama, t5); a hub model name would need a download, which this command never does: "
         "pass the model's config.json instead",
         where="config",
     )
+
+
+#: The largest value a size field of a config may take (a vocabulary of 2**62 rows is no model).
+MAX_CONFIG_SIZE = 2**31 - 1
+#: Config fields that are sizes or counts (layers, heads, widths, vocabulary, positions), by name.
+_SIZE_FIELD = re.compile(r"^(n_|num_|d_)|(_size|_dim|_layers|_heads|_positions|_embd|_ctx|_ff|_kv)$")
+
+
+def checked_config(t: Any, model_type: str, data: Mapping[str, Any], overrides: Mapping[str, Any], source: str) -> Any:
+    """The config of ``model_type`` from a file's ``data`` and ``--set`` ``overrides``, checked before a model is built.
+
+    A ``--set`` key the type does not have is refused (a typo would be ignored: ``n_layerr=2`` imported 12 layers);
+    every size field (layers, heads, widths, vocabulary: a positive integer in the type's default config) must be an
+    integer from 1 to :data:`MAX_CONFIG_SIZE`; the key/value heads must divide the attention heads.
+    """
+    default = t.AutoConfig.for_model(model_type)
+    aliases = dict(getattr(default, "attribute_map", {}) or {})
+    known = set(default.to_dict()) | set(aliases)
+    for key in overrides:
+        if key not in known and not hasattr(default, key):
+            close = difflib.get_close_matches(key, sorted(known), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise InputError(f"{model_type} configs have no field {key!r}{hint}", where=f"--set {key}")
+    defaults = default.to_dict()
+    for given, where in ((overrides, "--set"), (data, "field")):
+        for key, value in given.items():
+            name = aliases.get(key, key)
+            if not _is_size_field(name, defaults.get(name)):
+                continue
+            if not (isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= MAX_CONFIG_SIZE):
+                raise InputError(
+                    f"{key} must be a whole number from 1 to {MAX_CONFIG_SIZE}, got {value!r}",
+                    source=source or None if where == "field" else None,
+                    where=f"--set {key}" if where == "--set" else f"field {key!r}",
+                )
+    try:
+        config = t.AutoConfig.for_model(model_type, **{**data, **overrides})
+    except (ValueError, TypeError) as exc:
+        raise InputError(f"transformers refuses this {model_type} config: {exc}", source=source or None, where="config") from None
+    heads, kv = getattr(config, "num_attention_heads", None), getattr(config, "num_key_value_heads", None)
+    if isinstance(heads, int) and isinstance(kv, int) and kv > 0 and heads % kv:
+        raise InputError(
+            f"num_key_value_heads {kv} must divide num_attention_heads {heads} (each key/value head serves a group of "
+            "query heads)",
+            source=source or None,
+            where="config",
+        )
+    return config
+
+
+def _is_size_field(name: str, default: Any) -> bool:
+    """Whether ``name`` is a size or count field: its default is a positive integer and its name says so."""
+    if not (isinstance(default, int) and not isinstance(default, bool) and default > 0) or "token" in name:
+        return False
+    return bool(_SIZE_FIELD.search(name)) or name in ("vocab_size", "hidden_size", "intermediate_size")
 
 
 def build_meta_model(config: Any) -> Any:

@@ -117,6 +117,8 @@ def load_model(path: str | Path, input_shapes: Sequence[tuple[int, ...]] | None 
     """
     onnx = require("onnx")
     source = str(path)
+    if Path(path).is_dir():
+        raise InputError("is a directory, not an ONNX file; give the .onnx file inside it", source=source)
     if not Path(path).is_file():
         raise InputError("no such file; check the path", source=source)
     try:

@@ -550,10 +550,22 @@ def capture_module(
             try:
                 return _capture_on("meta", module, inputs, kwargs, settings, dtype, name, tracer)
             except _MetaFailed as exc:
+                if _on_meta(module):  # built without weights (import hf): the CPU has nothing to run it with
+                    raise InputError(
+                        f"the model was built on the meta device (shapes only, no weights) and does not run on meta "
+                        f"tensors: {exc}; import it with 'milp-partition import torch MODULE:FACTORY' from a factory that "
+                        "builds it with weights",
+                        source=name,
+                    ) from None
                 captured = _capture_on("cpu", module, inputs, kwargs, settings, dtype, name, tracer)
                 note = f"shape-only (meta) execution failed ({exc}); ran on the CPU"
                 return replace(captured, notes=(*captured.notes, note))
         return _capture_on("cpu", module, inputs, kwargs, settings, dtype, name, tracer)
+
+
+def _on_meta(module: nn.Module) -> bool:
+    """Whether ``module`` holds a parameter or buffer on the meta device (built without weights)."""
+    return any(t.device.type == "meta" for t in [*module.parameters(), *module.buffers()])
 
 
 def _eager_check(

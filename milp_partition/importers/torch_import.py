@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import math
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -58,7 +59,18 @@ def parse_input_shape(text: str, where: str = "--input") -> InputSpec:
         ) from None
     if not shape or any(d <= 0 for d in shape):
         raise InputError(f"dimensions must be positive integers, got {text!r}", where=where)
+    elements = math.prod(shape)
+    if elements > MAX_INPUT_ELEMENTS:
+        raise InputError(
+            f"{text!r} has {elements:,} elements, more than the {MAX_INPUT_ELEMENTS:,} (4 GiB at float32) an example "
+            "input may hold; give a smaller shape (FLOPs and bytes scale with the batch)",
+            where=where,
+        )
     return InputSpec(shape, dtype or None, name or None)
+
+
+#: The most elements one example input may have: it is built as a tensor in memory before the capture.
+MAX_INPUT_ELEMENTS = 2**30
 
 
 def vocabulary_size(model: Any) -> int | None:
@@ -143,6 +155,8 @@ def load_factory(spec: str) -> Callable[[], Any]:
         raise
     except ImportError as exc:
         raise InputError(f"cannot import module {module_name!r}: {exc}", where="model") from None
+    except SystemExit as exc:
+        raise InputError(f"importing module {module_name!r} failed: it called sys.exit({exc.code!r})", where="model") from None
     except Exception as exc:
         raise InputError(f"importing module {module_name!r} failed: {type(exc).__name__}: {exc}", where="model") from None
     factory = getattr(module, attr, None)
@@ -164,6 +178,8 @@ def build_module(spec: str) -> Any:
     factory = load_factory(spec)
     try:
         model = factory()
+    except SystemExit as exc:  # not the tool's exit: the factory's failure (exit 3 would read as "proven infeasible")
+        raise InputError(f"factory {spec!r} failed: it called sys.exit({exc.code!r})", where="model") from None
     except Exception as exc:
         raise InputError(f"factory {spec!r} failed: {type(exc).__name__}: {exc}", where="model") from None
     if isinstance(model, tuple) and model:

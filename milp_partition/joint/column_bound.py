@@ -93,6 +93,8 @@ from typing import Any
 
 import numpy as np
 
+from milp_partition.backends.base import SolveStatus
+from milp_partition.backends.ortools_direct import cp_sat, cp_status, glop_solver, lp_status
 from milp_partition.budget import Budget
 from milp_partition.joint import beside
 from milp_partition.joint.problem import JointPlan, JointProblem, JointStage
@@ -550,11 +552,7 @@ class _Master:
 
     def _build(self) -> None:
         """A fresh LP with the columns so far (GLOP's incremental solves can stop abnormally)."""
-        from ortools.linear_solver import pywraplp  # here: OR-Tools' imports take a quarter second, small cases never get here
-
-        solver = pywraplp.Solver.CreateSolver("GLOP")
-        if solver is None:  # pragma: no cover - GLOP ships with OR-Tools
-            raise RuntimeError("OR-Tools' GLOP is not available")
+        solver = glop_solver()  # OR-Tools imported here: a quarter second, small cases never get here
         self.solver = solver
         self.objective = solver.Objective()
         self.objective.SetMinimization()
@@ -649,15 +647,13 @@ class _Master:
 
     def solve(self, budget: Budget) -> float | None:
         """Phase one's value (``None``: the LP solver failed or ``budget`` ran out first)."""
-        from ortools.linear_solver import pywraplp
-
         for attempt in range(2):
             left = budget.left()
             if left <= 0:
                 return None
             if math.isfinite(left):
                 self.solver.SetTimeLimit(max(1, int(left * 1000)))  # milliseconds
-            if self.solver.Solve() == pywraplp.Solver.OPTIMAL:
+            if lp_status(self.solver.Solve()) is SolveStatus.OPTIMAL:
                 return float(self.objective.Value())
             if attempt == 0 and not budget.expired():
                 self._build()  # GLOP's incremental solve can stop abnormally: once more on a fresh model
@@ -753,8 +749,7 @@ def _integer_path(master: _Master, target: float, budget: Budget) -> list[int] |
     fit = [q for q, (ty, _, _, stage_time, _) in enumerate(master.columns) if stage_time <= ty.d * target * (1 + FIT_REL)]
     if not fit or budget.left() < 0.05:
         return None
-    from ortools.sat.python import cp_model
-
+    cp_model = cp_sat()
     model = cp_model.CpModel()
     x = {q: model.new_bool_var("") for q in fit}
     rows: dict[tuple[int, int, int], list[tuple[Any, int]]] = {}
@@ -776,8 +771,8 @@ def _integer_path(master: _Master, target: float, budget: Budget) -> list[int] |
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.05, budget.left())
     solver.parameters.num_workers = 1
-    status = solver.Solve(model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    status = cp_status(solver.Solve(model))
+    if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return None
     path = [q for q in fit if solver.Value(x[q])]
     return sorted(path, key=lambda q: -master.columns[q][0].s)

@@ -19,6 +19,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from milp_partition.joint.schedule import JointSchedule
+from milp_partition.settings import CommonSettings
+
 
 @dataclass(frozen=True)
 class JointConfig:
@@ -177,13 +180,13 @@ def plan_to_dict(plan: JointPlan) -> list[dict[str, object]]:
 
 
 @dataclass(frozen=True)
-class JointSolveSettings:
-    """How :func:`milp_partition.joint.solve.solve_joint` works.
+class JointSolveSettings(CommonSettings):
+    """How :func:`milp_partition.joint.solve.solve_joint` works: the common settings
+    (:class:`~milp_partition.settings.CommonSettings`; ``solver`` and ``seed`` reach the slot formulation's back-end,
+    ``warm_start`` hints it the best verified plan and cuts off worse values) and the joint problem's own.
 
     Attributes
     ----------
-    time_limit_s
-        Wall-clock limit of the exact search; past it the best verified plan and the proven bound are reported.
     threads
         The DP runs on one thread; past ``max_ideals``, with two or more, the segment and stage bounds run beside
         the orders' DP and the polisher in a second process (:mod:`milp_partition.joint.beside`), the column bound
@@ -192,12 +195,8 @@ class JointSolveSettings:
         master after them, and the polisher goes on beside that one instead, from the orders' plans), and CP-SAT gets
         them all.
     baselines
-        Also run the Piper-style baseline (at most ``baseline_time_limit_s``); the cheap PipeDream-2BW-style and
+        Also run the Piper-style baseline (within ``schedule.piper_style``); the cheap PipeDream-2BW-style and
         all-data-parallel baselines always run (the best one's value is the exact search's first upper end).
-    baseline_time_limit_s
-        Seconds the Piper-style baseline may take as a warm start (at most a quarter of the time limit):
-        the exact DP needs no good start, and this project's Python Piper-style search converges slowly
-        (the gap tool measures it on its own, with its own limit).
     max_ideals
         Cap on the ideals (downsets) of the graph the exact DP enumerates.  Under it, a graph with more ideals (or
         pairs of them) than the DP's compiled passes take (:func:`milp_partition.joint.native.too_large`) takes the
@@ -206,58 +205,20 @@ class JointSolveSettings:
         ``"dp"``: the exact DP, and the slot formulation (:mod:`milp_partition.formulations.joint`)
         only when the graph has more ideals than ``max_ideals``; ``"milp"``: the formulation only
         (the baselines still warm-start it).
-    solver
-        The back-end of the formulation: ``"cpsat"``, ``"cbc"`` or ``"none"`` (no formulation).
-    progress_interval_s
-        Seconds between progress lines on stderr (``None``: quiet).
-    bound_time_limit_s
-        Seconds (at most a quarter of the time limit) the segment and stage bounds
-        (:mod:`milp_partition.joint.segment_bound`, :mod:`milp_partition.joint.stage_bound`) may take together where
-        the graph has more ideals than ``max_ideals`` (0: none): the segment bound a third, first, the stage bound two
-        thirds, after the column bound and only where that proved nothing (where the stage bound cannot run, all of
-        it to the segment bound with one thread; with two, a third, and the column bound the rest of the heuristics'
-        time beside them).
-    order_time_limit_s
-        Seconds the exact DP along topological orders of one, two and three groups of chains
-        (:func:`milp_partition.heuristics.joint_orders.grouped_order_dp`, a heuristic) may take where the
-        graph has more ideals than ``max_ideals`` (at most a sixth of the time limit; its best plan
-        warm-starts the slot formulation), and, of one and two groups, where it has 5,000 ideals or more
-        (at most a twentieth: an upper end for the exact passes); 0: none.  Past ``max_ideals``, where the polisher
-        runs beside the column bound (two threads, no forced shape, too many stage sequences for the stage bound),
-        half of it goes to a second run with every stage on one device, whose plans that polisher starts from.
-    polish_time_limit_s
-        Seconds the local search of :func:`milp_partition.heuristics.joint_polish.polish_starts` (a heuristic) may
-        spend improving the best plan, and the orders' last few before it, where the graph has more ideals than
-        ``max_ideals``, after the orders and before the bounds (at most a sixth of the time limit; 0: none).
-    column_bound_time_limit_s
-        Seconds the column bound (:mod:`milp_partition.joint.column_bound`, a proven bound from whole stages) may
-        take where the graph has more ideals than ``max_ideals``, at most four fifths of what is left after the
-        orders and the segment bound, less the stage bound's share (the slot formulation has the rest); 0: none.
-        Where the stage bound cannot run (too many stage sequences) its master with one row for all states runs
-        instead of the one with a row per state, and the polisher has the rest of its time.
+    schedule
+        Each phase of the search past ``max_ideals`` (and of the warm starts below it) and its share of the
+        budget, declared in one value (:class:`~milp_partition.joint.schedule.JointSchedule`: the Piper-style
+        warm start, the orders' DP, the polisher, the segment, column and stage bounds; the slot formulation has
+        the rest); ``schedule.capped(polish=0)`` turns a phase off.
     """
 
-    time_limit_s: float = 60.0
-    threads: int = 1
+    threads: int = field(default=1, kw_only=True)
     baselines: bool = True
-    baseline_time_limit_s: float = 2.0
     max_ideals: int = 200_000
-    progress_interval_s: float | None = None
     method: str = "dp"
-    solver: str = "cpsat"
-    bound_time_limit_s: float = 15.0
-    order_time_limit_s: float = 20.0
-    polish_time_limit_s: float = 10.0
-    column_bound_time_limit_s: float = 600.0
+    schedule: JointSchedule = field(default_factory=JointSchedule)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.method not in ("dp", "milp"):
             raise ValueError(f"method must be 'dp' or 'milp', got {self.method!r}")
-        if not self.baseline_time_limit_s >= 0:
-            raise ValueError(f"baseline_time_limit_s must be >= 0, got {self.baseline_time_limit_s!r}")
-        if not self.polish_time_limit_s >= 0:
-            raise ValueError(f"polish_time_limit_s must be >= 0, got {self.polish_time_limit_s!r}")
-        if not self.column_bound_time_limit_s >= 0:
-            raise ValueError(f"column_bound_time_limit_s must be >= 0, got {self.column_bound_time_limit_s!r}")
-        if self.solver not in ("cpsat", "cbc", "none"):
-            raise ValueError(f"solver must be 'cpsat', 'cbc' or 'none', got {self.solver!r}")

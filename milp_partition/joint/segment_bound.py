@@ -78,6 +78,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from milp_partition.backends.base import SolveStatus
+from milp_partition.backends.ortools_direct import glop_solver, lp_status
 from milp_partition.budget import Budget
 from milp_partition.joint.problem import JointProblem
 
@@ -150,10 +152,8 @@ def model_size(problem: JointProblem) -> int:
 
 def _build(problem: JointProblem, target_s: float, classes: list[StageClass]) -> Any:
     """The relaxation at ``target_s`` (module docstring) as a pywraplp solver, rows scaled to O(1)."""
-    from ortools.linear_solver import pywraplp
-
     cl = problem.cluster
-    s = pywraplp.Solver.CreateSolver("GLOP")
+    s = glop_solver()
     n = [s.NumVar(0.0, cl.devices // (c.d * c.t), f"n{q}") for q, c in enumerate(classes)]
     time_rows: list[list[Any]] = [[] for _ in classes]  # terms of (e), in units of T
     mem_rows: list[list[Any]] = [[] for _ in classes]  # terms of (f), in units of M
@@ -315,17 +315,15 @@ def _outer_edges(
 def relaxation_feasible(problem: JointProblem, target_s: float, time_limit_s: float) -> bool | None:
     """Is the relaxation feasible at ``target_s``?  ``False``: the solver proved it infeasible (every plan's value is
     above ``target_s``, up to ``SAFETY_REL``); ``None``: undecided within ``time_limit_s``."""
-    from ortools.linear_solver import pywraplp
-
     classes = stage_classes(problem)
     if not classes:
         return False
     s = _build(problem, target_s, classes)
     s.SetTimeLimit(max(1, int(time_limit_s * 1000)))
-    status = s.Solve()
-    if status == pywraplp.Solver.INFEASIBLE:
+    status = lp_status(s.Solve())
+    if status is SolveStatus.INFEASIBLE:
         return False
-    if status in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+    if status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return True
     return None
 

@@ -29,6 +29,7 @@ from milp_partition.chain import (
     Outcome,
     Run,
     StepDefaults,
+    chain_settings,
     run_chain,
 )
 from milp_partition.formulations import joint as formulation
@@ -121,8 +122,12 @@ class JointState:
     sequenced: bool | None = None
     #: past the DP's cap with two threads: the bounds computed beside the heuristics
     bounds_beside: beside.Beside[BesideBounds] | None = None
+    #: whether they were started in this run (once a run)
+    bounds_beside_started: bool = False
     #: past the DP's cap with two threads, where the stage bound cannot run: the polisher beside the column bound
     polish_beside: beside.Beside[tuple[JointPlan, float]] | None = None
+    #: the best value when that polisher started (what its plan must beat)
+    polish_beside_from: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -209,7 +214,15 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
                 "data_parallel": problem.shape.data_parallel,
                 "tensor_parallel": problem.shape.tensor_parallel,
             }
-        result.settings = {"time_limit_s": self.settings.time_limit_s, "baselines": self.settings.baselines}
+        result.settings = {
+            "time_limit_s": settings.time_limit_s,
+            "threads": settings.threads,
+            "seed": settings.seed,
+            "warm_start": settings.warm_start,
+            "solver": settings.solver,
+            "baselines": self.settings.baselines,
+            "schedule": self.settings.schedule.as_dict(),
+        }
         return result
 
     def verify(self, problem: JointProblem, solution: JointPlan) -> Evaluation[JointPlan]:
@@ -217,7 +230,14 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         return Evaluation(rep.feasible, rep.objective, tuple(rep.violations), solution, rep)
 
     def heuristics(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
-        """Index the problem (ideals), then the baselines: the cheap two always, Piper-style with ``baselines``."""
+        """Index the problem (ideals), then the baselines: the cheap two always, Piper-style with ``baselines``.
+
+        A forced shape that no plan can have is proven infeasible first, at once (:func:`shape_infeasibility`).
+        """
+        reason = shape_infeasibility(run.problem)
+        if reason is not None:
+            yield Outcome("forced-shape", None, 0.0, True, reason, infeasible=True)
+            return
         try:
             data = joint_data(run.problem, self.settings.max_ideals)
             if self.settings.method == "dp" and native.too_large(data):
@@ -240,16 +260,17 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         # the Piper-style warm start earns its time only where the exact passes run in numpy: the C passes
         # (milp_partition.joint.native) prove the optimum faster than it converges
         exact_in_c = self.settings.method == "dp" and native.applies(data)
-        if self.settings.baselines and self.settings.baseline_time_limit_s > 0 and not data.prefixes_only and not exact_in_c:
-            cap = min(self.settings.baseline_time_limit_s, run.budget.limit_s / 4)
+        schedule = self.settings.schedule
+        if self.settings.baselines and schedule.piper_style.runs and not data.prefixes_only and not exact_in_c:
+            cap = schedule.piper_style.seconds(run.budget)
             jobs.append(("piper-style", lambda: piper_style(data, budget=run.budget.capped(cap))))
         # past the DP's cap, or where its passes are long (many pairs of ideals): the DP along topological orders
         # of one, then two (and three) groups of chains (heuristics/joint_orders.py) gives a plan near the
         # optimum: past the cap it warm-starts the slot formulation, below it the exact passes start close to it
         long_passes = not data.prefixes_only and len(data.ideals) >= ORDER_DP_FROM_IDEALS
-        if (data.prefixes_only or long_passes) and self.settings.order_time_limit_s > 0:
-            share = 6 if data.prefixes_only else 20
-            order_cap = min(self.settings.order_time_limit_s, run.budget.limit_s / share)
+        orders = schedule.orders if data.prefixes_only else schedule.orders_below_cap
+        if (data.prefixes_only or long_passes) and orders.runs:
+            order_cap = orders.seconds(run.budget)
             groups = (1, 2, 3) if data.prefixes_only else (1, 2)
             pool, single = self.state.order_plans, self.state.one_device_plans
             one_device = data.prefixes_only and self._one_device_orders(run)
@@ -289,8 +310,8 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         return (
             run.problem.shape is None
             and self.settings.threads >= 2
-            and self.settings.polish_time_limit_s > 0
-            and self.settings.column_bound_time_limit_s > 0
+            and self.settings.schedule.polish.runs
+            and self.settings.schedule.column_bound.runs
             and beside.available()
             and not self._sequenced(run.problem)
         )
@@ -303,19 +324,18 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
 
     def _heuristics_s(self, run: JointRun) -> float:
         """The seconds the orders' DP and the polisher may take past the DP's cap (their caps together)."""
-        limit = run.budget.limit_s
-        order = min(self.settings.order_time_limit_s, limit / 6)
-        polish = min(self.settings.polish_time_limit_s, limit / 6)
-        return order + polish
+        schedule = self.settings.schedule
+        return schedule.orders.seconds(run.budget) + schedule.polish.seconds(run.budget)
 
     def _start_bounds_beside(self, run: JointRun, data: JointData) -> None:
         """Past the DP's cap with two threads or more: the segment bound, then the stage bound, in a second process
         (:mod:`~milp_partition.joint.beside`) while the orders' DP and the polisher run here, for as long as they may
         take (at least the bounds' own cap).  Once per run; :meth:`_segment_bound` takes the values."""
-        cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
+        schedule = self.settings.schedule
+        cap = schedule.bounds_seconds(run.budget)
         if (
             self.state.bounds_beside is not None
-            or "bounds_beside" in run.result.solver_notes
+            or self.state.bounds_beside_started
             or not data.prefixes_only
             or self.settings.threads < 2
             or cap <= 0
@@ -323,6 +343,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         ):
             return
         run.result.solver_notes["bounds_beside"] = True
+        self.state.bounds_beside_started = True
         problem = run.problem
         budget = run.budget.capped(max(cap, self._heuristics_s(run)))
         lower = formulation.work_lower_bound_s(problem)
@@ -330,11 +351,12 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         staged = self._sequenced(problem)
         # where the stage bound cannot run, the column bound's all-states master has the rest (its columns start the
         # master after the heuristics: on eight of six at k = 16 it needs about 50 s to converge, more than its share)
-        column = not staged and self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper)
+        column = not staged and schedule.column_bound.runs and math.isfinite(upper)
+        segment_s = schedule.segment_bound.seconds(run.budget)
 
         def both() -> BesideBounds:
             t0 = time.monotonic()
-            seg = segment_bound(problem, lower, upper, budget.capped(cap / 3) if staged or column else budget)
+            seg = segment_bound(problem, lower, upper, budget.capped(segment_s) if staged or column else budget)
             t1 = time.monotonic()
             if column:
                 report = column_bound_report(problem, seg, upper, budget, bands=(ALL_STATES,), keep_columns=True)
@@ -347,18 +369,18 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
 
     def _polish(self, run: JointRun, data: JointData) -> Iterable[Outcome[JointPlan]]:
         """Past the DP's cap: local search (heuristics/joint_polish.py) from the best plan so far, then from the orders'
-        last few before their best (local optima differ by start), a sixth of the limit at most.
+        last few before their best (local optima differ by start), within ``schedule.polish``.
 
         The chain adds the plans above one by one, so ``run.best`` is the best verified one when this runs.
         """
         best = run.best
-        if not data.prefixes_only or best is None or self.settings.polish_time_limit_s <= 0:
+        if not data.prefixes_only or best is None or not self.settings.schedule.polish.runs:
             return
         starts = [best.solution]
         for plan, _ in reversed(self.state.order_plans):
             if len(starts) < POLISH_STARTS and all(plan != other for other in starts):
                 starts.append(plan)
-        cap = min(self.settings.polish_time_limit_s, run.budget.limit_s / 6)
+        cap = self.settings.schedule.polish.seconds(run.budget)
         yield from self._polished(run, "polish", starts, cap, 0, f", the best from {best.source}")
 
     def _polished(
@@ -389,13 +411,14 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         little from a pricing partner, and a better plan narrows the gap as much as a better bound.  ``False``: not
         started."""
         best = run.best
-        if self.settings.threads < 2 or self.settings.polish_time_limit_s <= 0 or best is None or not beside.available():
+        if self.settings.threads < 2 or not self.settings.schedule.polish.runs or best is None or not beside.available():
             return False
         one_device = [plan for plan, _ in reversed(self.state.one_device_plans)][:BESIDE_STARTS]
         starts = one_device or self._order_starts(best.solution)
         problem, budget = run.problem, run.budget.capped(seconds)
         self.state.polish_beside = beside.Beside(lambda: polish_starts(problem, starts, budget))
         run.result.solver_notes["polish_beside"] = {"from": best.value, "starts": len(starts), "one_device": bool(one_device)}
+        self.state.polish_beside_from = best.value
         return True
 
     def _order_starts(self, best: JointPlan) -> list[JointPlan]:
@@ -409,7 +432,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
         four 0.0071223 or 0.0071717, 0.0074453 or 0.0073533)."""
         best = run.best
         seconds = min(until - time.monotonic(), run.budget.left())
-        if best is None or self.settings.polish_time_limit_s <= 0 or seconds < 1.0:
+        if best is None or not self.settings.schedule.polish.runs or seconds < 1.0:
             return
         yield from self._polished(run, "polish-rest", self._order_starts(best.solution), seconds, 1, " after the column bound")
 
@@ -425,7 +448,7 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             return
         plan, value = got
         run.result.solver_notes["polish_beside"]["to"] = value
-        better = value < run.result.solver_notes["polish_beside"]["from"]
+        better = value < self.state.polish_beside_from
         note = "polished beside the column bound" + ("" if better else ": no better plan found")
         yield Outcome("polish-beside", plan if better else None, time.monotonic() - t0, False, note)
 
@@ -473,28 +496,27 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
     def _segment_bound(self, run: JointRun) -> Iterable[Outcome[JointPlan]]:
         """Proven bounds from the work bound up to the best plan's value, past the DP's cap, each from the last.
 
-        :func:`~milp_partition.joint.segment_bound.segment_bound` first (a third of ``bound_time_limit_s``, itself at
-        most a quarter of the limit), then, with a plan to start from,
-        :func:`~milp_partition.joint.column_bound.column_bound` (at most ``column_bound_time_limit_s`` and four
-        fifths of what is left, the slot formulation has the rest; where it proves no target within four fifths of
-        what is left less the stage bound's share it stops there), whose integer paths may be better plans, then,
-        where the column bound proved no target,
-        :func:`~milp_partition.joint.stage_bound.stage_bound` with the other two thirds of ``bound_time_limit_s``
-        (all of it goes to the segment bound where the problem has more stage sequences than
+        Each within its phase of ``settings.schedule`` (:class:`~milp_partition.joint.schedule.JointSchedule`):
+        :func:`~milp_partition.joint.segment_bound.segment_bound` first (``segment_bound``), then, with a plan to
+        start from, :func:`~milp_partition.joint.column_bound.column_bound` (``column_bound``, a share of what is
+        left: the slot formulation has the rest; where it proves no target within that share of what is left less
+        the stage bound's it stops there), whose integer paths may be better plans, then, where the column bound
+        proved no target, :func:`~milp_partition.joint.stage_bound.stage_bound` (``stage_bound``; its share goes to
+        the segment bound where the problem has more stage sequences than
         :data:`~milp_partition.joint.stage_bound.MAX_SEQUENCES`: the stage bound cannot run there).
 
         With two threads or more (``threads``) the segment and stage bounds have run beside the heuristics instead
         (:meth:`_start_bounds_beside`; their values are taken here), and the column bound prices with a second
-        process (``workers=2`` of :func:`~milp_partition.joint.column_bound.column_bound_report`), with nine tenths
-        of what is left.
+        process (``workers=2`` of :func:`~milp_partition.joint.column_bound.column_bound_report`); where no stage
+        bound follows it, it has ``column_bound_last_share`` of what is left.
         """
-        cap = min(self.settings.bound_time_limit_s, run.budget.limit_s / 4)
+        schedule = self.settings.schedule
         lower = formulation.work_lower_bound_s(run.problem)
         upper = run.best.value if run.best is not None else math.inf
         bound = lower
         sequenced = self._sequenced(run.problem)
-        staged = cap > 0 and sequenced
-        column = self.settings.column_bound_time_limit_s > 0 and math.isfinite(upper)
+        staged = schedule.stage_bound.runs and sequenced
+        column = schedule.column_bound.runs and math.isfinite(upper)
         workers = 2 if self.settings.threads >= 2 else 1
         got = None
         if self.state.bounds_beside is not None:
@@ -519,23 +541,25 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
                 run.result.solver_notes["stage_bound"] = got.stage
                 yield Outcome("stage-bound", None, got.stage_s, False, note, bound=got.stage)
             staged = False  # done
-        elif cap > 0:
+        elif schedule.segment_bound.runs:
             t0 = time.monotonic()
-            bound = segment_bound(run.problem, lower, upper, run.budget.capped(cap / 3 if staged else cap))
+            # where the stage bound cannot run, the segment bound has its share too
+            seconds = schedule.segment_bound.seconds(run.budget) if staged else schedule.bounds_seconds(run.budget)
+            bound = segment_bound(run.problem, lower, upper, run.budget.capped(seconds))
             run.result.solver_notes["segment_bound"] = bound
             yield Outcome("segment-bound", None, time.monotonic() - t0, False, "a proven bound, no plan", bound=bound)
             if not staged:
                 run.result.solver_notes["stage_bound"] = "not run: too many stage sequences"
-        stage_share = 2 * cap / 3 if staged else 0.0
+        stage_share = schedule.stage_bound.seconds(run.budget) if staged else 0.0
         proven = math.isfinite(upper) and bound >= upper * (1 - PROOF_REL_TOL)  # the chain calls that optimal
         if column and not proven:
             t1 = time.monotonic()
-            # (the slot formulation has the rest: a fifth, a tenth where the bounds ran beside the heuristics)
-            seconds = min(self.settings.column_bound_time_limit_s, (0.8 if staged else 0.9) * run.budget.left())
+            # (the slot formulation has the rest; more of what is left goes to the column bound where no stage bound follows)
+            seconds = schedule.column_bound.seconds(run.budget, None if staged else schedule.column_bound_last_share)
             if not sequenced and self._start_polish_beside(run, seconds):
                 workers = 1  # the second core polishes
             # it gives the stage bound's share back where it proves no target in the rest of its own
-            give_up = min(seconds, 0.8 * max(0.0, run.budget.left() - stage_share)) if staged else seconds
+            give_up = min(seconds, schedule.column_bound.share * max(0.0, run.budget.left() - stage_share)) if staged else seconds
             report = column_bound_report(
                 run.problem,
                 bound,
@@ -596,18 +620,40 @@ def _say(settings: JointSolveSettings) -> Callable[[str], None] | None:
     return lambda text: print(text, file=sys.stderr, flush=True)
 
 
+def shape_infeasibility(problem: JointProblem) -> str | None:
+    """Why no plan has the forced shape, when counting alone proves it (``None``: counting proves nothing).
+
+    A plan has at least one node in each stage, uses ``sum d*t`` devices (at most the cluster's) and ``sum d``
+    micro-batch slots (at most N), and each d divides N (the verifier's rules); a forced shape fixes the number of
+    stages and, where given, every stage's d and t, so each stage needs at least ``d*t`` devices (1 when free).
+    """
+    shape = problem.shape
+    if shape is None:
+        return None
+    cl = problem.cluster
+    d = shape.data_parallel or 1
+    t = shape.tensor_parallel or 1
+    if shape.data_parallel is not None and cl.microbatches % shape.data_parallel:
+        return f"the forced data-parallel degree {shape.data_parallel} does not divide the {cl.microbatches} micro-batches"
+    if shape.stages is None:
+        if d * t > cl.devices:
+            return f"the forced degrees d*t = {d * t} need more than the cluster's {cl.devices} devices"
+        return None
+    if shape.stages > len(problem.nodes):
+        return f"{shape.stages} forced stages need at least as many layers; the graph has {len(problem.nodes)}"
+    if shape.stages * d * t > cl.devices:
+        return f"{shape.stages} forced stages of d*t = {d * t} need {shape.stages * d * t} devices; the cluster has {cl.devices}"
+    if shape.stages * d > cl.microbatches:
+        return f"{shape.stages} forced stages of d = {d} need {shape.stages * d} micro-batches; there are {cl.microbatches}"
+    return None
+
+
 def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = None) -> JointResult:
     """Solve the joint problem through the one chain: proven optimal, proven infeasible, or the best verified plan with a proven bound."""
     settings = settings or JointSolveSettings()
-    chain = ChainSettings(
-        solver=settings.solver,
-        time_limit_s=settings.time_limit_s,
-        threads=settings.threads,
-        progress_interval_s=settings.progress_interval_s,
-    )
     steps = JointSteps(settings)
     try:
-        result = run_chain(steps, problem, chain)
+        result = run_chain(steps, problem, chain_settings(settings))
     finally:
         for side in (steps.state.bounds_beside, steps.state.polish_beside):
             if side is not None:  # the run ended before it took the answer (an interrupt, an error)
@@ -615,8 +661,8 @@ def solve_joint(problem: JointProblem, settings: JointSolveSettings | None = Non
     assert isinstance(result, JointResult)
     if not result.solver.startswith("joint-milp"):
         # past the DP's cap a plan proven before the formulation ran: the orders' plan, the bounds' proof
-        result.solver = "joint-wide" if "too_many_ideals" in result.solver_notes else "joint-dp"
-    if result.status is Status.UNKNOWN and "too_many_ideals" in result.solver_notes:
+        result.solver = "joint-wide" if steps.state.too_many_ideals is not None else "joint-dp"
+    if result.status is Status.UNKNOWN and steps.state.too_many_ideals is not None:
         result.message = (
             "the graph has more ideals than --max-ideals allows, the baselines found no plan and the formulation found "
             "none; raise --max-ideals"

@@ -79,6 +79,8 @@ from typing import Any
 
 import numpy as np
 
+from milp_partition.backends.base import SolveStatus
+from milp_partition.backends.ortools_direct import glop_solver, lp_status
 from milp_partition.budget import Budget
 from milp_partition.joint.problem import JointProblem
 from milp_partition.joint.segment_bound import chains, stage_options
@@ -467,10 +469,8 @@ def _no_plan(sq: _Sequence, mu: np.ndarray) -> bool:
 def _master(sq: _Sequence) -> None:
     """The sequence's master linear program (GLOP) with the columns that fit at ``sq.target``:
     ``min T + P sum z`` s.t. (c) and (d) with slack ``z``, one convex combination per chain."""
-    from ortools.linear_solver import pywraplp
-
     m, H = sq.m, sq.H
-    solver = pywraplp.Solver.CreateSolver("GLOP")
+    solver = glop_solver()
     T = solver.NumVar(0.0, solver.infinity(), "T")
     z = [solver.NumVar(0.0, solver.infinity(), f"z{i}") for i in range(m)]
     sq.time_rows = [solver.Constraint(-solver.infinity(), 0.0) for _ in range(m)]
@@ -524,8 +524,6 @@ def _column_generation(sq: _Sequence, target: float, budget: Budget) -> tuple[fl
     ``settled``: the bound is the relaxation's at this target (the target proven, or the LP's optimum reached, or no
     assignment at all); else the budget or the round limit ended it.  The columns stay with ``sq``.
     """
-    from ortools.linear_solver import pywraplp
-
     sq.set_target(target)
     if sq.solver is None or target < sq.solver_target:
         _master(sq)  # a lower target: keep only the columns that fit
@@ -551,12 +549,12 @@ def _column_generation(sq: _Sequence, target: float, budget: Budget) -> tuple[fl
         if added == 0 and solved:
             sq.lam, sq.mu = lam, mu
             return best, True  # no assignment prices out: the master's value is the relaxation's
-        status = sq.solver.Solve()
-        if status != pywraplp.Solver.OPTIMAL:  # GLOP's incremental solve can end ABNORMAL: once more from scratch
+        status = lp_status(sq.solver.Solve())
+        if status is not SolveStatus.OPTIMAL:  # GLOP's incremental solve can end ABNORMAL: once more from scratch
             _master(sq)
-            status = sq.solver.Solve()
+            status = lp_status(sq.solver.Solve())
         solved = True
-        if status != pywraplp.Solver.OPTIMAL:
+        if status is not SolveStatus.OPTIMAL:
             break
         master = sq.solver.Objective().Value()
         lam = np.array([max(0.0, -row.dual_value()) for row in sq.time_rows])
@@ -749,9 +747,9 @@ def _fractional(sq: _Sequence) -> tuple[int, int] | None:
     between 1e-6 and 1 - 1e-6)."""
     if sq.solver is None:
         return None
-    if sq.solver.Solve() != 0:  # 0: OPTIMAL; GLOP's incremental solve can end ABNORMAL: once more from scratch
+    if lp_status(sq.solver.Solve()) is not SolveStatus.OPTIMAL:  # GLOP's incremental solve can end ABNORMAL: again
         _master(sq)
-        if sq.solver.Solve() != 0:
+        if lp_status(sq.solver.Solve()) is not SolveStatus.OPTIMAL:
             return None
     best, pick = 1e-6, None
     for h in range(sq.H):

@@ -113,14 +113,17 @@ def pipeline_costs(problem: PipelineProblem) -> PipelineCosts:
     """Build the :class:`PipelineCosts` of ``problem``."""
     graph: Graph = problem.graph
     kinds = problem.device_kinds
-    n, num_devices = len(graph.nodes), len(kinds)
-    node_time = np.zeros((n, num_devices))
-    allowed = np.zeros((n, num_devices), dtype=bool)
-    for v, node in enumerate(graph.nodes):
-        for d, kind in enumerate(kinds):
-            if node.can_run_on(kind):
-                allowed[v, d] = True
-                node_time[v, d] = node.time_on(kind)
+    n = len(graph.nodes)
+    # one column per kind, taken for its devices: O(N * kinds) Python work, not O(N * D)
+    distinct = list(dict.fromkeys(kinds))
+    kind_allowed = np.zeros((n, len(distinct)), dtype=bool)
+    kind_time = np.zeros((n, len(distinct)))
+    for j, kind in enumerate(distinct):
+        kind_allowed[:, j] = [node.can_run_on(kind) for node in graph.nodes]
+        kind_time[:, j] = [node.time_on(kind) if ok else 0.0 for node, ok in zip(graph.nodes, kind_allowed[:, j].tolist())]
+    column = np.array([distinct.index(k) for k in kinds], dtype=np.int64) if distinct else np.zeros(0, dtype=np.int64)
+    allowed = kind_allowed[:, column]
+    node_time = kind_time[:, column]
     out_transfer = np.zeros(n)
     index = graph.index
     twice = backward_transfers(problem)  # once, not once per edge: O(N + E) in all
@@ -140,6 +143,52 @@ def pipeline_costs(problem: PipelineProblem) -> PipelineCosts:
         colocation_class=colocation_classes(graph),
         forward=np.array([not nd.is_backward for nd in graph.nodes], dtype=bool),
     )
+
+
+def class_times(costs: PipelineCosts) -> tuple[np.ndarray, np.ndarray]:
+    """``(allowed, time)``, each ``(C, D)``: whether every node of colocation class c may run on device d, and their
+    summed time there (classes in index order)."""
+    num_classes = int(costs.colocation_class.max(initial=-1)) + 1
+    num_devices = costs.node_time.shape[1]
+    if num_classes == len(costs.colocation_class):  # no colocation group: each node is its class, in order
+        return costs.allowed, costs.node_time
+    time = np.zeros((num_classes, num_devices))
+    np.add.at(time, costs.colocation_class, costs.node_time)
+    barred = np.zeros((num_classes, num_devices), dtype=np.int64)
+    np.add.at(barred, costs.colocation_class, (~costs.allowed).astype(np.int64))
+    return barred == 0, time
+
+
+def load_bound(problem: PipelineProblem) -> float:
+    """:func:`time_lower_bound` of ``problem`` from one column per device kind (O(N * kinds), not O(N * D): a
+    cluster of thousands of identical devices has one column)."""
+    graph = problem.graph
+    kinds = list(dict.fromkeys(problem.device_kinds))
+    cls = colocation_classes(graph)
+    num_classes = int(cls.max(initial=-1)) + 1
+    allowed = np.ones((num_classes, len(kinds)), dtype=bool)
+    time = np.zeros((num_classes, len(kinds)))
+    for j, kind in enumerate(kinds):
+        can = np.array([node.can_run_on(kind) for node in graph.nodes], dtype=bool)
+        times = np.array([node.time_on(kind) if ok else 0.0 for node, ok in zip(graph.nodes, can.tolist())])
+        np.add.at(time[:, j], cls, times)
+        np.logical_and.at(allowed[:, j], cls, can)
+    return time_lower_bound(allowed, time, len(problem.device_kinds))
+
+
+def time_lower_bound(class_allowed: np.ndarray, class_time: np.ndarray, num_devices: int | None = None) -> float:
+    r"""A proven lower bound of the time per sample: :math:`L = \max(\max_c f_c, \sum_c f_c / |D|)`.
+
+    :math:`f_c` is class c's time on its fastest allowed device.  Every class runs somewhere, so some device's
+    load is at least :math:`f_c`; the loads (transfers only add to them) sum to at least :math:`\sum_c f_c`, so
+    the largest is at least the mean.  ``inf`` when a class may run nowhere (no assignment exists).
+    ``num_devices``: |D| where the columns are fewer than the devices (one column per kind); else one per device.
+    """
+    if class_time.size == 0:
+        return 0.0
+    fastest = np.where(class_allowed, class_time, np.inf).min(axis=1)
+    devices = class_time.shape[1] if num_devices is None else num_devices
+    return max(float(fastest.max(initial=0.0)), float(fastest.sum()) / max(devices, 1))
 
 
 def stage_order_pairs(src: np.ndarray, dst: np.ndarray, forward: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -13,10 +13,13 @@ the one reported.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
+from milp_partition.budget import Budget
 from milp_partition.chain import (
+    Bound,
     Built,
     Candidate,
     ChainSettings,
@@ -30,47 +33,42 @@ from milp_partition.chain import (
 from milp_partition.formulations import pipeline as formulation
 from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 from milp_partition.heuristics.pipeline_split import balanced_split
+from milp_partition.pipeline.costs import colocation_classes, load_bound
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import Result, Status
+from milp_partition.settings import CommonSettings
 from milp_partition.verifiers.pipeline import verify_pipeline
 
 
 @dataclass(frozen=True)
-class SolveSettings:
-    """How to solve.
+class SolveSettings(CommonSettings):
+    """How to solve: the common settings (:class:`~milp_partition.settings.CommonSettings`: ``solver``,
+    ``time_limit_s``, ``threads``, ``seed``, ``warm_start``, ``progress_interval_s``) and the pipeline's own.
 
     Attributes
     ----------
-    solver
-        ``"cpsat"`` or ``"cbc"``; ``"none"`` runs the heuristics only.
-    time_limit_s, threads, seed
-        Passed to the back-end.
-    warm_start
-        Hint the best heuristic solution and bound the objective by its value.
     heuristics
         Run the DPs at all.
     max_ideals
         Cap of the ideal DP.
-    progress_interval_s
-        Progress line period on stderr; ``None`` for silence.
     symmetry_breaking, lower_bounds
         Formulation options (they never change the optimum).
     """
 
-    solver: str = "cpsat"
-    time_limit_s: float = 60.0
-    threads: int = 2
-    seed: int = 0
-    warm_start: bool = True
     heuristics: bool = True
     max_ideals: int = 20000
-    progress_interval_s: float | None = None
     symmetry_breaking: bool = True
     lower_bounds: bool = True
 
 
 #: Share of the time limit the DPs may use; the rest is for the fallback split and the back-end.
 DP_BUDGET_SHARE = 0.5
+
+
+#: Past this many assignment variables (colocation classes x devices) the model is not built: 20,000 nodes on 4,096
+#: devices would be 82 million, arrays of gigabytes before the first row (a 20,000-node chain on 8 devices, 160,000,
+#: takes about 25 s to build and 75 s more to translate for CP-SAT on a shared 2-core machine).
+MAX_ASSIGNMENT_VARIABLES = 4_000_000
 
 
 PipelineRun = Run[PipelineProblem, PipelineSolution]
@@ -86,6 +84,15 @@ class PipelineFormulation:
         """The model, or None when the budget ran out while it was built (the chain settles on what it verified)."""
         best = run.best
         cutoff = best.value if (best is not None and run.settings.warm_start) else None
+        problem = run.work
+        size = (int(colocation_classes(problem.graph).max(initial=-1)) + 1) * len(problem.device_ids)
+        if size > MAX_ASSIGNMENT_VARIABLES:
+            run.result.solver_notes["model_skipped"] = size
+            run.say(
+                f"[pipeline] the model would have {size:,} assignment variables (classes x devices), more than the "
+                f"{MAX_ASSIGNMENT_VARIABLES:,} a solver takes: no exact solve, the heuristics' plan and the load bound stand"
+            )
+            return None
         try:
             pm = formulation.build(
                 run.work,
@@ -136,6 +143,15 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
             settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(self.settings).items()}},
         )
 
+    def bounds(self, run: PipelineRun) -> Iterable[Bound]:
+        """The time objective's load bound (:func:`~milp_partition.pipeline.costs.time_lower_bound`): it gives a gap
+        when the time limit ends the run before a model is solved (a graph of many thousand nodes)."""
+        if run.work.settings.objective != "time":
+            return
+        value = load_bound(run.work)
+        if math.isfinite(value) and value > 0:
+            yield Bound(value, "load_bound")
+
     def verify(self, problem: PipelineProblem, solution: PipelineSolution) -> Evaluation[PipelineSolution]:
         report = verify_pipeline(problem, solution)
         return Evaluation(report.feasible, report.objective, tuple(report.violations), report=report)
@@ -147,20 +163,29 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
         if not self.settings.heuristics:
             return
         problem = run.work
+        timed = problem.settings.objective == "time"
+        # under the memory objective the split balances time all the same: the verifier scores its peak memory and
+        # checks the time bound (a 20,000-node graph had no answer at all under --objective memory)
+        split_problem = problem if timed else replace(problem, settings=replace(problem.settings, objective="time"))
         dp_deadline = run.budget.share(DP_BUDGET_SHARE).deadline()
         deadline = run.budget.deadline()
         found = False
         jobs: tuple[tuple[str, Callable[[], DPResult]], ...] = (
             ("chain_dp", lambda: chain_dp(problem, dp_deadline)),
             ("ideal_dp", lambda: ideal_dp(problem, IdealDPSettings(self.settings.max_ideals), dp_deadline)),
-            ("balanced_split", lambda: balanced_split(problem, deadline)),
+            ("balanced_split", lambda: balanced_split(split_problem, deadline)),
         )
+        dp_budget = run.budget.share(DP_BUDGET_SHARE)
         for name, fn in jobs:
             if name == "balanced_split" and found:
                 continue  # the fallback for graphs the DPs cannot take (or finish)
+            if name != "balanced_split" and dp_budget.expired():  # its setup alone takes seconds on a large cluster
+                yield Outcome(name, None, 0.0, False, "not run: the DPs' share of the time limit is spent")
+                continue
             dp = fn()
             found = found or dp.solution is not None
-            yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if dp.solution else None)
+            own_value = dp.solution is not None and (timed or name != "balanced_split")
+            yield Outcome(name, dp.solution, dp.seconds, dp.exact, dp.message, value=dp.value if own_value else None)
 
     def record(self, result: Result, problem: PipelineProblem, best: Candidate[PipelineSolution]) -> None:
         report = best.report or verify_pipeline(problem, best.solution)
@@ -171,11 +196,21 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
         result.memory_bytes = report.memory_bytes
 
 
-def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSettings()) -> Result:
-    """Solve ``problem`` through the one chain and return a verified :class:`Result`."""
-    result = run_chain(PipelineSteps(settings), problem, chain_settings(settings))
+def solve_pipeline(problem: PipelineProblem, settings: SolveSettings = SolveSettings(), budget: Budget | None = None) -> Result:
+    """Solve ``problem`` through the one chain and return a verified :class:`Result`.
+
+    ``budget``: the run's time budget when it began before the solve (the command line starts it before it reads the
+    instance, so reading and expanding a large file count against ``--time-limit``); by default
+    ``settings.time_limit_s`` from now.
+    """
+    result = run_chain(PipelineSteps(settings), problem, chain_settings(settings), budget)
     if result.status is Status.INFEASIBLE:
         result.message = "proven infeasible: no assignment meets every constraint" + _infeasibility_hint(problem)
+    skipped = result.solver_notes.get("model_skipped")
+    if skipped and result.status is not Status.OPTIMAL:
+        result.message += (
+            f"; no exact solve: the model would have {skipped:,} assignment variables, over {MAX_ASSIGNMENT_VARIABLES:,}"
+        )
     return result
 
 

@@ -36,10 +36,14 @@ transfer_flow  (fractional assignment, loads and paths that pay for device chang
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from milp_partition.backends.base import SolveStatus
+from milp_partition.backends.ortools_direct import glop_solver, lp_status
 from milp_partition.placement.problem import PlacementProblem
 
 #: The LP bound is lowered by this relative amount (GLOP's primal feasibility tolerance is about 1e-7).
@@ -122,15 +126,51 @@ def device_path(problem: PlacementProblem) -> PathBounds:
     return PathBounds(head, tail, value)
 
 
+def solve_interruptibly(solver: Any) -> int:
+    """``solver.Solve()`` (an OR-Tools ``pywraplp`` solver) in a worker thread, so that Ctrl-C or SIGTERM stops it.
+
+    The solve releases the GIL, so the main thread keeps handling signals: on a KeyboardInterrupt it asks the
+    solver to stop (``InterruptSolve``), waits for it (a few seconds at most) and re-raises, so the chain settles on
+    what it has verified at once.  Called in the main thread, a long LP (the transfer-flow bound takes a fifth of a
+    300 s limit) held a SIGTERM for its whole time limit.
+    """
+    box: list[int] = []
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box.append(solver.Solve())
+        except BaseException as exc:  # pragma: no cover - re-raised below
+            errors.append(exc)
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=work, name="glop-solve", daemon=True)
+    try:
+        thread.start()
+        while not done.wait(0.1):
+            pass
+    except KeyboardInterrupt:
+        solver.InterruptSolve()
+        done.wait(INTERRUPT_WAIT_S)
+        raise
+    if errors:
+        raise errors[0]
+    return box[0]
+
+
+#: How long an interrupted LP may take to stop before the interrupt goes on without it.
+INTERRUPT_WAIT_S = 5.0
+
+
 def fractional_load(problem: PlacementProblem) -> float:
     """The LP ``min T`` over fractional assignments with every device's busy time ``<= T`` (GLOP)."""
-    from ortools.linear_solver import pywraplp
-
     t = usable_times(problem)
     n, d = t.shape
     if n == 0:
         return 0.0
-    solver = pywraplp.Solver.CreateSolver("GLOP")
+    solver = glop_solver()
     big = float(np.sum(np.where(np.isfinite(t), t, 0.0).max(axis=1)))
     T = solver.NumVar(0.0, big, "T")
     y = {}
@@ -147,9 +187,9 @@ def fractional_load(problem: PlacementProblem) -> float:
             if (i, k) in y and t[i, k] > 0:
                 row.SetCoefficient(y[i, k], float(t[i, k]))
     solver.Minimize(T)
-    status = solver.Solve()
+    status = lp_status(solve_interruptibly(solver))
     simple = max(float(np.sum(t.min(axis=1))) / d, float(t.min(axis=1).max()))
-    if status != pywraplp.Solver.OPTIMAL:
+    if status is not SolveStatus.OPTIMAL:
         return simple
     return max(simple, float(T.solution_value()) * (1 - LP_SAFETY_REL))
 
@@ -251,8 +291,6 @@ def transfer_flow(problem: PlacementProblem, upper: float | None = None, time_li
     GLOP's tolerances cannot make it invalid.  With ``time_limit_s``, GLOP stops there; a
     solve cut short gives 0 (always valid), so callers keep their other bounds.
     """
-    from ortools.linear_solver import pywraplp
-
     t = usable_times(problem)
     n, d = t.shape
     m = problem.num_edges
@@ -321,7 +359,7 @@ def transfer_flow(problem: PlacementProblem, upper: float | None = None, time_li
             row([(int(yidx[u, a]), -1.0)] + [(z[a, b], 1.0) for b in kv], 0.0, 0.0)
         for b in kv:
             row([(int(yidx[v, b]), -1.0)] + [(z[a, b], 1.0) for a in ku], 0.0, 0.0)
-    solver = pywraplp.Solver.CreateSolver("GLOP")
+    solver = glop_solver()
     xs = [solver.NumVar(lb[j], ub[j], "") for j in range(nv)]
     cons = [
         solver.Constraint(-solver.infinity() if lo[r] == -inf else lo[r], solver.infinity() if hi[r] == inf else hi[r])
@@ -332,8 +370,8 @@ def transfer_flow(problem: PlacementProblem, upper: float | None = None, time_li
     solver.Minimize(xs[tidx])
     if time_limit_s is not None:
         solver.SetTimeLimit(max(1, int(1000 * time_limit_s)))
-    status = solver.Solve()
-    if status not in (pywraplp.Solver.OPTIMAL, pywraplp.Solver.FEASIBLE):
+    status = lp_status(solve_interruptibly(solver))
+    if status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return 0.0
     cost = np.zeros(nv)
     cost[tidx] = 1.0

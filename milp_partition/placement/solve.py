@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from milp_partition.backends.registry import Capability, has
 from milp_partition.chain import (
     Bound,
     Built,
@@ -49,13 +50,21 @@ from milp_partition.chain import (
 from milp_partition.errors import InputError
 from milp_partition.formulations import placement as formulation
 from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS
-from milp_partition.placement.bounds import BoundReport, best_bound, device_path
+from milp_partition.placement.bounds import (
+    TRANSFER_FLOW_MAX_VARS,
+    BoundReport,
+    best_bound,
+    device_path,
+    transfer_flow,
+    transfer_flow_size,
+)
 from milp_partition.placement.decompose import Decomposition, decompose, solve_decomposed
 from milp_partition.placement.extend import extend_schedule
 from milp_partition.placement.local_search import LocalSearchSettings, improve_by_moves
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 from milp_partition.placement.subgraph import MainLine, main_line
 from milp_partition.result import Result, Status
+from milp_partition.settings import CommonSettings
 from milp_partition.verifiers.placement import simulate_placement, verify_placement
 
 #: Share of the time limit the transfer-flow LP may take (GLOP stops there; the cheaper bounds stand).
@@ -68,21 +77,14 @@ DEFAULT_CPSAT_PARAMETERS: tuple[tuple[str, object], ...] = ()
 
 
 @dataclass(frozen=True)
-class PlacementSolveSettings:
-    """How to solve a placement problem.
+class PlacementSolveSettings(CommonSettings):
+    """How to solve a placement problem: the common settings (:class:`~milp_partition.settings.CommonSettings`: ``solver``,
+    ``time_limit_s``, ``threads``, ``seed``, ``warm_start``, ``progress_interval_s``) and its own.
 
     Attributes
     ----------
-    solver
-        ``"cpsat"``, ``"cbc"`` (disjunctive model; small instances only) or ``"none"`` (heuristics only).
-    time_limit_s, threads, seed
-        Passed to the back-end.
-    warm_start
-        Hint the best heuristic schedule and bound the makespan above by its value.
     heuristics
         Names of the placement heuristics to run (``None``: all of them).
-    progress_interval_s
-        Progress line period on stderr; ``None`` for silence.
     symmetry_breaking, redundant
         Formulation options (they never change the optimum).
     decompose, decompose_time_fraction, quick_solve_s
@@ -106,13 +108,7 @@ class PlacementSolveSettings:
         Extra CP-SAT parameters, ``(name, value)`` pairs.
     """
 
-    solver: str = "cpsat"
-    time_limit_s: float = 60.0
-    threads: int = 2
-    seed: int = 0
-    warm_start: bool = True
     heuristics: tuple[str, ...] | None = None
-    progress_interval_s: float | None = None
     symmetry_breaking: bool = True
     redundant: bool = True
     cpsat_parameters: tuple[tuple[str, object], ...] = DEFAULT_CPSAT_PARAMETERS
@@ -202,7 +198,7 @@ class PlacementFormulation:
             upper_bound=cutoff,
             path=bounds.path if bounds is not None else None,
             settings=formulation.PlacementFormulationSettings(
-                disjunctive=run.settings.solver == "cbc",
+                disjunctive=not has(run.settings.solver, Capability.CP),  # a MILP back-end gets the linear model
                 symmetry_breaking=self.settings.symmetry_breaking,
                 redundant=self.settings.redundant,
             ),
@@ -252,12 +248,11 @@ class PlacementSteps(StepDefaults[PlacementProblem, PlacementSolution]):
         return Evaluation(report.feasible, report.makespan, tuple(report.violations), report.schedule or solution, report)
 
     def bounds(self, run: PlacementRun) -> Iterable[Bound]:
-        """The lower bounds of :mod:`milp_partition.placement.bounds` (critical path, loads, transfer flow, ...)."""
+        """The quick lower bounds of :mod:`milp_partition.placement.bounds` (critical path, device path, fractional
+        load); the transfer-flow LP, which may take a fifth of the limit, runs after the heuristics
+        (:meth:`heuristics`), so that an interrupt or a time limit during it keeps their schedules."""
         t0 = time.monotonic()
-        # the transfer-flow LP stops at its share of the run's budget (cut short, it adds no bound)
-        bounds = best_bound(
-            run.problem, flow=self.settings.flow_bound, flow_time_limit_s=run.budget.share(FLOW_BOUND_SHARE).left()
-        )
+        bounds = best_bound(run.problem, flow=False)
         self.state.bounds = bounds
         run.result.solver_notes["bounds"] = dict(bounds.values)
         run.result.solver_notes["bounds_seconds"] = time.monotonic() - t0
@@ -265,12 +260,34 @@ class PlacementSteps(StepDefaults[PlacementProblem, PlacementSolution]):
         return [Bound(v, f"the {k} bound") for k, v in bounds.values.items() if math.isfinite(v)]
 
     def heuristics(self, run: PlacementRun) -> Iterable[Outcome[PlacementSolution]]:
-        return placement_heuristic_outcomes(run.problem, self.settings)
+        """The heuristics' schedules, then the transfer-flow bound (:meth:`_flow_bound`)."""
+        yield from placement_heuristic_outcomes(run.problem, self.settings)
+        self._flow_bound(run)
+
+    def _flow_bound(self, run: PlacementRun) -> None:
+        """The transfer-flow LP within its share of the run's budget (cut short, it adds no bound), added to the run's
+        bounds and to the bound report the formulation reads."""
+        quick = self.state.bounds
+        left = run.budget.share(FLOW_BOUND_SHARE).left()
+        if quick is None or not self.settings.flow_bound or left <= 0 or transfer_flow_size(run.problem) > TRANSFER_FLOW_MAX_VARS:
+            return
+        t0 = time.monotonic()
+        value = transfer_flow(run.problem, time_limit_s=left)
+        values = {**quick.values, "transfer_flow": value}
+        best = max(values.values())
+        self.state.bounds = BoundReport(values, best if math.isfinite(best) else 0.0, quick.path)
+        run.result.solver_notes["bounds"] = dict(values)
+        run.result.solver_notes["bounds_seconds"] = float(run.result.solver_notes.get("bounds_seconds", 0.0)) + (
+            time.monotonic() - t0
+        )
+        run.say(f"[bounds] transfer_flow {value:.9g}")
+        if math.isfinite(value):
+            run.bounds.append(Bound(value, "the transfer_flow bound"))
 
     def refine(self, run: PlacementRun) -> Iterable[Outcome[PlacementSolution]]:
         """A quick whole solve, then the bottleneck decomposition or the main-line bound (CP-SAT only)."""
         settings = self.settings
-        if run.settings.solver != "cpsat" or not settings.decompose:
+        if not has(run.settings.solver, Capability.CP) or not settings.decompose:
             return
         problem: PlacementProblem = run.problem
         dec = decompose(problem)

@@ -1,8 +1,8 @@
 """Stage chart of a Galvatron plan: each stage's compute C and synced time R per micro-batch, its memory against the
 usable limit, and every layer's strategy as a coloured cell.
 
-Bars carry ``gid`` ``time:Q`` (C), ``sync:Q`` (R) and ``memory:Q`` (``Q`` = stage from 1); the usable memory is a
-dashed line with ``gid`` ``limit``; layer cells carry ``layer:L`` (``L`` = layer index from 0), one colour per strategy
+Bars carry ``gid`` ``time:Q`` (C), ``sync:Q`` (R) and ``memory:Q`` (MiB, as the report; ``Q`` = stage from 1); the
+usable memory is a dashed line with ``gid`` ``limit``; layer cells carry ``layer:L`` (``L`` = layer index from 0), one colour per strategy
 label (Galvatron's ``pp-tp_sp[*]-dp[f][-c][-sp]``; legend in the panel).
 """
 
@@ -38,7 +38,7 @@ def figure(result: Mapping[str, Any], instance_path: str | None, options: Mappin
         bc.set_gid(f"time:{q + 1}")
         (br,) = ax1.bar(q + 0.2, float(st.get("sync_s", 0.0)), 0.4, color="tab:orange", label="R (with gradient sync)" if q == 0 else None)
         br.set_gid(f"sync:{q + 1}")
-        (bm,) = ax2.bar(q, float(st.get("memory_mb", 0)) / 1024, color="tab:green")
+        (bm,) = ax2.bar(q, float(st.get("memory_mb", 0)), color="tab:green")
         bm.set_gid(f"memory:{q + 1}")
     objective = result.get("objective")
     cfg = result.get("galvatron_config") or {}
@@ -50,11 +50,15 @@ def figure(result: Mapping[str, Any], instance_path: str | None, options: Mappin
         ax1.legend(fontsize=8)
     limit = _usable_mb(result, options)
     if limit is not None and stages:
-        ax2.hlines(limit / 1024, -0.5, len(stages) - 0.5, colors="black", linestyles="--").set_gid("limit")
-    ax2.set_ylabel("memory per GPU (GiB)")
-    ax2.set_title("memory as Galvatron charges it" + (f" (dashed: usable {limit / 1024:.4g} GiB)" if limit is not None else ""))
-    ax2.set_xticks(range(len(stages)))
-    ax2.set_xticklabels([f"stage {q + 1}\nlayers {st['layers'][0]}-{st['layers'][1] - 1}" for q, st in enumerate(stages)], fontsize=8)
+        ax2.hlines(limit, -0.5, len(stages) - 0.5, colors="black", linestyles="--").set_gid("limit")
+    ax2.set_ylabel("memory per GPU (MiB)")
+    ax2.set_title("memory as Galvatron charges it, MiB (its \"MB\")" + (f" (dashed: usable {limit} MiB)" if limit is not None else ""))
+    names = [f"stage {q + 1}\nlayers {st['layers'][0]}-{st['layers'][1] - 1}" for q, st in enumerate(stages)]
+    pad = 0.6 if len(stages) <= 1 else 0.1  # a single stage's bars would otherwise fill the axis (-0.4..0.4)
+    for ax in (ax1, ax2):
+        ax.set_xlim(-0.5 - pad, max(len(stages), 1) - 0.5 + pad)
+        ax.set_xticks(range(len(stages)))
+        ax.set_xticklabels(names, fontsize=8)
     ax2.grid(axis="y", alpha=0.3)
     _strategy_strip(ax3, stages, plt)
     fig.suptitle(str((result.get("instance") or {}).get("source") or "galvatron plan").rsplit("/", 1)[-1])

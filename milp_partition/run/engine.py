@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+from milp_partition.io.atomic import write_atomic
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import split_layer
 from milp_partition.run.layout import RankLayout
@@ -355,8 +356,7 @@ def worker(
             "backend": backend,
             "notes": notes,
         }
-        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as fh:
-            json.dump(result, fh)
+        write_atomic(os.path.join(out_dir, f"rank{rank}.json"), json.dumps(result), what="the rank's result")
     finally:
         dist.destroy_process_group()
 

@@ -1,19 +1,259 @@
-"""Start one process per device (``torch.multiprocessing``, spawn), collect their results, run the reference."""
+"""Start one process per device, watch them, collect their results, run the reference.
+
+The workers are this process's children (``python -c`` :data:`_BOOT`, the call pickled to a file in the run's
+private temporary folder). Each asks for SIGKILL when this process dies (``PR_SET_PDEATHSIG`` on Linux) as the first
+thing it runs, before importing the project or torch, and exits at once if its parent died before that; it ignores
+SIGINT (the launcher stops it) and, through :func:`_rank_main`, writes a failure's one-line summary and traceback
+for the launcher instead of printing it. The launcher (:func:`run_ranks`) starts them one by one and, on any
+exception (Ctrl-C and SIGTERM arrive as :class:`KeyboardInterrupt`, see :mod:`milp_partition.cli.dispatch`), a
+failed worker or the end, stops every one started so far (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`), during
+the spawn too: no worker outlives the run.
+
+:func:`host_limits` says how many ranks the machine can host (cores, memory, GPUs); :func:`check_host` refuses a
+plan beyond it unless forced.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
+import signal
+import subprocess
+import sys
 import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from milp_partition.errors import InputError
+from milp_partition.io.atomic import write_atomic
 from milp_partition.run.engine import reference, summarise, uses_cuda, worker
 from milp_partition.run.predict import combine, predict_step
 from milp_partition.run.spec import RunSpec
 
+#: Seconds a worker gets to end after SIGTERM before SIGKILL.
+STOP_GRACE_S = 2.0
+#: Seconds between the launcher's checks of its workers (and between heartbeat lines, :data:`HEARTBEAT_S`).
+POLL_S = 0.2
+#: Seconds between progress lines while the ranks work.
+HEARTBEAT_S = 10.0
+#: Memory a CPU rank needs at least, besides its model (torch, gloo, the interpreter): about 400 MiB resident
+#: (292 MiB measured after importing torch 2.13 and its distributed packages, before the process group and the model).
+RANK_OVERHEAD_BYTES = 400 * 2**20
+#: Ranks per core (each with its ``--threads``) a machine may host without ``--oversubscribe``.
+RANKS_PER_CORE = 2
 
-def run_plan(spec: RunSpec, steps: int, *, seed: int = 0, threads: int = 1, warmup: int = 1) -> dict[str, Any]:
+
+class WorkerFailed(RuntimeError):
+    """A worker process failed: its rank, and the exception's last line (its traceback is in ``details``)."""
+
+    def __init__(self, rank: int, summary: str, details: str = "") -> None:
+        self.rank = rank
+        self.details = details
+        super().__init__(f"rank {rank} failed: {summary}")
+
+
+@dataclass(frozen=True)
+class HostLimits:
+    """What this machine offers a run: cores, available memory, and GPUs (0 without CUDA)."""
+
+    cores: int
+    memory_available_bytes: int | None
+    gpus: int
+
+
+def host_limits() -> HostLimits:
+    """Cores this process may use, ``MemAvailable`` (Linux; ``None`` elsewhere) and CUDA's GPU count."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    memory = None
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    memory = int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    gpus = 0
+    try:
+        import torch
+
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except ImportError:
+        pass
+    return HostLimits(cores, memory, gpus)
+
+
+def check_host(ranks: int, threads: int, host: HostLimits, flag: str = "--oversubscribe") -> None:
+    """Raise :class:`InputError` when ``ranks`` processes (of ``threads`` threads) are more than ``host`` can hold.
+
+    On GPUs (a GPU per rank) the GPUs decide; on the CPU at most :data:`RANKS_PER_CORE` rank-threads per core,
+    and :data:`RANK_OVERHEAD_BYTES` of available memory per rank.
+    """
+    if host.gpus >= ranks:
+        return
+    if ranks * threads > RANKS_PER_CORE * host.cores:
+        raise InputError(
+            f"the plan needs {ranks} processes of {threads} thread(s) and this machine has {host.cores} core(s) "
+            f"(at most {RANKS_PER_CORE} threads a core) and {host.gpus} GPU(s): run a plan of fewer devices, or "
+            f"give {flag} to start them anyway",
+            where="plan",
+        )
+    if host.memory_available_bytes is not None and ranks * RANK_OVERHEAD_BYTES > host.memory_available_bytes:
+        raise InputError(
+            f"the plan needs {ranks} processes of about {RANK_OVERHEAD_BYTES // 2**20} MiB each and "
+            f"{host.memory_available_bytes / 2**30:.1f} GiB is available: run a plan of fewer devices, or give {flag}",
+            where="plan",
+        )
+
+
+def _die_with_parent(parent: int) -> None:
+    """Linux: SIGKILL this process when its parent dies; exit now when it died already (before this was set)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _rank_main(fn: Callable[..., None], rank: int, parent: int, error_dir: str, args: tuple[Any, ...]) -> None:
+    """A worker process: tied to the launcher's life, deaf to Ctrl-C (the launcher stops it); a failure is written."""
+    _die_with_parent(parent)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        fn(rank, *args)
+    except BaseException as exc:  # SystemExit from the model's code too: the launcher reports it
+        summary = f"{type(exc).__name__}: {exc}".splitlines()[0][:500] if str(exc) else type(exc).__name__
+        if isinstance(exc, SystemExit):
+            summary = f"the model's code called sys.exit({exc.code!r})"
+        report = json.dumps({"summary": summary, "traceback": traceback.format_exc()})
+        write_atomic(Path(error_dir, f"rank{rank}.error"), report, what="the worker's error")
+        os._exit(1)
+
+
+#: What a worker process runs first (``python -c``): the parent-death signal and the parent check before any import
+#: of the project or of torch (milliseconds after the start, not the seconds of those imports), Ctrl-C ignored, then
+#: the pickled call (:func:`_rank_main`) with the launcher's ``sys.path``.
+_BOOT = """\
+import os, signal, sys
+try:
+    import ctypes
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+except (OSError, AttributeError):
+    pass
+if os.getppid() != int(sys.argv[2]):
+    os._exit(1)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+import pickle
+with open(sys.argv[1], "rb") as fh:
+    path, payload = pickle.load(fh)
+sys.path[:0] = [p for p in path if p not in sys.path]
+fn, rank, parent, error_dir, args = pickle.loads(payload)
+from milp_partition.run.launch import _rank_main
+_rank_main(fn, rank, parent, error_dir, args)
+"""
+
+
+def _start(fn: Callable[..., None], rank: int, error_dir: str, args: tuple[Any, ...]) -> subprocess.Popen[bytes]:
+    """Start the worker of ``rank`` (:data:`_BOOT`): its call is pickled to a file in ``error_dir``."""
+    payload = pickle.dumps((fn, rank, os.getpid(), error_dir, args))
+    call = Path(error_dir, f"rank{rank}.call")
+    write_atomic(call, pickle.dumps((list(sys.path), payload)), what="the worker's call")
+    return subprocess.Popen([sys.executable, "-c", _BOOT, str(call), str(os.getpid())])
+
+
+def stop_processes(procs: list[subprocess.Popen[bytes]], grace_s: float = STOP_GRACE_S) -> None:
+    """SIGTERM every live process of ``procs``, SIGKILL those still alive after ``grace_s``, and reap them all."""
+    for p in procs:
+        if p.poll() is None:
+            p.terminate()
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        try:
+            p.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+    for p in procs:
+        p.wait()
+
+
+def _failure(procs: list[subprocess.Popen[bytes]], error_dir: str) -> WorkerFailed | None:
+    """The first failed worker (by rank) as a :class:`WorkerFailed`, if any has failed."""
+    for rank, p in enumerate(procs):
+        if p.poll() not in (None, 0):
+            path = Path(error_dir, f"rank{rank}.error")
+            try:
+                data = json.loads(path.read_text())
+                return WorkerFailed(rank, str(data["summary"]), str(data["traceback"]))
+            except (OSError, ValueError, KeyError):
+                code = p.returncode
+                how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+                return WorkerFailed(rank, f"the process ended ({how})")
+    return None
+
+
+def run_ranks(
+    fn: Callable[..., None], nprocs: int, args: tuple[Any, ...], error_dir: str, progress: Callable[[str], None] | None = None
+) -> None:
+    """Run ``fn(rank, *args)`` in ``nprocs`` worker processes and wait for all; stop them all on any failure.
+
+    ``fn`` and ``args`` must pickle (``fn`` a module-level function); ``error_dir`` gets each worker's call and,
+    on a failure, its summary and traceback.
+
+    Raises
+    ------
+    WorkerFailed
+        When a worker fails (the others are stopped first).
+    KeyboardInterrupt
+        On Ctrl-C or SIGTERM (every worker is stopped first, during the spawn too).
+    """
+    procs: list[subprocess.Popen[bytes]] = []
+    say = progress or (lambda _: None)
+    try:
+        for rank in range(nprocs):
+            procs.append(_start(fn, rank, error_dir, args))
+            if _failure(procs, error_dir) is not None:
+                break
+        say(f"started {len(procs)} rank(s)")
+        start = last = time.monotonic()
+        while True:
+            failed = _failure(procs, error_dir)
+            if failed is not None:
+                raise failed
+            if all(p.poll() == 0 for p in procs):
+                return
+            time.sleep(POLL_S)
+            if time.monotonic() - last >= HEARTBEAT_S:
+                last = time.monotonic()
+                alive = sum(p.poll() is None for p in procs)
+                say(f"{alive} of {nprocs} rank(s) working, {last - start:.0f} s")
+    finally:
+        stop_processes(procs)
+
+
+def _stderr(line: str) -> None:
+    print(f"run: {line}", file=sys.stderr, flush=True)
+
+
+def run_plan(
+    spec: RunSpec,
+    steps: int,
+    *,
+    seed: int = 0,
+    threads: int = 1,
+    warmup: int = 1,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
     """Run ``spec`` for ``steps`` steps on ``spec.world_size`` processes, then in one process; run.json's dict.
 
     The predicted step (:func:`milp_partition.run.predict.predict_step`) is computed from what the workers
@@ -21,21 +261,22 @@ def run_plan(spec: RunSpec, steps: int, *, seed: int = 0, threads: int = 1, warm
     overheads on tiny modules, gloo's latency and bandwidth in their group.
 
     The rendezvous is a :class:`torch.distributed.FileStore` in a fresh temporary directory (no port to pick);
-    each worker asks for SIGTERM when this process dies, and a failed worker stops the others
-    (``torch.multiprocessing.start_processes`` raises and terminates them).
+    the workers run under :func:`run_ranks` (none outlives this process; a failed one stops the others).
+    ``progress`` gets a line at each phase (default: none).
     """
     import torch
-    import torch.multiprocessing as mp
 
     if steps < 1:
         raise ValueError(f"steps must be positive, got {steps}")
+    say = progress or (lambda _: None)
     world = spec.world_size
     cuda = uses_cuda(world)
     with tempfile.TemporaryDirectory(prefix="milp-run-") as tmp:
         store = os.path.join(tmp, "store")
-        mp.start_processes(
-            worker, args=(world, store, spec, steps, seed, threads, tmp, cuda), nprocs=world, join=True, start_method="spawn"
-        )
+        say(f"starting {world} rank(s) ({'nccl on GPUs' if cuda else 'gloo on the CPU'}), {steps} step(s) each")
+        t0 = time.monotonic()
+        run_ranks(worker, world, (world, store, spec, steps, seed, threads, tmp, cuda), tmp, say)
+        say(f"the ranks ran in {time.monotonic() - t0:.1f} s; the same steps in one process")
         ranks = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(world)]
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)

@@ -1,8 +1,10 @@
-"""The predicted step time of a plan *as run* (``milp-partition run``), kept apart from the planner's objective.
+"""The predicted step time of a plan *as run* (``milp-partition run``): the one cost model's formulas on measured inputs.
 
-The planner ranks plans by Piper's steady-state time per sample (:mod:`milp_partition.joint`); that
-objective is unchanged. What ``run`` compares with its measured step is this module's formula, which
-prices what the run does, one micro-batch of one sample at a time:
+The formulas (1F1B with fill and drain, DDP's bucketed all-reduce, messages, the optimizer step) live in
+:mod:`milp_partition.costmodel` and are the ones the run-objective planner (:mod:`milp_partition.joint.run_dp`)
+and its verifier price plans with; this module measures their inputs in the run (layers timed on one sample,
+gloo's fits, DTensor's overheads, the empty plan's step) and calls them.  What it prices, one micro-batch of one
+sample at a time:
 
 * **A layer's forward / backward per micro-batch** at tensor-parallel degree ``t``: for each of its
   operators as one of ``t`` devices runs it (:func:`~milp_partition.joint.megatron.scaled_op`), with
@@ -38,22 +40,28 @@ a hand-computed case), :func:`predict_step` builds its inputs from a plan and it
 
 from __future__ import annotations
 
-import math
 import statistics
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from milp_partition.costmodel.step import (
+    DDP_BUCKET_BYTES,
+    StageTimes,
+    StepPrediction,
+    allreduce_s,
+    ddp_allreduce_s,
+    message_s,
+    optimizer_step_s,
+    step_time,
+)
 from milp_partition.errors import InputError
 from milp_partition.importers.timing import load_profile_spec, op_times
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import split_layer
 from milp_partition.run.model import batch, batch_on, build_model, loss_fn, optimizer
 from milp_partition.run.spec import RunSpec
-
-#: DDP's default bucket size (``bucket_cap_mb=25``).
-DDP_BUCKET_BYTES = 25 * 2**20
 
 
 @dataclass(frozen=True)
@@ -67,55 +75,6 @@ class TorchCosts:
 
     dtensor_module_s: float = 0.0
     dtensor_optimizer_tensor_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class StageTimes:
-    """One pipeline stage's figures per micro-batch, and its tail."""
-
-    forward_s: float
-    backward_s: float
-    send_s: float = 0.0
-    allreduce_s: float = 0.0
-    optimizer_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class StepPrediction:
-    """The predicted step and its parts (seconds)."""
-
-    step_s: float
-    pipeline_s: float
-    bottleneck_stage: int
-    stages: tuple[StageTimes, ...]
-    microbatches_per_replica: int
-    costs: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "step_s": self.step_s,
-            "pipeline_s": self.pipeline_s,
-            "bottleneck_stage": self.bottleneck_stage + 1,
-            "microbatches_per_replica": self.microbatches_per_replica,
-            "stages": [asdict(s) for s in self.stages],
-            "costs": self.costs,
-        }
-
-
-def step_time(stages: Sequence[StageTimes], microbatches: int, fixed_s: float = 0.0) -> StepPrediction:
-    """1F1B's step: ``sum_q u_q + (m - 1) max_q u_q + E`` with ``u_q = f_q + b_q + 2 c_q``, then the slowest stage tail.
-
-    ``microbatches`` is ``m``, the micro-batches of one data-parallel replica; ``fixed_s`` is ``E``, the
-    step of the same schedule with nothing to compute (the runtime's own cost: the schedule, the messages'
-    latency, waking the other rank).
-    """
-    if not stages or microbatches < 1:
-        raise ValueError("need at least one stage and one micro-batch")
-    units = [s.forward_s + s.backward_s + 2.0 * s.send_s for s in stages]
-    slowest = max(range(len(units)), key=units.__getitem__)
-    pipeline = sum(units) + (microbatches - 1) * units[slowest] + fixed_s
-    step = pipeline + max(s.allreduce_s + s.optimizer_s for s in stages)
-    return StepPrediction(step, pipeline, slowest, tuple(stages), microbatches)
 
 
 # -- calibration -----------------------------------------------------------------------------------
@@ -212,8 +171,13 @@ class LayerTimer:
     load as the step they predict; :meth:`profile` gives the medians.
     """
 
-    def __init__(self, spec: RunSpec, threads: int = 1, seed: int = 0, device: Any = None) -> None:
-        """``device``: where the model runs (default the CPU); on a GPU each timestamp waits for the queued kernels."""
+    def __init__(
+        self, spec: RunSpec, threads: int = 1, seed: int = 0, device: Any = None, samples: int = 1, count_saved: bool = False
+    ) -> None:
+        """``device``: where the model runs (default the CPU); on a GPU each timestamp waits for the queued kernels.
+        ``samples``: the micro-batch size timed (at most ``spec.microbatches``).  ``count_saved``: also count, per node,
+        the bytes autograd saves for the backward as the run counts them (each storage once, parameters excluded),
+        in :attr:`saved_bytes` (the last pass)."""
         import warnings
 
         # a full backward pre-hook on a module whose inputs need no gradient fires all the same: no warning
@@ -223,9 +187,9 @@ class LayerTimer:
         named = dict(self.model.named_modules())
         self.points = [v for v in spec.node_order if v in named and v != ""]
         args, kwargs, target = batch(spec, self.model, 0, seed)
-        self.args = [a[:1] for a in args]
-        self.kwargs = {k: v[:1] for k, v in kwargs.items()}
-        self.target = target[:1]
+        self.args = [a[:samples] for a in args]
+        self.kwargs = {k: v[:samples] for k, v in kwargs.items()}
+        self.target = target[:samples]
         if device is not None:
             self.model.to(device)
             self.args, self.kwargs, self.target = batch_on(device, self.args, self.kwargs, self.target)
@@ -234,13 +198,18 @@ class LayerTimer:
         self.bstamp: dict[str, float] = {}
         for v in self.points:
             mod = named[v]
-            mod.register_forward_pre_hook(lambda m, a, v=v: self.fstamp.__setitem__(v, self.now()))
+            mod.register_forward_pre_hook(lambda m, a, v=v: self._enter(v))
             mod.register_full_backward_pre_hook(lambda m, g, v=v: self.bstamp.__setitem__(v, self.now()))
         self.fwd: dict[str, list[float]] = {v: [] for v in self.points}
         self.bwd: dict[str, list[float]] = {v: [] for v in self.points}
         self.opt = optimizer(spec, self.model.parameters())
         self.opt_times: list[float] = []
         self.n_params = len(list(self.model.parameters()))
+        self.count_saved = count_saved
+        self.param_storages = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
+        self.current: str | None = None
+        self.seen: set[int] = set()
+        self.saved_bytes: dict[str, int] = {}
         self.sample(record=False)  # warm-up
 
     def now(self) -> float:
@@ -250,6 +219,20 @@ class LayerTimer:
 
             torch.cuda.synchronize(self.sync_device)
         return time.perf_counter()
+
+    def _enter(self, v: str) -> None:
+        self.current = v
+        self.fstamp[v] = self.now()
+
+    def _pack(self, t: Any) -> Any:
+        local = t.to_local() if hasattr(t, "to_local") else t
+        storage = local.untyped_storage()
+        key = storage.data_ptr()
+        if key not in self.param_storages and key not in self.seen and storage.nbytes() > 0:
+            self.seen.add(key)
+            node = self.current if self.current is not None else (self.points[0] if self.points else "")
+            self.saved_bytes[node] = self.saved_bytes.get(node, 0) + storage.nbytes()
+        return t
 
     def sample(self, record: bool = True) -> None:
         """One forward, backward and optimizer step on one sample, its nodes' times recorded."""
@@ -261,7 +244,12 @@ class LayerTimer:
             self.fstamp.clear()
             self.bstamp.clear()
             t0 = self.now()
-            loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
+            if self.count_saved:
+                self.current, self.seen, self.saved_bytes = None, set(), {}
+                with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda x: x):
+                    loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
+            else:
+                loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
             t1 = self.now()
             loss.backward()
             t2 = self.now()
@@ -302,6 +290,54 @@ def measure_layers(spec: RunSpec, threads: int = 1, repeats: int = 5, seed: int 
     return timer.profile()
 
 
+def time_layers_at_sizes(
+    data: dict[str, Any], graph_path: str, sizes: Sequence[int], threads: int = 1, repeats: int = 5, seed: int = 0
+) -> tuple[dict[int, dict[str, tuple[float, float]]], float, dict[str, float]]:
+    """The imported model's own layers timed on this CPU at each micro-batch size (``import --time-layers``' role).
+
+    Returns size -> node -> (forward, backward) seconds of one micro-batch (medians of ``repeats``), the
+    optimizer step's seconds per parameter tensor (at the largest size), and per node the bytes autograd saves per
+    sample as the run counts them (the largest over the sizes of the bytes at size ``b`` over ``b``: the loss's
+    saved tensors fall to the last node).  The model is built from the import's
+    reference (``layers.model``); a graph without one is refused.
+    """
+    layers = data.get("layers") if isinstance(data, dict) else None
+    model = layers.get("model") if isinstance(layers, dict) else None
+    if not isinstance(model, dict) or "reference" not in model:
+        raise InputError(
+            "the graph records no model reference to time its layers: import it again with 'milp-partition import torch'",
+            source=graph_path,
+        )
+    assert isinstance(layers, dict)
+    forward = tuple(str(n["id"]) for n in data.get("nodes", []) if not str(n["id"]).endswith(":bwd"))
+    spec = RunSpec(
+        model=str(model["reference"]),
+        inputs=tuple(str(s) for s in model["inputs"]),
+        dtype=str(layers.get("dtype") or "float32"),
+        stages=(),
+        node_order=forward,
+        microbatches=max(sizes),
+        predicted_step_s=float("nan"),
+        optimizer_state_factor=float(layers.get("optimizer_state_bytes_per_param_byte", 0.0)),
+        graph_path=graph_path,
+        plan_path="",
+        graph=data,
+    )
+    out: dict[int, dict[str, tuple[float, float]]] = {}
+    saved: dict[str, float] = {}
+    per_tensor = 0.0
+    for b in sorted(sizes):
+        timer = LayerTimer(spec, threads, seed, samples=b, count_saved=True)
+        for _ in range(repeats):
+            timer.sample()
+        prof = timer.profile()
+        out[b] = {v: (prof.forward_s.get(v, 0.0), prof.backward_s.get(v, 0.0)) for v in forward}
+        per_tensor = prof.optimizer_s_per_param_tensor
+        for v, nbytes in timer.saved_bytes.items():
+            saved[v] = max(saved.get(v, 0.0), nbytes / b)
+    return out, per_tensor, saved
+
+
 # -- the plan's inputs to the formula ----------------------------------------------------------------
 
 
@@ -318,10 +354,6 @@ class LinkFit:
     allreduce_alpha_s: float
     allreduce_beta_s_per_byte: float
     empty_step_s: float = 0.0
-
-
-def _ring(nbytes: float, p: int, alpha: float, beta: float) -> float:
-    return 0.0 if p <= 1 or nbytes <= 0 else alpha + nbytes * beta
 
 
 def _split_share(ops: Sequence[Any], roles: Sequence[str], model: Any, profile: Any) -> float:
@@ -376,8 +408,8 @@ def predict_step(
                 phi = _split_share(ops, roles, model, profile)
                 f_v *= 1.0 - phi + phi / T
                 b_v *= 1.0 - phi + phi / T
-                f_v += sum(_ring(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_fw_bytes)
-                b_v += sum(_ring(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_bw_bytes)
+                f_v += sum(allreduce_s(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_fw_bytes)
+                b_v += sum(allreduce_s(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_bw_bytes)
                 n_split = sum(1 for op, r in zip(ops, roles) if r in ("column", "row") and op.param_bytes > 0)
                 if links.empty_step_s <= 0:  # else DTensor's hooks are in E, run with as many split pairs
                     f_v += n_split * costs.dtensor_module_s / 2
@@ -397,13 +429,18 @@ def predict_step(
             here = set(st.nodes)
             nbytes = sum(b for u, w, b in model.edges if u in here and w not in here) / batch
             # (the latency of each message is in the empty plan's step when it was measured)
-            send = (0.0 if links.empty_step_s > 0 else links.p2p_alpha_s) + nbytes * links.p2p_beta_s_per_byte
-        allreduce = 0.0
-        if D > 1:
-            buckets = max(1, math.ceil(param_bytes / DDP_BUCKET_BYTES))
-            first = 0 if links.empty_step_s > 0 else 1  # the empty plan's DDP all-reduces one bucket
-            allreduce = (buckets - 1 + first) * links.allreduce_alpha_s + param_bytes * links.allreduce_beta_s_per_byte
-        optimizer = param_tensors * layers.optimizer_s_per_param_tensor + dtensor_tensors * costs.dtensor_optimizer_tensor_s
+            send = message_s(nbytes, 0.0 if links.empty_step_s > 0 else links.p2p_alpha_s, links.p2p_beta_s_per_byte)
+        # the empty plan's DDP all-reduces one bucket: that latency is in E when E was measured
+        allreduce = ddp_allreduce_s(
+            param_bytes,
+            D,
+            links.allreduce_alpha_s,
+            links.allreduce_beta_s_per_byte,
+            DDP_BUCKET_BYTES,
+            int(links.empty_step_s > 0),
+        )
+        optimizer = optimizer_step_s(param_tensors, param_bytes, layers.optimizer_s_per_param_tensor)
+        optimizer += dtensor_tensors * costs.dtensor_optimizer_tensor_s
         stages.append(StageTimes(fwd, bwd, send, allreduce, optimizer))
         dtensor_parts.append((dtensor_mb, dtensor_tensors * costs.dtensor_optimizer_tensor_s))
     pred = step_time(stages, max(spec.microbatches // D, 1), links.empty_step_s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,63 +104,231 @@ def _graph_path(plan_path: Path, plan: dict[str, Any], graph: str | None) -> Pat
     )
 
 
-def read_run_spec(plan_path: str | Path, graph: str | None = None) -> RunSpec:
-    """The :class:`RunSpec` of a ``solve --problem joint`` result on a graph written by ``milp-partition import torch``.
+#: The bundled test models' module: its factories are the tool's own code, run without ``--factory``.
+TRUSTED_FACTORY_MODULE = "milp_partition.importers.models"
+
+
+def check_factory(reference: str, factory: str | None, graph_path: str) -> str:
+    """The ``MODULE:FACTORY`` to build the model from: ``factory`` (``--factory``), which must match the graph's.
+
+    A graph or plan file is data: the code it names (``reference``) is imported and called only when the user
+    names the same factory on the command line, or when it is one of the bundled test models
+    (:data:`TRUSTED_FACTORY_MODULE`).
 
     Raises
     ------
     InputError
-        When the plan is no joint result, the graph records no model reference (imported before
-        ``run`` existed, or from ONNX), or a stage's data-parallel degree does not divide the micro-batches.
+        When ``--factory`` names another factory than the graph records, or none is given for a factory
+        outside the bundled models (naming the flag to give).
+    """
+    if factory is not None:
+        if factory.strip() != reference.strip():
+            raise InputError(
+                f"--factory {factory} is not the factory this graph was imported from ({reference}); "
+                "import the model again with --factory's factory, or give --graph of its import",
+                source=graph_path,
+                where="layers.model.reference",
+            )
+        return factory
+    module = reference.rpartition(":")[0]
+    if module != TRUSTED_FACTORY_MODULE:
+        raise InputError(
+            f"the graph names the model factory {reference!r}: run imports and calls a factory only when you name it; "
+            f"if it is code you trust, give --factory {reference}",
+            source=graph_path,
+            where="layers.model.reference",
+        )
+    return reference
+
+
+def _positive_int(value: Any, source: str, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InputError(f"must be a positive whole number, got {value!r}", source=source, where=where)
+    return value
+
+
+def _stage(st: Any, q: int, source: str) -> RunStage:
+    """Stage ``q`` (from 1) of the plan, its fields checked."""
+    at = f"stages[{q - 1}]"
+    if not isinstance(st, dict):
+        raise InputError(f"must be an object (a stage), got {type(st).__name__}", source=source, where=at)
+    nodes = st.get("nodes")
+    if not isinstance(nodes, list) or not nodes or not all(isinstance(v, str) for v in nodes):
+        raise InputError("must be a non-empty list of node ids", source=source, where=f"{at}.nodes")
+    configs = st.get("configs")
+    if not isinstance(configs, dict) or not all(isinstance(c, str) for c in configs.values()):
+        raise InputError("must be an object node id -> configuration id", source=source, where=f"{at}.configs")
+    if set(configs) != set(nodes):
+        odd = sorted(set(configs) ^ set(nodes))[:5]
+        raise InputError(f"must name the stage's nodes exactly (differs at {odd})", source=source, where=f"{at}.configs")
+    memory = st.get("memory_bytes", 0.0)
+    if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not math.isfinite(memory) or memory < 0:
+        raise InputError(f"must be a finite number of bytes, got {memory!r}", source=source, where=f"{at}.memory_bytes")
+    in_flight = st.get("microbatches_in_flight", 0)
+    if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 0:
+        raise InputError(f"must be a whole number, not negative, got {in_flight!r}", source=source, where=f"{at}.microbatches_in_flight")
+    return RunStage(
+        tuple(nodes),
+        _positive_int(st.get("data_parallel"), source, f"{at}.data_parallel"),
+        _positive_int(st.get("tensor_parallel"), source, f"{at}.tensor_parallel"),
+        tuple(v for v in nodes if configs[v].startswith(RECOMPUTE_PREFIX)),
+        float(memory),
+        in_flight,
+    )
+
+
+def _check_nodes(stages: list[RunStage], forward: list[str], source: str) -> None:
+    """Every forward node of the graph in exactly one stage, none other; stages in execution order."""
+    order = {v: i for i, v in enumerate(forward)}
+    seen: dict[str, int] = {}
+    for q, st in enumerate(stages, start=1):
+        for v in st.nodes:
+            if v not in order:
+                raise InputError(f"node {v!r} is not in the graph", source=source, where=f"stages[{q - 1}].nodes")
+            if v in seen:
+                raise InputError(
+                    f"node {v!r} is in stage {seen[v]} and in stage {q}", source=source, where=f"stages[{q - 1}].nodes"
+                )
+            seen[v] = q
+    missing = [v for v in forward if v not in seen]
+    if missing:
+        raise InputError(f"{len(missing)} node(s) of the graph are in no stage: {missing[:5]}", source=source, where="stages")
+    firsts = []  # each stage's first module (the run cuts there; 'top' nodes are the model's own operations)
+    for q, st in enumerate(stages, start=1):
+        modules = [order[v] for v in st.nodes if not v.startswith("top")]
+        if not modules and q > 1:
+            raise InputError(
+                f"stage {q} holds no module to cut the model at (only {list(st.nodes)})", source=source, where="stages"
+            )
+        firsts.append(min(modules or [order[v] for v in st.nodes]))
+    for q in range(1, len(firsts)):
+        if firsts[q] <= firsts[q - 1]:
+            raise InputError(
+                f"stage {q + 1} starts (at {forward[firsts[q]]!r}) before stage {q} (at {forward[firsts[q - 1]]!r}) "
+                "in the model's execution order: the stages must come in that order",
+                source=source,
+                where="stages",
+            )
+
+
+def _check_shape(stages: list[RunStage], n: int, source: str) -> None:
+    """Each stage's data-parallel degree divides the ``N`` micro-batches; where every stage has the same ``(d, t)`` (one
+    ``(pp, dp, tp)`` mesh, torch's 1F1B schedule) ``N / d >= S``. Stages of different degrees run on the project's own
+    1F1B schedule (:mod:`milp_partition.run.mixed`), data and tensor parallelism together on a 2-D mesh."""
+    for q, st in enumerate(stages, start=1):
+        if n % st.data_parallel:
+            raise InputError(
+                f"stage {q}: data-parallel degree {st.data_parallel} does not divide the plan's {n} micro-batches: "
+                f"solve with --microbatches a multiple of {st.data_parallel}",
+                source=source,
+                where="instance.microbatches",
+            )
+    degrees = {(s.data_parallel, s.tensor_parallel) for s in stages}
+    if len(degrees) == 1:
+        d, s = stages[0].data_parallel, len(stages)
+        if n // d < s:
+            raise InputError(
+                f"{n} micro-batches do not run on data-parallel degree {d} and {s} stages (1F1B needs at least {s} per "
+                f"replica): solve with --microbatches {d * s} or more",
+                source=source,
+                where="instance.microbatches",
+            )
+
+
+def _check_devices(stages: list[RunStage], instance: dict[str, Any], source: str) -> None:
+    """The stages use no more devices than the plan was solved for, and tensor-parallel degrees it offered."""
+    used = sum(st.data_parallel * st.tensor_parallel for st in stages)
+    devices, degrees = instance.get("devices"), instance.get("degrees")
+    if isinstance(devices, int) and not isinstance(devices, bool) and used > devices:
+        per = " + ".join(f"{st.data_parallel} x {st.tensor_parallel}" for st in stages)
+        raise InputError(
+            f"the stages use {per} = {used} devices and the plan was solved for {devices}: "
+            "solve the plan again rather than editing its degrees",
+            source=source,
+            where="stages",
+        )
+    for q, st in enumerate(stages):
+        if isinstance(degrees, list) and degrees and st.tensor_parallel not in degrees:
+            raise InputError(
+                f"tensor-parallel degree {st.tensor_parallel} is not among the plan's degrees {degrees}: solve the plan "
+                "again with --tp-degrees",
+                source=source,
+                where=f"stages[{q}].tensor_parallel",
+            )
+
+
+def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str | None = None) -> RunSpec:
+    """The :class:`RunSpec` of a ``solve --problem joint`` result on a graph written by ``milp-partition import torch``.
+
+    ``factory``: the ``MODULE:FACTORY`` the user named (``--factory``), see :func:`check_factory`.
+
+    Raises
+    ------
+    InputError
+        When the plan is no joint result or a field is malformed (naming it), the graph records no model reference
+        (imported before ``run`` existed, or from ONNX), the stages do not hold each node of the graph once in
+        execution order, a stage's data-parallel degree does not divide the micro-batches, or the factory is not the
+        user's.
     """
     plan_path = Path(plan_path)
+    source = str(plan_path)
     plan = _load(plan_path, "plan")
-    if not isinstance(plan, dict) or plan.get("problem") != "joint" or not plan.get("stages"):
-        raise InputError("expected the JSON result of 'solve --problem joint' with a plan (stages)", source=str(plan_path))
+    if not isinstance(plan, dict) or plan.get("problem") != "joint" or not isinstance(plan.get("stages"), list):
+        raise InputError("expected the JSON result of 'solve --problem joint' with a plan (stages)", source=source)
+    if not plan["stages"]:
+        raise InputError("the plan has no stages (no solution to run)", source=source, where="stages")
+    instance = plan.get("instance")
+    if not isinstance(instance, dict):
+        raise InputError("must be an object (the solved instance's settings)", source=source, where="instance")
+    n = _positive_int(instance.get("microbatches"), source, "instance.microbatches")
     gpath = _graph_path(plan_path, plan, graph)
     data = _load(gpath, "imported graph")
-    layers = data.get("layers") if isinstance(data, dict) else None
-    if not isinstance(layers, dict) or not isinstance(layers.get("model"), dict):
+    found = data.get("layers") if isinstance(data, dict) else None
+    layers: dict[str, Any] = found if isinstance(found, dict) else {}
+    model = layers.get("model")
+    if not isinstance(model, dict) or not isinstance(model.get("reference"), str) or not isinstance(model.get("inputs"), list):
         raise InputError(
             "the graph records no model reference: import it again with 'milp-partition import torch' (this version)",
             source=str(gpath),
         )
-    model = layers["model"]
-    forward = [str(n["id"]) for n in data.get("nodes", []) if not str(n["id"]).endswith(":bwd")]
-    stages = []
-    for st in plan["stages"]:
-        recomputed = tuple(v for v, c in st["configs"].items() if str(c).startswith(RECOMPUTE_PREFIX))
-        stages.append(
-            RunStage(
-                tuple(str(v) for v in st["nodes"]),
-                int(st["data_parallel"]),
-                int(st["tensor_parallel"]),
-                recomputed,
-                float(st.get("memory_bytes", 0.0)),
-                int(st.get("microbatches_in_flight", 0)),
-            )
+    nodes = data.get("nodes")
+    if not isinstance(nodes, list) or not all(isinstance(v, dict) and "id" in v for v in nodes):
+        raise InputError("must be a list of node objects with ids", source=str(gpath), where="nodes")
+    forward = [str(v["id"]) for v in nodes if not str(v["id"]).endswith(":bwd")]
+    stages = [_stage(st, q, source) for q, st in enumerate(plan["stages"], start=1)]
+    _check_nodes(stages, forward, source)
+    _check_shape(stages, n, source)
+    _check_devices(stages, instance, source)
+    reference = check_factory(str(model["reference"]), factory, str(gpath))
+    size = instance.get("microbatch_size", 1)
+    if size != 1:
+        raise InputError(
+            f"the plan's micro-batches hold {size!r} samples; run executes micro-batches of one sample: plan again with "
+            f"--microbatches {instance.get('global_batch', '(the global batch)')} and --data-parallel D (one sample each)",
+            source=source,
+            where="instance.microbatch_size",
         )
-    n = int(plan["instance"]["microbatches"])
-    for q, st in enumerate(stages, start=1):
-        if st.data_parallel < 1 or st.tensor_parallel < 1 or n % st.data_parallel:
-            raise InputError(
-                f"stage {q}: data_parallel {st.data_parallel} and tensor_parallel {st.tensor_parallel} must be positive "
-                f"and data_parallel must divide the plan's microbatches N = {n}",
-                source=str(plan_path),
-            )
     tps = plan.get("time_per_sample")
     if tps is None:
         tps = plan.get("objective")
+    predicted = float(tps) * n if isinstance(tps, (int, float)) and not isinstance(tps, bool) else float("nan")
+    factor = layers.get("optimizer_state_bytes_per_param_byte", 0.0)
+    if isinstance(factor, bool) or not isinstance(factor, (int, float)) or not math.isfinite(factor) or factor < 0:
+        raise InputError(
+            f"must be a finite number, not negative, got {factor!r}",
+            source=str(gpath),
+            where="layers.optimizer_state_bytes_per_param_byte",
+        )
     return RunSpec(
-        model=str(model["reference"]),
+        model=reference,
         inputs=tuple(str(s) for s in model["inputs"]),
         dtype=str(layers.get("dtype") or "float32"),
         stages=tuple(stages),
         node_order=tuple(forward),
         microbatches=n,
-        predicted_step_s=float(tps) * n if tps is not None else float("nan"),
-        optimizer_state_factor=float(layers.get("optimizer_state_bytes_per_param_byte", 0.0)),
+        predicted_step_s=predicted,
+        optimizer_state_factor=float(factor),
         graph_path=str(gpath),
-        plan_path=str(plan_path),
+        plan_path=source,
         graph=data,
     )

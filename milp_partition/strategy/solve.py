@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from milp_partition.backends.registry import Capability, has
 from milp_partition.chain import (
     Built,
     Candidate,
@@ -46,6 +47,7 @@ from milp_partition.formulations import strategy as formulation
 from milp_partition.heuristics.strategy_lagrangian import LagrangianResult, LagrangianSettings, lagrangian_memory_bound
 from milp_partition.heuristics.strategy_marginals import MarginalSettings, marginal_masks, restrict
 from milp_partition.result import Result
+from milp_partition.settings import CommonSettings
 from milp_partition.strategy.dp import StrategyDPResult, StrategyDPSettings, chain_dp, pase_dp
 from milp_partition.strategy.pareto_dp import MemorySearchSettings, ParetoDPSettings, memory_search
 from milp_partition.strategy.problem import StrategyProblem, StrategySolution
@@ -56,21 +58,16 @@ from milp_partition.verifiers.strategy import verify_strategy
 
 
 @dataclass(frozen=True)
-class StrategySolveSettings:
-    """How to solve a strategy problem.
+class StrategySolveSettings(CommonSettings):
+    """How to solve a strategy problem: the common settings (:class:`~milp_partition.settings.CommonSettings`: ``solver``,
+    ``time_limit_s``, ``threads``, ``seed``, ``warm_start``, ``progress_interval_s``) and its own.
 
     Attributes
     ----------
-    solver
-        ``"cpsat"``, ``"cbc"`` or ``"none"`` (DP only).
-    time_limit_s, threads, seed
-        Passed to the back-end.
     reduce
         Apply the exact reductions first.
     heuristics
         Run the DPs.
-    warm_start
-        Hint the DP's solution.
     cutoff
         Bound the objective above by the DP solution's value (a row over the whole
         objective; on the PaSE instances it slows CP-SAT down, so it is off by default).
@@ -80,8 +77,6 @@ class StrategySolveSettings:
         same reason: without it the solver's proof stands on its own.
     max_table_entries
         Cap of the PaSE DP's tables.
-    progress_interval_s
-        Progress lines on stderr; ``None`` for silence.
     tie_blocks
         An approximation, off by default: layers of identical repeated blocks
         (:func:`milp_partition.strategy_ties.find_ties`, ``tie_rounds`` rounds of colour
@@ -99,17 +94,11 @@ class StrategySolveSettings:
         Pareto DP run and, at the incumbent's cost, before the back-end.
     """
 
-    solver: str = "cpsat"
-    time_limit_s: float = 60.0
-    threads: int = 2
-    seed: int = 0
     reduce: bool = True
     heuristics: bool = True
-    warm_start: bool = True
     cutoff: bool = False
     dp_bound: bool = False
     max_table_entries: int = 50_000_000
-    progress_interval_s: float | None = None
     tie_blocks: bool = False
     tie_rounds: int = 2
     memory_dp: bool = True
@@ -168,7 +157,7 @@ class StrategyFormulation:
             ties=ties,
             upper_bound=cutoff * (1 + 1e-12) if cutoff is not None else None,
             lower_bound=lower * (1 - 1e-12) if (lower is not None and settings.dp_bound and not ties) else None,
-            settings=formulation.StrategyFormulationSettings(integer_edge_variables=run.settings.solver == "cpsat"),
+            settings=formulation.StrategyFormulationSettings(integer_edge_variables=has(run.settings.solver, Capability.CP)),
         )
         # a tied model's answers bound only the tied problem: its solution counts, its proof does not
         return Built(sm.model, sm, cutoff, proves=not ties)
@@ -328,7 +317,8 @@ class StrategySteps(StepDefaults[StrategyProblem, StrategySolution]):
         # the quotient's optimum is the best *tied* solution, not the problem's optimum: its bound is never used
         q = quotient(work, ties)
         run.say(f"[ties] solving the tied problem: {len(q.problem.nodes)} layers, {q.problem.total_configs} configurations")
-        inner = nested(solve_strategy(q.problem, replace(settings, tie_blocks=False, time_limit_s=max(1.0, run.budget.left()))))
+        # the tied problem's chain runs under this run's deadline (the one budget), not a fresh limit
+        inner = nested(solve_strategy(q.problem, replace(settings, tie_blocks=False, budget=run.budget)))
         run.result.solver_notes["ties"].update(
             {"tied_layers": len(q.problem.nodes), "tied_status": str(inner.status), "tied_objective": inner.objective}
         )

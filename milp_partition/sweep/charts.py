@@ -6,9 +6,11 @@ from it); :func:`write_charts` saves them next to the report.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any
 
+from milp_partition.io.atomic import write_atomic
 from milp_partition.sweep.jobs import BOUND, EXACT
 from milp_partition.sweep.summary import groups
 
@@ -50,6 +52,9 @@ def gap_figure(rows: list[dict[str, str]]) -> Any:
                     xs.append(x)
                     hs.append(100 * gap)
                     gids.append(f"{problem}|{g.label}|{m}")
+                    if gap == 0:  # a bar of height 0 is not seen: a dash on the axis marks the heuristic that met it
+                        (dash,) = ax.plot([x], [0], marker="_", markersize=9, mew=2.5, color=cmap(j % 10), linestyle="none")
+                        dash.set_gid(f"zero|{problem}|{g.label}|{m}")
                 elif r is not None:
                     (mark,) = ax.plot([x], [0], marker="x", color=cmap(j % 10), markersize=5, linestyle="none")
                     mark.set_gid(f"missing|{problem}|{g.label}|{m}")
@@ -60,7 +65,7 @@ def gap_figure(rows: list[dict[str, str]]) -> Any:
         ax.set_xticklabels([_tick(g.instance, g.point) for g in pg], rotation=60, ha="right", fontsize=7)
         ax.set_xlim(-0.6, len(pg) - 0.4)
         ax.set_ylabel("gap to proven bound (%)")
-        ax.set_title(f"{problem}: heuristic gap to the best proven bound (x: no verified answer)")
+        ax.set_title(f"{problem}: heuristic gap to the best proven bound (-: 0%, x: no verified answer)")
         ax.grid(axis="y", alpha=0.3)
         if methods:
             ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -79,7 +84,7 @@ def time_figure(rows: list[dict[str, str]]) -> Any:
     """One panel per problem: seconds of each run against instance size (nodes or tasks), a series per method, log axes."""
     plt = _pyplot()
     problems = list(dict.fromkeys(r["problem"] for r in rows)) or ["(no runs)"]
-    fig, axes = plt.subplots(1, len(problems), figsize=(5 * len(problems), 4), squeeze=False)
+    fig, axes = plt.subplots(1, len(problems), figsize=(6.5 * len(problems), 4), squeeze=False)
     for ax, problem in zip(axes[0], problems):
         pr = [r for r in rows if r["problem"] == problem and r["size"] and r["seconds"]]
         for m in dict.fromkeys(r["method"] for r in pr):
@@ -94,8 +99,8 @@ def time_figure(rows: list[dict[str, str]]) -> Any:
         ax.set_ylabel("seconds")
         ax.set_title(f"{problem}: time against size")
         ax.grid(alpha=0.3)
-        if pr:
-            ax.legend(fontsize=7, loc="upper left")
+        if pr:  # beside the panel, never over a point (it hid the exact solve's)
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     fig.tight_layout()
     return fig
 
@@ -107,7 +112,9 @@ def write_charts(rows: list[dict[str, str]], out_dir: Path, stem: str) -> list[s
     for suffix, make in (("gap", gap_figure), ("time", time_figure)):
         fig = make(rows)
         name = f"{stem}_{suffix}.png"
-        fig.savefig(out_dir / name, dpi=110)
+        image = io.BytesIO()
+        fig.savefig(image, dpi=110, format="png")  # drawn in memory, then written atomically
         plt.close(fig)
+        write_atomic(out_dir / name, image.getvalue(), what="--output-dir")
         names.append(name)
     return names

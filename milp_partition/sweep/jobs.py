@@ -12,9 +12,8 @@ from __future__ import annotations
 import csv
 import hashlib
 import importlib.util
+import io
 import math
-import os
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError, MilpPartitionError
+from milp_partition.io.atomic import write_atomic
 from milp_partition.result import Result
 from milp_partition.sweep.grid import point_text
 
@@ -173,15 +173,23 @@ def read_rows(path: Path) -> list[dict[str, str]]:
 
 
 def append_row(path: Path, row: dict[str, str]) -> None:
-    """Append one row (with the header when the file is new), flushed at once so an interruption keeps it."""
-    new = not path.exists() or path.stat().st_size == 0
-    with path.open("a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        if new:
-            w.writeheader()
-        w.writerow({k: row.get(k, "") for k in CSV_FIELDS})
-        f.flush()
-        os.fsync(f.fileno())
+    """Add one row (with the header when the file is new), written at once so an interruption keeps it.
+
+    The file is rewritten whole through :func:`milp_partition.io.atomic.write_atomic` (a temporary file and a rename):
+    a failed write (a full disk, ``ulimit -f``) leaves the rows before it as they were, never a cut row.
+    """
+    old = ""
+    if path.exists():
+        with path.open(newline="") as f:
+            old = f.read()
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=CSV_FIELDS)
+    if not old:
+        w.writeheader()
+    elif not old.endswith("\n"):
+        text.write("\r\n")
+    w.writerow({k: row.get(k, "") for k in CSV_FIELDS})
+    write_atomic(path, old + text.getvalue(), what="--output-dir")
 
 
 def latest_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -196,14 +204,13 @@ def latest_rows(rows: list[dict[str, str]]) -> list[dict[str, str]]:
 
 
 def compact(path: Path) -> list[dict[str, str]]:
-    """Rewrite the CSV with :func:`latest_rows` (atomically); return them."""
+    """Rewrite the CSV with :func:`latest_rows` (atomically, keeping the file's permissions); return them."""
     rows = latest_rows(read_rows(path))
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    with os.fdopen(fd, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
-        w.writeheader()
-        w.writerows(rows)
-    os.replace(tmp, path)
+    text = io.StringIO(newline="")
+    w = csv.DictWriter(text, fieldnames=CSV_FIELDS)
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(path, text.getvalue(), "the gap table")  # the file's own permissions kept (a bare mkstemp gave 0600)
     return rows
 
 
@@ -213,7 +220,7 @@ def exact_row(job: GapJob, result: Result, base: dict[str, str]) -> dict[str, st
     An interrupted solve (Ctrl-C, SIGTERM) has no row: its truncated answer is not the run's, and a resume runs it
     again; the interrupt goes on up (the sweep stops).
     """
-    if result.solver_notes.get("interrupted"):
+    if result.stopped_by == "interrupt":
         raise KeyboardInterrupt
     return job.row(
         status=result.status,

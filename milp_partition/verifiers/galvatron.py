@@ -31,6 +31,9 @@ class GalvatronReport:
     stage_sync_s: tuple[float, ...]
     stage_memory_mb: tuple[int, ...]
     usable_mb: int
+    #: False when the plan is outside Galvatron's space (degrees, chunks, split, lengths): a malformed plan, not one
+    #: that runs out of memory.
+    in_space: bool = True
 
 
 def _pow2(x: int) -> bool:
@@ -42,7 +45,7 @@ def verify_galvatron(problem: GalvatronProblem, plan: GalvatronPlan) -> Galvatro
     N, B, pp, m = P.devices, P.global_batch, plan.pp, plan.chunks
     bad = _space_violations(problem, plan)
     if bad:
-        return GalvatronReport(False, math.inf, math.inf, tuple(bad), (), (), (), P.usable_mb())
+        return GalvatronReport(False, math.inf, math.inf, tuple(bad), (), (), (), P.usable_mb(), in_space=False)
     kinds = [t for t, lt in enumerate(P.layer_types) for _ in range(lt.count)]
     layer, vocab = _cost_model(problem, plan, kinds)
     v = plan.vocab

@@ -96,8 +96,13 @@ def verify_pipeline(problem: PipelineProblem, solution: PipelineSolution) -> Pip
 
     # contiguity: for each device, forward nodes reachable from it through forward edges
     if settings.contiguous:
+        forward = {nd.id for nd in graph.nodes if not nd.is_backward}
+        position = _forward_positions(forward, succ)
+        held: dict[str, set[str]] = {}
+        for nid in forward:
+            held.setdefault(where[nid], set()).add(nid)
         for dev in kind_of:
-            bad.extend(_convexity_violations(dev, graph.nodes, where, succ))
+            bad.extend(_convexity_violations(dev, held.get(dev, set()), forward, succ, position))
 
     # stage order of a 1F1B pipeline: activations to later stages, gradients to earlier ones
     positions = {dev.id: i for i, dev in enumerate(cluster.devices)}
@@ -251,15 +256,43 @@ def _transfer_time(problem: PipelineProblem, nbytes: int, given: float | None, t
     return 2.0 * t if twice else t
 
 
-def _convexity_violations(dev: str, nodes: tuple, where: dict[str, str], succ: dict[str, list[str]]) -> list[str]:
-    forward = {nd.id for nd in nodes if not nd.is_backward}
-    on = {nid for nid in forward if where[nid] == dev}
-    # reachable[w] = some node of `on` reaches w through forward nodes (w itself excluded when w is the start)
+def _forward_positions(forward: set[str], succ: dict[str, list[str]]) -> dict[str, int]:
+    """Each forward node's position in a topological order of the forward edges (Kahn's); ``{}`` on a cycle."""
+    indegree = dict.fromkeys(forward, 0)
+    for u in forward:
+        for v in succ[u]:
+            if v in forward:
+                indegree[v] += 1
+    ready = [v for v, k in indegree.items() if k == 0]
+    position: dict[str, int] = {}
+    while ready:
+        u = ready.pop()
+        position[u] = len(position)
+        for v in succ[u]:
+            if v in forward:
+                indegree[v] -= 1
+                if indegree[v] == 0:
+                    ready.append(v)
+    return position if len(position) == len(forward) else {}
+
+
+def _convexity_violations(
+    dev: str, on: set[str], forward: set[str], succ: dict[str, list[str]], position: dict[str, int]
+) -> list[str]:
+    """Forward nodes off ``dev`` on a forward path between two of its nodes ``on``.
+
+    A path only climbs in a topological ``position``, so a node past the device's last position reaches none of
+    its nodes and is not explored (O(N + E) over all devices of a split in stages, not O(N * D)).
+    """
+    if not on:
+        return []
+    last = max(position[v] for v in on) if position else math.inf
+    # reached = the forward nodes some node of `on` reaches through forward nodes (a start itself excluded)
     reached: set[str] = set()
     stack = [v for u in on for v in succ[u] if v in forward]
     while stack:
         w = stack.pop()
-        if w in reached:
+        if w in reached or (position and position[w] > last):
             continue
         reached.add(w)
         stack.extend(v for v in succ[w] if v in forward)

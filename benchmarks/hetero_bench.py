@@ -1,0 +1,159 @@
+"""Benchmark of the heterogeneous-cluster problem (issue 40) on Sailor's shared settings (shared/benchmarks/hetero/).
+
+Writes ``results/hetero.md``, ``results/hetero.csv`` and the chart ``results/hetero.png``: per setting of
+``reference/settings.json`` our verified throughput (1 / iteration time under Sailor's simulator formula), the
+proven bound (as a throughput ceiling), the status and gap and the seconds of the solve (in-process
+``solve_hetero``: the chain, after reading the folder), beside every anchor's throughput and search seconds from
+``reference/summary.json`` (Sailor's own simulator scored those, on the machine recorded there), and the same for
+``--objective sound`` (how far the two objectives differ on our plans).  Our plans are re-priced by
+``tools/formula.py`` (the benchmark's formula as code) as a check.
+
+Run from the repository root::
+
+    python benchmarks/hetero_bench.py [--time-limit 60] [--only NAME ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from milp_partition.hetero.problem import plan_from_sailor
+from milp_partition.hetero.solve import HeteroSolveSettings, solve_hetero
+from milp_partition.io.sailor import read_sailor, setting_names
+
+ROOT = Path(__file__).resolve().parents[1]
+HETERO = ROOT.parent / "shared" / "benchmarks" / "hetero"
+ANCHORS = ("SAILOR", "Metis", "FlashFlex", "AMP", "Galvatron", "Piper")
+SCRIPT = "benchmarks/hetero_bench.py"
+
+
+def _formula():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("sailor_formula", HETERO / "tools" / "formula.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--time-limit", type=float, default=60.0)
+    ap.add_argument("--only", nargs="*")
+    a = ap.parse_args()
+    names = [n for n in setting_names(HETERO) if not a.only or n in a.only]
+    summary = json.loads((HETERO / "reference" / "summary.json").read_text())["rows"]
+    anchors = {(r["setting"], r["planner"]): r for r in summary}
+    formula = _formula()
+    rows = []
+    for name in names:
+        row: dict[str, object] = {"setting": name}
+        for objective in ("sailor", "sound"):
+            problem = read_sailor(HETERO, setting=name, objective=objective)  # type: ignore[arg-type]
+            t0 = time.monotonic()
+            res = solve_hetero(problem, HeteroSolveSettings(time_limit_s=a.time_limit, progress_interval_s=None))
+            secs = time.monotonic() - t0
+            tag = "" if objective == "sailor" else "sound_"
+            row[tag + "status"] = str(res.status)
+            row[tag + "throughput_it_s"] = res.throughput_it_s
+            row[tag + "iteration_s"] = res.objective
+            row[tag + "bound_it_s"] = (1.0 / res.bound) if res.bound else None
+            row[tag + "gap"] = res.gap
+            row[tag + "seconds"] = secs
+            if objective == "sailor":
+                row["model"] = problem.model.name
+                row["global_batch"] = problem.global_batch
+                row["gpus"] = ", ".join(f"{c.count} {c.kind}" for c in problem.cluster.columns)
+                plan = res.sailor_plan
+                data = formula.Data(problem.model.name, problem.global_batch, str(HETERO))
+                row["formula_iteration_s"] = formula.evaluate(plan, data)["iteration_time"]
+                p = plan_from_sailor(plan)
+                row["plan"] = f"mbs {p.mbs}, {len(p.stages)} x {p.dp}, stages {[b - a for a, b in p.stages]}"
+                sailor_plan_path = ROOT / "results" / "hetero_plans" / f"{name}.json"
+                sailor_plan_path.parent.mkdir(parents=True, exist_ok=True)
+                sailor_plan_path.write_text(json.dumps(plan) + "\n")
+        for planner in ANCHORS:
+            r = anchors.get((name, planner))
+            ok = r is not None and r.get("throughput_it_s") is not None
+            row[planner] = (r["throughput_it_s"], r.get("search_time_s") or 0.0, r.get("in_benchmark_space")) if ok else None  # type: ignore[index]
+        rows.append(row)
+        print(f"{name}: {row['status']} {row['throughput_it_s']:.6f} it/s, bound {row['bound_it_s']}, {row['seconds']:.1f} s; "
+              f"sound {row['sound_throughput_it_s']:.6f}", flush=True)
+    write(rows, a.time_limit)
+    return 0
+
+
+def _f(x: object, nd: int = 4) -> str:
+    return "-" if x is None else f"{float(x):.{nd}f}"  # type: ignore[arg-type]
+
+
+def write(rows: list[dict[str, object]], limit: float) -> None:
+    out = ROOT / "results"
+    head = (f"<!-- written by {SCRIPT}; do not edit by hand -->\n\n# Heterogeneous clusters (issue 40): Sailor's problem\n\n"
+            f"Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other work (load average "
+            f"{os.getloadavg()[0]:.1f} at the end), Python {sys.version.split()[0]}; time limit {limit:g} s per solve.\n\n"
+            "Throughput in it/s under Sailor's simulator formula (our objective, re-priced by `tools/formula.py`: column "
+            "'formula'); bound: the proven ceiling 1/bound; seconds: our solve (in-process chain, after reading the folder). "
+            "Anchors: `reference/summary.json` (scored by Sailor's own simulator; `*` = plan outside the space; search seconds "
+            "in brackets, measured on another loaded machine).\n\n")
+    lines = [head,
+             "| setting | GPUs | ours it/s | proven ceiling it/s | status (gap) | s | formula it/s | " + " | ".join(ANCHORS) + " |",
+             "|---|---|---|---|---|---|---|" + "---|" * len(ANCHORS)]
+    for r in rows:
+        anchors = []
+        for planner in ANCHORS:
+            a = r[planner]
+            anchors.append("-" if a is None else f"{a[0]:.4f}{'' if a[2] in (True, None) else '*'} ({a[1]:.2f})")  # type: ignore[index]
+        gap = r["gap"]
+        lines.append(f"| {r['setting']} | {r['gpus']} | {_f(r['throughput_it_s'], 5)} | {_f(r['bound_it_s'], 5)} | "
+                     f"{r['status']} ({'-' if gap is None else f'{100 * float(gap):.2f}%'}) | {_f(r['seconds'], 1)} | "  # type: ignore[arg-type]
+                     f"{_f(1 / float(r['formula_iteration_s']), 5)} | " + " | ".join(anchors) + " |")  # type: ignore[arg-type]
+    lines += ["", "Our plans: " + "; ".join(f"{r['setting']}: {r['plan']}" for r in rows) + " (Sailor's format in "
+              "`results/hetero_plans/`).", "",
+              "## Sailor's objective against the sound one (`--objective sound`)", "",
+              "| setting | sailor it/s | sound it/s | difference | sound status (gap) |", "|---|---|---|---|---|"]
+    for r in rows:
+        a, b = r["throughput_it_s"], r["sound_throughput_it_s"]
+        diff = "-" if a is None or b is None else f"{100 * (float(b) / float(a) - 1):+.2f}%"  # type: ignore[arg-type]
+        gap = r["sound_gap"]
+        lines.append(f"| {r['setting']} | {_f(a, 5)} | {_f(b, 5)} | {diff} | {r['sound_status']} "
+                     f"({'-' if gap is None else f'{100 * float(gap):.2f}%'}) |")  # type: ignore[arg-type]
+    (out / "hetero.md").write_text("\n".join(lines) + "\n")
+    with open(out / "hetero.csv", "w", newline="") as fh:
+        keys = [k for k in rows[0] if k not in ANCHORS]
+        w = csv.writer(fh)
+        w.writerow([*keys, *(f"{p}_it_s" for p in ANCHORS)])
+        for r in rows:
+            w.writerow([r[k] for k in keys] + [("" if r[p] is None else r[p][0]) for p in ANCHORS])  # type: ignore[index]
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:  # pragma: no cover
+        return
+    fig, ax = plt.subplots(figsize=(10, 4.5))
+    names = [str(r["setting"]) for r in rows]
+    width = 0.11
+    series = [("ours", [r["throughput_it_s"] or 0.0 for r in rows]), ("proven ceiling", [r["bound_it_s"] or 0.0 for r in rows])]
+    for planner in ANCHORS:
+        series.append((planner, [(r[planner][0] if r[planner] else 0.0) for r in rows]))  # type: ignore[index]
+    for k, (label, vals) in enumerate(series):
+        ax.bar([i + (k - len(series) / 2) * width for i in range(len(rows))], vals, width, label=label)  # type: ignore[arg-type]
+    ax.set_xticks(range(len(rows)), names, rotation=15)
+    ax.set_ylabel("iterations / s (Sailor's simulator formula)")
+    ax.set_title(f"Heterogeneous settings: ours, our proven ceiling, anchors ({SCRIPT})")
+    ax.legend(ncol=4, fontsize=8)
+    fig.tight_layout()
+    fig.savefig(out / "hetero.png", dpi=110)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

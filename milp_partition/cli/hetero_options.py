@@ -1,0 +1,23 @@
+"""The hetero problem's own ``solve``/``evaluate`` options: what :func:`register_options` adds and :data:`OPTIONS` names.
+
+Kept apart from :mod:`milp_partition.cli.hetero` (its reader and commands) so that building the command line's parser
+imports no problem module (``tests/test_startup.py``); the registry names this module in the problem's ``options``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+#: Problem options this problem reads (besides those every problem takes).
+OPTIONS = frozenset({"setting", "setting_file", "trace", "row", "model", "global_batch", "objective"})
+
+
+def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
+    """Add the hetero problem's own options (``--global-batch`` and ``--objective`` are shared with other problems)."""
+    g = parser.add_argument_group("hetero problem (Sailor's benchmark folder: mixed GPU kinds)")
+    g.add_argument("--setting", help="hetero: a setting name of reference/settings.json (or of --setting-file)")
+    g.add_argument("--setting-file", type=Path, help="hetero: a JSON setting {model, global_batch, gpus: {'<kind>_<zone>': n}}")
+    g.add_argument("--trace", type=Path, help="hetero: a Sailor trace CSV (with --row and --model)")
+    g.add_argument("--row", type=int, help="hetero: the trace row (default 0)")
+    g.add_argument("--model", help="hetero: the model of a trace row (OPT-350, GPT-Neo-2.7)")

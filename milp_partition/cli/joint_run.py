@@ -1,0 +1,241 @@
+"""``solve --problem joint --objective run`` on an imported graph: the plan of least step *as run executes it*.
+
+The problem is :mod:`milp_partition.joint.run_layers`'s (the one cost model, :mod:`milp_partition.costmodel`),
+solved by the exact DP :mod:`milp_partition.joint.run_dp` and checked by
+:mod:`milp_partition.verifiers.joint_run`; the reported objective is the verifier's step of the global batch,
+in seconds.  Coefficients: torch's per-operator costs from ``--coefficients FILE`` (a JSON object with the
+fields of :class:`~milp_partition.calibration.torch_ops.OperatorCoefficients`), else measured on this machine
+now (and written into the result); messages and all-reduces from the device profile's ``d2d`` link and
+all-reduce fit (``--profile``, default the import's).  The result JSON is a joint plan ``milp-partition run``
+reads (``stages`` with ``nodes``, degrees and configurations; ``instance.microbatches`` = ``d m``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from dataclasses import asdict, fields, replace
+from pathlib import Path
+from typing import Any
+
+from milp_partition.calibration.torch_ops import OperatorCoefficients, calibrate_operators
+from milp_partition.cli.options import flag_name
+from milp_partition.cli.output import write_text_atomic
+from milp_partition.costmodel.plan import RunCoefficients, RunPlanProblem, RunShape
+from milp_partition.errors import InputError
+from milp_partition.importers.timing import load_profile_spec
+from milp_partition.io.imported_layers import read_layers
+from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.joint.run_dp import solve_run_dp
+from milp_partition.joint.run_layers import run_problem_from_imported
+from milp_partition.report import fmt, fmt_bytes, names_span
+from milp_partition.run.predict import time_layers_at_sizes
+from milp_partition.units import parse_bytes
+from milp_partition.verifiers.joint_run import verify_run_plan
+
+EXIT_OK, EXIT_INFEASIBLE = 0, 3
+#: The global batch when ``--global-batch`` is not given (the imported graph's default micro-batches, one sample each).
+DEFAULT_GLOBAL_BATCH = 64
+#: Configuration id of a recomputed layer (:mod:`milp_partition.joint.layers`, read by ``run``).
+VANILLA, RECOMPUTE = "vanilla", "activation recomp"
+
+
+def _operators(args: argparse.Namespace) -> tuple[OperatorCoefficients, str]:
+    path = getattr(args, "coefficients", None)
+    if path is None:
+        return calibrate_operators(), "measured on this machine at solve time"
+    data = parse_json(read_text_file(path), str(path))
+    names = [f.name for f in fields(OperatorCoefficients)]
+    if not isinstance(data, dict) or any(not isinstance(data.get(n), int | float) for n in names[:4]):
+        raise InputError(f"expected a JSON object with numbers {', '.join(names[:4])}", source=str(path))
+    return OperatorCoefficients(**{n: data[n] for n in names if n in data}), f"from {path}"
+
+
+def _read_layer_times(path: Path, sizes: list[int]) -> tuple[dict[int, dict[str, tuple[float, float]]], float, dict[str, float]]:
+    """The layer times a ``--time-layers`` result recorded (its ``cost_model.layer_times``), for reuse."""
+    data = parse_json(read_text_file(path), str(path))
+    timed = data.get("cost_model", {}).get("layer_times") if isinstance(data, dict) else None
+    if not isinstance(timed, dict) or not isinstance(timed.get("sizes"), dict):
+        raise InputError("no cost_model.layer_times: give the result of a solve with --time-layers", source=str(path))
+    try:
+        times = {int(b): {str(v): (float(ft[0]), float(ft[1])) for v, ft in t.items()} for b, t in timed["sizes"].items()}
+        saved = {str(v): float(x) for v, x in (timed.get("saved_bytes_per_sample") or {}).items()}
+        per_tensor = float(timed.get("optimizer_s_per_param_tensor", 0.0))
+    except (TypeError, ValueError, IndexError, AttributeError) as exc:
+        raise InputError(f"malformed cost_model.layer_times: {exc}", source=str(path)) from None
+    missing = [b for b in sizes if b not in times]
+    if missing:
+        raise InputError(
+            f"layer times at micro-batch sizes {sorted(times)}; this global batch needs {missing} too: time them with "
+            "--time-layers at the same --global-batch",
+            source=str(path),
+        )
+    return times, per_tensor, saved
+
+
+def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dict[str, Any]]:
+    """The run-objective problem of the imported graph ``args.instance`` with the command line's cluster and batch."""
+    source = str(args.instance)
+    missing = [f for f, v in (("--devices K", args.devices), ("--memory SIZE", args.memory)) if v is None]
+    if missing:
+        raise InputError("planning an imported graph needs " + " and ".join(missing), source=source)
+    if getattr(args, "tensor_parallel", None) not in (None, 1) or getattr(args, "tp_degrees", None) not in (None, "1"):
+        raise InputError("--objective run plans tensor-parallel degree 1 only (for now); leave it out", where="--tensor-parallel")
+    data = parse_json(read_text_file(args.instance), source)
+    G = args.global_batch if getattr(args, "global_batch", None) is not None else DEFAULT_GLOBAL_BATCH
+    if G < 1:
+        raise InputError(f"must be a positive integer, got {G}", where="--global-batch")
+    model = read_layers(data, source)
+    profile = load_profile_spec(args.profile or model.profile or "H100")
+    link = profile.links["d2d"]
+    # the profile's ring all-reduce over two ranks as one alpha + bytes beta (the run's fit)
+    coeffs = RunCoefficients(
+        p2p_alpha_s=link.alpha_s,
+        p2p_beta_s_per_byte=link.beta_s_per_byte,
+        allreduce_alpha_s=2 * profile.allreduce.alpha_s,
+        allreduce_beta_s_per_byte=profile.allreduce.beta_s_per_byte,
+    )
+    times, saved, timed = None, None, None
+    given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
+    if len(given) > 1:
+        raise InputError(
+            "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
+        )
+    sizes = [b for b in range(1, G + 1) if G % b == 0]
+    if getattr(args, "time_layers", False) or getattr(args, "layer_times", None) is not None:
+        if getattr(args, "layer_times", None) is not None:
+            times, per_tensor, saved = _read_layer_times(Path(args.layer_times), sizes)
+            origin = f"the model's own layers as timed in {args.layer_times}"
+        else:
+            times, per_tensor, saved = time_layers_at_sizes(data, source, sizes)
+            origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted"
+        coeffs = replace(coeffs, optimizer_s_per_param_tensor=per_tensor)
+        operators = None
+        timed = {
+            "sizes": {str(b): {v: list(ft) for v, ft in t.items()} for b, t in times.items()},
+            "saved_bytes_per_sample": saved,
+            "optimizer_s_per_param_tensor": per_tensor,
+        }
+    else:
+        operators, origin = _operators(args)
+    n_micro = getattr(args, "microbatches", None)
+    d = getattr(args, "data_parallel", None)
+    m = None
+    if n_micro is not None:
+        if d is None:
+            raise InputError(
+                "with --objective run, --microbatches N (d m in all) needs --data-parallel D", where="--microbatches"
+            )
+        if n_micro % d:
+            raise InputError(f"{n_micro} micro-batches do not split over {d} replicas", where="--microbatches")
+        m = n_micro // d
+    problem = run_problem_from_imported(
+        data,
+        source,
+        devices=args.devices,
+        memory_bytes=parse_bytes(str(args.memory), "--memory"),
+        global_batch=G,
+        sizes=sizes,
+        coefficients=coeffs,
+        operators=operators,
+        times=times,
+        saved_bytes_per_sample=saved,
+        shape=RunShape(getattr(args, "stages", None), d, m),
+    )
+    gloo = "gloo" in (link.note or "")
+    links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
+    return problem, {
+        "layer_times": timed,
+        "links_note": links_note,
+        "operators": asdict(operators) if operators else None,
+        "operators_origin": origin,
+        "profile": profile.name,
+        **asdict(coeffs),
+    }
+
+
+def cmd_solve_run(args: argparse.Namespace) -> int:
+    """Solve, verify, print the report, write the JSON; exit 0, or 3 when no plan fits."""
+    for flag in ("space", "export", "export_to", "global_batch_size"):
+        if getattr(args, flag, None) is not None:
+            raise InputError("applies to --objective piper plans only (the run objective's plans are run, not exported)", where=flag_name(flag))
+    start = time.perf_counter()
+    problem, costs = run_problem_from_args(args)
+    found = solve_run_dp(problem, args.common.time_limit_s)
+    seconds = time.perf_counter() - start
+    report = verify_run_plan(problem, found.plan) if found.plan is not None else None
+    if found.plan is not None and (report is None or not report.feasible):  # the DP's plan must pass the verifier
+        raise RuntimeError(f"the run-objective DP returned a plan the verifier rejects: {report and report.violations}")
+    status = "infeasible" if found.plan is None and found.complete else "optimal" if found.complete else "feasible"
+    if found.plan is None and not found.complete:
+        status = "unknown"
+    out: dict[str, Any] = {
+        "problem": "joint",
+        "objective_name": "step_s",
+        "status": status,
+        "objective": None if report is None else report.step_s,
+        "bound": found.bound_s if found.complete else None,
+        "solve_seconds": seconds,
+        "instance": {"source": str(args.instance), "global_batch": problem.global_batch, "devices": problem.devices},
+        "cost_model": costs,
+        "stages": [],
+    }
+    if report is not None and found.plan is not None:
+        plan = found.plan
+        n = plan.data_parallel * plan.microbatches
+        out["instance"].update(microbatches=n, microbatch_size=report.microbatch_size)
+        out["time_per_sample"] = report.step_s / n  # run's planner_step_s = time_per_sample x N = the step
+        pred = report.prediction
+        assert pred is not None
+        for q, ((i, e), mem) in enumerate(zip(plan.stages, report.memory, strict=True)):
+            nodes = [v.id for v in problem.layers[i:e]]
+            st = pred.stages[q]
+            out["stages"].append(
+                {
+                    "nodes": nodes,
+                    "data_parallel": plan.data_parallel,
+                    "tensor_parallel": 1,
+                    "configs": {v: RECOMPUTE if v in plan.recomputed else VANILLA for v in nodes},
+                    "memory_bytes": mem.total_bytes,
+                    "memory_terms": asdict(mem),
+                    "unit_s": st.unit_s,
+                    "tail_s": st.tail_s,
+                }
+            )
+    if args.output is not None:
+        write_text_atomic(Path(args.output), json.dumps(out, indent=2) + "\n")
+    print(format_run_report(out, found.shapes) if not args.quiet else f"{status} objective={fmt(out['objective'], 12)} s")
+    return EXIT_INFEASIBLE if status == "infeasible" else EXIT_OK
+
+
+def format_run_report(out: dict[str, Any], shapes: int) -> str:
+    """The report: status, the step of the global batch (seconds), the shape and the stages."""
+    inst = out["instance"]
+    lines = [
+        f"instance   {inst['source']}  (global batch {inst['global_batch']}, {inst['devices']} devices)",
+        "problem    joint, objective run: the step of the global batch as 'run' executes it (1F1B, costmodel)",
+        f"costs      operators {out['cost_model']['operators_origin']}; links from profile {out['cost_model']['profile']}",
+        f"status     {out['status'].upper()}  ({shapes} shapes enumerated)",
+    ]
+    if out["cost_model"]["links_note"]:
+        lines.append(f"note       links {out['cost_model']['links_note']}")
+    if out["objective"] is None:
+        lines.append("objective  no plan fits the devices' memory" if out["status"] == "infeasible" else "objective  none found")
+        return "\n".join(lines)
+    lines.append(f"objective  step = {fmt(out['objective'], 12)} s   (verified; global batch of {inst['global_batch']} samples)")
+    if out["bound"] is not None:
+        lines.append(f"bound      {fmt(out['bound'], 12)} s (exhaustive DP)")
+    st0 = out["stages"][0]
+    lines.append(
+        f"shape      {len(out['stages'])} stages x d = {st0['data_parallel']}, {inst['microbatches'] // st0['data_parallel']} "
+        f"micro-batches of {inst['microbatch_size']} samples per replica"
+    )
+    lines.append("stage  nodes  unit (s)      tail (s)      memory  recomputed  layers")
+    for q, st in enumerate(out["stages"]):
+        rec = sum(1 for c in st["configs"].values() if c == RECOMPUTE)
+        lines.append(
+            f"{q + 1:5d} {len(st['nodes']):6d}  {fmt(st['unit_s'], 6):>12s}  {fmt(st['tail_s'], 6):>12s} "
+            f"{fmt_bytes(st['memory_bytes']):>10s}  {rec:10d}  {names_span(st['nodes'])}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,57 @@
+r"""The one cost model of a training step as ``run`` executes it: formulas and their coefficients, plain data.
+
+Every place that prices a plan for an imported model reads these formulas: the run's prediction
+(:mod:`milp_partition.run.predict`), the planner's exact DP over the run's objective
+(:mod:`milp_partition.joint.run_dp`) and the independent verifier's recomputation
+(:mod:`milp_partition.verifiers.joint_run`, which may read this module because it is data and arithmetic,
+never a formulation or a search).  Piper's objective (:mod:`milp_partition.joint.problem`) is not this model
+and is unchanged for Piper's instances.
+
+A plan: ``p`` pipeline stages ``q = 0..p-1`` (contiguous ranges of the layers in execution order), each
+replicated over ``d`` data-parallel ranks; a global batch of ``G`` samples split into ``d m`` micro-batches of
+``b = G / (d m)`` samples each (``m`` micro-batches per replica, 1F1B); a set ``R`` of recomputed layers.
+
+Step time (:mod:`.step`)
+------------------------
+* A layer ``v`` at micro-batch size ``b``: ``f_v(b)``, ``g_v(b)`` forward and backward seconds, either timed on
+  the device at that size, or from the calibration, operator by operator (:func:`.step.operator_s`)::
+
+      f_op(b) = o_fwd + max(b F_op / R_mm, b X_op beta_mem)       g_op(b) = o_bwd + max(b F'_op / R_mm, 2 b X_op beta_mem)
+
+  ``o_fwd``, ``o_bwd``: torch's per-operator dispatch and autograd overhead; ``R_mm``: the device's matrix rate;
+  ``beta_mem``: seconds per byte moved; ``F``, ``F'``, ``X``: one sample's forward FLOPs, backward FLOPs and
+  bytes.  The overheads do not scale with ``b``: that is why the micro-batch size is a decision.
+* A stage ``q``: ``F_q = sum_{v in q} f_v``, ``B_q = sum_{v in q} (g_v + [v in R] f_v)`` (a recomputed layer runs
+  its forward again before its backward), ``c_q = alpha_p2p + b y_q beta_p2p`` the point-to-point message to
+  the next stage (``y_q``: bytes per sample crossing the boundary; ``c_{p-1} = 0``), once forward and once
+  backward: ``u_q = F_q + B_q + 2 c_q``.
+* 1F1B over ``m`` micro-batches: the first crosses every stage (fill and drain), the other ``m - 1`` follow
+  at the pace of the slowest stage; ``E`` is the runtime's own step with nothing to compute (schedule,
+  latencies; 0 where not measured)::
+
+      pipeline = sum_q u_q + (m - 1) max_q u_q + E
+
+* The tail of stage ``q``: DDP's bucketed gradient all-reduce when ``d > 1``,
+  ``AR_q = ceil(W_q / 25 MiB) alpha_ar + W_q beta_ar`` (``W_q``: the stage's parameter bytes), then the
+  optimizer step ``O_q = n_q o_opt + W_q k beta_mem`` (``n_q`` parameter tensors).
+* ``step = pipeline + max_q (AR_q + O_q)``: the step of the global batch, in seconds.
+
+Memory (:mod:`.memory`), an upper bound of what one rank of stage ``q`` holds
+----------------------------------------------------------------------------
+* weights ``W_q``, gradients ``W_q``, optimizer state ``k_opt W_q`` (Adam: 2; SGD with momentum: 1), buffers;
+* saved activations of the micro-batches in flight: under 1F1B stage ``q`` of ``p`` holds at most
+  ``min(m, p - q)`` micro-batches (plus, on the first stage, ``first_stage_extra_microbatches``: torch's
+  ``Schedule1F1B`` was measured to hold one more there), each ``b sum_{v in q} (v in R ? in_v : a_v)`` (a recomputed layer keeps only
+  its input);
+* autograd temporaries: the largest recomputed layer's activations ``b max_{v in q cap R} a_v`` (re-run one at a
+  time) plus the backward's largest transient ``b max_{v in q} a_v`` (a layer's gradients of its saved tensors);
+* allocator rounding: every tensor rounded up to ``rounding_bytes`` (512 on the CUDA caching allocator; 0 on
+  the CPU, where run.json counts tensor bytes exactly), at most ``tensors x rounding_bytes`` (the parameters'
+  tensors: weights, gradients, optimizer state; the activations' tensors are not counted yet).
+
+Not here yet: tensor parallelism (its collectives and DTensor's hooks are still priced in
+:mod:`milp_partition.run.predict` for the run's prediction; the planner's run objective plans ``t = 1``), the
+runtime's own per-micro-batch schedule cost as a calibrated coefficient (``fixed_s`` is one constant, 0 unless
+given; ``run`` measures it per plan as the empty step), and the GPU's workspaces and rounding as calibrated
+values (the fields exist in :class:`.memory.MemoryCoefficients`).
+"""

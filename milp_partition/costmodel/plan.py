@@ -1,0 +1,122 @@
+"""The run-objective planning problem's data: layers timed per micro-batch size, coefficients, a plan; no solving.
+
+The problem (:class:`RunPlanProblem`): the layers of an imported model in execution order, each with its
+forward and backward seconds at every candidate micro-batch size (from the calibration or from timing the
+model's own layers at that size on the device), its parameter, buffer and activation bytes; the bytes that cross
+each cut between consecutive layers; the global batch ``G``; ``k`` devices of ``memory_bytes`` each; and the
+coefficients of :mod:`milp_partition.costmodel`.  A plan (:class:`RunPlan`): contiguous stages, one data-parallel
+degree ``d`` for all of them, ``m`` micro-batches per replica (so micro-batches of ``b = G / (d m)`` samples), and
+the recomputed layers.  Its price is :mod:`milp_partition.costmodel`'s step; the exact DP is
+:mod:`milp_partition.joint.run_dp`, the independent evaluation :mod:`milp_partition.verifiers.joint_run`.
+Tensor parallelism is not part of this problem (yet): every stage runs at ``t = 1``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from milp_partition.costmodel.memory import MemoryCoefficients
+from milp_partition.costmodel.step import DDP_BUCKET_BYTES
+
+
+@dataclass(frozen=True)
+class RunLayer:
+    """One layer (a forward node of the import).
+
+    Attributes
+    ----------
+    id
+        The node's id (module path).
+    forward_s, backward_s
+        Micro-batch size (samples) -> seconds of the layer's forward / backward pass on one micro-batch.
+    param_bytes, param_tensors, buffer_bytes
+        The layer's parameters (bytes, tensors) and buffers.
+    saved_bytes_per_sample
+        ``a_v``: activations autograd keeps for the backward, per sample.
+    input_bytes_per_sample
+        ``in_v``: what a recomputed layer keeps instead (its input), per sample.
+    """
+
+    id: str
+    forward_s: Mapping[int, float]
+    backward_s: Mapping[int, float]
+    param_bytes: float
+    param_tensors: int
+    buffer_bytes: float
+    saved_bytes_per_sample: float
+    input_bytes_per_sample: float
+
+    @property
+    def recomputable(self) -> bool:
+        """Recomputation saves memory only where the input is smaller than what autograd keeps."""
+        return self.input_bytes_per_sample < self.saved_bytes_per_sample
+
+
+@dataclass(frozen=True)
+class RunCoefficients:
+    """The calibrated coefficients of :mod:`milp_partition.costmodel` that are not per layer (seconds, bytes)."""
+
+    p2p_alpha_s: float = 0.0
+    p2p_beta_s_per_byte: float = 0.0
+    allreduce_alpha_s: float = 0.0
+    allreduce_beta_s_per_byte: float = 0.0
+    optimizer_s_per_param_tensor: float = 0.0
+    optimizer_s_per_param_byte: float = 0.0
+    fixed_s: float = 0.0
+    ddp_bucket_bytes: float = DDP_BUCKET_BYTES
+    memory: MemoryCoefficients = field(default_factory=MemoryCoefficients)
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """A forced plan shape (``None``: free): stages, data-parallel degree, micro-batches per replica."""
+
+    stages: int | None = None
+    data_parallel: int | None = None
+    microbatches: int | None = None
+
+
+@dataclass(frozen=True)
+class RunPlanProblem:
+    """See the module docstring.  ``cut_bytes_per_sample[i]``: bytes crossing from layers ``0..i`` to the rest."""
+
+    layers: tuple[RunLayer, ...]
+    cut_bytes_per_sample: tuple[float, ...]
+    global_batch: int
+    devices: int
+    memory_bytes: float
+    coefficients: RunCoefficients = field(default_factory=RunCoefficients)
+    recompute: bool = True
+    shape: RunShape = field(default_factory=RunShape)
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if len(self.cut_bytes_per_sample) != max(len(self.layers) - 1, 0):
+            raise ValueError(f"{len(self.layers)} layers need {len(self.layers) - 1} cuts, got {len(self.cut_bytes_per_sample)}")
+        if self.global_batch < 1 or self.devices < 1:
+            raise ValueError("the global batch and the devices must be positive")
+
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        """The micro-batch sizes every layer is timed at."""
+        if not self.layers:
+            return ()
+        common = set(self.layers[0].forward_s)
+        for v in self.layers:
+            common &= set(v.forward_s) & set(v.backward_s)
+        return tuple(sorted(common))
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """Stages as ``(first, end)`` layer positions (end exclusive), ``d``, ``m`` and the recomputed layers' ids."""
+
+    stages: tuple[tuple[int, int], ...]
+    data_parallel: int
+    microbatches: int
+    recomputed: frozenset[str] = frozenset()
+
+    def microbatch_size(self, global_batch: int) -> int:
+        """``b = G / (d m)`` (the caller checks that it divides)."""
+        return global_batch // (self.data_parallel * self.microbatches)

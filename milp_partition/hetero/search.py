@@ -1,0 +1,822 @@
+"""The exact search for Sailor's heterogeneous problem: branch and bound over (mbs, D, P), stages and replica sets.
+
+**Reduction (sound).**  A plan's stage i uses a set Q_i of replica configurations (column = (kind, zone), tp).
+Its reduced set Q'_i keeps, per column, the configuration of least tp.  Every term the objective reads from a
+set (C_i = max compute, U = max update, min tp of the stage for W_i, the kinds for the all-reduce, memory) is
+at least as good for Q'_i, and moving every replica of a column to its least tp only frees devices, so Q'_i is
+feasible when Q_i is.  Only the sends may differ: they are bounded below over every Q_i that reduces to Q'_i
+(a configuration of Q'_i pairs with its cheapest partner among all configurations of the neighbour's columns
+with tp at least the neighbour's least tp).  The search enumerates reduced sets only; the lower bound of each
+(reduced) leaf holds for every plan that reduces to it.
+
+**Tree.**  Outer: (mbs, D, P) in increasing order of a lower bound (the devices' time bound: every device of
+kind g serves at most max_i C_i seconds per micro-batch, and D copies of every layer need
+sum_l min_tp tp (f+b)(l) device-seconds of some kind, split fractionally between kinds).  Inner: depth-first
+over stages (end layer, reduced set), pruned with the incumbent against a bound from the decided stages
+(compute, update, all-reduce, sends bounded per pair of neighbouring sets), the rest of the layers (least
+compute per layer) and the device budget (weighted sums over columns).  At a leaf: replica counts per column
+(exactly: a dynamic program over stages on used devices), then replica orders (columns in each order);
+the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`).  A leaf whose best plan is above its
+lower bound keeps that bound in the proven bound (reported with its gap, never hidden).
+
+The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the bound of the
+first unexplored outer triple when the budget ran out).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from milp_partition.budget import Budget
+from milp_partition.hetero.cost import bucketed_seconds, evaluate, memory_bytes
+from milp_partition.hetero.problem import FLOAT_BYTES, HeteroPlan, HeteroProblem, Replica
+
+#: Relative slack on pruning: nodes within this of the incumbent are still explored (bounds use prefix sums).
+PRUNE_REL = 1e-12
+#: Budget checks every this many nodes.
+TICK = 2000
+#: Phase 1 (heuristic sweep over every triple): share of the time limit and nodes per triple.
+PHASE1_SHARE = 0.2
+PHASE1_NODES = 300
+
+
+@dataclass
+class SearchOutcome:
+    """What the search found: the best plan, its value, the proven bound, whether it ran to the end."""
+
+    plan: HeteroPlan | None = None
+    value: float = math.inf
+    bound: float = 0.0
+    complete: bool = False
+    stopped_by: str | None = None
+    nodes: int = 0
+    leaves: int = 0
+    unresolved: list[float] = field(default_factory=list)
+    triples: int = 0
+
+
+class _Tables:
+    """Per micro-batch size: configurations, prefix sums and caches."""
+
+    def __init__(self, problem: HeteroProblem, mbs: int) -> None:
+        self.problem = problem
+        self.mbs = mbs
+        mod = problem.model
+        self.L = L = mod.layers
+        self.cols = [c for c in problem.cluster.columns if c.count > 0]
+        self.caps = [c.count for c in self.cols]
+        self.fit_cache: dict[tuple[int, int], list[int]] = {}
+        self.pair_cache: dict[tuple[tuple[int, ...], tuple[int, ...], float, float], tuple[float, float]] = {}
+        self.ar_cache: dict[tuple[tuple[int, ...], int, int, int], float] = {}
+        self.ar_floor_cache: dict[int, float] = {}
+        self.misc: dict[object, tuple[list[list[float]], list[list[float]]]] = {}
+        self.comp_cache: dict[int, np.ndarray] = {}
+        self.min_ar_cache: dict[int, dict[int, np.ndarray]] = {}
+        self.theta1: float | None = None
+        self.cfgs: list[tuple[int, int]] = []
+        for j, c in enumerate(self.cols):
+            for tp in (1, 2, 4):
+                if problem.replica_valid(c.kind, mbs, tp):
+                    self.cfgs.append((j, tp))
+        self.fbpre: list[list[float]] = []
+        self.upd: list[tuple[float, ...]] = []
+        self.ppre: list[list[float]] = []
+        self.apre: list[list[float]] = []
+        self.memcap: list[int] = []
+        self.memconst: list[float] = []
+        for j, tp in self.cfgs:
+            t = mod.times[(self.cols[j].kind, mbs, tp)]
+            self.fbpre.append(list(itertools.accumulate((x[0] + x[1] for x in t), initial=0.0)))
+            self.upd.append(tuple(x[2] for x in t))
+            self.ppre.append(list(itertools.accumulate(mod.params_floats[tp], initial=0.0)))
+            self.apre.append(list(itertools.accumulate(mod.act_mem_floats[tp], initial=0.0)))
+            self.memcap.append(problem.cluster.kinds[self.cols[j].kind].memory_bytes)
+            self.memconst.append(2.0e9 if tp == 1 else 3.0e9)
+        self.w1pre = list(itertools.accumulate((FLOAT_BYTES * w for w in mod.params_floats[1]), initial=0.0))
+        self.out = mod.act_output_floats
+        # least compute per layer over configurations that can hold the layer at all (one micro-batch in flight)
+        self.cmin = []
+        for ly in range(L):
+            best = math.inf
+            for k in range(len(self.cfgs)):
+                if self.fits(k, ly, ly + 1, 1):
+                    best = min(best, self.fbpre[k][ly + 1] - self.fbpre[k][ly])
+            self.cmin.append(best)
+        self.cminpre = list(itertools.accumulate(self.cmin, initial=0.0))
+        self.umin = min((min(u) for u in self.upd), default=math.inf)
+        self._send: dict[tuple[int, int, float], float] = {}
+        self._ar: dict[tuple[float, int, int, int], float] = {}
+        self.ext: dict[tuple[int, int], list[int]] = {}
+        for j in range(len(self.cols)):
+            for tp in (1, 2, 4):
+                self.ext[(j, tp)] = [k for k, (jj, tt) in enumerate(self.cfgs) if jj == j and tt >= tp]
+        self.tmin = math.inf
+        sizes = {FLOAT_BYTES * mbs * o for o in self.out}
+        for k1 in range(len(self.cfgs)):
+            for k2 in range(len(self.cfgs)):
+                for sz in sizes:
+                    self.tmin = min(self.tmin, self.send(k1, k2, sz))
+
+    def fits(self, k: int, s: int, e: int, in_flight: int) -> bool:
+        """Whether configuration k holds layers s..e-1 with ``in_flight`` micro-batches (memory grows with e)."""
+        row = self.fit_cache.get((k, in_flight))
+        if row is None:
+            row = []
+            for s0 in range(self.L):
+                e0 = s0
+                while e0 < self.L and self._fits(k, s0, e0 + 1, in_flight):
+                    e0 += 1
+                row.append(e0)
+            self.fit_cache[(k, in_flight)] = row
+        return e <= row[s]
+
+    def fit_row(self, k: int, in_flight: int) -> list[int]:
+        """Per first layer s, the last end e that configuration k holds with ``in_flight`` micro-batches."""
+        self.fits(k, 0, 0, in_flight)
+        return self.fit_cache[(k, in_flight)]
+
+    def comp_matrix(self, k: int) -> np.ndarray:
+        """[s][e] -> compute of layers s..e-1 on configuration k (prefix differences)."""
+        got = self.comp_cache.get(k)
+        if got is None:
+            pre = np.array(self.fbpre[k])
+            got = self.comp_cache[k] = pre[None, :] - pre[:, None]
+        return got
+
+    def _fits(self, k: int, s: int, e: int, in_flight: int) -> bool:
+        params = self.ppre[k][e] - self.ppre[k][s]
+        act = (self.apre[k][e] - self.apre[k][s]) * self.mbs * FLOAT_BYTES
+        used = params * self.problem.model.optimizer_bytes_per_param + act * in_flight + self.memconst[k]
+        return used <= self.memcap[k] * (1 + 1e-12)
+
+    def comp(self, k: int, s: int, e: int) -> float:
+        return self.fbpre[k][e] - self.fbpre[k][s]
+
+    def send(self, k1: int, k2: int, nbytes: float) -> float:
+        key = (k1, k2, nbytes)
+        v = self._send.get(key)
+        if v is None:
+            (j1, t1), (j2, t2) = self.cfgs[k1], self.cfgs[k2]
+            c1, c2 = self.cols[j1], self.cols[j2]
+            v = self.problem.cluster.link((c1.zone, c1.kind, t1, c2.zone, c2.kind, t2)).seconds(nbytes)
+            self._send[key] = v
+        return v
+
+    def ar(self, nbytes: float, d: int, j1: int, j2: int) -> float:
+        key = (nbytes, d, j1, j2)
+        v = self._ar.get(key)
+        if v is None:
+            c1, c2 = self.cols[j1], self.cols[j2]
+            v = bucketed_seconds(self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)), nbytes, d)
+            self._ar[key] = v
+        return v
+
+    def theta_devices(self, d: int) -> float:
+        """Lower bound on max_i C_i: device-seconds per micro-batch of D copies of every layer, per kind.
+
+        The fractional problem is homogeneous in D: the bound is D times the bound of D = 1.
+        """
+        if self.theta1 is None:
+            self.theta1 = self._theta_devices(1)
+        return d * self.theta1 * (1 - 1e-12)
+
+    def _theta_devices(self, d: int) -> float:
+        kinds: dict[str, int] = {}
+        for c in self.cols:
+            kinds[c.kind] = kinds.get(c.kind, 0) + c.count
+        names = sorted(kinds)
+        w: dict[str, list[float]] = {g: [] for g in names}
+        for ly in range(self.L):
+            for g in names:
+                best = math.inf
+                for k, (j, tp) in enumerate(self.cfgs):
+                    if self.cols[j].kind == g and self.fits(k, ly, ly + 1, 1):
+                        best = min(best, tp * (self.fbpre[k][ly + 1] - self.fbpre[k][ly]))
+                w[g].append(best)
+        if len(names) == 1:
+            g = names[0]
+            return d * sum(w[g]) / kinds[g] if all(math.isfinite(x) for x in w[g]) else math.inf
+        if len(names) != 2:
+            tot = sum(min(w[g][ly] for g in names) for ly in range(self.L))
+            return d * tot / sum(kinds.values())
+        ga, gv = names
+        order = sorted(range(self.L), key=lambda ly: (w[ga][ly] / w[gv][ly]) if math.isfinite(w[gv][ly]) and w[gv][ly] > 0 else -math.inf)
+
+        def ok(theta: float) -> bool:
+            room = kinds[ga] * theta
+            need_v = 0.0
+            for ly in order:
+                wa, wv = w[ga][ly], w[gv][ly]
+                if math.isfinite(wa) and wa > 0:
+                    take = min(d, room / wa)
+                else:
+                    take = 0.0 if not math.isfinite(wa) else d
+                room -= take * wa if math.isfinite(wa) else 0.0
+                rest = d - take
+                if rest > 1e-12:
+                    if not math.isfinite(wv):
+                        return False
+                    need_v += rest * wv
+            return need_v <= kinds[gv] * theta
+
+        lo, hi = 0.0, 1.0
+        while not ok(hi):
+            hi *= 2
+            if hi > 1e9:
+                return math.inf
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            if ok(mid):
+                hi = mid
+            else:
+                lo = mid
+        return lo * (1 - 1e-9)
+
+
+def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarray:
+    """:func:`milp_partition.hetero.cost.bucketed_seconds` over an array of sizes (all > 0)."""
+    bucket = 500_000_000.0
+    full = np.maximum(np.ceil(size / bucket) - 1, 0)
+    last = size - full * bucket
+
+    def ring(x: np.ndarray | float) -> np.ndarray:
+        step = np.asarray(x, dtype=float) / n
+        lx = np.log2(step / 1e6)
+        bw = sum(c * lx ** (len(coef) - k - 1) for k, c in enumerate(coef))
+        return 2 * (n - 1) * ((step / 1e9) / bw)
+
+    return np.asarray(full * ring(bucket) + ring(last))
+
+
+def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
+    """Least X_i of stage i of p when every send takes at least tmin (tmin may be negative only in odd fits)."""
+    t = max(tmin, 0.0) if tmin >= 0 else tmin
+    if p == 1:
+        return 0.0
+    if i == 0:
+        return t if (p <= 3 or sound) else 2 * t
+    if i == p - 1:
+        return t if sound else 2 * t
+    return 2 * t
+
+
+class _Search:
+    def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
+        self.node_cap: int | None = None
+        self.balanced = False
+        self.abort = False
+        self.triple_nodes = 0
+        self.problem = problem
+        self.budget = budget
+        self.sound = problem.objective == "sound"
+        self.out = SearchOutcome(plan=plan, value=incumbent)
+        self.ticks = 0
+        self.stop = False
+
+    # ---- bounds between neighbouring sets ----
+    def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
+        """Lower bounds on (a_i, b_{i+1}) for sets q1 (stage i) and q2 (stage i+1) and every set reducing to them."""
+        key = (q1, q2, size_a, size_b)
+        got = tb.pair_cache.get(key)
+        if got is None:
+            got = tb.pair_cache[key] = self._pair_lb(tb, q1, q2, size_a, size_b)
+        return got
+
+    def _pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
+        e1 = [k for c in q1 for k in tb.ext[tb.cfgs[c]]]
+        e2 = [k for c in q2 for k in tb.ext[tb.cfgs[c]]]
+        a = max(max(min(tb.send(c, d, size_a) for d in e2) for c in q1), max(min(tb.send(c, d, size_a) for c in e1) for d in q2))
+        b = max(max(min(tb.send(d, c, size_b) for c in e1) for d in q2), max(min(tb.send(d, c, size_b) for d in e2) for c in q1))
+        return a, b
+
+    def ar_lb(self, tb: _Tables, q: tuple[int, ...], s: int, e: int, d: int) -> float:
+        if d <= 1:
+            return 0.0
+        key = (q, s, e, d)
+        got = tb.ar_cache.get(key)
+        if got is None:
+            got = tb.ar_cache[key] = self._ar_lb(tb, q, s, e, d)
+        return got
+
+    def _ar_lb(self, tb: _Tables, q: tuple[int, ...], s: int, e: int, d: int) -> float:
+        tpmin = min(4, min(tb.cfgs[c][1] for c in q))
+        w = tb.w1pre[e] - tb.w1pre[s]
+        w = sum(FLOAT_BYTES * self.problem.model.params_floats[1][ly] / tpmin for ly in range(s, e)) if tpmin != 1 else w
+        cols = sorted({tb.cfgs[c][0] for c in q})
+        if len(cols) == 1:
+            return tb.ar(w, d, cols[0], cols[0])
+        return max(min(min(tb.ar(w, d, j, j2), tb.ar(w, d, j2, j)) for j2 in cols) for j in cols)
+
+    def min_ar_table(self, tb: _Tables, d: int) -> dict[int, np.ndarray]:
+        """tp -> [s][e]: a lower bound on the all-reduce of layers s..e-1 over D replicas whose least tp is tp.
+
+        The least over the column pairs' fits, in numpy (bucket count and last bucket computed at once; the
+        result is lowered by 1e-9 of its size to stay below the exact bucket loop's rounding).
+        """
+        got = tb.min_ar_cache.get(d)
+        if got is None:
+            tps = sorted({tp for _j, tp in tb.cfgs})
+            L = tb.L
+            pre = np.array(tb.w1pre)
+            w = pre[None, :] - pre[:, None]  # [s][e]
+            valid = np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]
+            fits = {self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+                    for c1 in tb.cols for c2 in tb.cols}
+            got = {}
+            for tp in tps:
+                size = np.where(valid, w / min(4, tp), 1.0)
+                best = np.full(size.shape, np.inf)
+                for coef in fits:
+                    best = np.minimum(best, _bucketed_vec(size, d, coef))
+                got[tp] = np.where(valid, best - 1e-9 * np.abs(best), np.inf)
+            tb.min_ar_cache[d] = got
+        return got
+
+    def ar_floor(self, tb: _Tables, d: int) -> float:
+        """A lower bound on T_sync: the larger of the least all-reduces of the first stage (layers 0..e-1) and of the
+        last stage (layers s..L-1), over every e, s, least tp and column pair."""
+        if d <= 1:
+            return 0.0
+        got = tb.ar_floor_cache.get(d)
+        if got is None:
+            table = self.min_ar_table(tb, d)
+            first = min(float(arr[0, 1:].min()) for arr in table.values())
+            last = min(float(arr[:tb.L, tb.L].min()) for arr in table.values())
+            got = tb.ar_floor_cache[d] = max(first, last)
+        return got
+
+    def x_of(self, p: int, i: int, a: float, b: float) -> float:
+        if p == 1:
+            return 0.0
+        if i == 0:
+            return a if (p <= 3 or self.sound) else 2 * a
+        if i == p - 1:
+            return b if self.sound else 2 * b
+        return a + b
+
+    def run(self) -> SearchOutcome:
+        prob = self.problem
+        triples = []
+        tables: dict[int, _Tables] = {}
+        for mbs in prob.micro_batches():
+            tb = _Tables(prob, mbs)
+            if not tb.cfgs or not all(math.isfinite(x) for x in tb.cmin):
+                continue
+            tables[mbs] = tb
+            total = sum(tb.caps)
+            for d in range(1, total + 1):
+                theta = tb.theta_devices(d)
+                floor = self.ar_floor(tb, d)
+                m = math.ceil(prob.global_batch / (mbs * d))
+                for p in range(1, min(tb.L, total // d) + 1):
+                    xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
+                    lb = (m - 1) * (max(theta, tb.cminpre[tb.L] / p) + min(xs)) + tb.cminpre[tb.L] + sum(xs) + tb.umin + floor
+                    triples.append((lb, mbs, d, p))
+        triples.sort()
+        self.out.triples = len(triples)
+        # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for
+        # a good incumbent early; it proves nothing (its unresolved leaves are dropped: phase 2 covers every triple)
+        phase1 = self.budget.capped(self.budget.limit_s * PHASE1_SHARE) if math.isfinite(self.budget.limit_s) else self.budget.capped(5.0)
+        self.node_cap, self.balanced = PHASE1_NODES, True
+        for lb, mbs, d, p in triples:
+            if lb * (1 - PRUNE_REL) >= self.out.value or phase1.expired():
+                break
+            self.triple_nodes = 0
+            self.inner(tables[mbs], d, p)
+            self.abort = False
+            if self.stop:
+                self.stop = False
+                break
+        self.node_cap, self.balanced, self.abort = None, False, False
+        self.out.unresolved.clear()
+        for _idx, (lb, mbs, d, p) in enumerate(triples):
+            if lb * (1 - PRUNE_REL) >= self.out.value:
+                break
+            if self.budget.expired():
+                self.stop = True
+            if self.stop:
+                self.out.stopped_by = "time_limit"
+                self.out.bound = min([self.out.value, lb, *self.out.unresolved])
+                return self.out
+            self.inner(tables[mbs], d, p)
+            if self.stop:
+                self.out.stopped_by = "time_limit"
+                self.out.bound = min([self.out.value, lb, *self.out.unresolved])
+                return self.out
+        self.out.complete = True
+        self.out.bound = min([self.out.value, *self.out.unresolved])
+        return self.out
+
+    # ---- one (mbs, D, P) ----
+    def inner(self, tb: _Tables, d: int, p: int) -> None:
+        prob = self.problem
+        L = tb.L
+        m = math.ceil(prob.global_batch / (tb.mbs * d))
+        theta = tb.theta_devices(d)
+        ncol = len(tb.cols)
+        xmins = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
+        xmin_all = min(xmins)
+        # reduced sets: per column at most one tp
+        per_col: list[list[int]] = [[k for k, (j, _t) in enumerate(tb.cfgs) if j == jj] for jj in range(ncol)]
+        sets: list[tuple[int, ...]] = []
+        for choice in itertools.product(*[[None, *ks] for ks in per_col]):
+            q = tuple(k for k in choice if k is not None)
+            if q and len(q) <= d:
+                sets.append(q)
+        # weights for the device-budget relaxation
+        lams = [tuple(1.0 if j == jj else 0.0 for j in range(ncol)) for jj in range(ncol)]
+        lams.append(tuple(1.0 for _ in range(ncol)))
+        lams.append(tuple(1.0 / max(1, c) for c in tb.caps))
+        lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
+
+        def set_usage(q: tuple[int, ...]) -> list[float]:
+            out = []
+            for l_ in lams:
+                vals = [l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in q]
+                out.append(sum(vals) + (d - len(q)) * min(vals))
+            return out
+
+        usage_cache = {q: set_usage(q) for q in sets}
+        # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
+        # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
+        # devices for stages k..P-1 over layers s..L-1 (each replica takes its cheapest allowed configuration)
+        ar_floor = self.ar_floor(tb, d)
+        y_hi = math.inf if m == 1 else (self.out.value - tb.cminpre[L] - sum(xmins) - tb.umin - ar_floor) / (m - 1)
+        inf = math.inf
+        # the all-reduce under the incumbent: T_sync >= AR_i for every stage, so a stage whose least tp leaves
+        # AR_i above what the rest of the bound leaves cannot be in a better plan; its replicas need tp >= tp_lo
+        ar_hi = (self.out.value - ((m - 1) * max(theta + xmin_all, tb.cminpre[L] / p + xmin_all) + tb.cminpre[L] + sum(xmins)
+                                   + tb.umin)) if d > 1 else inf
+        min_ar = self.min_ar_table(tb, d) if d > 1 else None
+        sound = self.sound
+        suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
+        nk_all = range(len(tb.cfgs))
+        key_ab = ("ab", sound)
+        if key_ab not in tb.misc:
+            tb.misc[key_ab] = (
+                [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
+                  for e in range(L + 1)] for c in nk_all],
+                [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
+                  if s0 >= 1 else 0.0 for s0 in range(L)] for c in nk_all])
+        amin_c, bmin_c = tb.misc[key_ab]
+
+        def xlb(k: int, c: int, s0: int, e: int) -> float:
+            """Least X_k of a stage k over layers s0..e-1 holding a replica of configuration c."""
+            return self.x_of(p, k, amin_c[c][e] if k < p - 1 else 0.0, bmin_c[c][s0] if k > 0 else 0.0)
+
+        for t in range(len(lams)):
+            suffix[t][p][L] = 0.0
+        nk = len(tb.cfgs)
+        tol = 1 + 1e-12
+        # numpy form of: stage k over layers s0..e-1 may use configuration c when it fits, its compute plus its least
+        # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
+        # lambda-weighted replica times D, plus the best suffix from e
+        idx = np.arange(L + 1)
+        upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
+        if min_ar is not None:
+            ar_ok = {t: arr <= ar_hi * tol for t, arr in min_ar.items()}
+        amin_arr = np.array(amin_c)  # [c][e]
+        bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
+        sfx = [np.full(L + 1, inf) for _ in range(p + 1)]
+        sfx_t = [[np.full(L + 1, inf) for _ in range(p + 1)] for _ in lams]
+        for t in range(len(lams)):
+            sfx_t[t][p][L] = 0.0
+        del sfx
+        masks_by_k: list[list[np.ndarray]] = [[] for _ in range(p)]
+        for k in range(p - 1, -1, -1):
+            masks = []
+            for c in range(nk):
+                _j, tp = tb.cfgs[c]
+                comp = tb.comp_matrix(c)
+                fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
+                a = amin_arr[c][None, :] if k < p - 1 else 0.0
+                b = bmin_arr[c][:, None] if k > 0 else 0.0
+                if p == 1:
+                    x = 0.0
+                elif k == 0:
+                    x = a if (p <= 3 or sound) else 2 * a
+                elif k == p - 1:
+                    x = b if sound else 2 * b
+                else:
+                    x = a + b
+                ok = upper & fit & (comp + x <= y_hi * tol)
+                if min_ar is not None:
+                    ar_any = np.zeros((L + 1, L + 1), dtype=bool)
+                    for t, arr in ar_ok.items():
+                        if t <= tp:
+                            ar_any |= arr
+                    ok &= ar_any
+                masks.append(ok)
+            masks_by_k[k] = masks
+            for t, l_ in enumerate(lams):
+                cost = np.full((L + 1, L + 1), inf)
+                for c in range(nk):
+                    w = d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1]
+                    cost = np.where(masks[c] & (w < cost), w, cost)
+                tot = cost + sfx_t[t][k + 1][None, :]
+                sfx_t[t][k] = tot.min(axis=1)
+        for t in range(len(lams)):
+            for k in range(p + 1):
+                suffix[t][k] = [float(v) for v in sfx_t[t][k]]
+        if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
+            return  # no plan of this (mbs, D, P) within the devices beats the incumbent
+        # two columns: the budget relaxation solved exactly.  two_sfx[k][s0][a] = least devices of column 1 that
+        # stages k..P-1 over layers s0..L-1 need with at most a devices of column 0 (each replica on an allowed
+        # configuration; per column the least tp is the cheapest)
+        two = ncol == 2
+        cap0, cap1 = (tb.caps[0], tb.caps[1]) if two else (0, 0)
+        two_sfx: list[list[np.ndarray | None]] = []
+        if two:
+            two_sfx = [[None] * (L + 1) for _ in range(p + 1)]
+            last = np.full(cap0 + 1, inf)
+            last[:] = 0.0
+            two_sfx[p][L] = last
+            for k in range(p - 1, -1, -1):
+                masks = masks_by_k[k]
+                conv_cache: dict[tuple[int, int, int], np.ndarray] = {}
+                for s0 in range(L - (p - k) + 1):
+                    acc = np.full(cap0 + 1, inf)
+                    for e in range(s0 + 1, L - (p - k - 1) + 1):
+                        nxt = two_sfx[k + 1][e]
+                        if nxt is None:
+                            continue
+                        t0 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 0 and masks[c][s0, e]), default=0)
+                        t1 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 1 and masks[c][s0, e]), default=0)
+                        if not t0 and not t1:
+                            continue
+                        key = (e, t0, t1)
+                        conv = conv_cache.get(key)
+                        if conv is None:  # the stage's (min, +) step depends on e and the two least tps, not on s0
+                            conv = np.full(cap0 + 1, inf)
+                            for n in range(d + 1):
+                                if (n > 0 and not t0) or (n < d and not t1):
+                                    continue
+                                shift = n * t0
+                                if shift > cap0:
+                                    break
+                                np.minimum(conv[shift:], nxt[: cap0 + 1 - shift] + (d - n) * t1, out=conv[shift:])
+                            conv_cache[key] = conv
+                        np.minimum(acc, conv, out=acc)
+                    if np.isfinite(acc).any():
+                        two_sfx[k][s0] = acc
+            if two_sfx[0][0] is None or two_sfx[0][0][cap0] > cap1:
+                return  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
+
+        # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
+        allowed_lists = [np.stack(masks_by_k[k], axis=-1).tolist() for k in range(p)]
+
+        def two_use(g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
+            """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q."""
+            t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
+            t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
+            ns = range(1, d) if (t0 and t1) else ([d] if t0 else [0])
+            out = np.full(cap0 + 1, inf)
+            for n in ns:
+                shift = n * t0
+                if shift > cap0:
+                    break
+                np.minimum(out[shift:], g[: cap0 + 1 - shift] + (d - n) * t1, out=out[shift:])
+            return out
+
+        def two_ok(g: np.ndarray, k: int, e: int) -> bool:
+            nxt = two_sfx[k][e]
+            if nxt is None:
+                return False
+            return bool((g + nxt[::-1]).min() <= cap1)
+        chosen: list[tuple[int, int, tuple[int, ...]]] = []
+        sound = self.sound
+
+        def size_a(e: int) -> float:
+            return FLOAT_BYTES * tb.mbs * tb.out[e - 1]
+
+        def size_b(s: int) -> float:
+            return FLOAT_BYTES * tb.mbs * (tb.out[s - 1] if sound else tb.out[s])
+
+        def amin_of(q: tuple[int, ...], e: int) -> float:
+            sz = size_a(e)
+            return max(min(tb.send(c, k, sz) for k in range(len(tb.cfgs))) for c in q)
+
+        # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
+        # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
+        # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
+        memo: dict[tuple[object, ...], list[tuple[float, ...]]] = {}
+
+        def dominated(key: tuple[object, ...], vals: tuple[float, ...]) -> bool:
+            seen = memo.get(key)
+            if seen is None:
+                memo[key] = [vals]
+                return False
+            for old in seen:
+                if all(a <= b for a, b in zip(old, vals)):
+                    return True
+            seen[:] = [old for old in seen if not all(b <= a for a, b in zip(old, vals))]
+            seen.append(vals)
+            return False
+
+        def rec(i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float, umax: float, armax: float,
+                used: list[float], g_used: np.ndarray) -> None:
+            if self.stop or self.abort:
+                return
+            rest = p - i - 1
+            ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
+            if self.balanced and rest:
+                aim = s + (L - s) / (rest + 1)
+                ends = sorted(ends, key=lambda x: abs(x - aim))
+            for e in ends:
+                self.out.nodes += 1
+                self.ticks += 1
+                self.triple_nodes += 1
+                if self.node_cap is not None and self.triple_nodes > self.node_cap:
+                    self.abort = True
+                    return
+                if self.ticks >= TICK:
+                    self.ticks = 0
+                    if self.budget.expired():
+                        self.stop = True
+                        return
+                if two and rest and two_sfx[i + 1][e] is None:
+                    continue  # no completion from layer e fits the devices under the incumbent
+                allowed_here = allowed_lists[i][s][e]
+                restsum = tb.cminpre[L] - tb.cminpre[e] + sum(xmins[i + 1:])
+                restmax = ((tb.cminpre[L] - tb.cminpre[e]) / rest + (xmins[i + 1] if rest else 0.0)) if rest else -math.inf
+                any_ok = False
+                base_min_c = math.inf
+                for q in sets:
+                    if not all(allowed_here[c] for c in q):
+                        continue  # a member over the caps (compute + least sends, all-reduce) or out of memory
+                    ci = max(tb.comp(c, s, e) for c in q)
+                    base_min_c = min(base_min_c, ci)
+                    # previous stage's X and y
+                    if i > 0:
+                        q_prev = chosen[-1][2]
+                        a_prev, b_here = self.pair_lb(tb, q_prev, q, size_a(s), size_b(s))
+                        y_prev = c_prev + self.x_of(p, i - 1, a_prev, b_prev)
+                        ymax2, ysum2 = max(ymax, y_prev), ysum + y_prev
+                    else:
+                        b_here = 0.0
+                        ymax2, ysum2 = ymax, ysum
+                    a_here = amin_of(q, e) if i < p - 1 else 0.0
+                    yi = ci + self.x_of(p, i, a_here, b_here)
+                    u = max(umax, max(tb.upd[c][s] for c in q))
+                    ar = max(armax, self.ar_lb(tb, q, s, e, d))
+                    big = max(ymax2, yi, restmax, theta + xmin_all)
+                    lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + ar
+                    if lb * (1 - PRUNE_REL) >= self.out.value:
+                        continue
+                    any_ok = True
+                    us = usage_cache[q]
+                    used2 = [used[t] + us[t] for t in range(len(lams))]
+                    if any(used2[t] + suffix[t][i + 1][e] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
+                        continue
+                    g2 = two_use(g_used, q) if two else g_used
+                    if two and not two_ok(g2, i + 1, e):
+                        continue
+                    chosen.append((s, e, q))
+                    if rest == 0:
+                        self.leaf(tb, d, p, m, chosen, lb)
+                    elif not dominated((i + 1, e, q, tuple(sorted(x[2] for x in chosen))), (ymax2, ysum2, ci, b_here, u, ar)):
+                        rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2, g2)
+                    chosen.pop()
+                    if self.stop or self.abort:
+                        return
+                # compute grows with e: once even the cheapest set is over the incumbent's room, stop
+                if (not self.balanced and not any_ok and tb.tmin >= 0 and math.isfinite(base_min_c)
+                        and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > self.out.value):
+                    break
+
+        rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(lams), np.zeros(cap0 + 1))
+
+    # ---- a leaf: counts, orders, exact price ----
+    def leaf(self, tb: _Tables, d: int, p: int, m: int, chosen: list[tuple[int, int, tuple[int, ...]]], lb_partial: float) -> None:
+        self.out.leaves += 1
+        # exact leaf bound (sends between every neighbouring pair now known)
+        c = [max(tb.comp(k, s, e) for k in q) for s, e, q in chosen]
+        a, b = [0.0] * p, [0.0] * p
+        for i in range(p - 1):
+            _s1, e1, q1 = chosen[i]
+            s2, _e2, q2 = chosen[i + 1]
+            sa = FLOAT_BYTES * tb.mbs * tb.out[e1 - 1]
+            sb = FLOAT_BYTES * tb.mbs * (tb.out[s2 - 1] if self.sound else tb.out[s2])
+            a[i], b[i + 1] = self.pair_lb(tb, q1, q2, sa, sb)
+        u = max(tb.upd[k][s] for s, e, q in chosen for k in q)
+        ar = [self.ar_lb(tb, q, s, e, d) for s, e, q in chosen]
+        x = [self.x_of(p, i, a[i], b[i]) for i in range(p)]
+        lb = (m - 1) * max(ci + xi for ci, xi in zip(c, x)) + sum(x) + sum(c) + u + (max(ar) if d > 1 else 0.0)
+        if lb * (1 - PRUNE_REL) >= self.out.value:
+            return
+        counts_list = self.counts(tb, d, chosen)
+        if not counts_list:
+            return  # no device counts fit: every plan reducing to these sets is infeasible
+        best = math.inf
+        best_plan = None
+        cols_used = sorted({tb.cfgs[k][0] for _s, _e, q in chosen for k in q})
+        orders = list(itertools.permutations(cols_used)) if len(cols_used) <= 3 else [tuple(cols_used), tuple(reversed(cols_used))]
+        for counts in counts_list:
+            for order in orders:
+                rank = {j: r for r, j in enumerate(order)}
+                reps = []
+                for (_s, _e, q), cnt in zip(chosen, counts):
+                    row = []
+                    for k in sorted(q, key=lambda k: rank[tb.cfgs[k][0]]):
+                        j, tp = tb.cfgs[k]
+                        col = tb.cols[j]
+                        row.extend([Replica(col.kind, col.zone, tp)] * cnt[k])
+                    reps.append(tuple(row))
+                plan = HeteroPlan(tb.mbs, tuple((s, e) for s, e, _q in chosen), tuple(reps))
+                if not self.memory_ok(plan):
+                    continue
+                v = evaluate(self.problem, plan).iteration_s
+                if v < best:
+                    best, best_plan = v, plan
+        if best < self.out.value:
+            self.out.value, self.out.plan = best, best_plan
+        if best > lb * (1 + 1e-9) and lb < self.out.value:
+            self.out.unresolved.append(lb)
+
+    def memory_ok(self, plan: HeteroPlan) -> bool:
+        """The exact memory rule (the search's own test allows rounding slack)."""
+        p = len(plan.stages)
+        for i, ((s, e), row) in enumerate(zip(plan.stages, plan.replicas)):
+            for kind, tp in {(r.kind, r.tp) for r in row}:
+                if memory_bytes(self.problem, plan.mbs, tp, s, e, p - i) > self.problem.cluster.kinds[kind].memory_bytes:
+                    return False
+        return True
+
+    def counts(self, tb: _Tables, d: int, chosen: list[tuple[int, int, tuple[int, ...]]]) -> list[list[dict[int, int]]]:
+        """A few feasible replica counts per stage (each set member at least once, D per stage, within the columns).
+
+        Exact feasibility: a dynamic program over stages whose state is the devices used in every column but the
+        last, keeping the least used in the last (and one choice path per state).  Aligned counts (the same count
+        of the first member in every stage with the same columns) are tried first: they pair like with like.
+        """
+        ncol = len(tb.cols)
+        caps = tb.caps
+        options: list[list[dict[int, int]]] = []
+        for _s, _e, q in chosen:
+            if len(q) == 1:
+                options.append([{q[0]: d}])
+            elif len(q) == 2:
+                options.append([{q[0]: n, q[1]: d - n} for n in range(1, d)])
+            else:
+                opts = []
+                for comp in itertools.product(range(1, d), repeat=len(q) - 1):
+                    if sum(comp) < d:
+                        opts.append(dict(zip(q, [*comp, d - sum(comp)])))
+                options.append(opts)
+
+        def use(opt: dict[int, int]) -> list[int]:
+            u = [0] * ncol
+            for k, n in opt.items():
+                j, tp = tb.cfgs[k]
+                u[j] += n * tp
+            return u
+
+        def ok(cs: list[dict[int, int]]) -> bool:
+            tot = [0] * ncol
+            for opt in cs:
+                for j, v in enumerate(use(opt)):
+                    tot[j] += v
+            return all(tot[j] <= caps[j] for j in range(ncol))
+
+        out: list[list[dict[int, int]]] = []
+        mixed = [i for i, (_s, _e, q) in enumerate(chosen) if len(q) == 2]
+        if mixed:
+            feas = []
+            for n in range(1, d):
+                cs = [options[i][0] if len(q) == 1 else ({q[0]: n, q[1]: d - n} if len(q) == 2 else options[i][0])
+                      for i, (_s, _e, q) in enumerate(chosen)]
+                if all(len(q) <= 2 for _s, _e, q in chosen) and ok(cs):
+                    feas.append(cs)
+            for cs in (feas[:1] + feas[-1:] + feas[len(feas) // 2:len(feas) // 2 + 1]):
+                if cs not in out:
+                    out.append(cs)
+        states: dict[tuple[int, ...], tuple[int, list[int]]] = {tuple([0] * (ncol - 1)): (0, [])}
+        for opts in options:
+            nxt: dict[tuple[int, ...], tuple[int, list[int]]] = {}
+            for st, (last, path) in states.items():
+                for oi, opt in enumerate(opts):
+                    u = use(opt)
+                    ns = tuple(st[j] + u[j] for j in range(ncol - 1))
+                    nl = last + u[-1]
+                    if nl > caps[-1] or any(ns[j] > caps[j] for j in range(ncol - 1)):
+                        continue
+                    old = nxt.get(ns)
+                    if old is None or nl < old[0]:
+                        nxt[ns] = (nl, [*path, oi])
+            states = nxt
+            if not states:
+                return out
+        for _last, path in list(states.values())[:2]:
+            cs = [options[i][oi] for i, oi in enumerate(path)]
+            if cs not in out:
+                out.append(cs)
+        return out
+
+
+def search(problem: HeteroProblem, budget: Budget, incumbent: float = math.inf, plan: HeteroPlan | None = None) -> SearchOutcome:
+    """Branch and bound (module docstring); ``incumbent``/``plan``: a verified plan to start from."""
+    return _Search(problem, budget, incumbent, plan).run()

@@ -1,0 +1,164 @@
+"""The solve steps of the heterogeneous problem, plugged into :func:`milp_partition.chain.run_chain`.
+
+1. Heuristics: uniform plans (one replica configuration for every replica, even split) and Sailor-style plans
+   (even split, one configuration per stage, :mod:`milp_partition.heuristics.hetero_even`), verified.
+2. Refine: the exact branch and bound (:func:`milp_partition.hetero.search.search`): its plan, and a proven
+   bound (equal to the plan's value when the search ran to the end with no unresolved leaf).
+3. Every plan is re-checked by :func:`milp_partition.verifiers.hetero.verify_hetero` on its Sailor-format dict.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
+from milp_partition.hetero.cost import evaluate, memory_bytes
+from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, Replica, plan_to_sailor
+from milp_partition.hetero.search import search
+from milp_partition.heuristics.hetero_even import best_even_plan
+from milp_partition.result import Result
+from milp_partition.settings import CommonSettings
+from milp_partition.verifiers.hetero import verify_hetero
+
+
+@dataclass
+class HeteroResult(Result):
+    sailor_plan: dict[str, Any] = field(default_factory=dict)
+    throughput_it_s: float | None = None
+    stages: list[dict[str, Any]] = field(default_factory=list)
+
+
+HeteroRun = Run[HeteroProblem, HeteroPlan]
+
+
+def even_split(layers: int, p: int) -> tuple[tuple[int, int], ...]:
+    """Sailor-style even split: layers // p per stage, the extra layers in the last stages."""
+    base, extra = divmod(layers, p)
+    sizes = [base + (1 if i >= p - extra else 0) for i in range(p)]
+    out, a = [], 0
+    for n in sizes:
+        out.append((a, a + n))
+        a += n
+    return tuple(out)
+
+
+def uniform_plans(problem: HeteroProblem) -> Iterable[HeteroPlan]:
+    """Every plan with one configuration (column, tp) for all replicas, an even split and the most replicas that fit."""
+    mod = problem.model
+    for mbs in problem.micro_batches():
+        for col in problem.cluster.columns:
+            for tp in (1, 2, 4):
+                if col.count == 0 or not problem.replica_valid(col.kind, mbs, tp):
+                    continue
+                cap = problem.cluster.kinds[col.kind].memory_bytes
+                for p in range(1, mod.layers + 1):
+                    d = col.count // (tp * p)
+                    if d < 1:
+                        break
+                    st = even_split(mod.layers, p)
+                    if all(memory_bytes(problem, mbs, tp, s, e, p - i) <= cap for i, (s, e) in enumerate(st)):
+                        yield HeteroPlan(mbs, st, tuple(tuple([Replica(col.kind, col.zone, tp)] * d) for _ in st))
+
+
+@dataclass(frozen=True)
+class HeteroSolveSettings(CommonSettings):
+    """How :func:`solve_hetero` works: the common settings (:class:`~milp_partition.settings.CommonSettings`; of them
+    the search reads ``time_limit_s`` and ``progress_interval_s``: ``solver`` must stay ``"none"``) and its own.
+
+    Attributes
+    ----------
+    heuristics
+        Run the uniform plans and the Sailor-style even split first (their best is the branch and bound's first
+        incumbent).
+    """
+
+    solver: str = field(default="none", kw_only=True)
+    heuristics: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.solver != "none":
+            raise ValueError(f"the hetero problem runs no back-end (its branch and bound proves): solver must be 'none', got {self.solver!r}")
+
+
+@dataclass(frozen=True)
+class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
+    """Steps for :func:`milp_partition.chain.run_chain` (no formulation: the branch and bound proves)."""
+
+    settings: HeteroSolveSettings = field(default_factory=HeteroSolveSettings)
+    name: str = "hetero"
+
+    @property
+    def formulation(self) -> None:
+        return None
+
+    def new_result(self, problem: HeteroProblem, settings: ChainSettings) -> Result:
+        r = HeteroResult(problem="hetero", solver="hetero-bnb", objective_name="iteration_time", time_unit="s")
+        r.instance = {
+            "setting": problem.setting, "source": problem.source, "model": problem.model.name,
+            "global_batch": problem.global_batch, "objective": problem.objective,
+            "gpus": {c.label: c.count for c in problem.cluster.columns},
+        }
+        return r
+
+    def verify(self, problem: HeteroProblem, solution: HeteroPlan) -> Evaluation[HeteroPlan]:
+        rep = verify_hetero(problem, plan_to_sailor(solution))
+        return Evaluation(rep.feasible, rep.iteration_s if rep.iteration_s is not None else math.inf, tuple(rep.violations), solution, rep)
+
+    def heuristics(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
+        if not self.settings.heuristics:
+            return
+        t0 = time.monotonic()
+        best, best_v = None, math.inf
+        for plan in uniform_plans(run.problem):
+            v = evaluate(run.problem, plan).iteration_s
+            if v < best_v:
+                best, best_v = plan, v
+        yield Outcome("uniform", best, time.monotonic() - t0, False, "" if best else "no uniform plan fits", value=best_v if best else None)
+        t0 = time.monotonic()
+        even, v = best_even_plan(run.problem)
+        yield Outcome("sailor-even", even, time.monotonic() - t0, False, "" if even else "no even plan fits", value=v if even else None)
+
+    def refine(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
+        best = run.best
+        t0 = time.monotonic()
+        inc = best.value * (1 + 1e-9) if best is not None else math.inf
+        got = search(run.problem, run.budget, inc, best.solution if best else None)
+        secs = time.monotonic() - t0
+        run.result.solver_seconds = secs
+        run.result.solver_notes.update({"nodes": got.nodes, "leaves": got.leaves, "outer_triples": got.triples,
+                                        "unresolved_leaves": len(got.unresolved), "complete": got.complete})
+        plan = got.plan if got.plan is not None and (best is None or got.plan is not best.solution) else None
+        bound = got.bound * (1 - 1e-12) if math.isfinite(got.bound) and got.bound > 0 else None
+        if got.complete and got.plan is None:
+            bound = None
+        yield Outcome("hetero-bnb", plan, secs, True, "complete" if got.complete else "time limit reached",
+                      bound=bound, infeasible=got.complete and got.plan is None and best is None,
+                      stopped_by="time_limit" if got.stopped_by else None)
+
+    def record(self, result: Result, problem: HeteroProblem, best: Candidate[HeteroPlan]) -> None:
+        assert isinstance(result, HeteroResult)
+        rep = best.report or verify_hetero(problem, plan_to_sailor(best.solution))
+        result.sailor_plan = plan_to_sailor(best.solution)
+        result.throughput_it_s = rep.throughput_it_s
+        result.stages = []
+        for i, ((s, e), row) in enumerate(zip(best.solution.stages, best.solution.replicas)):
+            kinds: dict[str, int] = {}
+            for r in row:
+                key = f"{r.kind}_{r.zone} tp{r.tp}"
+                kinds[key] = kinds.get(key, 0) + 1
+            result.stages.append({"layers": [s, e], "replicas": kinds, "compute_s": rep.compute_s[i], "sends_s": rep.sends_s[i],
+                                  "allreduce_s": rep.allreduce_s[i], "memory_bytes": max(rep.memory_bytes[i])})
+        result.peak_memory_bytes = max(max(r) for r in rep.memory_bytes)
+
+
+def solve_hetero(problem: HeteroProblem, settings: HeteroSolveSettings | None = None) -> HeteroResult:
+    """Solve one setting: verified plan, proven bound, gap (:class:`HeteroResult`, with ``sailor_plan``)."""
+    settings = settings or HeteroSolveSettings()
+    result = run_chain(HeteroSteps(settings), problem, chain_settings(settings))
+    assert isinstance(result, HeteroResult)
+    return result

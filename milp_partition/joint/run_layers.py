@@ -1,0 +1,117 @@
+"""The run-objective planning problem (:mod:`milp_partition.costmodel.plan`) of an imported graph.
+
+Input: a graph written by ``milp-partition import torch ... --training --granularity layer`` (its ``layers``
+object: every operator with its layer, FLOPs and bytes) and the coefficients of the machine it runs on.  The
+layers are the graph's forward nodes in its order (the order ``run`` executes them).  Per sample (the import's
+figures divided by its batch):
+
+* a layer's forward and backward seconds at micro-batch size ``b``: either measured on the device at that size
+  (``times``: size -> node -> (forward, backward)), or from :class:`OperatorCoefficients`, operator by
+  operator, ``o + max(b F / R_mm, b X beta_mem)`` (:func:`milp_partition.costmodel.step.operator_s`), the
+  backward only for operators with one;
+* ``a_v`` = the saved activations (the import's count, or ``saved_bytes_per_sample`` measured on the device as
+  the run counts them: the import's count misses some of what autograd keeps), ``in_v`` = the bytes of its incoming edges (its input, what a recomputed
+  layer keeps); the cut after position ``i`` carries the edges from layers ``0..i`` to later ones;
+* parameters and their tensors (weight and bias; an embedding: its table); optimizer state ``f - 1`` per
+  parameter byte (``f``: the import's gradients + state factor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import Any
+
+from milp_partition.calibration.torch_ops import OperatorCoefficients
+from milp_partition.costmodel.plan import RunCoefficients, RunLayer, RunPlanProblem, RunShape
+from milp_partition.costmodel.step import operator_s
+from milp_partition.errors import InputError
+from milp_partition.importers.timing import backward_flops
+from milp_partition.io.imported_layers import read_layers
+from milp_partition.joint.megatron import input_activation_bytes
+
+
+def run_problem_from_imported(
+    data: Any,
+    source: str,
+    *,
+    devices: int,
+    memory_bytes: float,
+    global_batch: int,
+    sizes: Sequence[int],
+    coefficients: RunCoefficients,
+    operators: OperatorCoefficients | None = None,
+    times: Mapping[int, Mapping[str, tuple[float, float]]] | None = None,
+    saved_bytes_per_sample: Mapping[str, float] | None = None,
+    recompute: bool = True,
+    shape: RunShape | None = None,
+) -> RunPlanProblem:
+    """The :class:`RunPlanProblem` of an imported graph (parsed JSON); see the module docstring.
+
+    Raises
+    ------
+    InputError
+        On a malformed file, a forward-only import, or neither ``operators`` nor ``times`` for a size.
+    """
+    model = read_layers(data, source)
+    if not model.settings.training:
+        raise InputError("a forward-only import: import the model again with --training", source=source)
+    batch = float(model.batch_size or 1)
+    order = [str(n["id"]) for n in data.get("nodes", []) if not str(n["id"]).endswith(":bwd")]
+    order = [v for v in order if v in model.layers] or list(model.layers)
+    position = {v: i for i, v in enumerate(order)}
+    incoming = {v: 0.0 for v in order}
+    cuts = [0.0] * max(len(order) - 1, 0)
+    for u, w, nbytes in model.edges:
+        if u in position and w in position:
+            incoming[w] += nbytes / batch
+            for i in range(position[u], position[w]):
+                cuts[i] += nbytes / batch
+    k_opt = max(model.settings.optimizer_state_bytes_per_param_byte - 1.0, 0.0)
+    layers = []
+    for v in order:
+        _, ops = model.layers[v]
+        if not any(w == v for _, w, _ in model.edges):  # a layer reading the model's inputs keeps them
+            incoming[v] = input_activation_bytes(ops[0]) / batch
+        fwd: dict[int, float] = {}
+        bwd: dict[int, float] = {}
+        for b in sizes:
+            if times is not None and b in times and v in times[b]:
+                fwd[b], bwd[b] = times[b][v]
+                continue
+            if operators is None:
+                raise InputError(
+                    f"no time for layer {v!r} at micro-batch size {b}: give timed layers or coefficients", source=source
+                )
+            fwd[b] = bwd[b] = 0.0
+            for op in ops:
+                scale = b / batch
+                moved = (op.input_bytes + op.output_bytes) * scale
+                o = operators
+                fwd[b] += operator_s(
+                    op.forward_flops * scale, moved, o.forward_overhead_s, o.matmul_flops_per_s, o.memory_s_per_byte
+                )
+                g = backward_flops(op, model.settings) * scale
+                if g > 0 or op.param_bytes > 0:
+                    bwd[b] += operator_s(g, 2 * moved, o.backward_overhead_s, o.matmul_flops_per_s, o.memory_s_per_byte)
+        saved = sum(op.output_bytes if op.saved_bytes is None else op.saved_bytes for op in ops) / batch
+        if saved_bytes_per_sample is not None:  # measured as the run counts them
+            saved = saved_bytes_per_sample.get(v, 0.0)
+        layers.append(
+            RunLayer(
+                v,
+                fwd,
+                bwd,
+                param_bytes=float(sum(op.param_bytes for op in ops)),
+                param_tensors=sum((1 if "embedding" in op.op_type.lower() else 2) for op in ops if op.param_bytes > 0),
+                buffer_bytes=float(sum(op.buffer_bytes for op in ops)),
+                saved_bytes_per_sample=float(saved),
+                input_bytes_per_sample=float(incoming[v]),
+            )
+        )
+    memory = replace(coefficients.memory, optimizer_state_bytes_per_param_byte=k_opt)
+    coefficients = replace(coefficients, memory=memory)
+    name = str(data.get("name", "")) if isinstance(data, Mapping) else ""
+    return RunPlanProblem(
+        tuple(layers), tuple(cuts), global_batch, devices, float(memory_bytes), coefficients, recompute, shape or RunShape(), name
+    )

@@ -1,0 +1,118 @@
+"""Independent verifier of the run-objective plan (:mod:`milp_partition.costmodel.plan`): checks it and prices it.
+
+Shares no code with :mod:`milp_partition.joint.run_dp` (the planner's DP): it reads the problem's data and the
+formulas of :mod:`milp_partition.costmodel` (plain arithmetic) and evaluates the plan stage by stage:
+
+- the stages are contiguous, non-empty and cover the layers in order; ``p d <= k`` devices;
+- ``d m`` divides the global batch ``G`` and every layer is timed at ``b = G / (d m)``;
+- only layers whose recomputation saves memory are recomputed, and only when the problem allows it;
+- a forced shape (stages, ``d``, ``m``) holds;
+- every stage's memory bound (:func:`milp_partition.costmodel.memory.stage_memory`) is at most the device's;
+- the step is :func:`milp_partition.costmodel.step.step_time` over the stages' :class:`StageTimes`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from milp_partition.costmodel.memory import StageMemory, stage_memory
+from milp_partition.costmodel.plan import RunPlan, RunPlanProblem
+from milp_partition.costmodel.step import (
+    StageTimes,
+    StepPrediction,
+    ddp_allreduce_s,
+    in_flight,
+    message_s,
+    optimizer_step_s,
+    step_time,
+)
+
+#: Relative slack on the memory limit (sums of large byte counts in floating point).
+MEMORY_REL_TOL = 1e-12
+
+
+@dataclass(frozen=True)
+class RunPlanReport:
+    """The verdict: ``feasible``, the reasons it is not, the step (seconds, global batch) and each stage's memory."""
+
+    feasible: bool
+    violations: tuple[str, ...] = ()
+    step_s: float = math.inf
+    prediction: StepPrediction | None = None
+    memory: tuple[StageMemory, ...] = field(default_factory=tuple)
+    microbatch_size: int = 0
+
+
+def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
+    """Check ``plan`` against ``problem`` and compute its step time and memory (see the module docstring)."""
+    bad: list[str] = []
+    n = len(problem.layers)
+    p, d, m = len(plan.stages), plan.data_parallel, plan.microbatches
+    position = 0
+    for q, (first, end) in enumerate(plan.stages):
+        if first != position or end <= first:
+            bad.append(f"stage {q + 1} covers layers {first}..{end - 1}; it must start at {position} and be non-empty")
+        position = max(end, position)
+    if position != n:
+        bad.append(f"the stages cover {position} of {n} layers")
+    if d < 1 or m < 1 or p < 1:
+        bad.append(f"degrees must be positive: {p} stages, d = {d}, m = {m}")
+        return RunPlanReport(False, tuple(bad))
+    if p * d > problem.devices:
+        bad.append(f"{p} stages x d = {d} need {p * d} devices; the cluster has {problem.devices}")
+    if problem.global_batch % (d * m):
+        bad.append(f"d m = {d * m} does not divide the global batch {problem.global_batch}")
+    b = problem.global_batch // (d * m)
+    ids = {v.id for v in problem.layers}
+    for name in sorted(plan.recomputed - ids):
+        bad.append(f"recomputed layer {name!r} is not a layer of the problem")
+    for v in problem.layers:
+        if v.id in plan.recomputed and (not problem.recompute or not v.recomputable):
+            bad.append(f"layer {v.id!r} is recomputed but recomputation is not offered for it")
+        if b not in v.forward_s or b not in v.backward_s:
+            bad.append(f"layer {v.id!r} has no time at micro-batch size {b}")
+    shape = problem.shape
+    for name, want, have in (
+        ("stages", shape.stages, p),
+        ("data-parallel", shape.data_parallel, d),
+        ("micro-batches", shape.microbatches, m),
+    ):
+        if want is not None and want != have:
+            bad.append(f"the plan has {name} {have}; the forced shape has {want}")
+    if bad:
+        return RunPlanReport(False, tuple(bad))
+    c = problem.coefficients
+    k_opt = c.memory.optimizer_state_bytes_per_param_byte
+    times: list[StageTimes] = []
+    memory: list[StageMemory] = []
+    for q, (first, end) in enumerate(plan.stages):
+        layers = problem.layers[first:end]
+        recomputed = [v for v in layers if v.id in plan.recomputed]
+        fwd = math.fsum(v.forward_s[b] for v in layers)
+        bwd = math.fsum(v.backward_s[b] for v in layers) + math.fsum(v.forward_s[b] for v in recomputed)
+        send = message_s(b * problem.cut_bytes_per_sample[end - 1], c.p2p_alpha_s, c.p2p_beta_s_per_byte) if q < p - 1 else 0.0
+        weights = math.fsum(v.param_bytes for v in layers)
+        tensors = sum(v.param_tensors for v in layers)
+        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes)
+        opt = optimizer_step_s(tensors, weights, c.optimizer_s_per_param_tensor, c.optimizer_s_per_param_byte)
+        times.append(StageTimes(fwd, bwd, send, ar, opt))
+        kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else v.saved_bytes_per_sample for v in layers)
+        mem = stage_memory(
+            weights,
+            math.fsum(v.buffer_bytes for v in layers),
+            kept,
+            max((v.saved_bytes_per_sample for v in recomputed), default=0.0),
+            max(v.saved_bytes_per_sample for v in layers),
+            b,
+            in_flight(q, p, m, c.memory.first_stage_extra_microbatches),
+            tensors * (2 + math.ceil(k_opt)),
+            c.memory,
+        )
+        memory.append(mem)
+        if mem.total_bytes > problem.memory_bytes * (1 + MEMORY_REL_TOL):
+            bad.append(
+                f"stage {q + 1} needs {mem.total_bytes:.0f} bytes per device, over the limit of {problem.memory_bytes:.0f}"
+            )
+    pred = step_time(times, m, c.fixed_s)
+    return RunPlanReport(not bad, tuple(bad), pred.step_s, pred, tuple(memory), b)

@@ -1,0 +1,195 @@
+"""Issue 40: Sailor's heterogeneous problem: reader, formula, verifier, exact search (brute force), CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import math
+import random
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from milp_partition.budget import Budget
+from milp_partition.cli.dispatch import main
+from milp_partition.errors import InputError
+from milp_partition.hetero.cost import evaluate, memory_bytes
+from milp_partition.hetero.problem import HeteroModel, HeteroPlan, HeteroProblem, Replica, plan_from_sailor, plan_to_sailor
+from milp_partition.hetero.search import search
+from milp_partition.io.sailor import read_sailor
+from milp_partition.kinds import make_kind_cluster
+from milp_partition.verifiers.hetero import verify_hetero
+
+HETERO = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hetero"
+pytestmark = pytest.mark.skipif(not HETERO.is_dir(), reason="../shared/benchmarks/hetero is not here")
+
+
+def _formula():
+    spec = importlib.util.spec_from_file_location("sailor_formula", HETERO / "tools" / "formula.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _random_plan(problem: HeteroProblem, rng: random.Random) -> HeteroPlan:
+    mod = problem.model
+    mbs = rng.choice(problem.micro_batches())
+    p = rng.randint(1, 5)
+    cuts = sorted(rng.sample(range(1, mod.layers), p - 1))
+    bounds = [0, *cuts, mod.layers]
+    stages = tuple((bounds[i], bounds[i + 1]) for i in range(p))
+    d = rng.randint(1, 6)
+    cfgs = [(c.kind, c.zone, tp) for c in problem.cluster.columns for tp in (1, 2, 4) if problem.replica_valid(c.kind, mbs, tp)]
+    reps = tuple(tuple(Replica(*rng.choice(cfgs)) for _ in range(d)) for _ in stages)
+    return HeteroPlan(mbs, stages, reps)
+
+
+@pytest.mark.parametrize("setting", ["opt350-a32-v96", "gptneo-a32-v96"])
+def test_cost_and_verifier_match_tools_formula_on_random_plans(setting: str) -> None:
+    formula = _formula()
+    problem = read_sailor(HETERO, setting=setting)
+    data = formula.Data(problem.model.name, problem.global_batch, str(HETERO))
+    rng = random.Random(7)
+    for _ in range(40):
+        plan = _random_plan(problem, rng)
+        want = formula.evaluate(plan_to_sailor(plan), data)["iteration_time"]
+        got = evaluate(problem, plan).iteration_s
+        assert got == pytest.approx(want, rel=1e-12)
+        rep = verify_hetero(replace(problem, cluster=replace(problem.cluster, columns=tuple(
+            replace(c, count=10**6) for c in problem.cluster.columns))), plan_to_sailor(plan))
+        fits = all(x["fits"] for row in formula.memory(plan_to_sailor(plan), data) for x in row)
+        assert rep.feasible == fits
+        if fits:
+            assert rep.iteration_s == pytest.approx(want, rel=1e-12)
+
+
+def test_sailor_reference_plan_and_the_moved_layer() -> None:
+    problem = read_sailor(HETERO, setting="opt350-a32-v96")
+    ref = json.loads((HETERO / "reference/runs/opt350-a32-v96/SAILOR.json").read_text())
+    rep = verify_hetero(problem, ref["plan"])
+    assert rep.feasible and rep.throughput_it_s == pytest.approx(ref["throughput_it_s"], rel=1e-12)
+    moved = json.loads((HETERO / "reference/examples/opt350-a32-v96_sailor_layer13_moved.json").read_text())
+    rep2 = verify_hetero(problem, moved.get("plan", moved))
+    assert rep2.feasible and rep2.throughput_it_s == pytest.approx(0.17255, abs=5e-6)
+    assert plan_to_sailor(plan_from_sailor(ref["plan"]))["pipeline_list"][0]["layers_per_stage"] == ref["plan"]["pipeline_list"][0]["layers_per_stage"]
+
+
+def test_sound_objective_differs_only_in_sends() -> None:
+    problem = read_sailor(HETERO, setting="opt350-a32-v96")
+    sound = read_sailor(HETERO, setting="opt350-a32-v96", objective="sound")
+    plan = plan_from_sailor(json.loads((HETERO / "reference/runs/opt350-a32-v96/SAILOR.json").read_text())["plan"])
+    a, b = evaluate(problem, plan), evaluate(sound, plan)
+    assert a.compute_s == b.compute_s and a.allreduce_s == b.allreduce_s
+    assert b.iteration_s < a.iteration_s  # the last stage's gradient send is no longer doubled
+    assert verify_hetero(sound, plan_to_sailor(plan)).iteration_s == pytest.approx(b.iteration_s, rel=1e-12)
+
+
+def _tiny(objective: str = "sailor", count: int = 2) -> HeteroProblem:
+    """Three layers (embedding, one block, head) of OPT-350 on count A100-40 + count V100-16, mbs 1 and 2, B = 8."""
+    full = read_sailor(HETERO, setting="opt350-a8-v16", objective=objective)
+    m = full.model
+    keep = (0, 1, m.layers - 1)
+    times = {k: tuple(v[i] for i in keep) for k, v in m.times.items() if k[1] in (1, 2)}
+    model = HeteroModel("tiny", 3, 1, m.optimizer_bytes_per_param, times, {g: tuple(b for b in ks if b in (1, 2, 4)) for g, ks in m.mbs_keys.items()},
+                        {t: tuple(v[i] for i in keep) for t, v in m.params_floats.items()},
+                        {t: tuple(v[i] for i in keep) for t, v in m.act_mem_floats.items()}, tuple(m.act_output_floats[i] for i in keep))
+    cols = tuple(replace(c, count=count) for c in full.cluster.columns)
+    cluster = make_kind_cluster(full.cluster.kinds, cols, full.cluster.links)
+    return HeteroProblem(model, cluster, 8, objective, "tiny", "test")
+
+
+def _brute(problem: HeteroProblem) -> float:
+    best = math.inf
+    cols = problem.cluster.columns
+    for mbs in problem.micro_batches():
+        # a tp above the column's count never fits the budget; D * P <= devices (every replica takes one at least)
+        cfgs = [(c.kind, c.zone, tp) for c in cols for tp in (1, 2, 4) if tp <= c.count and problem.replica_valid(c.kind, mbs, tp)]
+        for p in (1, 2, 3):
+            for cuts in itertools.combinations(range(1, 3), p - 1):
+                b = [0, *cuts, 3]
+                stages = tuple((b[i], b[i + 1]) for i in range(p))
+                for d in range(1, problem.cluster.total_devices // p + 1):
+                    for reps in itertools.product(itertools.product(cfgs, repeat=d), repeat=p):
+                        used: dict[tuple[str, str], int] = {}
+                        for row in reps:
+                            for k, z, tp in row:
+                                used[(k, z)] = used.get((k, z), 0) + tp
+                        if any(used.get((c.kind, c.zone), 0) > c.count for c in cols):
+                            continue
+                        if any(memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.kinds[k].memory_bytes
+                               for i, ((s, e), row) in enumerate(zip(stages, reps)) for k, _z, tp in row):
+                            continue
+                        plan = HeteroPlan(mbs, stages, tuple(tuple(Replica(*r) for r in row) for row in reps))
+                        best = min(best, evaluate(problem, plan).iteration_s)
+    return best
+
+
+@pytest.mark.parametrize(("objective", "count"), [("sailor", 2), ("sound", 2), ("sailor", 3)])
+def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int) -> None:
+    problem = _tiny(objective, count)
+    want = _brute(problem)
+    got = search(problem, Budget.starting_now(60.0))
+    assert got.complete
+    assert got.value == pytest.approx(want, rel=1e-12)
+    assert got.bound <= want * (1 + 1e-12)
+    assert got.bound == pytest.approx(want, rel=1e-9)  # proven: every leaf resolved here
+    rep = verify_hetero(problem, plan_to_sailor(got.plan))
+    assert rep.feasible and rep.iteration_s == pytest.approx(want, rel=1e-12)
+
+
+def test_search_proves_the_smallest_setting_above_sailor() -> None:
+    problem = read_sailor(HETERO, setting="opt350-a8-v16")
+    got = search(problem, Budget.starting_now(60.0))
+    assert got.plan is not None and got.complete and not got.unresolved
+    assert got.bound == got.value and 1 / got.value >= 0.0513  # Sailor's plan: 0.05128 it/s
+    assert verify_hetero(problem, plan_to_sailor(got.plan)).iteration_s == pytest.approx(got.value, rel=1e-12)
+
+
+def test_a_spent_budget_still_gives_a_sound_bound() -> None:
+    """No time at all: the bound is the first (mbs, D, P) bound, below every plan (here Sailor's and the layer move)."""
+    problem = read_sailor(HETERO, setting="opt350-a32-v96")
+    got = search(problem, Budget.starting_now(0.0))
+    assert got.stopped_by == "time_limit" and not got.complete
+    ref = json.loads((HETERO / "reference/examples/opt350-a32-v96_sailor_layer13_moved.json").read_text())
+    moved = evaluate(problem, plan_from_sailor(ref.get("plan", ref))).iteration_s
+    assert 0 < got.bound <= moved
+
+
+def test_nothing_fits_is_infeasible(tmp_path: Path) -> None:
+    s = tmp_path / "one.json"
+    s.write_text(json.dumps({"model": "GPT-Neo-2.7", "global_batch": 64, "gpus": {"V100-16_us-central1-a": 1}}))
+    assert main(["solve", str(HETERO), "--setting-file", str(s), "-q"]) == 3
+
+
+def test_bad_inputs_name_file_and_field(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no setting 'nope'"):
+        read_sailor(HETERO, setting="nope")
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps({"model": "OPT-350", "global_batch": 1024, "gpus": {"A100-40": 8}}))
+    with pytest.raises(InputError, match=r"s\.json.*not '<kind>_<zone>'"):
+        read_sailor(HETERO, setting_file=bad)
+    bad.write_text(json.dumps({"model": "OPT-350", "global_batch": 0, "gpus": {"A100-40_us-central1-a": 8}}))
+    with pytest.raises(InputError, match="global_batch"):
+        read_sailor(HETERO, setting_file=bad)
+    bad.write_text(json.dumps({"model": "OPT-9", "gpus": {"A100-40_us-central1-a": 8}}))
+    with pytest.raises(InputError, match="no model 'OPT-9'"):
+        read_sailor(HETERO, setting_file=bad)
+    with pytest.raises(InputError, match="row 9 does not exist"):
+        read_sailor(HETERO, trace=HETERO / "clusters/gpu_trace_heterogeneous_imbalanced.csv", row=9, model="OPT-350")
+
+
+def test_cli_setting_file_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    s = tmp_path / "s.json"
+    s.write_text(json.dumps({"name": "mini", "model": "OPT-350", "global_batch": 64,
+                             "gpus": {"A100-40_us-central1-a": 2, "V100-16_us-central1-a": 2}}))
+    out = tmp_path / "r.json"
+    assert main(["solve", str(HETERO), "--setting-file", str(s), "--time-limit", "20", "-q", "-o", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert res["status"] in ("optimal", "feasible") and res["sailor_plan"]["pipeline_list"]
+    assert res["throughput_it_s"] == pytest.approx(1 / res["objective"])
+    assert main(["evaluate", str(HETERO), str(out), "--setting-file", str(s)]) == 0
+    assert main(["solve", str(HETERO), "--setting", "nope"]) == 2
+    assert main(["solve", str(HETERO), "--setting", "opt350-a8-v16", "--objective", "memory"]) == 2
+    assert "internal error" not in capsys.readouterr().err

@@ -1,0 +1,188 @@
+"""The run-objective planner (joint/run_dp.py) against enumeration of every shape, split, micro-batch count and
+recomputed set under the same cost model (milp_partition.costmodel), priced by the independent verifier."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+
+import pytest
+
+from milp_partition.costmodel.memory import MemoryCoefficients
+from milp_partition.costmodel.plan import RunCoefficients, RunLayer, RunPlan, RunPlanProblem, RunShape
+from milp_partition.joint.run_dp import solve_run_dp
+from milp_partition.verifiers.joint_run import verify_run_plan
+
+
+def _compositions(n: int, p: int) -> list[tuple[tuple[int, int], ...]]:
+    out = []
+    for cuts in itertools.combinations(range(1, n), p - 1):
+        bounds = (0, *cuts, n)
+        out.append(tuple(itertools.pairwise(bounds)))
+    return out
+
+
+def brute_force(problem: RunPlanProblem) -> tuple[float, RunPlan | None]:
+    """The least verified step over every plan (shape, split, micro-batch count, recomputed set)."""
+    n, G = len(problem.layers), problem.global_batch
+    recomputable = [v.id for v in problem.layers if v.recomputable] if problem.recompute else []
+    subsets = [frozenset(c) for r in range(len(recomputable) + 1) for c in itertools.combinations(recomputable, r)]
+    best, best_plan = math.inf, None
+    for d in range(1, problem.devices + 1):
+        for m in range(1, G + 1):
+            if G % (d * m):
+                continue
+            for p in range(1, min(problem.devices // d, n) + 1):
+                for split in _compositions(n, p):
+                    for rec in subsets:
+                        plan = RunPlan(split, d, m, rec)
+                        report = verify_run_plan(problem, plan)
+                        if report.feasible and report.step_s < best:
+                            best, best_plan = report.step_s, plan
+    return best, best_plan
+
+
+def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlanProblem:
+    n = rng.randint(2, 5)
+    G = rng.choice([4, 6, 8])
+    sizes = sorted({s for s in range(1, G + 1) if G % s == 0 and (s == 1 or rng.random() < 0.7)})
+    layers = []
+    for i in range(n):
+        overhead, per_sample = rng.uniform(0.1, 1.0), rng.uniform(0.1, 2.0)
+        saved = rng.uniform(1.0, 10.0)
+        layers.append(
+            RunLayer(
+                f"l{i}",
+                {s: overhead + per_sample * s for s in sizes},
+                {s: 2 * overhead + 2 * per_sample * s * rng.uniform(0.8, 1.2) for s in sizes},
+                param_bytes=rng.uniform(0.0, 4.0),
+                param_tensors=rng.randint(0, 3),
+                buffer_bytes=rng.choice([0.0, 1.0]),
+                saved_bytes_per_sample=saved,
+                input_bytes_per_sample=saved * rng.choice([0.05, 0.3, 1.5]),
+            )
+        )
+    coeffs = RunCoefficients(
+        p2p_alpha_s=rng.uniform(0.0, 0.5),
+        p2p_beta_s_per_byte=rng.uniform(0.0, 0.1),
+        allreduce_alpha_s=rng.uniform(0.0, 1.0),
+        allreduce_beta_s_per_byte=rng.uniform(0.0, 0.2),
+        optimizer_s_per_param_tensor=rng.uniform(0.0, 0.1),
+        optimizer_s_per_param_byte=rng.uniform(0.0, 0.01),
+        fixed_s=rng.uniform(0.0, 1.0),
+        ddp_bucket_bytes=rng.choice([8.0, 1e9]),
+        memory=MemoryCoefficients(
+            rng.choice([0.0, 2.0]), rng.choice([0, 1]), rng.choice([1.0, 2.0]), rng.uniform(0, 5), rng.choice([0, 1])
+        ),
+    )
+    total = sum(v.param_bytes for v in layers) * 4 + sum(v.saved_bytes_per_sample for v in layers) * G
+    return RunPlanProblem(
+        tuple(layers),
+        tuple(rng.uniform(0.5, 5.0) for _ in range(n - 1)),
+        G,
+        rng.randint(1, 4),
+        total * rng.uniform(0.1, 0.8),
+        coeffs,
+        recompute=rng.random() < 0.8,
+        shape=shape or RunShape(),
+    )
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_optimum_matches_enumeration(seed: int) -> None:
+    rng = random.Random(seed)
+    shape = None
+    if seed % 4 == 3:  # a forced shape
+        shape = RunShape(
+            stages=rng.choice([None, 1, 2]), data_parallel=rng.choice([None, 1, 2]), microbatches=rng.choice([None, 1, 2])
+        )
+    problem = random_problem(rng, shape)
+    want, _ = brute_force(problem)
+    got = solve_run_dp(problem)
+    assert got.complete
+    if math.isinf(want):
+        assert got.plan is None and math.isinf(got.step_s)
+        return
+    assert got.plan is not None
+    report = verify_run_plan(problem, got.plan)
+    assert report.feasible, report.violations
+    assert report.step_s == pytest.approx(want, rel=1e-9)
+    assert got.step_s == pytest.approx(report.step_s, rel=1e-9)
+    assert got.bound_s <= report.step_s * (1 + 1e-9)  # the bound never above a feasible plan
+    assert got.bound_s == pytest.approx(want, rel=1e-9)
+
+
+def test_enumeration_sees_binding_memory_and_recomputation() -> None:
+    """The random instances exercise what the DP decides: some optima recompute, some use m > 1, some are infeasible."""
+    recomputes = multi = infeasible = pipelines = 0
+    for seed in range(60):
+        problem = random_problem(random.Random(seed))
+        got = solve_run_dp(problem)
+        if got.plan is None:
+            infeasible += 1
+            continue
+        recomputes += bool(got.plan.recomputed)
+        multi += got.plan.microbatches > 1
+        pipelines += len(got.plan.stages) > 1
+    assert recomputes and multi and infeasible and pipelines
+
+
+def test_the_micro_batch_size_is_a_decision() -> None:
+    """A per-operator overhead makes one large micro-batch cheaper on one stage; a pipeline wants several."""
+
+    def layer(i: int) -> RunLayer:
+        sizes = (1, 2, 4, 8)
+        return RunLayer(f"l{i}", {s: 1.0 + 0.1 * s for s in sizes}, {s: 2.0 + 0.2 * s for s in sizes}, 0.0, 0, 0.0, 1.0, 1.0)
+
+    one = RunPlanProblem((layer(0), layer(1)), (1.0,), 8, 1, 1e9)
+    got = solve_run_dp(one)
+    assert got.plan == RunPlan(((0, 2),), 1, 1)  # 8 samples at once: 2 (3 + 2.4) = 10.8 s, m = 8 would be 8 x 6.6
+    assert got.step_s == pytest.approx(2 * (1.0 + 0.8 + 2.0 + 1.6))
+    forced = solve_run_dp(RunPlanProblem((layer(0), layer(1)), (1.0,), 8, 1, 1e9, shape=RunShape(microbatches=8)))
+    assert forced.plan is not None and forced.plan.microbatches == 8 and forced.step_s > got.step_s
+
+
+@pytest.mark.parametrize("seed", range(200))
+def test_covering_knapsack_matches_enumeration(seed: int) -> None:
+    """The per-stage recomputation choice (branch and bound) against every non-empty subset."""
+    from milp_partition.joint.run_dp import _cover
+
+    rng = random.Random(seed)
+    items = [
+        (rng.choice([rng.uniform(0.1, 5.0), 1.0]), rng.choice([rng.uniform(0.1, 5.0), 2.0])) for _ in range(rng.randint(1, 8))
+    ]
+    need = rng.uniform(-1.0, sum(s for _, s in items) * 1.1)
+    best = math.inf
+    for r in range(1, len(items) + 1):
+        for subset in itertools.combinations(range(len(items)), r):
+            if sum(items[i][1] for i in subset) >= need:
+                best = min(best, sum(items[i][0] for i in subset))
+    got = _cover(items, need, math.inf)
+    if math.isinf(best):
+        assert got is None
+    else:
+        assert got is not None and got[0] == pytest.approx(best, rel=1e-12)
+        assert sum(items[i][1] for i in got[1]) >= need and sum(items[i][0] for i in got[1]) == pytest.approx(got[0])
+
+
+def test_verifier_names_what_a_bad_plan_breaks() -> None:
+    sizes = {1: 1.0, 2: 1.5}
+    layers = tuple(RunLayer(f"l{i}", sizes, sizes, 10.0, 2, 0.0, 4.0, 1.0 if i else 8.0) for i in range(3))
+    problem = RunPlanProblem(layers, (1.0, 1.0), 4, 2, 1e6, shape=RunShape(data_parallel=1))
+    cases = {
+        RunPlan(((0, 1), (2, 3)), 1, 4): "must start at 1",
+        RunPlan(((0, 3),), 2, 2): "forced shape",
+        RunPlan(((0, 1), (1, 2), (2, 3)), 1, 4): "need 3 devices",
+        RunPlan(((0, 3),), 1, 3): "does not divide",
+        RunPlan(((0, 3),), 1, 1): "has no time at micro-batch size 4",
+        RunPlan(((0, 3),), 1, 2, frozenset({"l0"})): "not offered",  # its input is larger than what it saves
+        RunPlan(((0, 3),), 1, 2, frozenset({"x"})): "not a layer",
+    }
+    for plan, why in cases.items():
+        report = verify_run_plan(problem, plan)
+        assert not report.feasible and any(why in v for v in report.violations), (plan, report.violations)
+    tight = RunPlanProblem(layers, (1.0, 1.0), 4, 2, 100.0)
+    report = verify_run_plan(tight, RunPlan(((0, 3),), 1, 2))
+    assert not report.feasible and "bytes per device" in report.violations[0]
+    assert verify_run_plan(problem, RunPlan(((0, 2), (2, 3)), 1, 4)).feasible

@@ -1,0 +1,191 @@
+"""The run-objective problem of an imported training graph (joint/run_layers.py), priced by the one cost model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from milp_partition.calibration.torch_ops import OperatorCoefficients
+from milp_partition.cli.dispatch import main
+from milp_partition.costmodel.plan import RunCoefficients, RunPlan, RunShape
+from milp_partition.errors import InputError
+from milp_partition.joint.run_dp import solve_run_dp
+from milp_partition.joint.run_layers import run_problem_from_imported
+from milp_partition.verifiers.joint_run import verify_run_plan
+
+# fixed coefficients (not measured: the test must not depend on this machine's speed)
+OPS = OperatorCoefficients(forward_overhead_s=1e-5, backward_overhead_s=2e-5, matmul_flops_per_s=5e10, memory_s_per_byte=1e-10)
+COEFFS = RunCoefficients(p2p_alpha_s=1e-4, p2p_beta_s_per_byte=1e-9, allreduce_alpha_s=2e-4, allreduce_beta_s_per_byte=1e-9)
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    out = tmp_path_factory.mktemp("rl") / "gpt.json"
+    args = ["import", "torch", "milp_partition.importers.models:gpt_small_test", "--input", "2x32:int64", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(out)]) == 0
+    return json.loads(Path(out).read_text())
+
+
+def _problem(graph: dict, **kw: object):
+    args = dict(devices=2, memory_bytes=1 << 30, global_batch=8, sizes=(1, 2, 4, 8), coefficients=COEFFS, operators=OPS)
+    return run_problem_from_imported(graph, "gpt.json", **{**args, **kw})
+
+
+def test_layers_costs_and_memory_of_an_imported_gpt(graph: dict) -> None:
+    problem = _problem(graph)
+    layers = problem.layers
+    params = graph["layers"]["ops"]
+    assert sum(v.param_bytes for v in layers) == pytest.approx(sum(op.get("param_bytes", 0) for op in params))
+    for v in layers:  # the per-operator overhead does not scale: a larger micro-batch is cheaper per sample
+        assert v.forward_s[8] < 8 * v.forward_s[1]
+        assert v.backward_s[8] < 8 * v.backward_s[1] or v.backward_s[1] == 0.0  # a layer with nothing to differentiate
+        assert v.forward_s[1] >= OPS.forward_overhead_s
+    assert all(c > 0 for c in problem.cut_bytes_per_sample)
+    assert problem.coefficients.memory.optimizer_state_bytes_per_param_byte == pytest.approx(2.0)  # Adam: f = 3
+
+
+def test_planned_and_forced_plans_verify(graph: dict) -> None:
+    problem = _problem(graph)
+    free = solve_run_dp(problem)
+    assert free.complete and free.plan is not None
+    report = verify_run_plan(problem, free.plan)
+    assert report.feasible and report.step_s == pytest.approx(free.step_s, rel=1e-9)
+    for shape in (RunShape(1, 2, 4), RunShape(2, 1, 8), RunShape(1, 1, 1)):
+        forced = solve_run_dp(_problem(graph, shape=shape))
+        assert forced.plan is not None
+        assert (len(forced.plan.stages), forced.plan.data_parallel, forced.plan.microbatches) == (
+            shape.stages,
+            shape.data_parallel,
+            shape.microbatches,
+        )
+        assert forced.step_s >= free.step_s * (1 - 1e-12)
+    # the same plan priced by the verifier: one sample per micro-batch costs more than eight on one device
+    one = verify_run_plan(problem, RunPlan(((0, len(problem.layers)),), 1, 8))
+    eight = verify_run_plan(problem, RunPlan(((0, len(problem.layers)),), 1, 1))
+    assert one.step_s > eight.step_s
+
+
+def test_memory_binds_and_recomputation_or_stages_answer(graph: dict) -> None:
+    roomy = _problem(graph)
+    plan = solve_run_dp(roomy).plan
+    assert plan is not None
+    need = max(m.total_bytes for m in verify_run_plan(roomy, plan).memory)
+    tight = _problem(graph, memory_bytes=need * 0.9)
+    got = solve_run_dp(tight)
+    assert got.plan is not None and got.plan != plan
+    assert max(m.total_bytes for m in verify_run_plan(tight, got.plan).memory) <= need * 0.9
+    nothing = solve_run_dp(_problem(graph, memory_bytes=1.0))
+    assert nothing.plan is None and nothing.complete  # infeasible is an answer
+
+
+def test_a_size_without_times_is_refused(graph: dict) -> None:
+    with pytest.raises(InputError, match="no time for layer"):
+        _problem(graph, operators=None)
+
+
+def test_cli_plans_for_the_run_and_forces_a_shape(graph: dict, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "gpt.json"
+    path.write_text(json.dumps(graph))
+    coeffs = tmp_path / "ops.json"
+    coeffs.write_text(
+        json.dumps(
+            {k: getattr(OPS, k) for k in ("forward_overhead_s", "backward_overhead_s", "matmul_flops_per_s", "memory_s_per_byte")}
+        )
+    )
+    common = ["solve", str(path), "--problem", "joint", "--objective", "run", "--devices", "2", "--memory", "1GiB"]
+    common += ["--global-batch", "8", "--coefficients", str(coeffs)]
+    out = tmp_path / "plan.json"
+    assert main([*common, "-o", str(out)]) == 0
+    report = capsys.readouterr().out
+    assert "OPTIMAL" in report and "global batch of 8 samples" in report
+    assert "not gloo's fit" in report  # the import's H100 datasheet link, said so
+    free = json.loads(out.read_text())
+    assert free["objective"] == pytest.approx(free["bound"]) and free["instance"]["global_batch"] == 8
+    n, b = free["instance"]["microbatches"], free["instance"]["microbatch_size"]
+    assert n * b == 8 and free["time_per_sample"] * n == pytest.approx(free["objective"])  # run's planner_step_s
+    forced = tmp_path / "forced.json"
+    assert main([*common, "--stages", "1", "--data-parallel", "2", "--microbatches", "8", "-o", str(forced)]) == 0
+    plan = json.loads(forced.read_text())
+    assert [(st["data_parallel"], st["tensor_parallel"]) for st in plan["stages"]] == [(2, 1)]
+    assert plan["instance"]["microbatches"] == 8 and plan["instance"]["microbatch_size"] == 1
+    assert plan["objective"] >= free["objective"]
+    assert main([*common, "--memory", "1MiB"]) == 3  # infeasible is an answer
+    assert main([*common, "--microbatches", "8"]) == 2  # N without d is ambiguous
+    assert main(["solve", str(path), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--global-batch", "8"]) == 2
+
+
+def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--time-layers: every layer timed at every candidate size (positive, real seconds); the plan verifies."""
+    graph = tmp_path / "mlp.json"
+    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    out = tmp_path / "plan.json"
+    common = ["solve", str(graph), "--problem", "joint", "--objective", "run", "--devices", "2", "--memory", "1GiB"]
+    assert main([*common, "--global-batch", "4", "--time-layers", "-o", str(out)]) == 0
+    assert "timed on this CPU" in capsys.readouterr().out
+    plan = json.loads(out.read_text())
+    assert plan["status"] == "optimal" and plan["objective"] > 0
+    assert sum(len(st["nodes"]) for st in plan["stages"]) == len(
+        [n for n in json.loads(graph.read_text())["nodes"] if not n["id"].endswith(":bwd")]
+    )
+    assert main([*common, "--time-layers", "--coefficients", str(out)]) == 2  # one source of layer times
+    # the same measurement reused: the free optimum's shape, forced, has the free optimum's price
+    shape = ["--stages", str(len(plan["stages"])), "--data-parallel", str(plan["stages"][0]["data_parallel"])]
+    shape += ["--microbatches", str(plan["instance"]["microbatches"])]
+    forced = tmp_path / "forced.json"
+    assert main([*common, "--global-batch", "4", "--layer-times", str(out), *shape, "-o", str(forced)]) == 0
+    assert json.loads(forced.read_text())["objective"] == pytest.approx(plan["objective"], rel=1e-12)
+    assert main([*common, "--global-batch", "8", "--layer-times", str(out)]) == 2  # size 8 was not timed
+
+
+def test_run_refuses_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:
+    """run executes one-sample micro-batches: a plan with b > 1 is refused by name, not run as another batch."""
+    from milp_partition.run.spec import read_run_spec
+
+    path = tmp_path / "gpt.json"
+    path.write_text(json.dumps(graph))
+    out = tmp_path / "plan.json"
+    common = ["solve", str(path), "--problem", "joint", "--objective", "run", "--devices", "1", "--memory", "1GiB"]
+    coeffs = tmp_path / "ops.json"
+    coeffs.write_text(
+        json.dumps(
+            {k: getattr(OPS, k) for k in ("forward_overhead_s", "backward_overhead_s", "matmul_flops_per_s", "memory_s_per_byte")}
+        )
+    )
+    assert main([*common, "--global-batch", "8", "--coefficients", str(coeffs), "-o", str(out)]) == 0
+    plan = json.loads(out.read_text())
+    assert plan["instance"]["microbatch_size"] == 8  # one device, no pipeline: one micro-batch of the whole batch
+    with pytest.raises(InputError, match="micro-batches hold 8 samples"):
+        read_run_spec(out, str(path))
+
+
+def test_saved_bytes_per_layer_add_up_to_what_the_run_counts(tmp_path: Path) -> None:
+    """The layer timer's per-node saved bytes sum to the run's own counter (engine.SavedActivations) on one pass."""
+    import torch
+
+    from milp_partition.run.engine import SavedActivations
+    from milp_partition.run.model import loss_fn
+    from milp_partition.run.predict import time_layers_at_sizes
+
+    graph = tmp_path / "mlp.json"
+    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    data = json.loads(graph.read_text())
+    _, _, saved = time_layers_at_sizes(data, str(graph), [4], repeats=1)
+    assert saved and all(x >= 0 for x in saved.values())
+    from milp_partition.run.model import batch, build_model
+    from milp_partition.run.spec import RunSpec
+
+    layers = data["layers"]
+    spec = RunSpec(layers["model"]["reference"], tuple(layers["model"]["inputs"]), "float32", (), (), 4, 0.0, 3.0, str(graph), "")
+    model = build_model(spec, 0)
+    a, kw, target = batch(spec, model, 0, 0)
+    counter = SavedActivations({p.untyped_storage().data_ptr() for p in model.parameters()})
+    with torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
+        loss = loss_fn(model(*a, **kw), target)
+    assert sum(saved.values()) * 4 == pytest.approx(counter.peak, rel=1e-9)
+    loss.backward()
