@@ -122,7 +122,8 @@ def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path, monkeypat
     assert any("ran on the CPU" in n for n in run["notes"]) is (gpus is not None)
 
 
-def test_spec_refuses_mixed_degrees(tmp_path: Path) -> None:
+def test_spec_takes_mixed_degrees_and_refuses_a_degree_that_does_not_divide_n(tmp_path: Path) -> None:
+    # stages with different degrees run (milp_partition.run.mixed); a data-parallel degree must divide N
     from milp_partition.errors import InputError
     from milp_partition.run.spec import read_run_spec
 
@@ -130,17 +131,21 @@ def test_spec_refuses_mixed_degrees(tmp_path: Path) -> None:
     nodes = [{"id": "a"}, {"id": "b"}]
     graph.write_text(json.dumps({"nodes": nodes, "layers": {"model": {"reference": "m:f", "inputs": ["1x2"]}}}))
     plan = tmp_path / "p.json"
-    stages = [
-        {"nodes": ["a"], "data_parallel": 2, "tensor_parallel": 1, "configs": {"a": "vanilla"}},
-        {"nodes": ["b"], "data_parallel": 1, "tensor_parallel": 1, "configs": {"b": "vanilla"}},
-    ]
-    plan.write_text(
-        json.dumps(
-            {"problem": "joint", "stages": stages, "instance": {"source": str(graph), "microbatches": 4}, "time_per_sample": 1.0}
-        )
-    )
-    with pytest.raises(InputError, match="one data- and one tensor-parallel degree"):
-        read_run_spec(plan)
+
+    def write(d_first: int) -> None:
+        stages = [
+            {"nodes": ["a"], "data_parallel": d_first, "tensor_parallel": 1, "configs": {"a": "vanilla"}},
+            {"nodes": ["b"], "data_parallel": 1, "tensor_parallel": 2, "configs": {"b": "vanilla"}},
+        ]
+        instance = {"source": str(graph), "microbatches": 4}
+        plan.write_text(json.dumps({"problem": "joint", "stages": stages, "instance": instance, "time_per_sample": 1.0}))
+
+    write(2)
+    spec = read_run_spec(plan, factory="m:f")
+    assert not spec.uniform and spec.degrees == ((2, 1), (1, 2)) and spec.world_size == 4
+    write(3)
+    with pytest.raises(InputError, match="stage 1: data-parallel degree 3 does not divide"):
+        read_run_spec(plan, factory="m:f")
 
 
 def test_the_layer_timer_and_the_link_probe_wait_for_the_gpu_only_on_a_gpu() -> None:

@@ -132,11 +132,14 @@ def test_a_hand_edited_plan_is_refused_naming_the_file_and_field(tmp_path: Path,
     assert err.value.source == str(tmp_path / "p.json") and err.value.where == field, str(err.value)
 
 
-def test_the_mixed_degree_refusal_lists_the_stages_in_the_tables_order(tmp_path: Path) -> None:
+def test_stages_of_different_degrees_read_and_their_device_count_is_listed_in_the_tables_order(tmp_path: Path) -> None:
     plan = _plan(tmp_path)
-    plan["stages"][0]["data_parallel"] = 2  # stage 1 (2, 1), stage 2 (1, 1): sorted, stage 2's pair came first
-    with pytest.raises(InputError, match=r"stage 1: \(d, t\) = \(2, 1\), stage 2: \(d, t\) = \(1, 1\)"):
+    plan["stages"][0]["data_parallel"] = 2  # stage 1 (2, 1), stage 2 (1, 1): 3 devices, the plan was solved for 2
+    with pytest.raises(InputError, match=r"the stages use 2 x 1 \+ 1 x 1 = 3 devices"):
         _read(tmp_path, plan)
+    plan["instance"]["devices"] = 3
+    spec = _read(tmp_path, plan)
+    assert not spec.uniform and spec.world_size == 3
 
 
 def test_a_factory_named_only_in_the_graph_is_not_run(tmp_path: Path) -> None:

@@ -83,10 +83,14 @@ def check_model(spec: RunSpec, seed: int) -> None:
 
 def _print_run(args: argparse.Namespace, out: dict) -> None:  # type: ignore[type-arg]
     s = out["shape"]
-    print(
-        f"plan       {args.plan}: {s['stages']} stages x data {s['data_parallel']} x tensor {s['tensor_parallel']}, "
-        f"{out['ranks']} ranks ({out['backend']}), N = {out['microbatches']}"
+    degrees = {(g["data_parallel"], g["tensor_parallel"]) for g in out["stage_degrees"]}
+    shape = (
+        f"{s['stages']} stages x data {s['data_parallel']} x tensor {s['tensor_parallel']}"
+        if len(degrees) == 1
+        else f"{s['stages']} stages, data x tensor "
+        + ", ".join(f"{g['data_parallel']}x{g['tensor_parallel']}" for g in out["stage_degrees"])
     )
+    print(f"plan       {args.plan}: {shape}, {out['ranks']} ranks ({out['backend']}), N = {out['microbatches']}")
     print("losses     " + " ".join(fmt(x, 7) for x in out["losses"]))
     print("single     " + " ".join(fmt(x, 7) for x in out["single_process_losses"]))
     print(f"loss diff  {out['loss_max_rel_diff']:.3g} (largest relative)")

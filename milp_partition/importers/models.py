@@ -172,6 +172,22 @@ def mlp_small_test() -> nn.Module:
     return mlp(in_features=32, hidden=64, layers=4, classes=10)
 
 
+def convnet_small_test(channels: int = 16, blocks: int = 4, classes: int = 10) -> nn.Module:
+    """A plain convolutional net for 3 x 32 x 32 images, for tests and benchmarks: a stem, ``blocks`` 3 x 3
+    convolution + ReLU blocks (every other one strided, doubling the channels), average pooling and a classifier.
+
+    No batch normalisation, so a pipeline's one-sample micro-batches compute what the whole batch does.
+    """
+    layers: list[nn.Module] = [nn.Sequential(nn.Conv2d(3, channels, 3, padding=1), nn.ReLU())]
+    width = channels
+    for b in range(blocks):
+        out = width * 2 if b % 2 else width
+        layers.append(nn.Sequential(nn.Conv2d(width, out, 3, stride=2 if b % 2 else 1, padding=1), nn.ReLU()))
+        width = out
+    layers += [nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten()), nn.Linear(width, classes)]
+    return nn.Sequential(*layers)
+
+
 def _make_divisible(value: float, divisor: int = 8) -> int:
     """Round channels to a multiple of ``divisor``, not below 90% of ``value`` (MobileNet's rule)."""
     rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)

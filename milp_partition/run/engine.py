@@ -30,6 +30,8 @@ from typing import Any
 from milp_partition.io.atomic import write_atomic
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import split_layer
+from milp_partition.run.layout import RankLayout
+from milp_partition.run.mixed import MixedRank, allreduce_gradients, stage_graph
 from milp_partition.run.model import batch, batch_on, build_model, loss_fn, optimizer
 from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, is_cuda, measure_links
 from milp_partition.run.spec import RunSpec
@@ -299,14 +301,14 @@ def worker(
     """One rank: build the model, split, parallelise, run ``steps`` steps, write ``rank{rank}.json`` to ``out_dir``.
 
     ``cuda``: rank ``r`` runs on GPU ``r`` (nccl takes one rank per GPU; :func:`uses_cuda` decides), else on the CPU.
+    A plan whose stages share one (d, t) runs on a ``(pp, dp, tp)`` mesh with ``torch.distributed.pipelining``
+    (:func:`_mesh_rank`); any other on :mod:`milp_partition.run.mixed`'s schedule (:func:`_mixed_rank`).
     """
     set_parent_death_signal()
     import json
 
     import torch
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     torch.set_num_threads(threads)
     backend = "cpu:gloo,cuda:nccl" if cuda else "gloo"  # with CUDA: nccl for the GPU's tensors, gloo for the CPU's
@@ -318,62 +320,36 @@ def worker(
     try:
         # the prediction's inputs, measured here under the run's own conditions (every rank at once, on
         # the same cores), before the plan's steps: gloo's latency and bandwidth in this group, the plan's shape
-        # with nothing to compute (below), the whole
+        # with nothing to compute (in _mesh_rank), the whole
         # model's layers at one sample, and torch's overheads (DTensor, the schedule) on tiny modules
         links = measure_links(rank, device=device)
         own_group = [dist.new_group([r]) for r in range(world)][rank]
         timer = LayerTimer(spec, threads, seed, device=device if cuda else None)  # then one pass before each step (below)
         costs = calibrate_runtime(threads, group=own_group)
-        S, D, T = spec.shape
-        mesh = init_device_mesh(device.type, (S, D, T), mesh_dim_names=("pp", "dp", "tp"))
-        pp, dp = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
-        dp_group = mesh["dp"].get_group() if D > 1 else None
-        tp_pairs = (len(tp_roles(spec, spec.stages[pp].nodes, T)) + 1) // 2 if T > 1 else 0
-        links = dataclasses.replace(
-            links,
-            empty_step_s=empty_step(
-                S, pp, spec.microbatches // D, device, mesh["pp"].get_group(), dp_group, mesh["tp"] if T > 1 else None, tp_pairs
-            ),
-        )
         notes: list[str] = []
-        base_rss = _rss_bytes()
-        if cuda:
-            torch.cuda.reset_peak_memory_stats(device)
-        model = build_model(spec, seed)
-        batches = [batch(spec, model, k, seed) for k in range(steps)]  # every step's data, before the split
-        args0, kwargs0, _ = batches[0]
-        stage_spec = spec.stages[pp]
-        module, params = _stage_module(spec, model, pp, args0, kwargs0, mesh, device, notes)
-        del model  # only this stage's module stays
-        n_micro = spec.microbatches // D
-        stage = PipelineStage(module, pp, S, device, group=mesh["pp"].get_group())
-        schedule = Schedule1F1B(stage, n_micro, loss_fn=loss_fn, scale_grads=True)
-        opt = optimizer(spec, params)
-        local_ptrs = {(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params}
-        saved = SavedActivations(local_ptrs)
-        with PeakRss() as rss:
-            losses, times, held = _train_steps(schedule, opt, params, batches, timer, saved, mesh, device, n_micro)
-        peak = torch.cuda.max_memory_allocated(device) if cuda else rss.peak - base_rss
+        run = (_mesh_rank if spec.uniform else _mixed_rank)(spec, rank, steps, seed, timer, device, notes)
+        links = dataclasses.replace(links, empty_step_s=run.empty_step_s)
+        stage_spec = spec.stages[run.stage]
         result = {
             "rank": rank,
-            "pp": pp,
-            "dp": dp,
-            "tp": mesh["tp"].get_local_rank(),
-            "losses": losses,
-            "step_s": times,
-            "peak_memory_bytes": int(peak) if cuda else int(sum(held) + saved.peak),
+            "pp": run.stage,
+            "dp": run.replica,
+            "tp": run.tp_index,
+            "losses": run.losses,
+            "step_s": run.times,
+            "peak_memory_bytes": int(run.peak_bytes) if cuda else int(sum(run.held) + run.saved_peak),
             "memory_measure": "torch.cuda.max_memory_allocated"
             if cuda
             else "tensors: weights + gradients + optimizer state + peak saved activations (saved_tensors_hooks)",
             "predicted_memory_bytes": stage_spec.predicted_memory_bytes,
             "tensor_memory": {
-                "weights": held[0],
-                "gradients": held[1],
-                "optimizer_state": held[2],
-                "saved_activations_peak": saved.peak,
-                "total": sum(held) + saved.peak,
+                "weights": run.held[0],
+                "gradients": run.held[1],
+                "optimizer_state": run.held[2],
+                "saved_activations_peak": run.saved_peak,
+                "total": sum(run.held) + run.saved_peak,
             },
-            "rss_peak_bytes": int(rss.peak - base_rss),
+            "rss_peak_bytes": int(run.rss_peak),
             "links": dataclasses.asdict(links),
             "layer_profile": timer.profile().to_dict(),
             "costs": dataclasses.asdict(costs),
@@ -385,17 +361,107 @@ def worker(
         dist.destroy_process_group()
 
 
+@dataclasses.dataclass(frozen=True)
+class RankRun:
+    """What one rank's steps gave: its place, per-step losses (last stage) and seconds, memory, the empty step."""
+
+    stage: int
+    replica: int
+    tp_index: int
+    losses: list[float]
+    times: list[float]
+    held: tuple[int, int, int]  # weights, gradients, optimizer state after the last step (bytes)
+    saved_peak: int  # peak bytes of the activations autograd saved
+    rss_peak: int  # the process's resident memory over the steps, above where it was before the model
+    peak_bytes: int  # torch.cuda.max_memory_allocated on a GPU, else 0
+    empty_step_s: float  # the plan's shape with nothing to compute (0: not measured)
+
+
+def _mesh_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, device: Any, notes: list[str]) -> RankRun:
+    """A plan with one (d, t) for every stage: a ``(pp, dp, tp)`` mesh, ``pipelining``'s ``Schedule1F1B``."""
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    cuda = device.type == "cuda"
+    S, D, T = spec.shape
+    mesh = init_device_mesh(device.type, (S, D, T), mesh_dim_names=("pp", "dp", "tp"))
+    pp, dp = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
+    # DDP takes no DTensor parameters: with tensor parallelism the gradients are all-reduced by hand (and so in E)
+    dp_group = mesh["dp"].get_group() if D > 1 else None
+    tp_pairs = (len(tp_roles(spec, spec.stages[pp].nodes, T)) + 1) // 2 if T > 1 else 0
+    empty = empty_step(
+        S, pp, spec.microbatches // D, device, mesh["pp"].get_group(), dp_group if T == 1 else None,
+        mesh["tp"] if T > 1 else None, tp_pairs,
+    )  # fmt: skip
+    base_rss = _rss_bytes()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    model = build_model(spec, seed)
+    batches = [batch(spec, model, k, seed) for k in range(steps)]  # every step's data, before the split
+    args0, kwargs0, _ = batches[0]
+    module, params = _stage_module(spec, model, pp, args0, kwargs0, mesh, device, notes)
+    del model  # only this stage's module stays
+    n_micro = spec.microbatches // D
+    stage = PipelineStage(module, pp, S, device, group=mesh["pp"].get_group())
+    schedule = Schedule1F1B(stage, n_micro, loss_fn=loss_fn, scale_grads=True)
+    opt = optimizer(spec, params)
+    local_ptrs = {(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params}
+    saved = SavedActivations(local_ptrs)
+    with PeakRss() as rss:
+        losses, times, held = _train_steps(schedule, opt, params, batches, timer, saved, mesh, device, n_micro)
+    peak = torch.cuda.max_memory_allocated(device) if cuda else 0
+    return RankRun(pp, dp, mesh["tp"].get_local_rank(), losses, times, held, saved.peak, rss.peak - base_rss, peak, empty)
+
+
+def _eager_modules(module: Any, model: Any, nodes: tuple[str, ...]) -> None:
+    """Put ``model``'s own module back at each of the stage's node paths in ``module`` (a stage of ``pipeline()``).
+
+    ``pipeline()`` traces every module into an ``InterpreterModule`` (its fx graph, run operator by operator in
+    Python): no ``nn.Linear`` for ``parallelize_module`` (which refuses it), no ``heads`` for the fused attention, and
+    not the eager modules the layer timer timed. The stage's graph calls each node's module by its path, with the
+    same inputs, so the model's own module computes the same.
+    """
+    present = dict(module.named_modules())
+    for v in nodes:
+        if not v or v not in present:
+            continue
+        try:
+            eager = model.get_submodule(v)
+        except AttributeError:
+            continue
+        if eager is not present[v]:
+            module.set_submodule(v, eager)
+
+
+def _prepare_stage(spec: RunSpec, module: Any, q: int, tp_mesh: Any, device: Any, notes: list[str], model: Any = None) -> Any:
+    """Stage ``q``'s module (its nodes' eager modules from ``model`` when it is a ``pipeline()`` stage) with its
+    recomputed layers checkpointed, tensor-parallel over ``tp_mesh``, on ``device``."""
+    stage_spec = spec.stages[q]
+    if model is not None and module is not model:
+        _eager_modules(module, model, stage_spec.nodes)
+    if stage_spec.recomputed:
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
+
+        wanted = {id(m) for p, m in module.named_modules() if p in set(stage_spec.recomputed)}
+        apply_activation_checkpointing(module, check_fn=lambda m: id(m) in wanted)
+    t = stage_spec.tensor_parallel
+    if t > 1:
+        notes += apply_tensor_parallel(module, tp_roles(spec, stage_spec.nodes, t), tp_mesh, t)
+    return module.to(device)
+
+
 def _stage_module(
     spec: RunSpec, model: Any, pp: int, args0: list[Any], kwargs0: dict[str, Any], mesh: Any, device: Any, notes: list[str]
 ) -> tuple[Any, list[Any]]:
     """This rank's stage of ``model`` (split by ``pipeline()``), checkpointed, tensor-parallel, on ``device``, under DDP.
 
-    Returns the module to schedule and its parameters (before DDP wraps it).
+    Returns the module to schedule and its parameters (before DDP wraps it). With tensor parallelism, DDP (which
+    takes no DTensor parameters) is left out: :func:`_train_steps` all-reduces the gradients over ``dp``.
     """
     from torch.distributed.pipelining import pipeline
 
     S, D, T = spec.shape
-    stage_spec = spec.stages[pp]
     if S > 1:
         points, cut_notes = _split_points(spec)
         notes += cut_notes
@@ -404,18 +470,9 @@ def _stage_module(
         del pipe
     else:
         module = model
-    if stage_spec.recomputed:
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
-
-        wanted = {id(m) for p, m in module.named_modules() if p in set(stage_spec.recomputed)}
-        apply_activation_checkpointing(module, check_fn=lambda m: id(m) in wanted)
-    if T > 1:
-        notes += apply_tensor_parallel(module, tp_roles(spec, stage_spec.nodes, T), mesh["tp"], T)
-    module = module.to(device)
+    module = _prepare_stage(spec, module, pp, mesh["tp"], device, notes, model)
     params = list(module.parameters())
-    if D > 1:
-        if T > 1:
-            raise RuntimeError("data and tensor parallelism together need FSDP2 over DTensor: not in this version")
+    if D > 1 and T == 1:
         from torch.nn.parallel import DistributedDataParallel
 
         module = DistributedDataParallel(module, process_group=mesh["dp"].get_group())
@@ -438,7 +495,7 @@ def _train_steps(
     import torch.distributed as dist
 
     cuda = device.type == "cuda"
-    S, D = mesh["pp"].size(), mesh["dp"].size()
+    S, D, T = mesh["pp"].size(), mesh["dp"].size(), mesh["tp"].size()
     pp, dp = mesh["pp"].get_local_rank(), mesh["dp"].get_local_rank()
     steps = len(batches)
     losses: list[float] = []
@@ -462,6 +519,8 @@ def _train_steps(
                 schedule.step(target=target[lo:hi].to(device), losses=mb_losses)
             else:
                 schedule.step()
+        if D > 1 and T > 1:
+            allreduce_gradients(params, mesh["dp"].get_group(), divide_by=D)
         opt.step()
         if k == steps - 1:
             held = tensor_bytes_of(params, opt)
@@ -477,6 +536,92 @@ def _train_steps(
                 mean /= D
             losses.append(float(mean))
     return losses, times, held
+
+
+def _mixed_groups(layout: RankLayout, rank: int, device: Any) -> tuple[Any, Any]:
+    """This rank's tensor-parallel mesh (``None`` at t = 1) and data-parallel group (``None`` at d = 1).
+
+    Every rank creates every group, in one order (``new_group`` is collective over the default group).
+    """
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import DeviceMesh
+
+    tp_mesh = dp_group = None
+    for q, (d, t) in enumerate(layout.degrees):
+        if t > 1:
+            for r in range(d):
+                ranks = layout.ranks(q, r)
+                group = dist.new_group(ranks)
+                if rank in ranks:
+                    tp_mesh = DeviceMesh.from_group(group, device.type)
+        if d > 1:
+            for ranks in layout.data_groups(q):
+                group = dist.new_group(ranks)
+                if rank in ranks:
+                    dp_group = group
+    return tp_mesh, dp_group
+
+
+def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, device: Any, notes: list[str]) -> RankRun:
+    """A plan whose stages have different (d, t): :class:`~milp_partition.run.mixed.MixedRank` on this rank's stage."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import pipeline
+
+    cuda = device.type == "cuda"
+    layout = RankLayout(spec.degrees, spec.microbatches)
+    place = layout.place(rank)
+    tp_mesh, dp_group = _mixed_groups(layout, rank, device)
+    base_rss = _rss_bytes()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats(device)
+    model = build_model(spec, seed)
+    batches = [batch(spec, model, k, seed) for k in range(steps)]  # every step's data, before the split
+    args0, kwargs0, _ = batches[0]
+    points, cut_notes = _split_points(spec)
+    notes += cut_notes
+    pipe = pipeline(model, tuple(a[:1] for a in args0), {k: v[:1] for k, v in kwargs0.items()} or None, split_spec=points)
+    graph, model_output = stage_graph(pipe, [a[:1] for a in args0], {k: v[:1] for k, v in kwargs0.items()})
+    module = _prepare_stage(spec, pipe.get_stage_module(place.stage), place.stage, tp_mesh, device, notes, model)
+    del model, pipe
+    params = list(module.parameters())
+    opt = optimizer(spec, params)
+    in_flight = [st.microbatches_in_flight or len(spec.stages) - q for q, st in enumerate(spec.stages)]
+    runner = MixedRank(layout, place, module, graph, model_output, in_flight, loss_fn, device)
+    saved = SavedActivations({(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params})
+    last = place.stage == layout.stages - 1
+    losses: list[float] = []
+    times: list[float] = []
+    held = (0, 0, 0)
+    with PeakRss() as rss:
+        for k in range(steps):
+            timer.sample()
+            args, kwargs, target = batches[k]
+            dist.barrier()
+            t0 = time.perf_counter()
+            with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+                loss = runner.step([*args, *kwargs.values()], target)
+            if dp_group is not None:
+                allreduce_gradients(params, dp_group)  # each micro-batch's loss was divided by N: a sum
+            opt.step()
+            if k == steps - 1:
+                held = tensor_bytes_of(params, opt)
+            opt.zero_grad(set_to_none=True)
+            if cuda:
+                torch.cuda.synchronize(device)
+            dist.barrier()
+            times.append(time.perf_counter() - t0)
+            if last:
+                total = torch.tensor(loss, dtype=torch.float64)
+                if dp_group is not None:
+                    dist.all_reduce(total, group=dp_group)
+                losses.append(float(total))
+    peak = torch.cuda.max_memory_allocated(device) if cuda else 0
+    notes.append(
+        "stages with different degrees: run on milp_partition.run.mixed's 1F1B schedule (point-to-point messages "
+        "between stage groups, gradients all-reduced after the backward), not torch.distributed.pipelining"
+    )
+    return RankRun(place.stage, place.replica, place.tp_index, losses, times, held, saved.peak, rss.peak - base_rss, peak, 0.0)
 
 
 def summarise(
@@ -495,7 +640,8 @@ def summarise(
         "plan": spec.plan_path,
         "graph": spec.graph_path,
         "model": spec.model,
-        "shape": {"stages": s, "data_parallel": d, "tensor_parallel": t},
+        "shape": {"stages": s, "data_parallel": d, "tensor_parallel": t},  # the first stage's degrees
+        "stage_degrees": [{"data_parallel": d_q, "tensor_parallel": t_q} for d_q, t_q in spec.degrees],
         "ranks": len(ranks),
         "backend": ranks[0]["backend"],
         "microbatches": spec.microbatches,

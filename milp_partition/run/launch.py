@@ -288,6 +288,11 @@ def run_plan(
     prediction = predict_step(spec, layers, costs, links).to_dict()
     prediction["layers"] = layers.to_dict()
     out = summarise(spec, ranks, ref, warmup, prediction)
+    if not spec.uniform:
+        out["notes"].append(
+            "the predicted step (run/predict.py) prices every stage at the first stage's data- and tensor-parallel "
+            "degrees: for stages with different degrees it is approximate"
+        )
     if torch.cuda.is_available() and not cuda:
         gpus = torch.cuda.device_count()
         out["notes"].append(

@@ -23,6 +23,7 @@ class RunStage:
     tensor_parallel: int
     recomputed: tuple[str, ...] = ()
     predicted_memory_bytes: float = 0.0
+    microbatches_in_flight: int = 0
 
 
 @dataclass(frozen=True)
@@ -61,13 +62,23 @@ class RunSpec:
 
     @property
     def shape(self) -> tuple[int, int, int]:
-        """``(stages, data-parallel, tensor-parallel)``; the run needs one d and one t for every stage."""
+        """``(stages, data-parallel, tensor-parallel)`` of the first stage (of every stage when :attr:`uniform`)."""
         return len(self.stages), self.stages[0].data_parallel, self.stages[0].tensor_parallel
 
     @property
+    def degrees(self) -> tuple[tuple[int, int], ...]:
+        """Each stage's ``(data-parallel, tensor-parallel)`` degrees."""
+        return tuple((st.data_parallel, st.tensor_parallel) for st in self.stages)
+
+    @property
+    def uniform(self) -> bool:
+        """Whether every stage has the same degrees (a ``(pp, dp, tp)`` device mesh; else :mod:`.mixed` runs it)."""
+        return len(set(self.degrees)) == 1
+
+    @property
     def world_size(self) -> int:
-        s, d, t = self.shape
-        return s * d * t
+        """The plan's devices, ``sum_q d_q t_q``."""
+        return sum(d * t for d, t in self.degrees)
 
 
 def _load(path: Path, what: str) -> Any:
@@ -153,12 +164,16 @@ def _stage(st: Any, q: int, source: str) -> RunStage:
     memory = st.get("memory_bytes", 0.0)
     if isinstance(memory, bool) or not isinstance(memory, (int, float)) or not math.isfinite(memory) or memory < 0:
         raise InputError(f"must be a finite number of bytes, got {memory!r}", source=source, where=f"{at}.memory_bytes")
+    in_flight = st.get("microbatches_in_flight", 0)
+    if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 0:
+        raise InputError(f"must be a whole number, not negative, got {in_flight!r}", source=source, where=f"{at}.microbatches_in_flight")
     return RunStage(
         tuple(nodes),
         _positive_int(st.get("data_parallel"), source, f"{at}.data_parallel"),
         _positive_int(st.get("tensor_parallel"), source, f"{at}.tensor_parallel"),
         tuple(v for v in nodes if configs[v].startswith(RECOMPUTE_PREFIX)),
         float(memory),
+        in_flight,
     )
 
 
@@ -197,50 +212,49 @@ def _check_nodes(stages: list[RunStage], forward: list[str], source: str) -> Non
 
 
 def _check_shape(stages: list[RunStage], n: int, source: str) -> None:
-    """One ``(d, t)`` for every stage (listed in stage order), not both above 1, and ``N / d >= S`` micro-batches."""
-    degrees = list(dict.fromkeys((s.data_parallel, s.tensor_parallel) for s in stages))
-    if len(degrees) != 1:
-        per = ", ".join(f"stage {q}: (d, t) = ({s.data_parallel}, {s.tensor_parallel})" for q, s in enumerate(stages, 1))
-        raise InputError(
-            f"the run needs one data- and one tensor-parallel degree for every stage (a (pp, dp, tp) mesh); "
-            f"the plan has {per}: force one with solve --data-parallel D",
-            source=source,
-            where="stages",
-        )
-    (d, t), s = degrees[0], len(stages)
-    if d > 1 and t > 1:
-        raise InputError(
-            "data and tensor parallelism together need FSDP2 over DTensor, not in this version: "
-            "force one with solve --data-parallel 1 or --tensor-parallel 1",
-            source=source,
-            where="stages",
-        )
-    if n % d or n // d < s:
-        raise InputError(
-            f"{n} micro-batches do not run on data-parallel degree {d} and {s} stages (1F1B needs a multiple of {d} "
-            f"and at least {s} per replica): solve with --microbatches {d * s} or more",
-            source=source,
-            where="instance.microbatches",
-        )
+    """Each stage's data-parallel degree divides the ``N`` micro-batches; where every stage has the same ``(d, t)`` (one
+    ``(pp, dp, tp)`` mesh, torch's 1F1B schedule) ``N / d >= S``. Stages of different degrees run on the project's own
+    1F1B schedule (:mod:`milp_partition.run.mixed`), data and tensor parallelism together on a 2-D mesh."""
+    for q, st in enumerate(stages, start=1):
+        if n % st.data_parallel:
+            raise InputError(
+                f"stage {q}: data-parallel degree {st.data_parallel} does not divide the plan's {n} micro-batches: "
+                f"solve with --microbatches a multiple of {st.data_parallel}",
+                source=source,
+                where="instance.microbatches",
+            )
+    degrees = {(s.data_parallel, s.tensor_parallel) for s in stages}
+    if len(degrees) == 1:
+        d, s = stages[0].data_parallel, len(stages)
+        if n // d < s:
+            raise InputError(
+                f"{n} micro-batches do not run on data-parallel degree {d} and {s} stages (1F1B needs at least {s} per "
+                f"replica): solve with --microbatches {d * s} or more",
+                source=source,
+                where="instance.microbatches",
+            )
 
 
 def _check_devices(stages: list[RunStage], instance: dict[str, Any], source: str) -> None:
-    """The stages use no more devices than the plan was solved for, and a tensor-parallel degree it offered."""
-    s, d, t = len(stages), stages[0].data_parallel, stages[0].tensor_parallel
+    """The stages use no more devices than the plan was solved for, and tensor-parallel degrees it offered."""
+    used = sum(st.data_parallel * st.tensor_parallel for st in stages)
     devices, degrees = instance.get("devices"), instance.get("degrees")
-    if isinstance(devices, int) and not isinstance(devices, bool) and s * d * t > devices:
+    if isinstance(devices, int) and not isinstance(devices, bool) and used > devices:
+        per = " + ".join(f"{st.data_parallel} x {st.tensor_parallel}" for st in stages)
         raise InputError(
-            f"the stages use {s} x {d} x {t} = {s * d * t} devices and the plan was solved for {devices}: "
+            f"the stages use {per} = {used} devices and the plan was solved for {devices}: "
             "solve the plan again rather than editing its degrees",
             source=source,
             where="stages",
         )
-    if isinstance(degrees, list) and degrees and t not in degrees:
-        raise InputError(
-            f"tensor-parallel degree {t} is not among the plan's degrees {degrees}: solve the plan again with --tp-degrees",
-            source=source,
-            where="stages[0].tensor_parallel",
-        )
+    for q, st in enumerate(stages):
+        if isinstance(degrees, list) and degrees and st.tensor_parallel not in degrees:
+            raise InputError(
+                f"tensor-parallel degree {st.tensor_parallel} is not among the plan's degrees {degrees}: solve the plan "
+                "again with --tp-degrees",
+                source=source,
+                where=f"stages[{q}].tensor_parallel",
+            )
 
 
 def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str | None = None) -> RunSpec:
@@ -253,7 +267,8 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str 
     InputError
         When the plan is no joint result or a field is malformed (naming it), the graph records no model reference
         (imported before ``run`` existed, or from ONNX), the stages do not hold each node of the graph once in
-        execution order, do not share one data- and one tensor-parallel degree, or the factory is not the user's.
+        execution order, a stage's data-parallel degree does not divide the micro-batches, or the factory is not the
+        user's.
     """
     plan_path = Path(plan_path)
     source = str(plan_path)
