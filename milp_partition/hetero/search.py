@@ -597,8 +597,8 @@ class _Search:
             return FLOAT_BYTES * tb.mbs * (tb.out[s - 1] if sound else tb.out[s])
 
         def amin_of(q: tuple[int, ...], e: int) -> float:
-            sz = size_a(e)
-            return max(min(tb.send(c, k, sz) for k in range(len(tb.cfgs))) for c in q)
+            """Least a_i of a stage ending at e with set q: each member's cheapest send of size_a(e) (cached)."""
+            return max(amin_c[c][e] for c in q)
 
         # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
         # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
