@@ -40,7 +40,7 @@ PRUNE_REL = 1e-12
 #: Budget checks every this many nodes.
 TICK = 2000
 #: Phase 1 (heuristic sweep over every triple): share of the time limit and nodes per triple.
-PHASE1_SHARE = 0.2
+PHASE1_SHARE = 0.08
 PHASE1_NODES = 300
 
 
@@ -264,6 +264,24 @@ def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     return 2 * t
 
 
+def _bottleneck(ylb: list[list[np.ndarray]], allowed: list[list[np.ndarray]], L: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """rmax[k][s0] = least max_{i >= k} y_i and rsum[k][s0] = least sum_{i >= k} y_i over the ways to split layers
+    s0..L-1 into stages k..P-1, each stage at its least y over its allowed configurations (``ylb`` where
+    ``allowed``).  Exact dynamic programs on a relaxation: lower bounds for every plan whose stages obey ``allowed``.
+    """
+    p, inf = len(ylb), math.inf
+    rmax = [np.full(L + 1, inf) for _ in range(p + 1)]
+    rsum = [np.full(L + 1, inf) for _ in range(p + 1)]
+    rmax[p][L], rsum[p][L] = -inf, 0.0
+    for k in range(p - 1, -1, -1):
+        yk = np.full((L + 1, L + 1), inf)
+        for arr, ok in zip(ylb[k], allowed[k]):
+            yk = np.where(ok, np.minimum(yk, arr), yk)
+        rmax[k] = np.maximum(yk, rmax[k + 1][None, :]).min(axis=1)
+        rsum[k] = (yk + rsum[k + 1][None, :]).min(axis=1)
+    return rmax, rsum
+
+
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
@@ -358,6 +376,62 @@ class _Search:
             return b if self.sound else 2 * b
         return a + b
 
+    def stage_ylb(self, tb: _Tables, p: int) -> list[list[np.ndarray]]:
+        """ylb[k][c][s0][e]: least y_k = C_k + X_k of stage k of p over layers s0..e-1 with a replica of configuration
+        c (its compute plus its least sends, each send at its cheapest partner); inf where c cannot hold the
+        layers with p - k micro-batches in flight.  Cached per (p, objective) in ``tb``."""
+        key = ("ylb", p, self.sound)
+        got = tb.misc.get(key)
+        if got is not None:
+            return got  # type: ignore[return-value]
+        sound, L, inf = self.sound, tb.L, math.inf
+        self.send_tables(tb)
+        amin_c, bmin_c = tb.misc[("ab", sound)]
+        idx = np.arange(L + 1)
+        upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
+        amin_arr = np.array(amin_c)  # [c][e]
+        bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
+        ylb: list[list[np.ndarray]] = [[] for _ in range(p)]
+        for k in range(p):
+            for c in range(len(tb.cfgs)):
+                comp = tb.comp_matrix(c)
+                fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
+                a = amin_arr[c][None, :] if k < p - 1 else 0.0
+                b = bmin_arr[c][:, None] if k > 0 else 0.0
+                if p == 1:
+                    x = 0.0
+                elif k == 0:
+                    x = a if (p <= 3 or sound) else 2 * a
+                elif k == p - 1:
+                    x = b if sound else 2 * b
+                else:
+                    x = a + b
+                ylb[k].append(np.where(upper & fit, comp + x, inf))
+        tb.misc[key] = ylb  # type: ignore[assignment]
+        return ylb
+
+    def send_tables(self, tb: _Tables) -> None:
+        """Per configuration c: the least forward send of a stage ending at e and the least backward send of a stage
+        starting at s0 (over every partner configuration), cached in ``tb.misc``."""
+        sound = self.sound
+        key_ab = ("ab", sound)
+        if key_ab in tb.misc:
+            return
+        nk_all = range(len(tb.cfgs))
+        L = tb.L
+        tb.misc[key_ab] = (
+            [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
+              for e in range(L + 1)] for c in nk_all],
+            [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
+              if s0 >= 1 else 0.0 for s0 in range(L)] for c in nk_all])
+
+    def root_split(self, tb: _Tables, p: int) -> tuple[float, float]:
+        """(least max_i y_i, least sum_i y_i) over every split into p stages, every configuration that fits."""
+        ylb = self.stage_ylb(tb, p)
+        allowed = [[np.ones_like(arr, dtype=bool) for arr in row] for row in ylb]
+        rmax, rsum = _bottleneck(ylb, allowed, tb.L)
+        return float(rmax[0][0]), float(rsum[0][0])
+
     def run(self) -> SearchOutcome:
         prob = self.problem
         triples = []
@@ -368,13 +442,17 @@ class _Search:
                 continue
             tables[mbs] = tb
             total = sum(tb.caps)
+            splits: dict[int, tuple[float, float]] = {}
             for d in range(1, total + 1):
                 theta = tb.theta_devices(d)
                 floor = self.ar_floor(tb, d)
                 m = math.ceil(prob.global_batch / (mbs * d))
                 for p in range(1, min(tb.L, total // d) + 1):
                     xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-                    lb = (m - 1) * (max(theta, tb.cminpre[tb.L] / p) + min(xs)) + tb.cminpre[tb.L] + sum(xs) + tb.umin + floor
+                    ymax_lb, ysum_lb = splits.get(p) or splits.setdefault(p, self.root_split(tb, p))
+                    # (m - 1) max_i y_i + sum_i y_i + U + T_sync, each term at its least over the triple
+                    lb = ((m - 1) * max(theta + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
+                          + max(tb.cminpre[tb.L] + sum(xs), ysum_lb) + tb.umin + floor)
                     triples.append((lb, mbs, d, p))
         triples.sort()
         self.out.triples = len(triples)
@@ -454,19 +532,8 @@ class _Search:
         min_ar = self.min_ar_table(tb, d) if d > 1 else None
         sound = self.sound
         suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
-        nk_all = range(len(tb.cfgs))
-        key_ab = ("ab", sound)
-        if key_ab not in tb.misc:
-            tb.misc[key_ab] = (
-                [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
-                  for e in range(L + 1)] for c in nk_all],
-                [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
-                  if s0 >= 1 else 0.0 for s0 in range(L)] for c in nk_all])
-        amin_c, bmin_c = tb.misc[key_ab]
-
-        def xlb(k: int, c: int, s0: int, e: int) -> float:
-            """Least X_k of a stage k over layers s0..e-1 holding a replica of configuration c."""
-            return self.x_of(p, k, amin_c[c][e] if k < p - 1 else 0.0, bmin_c[c][s0] if k > 0 else 0.0)
+        self.send_tables(tb)
+        amin_c, _bmin_c = tb.misc[("ab", sound)]
 
         for t in range(len(lams)):
             suffix[t][p][L] = 0.0
@@ -475,43 +542,53 @@ class _Search:
         # numpy form of: stage k over layers s0..e-1 may use configuration c when it fits, its compute plus its least
         # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
         # lambda-weighted replica times D, plus the best suffix from e
-        idx = np.arange(L + 1)
-        upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
-        if min_ar is not None:
-            ar_ok = {t: arr <= ar_hi * tol for t, arr in min_ar.items()}
-        amin_arr = np.array(amin_c)  # [c][e]
-        bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
-        sfx = [np.full(L + 1, inf) for _ in range(p + 1)]
+        ylb_kc = self.stage_ylb(tb, p)
+
+        def build_masks(y_cap: float, ar_cap: float) -> list[list[np.ndarray]]:
+            """Per stage k and configuration c: [s0][e] -> c may serve stage k over layers s0..e-1 in a plan better
+            than the incumbent (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
+            if min_ar is not None:
+                ar_ok = {t: arr <= ar_cap * tol for t, arr in min_ar.items()}
+            out_masks: list[list[np.ndarray]] = []
+            for k in range(p):
+                row = []
+                for c in range(nk):
+                    ok = ylb_kc[k][c] <= y_cap * tol
+                    if min_ar is not None:
+                        ar_any = np.zeros((L + 1, L + 1), dtype=bool)
+                        for t, arr in ar_ok.items():
+                            if t <= tb.cfgs[c][1]:
+                                ar_any |= arr
+                        ok &= ar_any
+                    row.append(ok)
+                out_masks.append(row)
+            return out_masks
+
+        # the caps from the incumbent, tightened by the bottleneck programs until they stop moving: a plan better
+        # than the incumbent has (m - 1) max_i y_i + sum_i y_i + U + T_sync < incumbent with sum_i y_i >= rsum[0][0],
+        # max_i y_i >= max(rmax[0][0], theta + least send), T_sync >= the all-reduce floor
+        y_cap, ar_cap = y_hi, ar_hi
+        for _round in range(4):
+            masks_by_k = build_masks(y_cap, ar_cap)
+            rmax_arr, rsum_arr = _bottleneck(ylb_kc, masks_by_k, L)
+            r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
+            if not math.isfinite(s00):
+                return  # no split of the layers obeys the caps
+            ymax_lb = max(r00, theta + xmin_all)
+            if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= self.out.value:
+                return  # every plan of this (mbs, D, P) is at least the incumbent
+            y_new = math.inf if m == 1 else (self.out.value - s00 - tb.umin - ar_floor) / (m - 1)
+            ar_new = (self.out.value - ((m - 1) * ymax_lb + s00 + tb.umin)) if d > 1 else inf
+            if y_new >= y_cap * (1 - 1e-6) and ar_new >= ar_cap * (1 - 1e-6):
+                break
+            y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
+        rmax_l = [[float(v) for v in r] for r in rmax_arr]
+        rsum_l = [[float(v) for v in r] for r in rsum_arr]
         sfx_t = [[np.full(L + 1, inf) for _ in range(p + 1)] for _ in lams]
         for t in range(len(lams)):
             sfx_t[t][p][L] = 0.0
-        del sfx
-        masks_by_k: list[list[np.ndarray]] = [[] for _ in range(p)]
         for k in range(p - 1, -1, -1):
-            masks = []
-            for c in range(nk):
-                _j, tp = tb.cfgs[c]
-                comp = tb.comp_matrix(c)
-                fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
-                a = amin_arr[c][None, :] if k < p - 1 else 0.0
-                b = bmin_arr[c][:, None] if k > 0 else 0.0
-                if p == 1:
-                    x = 0.0
-                elif k == 0:
-                    x = a if (p <= 3 or sound) else 2 * a
-                elif k == p - 1:
-                    x = b if sound else 2 * b
-                else:
-                    x = a + b
-                ok = upper & fit & (comp + x <= y_hi * tol)
-                if min_ar is not None:
-                    ar_any = np.zeros((L + 1, L + 1), dtype=bool)
-                    for t, arr in ar_ok.items():
-                        if t <= tp:
-                            ar_any |= arr
-                    ok &= ar_any
-                masks.append(ok)
-            masks_by_k[k] = masks
+            masks = masks_by_k[k]
             for t, l_ in enumerate(lams):
                 cost = np.full((L + 1, L + 1), inf)
                 for c in range(nk):
@@ -600,6 +677,21 @@ class _Search:
             """Least a_i of a stage ending at e with set q: each member's cheapest send of size_a(e) (cached)."""
             return max(amin_c[c][e] for c in q)
 
+        stage_cache: dict[tuple[int, int, int], list[tuple[tuple[int, ...], float, float, float, float]]] = {}
+
+        def stage_sets(i: int, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
+            """The sets allowed for stage i over layers s..e-1 (every member within the caps: compute + least sends,
+            all-reduce, memory) with their compute, least forward send, update and least all-reduce (cached: they
+            depend on (i, s, e, set) only, not on the stages before)."""
+            got = stage_cache.get((i, s, e))
+            if got is None:
+                allowed_here = allowed_lists[i][s][e]
+                got = [(q, max(tb.comp(c, s, e) for c in q), amin_of(q, e) if i < p - 1 else 0.0,
+                        max(tb.upd[c][s] for c in q), self.ar_lb(tb, q, s, e, d))
+                       for q in sets if all(allowed_here[c] for c in q)]
+                stage_cache[(i, s, e)] = got
+            return got
+
         # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
         # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
         # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
@@ -640,15 +732,11 @@ class _Search:
                         return
                 if two and rest and two_sfx[i + 1][e] is None:
                     continue  # no completion from layer e fits the devices under the incumbent
-                allowed_here = allowed_lists[i][s][e]
-                restsum = tb.cminpre[L] - tb.cminpre[e] + sum(xmins[i + 1:])
-                restmax = ((tb.cminpre[L] - tb.cminpre[e]) / rest + (xmins[i + 1] if rest else 0.0)) if rest else -math.inf
+                restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
+                restmax = rmax_l[i + 1][e]  # least max of the later stages' y
                 any_ok = False
                 base_min_c = math.inf
-                for q in sets:
-                    if not all(allowed_here[c] for c in q):
-                        continue  # a member over the caps (compute + least sends, all-reduce) or out of memory
-                    ci = max(tb.comp(c, s, e) for c in q)
+                for q, ci, a_here, u_q, ar_q in stage_sets(i, s, e):
                     base_min_c = min(base_min_c, ci)
                     # previous stage's X and y
                     if i > 0:
@@ -659,10 +747,9 @@ class _Search:
                     else:
                         b_here = 0.0
                         ymax2, ysum2 = ymax, ysum
-                    a_here = amin_of(q, e) if i < p - 1 else 0.0
                     yi = ci + self.x_of(p, i, a_here, b_here)
-                    u = max(umax, max(tb.upd[c][s] for c in q))
-                    ar = max(armax, self.ar_lb(tb, q, s, e, d))
+                    u = max(umax, u_q)
+                    ar = max(armax, ar_q)
                     big = max(ymax2, yi, restmax, theta + xmin_all)
                     lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + ar
                     if lb * (1 - PRUNE_REL) >= self.out.value:
