@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from milp_partition.cli.dispatch import main
 from milp_partition.errors import InputError
 from milp_partition.hetero.cost import evaluate, memory_bytes
 from milp_partition.hetero.problem import HeteroModel, HeteroPlan, HeteroProblem, Replica, plan_from_sailor, plan_to_sailor
-from milp_partition.hetero.search import search
+from milp_partition.hetero.search import _Search, _Tables, search
 from milp_partition.io.sailor import read_sailor
 from milp_partition.kinds import make_kind_cluster
 from milp_partition.verifiers.hetero import verify_hetero
@@ -86,13 +87,13 @@ def test_sound_objective_differs_only_in_sends() -> None:
     assert verify_hetero(sound, plan_to_sailor(plan)).iteration_s == pytest.approx(b.iteration_s, rel=1e-12)
 
 
-def _tiny(objective: str = "sailor", count: int = 2) -> HeteroProblem:
-    """Three layers (embedding, one block, head) of OPT-350 on count A100-40 + count V100-16, mbs 1 and 2, B = 8."""
+def _tiny(objective: str = "sailor", count: int = 2, blocks: int = 1) -> HeteroProblem:
+    """Layers embedding, ``blocks`` blocks, head of OPT-350 on count A100-40 + count V100-16, mbs 1 and 2, B = 8."""
     full = read_sailor(HETERO, setting="opt350-a8-v16", objective=objective)
     m = full.model
-    keep = (0, 1, m.layers - 1)
+    keep = (0, *range(1, 1 + blocks), m.layers - 1)
     times = {k: tuple(v[i] for i in keep) for k, v in m.times.items() if k[1] in (1, 2)}
-    model = HeteroModel("tiny", 3, 1, m.optimizer_bytes_per_param, times, {g: tuple(b for b in ks if b in (1, 2, 4)) for g, ks in m.mbs_keys.items()},
+    model = HeteroModel("tiny", len(keep), 1, m.optimizer_bytes_per_param, times, {g: tuple(b for b in ks if b in (1, 2, 4)) for g, ks in m.mbs_keys.items()},
                         {t: tuple(v[i] for i in keep) for t, v in m.params_floats.items()},
                         {t: tuple(v[i] for i in keep) for t, v in m.act_mem_floats.items()}, tuple(m.act_output_floats[i] for i in keep))
     cols = tuple(replace(c, count=count) for c in full.cluster.columns)
@@ -100,15 +101,16 @@ def _tiny(objective: str = "sailor", count: int = 2) -> HeteroProblem:
     return HeteroProblem(model, cluster, 8, objective, "tiny", "test")
 
 
-def _brute(problem: HeteroProblem) -> float:
-    best = math.inf
+def _plans(problem: HeteroProblem) -> Iterator[HeteroPlan]:
+    """Every feasible plan of a tiny problem (brute force)."""
     cols = problem.cluster.columns
     for mbs in problem.micro_batches():
         # a tp above the column's count never fits the budget; D * P <= devices (every replica takes one at least)
         cfgs = [(c.kind, c.zone, tp) for c in cols for tp in (1, 2, 4) if tp <= c.count and problem.replica_valid(c.kind, mbs, tp)]
-        for p in (1, 2, 3):
-            for cuts in itertools.combinations(range(1, 3), p - 1):
-                b = [0, *cuts, 3]
+        n = problem.model.layers
+        for p in range(1, n + 1):
+            for cuts in itertools.combinations(range(1, n), p - 1):
+                b = [0, *cuts, n]
                 stages = tuple((b[i], b[i + 1]) for i in range(p))
                 for d in range(1, problem.cluster.total_devices // p + 1):
                     for reps in itertools.product(itertools.product(cfgs, repeat=d), repeat=p):
@@ -121,14 +123,19 @@ def _brute(problem: HeteroProblem) -> float:
                         if any(memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.kinds[k].memory_bytes
                                for i, ((s, e), row) in enumerate(zip(stages, reps)) for k, _z, tp in row):
                             continue
-                        plan = HeteroPlan(mbs, stages, tuple(tuple(Replica(*r) for r in row) for row in reps))
-                        best = min(best, evaluate(problem, plan).iteration_s)
-    return best
+                        yield HeteroPlan(mbs, stages, tuple(tuple(Replica(*r) for r in row) for row in reps))
 
 
-@pytest.mark.parametrize(("objective", "count"), [("sailor", 2), ("sound", 2), ("sailor", 3)])
-def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int) -> None:
-    problem = _tiny(objective, count)
+def _brute(problem: HeteroProblem) -> float:
+    return min(evaluate(problem, plan).iteration_s for plan in _plans(problem))
+
+
+@pytest.mark.parametrize(("objective", "count", "blocks"), [("sailor", 2, 1), ("sound", 2, 1), ("sailor", 3, 1),
+                                                            ("sailor", 2, 3), ("sound", 2, 3), ("sailor", 3, 3)])
+def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int, blocks: int) -> None:
+    """Every plan enumerated; 5 layers (blocks = 3) reach P = 4, where the first and last sends are doubled and the
+    bottleneck programs' splits matter."""
+    problem = _tiny(objective, count, blocks)
     want = _brute(problem)
     got = search(problem, Budget.starting_now(60.0))
     assert got.complete
@@ -137,6 +144,37 @@ def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int
     assert got.bound == pytest.approx(want, rel=1e-9)  # proven: every leaf resolved here
     rep = verify_hetero(problem, plan_to_sailor(got.plan))
     assert rep.feasible and rep.iteration_s == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize(("objective", "count"), [("sailor", 2), ("sound", 2), ("sailor", 3)])
+def test_outer_bounds_hold_for_every_plan_of_their_triple(objective: str, count: int) -> None:
+    """The (mbs, D, P) bound and the bottleneck split bounds (least max and least sum of y_i = C_i + X_i) are at most
+    the value (and the terms) of every plan of that triple, enumerated; and the split's least sum is above the least
+    per-layer compute (the bound before it) on some triple."""
+    problem = _tiny(objective, count, 3)
+    srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    best: dict[tuple[int, int, int], float] = {}
+    ymax: dict[tuple[int, int], float] = {}
+    ysum: dict[tuple[int, int], float] = {}
+    for plan in _plans(problem):
+        t = evaluate(problem, plan)
+        p, d = len(plan.stages), len(plan.replicas[0])
+        y = [c + x for c, x in zip(t.compute_s, t.sends_s)]
+        key = (plan.mbs, d, p)
+        best[key] = min(best.get(key, math.inf), t.iteration_s)
+        ymax[(plan.mbs, p)] = min(ymax.get((plan.mbs, p), math.inf), max(y))
+        ysum[(plan.mbs, p)] = min(ysum.get((plan.mbs, p), math.inf), sum(y))
+    assert len(best) > 10
+    stronger = 0
+    for (mbs, d, p), v in best.items():
+        tb = tables[mbs]
+        lb = srch.triple_bound(tb, d, p)
+        assert lb <= v * (1 + 1e-12)
+        lo_max, lo_sum = srch.root_split(tb, p)
+        assert lo_max <= ymax[(mbs, p)] * (1 + 1e-12) and lo_sum <= ysum[(mbs, p)] * (1 + 1e-12)
+        stronger += lo_sum > tb.cminpre[tb.L] * (1 + 1e-6)
+    assert stronger > 0
 
 
 def test_search_proves_the_smallest_setting_above_sailor() -> None:

@@ -432,6 +432,20 @@ class _Search:
         rmax, rsum = _bottleneck(ylb, allowed, tb.L)
         return float(rmax[0][0]), float(rsum[0][0])
 
+    def triple_bound(self, tb: _Tables, d: int, p: int) -> float:
+        """A lower bound on the iteration time of every plan with micro-batch ``tb.mbs``, D = d and P = p:
+        (m - 1) max_i y_i + sum_i y_i + U + T_sync with max_i y_i at least the device-time bound theta plus the least
+        send, the average least compute plus the least send, and the bottleneck split's least max; sum_i y_i at
+        least the bottleneck split's least sum; U and T_sync at their floors."""
+        m = math.ceil(self.problem.global_batch / (tb.mbs * d))
+        xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
+        key = ("split", p, self.sound)
+        if key not in tb.misc:
+            tb.misc[key] = self.root_split(tb, p)  # type: ignore[assignment]
+        ymax_lb, ysum_lb = tb.misc[key]  # type: ignore[misc]
+        return ((m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
+                + max(tb.cminpre[tb.L] + sum(xs), ysum_lb) + tb.umin + self.ar_floor(tb, d))
+
     def run(self) -> SearchOutcome:
         prob = self.problem
         triples = []
@@ -442,18 +456,9 @@ class _Search:
                 continue
             tables[mbs] = tb
             total = sum(tb.caps)
-            splits: dict[int, tuple[float, float]] = {}
             for d in range(1, total + 1):
-                theta = tb.theta_devices(d)
-                floor = self.ar_floor(tb, d)
-                m = math.ceil(prob.global_batch / (mbs * d))
                 for p in range(1, min(tb.L, total // d) + 1):
-                    xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-                    ymax_lb, ysum_lb = splits.get(p) or splits.setdefault(p, self.root_split(tb, p))
-                    # (m - 1) max_i y_i + sum_i y_i + U + T_sync, each term at its least over the triple
-                    lb = ((m - 1) * max(theta + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
-                          + max(tb.cminpre[tb.L] + sum(xs), ysum_lb) + tb.umin + floor)
-                    triples.append((lb, mbs, d, p))
+                    triples.append((self.triple_bound(tb, d, p), mbs, d, p))
         triples.sort()
         self.out.triples = len(triples)
         # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for
