@@ -148,7 +148,7 @@ def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int
 
 @pytest.mark.parametrize(("objective", "count"), [("sailor", 2), ("sound", 2), ("sailor", 3)])
 def test_outer_bounds_hold_for_every_plan_of_their_triple(objective: str, count: int) -> None:
-    """The (mbs, D, P) bound and the bottleneck split bounds (least max and least sum of y_i = C_i + X_i) are at most
+    """The (mbs, D, P) bound, its T_sync bound (split and tp budget) and the bottleneck split bounds (least max and least sum of y_i = C_i + X_i) are at most
     the value (and the terms) of every plan of that triple, enumerated; and the split's least sum is above the least
     per-layer compute (the bound before it) on some triple."""
     problem = _tiny(objective, count, 3)
@@ -157,12 +157,14 @@ def test_outer_bounds_hold_for_every_plan_of_their_triple(objective: str, count:
     best: dict[tuple[int, int, int], float] = {}
     ymax: dict[tuple[int, int], float] = {}
     ysum: dict[tuple[int, int], float] = {}
+    sync: dict[tuple[int, int, int], float] = {}
     for plan in _plans(problem):
         t = evaluate(problem, plan)
         p, d = len(plan.stages), len(plan.replicas[0])
         y = [c + x for c, x in zip(t.compute_s, t.sends_s)]
         key = (plan.mbs, d, p)
         best[key] = min(best.get(key, math.inf), t.iteration_s)
+        sync[key] = min(sync.get(key, math.inf), t.t_sync_s)
         ymax[(plan.mbs, p)] = min(ymax.get((plan.mbs, p), math.inf), max(y))
         ysum[(plan.mbs, p)] = min(ysum.get((plan.mbs, p), math.inf), sum(y))
     assert len(best) > 10
@@ -171,6 +173,7 @@ def test_outer_bounds_hold_for_every_plan_of_their_triple(objective: str, count:
         tb = tables[mbs]
         lb = srch.triple_bound(tb, d, p)
         assert lb <= v * (1 + 1e-12)
+        assert srch.ar_split(tb, d, p) <= sync[(mbs, d, p)] * (1 + 1e-12)
         lo_max, lo_sum = srch.root_split(tb, p)
         assert lo_max <= ymax[(mbs, p)] * (1 + 1e-12) and lo_sum <= ysum[(mbs, p)] * (1 + 1e-12)
         stronger += lo_sum > tb.cminpre[tb.L] * (1 + 1e-6)

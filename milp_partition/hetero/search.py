@@ -367,6 +367,35 @@ class _Search:
             got = tb.ar_floor_cache[d] = max(first, last)
         return got
 
+    def ar_split(self, tb: _Tables, d: int, p: int) -> float:
+        """A lower bound on T_sync of every plan with D = d and P = p: the least, over the splits into p stages and
+        the stages' least tps t_i with D sum_i t_i <= the devices (every replica of stage i takes t_i devices at
+        least), of max_i (the least all-reduce of stage i's layers at least tp t_i); at least :meth:`ar_floor`.
+        An exact dynamic program over (stage, first layer, tp budget) on that relaxation."""
+        if d <= 1:
+            return 0.0
+        key = ("arsplit", d, p)
+        got = tb.misc.get(key)
+        if got is not None:
+            return got  # type: ignore[return-value]
+        table = self.min_ar_table(tb, d)
+        L, inf = tb.L, math.inf
+        budget = min(sum(tb.caps) // d, 4 * p)
+        g = np.full((L + 1, budget + 1), inf)  # g[s][b]: stages k..p-1 over layers s..L-1 within tp budget b
+        g[L, :] = 0.0
+        for _k in range(p - 1, -1, -1):
+            nxt = np.full((L + 1, budget + 1), inf)
+            for t, arr in table.items():
+                if t > budget:
+                    continue
+                # stage over s..e-1 with least tp t, then the rest from e within budget b - t
+                cand = np.maximum(arr[:, :, None], g[None, :, : budget + 1 - t])  # [s][e][b - t]
+                nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
+            g = nxt
+        got = max(float(g[0, budget]), self.ar_floor(tb, d))
+        tb.misc[key] = got  # type: ignore[assignment]
+        return got
+
     def x_of(self, p: int, i: int, a: float, b: float) -> float:
         if p == 1:
             return 0.0
@@ -436,7 +465,7 @@ class _Search:
         """A lower bound on the iteration time of every plan with micro-batch ``tb.mbs``, D = d and P = p:
         (m - 1) max_i y_i + sum_i y_i + U + T_sync with max_i y_i at least the device-time bound theta plus the least
         send, the average least compute plus the least send, and the bottleneck split's least max; sum_i y_i at
-        least the bottleneck split's least sum; U and T_sync at their floors."""
+        least the bottleneck split's least sum; U at its floor, T_sync at :meth:`ar_split`."""
         m = math.ceil(self.problem.global_batch / (tb.mbs * d))
         xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
         key = ("split", p, self.sound)
@@ -444,7 +473,7 @@ class _Search:
             tb.misc[key] = self.root_split(tb, p)  # type: ignore[assignment]
         ymax_lb, ysum_lb = tb.misc[key]  # type: ignore[misc]
         return ((m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
-                + max(tb.cminpre[tb.L] + sum(xs), ysum_lb) + tb.umin + self.ar_floor(tb, d))
+                + max(tb.cminpre[tb.L] + sum(xs), ysum_lb) + tb.umin + self.ar_split(tb, d, p))
 
     def run(self) -> SearchOutcome:
         prob = self.problem
@@ -527,7 +556,7 @@ class _Search:
         # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
         # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
         # devices for stages k..P-1 over layers s..L-1 (each replica takes its cheapest allowed configuration)
-        ar_floor = self.ar_floor(tb, d)
+        ar_floor = self.ar_split(tb, d, p)  # T_sync's least over this (D, P)
         y_hi = math.inf if m == 1 else (self.out.value - tb.cminpre[L] - sum(xmins) - tb.umin - ar_floor) / (m - 1)
         inf = math.inf
         # the all-reduce under the incumbent: T_sync >= AR_i for every stage, so a stage whose least tp leaves
@@ -756,7 +785,7 @@ class _Search:
                     u = max(umax, u_q)
                     ar = max(armax, ar_q)
                     big = max(ymax2, yi, restmax, theta + xmin_all)
-                    lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + ar
+                    lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + max(ar, ar_floor)
                     if lb * (1 - PRUNE_REL) >= self.out.value:
                         continue
                     any_ok = True
