@@ -158,6 +158,8 @@ def test_outer_bounds_hold_for_every_plan_of_their_triple(objective: str, count:
     ymax: dict[tuple[int, int], float] = {}
     ysum: dict[tuple[int, int], float] = {}
     sync: dict[tuple[int, int, int], float] = {}
+    ymax_d: dict[tuple[int, int, int], float] = {}
+    ysum_d: dict[tuple[int, int, int], float] = {}
     for plan in _plans(problem):
         t = evaluate(problem, plan)
         p, d = len(plan.stages), len(plan.replicas[0])
@@ -165,17 +167,22 @@ def test_outer_bounds_hold_for_every_plan_of_their_triple(objective: str, count:
         key = (plan.mbs, d, p)
         best[key] = min(best.get(key, math.inf), t.iteration_s)
         sync[key] = min(sync.get(key, math.inf), t.t_sync_s)
+        ymax_d[key] = min(ymax_d.get(key, math.inf), max(y))
+        ysum_d[key] = min(ysum_d.get(key, math.inf), sum(y))
         ymax[(plan.mbs, p)] = min(ymax.get((plan.mbs, p), math.inf), max(y))
         ysum[(plan.mbs, p)] = min(ysum.get((plan.mbs, p), math.inf), sum(y))
     assert len(best) > 10
     stronger = 0
-    for (mbs, d, p), v in best.items():
+    for key, v in best.items():
+        mbs, d, p = key
         tb = tables[mbs]
         lb = srch.triple_bound(tb, d, p)
         assert lb <= v * (1 + 1e-12)
         assert srch.ar_split(tb, d, p) <= sync[(mbs, d, p)] * (1 + 1e-12)
         lo_max, lo_sum = srch.root_split(tb, p)
         assert lo_max <= ymax[(mbs, p)] * (1 + 1e-12) and lo_sum <= ysum[(mbs, p)] * (1 + 1e-12)
+        lo_max, lo_sum = srch.root_split(tb, p, d)  # under the device budget: only plans with this D
+        assert lo_max <= ymax_d[key] * (1 + 1e-12) and lo_sum <= ysum_d[key] * (1 + 1e-12)
         stronger += lo_sum > tb.cminpre[tb.L] * (1 + 1e-6)
     assert stronger > 0
 

@@ -371,30 +371,37 @@ class _Search:
         """A lower bound on T_sync of every plan with D = d and P = p: the least, over the splits into p stages and
         the stages' least tps t_i with D sum_i t_i <= the devices (every replica of stage i takes t_i devices at
         least), of max_i (the least all-reduce of stage i's layers at least tp t_i); at least :meth:`ar_floor`.
-        An exact dynamic program over (stage, first layer, tp budget) on that relaxation."""
+        An exact dynamic program over (stages, first layer, tp budget) on that relaxation, run once per D for every
+        P (after j steps it holds j stages over the last layers, for every budget)."""
         if d <= 1:
             return 0.0
-        key = ("arsplit", d, p)
-        got = tb.misc.get(key)
-        if got is not None:
-            return got  # type: ignore[return-value]
-        table = self.min_ar_table(tb, d)
-        L, inf = tb.L, math.inf
-        budget = min(sum(tb.caps) // d, 4 * p)
-        g = np.full((L + 1, budget + 1), inf)  # g[s][b]: stages k..p-1 over layers s..L-1 within tp budget b
-        g[L, :] = 0.0
-        for _k in range(p - 1, -1, -1):
-            nxt = np.full((L + 1, budget + 1), inf)
-            for t, arr in table.items():
-                if t > budget:
-                    continue
-                # stage over s..e-1 with least tp t, then the rest from e within budget b - t
-                cand = np.maximum(arr[:, :, None], g[None, :, : budget + 1 - t])  # [s][e][b - t]
-                nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
-            g = nxt
-        got = max(float(g[0, budget]), self.ar_floor(tb, d))
-        tb.misc[key] = got  # type: ignore[assignment]
-        return got
+        key = ("ardp", d)
+        rows = tb.misc.get(key)
+        total = sum(tb.caps)
+        if rows is None:
+            table = self.min_ar_table(tb, d)
+            L, inf = tb.L, math.inf
+            pmax = max(1, min(L, total // d))
+            budget = min(total // d, 4 * pmax)
+            g = np.full((L + 1, budget + 1), inf)  # g[s][b]: j stages over layers s..L-1 within tp budget b
+            g[L, :] = 0.0
+            out_rows = [np.full(budget + 1, inf)]
+            for _j in range(pmax):
+                nxt = np.full((L + 1, budget + 1), inf)
+                for t, arr in table.items():
+                    if t > budget:
+                        continue
+                    # a stage over s..e-1 with least tp t, then the rest from e within budget b - t
+                    cand = np.maximum(arr[:, :, None], g[None, :, : budget + 1 - t])  # [s][e][b - t]
+                    nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
+                g = nxt
+                out_rows.append(g[0].copy())
+            rows = tb.misc[key] = (out_rows, self.ar_floor(tb, d))  # type: ignore[assignment]
+        got_rows, floor = rows  # type: ignore[misc]
+        if p >= len(got_rows):
+            return floor
+        row = got_rows[p]
+        return max(float(row[min(total // d, len(row) - 1)]), floor)
 
     def x_of(self, p: int, i: int, a: float, b: float) -> float:
         if p == 1:
@@ -454,12 +461,38 @@ class _Search:
             [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
               if s0 >= 1 else 0.0 for s0 in range(L)] for c in nk_all])
 
-    def root_split(self, tb: _Tables, p: int) -> tuple[float, float]:
-        """(least max_i y_i, least sum_i y_i) over every split into p stages, every configuration that fits."""
-        ylb = self.stage_ylb(tb, p)
-        allowed = [[np.ones_like(arr, dtype=bool) for arr in row] for row in ylb]
-        rmax, rsum = _bottleneck(ylb, allowed, tb.L)
-        return float(rmax[0][0]), float(rsum[0][0])
+    def root_split(self, tb: _Tables, p: int, d: int | None = None) -> tuple[float, float]:
+        """(least max_i y_i, least sum_i y_i) over every split into p stages, every configuration that fits; with
+        ``d``, also under the device budget: a stage whose least tp is t_i has a replica of tp t_i (so y_i is at
+        least that replica's least y) and takes D t_i devices at least, D sum_i t_i <= the devices.  Exact dynamic
+        programs over (stage, first layer, tp budget) on that relaxation, run once per P for every budget."""
+        key = ("splitdp", p, self.sound)
+        got = tb.misc.get(key)
+        if got is None:
+            ylb = self.stage_ylb(tb, p)
+            L, inf = tb.L, math.inf
+            budget = 4 * p
+            tps = sorted({tp for _j, tp in tb.cfgs})
+            gmax = np.full((L + 1, budget + 1), inf)
+            gsum = np.full((L + 1, budget + 1), inf)
+            gmax[L, :], gsum[L, :] = -inf, 0.0
+            for k in range(p - 1, -1, -1):
+                nmax = np.full((L + 1, budget + 1), inf)
+                nsum = np.full((L + 1, budget + 1), inf)
+                for t in tps:
+                    yk = np.full((L + 1, L + 1), inf)
+                    for c, (_j, tp) in enumerate(tb.cfgs):
+                        if tp == t:
+                            yk = np.minimum(yk, ylb[k][c])
+                    cmax = np.maximum(yk[:, :, None], gmax[None, :, : budget + 1 - t]).min(axis=1)
+                    csum = (yk[:, :, None] + gsum[None, :, : budget + 1 - t]).min(axis=1)
+                    nmax[:, t:] = np.minimum(nmax[:, t:], cmax)
+                    nsum[:, t:] = np.minimum(nsum[:, t:], csum)
+                gmax, gsum = nmax, nsum
+            got = tb.misc[key] = (gmax[0].copy(), gsum[0].copy())  # type: ignore[assignment]
+        gmax0, gsum0 = got  # type: ignore[misc]
+        b = 4 * p if d is None else min(sum(tb.caps) // d, 4 * p)
+        return float(gmax0[b]), float(gsum0[b])
 
     def triple_bound(self, tb: _Tables, d: int, p: int) -> float:
         """A lower bound on the iteration time of every plan with micro-batch ``tb.mbs``, D = d and P = p:
@@ -468,10 +501,7 @@ class _Search:
         least the bottleneck split's least sum; U at its floor, T_sync at :meth:`ar_split`."""
         m = math.ceil(self.problem.global_batch / (tb.mbs * d))
         xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-        key = ("split", p, self.sound)
-        if key not in tb.misc:
-            tb.misc[key] = self.root_split(tb, p)  # type: ignore[assignment]
-        ymax_lb, ysum_lb = tb.misc[key]  # type: ignore[misc]
+        ymax_lb, ysum_lb = self.root_split(tb, p, d)
         return ((m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
                 + max(tb.cminpre[tb.L] + sum(xs), ysum_lb) + tb.umin + self.ar_split(tb, d, p))
 
