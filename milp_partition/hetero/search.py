@@ -471,7 +471,7 @@ class _Search:
         if got is None:
             ylb = self.stage_ylb(tb, p)
             L, inf = tb.L, math.inf
-            budget = 4 * p
+            budget = min(4 * p, sum(tb.caps))  # D >= 1: never more tp budget than devices
             tps = sorted({tp for _j, tp in tb.cfgs})
             gmax = np.full((L + 1, budget + 1), inf)
             gsum = np.full((L + 1, budget + 1), inf)
@@ -491,7 +491,7 @@ class _Search:
                 gmax, gsum = nmax, nsum
             got = tb.misc[key] = (gmax[0].copy(), gsum[0].copy())  # type: ignore[assignment]
         gmax0, gsum0 = got  # type: ignore[misc]
-        b = 4 * p if d is None else min(sum(tb.caps) // d, 4 * p)
+        b = len(gmax0) - 1 if d is None else min(sum(tb.caps) // d, len(gmax0) - 1)
         return float(gmax0[b]), float(gsum0[b])
 
     def triple_bound(self, tb: _Tables, d: int, p: int) -> float:
