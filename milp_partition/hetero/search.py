@@ -9,12 +9,14 @@ feasible when Q_i is.  Only the sends may differ: they are bounded below over ev
 with tp at least the neighbour's least tp).  The search enumerates reduced sets only; the lower bound of each
 (reduced) leaf holds for every plan that reduces to it.
 
-**Tree.**  Outer: (mbs, D, P) in increasing order of a lower bound (the devices' time bound: every device of
-kind g serves at most max_i C_i seconds per micro-batch, and D copies of every layer need
-sum_l min_tp tp (f+b)(l) device-seconds of some kind, split fractionally between kinds).  Inner: depth-first
-over stages (end layer, reduced set), pruned with the incumbent against a bound from the decided stages
-(compute, update, all-reduce, sends bounded per pair of neighbouring sets), the rest of the layers (least
-compute per layer) and the device budget (weighted sums over columns).  At a leaf: replica counts per column
+**Tree.**  Outer: (mbs, D, P) in increasing order of a lower bound (:meth:`_Search.triple_bound`: the devices'
+time bound: every device of kind g serves at most max_i C_i seconds per micro-batch, and D copies of every layer
+need sum_l min_tp tp (f+b)(l) device-seconds of some kind, split fractionally between kinds; the bottleneck split
+programs for max_i y_i and sum_i y_i and the T_sync program, both under the tp budget D sum_i t_i <= devices).
+Inner: depth-first over stages (end layer, reduced set), pruned with the incumbent against a bound from the
+decided stages (compute, update, all-reduce, sends bounded per pair of neighbouring sets), the later stages (the
+capped bottleneck split from the next layer), T_sync's floor and the device budget (weighted sums over columns,
+exact for two columns).  At a leaf: replica counts per column
 (exactly: a dynamic program over stages on used devices), then replica orders (columns in each order);
 the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`).  A leaf whose best plan is above its
 lower bound keeps that bound in the proven bound (reported with its gap, never hidden).
