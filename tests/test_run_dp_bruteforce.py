@@ -186,3 +186,18 @@ def test_verifier_names_what_a_bad_plan_breaks() -> None:
     report = verify_run_plan(tight, RunPlan(((0, 3),), 1, 2))
     assert not report.feasible and "bytes per device" in report.violations[0]
     assert verify_run_plan(problem, RunPlan(((0, 2), (2, 3)), 1, 4)).feasible
+
+
+def test_a_pipeline_gets_a_micro_batch_per_stage() -> None:
+    """run executes 1F1B with torch's Schedule1F1B, which needs m >= p: with a per-operator overhead that favours one
+    micro-batch of the whole batch, two stages on two devices still get two micro-batches (the verifier refuses one)."""
+    sizes = (1, 2, 4, 8)
+    layers = tuple(
+        RunLayer(f"l{i}", {s: 1.0 + 0.01 * s for s in sizes}, {s: 2.0 + 0.02 * s for s in sizes}, 0.0, 0, 0.0, 1.0, 1.0)
+        for i in range(2)
+    )
+    problem = RunPlanProblem(layers, (1.0,), 8, 2, 1e9, shape=RunShape(stages=2, data_parallel=1))
+    got = solve_run_dp(problem)
+    assert got.plan is not None and got.plan.microbatches == 2 and len(got.plan.stages) == 2
+    assert not verify_run_plan(problem, RunPlan(((0, 1), (1, 2)), 1, 1)).feasible
+    assert math.isinf(solve_run_dp(RunPlanProblem(layers, (1.0,), 8, 2, 1e9, shape=RunShape(2, 1, 1))).step_s)

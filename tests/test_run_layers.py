@@ -142,8 +142,9 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert main([*common, "--global-batch", "8", "--layer-times", str(out)]) == 2  # size 8 was not timed
 
 
-def test_run_refuses_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:
-    """run executes one-sample micro-batches: a plan with b > 1 is refused by name, not run as another batch."""
+def test_run_reads_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:
+    """run executes the plan's micro-batch size: a plan with b = 8 is read as one micro-batch of the global batch of 8
+    (tests/test_run_microbatch_size.py runs such plans)."""
     from milp_partition.run.spec import read_run_spec
 
     path = tmp_path / "gpt.json"
@@ -159,8 +160,9 @@ def test_run_refuses_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_p
     assert main([*common, "--global-batch", "8", "--coefficients", str(coeffs), "-o", str(out)]) == 0
     plan = json.loads(out.read_text())
     assert plan["instance"]["microbatch_size"] == 8  # one device, no pipeline: one micro-batch of the whole batch
-    with pytest.raises(InputError, match="micro-batches hold 8 samples"):
-        read_run_spec(out, str(path))
+    spec = read_run_spec(out, str(path))
+    assert (spec.microbatches, spec.microbatch_size, spec.global_batch) == (1, 8, 8)
+    assert spec.predicted_step_s == pytest.approx(plan["objective"])  # run.json's planner_step_s: the planned step
 
 
 def test_saved_bytes_per_layer_add_up_to_what_the_run_counts(tmp_path: Path) -> None:
