@@ -191,3 +191,34 @@ def test_saved_bytes_per_layer_add_up_to_what_the_run_counts(tmp_path: Path) -> 
         loss = loss_fn(model(*a, **kw), target)
     assert sum(saved.values()) * 4 == pytest.approx(counter.peak, rel=1e-9)
     loss.backward()
+
+
+def test_empty_steps_from_run_json_price_each_shape(graph: dict, tmp_path: Path) -> None:
+    """--empty-steps RUN_JSON...: each run's measured empty step is E of its shape in the planned step."""
+    path = tmp_path / "gpt.json"
+    path.write_text(json.dumps(graph))
+    coeffs = tmp_path / "ops.json"
+    coeffs.write_text(
+        json.dumps(
+            {k: getattr(OPS, k) for k in ("forward_overhead_s", "backward_overhead_s", "matmul_flops_per_s", "memory_s_per_byte")}
+        )
+    )
+    common = ["solve", str(path), "--problem", "joint", "--objective", "run", "--devices", "2", "--memory", "1GiB"]
+    common += ["--global-batch", "8", "--coefficients", str(coeffs), "--quiet", "--stages", "2", "--data-parallel", "1"]
+    common += ["--microbatches", "4"]
+    runs = []
+    for m, e in ((4, 0.5), (4, 0.7), (2, 9.0)):  # two runs of the shape: their median
+        runs.append(tmp_path / f"run{len(runs)}.json")
+        shape = {"stages": 2, "data_parallel": 1, "tensor_parallel": 1}
+        runs[-1].write_text(json.dumps({"shape": shape, "microbatches": m, "prediction": {"costs": {"empty_step_s": e}}}))
+    plain, priced = tmp_path / "plain.json", tmp_path / "priced.json"
+    assert main([*common, "-o", str(plain)]) == 0
+    assert main([*common, "--empty-steps", *map(str, runs), "-o", str(priced)]) == 0
+    a, b = json.loads(plain.read_text()), json.loads(priced.read_text())
+    assert b["objective"] == pytest.approx(a["objective"] + 0.6) and b["stages"] == a["stages"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"shape": {"stages": 2, "data_parallel": 1}, "microbatches": 4, "prediction": {}}))
+    assert main([*common, "--empty-steps", str(bad)]) == 2  # no measured E: named, not priced as 0
+    assert (
+        main(["solve", str(path), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--empty-steps", str(runs[0])]) == 2
+    )

@@ -4,7 +4,7 @@ Minimise the step of :mod:`milp_partition.costmodel` over every plan shape (``p`
 ``d`` with ``p d <= k``, ``m >= p`` micro-batches per replica with ``d m | G`` (1F1B as ``run`` executes it,
 torch's ``Schedule1F1B``, needs a micro-batch per stage) and the layers timed at ``b = G / (d m)``), every split of the layers into ``p`` contiguous stages and every set of recomputed layers::
 
-    min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)
+    min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)     (E: the shape's, ``coefficients.fixed_for(p, d, m)``)
     s.t. mem_q(R) <= M                                          (c) memory, every stage
 
 Two facts make it exact:
@@ -200,7 +200,6 @@ def solve_run_dp(problem: RunPlanProblem, time_limit_s: float | None = None) -> 
     """The optimal plan of ``problem`` (see the module docstring); past ``time_limit_s`` the best so far, no proof."""
     start = time.perf_counter()
     n = len(problem.layers)
-    fixed = problem.coefficients.fixed_s
     best_value, best_plan = math.inf, None
     explored = 0
     complete = True
@@ -209,6 +208,7 @@ def solve_run_dp(problem: RunPlanProblem, time_limit_s: float | None = None) -> 
             complete = False
             break
         explored += 1
+        fixed = problem.coefficients.fixed_for(p, d, m)  # E of this shape
         stages = _Stages(problem, d, m, p)
         # states[j]: Pareto list of (sum u, max u, max tail, back pointer) after j layers in q stages
         states: list[list[_Entry]] = [[] for _ in range(n + 1)]

@@ -117,5 +117,5 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
             bad.append(
                 f"stage {q + 1} needs {mem.total_bytes:.0f} bytes per device, over the limit of {problem.memory_bytes:.0f}"
             )
-    pred = step_time(times, m, c.fixed_s)
+    pred = step_time(times, m, c.fixed_for(p, d, m))
     return RunPlanReport(not bad, tuple(bad), pred.step_s, pred, tuple(memory), b)
