@@ -15,9 +15,9 @@ import math
 from pathlib import Path
 
 import pytest
+from milp_partition.formulations import joint as formulation
 
 from milp_partition.backends.model import Model, Sense
-from milp_partition.formulations import joint as formulation
 from milp_partition.io.piper import read_joint
 from milp_partition.joint.dp import joint_data, search
 from milp_partition.joint.generators import parallel_branches
