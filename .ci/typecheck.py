@@ -51,7 +51,9 @@ def main(argv: list[str]) -> int:
     errors = sum(": error:" in line for line in messages)
     if errors:
         files = len({line.split(":", 1)[0] for line in messages if ": error:" in line})
-        print(f"Found {errors} error{'s' * (errors != 1)} in {files} file{'s' * (files != 1)} (checked {len(sources)} source files)")
+        print(
+            f"Found {errors} error{'s' * (errors != 1)} in {files} file{'s' * (files != 1)} (checked {len(sources)} source files)"
+        )
         return 1
     print(f"Success: no issues found in {len(sources)} source files")
     return 0

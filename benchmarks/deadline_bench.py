@@ -47,8 +47,16 @@ def _cases(chain: Path, limit: float) -> list[tuple[str, float, list[str]]]:
         ("chain 4096 devices", limit, ["solve", str(chain), "--devices", "4096", "--time-limit", lim]),
         ("chain objective memory", limit, [*base, "--objective", "memory", "--max-time-per-sample", "1e9"]),
         ("chain 1f1b", limit, [*base, "--memory-model", "1f1b"]),
-        ("joint stages 1e9", 5.0, ["solve", joint, "--problem", "joint", "--devices", "8", "--stages", "1000000000", "--time-limit", "5"]),
-        ("joint stages 9 of 8", 5.0, ["solve", joint, "--problem", "joint", "--devices", "8", "--stages", "9", "--time-limit", "5"]),
+        (
+            "joint stages 1e9",
+            5.0,
+            ["solve", joint, "--problem", "joint", "--devices", "8", "--stages", "1000000000", "--time-limit", "5"],
+        ),
+        (
+            "joint stages 9 of 8",
+            5.0,
+            ["solve", joint, "--problem", "joint", "--devices", "8", "--stages", "9", "--time-limit", "5"],
+        ),
     ]
 
 

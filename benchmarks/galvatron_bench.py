@@ -63,9 +63,26 @@ GRID_BATCH = (16, 64)
 
 def _cli_solve(model: str, gpus: int, mem: int, batch: int, limit: float, out: Path) -> dict[str, Any]:
     """``milp-partition solve`` as a subprocess: its whole-process seconds and its result JSON."""
-    cmd = [sys.executable, "-m", "milp_partition", "solve", str(SHARED / "models" / model), "--hardware",
-           str(SHARED / "hardware"), "--devices", str(gpus), "--memory", f"{mem}GiB", "--global-batch", str(batch),
-           "--time-limit", str(limit), "--output", str(out), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "milp_partition",
+        "solve",
+        str(SHARED / "models" / model),
+        "--hardware",
+        str(SHARED / "hardware"),
+        "--devices",
+        str(gpus),
+        "--memory",
+        f"{mem}GiB",
+        "--global-batch",
+        str(batch),
+        "--time-limit",
+        str(limit),
+        "--output",
+        str(out),
+        "--quiet",
+    ]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     secs = time.perf_counter() - t0
@@ -76,8 +93,10 @@ def _cli_solve(model: str, gpus: int, mem: int, batch: int, limit: float, out: P
 def _sound_from_score(sc: dict[str, Any]) -> float:
     """The sound 1F1B time of a plan from ``score_plan.py``'s numbers, the formula of the tools' ``compare.py``
     (``sound``): C_i = stage compute + the re-layout cost Galvatron's DP charges, plus the gradient-sync tail."""
-    C = [c + max(0.0, d - r - e) for c, d, r, e in
-         zip(sc["stage_compute_s"], sc["dp_objective_per_stage"], sc["stage_sync_s"], sc["emb_time_sync"])]
+    C = [
+        c + max(0.0, d - r - e)
+        for c, d, r, e in zip(sc["stage_compute_s"], sc["dp_objective_per_stage"], sc["stage_sync_s"], sc["emb_time_sync"])
+    ]
     tail = max(0.0, max(r - sum(C[: i + 1]) for i, r in enumerate(sc["stage_sync_s"])))
     return sum(C) + (sc["chunks"] - 1) * max(C) + tail
 
@@ -85,12 +104,14 @@ def _sound_from_score(sc: dict[str, Any]) -> float:
 def _galv_tool(workdir: Path, *argv: str, timeout: float = 900) -> subprocess.CompletedProcess:
     """One of the benchmark's tools, run as a subprocess with the work dir's own venv (the project never imports
     Galvatron)."""
-    return subprocess.run([str(workdir / "venv" / "bin" / "python"), *argv], capture_output=True, text=True,
-                          cwd=workdir, timeout=timeout)
+    return subprocess.run(
+        [str(workdir / "venv" / "bin" / "python"), *argv], capture_output=True, text=True, cwd=workdir, timeout=timeout
+    )
 
 
-def _rescore(workdir: Path | None, result_path: Path, model: str, gpus: int, mem: int, g_sound: float,
-             search: bool, tmp: Path) -> dict[str, Any]:
+def _rescore(
+    workdir: Path | None, result_path: Path, model: str, gpus: int, mem: int, g_sound: float, search: bool, tmp: Path
+) -> dict[str, Any]:
     """Galvatron's own score of our plan (``score_plan.py`` in a ``tools/setup.sh`` work dir): whether it fits
     Galvatron's memory rule, its estimate, its per-GPU memory, and the sound T recomputed from Galvatron's own stage
     costs (``compare.py``'s formula), checked against Galvatron's plan's sound T.  With ``search``, Galvatron's search
@@ -110,17 +131,32 @@ def _rescore(workdir: Path | None, result_path: Path, model: str, gpus: int, mem
     sc = json.loads(lines[-1])
     sound = _sound_from_score(sc)
     out: dict[str, Any] = {
-        "galv_fits": bool(sc.get("feasible")), "galv_mem_used_MB": max(sc.get("mem_used_MB") or [0]),
-        "galv_usable_MB": sc.get("usable_MB"), "galv_mem_cache_MB": sc.get("mem_cache_MB"),
-        "galv_est_s": sc.get("est_iter_s"), "galv_sound_T_s": sound,
+        "galv_fits": bool(sc.get("feasible")),
+        "galv_mem_used_MB": max(sc.get("mem_used_MB") or [0]),
+        "galv_usable_MB": sc.get("usable_MB"),
+        "galv_mem_cache_MB": sc.get("mem_cache_MB"),
+        "galv_est_s": sc.get("est_iter_s"),
+        "galv_sound_T_s": sound,
         "galv_no_slower": sound <= g_sound * (1 + 1e-6),
         "rescore_note": sc.get("note", ""),
     }
     if search:
         run_json = tmp / f"galv_{result_path.name}"
         t0 = time.perf_counter()
-        s = _galv_tool(workdir, "run_search.py", "--model", model, "--gpus", str(gpus), "--mem", str(mem),
-                       "--gbsz", str(res["galvatron_config"]["global_bsz"]), "--json", str(run_json))
+        s = _galv_tool(
+            workdir,
+            "run_search.py",
+            "--model",
+            model,
+            "--gpus",
+            str(gpus),
+            "--mem",
+            str(mem),
+            "--gbsz",
+            str(res["galvatron_config"]["global_bsz"]),
+            "--json",
+            str(run_json),
+        )
         out["galv_search_s"] = round(time.perf_counter() - t0, 1)
         if s.returncode == 0 and run_json.is_file():
             c = _galv_tool(workdir, "compare.py", str(result_path), str(run_json))
@@ -137,18 +173,34 @@ def readme_rows(args: argparse.Namespace, tmp: Path) -> list[dict[str, Any]]:
         out = tmp / f"{model}_{gpus}_{mem}_{batch}.json"
         got = _cli_solve(model, gpus, mem, batch, args.time_limit, out)
         res = got["result"]
-        rows.append({
-            "part": "readme", "model": model, "gpus": gpus, "mem_gib": mem, "global_batch": batch,
-            "status": res.get("status", f"rc {got['rc']}"), "ours_T_s": res.get("objective"),
-            "ours_galvatron_estimate_s": res.get("galvatron_estimate_s"), "bound_s": res.get("bound"),
-            "seconds": round(got["seconds"], 2), "target_s": max(10.0, g_secs / 10),
-            "pp": (res.get("galvatron_config") or {}).get("pp_deg"), "chunks": (res.get("galvatron_config") or {}).get("chunks"),
-            "theirs_T_s": g_sound, "theirs_estimate_s": g_est, "theirs_seconds": g_secs, "theirs_status": "README",
-            "load": round(os.getloadavg()[0], 2),
-        })
+        rows.append(
+            {
+                "part": "readme",
+                "model": model,
+                "gpus": gpus,
+                "mem_gib": mem,
+                "global_batch": batch,
+                "status": res.get("status", f"rc {got['rc']}"),
+                "ours_T_s": res.get("objective"),
+                "ours_galvatron_estimate_s": res.get("galvatron_estimate_s"),
+                "bound_s": res.get("bound"),
+                "seconds": round(got["seconds"], 2),
+                "target_s": max(10.0, g_secs / 10),
+                "pp": (res.get("galvatron_config") or {}).get("pp_deg"),
+                "chunks": (res.get("galvatron_config") or {}).get("chunks"),
+                "theirs_T_s": g_sound,
+                "theirs_estimate_s": g_est,
+                "theirs_seconds": g_secs,
+                "theirs_status": "README",
+                "load": round(os.getloadavg()[0], 2),
+            }
+        )
         if out.is_file():
             rows[-1].update(_rescore(args.galvatron_workdir, out, model, gpus, mem, g_sound, args.galvatron_search, tmp))
-        print(f"readme {model} {gpus}x{mem}GiB b{batch}: {rows[-1]['status']} T={rows[-1]['ours_T_s']} in {rows[-1]['seconds']} s", flush=True)
+        print(
+            f"readme {model} {gpus}x{mem}GiB b{batch}: {rows[-1]['status']} T={rows[-1]['ours_T_s']} in {rows[-1]['seconds']} s",
+            flush=True,
+        )
     return rows
 
 
@@ -166,20 +218,41 @@ def grid_rows(args: argparse.Namespace) -> list[dict[str, Any]]:
         plan, _est, sound = galvatron_even_split(p)
         even_s = time.perf_counter() - t0
         cfg = res.galvatron_config or {}
-        rows.append({
-            "part": "grid", "model": model, "gpus": gpus, "mem_gib": mem, "global_batch": batch, "status": res.status,
-            "ours_T_s": res.objective, "ours_galvatron_estimate_s": res.galvatron_estimate_s, "bound_s": res.bound,
-            "seconds": round(ours_s, 2), "target_s": "", "pp": cfg.get("pp_deg"), "chunks": cfg.get("chunks"),
-            "theirs_T_s": sound if plan is not None else None, "theirs_estimate_s": _est if plan is not None else None,
-            "theirs_seconds": round(even_s, 2), "theirs_status": "plan" if plan is not None else "no plan",
-            "load": round(os.getloadavg()[0], 2),
-        })
-        print(f"grid {model} {gpus}x{mem}GiB b{batch}: {res.status} T={res.objective} ({ours_s:.1f} s); even-split {sound} ({even_s:.1f} s)", flush=True)
+        rows.append(
+            {
+                "part": "grid",
+                "model": model,
+                "gpus": gpus,
+                "mem_gib": mem,
+                "global_batch": batch,
+                "status": res.status,
+                "ours_T_s": res.objective,
+                "ours_galvatron_estimate_s": res.galvatron_estimate_s,
+                "bound_s": res.bound,
+                "seconds": round(ours_s, 2),
+                "target_s": "",
+                "pp": cfg.get("pp_deg"),
+                "chunks": cfg.get("chunks"),
+                "theirs_T_s": sound if plan is not None else None,
+                "theirs_estimate_s": _est if plan is not None else None,
+                "theirs_seconds": round(even_s, 2),
+                "theirs_status": "plan" if plan is not None else "no plan",
+                "load": round(os.getloadavg()[0], 2),
+            }
+        )
+        print(
+            f"grid {model} {gpus}x{mem}GiB b{batch}: {res.status} T={res.objective} ({ours_s:.1f} s); even-split {sound} ({even_s:.1f} s)",
+            flush=True,
+        )
     return rows
 
 
 def _f(x: Any, d: int = 6) -> str:
-    return "-" if x is None or x == "" or (isinstance(x, float) and math.isinf(x)) else (f"{x:.{d}f}" if isinstance(x, float) else str(x))
+    return (
+        "-"
+        if x is None or x == "" or (isinstance(x, float) and math.isinf(x))
+        else (f"{x:.{d}f}" if isinstance(x, float) else str(x))
+    )
 
 
 def _excess(theirs: Any, ours: Any) -> str:
@@ -216,7 +289,8 @@ def chart(rows: list[dict[str, Any]], path: Path) -> str:
 
 def _flags(args: argparse.Namespace) -> str:
     return "".join(f" --{n.replace('_', '-')}" for n in ("quick", "six_only", "galvatron_search") if getattr(args, n)) + (
-        " --galvatron-workdir DIR" if args.galvatron_workdir else "")
+        " --galvatron-workdir DIR" if args.galvatron_workdir else ""
+    )
 
 
 def write(rows: list[dict[str, Any]], out: Path, args: argparse.Namespace, total_s: float) -> None:
@@ -241,9 +315,11 @@ def write(rows: list[dict[str, Any]], out: Path, args: argparse.Namespace, total
     ]
     for r in rows:
         if r["part"] == "readme":
-            lines.append(f"| {r['model']} | {r['gpus']} | {r['mem_gib']} | {r['global_batch']} | {r['status']} | {_f(r['ours_T_s'])} | "
-                         f"{_f(r['ours_galvatron_estimate_s'])} | {r['pp']} / {r['chunks']} | {r['seconds']:.1f} | {r['target_s']:.1f} | "
-                         f"{_f(r['theirs_T_s'])} | {r['theirs_seconds']} | {_excess(r['theirs_T_s'], r['ours_T_s'])} | {r['load']} |")
+            lines.append(
+                f"| {r['model']} | {r['gpus']} | {r['mem_gib']} | {r['global_batch']} | {r['status']} | {_f(r['ours_T_s'])} | "
+                f"{_f(r['ours_galvatron_estimate_s'])} | {r['pp']} / {r['chunks']} | {r['seconds']:.1f} | {r['target_s']:.1f} | "
+                f"{_f(r['theirs_T_s'])} | {r['theirs_seconds']} | {_excess(r['theirs_T_s'], r['ours_T_s'])} | {r['load']} |"
+            )
     rescored = [r for r in rows if r["part"] == "readme" and "galv_fits" in r]
     lines += ["", "## Our six plans re-scored with Galvatron's own code", ""]
     if rescored:
@@ -252,7 +328,11 @@ def write(rows: list[dict[str, Any]], out: Path, args: argparse.Namespace, total
             "subprocess in the `tools/setup.sh` work dir's venv; the project never imports Galvatron).  Fits: its DP's "
             "memory rule (per-GPU MB it charges incl. its cache, against usable + cache).  Sound T: `compare.py`'s formula "
             "on Galvatron's own stage costs of our plan, against Galvatron's plan's sound T (README table)"
-            + (" and, where run, `compare.py` itself against a fresh `run_search.py` run." if any("compare" in r for r in rescored) else "."),
+            + (
+                " and, where run, `compare.py` itself against a fresh `run_search.py` run."
+                if any("compare" in r for r in rescored)
+                else "."
+            ),
             "",
             "| model | GPUs | GiB | batch | fits Galvatron's memory rule (MB charged / allowed) | Galvatron's estimate of our plan (s) | "
             "sound T of our plan, Galvatron's code (s) | our solver's T (s) | Galvatron's plan's sound T (s) | no slower | compare.py |",
@@ -260,29 +340,50 @@ def write(rows: list[dict[str, Any]], out: Path, args: argparse.Namespace, total
         ]
         for r in rescored:
             allowed = (r["galv_usable_MB"] or 0) + (r["galv_mem_cache_MB"] or 0)
-            lines.append(f"| {r['model']} | {r['gpus']} | {r['mem_gib']} | {r['global_batch']} | "
-                         f"{'yes' if r['galv_fits'] else '**no**'} ({r['galv_mem_used_MB']:.0f} / {allowed:.0f}) | "
-                         f"{_f(r['galv_est_s'])} | {_f(r['galv_sound_T_s'])} | {_f(r['ours_T_s'])} | {_f(r['theirs_T_s'])} | "
-                         f"{'yes' if r['galv_no_slower'] else '**no**'} | {r.get('compare', 'not run (no `--galvatron-search`)')} |")
+            lines.append(
+                f"| {r['model']} | {r['gpus']} | {r['mem_gib']} | {r['global_batch']} | "
+                f"{'yes' if r['galv_fits'] else '**no**'} ({r['galv_mem_used_MB']:.0f} / {allowed:.0f}) | "
+                f"{_f(r['galv_est_s'])} | {_f(r['galv_sound_T_s'])} | {_f(r['ours_T_s'])} | {_f(r['theirs_T_s'])} | "
+                f"{'yes' if r['galv_no_slower'] else '**no**'} | {r.get('compare', 'not run (no `--galvatron-search`)')} |"
+            )
         bad = [r for r in rescored if not (r["galv_fits"] and r["galv_no_slower"])]
-        lines += ["", ("All six plans fit Galvatron's memory rule and are no slower than its plans under the sound formula."
-                       if not bad and len(rescored) == 6 else
-                       "Findings: " + ("; ".join(f"{r['model']} {r['gpus']}x{r['mem_gib']} b{r['global_batch']}: fits={r['galv_fits']}, "
-                                                 f"sound T {r['galv_sound_T_s']:.6f} vs {r['theirs_T_s']:.6f}" for r in bad) or "none")
-                       + f" ({len(rescored)} of 6 settings re-scored).")]
+        lines += [
+            "",
+            (
+                "All six plans fit Galvatron's memory rule and are no slower than its plans under the sound formula."
+                if not bad and len(rescored) == 6
+                else "Findings: "
+                + (
+                    "; ".join(
+                        f"{r['model']} {r['gpus']}x{r['mem_gib']} b{r['global_batch']}: fits={r['galv_fits']}, "
+                        f"sound T {r['galv_sound_T_s']:.6f} vs {r['theirs_T_s']:.6f}"
+                        for r in bad
+                    )
+                    or "none"
+                )
+                + f" ({len(rescored)} of 6 settings re-scored)."
+            ),
+        ]
     else:
         notes = [r.get("rescore_note") for r in rows if r["part"] == "readme" and r.get("rescore_note")]
-        lines += ["not run (no `--galvatron-workdir`; the tools of the benchmark README were not set up)." + (" " + "; ".join(notes) if notes else "")]
+        lines += [
+            "not run (no `--galvatron-workdir`; the tools of the benchmark README were not set up)."
+            + (" " + "; ".join(notes) if notes else "")
+        ]
     lines += [
-        "", "## Grid (in-process `solve_galvatron`; the even-split search re-implemented as Galvatron's stand-in)", "",
+        "",
+        "## Grid (in-process `solve_galvatron`; the even-split search re-implemented as Galvatron's stand-in)",
+        "",
         "| model | GPUs | GiB | batch | status | our T (s) | pp / chunks | our seconds | even-split T (s) | even-split status | its seconds | even-split over ours | load |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if r["part"] == "grid":
-            lines.append(f"| {r['model']} | {r['gpus']} | {r['mem_gib']} | {r['global_batch']} | {r['status']} | {_f(r['ours_T_s'])} | "
-                         f"{r['pp']} / {r['chunks']} | {r['seconds']:.1f} | {_f(r['theirs_T_s'])} | {r['theirs_status']} | "
-                         f"{r['theirs_seconds']} | {_excess(r['theirs_T_s'], r['ours_T_s'])} | {r['load']} |")
+            lines.append(
+                f"| {r['model']} | {r['gpus']} | {r['mem_gib']} | {r['global_batch']} | {r['status']} | {_f(r['ours_T_s'])} | "
+                f"{r['pp']} / {r['chunks']} | {r['seconds']:.1f} | {_f(r['theirs_T_s'])} | {r['theirs_status']} | "
+                f"{r['theirs_seconds']} | {_excess(r['theirs_T_s'], r['ours_T_s'])} | {r['load']} |"
+            )
     lines += ["", f"![chart]({png})", ""]
     out.write_text("\n".join(lines))
 
@@ -292,8 +393,11 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="two README settings and four grid points")
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (default 60)")
     ap.add_argument("--galvatron-workdir", type=Path, help="a work dir of the benchmark's tools/setup.sh (re-scores our plans)")
-    ap.add_argument("--galvatron-search", action="store_true",
-                    help="with --galvatron-workdir: also run Galvatron's search per README setting (60-260 s each) and compare.py")
+    ap.add_argument(
+        "--galvatron-search",
+        action="store_true",
+        help="with --galvatron-workdir: also run Galvatron's search per README setting (60-260 s each) and compare.py",
+    )
     ap.add_argument("--six-only", action="store_true", help="the six README settings only, no grid")
     ap.add_argument("--output", type=Path, default=REPO / "results" / "galvatron.md")
     args = ap.parse_args()

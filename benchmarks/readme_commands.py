@@ -165,7 +165,10 @@ def _display(page: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--readme", type=Path, action="append", help="a Markdown file whose commands to run (repeat; default: README.md and docs/*.md)"
+        "--readme",
+        type=Path,
+        action="append",
+        help="a Markdown file whose commands to run (repeat; default: README.md and docs/*.md)",
     )
     parser.add_argument("--output", type=Path, default=REPO / "results" / "readme_commands.md")
     parser.add_argument("--timeout-s", type=float, default=900.0, help="limit per command (default 900 s)")

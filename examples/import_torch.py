@@ -13,7 +13,15 @@ from pathlib import Path
 
 import torch
 
-from milp_partition import ImportSettings, LayerPlanSettings, import_torch_model, joint_from_imported, parse_bytes, solve_joint, write_imported
+from milp_partition import (
+    ImportSettings,
+    LayerPlanSettings,
+    import_torch_model,
+    joint_from_imported,
+    parse_bytes,
+    solve_joint,
+    write_imported,
+)
 from milp_partition.importers.models import GPT  # any torch.nn.Module will do: this one is a nanoGPT-style decoder
 
 with torch.device("meta"):

@@ -31,7 +31,9 @@ def layer(i: int) -> JointNode:
         configs[t] = (
             JointConfig("vanilla", time_per_sample_s=p, parameter_bytes=w, activation_bytes=a, fixed_bytes=b),
             # recomputation keeps only the layer's input and runs the forward pass again (a third more time)
-            JointConfig("activation recomp", time_per_sample_s=p * 4 / 3, parameter_bytes=w, activation_bytes=a / 8, fixed_bytes=b),
+            JointConfig(
+                "activation recomp", time_per_sample_s=p * 4 / 3, parameter_bytes=w, activation_bytes=a / 8, fixed_bytes=b
+            ),
         )
     return JointNode(id=str(i), name=f"layer{i}", configs=configs)
 

@@ -34,7 +34,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-
 from milp_partition.heuristics.list_scheduling import (
     ListSchedulingSettings,
     mean_costs,
@@ -44,6 +43,7 @@ from milp_partition.heuristics.list_scheduling import (
 )
 from milp_partition.heuristics.placement_memory import MemoryGuard
 from milp_partition.heuristics.placement_state import PlacementHeuristicError
+
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 
 INF = float("inf")

@@ -155,8 +155,10 @@ def galvatron_even_split(problem: GalvatronProblem, deadline: float | None = Non
             vocabs = [v for v in cm.vocab_strategies() if _admitted(v, task)]
             if not strats or not vocabs:
                 continue
-            dps = [_StageDP(cm, strats, types, starts[i], div[i], i, max(usable - gm - cm.vocab_mem(v, i) for v in vocabs))
-                   for i in range(pp)]
+            dps = [
+                _StageDP(cm, strats, types, starts[i], div[i], i, max(usable - gm - cm.vocab_mem(v, i) for v in vocabs))
+                for i in range(pp)
+            ]
             for v in vocabs:
                 layers: list[Strategy] = []
                 for i in range(pp):

@@ -17,9 +17,7 @@ from milp_partition.joint.dp import JointData, JointDP, search
 from milp_partition.joint.problem import JointPlan, JointStage
 
 
-def piper_style(
-    data: JointData, time_limit_s: float = math.inf, budget: Budget | None = None
-) -> tuple[JointPlan | None, float]:
+def piper_style(data: JointData, time_limit_s: float = math.inf, budget: Budget | None = None) -> tuple[JointPlan | None, float]:
     """Piper's planner as described: DP over ideals, greedy choice of configurations (best ratio first).
 
     It stops when ``budget`` (capped at ``time_limit_s``) is spent, with the best plan it had (or none).
@@ -43,9 +41,7 @@ def _topological(data: JointData) -> list[int]:
     return order
 
 
-def _uniform_plans(
-    data: JointData, stage_counts: list[int], budget: Budget | None = None
-) -> tuple[JointPlan | None, float]:
+def _uniform_plans(data: JointData, stage_counts: list[int], budget: Budget | None = None) -> tuple[JointPlan | None, float]:
     """Best plan over ``l`` in ``stage_counts`` equal-block stages and one (d, t) for all (exact configurations).
 
     Once ``budget`` is spent (checked per ``l``) it returns the best plan so far, once it has one (the cheap

@@ -40,9 +40,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-
 from milp_partition.heuristics.placement_memory import MemoryGuard
 from milp_partition.heuristics.placement_state import PlacementHeuristicError, ScheduleState
+
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 
 INF = math.inf

@@ -30,8 +30,8 @@ import time
 from collections import deque
 
 import numpy as np
-
 from milp_partition.heuristics.pipeline_dp import DPResult
+
 from milp_partition.pipeline.costs import PipelineCosts, pipeline_costs, stage_order_pairs
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 import types
 from collections.abc import Callable, Mapping
 
-from milp_partition.errors import InputError
 from milp_partition.heuristics.clustering import pardnn
 from milp_partition.heuristics.list_scheduling import heft, heft_iterated, m_etf, m_topo
 from milp_partition.heuristics.placement_state import PlacementHeuristicError
+
+from milp_partition.errors import InputError
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 
 PLACEMENT_HEURISTICS: Mapping[str, Callable[[PlacementProblem], PlacementSolution]] = types.MappingProxyType(

@@ -57,9 +57,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
+from milp_partition.heuristics.placement_memory import MemoryGuard
 
 from milp_partition.errors import MilpPartitionError
-from milp_partition.heuristics.placement_memory import MemoryGuard
 from milp_partition.placement.problem import PlacementProblem, PlacementSolution
 
 INF = math.inf

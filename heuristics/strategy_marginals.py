@@ -73,9 +73,9 @@ import time
 from dataclasses import dataclass, replace
 
 import numpy as np
+from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
 
 from milp_partition.strategy.dp import _aligned, _arrays, _elimination_order, _problem_error
-from milp_partition.heuristics.strategy_lagrangian import LagrangianSettings, lagrangian_memory_bound
 from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
 from milp_partition.strategy.reductions import drop_dominated
 from milp_partition.verifiers.strategy import verify_strategy

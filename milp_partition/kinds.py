@@ -120,7 +120,11 @@ class KindCluster:
 
 
 def make_kind_cluster(
-    kinds: Mapping[str, DeviceKind], columns: list[KindColumn] | tuple[KindColumn, ...], links: Mapping[LinkKey, LinkFit], *, source: str | None = None
+    kinds: Mapping[str, DeviceKind],
+    columns: list[KindColumn] | tuple[KindColumn, ...],
+    links: Mapping[LinkKey, LinkFit],
+    *,
+    source: str | None = None,
 ) -> KindCluster:
     """Validate and build a :class:`KindCluster` (every column's kind known, counts non-negative, at least one device)."""
     seen: set[tuple[str, str]] = set()
@@ -137,14 +141,24 @@ def make_kind_cluster(
         if k.memory_bytes <= 0 or k.devices_per_node < 1:
             raise InputError(
                 f"memory_bytes must be > 0 and devices_per_node >= 1, got {k.memory_bytes!r}, {k.devices_per_node!r}",
-                source=source, where=f"kind {k.name!r}",
+                source=source,
+                where=f"kind {k.name!r}",
             )
     if not any(c.count > 0 for c in columns):
         raise InputError("the cluster has no device: every column counts 0", source=source)
     return KindCluster(dict(kinds), tuple(columns), dict(links))
 
 
-def one_kind_cluster(name: str, count: int, memory_bytes: int, devices_per_node: int, *, zone: str = "zone0",
-                     links: Mapping[LinkKey, LinkFit] | None = None) -> KindCluster:
+def one_kind_cluster(
+    name: str,
+    count: int,
+    memory_bytes: int,
+    devices_per_node: int,
+    *,
+    zone: str = "zone0",
+    links: Mapping[LinkKey, LinkFit] | None = None,
+) -> KindCluster:
     """A homogeneous cluster: ``count`` devices of one kind in one zone."""
-    return make_kind_cluster({name: DeviceKind(name, memory_bytes, devices_per_node)}, [KindColumn(name, zone, count)], links or {})
+    return make_kind_cluster(
+        {name: DeviceKind(name, memory_bytes, devices_per_node)}, [KindColumn(name, zone, count)], links or {}
+    )

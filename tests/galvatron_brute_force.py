@@ -49,7 +49,9 @@ def random_hardware(rng: random.Random, devices: int, slow: float = 1.0) -> Hard
             coe[str(d)] = a
         d //= 2
     p2p = {pp: rng.uniform(0.002, 0.05) for pp in (2, 4, 8)}
-    return Hardware(coe, p2p, rng.uniform(1.0, 1.3), {g: _latency(rng, slow) for g in (2, 4, 8)}, {g: _latency(rng, slow) for g in (2, 4, 8)})
+    return Hardware(
+        coe, p2p, rng.uniform(1.0, 1.3), {g: _latency(rng, slow) for g in (2, 4, 8)}, {g: _latency(rng, slow) for g in (2, 4, 8)}
+    )
 
 
 def random_problem(seed: int, cap: int = 12000) -> GalvatronProblem:
@@ -84,8 +86,17 @@ def _random_problem(seed: int) -> GalvatronProblem:
         act1 = rng.uniform(20, 200) * scale
         act = {1: act1, 2: act1 * rng.uniform(0.5, 0.7), 4: act1 * rng.uniform(0.25, 0.4), 8: act1 * rng.uniform(0.12, 0.25)}
         act[0] = act1 * rng.uniform(0.03, 0.15)
-        types.append(LayerType(f"layertype_{t}", counts[t], rng.choice([128, 256]), rng.uniform(30, 300) * scale, act,
-                               rng.uniform(0.5, 5.0) * speed, rng.uniform(0.0, 2.0) * speed))
+        types.append(
+            LayerType(
+                f"layertype_{t}",
+                counts[t],
+                rng.choice([128, 256]),
+                rng.uniform(30, 300) * scale,
+                act,
+                rng.uniform(0.5, 5.0) * speed,
+                rng.uniform(0.0, 2.0) * speed,
+            )
+        )
 
     def states() -> VocabStates:
         ms = rng.uniform(50, 400) * scale
@@ -96,8 +107,15 @@ def _random_problem(seed: int) -> GalvatronProblem:
     batch = rng.choice([2, 4, 8])
     memory = int(1024 * scale + rng.uniform(200, 1600) * scale)
     return GalvatronProblem(
-        model=f"synthetic-{seed}", source=f"synthetic:{seed}", hidden=rng.choice([256, 512]), layer_types=tuple(types),
-        vocab=vocab, hardware=random_hardware(rng, devices, 20.0 if sync_heavy else 1.0), devices=devices, memory_mb=memory, global_batch=batch,
+        model=f"synthetic-{seed}",
+        source=f"synthetic:{seed}",
+        hidden=rng.choice([256, 512]),
+        layer_types=tuple(types),
+        vocab=vocab,
+        hardware=random_hardware(rng, devices, 20.0 if sync_heavy else 1.0),
+        devices=devices,
+        memory_mb=memory,
+        global_batch=batch,
         max_pp=rng.choice([2, 4, 8]),
     )
 
@@ -120,8 +138,13 @@ def _options(p: GalvatronProblem, pp: int, m: int) -> tuple[list[Strategy], list
     """Layer and vocabulary strategies of one (pp, chunks)."""
     N, micro = p.devices, p.global_batch // m
     degs = [g for g in _pow2_upto(min(8, N // pp)) if micro % (N // pp // g) == 0]
-    layer_opts = [Strategy(g, sp, z3, ck) for g in degs for sp in ((False, True) if g > 1 else (False,))
-                  for z3 in ((False, True) if N // pp // g > 1 else (False,)) for ck in (False, True)]
+    layer_opts = [
+        Strategy(g, sp, z3, ck)
+        for g in degs
+        for sp in ((False, True) if g > 1 else (False,))
+        for z3 in ((False, True) if N // pp // g > 1 else (False,))
+        for ck in (False, True)
+    ]
     return layer_opts, [VocabStrategy(s.tp_sp, s.sp, s.zero3) for s in layer_opts if not s.ckpt]
 
 
@@ -150,7 +173,7 @@ def count_plans(p: GalvatronProblem) -> int:
     return total
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def brute_force_seed(seed: int) -> tuple[float, GalvatronPlan | None, float]:
     """:func:`brute_force` of :func:`random_problem` (cached: several tests read it)."""
     return brute_force(random_problem(seed))

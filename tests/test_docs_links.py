@@ -8,7 +8,12 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PAGES = [REPO / "README.md", REPO / "results" / "README.md", REPO / "examples" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+PAGES = [
+    REPO / "README.md",
+    REPO / "results" / "README.md",
+    REPO / "examples" / "README.md",
+    *sorted((REPO / "docs").glob("*.md")),
+]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
 

@@ -72,7 +72,7 @@ def test_help_names_the_joint_planner(capsys) -> None:
 )
 def test_one_idea_under_two_names_is_refused_with_the_name_that_applies(argv: list[str], named: str) -> None:
     """Issue 43 item 15: --optimizer-factor (solve) and --optimizer-state-factor (import) name one idea."""
-    rc, out, err = run_cli(argv)
+    rc, _out, err = run_cli(argv)
     assert rc == 2 and "Traceback" not in err
     assert f"name it {named}" in err or f"names it {named}" in err
 

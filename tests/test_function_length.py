@@ -27,7 +27,12 @@ def _files() -> list[Path]:
 
 def _body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     body = fn.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     if not body:
         return 0

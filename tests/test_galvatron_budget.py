@@ -72,9 +72,18 @@ def test_a_batch_past_2_to_the_31_is_refused(root: Path) -> None:
 def test_gap_baselines_on_a_huge_batch_end_at_their_limit(tmp_path: Path, root: Path) -> None:
     """In a child process with a generous cap: on the old code the baselines looped over 2**31 chunk counts."""
     setting = tmp_path / "huge.json"
-    setting.write_text(json.dumps({"format": "milp-partition-galvatron/1", "model": str(root / "models/llama2-7b"),
-                                   "hardware": str(root / "hardware"), "devices": 8, "memory": "36GiB",
-                                   "global_batch": 2**31}))
+    setting.write_text(
+        json.dumps(
+            {
+                "format": "milp-partition-galvatron/1",
+                "model": str(root / "models/llama2-7b"),
+                "hardware": str(root / "hardware"),
+                "devices": 8,
+                "memory": "36GiB",
+                "global_batch": 2**31,
+            }
+        )
+    )
     code = (
         "import sys, json\n"
         "from milp_partition.sweep.jobs import GapJob\n"

@@ -69,8 +69,9 @@ FAKES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 
 
 @pytest.mark.parametrize(("what", "mutate", "named"), FAKES, ids=[f[0] for f in FAKES])
-def test_a_faked_claim_or_malformed_plan_exits_2(root: Path, result: dict[str, Any], tmp_path: Path, what: str,
-                                                 mutate: Callable[[dict[str, Any]], None], named: str) -> None:
+def test_a_faked_claim_or_malformed_plan_exits_2(
+    root: Path, result: dict[str, Any], tmp_path: Path, what: str, mutate: Callable[[dict[str, Any]], None], named: str
+) -> None:
     fake = copy.deepcopy(result)
     mutate(fake)
     rc, text = _evaluate(root, fake, tmp_path)

@@ -21,8 +21,15 @@ def root(shared_benchmarks: Path) -> Path:
 
 
 def _setting(tmp_path: Path, root: Path, **over: object) -> Path:
-    data = {"format": galvatron_gap.FORMAT, "model": str(root / "models/llama2-7b"), "hardware": str(root / "hardware"),
-            "devices": 8, "memory": "48GiB", "global_batch": 64, **over}
+    data = {
+        "format": galvatron_gap.FORMAT,
+        "model": str(root / "models/llama2-7b"),
+        "hardware": str(root / "hardware"),
+        "devices": 8,
+        "memory": "48GiB",
+        "global_batch": 64,
+        **over,
+    }
     path = tmp_path / "llama.json"
     path.write_text(json.dumps(data))
     return path
@@ -31,7 +38,10 @@ def _setting(tmp_path: Path, root: Path, **over: object) -> Path:
 def test_gap_rows_baselines_never_beat_the_proven_optimum(tmp_path: Path, root: Path) -> None:
     path = _setting(tmp_path, root)
     assert galvatron_gap.recognize(path) is None and galvatron_gap.recognize(tmp_path) is not None
-    rows = {m: execute(GapJob("galvatron", str(path), path.stem, "x", (), m, time_limit_s=120)) for m in (*galvatron_gap.HEURISTICS, EXACT)}
+    rows = {
+        m: execute(GapJob("galvatron", str(path), path.stem, "x", (), m, time_limit_s=120))
+        for m in (*galvatron_gap.HEURISTICS, EXACT)
+    }
     exact = rows[EXACT]
     assert exact["status"] == "optimal", exact
     assert float(exact["value"]) == pytest.approx(4.039489764, rel=1e-8)
@@ -55,8 +65,23 @@ def test_plot_of_a_solved_plan(tmp_path: Path, root: Path) -> None:
     out = tmp_path / "plan.json"
     # the README's 36 GB / batch-16 setting: a plan of the same shape as at 48 GB / batch 64 (one stage of 32 layers),
     # proven in a second rather than in several
-    rc = main(["solve", str(root / "models/llama2-7b"), "--hardware", str(root / "hardware"), "--devices", "8",
-               "--memory", "36GiB", "--global-batch", "16", "--output", str(out), "--quiet"])
+    rc = main(
+        [
+            "solve",
+            str(root / "models/llama2-7b"),
+            "--hardware",
+            str(root / "hardware"),
+            "--devices",
+            "8",
+            "--memory",
+            "36GiB",
+            "--global-batch",
+            "16",
+            "--output",
+            str(out),
+            "--quiet",
+        ]
+    )
     assert rc == 0
     result = json.loads(out.read_text())
     fig = figure(result, None, {})
@@ -81,7 +106,21 @@ def test_plot_of_a_solved_plan(tmp_path: Path, root: Path) -> None:
 
 def test_report_prints_mib(tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Galvatron's "MB" is 2**20 bytes: the report says MiB (the README's rule: MB = 10**6 bytes)."""
-    rc = main(["solve", str(root / "models/llama2-7b"), "--hardware", str(root / "hardware"), "--devices", "8",
-               "--memory", "36GiB", "--global-batch", "16", "--progress", "0"])
+    rc = main(
+        [
+            "solve",
+            str(root / "models/llama2-7b"),
+            "--hardware",
+            str(root / "hardware"),
+            "--devices",
+            "8",
+            "--memory",
+            "36GiB",
+            "--global-batch",
+            "16",
+            "--progress",
+            "0",
+        ]
+    )
     out = capsys.readouterr().out
     assert rc == 0 and "36864 MiB each (usable 29492 MiB)" in out and " MB " not in out

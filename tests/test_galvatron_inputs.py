@@ -99,9 +99,13 @@ def _decreasing_latency(d: dict[str, Any]) -> None:
             d[k] = 20.0 - 0.019 * float(k.split("_")[3][:-2])  # positive at every measured size, falling
 
 
-@pytest.mark.parametrize(("rel", "change", "named"), [(COMP, _decreasing_forward, "layertype_0: the fit"),
-                                                      (SP, _decreasing_latency, "allreduce_size_2_<MB>MB_time: the fit")])
-def test_a_fit_giving_negative_times_is_refused(tmp_path: Path, root: Path, rel: str, change: Callable[[Any], Any], named: str) -> None:
+@pytest.mark.parametrize(
+    ("rel", "change", "named"),
+    [(COMP, _decreasing_forward, "layertype_0: the fit"), (SP, _decreasing_latency, "allreduce_size_2_<MB>MB_time: the fit")],
+)
+def test_a_fit_giving_negative_times_is_refused(
+    tmp_path: Path, root: Path, rel: str, change: Callable[[Any], Any], named: str
+) -> None:
     """Non-negative measurements whose fit goes negative where it is used once gave negative "verified" times."""
     d = _copy(tmp_path, root)
     _edit(d / rel, change)
@@ -114,8 +118,21 @@ def test_cli_exits_2_on_a_nan_time(tmp_path: Path, root: Path, capsys: pytest.Ca
     """A NaN forward time once answered "proven infeasible" (exit 3)."""
     d = _copy(tmp_path, root)
     _edit(d / COMP, lambda x: x.__setitem__("layertype_0_bsz8_seq2048", float("nan")))
-    rc = main(["solve", str(d / "m"), "--hardware", str(d / "hw"), "--devices", "8", "--memory", "36GiB",
-               "--global-batch", "16", "--quiet"])
+    rc = main(
+        [
+            "solve",
+            str(d / "m"),
+            "--hardware",
+            str(d / "hw"),
+            "--devices",
+            "8",
+            "--memory",
+            "36GiB",
+            "--global-batch",
+            "16",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "layertype_0_bsz8_seq2048" in err and "Traceback" not in err
 
@@ -124,19 +141,36 @@ def test_folder_missing_its_memory_profile_names_the_file(tmp_path: Path, root: 
     d = _copy(tmp_path, root)
     for f in (d / "m").glob("memory_profiling_*"):
         f.unlink()
-    rc = main(["solve", str(d / "m"), "--hardware", str(d / "hw"), "--devices", "8", "--memory", "36GiB",
-               "--global-batch", "16", "--quiet"])
+    rc = main(
+        [
+            "solve",
+            str(d / "m"),
+            "--hardware",
+            str(d / "hw"),
+            "--devices",
+            "8",
+            "--memory",
+            "36GiB",
+            "--global-batch",
+            "16",
+            "--quiet",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc == 2 and "missing memory_profiling_bf16_llama2-7b_all.json" in err
 
 
-def test_unknown_model_names_flags_that_exist_and_they_work(tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_unknown_model_names_flags_that_exist_and_they_work(
+    tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """A model Galvatron does not ship: the message names --hidden-size and --layer-counts, and with them the folder
     reads as the same problem as the shipped llama2-7b."""
     d = tmp_path / "mymodel"
     d.mkdir()
     for kind in ("computation", "memory"):
-        shutil.copy(root / f"models/llama2-7b/{kind}_profiling_bf16_llama2-7b_all.json", d / f"{kind}_profiling_bf16_mine_all.json")
+        shutil.copy(
+            root / f"models/llama2-7b/{kind}_profiling_bf16_llama2-7b_all.json", d / f"{kind}_profiling_bf16_mine_all.json"
+        )
     parser = build_parser()
     base = ["solve", str(d), "--hardware", str(root / "hardware"), "--devices", "8", "--memory", "36GiB", "--global-batch", "16"]
     with pytest.raises(InputError) as err:
@@ -158,8 +192,14 @@ def test_unknown_model_names_flags_that_exist_and_they_work(tmp_path: Path, root
 def test_gap_setting_file_refuses_misspelt_keys(tmp_path: Path, root: Path) -> None:
     from milp_partition.galvatron import gap as galvatron_gap
 
-    base = {"format": galvatron_gap.FORMAT, "model": str(root / "models/llama2-7b"), "hardware": str(root / "hardware"),
-            "devices": 8, "memory": "36GiB", "global_batch": 16}
+    base = {
+        "format": galvatron_gap.FORMAT,
+        "model": str(root / "models/llama2-7b"),
+        "hardware": str(root / "hardware"),
+        "devices": 8,
+        "memory": "36GiB",
+        "global_batch": 16,
+    }
     path = tmp_path / "s.json"
     path.write_text(json.dumps({**base, "global_bacth": 64}))
     with pytest.raises(InputError, match=r"global_bacth.*did you mean 'global_batch'"):
@@ -169,8 +209,10 @@ def test_gap_setting_file_refuses_misspelt_keys(tmp_path: Path, root: Path) -> N
         galvatron_gap.load(path, (), {})
 
 
-@pytest.mark.parametrize(("seq", "named"), [(0, "--seq-length: must be a positive integer"),
-                                            (4096, "no profile at sequence length 4096 (profiled: [2048])")])
+@pytest.mark.parametrize(
+    ("seq", "named"),
+    [(0, "--seq-length: must be a positive integer"), (4096, "no profile at sequence length 4096 (profiled: [2048])")],
+)
 def test_a_sequence_length_not_profiled_is_named(root: Path, seq: int, named: str) -> None:
     with pytest.raises(InputError) as err:
         read_galvatron(root / "models/llama2-7b", root / "hardware", devices=8, memory_mb=36 * 1024, global_batch=16, seq=seq)

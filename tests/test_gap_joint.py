@@ -6,12 +6,12 @@ import csv
 import math
 
 import pytest
+from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
 
 from milp_partition.cli.dispatch import main
-from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedream_2bw_style, piper_style
-from milp_partition.joint.dp import joint_data
 from milp_partition.io.piper import read_joint, write_joint
 from milp_partition.joint import gap as joint_gap
+from milp_partition.joint.dp import joint_data
 from milp_partition.sweep.jobs import EXACT, GapJob
 from milp_partition.sweep.registry import execute
 from milp_partition.units import parse_bytes, parse_rate

@@ -7,9 +7,9 @@ import json
 import math
 
 import pytest
+from milp_partition.heuristics.pipeline_simple import equal_split, greedy_fill
 
 from milp_partition.cli.dispatch import main
-from milp_partition.heuristics.pipeline_simple import equal_split, greedy_fill
 from milp_partition.sweep.executors import ExecutorSettings, Progress, run_jobs
 from milp_partition.sweep.grid import Grid, parse_grid
 from milp_partition.sweep.jobs import EXACT, GapJob, code_fingerprint, latest_rows

@@ -29,12 +29,12 @@ class BlockingLP:
     def __init__(self) -> None:
         self.stopped = threading.Event()
 
-    def Solve(self) -> int:  # noqa: N802 - OR-Tools' name
+    def Solve(self) -> int:
         _thread.interrupt_main()
         self.stopped.wait(120.0)  # generous: InterruptSolve ends it at once
         return 7
 
-    def InterruptSolve(self) -> bool:  # noqa: N802
+    def InterruptSolve(self) -> bool:
         self.stopped.set()
         return True
 
@@ -116,7 +116,9 @@ def test_the_chain_names_each_phase_while_it_runs() -> None:
 
     from milp_partition.chain import chain_settings, run_chain
 
-    problem = PipelineProblem(inception_like(1, InceptionLikeSettings(blocks=3)), homogeneous_cluster(2, None), PipelineSettings())
+    problem = PipelineProblem(
+        inception_like(1, InceptionLikeSettings(blocks=3)), homogeneous_cluster(2, None), PipelineSettings()
+    )
     settings = pipeline_solve.SolveSettings(time_limit_s=30.0, threads=1)
     result = run_chain(Watching(settings), problem, chain_settings(settings))
     assert result.status == "optimal"

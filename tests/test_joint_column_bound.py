@@ -637,13 +637,14 @@ def test_where_the_stage_bound_cannot_run_the_coarse_master_runs_and_the_polishe
     assert result.bound is not None and result.objective is not None
     assert result.bound <= best * (1 + 1e-9) <= result.objective * (1 + 2e-9)
     names = [h.name for h in result.heuristics]
-    if result.bound < result.objective * (1 - 1e-7):  # not proven by the column bound: the polisher goes on here
+    stopped = result.stopped_by == "time_limit"  # a loaded machine may spend the limit before the later phases run
+    if result.bound < result.objective * (1 - 1e-7) and not stopped:  # not proven by the column bound: the polisher goes on
         assert "polish-rest" in names
         assert best * (1 - 1e-9) <= notes["polish_rest"]["to"] <= notes["polish_rest"]["from"]
     if threads == 2:  # the all-states master ran beside the heuristics first, its columns started the one here
         beside_bound = notes["column_bound_beside"]["bound"]
         assert notes["segment_bound"] <= beside_bound <= best * (1 + 1e-9)
-        assert notes["column_bound_beside"]["columns"] > 0
+        assert notes["column_bound_beside"]["columns"] > 0 or stopped
         assert "polish-beside" in names
         assert isinstance(notes["polish_beside"]["to"], float)
         assert best * (1 - 1e-9) <= notes["polish_beside"]["to"] <= notes["polish_beside"]["from"]

@@ -202,8 +202,8 @@ def test_dp_reaches_the_whole_graph_with_a_repeated_predecessor() -> None:
 
 def test_an_exact_method_whose_plan_is_rejected_proves_nothing(monkeypatch) -> None:
     """A bound (or infeasibility) from an exact method whose own answer fails the verifier is dropped, with a note."""
-    from milp_partition.joint.dp import SearchResult
     from milp_partition.joint import solve as joint_solve
+    from milp_partition.joint.dp import SearchResult
     from milp_partition.joint.problem import JointPlan, JointSolveSettings, JointStage
 
     bogus = JointPlan((JointStage(("0",), 1, 1, {"0": "vanilla"}),))  # node 1 in no stage

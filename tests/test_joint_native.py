@@ -107,7 +107,9 @@ def test_c_search_matches_numpy_search_and_brute_force(index: int) -> None:
 
 
 def _bert(devices: int, memory_gib: float):  # type: ignore[no-untyped-def]
-    return read_joint(SHARED / "bert32a100.json", devices=devices, memory_bytes=int(memory_gib * GIB), bandwidth_bytes_per_s=25 * GIB)
+    return read_joint(
+        SHARED / "bert32a100.json", devices=devices, memory_bytes=int(memory_gib * GIB), bandwidth_bytes_per_s=25 * GIB
+    )
 
 
 @needs_c

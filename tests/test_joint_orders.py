@@ -80,7 +80,7 @@ def test_along_groups_chains_each_group_in_order_only() -> None:
     grouped = along_groups(problem, order, groups)
     where = {v: q for q, v in enumerate(order)}
     index = {nd.id: v for v, nd in enumerate(problem.nodes)}
-    added = grouped.edges[len(problem.edges):]
+    added = grouped.edges[len(problem.edges) :]
     assert added and all(where[e.source] < where[e.target] and groups[index[e.source]] == groups[index[e.target]] for e in added)
     one = len(joint_data(along_order(problem, order)).ideals)
     assert one == len(order) + 1 < len(joint_data(grouped).ideals) < len(joint_data(problem).ideals)

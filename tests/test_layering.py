@@ -280,7 +280,12 @@ BACKEND_NAMES_TABLE = "milp_partition.backends.registry"
 def test_data_model_and_io_import_no_solver_side() -> None:
     modules = [m for m in MODULES if (layer_of(m) or 0) <= 3]
     bad = [b for b in _offenders(modules, (*SOLVE_SIDE, "milp_partition.backends")) if not b.endswith(BACKEND_NAMES_TABLE)]
-    bad += [f"{MODULES[m].relative_to(ROOT)} imports {t}" for m in modules for t in _root_imports(MODULES[m]) if t in ("ortools", "pulp")]
+    bad += [
+        f"{MODULES[m].relative_to(ROOT)} imports {t}"
+        for m in modules
+        for t in _root_imports(MODULES[m])
+        if t in ("ortools", "pulp")
+    ]
     assert not bad, bad
 
 

@@ -26,7 +26,9 @@ def _imported(path: Path, *, edge_bytes: int = EDGE_BYTES) -> Path:
     """A chain as an import writes it: every edge with its bytes and a transfer time (0.5 s) priced at import."""
     nodes = [{"id": f"l{i}", "forward_time": t, "param_bytes": 1000} for i, t in enumerate(TIMES)]
     edges = [{"source": f"l{i}", "target": f"l{i + 1}", "bytes": edge_bytes, "transfer_time": 0.5} for i in range(5)]
-    path.write_text(json.dumps({"format": "milp-partition/1", "name": "imported", "time_unit": "s", "nodes": nodes, "edges": edges}))
+    path.write_text(
+        json.dumps({"format": "milp-partition/1", "name": "imported", "time_unit": "s", "nodes": nodes, "edges": edges})
+    )
     return path
 
 

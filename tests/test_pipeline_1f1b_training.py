@@ -13,10 +13,10 @@ import random
 
 import pytest
 from brute_force import brute_force_pipeline
+from milp_partition.heuristics.pipeline_dp import chain_dp, ideal_dp
 
 from milp_partition.cluster import Device, make_cluster
 from milp_partition.graph import Edge, Node, make_graph
-from milp_partition.heuristics.pipeline_dp import chain_dp, ideal_dp
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, PipelineSolution
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.verifiers.pipeline import verify_pipeline

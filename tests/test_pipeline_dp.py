@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 
 from milp_partition.cluster import Device, homogeneous_cluster, make_cluster
 from milp_partition.graph import Edge, Node, make_graph
-from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, PipelineSolution
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared"

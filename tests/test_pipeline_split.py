@@ -6,10 +6,10 @@ import math
 from dataclasses import replace
 
 import pytest
-
-from milp_partition.cluster import homogeneous_cluster
 from milp_partition.heuristics.pipeline_dp import chain_dp
 from milp_partition.heuristics.pipeline_split import balanced_split
+
+from milp_partition.cluster import homogeneous_cluster
 from milp_partition.pipeline.generators import InceptionLikeSettings, inception_like
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, PipelineSolution
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline

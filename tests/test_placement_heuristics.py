@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 import pytest
+from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS, PlacementHeuristicError, run_placement_heuristic
 
 from milp_partition.errors import InputError
-from milp_partition.heuristics.placement import PLACEMENT_HEURISTICS, PlacementHeuristicError, run_placement_heuristic
 from milp_partition.io.placement_instance import read_placement_instance
 from milp_partition.placement.generators import DeviceSetSettings, PlacementGeneratorSettings, generate_placement_problem
 from milp_partition.placement.problem import PlacementProblem, PlacementSettings, make_placement_problem

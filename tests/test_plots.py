@@ -282,8 +282,20 @@ def test_plot_finds_a_galvatron_results_model_folder(shared_benchmarks, tmp_path
     # a Galvatron model is a folder: the plot found no instance there and said it had moved
     root = shared_benchmarks / "galvatron"
     out = tmp_path / "plan.json"
-    argv = ["solve", str(root / "models/llama2-7b"), "--hardware", str(root / "hardware"), "--devices", "8", "--memory", "36GiB",
-            "--global-batch", "16", "--output", str(out)]
+    argv = [
+        "solve",
+        str(root / "models/llama2-7b"),
+        "--hardware",
+        str(root / "hardware"),
+        "--devices",
+        "8",
+        "--memory",
+        "36GiB",
+        "--global-batch",
+        "16",
+        "--output",
+        str(out),
+    ]
     assert main(argv) == 0
     capsys.readouterr()
     assert main(["plot", str(out), "-o", str(tmp_path / "plan.svg")]) == 0

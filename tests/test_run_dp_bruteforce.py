@@ -186,3 +186,40 @@ def test_verifier_names_what_a_bad_plan_breaks() -> None:
     report = verify_run_plan(tight, RunPlan(((0, 3),), 1, 2))
     assert not report.feasible and "bytes per device" in report.violations[0]
     assert verify_run_plan(problem, RunPlan(((0, 2), (2, 3)), 1, 4)).feasible
+
+
+def test_a_pipeline_gets_a_micro_batch_per_stage() -> None:
+    """run executes 1F1B with torch's Schedule1F1B, which needs m >= p: with a per-operator overhead that favours one
+    micro-batch of the whole batch, two stages on two devices still get two micro-batches (the verifier refuses one)."""
+    sizes = (1, 2, 4, 8)
+    layers = tuple(
+        RunLayer(f"l{i}", {s: 1.0 + 0.01 * s for s in sizes}, {s: 2.0 + 0.02 * s for s in sizes}, 0.0, 0, 0.0, 1.0, 1.0)
+        for i in range(2)
+    )
+    problem = RunPlanProblem(layers, (1.0,), 8, 2, 1e9, shape=RunShape(stages=2, data_parallel=1))
+    got = solve_run_dp(problem)
+    assert got.plan is not None and got.plan.microbatches == 2 and len(got.plan.stages) == 2
+    assert not verify_run_plan(problem, RunPlan(((0, 1), (1, 2)), 1, 1)).feasible
+    assert math.isinf(solve_run_dp(RunPlanProblem(layers, (1.0,), 8, 2, 1e9, shape=RunShape(2, 1, 1))).step_s)
+
+
+def test_the_empty_step_of_each_shape_is_priced_and_can_move_the_optimum() -> None:
+    """E per shape (the run's measured empty step): the DP, the verifier and enumeration agree, and an E that makes
+    the pipeline's runtime dear moves the optimum to one stage."""
+    sizes = (1, 2, 4, 8)
+    layers = tuple(
+        RunLayer(f"l{i}", {s: 1.0 * s for s in sizes}, {s: 2.0 * s for s in sizes}, 0.0, 0, 0.0, 1.0, 1.0) for i in range(2)
+    )
+    plain = RunPlanProblem(layers, (0.0,), 8, 2, 1e9)
+    base = solve_run_dp(plain)
+    assert base.plan is not None and (len(base.plan.stages), base.plan.data_parallel) != (1, 1)
+    # every shape with d or p above 1 costs 100 s more; one stage on one device none
+    table = tuple((p, d, m, 0.0 if p * d == 1 else 100.0) for d in (1, 2) for m in sizes for p in (1, 2))
+    dear = RunPlanProblem(layers, (0.0,), 8, 2, 1e9, coefficients=RunCoefficients(fixed_s=7.0, empty_step_s=table))
+    got = solve_run_dp(dear)
+    want, _ = brute_force(dear)
+    assert got.plan is not None and (len(got.plan.stages), got.plan.data_parallel) == (1, 1)
+    assert got.step_s == pytest.approx(want) and got.bound_s == pytest.approx(want)
+    assert verify_run_plan(dear, got.plan).step_s == pytest.approx(got.step_s)
+    assert verify_run_plan(dear, base.plan).step_s == pytest.approx(base.step_s + 100.0)
+    assert RunCoefficients(fixed_s=7.0, empty_step_s=table).fixed_for(3, 1, 1) == 7.0  # a shape not listed

@@ -142,8 +142,9 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert main([*common, "--global-batch", "8", "--layer-times", str(out)]) == 2  # size 8 was not timed
 
 
-def test_run_refuses_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:
-    """run executes one-sample micro-batches: a plan with b > 1 is refused by name, not run as another batch."""
+def test_run_reads_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:
+    """run executes the plan's micro-batch size: a plan with b = 8 is read as one micro-batch of the global batch of 8
+    (tests/test_run_microbatch_size.py runs such plans)."""
     from milp_partition.run.spec import read_run_spec
 
     path = tmp_path / "gpt.json"
@@ -159,8 +160,9 @@ def test_run_refuses_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_p
     assert main([*common, "--global-batch", "8", "--coefficients", str(coeffs), "-o", str(out)]) == 0
     plan = json.loads(out.read_text())
     assert plan["instance"]["microbatch_size"] == 8  # one device, no pipeline: one micro-batch of the whole batch
-    with pytest.raises(InputError, match="micro-batches hold 8 samples"):
-        read_run_spec(out, str(path))
+    spec = read_run_spec(out, str(path))
+    assert (spec.microbatches, spec.microbatch_size, spec.global_batch) == (1, 8, 8)
+    assert spec.predicted_step_s == pytest.approx(plan["objective"])  # run.json's planner_step_s: the planned step
 
 
 def test_saved_bytes_per_layer_add_up_to_what_the_run_counts(tmp_path: Path) -> None:
@@ -189,3 +191,34 @@ def test_saved_bytes_per_layer_add_up_to_what_the_run_counts(tmp_path: Path) -> 
         loss = loss_fn(model(*a, **kw), target)
     assert sum(saved.values()) * 4 == pytest.approx(counter.peak, rel=1e-9)
     loss.backward()
+
+
+def test_empty_steps_from_run_json_price_each_shape(graph: dict, tmp_path: Path) -> None:
+    """--empty-steps RUN_JSON...: each run's measured empty step is E of its shape in the planned step."""
+    path = tmp_path / "gpt.json"
+    path.write_text(json.dumps(graph))
+    coeffs = tmp_path / "ops.json"
+    coeffs.write_text(
+        json.dumps(
+            {k: getattr(OPS, k) for k in ("forward_overhead_s", "backward_overhead_s", "matmul_flops_per_s", "memory_s_per_byte")}
+        )
+    )
+    common = ["solve", str(path), "--problem", "joint", "--objective", "run", "--devices", "2", "--memory", "1GiB"]
+    common += ["--global-batch", "8", "--coefficients", str(coeffs), "--quiet", "--stages", "2", "--data-parallel", "1"]
+    common += ["--microbatches", "4"]
+    runs = []
+    for m, e in ((4, 0.5), (4, 0.7), (2, 9.0)):  # two runs of the shape: their median
+        runs.append(tmp_path / f"run{len(runs)}.json")
+        shape = {"stages": 2, "data_parallel": 1, "tensor_parallel": 1}
+        runs[-1].write_text(json.dumps({"shape": shape, "microbatches": m, "prediction": {"costs": {"empty_step_s": e}}}))
+    plain, priced = tmp_path / "plain.json", tmp_path / "priced.json"
+    assert main([*common, "-o", str(plain)]) == 0
+    assert main([*common, "--empty-steps", *map(str, runs), "-o", str(priced)]) == 0
+    a, b = json.loads(plain.read_text()), json.loads(priced.read_text())
+    assert b["objective"] == pytest.approx(a["objective"] + 0.6) and b["stages"] == a["stages"]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"shape": {"stages": 2, "data_parallel": 1}, "microbatches": 4, "prediction": {}}))
+    assert main([*common, "--empty-steps", str(bad)]) == 2  # no measured E: named, not priced as 0
+    assert (
+        main(["solve", str(path), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--empty-steps", str(runs[0])]) == 2
+    )

@@ -120,7 +120,12 @@ def _mlp_plan(tmp_path: Path, degrees: list[tuple[int, int]]) -> Path:
     plan = tmp_path / "plan.json"
     # solved for 4 devices (run refuses stages that use more devices than the plan was solved for)
     solve = ["solve", str(graph), "--problem", "joint", "--devices", "4", "--memory", "1GiB", "--microbatches", "4"]
-    assert main([*solve, "--stages", str(len(degrees)), "--data-parallel", "1", "--tensor-parallel", "1", "--quiet", "-o", str(plan)]) == 0
+    assert (
+        main(
+            [*solve, "--stages", str(len(degrees)), "--data-parallel", "1", "--tensor-parallel", "1", "--quiet", "-o", str(plan)]
+        )
+        == 0
+    )
     data = json.loads(plan.read_text())
     for st, (d, t), y in zip(data["stages"], degrees, _planner_in_flight(degrees)):
         st.update(data_parallel=d, tensor_parallel=t, microbatches_in_flight=y)

@@ -13,8 +13,8 @@ import pytest
 from milp_partition.calibration.profile import datasheet_profile
 from milp_partition.cli.dispatch import main
 from milp_partition.errors import CycleError, InputError
-from milp_partition.strategy.dp import pase_dp
 from milp_partition.io.strategy_tables import read_strategy_tables
+from milp_partition.strategy.dp import pase_dp
 from milp_partition.strategy.layers import (
     LayerGraph,
     LayerSpec,

@@ -7,12 +7,12 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from milp_partition.heuristics.strategy_lagrangian import lagrangian_memory_bound
+from milp_partition.heuristics.strategy_marginals import fix_by_marginals, marginal_masks, min_marginals, restrict
 from test_strategy_dp import brute_force, random_problem
 
 from milp_partition.chain import PROOF_REL_TOL
 from milp_partition.strategy.dp import pase_dp
-from milp_partition.heuristics.strategy_lagrangian import lagrangian_memory_bound
-from milp_partition.heuristics.strategy_marginals import fix_by_marginals, marginal_masks, min_marginals, restrict
 from milp_partition.strategy.pareto_dp import ParetoDPSettings, memory_search, pareto_dp
 from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy

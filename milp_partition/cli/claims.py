@@ -29,7 +29,9 @@ _WITH_A_SOLUTION = ("optimal", "feasible")
 #: Where a result holds its solution (what the solution readers unwrap): such a field makes the file a result whatever
 #: its ``format`` says, so removing or changing ``format`` cannot switch its claims' checks off.
 _SOLUTION_FIELDS: tuple[tuple[str, type | tuple[type, ...]], ...] = (
-    ("assignment", Mapping), ("stages", list), ("galvatron_config", Mapping),
+    ("assignment", Mapping),
+    ("stages", list),
+    ("galvatron_config", Mapping),
 )
 
 

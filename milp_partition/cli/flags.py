@@ -30,7 +30,9 @@ class OneLineParser(argparse.ArgumentParser):
     """An ``ArgumentParser`` whose usage errors are one line on stderr and exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        hint = next((h for flag, h in NAMED_ELSEWHERE.items() if message.startswith("unrecognized") and flag in message.split()), "")
+        hint = next(
+            (h for flag, h in NAMED_ELSEWHERE.items() if message.startswith("unrecognized") and flag in message.split()), ""
+        )
         print(f"{self.prog}: error: {message}{hint} (see {self.prog} --help)", file=sys.stderr)
         sys.exit(EXIT_INPUT)
 

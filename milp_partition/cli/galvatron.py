@@ -36,7 +36,7 @@ STRATEGY_LEGEND = (
     "legend     pp-tp_sp[*]-dp[f][-c][-sp]: pipeline degree - tensor/sequence-parallel degree (* when > 1) - "
     "data-parallel degree (f: ZeRO-3, else ZeRO-2; plain DDP at 1); -c: checkpointed; -sp: Ulysses sequence "
     "parallel (else Megatron tp); C: stage compute per micro-batch, R: with gradient sync; MiB: memory per GPU (Galvatron's "
-    "\"MB\" is 2**20 bytes)"
+    '"MB" is 2**20 bytes)'
 )
 
 
@@ -56,12 +56,23 @@ def _layer_counts(text: str | None) -> tuple[int, ...] | None:
     except ValueError:
         counts = ()
     if not counts or any(c < 1 for c in counts):
-        raise InputError(f"expected positive layer counts separated by commas (e.g. 32 or 24,24), got {text!r}", where="--layer-counts")
+        raise InputError(
+            f"expected positive layer counts separated by commas (e.g. 32 or 24,24), got {text!r}", where="--layer-counts"
+        )
     return counts
 
 
 def problem_from_args(args: argparse.Namespace) -> GalvatronProblem:
-    missing = [f for f, v in (("--hardware", args.hardware), ("--devices", args.devices), ("--memory", args.memory), ("--global-batch", args.global_batch)) if v is None]
+    missing = [
+        f
+        for f, v in (
+            ("--hardware", args.hardware),
+            ("--devices", args.devices),
+            ("--memory", args.memory),
+            ("--global-batch", args.global_batch),
+        )
+        if v is None
+    ]
     if missing:
         raise InputError("a Galvatron folder needs " + ", ".join(missing), source=str(args.instance))
     mem = parse_bytes(str(args.memory), "--memory")
@@ -69,9 +80,16 @@ def problem_from_args(args: argparse.Namespace) -> GalvatronProblem:
         raise InputError("must be a whole number of MiB", where="--memory")
     if args.hidden_size is not None and args.hidden_size < 1:
         raise InputError(f"must be a positive integer, got {args.hidden_size}", where="--hidden-size")
-    return read_galvatron(args.instance, args.hardware, devices=args.devices, memory_mb=mem // 1048576,
-                          global_batch=args.global_batch, seq=args.seq_length, hidden=args.hidden_size,
-                          layers=_layer_counts(args.layer_counts))
+    return read_galvatron(
+        args.instance,
+        args.hardware,
+        devices=args.devices,
+        memory_mb=mem // 1048576,
+        global_batch=args.global_batch,
+        seq=args.seq_length,
+        hidden=args.hidden_size,
+        layers=_layer_counts(args.layer_counts),
+    )
 
 
 def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
@@ -82,10 +100,14 @@ def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
     ]
     if result.objective is not None:
         cfg = result.galvatron_config
-        lines.append(f"objective  sound 1F1B time = {fmt(result.objective, 10)} s   (verified); Galvatron's estimate "
-                     f"{fmt(result.galvatron_estimate_s or 0.0, 10)} s")
-        lines.append(f"bound      {fmt(result.bound, 10)}   pp {cfg['pp_deg']}, chunks {cfg['chunks']}, split {cfg['pp_division']}, "
-                     f"vocabulary tp_sp {cfg['vtp']}{' sp' if cfg['vsp'] else ''}{' zero3' if cfg['embed_sdp'] else ''}")
+        lines.append(
+            f"objective  sound 1F1B time = {fmt(result.objective, 10)} s   (verified); Galvatron's estimate "
+            f"{fmt(result.galvatron_estimate_s or 0.0, 10)} s"
+        )
+        lines.append(
+            f"bound      {fmt(result.bound, 10)}   pp {cfg['pp_deg']}, chunks {cfg['chunks']}, split {cfg['pp_division']}, "
+            f"vocabulary tp_sp {cfg['vtp']}{' sp' if cfg['vsp'] else ''}{' zero3' if cfg['embed_sdp'] else ''}"
+        )
         lines.append(f"{'stage':>5s} {'layers':>9s} {'C (s)':>12s} {'R (s)':>12s} {'MiB':>7s}  strategies")
         for i, st in enumerate(result.stages):
             runs: list[list[object]] = []
@@ -95,7 +117,9 @@ def format_report(result: GalvatronResult, problem: GalvatronProblem) -> str:
                 else:
                     runs.append([1, lab])
             text = ", ".join(f"{n}x {lab}" for n, lab in runs)
-            lines.append(f"{i + 1:5d} {st['layers'][0]:4d}-{st['layers'][1] - 1:<4d} {st['compute_s']:12.6f} {st['sync_s']:12.6f} {st['memory_mb']:7d}  {text}")
+            lines.append(
+                f"{i + 1:5d} {st['layers'][0]:4d}-{st['layers'][1] - 1:<4d} {st['compute_s']:12.6f} {st['sync_s']:12.6f} {st['memory_mb']:7d}  {text}"
+            )
         lines.append(STRATEGY_LEGEND)
     return "\n".join(lines)
 
@@ -115,7 +139,9 @@ def _read_config(path: Path) -> dict[str, object]:
     data = parse_json(read_text_file(path), str(path))
     cfg = data.get("galvatron_config", data) if isinstance(data, dict) else data
     if not isinstance(cfg, dict):
-        raise InputError("expected a result JSON with a 'galvatron_config' object, or a Galvatron runtime config", source=str(path))
+        raise InputError(
+            "expected a result JSON with a 'galvatron_config' object, or a Galvatron runtime config", source=str(path)
+        )
     if not cfg:
         status = data.get("status") if isinstance(data, dict) else None
         raise InputError(f"holds no plan (status {status!r}): nothing to evaluate", source=str(path))
@@ -149,17 +175,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             print(f"  - {v}")
         return EXIT_INFEASIBLE
     check_claims(
-        claimed, args.solution, "galvatron", rep.objective,
+        claimed,
+        args.solution,
+        "galvatron",
+        rep.objective,
         {
             "galvatron_estimate_s": rep.galvatron_estimate_s,
             "stages": stage_rows(problem, plan, rep.stage_compute_s, rep.stage_sync_s, rep.stage_memory_mb),
             "peak_memory_bytes": max(rep.stage_memory_mb) * 1048576,
         },
-        {"model": problem.model, "layers": [t.count for t in problem.layer_types], "devices": problem.devices,
-         "memory_mb": problem.memory_mb, "global_batch": problem.global_batch},
+        {
+            "model": problem.model,
+            "layers": [t.count for t in problem.layer_types],
+            "devices": problem.devices,
+            "memory_mb": problem.memory_mb,
+            "global_batch": problem.global_batch,
+        },
     )
-    print(f"feasible; sound 1F1B time {fmt(rep.objective, 10)} s; Galvatron's estimate {fmt(rep.galvatron_estimate_s, 10)} s; "
-          f"memory {list(rep.stage_memory_mb)} MiB of {rep.usable_mb}")
+    print(
+        f"feasible; sound 1F1B time {fmt(rep.objective, 10)} s; Galvatron's estimate {fmt(rep.galvatron_estimate_s, 10)} s; "
+        f"memory {list(rep.stage_memory_mb)} MiB of {rep.usable_mb}"
+    )
     return EXIT_OK
 
 
@@ -168,14 +204,21 @@ def cmd_info(args: argparse.Namespace) -> int:
     name = profile_files(args.instance)[0]
     known = name in KNOWN_MODELS
     # an unknown model's hidden size and layer counts are not in its files: read its fits with placeholders, show "?"
-    prof = read_model_profile(args.instance) if known else read_model_profile(
-        args.instance, hidden=1, layers=(1,) * max(1, layer_type_count(args.instance)))
+    prof = (
+        read_model_profile(args.instance)
+        if known
+        else read_model_profile(args.instance, hidden=1, layers=(1,) * max(1, layer_type_count(args.instance)))
+    )
     print(f"folder      {args.instance}")
-    print(f"model       {prof['model']}: hidden {prof['hidden'] if known else '? (not one Galvatron ships)'}, "
-          f"time fit mode {prof['time_mode']}")
+    print(
+        f"model       {prof['model']}: hidden {prof['hidden'] if known else '? (not one Galvatron ships)'}, "
+        f"time fit mode {prof['time_mode']}"
+    )
     for t in prof["layer_types"]:
-        print(f"layer type  {t.name}: {t.count if known else '?'} layers, sequence {t.seq}, {t.parameter_mb:.1f} MiB parameters, "
-              f"forward {t.time_slope_ms:.4f} ms/sample + {t.time_intercept_ms:.4f} ms")
+        print(
+            f"layer type  {t.name}: {t.count if known else '?'} layers, sequence {t.seq}, {t.parameter_mb:.1f} MiB parameters, "
+            f"forward {t.time_slope_ms:.4f} ms/sample + {t.time_intercept_ms:.4f} ms"
+        )
     need = "" if known else " --hidden-size H --layer-counts L"
     print(f"solve with  --hardware FOLDER --devices N --memory 36GiB --global-batch B{need}")
     return EXIT_OK

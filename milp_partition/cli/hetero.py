@@ -23,6 +23,8 @@ from milp_partition.settings import common_fields
 from milp_partition.verifiers.hetero import verify_hetero
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
+
+
 def claims(data: object) -> bool:
     return False  # a folder, detected by :func:`claims_path`
 
@@ -36,8 +38,16 @@ def problem_from_args(args: argparse.Namespace) -> HeteroProblem:
     if given not in ("sailor", "sound"):
         raise InputError("the hetero problem takes sailor (default) or sound", where="--objective")
     objective: Objective = "sound" if given == "sound" else "sailor"
-    return read_sailor(args.instance, setting=args.setting, setting_file=args.setting_file, trace=args.trace, row=args.row,
-                       model=args.model, global_batch=args.global_batch, objective=objective)
+    return read_sailor(
+        args.instance,
+        setting=args.setting,
+        setting_file=args.setting_file,
+        trace=args.trace,
+        row=args.row,
+        model=args.model,
+        global_batch=args.global_batch,
+        objective=objective,
+    )
 
 
 def format_report(result: HeteroResult, problem: HeteroProblem) -> str:
@@ -47,14 +57,20 @@ def format_report(result: HeteroResult, problem: HeteroProblem) -> str:
         f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
     ]
     if result.objective is not None:
-        lines.append(f"objective  iteration time = {fmt(result.objective, 10)} s ({problem.objective}; verified), "
-                     f"throughput {fmt(result.throughput_it_s or 0.0, 6)} it/s")
-        lines.append(f"bound      {fmt(result.bound, 10) if result.bound is not None else '-'} s   gap "
-                     f"{'-' if result.gap is None else f'{100 * result.gap:.3f}%'}   mbs {result.sailor_plan.get('mbs')}")
+        lines.append(
+            f"objective  iteration time = {fmt(result.objective, 10)} s ({problem.objective}; verified), "
+            f"throughput {fmt(result.throughput_it_s or 0.0, 6)} it/s"
+        )
+        lines.append(
+            f"bound      {fmt(result.bound, 10) if result.bound is not None else '-'} s   gap "
+            f"{'-' if result.gap is None else f'{100 * result.gap:.3f}%'}   mbs {result.sailor_plan.get('mbs')}"
+        )
         for i, st in enumerate(result.stages):
             reps = ", ".join(f"{n}x {k}" for k, n in st["replicas"].items())
-            lines.append(f"stage {i:<3d} layers {st['layers'][0]:>2d}-{st['layers'][1] - 1:<3d} C {st['compute_s']:.5f} s  "
-                         f"X {st['sends_s']:.5f} s  AR {st['allreduce_s']:.5f} s  {st['memory_bytes'] / 2**30:.1f} GiB  {reps}")
+            lines.append(
+                f"stage {i:<3d} layers {st['layers'][0]:>2d}-{st['layers'][1] - 1:<3d} C {st['compute_s']:.5f} s  "
+                f"X {st['sends_s']:.5f} s  AR {st['allreduce_s']:.5f} s  {st['memory_bytes'] / 2**30:.1f} GiB  {reps}"
+            )
     return "\n".join(lines)
 
 
@@ -78,8 +94,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         for v in rep.violations:
             print(f"  - {v}")
         return EXIT_INFEASIBLE
-    print(f"feasible; iteration time {fmt(rep.iteration_s or 0.0, 10)} s ({problem.objective}), throughput "
-          f"{fmt(rep.throughput_it_s or 0.0, 6)} it/s")
+    print(
+        f"feasible; iteration time {fmt(rep.iteration_s or 0.0, 10)} s ({problem.objective}), throughput "
+        f"{fmt(rep.throughput_it_s or 0.0, 6)} it/s"
+    )
     return EXIT_OK
 
 

@@ -43,6 +43,7 @@ OPTIONS = frozenset(
         "coefficients",
         "time_layers",
         "layer_times",
+        "empty_steps",
     }
 )
 
@@ -98,6 +99,14 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             "--layer-times",
             help="joint, --objective run: reuse the layer times a solve with --time-layers wrote (its result JSON), so "
             "that forced and free plans are priced from one measurement",
+        )
+        g.add_argument(
+            "--empty-steps",
+            nargs="+",
+            metavar="RUN_JSON",
+            help="joint, --objective run: the runtime's own step E per shape from these run.json files (each run "
+            "measures its shape's schedule with nothing to compute, prediction.costs.empty_step_s); a shape none of "
+            "them ran is priced with E = 0",
         )
         g.add_argument(
             "--method",

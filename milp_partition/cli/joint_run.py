@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -74,6 +75,37 @@ def _read_layer_times(path: Path, sizes: list[int]) -> tuple[dict[int, dict[str,
     return times, per_tensor, saved
 
 
+def read_empty_steps(paths: list[str]) -> tuple[tuple[int, int, int, float], ...]:
+    """``(stages, data-parallel, micro-batches per replica, E seconds)`` from run.json files (``--empty-steps``): each
+    run's measured empty step of its shape (``prediction.costs.empty_step_s``); one shape given twice takes the median.
+
+    Raises
+    ------
+    InputError
+        When a file is no run.json of a one-(d, t) plan with a measured empty step (naming the file and field).
+    """
+    import statistics
+
+    found: dict[tuple[int, int, int], list[float]] = {}
+    for path in paths:
+        data = parse_json(read_text_file(path), str(path))
+        shape = data.get("shape") if isinstance(data, dict) else None
+        if not isinstance(shape, dict) or not isinstance(data.get("microbatches"), int):
+            raise InputError("expected run.json from 'milp-partition run' (shape and microbatches)", source=str(path))
+        p, d = shape.get("stages"), shape.get("data_parallel")
+        e = (data.get("prediction") or {}).get("costs", {}).get("empty_step_s")
+        if not isinstance(p, int) or not isinstance(d, int) or d < 1 or data["microbatches"] % d:
+            raise InputError("malformed shape (stages, data_parallel)", source=str(path), where="shape")
+        if isinstance(e, bool) or not isinstance(e, int | float) or not e > 0 or not math.isfinite(e):
+            raise InputError(
+                f"no measured empty step ({e!r}): the run measured none (stages of different degrees?)",
+                source=str(path),
+                where="prediction.costs.empty_step_s",
+            )
+        found.setdefault((p, d, data["microbatches"] // d), []).append(float(e))
+    return tuple((p, d, m, statistics.median(v)) for (p, d, m), v in sorted(found.items()))
+
+
 def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dict[str, Any]]:
     """The run-objective problem of the imported graph ``args.instance`` with the command line's cluster and batch."""
     source = str(args.instance)
@@ -119,6 +151,8 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         }
     else:
         operators, origin = _operators(args)
+    if getattr(args, "empty_steps", None):  # E per shape, from the runs' own empty-step measurements
+        coeffs = replace(coeffs, empty_step_s=read_empty_steps(args.empty_steps))
     n_micro = getattr(args, "microbatches", None)
     d = getattr(args, "data_parallel", None)
     m = None
@@ -159,7 +193,9 @@ def cmd_solve_run(args: argparse.Namespace) -> int:
     """Solve, verify, print the report, write the JSON; exit 0, or 3 when no plan fits."""
     for flag in ("space", "export", "export_to", "global_batch_size"):
         if getattr(args, flag, None) is not None:
-            raise InputError("applies to --objective piper plans only (the run objective's plans are run, not exported)", where=flag_name(flag))
+            raise InputError(
+                "applies to --objective piper plans only (the run objective's plans are run, not exported)", where=flag_name(flag)
+            )
     start = time.perf_counter()
     problem, costs = run_problem_from_args(args)
     found = solve_run_dp(problem, args.common.time_limit_s)

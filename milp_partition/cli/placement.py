@@ -152,7 +152,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         {"loads": dict(report.device_load), "memory_bytes": dict(report.peak_memory)},
         {"tasks": problem.num_tasks, "edges": problem.num_edges, "devices": list(problem.device_ids)},
     )
-    print(f"feasible; makespan = {_fmt(report.makespan)} {unit_label(problem.time_unit)} (simulated; as given {_fmt(report.given_makespan)})")
+    print(
+        f"feasible; makespan = {_fmt(report.makespan)} {unit_label(problem.time_unit)} (simulated; as given {_fmt(report.given_makespan)})"
+    )
     for dev in problem.device_ids:
         print(f"  {dev:10s} busy {_fmt(report.device_load.get(dev, 0.0)):>14s}  memory {_fmt(report.peak_memory.get(dev)):>14s}")
     return EXIT_OK

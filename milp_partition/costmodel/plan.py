@@ -66,6 +66,18 @@ class RunCoefficients:
     fixed_s: float = 0.0
     ddp_bucket_bytes: float = DDP_BUCKET_BYTES
     memory: MemoryCoefficients = field(default_factory=MemoryCoefficients)
+    #: ``E`` per shape, ``(stages, data-parallel, micro-batches per replica, seconds)``: the runtime's own step of
+    #: that shape with nothing to compute, as ``run`` measures it (run.json's ``prediction.costs.empty_step_s``);
+    #: a shape not listed takes :attr:`fixed_s`.
+    empty_step_s: tuple[tuple[int, int, int, float], ...] = ()
+
+    def fixed_for(self, stages: int, data_parallel: int, microbatches: int) -> float:
+        """``E`` of the shape (``p`` stages, ``d``, ``m`` micro-batches per replica): :attr:`empty_step_s`'s entry, else
+        :attr:`fixed_s`."""
+        for p, d, m, seconds in self.empty_step_s:
+            if (p, d, m) == (stages, data_parallel, microbatches):
+                return seconds
+        return self.fixed_s
 
 
 @dataclass(frozen=True)

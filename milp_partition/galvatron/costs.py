@@ -86,8 +86,8 @@ class Costs:
     def strategies(self) -> list[Strategy]:
         out = []
         for g in self.degrees():
-            for sp in ([False, True] if g > 1 else [False]):
-                for z3 in ([False, True] if self.dp(g) > 1 else [False]):
+            for sp in [False, True] if g > 1 else [False]:
+                for z3 in [False, True] if self.dp(g) > 1 else [False]:
                     for ck in (False, True):
                         out.append(Strategy(g, sp, z3, ck))
         return out
@@ -313,14 +313,14 @@ def evaluate(problem: GalvatronProblem, plan: GalvatronPlan, costs: Costs | None
         ri = 0.0
         xi = 0.0
         mi = cm.vocab_mem(plan.vocab, i) + gm
-        for l in range(start, start + n):
-            s = plan.layers[l]
-            lc = cm.layer(types[l], s)
+        for k in range(start, start + n):
+            s = plan.layers[k]
+            lc = cm.layer(types[k], s)
             ci += lc.c
             ri += lc.r
-            mi += cm.layer_mem(types[l], s, i)
-            if l > start:
-                xi += cm.relayout(types[l], plan.layers[l - 1].tp_sp, s.tp_sp)
+            mi += cm.layer_mem(types[k], s, i)
+            if k > start:
+                xi += cm.relayout(types[k], plan.layers[k - 1].tp_sp, s.tp_sp)
         cg.append(ci)
         c.append(ci + xi)
         r.append(ri)
@@ -330,6 +330,14 @@ def evaluate(problem: GalvatronProblem, plan: GalvatronPlan, costs: Costs | None
             viol.append(f"stage {i + 1}: {mi} MB > usable {usable} MB")
         start += n
     return Evaluation(
-        not viol, tuple(viol), tuple(c), tuple(r), tuple(x), tuple(mem), usable, gm,
-        sound_time(c, r, plan.chunks), galvatron_estimate(cg, r, plan.chunks, plan.pp),
+        not viol,
+        tuple(viol),
+        tuple(c),
+        tuple(r),
+        tuple(x),
+        tuple(mem),
+        usable,
+        gm,
+        sound_time(c, r, plan.chunks),
+        galvatron_estimate(cg, r, plan.chunks, plan.pp),
     )

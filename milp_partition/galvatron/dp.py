@@ -78,7 +78,9 @@ def _pareto2(points: list[tuple[float, float, Any]]) -> list[tuple[float, float,
 class _StageTables:
     """Per-stage DP states, memoised by (stage index, layer-type runs)."""
 
-    def __init__(self, cm: Costs, strategies: list[Strategy], cap: list[int], best: float, m: int, strict: list[int] | None = None) -> None:
+    def __init__(
+        self, cm: Costs, strategies: list[Strategy], cap: list[int], best: float, m: int, strict: list[int] | None = None
+    ) -> None:
         self.cm, self.cap, self.best, self.m = cm, cap, best, m
         #: the tightest stage budget over the vocabulary strategies: a point whose every completion fits it is "safe"
         self.strict = strict if strict is not None else cap
@@ -98,7 +100,11 @@ class _StageTables:
                 keep: list[tuple[int, float, float, int, Strategy]] = []
                 for o in opts:  # drop strategies dominated by one of the same degree (same re-layout costs)
                     dominated = any(
-                        q[3] == o[3] and q[0] <= o[0] and q[1] <= o[1] and q[2] <= o[2] and (q[0], q[1], q[2]) != (o[0], o[1], o[2])
+                        q[3] == o[3]
+                        and q[0] <= o[0]
+                        and q[1] <= o[1]
+                        and q[2] <= o[2]
+                        and (q[0], q[1], q[2]) != (o[0], o[1], o[2])
                         for q in opts
                     )
                     if not dominated and not any(q[:4] == o[:4] for q in keep):
@@ -126,7 +132,10 @@ class _StageTables:
             picks = {ss[int(q * (len(ss) - 1))] for q in (0, 0.1, 0.25, 0.4, 0.5, 0.6, 0.75, 0.9, 1)} if ss else set()
             for lam in sorted(picks):
                 l1, l2 = (lam, 0.0) if which == 0 else (0.0, lam)
-                h = [min(o[0] + l1 * o[1] + l2 * ((m - 1) * o[1] + o[2]) for o in self.options[(t, 0)]) for t in range(len(self.counts))]
+                h = [
+                    min(o[0] + l1 * o[1] + l2 * ((m - 1) * o[1] + o[2]) for o in self.options[(t, 0)])
+                    for t in range(len(self.counts))
+                ]
                 out.append((l1, l2, h))
         return out
 
@@ -164,7 +173,9 @@ class _StageTables:
         for k_opt, (mem, c, r, g, _s) in enumerate(self.options[(t, i)]):
             parts = by_g.setdefault(g, [])
             if prev is None:
-                parts.append((np.array([mem], np.int64), np.array([c]), np.array([r]), np.array([k_opt]), np.array([0]), np.array([-1])))
+                parts.append(
+                    (np.array([mem], np.int64), np.array([c]), np.array([r]), np.array([k_opt]), np.array([0]), np.array([-1]))
+                )
                 continue
             for pg, pb in prev.items():
                 x = cm.relayout(t, pg, g)
@@ -179,7 +190,17 @@ class _StageTables:
             idx = np.flatnonzero(ok)
             keyv = np.where(mem2[idx] <= safe_below, 0, mem2[idx])
             sel = idx[_pareto3_idx(keyv, c2[idx], r2[idx])]
-            out[g] = _Bucket(np.where(mem2[sel] <= safe_below, 0, mem2[sel]), c2[sel], r2[sel], mem2[sel], opt[sel], pg_[sel], pi[sel], (t, i), prev_key)
+            out[g] = _Bucket(
+                np.where(mem2[sel] <= safe_below, 0, mem2[sel]),
+                c2[sel],
+                r2[sel],
+                mem2[sel],
+                opt[sel],
+                pg_[sel],
+                pi[sel],
+                (t, i),
+                prev_key,
+            )
         self.memo[key] = out
         return out
 
@@ -383,8 +404,13 @@ def _search(
             break
     found = best_plan is not None
     return SearchResult(
-        best_plan, best, best if not timed_out else -INF, infeasible=(not found and not timed_out),
-        timed_out=timed_out, outer=outer, pruned=pruned,
+        best_plan,
+        best,
+        best if not timed_out else -INF,
+        infeasible=(not found and not timed_out),
+        timed_out=timed_out,
+        outer=outer,
+        pruned=pruned,
     )
 
 

@@ -36,6 +36,7 @@ KEYS = ("format", "model", "hardware", "devices", "memory", "global_batch")
 OBJECTIVE = "iteration time"
 AXES: Mapping[str, tuple[str, ...] | None] = {"devices": None, "memory": None}
 
+
 def _uniform(problem: GalvatronProblem, deadline: float) -> GalvatronPlan | None:
     plan = best_uniform(problem, deadline)[0]
     if time.monotonic() > deadline:
@@ -92,8 +93,9 @@ def load(path: str | Path, point: tuple[tuple[str, str], ...], options: Mapping[
     batch = data["global_batch"]
     if isinstance(batch, bool) or not isinstance(batch, int):
         raise InputError(f"global_batch must be an integer, got {batch!r}", source=str(path))
-    return read_galvatron(base / str(data["model"]), base / str(data["hardware"]), devices=devices,
-                          memory_mb=mem // 1048576, global_batch=batch)
+    return read_galvatron(
+        base / str(data["model"]), base / str(data["hardware"]), devices=devices, memory_mb=mem // 1048576, global_batch=batch
+    )
 
 
 def check(path: Path, point: tuple[tuple[str, str], ...], options: Mapping[str, str]) -> None:

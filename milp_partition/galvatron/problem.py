@@ -189,16 +189,26 @@ class GalvatronPlan:
     vocab: VocabStrategy
 
 
-def stage_rows(problem: GalvatronProblem, plan: GalvatronPlan, compute_s: tuple[float, ...], sync_s: tuple[float, ...],
-               memory_mb: tuple[int, ...]) -> list[dict[str, object]]:
+def stage_rows(
+    problem: GalvatronProblem,
+    plan: GalvatronPlan,
+    compute_s: tuple[float, ...],
+    sync_s: tuple[float, ...],
+    memory_mb: tuple[int, ...],
+) -> list[dict[str, object]]:
     """The result's ``stages``: per stage its layers [first, end), C and R (s per micro-batch), memory (MiB) and its
     layers' strategy labels (the verifier's figures)."""
     rows: list[dict[str, object]] = []
     a = 0
     for i, n in enumerate(plan.division):
-        rows.append({
-            "layers": [a, a + n], "compute_s": compute_s[i], "sync_s": sync_s[i], "memory_mb": memory_mb[i],
-            "strategies": [s.label(plan.pp, problem.devices) for s in plan.layers[a:a + n]],
-        })
+        rows.append(
+            {
+                "layers": [a, a + n],
+                "compute_s": compute_s[i],
+                "sync_s": sync_s[i],
+                "memory_mb": memory_mb[i],
+                "strategies": [s.label(plan.pp, problem.devices) for s in plan.layers[a : a + n]],
+            }
+        )
         a += n
     return rows

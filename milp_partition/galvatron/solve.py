@@ -54,7 +54,9 @@ class GalvatronSolveSettings(CommonSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.solver != "none":
-            raise ValueError(f"Galvatron's problem runs no back-end (its exact search proves): solver must be 'none', got {self.solver!r}")
+            raise ValueError(
+                f"Galvatron's problem runs no back-end (its exact search proves): solver must be 'none', got {self.solver!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,12 @@ class GalvatronSteps(StepDefaults[GalvatronProblem, GalvatronPlan]):
     def new_result(self, problem: GalvatronProblem, settings: ChainSettings) -> Result:
         r = GalvatronResult(problem="galvatron", solver="galvatron-dp", objective_name="iteration_time", time_unit="s")
         r.instance = {
-            "source": problem.source, "model": problem.model, "layers": [t.count for t in problem.layer_types],
-            "devices": problem.devices, "memory_mb": problem.memory_mb, "global_batch": problem.global_batch,
+            "source": problem.source,
+            "model": problem.model,
+            "layers": [t.count for t in problem.layer_types],
+            "devices": problem.devices,
+            "memory_mb": problem.memory_mb,
+            "global_batch": problem.global_batch,
         }
         return r
 
@@ -97,7 +103,11 @@ class GalvatronSteps(StepDefaults[GalvatronProblem, GalvatronPlan]):
         run.result.solver_notes.update({"outer_choices": got.outer, "timed_out": got.timed_out})
         plan = got.plan if got.plan is not None and (best is None or got.plan is not best.solution) else None
         yield Outcome(
-            "galvatron-dp", plan, secs, True, "exhaustive" if not got.timed_out else "time limit reached",
+            "galvatron-dp",
+            plan,
+            secs,
+            True,
+            "exhaustive" if not got.timed_out else "time limit reached",
             bound=got.bound if 0 < got.bound < float("inf") else None,
             infeasible=got.infeasible,
             stopped_by="time_limit" if got.timed_out else None,

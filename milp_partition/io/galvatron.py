@@ -74,7 +74,9 @@ def number(value: Any, source: str, where: str, *, unit: str, cap: float, positi
     """A finite number in ``[0, cap]`` (``(0, cap]`` with ``positive``): never NaN, infinity, a bool or a string."""
     x = to_float(value, where, source, expected=f"a number ({unit})")
     if x < 0 or (positive and x == 0):
-        raise InputError(f"must be {'positive' if positive else 'non-negative'} ({unit}), got {value!r}", source=source, where=where)
+        raise InputError(
+            f"must be {'positive' if positive else 'non-negative'} ({unit}), got {value!r}", source=source, where=where
+        )
     if x > cap:
         raise InputError(f"is too large ({value!r} {unit}; at most {cap:g}): check its unit", source=source, where=where)
     return x
@@ -118,7 +120,9 @@ def _fit(xs: list[float], ys: list[float], degree: int, source: str, what: str) 
     return [float(c) for c in coef]
 
 
-def _time_fits(comp: dict[str, Any], source: str, ntypes: int, seqs: list[int]) -> tuple[str, list[tuple[float, float]], tuple[float, float]]:
+def _time_fits(
+    comp: dict[str, Any], source: str, ntypes: int, seqs: list[int]
+) -> tuple[str, list[tuple[float, float]], tuple[float, float]]:
     """Per layer type and for the vocabulary: (slope, intercept) of forward ms against samples per device share."""
     key = re.compile(r"^layertype_(?P<t>\d+|other(?:_\d+)?)_bsz(?P<b>\d+)_seq(?P<s>\d+)$")
     pts: dict[str, list[tuple[int, int, float]]] = {}
@@ -135,8 +139,10 @@ def _time_fits(comp: dict[str, Any], source: str, ntypes: int, seqs: list[int]) 
     for t in range(ntypes):
         have = sorted({s for _, s, _ in pts[str(t)]})
         if seqs[t] not in have and len({s for b, s, _ in pts[str(t)] if b == 1}) < 3:
-            raise InputError(f"layertype_{t}: no profile at sequence length {seqs[t]} (profiled: {have}); give --seq-length "
-                             "one of them", source=source)
+            raise InputError(
+                f"layertype_{t}: no profile at sequence length {seqs[t]} (profiled: {have}); give --seq-length one of them",
+                source=source,
+            )
     batches = {b for b, s, _ in pts["0"] if s == seqs[0]}
     mode = "batch" if len(batches) >= 2 else "sequence"
     fits: list[tuple[float, float]] = []
@@ -216,9 +222,11 @@ def read_model_profile(
     for what, (slope, icpt) in [*((f"layertype_{t}", f) for t, f in enumerate(fits)), ("layertype_other", vfit)]:
         # forward ms = slope * x + intercept for x = samples per device share >= 1/8 (tp_sp <= 8): never negative
         if slope < 0 or slope / 8 + icpt < 0:
-            raise InputError(f"{what}: the fit of its profiled forward times (slope {slope:.6g} ms per sample, intercept "
-                             f"{icpt:.6g} ms) gives negative times; the times must grow with the batch, re-profile it",
-                             source=str(comp_path))
+            raise InputError(
+                f"{what}: the fit of its profiled forward times (slope {slope:.6g} ms per sample, intercept "
+                f"{icpt:.6g} ms) gives negative times; the times must grow with the batch, re-profile it",
+                source=str(comp_path),
+            )
     lts = []
     for t in range(ntypes):
         where = f"layertype_{t}_sp.{seqs[t]}"
@@ -226,7 +234,9 @@ def read_model_profile(
         if not isinstance(e, dict) or "parameter_size" not in e:
             raise InputError("expected parameter_size (MB) and tp_activation_per_bsz_dict", source=msrc, where=where)
         param = number(e["parameter_size"], msrc, where + ".parameter_size", unit="MB", cap=MAX_MB)
-        act = _num_dict(e.get("tp_activation_per_bsz_dict"), msrc, where + ".tp_activation_per_bsz_dict", ("1", "2", "4", "8", "checkpoint"))
+        act = _num_dict(
+            e.get("tp_activation_per_bsz_dict"), msrc, where + ".tp_activation_per_bsz_dict", ("1", "2", "4", "8", "checkpoint")
+        )
         lts.append(LayerType(f"layertype_{t}", int(layers[t]), seqs[t], param, act, fits[t][0], fits[t][1]))
 
     def states(key: str) -> VocabStates:
@@ -236,9 +246,18 @@ def read_model_profile(
         if not isinstance(e, dict):
             raise InputError("expected model_states and activation", source=msrc, where=key)
         ks = ("1", "2", "4", "8")
-        return VocabStates(_num_dict(e.get("model_states"), msrc, key + ".model_states", ks), _num_dict(e.get("activation"), msrc, key + ".activation", ks))
+        return VocabStates(
+            _num_dict(e.get("model_states"), msrc, key + ".model_states", ks),
+            _num_dict(e.get("activation"), msrc, key + ".activation", ks),
+        )
 
-    vocab = Vocab(vfit[0], vfit[1], states("other_memory_pp_off_sp"), states("other_memory_pp_on_first_sp"), states("other_memory_pp_on_last_sp"))
+    vocab = Vocab(
+        vfit[0],
+        vfit[1],
+        states("other_memory_pp_off_sp"),
+        states("other_memory_pp_on_first_sp"),
+        states("other_memory_pp_on_last_sp"),
+    )
     return {"model": name, "hidden": int(hidden), "layer_types": tuple(lts), "vocab": vocab, "time_mode": mode}
 
 
@@ -344,8 +363,10 @@ def read_galvatron(
     if devices < 1 or devices & (devices - 1):
         raise InputError(f"--devices must be a power of two, got {devices}")
     if not 1 <= global_batch <= MAX_GLOBAL_BATCH:
-        raise InputError(f"must be a positive integer of at most 2**31 = {MAX_GLOBAL_BATCH} samples, got {global_batch}",
-                         where="--global-batch")
+        raise InputError(
+            f"must be a positive integer of at most 2**31 = {MAX_GLOBAL_BATCH} samples, got {global_batch}",
+            where="--global-batch",
+        )
     if memory_mb < 1:
         raise InputError("--memory must be at least 1 MiB")
     prof = read_model_profile(Path(folder), hidden=hidden, layers=layers, seq=seq)
@@ -358,7 +379,9 @@ def read_galvatron(
                 raise InputError(
                     f"sp_time: {name}_size_{w}_<MB>MB_time: the fit of its times (slope {tab.slope:.6g} ms per MB, intercept "
                     f"{tab.intercept:.6g} ms) gives negative times from {smallest:.4g} MB; the times must grow with the "
-                    "message size, re-profile them", source=hw.source)
+                    "message size, re-profile them",
+                    source=hw.source,
+                )
     return GalvatronProblem(
         source=str(folder), hardware=hw, devices=devices, memory_mb=memory_mb, global_batch=global_batch, **prof
     )

@@ -108,7 +108,9 @@ def read_model(folder: Path, model: str) -> HeteroModel:
     for tp_s, per_layer in info.items():
         per_layer = _obj(per_layer, src_i, f"{model}.{tp_s}")
         try:
-            params[int(tp_s)] = tuple(_num(per_layer[str(j)]["params_floats"], src_i, f"{model}.{tp_s}.{j}") for j in range(layers))
+            params[int(tp_s)] = tuple(
+                _num(per_layer[str(j)]["params_floats"], src_i, f"{model}.{tp_s}.{j}") for j in range(layers)
+            )
             act[int(tp_s)] = tuple(_num(per_layer[str(j)]["act_mem_floats"], src_i, f"{model}.{tp_s}.{j}") for j in range(layers))
         except (KeyError, TypeError) as exc:
             raise InputError(f"missing layer or field {exc}", source=src_i, where=f"{model}.{tp_s}") from None
@@ -165,7 +167,9 @@ def parse_columns(gpus: Any, source: str, where: str = "gpus") -> list[tuple[str
     for label, n in gpus.items():
         kind, sep, zone = str(label).partition("_")
         if not sep or not kind or not zone:
-            raise InputError(f"column {label!r} is not '<kind>_<zone>' (e.g. 'A100-40_us-central1-a')", source=source, where=where)
+            raise InputError(
+                f"column {label!r} is not '<kind>_<zone>' (e.g. 'A100-40_us-central1-a')", source=source, where=where
+            )
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:
             raise InputError(f"the count must be a whole number >= 0, got {n!r}", source=source, where=f"{where}.{label}")
         out.append((kind, zone, n))
@@ -188,7 +192,9 @@ def read_setting_file(path: Path, name: str | None = None) -> dict[str, Any]:
         if name is None:
             if len(items) != 1:
                 names = [s.get("name") for s in items if isinstance(s, dict)]
-                raise InputError(f"{len(items)} settings; name one with --setting ({', '.join(map(str, names))})", source=src, where="settings")
+                raise InputError(
+                    f"{len(items)} settings; name one with --setting ({', '.join(map(str, names))})", source=src, where="settings"
+                )
             return _obj(items[0], src, "settings[0]")
         for s in items:
             if isinstance(s, dict) and s.get("name") == name:
@@ -223,8 +229,9 @@ def read_trace_row(path: Path, row: int) -> dict[str, int]:
     return out
 
 
-def build_problem(folder: Path, setting: dict[str, Any], *, source: str, objective: Objective = "sailor",
-                  global_batch: int | None = None) -> HeteroProblem:
+def build_problem(
+    folder: Path, setting: dict[str, Any], *, source: str, objective: Objective = "sailor", global_batch: int | None = None
+) -> HeteroProblem:
     """The problem of one setting (``model``, ``global_batch``, ``gpus``) on the folder's data."""
     folder = Path(folder)
     model_name = setting.get("model")
@@ -236,7 +243,11 @@ def build_problem(folder: Path, setting: dict[str, Any], *, source: str, objecti
     kinds: dict[str, DeviceKind] = {}
     for kind, _zone, _n in cols:
         if kind not in GPU_MEMORY_GIB:
-            raise InputError(f"no simulator memory for kind {kind!r}; known: {', '.join(sorted(GPU_MEMORY_GIB))}", source=source, where=f"gpus.{kind}")
+            raise InputError(
+                f"no simulator memory for kind {kind!r}; known: {', '.join(sorted(GPU_MEMORY_GIB))}",
+                source=source,
+                where=f"gpus.{kind}",
+            )
         if kind not in nodes:
             raise InputError(f"kind {kind!r} is not in {NODES}", source=source, where=f"gpus.{kind}")
         kinds[kind] = DeviceKind(kind, GPU_MEMORY_GIB[kind] * 2**30, nodes[kind])
@@ -251,9 +262,17 @@ def build_problem(folder: Path, setting: dict[str, Any], *, source: str, objecti
     return HeteroProblem(model, cluster, gb, objective, str(setting.get("name", "")), source)
 
 
-def read_sailor(folder: Path, *, setting: str | None = None, setting_file: Path | None = None, trace: Path | None = None,
-                row: int | None = None, model: str | None = None, global_batch: int | None = None,
-                objective: Objective = "sailor") -> HeteroProblem:
+def read_sailor(
+    folder: Path,
+    *,
+    setting: str | None = None,
+    setting_file: Path | None = None,
+    trace: Path | None = None,
+    row: int | None = None,
+    model: str | None = None,
+    global_batch: int | None = None,
+    objective: Objective = "sailor",
+) -> HeteroProblem:
     """The problem of a setting: by name (``reference/settings.json``), from a setting file, or a trace row + model."""
     folder = Path(folder)
     if not looks_like_sailor(folder):
@@ -265,14 +284,21 @@ def read_sailor(folder: Path, *, setting: str | None = None, setting_file: Path 
             raise InputError("a trace row needs --model (e.g. OPT-350)", where="--trace")
         gpus = read_trace_row(trace, row if row is not None else 0)
         name = f"{Path(trace).name} row {row if row is not None else 0}"
-        return build_problem(folder, {"name": name, "model": model, "gpus": gpus}, source=str(trace), objective=objective,
-                             global_batch=global_batch)
+        return build_problem(
+            folder,
+            {"name": name, "model": model, "gpus": gpus},
+            source=str(trace),
+            objective=objective,
+            global_batch=global_batch,
+        )
     if setting_file is not None:
         s = read_setting_file(setting_file, setting)
         return build_problem(folder, s, source=str(setting_file), objective=objective, global_batch=global_batch)
     if setting is None:
-        raise InputError("name a setting: --setting NAME (in reference/settings.json), --setting-file FILE, or --trace CSV --row N --model M",
-                         source=str(folder))
+        raise InputError(
+            "name a setting: --setting NAME (in reference/settings.json), --setting-file FILE, or --trace CSV --row N --model M",
+            source=str(folder),
+        )
     s = read_setting_file(folder / SETTINGS, setting)
     if model is not None and model != s.get("model"):
         raise InputError(f"setting {setting!r} is for {s.get('model')!r}", where="--model")
@@ -299,7 +325,9 @@ def describe(problem: HeteroProblem) -> list[str]:
     for col in c.columns:
         k = c.kinds[col.kind]
         tps = sorted({(b, t) for (g, b, t) in m.times if g == col.kind and problem.replica_valid(g, b, t)})
-        lines.append(f"column      {col.label}: {col.count} devices, {k.memory_bytes / 2**30:.0f} GiB, {k.devices_per_node} per node; "
-                     f"profiled (mbs, tp): {', '.join(f'({b},{t})' for b, t in tps)}")
+        lines.append(
+            f"column      {col.label}: {col.count} devices, {k.memory_bytes / 2**30:.0f} GiB, {k.devices_per_node} per node; "
+            f"profiled (mbs, tp): {', '.join(f'({b},{t})' for b, t in tps)}"
+        )
     lines.append(f"network     {len(c.links)} link fits between the columns' (zone, kind, count) ends")
     return lines

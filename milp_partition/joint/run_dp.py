@@ -1,10 +1,10 @@
 r"""The exact DP of the run-objective planning problem (:mod:`milp_partition.costmodel.plan`).
 
 Minimise the step of :mod:`milp_partition.costmodel` over every plan shape (``p`` stages, data-parallel degree
-``d`` with ``p d <= k``, ``m`` micro-batches per replica with ``d m | G`` and the layers timed at
-``b = G / (d m)``), every split of the layers into ``p`` contiguous stages and every set of recomputed layers::
+``d`` with ``p d <= k``, ``m >= p`` micro-batches per replica with ``d m | G`` (1F1B as ``run`` executes it,
+torch's ``Schedule1F1B``, needs a micro-batch per stage) and the layers timed at ``b = G / (d m)``), every split of the layers into ``p`` contiguous stages and every set of recomputed layers::
 
-    min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)
+    min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)     (E: the shape's, ``coefficients.fixed_for(p, d, m)``)
     s.t. mem_q(R) <= M                                          (c) memory, every stage
 
 Two facts make it exact:
@@ -182,7 +182,7 @@ class _Stages:
 
 
 def _shapes(problem: RunPlanProblem) -> list[tuple[int, int, int]]:
-    """Every ``(d, m, p)`` the problem allows (``p d <= k``, ``d m | G``, ``b`` timed, the forced shape)."""
+    """Every ``(d, m, p)`` the problem allows (``p d <= k``, ``m >= p``, ``d m | G``, ``b`` timed, the forced shape)."""
     G, k, n, shape = problem.global_batch, problem.devices, len(problem.layers), problem.shape
     sizes = set(problem.sizes)
     out = []
@@ -192,7 +192,7 @@ def _shapes(problem: RunPlanProblem) -> list[tuple[int, int, int]]:
         for m in _divisors(G // d):
             if G // (d * m) not in sizes or shape.microbatches not in (None, m):
                 continue
-            out += [(d, m, p) for p in range(1, min(k // d, n) + 1) if shape.stages in (None, p)]
+            out += [(d, m, p) for p in range(1, min(k // d, n, m) + 1) if shape.stages in (None, p)]  # m >= p
     return out
 
 
@@ -200,7 +200,6 @@ def solve_run_dp(problem: RunPlanProblem, time_limit_s: float | None = None) -> 
     """The optimal plan of ``problem`` (see the module docstring); past ``time_limit_s`` the best so far, no proof."""
     start = time.perf_counter()
     n = len(problem.layers)
-    fixed = problem.coefficients.fixed_s
     best_value, best_plan = math.inf, None
     explored = 0
     complete = True
@@ -209,6 +208,7 @@ def solve_run_dp(problem: RunPlanProblem, time_limit_s: float | None = None) -> 
             complete = False
             break
         explored += 1
+        fixed = problem.coefficients.fixed_for(p, d, m)  # E of this shape
         stages = _Stages(problem, d, m, p)
         # states[j]: Pareto list of (sum u, max u, max tail, back pointer) after j layers in q stages
         states: list[list[_Entry]] = [[] for _ in range(n + 1)]

@@ -31,12 +31,15 @@ def figure(result: Mapping[str, Any], instance_path: str | None, options: Mappin
     """Three panels over the stages: C and R per micro-batch, memory with the limit, the layers' strategies."""
     plt = pyplot()
     stages = list(result.get("stages") or [])
-    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(max(10.0, 1.2 * len(stages) + 6), 9),
-                                        gridspec_kw={"height_ratios": [3, 3, 2]})
+    fig, (ax1, ax2, ax3) = plt.subplots(
+        3, 1, figsize=(max(10.0, 1.2 * len(stages) + 6), 9), gridspec_kw={"height_ratios": [3, 3, 2]}
+    )
     for q, st in enumerate(stages):
         (bc,) = ax1.bar(q - 0.2, float(st.get("compute_s", 0.0)), 0.4, color="tab:blue", label="C (compute)" if q == 0 else None)
         bc.set_gid(f"time:{q + 1}")
-        (br,) = ax1.bar(q + 0.2, float(st.get("sync_s", 0.0)), 0.4, color="tab:orange", label="R (with gradient sync)" if q == 0 else None)
+        (br,) = ax1.bar(
+            q + 0.2, float(st.get("sync_s", 0.0)), 0.4, color="tab:orange", label="R (with gradient sync)" if q == 0 else None
+        )
         br.set_gid(f"sync:{q + 1}")
         (bm,) = ax2.bar(q, float(st.get("memory_mb", 0)), color="tab:green")
         bm.set_gid(f"memory:{q + 1}")
@@ -52,7 +55,9 @@ def figure(result: Mapping[str, Any], instance_path: str | None, options: Mappin
     if limit is not None and stages:
         ax2.hlines(limit, -0.5, len(stages) - 0.5, colors="black", linestyles="--").set_gid("limit")
     ax2.set_ylabel("memory per GPU (MiB)")
-    ax2.set_title("memory as Galvatron charges it, MiB (its \"MB\")" + (f" (dashed: usable {limit} MiB)" if limit is not None else ""))
+    ax2.set_title(
+        'memory as Galvatron charges it, MiB (its "MB")' + (f" (dashed: usable {limit} MiB)" if limit is not None else "")
+    )
     names = [f"stage {q + 1}\nlayers {st['layers'][0]}-{st['layers'][1] - 1}" for q, st in enumerate(stages)]
     pad = 0.6 if len(stages) <= 1 else 0.1  # a single stage's bars would otherwise fill the axis (-0.4..0.4)
     for ax in (ax1, ax2):
@@ -73,8 +78,7 @@ def _strategy_strip(ax: Any, stages: list[Mapping[str, Any]], plt: Any) -> None:
     cmap = plt.get_cmap("tab20")
     for layer, lab in enumerate(labels):
         k = kinds.index(lab)
-        (cell,) = ax.bar(layer, 1, 1.0, color=cmap(k % 20), edgecolor="white",
-                         label=lab if labels.index(lab) == layer else None)
+        (cell,) = ax.bar(layer, 1, 1.0, color=cmap(k % 20), edgecolor="white", label=lab if labels.index(lab) == layer else None)
         cell.set_gid(f"layer:{layer}")
     for st in stages[1:]:
         ax.axvline(st["layers"][0] - 0.5, color="black")

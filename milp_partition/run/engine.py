@@ -156,7 +156,7 @@ def uses_cuda(world: int) -> bool:
 
 
 def reference(spec: RunSpec, steps: int, seed: int, device: Any = None) -> dict[str, Any]:
-    """The same steps in one process on the whole batch, on ``device`` (default the CPU): per-step losses and times."""
+    """The same steps in one process on the whole (global, ``N b``) batch, on ``device`` (default the CPU): per-step losses and times."""
     import torch
 
     model = build_model(spec, seed)
@@ -324,7 +324,9 @@ def worker(
         # model's layers at one sample, and torch's overheads (DTensor, the schedule) on tiny modules
         links = measure_links(rank, device=device)
         own_group = [dist.new_group([r]) for r in range(world)][rank]
-        timer = LayerTimer(spec, threads, seed, device=device if cuda else None)  # then one pass before each step (below)
+        timer = LayerTimer(
+            spec, threads, seed, device=device if cuda else None, samples=spec.microbatch_size
+        )  # then one pass before each step (below)
         costs = calibrate_runtime(threads, group=own_group)
         notes: list[str] = []
         run = (_mesh_rank if spec.uniform else _mixed_rank)(spec, rank, steps, seed, timer, device, notes)
@@ -402,14 +404,16 @@ def _mesh_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, devi
     args0, kwargs0, _ = batches[0]
     module, params = _stage_module(spec, model, pp, args0, kwargs0, mesh, device, notes)
     del model  # only this stage's module stays
-    n_micro = spec.microbatches // D
+    n_micro = spec.microbatches // D  # each of b samples: Schedule1F1B splits the replica's n_micro b samples
     stage = PipelineStage(module, pp, S, device, group=mesh["pp"].get_group())
     schedule = Schedule1F1B(stage, n_micro, loss_fn=loss_fn, scale_grads=True)
     opt = optimizer(spec, params)
     local_ptrs = {(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params}
     saved = SavedActivations(local_ptrs)
     with PeakRss() as rss:
-        losses, times, held = _train_steps(schedule, opt, params, batches, timer, saved, mesh, device, n_micro)
+        losses, times, held = _train_steps(
+            schedule, opt, params, batches, timer, saved, mesh, device, n_micro * spec.microbatch_size
+        )
     peak = torch.cuda.max_memory_allocated(device) if cuda else 0
     return RankRun(pp, dp, mesh["tp"].get_local_rank(), losses, times, held, saved.peak, rss.peak - base_rss, peak, empty)
 
@@ -465,7 +469,8 @@ def _stage_module(
     if S > 1:
         points, cut_notes = _split_points(spec)
         notes += cut_notes
-        pipe = pipeline(model, tuple(a[:1] for a in args0), {k: v[:1] for k, v in kwargs0.items()} or None, split_spec=points)
+        b = spec.microbatch_size  # traced on one micro-batch (the stages' shapes are a micro-batch's)
+        pipe = pipeline(model, tuple(a[:b] for a in args0), {k: v[:b] for k, v in kwargs0.items()} or None, split_spec=points)
         module = pipe.get_stage_module(pp)
         del pipe
     else:
@@ -488,9 +493,13 @@ def _train_steps(
     saved: Any,
     mesh: Any,
     device: Any,
-    n_micro: int,
+    replica_samples: int,
 ) -> tuple[list[float], list[float], tuple[int, int, int]]:
-    """The plan's steps on this rank: per-step mean loss (last stage), wall seconds, and tensor bytes held at the end."""
+    """The plan's steps on this rank: per-step mean loss (last stage), wall seconds, and tensor bytes held at the end.
+
+    ``replica_samples``: the samples of one data-parallel replica per step (its micro-batches times their size); replica
+    ``dp`` takes the batch's ``dp``-th slice of that many, and the schedule cuts it into its micro-batches.
+    """
     import torch
     import torch.distributed as dist
 
@@ -504,7 +513,7 @@ def _train_steps(
     for k in range(steps):
         timer.sample()
         args, kwargs, target = batches[k]
-        lo, hi = dp * n_micro, (dp + 1) * n_micro
+        lo, hi = dp * replica_samples, (dp + 1) * replica_samples
         args = [a[lo:hi].to(device) for a in args]
         kwargs = {n: v[lo:hi].to(device) for n, v in kwargs.items()}
         mb_losses: list[Any] = []
@@ -580,14 +589,15 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
     args0, kwargs0, _ = batches[0]
     points, cut_notes = _split_points(spec)
     notes += cut_notes
-    pipe = pipeline(model, tuple(a[:1] for a in args0), {k: v[:1] for k, v in kwargs0.items()} or None, split_spec=points)
-    graph, model_output = stage_graph(pipe, [a[:1] for a in args0], {k: v[:1] for k, v in kwargs0.items()})
+    b = spec.microbatch_size  # traced and run on one micro-batch of b samples
+    pipe = pipeline(model, tuple(a[:b] for a in args0), {k: v[:b] for k, v in kwargs0.items()} or None, split_spec=points)
+    graph, model_output = stage_graph(pipe, [a[:b] for a in args0], {k: v[:b] for k, v in kwargs0.items()})
     module = _prepare_stage(spec, pipe.get_stage_module(place.stage), place.stage, tp_mesh, device, notes, model)
     del model, pipe
     params = list(module.parameters())
     opt = optimizer(spec, params)
     in_flight = [st.microbatches_in_flight or len(spec.stages) - q for q, st in enumerate(spec.stages)]
-    runner = MixedRank(layout, place, module, graph, model_output, in_flight, loss_fn, device)
+    runner = MixedRank(layout, place, module, graph, model_output, in_flight, loss_fn, device, b)
     saved = SavedActivations({(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params})
     last = place.stage == layout.stages - 1
     losses: list[float] = []

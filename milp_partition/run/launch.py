@@ -257,7 +257,7 @@ def run_plan(
     """Run ``spec`` for ``steps`` steps on ``spec.world_size`` processes, then in one process; run.json's dict.
 
     The predicted step (:func:`milp_partition.run.predict.predict_step`) is computed from what the workers
-    measured before the plan's steps (all ranks at once): the whole model's layers at one sample, torch's
+    measured before the plan's steps (all ranks at once): the whole model's layers at one micro-batch (the plan's b samples), torch's
     overheads on tiny modules, gloo's latency and bandwidth in their group.
 
     The rendezvous is a :class:`torch.distributed.FileStore` in a fresh temporary directory (no port to pick);

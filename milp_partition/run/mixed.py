@@ -2,7 +2,7 @@
 
 Such a plan fits no ``(pp, dp, tp)`` device mesh, so ``torch.distributed.pipelining``'s schedules (one rank
 per stage per replica) do not take it. Here each stage keeps its own ranks (:class:`~.layout.RankLayout`):
-its replicas each run every ``d_q``-th micro-batch (one sample each, the planner's unit), its tensor-parallel
+its replicas each run every ``d_q``-th micro-batch (``b`` samples each, the plan's micro-batch size), its tensor-parallel
 ranks share a :class:`~torch.distributed.device_mesh.DeviceMesh` of their own for ``parallelize_module``, and
 a stage's gradients are all-reduced (summed: every micro-batch's loss is already divided by ``N``) over the
 ranks with its tensor-parallel index, in buckets of DDP's size, after the last backward. Between stages,
@@ -47,14 +47,14 @@ class StageIO:
 
     inputs: tuple[Source, ...]
     outputs_float: tuple[bool, ...]
-    output_shapes: tuple[tuple[int, ...], ...]  # per sample (the leading micro-batch dimension dropped)
+    output_shapes: tuple[tuple[int, ...], ...]  # of one micro-batch (the size traced: the plan's b samples)
     output_dtypes: tuple[Any, ...]
     consumers: tuple[tuple[int, ...], ...]  # per output: the later stages that read it
 
 
 def stage_graph(pipe: Any, args1: list[Any], kwargs1: dict[str, Any]) -> tuple[list[StageIO], int]:
     """Each stage's :class:`StageIO` from ``pipeline()``'s ``Pipe`` (its ``split_gm``), and which output of the last
-    stage is the model's. ``args1``/``kwargs1``: a one-sample batch, run once (no gradients) for the boundary shapes."""
+    stage is the model's. ``args1``/``kwargs1``: one micro-batch (the plan's ``b`` samples), run once (no gradients) for the boundary shapes."""
     import torch
 
     split_gm = pipe.split_gm
@@ -110,7 +110,7 @@ def stage_graph(pipe: Any, args1: list[Any], kwargs1: dict[str, Any]) -> tuple[l
             StageIO(
                 inputs[q],
                 tuple(bool(t.is_floating_point()) for t in o),
-                tuple(tuple(t.shape[1:]) for t in o),
+                tuple(tuple(t.shape) for t in o),
                 tuple(t.dtype for t in o),
                 tuple(tuple(sorted(readers.get((q, k), ()))) for k in range(len(o))),
             )
@@ -172,6 +172,8 @@ class MixedRank:
         The planner's micro-batches in flight per stage (``microbatches_in_flight``).
     loss_fn
         ``loss_fn(output, target)``: the mean loss of one micro-batch.
+    microbatch_size
+        ``b``: samples per micro-batch; micro-batch ``j`` is the batch's samples ``j b .. (j + 1) b - 1``.
     """
 
     def __init__(
@@ -184,9 +186,11 @@ class MixedRank:
         in_flight: list[int],
         loss_fn: Any,
         device: Any,
+        microbatch_size: int = 1,
     ) -> None:
         self.layout, self.place, self.module, self.graph = layout, place, module, graph
         self.model_output, self.loss_fn, self.device = model_output, loss_fn, device
+        self.microbatch_size = microbatch_size
         self.order = one_f_one_b(layout, in_flight)[(place.stage, place.replica)]
 
     def _recv(self, src_stage: int, index: int, j: int) -> Any:
@@ -194,7 +198,7 @@ class MixedRank:
         import torch.distributed as dist
 
         io = self.graph[src_stage]
-        buf = torch.empty((1, *io.output_shapes[index]), dtype=io.output_dtypes[index], device=self.device)
+        buf = torch.empty(io.output_shapes[index], dtype=io.output_dtypes[index], device=self.device)
         src = self.layout.ranks(src_stage, self.layout.replica_of(src_stage, j))[0]
         dist.recv(buf, src, tag=_tag(self.layout.stages, j, src_stage, self.place.stage, index, False))
         return buf
@@ -210,14 +214,14 @@ class MixedRank:
             if self.graph[p].outputs_float[k]:
                 x.requires_grad_()
             received[(p, k)] = x
+        lo, hi = j * self.microbatch_size, (j + 1) * self.microbatch_size
         inputs = [
-            args[s.index][j : j + 1].to(self.device) if s.stage < 0 else received[(s.stage, s.index)]
-            for s in self.graph[q].inputs
+            args[s.index][lo:hi].to(self.device) if s.stage < 0 else received[(s.stage, s.index)] for s in self.graph[q].inputs
         ]
         out = self.module(*inputs)
         outs = out if isinstance(out, tuple) else (out,)
         if q == S - 1:
-            loss = self.loss_fn(outs[self.model_output], target[j : j + 1].to(self.device))
+            loss = self.loss_fn(outs[self.model_output], target[lo:hi].to(self.device))
             held[j] = (received, (loss,))
             return
         held[j] = (received, outs)
@@ -265,7 +269,7 @@ class MixedRank:
         return loss_value
 
     def step(self, args: list[Any], target: Any) -> float:
-        """The passes of one batch (``args``, ``target``: all ``N`` samples); the sum of this rank's micro-batch
+        """The passes of one batch (``args``, ``target``: all ``N b`` samples); the sum of this rank's micro-batch
         losses over ``N`` (on the last stage; 0 elsewhere). Gradients accumulate in the module's parameters."""
         held: dict[int, Any] = {}
         sends: list[Any] = []

@@ -26,16 +26,16 @@ def build_model(spec: RunSpec, seed: int) -> Any:
 
 
 def batch(spec: RunSpec, model: Any, step: int, seed: int) -> tuple[list[Any], dict[str, Any], Any]:
-    """Step ``step``'s synthetic batch of ``N`` samples: inputs (from the import's specs) and class targets."""
+    """Step ``step``'s synthetic batch of ``N b`` samples (the global batch): inputs (from the import's specs) and class targets."""
     import torch
 
     specs = [parse_input_shape(s) for s in spec.inputs]
-    specs = [replace(s, shape=(spec.microbatches, *s.shape[1:])) for s in specs]
+    specs = [replace(s, shape=(spec.global_batch, *s.shape[1:])) for s in specs]
     args, kwargs = make_inputs(specs, spec.dtype, seed=seed * 100_003 + step, model=model)
     with torch.no_grad():  # the output's shape per sample, from the first sample
         out = model(*[a[:1] for a in args], **{k: v[:1] for k, v in kwargs.items()})
     gen = torch.Generator().manual_seed(seed * 100_003 + step + 7)
-    target = torch.randint(0, out.shape[-1], (spec.microbatches, *out.shape[1:-1]), generator=gen)
+    target = torch.randint(0, out.shape[-1], (spec.global_batch, *out.shape[1:-1]), generator=gen)
     return args, kwargs, target
 
 

@@ -372,7 +372,7 @@ def predict_step(
 ) -> StepPrediction:
     """The formula of this module for ``spec`` (see the module docstring).
 
-    ``layers``: the nodes' times at one sample (:func:`measure_layers`); ``costs``: DTensor's overheads
+    ``layers``: the nodes' times at one micro-batch of ``spec.microbatch_size`` samples (the run's :class:`LayerTimer`); ``costs``: DTensor's overheads
     (:func:`calibrate_runtime`); ``links``: gloo's fits in the run's own process group; ``profile``: only
     for the split operators' share of a layer's time (default: the import's).
     """
@@ -382,7 +382,7 @@ def predict_step(
             profile = load_profile_spec(model.profile or "H100")
         except (InputError, OSError):  # a profile path relative to where the import ran: only the split share needs it
             profile = load_profile_spec("H100")
-    batch = float(model.batch_size or 1)
+    batch = float(model.batch_size or 1) / spec.microbatch_size  # the import's bytes / batch: one micro-batch's
     successors = {u for u, _, _ in model.edges}
     S, D, T = spec.shape
     # with E measured, each all-reduce's latency is in it (the empty plan has the same pairs): bytes only here

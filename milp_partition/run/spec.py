@@ -41,9 +41,12 @@ class RunSpec:
     node_order
         The forward nodes in the import's (execution) order.
     microbatches
-        ``N``: micro-batches per batch, one sample each (the planner's unit).
+        ``N``: micro-batches per batch (over all data-parallel replicas).
     predicted_step_s
-        The plan's time per sample times ``N`` (the objective under the profile it was planned with).
+        The plan's ``time_per_sample`` times ``N`` (the objective under the profile it was planned with: under
+        ``--objective run`` the step of the global batch).
+    microbatch_size
+        ``b``: samples per micro-batch (the run objective's decision; Piper's plans: one). The global batch is ``N b``.
     graph
         The imported graph file (parsed JSON), for the tensor-parallel roles.
     """
@@ -59,6 +62,12 @@ class RunSpec:
     graph_path: str
     plan_path: str
     graph: dict[str, Any] = field(repr=False, default_factory=dict)
+    microbatch_size: int = 1
+
+    @property
+    def global_batch(self) -> int:
+        """Samples per step, ``N b``."""
+        return self.microbatches * self.microbatch_size
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -166,7 +175,9 @@ def _stage(st: Any, q: int, source: str) -> RunStage:
         raise InputError(f"must be a finite number of bytes, got {memory!r}", source=source, where=f"{at}.memory_bytes")
     in_flight = st.get("microbatches_in_flight", 0)
     if isinstance(in_flight, bool) or not isinstance(in_flight, int) or in_flight < 0:
-        raise InputError(f"must be a whole number, not negative, got {in_flight!r}", source=source, where=f"{at}.microbatches_in_flight")
+        raise InputError(
+            f"must be a whole number, not negative, got {in_flight!r}", source=source, where=f"{at}.microbatches_in_flight"
+        )
     return RunStage(
         tuple(nodes),
         _positive_int(st.get("data_parallel"), source, f"{at}.data_parallel"),
@@ -267,8 +278,8 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str 
     InputError
         When the plan is no joint result or a field is malformed (naming it), the graph records no model reference
         (imported before ``run`` existed, or from ONNX), the stages do not hold each node of the graph once in
-        execution order, a stage's data-parallel degree does not divide the micro-batches, or the factory is not the
-        user's.
+        execution order, a stage's data-parallel degree does not divide the micro-batches, the micro-batch size is not
+        a positive whole number, or the factory is not the user's.
     """
     plan_path = Path(plan_path)
     source = str(plan_path)
@@ -300,14 +311,7 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str 
     _check_shape(stages, n, source)
     _check_devices(stages, instance, source)
     reference = check_factory(str(model["reference"]), factory, str(gpath))
-    size = instance.get("microbatch_size", 1)
-    if size != 1:
-        raise InputError(
-            f"the plan's micro-batches hold {size!r} samples; run executes micro-batches of one sample: plan again with "
-            f"--microbatches {instance.get('global_batch', '(the global batch)')} and --data-parallel D (one sample each)",
-            source=source,
-            where="instance.microbatch_size",
-        )
+    size = _positive_int(instance.get("microbatch_size", 1), source, "instance.microbatch_size")
     tps = plan.get("time_per_sample")
     if tps is None:
         tps = plan.get("objective")
@@ -331,4 +335,5 @@ def read_run_spec(plan_path: str | Path, graph: str | None = None, factory: str 
         graph_path=str(gpath),
         plan_path=source,
         graph=data,
+        microbatch_size=size,
     )

@@ -95,7 +95,9 @@ def _space_violations(problem: GalvatronProblem, plan: GalvatronPlan) -> list[st
         bad.append(f"split {plan.division} is not {pp} non-empty stages of {P.layers} layers")
     if len(plan.layers) != P.layers:
         bad.append(f"{len(plan.layers)} layer strategies for {P.layers} layers")
-    every = [(s.tp_sp, s.zero3, f"layer {k}") for k, s in enumerate(plan.layers)] + [(plan.vocab.tp_sp, plan.vocab.zero3, "vocabulary")]
+    every = [(s.tp_sp, s.zero3, f"layer {k}") for k, s in enumerate(plan.layers)] + [
+        (plan.vocab.tp_sp, plan.vocab.zero3, "vocabulary")
+    ]
     micro = B // m if m >= 1 else 0
     for g, z3, who in every:
         if not _pow2(g) or g > 8 or pp * g > N:
@@ -185,7 +187,11 @@ def _cost_model(
             bw = bc + (2 * f * oc - bc) / oc if 2 * f * oc > bc else bc
             return (fw + bw + tt) / 1000
 
-        return ov(msg * coe * ff, msg * coe * (bf - 0.5)), ov(msg * coe * ff, msg * coe * bf), math.ceil(st.model_states_mb[vtp] * vz + act + CONTEXT_MB)
+        return (
+            ov(msg * coe * ff, msg * coe * (bf - 0.5)),
+            ov(msg * coe * ff, msg * coe * bf),
+            math.ceil(st.model_states_mb[vtp] * vz + act + CONTEXT_MB),
+        )
 
     return layer, vocab
 

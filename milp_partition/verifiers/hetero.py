@@ -51,32 +51,10 @@ def _allreduce(problem: HeteroProblem, key: tuple[str, str, int, str, str, int],
     return total
 
 
-def verify_hetero(problem: HeteroProblem, plan: dict[str, Any]) -> HeteroReport:
-    """Check ``plan`` (Sailor's format) against the space's rules and recompute its iteration time."""
-    v: list[str] = []
+def _replicas(problem: HeteroProblem, reps: Any, mbs: int, v: list[str]) -> list[list[tuple[str, str, int]]]:
+    """Each stage's replicas as (kind, zone, tp), checked against the space's rules and the per-column device counts
+    (what breaks a rule is appended to ``v``)."""
     model = problem.model
-    try:
-        pls = plan["pipeline_list"]
-        mbs = int(plan["mbs"])
-    except (KeyError, TypeError, ValueError) as exc:
-        return HeteroReport(False, [f"not a plan in Sailor's format: {exc}"])
-    if len(pls) != 1:
-        return HeteroReport(False, [f"{len(pls)} pipelines; the space has one"])
-    pl = pls[0]
-    stages = [list(s) for s in pl["layers_per_stage"]]
-    reps = pl["tmp_per_stage"]
-    p = len(stages)
-    if p == 0 or len(reps) != p or int(pl.get("num_stages", p)) != p:
-        return HeteroReport(False, ["stage lists disagree in length"])
-    flat = [x for s in stages for x in s]
-    if flat != list(range(model.layers)) or any(not s for s in stages):
-        return HeteroReport(False, [f"stages must be non-empty, contiguous and cover layers 0..{model.layers - 1} in order"])
-    dps = [len(r) for r in reps]
-    if len(set(dps)) != 1 or dps[0] < 1:
-        return HeteroReport(False, [f"every stage needs the same number of replicas >= 1, got {dps}"])
-    if list(pl.get("dp", dps)) != dps:
-        v.append(f"dp {pl.get('dp')} disagrees with the replicas listed {dps}")
-    d = dps[0]
     used: dict[tuple[str, str], int] = {}
     parsed: list[list[tuple[str, str, int]]] = []
     for i, row in enumerate(reps):
@@ -104,9 +82,14 @@ def verify_hetero(problem: HeteroProblem, plan: dict[str, Any]) -> HeteroReport:
     for key, n in sorted(used.items()):
         if n > avail.get(key, 0):
             v.append(f"{key[0]}_{key[1]}: uses {n} devices, {avail.get(key, 0)} available")
-    if v:
-        return HeteroReport(False, v)
-    # memory
+    return parsed
+
+
+def _memory(
+    problem: HeteroProblem, stages: list[list[int]], parsed: list[list[tuple[str, str, int]]], mbs: int, v: list[str]
+) -> list[list[float]]:
+    """Each replica's memory under the simulator's rule (a replica over its kind's memory is appended to ``v``)."""
+    model, p = problem.model, len(stages)
     mem: list[list[float]] = []
     mult = model.optimizer_bytes_per_param
     for i, (stage, row) in enumerate(zip(stages, parsed)):
@@ -117,8 +100,43 @@ def verify_hetero(problem: HeteroProblem, plan: dict[str, Any]) -> HeteroReport:
             b = params * mult + act * (p - i) + (2.0e9 if tp == 1 else 3.0e9)
             mrow.append(b)
             if b > problem.cluster.kinds[kind].memory_bytes:
-                v.append(f"stage {i} replica {r} ({kind}, tp {tp}): {b:.0f} bytes over {problem.cluster.kinds[kind].memory_bytes}")
+                v.append(
+                    f"stage {i} replica {r} ({kind}, tp {tp}): {b:.0f} bytes over {problem.cluster.kinds[kind].memory_bytes}"
+                )
         mem.append(mrow)
+    return mem
+
+
+def verify_hetero(problem: HeteroProblem, plan: dict[str, Any]) -> HeteroReport:
+    """Check ``plan`` (Sailor's format) against the space's rules and recompute its iteration time."""
+    v: list[str] = []
+    model = problem.model
+    try:
+        pls = plan["pipeline_list"]
+        mbs = int(plan["mbs"])
+    except (KeyError, TypeError, ValueError) as exc:
+        return HeteroReport(False, [f"not a plan in Sailor's format: {exc}"])
+    if len(pls) != 1:
+        return HeteroReport(False, [f"{len(pls)} pipelines; the space has one"])
+    pl = pls[0]
+    stages = [list(s) for s in pl["layers_per_stage"]]
+    reps = pl["tmp_per_stage"]
+    p = len(stages)
+    if p == 0 or len(reps) != p or int(pl.get("num_stages", p)) != p:
+        return HeteroReport(False, ["stage lists disagree in length"])
+    flat = [x for s in stages for x in s]
+    if flat != list(range(model.layers)) or any(not s for s in stages):
+        return HeteroReport(False, [f"stages must be non-empty, contiguous and cover layers 0..{model.layers - 1} in order"])
+    dps = [len(r) for r in reps]
+    if len(set(dps)) != 1 or dps[0] < 1:
+        return HeteroReport(False, [f"every stage needs the same number of replicas >= 1, got {dps}"])
+    if list(pl.get("dp", dps)) != dps:
+        v.append(f"dp {pl.get('dp')} disagrees with the replicas listed {dps}")
+    d = dps[0]
+    parsed = _replicas(problem, reps, mbs, v)
+    if v:
+        return HeteroReport(False, v)
+    mem = _memory(problem, stages, parsed, mbs, v)
     if v:
         return HeteroReport(False, v, memory_bytes=mem)
     sound = problem.objective == "sound"

@@ -3,7 +3,8 @@
 Shares no code with :mod:`milp_partition.joint.run_dp` (the planner's DP): it reads the problem's data and the
 formulas of :mod:`milp_partition.costmodel` (plain arithmetic) and evaluates the plan stage by stage:
 
-- the stages are contiguous, non-empty and cover the layers in order; ``p d <= k`` devices;
+- the stages are contiguous, non-empty and cover the layers in order; ``p d <= k`` devices; ``m >= p`` micro-batches
+  per replica (torch's ``Schedule1F1B``, which ``run`` executes, needs one per stage);
 - ``d m`` divides the global batch ``G`` and every layer is timed at ``b = G / (d m)``;
 - only layers whose recomputation saves memory are recomputed, and only when the problem allows it;
 - a forced shape (stages, ``d``, ``m``) holds;
@@ -61,6 +62,8 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         return RunPlanReport(False, tuple(bad))
     if p * d > problem.devices:
         bad.append(f"{p} stages x d = {d} need {p * d} devices; the cluster has {problem.devices}")
+    if m < p:  # (c) 1F1B: torch's Schedule1F1B, which run executes, needs a micro-batch per stage on each replica
+        bad.append(f"{m} micro-batches per replica on {p} stages: 1F1B as run executes it needs at least {p}")
     if problem.global_batch % (d * m):
         bad.append(f"d m = {d * m} does not divide the global batch {problem.global_batch}")
     b = problem.global_batch // (d * m)
@@ -114,5 +117,5 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
             bad.append(
                 f"stage {q + 1} needs {mem.total_bytes:.0f} bytes per device, over the limit of {problem.memory_bytes:.0f}"
             )
-    pred = step_time(times, m, c.fixed_s)
+    pred = step_time(times, m, c.fixed_for(p, d, m))
     return RunPlanReport(not bad, tuple(bad), pred.step_s, pred, tuple(memory), b)
