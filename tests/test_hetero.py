@@ -58,8 +58,12 @@ def test_cost_and_verifier_match_tools_formula_on_random_plans(setting: str) -> 
         want = formula.evaluate(plan_to_sailor(plan), data)["iteration_time"]
         got = evaluate(problem, plan).iteration_s
         assert got == pytest.approx(want, rel=1e-12)
-        rep = verify_hetero(replace(problem, cluster=replace(problem.cluster, columns=tuple(
-            replace(c, count=10**6) for c in problem.cluster.columns))), plan_to_sailor(plan))
+        rep = verify_hetero(
+            replace(
+                problem, cluster=replace(problem.cluster, columns=tuple(replace(c, count=10**6) for c in problem.cluster.columns))
+            ),
+            plan_to_sailor(plan),
+        )
         fits = all(x["fits"] for row in formula.memory(plan_to_sailor(plan), data) for x in row)
         assert rep.feasible == fits
         if fits:
@@ -74,7 +78,10 @@ def test_sailor_reference_plan_and_the_moved_layer() -> None:
     moved = json.loads((HETERO / "reference/examples/opt350-a32-v96_sailor_layer13_moved.json").read_text())
     rep2 = verify_hetero(problem, moved.get("plan", moved))
     assert rep2.feasible and rep2.throughput_it_s == pytest.approx(0.17255, abs=5e-6)
-    assert plan_to_sailor(plan_from_sailor(ref["plan"]))["pipeline_list"][0]["layers_per_stage"] == ref["plan"]["pipeline_list"][0]["layers_per_stage"]
+    assert (
+        plan_to_sailor(plan_from_sailor(ref["plan"]))["pipeline_list"][0]["layers_per_stage"]
+        == ref["plan"]["pipeline_list"][0]["layers_per_stage"]
+    )
 
 
 def test_sound_objective_differs_only_in_sends() -> None:
@@ -93,9 +100,17 @@ def _tiny(objective: str = "sailor", count: int = 2, blocks: int = 1) -> HeteroP
     m = full.model
     keep = (0, *range(1, 1 + blocks), m.layers - 1)
     times = {k: tuple(v[i] for i in keep) for k, v in m.times.items() if k[1] in (1, 2)}
-    model = HeteroModel("tiny", len(keep), 1, m.optimizer_bytes_per_param, times, {g: tuple(b for b in ks if b in (1, 2, 4)) for g, ks in m.mbs_keys.items()},
-                        {t: tuple(v[i] for i in keep) for t, v in m.params_floats.items()},
-                        {t: tuple(v[i] for i in keep) for t, v in m.act_mem_floats.items()}, tuple(m.act_output_floats[i] for i in keep))
+    model = HeteroModel(
+        "tiny",
+        len(keep),
+        1,
+        m.optimizer_bytes_per_param,
+        times,
+        {g: tuple(b for b in ks if b in (1, 2, 4)) for g, ks in m.mbs_keys.items()},
+        {t: tuple(v[i] for i in keep) for t, v in m.params_floats.items()},
+        {t: tuple(v[i] for i in keep) for t, v in m.act_mem_floats.items()},
+        tuple(m.act_output_floats[i] for i in keep),
+    )
     cols = tuple(replace(c, count=count) for c in full.cluster.columns)
     cluster = make_kind_cluster(full.cluster.kinds, cols, full.cluster.links)
     return HeteroProblem(model, cluster, 8, objective, "tiny", "test")
@@ -106,7 +121,9 @@ def _plans(problem: HeteroProblem) -> Iterator[HeteroPlan]:
     cols = problem.cluster.columns
     for mbs in problem.micro_batches():
         # a tp above the column's count never fits the budget; D * P <= devices (every replica takes one at least)
-        cfgs = [(c.kind, c.zone, tp) for c in cols for tp in (1, 2, 4) if tp <= c.count and problem.replica_valid(c.kind, mbs, tp)]
+        cfgs = [
+            (c.kind, c.zone, tp) for c in cols for tp in (1, 2, 4) if tp <= c.count and problem.replica_valid(c.kind, mbs, tp)
+        ]
         n = problem.model.layers
         for p in range(1, n + 1):
             for cuts in itertools.combinations(range(1, n), p - 1):
@@ -120,8 +137,11 @@ def _plans(problem: HeteroProblem) -> Iterator[HeteroPlan]:
                                 used[(k, z)] = used.get((k, z), 0) + tp
                         if any(used.get((c.kind, c.zone), 0) > c.count for c in cols):
                             continue
-                        if any(memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.kinds[k].memory_bytes
-                               for i, ((s, e), row) in enumerate(zip(stages, reps)) for k, _z, tp in row):
+                        if any(
+                            memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.kinds[k].memory_bytes
+                            for i, ((s, e), row) in enumerate(zip(stages, reps))
+                            for k, _z, tp in row
+                        ):
                             continue
                         yield HeteroPlan(mbs, stages, tuple(tuple(Replica(*r) for r in row) for row in reps))
 
@@ -130,8 +150,10 @@ def _brute(problem: HeteroProblem) -> float:
     return min(evaluate(problem, plan).iteration_s for plan in _plans(problem))
 
 
-@pytest.mark.parametrize(("objective", "count", "blocks"), [("sailor", 2, 1), ("sound", 2, 1), ("sailor", 3, 1),
-                                                            ("sailor", 2, 3), ("sound", 2, 3), ("sailor", 3, 3)])
+@pytest.mark.parametrize(
+    ("objective", "count", "blocks"),
+    [("sailor", 2, 1), ("sound", 2, 1), ("sailor", 3, 1), ("sailor", 2, 3), ("sound", 2, 3), ("sailor", 3, 3)],
+)
 def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int, blocks: int) -> None:
     """Every plan enumerated; 5 layers (blocks = 3) reach P = 4, where the first and last sends are doubled and the
     bottleneck programs' splits matter."""
@@ -230,8 +252,16 @@ def test_bad_inputs_name_file_and_field(tmp_path: Path) -> None:
 
 def test_cli_setting_file_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     s = tmp_path / "s.json"
-    s.write_text(json.dumps({"name": "mini", "model": "OPT-350", "global_batch": 64,
-                             "gpus": {"A100-40_us-central1-a": 2, "V100-16_us-central1-a": 2}}))
+    s.write_text(
+        json.dumps(
+            {
+                "name": "mini",
+                "model": "OPT-350",
+                "global_batch": 64,
+                "gpus": {"A100-40_us-central1-a": 2, "V100-16_us-central1-a": 2},
+            }
+        )
+    )
     out = tmp_path / "r.json"
     assert main(["solve", str(HETERO), "--setting-file", str(s), "--time-limit", "20", "-q", "-o", str(out)]) == 0
     res = json.loads(out.read_text())

@@ -206,7 +206,9 @@ class _Tables:
             tot = sum(min(w[g][ly] for g in names) for ly in range(self.L))
             return d * tot / sum(kinds.values())
         ga, gv = names
-        order = sorted(range(self.L), key=lambda ly: (w[ga][ly] / w[gv][ly]) if math.isfinite(w[gv][ly]) and w[gv][ly] > 0 else -math.inf)
+        order = sorted(
+            range(self.L), key=lambda ly: (w[ga][ly] / w[gv][ly]) if math.isfinite(w[gv][ly]) and w[gv][ly] > 0 else -math.inf
+        )
 
         def ok(theta: float) -> bool:
             room = kinds[ga] * theta
@@ -266,7 +268,9 @@ def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     return 2 * t
 
 
-def _bottleneck(ylb: list[list[np.ndarray]], allowed: list[list[np.ndarray]], L: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _bottleneck(
+    ylb: list[list[np.ndarray]], allowed: list[list[np.ndarray]], L: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """rmax[k][s0] = least max_{i >= k} y_i and rsum[k][s0] = least sum_{i >= k} y_i over the ways to split layers
     s0..L-1 into stages k..P-1, each stage at its least y over its allowed configurations (``ylb`` where
     ``allowed``).  Exact dynamic programs on a relaxation: lower bounds for every plan whose stages obey ``allowed``.
@@ -306,7 +310,9 @@ class _Search:
             got = tb.pair_cache[key] = self._pair_lb(tb, q1, q2, size_a, size_b)
         return got
 
-    def _pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
+    def _pair_lb(
+        self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float
+    ) -> tuple[float, float]:
         e1 = [k for c in q1 for k in tb.ext[tb.cfgs[c]]]
         e2 = [k for c in q2 for k in tb.ext[tb.cfgs[c]]]
         a = max(max(min(tb.send(c, d, size_a) for d in e2) for c in q1), max(min(tb.send(c, d, size_a) for c in e1) for d in q2))
@@ -344,8 +350,11 @@ class _Search:
             pre = np.array(tb.w1pre)
             w = pre[None, :] - pre[:, None]  # [s][e]
             valid = np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]
-            fits = {self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
-                    for c1 in tb.cols for c2 in tb.cols}
+            fits = {
+                self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+                for c1 in tb.cols
+                for c2 in tb.cols
+            }
             got = {}
             for tp in tps:
                 size = np.where(valid, w / min(4, tp), 1.0)
@@ -365,7 +374,7 @@ class _Search:
         if got is None:
             table = self.min_ar_table(tb, d)
             first = min(float(arr[0, 1:].min()) for arr in table.values())
-            last = min(float(arr[:tb.L, tb.L].min()) for arr in table.values())
+            last = min(float(arr[: tb.L, tb.L].min()) for arr in table.values())
             got = tb.ar_floor_cache[d] = max(first, last)
         return got
 
@@ -458,10 +467,23 @@ class _Search:
         nk_all = range(len(tb.cfgs))
         L = tb.L
         tb.misc[key_ab] = (
-            [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
-              for e in range(L + 1)] for c in nk_all],
-            [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
-              if s0 >= 1 else 0.0 for s0 in range(L)] for c in nk_all])
+            [
+                [
+                    min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
+                    for e in range(L + 1)
+                ]
+                for c in nk_all
+            ],
+            [
+                [
+                    min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
+                    if s0 >= 1
+                    else 0.0
+                    for s0 in range(L)
+                ]
+                for c in nk_all
+            ],
+        )
 
     def root_split(self, tb: _Tables, p: int, d: int | None = None) -> tuple[float, float]:
         """(least max_i y_i, least sum_i y_i) over every split into p stages, every configuration that fits; with
@@ -504,8 +526,12 @@ class _Search:
         m = math.ceil(self.problem.global_batch / (tb.mbs * d))
         xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
         ymax_lb, ysum_lb = self.root_split(tb, p, d)
-        return ((m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
-                + max(tb.cminpre[tb.L] + sum(xs), ysum_lb) + tb.umin + self.ar_split(tb, d, p))
+        return (
+            (m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
+            + max(tb.cminpre[tb.L] + sum(xs), ysum_lb)
+            + tb.umin
+            + self.ar_split(tb, d, p)
+        )
 
     def run(self) -> SearchOutcome:
         prob = self.problem
@@ -524,7 +550,11 @@ class _Search:
         self.out.triples = len(triples)
         # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for
         # a good incumbent early; it proves nothing (its unresolved leaves are dropped: phase 2 covers every triple)
-        phase1 = self.budget.capped(self.budget.limit_s * PHASE1_SHARE) if math.isfinite(self.budget.limit_s) else self.budget.capped(5.0)
+        phase1 = (
+            self.budget.capped(self.budget.limit_s * PHASE1_SHARE)
+            if math.isfinite(self.budget.limit_s)
+            else self.budget.capped(5.0)
+        )
         self.node_cap, self.balanced = PHASE1_NODES, True
         for lb, mbs, d, p in triples:
             if lb * (1 - PRUNE_REL) >= self.out.value or phase1.expired():
@@ -593,8 +623,14 @@ class _Search:
         inf = math.inf
         # the all-reduce under the incumbent: T_sync >= AR_i for every stage, so a stage whose least tp leaves
         # AR_i above what the rest of the bound leaves cannot be in a better plan; its replicas need tp >= tp_lo
-        ar_hi = (self.out.value - ((m - 1) * max(theta + xmin_all, tb.cminpre[L] / p + xmin_all) + tb.cminpre[L] + sum(xmins)
-                                   + tb.umin)) if d > 1 else inf
+        ar_hi = (
+            (
+                self.out.value
+                - ((m - 1) * max(theta + xmin_all, tb.cminpre[L] / p + xmin_all) + tb.cminpre[L] + sum(xmins) + tb.umin)
+            )
+            if d > 1
+            else inf
+        )
         min_ar = self.min_ar_table(tb, d) if d > 1 else None
         sound = self.sound
         suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
@@ -730,6 +766,7 @@ class _Search:
             if nxt is None:
                 return False
             return bool((g + nxt[::-1]).min() <= cap1)
+
         chosen: list[tuple[int, int, tuple[int, ...]]] = []
         sound = self.sound
 
@@ -752,9 +789,17 @@ class _Search:
             got = stage_cache.get((i, s, e))
             if got is None:
                 allowed_here = allowed_lists[i][s][e]
-                got = [(q, max(tb.comp(c, s, e) for c in q), amin_of(q, e) if i < p - 1 else 0.0,
-                        max(tb.upd[c][s] for c in q), self.ar_lb(tb, q, s, e, d))
-                       for q in sets if all(allowed_here[c] for c in q)]
+                got = [
+                    (
+                        q,
+                        max(tb.comp(c, s, e) for c in q),
+                        amin_of(q, e) if i < p - 1 else 0.0,
+                        max(tb.upd[c][s] for c in q),
+                        self.ar_lb(tb, q, s, e, d),
+                    )
+                    for q in sets
+                    if all(allowed_here[c] for c in q)
+                ]
                 stage_cache[(i, s, e)] = got
             return got
 
@@ -775,8 +820,18 @@ class _Search:
             seen.append(vals)
             return False
 
-        def rec(i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float, umax: float, armax: float,
-                used: list[float], g_used: np.ndarray) -> None:
+        def rec(
+            i: int,
+            s: int,
+            ymax: float,
+            ysum: float,
+            c_prev: float,
+            b_prev: float,
+            umax: float,
+            armax: float,
+            used: list[float],
+            g_used: np.ndarray,
+        ) -> None:
             if self.stop or self.abort:
                 return
             rest = p - i - 1
@@ -837,14 +892,21 @@ class _Search:
                     if self.stop or self.abort:
                         return
                 # compute grows with e: once even the cheapest set is over the incumbent's room, stop
-                if (not self.balanced and not any_ok and tb.tmin >= 0 and math.isfinite(base_min_c)
-                        and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > self.out.value):
+                if (
+                    not self.balanced
+                    and not any_ok
+                    and tb.tmin >= 0
+                    and math.isfinite(base_min_c)
+                    and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > self.out.value
+                ):
                     break
 
         rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(lams), np.zeros(cap0 + 1))
 
     # ---- a leaf: counts, orders, exact price ----
-    def leaf(self, tb: _Tables, d: int, p: int, m: int, chosen: list[tuple[int, int, tuple[int, ...]]], lb_partial: float) -> None:
+    def leaf(
+        self, tb: _Tables, d: int, p: int, m: int, chosen: list[tuple[int, int, tuple[int, ...]]], lb_partial: float
+    ) -> None:
         self.out.leaves += 1
         # exact leaf bound (sends between every neighbouring pair now known)
         c = [max(tb.comp(k, s, e) for k in q) for s, e, q in chosen]
@@ -867,7 +929,9 @@ class _Search:
         best = math.inf
         best_plan = None
         cols_used = sorted({tb.cfgs[k][0] for _s, _e, q in chosen for k in q})
-        orders = list(itertools.permutations(cols_used)) if len(cols_used) <= 3 else [tuple(cols_used), tuple(reversed(cols_used))]
+        orders = (
+            list(itertools.permutations(cols_used)) if len(cols_used) <= 3 else [tuple(cols_used), tuple(reversed(cols_used))]
+        )
         for counts in counts_list:
             for order in orders:
                 rank = {j: r for r, j in enumerate(order)}
@@ -940,11 +1004,13 @@ class _Search:
         if mixed:
             feas = []
             for n in range(1, d):
-                cs = [options[i][0] if len(q) == 1 else ({q[0]: n, q[1]: d - n} if len(q) == 2 else options[i][0])
-                      for i, (_s, _e, q) in enumerate(chosen)]
+                cs = [
+                    options[i][0] if len(q) == 1 else ({q[0]: n, q[1]: d - n} if len(q) == 2 else options[i][0])
+                    for i, (_s, _e, q) in enumerate(chosen)
+                ]
                 if all(len(q) <= 2 for _s, _e, q in chosen) and ok(cs):
                     feas.append(cs)
-            for cs in (feas[:1] + feas[-1:] + feas[len(feas) // 2:len(feas) // 2 + 1]):
+            for cs in feas[:1] + feas[-1:] + feas[len(feas) // 2 : len(feas) // 2 + 1]:
                 if cs not in out:
                     out.append(cs)
         states: dict[tuple[int, ...], tuple[int, list[int]]] = {tuple([0] * (ncol - 1)): (0, [])}
