@@ -84,8 +84,11 @@ def main() -> int:
             ok = r is not None and r.get("throughput_it_s") is not None
             row[planner] = (r["throughput_it_s"], r.get("search_time_s") or 0.0, r.get("in_benchmark_space")) if ok else None  # type: ignore[index]
         rows.append(row)
-        print(f"{name}: {row['status']} {row['throughput_it_s']:.6f} it/s, bound {row['bound_it_s']}, {row['seconds']:.1f} s; "
-              f"sound {row['sound_throughput_it_s']:.6f}", flush=True)
+        print(
+            f"{name}: {row['status']} {row['throughput_it_s']:.6f} it/s, bound {row['bound_it_s']}, {row['seconds']:.1f} s; "
+            f"sound {row['sound_throughput_it_s']:.6f}",
+            flush=True,
+        )
     write(rows, a.time_limit)
     return 0
 
@@ -96,35 +99,49 @@ def _f(x: object, nd: int = 4) -> str:
 
 def write(rows: list[dict[str, object]], limit: float) -> None:
     out = ROOT / "results"
-    head = (f"<!-- written by {SCRIPT}; do not edit by hand -->\n\n# Heterogeneous clusters (issue 40): Sailor's problem\n\n"
-            f"Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other work (load average "
-            f"{os.getloadavg()[0]:.1f} at the end), Python {sys.version.split()[0]}; time limit {limit:g} s per solve.\n\n"
-            "Throughput in it/s under Sailor's simulator formula (our objective, re-priced by `tools/formula.py`: column "
-            "'formula'); bound: the proven ceiling 1/bound; seconds: our solve (in-process chain, after reading the folder). "
-            "Anchors: `reference/summary.json` (scored by Sailor's own simulator; `*` = plan outside the space; search seconds "
-            "in brackets, measured on another loaded machine).\n\n")
-    lines = [head,
-             "| setting | GPUs | ours it/s | proven ceiling it/s | status (gap) | s | formula it/s | " + " | ".join(ANCHORS) + " |",
-             "|---|---|---|---|---|---|---|" + "---|" * len(ANCHORS)]
+    head = (
+        f"<!-- written by {SCRIPT}; do not edit by hand -->\n\n# Heterogeneous clusters (issue 40): Sailor's problem\n\n"
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPUs shared with other work (load average "
+        f"{os.getloadavg()[0]:.1f} at the end), Python {sys.version.split()[0]}; time limit {limit:g} s per solve.\n\n"
+        "Throughput in it/s under Sailor's simulator formula (our objective, re-priced by `tools/formula.py`: column "
+        "'formula'); bound: the proven ceiling 1/bound; seconds: our solve (in-process chain, after reading the folder). "
+        "Anchors: `reference/summary.json` (scored by Sailor's own simulator; `*` = plan outside the space; search seconds "
+        "in brackets, measured on another loaded machine).\n\n"
+    )
+    lines = [
+        head,
+        "| setting | GPUs | ours it/s | proven ceiling it/s | status (gap) | s | formula it/s | " + " | ".join(ANCHORS) + " |",
+        "|---|---|---|---|---|---|---|" + "---|" * len(ANCHORS),
+    ]
     for r in rows:
         anchors = []
         for planner in ANCHORS:
             a = r[planner]
             anchors.append("-" if a is None else f"{a[0]:.4f}{'' if a[2] in (True, None) else '*'} ({a[1]:.2f})")  # type: ignore[index]
         gap = r["gap"]
-        lines.append(f"| {r['setting']} | {r['gpus']} | {_f(r['throughput_it_s'], 5)} | {_f(r['bound_it_s'], 5)} | "
-                     f"{r['status']} ({'-' if gap is None else f'{100 * float(gap):.2f}%'}) | {_f(r['seconds'], 1)} | "  # type: ignore[arg-type]
-                     f"{_f(1 / float(r['formula_iteration_s']), 5)} | " + " | ".join(anchors) + " |")  # type: ignore[arg-type]
-    lines += ["", "Our plans: " + "; ".join(f"{r['setting']}: {r['plan']}" for r in rows) + " (Sailor's format in "
-              "`results/hetero_plans/`).", "",
-              "## Sailor's objective against the sound one (`--objective sound`)", "",
-              "| setting | sailor it/s | sound it/s | difference | sound status (gap) |", "|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['setting']} | {r['gpus']} | {_f(r['throughput_it_s'], 5)} | {_f(r['bound_it_s'], 5)} | "
+            f"{r['status']} ({'-' if gap is None else f'{100 * float(gap):.2f}%'}) | {_f(r['seconds'], 1)} | "  # type: ignore[arg-type]
+            f"{_f(1 / float(r['formula_iteration_s']), 5)} | " + " | ".join(anchors) + " |"
+        )  # type: ignore[arg-type]
+    lines += [
+        "",
+        "Our plans: " + "; ".join(f"{r['setting']}: {r['plan']}" for r in rows) + " (Sailor's format in "
+        "`results/hetero_plans/`).",
+        "",
+        "## Sailor's objective against the sound one (`--objective sound`)",
+        "",
+        "| setting | sailor it/s | sound it/s | difference | sound status (gap) |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
         a, b = r["throughput_it_s"], r["sound_throughput_it_s"]
         diff = "-" if a is None or b is None else f"{100 * (float(b) / float(a) - 1):+.2f}%"  # type: ignore[arg-type]
         gap = r["sound_gap"]
-        lines.append(f"| {r['setting']} | {_f(a, 5)} | {_f(b, 5)} | {diff} | {r['sound_status']} "
-                     f"({'-' if gap is None else f'{100 * float(gap):.2f}%'}) |")  # type: ignore[arg-type]
+        lines.append(
+            f"| {r['setting']} | {_f(a, 5)} | {_f(b, 5)} | {diff} | {r['sound_status']} "
+            f"({'-' if gap is None else f'{100 * float(gap):.2f}%'}) |"
+        )  # type: ignore[arg-type]
     (out / "hetero.md").write_text("\n".join(lines) + "\n")
     with open(out / "hetero.csv", "w", newline="") as fh:
         keys = [k for k in rows[0] if k not in ANCHORS]

@@ -7,6 +7,7 @@ import itertools
 import json
 import math
 import random
+from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from milp_partition.cli.dispatch import main
 from milp_partition.errors import InputError
 from milp_partition.hetero.cost import evaluate, memory_bytes
 from milp_partition.hetero.problem import HeteroModel, HeteroPlan, HeteroProblem, Replica, plan_from_sailor, plan_to_sailor
-from milp_partition.hetero.search import search
+from milp_partition.hetero.search import _Search, _Tables, search
 from milp_partition.io.sailor import read_sailor
 from milp_partition.kinds import make_kind_cluster
 from milp_partition.verifiers.hetero import verify_hetero
@@ -57,8 +58,12 @@ def test_cost_and_verifier_match_tools_formula_on_random_plans(setting: str) -> 
         want = formula.evaluate(plan_to_sailor(plan), data)["iteration_time"]
         got = evaluate(problem, plan).iteration_s
         assert got == pytest.approx(want, rel=1e-12)
-        rep = verify_hetero(replace(problem, cluster=replace(problem.cluster, columns=tuple(
-            replace(c, count=10**6) for c in problem.cluster.columns))), plan_to_sailor(plan))
+        rep = verify_hetero(
+            replace(
+                problem, cluster=replace(problem.cluster, columns=tuple(replace(c, count=10**6) for c in problem.cluster.columns))
+            ),
+            plan_to_sailor(plan),
+        )
         fits = all(x["fits"] for row in formula.memory(plan_to_sailor(plan), data) for x in row)
         assert rep.feasible == fits
         if fits:
@@ -73,7 +78,10 @@ def test_sailor_reference_plan_and_the_moved_layer() -> None:
     moved = json.loads((HETERO / "reference/examples/opt350-a32-v96_sailor_layer13_moved.json").read_text())
     rep2 = verify_hetero(problem, moved.get("plan", moved))
     assert rep2.feasible and rep2.throughput_it_s == pytest.approx(0.17255, abs=5e-6)
-    assert plan_to_sailor(plan_from_sailor(ref["plan"]))["pipeline_list"][0]["layers_per_stage"] == ref["plan"]["pipeline_list"][0]["layers_per_stage"]
+    assert (
+        plan_to_sailor(plan_from_sailor(ref["plan"]))["pipeline_list"][0]["layers_per_stage"]
+        == ref["plan"]["pipeline_list"][0]["layers_per_stage"]
+    )
 
 
 def test_sound_objective_differs_only_in_sends() -> None:
@@ -86,29 +94,40 @@ def test_sound_objective_differs_only_in_sends() -> None:
     assert verify_hetero(sound, plan_to_sailor(plan)).iteration_s == pytest.approx(b.iteration_s, rel=1e-12)
 
 
-def _tiny(objective: str = "sailor", count: int = 2) -> HeteroProblem:
-    """Three layers (embedding, one block, head) of OPT-350 on count A100-40 + count V100-16, mbs 1 and 2, B = 8."""
+def _tiny(objective: str = "sailor", count: int = 2, blocks: int = 1) -> HeteroProblem:
+    """Layers embedding, ``blocks`` blocks, head of OPT-350 on count A100-40 + count V100-16, mbs 1 and 2, B = 8."""
     full = read_sailor(HETERO, setting="opt350-a8-v16", objective=objective)
     m = full.model
-    keep = (0, 1, m.layers - 1)
+    keep = (0, *range(1, 1 + blocks), m.layers - 1)
     times = {k: tuple(v[i] for i in keep) for k, v in m.times.items() if k[1] in (1, 2)}
-    model = HeteroModel("tiny", 3, 1, m.optimizer_bytes_per_param, times, {g: tuple(b for b in ks if b in (1, 2, 4)) for g, ks in m.mbs_keys.items()},
-                        {t: tuple(v[i] for i in keep) for t, v in m.params_floats.items()},
-                        {t: tuple(v[i] for i in keep) for t, v in m.act_mem_floats.items()}, tuple(m.act_output_floats[i] for i in keep))
+    model = HeteroModel(
+        "tiny",
+        len(keep),
+        1,
+        m.optimizer_bytes_per_param,
+        times,
+        {g: tuple(b for b in ks if b in (1, 2, 4)) for g, ks in m.mbs_keys.items()},
+        {t: tuple(v[i] for i in keep) for t, v in m.params_floats.items()},
+        {t: tuple(v[i] for i in keep) for t, v in m.act_mem_floats.items()},
+        tuple(m.act_output_floats[i] for i in keep),
+    )
     cols = tuple(replace(c, count=count) for c in full.cluster.columns)
     cluster = make_kind_cluster(full.cluster.kinds, cols, full.cluster.links)
     return HeteroProblem(model, cluster, 8, objective, "tiny", "test")
 
 
-def _brute(problem: HeteroProblem) -> float:
-    best = math.inf
+def _plans(problem: HeteroProblem) -> Iterator[HeteroPlan]:
+    """Every feasible plan of a tiny problem (brute force)."""
     cols = problem.cluster.columns
     for mbs in problem.micro_batches():
         # a tp above the column's count never fits the budget; D * P <= devices (every replica takes one at least)
-        cfgs = [(c.kind, c.zone, tp) for c in cols for tp in (1, 2, 4) if tp <= c.count and problem.replica_valid(c.kind, mbs, tp)]
-        for p in (1, 2, 3):
-            for cuts in itertools.combinations(range(1, 3), p - 1):
-                b = [0, *cuts, 3]
+        cfgs = [
+            (c.kind, c.zone, tp) for c in cols for tp in (1, 2, 4) if tp <= c.count and problem.replica_valid(c.kind, mbs, tp)
+        ]
+        n = problem.model.layers
+        for p in range(1, n + 1):
+            for cuts in itertools.combinations(range(1, n), p - 1):
+                b = [0, *cuts, n]
                 stages = tuple((b[i], b[i + 1]) for i in range(p))
                 for d in range(1, problem.cluster.total_devices // p + 1):
                     for reps in itertools.product(itertools.product(cfgs, repeat=d), repeat=p):
@@ -118,17 +137,27 @@ def _brute(problem: HeteroProblem) -> float:
                                 used[(k, z)] = used.get((k, z), 0) + tp
                         if any(used.get((c.kind, c.zone), 0) > c.count for c in cols):
                             continue
-                        if any(memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.kinds[k].memory_bytes
-                               for i, ((s, e), row) in enumerate(zip(stages, reps)) for k, _z, tp in row):
+                        if any(
+                            memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.kinds[k].memory_bytes
+                            for i, ((s, e), row) in enumerate(zip(stages, reps))
+                            for k, _z, tp in row
+                        ):
                             continue
-                        plan = HeteroPlan(mbs, stages, tuple(tuple(Replica(*r) for r in row) for row in reps))
-                        best = min(best, evaluate(problem, plan).iteration_s)
-    return best
+                        yield HeteroPlan(mbs, stages, tuple(tuple(Replica(*r) for r in row) for row in reps))
 
 
-@pytest.mark.parametrize(("objective", "count"), [("sailor", 2), ("sound", 2), ("sailor", 3)])
-def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int) -> None:
-    problem = _tiny(objective, count)
+def _brute(problem: HeteroProblem) -> float:
+    return min(evaluate(problem, plan).iteration_s for plan in _plans(problem))
+
+
+@pytest.mark.parametrize(
+    ("objective", "count", "blocks"),
+    [("sailor", 2, 1), ("sound", 2, 1), ("sailor", 3, 1), ("sailor", 2, 3), ("sound", 2, 3), ("sailor", 3, 3)],
+)
+def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int, blocks: int) -> None:
+    """Every plan enumerated; 5 layers (blocks = 3) reach P = 4, where the first and last sends are doubled and the
+    bottleneck programs' splits matter."""
+    problem = _tiny(objective, count, blocks)
     want = _brute(problem)
     got = search(problem, Budget.starting_now(60.0))
     assert got.complete
@@ -137,6 +166,47 @@ def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int
     assert got.bound == pytest.approx(want, rel=1e-9)  # proven: every leaf resolved here
     rep = verify_hetero(problem, plan_to_sailor(got.plan))
     assert rep.feasible and rep.iteration_s == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize(("objective", "count"), [("sailor", 2), ("sound", 2), ("sailor", 3)])
+def test_outer_bounds_hold_for_every_plan_of_their_triple(objective: str, count: int) -> None:
+    """The (mbs, D, P) bound, its T_sync bound (split and tp budget) and the bottleneck split bounds (least max and least sum of y_i = C_i + X_i) are at most
+    the value (and the terms) of every plan of that triple, enumerated; and the split's least sum is above the least
+    per-layer compute (the bound before it) on some triple."""
+    problem = _tiny(objective, count, 3)
+    srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    best: dict[tuple[int, int, int], float] = {}
+    ymax: dict[tuple[int, int], float] = {}
+    ysum: dict[tuple[int, int], float] = {}
+    sync: dict[tuple[int, int, int], float] = {}
+    ymax_d: dict[tuple[int, int, int], float] = {}
+    ysum_d: dict[tuple[int, int, int], float] = {}
+    for plan in _plans(problem):
+        t = evaluate(problem, plan)
+        p, d = len(plan.stages), len(plan.replicas[0])
+        y = [c + x for c, x in zip(t.compute_s, t.sends_s)]
+        key = (plan.mbs, d, p)
+        best[key] = min(best.get(key, math.inf), t.iteration_s)
+        sync[key] = min(sync.get(key, math.inf), t.t_sync_s)
+        ymax_d[key] = min(ymax_d.get(key, math.inf), max(y))
+        ysum_d[key] = min(ysum_d.get(key, math.inf), sum(y))
+        ymax[(plan.mbs, p)] = min(ymax.get((plan.mbs, p), math.inf), max(y))
+        ysum[(plan.mbs, p)] = min(ysum.get((plan.mbs, p), math.inf), sum(y))
+    assert len(best) > 10
+    stronger = 0
+    for key, v in best.items():
+        mbs, d, p = key
+        tb = tables[mbs]
+        lb = srch.triple_bound(tb, d, p)
+        assert lb <= v * (1 + 1e-12)
+        assert srch.ar_split(tb, d, p) <= sync[(mbs, d, p)] * (1 + 1e-12)
+        lo_max, lo_sum = srch.root_split(tb, p)
+        assert lo_max <= ymax[(mbs, p)] * (1 + 1e-12) and lo_sum <= ysum[(mbs, p)] * (1 + 1e-12)
+        lo_max, lo_sum = srch.root_split(tb, p, d)  # under the device budget: only plans with this D
+        assert lo_max <= ymax_d[key] * (1 + 1e-12) and lo_sum <= ysum_d[key] * (1 + 1e-12)
+        stronger += lo_sum > tb.cminpre[tb.L] * (1 + 1e-6)
+    assert stronger > 0
 
 
 def test_search_proves_the_smallest_setting_above_sailor() -> None:
@@ -182,8 +252,16 @@ def test_bad_inputs_name_file_and_field(tmp_path: Path) -> None:
 
 def test_cli_setting_file_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     s = tmp_path / "s.json"
-    s.write_text(json.dumps({"name": "mini", "model": "OPT-350", "global_batch": 64,
-                             "gpus": {"A100-40_us-central1-a": 2, "V100-16_us-central1-a": 2}}))
+    s.write_text(
+        json.dumps(
+            {
+                "name": "mini",
+                "model": "OPT-350",
+                "global_batch": 64,
+                "gpus": {"A100-40_us-central1-a": 2, "V100-16_us-central1-a": 2},
+            }
+        )
+    )
     out = tmp_path / "r.json"
     assert main(["solve", str(HETERO), "--setting-file", str(s), "--time-limit", "20", "-q", "-o", str(out)]) == 0
     res = json.loads(out.read_text())

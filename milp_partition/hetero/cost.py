@@ -68,7 +68,9 @@ class Terms:
         return self.t_pp_s + self.t_sync_s
 
 
-def combine(m: int, c: list[float] | tuple[float, ...], a: list[float], b: list[float], u: float, ar: list[float], sound: bool) -> tuple[list[float], float, float]:
+def combine(
+    m: int, c: list[float] | tuple[float, ...], a: list[float], b: list[float], u: float, ar: list[float], sound: bool
+) -> tuple[list[float], float, float]:
     """X_i from a_i and b_i, then T_pp and T_sync (the formula's last two lines)."""
     p = len(c)
     if p == 1:

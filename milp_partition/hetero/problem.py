@@ -78,8 +78,13 @@ class HeteroProblem:
     def replica_valid(self, kind: str, mbs: int, tp: int) -> bool:
         """Whether a (kind, mbs, tp) replica is in the space: tp in {1, 2, 4}, at most the node size, profiled."""
         k = self.cluster.kinds.get(kind)
-        return (k is not None and tp in TP_DEGREES and tp <= k.devices_per_node
-                and tp in self.model.mbs_keys.get(kind, ()) and (kind, mbs, tp) in self.model.times)
+        return (
+            k is not None
+            and tp in TP_DEGREES
+            and tp <= k.devices_per_node
+            and tp in self.model.mbs_keys.get(kind, ())
+            and (kind, mbs, tp) in self.model.times
+        )
 
     def micro_batches(self) -> tuple[int, ...]:
         """Micro-batch sizes profiled for at least one kind of the cluster."""
@@ -124,12 +129,14 @@ def plan_to_sailor(plan: HeteroPlan) -> dict[str, Any]:
         used[kind] = used.get(kind, 0) + n
     return {
         "mbs": plan.mbs,
-        "pipeline_list": [{
-            "num_stages": len(plan.stages),
-            "layers_per_stage": [list(range(a, b)) for a, b in plan.stages],
-            "dp": [len(s) for s in plan.replicas],
-            "tmp_per_stage": [[[[[r.kind, r.tp, r.zone]], r.tp] for r in stage] for stage in plan.replicas],
-        }],
+        "pipeline_list": [
+            {
+                "num_stages": len(plan.stages),
+                "layers_per_stage": [list(range(a, b)) for a, b in plan.stages],
+                "dp": [len(s) for s in plan.replicas],
+                "tmp_per_stage": [[[[[r.kind, r.tp, r.zone]], r.tp] for r in stage] for stage in plan.replicas],
+            }
+        ],
         "used_gpus": used,
     }
 

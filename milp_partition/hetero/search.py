@@ -9,12 +9,14 @@ feasible when Q_i is.  Only the sends may differ: they are bounded below over ev
 with tp at least the neighbour's least tp).  The search enumerates reduced sets only; the lower bound of each
 (reduced) leaf holds for every plan that reduces to it.
 
-**Tree.**  Outer: (mbs, D, P) in increasing order of a lower bound (the devices' time bound: every device of
-kind g serves at most max_i C_i seconds per micro-batch, and D copies of every layer need
-sum_l min_tp tp (f+b)(l) device-seconds of some kind, split fractionally between kinds).  Inner: depth-first
-over stages (end layer, reduced set), pruned with the incumbent against a bound from the decided stages
-(compute, update, all-reduce, sends bounded per pair of neighbouring sets), the rest of the layers (least
-compute per layer) and the device budget (weighted sums over columns).  At a leaf: replica counts per column
+**Tree.**  Outer: (mbs, D, P) in increasing order of a lower bound (:meth:`_Search.triple_bound`: the devices'
+time bound: every device of kind g serves at most max_i C_i seconds per micro-batch, and D copies of every layer
+need sum_l min_tp tp (f+b)(l) device-seconds of some kind, split fractionally between kinds; the bottleneck split
+programs for max_i y_i and sum_i y_i and the T_sync program, both under the tp budget D sum_i t_i <= devices).
+Inner: depth-first over stages (end layer, reduced set), pruned with the incumbent against a bound from the
+decided stages (compute, update, all-reduce, sends bounded per pair of neighbouring sets), the later stages (the
+capped bottleneck split from the next layer), T_sync's floor and the device budget (weighted sums over columns,
+exact for two columns).  At a leaf: replica counts per column
 (exactly: a dynamic program over stages on used devices), then replica orders (columns in each order);
 the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`).  A leaf whose best plan is above its
 lower bound keeps that bound in the proven bound (reported with its gap, never hidden).
@@ -40,7 +42,7 @@ PRUNE_REL = 1e-12
 #: Budget checks every this many nodes.
 TICK = 2000
 #: Phase 1 (heuristic sweep over every triple): share of the time limit and nodes per triple.
-PHASE1_SHARE = 0.2
+PHASE1_SHARE = 0.08
 PHASE1_NODES = 300
 
 
@@ -204,7 +206,9 @@ class _Tables:
             tot = sum(min(w[g][ly] for g in names) for ly in range(self.L))
             return d * tot / sum(kinds.values())
         ga, gv = names
-        order = sorted(range(self.L), key=lambda ly: (w[ga][ly] / w[gv][ly]) if math.isfinite(w[gv][ly]) and w[gv][ly] > 0 else -math.inf)
+        order = sorted(
+            range(self.L), key=lambda ly: (w[ga][ly] / w[gv][ly]) if math.isfinite(w[gv][ly]) and w[gv][ly] > 0 else -math.inf
+        )
 
         def ok(theta: float) -> bool:
             room = kinds[ga] * theta
@@ -264,6 +268,26 @@ def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     return 2 * t
 
 
+def _bottleneck(
+    ylb: list[list[np.ndarray]], allowed: list[list[np.ndarray]], L: int
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """rmax[k][s0] = least max_{i >= k} y_i and rsum[k][s0] = least sum_{i >= k} y_i over the ways to split layers
+    s0..L-1 into stages k..P-1, each stage at its least y over its allowed configurations (``ylb`` where
+    ``allowed``).  Exact dynamic programs on a relaxation: lower bounds for every plan whose stages obey ``allowed``.
+    """
+    p, inf = len(ylb), math.inf
+    rmax = [np.full(L + 1, inf) for _ in range(p + 1)]
+    rsum = [np.full(L + 1, inf) for _ in range(p + 1)]
+    rmax[p][L], rsum[p][L] = -inf, 0.0
+    for k in range(p - 1, -1, -1):
+        yk = np.full((L + 1, L + 1), inf)
+        for arr, ok in zip(ylb[k], allowed[k]):
+            yk = np.where(ok, np.minimum(yk, arr), yk)
+        rmax[k] = np.maximum(yk, rmax[k + 1][None, :]).min(axis=1)
+        rsum[k] = (yk + rsum[k + 1][None, :]).min(axis=1)
+    return rmax, rsum
+
+
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
@@ -286,7 +310,9 @@ class _Search:
             got = tb.pair_cache[key] = self._pair_lb(tb, q1, q2, size_a, size_b)
         return got
 
-    def _pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
+    def _pair_lb(
+        self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float
+    ) -> tuple[float, float]:
         e1 = [k for c in q1 for k in tb.ext[tb.cfgs[c]]]
         e2 = [k for c in q2 for k in tb.ext[tb.cfgs[c]]]
         a = max(max(min(tb.send(c, d, size_a) for d in e2) for c in q1), max(min(tb.send(c, d, size_a) for c in e1) for d in q2))
@@ -324,8 +350,11 @@ class _Search:
             pre = np.array(tb.w1pre)
             w = pre[None, :] - pre[:, None]  # [s][e]
             valid = np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]
-            fits = {self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
-                    for c1 in tb.cols for c2 in tb.cols}
+            fits = {
+                self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+                for c1 in tb.cols
+                for c2 in tb.cols
+            }
             got = {}
             for tp in tps:
                 size = np.where(valid, w / min(4, tp), 1.0)
@@ -345,9 +374,45 @@ class _Search:
         if got is None:
             table = self.min_ar_table(tb, d)
             first = min(float(arr[0, 1:].min()) for arr in table.values())
-            last = min(float(arr[:tb.L, tb.L].min()) for arr in table.values())
+            last = min(float(arr[: tb.L, tb.L].min()) for arr in table.values())
             got = tb.ar_floor_cache[d] = max(first, last)
         return got
+
+    def ar_split(self, tb: _Tables, d: int, p: int) -> float:
+        """A lower bound on T_sync of every plan with D = d and P = p: the least, over the splits into p stages and
+        the stages' least tps t_i with D sum_i t_i <= the devices (every replica of stage i takes t_i devices at
+        least), of max_i (the least all-reduce of stage i's layers at least tp t_i); at least :meth:`ar_floor`.
+        An exact dynamic program over (stages, first layer, tp budget) on that relaxation, run once per D for every
+        P (after j steps it holds j stages over the last layers, for every budget)."""
+        if d <= 1:
+            return 0.0
+        key = ("ardp", d)
+        rows = tb.misc.get(key)
+        total = sum(tb.caps)
+        if rows is None:
+            table = self.min_ar_table(tb, d)
+            L, inf = tb.L, math.inf
+            pmax = max(1, min(L, total // d))
+            budget = min(total // d, 4 * pmax)
+            g = np.full((L + 1, budget + 1), inf)  # g[s][b]: j stages over layers s..L-1 within tp budget b
+            g[L, :] = 0.0
+            out_rows = [np.full(budget + 1, inf)]
+            for _j in range(pmax):
+                nxt = np.full((L + 1, budget + 1), inf)
+                for t, arr in table.items():
+                    if t > budget:
+                        continue
+                    # a stage over s..e-1 with least tp t, then the rest from e within budget b - t
+                    cand = np.maximum(arr[:, :, None], g[None, :, : budget + 1 - t])  # [s][e][b - t]
+                    nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
+                g = nxt
+                out_rows.append(g[0].copy())
+            rows = tb.misc[key] = (out_rows, self.ar_floor(tb, d))  # type: ignore[assignment]
+        got_rows, floor = rows  # type: ignore[misc]
+        if p >= len(got_rows):
+            return floor
+        row = got_rows[p]
+        return max(float(row[min(total // d, len(row) - 1)]), floor)
 
     def x_of(self, p: int, i: int, a: float, b: float) -> float:
         if p == 1:
@@ -357,6 +422,116 @@ class _Search:
         if i == p - 1:
             return b if self.sound else 2 * b
         return a + b
+
+    def stage_ylb(self, tb: _Tables, p: int) -> list[list[np.ndarray]]:
+        """ylb[k][c][s0][e]: least y_k = C_k + X_k of stage k of p over layers s0..e-1 with a replica of configuration
+        c (its compute plus its least sends, each send at its cheapest partner); inf where c cannot hold the
+        layers with p - k micro-batches in flight.  Cached per (p, objective) in ``tb``."""
+        key = ("ylb", p, self.sound)
+        got = tb.misc.get(key)
+        if got is not None:
+            return got  # type: ignore[return-value]
+        sound, L, inf = self.sound, tb.L, math.inf
+        self.send_tables(tb)
+        amin_c, bmin_c = tb.misc[("ab", sound)]
+        idx = np.arange(L + 1)
+        upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
+        amin_arr = np.array(amin_c)  # [c][e]
+        bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
+        ylb: list[list[np.ndarray]] = [[] for _ in range(p)]
+        for k in range(p):
+            for c in range(len(tb.cfgs)):
+                comp = tb.comp_matrix(c)
+                fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
+                a = amin_arr[c][None, :] if k < p - 1 else 0.0
+                b = bmin_arr[c][:, None] if k > 0 else 0.0
+                if p == 1:
+                    x = 0.0
+                elif k == 0:
+                    x = a if (p <= 3 or sound) else 2 * a
+                elif k == p - 1:
+                    x = b if sound else 2 * b
+                else:
+                    x = a + b
+                ylb[k].append(np.where(upper & fit, comp + x, inf))
+        tb.misc[key] = ylb  # type: ignore[assignment]
+        return ylb
+
+    def send_tables(self, tb: _Tables) -> None:
+        """Per configuration c: the least forward send of a stage ending at e and the least backward send of a stage
+        starting at s0 (over every partner configuration), cached in ``tb.misc``."""
+        sound = self.sound
+        key_ab = ("ab", sound)
+        if key_ab in tb.misc:
+            return
+        nk_all = range(len(tb.cfgs))
+        L = tb.L
+        tb.misc[key_ab] = (
+            [
+                [
+                    min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
+                    for e in range(L + 1)
+                ]
+                for c in nk_all
+            ],
+            [
+                [
+                    min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
+                    if s0 >= 1
+                    else 0.0
+                    for s0 in range(L)
+                ]
+                for c in nk_all
+            ],
+        )
+
+    def root_split(self, tb: _Tables, p: int, d: int | None = None) -> tuple[float, float]:
+        """(least max_i y_i, least sum_i y_i) over every split into p stages, every configuration that fits; with
+        ``d``, also under the device budget: a stage whose least tp is t_i has a replica of tp t_i (so y_i is at
+        least that replica's least y) and takes D t_i devices at least, D sum_i t_i <= the devices.  Exact dynamic
+        programs over (stage, first layer, tp budget) on that relaxation, run once per P for every budget."""
+        key = ("splitdp", p, self.sound)
+        got = tb.misc.get(key)
+        if got is None:
+            ylb = self.stage_ylb(tb, p)
+            L, inf = tb.L, math.inf
+            budget = min(4 * p, sum(tb.caps))  # D >= 1: never more tp budget than devices
+            tps = sorted({tp for _j, tp in tb.cfgs})
+            gmax = np.full((L + 1, budget + 1), inf)
+            gsum = np.full((L + 1, budget + 1), inf)
+            gmax[L, :], gsum[L, :] = -inf, 0.0
+            for k in range(p - 1, -1, -1):
+                nmax = np.full((L + 1, budget + 1), inf)
+                nsum = np.full((L + 1, budget + 1), inf)
+                for t in tps:
+                    yk = np.full((L + 1, L + 1), inf)
+                    for c, (_j, tp) in enumerate(tb.cfgs):
+                        if tp == t:
+                            yk = np.minimum(yk, ylb[k][c])
+                    cmax = np.maximum(yk[:, :, None], gmax[None, :, : budget + 1 - t]).min(axis=1)
+                    csum = (yk[:, :, None] + gsum[None, :, : budget + 1 - t]).min(axis=1)
+                    nmax[:, t:] = np.minimum(nmax[:, t:], cmax)
+                    nsum[:, t:] = np.minimum(nsum[:, t:], csum)
+                gmax, gsum = nmax, nsum
+            got = tb.misc[key] = (gmax[0].copy(), gsum[0].copy())  # type: ignore[assignment]
+        gmax0, gsum0 = got  # type: ignore[misc]
+        b = len(gmax0) - 1 if d is None else min(sum(tb.caps) // d, len(gmax0) - 1)
+        return float(gmax0[b]), float(gsum0[b])
+
+    def triple_bound(self, tb: _Tables, d: int, p: int) -> float:
+        """A lower bound on the iteration time of every plan with micro-batch ``tb.mbs``, D = d and P = p:
+        (m - 1) max_i y_i + sum_i y_i + U + T_sync with max_i y_i at least the device-time bound theta plus the least
+        send, the average least compute plus the least send, and the bottleneck split's least max; sum_i y_i at
+        least the bottleneck split's least sum; U at its floor, T_sync at :meth:`ar_split`."""
+        m = math.ceil(self.problem.global_batch / (tb.mbs * d))
+        xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
+        ymax_lb, ysum_lb = self.root_split(tb, p, d)
+        return (
+            (m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
+            + max(tb.cminpre[tb.L] + sum(xs), ysum_lb)
+            + tb.umin
+            + self.ar_split(tb, d, p)
+        )
 
     def run(self) -> SearchOutcome:
         prob = self.problem
@@ -369,18 +544,17 @@ class _Search:
             tables[mbs] = tb
             total = sum(tb.caps)
             for d in range(1, total + 1):
-                theta = tb.theta_devices(d)
-                floor = self.ar_floor(tb, d)
-                m = math.ceil(prob.global_batch / (mbs * d))
                 for p in range(1, min(tb.L, total // d) + 1):
-                    xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-                    lb = (m - 1) * (max(theta, tb.cminpre[tb.L] / p) + min(xs)) + tb.cminpre[tb.L] + sum(xs) + tb.umin + floor
-                    triples.append((lb, mbs, d, p))
+                    triples.append((self.triple_bound(tb, d, p), mbs, d, p))
         triples.sort()
         self.out.triples = len(triples)
         # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for
         # a good incumbent early; it proves nothing (its unresolved leaves are dropped: phase 2 covers every triple)
-        phase1 = self.budget.capped(self.budget.limit_s * PHASE1_SHARE) if math.isfinite(self.budget.limit_s) else self.budget.capped(5.0)
+        phase1 = (
+            self.budget.capped(self.budget.limit_s * PHASE1_SHARE)
+            if math.isfinite(self.budget.limit_s)
+            else self.budget.capped(5.0)
+        )
         self.node_cap, self.balanced = PHASE1_NODES, True
         for lb, mbs, d, p in triples:
             if lb * (1 - PRUNE_REL) >= self.out.value or phase1.expired():
@@ -444,29 +618,24 @@ class _Search:
         # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
         # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
         # devices for stages k..P-1 over layers s..L-1 (each replica takes its cheapest allowed configuration)
-        ar_floor = self.ar_floor(tb, d)
+        ar_floor = self.ar_split(tb, d, p)  # T_sync's least over this (D, P)
         y_hi = math.inf if m == 1 else (self.out.value - tb.cminpre[L] - sum(xmins) - tb.umin - ar_floor) / (m - 1)
         inf = math.inf
         # the all-reduce under the incumbent: T_sync >= AR_i for every stage, so a stage whose least tp leaves
         # AR_i above what the rest of the bound leaves cannot be in a better plan; its replicas need tp >= tp_lo
-        ar_hi = (self.out.value - ((m - 1) * max(theta + xmin_all, tb.cminpre[L] / p + xmin_all) + tb.cminpre[L] + sum(xmins)
-                                   + tb.umin)) if d > 1 else inf
+        ar_hi = (
+            (
+                self.out.value
+                - ((m - 1) * max(theta + xmin_all, tb.cminpre[L] / p + xmin_all) + tb.cminpre[L] + sum(xmins) + tb.umin)
+            )
+            if d > 1
+            else inf
+        )
         min_ar = self.min_ar_table(tb, d) if d > 1 else None
         sound = self.sound
         suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
-        nk_all = range(len(tb.cfgs))
-        key_ab = ("ab", sound)
-        if key_ab not in tb.misc:
-            tb.misc[key_ab] = (
-                [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * tb.out[e - 1]) for k2 in nk_all) if e >= 1 else 0.0
-                  for e in range(L + 1)] for c in nk_all],
-                [[min(tb.send(c, k2, FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if sound else tb.out[s0])) for k2 in nk_all)
-                  if s0 >= 1 else 0.0 for s0 in range(L)] for c in nk_all])
-        amin_c, bmin_c = tb.misc[key_ab]
-
-        def xlb(k: int, c: int, s0: int, e: int) -> float:
-            """Least X_k of a stage k over layers s0..e-1 holding a replica of configuration c."""
-            return self.x_of(p, k, amin_c[c][e] if k < p - 1 else 0.0, bmin_c[c][s0] if k > 0 else 0.0)
+        self.send_tables(tb)
+        amin_c, _bmin_c = tb.misc[("ab", sound)]
 
         for t in range(len(lams)):
             suffix[t][p][L] = 0.0
@@ -475,43 +644,53 @@ class _Search:
         # numpy form of: stage k over layers s0..e-1 may use configuration c when it fits, its compute plus its least
         # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
         # lambda-weighted replica times D, plus the best suffix from e
-        idx = np.arange(L + 1)
-        upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
-        if min_ar is not None:
-            ar_ok = {t: arr <= ar_hi * tol for t, arr in min_ar.items()}
-        amin_arr = np.array(amin_c)  # [c][e]
-        bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
-        sfx = [np.full(L + 1, inf) for _ in range(p + 1)]
+        ylb_kc = self.stage_ylb(tb, p)
+
+        def build_masks(y_cap: float, ar_cap: float) -> list[list[np.ndarray]]:
+            """Per stage k and configuration c: [s0][e] -> c may serve stage k over layers s0..e-1 in a plan better
+            than the incumbent (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
+            if min_ar is not None:
+                ar_ok = {t: arr <= ar_cap * tol for t, arr in min_ar.items()}
+            out_masks: list[list[np.ndarray]] = []
+            for k in range(p):
+                row = []
+                for c in range(nk):
+                    ok = ylb_kc[k][c] <= y_cap * tol
+                    if min_ar is not None:
+                        ar_any = np.zeros((L + 1, L + 1), dtype=bool)
+                        for t, arr in ar_ok.items():
+                            if t <= tb.cfgs[c][1]:
+                                ar_any |= arr
+                        ok &= ar_any
+                    row.append(ok)
+                out_masks.append(row)
+            return out_masks
+
+        # the caps from the incumbent, tightened by the bottleneck programs until they stop moving: a plan better
+        # than the incumbent has (m - 1) max_i y_i + sum_i y_i + U + T_sync < incumbent with sum_i y_i >= rsum[0][0],
+        # max_i y_i >= max(rmax[0][0], theta + least send), T_sync >= the all-reduce floor
+        y_cap, ar_cap = y_hi, ar_hi
+        for _round in range(4):
+            masks_by_k = build_masks(y_cap, ar_cap)
+            rmax_arr, rsum_arr = _bottleneck(ylb_kc, masks_by_k, L)
+            r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
+            if not math.isfinite(s00):
+                return  # no split of the layers obeys the caps
+            ymax_lb = max(r00, theta + xmin_all)
+            if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= self.out.value:
+                return  # every plan of this (mbs, D, P) is at least the incumbent
+            y_new = math.inf if m == 1 else (self.out.value - s00 - tb.umin - ar_floor) / (m - 1)
+            ar_new = (self.out.value - ((m - 1) * ymax_lb + s00 + tb.umin)) if d > 1 else inf
+            if y_new >= y_cap * (1 - 1e-6) and ar_new >= ar_cap * (1 - 1e-6):
+                break
+            y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
+        rmax_l = [[float(v) for v in r] for r in rmax_arr]
+        rsum_l = [[float(v) for v in r] for r in rsum_arr]
         sfx_t = [[np.full(L + 1, inf) for _ in range(p + 1)] for _ in lams]
         for t in range(len(lams)):
             sfx_t[t][p][L] = 0.0
-        del sfx
-        masks_by_k: list[list[np.ndarray]] = [[] for _ in range(p)]
         for k in range(p - 1, -1, -1):
-            masks = []
-            for c in range(nk):
-                _j, tp = tb.cfgs[c]
-                comp = tb.comp_matrix(c)
-                fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
-                a = amin_arr[c][None, :] if k < p - 1 else 0.0
-                b = bmin_arr[c][:, None] if k > 0 else 0.0
-                if p == 1:
-                    x = 0.0
-                elif k == 0:
-                    x = a if (p <= 3 or sound) else 2 * a
-                elif k == p - 1:
-                    x = b if sound else 2 * b
-                else:
-                    x = a + b
-                ok = upper & fit & (comp + x <= y_hi * tol)
-                if min_ar is not None:
-                    ar_any = np.zeros((L + 1, L + 1), dtype=bool)
-                    for t, arr in ar_ok.items():
-                        if t <= tp:
-                            ar_any |= arr
-                    ok &= ar_any
-                masks.append(ok)
-            masks_by_k[k] = masks
+            masks = masks_by_k[k]
             for t, l_ in enumerate(lams):
                 cost = np.full((L + 1, L + 1), inf)
                 for c in range(nk):
@@ -587,6 +766,7 @@ class _Search:
             if nxt is None:
                 return False
             return bool((g + nxt[::-1]).min() <= cap1)
+
         chosen: list[tuple[int, int, tuple[int, ...]]] = []
         sound = self.sound
 
@@ -597,8 +777,31 @@ class _Search:
             return FLOAT_BYTES * tb.mbs * (tb.out[s - 1] if sound else tb.out[s])
 
         def amin_of(q: tuple[int, ...], e: int) -> float:
-            sz = size_a(e)
-            return max(min(tb.send(c, k, sz) for k in range(len(tb.cfgs))) for c in q)
+            """Least a_i of a stage ending at e with set q: each member's cheapest send of size_a(e) (cached)."""
+            return max(amin_c[c][e] for c in q)
+
+        stage_cache: dict[tuple[int, int, int], list[tuple[tuple[int, ...], float, float, float, float]]] = {}
+
+        def stage_sets(i: int, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
+            """The sets allowed for stage i over layers s..e-1 (every member within the caps: compute + least sends,
+            all-reduce, memory) with their compute, least forward send, update and least all-reduce (cached: they
+            depend on (i, s, e, set) only, not on the stages before)."""
+            got = stage_cache.get((i, s, e))
+            if got is None:
+                allowed_here = allowed_lists[i][s][e]
+                got = [
+                    (
+                        q,
+                        max(tb.comp(c, s, e) for c in q),
+                        amin_of(q, e) if i < p - 1 else 0.0,
+                        max(tb.upd[c][s] for c in q),
+                        self.ar_lb(tb, q, s, e, d),
+                    )
+                    for q in sets
+                    if all(allowed_here[c] for c in q)
+                ]
+                stage_cache[(i, s, e)] = got
+            return got
 
         # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
         # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
@@ -617,8 +820,18 @@ class _Search:
             seen.append(vals)
             return False
 
-        def rec(i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float, umax: float, armax: float,
-                used: list[float], g_used: np.ndarray) -> None:
+        def rec(
+            i: int,
+            s: int,
+            ymax: float,
+            ysum: float,
+            c_prev: float,
+            b_prev: float,
+            umax: float,
+            armax: float,
+            used: list[float],
+            g_used: np.ndarray,
+        ) -> None:
             if self.stop or self.abort:
                 return
             rest = p - i - 1
@@ -640,15 +853,11 @@ class _Search:
                         return
                 if two and rest and two_sfx[i + 1][e] is None:
                     continue  # no completion from layer e fits the devices under the incumbent
-                allowed_here = allowed_lists[i][s][e]
-                restsum = tb.cminpre[L] - tb.cminpre[e] + sum(xmins[i + 1:])
-                restmax = ((tb.cminpre[L] - tb.cminpre[e]) / rest + (xmins[i + 1] if rest else 0.0)) if rest else -math.inf
+                restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
+                restmax = rmax_l[i + 1][e]  # least max of the later stages' y
                 any_ok = False
                 base_min_c = math.inf
-                for q in sets:
-                    if not all(allowed_here[c] for c in q):
-                        continue  # a member over the caps (compute + least sends, all-reduce) or out of memory
-                    ci = max(tb.comp(c, s, e) for c in q)
+                for q, ci, a_here, u_q, ar_q in stage_sets(i, s, e):
                     base_min_c = min(base_min_c, ci)
                     # previous stage's X and y
                     if i > 0:
@@ -659,12 +868,11 @@ class _Search:
                     else:
                         b_here = 0.0
                         ymax2, ysum2 = ymax, ysum
-                    a_here = amin_of(q, e) if i < p - 1 else 0.0
                     yi = ci + self.x_of(p, i, a_here, b_here)
-                    u = max(umax, max(tb.upd[c][s] for c in q))
-                    ar = max(armax, self.ar_lb(tb, q, s, e, d))
+                    u = max(umax, u_q)
+                    ar = max(armax, ar_q)
                     big = max(ymax2, yi, restmax, theta + xmin_all)
-                    lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + ar
+                    lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + max(ar, ar_floor)
                     if lb * (1 - PRUNE_REL) >= self.out.value:
                         continue
                     any_ok = True
@@ -684,14 +892,21 @@ class _Search:
                     if self.stop or self.abort:
                         return
                 # compute grows with e: once even the cheapest set is over the incumbent's room, stop
-                if (not self.balanced and not any_ok and tb.tmin >= 0 and math.isfinite(base_min_c)
-                        and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > self.out.value):
+                if (
+                    not self.balanced
+                    and not any_ok
+                    and tb.tmin >= 0
+                    and math.isfinite(base_min_c)
+                    and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > self.out.value
+                ):
                     break
 
         rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(lams), np.zeros(cap0 + 1))
 
     # ---- a leaf: counts, orders, exact price ----
-    def leaf(self, tb: _Tables, d: int, p: int, m: int, chosen: list[tuple[int, int, tuple[int, ...]]], lb_partial: float) -> None:
+    def leaf(
+        self, tb: _Tables, d: int, p: int, m: int, chosen: list[tuple[int, int, tuple[int, ...]]], lb_partial: float
+    ) -> None:
         self.out.leaves += 1
         # exact leaf bound (sends between every neighbouring pair now known)
         c = [max(tb.comp(k, s, e) for k in q) for s, e, q in chosen]
@@ -714,7 +929,9 @@ class _Search:
         best = math.inf
         best_plan = None
         cols_used = sorted({tb.cfgs[k][0] for _s, _e, q in chosen for k in q})
-        orders = list(itertools.permutations(cols_used)) if len(cols_used) <= 3 else [tuple(cols_used), tuple(reversed(cols_used))]
+        orders = (
+            list(itertools.permutations(cols_used)) if len(cols_used) <= 3 else [tuple(cols_used), tuple(reversed(cols_used))]
+        )
         for counts in counts_list:
             for order in orders:
                 rank = {j: r for r, j in enumerate(order)}
@@ -787,11 +1004,13 @@ class _Search:
         if mixed:
             feas = []
             for n in range(1, d):
-                cs = [options[i][0] if len(q) == 1 else ({q[0]: n, q[1]: d - n} if len(q) == 2 else options[i][0])
-                      for i, (_s, _e, q) in enumerate(chosen)]
+                cs = [
+                    options[i][0] if len(q) == 1 else ({q[0]: n, q[1]: d - n} if len(q) == 2 else options[i][0])
+                    for i, (_s, _e, q) in enumerate(chosen)
+                ]
                 if all(len(q) <= 2 for _s, _e, q in chosen) and ok(cs):
                     feas.append(cs)
-            for cs in (feas[:1] + feas[-1:] + feas[len(feas) // 2:len(feas) // 2 + 1]):
+            for cs in feas[:1] + feas[-1:] + feas[len(feas) // 2 : len(feas) // 2 + 1]:
                 if cs not in out:
                     out.append(cs)
         states: dict[tuple[int, ...], tuple[int, list[int]]] = {tuple([0] * (ncol - 1)): (0, [])}

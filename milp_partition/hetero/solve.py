@@ -82,7 +82,9 @@ class HeteroSolveSettings(CommonSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.solver != "none":
-            raise ValueError(f"the hetero problem runs no back-end (its branch and bound proves): solver must be 'none', got {self.solver!r}")
+            raise ValueError(
+                f"the hetero problem runs no back-end (its branch and bound proves): solver must be 'none', got {self.solver!r}"
+            )
 
 
 @dataclass(frozen=True)
@@ -99,15 +101,20 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
     def new_result(self, problem: HeteroProblem, settings: ChainSettings) -> Result:
         r = HeteroResult(problem="hetero", solver="hetero-bnb", objective_name="iteration_time", time_unit="s")
         r.instance = {
-            "setting": problem.setting, "source": problem.source, "model": problem.model.name,
-            "global_batch": problem.global_batch, "objective": problem.objective,
+            "setting": problem.setting,
+            "source": problem.source,
+            "model": problem.model.name,
+            "global_batch": problem.global_batch,
+            "objective": problem.objective,
             "gpus": {c.label: c.count for c in problem.cluster.columns},
         }
         return r
 
     def verify(self, problem: HeteroProblem, solution: HeteroPlan) -> Evaluation[HeteroPlan]:
         rep = verify_hetero(problem, plan_to_sailor(solution))
-        return Evaluation(rep.feasible, rep.iteration_s if rep.iteration_s is not None else math.inf, tuple(rep.violations), solution, rep)
+        return Evaluation(
+            rep.feasible, rep.iteration_s if rep.iteration_s is not None else math.inf, tuple(rep.violations), solution, rep
+        )
 
     def heuristics(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
         if not self.settings.heuristics:
@@ -118,10 +125,14 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             v = evaluate(run.problem, plan).iteration_s
             if v < best_v:
                 best, best_v = plan, v
-        yield Outcome("uniform", best, time.monotonic() - t0, False, "" if best else "no uniform plan fits", value=best_v if best else None)
+        yield Outcome(
+            "uniform", best, time.monotonic() - t0, False, "" if best else "no uniform plan fits", value=best_v if best else None
+        )
         t0 = time.monotonic()
         even, v = best_even_plan(run.problem)
-        yield Outcome("sailor-even", even, time.monotonic() - t0, False, "" if even else "no even plan fits", value=v if even else None)
+        yield Outcome(
+            "sailor-even", even, time.monotonic() - t0, False, "" if even else "no even plan fits", value=v if even else None
+        )
 
     def refine(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
         best = run.best
@@ -130,15 +141,29 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         got = search(run.problem, run.budget, inc, best.solution if best else None)
         secs = time.monotonic() - t0
         run.result.solver_seconds = secs
-        run.result.solver_notes.update({"nodes": got.nodes, "leaves": got.leaves, "outer_triples": got.triples,
-                                        "unresolved_leaves": len(got.unresolved), "complete": got.complete})
+        run.result.solver_notes.update(
+            {
+                "nodes": got.nodes,
+                "leaves": got.leaves,
+                "outer_triples": got.triples,
+                "unresolved_leaves": len(got.unresolved),
+                "complete": got.complete,
+            }
+        )
         plan = got.plan if got.plan is not None and (best is None or got.plan is not best.solution) else None
         bound = got.bound * (1 - 1e-12) if math.isfinite(got.bound) and got.bound > 0 else None
         if got.complete and got.plan is None:
             bound = None
-        yield Outcome("hetero-bnb", plan, secs, True, "complete" if got.complete else "time limit reached",
-                      bound=bound, infeasible=got.complete and got.plan is None and best is None,
-                      stopped_by="time_limit" if got.stopped_by else None)
+        yield Outcome(
+            "hetero-bnb",
+            plan,
+            secs,
+            True,
+            "complete" if got.complete else "time limit reached",
+            bound=bound,
+            infeasible=got.complete and got.plan is None and best is None,
+            stopped_by="time_limit" if got.stopped_by else None,
+        )
 
     def record(self, result: Result, problem: HeteroProblem, best: Candidate[HeteroPlan]) -> None:
         assert isinstance(result, HeteroResult)
@@ -151,8 +176,16 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             for r in row:
                 key = f"{r.kind}_{r.zone} tp{r.tp}"
                 kinds[key] = kinds.get(key, 0) + 1
-            result.stages.append({"layers": [s, e], "replicas": kinds, "compute_s": rep.compute_s[i], "sends_s": rep.sends_s[i],
-                                  "allreduce_s": rep.allreduce_s[i], "memory_bytes": max(rep.memory_bytes[i])})
+            result.stages.append(
+                {
+                    "layers": [s, e],
+                    "replicas": kinds,
+                    "compute_s": rep.compute_s[i],
+                    "sends_s": rep.sends_s[i],
+                    "allreduce_s": rep.allreduce_s[i],
+                    "memory_bytes": max(rep.memory_bytes[i]),
+                }
+            )
         result.peak_memory_bytes = max(max(r) for r in rep.memory_bytes)
 
 
