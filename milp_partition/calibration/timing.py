@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import statistics
+import time
 from collections.abc import Callable
 
 from milp_partition.calibration.backend import ArrayBackend
@@ -36,3 +38,13 @@ def time_runs(backend: ArrayBackend, run: Callable[[int], object], settings: Tim
     if first < settings.min_sample_time_s:
         inner = min(settings.max_inner, max(1, math.ceil(settings.min_sample_time_s / max(first, 1e-9))))
     return tuple(backend.time_block(block(inner), settings.cpu_clock) / inner for _ in range(settings.repeats))
+
+
+def median_seconds(fn: Callable[[], object], repeats: int) -> float:
+    """The median wall time of ``max(repeats, 1)`` calls of ``fn`` (``time.perf_counter``), in seconds."""
+    samples = []
+    for _ in range(max(repeats, 1)):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)

@@ -7,10 +7,10 @@ given threads (``R_mm``) and seconds per byte moved by a copy (``beta_mem``).  T
 
 from __future__ import annotations
 
-import statistics
-import time
 from dataclasses import dataclass
 from typing import Any
+
+from milp_partition.calibration.timing import median_seconds
 
 
 @dataclass(frozen=True)
@@ -22,15 +22,6 @@ class OperatorCoefficients:
     matmul_flops_per_s: float
     memory_s_per_byte: float
     threads: int = 1
-
-
-def _median(fn: Any, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 
 
 def calibrate_operators(threads: int = 1, repeats: int = 7, chain: int = 200, n: int = 256) -> OperatorCoefficients:
@@ -55,15 +46,15 @@ def calibrate_operators(threads: int = 1, repeats: int = 7, chain: int = 200, n:
 
         forward()
         backward()
-        fwd = _median(forward, repeats) / chain
-        both = _median(backward, repeats) / chain
+        fwd = median_seconds(forward, repeats) / chain
+        both = median_seconds(backward, repeats) / chain
         a, b = torch.randn(n, n), torch.randn(n, n)
         a @ b
-        mm = _median(lambda: a @ b, repeats)
+        mm = median_seconds(lambda: a @ b, repeats)
         big = torch.randn(4 << 20)  # 16 MiB
         out = torch.empty_like(big)
         out.copy_(big)
-        copy = _median(lambda: out.copy_(big), repeats)
+        copy = median_seconds(lambda: out.copy_(big), repeats)
     finally:
         torch.set_num_threads(previous)
     return OperatorCoefficients(fwd, max(both - fwd, 0.0), 2.0 * n**3 / mm, copy / (2.0 * big.numel() * 4), threads)

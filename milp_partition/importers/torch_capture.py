@@ -39,10 +39,8 @@ import inspect
 import io
 import logging
 import operator
-import statistics
-import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -50,6 +48,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_leaves, tree_map
 
+from milp_partition.calibration.timing import median_seconds
 from milp_partition.errors import InputError
 from milp_partition.importers.closed_form import operator_closed_form
 from milp_partition.importers.flop_formulas import flop_counter
@@ -196,15 +195,6 @@ def _storage_key(t: torch.Tensor) -> int:
         return id(t)
 
 
-def _median_time(fn: Callable[[], Any], repeats: int) -> float:
-    samples = []
-    for _ in range(max(repeats, 1)):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
-
-
 def _leaf(x: Any) -> Any:
     """A detached copy of an activation, keeping whether it needs a gradient."""
     if isinstance(x, torch.Tensor):
@@ -314,7 +304,7 @@ class _Recorder:
         fwd_time = bwd_time = None
         if self.settings.measure:
             with torch.no_grad():
-                fwd_time = _median_time(call, self.settings.measure_repeats)
+                fwd_time = median_seconds(call, self.settings.measure_repeats)
 
         bwd_flops: float | None = 0.0 if training else None
         if training:
@@ -374,7 +364,7 @@ class _Recorder:
                 backward()
             bwd_flops = float(bcounter.get_total_flops())
             if self.settings.measure:
-                bwd_time = _median_time(backward, self.settings.measure_repeats)
+                bwd_time = median_seconds(backward, self.settings.measure_repeats)
         elif self.settings.measure:
             bwd_time = 0.0
         return bwd_flops, bwd_time

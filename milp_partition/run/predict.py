@@ -46,6 +46,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from milp_partition.calibration.timing import median_seconds
 from milp_partition.costmodel.step import (
     DDP_BUCKET_BYTES,
     StageTimes,
@@ -78,15 +79,6 @@ class TorchCosts:
 
 
 # -- calibration -----------------------------------------------------------------------------------
-
-
-def _median(fn: Any, repeats: int) -> float:
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
 
 
 def calibrate_runtime(threads: int = 1, repeats: int = 7, group: Any = None) -> TorchCosts:
@@ -132,7 +124,7 @@ def calibrate_runtime(threads: int = 1, repeats: int = 7, group: Any = None) -> 
 
                 fb()
                 opt.step()
-                times[name] = (_median(fb, repeats), _median(opt.step, repeats))
+                times[name] = (median_seconds(fb, repeats), median_seconds(opt.step, repeats))
         finally:
             if own and dist.is_initialized():
                 dist.destroy_process_group()
