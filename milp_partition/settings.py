@@ -80,6 +80,28 @@ class CommonSettings:
         return self.budget if self.budget is not None else Budget.starting_now(self.time_limit_s)
 
 
+@dataclass(frozen=True, kw_only=True)
+class SearchOnlySettings(CommonSettings):
+    """The common settings of a problem whose own exact search proves and no back-end runs (Galvatron's, hetero):
+    ``solver`` stays ``"none"``.
+
+    Attributes
+    ----------
+    heuristics
+        Run the problem's heuristics first (their best is the exact search's first incumbent).
+    """
+
+    solver: str = "none"
+    heuristics: bool = True
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.solver != "none":
+            raise ValueError(
+                f"this problem runs no back-end (its exact search proves): solver must be 'none', got {self.solver!r}"
+            )
+
+
 def common_fields(common: CommonSettings) -> dict[str, object]:
     """``common``'s fields as keyword arguments of a problem's settings (``Settings(**common_fields(c), ...)``)."""
     return {f.name: getattr(common, f.name) for f in fields(CommonSettings)}

@@ -22,7 +22,7 @@ from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem, st
 from milp_partition.heuristics.galvatron_even import best_uniform
 from milp_partition.io.export.galvatron import plan_to_config
 from milp_partition.result import Result
-from milp_partition.settings import CommonSettings
+from milp_partition.settings import SearchOnlySettings
 from milp_partition.verifiers.galvatron import verify_galvatron
 
 
@@ -37,7 +37,7 @@ GalvatronRun = Run[GalvatronProblem, GalvatronPlan]
 
 
 @dataclass(frozen=True)
-class GalvatronSolveSettings(CommonSettings):
+class GalvatronSolveSettings(SearchOnlySettings):
     """How :func:`solve_galvatron` works: the common settings (:class:`~milp_partition.settings.CommonSettings`; of
     them the search reads ``time_limit_s``, ``warm_start`` and ``progress_interval_s``: ``solver`` must stay ``"none"``)
     and its own.
@@ -47,16 +47,6 @@ class GalvatronSolveSettings(CommonSettings):
     heuristics
         Run the uniform plan first (its value is the exact search's first incumbent when ``warm_start`` is on).
     """
-
-    solver: str = field(default="none", kw_only=True)
-    heuristics: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.solver != "none":
-            raise ValueError(
-                f"Galvatron's problem runs no back-end (its exact search proves): solver must be 'none', got {self.solver!r}"
-            )
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, Replica, pl
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan
 from milp_partition.result import Result
-from milp_partition.settings import CommonSettings
+from milp_partition.settings import SearchOnlySettings
 from milp_partition.verifiers.hetero import verify_hetero
 
 
@@ -65,7 +65,7 @@ def uniform_plans(problem: HeteroProblem) -> Iterable[HeteroPlan]:
 
 
 @dataclass(frozen=True)
-class HeteroSolveSettings(CommonSettings):
+class HeteroSolveSettings(SearchOnlySettings):
     """How :func:`solve_hetero` works: the common settings (:class:`~milp_partition.settings.CommonSettings`; of them
     the search reads ``time_limit_s`` and ``progress_interval_s``: ``solver`` must stay ``"none"``) and its own.
 
@@ -75,16 +75,6 @@ class HeteroSolveSettings(CommonSettings):
         Run the uniform plans and the Sailor-style even split first (their best is the branch and bound's first
         incumbent).
     """
-
-    solver: str = field(default="none", kw_only=True)
-    heuristics: bool = True
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.solver != "none":
-            raise ValueError(
-                f"the hetero problem runs no back-end (its branch and bound proves): solver must be 'none', got {self.solver!r}"
-            )
 
 
 @dataclass(frozen=True)
