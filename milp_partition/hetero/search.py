@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -75,7 +76,7 @@ class _Tables:
         self.pair_cache: dict[tuple[tuple[int, ...], tuple[int, ...], float, float], tuple[float, float]] = {}
         self.ar_cache: dict[tuple[tuple[int, ...], int, int, int], float] = {}
         self.ar_floor_cache: dict[int, float] = {}
-        self.misc: dict[object, tuple[list[list[float]], list[list[float]]]] = {}
+        self.misc: dict[object, Any] = {}  # per-table caches of the bound programs, each keyed by its own tuple
         self.comp_cache: dict[int, np.ndarray] = {}
         self.min_ar_cache: dict[int, dict[int, np.ndarray]] = {}
         self.theta1: float | None = None
