@@ -30,6 +30,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 
@@ -408,7 +409,7 @@ class _Search:
                 g = nxt
                 out_rows.append(g[0].copy())
             rows = tb.misc[key] = (out_rows, self.ar_floor(tb, d))  # type: ignore[assignment]
-        got_rows, floor = rows  # type: ignore[misc]
+        got_rows, floor = cast("tuple[list[np.ndarray], float]", rows)  # misc holds several tables
         if p >= len(got_rows):
             return floor
         row = got_rows[p]
@@ -514,7 +515,7 @@ class _Search:
                     nsum[:, t:] = np.minimum(nsum[:, t:], csum)
                 gmax, gsum = nmax, nsum
             got = tb.misc[key] = (gmax[0].copy(), gsum[0].copy())  # type: ignore[assignment]
-        gmax0, gsum0 = got  # type: ignore[misc]
+        gmax0, gsum0 = cast("tuple[np.ndarray, np.ndarray]", got)  # misc holds several tables
         b = len(gmax0) - 1 if d is None else min(sum(tb.caps) // d, len(gmax0) - 1)
         return float(gmax0[b]), float(gsum0[b])
 
