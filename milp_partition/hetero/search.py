@@ -1032,13 +1032,16 @@ class _Triple:
         if srch.stop or srch.abort:
             return
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
-        theta, xmin_all, ar_floor, lams, suffix, lam_cap = (
-            self.theta,
-            self.xmin_all,
-            self.ar_floor,
-            self.lams,
-            self.suffix,
-            self.lam_cap,
+        theta, xmin_all, ar_floor, lams, suffix = self.theta, self.xmin_all, self.ar_floor, self.lams, self.suffix
+        lam_cap, usage_cache, rsum_l, rmax_l = self.lam_cap, self.usage_cache, self.rsum_l, self.rmax_l
+        # bound methods as locals: the loop over sets below is the search's hot path
+        size_a, size_b, two_use, two_ok, pair_lb, x_of = (
+            self.size_a,
+            self.size_b,
+            self.two_use,
+            self.two_ok,
+            srch.pair_lb,
+            srch.x_of,
         )
         rest = p - i - 1
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
@@ -1059,8 +1062,8 @@ class _Triple:
                     return
             if two and rest and two_sfx[i + 1][e] is None:
                 continue  # no completion from layer e fits the devices under the incumbent
-            restsum = self.rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
-            restmax = self.rmax_l[i + 1][e]  # least max of the later stages' y
+            restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
+            restmax = rmax_l[i + 1][e]  # least max of the later stages' y
             any_ok = False
             base_min_c = math.inf
             for q, ci, a_here, u_q, ar_q in self.stage_sets(i, s, e):
@@ -1068,13 +1071,13 @@ class _Triple:
                 # previous stage's X and y
                 if i > 0:
                     q_prev = chosen[-1][2]
-                    a_prev, b_here = srch.pair_lb(tb, q_prev, q, self.size_a(s), self.size_b(s))
-                    y_prev = c_prev + srch.x_of(p, i - 1, a_prev, b_prev)
+                    a_prev, b_here = pair_lb(tb, q_prev, q, size_a(s), size_b(s))
+                    y_prev = c_prev + x_of(p, i - 1, a_prev, b_prev)
                     ymax2, ysum2 = max(ymax, y_prev), ysum + y_prev
                 else:
                     b_here = 0.0
                     ymax2, ysum2 = ymax, ysum
-                yi = ci + srch.x_of(p, i, a_here, b_here)
+                yi = ci + x_of(p, i, a_here, b_here)
                 u = max(umax, u_q)
                 ar = max(armax, ar_q)
                 big = max(ymax2, yi, restmax, theta + xmin_all)
@@ -1082,12 +1085,12 @@ class _Triple:
                 if lb * (1 - PRUNE_REL) >= srch.out.value:
                     continue
                 any_ok = True
-                us = self.usage_cache[q]
+                us = usage_cache[q]
                 used2 = [used[t] + us[t] for t in range(len(lams))]
                 if any(used2[t] + suffix[t][i + 1][e] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
                     continue
-                g2 = self.two_use(g_used, q) if two else g_used
-                if two and not self.two_ok(g2, i + 1, e):
+                g2 = two_use(g_used, q) if two else g_used
+                if two and not two_ok(g2, i + 1, e):
                     continue
                 chosen.append((s, e, q))
                 if rest == 0:
