@@ -3,8 +3,7 @@
 A function's length is its body, from the first statement after the docstring to the last line of
 the last statement (nested functions and classes count inside the function that holds them, and are
 measured on their own too). The one exemption: functions named ``build`` in the ``formulations/``
-modules, where a formulation's labelled constraints stay together in one place; and the debts listed in
-``KNOWN_LONG``, each with its reason.
+modules, where a formulation's labelled constraints stay together in one place.
 """
 
 from __future__ import annotations
@@ -42,18 +41,8 @@ def _body_lines(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
     return end - body[0].lineno + 1
 
 
-#: Functions over the limit for now, each with its reason; every entry is a debt to pay (split it and remove the entry).
-KNOWN_LONG = {
-    # the hetero branch and bound per (mbs, D, P): its bound tables and the tree's closures share one state; to be
-    # split into a per-triple class (issue 40 follow-up)
-    ("milp_partition/hetero/search.py", "inner"),
-}
-
-
 def _exempt(path: Path, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
-    """A formulation's ``build`` (a function named build in a formulations/ module), or a listed debt."""
-    if (str(path.resolve().relative_to(ROOT.resolve())), fn.name) in KNOWN_LONG:
-        return True
+    """A formulation's ``build``: a function named build in a formulations/ module."""
     return fn.name == "build" and path.resolve().parent == (ROOT / "formulations").resolve()
 
 

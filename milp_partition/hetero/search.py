@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -409,7 +409,7 @@ class _Search:
                 g = nxt
                 out_rows.append(g[0].copy())
             rows = tb.misc[key] = (out_rows, self.ar_floor(tb, d))  # type: ignore[assignment]
-        got_rows, floor = rows  # type: ignore[misc]
+        got_rows, floor = cast("tuple[list[np.ndarray], float]", rows)  # misc holds several tables
         if p >= len(got_rows):
             return floor
         row = got_rows[p]
@@ -515,7 +515,7 @@ class _Search:
                     nsum[:, t:] = np.minimum(nsum[:, t:], csum)
                 gmax, gsum = nmax, nsum
             got = tb.misc[key] = (gmax[0].copy(), gsum[0].copy())  # type: ignore[assignment]
-        gmax0, gsum0 = got  # type: ignore[misc]
+        gmax0, gsum0 = cast("tuple[np.ndarray, np.ndarray]", got)  # misc holds several tables
         b = len(gmax0) - 1 if d is None else min(sum(tb.caps) // d, len(gmax0) - 1)
         return float(gmax0[b]), float(gsum0[b])
 
@@ -588,321 +588,8 @@ class _Search:
 
     # ---- one (mbs, D, P) ----
     def inner(self, tb: _Tables, d: int, p: int) -> None:
-        prob = self.problem
-        L = tb.L
-        m = math.ceil(prob.global_batch / (tb.mbs * d))
-        theta = tb.theta_devices(d)
-        ncol = len(tb.cols)
-        xmins = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-        xmin_all = min(xmins)
-        # reduced sets: per column at most one tp
-        per_col: list[list[int]] = [[k for k, (j, _t) in enumerate(tb.cfgs) if j == jj] for jj in range(ncol)]
-        sets: list[tuple[int, ...]] = []
-        for choice in itertools.product(*[[None, *ks] for ks in per_col]):
-            q = tuple(k for k in choice if k is not None)
-            if q and len(q) <= d:
-                sets.append(q)
-        # weights for the device-budget relaxation
-        lams = [tuple(1.0 if j == jj else 0.0 for j in range(ncol)) for jj in range(ncol)]
-        lams.append(tuple(1.0 for _ in range(ncol)))
-        lams.append(tuple(1.0 / max(1, c) for c in tb.caps))
-        lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
-
-        def set_usage(q: tuple[int, ...]) -> list[float]:
-            out = []
-            for l_ in lams:
-                vals = [l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in q]
-                out.append(sum(vals) + (d - len(q)) * min(vals))
-            return out
-
-        usage_cache = {q: set_usage(q) for q in sets}
-        # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
-        # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
-        # devices for stages k..P-1 over layers s..L-1 (each replica takes its cheapest allowed configuration)
-        ar_floor = self.ar_split(tb, d, p)  # T_sync's least over this (D, P)
-        y_hi = math.inf if m == 1 else (self.out.value - tb.cminpre[L] - sum(xmins) - tb.umin - ar_floor) / (m - 1)
-        inf = math.inf
-        # the all-reduce under the incumbent: T_sync >= AR_i for every stage, so a stage whose least tp leaves
-        # AR_i above what the rest of the bound leaves cannot be in a better plan; its replicas need tp >= tp_lo
-        ar_hi = (
-            (
-                self.out.value
-                - ((m - 1) * max(theta + xmin_all, tb.cminpre[L] / p + xmin_all) + tb.cminpre[L] + sum(xmins) + tb.umin)
-            )
-            if d > 1
-            else inf
-        )
-        min_ar = self.min_ar_table(tb, d) if d > 1 else None
-        sound = self.sound
-        suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
-        self.send_tables(tb)
-        amin_c, _bmin_c = tb.misc[("ab", sound)]
-
-        for t in range(len(lams)):
-            suffix[t][p][L] = 0.0
-        nk = len(tb.cfgs)
-        tol = 1 + 1e-12
-        # numpy form of: stage k over layers s0..e-1 may use configuration c when it fits, its compute plus its least
-        # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
-        # lambda-weighted replica times D, plus the best suffix from e
-        ylb_kc = self.stage_ylb(tb, p)
-
-        def build_masks(y_cap: float, ar_cap: float) -> list[list[np.ndarray]]:
-            """Per stage k and configuration c: [s0][e] -> c may serve stage k over layers s0..e-1 in a plan better
-            than the incumbent (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
-            if min_ar is not None:
-                ar_ok = {t: arr <= ar_cap * tol for t, arr in min_ar.items()}
-            out_masks: list[list[np.ndarray]] = []
-            for k in range(p):
-                row = []
-                for c in range(nk):
-                    ok = ylb_kc[k][c] <= y_cap * tol
-                    if min_ar is not None:
-                        ar_any = np.zeros((L + 1, L + 1), dtype=bool)
-                        for t, arr in ar_ok.items():
-                            if t <= tb.cfgs[c][1]:
-                                ar_any |= arr
-                        ok &= ar_any
-                    row.append(ok)
-                out_masks.append(row)
-            return out_masks
-
-        # the caps from the incumbent, tightened by the bottleneck programs until they stop moving: a plan better
-        # than the incumbent has (m - 1) max_i y_i + sum_i y_i + U + T_sync < incumbent with sum_i y_i >= rsum[0][0],
-        # max_i y_i >= max(rmax[0][0], theta + least send), T_sync >= the all-reduce floor
-        y_cap, ar_cap = y_hi, ar_hi
-        for _round in range(4):
-            masks_by_k = build_masks(y_cap, ar_cap)
-            rmax_arr, rsum_arr = _bottleneck(ylb_kc, masks_by_k, L)
-            r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
-            if not math.isfinite(s00):
-                return  # no split of the layers obeys the caps
-            ymax_lb = max(r00, theta + xmin_all)
-            if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= self.out.value:
-                return  # every plan of this (mbs, D, P) is at least the incumbent
-            y_new = math.inf if m == 1 else (self.out.value - s00 - tb.umin - ar_floor) / (m - 1)
-            ar_new = (self.out.value - ((m - 1) * ymax_lb + s00 + tb.umin)) if d > 1 else inf
-            if y_new >= y_cap * (1 - 1e-6) and ar_new >= ar_cap * (1 - 1e-6):
-                break
-            y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
-        rmax_l = [[float(v) for v in r] for r in rmax_arr]
-        rsum_l = [[float(v) for v in r] for r in rsum_arr]
-        sfx_t = [[np.full(L + 1, inf) for _ in range(p + 1)] for _ in lams]
-        for t in range(len(lams)):
-            sfx_t[t][p][L] = 0.0
-        for k in range(p - 1, -1, -1):
-            masks = masks_by_k[k]
-            for t, l_ in enumerate(lams):
-                cost = np.full((L + 1, L + 1), inf)
-                for c in range(nk):
-                    w = d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1]
-                    cost = np.where(masks[c] & (w < cost), w, cost)
-                tot = cost + sfx_t[t][k + 1][None, :]
-                sfx_t[t][k] = tot.min(axis=1)
-        for t in range(len(lams)):
-            for k in range(p + 1):
-                suffix[t][k] = [float(v) for v in sfx_t[t][k]]
-        if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
-            return  # no plan of this (mbs, D, P) within the devices beats the incumbent
-        # two columns: the budget relaxation solved exactly.  two_sfx[k][s0][a] = least devices of column 1 that
-        # stages k..P-1 over layers s0..L-1 need with at most a devices of column 0 (each replica on an allowed
-        # configuration; per column the least tp is the cheapest)
-        two = ncol == 2
-        cap0, cap1 = (tb.caps[0], tb.caps[1]) if two else (0, 0)
-        two_sfx: list[list[np.ndarray | None]] = []
-        if two:
-            two_sfx = [[None] * (L + 1) for _ in range(p + 1)]
-            last = np.full(cap0 + 1, inf)
-            last[:] = 0.0
-            two_sfx[p][L] = last
-            for k in range(p - 1, -1, -1):
-                masks = masks_by_k[k]
-                conv_cache: dict[tuple[int, int, int], np.ndarray] = {}
-                for s0 in range(L - (p - k) + 1):
-                    acc = np.full(cap0 + 1, inf)
-                    for e in range(s0 + 1, L - (p - k - 1) + 1):
-                        nxt = two_sfx[k + 1][e]
-                        if nxt is None:
-                            continue
-                        t0 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 0 and masks[c][s0, e]), default=0)
-                        t1 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 1 and masks[c][s0, e]), default=0)
-                        if not t0 and not t1:
-                            continue
-                        key = (e, t0, t1)
-                        conv = conv_cache.get(key)
-                        if conv is None:  # the stage's (min, +) step depends on e and the two least tps, not on s0
-                            conv = np.full(cap0 + 1, inf)
-                            for n in range(d + 1):
-                                if (n > 0 and not t0) or (n < d and not t1):
-                                    continue
-                                shift = n * t0
-                                if shift > cap0:
-                                    break
-                                np.minimum(conv[shift:], nxt[: cap0 + 1 - shift] + (d - n) * t1, out=conv[shift:])
-                            conv_cache[key] = conv
-                        np.minimum(acc, conv, out=acc)
-                    if np.isfinite(acc).any():
-                        two_sfx[k][s0] = acc
-            if two_sfx[0][0] is None or two_sfx[0][0][cap0] > cap1:
-                return  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
-
-        # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
-        allowed_lists = [np.stack(masks_by_k[k], axis=-1).tolist() for k in range(p)]
-
-        def two_use(g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
-            """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q."""
-            t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
-            t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
-            ns = range(1, d) if (t0 and t1) else ([d] if t0 else [0])
-            out = np.full(cap0 + 1, inf)
-            for n in ns:
-                shift = n * t0
-                if shift > cap0:
-                    break
-                np.minimum(out[shift:], g[: cap0 + 1 - shift] + (d - n) * t1, out=out[shift:])
-            return out
-
-        def two_ok(g: np.ndarray, k: int, e: int) -> bool:
-            nxt = two_sfx[k][e]
-            if nxt is None:
-                return False
-            return bool((g + nxt[::-1]).min() <= cap1)
-
-        chosen: list[tuple[int, int, tuple[int, ...]]] = []
-        sound = self.sound
-
-        def size_a(e: int) -> float:
-            return FLOAT_BYTES * tb.mbs * tb.out[e - 1]
-
-        def size_b(s: int) -> float:
-            return FLOAT_BYTES * tb.mbs * (tb.out[s - 1] if sound else tb.out[s])
-
-        def amin_of(q: tuple[int, ...], e: int) -> float:
-            """Least a_i of a stage ending at e with set q: each member's cheapest send of size_a(e) (cached)."""
-            return max(amin_c[c][e] for c in q)
-
-        stage_cache: dict[tuple[int, int, int], list[tuple[tuple[int, ...], float, float, float, float]]] = {}
-
-        def stage_sets(i: int, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
-            """The sets allowed for stage i over layers s..e-1 (every member within the caps: compute + least sends,
-            all-reduce, memory) with their compute, least forward send, update and least all-reduce (cached: they
-            depend on (i, s, e, set) only, not on the stages before)."""
-            got = stage_cache.get((i, s, e))
-            if got is None:
-                allowed_here = allowed_lists[i][s][e]
-                got = [
-                    (
-                        q,
-                        max(tb.comp(c, s, e) for c in q),
-                        amin_of(q, e) if i < p - 1 else 0.0,
-                        max(tb.upd[c][s] for c in q),
-                        self.ar_lb(tb, q, s, e, d),
-                    )
-                    for q in sets
-                    if all(allowed_here[c] for c in q)
-                ]
-                stage_cache[(i, s, e)] = got
-            return got
-
-        # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
-        # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
-        # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
-        memo: dict[tuple[object, ...], list[tuple[float, ...]]] = {}
-
-        def dominated(key: tuple[object, ...], vals: tuple[float, ...]) -> bool:
-            seen = memo.get(key)
-            if seen is None:
-                memo[key] = [vals]
-                return False
-            for old in seen:
-                if all(a <= b for a, b in zip(old, vals)):
-                    return True
-            seen[:] = [old for old in seen if not all(b <= a for a, b in zip(old, vals))]
-            seen.append(vals)
-            return False
-
-        def rec(
-            i: int,
-            s: int,
-            ymax: float,
-            ysum: float,
-            c_prev: float,
-            b_prev: float,
-            umax: float,
-            armax: float,
-            used: list[float],
-            g_used: np.ndarray,
-        ) -> None:
-            if self.stop or self.abort:
-                return
-            rest = p - i - 1
-            ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
-            if self.balanced and rest:
-                aim = s + (L - s) / (rest + 1)
-                ends = sorted(ends, key=lambda x: abs(x - aim))
-            for e in ends:
-                self.out.nodes += 1
-                self.ticks += 1
-                self.triple_nodes += 1
-                if self.node_cap is not None and self.triple_nodes > self.node_cap:
-                    self.abort = True
-                    return
-                if self.ticks >= TICK:
-                    self.ticks = 0
-                    if self.budget.expired():
-                        self.stop = True
-                        return
-                if two and rest and two_sfx[i + 1][e] is None:
-                    continue  # no completion from layer e fits the devices under the incumbent
-                restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
-                restmax = rmax_l[i + 1][e]  # least max of the later stages' y
-                any_ok = False
-                base_min_c = math.inf
-                for q, ci, a_here, u_q, ar_q in stage_sets(i, s, e):
-                    base_min_c = min(base_min_c, ci)
-                    # previous stage's X and y
-                    if i > 0:
-                        q_prev = chosen[-1][2]
-                        a_prev, b_here = self.pair_lb(tb, q_prev, q, size_a(s), size_b(s))
-                        y_prev = c_prev + self.x_of(p, i - 1, a_prev, b_prev)
-                        ymax2, ysum2 = max(ymax, y_prev), ysum + y_prev
-                    else:
-                        b_here = 0.0
-                        ymax2, ysum2 = ymax, ysum
-                    yi = ci + self.x_of(p, i, a_here, b_here)
-                    u = max(umax, u_q)
-                    ar = max(armax, ar_q)
-                    big = max(ymax2, yi, restmax, theta + xmin_all)
-                    lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + max(ar, ar_floor)
-                    if lb * (1 - PRUNE_REL) >= self.out.value:
-                        continue
-                    any_ok = True
-                    us = usage_cache[q]
-                    used2 = [used[t] + us[t] for t in range(len(lams))]
-                    if any(used2[t] + suffix[t][i + 1][e] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
-                        continue
-                    g2 = two_use(g_used, q) if two else g_used
-                    if two and not two_ok(g2, i + 1, e):
-                        continue
-                    chosen.append((s, e, q))
-                    if rest == 0:
-                        self.leaf(tb, d, p, m, chosen, lb)
-                    elif not dominated((i + 1, e, q, tuple(sorted(x[2] for x in chosen))), (ymax2, ysum2, ci, b_here, u, ar)):
-                        rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2, g2)
-                    chosen.pop()
-                    if self.stop or self.abort:
-                        return
-                # compute grows with e: once even the cheapest set is over the incumbent's room, stop
-                if (
-                    not self.balanced
-                    and not any_ok
-                    and tb.tmin >= 0
-                    and math.isfinite(base_min_c)
-                    and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > self.out.value
-                ):
-                    break
-
-        rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(lams), np.zeros(cap0 + 1))
+        """The exact branch and bound of one (mbs, D, P) (:class:`_Triple`), against the incumbent in ``self.out``."""
+        _Triple(self, tb, d, p).run()
 
     # ---- a leaf: counts, orders, exact price ----
     def leaf(
@@ -1035,6 +722,393 @@ class _Search:
             if cs not in out:
                 out.append(cs)
         return out
+
+
+class _Triple:
+    """The exact branch and bound of one (mbs, D, P): its caps, bound tables and tree, sharing one state.
+
+    Parameters
+    ----------
+    search : _Search
+        The search this triple belongs to (incumbent, counters, budget, stop flags, caches on ``tb``).
+    tb : _Tables
+        The tables of the micro-batch size.
+    d, p : int
+        Data-parallel degree D and pipeline depth P.
+    """
+
+    def __init__(self, search: _Search, tb: _Tables, d: int, p: int) -> None:
+        self.search, self.tb, self.d, self.p = search, tb, d, p
+        prob = search.problem
+        L = self.L = tb.L
+        m = self.m = math.ceil(prob.global_batch / (tb.mbs * d))
+        theta = self.theta = tb.theta_devices(d)
+        ncol = self.ncol = len(tb.cols)
+        xmins = self.xmins = [_x_min(p, i, tb.tmin, search.sound) for i in range(p)]
+        xmin_all = self.xmin_all = min(xmins)
+        # reduced sets: per column at most one tp
+        per_col: list[list[int]] = [[k for k, (j, _t) in enumerate(tb.cfgs) if j == jj] for jj in range(ncol)]
+        sets: list[tuple[int, ...]] = []
+        for choice in itertools.product(*[[None, *ks] for ks in per_col]):
+            q = tuple(k for k in choice if k is not None)
+            if q and len(q) <= d:
+                sets.append(q)
+        self.sets = sets
+        # weights for the device-budget relaxation
+        lams = [tuple(1.0 if j == jj else 0.0 for j in range(ncol)) for jj in range(ncol)]
+        lams.append(tuple(1.0 for _ in range(ncol)))
+        lams.append(tuple(1.0 / max(1, c) for c in tb.caps))
+        self.lams = lams
+        self.lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
+        self.usage_cache = {q: self.set_usage(q) for q in sets}
+        # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
+        # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
+        # devices for stages k..P-1 over layers s..L-1 (each replica takes its cheapest allowed configuration)
+        ar_floor = self.ar_floor = search.ar_split(tb, d, p)  # T_sync's least over this (D, P)
+        value = search.out.value
+        self.y_hi = math.inf if m == 1 else (value - tb.cminpre[L] - sum(xmins) - tb.umin - ar_floor) / (m - 1)
+        inf = math.inf
+        # the all-reduce under the incumbent: T_sync >= AR_i for every stage, so a stage whose least tp leaves
+        # AR_i above what the rest of the bound leaves cannot be in a better plan; its replicas need tp >= tp_lo
+        self.ar_hi = (
+            (value - ((m - 1) * max(theta + xmin_all, tb.cminpre[L] / p + xmin_all) + tb.cminpre[L] + sum(xmins) + tb.umin))
+            if d > 1
+            else inf
+        )
+        self.min_ar = search.min_ar_table(tb, d) if d > 1 else None
+        self.sound = search.sound
+        self.suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
+        search.send_tables(tb)
+        self.amin_c, _bmin_c = tb.misc[("ab", self.sound)]
+        for t in range(len(lams)):
+            self.suffix[t][p][L] = 0.0
+        self.nk = len(tb.cfgs)
+        self.tol = 1 + 1e-12
+        # numpy form of: stage k over layers s0..e-1 may use configuration c when it fits, its compute plus its least
+        # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
+        # lambda-weighted replica times D, plus the best suffix from e
+        self.ylb_kc = search.stage_ylb(tb, p)
+        self.two = ncol == 2
+        self.cap0, self.cap1 = (tb.caps[0], tb.caps[1]) if self.two else (0, 0)
+        self.two_sfx: list[list[np.ndarray | None]] = []
+        self.masks_by_k: list[list[np.ndarray]] = []
+        self.rmax_l: list[list[float]] = []
+        self.rsum_l: list[list[float]] = []
+        self.allowed_lists: list[list[list[list[bool]]]] = []
+        self.chosen: list[tuple[int, int, tuple[int, ...]]] = []
+        self.stage_cache: dict[tuple[int, int, int], list[tuple[tuple[int, ...], float, float, float, float]]] = {}
+        # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
+        # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
+        # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
+        self.memo: dict[tuple[object, ...], list[tuple[float, ...]]] = {}
+
+    def run(self) -> None:
+        """Tighten the caps, build the device-budget tables, then search the tree (each step may prune the triple)."""
+        if not self.tighten_caps() or not self.lambda_suffix():
+            return
+        if self.two and not self.two_suffix():
+            return
+        # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
+        self.allowed_lists = [np.stack(self.masks_by_k[k], axis=-1).tolist() for k in range(self.p)]
+        self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
+
+    def set_usage(self, q: tuple[int, ...]) -> list[float]:
+        """Per weight vector lambda_t: the least lambda_t-weighted devices of D replicas on set q."""
+        tb, d = self.tb, self.d
+        out = []
+        for l_ in self.lams:
+            vals = [l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in q]
+            out.append(sum(vals) + (d - len(q)) * min(vals))
+        return out
+
+    def build_masks(self, y_cap: float, ar_cap: float) -> list[list[np.ndarray]]:
+        """Per stage k and configuration c: [s0][e] -> c may serve stage k over layers s0..e-1 in a plan better
+        than the incumbent (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
+        tb, L, min_ar, tol, ylb_kc = self.tb, self.L, self.min_ar, self.tol, self.ylb_kc
+        if min_ar is not None:
+            ar_ok = {t: arr <= ar_cap * tol for t, arr in min_ar.items()}
+        out_masks: list[list[np.ndarray]] = []
+        for k in range(self.p):
+            row = []
+            for c in range(self.nk):
+                ok = ylb_kc[k][c] <= y_cap * tol
+                if min_ar is not None:
+                    ar_any = np.zeros((L + 1, L + 1), dtype=bool)
+                    for t, arr in ar_ok.items():
+                        if t <= tb.cfgs[c][1]:
+                            ar_any |= arr
+                    ok &= ar_any
+                row.append(ok)
+            out_masks.append(row)
+        return out_masks
+
+    def tighten_caps(self) -> bool:
+        """The caps from the incumbent, tightened by the bottleneck programs until they stop moving; False when
+        they prune the whole triple.
+
+        A plan better than the incumbent has (m - 1) max_i y_i + sum_i y_i + U + T_sync < incumbent with
+        sum_i y_i >= rsum[0][0], max_i y_i >= max(rmax[0][0], theta + least send), T_sync >= the all-reduce floor.
+        """
+        tb, L, m, d, theta, xmin_all, ar_floor = self.tb, self.L, self.m, self.d, self.theta, self.xmin_all, self.ar_floor
+        out = self.search.out
+        inf = math.inf
+        y_cap, ar_cap = self.y_hi, self.ar_hi
+        for _round in range(4):
+            masks_by_k = self.build_masks(y_cap, ar_cap)
+            rmax_arr, rsum_arr = _bottleneck(self.ylb_kc, masks_by_k, L)
+            r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
+            if not math.isfinite(s00):
+                return False  # no split of the layers obeys the caps
+            ymax_lb = max(r00, theta + xmin_all)
+            if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= out.value:
+                return False  # every plan of this (mbs, D, P) is at least the incumbent
+            y_new = math.inf if m == 1 else (out.value - s00 - tb.umin - ar_floor) / (m - 1)
+            ar_new = (out.value - ((m - 1) * ymax_lb + s00 + tb.umin)) if d > 1 else inf
+            if y_new >= y_cap * (1 - 1e-6) and ar_new >= ar_cap * (1 - 1e-6):
+                break
+            y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
+        self.masks_by_k = masks_by_k
+        self.rmax_l = [[float(v) for v in r] for r in rmax_arr]
+        self.rsum_l = [[float(v) for v in r] for r in rsum_arr]
+        return True
+
+    def lambda_suffix(self) -> bool:
+        """The lambda-weighted device suffix tables under the caps; False when no plan fits the devices."""
+        tb, L, p, d, lams, suffix, masks_by_k = self.tb, self.L, self.p, self.d, self.lams, self.suffix, self.masks_by_k
+        inf = math.inf
+        sfx_t = [[np.full(L + 1, inf) for _ in range(p + 1)] for _ in lams]
+        for t in range(len(lams)):
+            sfx_t[t][p][L] = 0.0
+        for k in range(p - 1, -1, -1):
+            masks = masks_by_k[k]
+            for t, l_ in enumerate(lams):
+                cost = np.full((L + 1, L + 1), inf)
+                for c in range(self.nk):
+                    w = d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1]
+                    cost = np.where(masks[c] & (w < cost), w, cost)
+                tot = cost + sfx_t[t][k + 1][None, :]
+                sfx_t[t][k] = tot.min(axis=1)
+        for t in range(len(lams)):
+            for k in range(p + 1):
+                suffix[t][k] = [float(v) for v in sfx_t[t][k]]
+        lam_cap = self.lam_cap
+        if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
+            return False  # no plan of this (mbs, D, P) within the devices beats the incumbent
+        return True
+
+    def two_suffix(self) -> bool:
+        """Two columns: the budget relaxation solved exactly; False when the two columns hold no better plan.
+
+        two_sfx[k][s0][a] = least devices of column 1 that stages k..P-1 over layers s0..L-1 need with at most a
+        devices of column 0 (each replica on an allowed configuration; per column the least tp is the cheapest).
+        """
+        tb, L, p, d, nk, cap0, cap1 = self.tb, self.L, self.p, self.d, self.nk, self.cap0, self.cap1
+        inf = math.inf
+        two_sfx: list[list[np.ndarray | None]] = [[None] * (L + 1) for _ in range(p + 1)]
+        self.two_sfx = two_sfx
+        last = np.full(cap0 + 1, inf)
+        last[:] = 0.0
+        two_sfx[p][L] = last
+        for k in range(p - 1, -1, -1):
+            masks = self.masks_by_k[k]
+            conv_cache: dict[tuple[int, int, int], np.ndarray] = {}
+            for s0 in range(L - (p - k) + 1):
+                acc = np.full(cap0 + 1, inf)
+                for e in range(s0 + 1, L - (p - k - 1) + 1):
+                    nxt = two_sfx[k + 1][e]
+                    if nxt is None:
+                        continue
+                    t0 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 0 and masks[c][s0, e]), default=0)
+                    t1 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 1 and masks[c][s0, e]), default=0)
+                    if not t0 and not t1:
+                        continue
+                    key = (e, t0, t1)
+                    conv = conv_cache.get(key)
+                    if conv is None:  # the stage's (min, +) step depends on e and the two least tps, not on s0
+                        conv = np.full(cap0 + 1, inf)
+                        for n in range(d + 1):
+                            if (n > 0 and not t0) or (n < d and not t1):
+                                continue
+                            shift = n * t0
+                            if shift > cap0:
+                                break
+                            np.minimum(conv[shift:], nxt[: cap0 + 1 - shift] + (d - n) * t1, out=conv[shift:])
+                        conv_cache[key] = conv
+                    np.minimum(acc, conv, out=acc)
+                if np.isfinite(acc).any():
+                    two_sfx[k][s0] = acc
+        first = two_sfx[0][0]
+        if first is None or first[cap0] > cap1:
+            return False  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
+        return True
+
+    def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
+        """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q."""
+        tb, d, cap0 = self.tb, self.d, self.cap0
+        t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
+        t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
+        ns = range(1, d) if (t0 and t1) else ([d] if t0 else [0])
+        out = np.full(cap0 + 1, math.inf)
+        for n in ns:
+            shift = n * t0
+            if shift > cap0:
+                break
+            np.minimum(out[shift:], g[: cap0 + 1 - shift] + (d - n) * t1, out=out[shift:])
+        return out
+
+    def two_ok(self, g: np.ndarray, k: int, e: int) -> bool:
+        """Some completion of stages k.. from layer e fits the two columns with the decided stages' use g."""
+        nxt = self.two_sfx[k][e]
+        if nxt is None:
+            return False
+        return bool((g + nxt[::-1]).min() <= self.cap1)
+
+    def size_a(self, e: int) -> float:
+        """Bytes of the forward send of a stage ending at layer e."""
+        tb = self.tb
+        return FLOAT_BYTES * tb.mbs * tb.out[e - 1]
+
+    def size_b(self, s: int) -> float:
+        """Bytes of the backward send of a stage starting at layer s."""
+        tb = self.tb
+        return FLOAT_BYTES * tb.mbs * (tb.out[s - 1] if self.sound else tb.out[s])
+
+    def amin_of(self, q: tuple[int, ...], e: int) -> float:
+        """Least a_i of a stage ending at e with set q: each member's cheapest send of size_a(e) (cached)."""
+        amin_c = self.amin_c
+        return max(amin_c[c][e] for c in q)
+
+    def stage_sets(self, i: int, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
+        """The sets allowed for stage i over layers s..e-1 (every member within the caps: compute + least sends,
+        all-reduce, memory) with their compute, least forward send, update and least all-reduce (cached: they
+        depend on (i, s, e, set) only, not on the stages before)."""
+        got = self.stage_cache.get((i, s, e))
+        if got is None:
+            tb, p, d = self.tb, self.p, self.d
+            allowed_here = self.allowed_lists[i][s][e]
+            got = [
+                (
+                    q,
+                    max(tb.comp(c, s, e) for c in q),
+                    self.amin_of(q, e) if i < p - 1 else 0.0,
+                    max(tb.upd[c][s] for c in q),
+                    self.search.ar_lb(tb, q, s, e, d),
+                )
+                for q in self.sets
+                if all(allowed_here[c] for c in q)
+            ]
+            self.stage_cache[(i, s, e)] = got
+        return got
+
+    def dominated(self, key: tuple[object, ...], vals: tuple[float, ...]) -> bool:
+        """Whether a partial plan with these accumulated terms is dominated by one seen under the same key."""
+        memo = self.memo
+        seen = memo.get(key)
+        if seen is None:
+            memo[key] = [vals]
+            return False
+        for old in seen:
+            if all(a <= b for a, b in zip(old, vals)):
+                return True
+        seen[:] = [old for old in seen if not all(b <= a for a, b in zip(old, vals))]
+        seen.append(vals)
+        return False
+
+    def rec(
+        self,
+        i: int,
+        s: int,
+        ymax: float,
+        ysum: float,
+        c_prev: float,
+        b_prev: float,
+        umax: float,
+        armax: float,
+        used: list[float],
+        g_used: np.ndarray,
+    ) -> None:
+        """Depth-first over stage i's end layer and reduced set, from layer s, with the decided stages' terms."""
+        srch = self.search
+        if srch.stop or srch.abort:
+            return
+        tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
+        theta, xmin_all, ar_floor, lams, suffix = self.theta, self.xmin_all, self.ar_floor, self.lams, self.suffix
+        lam_cap, usage_cache, rsum_l, rmax_l = self.lam_cap, self.usage_cache, self.rsum_l, self.rmax_l
+        # bound methods as locals: the loop over sets below is the search's hot path
+        size_a, size_b, two_use, two_ok, pair_lb, x_of = (
+            self.size_a,
+            self.size_b,
+            self.two_use,
+            self.two_ok,
+            srch.pair_lb,
+            srch.x_of,
+        )
+        rest = p - i - 1
+        ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
+        if srch.balanced and rest:
+            aim = s + (L - s) / (rest + 1)
+            ends = sorted(ends, key=lambda x: abs(x - aim))
+        for e in ends:
+            srch.out.nodes += 1
+            srch.ticks += 1
+            srch.triple_nodes += 1
+            if srch.node_cap is not None and srch.triple_nodes > srch.node_cap:
+                srch.abort = True
+                return
+            if srch.ticks >= TICK:
+                srch.ticks = 0
+                if srch.budget.expired():
+                    srch.stop = True
+                    return
+            if two and rest and two_sfx[i + 1][e] is None:
+                continue  # no completion from layer e fits the devices under the incumbent
+            restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
+            restmax = rmax_l[i + 1][e]  # least max of the later stages' y
+            any_ok = False
+            base_min_c = math.inf
+            for q, ci, a_here, u_q, ar_q in self.stage_sets(i, s, e):
+                base_min_c = min(base_min_c, ci)
+                # previous stage's X and y
+                if i > 0:
+                    q_prev = chosen[-1][2]
+                    a_prev, b_here = pair_lb(tb, q_prev, q, size_a(s), size_b(s))
+                    y_prev = c_prev + x_of(p, i - 1, a_prev, b_prev)
+                    ymax2, ysum2 = max(ymax, y_prev), ysum + y_prev
+                else:
+                    b_here = 0.0
+                    ymax2, ysum2 = ymax, ysum
+                yi = ci + x_of(p, i, a_here, b_here)
+                u = max(umax, u_q)
+                ar = max(armax, ar_q)
+                big = max(ymax2, yi, restmax, theta + xmin_all)
+                lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + max(ar, ar_floor)
+                if lb * (1 - PRUNE_REL) >= srch.out.value:
+                    continue
+                any_ok = True
+                us = usage_cache[q]
+                used2 = [used[t] + us[t] for t in range(len(lams))]
+                if any(used2[t] + suffix[t][i + 1][e] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
+                    continue
+                g2 = two_use(g_used, q) if two else g_used
+                if two and not two_ok(g2, i + 1, e):
+                    continue
+                chosen.append((s, e, q))
+                if rest == 0:
+                    srch.leaf(tb, self.d, p, m, chosen, lb)
+                elif not self.dominated((i + 1, e, q, tuple(sorted(x[2] for x in chosen))), (ymax2, ysum2, ci, b_here, u, ar)):
+                    self.rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2, g2)
+                chosen.pop()
+                if srch.stop or srch.abort:
+                    return
+            # compute grows with e: once even the cheapest set is over the incumbent's room, stop
+            if (
+                not srch.balanced
+                and not any_ok
+                and tb.tmin >= 0
+                and math.isfinite(base_min_c)
+                and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > srch.out.value
+            ):
+                break
 
 
 def search(problem: HeteroProblem, budget: Budget, incumbent: float = math.inf, plan: HeteroPlan | None = None) -> SearchOutcome:
