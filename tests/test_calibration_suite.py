@@ -306,8 +306,7 @@ def test_cli_calibrate_reports_its_whole_wall_time(tmp_path, capsys) -> None:
     wrote = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("wrote"))
     total = float(wrote.split("(")[1].split(" s in all")[0])
     timed = float(wrote.split("; ")[1].split(" s of it")[0])
-    assert 0 <= timed <= total  # (the timed part of a --tiny run can print as 0.0 s)
-    assert total > 0
+    assert 0 <= timed <= total  # (a --tiny run's times can print as 0.0 s: one decimal)
 
 
 def test_gloo_replaces_the_note_that_all_reduce_was_not_measured() -> None:
