@@ -24,9 +24,11 @@ from milp_partition.cli.options import DEFAULT_MEMORY_MODEL, reserved
 from milp_partition.cli.output import emit
 from milp_partition.cli.pipeline_options import DEFAULT_MAX_IDEALS, MEMORY_MODELS
 from milp_partition.cluster import Cluster, Link, homogeneous_cluster, make_cluster
+from milp_partition.costmodel.messages import per_sample
 from milp_partition.errors import InputError
-from milp_partition.graph import Graph, make_graph
+from milp_partition.graph import TIME_UNIT_SECONDS, Graph, make_graph
 from milp_partition.io import read_cluster, read_instance
+from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.plans import read_plan
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
@@ -116,14 +118,49 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
                 note += " (its link is still used, as the instance has no cluster)"
             print(f"milp-partition: note: {note}", file=sys.stderr)
     graph = priced_by_link(graph, args)
+    batch = imported_batch_size(args.instance)
     settings = PipelineSettings(
         contiguous=not args.no_contiguous,
         objective=args.objective or "time",
         max_time_per_sample=args.max_time_per_sample,
         memory_model=cast(Literal["static", "1f1b"], args.memory_model or default_memory_model(graph)),
         optimizer_state_factor=1.0 if args.optimizer_factor is None else args.optimizer_factor,
+        messages="per_edge" if batch is not None else "per_source",
     )
-    return PipelineProblem(graph, cluster_from_args(args, instance), settings, source=str(args.instance))
+    return PipelineProblem(
+        graph, cluster_from_args(args, instance), settings, source=str(args.instance), samples_per_microbatch=batch
+    )
+
+
+def imported_batch_size(path: str | Path) -> int | None:
+    """The samples of one pass of a graph written by ``milp-partition import`` (its ``layers.batch_size``); ``None``
+    for any other file (no ``layers`` object).  Such a graph is priced per edge (``messages="per_edge"``), as the
+    joint problem prices it (:mod:`milp_partition.costmodel.messages`)."""
+    try:
+        data = parse_json(read_text_file(path), str(path))
+    except InputError:
+        return None
+    layers = data.get("layers") if isinstance(data, dict) and data.get("format") == "milp-partition/1" else None
+    if not isinstance(layers, dict):
+        return None
+    batch = layers.get("batch_size")
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise InputError(
+            f"must be a positive whole number of samples, got {batch!r}", source=str(path), where="layers.batch_size"
+        )
+    return batch
+
+
+def per_sample_line(value: float, problem: PipelineProblem) -> list[str]:
+    """The time per sample in seconds, the joint problem's unit (an imported graph: its times are per micro-batch of
+    ``samples_per_microbatch`` samples, in the graph's unit)."""
+    batch, unit = problem.samples_per_microbatch, TIME_UNIT_SECONDS.get(problem.graph.time_unit)
+    if batch is None or unit is None:
+        return []
+    samples = f"{batch} sample{'s' if batch != 1 else ''}"
+    return [
+        f"sample     {_fmt(per_sample(value * unit, batch))} s a sample ({_fmt(value)} {problem.graph.time_unit} a micro-batch of {samples})"
+    ]
 
 
 def priced_by_link(graph: Graph, args: argparse.Namespace) -> Graph:
@@ -205,6 +242,8 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
     if result.objective is not None:
         obj = _fmt(result.objective) + (f" {unit}" if result.objective_name == "time_per_sample" else " bytes")
         lines.append(f"objective  {result.objective_name} = {obj}   (verified)")
+        if result.objective_name == "time_per_sample":
+            lines += per_sample_line(result.objective, problem)
         lines.append(f"bound      {_fmt(result.bound)}   gap {gap_text(result.gap)}")
     if not known:
         lines.append("units      the file gives no time unit: times are carried as given (unit unknown)")

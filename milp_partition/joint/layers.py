@@ -27,8 +27,15 @@ ring all-reduce of ``x`` bytes over ``t`` devices (``2 (t - 1) / t * x * beta + 
   ``p = (2 F + G) / batch_size``, ``a = input bytes / batch_size``;
 * ``w`` = parameter bytes on one device; ``b = w (1 + f) + buffers`` with ``f`` the import's
   optimizer-state factor (gradients plus optimizer state per parameter byte);
-* edges: ``c`` = activation bytes between layers per sample; no sync bytes (every layer's output
-  is whole and replicated on its ``t`` devices, so no re-layout at a stage boundary).
+* edges: no sync bytes (every layer's output is whole and replicated on its ``t`` devices, so no
+  re-layout at a stage boundary).  An edge's ``c`` is the price of its message as bytes at the
+  cluster's bandwidth ``B`` (:func:`edge_bytes`): ``c = B t(x)`` with ``x`` the activation bytes
+  between the layers per sample and ``t(x)`` the link's time of one message of ``x`` bytes (the
+  profile's device-to-device link, ``alpha + x beta``: the same function the import priced the
+  graph's edges with; with ``--bandwidth``, ``alpha + x / B``), so Piper's ``E_i / B`` charges each
+  crossing edge ``t(x)`` each way, latency included: the pipeline problem's price of the same
+  messages on the same graph (:mod:`milp_partition.costmodel.messages`; issue 42).  This is for
+  imported graphs only: on Piper's own instances ``c`` is bytes and Piper's objective is unchanged.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from milp_partition.costmodel.messages import message_as_bytes, message_time_s
 from milp_partition.errors import InputError
 from milp_partition.importers.records import OpRecord
 from milp_partition.importers.timing import backward_flops, load_profile_spec, op_times
@@ -253,15 +261,32 @@ def joint_from_imported(data: Any, source: str, settings: LayerPlanSettings) -> 
                     cfgs.append(_config(RECOMPUTE, cost))
             configs[t] = tuple(cfgs)
         nodes.append(JointNode(v, name, configs))
-    edges = tuple(JointEdge(u, v, nbytes / model.batch_size) for u, v, nbytes in model.edges)
     bandwidth = settings.bandwidth_bytes_per_s
     if bandwidth is None:
         bandwidth = profile.links["d2d"].bandwidth_bytes_per_s
+    edges = tuple(
+        JointEdge(u, v, edge_bytes(nbytes / model.batch_size, profile, settings.bandwidth_bytes_per_s, bandwidth))
+        for u, v, nbytes in model.edges
+    )
     cluster = JointCluster(settings.devices, float(settings.memory_bytes), float(bandwidth), settings.microbatches)
     name = str(data.get("name", "")) if isinstance(data, Mapping) else ""
     problem = JointProblem(tuple(nodes), edges, cluster, name=name, source=source, notes=tuple(notes))
     check_joint_values(problem, source, hint=" (from the 'layers' object and the profile: check their values)")
     return problem
+
+
+def edge_bytes(nbytes: float, profile: Any, given_bandwidth: float | None, bandwidth: float) -> float:
+    """An edge's ``c`` (see the module docstring): its message of ``nbytes`` bytes priced as bytes at ``bandwidth``.
+
+    ``t(x)`` is the profile's device-to-device link (``profile.transfer_time_s``, what the import priced the
+    graph's edges with) unless ``given_bandwidth`` (``--bandwidth``) replaces its rate: then ``alpha + x / B``
+    with the link's latency ``alpha`` (:func:`milp_partition.costmodel.messages.message_time_s`).
+    """
+    if given_bandwidth is None:
+        seconds = profile.transfer_time_s(nbytes, "d2d") if nbytes > 0 else 0.0
+    else:
+        seconds = message_time_s(nbytes, profile.links["d2d"].alpha_s, 1.0 / given_bandwidth)
+    return message_as_bytes(seconds, bandwidth)
 
 
 def _config(config_id: str, cost: LayerCost) -> JointConfig:

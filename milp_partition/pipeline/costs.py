@@ -15,6 +15,10 @@ Definitions
   u's out-edges.  A device pays it once for each node u it sends to, or receives
   from, another device (once per source node and direction, not per edge).  In the
   Tarnawski files all out-edges of a node carry the same cost, so this is that cost.
+- With ``messages="per_edge"`` (an imported graph, :mod:`milp_partition.costmodel.messages`) every crossing
+  edge is its own message: :func:`per_edge_graph` gives each edge of a node with several out-edges a relay node
+  of no time and no bytes, colocated with its source, so that the rule above (once per source node) prices
+  each edge once; the chain solves that graph and drops the relay nodes from its splits.
 - Stage order of a 1F1B pipeline, :func:`stage_order_pairs`: activations flow to later
   stages and gradients to earlier ones, so an edge between two forward nodes may not run
   to an earlier accelerator, an edge between two backward nodes may not run to a later
@@ -24,13 +28,13 @@ Definitions
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from milp_partition.errors import InputError
-from milp_partition.graph import TIME_UNIT_SECONDS, Edge, Graph
-from milp_partition.pipeline.problem import PipelineProblem
+from milp_partition.graph import TIME_UNIT_SECONDS, Edge, Graph, Node
+from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 
 
 def edge_transfer_time(edge: Edge, problem: PipelineProblem, twice: bool | None = None) -> float:
@@ -214,3 +218,68 @@ def colocation_classes(graph: Graph) -> np.ndarray:
                 next_class += 1
             out[v] = groups[node.colocation_group]
     return out
+
+
+#: Suffix of a relay node's id (:func:`per_edge_graph`).
+RELAY_SUFFIX = "#message"
+
+
+def per_edge_graph(problem: PipelineProblem) -> tuple[PipelineProblem, frozenset[str]]:
+    """``problem`` under ``messages="per_edge"`` as a ``"per_source"`` problem that prices every split the same.
+
+    Each edge ``(u, v)`` of a node ``u`` with two or more out-edges becomes ``u -> r -> v`` through a relay node
+    ``r`` (no time, no bytes, ``u``'s kinds and direction, in ``u``'s colocation group): ``u -> r`` costs nothing
+    and never crosses, ``r -> v`` carries the edge's bytes and transfer time, so "once per source node" is once per
+    edge.  Paths, convexity and the 1F1B stage order are those of the edge (``r`` sits where ``u`` does).  A node
+    with one out-edge is priced per edge already.  Returns the problem and the relay nodes' ids
+    (:func:`drop_relays` lifts a split back).
+    """
+    graph = problem.graph
+    out_degree: dict[str, int] = {}
+    for e in graph.edges:
+        out_degree[e.source] = out_degree.get(e.source, 0) + 1
+    taken = {n.id for n in graph.nodes}
+    groups = {n.colocation_group for n in graph.nodes if n.colocation_group is not None}
+    group_of: dict[str, str] = {}
+    nodes: list[Node] = []
+    for n in graph.nodes:
+        if out_degree.get(n.id, 0) > 1 and n.colocation_group is None:
+            name, k = f"{n.id}{RELAY_SUFFIX}", 1
+            while name in groups:
+                name, k = f"{n.id}{RELAY_SUFFIX}{k}", k + 1
+            groups.add(name)
+            n = replace(n, colocation_group=name)
+        group_of[n.id] = n.colocation_group or ""
+        nodes.append(n)
+    kinds = {n.id: n.allowed_kinds for n in graph.nodes}
+    backward = {n.id: n.is_backward for n in graph.nodes}
+    relays: set[str] = set()
+    edges: list[Edge] = []
+    for e in graph.edges:
+        if out_degree[e.source] < 2:
+            edges.append(e)
+            continue
+        rid, k = f"{e.source}->{e.target}{RELAY_SUFFIX}", 1
+        while rid in taken:
+            rid, k = f"{e.source}->{e.target}{RELAY_SUFFIX}{k}", k + 1
+        taken.add(rid)
+        relays.add(rid)
+        nodes.append(
+            Node(
+                rid,
+                name=rid,
+                op_type="message",
+                colocation_group=group_of[e.source],
+                allowed_kinds=kinds[e.source],
+                is_backward=backward[e.source],
+            )
+        )
+        edges += [Edge(e.source, rid, 0, 0.0), Edge(rid, e.target, e.bytes, e.transfer_time)]
+    expanded = Graph(tuple(nodes), tuple(edges), name=graph.name, time_unit=graph.time_unit)
+    settings = replace(problem.settings, messages="per_source")
+    return replace(problem, graph=expanded, settings=settings), frozenset(relays)
+
+
+def drop_relays(solution: PipelineSolution, relays: frozenset[str]) -> PipelineSolution:
+    """A split of :func:`per_edge_graph`'s problem as a split of the original graph (its relay nodes left out)."""
+    return PipelineSolution({v: d for v, d in solution.assignment.items() if v not in relays})

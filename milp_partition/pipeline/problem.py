@@ -41,6 +41,7 @@ class Instance:
 
 PipelineObjective = Literal["time", "memory"]
 MemoryModel = Literal["static", "1f1b"]
+MessageModel = Literal["per_source", "per_edge"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,14 @@ class PipelineSettings:
         Count each cross-device tensor twice (activation forward, gradient backward) when
         its time is derived from bytes.  ``None``: do so when the graph's forward nodes carry
         backward time (a training profile without separate backward nodes).
+    messages
+        How cross-device transfers are counted.  ``"per_source"``: once per source node and
+        direction, the largest of its out-edges' transfer times (the definition of Tarnawski's
+        and PipeDream's instances).  ``"per_edge"``: one message per edge whose ends are on
+        different devices, its own transfer time paid by the device that sends it and by the one
+        that receives it: the price the joint problem gives the same plan of an imported graph
+        (:mod:`milp_partition.costmodel.messages`); the command line's choice for a graph written by
+        ``milp-partition import`` (one with a ``layers`` object).
     """
 
     contiguous: bool = True
@@ -80,8 +89,11 @@ class PipelineSettings:
     memory_model: MemoryModel = "static"
     optimizer_state_factor: float = 1.0
     backward_transfers: bool | None = None
+    messages: MessageModel = "per_source"
 
     def __post_init__(self) -> None:
+        if self.messages not in ("per_source", "per_edge"):
+            raise InputError(f"messages must be 'per_source' or 'per_edge', got {self.messages!r}", where="settings")
         if self.objective not in ("time", "memory"):
             raise InputError(f"objective must be 'time' or 'memory', got {self.objective!r}", where="settings")
         if self.memory_model not in ("static", "1f1b"):
@@ -118,6 +130,9 @@ class PipelineProblem:
     cluster: Cluster
     settings: PipelineSettings = field(default_factory=PipelineSettings)
     source: str = ""
+    #: samples one pass of the graph computes (an imported graph's ``layers.batch_size``: its node and edge times are
+    #: for a micro-batch of that many samples); ``None`` when the file does not say
+    samples_per_microbatch: int | None = None
 
     @property
     def device_ids(self) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 from milp_partition.budget import Budget
 from milp_partition.chain import (
@@ -33,7 +34,7 @@ from milp_partition.chain import (
 from milp_partition.formulations import pipeline as formulation
 from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 from milp_partition.heuristics.pipeline_split import balanced_split
-from milp_partition.pipeline.costs import colocation_classes, load_bound
+from milp_partition.pipeline.costs import colocation_classes, drop_relays, load_bound, per_edge_graph
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import Result, Status
 from milp_partition.settings import CommonSettings
@@ -117,6 +118,25 @@ class PipelineFormulation:
 
 
 @dataclass(frozen=True)
+class PerEdgeMessages:
+    """``messages="per_edge"`` as the older per-source-node pricing of a graph with relay nodes
+    (:func:`~milp_partition.pipeline.costs.per_edge_graph`), as a :class:`~milp_partition.chain.Reduction`: the
+    searches run on that graph, every split is lifted back (relay nodes dropped) and verified per edge on the
+    problem as given."""
+
+    name: str = "per_edge_messages"
+
+    def apply(self, problem: PipelineProblem) -> tuple[PipelineProblem, frozenset[str]]:
+        return per_edge_graph(problem)
+
+    def invert(self, solution: PipelineSolution, inverse_data: frozenset[str]) -> PipelineSolution:
+        return drop_relays(solution, inverse_data)
+
+    def notes(self, reduced: PipelineProblem) -> dict[str, Any]:
+        return {"nodes with relays": len(reduced.graph.nodes), "edges with relays": len(reduced.graph.edges)}
+
+
+@dataclass(frozen=True)
 class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
     """The pipeline problem's steps for :func:`milp_partition.chain.run_chain` (no state: no step hands anything on)."""
 
@@ -142,6 +162,10 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
             },
             settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(self.settings).items()}},
         )
+
+    def reductions(self, run: PipelineRun) -> Sequence[PerEdgeMessages]:
+        """Per-edge messages (an imported graph) as relay nodes; none otherwise."""
+        return (PerEdgeMessages(),) if run.problem.settings.messages == "per_edge" else ()
 
     def bounds(self, run: PipelineRun) -> Iterable[Bound]:
         """The time objective's load bound (:func:`~milp_partition.pipeline.costs.time_lower_bound`): it gives a gap

@@ -10,7 +10,9 @@ device it may run on; nodes of one colocation group together; on each accelerato
 the memory within capacity; with ``contiguous``, no path of forward nodes
 u -> w -> v with u, v on one device and w off it; the load of an accelerator is
 its nodes' time plus, once per source node and direction, the output transfer
-time of every node sending to it or from it across devices; a CPU core's load is
+time of every node sending to it or from it across devices (with ``messages="per_edge"``,
+an imported graph's: the transfer time of every edge it sends or receives across
+devices, :mod:`milp_partition.costmodel.messages`); a CPU core's load is
 its nodes' time; with the 1F1B memory model (stage i of s = the i-th accelerator
 keeps s - i micro-batches of activations) an edge between forward nodes never runs
 to an earlier accelerator and one between backward nodes never to a later one.
@@ -217,6 +219,16 @@ def _loads(
     for nd in graph.nodes:
         dev = where[nd.id]
         loads[dev] += nd.time_by_kind.get(kind_of[dev], nd.forward_time + nd.backward_time)
+    if problem.settings.messages == "per_edge":
+        for e in graph.edges:  # one message per crossing edge, paid by the sender and the receiver
+            home, there = where[e.source], where[e.target]
+            if home == there:
+                continue
+            cost = _transfer_time(problem, e.bytes, e.transfer_time, twice)
+            for dev in (home, there):
+                if dev in accel:
+                    loads[dev] += cost
+        return loads
     for u in nodes:
         cost = out_time[u]
         if cost == 0.0:
