@@ -78,6 +78,18 @@ def memory_margin_lines(used: Mapping[str, float], limits: Mapping[str, float | 
     return lines
 
 
+def node_label(node_id: str, name: str) -> str:
+    """A node as a report names it: its name, with ``[id]`` after it where the name does not start with the id.
+
+    The result's ``assignment`` and the Python API key nodes by id; a report that printed only names left a user
+    looking up ``node1`` where the key is ``'1'`` (Tarnawski's files).  ``h.4 (26 ops)`` (id ``h.4``) stays as it is;
+    ``node1`` (id ``1``) becomes ``node1 [1]``.
+    """
+    if not name or name == node_id:
+        return node_id
+    return name if name.startswith(node_id) else f"{name} [{node_id}]"
+
+
 def names_span(names: list[str], width: int = 60) -> str:
     """The layers of a stage or device for a report: all of them when they fit ``width`` characters, else the range
     ``first .. last (N layers)`` (``embed .. head (43 layers)``).  No name is written twice (a three-layer stage gave

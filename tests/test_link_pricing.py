@@ -64,3 +64,27 @@ def test_an_edge_a_link_cannot_price_refuses_the_flag(tmp_path, capsys) -> None:
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err
     assert "--bandwidth" in err and "no bytes" in err and "g.json" in err
+
+
+@pytest.mark.parametrize("flags", [["--bandwidth", "1Gb/s"], []])
+def test_evaluate_reads_the_cluster_the_result_was_solved_for(tmp_path, capsys, flags: list[str]) -> None:
+    """Issue 43 item 15: ``evaluate GRAPH RESULT`` asked for ``--devices --memory --bandwidth`` again though the plan
+    was solved for them; the result records its cluster (and whether its transfers were priced by the link), and
+    evaluate without flags re-checks the plan as it was solved, claims included."""
+    graph = _imported(tmp_path / "g.json")
+    out = tmp_path / "r.json"
+    assert main(["solve", str(graph), "--devices", "3", "--memory", "1MiB", *flags, "--quiet", "--output", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(graph), str(out)]) == 0, capsys.readouterr().err
+    text = capsys.readouterr().out
+    assert "instance.cluster" in text and "feasible;" in text
+    # the recorded cluster is what evaluate checks against: shrink its memory and the plan no longer fits
+    data = json.loads(out.read_text())
+    for d in data["instance"]["cluster"]["devices"]:
+        d["memory_bytes"] = 10
+    out.write_text(json.dumps(data))
+    assert main(["evaluate", str(graph), str(out)]) == 3
+    data["instance"]["cluster"]["devices"] = "x"
+    out.write_text(json.dumps(data))
+    assert main(["evaluate", str(graph), str(out)]) == 2
+    assert "instance.cluster" in capsys.readouterr().err

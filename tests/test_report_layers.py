@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from milp_partition.report import names_span
@@ -69,3 +70,26 @@ def test_a_training_graphs_device_rows_say_what_they_count(tmp_path: Path) -> No
         listed = row.split("  ")[-1].strip()
         forward = len(on) - len([v for v in on if v in backward])
         assert listed == "-" if forward == 0 else len(listed.split(", ")) == forward or "layers)" in listed
+
+
+def test_the_report_names_a_node_by_the_key_the_result_and_the_api_use(tmp_path: Path) -> None:
+    """Issue 43 item 14: the Python API and the result key Tarnawski's nodes by id (``'1'``) where the report printed
+    only the name (``node1``): a node whose name does not start with its id is shown as ``name [id]``, and every
+    bracketed id is a key of the result's assignment on that device."""
+    from milp_partition.report import node_label
+
+    assert node_label("1", "node1") == "node1 [1]" and node_label("h.4", "h.4 (26 ops)") == "h.4 (26 ops)"
+    assert node_label("x", "") == "x" and node_label("x", "x") == "x"
+    out_file = tmp_path / "r.json"
+    bert = REPO / "examples" / "bert24_training.json"
+    rc, out, _ = run_cli(["solve", str(bert), "--solver", "none", "--progress", "0", "--output", str(out_file)])
+    assert rc == 0
+    assignment = json.loads(out_file.read_text())["assignment"]
+    rows = out.split("forward nodes (graph order")[1].splitlines()[1:]
+    shown = 0
+    for row in rows:
+        dev = row.split()[0]
+        for key in re.findall(r"\[([^\]]+)\]", row.split("  ")[-1]):
+            assert assignment[key] == dev
+            shown += 1
+    assert shown >= len(rows) - 1  # every device with forward nodes names at least one by its key

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Literal, cast
@@ -29,10 +30,11 @@ from milp_partition.errors import InputError
 from milp_partition.graph import TIME_UNIT_SECONDS, Graph, make_graph
 from milp_partition.io import read_cluster, read_instance
 from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.io.native import cluster_from_dict
 from milp_partition.io.plans import read_plan
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
-from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, run_lines, unit_label
+from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, node_label, run_lines, unit_label
 from milp_partition.report import fmt as _fmt
 from milp_partition.report import fmt_bytes as _fmt_bytes
 from milp_partition.result import Result
@@ -61,8 +63,11 @@ def check_options(args: argparse.Namespace) -> None:
 def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
     """The instance's cluster, or ``--cluster``, with the command line's overrides."""
 
+    recorded = getattr(args, "cluster_from_result", None)
     if args.cluster is not None:
         base = read_cluster(args.cluster)
+    elif recorded is not None:  # evaluate: the cluster the result was solved for
+        base = recorded
     elif instance.cluster is not None:
         base = instance.cluster
     elif args.devices is None:
@@ -177,6 +182,8 @@ def priced_by_link(graph: Graph, args: argparse.Namespace) -> Graph:
         for f, dest in (("--bandwidth", "bandwidth"), ("--link-latency", "link_latency"), ("--cluster", "cluster"))
         if getattr(args, dest, None) is not None
     ]
+    if getattr(args, "transfers_from_result", None) == "link":  # evaluate: the result was priced by its link
+        given.append(f"{args.solution}'s instance.cluster")
     if not given or all(e.transfer_time is None for e in graph.edges):
         return graph
     unpriceable = next((e for e in graph.edges if e.transfer_time is not None and e.transfer_time > 0 and e.bytes <= 0), None)
@@ -258,13 +265,14 @@ def format_report(result: Result, problem: PipelineProblem) -> str:
         # a training graph: the count is of forward and backward nodes, the names of the forward ones (BERT-24 said
         # "gpu0 16 nodes" beside 8 names)
         names_head = "forward nodes (graph order; their backward nodes with them)" if training else "names (graph order)"
+        names_head += "; [id] where the result's key is not the name"
         lines.append(
             f"{'device':10s} {'fw+bw' if training else 'nodes':>6s} {'load (' + unit + ')':>18s} {'memory':>12s}  {names_head}"
         )
         on: dict[str, list[str]] = {}
         for n in problem.graph.nodes:  # forward nodes: a device's backward nodes mirror them
             if not n.is_backward and n.id in result.assignment:
-                on.setdefault(result.assignment[n.id], []).append(n.name or n.id)
+                on.setdefault(result.assignment[n.id], []).append(node_label(n.id, n.name))
         for dev in problem.device_ids:
             lines.append(
                 f"{dev:10s} {counts.get(dev, 0):6d} {_fmt(result.loads.get(dev, 0.0)):>18s} "
@@ -339,9 +347,28 @@ def check_assignment(assignment: dict[str, str], ids: list[str], devices: list[s
         raise InputError(f"the solution gives no device for this {what}", source=str(path), where=f"{what} {missing[0]!r}")
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    """``evaluate`` for a pipeline instance: verify an assignment and print its objective."""
+def _recorded_cluster(args: argparse.Namespace) -> Cluster | None:
+    """The cluster a result records (``instance.cluster``) when the command line gives none (no ``--cluster``,
+    ``--devices`` or ``--memory``): a plan solved on an imported graph is evaluated as it was solved, without the
+    flags again (issue 43 item 15).  A malformed record is bad input naming the file."""
+    if args.cluster is not None or args.devices is not None or args.memory is not None:
+        return None
+    data = read_result(args.solution)
+    inst = data.get("instance") if isinstance(data, dict) else None
+    if not isinstance(inst, Mapping) or inst.get("cluster") is None:
+        return None
+    return cluster_from_dict(inst["cluster"], f"{args.solution} (instance.cluster)")
 
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``evaluate`` for a pipeline instance: verify an assignment and print its objective; the cluster is the
+    command line's, else the one the result records, else the instance's."""
+
+    recorded = _recorded_cluster(args)
+    if recorded is not None:
+        args.cluster_from_result = recorded
+        args.transfers_from_result = (read_result(args.solution) or {}).get("instance", {}).get("transfers")
+        print(f"cluster     from {args.solution} (instance.cluster: the cluster it was solved for)")
     problem = problem_from_args(args)
     assignment = read_assignment(args.solution)
     check_assignment(assignment, [n.id for n in problem.graph.nodes], list(problem.device_ids), args.solution, "node")

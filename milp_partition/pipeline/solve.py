@@ -34,6 +34,7 @@ from milp_partition.chain import (
 from milp_partition.formulations import pipeline as formulation
 from milp_partition.heuristics.pipeline_dp import DPResult, IdealDPSettings, chain_dp, ideal_dp
 from milp_partition.heuristics.pipeline_split import balanced_split
+from milp_partition.io.native import cluster_to_dict
 from milp_partition.pipeline.costs import colocation_classes, drop_relays, load_bound, per_edge_graph
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSolution
 from milp_partition.result import Result, Status
@@ -159,6 +160,10 @@ class PipelineSteps(StepDefaults[PipelineProblem, PipelineSolution]):
                 "nodes": len(problem.graph.nodes),
                 "edges": len(problem.graph.edges),
                 "devices": problem.device_ids,
+                # the cluster solved for: `evaluate GRAPH RESULT` reads it where the graph carries none (issue 43 item 15)
+                "cluster": cluster_to_dict(problem.cluster),
+                # how the edges were priced: every transfer from the cluster's link, or some from the file's times
+                "transfers": "link" if all(e.transfer_time is None for e in problem.graph.edges) else "file",
             },
             settings={**asdict(problem.settings), **{f"solve.{k}": v for k, v in asdict(self.settings).items()}},
         )
