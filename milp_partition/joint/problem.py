@@ -65,7 +65,12 @@ class JointNode:
 
 @dataclass(frozen=True)
 class JointEdge:
-    """A data dependency ``source -> target`` carrying ``bytes`` (``c``) per sample."""
+    """A data dependency ``source -> target`` carrying ``bytes`` (``c``) per sample.
+
+    On a graph written by ``milp-partition import`` ``c`` is the link's time of the edge's message written as bytes
+    at the cluster's bandwidth (latency included: :func:`milp_partition.joint.layers.edge_bytes`); on Piper's
+    files it is the file's bytes.
+    """
 
     source: str
     target: str
