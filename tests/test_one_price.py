@@ -135,15 +135,17 @@ def test_a_message_is_charged_per_crossing_edge_with_its_latency(llama):
     assert by_source.loads["gpu1"] < report.loads["gpu1"]  # the older count charges fewer messages
 
 
-def test_the_command_line_prints_one_price_in_one_unit(llama, tmp_path, capsys):
+@pytest.mark.parametrize("link", [[], ["--bandwidth", "25GB/s"]], ids=["import's link", "bandwidth given"])
+def test_the_command_line_prints_one_price_in_one_unit(llama, tmp_path, capsys, link):
     """``solve`` on the imported graph: the pipeline's report gives its time per sample in seconds, the joint's unit,
-    and the joint forced to the pipeline optimum's shape reports the same number."""
+    and the joint forced to the pipeline optimum's shape reports the same number; with ``--bandwidth`` both keep the
+    import's link latency (the pipeline's default link is the profile the graph was imported with, as the joint's)."""
     pipe_out, joint_out = tmp_path / "pipe.json", tmp_path / "joint.json"
     capsys.readouterr()
-    assert main(["solve", str(llama), "--devices", "3", "--memory", "1GiB", "-o", str(pipe_out)]) == 0
+    assert main(["solve", str(llama), "--devices", "3", "--memory", "1GiB", *link, "-o", str(pipe_out)]) == 0
     report = capsys.readouterr().out
     forced = ["--problem", "joint", "--stages", "3", "--data-parallel", "1", "--tensor-parallel", "1", "-q"]
-    assert main(["solve", str(llama), "--devices", "3", "--memory", "1GiB", *forced, "-o", str(joint_out)]) == 0
+    assert main(["solve", str(llama), "--devices", "3", "--memory", "1GiB", *link, *forced, "-o", str(joint_out)]) == 0
     pipe, joint = json.loads(pipe_out.read_text()), json.loads(joint_out.read_text())
     assert pipe["time_unit"] == "ms" and joint["time_unit"] == "s"
     assert joint["objective"] == pytest.approx(pipe["objective"] * 1e-3, rel=REL)

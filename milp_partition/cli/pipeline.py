@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Literal, cast
+from typing import Any, Literal, cast
 
 from milp_partition.budget import Budget
 from milp_partition.calibration.apply import apply_profile
@@ -32,6 +32,7 @@ from milp_partition.io import read_cluster, read_instance
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.io.native import cluster_from_dict
 from milp_partition.io.plans import read_plan
+from milp_partition.joint.layers import DEFAULT_PROFILE
 from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution, default_memory_model
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.report import device_counts, gap_text, memory_margin_lines, names_span, node_label, run_lines, unit_label
@@ -78,8 +79,22 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
     else:
         base = None
     link = base.link if base is not None else Link()
-    if base is None and getattr(args, "profile", None):  # no cluster given: the profile's device-to-device link
-        d2d = resolve_profile(args.profile).links["d2d"]
+    # no cluster given: the profile's device-to-device link; an imported graph's is the one its import was priced
+    # with, as the joint problem takes it (one price for one plan: milp_partition.costmodel.messages)
+    given = getattr(args, "profile", None)
+    spec = given or (imported_profile(args.instance) if base is None else None)
+    if base is None and spec:
+        try:
+            d2d = resolve_profile(spec).links["d2d"]
+        except InputError as why:
+            if given:
+                raise
+            raise InputError(
+                f"the profile the graph was imported with, {spec!r}, is not readable ({why}); give --profile or a link "
+                "(--bandwidth, --link-latency, --cluster)",
+                source=str(args.instance),
+                where="layers.profile",
+            ) from None
         link = Link(latency_s=d2d.alpha_s, bandwidth_bytes_per_s=d2d.bandwidth_bytes_per_s)
     if args.link_latency is not None or args.bandwidth is not None:
         link = Link(
@@ -137,16 +152,33 @@ def problem_from_args(args: argparse.Namespace) -> PipelineProblem:
     )
 
 
-def imported_batch_size(path: str | Path) -> int | None:
-    """The samples of one pass of a graph written by ``milp-partition import`` (its ``layers.batch_size``); ``None``
-    for any other file (no ``layers`` object).  Such a graph is priced per edge (``messages="per_edge"``), as the
-    joint problem prices it (:mod:`milp_partition.costmodel.messages`)."""
+def _layers(path: str | Path) -> dict[str, Any] | None:
+    """The ``layers`` object of a graph written by ``milp-partition import``; ``None`` for any other file."""
     try:
         data = parse_json(read_text_file(path), str(path))
     except InputError:
         return None
     layers = data.get("layers") if isinstance(data, dict) and data.get("format") == "milp-partition/1" else None
-    if not isinstance(layers, dict):
+    return layers if isinstance(layers, dict) else None
+
+
+def imported_profile(path: str | Path) -> str | None:
+    """The device profile an imported graph's times and links come from, as the joint problem resolves it
+    (:mod:`milp_partition.joint.layers`: the file's ``layers.profile``, else the H100 datasheet); ``None`` for a
+    graph that was not imported."""
+    layers = _layers(path)
+    if layers is None:
+        return None
+    profile = layers.get("profile")
+    return str(profile) if profile else DEFAULT_PROFILE
+
+
+def imported_batch_size(path: str | Path) -> int | None:
+    """The samples of one pass of a graph written by ``milp-partition import`` (its ``layers.batch_size``); ``None``
+    for any other file (no ``layers`` object).  Such a graph is priced per edge (``messages="per_edge"``), as the
+    joint problem prices it (:mod:`milp_partition.costmodel.messages`)."""
+    layers = _layers(path)
+    if layers is None:
         return None
     batch = layers.get("batch_size")
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
