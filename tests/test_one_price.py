@@ -5,32 +5,37 @@ S x 1 x 1 without recomputation can express the same plans; they must price each
 link's latency, one message per crossing edge each way: :mod:`milp_partition.costmodel.messages`) and so find the
 same optimum.  The graph is a 4-layer Llama (``milp_partition.importers.zoo:llama_small_test``, one sample of 32
 tokens), whose attention mask and rotary embedding reach every layer: a source node with several out-edges, where
-counting per edge and per source node differ.  References are the other problem's own verifier, never a number
-written here.
+counting per edge and per source node differ (needs the ``torch`` and ``zoo`` extras).  References are the other
+problem's own verifier, never a number written here; the per-edge pricing itself is checked against brute force on
+tiny random graphs.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
+import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
 from milp_partition.cli.dispatch import main
 from milp_partition.cluster import homogeneous_cluster
+from milp_partition.graph import make_graph
 from milp_partition.importers.timing import load_profile_spec
 from milp_partition.io import read_instance
 from milp_partition.joint.layers import LayerPlanSettings, joint_from_imported
 from milp_partition.joint.problem import JointPlan, JointProblem, JointShape, JointSolveSettings, JointStage
 from milp_partition.joint.solve import solve_joint
+from milp_partition.pipeline.costs import per_edge_graph
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings, PipelineSolution
 from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.verifiers.joint import verify_joint
 from milp_partition.verifiers.pipeline import verify_pipeline
+from tests.brute_force import brute_force_pipeline
+from tests.conftest import random_pipeline_problem
 
 MEMORY = 2**30
 REL = 1e-9
@@ -38,6 +43,8 @@ REL = 1e-9
 
 @pytest.fixture(scope="module")
 def llama(tmp_path_factory) -> Path:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
     out = tmp_path_factory.mktemp("oneprice") / "llama.json"
     args = ["import", "torch", "milp_partition.importers.zoo:llama_small_test", "--input", "1x32:int64", "--training"]
     assert main([*args, "--granularity", "layer", "--profile", "H100", "-o", str(out)]) == 0
@@ -152,3 +159,46 @@ def test_the_command_line_prints_one_price_in_one_unit(llama, tmp_path, capsys, 
     assert pipe["settings"]["messages"] == "per_edge"
     line = next((x for x in report.splitlines() if x.startswith("sample ")), "")
     assert line.split()[1:3] == [f"{pipe['objective'] * 1e-3:.10g}", "s"]
+
+
+def _per_edge(seed: int, **kwargs: object) -> PipelineProblem:
+    """A random tiny problem (:func:`tests.conftest.random_pipeline_problem`) with its own transfer time on each edge,
+    priced per edge."""
+    rng = random.Random(1000 + seed)
+    base = random_pipeline_problem(seed, max_nodes=6, **kwargs)  # type: ignore[arg-type]
+    edges = [replace(e, transfer_time=round(rng.uniform(0.0, 1.5), 3)) for e in base.graph.edges]
+    graph = make_graph(list(base.graph.nodes), edges)
+    return replace(base, graph=graph, settings=replace(base.settings, messages="per_edge"))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_per_edge_pricing_is_solved_exactly(seed):
+    """The chain solves per-edge messages through relay nodes (:func:`~milp_partition.pipeline.costs.per_edge_graph`):
+    every split has the same value on the relay graph as per edge on the graph itself, and the chain's optimum is the
+    brute-force optimum of the per-edge verifier (contiguous or not, 1F1B or static memory, binding memory, CPU cores)."""
+    kwargs = [
+        {},
+        {"contiguous": False},
+        {"backward": True, "memory_model": "1f1b"},
+        {"binding_memory": True, "cpu_cores": 1},
+    ][seed % 4]
+    problem = _per_edge(seed, **kwargs)
+    relayed, relays = per_edge_graph(problem)
+    assert relayed.settings.messages == "per_source"
+    source_of = {r: e.source for e in relayed.graph.edges for r in relays if e.target == r}
+    ids, devices = [n.id for n in problem.graph.nodes], problem.device_ids
+    for combo in itertools.product(devices, repeat=len(ids)):
+        where = dict(zip(ids, combo))
+        direct = verify_pipeline(problem, PipelineSolution(where))
+        via = verify_pipeline(relayed, PipelineSolution({**where, **{r: where[u] for r, u in source_of.items()}}))
+        assert direct.feasible == via.feasible
+        if direct.feasible:
+            assert via.objective == pytest.approx(direct.objective, rel=1e-12, abs=1e-12)
+    optimum = brute_force_pipeline(problem)
+    res = solve_pipeline(problem, SolveSettings(time_limit_s=30))
+    if math.isinf(optimum):
+        assert res.status == "infeasible"
+    else:
+        assert res.status == "optimal"
+        assert res.objective == pytest.approx(optimum, rel=1e-9, abs=1e-9)
+        assert set(res.assignment) == set(ids)  # no relay node in the answer
