@@ -23,6 +23,7 @@ import pytest
 
 from milp_partition.cli.dispatch import main
 from milp_partition.cluster import homogeneous_cluster
+from milp_partition.errors import InputError
 from milp_partition.graph import make_graph
 from milp_partition.importers.timing import load_profile_spec
 from milp_partition.io import read_instance
@@ -202,3 +203,10 @@ def test_per_edge_pricing_is_solved_exactly(seed):
         assert res.status == "optimal"
         assert res.objective == pytest.approx(optimum, rel=1e-9, abs=1e-9)
         assert set(res.assignment) == set(ids)  # no relay node in the answer
+
+
+def test_a_bandwidth_that_cannot_price_a_message_is_bad_input(llama):
+    """The joint problem writes each message as bytes at the bandwidth: an unbounded one is refused with the reason."""
+    settings = LayerPlanSettings(devices=2, memory_bytes=MEMORY, bandwidth_bytes_per_s=math.inf)
+    with pytest.raises(InputError, match="not a finite rate more than 0"):
+        joint_from_imported(json.loads(llama.read_text()), str(llama), settings)

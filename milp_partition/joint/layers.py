@@ -40,6 +40,7 @@ ring all-reduce of ``x`` bytes over ``t`` devices (``2 (t - 1) / t * x * beta + 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -264,6 +265,11 @@ def joint_from_imported(data: Any, source: str, settings: LayerPlanSettings) -> 
     bandwidth = settings.bandwidth_bytes_per_s
     if bandwidth is None:
         bandwidth = profile.links["d2d"].bandwidth_bytes_per_s
+    if not (math.isfinite(bandwidth) and bandwidth > 0):  # an edge's message is priced as bytes at this rate
+        raise InputError(
+            f"the bandwidth {bandwidth!r} is not a finite rate more than 0 (the profile's device-to-device link: give --bandwidth)",
+            source=source,
+        )
     edges = tuple(
         JointEdge(u, v, edge_bytes(nbytes / model.batch_size, profile, settings.bandwidth_bytes_per_s, bandwidth))
         for u, v, nbytes in model.edges
