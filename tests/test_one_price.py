@@ -38,6 +38,7 @@ from milp_partition.verifiers.pipeline import verify_pipeline
 from tests.brute_force import brute_force_pipeline
 from tests.conftest import random_pipeline_problem
 
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 MEMORY = 2**30
 REL = 1e-9
 
@@ -210,3 +211,16 @@ def test_a_bandwidth_that_cannot_price_a_message_is_bad_input(llama):
     settings = LayerPlanSettings(devices=2, memory_bytes=MEMORY, bandwidth_bytes_per_s=math.inf)
     with pytest.raises(InputError, match="not a finite rate more than 0"):
         joint_from_imported(json.loads(llama.read_text()), str(llama), settings)
+
+
+@pytest.mark.parametrize("batch", [0, "8", 1.5])
+def test_a_malformed_batch_size_is_named(tmp_path, capsys, batch):
+    """The pipeline reads an imported graph's ``layers.batch_size`` (its samples a micro-batch): a bad one is exit 2
+    naming the file and the field, not a traceback."""
+    data = json.loads((EXAMPLES / "tiny.json").read_text())
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps({**data, "layers": {"batch_size": batch}}))
+    capsys.readouterr()
+    assert main(["solve", str(path), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "layers.batch_size" in err and str(path) in err and "Traceback" not in err
