@@ -165,7 +165,7 @@ class _Tables:
         if v is None:
             (j1, t1), (j2, t2) = self.cfgs[k1], self.cfgs[k2]
             c1, c2 = self.cols[j1], self.cols[j2]
-            v = self.problem.cluster.link((c1.zone, c1.kind, t1, c2.zone, c2.kind, t2)).seconds(nbytes)
+            v = self.problem.cluster.link_fit((c1.zone, c1.kind, t1, c2.zone, c2.kind, t2)).seconds(nbytes)
             self._send[key] = v
         return v
 
@@ -174,7 +174,7 @@ class _Tables:
         v = self._ar.get(key)
         if v is None:
             c1, c2 = self.cols[j1], self.cols[j2]
-            v = bucketed_seconds(self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)), nbytes, d)
+            v = bucketed_seconds(self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)), nbytes, d)
             self._ar[key] = v
         return v
 
@@ -352,7 +352,7 @@ class _Search:
             w = pre[None, :] - pre[:, None]  # [s][e]
             valid = np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]
             fits = {
-                self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+                self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
                 for c1 in tb.cols
                 for c2 in tb.cols
             }

@@ -33,7 +33,7 @@ class HeteroReport:
 
 
 def _link_time(problem: HeteroProblem, key: tuple[str, str, int, str, str, int], nbytes: float) -> float:
-    fit = problem.cluster.links[key].coefficients
+    fit = problem.cluster.link_fits[key].coefficients
     if nbytes == 0:
         return 0.0
     x = math.log2(nbytes / 1e6)
