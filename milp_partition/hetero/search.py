@@ -89,7 +89,7 @@ class _Tables:
         self.upd: list[tuple[float, ...]] = []
         self.ppre: list[list[float]] = []
         self.apre: list[list[float]] = []
-        self.memcap: list[int] = []
+        self.memcap: list[float] = []
         self.memconst: list[float] = []
         for j, tp in self.cfgs:
             t = mod.times[(self.cols[j].kind, mbs, tp)]
@@ -647,7 +647,7 @@ class _Search:
         p = len(plan.stages)
         for i, ((s, e), row) in enumerate(zip(plan.stages, plan.replicas)):
             for kind, tp in {(r.kind, r.tp) for r in row}:
-                if memory_bytes(self.problem, plan.mbs, tp, s, e, p - i) > self.problem.cluster.kinds[kind].memory_bytes:
+                if memory_bytes(self.problem, plan.mbs, tp, s, e, p - i) > self.problem.cluster.memory_of(kind):
                     return False
         return True
 

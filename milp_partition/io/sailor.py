@@ -326,7 +326,7 @@ def describe(problem: HeteroProblem) -> list[str]:
         k = c.kinds[col.kind]
         tps = sorted({(b, t) for (g, b, t) in m.times if g == col.kind and problem.replica_valid(g, b, t)})
         lines.append(
-            f"column      {col.label}: {col.count} devices, {k.memory_bytes / 2**30:.0f} GiB, {k.devices_per_node} per node; "
+            f"column      {col.label}: {col.count} devices, {c.memory_of(col.kind) / 2**30:.0f} GiB, {k.devices_per_node} per node; "
             f"profiled (mbs, tp): {', '.join(f'({b},{t})' for b, t in tps)}"
         )
     lines.append(f"network     {len(c.link_fits)} link fits between the columns' (zone, kind, count) ends")

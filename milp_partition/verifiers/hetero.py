@@ -99,9 +99,9 @@ def _memory(
             act = sum(model.act_mem_floats[tp][ly] for ly in stage) * mbs * 4
             b = params * mult + act * (p - i) + (2.0e9 if tp == 1 else 3.0e9)
             mrow.append(b)
-            if b > problem.cluster.kinds[kind].memory_bytes:
+            if b > problem.cluster.memory_of(kind):
                 v.append(
-                    f"stage {i} replica {r} ({kind}, tp {tp}): {b:.0f} bytes over {problem.cluster.kinds[kind].memory_bytes}"
+                    f"stage {i} replica {r} ({kind}, tp {tp}): {b:.0f} bytes over {problem.cluster.memory_of(kind)}"
                 )
         mem.append(mrow)
     return mem
