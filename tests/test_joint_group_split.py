@@ -186,4 +186,4 @@ def test_the_stage_values_are_the_knapsacks_with_or_without_c(monkeypatch: pytes
         assert (choice == ()) == (not math.isfinite(value))
         if choice:
             assert math.fsum(cost[r, j] for r, j in enumerate(choice)) + crossing == pytest.approx(value, rel=1e-12)
-            assert math.fsum(mem[r, j] for r, j in enumerate(choice)) <= search.model.problem.cluster.memory_bytes
+            assert math.fsum(mem[r, j] for r, j in enumerate(choice)) <= search.model.problem.memory_bytes
