@@ -97,7 +97,7 @@ class _Tables:
             self.upd.append(tuple(x[2] for x in t))
             self.ppre.append(list(itertools.accumulate(mod.params_floats[tp], initial=0.0)))
             self.apre.append(list(itertools.accumulate(mod.act_mem_floats[tp], initial=0.0)))
-            self.memcap.append(problem.cluster.kinds[self.cols[j].kind].memory_bytes)
+            self.memcap.append(problem.cluster.memory_of(self.cols[j].kind))
             self.memconst.append(2.0e9 if tp == 1 else 3.0e9)
         self.w1pre = list(itertools.accumulate((FLOAT_BYTES * w for w in mod.params_floats[1]), initial=0.0))
         self.out = mod.act_output_floats
