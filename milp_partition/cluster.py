@@ -229,19 +229,10 @@ class Cluster:
         """Accelerators of kind ``kind`` (every zone)."""
         return sum(c.count for c in self.columns if c.kind == kind)
 
-    def kind(self, name: str) -> DeviceKind:
-        return self.kinds[name]
-
     def memory_of(self, kind: str) -> float:
         """The memory of one device of kind ``kind`` (``inf``: unbounded)."""
         memory = self.kinds[kind].memory_bytes
         return math.inf if memory is None else memory
-
-    def column_index(self, kind: str, zone: str) -> int | None:
-        for i, c in enumerate(self.columns):
-            if c.kind == kind and c.zone == zone:
-                return i
-        return None
 
     @property
     def one_kind(self) -> DeviceKind:
