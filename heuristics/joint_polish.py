@@ -528,7 +528,7 @@ class _GroupSplit:
             np.array(self.rest_bytes, dtype=np.float64),
             side,
             now,
-            float(model.problem.memory_bytes),
+            np.array(model.problem.cluster.kind_arrays()[0], dtype=np.float64),  # the kinds' memory (one kind: [M])
             self.target,
             self.visits,
             leaf,

@@ -175,3 +175,24 @@ def test_kinds_cluster_checks_its_columns() -> None:
     _one_kind(cluster, 3, 2**30)
     with pytest.raises(InputError, match="no network fit"):
         cluster.link_fit(("z", "A", 1, "z", "A", 1))
+
+
+def test_the_joint_c_pass_takes_the_kinds_as_arrays() -> None:
+    """The compiled joint DP reads the cluster's kinds (memory and device count per kind) as arrays and refuses more
+    than the one kind the joint problem takes."""
+    import numpy as np
+
+    from milp_partition.joint import native
+    from milp_partition.joint.dp import joint_data
+    from tests.test_joint_bruteforce import random_problem
+
+    if native._ext is None:
+        pytest.skip("the compiled joint DP is not built")
+    problem = random_problem(3)
+    args = list(native._context_args(joint_data(problem)))
+    memory, count = args[10], args[11]
+    assert args[6] == 1 and memory.tolist() == [problem.memory_bytes] and count.tolist() == [problem.cluster.device_count]
+    native._ext.new(*args)  # one kind: accepted
+    args[6], args[10], args[11] = 2, np.repeat(memory, 2), np.repeat(count, 2)
+    with pytest.raises(ValueError, match="one device kind"):
+        native._ext.new(*args)
