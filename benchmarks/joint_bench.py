@@ -22,7 +22,6 @@ import math
 import platform
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -36,7 +35,7 @@ from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedre
 from milp_partition.io.piper import read_joint  # noqa: E402
 from milp_partition.joint.dp import joint_data  # noqa: E402
 from milp_partition.joint.generators import repeat_block  # noqa: E402
-from milp_partition.joint.problem import JointProblem, JointSolveSettings  # noqa: E402
+from milp_partition.joint.problem import JointProblem, JointSolveSettings, joint_cluster  # noqa: E402
 from milp_partition.joint.solve import solve_joint  # noqa: E402
 from milp_partition.verifiers.joint import verify_joint  # noqa: E402
 
@@ -133,7 +132,7 @@ def main() -> int:
         base = read_joint(SHARED / "bert32a100.json", devices=8, memory_bytes=GIB, bandwidth_bytes_per_s=BANDWIDTH)
         for layers, k, mem in LARGER:
             problem = repeat_block(base, layers)
-            problem = problem.with_cluster(replace(problem.cluster, devices=k, memory_bytes=mem * GIB))
+            problem = problem.with_cluster(joint_cluster(k, mem * GIB, problem.cluster.bandwidth_bytes_per_s))
             row = {"case": f"bert{layers} (repeated layer)", "k": k, "memory_gib": mem, "piper": None, "piper_seconds": None}
             row.update(_run(problem, args))
             rows.append(row)

@@ -7,7 +7,6 @@ with ``read_joint``; see docs/joint.md.
 """
 
 from milp_partition import (
-    JointCluster,
     JointConfig,
     JointEdge,
     JointNode,
@@ -15,6 +14,7 @@ from milp_partition import (
     JointProblem,
     JointSolveSettings,
     JointStage,
+    joint_cluster,
     solve_joint,
     verify_joint,
 )
@@ -41,7 +41,8 @@ def layer(i: int) -> JointNode:
 problem = JointProblem(
     nodes=tuple(layer(i) for i in range(LAYERS)),
     edges=tuple(JointEdge(str(i), str(i + 1), bytes=8e6) for i in range(LAYERS - 1)),
-    cluster=JointCluster(devices=8, memory_bytes=3 * GB, bandwidth_bytes_per_s=25 * GB, microbatches=16),
+    cluster=joint_cluster(devices=8, memory_bytes=3 * GB, bandwidth_bytes_per_s=25 * GB),
+    microbatches=16,
     name="eight-layers",
 )
 result = solve_joint(problem, JointSolveSettings(time_limit_s=60))

@@ -106,16 +106,16 @@ class JointModel:
 
 def _options(problem: JointProblem) -> tuple[list[tuple[int, int]], list[int]]:
     cl = problem.cluster
-    top = min(cl.devices, cl.microbatches)
-    divisors = [d for d in range(1, top + 1) if cl.microbatches % d == 0]
-    options = [(d, t) for d in divisors for t in problem.degrees if d * t <= cl.devices]
+    top = min(cl.device_count, problem.microbatches)
+    divisors = [d for d in range(1, top + 1) if problem.microbatches % d == 0]
+    options = [(d, t) for d in divisors for t in problem.degrees if d * t <= cl.device_count]
     return options, sorted({d for d, _ in options})
 
 
 def work_lower_bound_s(problem: JointProblem) -> float:
     """``sum_v min_{t,c} t p / k``: every plan's bottleneck stage takes at least this long."""
     total = math.fsum(min(t * c.time_per_sample_s for t, cs in n.configs.items() for c in cs) for n in problem.nodes)
-    return total / problem.cluster.devices
+    return total / problem.cluster.device_count
 
 
 def build(problem: JointProblem, upper_bound_s: float | None = None, max_binaries: int = MAX_BINARIES) -> JointModel:
@@ -131,8 +131,8 @@ def build(problem: JointProblem, upper_bound_s: float | None = None, max_binarie
     n = len(nodes)
     index = {nd.id: v for v, nd in enumerate(nodes)}
     options, divisors = _options(problem)
-    slots = max(1, min(n, cl.devices, cl.microbatches))
-    y_top = min(cl.devices, cl.microbatches)
+    slots = max(1, min(n, cl.device_count, problem.microbatches))
+    y_top = min(cl.device_count, problem.microbatches)
     configs = [[(t, c, cfg) for t in sorted(nd.configs) for c, cfg in enumerate(nd.configs[t])] for nd in nodes]
     binaries = slots * (len(options) + sum(len(cs) for cs in configs) + n + max(0, y_top - 1))
     if binaries > max_binaries:
@@ -183,10 +183,16 @@ def build(problem: JointProblem, upper_bound_s: float | None = None, max_binarie
             m.add_constraint(terms, Sense.LE, 0.0, f"(d) precedence {e.source}->{e.target},{i}")
     # (e) devices and data-parallel degrees
     m.add_constraint(
-        [(jm.g[i, o], float(d * t)) for i in slot_range for o, (d, t) in enumerate(options)], Sense.LE, cl.devices, "(e) devices"
+        [(jm.g[i, o], float(d * t)) for i in slot_range for o, (d, t) in enumerate(options)],
+        Sense.LE,
+        cl.device_count,
+        "(e) devices",
     )
     m.add_constraint(
-        [(jm.g[i, o], float(d)) for i in slot_range for o, (d, _) in enumerate(options)], Sense.LE, cl.microbatches, "(e) sum d"
+        [(jm.g[i, o], float(d)) for i in slot_range for o, (d, _) in enumerate(options)],
+        Sense.LE,
+        problem.microbatches,
+        "(e) sum d",
     )
     # (f) later degrees
     jm.s = [m.add_var(f"s[{i}]", VarKind.INTEGER, 0.0, float(y_top)) for i in slot_range]
@@ -212,7 +218,7 @@ def build(problem: JointProblem, upper_bound_s: float | None = None, max_binarie
 
 def _memory(jm: JointModel, configs: list[list[tuple[int, int, JointConfig]]]) -> None:
     """(h) memory at every number of micro-batches in flight (rows over binaries only, in bytes)."""
-    m, cl = jm.model, jm.problem.cluster
+    m = jm.model
     n = len(jm.problem.nodes)
     has_activations = any(cfg.activation_bytes > 0 for cs in configs for _, _, cfg in cs)
     for i in range(jm.slots):
@@ -223,11 +229,11 @@ def _memory(jm: JointModel, configs: list[list[tuple[int, int, JointConfig]]]) -
                 for c, (t, _, cfg) in enumerate(configs[v])
             ]
             if level == 1:
-                m.add_constraint(terms, Sense.LE, cl.memory_bytes, f"(h) memory {i},1")
+                m.add_constraint(terms, Sense.LE, jm.problem.memory_bytes, f"(h) memory {i},1")
                 continue
             most = math.fsum(max(cfg.activation_bytes * level + cfg.fixed_bytes for _, _, cfg in cs) for cs in configs)
-            big = max(0.0, most - cl.memory_bytes)
-            m.add_constraint([*terms, (jm.u[i, level], big)], Sense.LE, cl.memory_bytes + big, f"(h) memory {i},{level}")
+            big = max(0.0, most - jm.problem.memory_bytes)
+            m.add_constraint([*terms, (jm.u[i, level], big)], Sense.LE, jm.problem.memory_bytes + big, f"(h) memory {i},{level}")
 
 
 def _boundary(
@@ -267,7 +273,7 @@ def _time(
 ) -> None:
     """(j) time per sample of each slot at each data-parallel degree, (k) bounds on T; the objective."""
     m, cl = jm.model, jm.problem.cluster
-    B, N = cl.bandwidth_bytes_per_s, cl.microbatches
+    B, N = cl.bandwidth_bytes_per_s, jm.problem.microbatches
     n = len(jm.problem.nodes)
 
     def most(d: int) -> float:  # the right-hand side of (j) with every node (costliest configuration) and edge in one stage

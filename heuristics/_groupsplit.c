@@ -115,15 +115,15 @@ static void branch(Split *s, int k) {
     }
 }
 
-#define NBUF 16
+#define NBUF 17
 
 static PyObject *py_split(PyObject *self, PyObject *args) {
     PyObject *objs[NBUF], *leaf, *expired;
-    double memory, target;
+    double target;
     long visits;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOddlOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5],
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOdlOO", &objs[0], &objs[1], &objs[2], &objs[3], &objs[4], &objs[5],
                           &objs[6], &objs[7], &objs[8], &objs[9], &objs[10], &objs[11], &objs[12], &objs[13], &objs[14],
-                          &objs[15], &memory, &target, &visits, &leaf, &expired))
+                          &objs[15], &objs[16], &target, &visits, &leaf, &expired))
         return NULL;
     if (!PyCallable_Check(leaf) || !PyCallable_Check(expired)) {
         PyErr_SetString(PyExc_TypeError, "groupsplit: leaf and expired must be callables");
@@ -138,7 +138,8 @@ static PyObject *py_split(PyObject *self, PyObject *args) {
     PyObject *out = NULL;
     if (got == NBUF) {
         /* 0 allowed_start, 1 allowed, 2 pred_start, 3 pred, 4 link_start, 5 link, 6 link_bytes, 7 cost, 8 mem,
-         * 9 outside, 10 per_byte, 11 weights, 12 rest, 13 rest_bytes, 14 side, 15 now */
+         * 9 outside, 10 per_byte, 11 weights, 12 rest, 13 rest_bytes, 14 side, 15 now, 16 kind_memory (the cluster's
+         * memory per device of each kind; the sides are devices of one kind: index 0) */
         long n = (long)(v[9].len / (Py_ssize_t)sizeof(double)), G = (long)(v[10].len / (Py_ssize_t)sizeof(double));
         const int32_t *as = v[0].buf, *ps = v[2].buf, *ls = v[4].buf;
         int ok = G >= 1 && n >= 0;
@@ -147,6 +148,7 @@ static PyObject *py_split(PyObject *self, PyObject *args) {
         ok = ok && v[7].len == (Py_ssize_t)sizeof(double) * G * n && v[8].len == (Py_ssize_t)sizeof(double) * G * n;
         ok = ok && v[11].len == (Py_ssize_t)sizeof(double) * G && v[15].len == (Py_ssize_t)sizeof(double) * G;
         ok = ok && v[12].len == (Py_ssize_t)sizeof(double) * (n + 1) && v[13].len == (Py_ssize_t)sizeof(double) * (n + 1);
+        ok = ok && v[16].len == (Py_ssize_t)sizeof(double);
         ok = ok && as[0] == 0 && ps[0] == 0 && ls[0] == 0;
         ok = ok && v[1].len == (Py_ssize_t)sizeof(int32_t) * as[n] && v[3].len == (Py_ssize_t)sizeof(int32_t) * ps[n];
         ok = ok && v[5].len == (Py_ssize_t)sizeof(int32_t) * ls[n] && v[6].len == (Py_ssize_t)sizeof(double) * ls[n];
@@ -164,8 +166,8 @@ static PyObject *py_split(PyObject *self, PyObject *args) {
                 PyErr_NoMemory();
             } else {
                 Split s = {(int)G, (int)n, as, al, ps, pr, ls, li, v[6].buf, v[7].buf, v[8].buf, v[9].buf, v[10].buf,
-                           v[11].buf, v[12].buf, v[13].buf, memory, target, visits, v[14].buf, v[15].buf, used, leaf,
-                           expired, 0};
+                           v[11].buf, v[12].buf, v[13].buf, ((const double *)v[16].buf)[0], target, visits, v[14].buf,
+                           v[15].buf, used, leaf, expired, 0};
                 for (long k = 0; k < n; ++k) s.side[k] = -1;
                 for (long q = 0; q < G; ++q) s.now[q] = 0.0;
                 branch(&s, 0);
@@ -182,7 +184,7 @@ static PyMethodDef methods[] = {
     {"split", py_split,
      METH_VARARGS,
      "split(allowed_start, allowed, pred_start, pred, link_start, link, link_bytes, cost, mem, outside, per_byte, "
-     "weights, rest, rest_bytes, side, now, memory, target, visits, leaf, expired) -> visits left (-1: cut short)"},
+     "weights, rest, rest_bytes, side, now, kind_memory, target, visits, leaf, expired) -> visits left (-1: cut short)"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_groupsplit", "The joint polisher's group split in C.", -1,

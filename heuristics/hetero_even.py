@@ -92,7 +92,7 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12) -> tuple[Hetero
                 row = []
                 for idx, (j, tp) in enumerate(cfgs):
                     kind = cols[j].kind
-                    if memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.kinds[kind].memory_bytes:
+                    if memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.memory_of(kind):
                         continue
                     t = mod.times[(kind, mbs, tp)]
                     row.append((sum(t[ly][0] + t[ly][1] for ly in range(s, e)), j, tp, idx))

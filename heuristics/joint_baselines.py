@@ -75,7 +75,7 @@ def _uniform_plans(data: JointData, stage_counts: list[int], budget: Budget | No
         idx = [data.ideal_index[m] for m in masks]
         for t in data.degrees:
             for d in data.divisors:
-                if stages * d * t > cl.devices or stages * d > cl.microbatches:
+                if stages * d * t > cl.device_count or stages * d > data.problem.microbatches:
                     continue
                 worst, plan_stages = 0.0, []
                 for q in range(stages):
@@ -96,7 +96,7 @@ def _uniform_plans(data: JointData, stage_counts: list[int], budget: Budget | No
 
 def pipedream_2bw_style(data: JointData, budget: Budget | None = None) -> tuple[JointPlan | None, float]:
     """PipeDream-2BW style: equal numbers of repeated blocks per stage, one d and t everywhere; the best such plan."""
-    return _uniform_plans(data, list(range(1, data.problem.cluster.devices + 1)), budget)
+    return _uniform_plans(data, list(range(1, data.problem.cluster.device_count + 1)), budget)
 
 
 def all_data_parallel(data: JointData, budget: Budget | None = None) -> tuple[JointPlan | None, float]:

@@ -106,8 +106,8 @@ class _Model:
         self.degrees = [t for t in problem.degrees if shape is None or shape.tensor_parallel in (None, t)]
         self.divisors = [
             d
-            for d in range(1, min(cl.devices, cl.microbatches) + 1)
-            if cl.microbatches % d == 0 and (shape is None or shape.data_parallel in (None, d))
+            for d in range(1, min(cl.device_count, problem.microbatches) + 1)
+            if problem.microbatches % d == 0 and (shape is None or shape.data_parallel in (None, d))
         ]
         self.arrays: dict[int, tuple[np.ndarray, ...]] = {}
         self.names: dict[int, list[list[str]]] = {}
@@ -146,14 +146,14 @@ class _Model:
         got = self.lowers.get(key)
         if got is None:
             cost, mem, crossing = self._knapsack(nodes, d, t, y)
-            got = self.lowers[key] = cost_bounds(cost, mem, self.problem.cluster.memory_bytes)[0] + crossing
+            got = self.lowers[key] = cost_bounds(cost, mem, self.problem.memory_bytes)[0] + crossing
         return got
 
     def _stage(self, nodes: frozenset[int], d: int, t: int, y: int) -> float:
         if t not in self.arrays:
             return math.inf
         cost, mem, crossing = self._knapsack(nodes, d, t, y)
-        value = native.least_cost(cost, mem, self.problem.cluster.memory_bytes)
+        value = native.least_cost(cost, mem, self.problem.memory_bytes)
         if value is None:
             value = self._solve(cost, mem)[0]
         return value + crossing if math.isfinite(value) else math.inf
@@ -167,7 +167,7 @@ class _Model:
 
     def _solve(self, cost: np.ndarray, mem: np.ndarray) -> tuple[float, tuple[int, ...]]:
         """The knapsack's least seconds and each node's option (``inf`` and ``()`` when nothing fits)."""
-        memory = self.problem.cluster.memory_bytes
+        memory = self.problem.memory_bytes
         # a few nodes' choices are enumerated at once, more go to the Pareto DP (the same least time)
         got = min_cost_enumerate(cost, mem, memory)
         value, choice = got if got is not None else min_cost_exact(cost, mem, memory, choices=True)
@@ -182,7 +182,7 @@ class _Model:
         p, w, a, b = (arr[rows] for arr in self.arrays[t])
         avail = np.isfinite(p)
         bw_s = cl.bandwidth_bytes_per_s
-        cost = np.where(avail, p / d + 4.0 * (d - 1) * np.where(avail, w, 0.0) / (d * cl.microbatches * bw_s), np.inf)
+        cost = np.where(avail, p / d + 4.0 * (d - 1) * np.where(avail, w, 0.0) / (d * self.problem.microbatches * bw_s), np.inf)
         mem = np.where(avail, a * y + b, np.inf)
         crossing = 0.0
         fw, bw = self.sync[t]
@@ -204,7 +204,7 @@ class _Model:
             cl = self.problem.cluster
             p, w, a, b = self.arrays[t]
             avail = np.isfinite(p)
-            scale = 4.0 * (d - 1) / (d * cl.microbatches * cl.bandwidth_bytes_per_s)
+            scale = 4.0 * (d - 1) / (d * self.problem.microbatches * cl.bandwidth_bytes_per_s)
             cost = np.where(avail, p / d + scale * np.where(avail, w, 0.0), np.inf)
             hit = self.floors[key] = (cost.min(axis=1), np.where(avail, a * y + b, np.inf).min(axis=1))
         return hit
@@ -360,7 +360,7 @@ class _Search:
         """The stages with every ``(d, t)`` re-chosen to minimise the largest time (module docstring, 3); ``None``: no fit."""
         model = self.model
         cl = model.problem.cluster
-        options = [(d, t) for d in model.divisors for t in model.degrees if d * t <= cl.devices]
+        options = [(d, t) for d in model.divisors for t in model.degrees if d * t <= cl.device_count]
         layer: dict[tuple[int, int], float] = {(0, 0): 0.0}
         history: list[dict[tuple[int, int], tuple[tuple[int, int], tuple[int, int]]]] = []
         for nodes in reversed(sets):
@@ -369,7 +369,7 @@ class _Search:
             for (used, s), value in layer.items():
                 for d, t in options:
                     state = (used + d * t, s + d)
-                    if state[0] > cl.devices or state[1] > cl.microbatches:
+                    if state[0] > cl.device_count or state[1] > model.problem.microbatches:
                         continue
                     worst = max(value, model.stage(nodes, d, t, -(-state[1] // d)))
                     if math.isfinite(worst) and worst < new.get(state, math.inf):
@@ -528,7 +528,7 @@ class _GroupSplit:
             np.array(self.rest_bytes, dtype=np.float64),
             side,
             now,
-            float(model.problem.cluster.memory_bytes),
+            np.array(model.problem.cluster.kind_arrays()[0], dtype=np.float64),  # the kinds' memory (one kind: [M])
             self.target,
             self.visits,
             leaf,
@@ -547,7 +547,7 @@ class _GroupSplit:
         # every side below the target: its d times its time left holds its nodes' least seconds times d
         if self.rest[k] > math.fsum(w * (target - c) for w, c in zip(self.weights, now)) * (1 + 1e-9):
             return
-        memory = self.model.problem.cluster.memory_bytes
+        memory = self.model.problem.memory_bytes
         if self.rest_bytes[k] > math.fsum(memory - m for m in used) * (1 + 1e-9):  # and every side's memory
             return
         v = self.order[k]

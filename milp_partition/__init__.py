@@ -84,7 +84,9 @@ _EXPORTS: dict[str, str] = {
     "Cluster": "milp_partition.cluster",
     "Device": "milp_partition.cluster",
     "Link": "milp_partition.cluster",
+    "DeviceKind": "milp_partition.cluster",
     "homogeneous_cluster": "milp_partition.cluster",
+    "one_kind_cluster": "milp_partition.cluster",
     "make_cluster": "milp_partition.cluster",
     "parse_bytes": "milp_partition.units",
     "parse_rate": "milp_partition.units",
@@ -132,7 +134,7 @@ _EXPORTS: dict[str, str] = {
     "JointNode": "milp_partition.joint.problem",
     "JointEdge": "milp_partition.joint.problem",
     "JointConfig": "milp_partition.joint.problem",
-    "JointCluster": "milp_partition.joint.problem",
+    "joint_cluster": "milp_partition.joint.problem",
     "JointPlan": "milp_partition.joint.problem",
     "JointStage": "milp_partition.joint.problem",
     "JointSolveSettings": "milp_partition.joint.problem",
@@ -173,7 +175,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ imports these on demand
     from milp_partition.calibration.apply import apply_profile
     from milp_partition.calibration.profile import DeviceProfile, resolve_profile
-    from milp_partition.cluster import Cluster, Device, Link, homogeneous_cluster, make_cluster
+    from milp_partition.cluster import Cluster, Device, DeviceKind, Link, homogeneous_cluster, make_cluster, one_kind_cluster
     from milp_partition.errors import InputError, MilpPartitionError
     from milp_partition.graph import Edge, Graph, Node, make_graph
     from milp_partition.importers.build import write_imported
@@ -185,7 +187,6 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ imports 
     from milp_partition.io.strategy_tables import read_strategy_tables, write_strategy_tables
     from milp_partition.joint.layers import LayerPlanSettings, joint_from_imported
     from milp_partition.joint.problem import (
-        JointCluster,
         JointConfig,
         JointEdge,
         JointNode,
@@ -193,6 +194,7 @@ if TYPE_CHECKING:  # what mypy and editors see; at run time __getattr__ imports 
         JointProblem,
         JointSolveSettings,
         JointStage,
+        joint_cluster,
     )
     from milp_partition.joint.solve import JointResult, solve_joint
     from milp_partition.pipeline.problem import Instance, PipelineProblem, PipelineSettings, PipelineSolution

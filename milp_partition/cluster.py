@@ -1,12 +1,31 @@
-"""The cluster: accelerators, host CPU cores and the links between them.
+"""The cluster: device kinds, the accelerators, host CPU cores and the links between them (one model for every problem).
 
-This module imports no solver, formulation or heuristic.
+A :class:`Cluster` holds
+
+- its device **kinds** (:class:`DeviceKind`: name, memory, devices per node, an optional compute profile);
+- the named accelerators (:attr:`Cluster.devices`) when the source names them (pipeline, placement and
+  Tarnawski files name devices and may give each its own memory); a source that only counts devices per kind
+  (the joint problem, Galvatron's and Sailor's folders) leaves them out;
+- how many devices of each kind each zone has (:class:`KindColumn`; derived from the named devices when there are
+  some, one column per kind in zone :data:`DEFAULT_ZONE`);
+- the host CPU cores;
+- the links: an alpha-beta :class:`Link` between nodes (:attr:`Cluster.link`) and one within a node
+  (:attr:`Cluster.node_link`, ``None``: the same), plus, where a source gives them, fitted curves between
+  (zone, kind, count) ends (:class:`LinkFit` by :data:`LinkKey`: Sailor's network fits) and measured collective
+  tables (:class:`CollectiveTables`: Galvatron's hardware profile).
+
+A homogeneous cluster is one kind (:func:`homogeneous_cluster`, :func:`one_kind_cluster`); :func:`make_cluster`
+builds one from a list of named devices, :func:`kinds_cluster` from kinds and counts per zone.  Every reader of
+``io/`` fills this class; every problem, verifier and C pass reads it (the C passes take the kinds as arrays).
+
+This module imports no solver, formulation or heuristic (layer 2).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 
 from milp_partition.errors import InputError
 
@@ -18,25 +37,69 @@ MAX_MEMORY_BYTES = 2**50
 CPU_KIND = "cpu"
 #: The device kind given to accelerators when a source does not name one.
 ACCELERATOR_KIND = "gpu"
+#: The zone of a cluster whose source names no zone.
+DEFAULT_ZONE = "zone0"
+
+#: A fitted link's key: (sender zone, sender kind, sender devices, receiver zone, receiver kind, receiver devices).
+LinkKey = tuple[str, str, int, str, str, int]
+
+
+@dataclass(frozen=True)
+class DeviceKind:
+    """One kind of accelerator.
+
+    Attributes
+    ----------
+    name
+        E.g. ``"gpu"`` or ``"A100-40"``; matched against :attr:`Node.allowed_kinds` and :attr:`Node.time_by_kind`.
+    memory_bytes
+        Memory a plan may fill on one device of this kind; ``None``: unbounded (or, for a cluster of named
+        devices, not the same on every device of the kind: each :class:`Device` then holds its own).  A float
+        where the source gives one (the joint problem's files).
+    devices_per_node
+        Devices of this kind per machine (the largest tensor-parallel group of the kind); 1 where the source does not
+        say (every device its own node: every transfer crosses :attr:`Cluster.link`).
+    peak_flops_per_s
+        The compute profile where a source gives one (peak FLOP/s of one device); ``None``: not given (layer times come
+        from profiles per kind).
+    """
+
+    name: str
+    memory_bytes: float | None = None
+    devices_per_node: int = 1
+    peak_flops_per_s: float | None = None
 
 
 @dataclass(frozen=True)
 class Device:
-    """One accelerator.
+    """One named accelerator.
 
     Attributes
     ----------
     id
         Unique name, e.g. ``"gpu0"``.
     kind
-        Device kind, matched against :attr:`Node.allowed_kinds` and :attr:`Node.time_by_kind`.
+        The name of its :class:`DeviceKind`.
     memory_bytes
-        Memory capacity; ``None`` means unbounded.
+        Memory capacity (the pipeline, placement and Tarnawski files give memory per device); ``None`` means unbounded.
     """
 
     id: str
     kind: str = ACCELERATOR_KIND
     memory_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class KindColumn:
+    """``count`` devices of kind ``kind`` available in zone ``zone`` (one ``<kind>_<zone>`` column of a trace row)."""
+
+    kind: str
+    zone: str
+    count: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}_{self.zone}"
 
 
 @dataclass(frozen=True)
@@ -52,16 +115,172 @@ class Link:
 
 
 @dataclass(frozen=True)
-class Cluster:
-    """Accelerators plus host CPU cores joined by one link model."""
+class LinkFit:
+    """A fitted link: moving ``x`` bytes takes ``(x / 1e9) / bw(x)`` seconds, ``bw(x) = poly(log2(x / 1e6))`` GB/s.
 
-    devices: tuple[Device, ...]
+    ``coefficients`` are the polynomial's, highest degree first (Sailor's fits are quadratics).  The fit is used
+    as it is, also outside the range it was fitted on (where ``bw`` may be negative: a negative time).
+    """
+
+    coefficients: tuple[float, ...]
+
+    def seconds(self, nbytes: float) -> float:
+        """Seconds to move ``nbytes`` (0 for 0 bytes)."""
+        if nbytes == 0:
+            return 0.0
+        lx = math.log2(nbytes / 1e6)
+        n = len(self.coefficients)
+        bw = sum(c * lx ** (n - k - 1) for k, c in enumerate(self.coefficients))
+        return (nbytes / 1e9) / bw
+
+
+@dataclass(frozen=True)
+class LatencyTable:
+    """Collective latency for one group size: measured ms per message size (MB) and a linear fit (ms = a*MB + b)."""
+
+    measured_ms: dict[float, float]
+    slope: float
+    intercept: float
+
+    def ms(self, size_mb: float) -> float:
+        """The measured time when ``size_mb`` is a measured size (as Galvatron looks it up), else the fit."""
+        if size_mb in self.measured_ms:
+            return self.measured_ms[size_mb]
+        return self.slope * size_mb + self.intercept
+
+
+@dataclass(frozen=True)
+class CollectiveTables:
+    """Measured collectives (Galvatron's hardware profile): all-reduce ms per MB (keys ``'8'``, ``'4_1'`` consecutive,
+    ``'4_0'`` not, ...), p2p ms per MB per pipeline degree, the compute/communication overlap coefficient, all-gather and
+    all-to-all latency tables per group size.  ``source``: the folder they were read from."""
+
+    allreduce_ms_per_mb: dict[str, float]
+    p2p_ms_per_mb: dict[int, float]
+    overlap: float
+    allgather: dict[int, LatencyTable]
+    all2all: dict[int, LatencyTable]
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Device kinds, the named accelerators (where the source names them), host CPU cores, counts per (kind, zone)
+    and the links.
+
+    Attributes
+    ----------
+    devices
+        The named accelerators, in the source's order; empty where the source only counts devices per kind.
+    host_cpu_cores
+        Host CPU cores (kind :data:`CPU_KIND`), for the problems that place work on them.
+    link
+        The alpha-beta link between nodes (the only one when :attr:`node_link` is ``None``).
+    kinds
+        Name -> :class:`DeviceKind`.  For named devices, every device's kind is here (filled from the devices when
+        not given; the kind's memory is the devices' when they all agree, else ``None``).
+    columns
+        Devices per (kind, zone), in the source's order; for named devices, one column per kind in
+        :data:`DEFAULT_ZONE` (derived).
+    node_link
+        The alpha-beta link within a node; ``None``: :attr:`link`.
+    link_fits
+        :data:`LinkKey` -> :class:`LinkFit` where a source gives fitted curves (Sailor); a missing key means that link
+        is unknown (plans using it are refused).
+    collectives
+        Measured collective tables where a source gives them (Galvatron), else ``None``.
+    """
+
+    devices: tuple[Device, ...] = ()
     host_cpu_cores: int = 0
     link: Link = Link()
+    kinds: Mapping[str, DeviceKind] = field(default_factory=dict, hash=False)
+    columns: tuple[KindColumn, ...] = ()
+    node_link: Link | None = None
+    link_fits: Mapping[LinkKey, LinkFit] = field(default_factory=dict, hash=False)
+    collectives: CollectiveTables | None = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.devices:
+            return
+        # named devices: their kinds and columns follow them (also after dataclasses.replace(devices=...))
+        kinds: dict[str, DeviceKind] = {}
+        counts: dict[str, int] = {}
+        memory: dict[str, set[int | None]] = {}
+        for d in self.devices:
+            counts[d.kind] = counts.get(d.kind, 0) + 1
+            memory.setdefault(d.kind, set()).add(d.memory_bytes)
+        for name, mems in memory.items():
+            given = self.kinds.get(name) or DeviceKind(name)
+            kinds[name] = replace(given, memory_bytes=next(iter(mems)) if len(mems) == 1 else None)
+        object.__setattr__(self, "kinds", kinds)
+        object.__setattr__(self, "columns", tuple(KindColumn(k, DEFAULT_ZONE, n) for k, n in counts.items()))
 
     @property
     def accelerator_ids(self) -> list[str]:
         return [d.id for d in self.devices]
+
+    @property
+    def device_count(self) -> int:
+        """Accelerators in the cluster (every kind, every zone)."""
+        return len(self.devices) if self.devices else sum(c.count for c in self.columns)
+
+    def devices_of_kind(self, kind: str) -> int:
+        """Accelerators of kind ``kind`` (every zone)."""
+        return sum(c.count for c in self.columns if c.kind == kind)
+
+    def memory_of(self, kind: str) -> float:
+        """The memory of one device of kind ``kind`` (``inf``: unbounded)."""
+        memory = self.kinds[kind].memory_bytes
+        return math.inf if memory is None else memory
+
+    @property
+    def one_kind(self) -> DeviceKind:
+        """The cluster's only kind; :class:`InputError` when it has several (a problem that takes one kind only)."""
+        if len(self.kinds) != 1:
+            raise InputError(
+                f"the cluster has {len(self.kinds)} device kinds ({', '.join(sorted(self.kinds)) or 'none'}); "
+                "this problem takes one kind: give a homogeneous cluster",
+                where="cluster",
+            )
+        return next(iter(self.kinds.values()))
+
+    @property
+    def memory_bytes(self) -> float | None:
+        """The memory of one device of the cluster's one kind (``None``: unbounded); :class:`InputError` when the cluster
+        has several kinds or its named devices differ in memory."""
+        kind = self.one_kind
+        if self.devices and len({d.memory_bytes for d in self.devices}) > 1:
+            raise InputError(
+                f"the devices of kind {kind.name!r} differ in memory; this problem takes one memory for every device",
+                where="cluster",
+            )
+        return kind.memory_bytes
+
+    @property
+    def bandwidth_bytes_per_s(self) -> float:
+        """Bandwidth between nodes, bytes per second."""
+        return self.link.bandwidth_bytes_per_s
+
+    def link_fit(self, key: LinkKey) -> LinkFit:
+        """The fit of ``key``; :class:`InputError` naming the key when the network file has none."""
+        try:
+            return self.link_fits[key]
+        except KeyError:
+            raise InputError(f"no network fit for link {key!r}", where="network fits") from None
+
+    def with_memory(self, memory_bytes: float | None) -> Cluster:
+        """The same one-kind cluster with another memory per device (unchecked: the readers check figures)."""
+        kind = self.one_kind
+        devices = tuple(replace(d, memory_bytes=memory_bytes) for d in self.devices)  # type: ignore[arg-type]
+        return replace(self, devices=devices, kinds={kind.name: replace(kind, memory_bytes=memory_bytes)})
+
+    def kind_arrays(self) -> tuple[list[float], list[int]]:
+        """The kinds as arrays, in :attr:`kinds` order: memory per device (``inf`` for unbounded) and device count.
+
+        What the C passes read (today's problems take one kind: arrays of length 1)."""
+        memory = [math.inf if k.memory_bytes is None else float(k.memory_bytes) for k in self.kinds.values()]
+        return memory, [self.devices_of_kind(name) for name in self.kinds]
 
 
 def homogeneous_cluster(
@@ -73,7 +292,7 @@ def homogeneous_cluster(
     link: Link | None = None,
     source: str | None = None,
 ) -> Cluster:
-    """``count`` identical accelerators named ``{kind}0 .. {kind}{count-1}``."""
+    """``count`` identical accelerators named ``{kind}0 .. {kind}{count-1}`` (one kind)."""
     if not isinstance(count, int) or count < 1:
         raise InputError(f"the number of devices must be a positive integer, got {count!r}", source=source, where="devices")
     if count > MAX_DEVICES:
@@ -86,6 +305,30 @@ def homogeneous_cluster(
     )
 
 
+def one_kind_cluster(
+    count: int,
+    memory_bytes: float | None,
+    *,
+    kind: str = ACCELERATOR_KIND,
+    devices_per_node: int = 1,
+    zone: str = DEFAULT_ZONE,
+    link: Link | None = None,
+    link_fits: Mapping[LinkKey, LinkFit] | None = None,
+    collectives: CollectiveTables | None = None,
+) -> Cluster:
+    """``count`` devices of one kind in one zone, counted, not named (the joint problem, Galvatron's hardware).
+
+    The figures are taken as they are (the readers check them, naming the file and field: a NaN is kept for the
+    verifiers to refuse)."""
+    return Cluster(
+        link=link or Link(),
+        kinds={kind: DeviceKind(kind, memory_bytes, devices_per_node)},
+        columns=(KindColumn(kind, zone, count),),
+        link_fits=dict(link_fits or {}),
+        collectives=collectives,
+    )
+
+
 def make_cluster(
     devices: list[Device] | tuple[Device, ...],
     *,
@@ -93,7 +336,7 @@ def make_cluster(
     link: Link | None = None,
     source: str | None = None,
 ) -> Cluster:
-    """Validate and build a :class:`Cluster`."""
+    """Validate and build a :class:`Cluster` of named devices (their kinds and columns follow from them)."""
     link = link or Link()
     if len(devices) > MAX_DEVICES:
         raise InputError(f"{len(devices)} devices is more than the {MAX_DEVICES} the models take", source=source, where="devices")
@@ -143,3 +386,34 @@ def make_cluster(
     if link.bandwidth_bytes_per_s == 0:
         raise InputError("must be positive", source=source, where="link field 'bandwidth_bytes_per_s'")
     return Cluster(tuple(devices), host_cpu_cores, link)
+
+
+def kinds_cluster(
+    kinds: Mapping[str, DeviceKind],
+    columns: list[KindColumn] | tuple[KindColumn, ...],
+    link_fits: Mapping[LinkKey, LinkFit],
+    *,
+    source: str | None = None,
+) -> Cluster:
+    """Validate and build a :class:`Cluster` of kinds counted per zone (every column's kind known, counts
+    non-negative, at least one device), with fitted links (Sailor's trace rows and network fits)."""
+    seen: set[tuple[str, str]] = set()
+    for c in columns:
+        where = f"column {c.label!r}"
+        if c.kind not in kinds:
+            raise InputError(f"unknown device kind {c.kind!r}; known: {', '.join(sorted(kinds))}", source=source, where=where)
+        if isinstance(c.count, bool) or not isinstance(c.count, int) or c.count < 0:
+            raise InputError(f"the device count must be a whole number >= 0, got {c.count!r}", source=source, where=where)
+        if (c.kind, c.zone) in seen:
+            raise InputError("the column is given twice", source=source, where=where)
+        seen.add((c.kind, c.zone))
+    for k in kinds.values():
+        if k.memory_bytes is None or k.memory_bytes <= 0 or k.devices_per_node < 1:
+            raise InputError(
+                f"memory_bytes must be > 0 and devices_per_node >= 1, got {k.memory_bytes!r}, {k.devices_per_node!r}",
+                source=source,
+                where=f"kind {k.name!r}",
+            )
+    if not any(c.count > 0 for c in columns):
+        raise InputError("the cluster has no device: every column counts 0", source=source)
+    return Cluster(kinds=dict(kinds), columns=tuple(columns), link_fits=dict(link_fits))

@@ -17,16 +17,16 @@ import random
 from collections.abc import Iterator
 from dataclasses import replace
 
+from milp_partition.cluster import CollectiveTables, LatencyTable
 from milp_partition.galvatron.problem import (
     GalvatronPlan,
     GalvatronProblem,
-    Hardware,
-    LatencyTable,
     LayerType,
     Strategy,
     Vocab,
     VocabStates,
     VocabStrategy,
+    galvatron_cluster,
 )
 from milp_partition.verifiers.galvatron import verify_galvatron
 
@@ -37,7 +37,7 @@ def _latency(rng: random.Random, slow: float) -> LatencyTable:
     return LatencyTable(measured, slope, icpt)
 
 
-def random_hardware(rng: random.Random, devices: int, slow: float = 1.0) -> Hardware:
+def random_hardware(rng: random.Random, devices: int, slow: float = 1.0) -> CollectiveTables:
     """All-reduce ms/MB per group (``slow`` scales them: gradient sync dominates, pipelines pay off)."""
     coe: dict[str, float] = {"1": 0.0, "1_1": 0.0, "1_0": 0.0}
     d = devices
@@ -49,7 +49,7 @@ def random_hardware(rng: random.Random, devices: int, slow: float = 1.0) -> Hard
             coe[str(d)] = a
         d //= 2
     p2p = {pp: rng.uniform(0.002, 0.05) for pp in (2, 4, 8)}
-    return Hardware(
+    return CollectiveTables(
         coe, p2p, rng.uniform(1.0, 1.3), {g: _latency(rng, slow) for g in (2, 4, 8)}, {g: _latency(rng, slow) for g in (2, 4, 8)}
     )
 
@@ -112,9 +112,7 @@ def _random_problem(seed: int) -> GalvatronProblem:
         hidden=rng.choice([256, 512]),
         layer_types=tuple(types),
         vocab=vocab,
-        hardware=random_hardware(rng, devices, 20.0 if sync_heavy else 1.0),
-        devices=devices,
-        memory_mb=memory,
+        cluster=galvatron_cluster(random_hardware(rng, devices, 20.0 if sync_heavy else 1.0), devices, memory, devices),
         global_batch=batch,
         max_pp=rng.choice([2, 4, 8]),
     )

@@ -14,7 +14,7 @@ from milp_partition.heuristics.joint_baselines import all_data_parallel, pipedre
 from milp_partition.budget import Budget
 from milp_partition.cluster import homogeneous_cluster
 from milp_partition.joint.dp import JointDP, joint_data, search, work_bound
-from milp_partition.joint.problem import JointCluster, JointConfig, JointNode, JointProblem
+from milp_partition.joint.problem import JointConfig, JointNode, JointProblem, joint_cluster
 from milp_partition.pipeline.generators import InceptionLikeSettings, inception_like
 from milp_partition.pipeline.problem import PipelineProblem, PipelineSettings
 from tests.test_joint_bruteforce import repeated_diamonds
@@ -41,7 +41,7 @@ def edgeless(n: int) -> JointProblem:
         JointNode(f"v{v}", f"n{v}", {1: (JointConfig("a", 1.0 + v, 1.0, 1.0, 1.0), JointConfig("b", 2.0 + v, 1.0, 0.0, 1.0))})
         for v in range(n)
     )
-    return JointProblem(nodes, (), JointCluster(devices=4, memory_bytes=40.0, bandwidth_bytes_per_s=1.0, microbatches=4))
+    return JointProblem(nodes, (), joint_cluster(devices=4, memory_bytes=40.0, bandwidth_bytes_per_s=1.0), 4)
 
 
 def test_a_spent_budget_stops_the_search_at_once_with_the_work_bound_only() -> None:

@@ -68,8 +68,9 @@ def test_grid_overrides_the_files_cluster(tmp_path):
     path = tmp_path / "tiny.json"
     write_joint(problem, path)
     point = (("devices", "3"), ("memory", "1KiB"), ("micro_batches", "6"), ("bandwidth", "2GiB/s"))
-    cl = joint_gap.load(path, point, {}).cluster
-    assert (cl.devices, cl.memory_bytes, cl.microbatches) == (3, 1024.0, 6)
+    loaded = joint_gap.load(path, point, {})
+    cl = loaded.cluster
+    assert (cl.device_count, cl.memory_bytes, loaded.microbatches) == (3, 1024.0, 6)
     assert cl.bandwidth_bytes_per_s == parse_rate("2GiB/s", "x") == 2 * 2**30
     assert joint_gap.load(path, (), {}).cluster == problem.cluster  # no axis swept: the file's cluster
 

@@ -15,12 +15,12 @@ import pytest
 
 from milp_partition.budget import Budget
 from milp_partition.cli.dispatch import main
+from milp_partition.cluster import kinds_cluster
 from milp_partition.errors import InputError
 from milp_partition.hetero.cost import evaluate, memory_bytes
 from milp_partition.hetero.problem import HeteroModel, HeteroPlan, HeteroProblem, Replica, plan_from_sailor, plan_to_sailor
 from milp_partition.hetero.search import _Search, _Tables, search
 from milp_partition.io.sailor import read_sailor
-from milp_partition.kinds import make_kind_cluster
 from milp_partition.verifiers.hetero import verify_hetero
 
 HETERO = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hetero"
@@ -112,7 +112,7 @@ def _tiny(objective: str = "sailor", count: int = 2, blocks: int = 1) -> HeteroP
         tuple(m.act_output_floats[i] for i in keep),
     )
     cols = tuple(replace(c, count=count) for c in full.cluster.columns)
-    cluster = make_kind_cluster(full.cluster.kinds, cols, full.cluster.links)
+    cluster = kinds_cluster(full.cluster.kinds, cols, full.cluster.link_fits)
     return HeteroProblem(model, cluster, 8, objective, "tiny", "test")
 
 
@@ -129,7 +129,7 @@ def _plans(problem: HeteroProblem) -> Iterator[HeteroPlan]:
             for cuts in itertools.combinations(range(1, n), p - 1):
                 b = [0, *cuts, n]
                 stages = tuple((b[i], b[i + 1]) for i in range(p))
-                for d in range(1, problem.cluster.total_devices // p + 1):
+                for d in range(1, problem.cluster.device_count // p + 1):
                     for reps in itertools.product(itertools.product(cfgs, repeat=d), repeat=p):
                         used: dict[tuple[str, str], int] = {}
                         for row in reps:

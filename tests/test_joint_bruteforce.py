@@ -11,7 +11,6 @@ import pytest
 
 from milp_partition.joint.knapsack import ENUMERATE_MAX, cost_bounds, min_cost_enumerate, min_cost_exact, min_cost_greedy
 from milp_partition.joint.problem import (
-    JointCluster,
     JointConfig,
     JointEdge,
     JointNode,
@@ -19,6 +18,7 @@ from milp_partition.joint.problem import (
     JointProblem,
     JointSolveSettings,
     JointStage,
+    joint_cluster,
 )
 from milp_partition.joint.solve import solve_joint
 from milp_partition.verifiers.joint import verify_joint
@@ -57,19 +57,18 @@ def random_problem(seed: int) -> JointProblem:
                 )
             configs[t] = tuple(cfgs)
         nodes.append(JointNode(v, f"n{v}", configs))
-    cluster = JointCluster(
+    cluster = joint_cluster(
         devices=rng.randint(1, 4),
         memory_bytes=float(rng.randint(2, 14)),
         bandwidth_bytes_per_s=float(rng.choice([1, 2, 4])),
-        microbatches=rng.choice([1, 2, 4, 6]),
     )
-    return JointProblem(tuple(nodes), tuple(edges), cluster, source=f"random seed {seed}")
+    return JointProblem(tuple(nodes), tuple(edges), cluster, rng.choice([1, 2, 4, 6]), source=f"random seed {seed}")
 
 
 def all_plans(problem: JointProblem):
     """Every plan: ordered partitions into stages that respect the edges, then every d, t and configuration."""
     ids = [n.id for n in problem.nodes]
-    k, N = problem.cluster.devices, problem.cluster.microbatches
+    k, N = problem.cluster.device_count, problem.microbatches
     for stages in range(1, len(ids) + 1):
         for labels in itertools.product(range(stages), repeat=len(ids)):
             if set(labels) != set(range(stages)):
@@ -240,10 +239,8 @@ def repeated_chain(seed: int, n: int = 5, edge_bytes: float | None = None) -> Jo
     edges = tuple(
         JointEdge(u, v, float(rng.randint(1, 3)) if edge_bytes is None else edge_bytes) for u, v in itertools.pairwise(ids)
     )
-    cluster = JointCluster(
-        devices=rng.randint(2, 4), memory_bytes=float(rng.randint(6, 14)), bandwidth_bytes_per_s=1.0, microbatches=4
-    )
-    return JointProblem(tuple(nodes), edges, cluster, source=f"repeated chain {seed}")
+    cluster = joint_cluster(devices=rng.randint(2, 4), memory_bytes=float(rng.randint(6, 14)), bandwidth_bytes_per_s=1.0)
+    return JointProblem(tuple(nodes), edges, cluster, 4, source=f"repeated chain {seed}")
 
 
 def test_equal_stages_share_one_table_and_keep_their_own_nodes() -> None:
@@ -348,13 +345,12 @@ def repeated_diamonds(seed: int) -> JointProblem:
         nodes += [JointNode(f"x{q}", "x", kinds["x"]), JointNode(f"y{q}", "y", kinds["y"]), JointNode(f"z{q}", "z", kinds["z"])]
         for u, v in ((f"z{q - 1}", f"x{q}"), (f"z{q - 1}", f"y{q}"), (f"x{q}", f"z{q}"), (f"y{q}", f"z{q}")):
             edges.append(JointEdge(u, v, float(rng.choice([1, 2]))))
-    cluster = JointCluster(
+    cluster = joint_cluster(
         devices=rng.randint(2, 8),
         memory_bytes=float(rng.randint(8, 30)),
         bandwidth_bytes_per_s=float(rng.choice([1, 4])),
-        microbatches=rng.choice([4, 8]),
     )
-    return JointProblem(tuple(nodes), tuple(edges), cluster, source=f"repeated diamonds {seed}")
+    return JointProblem(tuple(nodes), tuple(edges), cluster, rng.choice([4, 8]), source=f"repeated diamonds {seed}")
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -509,7 +509,7 @@ def test_the_compiled_pricing_matches_the_python_one(monkeypatch: pytest.MonkeyP
 def test_the_master_stops_when_its_budget_is_spent() -> None:
     # the LP gets the budget's remaining time as its limit and is not re-solved once that is spent (no overrun)
     problem = parallel_branches(3, 4, 4, 1.0 * GIB, seed=1)
-    master = cb._Master(problem.cluster.devices)
+    master = cb._Master(problem.cluster.device_count)
     assert master.solve(Budget.starting_now(0.0)) is None
     assert master.solve(Budget.starting_now(60.0)) == pytest.approx(1.0)  # empty master: only the first row's artificial
     spent = cb.column_bound_report(problem, work_lower_bound_s(problem), 1.0, Budget.starting_now(0.0))
@@ -534,7 +534,7 @@ def test_coarse_masters_are_sound_and_hand_over_to_the_fine_one(
     coarse = cb.column_bound_report(problem, lower, best, Budget.starting_now(BUDGET_S), bands=(cb.ALL_STATES,))
     assert best * 0.99 <= coarse.bound <= best * (1 + 1e-9)
     both = cb.column_bound_report(problem, lower, best, Budget.starting_now(BUDGET_S), bands=(cb.ALL_STATES, 1))
-    smax = min(devices, problem.cluster.microbatches)
+    smax = min(devices, problem.microbatches)
     assert [band for band, _ in both.by_band] == [smax, 1]
     first, last = both.by_band[0][1], both.by_band[1][1]
     assert lower < first <= last == both.bound <= best * (1 + 1e-9)

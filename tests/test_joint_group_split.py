@@ -156,9 +156,12 @@ def test_the_compiled_search_refuses_arrays_of_the_wrong_size() -> None:
     ints, floats = np.zeros(2, dtype=np.int32), np.zeros(1)
     args = [ints, ints[:0], ints, ints[:0], ints, ints[:0], floats[:0], floats, floats, floats, floats, floats]
     args += [np.zeros(2), np.zeros(2), np.zeros(1, dtype=np.int32), floats]
-    assert joint_polish._native.split(*args, 1.0, 1.0, 10, lambda: 1.0, lambda: False) >= 0  # one node, one side
+    memory = np.ones(1)  # the cluster's kinds' memory: one kind
+    assert joint_polish._native.split(*args, memory, 1.0, 10, lambda: 1.0, lambda: False) >= 0  # one node, one side
     with pytest.raises(ValueError, match="wrong size"):
-        joint_polish._native.split(*args[:-1], np.zeros(3), 1.0, 1.0, 10, lambda: 1.0, lambda: False)
+        joint_polish._native.split(*args[:-1], np.zeros(3), memory, 1.0, 10, lambda: 1.0, lambda: False)
+    with pytest.raises(ValueError, match="wrong size"):  # two kinds: the sides are devices of one kind
+        joint_polish._native.split(*args, np.ones(2), 1.0, 10, lambda: 1.0, lambda: False)
 
 
 @compiled
@@ -186,4 +189,4 @@ def test_the_stage_values_are_the_knapsacks_with_or_without_c(monkeypatch: pytes
         assert (choice == ()) == (not math.isfinite(value))
         if choice:
             assert math.fsum(cost[r, j] for r, j in enumerate(choice)) + crossing == pytest.approx(value, rel=1e-12)
-            assert math.fsum(mem[r, j] for r, j in enumerate(choice)) <= search.model.problem.cluster.memory_bytes
+            assert math.fsum(mem[r, j] for r, j in enumerate(choice)) <= search.model.problem.memory_bytes

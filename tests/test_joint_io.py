@@ -60,8 +60,8 @@ def tiny() -> dict:
 def test_reads_piper_files(name: str, nodes: int, edges: int, degrees: tuple[int, ...]) -> None:
     p = read_joint(JOINT / name, devices=8, memory_bytes=8 * GIB, bandwidth_bytes_per_s=25 * GIB)
     assert (len(p.nodes), len(p.edges), p.degrees) == (nodes, edges, degrees)
-    assert p.cluster.devices == 8 and p.cluster.memory_bytes == 8 * GIB
-    assert p.cluster.microbatches == json.loads((JOINT / name).read_text())["mbsInBatch"]
+    assert p.cluster.device_count == 8 and p.memory_bytes == 8 * GIB
+    assert p.microbatches == json.loads((JOINT / name).read_text())["mbsInBatch"]
     assert all(1 <= len(cs) <= 2 for n in p.nodes for cs in n.configs.values())
 
 

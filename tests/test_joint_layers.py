@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,7 @@ from milp_partition.joint.layers import (
     parse_tp_degrees,
 )
 from milp_partition.joint.megatron import DegreeRefused, split_layer
-from milp_partition.joint.problem import JointSolveSettings
+from milp_partition.joint.problem import JointSolveSettings, joint_cluster
 from milp_partition.joint.solve import solve_joint
 from milp_partition.verifiers.joint import verify_joint
 
@@ -249,7 +250,7 @@ def test_dp_agrees_with_brute_force_on_a_generated_problem(tmp_path: Path) -> No
     need = sum(min(c.fixed_bytes + c.activation_bytes for c in n.configs[2]) for n in loose.nodes)
     seen = set()
     for memory in (GiB, 1.3 * need, 0.8 * need, 0.45 * need, 0.05 * need):
-        problem = loose.with_cluster(type(loose.cluster)(4, memory, loose.cluster.bandwidth_bytes_per_s, 2))
+        problem = replace(loose, cluster=joint_cluster(4, memory, loose.cluster.bandwidth_bytes_per_s), microbatches=2)
         expected = brute_force(problem)
         result = solve_joint(problem, JointSolveSettings(time_limit_s=600.0))
         if math.isinf(expected):

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from milp_partition.joint.problem import JointShape
+from milp_partition.joint.problem import JointShape, joint_cluster
 from milp_partition.joint.solve import JointSolveSettings, shape_infeasibility, solve_joint
 from milp_partition.verifiers.joint import verify_joint
 from tests.test_joint_bruteforce import all_plans, random_problem, repeated_chain
@@ -36,7 +36,8 @@ def test_a_counting_proof_agrees_with_enumeration(seed: int) -> None:
 )
 def test_an_impossible_stage_count_is_infeasible_without_a_search(stages: int, devices: int, words: str) -> None:
     base = repeated_chain(0, n=12)
-    problem = replace(base, cluster=replace(base.cluster, devices=devices, microbatches=16), shape=JointShape(stages))
+    cluster = joint_cluster(devices, base.memory_bytes, base.cluster.bandwidth_bytes_per_s)
+    problem = replace(base, cluster=cluster, microbatches=16, shape=JointShape(stages))
     result = solve_joint(problem, JointSolveSettings(time_limit_s=600.0))
     assert result.status == "infeasible"
     assert [h.name for h in result.heuristics] == ["forced-shape"]

@@ -50,7 +50,6 @@ LAYERS: dict[str, int] = {
     "milp_partition.joint.schedule": 2,  # the declared time schedule of the joint search's phases (plain data)
     "milp_partition.galvatron": 2,
     "milp_partition.galvatron.problem": 2,
-    "milp_partition.kinds": 2,  # the cluster of device kinds (issue 40): kinds, counts per zone, link fits
     "milp_partition.hetero": 2,
     "milp_partition.hetero.problem": 2,
     # which solver back-ends exist and what each can do: a table of names (settings check their solver against it)

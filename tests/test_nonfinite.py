@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from milp_partition.chain import Evaluation
+from milp_partition.cluster import Link
 from milp_partition.errors import InputError
 from milp_partition.io.piper import joint_from_dict
 from milp_partition.units import parse_bytes, parse_rate
@@ -77,7 +78,7 @@ def test_the_joint_verifier_refuses_a_non_finite_value() -> None:
 
     plan = JointPlan((JointStage(("0", "1", "2"), 1, 1, {"0": "vanilla", "1": "vanilla", "2": "vanilla"}),))
     assert verify_joint(problem, plan).feasible
-    for cl in (replace(problem.cluster, bandwidth_bytes_per_s=math.nan), replace(problem.cluster, memory_bytes=math.nan)):
+    for cl in (replace(problem.cluster, link=Link(0.0, math.nan)), problem.cluster.with_memory(math.nan)):
         rep = verify_joint(problem.with_cluster(cl), plan)
         assert not rep.feasible and any("not a finite number" in v for v in rep.violations)
     node = problem.nodes[0]

@@ -97,7 +97,7 @@ def test_a_plan_of_another_problem_or_a_bad_field_is_named(tmp_path: Path) -> No
 
 
 def test_megatron_export_of_an_even_plan(bert: JointProblem) -> None:
-    out = export("megatron", bert, split(bert, [16, 16], 2, 4), global_batch_size=2 * bert.cluster.microbatches * 3)
+    out = export("megatron", bert, split(bert, [16, 16], 2, 4), global_batch_size=2 * bert.microbatches * 3)
     assert out["world_size"] == 16 and out["data_parallel_size"] == 2
     assert out["model_parallel_config"] == {
         "tensor_model_parallel_size": 4,
@@ -105,7 +105,7 @@ def test_megatron_export_of_an_even_plan(bert: JointProblem) -> None:
         "sequence_parallel": False,
     }
     assert out["transformer_config"] == {"num_layers": 32}
-    assert out["training"] == {"micro_batch_size": 3, "global_batch_size": 2 * bert.cluster.microbatches * 3}
+    assert out["training"] == {"micro_batch_size": 3, "global_batch_size": 2 * bert.microbatches * 3}
     assert out["arguments"][:4] == ["--tensor-model-parallel-size", "4", "--pipeline-model-parallel-size", "2"]
 
 
@@ -128,7 +128,7 @@ def test_plans_outside_an_engines_space_are_refused_with_the_reason(bert: JointP
     with pytest.raises(ExportRefused, match="recompute"):
         export(engine, bert, scattered)
     with pytest.raises(ExportRefused, match="not a multiple"):
-        export(engine, bert, plan, global_batch_size=bert.cluster.microbatches * 2 + 1)
+        export(engine, bert, plan, global_batch_size=bert.microbatches * 2 + 1)
 
 
 def test_torchtitan_export(bert: JointProblem) -> None:
@@ -166,7 +166,7 @@ def test_megatron_core_accepts_the_export(bert: JointProblem, blocks: list[int])
 
 def test_torchtitan_accepts_the_export(bert: JointProblem) -> None:
     config = pytest.importorskip("torchtitan.config", reason="torchtitan is not installed (pip install torchtitan)")
-    out = export("torchtitan", bert, split(bert, [12, 20], 2, 2), global_batch_size=2 * bert.cluster.microbatches)
+    out = export("torchtitan", bert, split(bert, [12, 20], 2, 2), global_batch_size=2 * bert.microbatches)
     parallelism = config.ParallelismConfig(**out["parallelism"])  # its __post_init__ validates
     assert parallelism.pipeline_parallel_degree == 2
     config.TrainingConfig(**out["training"])

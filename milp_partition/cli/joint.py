@@ -54,7 +54,7 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
     if getattr(args, "devices", None) is not None and args.devices < 1:
         raise InputError(f"--devices must be a positive integer, got {args.devices}")
     problem = _problem(args)
-    memory = reserved(problem.cluster.memory_bytes, args)  # --memory-reserve stays free of the plan
+    memory = reserved(problem.memory_bytes, args)  # --memory-reserve stays free of the plan
     assert memory is not None
     shape = shape_from_args(args)
     if shape is not None and shape.tensor_parallel is not None and shape.tensor_parallel not in problem.degrees:
@@ -64,7 +64,7 @@ def problem_from_args(args: argparse.Namespace) -> JointProblem:
             + " or leave out --tensor-parallel",
             where="--tensor-parallel",
         )
-    return replace(problem, cluster=replace(problem.cluster, memory_bytes=memory), shape=shape)
+    return replace(problem, cluster=problem.cluster.with_memory(memory), shape=shape)
 
 
 def shape_from_args(args: argparse.Namespace) -> JointShape | None:
@@ -118,8 +118,8 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     lines = [
         f"instance   {problem.source}  ({len(problem.nodes)} nodes, {len(problem.edges)} edges, tensor-parallel degrees "
         f"{list(problem.degrees)})",
-        f"cluster    {cl.devices} devices, {fmt_bytes(cl.memory_bytes)} each, bandwidth {format_rate(cl.bandwidth_bytes_per_s)}, "
-        f"N = {cl.microbatches}",
+        f"cluster    {cl.device_count} devices, {fmt_bytes(problem.memory_bytes)} each, bandwidth {format_rate(cl.bandwidth_bytes_per_s)}, "
+        f"N = {problem.microbatches}",
         "problem    joint (stages x data x tensor parallelism x recomputation)",
         "memory     in flight (Piper): a stage keeps its parameters and optimizer state plus y micro-batches of "
         "activations (the y column)",
@@ -137,10 +137,10 @@ def format_report(result: JointResult, problem: JointProblem) -> str:
     if result.objective is not None:
         lines.append(f"objective  time_per_sample = {fmt(result.objective, 12)} s   (verified)")
         lines.append(f"bound      {fmt(result.bound, 12)}   gap {gap_text(result.gap)}")
-        lines.append(step_line(result.objective, result.bound, cl.microbatches))
+        lines.append(step_line(result.objective, result.bound, problem.microbatches))
     lines += memory_margin_lines(
         {f"stage {q + 1} (per device)": st["memory_bytes"] for q, st in enumerate(result.stages)},
-        {f"stage {q + 1} (per device)": cl.memory_bytes for q in range(len(result.stages))},
+        {f"stage {q + 1} (per device)": problem.memory_bytes for q in range(len(result.stages))},
     )
     lines.extend(run_lines(result, digits=12))
     if result.stages:
@@ -375,13 +375,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             "nodes": len(problem.nodes),
             "edges": len(problem.edges),
             "degrees": list(problem.degrees),
-            "devices": cl.devices,
-            "memory_bytes": cl.memory_bytes,
+            "devices": cl.device_count,
+            "memory_bytes": problem.memory_bytes,
             "bandwidth_bytes_per_s": cl.bandwidth_bytes_per_s,
-            "microbatches": cl.microbatches,
+            "microbatches": problem.microbatches,
         },
     )
-    print(f"feasible; time_per_sample = {fmt(report.objective, 12)} s on {report.devices} of {cl.devices} devices")
+    print(f"feasible; time_per_sample = {fmt(report.objective, 12)} s on {report.devices} of {cl.device_count} devices")
     for q, st in enumerate(rows):
         print(
             f"  stage {q + 1:3d}: {len(st['nodes']):4d} nodes, d {st['data_parallel']}, t {st['tensor_parallel']}, "

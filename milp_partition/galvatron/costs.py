@@ -62,7 +62,7 @@ class Costs:
 
     def __init__(self, problem: GalvatronProblem, pp: int, chunks: int) -> None:
         self.p, self.pp, self.chunks = problem, pp, chunks
-        self.hw = problem.hardware
+        self.hw = problem.collectives
         self._layer: dict[tuple[int, Strategy], LayerCost] = {}
         self._vocab: dict[VocabStrategy, VocabCost] = {}
 

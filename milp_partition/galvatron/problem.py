@@ -1,4 +1,7 @@
-"""Galvatron's problem as plain data: profiles, hardware, setting, strategies and plans (no solving).
+"""Galvatron's problem as plain data: profiles, the cluster, setting, strategies and plans (no solving).
+
+The cluster is the one :class:`~milp_partition.cluster.Cluster`: one device kind (the devices, their memory) with
+Galvatron's measured hardware profile as its collective tables (:class:`~milp_partition.cluster.CollectiveTables`).
 
 Units are Galvatron's own: times in milliseconds in the profiles (seconds in results), memory in MB
 (= MiB, Galvatron's "MB"; its "GB" is 1024 MB = 1 GiB).  Everything here is read by
@@ -18,38 +21,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from milp_partition.cluster import Cluster, CollectiveTables, Link, one_kind_cluster
+from milp_partition.errors import InputError
+
 #: Galvatron's flat per-stage allowance for the PyTorch context (``pytorch_context_mem``), MB.
 CONTEXT_MB = 1024
 #: bf16 is the only precision profiled here: 2 bytes per element.
 BYTES_PER_ELEMENT = 2
+#: Galvatron's "MB" in bytes (MiB).
+MB = 2**20
 
 
-@dataclass(frozen=True)
-class LatencyTable:
-    """Collective latency for one group size: measured ms per message size (MB) and a linear fit (ms = a*MB + b)."""
-
-    measured_ms: dict[float, float]
-    slope: float
-    intercept: float
-
-    def ms(self, size_mb: float) -> float:
-        """The measured time when ``size_mb`` is a measured size (as Galvatron looks it up), else the fit."""
-        if size_mb in self.measured_ms:
-            return self.measured_ms[size_mb]
-        return self.slope * size_mb + self.intercept
-
-
-@dataclass(frozen=True)
-class Hardware:
-    """Hardware profile: all-reduce ms per MB (keys ``'8'``, ``'4_1'`` consecutive, ``'4_0'`` not, ...), p2p ms per MB
-    per pipeline degree, the compute/communication overlap coefficient, all-gather and all-to-all latency tables."""
-
-    allreduce_ms_per_mb: dict[str, float]
-    p2p_ms_per_mb: dict[int, float]
-    overlap: float
-    allgather: dict[int, LatencyTable]
-    all2all: dict[int, LatencyTable]
-    source: str = ""
+def galvatron_cluster(collectives: CollectiveTables, devices: int, memory_mb: int, devices_per_node: int) -> Cluster:
+    """The cluster of a Galvatron setting: ``devices`` GPUs of one kind with ``memory_mb`` MB each, ``devices_per_node``
+    per node (as the hardware files are named), and the measured collectives of the hardware folder (which time every
+    message: the alpha-beta links are left free)."""
+    return one_kind_cluster(devices, memory_mb * MB, devices_per_node=devices_per_node, link=Link(), collectives=collectives)
 
 
 @dataclass(frozen=True)
@@ -92,16 +79,15 @@ class Vocab:
 
 @dataclass(frozen=True)
 class GalvatronProblem:
-    """A Galvatron setting: model profile, hardware, devices, memory per device (MB) and global batch."""
+    """A Galvatron setting: model profile, the cluster (:func:`galvatron_cluster`: devices, memory per device and the
+    measured collectives) and global batch."""
 
     model: str
     source: str
     hidden: int
     layer_types: tuple[LayerType, ...]
     vocab: Vocab
-    hardware: Hardware
-    devices: int
-    memory_mb: int
+    cluster: Cluster
     global_batch: int
     max_tp: int = 8
     max_sp: int = 8
@@ -114,6 +100,27 @@ class GalvatronProblem:
     @property
     def layers(self) -> int:
         return sum(t.count for t in self.layer_types)
+
+    @property
+    def devices(self) -> int:
+        """GPUs of the setting (the cluster's one kind)."""
+        return self.cluster.device_count
+
+    @property
+    def memory_mb(self) -> int:
+        """Memory per GPU, MB (MiB)."""
+        memory = self.cluster.memory_bytes
+        if memory is None:
+            raise InputError("the cluster gives no memory per device; give --memory", where="cluster")
+        return int(memory) // MB
+
+    @property
+    def collectives(self) -> CollectiveTables:
+        """The measured collectives of the cluster (Galvatron's hardware profile)."""
+        tables = self.cluster.collectives
+        if tables is None:
+            raise InputError("the cluster has no measured collectives; give Galvatron's hardware folder", where="--hardware")
+        return tables
 
     def type_of(self) -> tuple[int, ...]:
         """Layer type index of every layer, in model order."""

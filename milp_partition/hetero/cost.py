@@ -22,8 +22,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
+from milp_partition.cluster import LinkFit
 from milp_partition.hetero.problem import BUCKET_BYTES, FLOAT_BYTES, HeteroPlan, HeteroProblem
-from milp_partition.kinds import LinkFit
 
 
 def ring_seconds(fit: LinkFit, nbytes: float, n: int) -> float:
@@ -110,10 +110,10 @@ def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
         s, e = stages[i]
         if i < p - 1:
             size = FLOAT_BYTES * mbs * out[e - 1]
-            a[i] = max(cl.link((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i + 1]))
+            a[i] = max(cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i + 1]))
         if i > 0:
             size = FLOAT_BYTES * mbs * (out[s - 1] if sound else out[s])
-            b[i] = max(cl.link((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i - 1]))
+            b[i] = max(cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i - 1]))
     ar = []
     w1 = mod.params_floats[1]
     for (s, e), row in zip(stages, reps):
@@ -121,7 +121,7 @@ def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
         size = sum(FLOAT_BYTES * w1[ly] / tp_min for ly in range(s, e))
         v = 0.0
         for left, right in itertools.pairwise(row):
-            v = max(v, bucketed_seconds(cl.link((left.zone, left.kind, 1, right.zone, right.kind, 1)), size, d))
+            v = max(v, bucketed_seconds(cl.link_fit((left.zone, left.kind, 1, right.zone, right.kind, 1)), size, d))
         ar.append(v)
     x, t_pp, t_sync = combine(m, c, a, b, max(us), ar, sound)
     return Terms(m, tuple(c), tuple(x), max(us), tuple(ar), t_pp, t_sync)

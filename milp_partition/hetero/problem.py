@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from milp_partition.kinds import KindCluster
+from milp_partition.cluster import Cluster
 
 Objective = Literal["sailor", "sound"]
 #: Bytes per float (the simulator runs with fp16 off).
@@ -69,7 +69,7 @@ class HeteroProblem:
     """One setting: a model, a global batch and a cluster of kinds (a trace row with its network fits)."""
 
     model: HeteroModel
-    cluster: KindCluster
+    cluster: Cluster
     global_batch: int
     objective: Objective = "sailor"
     setting: str = ""

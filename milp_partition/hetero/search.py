@@ -89,7 +89,7 @@ class _Tables:
         self.upd: list[tuple[float, ...]] = []
         self.ppre: list[list[float]] = []
         self.apre: list[list[float]] = []
-        self.memcap: list[int] = []
+        self.memcap: list[float] = []
         self.memconst: list[float] = []
         for j, tp in self.cfgs:
             t = mod.times[(self.cols[j].kind, mbs, tp)]
@@ -97,7 +97,7 @@ class _Tables:
             self.upd.append(tuple(x[2] for x in t))
             self.ppre.append(list(itertools.accumulate(mod.params_floats[tp], initial=0.0)))
             self.apre.append(list(itertools.accumulate(mod.act_mem_floats[tp], initial=0.0)))
-            self.memcap.append(problem.cluster.kinds[self.cols[j].kind].memory_bytes)
+            self.memcap.append(problem.cluster.memory_of(self.cols[j].kind))
             self.memconst.append(2.0e9 if tp == 1 else 3.0e9)
         self.w1pre = list(itertools.accumulate((FLOAT_BYTES * w for w in mod.params_floats[1]), initial=0.0))
         self.out = mod.act_output_floats
@@ -165,7 +165,7 @@ class _Tables:
         if v is None:
             (j1, t1), (j2, t2) = self.cfgs[k1], self.cfgs[k2]
             c1, c2 = self.cols[j1], self.cols[j2]
-            v = self.problem.cluster.link((c1.zone, c1.kind, t1, c2.zone, c2.kind, t2)).seconds(nbytes)
+            v = self.problem.cluster.link_fit((c1.zone, c1.kind, t1, c2.zone, c2.kind, t2)).seconds(nbytes)
             self._send[key] = v
         return v
 
@@ -174,7 +174,7 @@ class _Tables:
         v = self._ar.get(key)
         if v is None:
             c1, c2 = self.cols[j1], self.cols[j2]
-            v = bucketed_seconds(self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)), nbytes, d)
+            v = bucketed_seconds(self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)), nbytes, d)
             self._ar[key] = v
         return v
 
@@ -352,7 +352,7 @@ class _Search:
             w = pre[None, :] - pre[:, None]  # [s][e]
             valid = np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]
             fits = {
-                self.problem.cluster.link((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+                self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
                 for c1 in tb.cols
                 for c2 in tb.cols
             }
@@ -647,7 +647,7 @@ class _Search:
         p = len(plan.stages)
         for i, ((s, e), row) in enumerate(zip(plan.stages, plan.replicas)):
             for kind, tp in {(r.kind, r.tp) for r in row}:
-                if memory_bytes(self.problem, plan.mbs, tp, s, e, p - i) > self.problem.cluster.kinds[kind].memory_bytes:
+                if memory_bytes(self.problem, plan.mbs, tp, s, e, p - i) > self.problem.cluster.memory_of(kind):
                     return False
         return True
 

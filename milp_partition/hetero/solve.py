@@ -54,7 +54,7 @@ def uniform_plans(problem: HeteroProblem) -> Iterable[HeteroPlan]:
             for tp in (1, 2, 4):
                 if col.count == 0 or not problem.replica_valid(col.kind, mbs, tp):
                     continue
-                cap = problem.cluster.kinds[col.kind].memory_bytes
+                cap = problem.cluster.memory_of(col.kind)
                 for p in range(1, mod.layers + 1):
                     d = col.count // (tp * p)
                     if d < 1:

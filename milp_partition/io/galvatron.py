@@ -20,15 +20,15 @@ from typing import Any
 
 import numpy as np
 
+from milp_partition.cluster import Cluster, CollectiveTables, LatencyTable
 from milp_partition.errors import InputError
 from milp_partition.galvatron.problem import (
     BYTES_PER_ELEMENT,
     GalvatronProblem,
-    Hardware,
-    LatencyTable,
     LayerType,
     Vocab,
     VocabStates,
+    galvatron_cluster,
 )
 from milp_partition.io.json_text import parse_json, read_text_file, to_float
 
@@ -293,7 +293,13 @@ def _latency(sp: dict[str, Any], prefix: str, factor: float, source: str, needed
     return out
 
 
-def read_hardware(folder: Path, devices: int) -> Hardware:
+def read_hardware(folder: Path, devices: int, memory_mb: int) -> Cluster:
+    """The cluster of a hardware folder for ``devices`` GPUs with ``memory_mb`` MB each: one kind, the folder's measured
+    collectives (:func:`read_collectives`)."""
+    return galvatron_cluster(read_collectives(folder, devices), devices, memory_mb, hardware_files(devices)[1])
+
+
+def read_collectives(folder: Path, devices: int) -> CollectiveTables:
     """Parse a hardware folder for ``devices`` GPUs (Galvatron's ``read_allreduce_bandwidth_config`` etc.)."""
     folder = Path(folder)
     if not folder.is_dir():
@@ -345,7 +351,7 @@ def read_hardware(folder: Path, devices: int) -> Hardware:
         g *= 2
     allgather = _latency(sp, "allreduce", 0.5, str(sp_path), groups)
     all2all = _latency(sp, "all2all", 1.0, str(sp_path), groups)
-    return Hardware(coe, p2p, overlap, allgather, all2all, str(folder))
+    return CollectiveTables(coe, p2p, overlap, allgather, all2all, str(folder))
 
 
 def read_galvatron(
@@ -370,7 +376,9 @@ def read_galvatron(
     if memory_mb < 1:
         raise InputError("--memory must be at least 1 MiB")
     prof = read_model_profile(Path(folder), hidden=hidden, layers=layers, seq=seq)
-    hw = read_hardware(Path(hardware), devices)
+    cluster = read_hardware(Path(hardware), devices, memory_mb)
+    hw = cluster.collectives
+    assert hw is not None
     # the smallest message a collective carries: one sample's activations of a layer (bf16), in MB
     smallest = min(lt.seq for lt in prof["layer_types"]) * int(prof["hidden"]) * BYTES_PER_ELEMENT / 2**20
     for name, tables in (("allreduce", hw.allgather), ("all2all", hw.all2all)):
@@ -382,6 +390,4 @@ def read_galvatron(
                     "message size, re-profile them",
                     source=hw.source,
                 )
-    return GalvatronProblem(
-        source=str(folder), hardware=hw, devices=devices, memory_mb=memory_mb, global_batch=global_batch, **prof
-    )
+    return GalvatronProblem(source=str(folder), cluster=cluster, global_batch=global_batch, **prof)

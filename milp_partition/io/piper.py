@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from milp_partition.cluster import Cluster
 from milp_partition.errors import CycleError, InputError
 from milp_partition.io.json_text import MAX_NUMBER, check_known_keys, parse_json, read_text_file, write_text_file
-from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
+from milp_partition.joint.problem import JointConfig, JointEdge, JointNode, JointProblem, joint_cluster
 from milp_partition.units import MAX_BYTES, MAX_COUNT, MAX_DEVICES, MAX_RATE_BYTES_PER_S
 
 #: Value of the ``format`` field of a native joint file.
@@ -198,10 +199,12 @@ def _build(
         nodes.append(JointNode(node_id, node_name, configs))
     if not nodes:
         raise InputError("the graph has no nodes", source=source, where="nodes")
-    return JointProblem(tuple(nodes), tuple(edges), _cluster(cluster, source), name=name, source=source)
+    on, microbatches = _cluster(cluster, source)
+    return JointProblem(tuple(nodes), tuple(edges), on, microbatches, name=name, source=source)
 
 
-def _cluster(fields: dict[str, Any], source: str) -> JointCluster:
+def _cluster(fields: dict[str, Any], source: str) -> tuple[Cluster, int]:
+    """The cluster (one kind) and the micro-batches per batch the fields give."""
     missing = [k for k, v in fields.items() if v is None]
     if missing:
         flags = {
@@ -214,12 +217,12 @@ def _cluster(fields: dict[str, Any], source: str) -> JointCluster:
             "the joint problem needs " + ", ".join(missing) + "; give " + " ".join(flags[m] for m in missing),
             source=source,
         )
-    return JointCluster(
+    cluster = joint_cluster(
         devices=_positive_int(fields["devices"], "devices", source, MAX_DEVICES),
         memory_bytes=_number(fields["memory_bytes"], "memory", source, what="a size in bytes", most=MAX_BYTES),
         bandwidth_bytes_per_s=_bandwidth(fields["bandwidth_bytes_per_s"], source),
-        microbatches=_positive_int(fields["microbatches"], "microbatches (mbsInBatch, N)", source),
     )
+    return cluster, _positive_int(fields["microbatches"], "microbatches (mbsInBatch, N)", source)
 
 
 def _bandwidth(value: Any, source: str) -> float:
@@ -251,7 +254,7 @@ def check_joint_values(problem: JointProblem, source: str, hint: str = "") -> No
     for e in problem.edges:
         check(e.bytes, f"edge {e.source} -> {e.target}")
     cl = problem.cluster
-    check(cl.memory_bytes, "memory")
+    check(problem.memory_bytes, "memory")
     if not (math.isfinite(cl.bandwidth_bytes_per_s) and 0 < cl.bandwidth_bytes_per_s <= MAX_RATE_BYTES_PER_S):
         raise InputError(f"the bandwidth {cl.bandwidth_bytes_per_s!r} is not a finite rate more than 0{hint}", source=source)
 
@@ -428,10 +431,10 @@ def joint_to_dict(problem: JointProblem) -> dict[str, Any]:
         "format": JOINT_FORMAT,
         "name": problem.name,
         "cluster": {
-            "devices": c.devices,
-            "memory_bytes": c.memory_bytes,
+            "devices": c.device_count,
+            "memory_bytes": problem.memory_bytes,
             "bandwidth_bytes_per_s": c.bandwidth_bytes_per_s,
-            "microbatches": c.microbatches,
+            "microbatches": problem.microbatches,
         },
         "nodes": [
             {

@@ -22,9 +22,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from milp_partition.cluster import Cluster, DeviceKind, KindColumn, LinkFit, LinkKey, kinds_cluster
 from milp_partition.errors import InputError
 from milp_partition.hetero.problem import HeteroModel, HeteroProblem, Objective
-from milp_partition.kinds import DeviceKind, KindCluster, KindColumn, LinkFit, LinkKey, make_kind_cluster
 
 #: The simulator's memory per device kind, GiB (``GPU_MEMORY_GB`` of Sailor's ``simulations/constants.py``).
 GPU_MEMORY_GIB = {"V100-16": 16, "A100-40": 40, "A100-80": 80, "GH-96": 96, "Titan-RTX": 24, "RTX-2080": 11, "RTX-3090": 24}
@@ -252,7 +252,7 @@ def build_problem(
             raise InputError(f"kind {kind!r} is not in {NODES}", source=source, where=f"gpus.{kind}")
         kinds[kind] = DeviceKind(kind, GPU_MEMORY_GIB[kind] * 2**30, nodes[kind])
     links = read_links(folder, set(kinds), {z for _k, z, _n in cols})
-    cluster = make_kind_cluster(kinds, [KindColumn(k, z, n) for k, z, n in cols], links, source=source)
+    cluster = kinds_cluster(kinds, [KindColumn(k, z, n) for k, z, n in cols], links, source=source)
     gb = global_batch if global_batch is not None else setting.get("global_batch")
     if gb is None:
         tc = _load(folder, "models/" + TRAINING_CONFIGS[model_name])
@@ -316,7 +316,7 @@ def setting_names(folder: Path) -> list[str]:
 
 def describe(problem: HeteroProblem) -> list[str]:
     """Lines describing a setting (for ``info``)."""
-    c: KindCluster = problem.cluster
+    c: Cluster = problem.cluster
     m = problem.model
     lines = [
         f"setting     {problem.setting or '(unnamed)'} from {problem.source}",
@@ -326,8 +326,8 @@ def describe(problem: HeteroProblem) -> list[str]:
         k = c.kinds[col.kind]
         tps = sorted({(b, t) for (g, b, t) in m.times if g == col.kind and problem.replica_valid(g, b, t)})
         lines.append(
-            f"column      {col.label}: {col.count} devices, {k.memory_bytes / 2**30:.0f} GiB, {k.devices_per_node} per node; "
+            f"column      {col.label}: {col.count} devices, {c.memory_of(col.kind) / 2**30:.0f} GiB, {k.devices_per_node} per node; "
             f"profiled (mbs, tp): {', '.join(f'({b},{t})' for b, t in tps)}"
         )
-    lines.append(f"network     {len(c.links)} link fits between the columns' (zone, kind, count) ends")
+    lines.append(f"network     {len(c.link_fits)} link fits between the columns' (zone, kind, count) ends")
     return lines

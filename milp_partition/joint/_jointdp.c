@@ -28,8 +28,12 @@ typedef struct {
 } TInfo;
 
 typedef struct {
-    int n, E, L, nw, nt, ndiv, k, smax, ymax;
-    double M, B, N;
+    int n, E, L, nw, nt, ndiv, nkinds, smax, ymax;
+    double B, N;
+    /* the cluster's device kinds as arrays (the joint problem takes one kind: index 0 is the cluster's memory M per
+       device and device count k) */
+    double *kind_mem;
+    int *kind_count;
     int *degrees, *width, *ndiv_t;
     long *off_node, *off_edge; /* per t: offset into the node (n * W) and edge (E * W) arrays */
     double *p, *w, *a, *b, *ein, *eout;
@@ -392,13 +396,13 @@ static TInfo *tinfo(Ctx *c, long pair, int i, int j, int ti) {
         }
         t->fast[q] = fast;
         int y;
-        if (sb > c->M) y = 0;
+        if (sb > c->kind_mem[0]) y = 0;
         else if (sa <= 0) y = c->smax + 1;
         else {
-            double yy = floor((c->M - sb) / sa);
+            double yy = floor((c->kind_mem[0] - sb) / sa);
             if (yy > c->smax + 1) yy = c->smax + 1;
             y = (int)yy;
-            while (y > 0 && sa * y + sb > c->M) --y;
+            while (y > 0 && sa * y + sb > c->kind_mem[0]) --y;
         }
         t->y_fit[q] = y;
     }
@@ -441,7 +445,7 @@ static double value_F(Ctx *c, TInfo *t, int i, int j, int ti, int q, int y) {
     double *slot = slot_of(c, t, ti, &t->F, q, y);
     if (isnan(*slot)) {
         int m = knap_rows(c, t, i, j, ti, q, y);
-        *slot = knap(m, c->width[ti], c->cost, c->mem, c->M, 0, NULL, NULL);
+        *slot = knap(m, c->width[ti], c->cost, c->mem, c->kind_mem[0], 0, NULL, NULL);
         c->knapsacks++;
     }
     return as_F(c, t, q, *slot);
@@ -456,7 +460,7 @@ static void bounds_F(Ctx *c, TInfo *t, int i, int j, int ti, int q, int y, doubl
     double *sl = slot_of(c, t, ti, &t->FL, q, y), *su = slot_of(c, t, ti, &t->FU, q, y);
     if (isnan(*sl)) {
         int m = knap_rows(c, t, i, j, ti, q, y);
-        double l = 0, u = 0, v = knap(m, c->width[ti], c->cost, c->mem, c->M, 1, &l, &u);
+        double l = 0, u = 0, v = knap(m, c->width[ti], c->cost, c->mem, c->kind_mem[0], 1, &l, &u);
         if (!isnan(v)) { l = v; u = v; }
         *sl = l; *su = u;
     }
@@ -474,7 +478,7 @@ static int fits_small(Ctx *c, int m, int Wd, int y) {
         }
         s += b;
     }
-    return s <= c->M;
+    return s <= c->kind_mem[0];
 }
 
 static int y_small(Ctx *c, TInfo *t, int i, int j, int ti) {
@@ -569,7 +573,7 @@ static double extend(Ctx *c, int i, int j, long pair, double need, double freed,
             for (int r = 0; r < nfin && finite[r] <= s_top; ++r) {
                 int s = finite[r];
                 double v = arr[s] + dt;
-                if (v <= c->k - need && v < tgt[s + d]) {
+                if (v <= c->kind_count[0] - need && v < tgt[s + d]) {
                     tgt[s + d] = v;
                     int *pp = par + (size_t)(s + d) * 4;
                     pp[0] = i; pp[1] = s; pp[2] = d; pp[3] = t;
@@ -601,7 +605,7 @@ static int pass(Ctx *c, double target, int strict, double deadline, double *nxt_
         for (int s = 0; s < S1; ++s)
             if (arr[s] < used) { finite[nfin++] = s; used = arr[s]; }
         if (nfin == 0) continue;
-        double freed = c->k - used;
+        double freed = c->kind_count[0] - used;
         if (freed < 1) continue;
         if (bounded && c->ideal_work[i] > target * freed) { /* (a) */
             double x = c->ideal_work[i] / freed;
@@ -667,9 +671,9 @@ static void ctx_free(Ctx *c) {
     }
     for (int r = 0; r < c->nblocks; ++r) free(c->blocks[r]);
     free(c->blocks);
-    void *ptrs[] = {c->degrees, c->width, c->ndiv_t, c->off_node, c->off_edge, c->p, c->w, c->a, c->b, c->ein, c->eout,
-                    c->esrc, c->etgt, c->in_start, c->in_edges, c->out_start, c->out_edges, c->words, c->ideal_work,
-                    c->ideal_p, c->ideal_w, c->divs, c->sub_start, c->sub, c->nodes, c->P, c->W, c->A, c->Bf, c->cost,
+    void *ptrs[] = {c->kind_mem, c->kind_count, c->degrees, c->width, c->ndiv_t, c->off_node, c->off_edge, c->p, c->w,
+                    c->a, c->b, c->ein, c->eout, c->esrc, c->etgt, c->in_start, c->in_edges, c->out_start, c->out_edges,
+                    c->words, c->ideal_work, c->ideal_p, c->ideal_w, c->divs, c->sub_start, c->sub, c->nodes, c->P, c->W, c->A, c->Bf, c->cost,
                     c->mem, c->comm, c->best, c->parent};
     for (size_t r = 0; r < sizeof(ptrs) / sizeof(ptrs[0]); ++r) free(ptrs[r]);
     free(c);
@@ -693,18 +697,26 @@ static void *copy_buffer(PyObject *obj, size_t bytes, const char *name) {
 }
 
 static PyObject *py_new(PyObject *self, PyObject *args) {
-    int n, E, L, nw, nt, ndiv, k, smax;
-    double M, B, N;
-    PyObject *o_deg, *o_width, *o_p, *o_w, *o_a, *o_b, *o_ein, *o_eout, *o_src, *o_tgt, *o_words, *o_iwork, *o_ip,
-        *o_iw, *o_divs;
-    if (!PyArg_ParseTuple(args, "iiiiiiiidddOOOOOOOOOOOOOOO", &n, &E, &L, &nw, &nt, &ndiv, &k, &smax, &M, &B, &N,
-                          &o_deg, &o_width, &o_p, &o_w, &o_a, &o_b, &o_ein, &o_eout, &o_src, &o_tgt, &o_words, &o_iwork,
-                          &o_ip, &o_iw, &o_divs))
+    int n, E, L, nw, nt, ndiv, nkinds, smax;
+    double B, N;
+    PyObject *o_kmem, *o_kcount, *o_deg, *o_width, *o_p, *o_w, *o_a, *o_b, *o_ein, *o_eout, *o_src, *o_tgt, *o_words,
+        *o_iwork, *o_ip, *o_iw, *o_divs;
+    if (!PyArg_ParseTuple(args, "iiiiiiiiddOOOOOOOOOOOOOOOOO", &n, &E, &L, &nw, &nt, &ndiv, &nkinds, &smax, &B, &N,
+                          &o_kmem, &o_kcount, &o_deg, &o_width, &o_p, &o_w, &o_a, &o_b, &o_ein, &o_eout, &o_src, &o_tgt,
+                          &o_words, &o_iwork, &o_ip, &o_iw, &o_divs))
         return NULL;
+    if (nkinds != 1) {
+        PyErr_Format(PyExc_ValueError, "the joint DP takes one device kind, got %d", nkinds);
+        return NULL;
+    }
     Ctx *c = (Ctx *)calloc(1, sizeof(Ctx));
     c->rows_i = -1;
-    c->n = n; c->E = E; c->L = L; c->nw = nw; c->nt = nt; c->ndiv = ndiv; c->k = k; c->smax = smax;
-    c->ymax = smax + 1; c->M = M; c->B = B; c->N = N;
+    c->n = n; c->E = E; c->L = L; c->nw = nw; c->nt = nt; c->ndiv = ndiv; c->nkinds = nkinds; c->smax = smax;
+    c->ymax = smax + 1; c->B = B; c->N = N;
+    c->kind_mem = (double *)copy_buffer(o_kmem, sizeof(double) * nkinds, "kind memory");
+    c->kind_count = c->kind_mem ? (int *)copy_buffer(o_kcount, sizeof(int) * nkinds, "kind count") : NULL;
+    if (!c->kind_count) { ctx_free(c); return NULL; }
+    int k = c->kind_count[0];
     c->degrees = (int *)copy_buffer(o_deg, sizeof(int) * nt, "degrees");
     c->width = c->degrees ? (int *)copy_buffer(o_width, sizeof(int) * nt, "width") : NULL;
     c->divs = c->width ? (int *)copy_buffer(o_divs, sizeof(int) * ndiv, "divisors") : NULL;

@@ -216,7 +216,9 @@ def _data(problem: JointProblem, ref: float) -> _Data:
         first_end.append(f)
         last_start.append(ell)
     cl = problem.cluster
-    return _Data(cd, lengths, first_end, last_start, ref, cl.memory_bytes, 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s))
+    return _Data(
+        cd, lengths, first_end, last_start, ref, problem.memory_bytes, 4.0 / (problem.microbatches * cl.bandwidth_bytes_per_s)
+    )
 
 
 def _options(data: _Data, d: int, t: int, y: int, first: bool, last: bool) -> _Options:
@@ -524,7 +526,7 @@ def _mckp_py(
 def stage_types(problem: JointProblem) -> list[StageType]:
     """Every stage type a plan's stage can have (a forced shape's degrees only)."""
     cl = problem.cluster
-    smax = min(cl.devices, cl.microbatches)
+    smax = min(cl.device_count, problem.microbatches)
     out = []
     for d, t in stage_options(problem):
         for s in range(d, smax + 1):
@@ -701,8 +703,8 @@ def _longest_path(problem: JointProblem, upper: dict[StageType, float]) -> float
 def _longest_path_types(problem: JointProblem, upper: dict[StageType, float]) -> tuple[float, list[StageType]]:
     """:func:`_longest_path` and the types of one sequence that has it (first stage first; empty: none)."""
     cl = problem.cluster
-    k = cl.devices
-    smax = min(k, cl.microbatches)
+    k = cl.device_count
+    smax = min(k, problem.microbatches)
     # best[s][u]: the largest sum over prefixes after which the later stages' degrees sum to s, with u devices used
     best = [[-math.inf] * (k + 1) for _ in range(smax + 1)]
     # how best[s][u] was reached: the last type and the cell before it (None: a first stage)
@@ -1147,9 +1149,9 @@ def column_bound_report(
     types = stage_types(problem)
     report.types = len(types)
     pricer = _Pricer(data, types, workers)  # forked before the master: the partner needs no LP
-    smax = min(problem.cluster.devices, problem.cluster.microbatches)
+    smax = min(problem.cluster.device_count, problem.microbatches)
     widths = [smax if b == ALL_STATES else b for b in bands]
-    master = _Master(problem.cluster.devices, widths[0])
+    master = _Master(problem.cluster.device_count, widths[0])
     for ty, a, e, seconds, choice in columns:
         master.add(ty, a, e, seconds / data.ref, choice)
     try:

@@ -132,7 +132,7 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000, *, prefixes_onl
     if problem.shape is not None and problem.shape.tensor_parallel is not None:  # a forced t: the only one offered
         degrees = tuple(t for t in degrees if t == problem.shape.tensor_parallel)
     cl = problem.cluster
-    divisors = [d for d in range(1, min(cl.devices, cl.microbatches) + 1) if cl.microbatches % d == 0]
+    divisors = [d for d in range(1, min(cl.device_count, problem.microbatches) + 1) if problem.microbatches % d == 0]
     if problem.shape is not None and problem.shape.data_parallel is not None:  # a forced d: the only one offered
         divisors = [d for d in divisors if d == problem.shape.data_parallel]
     p: dict[int, np.ndarray] = {}
@@ -179,7 +179,7 @@ def joint_data(problem: JointProblem, max_ideals: int = 200_000, *, prefixes_onl
         _set_ideals(data, _topological_prefixes(data))
     else:
         _enumerate_ideals(data, max_ideals)
-    scale = 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s)
+    scale = 4.0 / (problem.microbatches * cl.bandwidth_bytes_per_s)
     for t in degrees:
         data.ideal_p[t] = data.member @ p[t].min(axis=1)
         data.ideal_w[t] = data.member @ (w[t].min(axis=1) * scale)
@@ -321,11 +321,11 @@ class JointDP:
         #: (i, j, t) -> the table of the content of stage I_i \ I_j (see :meth:`stage_tables`)
         self.pair_tables: dict[tuple[int, int, int], _StageTable] = {}
         cl = data.problem.cluster
-        self.k = cl.devices
-        self.M = cl.memory_bytes
+        self.k = cl.device_count
+        self.M = data.problem.memory_bytes
         self.B = cl.bandwidth_bytes_per_s
-        self.N = cl.microbatches
-        self.smax = min(cl.devices, cl.microbatches)
+        self.N = data.problem.microbatches
+        self.smax = min(cl.device_count, data.problem.microbatches)
         self.passes = 0
         self.divisors = np.array(data.divisors, dtype=np.int64)
         #: the running pass's budget (see :meth:`feasible`); :meth:`_tick` reads it every ``TICK_EVERY`` steps
@@ -818,7 +818,7 @@ class SearchResult:
 
 def work_bound(data: JointData) -> float:
     """:math:`\\sum_v \\min_t t\\, p^{\\min}_{vt} / k`: no plan is faster."""
-    return float(data.work.sum()) / data.problem.cluster.devices
+    return float(data.work.sum()) / data.problem.cluster.device_count
 
 
 def search(

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import replace
 
 from milp_partition.errors import InputError
-from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
+from milp_partition.joint.problem import JointConfig, JointEdge, JointNode, JointProblem, joint_cluster
 
 
 def _chain(problem: JointProblem, name: str) -> list[str]:
@@ -173,11 +173,12 @@ def parallel_branches(
                 JointConfig("activation recomp", p * share * 4 / 3, w / t, a / t / 8, b_fixed / t),
             )
         nodes.append(JointNode(v, v.split(".")[0], configs))
-    cluster = JointCluster(devices, memory_bytes, bandwidth_bytes_per_s, microbatches)
+    cluster = joint_cluster(devices, memory_bytes, bandwidth_bytes_per_s)
     return JointProblem(
         tuple(nodes),
         tuple(edges),
         cluster,
+        microbatches,
         name=f"branches{branches}x{depth}",
         source=f"parallel_branches({branches}, {depth}, seed={seed})",
     )

@@ -52,7 +52,7 @@ from milp_partition.importers.timing import backward_flops, load_profile_spec, o
 from milp_partition.io.imported_layers import ImportedLayers, read_layers
 from milp_partition.io.piper import check_joint_values
 from milp_partition.joint.megatron import DegreeRefused, LayerSplit, input_activation_bytes, scaled_op, split_layer
-from milp_partition.joint.problem import JointCluster, JointConfig, JointEdge, JointNode, JointProblem
+from milp_partition.joint.problem import JointConfig, JointEdge, JointNode, JointProblem, joint_cluster
 
 #: Tensor-parallel degrees a layer may be split over.
 ALLOWED_TP_DEGREES: tuple[int, ...] = (1, 2, 4, 8)
@@ -274,9 +274,9 @@ def joint_from_imported(data: Any, source: str, settings: LayerPlanSettings) -> 
         JointEdge(u, v, edge_bytes(nbytes / model.batch_size, profile, settings.bandwidth_bytes_per_s, bandwidth))
         for u, v, nbytes in model.edges
     )
-    cluster = JointCluster(settings.devices, float(settings.memory_bytes), float(bandwidth), settings.microbatches)
+    cluster = joint_cluster(settings.devices, float(settings.memory_bytes), float(bandwidth))
     name = str(data.get("name", "")) if isinstance(data, Mapping) else ""
-    problem = JointProblem(tuple(nodes), edges, cluster, name=name, source=source, notes=tuple(notes))
+    problem = JointProblem(tuple(nodes), edges, cluster, settings.microbatches, name=name, source=source, notes=tuple(notes))
     check_joint_values(problem, source, hint=" (from the 'layers' object and the profile: check their values)")
     return problem
 

@@ -148,12 +148,13 @@ class NativeJointDP(JointDP):
 
 
 def _context_args(data: JointData) -> tuple[Any, ...]:
-    """The arguments of ``_jointdp.new``: sizes, then C-contiguous arrays (int32, float64, uint64)."""
+    """The arguments of ``_jointdp.new``: sizes (the number of device kinds among them), then C-contiguous arrays
+    (int32, float64, uint64), the kinds' memory and device count first."""
     cl = data.problem.cluster
     degrees = list(data.degrees)
     n, E, L = len(data.ids), len(data.edge_src), len(data.ideals)
     nw = data.ideal_words.shape[1]
-    smax = min(cl.devices, cl.microbatches)
+    smax = min(cl.device_count, data.problem.microbatches)
 
     def cat(arrays: list[np.ndarray]) -> np.ndarray:
         return np.ascontiguousarray(np.concatenate([x.reshape(-1) for x in arrays]) if arrays else np.zeros(0))
@@ -165,9 +166,11 @@ def _context_args(data: JointData) -> tuple[Any, ...]:
     ideal_p = cat([data.ideal_p[t] for t in degrees])
     ideal_w = cat([data.ideal_w[t] for t in degrees])
     i32 = np.int32
+    kind_memory, kind_count = cl.kind_arrays()  # the cluster's kinds as arrays (one kind: the C pass reads index 0)
     return (
-        n, E, L, nw, len(degrees), len(data.divisors), cl.devices, smax,
-        float(cl.memory_bytes), float(cl.bandwidth_bytes_per_s), float(cl.microbatches),
+        n, E, L, nw, len(degrees), len(data.divisors), len(kind_count), smax,
+        float(cl.bandwidth_bytes_per_s), float(data.problem.microbatches),
+        np.array(kind_memory, dtype=np.float64), np.array(kind_count, dtype=i32),
         np.array(degrees, dtype=i32), np.array(widths, dtype=i32),
         per_t["p"].astype(np.float64), per_t["w"].astype(np.float64),
         per_t["a"].astype(np.float64), per_t["b"].astype(np.float64),

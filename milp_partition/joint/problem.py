@@ -16,9 +16,11 @@ independent evaluation is :mod:`milp_partition.verifiers.joint`.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from milp_partition.cluster import Cluster, Link, one_kind_cluster
 from milp_partition.joint.schedule import JointSchedule
 from milp_partition.settings import CommonSettings
 
@@ -77,14 +79,10 @@ class JointEdge:
     bytes: float
 
 
-@dataclass(frozen=True)
-class JointCluster:
-    """``k`` identical devices with ``memory_bytes`` each, ``bandwidth_bytes_per_s`` to the outside, ``N`` micro-batches per batch."""
-
-    devices: int
-    memory_bytes: float
-    bandwidth_bytes_per_s: float
-    microbatches: int
+def joint_cluster(devices: int, memory_bytes: float, bandwidth_bytes_per_s: float) -> Cluster:
+    """The joint problem's cluster: ``devices`` devices of one kind with ``memory_bytes`` each, ``bandwidth_bytes_per_s``
+    between them (the figures as given: the readers check them, naming the file and field)."""
+    return one_kind_cluster(devices, memory_bytes, link=Link(0.0, bandwidth_bytes_per_s))
 
 
 @dataclass(frozen=True)
@@ -119,16 +117,19 @@ class JointShape:
 
 @dataclass(frozen=True)
 class JointProblem:
-    """A joint-planning instance: the layer graph with configurations and the cluster.
+    """A joint-planning instance: the layer graph with configurations, the cluster and the micro-batches per batch.
 
-    ``notes``: how the instance was made where that matters to a reader (e.g. a tensor-parallel
+    ``cluster``: one device kind (:func:`joint_cluster`): ``k`` devices (``cluster.device_count``) with ``M`` bytes each
+    (:attr:`memory_bytes`), ``B`` bytes per second to the outside (``cluster.bandwidth_bytes_per_s``).
+    ``microbatches``: ``N``, micro-batches per batch (a property of the run, not of the cluster).  ``notes``: how the instance was made where that matters to a reader (e.g. a tensor-parallel
     degree not offered, from :mod:`milp_partition.joint.layers`).  ``shape``: a forced number of
     stages and/or data-parallel degree (:class:`JointShape`).
     """
 
     nodes: tuple[JointNode, ...]
     edges: tuple[JointEdge, ...]
-    cluster: JointCluster
+    cluster: Cluster
+    microbatches: int
     name: str = ""
     source: str = ""
     notes: tuple[str, ...] = ()
@@ -142,7 +143,14 @@ class JointProblem:
             return ()
         return tuple(sorted(self.nodes[0].configs))
 
-    def with_cluster(self, cluster: JointCluster) -> JointProblem:
+    @property
+    def memory_bytes(self) -> float:
+        """``M``: the memory of one device (the cluster's one kind; :class:`~milp_partition.errors.InputError` when it
+        has several).  The joint readers always give one; unbounded reads as ``inf``."""
+        memory = self.cluster.memory_bytes
+        return math.inf if memory is None else memory
+
+    def with_cluster(self, cluster: Cluster) -> JointProblem:
         """The same graph on another cluster."""
         return replace(self, cluster=cluster)
 

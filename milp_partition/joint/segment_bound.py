@@ -104,17 +104,17 @@ class StageClass:
 def stage_options(problem: JointProblem) -> list[tuple[int, int]]:
     """Every ``(d, t)`` a stage can have: ``d | N``, ``d <= min(k, N)``, ``t`` offered, ``d t <= k`` (a forced shape's degrees)."""
     cl = problem.cluster
-    smax = min(cl.devices, cl.microbatches)
+    smax = min(cl.device_count, problem.microbatches)
     shape = problem.shape
     degrees = [t for t in problem.degrees if shape is None or shape.tensor_parallel in (None, t)]
-    divisors = [d for d in range(1, smax + 1) if cl.microbatches % d == 0]
+    divisors = [d for d in range(1, smax + 1) if problem.microbatches % d == 0]
     divisors = [d for d in divisors if shape is None or shape.data_parallel in (None, d)]
-    return [(d, t) for d in divisors for t in degrees if d * t <= cl.devices]
+    return [(d, t) for d in divisors for t in degrees if d * t <= cl.device_count]
 
 
 def stage_classes(problem: JointProblem) -> list[StageClass]:
     """Every class a stage can have: a :func:`stage_options` pair and ``1 <= y <= ceil(min(k, N) / d)``."""
-    smax = min(problem.cluster.devices, problem.cluster.microbatches)
+    smax = min(problem.cluster.device_count, problem.microbatches)
     return [StageClass(d, t, y) for d, t in stage_options(problem) for y in range(1, -(-smax // d) + 1)]
 
 
@@ -154,10 +154,10 @@ def _build(problem: JointProblem, target_s: float, classes: list[StageClass]) ->
     """The relaxation at ``target_s`` (module docstring) as a pywraplp solver, rows scaled to O(1)."""
     cl = problem.cluster
     s = glop_solver()
-    n = [s.NumVar(0.0, cl.devices // (c.d * c.t), f"n{q}") for q, c in enumerate(classes)]
+    n = [s.NumVar(0.0, cl.device_count // (c.d * c.t), f"n{q}") for q, c in enumerate(classes)]
     time_rows: list[list[Any]] = [[] for _ in classes]  # terms of (e), in units of T
     mem_rows: list[list[Any]] = [[] for _ in classes]  # terms of (f), in units of M
-    reduce = 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s)
+    reduce = 4.0 / (problem.microbatches * cl.bandwidth_bytes_per_s)
     mass: dict[int, list[Any]] = {}  # node -> per class: X_{v kappa}
     last = _reached_by_all(problem)
     found = chains(problem)
@@ -168,7 +168,7 @@ def _build(problem: JointProblem, target_s: float, classes: list[StageClass]) ->
                 [
                     (
                         (cfg.time_per_sample_s + reduce * (c.d - 1) * cfg.parameter_bytes) / target_s,
-                        (cfg.activation_bytes * c.y + cfg.fixed_bytes) / cl.memory_bytes,
+                        (cfg.activation_bytes * c.y + cfg.fixed_bytes) / problem.memory_bytes,
                     )
                     for cfg in problem.nodes[v].configs[c.t]
                 ]
@@ -194,9 +194,9 @@ def _build(problem: JointProblem, target_s: float, classes: list[StageClass]) ->
                     time_rows[q].append(units_t * x)
                     mem_rows[q].append(units_m * x)
     _outer_edges(s, problem, found, mass, time_rows, cl.bandwidth_bytes_per_s * target_s)
-    s.Add(sum(n[q] * c.d * c.t for q, c in enumerate(classes)) <= cl.devices)  # (c) devices
-    s.Add(sum(n[q] * c.d for q, c in enumerate(classes)) <= cl.microbatches)  # (c) devices
-    smax = min(cl.devices, cl.microbatches)
+    s.Add(sum(n[q] * c.d * c.t for q, c in enumerate(classes)) <= cl.device_count)  # (c) devices
+    s.Add(sum(n[q] * c.d for q, c in enumerate(classes)) <= problem.microbatches)  # (c) devices
+    smax = min(cl.device_count, problem.microbatches)
     for lo in range(1, smax + 1):
         for hi in range(lo, smax + 1):
             inside = [n[q] for q, c in enumerate(classes) if lo <= c.d * (c.y - 1) + 1 and min(c.d * c.y, smax) <= hi]

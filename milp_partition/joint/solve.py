@@ -203,10 +203,10 @@ class JointSteps(StepDefaults[JointProblem, JointPlan]):
             "nodes": len(problem.nodes),
             "edges": len(problem.edges),
             "degrees": list(problem.degrees),
-            "devices": cl.devices,
-            "memory_bytes": cl.memory_bytes,
+            "devices": cl.device_count,
+            "memory_bytes": problem.memory_bytes,
             "bandwidth_bytes_per_s": cl.bandwidth_bytes_per_s,
-            "microbatches": cl.microbatches,
+            "microbatches": problem.microbatches,
         }
         if problem.shape is not None:
             result.instance["shape"] = {
@@ -633,18 +633,18 @@ def shape_infeasibility(problem: JointProblem) -> str | None:
     cl = problem.cluster
     d = shape.data_parallel or 1
     t = shape.tensor_parallel or 1
-    if shape.data_parallel is not None and cl.microbatches % shape.data_parallel:
-        return f"the forced data-parallel degree {shape.data_parallel} does not divide the {cl.microbatches} micro-batches"
+    if shape.data_parallel is not None and problem.microbatches % shape.data_parallel:
+        return f"the forced data-parallel degree {shape.data_parallel} does not divide the {problem.microbatches} micro-batches"
     if shape.stages is None:
-        if d * t > cl.devices:
-            return f"the forced degrees d*t = {d * t} need more than the cluster's {cl.devices} devices"
+        if d * t > cl.device_count:
+            return f"the forced degrees d*t = {d * t} need more than the cluster's {cl.device_count} devices"
         return None
     if shape.stages > len(problem.nodes):
         return f"{shape.stages} forced stages need at least as many layers; the graph has {len(problem.nodes)}"
-    if shape.stages * d * t > cl.devices:
-        return f"{shape.stages} forced stages of d*t = {d * t} need {shape.stages * d * t} devices; the cluster has {cl.devices}"
-    if shape.stages * d > cl.microbatches:
-        return f"{shape.stages} forced stages of d = {d} need {shape.stages * d} micro-batches; there are {cl.microbatches}"
+    if shape.stages * d * t > cl.device_count:
+        return f"{shape.stages} forced stages of d*t = {d * t} need {shape.stages * d * t} devices; the cluster has {cl.device_count}"
+    if shape.stages * d > problem.microbatches:
+        return f"{shape.stages} forced stages of d = {d} need {shape.stages * d} micro-batches; there are {problem.microbatches}"
     return None
 
 

@@ -52,7 +52,7 @@ def with_recomputation(problem: JointProblem, recompute: bool) -> JointProblem |
 def candidates(problem: JointProblem) -> list[tuple[str, JointProblem]]:
     """``(label, problem)`` per candidate: each (d, t) on every stage (within a shape the problem already forces), with
     the blocks plain or recomputing."""
-    k = problem.cluster.devices
+    k = problem.cluster.device_count
     forced = problem.shape or JointShape()
     out = []
     for recompute in (False, True):

@@ -213,7 +213,7 @@ def sequences(problem: JointProblem, limit: int = MAX_SEQUENCES) -> list[tuple[t
     ``None`` past ``limit`` sequences.
     """
     cl = problem.cluster
-    smax = min(cl.devices, cl.microbatches)
+    smax = min(cl.device_count, problem.microbatches)
     shape = problem.shape
     options = stage_options(problem)
     want = None if shape is None else shape.stages
@@ -227,7 +227,7 @@ def sequences(problem: JointProblem, limit: int = MAX_SEQUENCES) -> list[tuple[t
         if want is not None and len(prefix) >= want:
             return True
         for d, t in options:
-            if s + d <= smax and devices + d * t <= cl.devices:
+            if s + d <= smax and devices + d * t <= cl.device_count:
                 prefix.append((d, t))
                 if not grow(prefix, s + d, devices + d * t):
                     return False
@@ -256,7 +256,7 @@ class _Sequence:
         self.d = np.array([d for d, _ in seq], dtype=float)
         s = np.cumsum([d for d, _ in seq][::-1])[::-1]
         self.y = np.array([-(-int(si) // d) for si, (d, _) in zip(s, seq)], dtype=float)
-        r = 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s)
+        r = 4.0 / (problem.microbatches * cl.bandwidth_bytes_per_s)
         width = max(cd.p[t].shape[1] for _, t in seq)
         n = cd.fixed.shape[0]
         self.tau = np.full((n, m, width), np.inf)
@@ -264,7 +264,7 @@ class _Sequence:
         for i, (d, t) in enumerate(seq):
             wt = cd.p[t].shape[1]
             self.tau[:, i, :wt] = (cd.p[t] + r * (d - 1) * cd.w[t]) / ref
-            self.mem[:, i, :wt] = (cd.a[t] * self.y[i] + cd.b[t]) / cl.memory_bytes
+            self.mem[:, i, :wt] = (cd.a[t] * self.y[i] + cd.b[t]) / problem.memory_bytes
         self.valid = np.isfinite(self.tau) & np.isfinite(self.mem)
         self.tau_0 = np.where(self.valid, self.tau, 0.0)
         self.mem_0 = np.where(self.valid, self.mem, 0.0)
@@ -610,7 +610,7 @@ def stage_bound_report(
     cap = upper_s if math.isfinite(upper_s) else math.inf
     # the pooled work bound of a sequence: every node's least tau over the sequence's (d, t), over sum d
     cl = problem.cluster
-    r = 4.0 / (cl.microbatches * cl.bandwidth_bytes_per_s)
+    r = 4.0 / (problem.microbatches * cl.bandwidth_bytes_per_s)
     least = {(d, t): np.min(cd.p[t] + r * (d - 1) * cd.w[t], axis=1) for d, t in {o for sq in seqs for o in sq}}
     heap: list[_Entry] = []
     order = itertools.count()

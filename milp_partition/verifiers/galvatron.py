@@ -41,7 +41,7 @@ def _pow2(x: int) -> bool:
 
 
 def verify_galvatron(problem: GalvatronProblem, plan: GalvatronPlan) -> GalvatronReport:
-    P, hw = problem, problem.hardware
+    P, hw = problem, problem.collectives
     N, B, pp, m = P.devices, P.global_batch, plan.pp, plan.chunks
     bad = _space_violations(problem, plan)
     if bad:
@@ -116,7 +116,7 @@ def _cost_model(
 ) -> tuple[Callable[[int, int], tuple[float, float, int]], Callable[[int], tuple[float, float, int]]]:
     """``layer(k, stage)`` and ``vocab(stage)``: (time without, with the gradient sync (s), memory (MB)) of a layer or
     of the vocabulary's share of a stage, for a plan inside the space."""
-    P, hw = problem, problem.hardware
+    P, hw = problem, problem.collectives
     N, B, pp, m = P.devices, P.global_batch, plan.pp, plan.chunks
     micro = B // m
     oc = hw.overlap

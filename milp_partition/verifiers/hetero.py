@@ -33,7 +33,7 @@ class HeteroReport:
 
 
 def _link_time(problem: HeteroProblem, key: tuple[str, str, int, str, str, int], nbytes: float) -> float:
-    fit = problem.cluster.links[key].coefficients
+    fit = problem.cluster.link_fits[key].coefficients
     if nbytes == 0:
         return 0.0
     x = math.log2(nbytes / 1e6)
@@ -99,9 +99,9 @@ def _memory(
             act = sum(model.act_mem_floats[tp][ly] for ly in stage) * mbs * 4
             b = params * mult + act * (p - i) + (2.0e9 if tp == 1 else 3.0e9)
             mrow.append(b)
-            if b > problem.cluster.kinds[kind].memory_bytes:
+            if b > problem.cluster.memory_of(kind):
                 v.append(
-                    f"stage {i} replica {r} ({kind}, tp {tp}): {b:.0f} bytes over {problem.cluster.kinds[kind].memory_bytes}"
+                    f"stage {i} replica {r} ({kind}, tp {tp}): {b:.0f} bytes over {problem.cluster.memory_of(kind)}"
                 )
         mem.append(mrow)
     return mem

@@ -54,7 +54,7 @@ def verify_joint(problem: JointProblem, plan: JointPlan) -> JointReport:
     nodes = {n.id: n for n in problem.nodes}
     stage_of: dict[str, int] = {}
     chosen: dict[str, JointConfig] = {}
-    for what, x in (("memory", cl.memory_bytes), ("bandwidth", cl.bandwidth_bytes_per_s)):
+    for what, x in (("memory", problem.memory_bytes), ("bandwidth", cl.bandwidth_bytes_per_s)):
         if not math.isfinite(x):  # NaN compares false: no limit would ever be exceeded
             bad.append(f"the cluster's {what} {x!r} is not a finite number")
     if not plan.stages:
@@ -65,8 +65,8 @@ def verify_joint(problem: JointProblem, plan: JointPlan) -> JointReport:
         if not isinstance(st.data_parallel, int) or st.data_parallel < 1:
             bad.append(f"stage {i + 1}: data_parallel {st.data_parallel!r} is not a positive integer")
             continue
-        if cl.microbatches % st.data_parallel:
-            bad.append(f"stage {i + 1}: data_parallel {st.data_parallel} does not divide N = {cl.microbatches}")
+        if problem.microbatches % st.data_parallel:
+            bad.append(f"stage {i + 1}: data_parallel {st.data_parallel} does not divide N = {problem.microbatches}")
         for v in st.nodes:
             if v not in nodes:
                 bad.append(f"stage {i + 1}: unknown node {v!r}")
@@ -100,22 +100,22 @@ def verify_joint(problem: JointProblem, plan: JointPlan) -> JointReport:
         return JointReport(False, bad)
     degrees = [(st.data_parallel, st.tensor_parallel) for st in plan.stages]
     devices = sum(d * t for d, t in degrees)
-    if devices > cl.devices:
-        bad.append(f"the plan uses {devices} devices (sum of d*t); the cluster has {cl.devices}")
+    if devices > cl.device_count:
+        bad.append(f"the plan uses {devices} devices (sum of d*t); the cluster has {cl.device_count}")
     if problem.shape is not None:
         bad.extend(problem.shape.violations([d for d, _ in degrees], [t for _, t in degrees]))
-    if sum(d for d, _ in degrees) > cl.microbatches:
-        bad.append(f"sum of data-parallel degrees {sum(d for d, _ in degrees)} exceeds N = {cl.microbatches}")
+    if sum(d for d, _ in degrees) > problem.microbatches:
+        bad.append(f"sum of data-parallel degrees {sum(d for d, _ in degrees)} exceeds N = {problem.microbatches}")
     reports: list[JointStageReport] = []
-    B, N = cl.bandwidth_bytes_per_s, cl.microbatches
+    B, N = cl.bandwidth_bytes_per_s, problem.microbatches
     for i, st in enumerate(plan.stages):
         d = st.data_parallel
         s = sum(dd for dd, _ in degrees[i:])
         y = -(-s // d)
         members = set(st.nodes)
         mem = math.fsum(chosen[v].activation_bytes * y + chosen[v].fixed_bytes for v in st.nodes)
-        if mem > cl.memory_bytes * (1 + MEMORY_REL_TOL):
-            bad.append(f"stage {i + 1} needs {mem:.6g} bytes per device (y = {y}); the memory is {cl.memory_bytes:.6g}")
+        if mem > problem.memory_bytes * (1 + MEMORY_REL_TOL):
+            bad.append(f"stage {i + 1} needs {mem:.6g} bytes per device (y = {y}); the memory is {problem.memory_bytes:.6g}")
         crossing: list[float] = []
         for e in problem.edges:
             if e.target in members and e.source not in members:

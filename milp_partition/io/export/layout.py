@@ -103,7 +103,7 @@ def engine_layout(problem: JointProblem, plan: JointPlan, engine: str) -> Engine
             if index[v] > last_at and q != len(plan.stages) - 1:
                 raise ExportRefused(f"{engine} keeps the layers after the last block in the last stage; {v!r} is in stage {q}")
     recomputed = tuple(tuple(plan.stages[q].configs.get(v) == RECOMPUTE for v in s) for q, s in enumerate(per_stage))
-    return EngineLayout(d, t, len(plan.stages), tuple(len(s) for s in per_stage), recomputed, problem.cluster.microbatches)
+    return EngineLayout(d, t, len(plan.stages), tuple(len(s) for s in per_stage), recomputed, problem.microbatches)
 
 
 def micro_batch_size(layout: EngineLayout, global_batch_size: int | None, engine: str) -> tuple[int, int]:

@@ -1,0 +1,198 @@
+"""Issue 41 item 2: one cluster model.  Every reader fills the one :class:`~milp_partition.cluster.Cluster`, no other
+cluster class exists in the package, and a homogeneous cluster is one device kind."""
+
+from __future__ import annotations
+
+import ast
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+import milp_partition
+from milp_partition.cli.dispatch import build_parser
+from milp_partition.cli.pipeline import problem_from_args as pipeline_from_args
+from milp_partition.cluster import (
+    Cluster,
+    Device,
+    DeviceKind,
+    KindColumn,
+    Link,
+    LinkFit,
+    homogeneous_cluster,
+    kinds_cluster,
+    make_cluster,
+    one_kind_cluster,
+)
+from milp_partition.errors import InputError
+from milp_partition.io import read_instance
+from milp_partition.io.galvatron import read_galvatron, read_hardware
+from milp_partition.io.piper import read_joint
+from milp_partition.io.sailor import read_sailor
+from milp_partition.joint.layers import LayerPlanSettings, joint_from_imported
+from milp_partition.placement.convert import placement_from_instance_file
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared" / "benchmarks"
+PACKAGE_FOLDERS = (Path(milp_partition.__file__).parent, ROOT / "formulations", ROOT / "heuristics")
+
+
+def _one_kind(cluster: Cluster, count: int, memory_bytes: float | None) -> None:
+    """``cluster`` is a Cluster of one kind with ``count`` devices of ``memory_bytes`` each."""
+    assert type(cluster) is Cluster
+    assert len(cluster.kinds) == 1 and cluster.one_kind.name in cluster.kinds
+    assert cluster.device_count == count == sum(c.count for c in cluster.columns)
+    assert cluster.memory_bytes == memory_bytes
+    memory, counts = cluster.kind_arrays()
+    assert counts == [count] and memory == [math.inf if memory_bytes is None else float(memory_bytes)]
+
+
+def test_pipeline_json_reads_into_the_cluster() -> None:
+    inst = read_instance(ROOT / "examples" / "tiny.json")
+    raw = json.loads((ROOT / "examples" / "tiny.json").read_text())["cluster"]
+    assert inst.cluster is not None
+    assert [d.id for d in inst.cluster.devices] == [d["id"] for d in raw["devices"]]
+    mems = {d.get("memory_bytes") for d in raw["devices"]}
+    _one_kind(inst.cluster, len(raw["devices"]), next(iter(mems)))
+    assert inst.cluster.link == Link(raw["link"]["latency_s"], raw["link"]["bandwidth_bytes_per_s"])
+
+
+def test_tarnawski_reads_into_the_cluster() -> None:
+    path = sorted((SHARED / "pipeline").glob("*/*.json"))[0]
+    raw = json.loads(path.read_text())
+    inst = read_instance(path)
+    assert inst.cluster is not None
+    _one_kind(inst.cluster, raw["maxFPGAs"], int(raw["maxSizePerFPGA"]))
+
+
+def test_placement_from_a_graph_file_reads_the_cluster() -> None:
+    """A graph file's cluster is what placement places on: its devices, then the host CPU cores."""
+    path = ROOT / "examples" / "tiny.json"
+    inst = read_instance(path)
+    assert inst.cluster is not None
+    problem = placement_from_instance_file(path)
+    assert list(problem.device_ids) == inst.cluster.accelerator_ids + [f"cpu{c}" for c in range(inst.cluster.host_cpu_cores)]
+
+
+def test_piper_joint_file_reads_into_the_cluster() -> None:
+    problem = read_joint(SHARED / "joint" / "bert32a100.json")
+    raw = json.loads((SHARED / "joint" / "bert32a100.json").read_text())
+    _one_kind(problem.cluster, raw["maxDevices"], raw["maxMemoryPerDevice"])
+    assert problem.cluster.bandwidth_bytes_per_s == raw["bandwidth"]
+    assert problem.microbatches == raw["mbsInBatch"]  # a property of the run, not of the cluster
+    assert not hasattr(problem.cluster, "microbatches")
+
+
+def test_imported_graph_with_flags_reads_into_the_cluster(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    from test_joint_layers import _imported
+
+    from milp_partition.importers.models import mlp
+
+    data = _imported(tmp_path, mlp(in_features=32, hidden=64, layers=2, classes=8), "4x32", "mlp")
+    joint = joint_from_imported(data, "mlp", LayerPlanSettings(devices=4, memory_bytes=8 * 2**30, bandwidth_bytes_per_s=1e10))
+    _one_kind(joint.cluster, 4, 8 * 2**30)
+    assert joint.cluster.bandwidth_bytes_per_s == 1e10
+    args = build_parser().parse_args(
+        ["solve", str(tmp_path / "mlp.json"), "--devices", "3", "--memory", "2GiB", "--bandwidth", "1GB/s"]
+    )
+    pipeline = pipeline_from_args(args)
+    _one_kind(pipeline.cluster, 3, 2 * 2**30)
+    assert pipeline.cluster.link == Link(0.0, 1e9)
+
+
+def test_galvatron_hardware_folder_reads_into_the_cluster() -> None:
+    root = SHARED / "galvatron"
+    cluster = read_hardware(root / "hardware", 8, 36 * 1024)
+    _one_kind(cluster, 8, 36 * 2**30)
+    assert cluster.one_kind.devices_per_node == 8
+    assert cluster.collectives is not None and cluster.collectives.source == str(root / "hardware")
+    problem = read_galvatron(root / "models/llama2-7b", root / "hardware", devices=8, memory_mb=36 * 1024, global_batch=16)
+    assert problem.cluster == cluster
+    assert (problem.devices, problem.memory_mb, problem.collectives) == (8, 36 * 1024, cluster.collectives)
+
+
+def test_sailor_folder_reads_into_the_cluster() -> None:
+    problem = read_sailor(SHARED / "hetero", setting="opt350-a32-v96")
+    cluster = problem.cluster
+    assert type(cluster) is Cluster and not cluster.devices  # Sailor counts devices per (kind, zone), names none
+    assert set(cluster.kinds) == {"A100-40", "V100-16"}
+    assert cluster.device_count == 32 + 96 == sum(cluster.devices_of_kind(k) for k in cluster.kinds)
+    assert cluster.kinds["A100-40"].memory_bytes == 40 * 2**30 and cluster.kinds["V100-16"].memory_bytes == 16 * 2**30
+    assert cluster.link_fits and all(isinstance(f, LinkFit) for f in cluster.link_fits.values())
+    with pytest.raises(InputError, match="2 device kinds"):
+        _ = cluster.memory_bytes  # a one-kind reader refuses a mixed cluster, naming why
+
+
+def _cluster_like_classes() -> list[str]:
+    found = []
+    for folder in PACKAGE_FOLDERS:
+        for path in sorted(folder.rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ClassDef) and (node.name.endswith("Cluster") or node.name == "Hardware"):
+                    found.append(f"{path.relative_to(ROOT)}:{node.name}")
+    return found
+
+
+def test_no_other_cluster_class_exists() -> None:
+    assert _cluster_like_classes() == ["milp_partition/cluster.py:Cluster"]
+    assert not hasattr(milp_partition, "JointCluster")
+
+
+def test_a_homogeneous_cluster_is_one_kind() -> None:
+    named = homogeneous_cluster(4, 2**30, link=Link(1e-6, 1e9))
+    _one_kind(named, 4, 2**30)
+    assert named.accelerator_ids == ["gpu0", "gpu1", "gpu2", "gpu3"]
+    assert named.columns == (KindColumn("gpu", "zone0", 4),)
+    counted = one_kind_cluster(4, 2**30, link=Link(1e-6, 1e9))
+    _one_kind(counted, 4, 2**30)
+    assert (counted.kinds, counted.columns, counted.link) == (named.kinds, named.columns, named.link)
+
+
+def test_named_devices_give_their_kinds() -> None:
+    mixed = make_cluster([Device("a", "x", 10), Device("b", "x", 20), Device("c", "y", 5)])
+    assert mixed.kinds == {"x": DeviceKind("x", None), "y": DeviceKind("y", 5)}  # x's devices differ in memory
+    assert (mixed.devices_of_kind("x"), mixed.devices_of_kind("y"), mixed.device_count) == (2, 1, 3)
+    with pytest.raises(InputError, match="2 device kinds"):
+        _ = mixed.memory_bytes
+    uneven = make_cluster([Device("a", "x", 10), Device("b", "x", 20)])
+    with pytest.raises(InputError, match="differ in memory"):
+        _ = uneven.memory_bytes
+    # the kinds follow the devices when they are replaced
+    from dataclasses import replace
+
+    assert replace(uneven, devices=(Device("a", "x", 7),)).kinds == {"x": DeviceKind("x", 7)}
+
+
+def test_kinds_cluster_checks_its_columns() -> None:
+    kinds = {"A": DeviceKind("A", 2**30, 4)}
+    with pytest.raises(InputError, match="unknown device kind 'B'"):
+        kinds_cluster(kinds, [KindColumn("B", "z", 1)], {})
+    with pytest.raises(InputError, match="no device"):
+        kinds_cluster(kinds, [KindColumn("A", "z", 0)], {})
+    cluster = kinds_cluster(kinds, [KindColumn("A", "z", 3)], {})
+    _one_kind(cluster, 3, 2**30)
+    with pytest.raises(InputError, match="no network fit"):
+        cluster.link_fit(("z", "A", 1, "z", "A", 1))
+
+
+def test_the_joint_c_pass_takes_the_kinds_as_arrays() -> None:
+    """The compiled joint DP reads the cluster's kinds (memory and device count per kind) as arrays and refuses more
+    than the one kind the joint problem takes."""
+    import numpy as np
+
+    from milp_partition.joint import native
+    from milp_partition.joint.dp import joint_data
+    from tests.test_joint_bruteforce import random_problem
+
+    if native._ext is None:
+        pytest.skip("the compiled joint DP is not built")
+    problem = random_problem(3)
+    args = list(native._context_args(joint_data(problem)))
+    memory, count = args[10], args[11]
+    assert args[6] == 1 and memory.tolist() == [problem.memory_bytes] and count.tolist() == [problem.cluster.device_count]
+    native._ext.new(*args)  # one kind: accepted
+    args[6], args[10], args[11] = 2, np.repeat(memory, 2), np.repeat(count, 2)
+    with pytest.raises(ValueError, match="one device kind"):
+        native._ext.new(*args)
