@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 import milp_partition
+from milp_partition.calibration.profile import resolve_profile
 from milp_partition.cli.dispatch import build_parser
+from milp_partition.cli.pipeline import imported_profile
 from milp_partition.cli.pipeline import problem_from_args as pipeline_from_args
 from milp_partition.cluster import (
     Cluster,
@@ -99,7 +101,9 @@ def test_imported_graph_with_flags_reads_into_the_cluster(tmp_path: Path) -> Non
     )
     pipeline = pipeline_from_args(args)
     _one_kind(pipeline.cluster, 3, 2 * 2**30)
-    assert pipeline.cluster.link == Link(0.0, 1e9)
+    # the bandwidth is the flag's; the latency the import profile's device-to-device link's (one price: oneprice)
+    assert pipeline.cluster.link.bandwidth_bytes_per_s == 1e9
+    assert pipeline.cluster.link.latency_s == resolve_profile(imported_profile(tmp_path / "mlp.json")).links["d2d"].alpha_s
 
 
 def test_galvatron_hardware_folder_reads_into_the_cluster() -> None:

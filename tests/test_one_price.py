@@ -62,7 +62,9 @@ def _pipeline(path: Path, stages: int, memory: int = MEMORY) -> PipelineProblem:
 def _joint(path: Path, stages: int, memory: int = MEMORY) -> JointProblem:
     settings = LayerPlanSettings(devices=stages, memory_bytes=memory, tp_degrees=(1,), recompute=False)
     problem = joint_from_imported(json.loads(path.read_text()), str(path), settings)
-    return JointProblem(problem.nodes, problem.edges, problem.cluster, source=str(path), shape=JointShape(stages, 1, 1))
+    return JointProblem(
+        problem.nodes, problem.edges, problem.cluster, problem.microbatches, source=str(path), shape=JointShape(stages, 1, 1)
+    )
 
 
 def _as_joint_plan(problem: PipelineProblem, assignment: dict[str, str], joint: JointProblem) -> JointPlan:
