@@ -1,0 +1,114 @@
+"""CLI part of the joint problem on a cluster of kinds: ``solve GRAPH --problem joint --kinds H100:8,A100:16``.
+
+:func:`milp_partition.cli.joint.cmd_solve` hands over here when ``--kinds`` is given.  The graph must be one
+written by ``milp-partition import``; each kind's configurations are priced with its profile
+(:mod:`milp_partition.joint.mixed_layers`), the exact DP proves the plan (:mod:`milp_partition.joint.mixed_solve`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from milp_partition.cli.options import flag_name
+from milp_partition.cli.output import emit
+from milp_partition.errors import InputError
+from milp_partition.io.imported_layers import looks_like_imported
+from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.joint.layers import ALLOWED_TP_DEGREES, DEFAULT_MICROBATCHES, parse_tp_degrees
+from milp_partition.joint.mixed_layers import mixed_from_imported, parse_kind_profiles, parse_kinds
+from milp_partition.joint.mixed_problem import MixedJointProblem
+from milp_partition.joint.mixed_solve import MixedJointResult, solve_mixed
+from milp_partition.report import fmt, fmt_bytes, gap_text, names_span
+from milp_partition.units import format_rate, parse_rate
+
+#: Flags of the homogeneous joint solve that a cluster of kinds replaces or does not take.
+REFUSED = (
+    ("devices", "the kinds give the counts (KIND:COUNT)"),
+    ("memory", "the kinds give the memory (KIND:COUNT:MEMORY; default the datasheet's)"),
+    ("profile", "each kind is priced with its own profile (--kind-profile KIND=FILE)"),
+    ("memory_reserve", "give each kind's usable memory in --kinds"),
+    ("stages", "a forced shape is not offered with --kinds"),
+    ("data_parallel", "a forced shape is not offered with --kinds"),
+    ("tensor_parallel", "a forced shape is not offered with --kinds (offer degrees with --tp-degrees)"),
+    ("space", "the engines' spaces are homogeneous"),
+    ("export", "the exporters write homogeneous plans"),
+    ("method", "the cluster of kinds is solved by its exact DP"),
+)
+
+
+def mixed_problem_from_args(args: argparse.Namespace) -> MixedJointProblem:
+    """The mixed joint problem of ``args.instance`` with ``--kinds`` and the shared joint flags."""
+    for flag, why in REFUSED:
+        if getattr(args, flag, None) not in (None, False):
+            raise InputError(f"not with --kinds: {why}", where=flag_name(flag))
+    source = str(args.instance)
+    data = parse_json(read_text_file(args.instance), source)
+    if not looks_like_imported(data):
+        raise InputError(
+            "--kinds plans a graph written by 'milp-partition import' (with its 'layers' object); import the model first",
+            source=source,
+            where="--kinds",
+        )
+    specs = parse_kinds(args.kinds)
+    return mixed_from_imported(
+        data,
+        source,
+        specs,
+        kind_profiles=parse_kind_profiles(getattr(args, "kind_profile", None), specs),
+        bandwidth_bytes_per_s=parse_rate(str(args.bandwidth), "--bandwidth") if getattr(args, "bandwidth", None) else None,
+        microbatches=args.microbatches if getattr(args, "microbatches", None) is not None else DEFAULT_MICROBATCHES,
+        tp_degrees=parse_tp_degrees(args.tp_degrees) if getattr(args, "tp_degrees", None) is not None else ALLOWED_TP_DEGREES,
+    )
+
+
+def format_mixed_report(result: MixedJointResult, problem: MixedJointProblem) -> str:
+    """Status, objective, bound, the step of the global batch and the plan (stage -> kind, d, t, layers, memory)."""
+    N = problem.microbatches
+    kinds = ", ".join(
+        f"{k.count} x {k.name} ({fmt_bytes(k.memory_bytes)}, {k.devices_per_node} per node, {format_rate(k.bandwidth_bytes_per_s)}, "
+        f"t in {list(problem.degrees(k.name))}, profile {k.profile})"
+        for k in problem.kinds
+    )
+    lines = [
+        f"instance   {problem.source}  ({len(problem.graph.nodes)} nodes, {len(problem.graph.edges)} edges)",
+        f"cluster    {kinds}; N = {N}",
+        "problem    joint on a cluster of kinds (each stage's kind, data- and tensor-parallel degree, recomputation)",
+        *(f"note       {n}" for n in problem.notes),
+        f"status     {result.status.upper()}" + (f"  ({result.message})" if result.message else ""),
+    ]
+    if result.objective is not None:
+        lines.append(f"objective  time_per_sample = {fmt(result.objective, 12)} s   (verified)")
+        lines.append(f"bound      {fmt(result.bound, 12)}   gap {gap_text(result.gap)}")
+        bound = f"; bound {fmt(result.step_bound_s, 8)} s" if result.step_bound_s is not None else ""
+        lines.append(
+            f"step       {fmt(result.step_s, 8)} s per global batch of N = {N} samples (N x time per sample, steady state{bound})"
+        )
+    elif result.bound is not None:
+        lines.append(f"bound      {fmt(result.bound, 12)}")
+    lines.append(f"time       {result.solve_seconds:.2f} s")
+    if result.stages:
+        names = {n.id: n.name or n.id for n in problem.graph.nodes}
+        lines.append("")
+        lines.append(
+            f"{'stage':>5s} {'kind':>8s} {'d':>4s} {'t':>3s} {'devices':>8s} {'y':>4s} {'time/sample (s)':>16s} "
+            f"{'mem/device':>12s} {'of':>10s}  recomputed  layers"
+        )
+        for q, st in enumerate(result.stages):
+            recomp = [v for v in st["nodes"] if st["configs"].get(v, "vanilla") != "vanilla"]
+            lines.append(
+                f"{q + 1:5d} {st['kind']:>8s} {st['data_parallel']:4d} {st['tensor_parallel']:3d} {st['devices']:8d} "
+                f"{st['microbatches_in_flight']:4d} {fmt(st['time_per_sample_s'], 10):>16s} {fmt_bytes(st['memory_bytes']):>12s} "
+                f"{fmt_bytes(st['memory_limit_bytes']):>10s}  {len(recomp):10d}  {names_span([names.get(v, v) for v in st['nodes']])}"
+            )
+        used = {k.name: 0 for k in problem.kinds}
+        for st in result.stages:
+            used[st["kind"]] += st["devices"]
+        lines.append("devices    " + ", ".join(f"{k.name} {used[k.name]} of {k.count}" for k in problem.kinds))
+    return "\n".join(lines)
+
+
+def cmd_solve_mixed(args: argparse.Namespace) -> int:
+    """``solve --problem joint --kinds ...``: the exact DP and the verifier; prints the report, writes the JSON."""
+    problem = mixed_problem_from_args(args)
+    result = solve_mixed(problem, args.common)
+    return emit(result, args, lambda: format_mixed_report(result, problem))

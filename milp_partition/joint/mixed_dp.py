@@ -1,0 +1,337 @@
+r"""Exact DP for the joint problem on a cluster of kinds (:mod:`milp_partition.joint.mixed_problem`).
+
+Stages are built from the last to the first, as in the homogeneous DP (:mod:`milp_partition.joint.dp`), so
+that the data-parallel degrees of the later stages are known when a stage's memory is checked.  A state is an
+ideal :math:`J` of the graph (the nodes placed in earlier stages: a downset; on a chain of layers, a prefix),
+:math:`s`, the sum of the data-parallel degrees of the stages of :math:`V \setminus J`, and
+:math:`u = (u_k)_k`, the devices of each kind those stages may use.  Its value is the least bottleneck:
+
+.. math::
+
+    R(V, u, 0) = 0, \qquad R(V, u, s > 0) = \infty,
+
+    R(J, u, s) = \min_{I \supsetneq J,\ k,\ t,\ d} \max\big(F_k(I \setminus J, d, t, \lceil s / d \rceil),\
+        R(I, u - d t\, e_k, s - d)\big)
+
+over ideals :math:`I`, kinds :math:`k`, tensor-parallel degrees :math:`t` the kind offers (at most its devices
+per node) and :math:`d \mid N` with :math:`d \le s` and :math:`d t \le u_k` (c: devices per kind).
+:math:`F_k(S, d, t, y)` is stage :math:`S`'s least time per sample on kind :math:`k` with :math:`y` micro-batches
+in flight: the exact multiple-choice knapsack over the nodes' configurations under the kind's memory (c: memory),
+:func:`milp_partition.joint.knapsack.min_cost_exact`, the homogeneous DP's own, with per node and configuration
+cost :math:`P / d + (d - 1) W / d` (:math:`P = p + \text{boundary bytes} / B_k`, :math:`W = 4 w / (N B_k)`) and
+memory :math:`a y + b`.  Where every configuration of a node has the same :math:`w` (imported graphs: vanilla and
+recomputation hold the same parameters) the best choice does not depend on :math:`d`, and one knapsack per
+:math:`y` serves every :math:`d`.  The optimum is :math:`\min_{s \le \min(N, \sum_k K_k)} R(\emptyset, K, s)`
+(c: data parallelism, :math:`\sum_i d_i \le N`).
+
+Exactness.  Every plan is a chain of ideals with one (kind, d, t, configurations) per stage; the recursion
+ranges over all of them, the knapsack is exact, and :math:`R` is monotone in :math:`u` (a stage leaves
+:math:`u - d t e_k \ge 0`, unused devices stay unused), so the value is the optimum: the DP proves it.
+With one kind it is the homogeneous problem's DP without its bisection.
+
+Size.  :math:`O(P \cdot S \cdot \sum_k |T_k| |D|)` vector steps of length :math:`\prod_k (K_k + 1)`, with
+:math:`P` the pairs of ideals (:math:`n (n + 1) / 2` on a chain of :math:`n` layers), :math:`S = \min(N, \sum_k K_k)`,
+:math:`T_k` the degrees and :math:`D` the divisors of :math:`N`.  For 8 H100 + 16 A100 the vectors have
+:math:`9 \cdot 17 = 153` entries; a 32-block Llama import (about 40 ideals) takes seconds.  The DP checks its
+:class:`~milp_partition.budget.Budget` once per ideal; stopped, it returns its best single-stage plan (if any)
+and the work bound :math:`\sum_v \min_{k, t} t\, p^{\min}_{vkt} / \sum_k K_k` (every stage on :math:`d t` devices
+takes at least :math:`t \sum p / (d t)`), never a value it did not prove.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from milp_partition.budget import Budget
+from milp_partition.joint.knapsack import min_cost_exact
+from milp_partition.joint.mixed_problem import MixedJointProblem, MixedPlan, MixedStage
+
+#: Most ideals the DP enumerates (imported graphs are near chains: tens of ideals).
+MAX_IDEALS = 20_000
+
+
+class TooManyIdeals(Exception):
+    """The graph has more ideals than :data:`MAX_IDEALS`."""
+
+
+@dataclass
+class MixedDPResult:
+    """What the DP found.
+
+    Attributes
+    ----------
+    value
+        The best plan's time per sample as the DP computes it (``inf``: no plan).
+    plan
+        That plan (``None``: none).
+    complete
+        The DP ran to its end: ``value`` is the optimum (``inf``: the instance is infeasible).
+    bound
+        A proven lower bound on the optimum (``value`` when complete).
+    ideals, knapsacks
+        Ideals enumerated; exact knapsacks solved (after the closed-form cases).
+    """
+
+    value: float
+    plan: MixedPlan | None
+    complete: bool
+    bound: float
+    ideals: int = 0
+    knapsacks: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def ideals_of(ids: list[str], edges: list[tuple[str, str]], max_ideals: int = MAX_IDEALS) -> list[int]:
+    """Every downset of the DAG as a bit mask (bit ``i``: ``ids[i]``), by size ascending: the empty set first, all last."""
+    index = {v: i for i, v in enumerate(ids)}
+    pred = [0] * len(ids)
+    for u, v in edges:
+        pred[index[v]] |= 1 << index[u]
+    found, level, seen = [0], {0}, {0}
+    while level:
+        nxt: set[int] = set()
+        for mask in level:
+            for v in range(len(ids)):
+                bit = 1 << v
+                if not mask & bit and pred[v] & ~mask == 0 and mask | bit not in seen:
+                    seen.add(mask | bit)
+                    nxt.add(mask | bit)
+        if len(seen) > max_ideals:
+            raise TooManyIdeals(f"the graph has more than {max_ideals} ideals (downsets); the mixed DP enumerates them all")
+        found.extend(sorted(nxt))
+        level = nxt
+    if found[-1] != (1 << len(ids)) - 1:
+        raise ValueError("the graph is not a DAG: its ideals do not reach every node")
+    return found
+
+
+class _Stages:
+    """The stage values ``F_k(S, d, t, y)``, cached by the stage's rows (stages of equal rows share them)."""
+
+    def __init__(self, problem: MixedJointProblem, smax: int, divisors: list[int]) -> None:
+        self.problem = problem
+        self.smax = smax
+        self.divisors = divisors
+        self.N = problem.microbatches
+        self.ids = [n.id for n in problem.graph.nodes]
+        self.index = {v: i for i, v in enumerate(self.ids)}
+        self.edges = [(self.index[e.source], self.index[e.target], e.bytes) for e in problem.graph.edges]
+        self.cache: dict[tuple[object, ...], np.ndarray] = {}
+        self.knapsacks = 0
+
+    def rows(self, stage: int, kind: str, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[int]]:
+        """``P, W, A, Bf`` (nodes of the stage, options; ``inf`` where a node has fewer options) and the nodes."""
+        k = self.problem.kind(kind)
+        nodes = [i for i in range(len(self.ids)) if stage >> i & 1]
+        table = self.problem.tables[kind].nodes
+        width = max(len(table[v].configs[t]) for v in nodes)
+        P, W, A, Bf = (np.full((len(nodes), width), np.inf) for _ in range(4))
+        pos = {v: r for r, v in enumerate(nodes)}
+        for r, v in enumerate(nodes):
+            for o, c in enumerate(table[v].configs[t]):
+                comm = 0.0
+                for u, w, nbytes in self.edges:
+                    if w == v and u not in pos:  # (c) an edge into the stage: (c + sync) forward and back
+                        comm += 2.0 * (nbytes + c.sync_fw_bytes.get(self.ids[u], 0.0))
+                    if u == v and w not in pos:  # an edge out of the stage
+                        comm += 2.0 * (nbytes + c.sync_bw_bytes.get(self.ids[w], 0.0))
+                P[r, o] = c.time_per_sample_s + comm / k.bandwidth_bytes_per_s
+                W[r, o] = 4.0 * c.parameter_bytes / (self.N * k.bandwidth_bytes_per_s)
+                A[r, o] = c.activation_bytes
+                Bf[r, o] = c.fixed_bytes
+        return P, W, A, Bf, nodes
+
+    def table(self, stage: int, kind: str, t: int) -> np.ndarray:
+        """``F[di, y]`` for ``d = divisors[di]`` and ``y`` in ``0..smax`` (``y = 0`` unused: ``inf``)."""
+        P, W, A, Bf, _ = self.rows(stage, kind, t)
+        order = np.lexsort(np.concatenate([P, W, A, Bf], axis=1).T[::-1])
+        key = (kind, t, np.concatenate([P, W, A, Bf], axis=1)[order].tobytes(), P.shape)
+        hit = self.cache.get(key)
+        if hit is None:
+            hit = self.cache[key] = self._table(P, W, A, Bf, self.problem.kind(kind).memory_bytes)
+        return hit
+
+    def _table(self, P: np.ndarray, W: np.ndarray, A: np.ndarray, Bf: np.ndarray, memory: float) -> np.ndarray:
+        out = np.full((len(self.divisors), self.smax + 1), np.inf)
+        finite = np.isfinite(P)
+        W0 = np.where(finite, W, 0.0)
+        wmax, wmin = np.where(finite, W, -np.inf).max(axis=1), np.where(finite, W, np.inf).min(axis=1)
+        uniform = bool(np.all(wmax == wmin))
+        for y in range(1, self.smax + 1):
+            mem = A * y + Bf  # (c) memory: a y + b per node and option
+            if np.sum(np.min(mem, axis=1)) > memory:  # even the least memory does not fit; more y only needs more
+                break
+            if uniform:
+                g = self._knapsack(P, mem, memory)
+                out[:, y] = [(g + (d - 1) * float(wmax.sum())) / d for d in self.divisors]
+            else:
+                for di, d in enumerate(self.divisors):
+                    out[di, y] = self._knapsack(P / d + (d - 1) * W0 / d, mem, memory)
+        return out
+
+    def _knapsack(self, cost: np.ndarray, mem: np.ndarray, memory: float) -> float:
+        fast = np.argmin(cost, axis=1)
+        rows = np.arange(cost.shape[0])
+        if float(np.sum(mem[rows, fast])) <= memory:  # the fastest choice fits (ties: any fastest, the same cost)
+            return float(np.sum(cost[rows, fast]))
+        self.knapsacks += 1
+        return min_cost_exact(cost, mem, memory)[0]
+
+    def choice(self, stage: int, kind: str, t: int, d: int, y: int) -> dict[str, str]:
+        """Each node's configuration id in a least-time choice of the stage (the knapsack's, with its choices)."""
+        P, W, A, Bf, nodes = self.rows(stage, kind, t)
+        W0 = np.where(np.isfinite(P), W, 0.0)
+        cost = P / d + (d - 1) * W0 / d
+        _, pick = min_cost_exact(cost, A * y + Bf, self.problem.kind(kind).memory_bytes, choices=True)
+        assert pick is not None
+        table = self.problem.tables[kind].nodes
+        return {self.ids[v]: table[v].configs[t][j].id for v, j in zip(nodes, pick, strict=True)}
+
+
+def _work_bound(problem: MixedJointProblem) -> float:
+    """``sum_v min_{k, t, o} t p_vkto / sum_k K_k``: every stage on ``d t`` devices takes at least ``t sum p / (d t)``."""
+    total = 0.0
+    for i in range(len(problem.graph.nodes)):
+        best = math.inf
+        for k in problem.kinds:
+            for t in problem.degrees(k.name):
+                node = problem.tables[k.name].nodes[i]
+                best = min(best, t * min(c.time_per_sample_s for c in node.configs[t]))
+        total += best
+    return total / problem.total_devices if problem.total_devices else math.inf
+
+
+def solve_mixed_dp(problem: MixedJointProblem, budget: Budget | None = None, max_ideals: int = MAX_IDEALS) -> MixedDPResult:
+    """The optimum of ``problem`` by the DP of the module docstring (or, stopped by ``budget``, a bound and a plan).
+
+    Raises
+    ------
+    TooManyIdeals
+        When the graph has more than ``max_ideals`` ideals.
+    """
+    graph = problem.graph
+    ids = [n.id for n in graph.nodes]
+    ideals = ideals_of(ids, [(e.source, e.target) for e in graph.edges], max_ideals)
+    N = problem.microbatches
+    kinds = list(problem.kinds)
+    dims = tuple(k.count + 1 for k in kinds)
+    grid = int(np.prod(dims))
+    smax = min(N, problem.total_devices)
+    divisors = [d for d in range(1, smax + 1) if N % d == 0]
+    stages = _Stages(problem, smax, divisors)
+    n_ideals = len(ideals)
+    full = n_ideals - 1
+    R = np.full((n_ideals, smax + 1, grid), np.inf)
+    R[full, 0, :] = 0.0
+    choice_I = np.full((n_ideals, smax + 1, grid), -1, dtype=np.int32)
+    choice_code = np.full((n_ideals, smax + 1, grid), -1, dtype=np.int32)
+    codes: list[tuple[int, int, int]] = []  # (kind index, t, d)
+    for ki, k in enumerate(kinds):
+        for t in problem.degrees(k.name):
+            for d in divisors:
+                if d * t <= k.count:  # (c) devices per kind: a stage alone fits its kind
+                    codes.append((ki, t, d))
+    stopped = False
+    for j in range(n_ideals - 2, -1, -1):
+        if budget is not None and budget.expired():
+            stopped = True
+            break
+        J = ideals[j]
+        cand = np.array([i for i in range(j + 1, n_ideals) if ideals[i] & J == J], dtype=np.int64)
+        if len(cand) == 0:
+            continue
+        F: dict[tuple[int, int], np.ndarray] = {}
+        for ki, k in enumerate(kinds):
+            for t in problem.degrees(k.name):
+                F[ki, t] = np.stack([stages.table(ideals[int(i)] & ~J, k.name, t) for i in cand])  # (C, D, smax + 1)
+        for code, (ki, t, d) in enumerate(codes):
+            di = divisors.index(d)
+            dt = d * t
+            for s in range(d, smax + 1):
+                f = F[ki, t][:, di, -(-s // d)]
+                if not np.isfinite(f).any():
+                    continue
+                prev = R[cand, s - d].reshape((len(cand), *dims))
+                shifted = np.full_like(prev, np.inf)
+                src = [slice(None)] * (len(dims) + 1)
+                dst = [slice(None)] * (len(dims) + 1)
+                src[ki + 1] = slice(0, dims[ki] - dt)
+                dst[ki + 1] = slice(dt, dims[ki])
+                shifted[tuple(dst)] = prev[tuple(src)]
+                val = np.maximum(f[:, None], shifted.reshape(len(cand), grid))
+                best = np.argmin(val, axis=0)
+                bv = val[best, np.arange(grid)]
+                better = bv < R[j, s]
+                if better.any():
+                    R[j, s, better] = bv[better]
+                    choice_I[j, s, better] = cand[best[better]]
+                    choice_code[j, s, better] = code
+    result = MixedDPResult(math.inf, None, False, _work_bound(problem), ideals=n_ideals)
+    if stopped:
+        result.notes.append("the budget ran out before the DP's end: its best single-stage plan and the work bound")
+        _single_stage(problem, stages, ideals, codes, divisors, result)
+        result.knapsacks = stages.knapsacks
+        return result
+    last = grid - 1  # every device of every kind
+    values = R[0, :, last]
+    s_best = int(np.argmin(values))
+    result.value, result.complete, result.bound = float(values[s_best]), True, float(values[s_best])
+    result.knapsacks = stages.knapsacks
+    if math.isfinite(result.value):
+        result.plan = _rebuild(problem, stages, ideals, codes, choice_I, choice_code, s_best, dims)
+    return result
+
+
+def _rebuild(
+    problem: MixedJointProblem,
+    stages: _Stages,
+    ideals: list[int],
+    codes: list[tuple[int, int, int]],
+    choice_I: np.ndarray,
+    choice_code: np.ndarray,
+    s: int,
+    dims: tuple[int, ...],
+) -> MixedPlan:
+    """The plan of ``R(empty, K, s)`` from the recorded choices."""
+    kinds = list(problem.kinds)
+    u = [k.count for k in kinds]
+    j, out = 0, []
+    while j != len(ideals) - 1:
+        cell = int(np.ravel_multi_index(tuple(u), dims))
+        i, code = int(choice_I[j, s, cell]), int(choice_code[j, s, cell])
+        ki, t, d = codes[code]
+        stage = ideals[i] & ~ideals[j]
+        configs = stages.choice(stage, kinds[ki].name, t, d, -(-s // d))
+        nodes = tuple(stages.ids[v] for v in range(len(stages.ids)) if stage >> v & 1)
+        out.append(MixedStage(nodes, kinds[ki].name, d, t, configs))
+        u[ki] -= d * t
+        s -= d
+        j = i
+    return MixedPlan(tuple(out))
+
+
+def _single_stage(
+    problem: MixedJointProblem,
+    stages: _Stages,
+    ideals: list[int],
+    codes: list[tuple[int, int, int]],
+    divisors: list[int],
+    result: MixedDPResult,
+) -> None:
+    """The best plan of one stage (every node on one kind), as ``result``'s plan (not a proof)."""
+    whole = ideals[-1]
+    best = (math.inf, None)
+    for ki, t, d in codes:
+        k = problem.kinds[ki]
+        value = float(stages.table(whole, k.name, t)[divisors.index(d), 1])
+        if value < best[0]:
+            best = (value, (ki, t, d))
+    if best[1] is not None:
+        ki, t, d = best[1]
+        name = problem.kinds[ki].name
+        nodes = tuple(stages.ids)
+        result.value = best[0]
+        result.plan = MixedPlan((MixedStage(nodes, name, d, t, stages.choice(whole, name, t, d, 1)),))
