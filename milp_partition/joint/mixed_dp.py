@@ -118,7 +118,12 @@ class _Stages:
         self.N = problem.microbatches
         self.ids = [n.id for n in problem.graph.nodes]
         self.index = {v: i for i, v in enumerate(self.ids)}
-        self.edges = [(self.index[e.source], self.index[e.target], e.bytes) for e in problem.graph.edges]
+        #: per node: its edges in (from u, bytes) and out (to w, bytes), in the graph's edge order
+        self.edges_in: list[list[tuple[int, float]]] = [[] for _ in self.ids]
+        self.edges_out: list[list[tuple[int, float]]] = [[] for _ in self.ids]
+        for e in problem.graph.edges:
+            self.edges_in[self.index[e.target]].append((self.index[e.source], e.bytes))
+            self.edges_out[self.index[e.source]].append((self.index[e.target], e.bytes))
         self.cache: dict[tuple[object, ...], np.ndarray] = {}
         self.knapsacks = 0
 
@@ -133,10 +138,11 @@ class _Stages:
         for r, v in enumerate(nodes):
             for o, c in enumerate(table[v].configs[t]):
                 comm = 0.0
-                for u, w, nbytes in self.edges:
-                    if w == v and u not in pos:  # (c) an edge into the stage: (c + sync) forward and back
+                for u, nbytes in self.edges_in[v]:  # an edge into the stage: (c + sync) forward and back
+                    if u not in pos:
                         comm += 2.0 * (nbytes + c.sync_fw_bytes.get(self.ids[u], 0.0))
-                    if u == v and w not in pos:  # an edge out of the stage
+                for w, nbytes in self.edges_out[v]:  # an edge out of the stage
+                    if w not in pos:
                         comm += 2.0 * (nbytes + c.sync_bw_bytes.get(self.ids[w], 0.0))
                 P[r, o] = c.time_per_sample_s + comm / k.bandwidth_bytes_per_s
                 W[r, o] = 4.0 * c.parameter_bytes / (self.N * k.bandwidth_bytes_per_s)
@@ -159,26 +165,31 @@ class _Stages:
         finite = np.isfinite(P)
         W0 = np.where(finite, W, 0.0)
         wmax, wmin = np.where(finite, W, -np.inf).max(axis=1), np.where(finite, W, np.inf).min(axis=1)
-        uniform = bool(np.all(wmax == wmin))
-        for y in range(1, self.smax + 1):
-            mem = A * y + Bf  # (c) memory: a y + b per node and option
-            if np.sum(np.min(mem, axis=1)) > memory:  # even the least memory does not fit; more y only needs more
-                break
-            if uniform:
-                g = self._knapsack(P, mem, memory)
-                out[:, y] = [(g + (d - 1) * float(wmax.sum())) / d for d in self.divisors]
-            else:
-                for di, d in enumerate(self.divisors):
-                    out[di, y] = self._knapsack(P / d + (d - 1) * W0 / d, mem, memory)
+        ys = np.arange(1, self.smax + 1)
+        # (c) memory: a y + b per node and option; where even the least memory does not fit, no choice does
+        fits = (A[None, :, :] * ys[:, None, None] + Bf[None, :, :]).min(axis=2).sum(axis=1) <= memory
+        if bool(np.all(wmax == wmin)):  # every option of a node has the same w: one knapsack per y serves every d
+            g = self._over_y(P, A, Bf, memory, ys, fits)
+            for di, d in enumerate(self.divisors):
+                out[di, 1:] = (g + (d - 1) * float(wmax.sum())) / d
+        else:
+            for di, d in enumerate(self.divisors):
+                out[di, 1:] = self._over_y(P / d + (d - 1) * W0 / d, A, Bf, memory, ys, fits)
         return out
 
-    def _knapsack(self, cost: np.ndarray, mem: np.ndarray, memory: float) -> float:
-        fast = np.argmin(cost, axis=1)
+    def _over_y(self, cost: np.ndarray, A: np.ndarray, Bf: np.ndarray, memory: float, ys: np.ndarray, fits: np.ndarray) -> np.ndarray:
+        """The knapsack's least cost for each ``y`` of ``ys`` (``inf`` where ``fits`` is false)."""
         rows = np.arange(cost.shape[0])
-        if float(np.sum(mem[rows, fast])) <= memory:  # the fastest choice fits (ties: any fastest, the same cost)
-            return float(np.sum(cost[rows, fast]))
-        self.knapsacks += 1
-        return min_cost_exact(cost, mem, memory)[0]
+        fast = np.argmin(cost, axis=1)
+        fast_cost = float(np.sum(cost[rows, fast]))
+        fast_mem = float(np.sum(A[rows, fast])) * ys + float(np.sum(Bf[rows, fast]))
+        out = np.full(len(ys), np.inf)
+        easy = fits & (fast_mem <= memory)  # the fastest choice fits (ties: any fastest, the same cost)
+        out[easy] = fast_cost
+        for q in np.flatnonzero(fits & ~easy):
+            self.knapsacks += 1
+            out[q] = min_cost_exact(cost, A * float(ys[q]) + Bf, memory)[0]
+        return out
 
     def choice(self, stage: int, kind: str, t: int, d: int, y: int) -> dict[str, str]:
         """Each node's configuration id in a least-time choice of the stage (the knapsack's, with its choices)."""
