@@ -31,10 +31,11 @@ def _table(rng: random.Random, ids: list[str], edges: list[JointEdge], degrees: 
     """One kind's configurations of the graph: random times (divided by ``speed``), bytes, sync bytes."""
     preds = {v: [e.source for e in edges if e.target == v] for v in ids}
     succs = {v: [e.target for e in edges if e.source == v] for v in ids}
-    same_w = rng.random() < 0.5
+    same_w = rng.random() < 0.5  # the DP's d-independent knapsack applies when every option has the same w
+    same_b = rng.random() < 0.5  # ... and its one frontier for every y when every option has the same b
     nodes = []
     for v in ids:
-        w = float(rng.randint(0, 3))
+        w, b = float(rng.randint(0, 3)), float(rng.randint(0, 3))
         configs = {}
         for t in degrees:
             configs[t] = tuple(
@@ -43,7 +44,7 @@ def _table(rng: random.Random, ids: list[str], edges: list[JointEdge], degrees: 
                     time_per_sample_s=float(rng.randint(1, 8)) / t / speed,
                     parameter_bytes=w if same_w else float(rng.randint(0, 3)),
                     activation_bytes=float(rng.randint(0, 3)),
-                    fixed_bytes=float(rng.randint(0, 3)),
+                    fixed_bytes=b if same_b else float(rng.randint(0, 3)),
                     sync_fw_bytes={u: float(rng.randint(0, 2) * (t - 1)) for u in preds[v]},
                     sync_bw_bytes={u: float(rng.randint(0, 2) * (t - 1)) for u in succs[v]},
                 )

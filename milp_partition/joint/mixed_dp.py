@@ -186,7 +186,20 @@ class _Stages:
         out = np.full(len(ys), np.inf)
         easy = fits & (fast_mem <= memory)  # the fastest choice fits (ties: any fastest, the same cost)
         out[easy] = fast_cost
-        for q in np.flatnonzero(fits & ~easy):
+        hard = np.flatnonzero(fits & ~easy)
+        if len(hard) == 0:
+            return out
+        finite = np.isfinite(cost)
+        b_max, b_min = np.where(finite, Bf, -np.inf).max(axis=1), np.where(finite, Bf, np.inf).min(axis=1)
+        if bool(np.all(b_max == b_min)):  # b does not depend on the choice: one frontier of (sum a, cost) serves every y
+            f_mem, f_cost = _frontier(cost, A)
+            self.knapsacks += 1
+            b_sum = float(b_max.sum())
+            for q in hard:
+                ok = np.flatnonzero(f_mem * float(ys[q]) + b_sum <= memory)  # (c) memory; f_cost falls as f_mem grows
+                out[q] = float(f_cost[ok[-1]]) if len(ok) else np.inf
+            return out
+        for q in hard:
             self.knapsacks += 1
             out[q] = min_cost_exact(cost, A * float(ys[q]) + Bf, memory)[0]
         return out
@@ -200,6 +213,22 @@ class _Stages:
         assert pick is not None
         table = self.problem.tables[kind].nodes
         return {self.ids[v]: table[v].configs[t][j].id for v, j in zip(nodes, pick, strict=True)}
+
+
+def _frontier(cost: np.ndarray, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The Pareto frontier of (sum of ``A``, sum of ``cost``) over every choice of one option per node (rows), by
+    memory ascending and cost descending: a point is kept only if no other has both less or equal ``A`` and less cost
+    (the exact knapsack's frontier, :func:`milp_partition.joint.knapsack.min_cost_exact`, before a capacity is known)."""
+    f_mem, f_cost = np.zeros(1), np.zeros(1)
+    for v in range(cost.shape[0]):
+        opts = np.isfinite(cost[v]) & np.isfinite(A[v])
+        c_mem = (f_mem[:, None] + A[v, opts][None, :]).reshape(-1)
+        c_cost = (f_cost[:, None] + cost[v, opts][None, :]).reshape(-1)
+        order = np.lexsort((c_cost, c_mem))
+        c_mem, c_cost = c_mem[order], c_cost[order]
+        keep = c_cost < np.concatenate([[np.inf], np.minimum.accumulate(c_cost)[:-1]])
+        f_mem, f_cost = c_mem[keep], c_cost[keep]
+    return f_mem, f_cost
 
 
 def _work_bound(problem: MixedJointProblem) -> float:
