@@ -137,11 +137,12 @@ def mixed_from_imported(
         try:
             profile = load_profile_spec(profile_spec)
         except InputError as exc:
-            flag = "--kind-profile" if spec.name in kind_profiles else "--kinds"
+            if spec.name in kind_profiles:
+                raise InputError(f"kind {spec.name!r}: {exc}", where="--kind-profile") from None
             raise InputError(
-                f"kind {spec.name!r}: {exc} (a datasheet name: V100, A100, H100, H200; or give its profile with "
-                f"--kind-profile {spec.name}=FILE)",
-                where=flag,
+                f"unknown kind {spec.name!r}: not a datasheet name (V100, A100, H100, H200); give its profile with "
+                f"--kind-profile {spec.name}=FILE",
+                where="--kinds",
             ) from None
         memory = spec.memory_bytes if spec.memory_bytes is not None else profile.memory_bytes
         if memory is None:
