@@ -35,11 +35,10 @@ from typing import Any
 from milp_partition.cli import main as cli_main
 from milp_partition.joint.mixed_layers import mixed_from_imported, one_kind, parse_kinds
 from milp_partition.joint.mixed_problem import MixedJointProblem, MixedPlan, MixedStage
-from milp_partition.joint.mixed_solve import solve_mixed
+from milp_partition.joint.mixed_solve import MixedSolveSettings, solve_mixed
 from milp_partition.joint.problem import JointSolveSettings
 from milp_partition.joint.solve import solve_joint
 from milp_partition.report import gap_text
-from milp_partition.settings import CommonSettings
 from milp_partition.verifiers.joint_mixed import verify_joint_mixed
 
 IMPORT = (
@@ -121,7 +120,7 @@ def bench(graph: Path, import_s: float | None) -> list[str]:
         problem = mixed_from_imported(data, str(graph), parse_kinds(spec), microbatches=MICROBATCHES)
         names = {n.id: n.id.replace("model.layers.", "block ") for n in problem.graph.nodes}
         t0 = time.perf_counter()
-        mixed = solve_mixed(problem, CommonSettings(time_limit_s=TIME_LIMIT_S))
+        mixed = solve_mixed(problem, MixedSolveSettings(time_limit_s=TIME_LIMIT_S))
         seconds = time.perf_counter() - t0
         label = spec.replace(":", " x ").replace(",", " + ")
         lines.append(_row(label, "mixed (proven)", mixed.status, mixed.objective, mixed.bound, mixed.objective, seconds, _span(mixed.stages, names)))
@@ -137,7 +136,7 @@ def bench(graph: Path, import_s: float | None) -> list[str]:
             lines.append(
                 _row(label, f"{kind.name} alone ({kind.count})", h.status, h.objective, h.bound, mixed.objective, seconds, _span(stages, names))
             )
-            check = solve_mixed(one_kind(problem, kind.name), CommonSettings(time_limit_s=TIME_LIMIT_S))
+            check = solve_mixed(one_kind(problem, kind.name), MixedSolveSettings(time_limit_s=TIME_LIMIT_S))
             agree = h.objective == check.objective or (
                 h.objective is not None and check.objective is not None and abs(h.objective - check.objective) <= 1e-9 * h.objective
             )

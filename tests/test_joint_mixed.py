@@ -18,10 +18,9 @@ from milp_partition.budget import Budget
 from milp_partition.cli import main
 from milp_partition.joint.mixed_dp import solve_mixed_dp
 from milp_partition.joint.mixed_problem import MixedJointProblem, MixedKind, MixedPlan, MixedStage
-from milp_partition.joint.mixed_solve import solve_mixed
+from milp_partition.joint.mixed_solve import MixedSolveSettings, solve_mixed
 from milp_partition.joint.problem import JointConfig, JointEdge, JointNode, JointProblem, JointSolveSettings
 from milp_partition.joint.solve import solve_joint
-from milp_partition.settings import CommonSettings
 from milp_partition.verifiers.joint_mixed import verify_joint_mixed
 
 GiB = 2**30
@@ -125,7 +124,7 @@ def brute_force(problem: MixedJointProblem) -> float:
 def test_dp_matches_brute_force_with_two_kinds(seed: int) -> None:
     problem = random_mixed(seed)
     expected = brute_force(problem)
-    result = solve_mixed(problem, CommonSettings(time_limit_s=600.0))
+    result = solve_mixed(problem, MixedSolveSettings(time_limit_s=600.0))
     if math.isinf(expected):
         assert result.status == "infeasible" and result.objective is None
         return
@@ -159,7 +158,7 @@ def _one_kind(problem: JointProblem) -> MixedJointProblem:
 def test_one_kind_equals_the_homogeneous_solver(seed: int) -> None:
     problem = random_problem(seed)
     homogeneous = solve_joint(problem, JointSolveSettings(time_limit_s=600.0))
-    mixed = solve_mixed(_one_kind(problem), CommonSettings(time_limit_s=600.0))
+    mixed = solve_mixed(_one_kind(problem), MixedSolveSettings(time_limit_s=600.0))
     if homogeneous.status == "infeasible":
         assert mixed.status == "infeasible"
         return
@@ -178,7 +177,7 @@ def test_stopped_by_the_budget_reports_a_proven_bound() -> None:
         if dp.plan is not None:
             rep = verify_joint_mixed(problem, dp.plan)
             assert rep.feasible and rep.objective >= expected * (1 - 1e-12)
-        result = solve_mixed(problem, CommonSettings(time_limit_s=0.0))
+        result = solve_mixed(problem, MixedSolveSettings(time_limit_s=0.0))
         assert result.status in ("feasible", "unknown") and result.stopped_by == "time_limit"
         if result.objective is not None:
             assert result.bound <= result.objective
@@ -202,17 +201,17 @@ def test_memory_sends_the_big_layers_to_the_kind_with_more_memory() -> None:
     tables = _chain({"H100": [(p, a, b) for p, a, b in rows], "V100": [(3 * p, a, b) for p, a, b in rows]})
     kinds = (MixedKind("H100", 4, 40e9, 8, 1e11), MixedKind("V100", 4, 80e9, 8, 1e11))
     problem = MixedJointProblem(kinds, tables, 4)
-    result = solve_mixed(problem, CommonSettings(time_limit_s=600.0))
+    result = solve_mixed(problem, MixedSolveSettings(time_limit_s=600.0))
     assert result.status == "optimal"
     kind_of = {v: st["kind"] for st in result.stages for v in st["nodes"]}
     assert kind_of["L1"] == kind_of["L2"] == "V100"
     assert brute_force(problem) == pytest.approx(result.objective)
     # the fast kind alone holds L1 or L2 nowhere: no plan
     small = replace(problem, kinds=(kinds[0], replace(kinds[1], memory_bytes=40e9)))
-    assert solve_mixed(small, CommonSettings(time_limit_s=600.0)).status == "infeasible"
+    assert solve_mixed(small, MixedSolveSettings(time_limit_s=600.0)).status == "infeasible"
     # with enough memory on the fast kind, the slow kind is not needed
     roomy = replace(problem, kinds=(replace(kinds[0], memory_bytes=80e9), kinds[1]))
-    fast = solve_mixed(roomy, CommonSettings(time_limit_s=600.0))
+    fast = solve_mixed(roomy, MixedSolveSettings(time_limit_s=600.0))
     assert fast.status == "optimal" and fast.objective < result.objective
 
 
@@ -246,7 +245,7 @@ def test_one_kind_of_an_import_equals_the_homogeneous_solve(gpt_path: Path, spec
         data, str(gpt_path), LayerPlanSettings(devices=4, memory_bytes=memory, profile=spec, microbatches=N)
     )
     h = solve_joint(homogeneous, JointSolveSettings(time_limit_s=600.0))
-    m = solve_mixed(mixed, CommonSettings(time_limit_s=600.0))
+    m = solve_mixed(mixed, MixedSolveSettings(time_limit_s=600.0))
     assert h.status == m.status
     if h.status == "optimal":
         assert m.objective == pytest.approx(h.objective, rel=1e-12)

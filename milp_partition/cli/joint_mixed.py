@@ -17,8 +17,9 @@ from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.joint.layers import ALLOWED_TP_DEGREES, DEFAULT_MICROBATCHES, parse_tp_degrees
 from milp_partition.joint.mixed_layers import mixed_from_imported, parse_kind_profiles, parse_kinds
 from milp_partition.joint.mixed_problem import MixedJointProblem
-from milp_partition.joint.mixed_solve import MixedJointResult, solve_mixed
-from milp_partition.report import fmt, fmt_bytes, gap_text, names_span
+from milp_partition.joint.mixed_solve import MixedJointResult, MixedSolveSettings, solve_mixed
+from milp_partition.report import fmt, fmt_bytes, gap_text, names_span, run_lines
+from milp_partition.settings import common_fields
 from milp_partition.units import format_rate, parse_rate
 
 #: Flags of the homogeneous joint solve that a cluster of kinds replaces or does not take.
@@ -85,7 +86,7 @@ def format_mixed_report(result: MixedJointResult, problem: MixedJointProblem) ->
         )
     elif result.bound is not None:
         lines.append(f"bound      {fmt(result.bound, 12)}")
-    lines.append(f"time       {result.solve_seconds:.2f} s")
+    lines.extend(run_lines(result, digits=12))
     if result.stages:
         names = {n.id: n.name or n.id for n in problem.graph.nodes}
         lines.append("")
@@ -110,5 +111,7 @@ def format_mixed_report(result: MixedJointResult, problem: MixedJointProblem) ->
 def cmd_solve_mixed(args: argparse.Namespace) -> int:
     """``solve --problem joint --kinds ...``: the exact DP and the verifier; prints the report, writes the JSON."""
     problem = mixed_problem_from_args(args)
-    result = solve_mixed(problem, args.common)
+    common = {**common_fields(args.common), "solver": "none"}  # no back-end runs: the exact DP proves
+    settings = MixedSolveSettings(**common, heuristics=not args.no_heuristics)  # type: ignore[arg-type]
+    result = solve_mixed(problem, settings)
     return emit(result, args, lambda: format_mixed_report(result, problem))

@@ -362,16 +362,31 @@ def _single_stage(
     result: MixedDPResult,
 ) -> None:
     """The best plan of one stage (every node on one kind), as ``result``'s plan (not a proof)."""
-    whole = ideals[-1]
-    best = (math.inf, None)
+    result.value, result.plan = _best_one_stage(problem, stages, ideals[-1], codes, divisors)
+
+
+def _best_one_stage(
+    problem: MixedJointProblem, stages: _Stages, whole: int, codes: list[tuple[int, int, int]], divisors: list[int]
+) -> tuple[float, MixedPlan | None]:
+    best: tuple[float, tuple[int, int, int] | None] = (math.inf, None)
     for ki, t, d in codes:
-        k = problem.kinds[ki]
-        value = float(stages.table(whole, k.name, t)[divisors.index(d), 1])
+        value = float(stages.table(whole, problem.kinds[ki].name, t)[divisors.index(d), 1])  # one stage: y = 1
         if value < best[0]:
             best = (value, (ki, t, d))
-    if best[1] is not None:
-        ki, t, d = best[1]
-        name = problem.kinds[ki].name
-        nodes = tuple(stages.ids)
-        result.value = best[0]
-        result.plan = MixedPlan((MixedStage(nodes, name, d, t, stages.choice(whole, name, t, d, 1)),))
+    if best[1] is None:
+        return math.inf, None
+    ki, t, d = best[1]
+    name = problem.kinds[ki].name
+    return best[0], MixedPlan((MixedStage(tuple(stages.ids), name, d, t, stages.choice(whole, name, t, d, 1)),))
+
+
+def best_one_stage(problem: MixedJointProblem) -> tuple[float, MixedPlan | None]:
+    """The best plan with every node in one stage (one kind, its best d and t, the exact knapsack): a cheap first
+    incumbent, not a proof; ``(inf, None)`` when no single stage fits."""
+    N = problem.microbatches
+    divisors = [d for d in range(1, min(N, problem.total_devices) + 1) if N % d == 0]
+    stages = _Stages(problem, 1, divisors)
+    codes = [
+        (ki, t, d) for ki, k in enumerate(problem.kinds) for t in problem.degrees(k.name) for d in divisors if d * t <= k.count
+    ]
+    return _best_one_stage(problem, stages, (1 << len(stages.ids)) - 1, codes, divisors)
