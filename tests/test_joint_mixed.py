@@ -148,6 +148,21 @@ def test_the_random_instances_use_both_kinds_and_bind_memory() -> None:
     assert mixed >= 3 and infeasible >= 3
 
 
+def test_more_kinds_never_hurt() -> None:
+    """The optimum on both kinds is at most the optimum on either kind alone (its plans are plans of both)."""
+    from milp_partition.joint.mixed_layers import one_kind
+
+    compared = 0
+    for seed in range(30):
+        problem = random_mixed(seed)
+        both = solve_mixed_dp(problem).value
+        for kind in problem.kinds:
+            alone = solve_mixed_dp(one_kind(problem, kind.name)).value
+            assert both <= alone * (1 + 1e-12) or math.isinf(alone)
+            compared += math.isfinite(alone)
+    assert compared >= 10
+
+
 def _one_kind(problem: JointProblem) -> MixedJointProblem:
     cl = problem.cluster
     kind = MixedKind("only", cl.devices, cl.memory_bytes, 8, cl.bandwidth_bytes_per_s)
@@ -272,6 +287,15 @@ def test_cli_plans_an_import_on_two_kinds(gpt_path: Path, tmp_path: Path, capsys
     assert rep.feasible and rep.objective == pytest.approx(r["objective"], rel=1e-12)
     # 4 MiB per H100 does not hold the whole model: memory binds, so kinds or stages are mixed
     assert len(r["stages"]) >= 2 and {s["kind"] for s in r["stages"]} == {"H100", "V100"}
+
+
+def test_cli_infeasible_exits_3(gpt_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "none.json"
+    argv = ["solve", str(gpt_path), "--problem", "joint", "--kinds", "H100:2:100KiB,A100:2:100KiB", "-o", str(out)]
+    assert main(argv) == 3
+    assert "INFEASIBLE" in capsys.readouterr().out
+    r = json.loads(out.read_text())
+    assert r["status"] == "infeasible" and r["objective"] is None and r["stages"] == []
 
 
 @pytest.mark.parametrize(

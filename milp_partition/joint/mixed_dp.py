@@ -287,28 +287,27 @@ def solve_mixed_dp(problem: MixedJointProblem, budget: Budget | None = None, max
         for ki, k in enumerate(kinds):
             for t in problem.degrees(k.name):
                 F[ki, t] = np.stack([stages.table(ideals[int(i)] & ~J, k.name, t) for i in cand])  # (C, D, smax + 1)
-        for code, (ki, t, d) in enumerate(codes):
-            di = divisors.index(d)
+        for code, (ki, t, d) in enumerate(codes):  # every s at once: R(J, ., s) for s = d .. smax
+            ss = np.arange(d, smax + 1)
+            f = F[ki, t][:, divisors.index(d), -(-ss // d)]  # (C, S): the stage's time at y = ceil(s / d)
+            if not np.isfinite(f).any():
+                continue
             dt = d * t
-            for s in range(d, smax + 1):
-                f = F[ki, t][:, di, -(-s // d)]
-                if not np.isfinite(f).any():
-                    continue
-                prev = R[cand, s - d].reshape((len(cand), *dims))
-                shifted = np.full_like(prev, np.inf)
-                src = [slice(None)] * (len(dims) + 1)
-                dst = [slice(None)] * (len(dims) + 1)
-                src[ki + 1] = slice(0, dims[ki] - dt)
-                dst[ki + 1] = slice(dt, dims[ki])
-                shifted[tuple(dst)] = prev[tuple(src)]
-                val = np.maximum(f[:, None], shifted.reshape(len(cand), grid))
-                best = np.argmin(val, axis=0)
-                bv = val[best, np.arange(grid)]
-                better = bv < R[j, s]
-                if better.any():
-                    R[j, s, better] = bv[better]
-                    choice_I[j, s, better] = cand[best[better]]
-                    choice_code[j, s, better] = code
+            prev = R[cand][:, ss - d].reshape((len(cand), len(ss), *dims))  # R(I, ., s - d)
+            shifted = np.full_like(prev, np.inf)  # (c) devices per kind: R(I, u - d t e_k, s - d), inf below 0
+            src = [slice(None)] * (len(dims) + 2)
+            dst = [slice(None)] * (len(dims) + 2)
+            src[ki + 2] = slice(0, dims[ki] - dt)
+            dst[ki + 2] = slice(dt, dims[ki])
+            shifted[tuple(dst)] = prev[tuple(src)]
+            val = np.maximum(f[:, :, None], shifted.reshape(len(cand), len(ss), grid))  # (C, S, G)
+            best = np.argmin(val, axis=0)  # (S, G)
+            bv = np.take_along_axis(val, best[None], axis=0)[0]
+            better = bv < R[j, d:]
+            if better.any():
+                R[j, d:][better] = bv[better]
+                choice_I[j, d:][better] = cand[best[better]]
+                choice_code[j, d:][better] = code
     result = MixedDPResult(math.inf, None, False, _work_bound(problem), ideals=n_ideals)
     if stopped:
         result.notes.append("the budget ran out before the DP's end: its best single-stage plan and the work bound")
