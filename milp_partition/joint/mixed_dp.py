@@ -40,6 +40,7 @@ takes at least :math:`t \sum p / (d t)`), never a value it did not prove.
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -118,37 +119,54 @@ class _Stages:
         self.N = problem.microbatches
         self.ids = [n.id for n in problem.graph.nodes]
         self.index = {v: i for i, v in enumerate(self.ids)}
-        #: per node: its edges in (from u, bytes) and out (to w, bytes), in the graph's edge order
-        self.edges_in: list[list[tuple[int, float]]] = [[] for _ in self.ids]
-        self.edges_out: list[list[tuple[int, float]]] = [[] for _ in self.ids]
-        for e in problem.graph.edges:
-            self.edges_in[self.index[e.target]].append((self.index[e.source], e.bytes))
-            self.edges_out[self.index[e.source]].append((self.index[e.target], e.bytes))
+        self.src = np.array([self.index[e.source] for e in problem.graph.edges], dtype=np.int64)
+        self.tgt = np.array([self.index[e.target] for e in problem.graph.edges], dtype=np.int64)
+        #: (kind, t) -> p, w, a, b (nodes, options; inf where a node has fewer options) and the edges' bytes as the
+        #: target's option (in) and the source's option (out) see them: 2 (c + sync), forward and back
+        self.arrays: dict[tuple[str, int], tuple[np.ndarray, ...]] = {}
         self.cache: dict[tuple[object, ...], np.ndarray] = {}
         self.knapsacks = 0
 
-    def rows(self, stage: int, kind: str, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[int]]:
-        """``P, W, A, Bf`` (nodes of the stage, options; ``inf`` where a node has fewer options) and the nodes."""
-        k = self.problem.kind(kind)
-        nodes = [i for i in range(len(self.ids)) if stage >> i & 1]
+    def _arrays(self, kind: str, t: int) -> tuple[np.ndarray, ...]:
+        hit = self.arrays.get((kind, t))
+        if hit is not None:
+            return hit
         table = self.problem.tables[kind].nodes
-        width = max(len(table[v].configs[t]) for v in nodes)
-        P, W, A, Bf = (np.full((len(nodes), width), np.inf) for _ in range(4))
-        pos = {v: r for r, v in enumerate(nodes)}
-        for r, v in enumerate(nodes):
-            for o, c in enumerate(table[v].configs[t]):
-                comm = 0.0
-                for u, nbytes in self.edges_in[v]:  # an edge into the stage: (c + sync) forward and back
-                    if u not in pos:
-                        comm += 2.0 * (nbytes + c.sync_fw_bytes.get(self.ids[u], 0.0))
-                for w, nbytes in self.edges_out[v]:  # an edge out of the stage
-                    if w not in pos:
-                        comm += 2.0 * (nbytes + c.sync_bw_bytes.get(self.ids[w], 0.0))
-                P[r, o] = c.time_per_sample_s + comm / k.bandwidth_bytes_per_s
-                W[r, o] = 4.0 * c.parameter_bytes / (self.N * k.bandwidth_bytes_per_s)
-                A[r, o] = c.activation_bytes
-                Bf[r, o] = c.fixed_bytes
-        return P, W, A, Bf, nodes
+        n = len(self.ids)
+        width = max(len(node.configs[t]) for node in table)
+        p, w, a, b = (np.full((n, width), np.inf) for _ in range(4))
+        for v, node in enumerate(table):
+            for o, c in enumerate(node.configs[t]):
+                p[v, o], w[v, o], a[v, o], b[v, o] = c.time_per_sample_s, c.parameter_bytes, c.activation_bytes, c.fixed_bytes
+        e_in, e_out = np.zeros((len(self.src), width)), np.zeros((len(self.src), width))
+        for q, e in enumerate(self.problem.graph.edges):
+            for o, c in enumerate(table[self.tgt[q]].configs[t]):
+                e_in[q, o] = 2.0 * (e.bytes + c.sync_fw_bytes.get(e.source, 0.0))
+            for o, c in enumerate(table[self.src[q]].configs[t]):
+                e_out[q, o] = 2.0 * (e.bytes + c.sync_bw_bytes.get(e.target, 0.0))
+        hit = self.arrays[kind, t] = (p, w, a, b, e_in, e_out)
+        return hit
+
+    def rows(self, stage: int, kind: str, t: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[int]]:
+        """``P, W, A, Bf`` (nodes of the stage, options; ``inf`` where a node has fewer options) and the nodes.
+
+        ``P = p + comm / B_k`` with comm the bytes of the edges crossing the stage's boundary at that node (the
+        target's for an edge into the stage, the source's for one out of it), ``W = 4 w / (N B_k)``.
+        """
+        p, w, a, b, e_in, e_out = self._arrays(kind, t)
+        B = self.problem.kind(kind).bandwidth_bytes_per_s
+        member = np.array([stage >> i & 1 for i in range(len(self.ids))], dtype=bool)
+        comm = np.zeros_like(p)
+        into = member[self.tgt] & ~member[self.src]  # (c) an edge into the stage
+        out = member[self.src] & ~member[self.tgt]  # an edge out of the stage
+        np.add.at(comm, self.tgt[into], e_in[into])
+        np.add.at(comm, self.src[out], e_out[out])
+        nodes = np.flatnonzero(member)
+        P = p[nodes] + comm[nodes] / B
+        W = np.where(np.isfinite(p[nodes]), 4.0 * w[nodes] / (self.N * B), np.inf)
+        A, Bf = a[nodes], b[nodes]
+        keep = np.isfinite(P).any(axis=0)  # drop option columns no node of the stage has
+        return P[:, keep], W[:, keep], A[:, keep], Bf[:, keep], nodes.tolist()
 
     def table(self, stage: int, kind: str, t: int) -> np.ndarray:
         """``F[di, y]`` for ``d = divisors[di]`` and ``y`` in ``0..smax`` (``y = 0`` unused: ``inf``)."""
@@ -219,11 +237,19 @@ def _frontier(cost: np.ndarray, A: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The Pareto frontier of (sum of ``A``, sum of ``cost``) over every choice of one option per node (rows), by
     memory ascending and cost descending: a point is kept only if no other has both less or equal ``A`` and less cost
     (the exact knapsack's frontier, :func:`milp_partition.joint.knapsack.min_cost_exact`, before a capacity is known)."""
+    width = cost.shape[1]
+    # identical nodes form one group: choosing for the group is choosing how many take each option
+    groups, counts = np.unique(np.concatenate([cost, A], axis=1), axis=0, return_counts=True)
     f_mem, f_cost = np.zeros(1), np.zeros(1)
-    for v in range(cost.shape[0]):
-        opts = np.isfinite(cost[v]) & np.isfinite(A[v])
-        c_mem = (f_mem[:, None] + A[v, opts][None, :]).reshape(-1)
-        c_cost = (f_cost[:, None] + cost[v, opts][None, :]).reshape(-1)
+    for row, m in zip(groups, counts.tolist(), strict=True):
+        c_row, a_row = row[:width], row[width:]
+        opts = np.flatnonzero(np.isfinite(c_row) & np.isfinite(a_row))
+        how_many = np.array(
+            [np.bincount(pick, minlength=len(opts)) for pick in itertools.combinations_with_replacement(range(len(opts)), m)],
+            dtype=float,
+        )
+        c_mem = (f_mem[:, None] + (how_many @ a_row[opts])[None, :]).reshape(-1)
+        c_cost = (f_cost[:, None] + (how_many @ c_row[opts])[None, :]).reshape(-1)
         order = np.lexsort((c_cost, c_mem))
         c_mem, c_cost = c_mem[order], c_cost[order]
         keep = c_cost < np.concatenate([[np.inf], np.minimum.accumulate(c_cost)[:-1]])
