@@ -289,6 +289,23 @@ def test_cli_plans_an_import_on_two_kinds(gpt_path: Path, tmp_path: Path, capsys
     assert len(r["stages"]) >= 2 and {s["kind"] for s in r["stages"]} == {"H100", "V100"}
 
 
+def test_cli_kind_profile_prices_a_named_kind(gpt_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A kind priced from a profile file (here the A100 datasheet written out) plans as the datasheet name does."""
+    from milp_partition.calibration.profile import resolve_profile, write_profile
+
+    write_profile(resolve_profile("A100"), tmp_path / "mine.json")
+    values = []
+    for kinds, extra in (("H100:2:4MiB,A100:2:4MiB", []), ("H100:2:4MiB,MINE:2:4MiB", ["--kind-profile", f"MINE={tmp_path / 'mine.json'}"])):
+        out = tmp_path / "r.json"
+        assert main(["solve", str(gpt_path), "--problem", "joint", "--kinds", kinds, *extra, "--microbatches", "4", "-o", str(out)]) == 0
+        r = json.loads(out.read_text())
+        assert r["status"] == "optimal"
+        values.append((r["objective"], [(st["kind"].replace("MINE", "A100"), st["data_parallel"], st["tensor_parallel"]) for st in r["stages"]]))
+    capsys.readouterr()
+    assert values[0] == values[1]
+    assert "A100" in {k for k, _, _ in values[0][1]}  # the profiled kind is used, so its prices matter
+
+
 def test_cli_infeasible_exits_3(gpt_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "none.json"
     argv = ["solve", str(gpt_path), "--problem", "joint", "--kinds", "H100:2:100KiB,A100:2:100KiB", "-o", str(out)]
