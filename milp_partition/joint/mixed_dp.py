@@ -89,8 +89,8 @@ def ideals_of(ids: list[str], edges: list[tuple[str, str]], max_ideals: int = MA
     """Every downset of the DAG as a bit mask (bit ``i``: ``ids[i]``), by size ascending: the empty set first, all last."""
     index = {v: i for i, v in enumerate(ids)}
     pred = [0] * len(ids)
-    for u, v in edges:
-        pred[index[v]] |= 1 << index[u]
+    for source, target in edges:
+        pred[index[target]] |= 1 << index[source]
     found, level, seen = [0], {0}, {0}
     while level:
         nxt: set[int] = set()
