@@ -287,6 +287,17 @@ def test_cli_plans_an_import_on_two_kinds(gpt_path: Path, tmp_path: Path, capsys
     assert rep.feasible and rep.objective == pytest.approx(r["objective"], rel=1e-12)
     # 4 MiB per H100 does not hold the whole model: memory binds, so kinds or stages are mixed
     assert len(r["stages"]) >= 2 and {s["kind"] for s in r["stages"]} == {"H100", "V100"}
+    # evaluate re-checks the file: its plan on the same kinds, on too few devices, and a claim the verifier contradicts
+    evaluate = ["evaluate", str(gpt_path), str(out), "--problem", "joint", "--microbatches", "4"]
+    assert main([*evaluate, "--kinds", "H100:2:4MiB,V100:4:16MiB"]) == 0
+    assert "feasible; time_per_sample" in capsys.readouterr().out
+    assert main([*evaluate, "--kinds", "H100:1:4MiB,V100:1:16MiB"]) == 3
+    assert "INFEASIBLE plan" in capsys.readouterr().out
+    r["objective"] *= 0.9
+    tampered = tmp_path / "tampered.json"
+    tampered.write_text(json.dumps(r))
+    assert main(["evaluate", str(gpt_path), str(tampered), "--problem", "joint", "--microbatches", "4", "--kinds", "H100:2:4MiB,V100:4:16MiB"]) == 2
+    assert "objective" in capsys.readouterr().err
 
 
 def test_cli_kind_profile_prices_a_named_kind(gpt_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.export import write_export
-from milp_partition.cli.joint_mixed import cmd_solve_mixed
+from milp_partition.cli.joint_mixed import cmd_evaluate_mixed, cmd_solve_mixed
 from milp_partition.cli.joint_run import cmd_solve_run
 from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
@@ -344,6 +344,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     Cluster options left out are taken from the result file's ``instance`` (:func:`cluster_from_result`).
     """
+    if getattr(args, "kinds", None) is not None:
+        return cmd_evaluate_mixed(args)
+    if getattr(args, "kind_profile", None):
+        raise InputError("applies only with --kinds", where="--kind-profile")
     filled = cluster_from_result(args)
     if filled:
         print(f"note: from {args.solution}'s instance: {' '.join(filled)}", file=sys.stderr)

@@ -8,7 +8,10 @@ written by ``milp-partition import``; each kind's configurations are priced with
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+from typing import Any
 
+from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import emit
 from milp_partition.errors import InputError
@@ -16,11 +19,14 @@ from milp_partition.io.imported_layers import looks_like_imported
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.joint.layers import ALLOWED_TP_DEGREES, DEFAULT_MICROBATCHES, parse_tp_degrees
 from milp_partition.joint.mixed_layers import mixed_from_imported, parse_kind_profiles, parse_kinds
-from milp_partition.joint.mixed_problem import MixedJointProblem
+from milp_partition.joint.mixed_problem import MixedJointProblem, MixedPlan, MixedStage
 from milp_partition.joint.mixed_solve import MixedJointResult, MixedSolveSettings, solve_mixed
 from milp_partition.report import fmt, fmt_bytes, gap_text, names_span, run_lines
 from milp_partition.settings import common_fields
 from milp_partition.units import format_rate, parse_rate
+from milp_partition.verifiers.joint_mixed import verify_joint_mixed
+
+EXIT_OK, EXIT_INFEASIBLE = 0, 3
 
 #: Flags of the homogeneous joint solve that a cluster of kinds replaces or does not take.
 REFUSED = (
@@ -115,3 +121,62 @@ def cmd_solve_mixed(args: argparse.Namespace) -> int:
     settings = MixedSolveSettings(**common, heuristics=not args.no_heuristics)  # type: ignore[arg-type]
     result = solve_mixed(problem, settings)
     return emit(result, args, lambda: format_mixed_report(result, problem))
+
+
+def read_mixed_plan(path: Path) -> MixedPlan:
+    """The plan of a result file written by ``solve --kinds`` (its ``stages``, each with its ``kind``), every field checked."""
+    data = read_result(path)
+    stages = data.get("stages") if data is not None else None
+    if not isinstance(stages, list) or not stages:
+        raise InputError("no 'stages' list: give the result file of 'solve --problem joint --kinds ...'", source=str(path))
+    out = []
+    for q, st in enumerate(stages):
+        where = f"stages[{q}]"
+        if not isinstance(st, dict):
+            raise InputError("not an object", source=str(path), where=where)
+        nodes, configs = st.get("nodes"), st.get("configs", {})
+        if not isinstance(nodes, list) or not all(isinstance(v, str) for v in nodes):
+            raise InputError("'nodes' must be a list of node ids", source=str(path), where=where)
+        if not isinstance(st.get("kind"), str):
+            raise InputError("'kind' must be the name of a kind (a plan of 'solve --kinds')", source=str(path), where=where)
+        for field in ("data_parallel", "tensor_parallel"):
+            value: Any = st.get(field)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InputError(f"'{field}' must be a whole number", source=str(path), where=where)
+        if not isinstance(configs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in configs.items()):
+            raise InputError("'configs' must map node ids to configuration ids", source=str(path), where=where)
+        out.append(MixedStage(tuple(nodes), st["kind"], st["data_parallel"], st["tensor_parallel"], dict(configs)))
+    return MixedPlan(tuple(out))
+
+
+def cmd_evaluate_mixed(args: argparse.Namespace) -> int:
+    """``evaluate GRAPH RESULT --problem joint --kinds ...``: verify the plan on the kinds, check the file's claims."""
+    problem = mixed_problem_from_args(args)
+    path = Path(args.solution)
+    plan = read_mixed_plan(path)
+    report = verify_joint_mixed(problem, plan)
+    if not report.feasible:
+        print("INFEASIBLE plan:")
+        for line in report.violations:
+            print(f"  - {line}")
+        return EXIT_INFEASIBLE
+    N = problem.microbatches
+    check_claims(
+        read_result(path),
+        path,
+        "joint",
+        report.objective,
+        {
+            "time_per_sample": report.objective,
+            "step_s": N * report.objective,
+            "peak_memory_bytes": max(st.memory_bytes for st in report.stages),
+        },
+    )
+    used = ", ".join(f"{k.name} {report.devices[k.name]} of {k.count}" for k in problem.kinds)
+    print(f"feasible; time_per_sample = {fmt(report.objective, 12)} s ({used})")
+    for q, st in enumerate(report.stages):
+        print(
+            f"  stage {q + 1:3d}: {st.kind}, {len(plan.stages[q].nodes):4d} nodes, d {plan.stages[q].data_parallel}, "
+            f"t {plan.stages[q].tensor_parallel}, time/sample {fmt(st.time_per_sample_s, 10)} s, memory {fmt_bytes(st.memory_bytes)}"
+        )
+    return EXIT_OK
