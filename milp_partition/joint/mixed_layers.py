@@ -163,7 +163,12 @@ def mixed_from_imported(
             profile=profile_spec,
             recompute=recompute,
         )
-        table = joint_from_imported(data, source, settings)
+        try:
+            table = joint_from_imported(data, source, settings)
+        except InputError as exc:
+            if exc.source == source:  # the graph file's own fault: as the homogeneous path reports it
+                raise
+            raise InputError(f"kind {spec.name!r} (profile {profile_spec}): {exc}", where="--kinds") from None
         tables[spec.name] = table
         memories[spec.name] = int(memory)
         bandwidths[spec.name] = table.cluster.bandwidth_bytes_per_s
