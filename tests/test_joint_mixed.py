@@ -249,21 +249,30 @@ def gpt_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("spec", "memory", "N"), [("H100", 80 * GiB, 8), ("A100", 2**22, 4), ("V100", 2**21, 2)])
-def test_one_kind_of_an_import_equals_the_homogeneous_solve(gpt_path: Path, spec: str, memory: int, N: int) -> None:
+@pytest.mark.parametrize(
+    ("spec", "count", "memory", "N"),
+    [
+        ("H100", 4, 80 * GiB, 8),
+        ("A100", 4, 2**22, 4),
+        ("V100", 4, 2**21, 2),
+        ("H100", 4, 2**20, 8),  # four stages, two recomputed layers
+        ("H100", 2, 1200 * 2**10, 8),  # recomputation in both stages
+        ("A100", 8, 600 * 2**10, 8),  # t = 2 and recomputation
+    ],
+)
+def test_one_kind_of_an_import_equals_the_homogeneous_solve(gpt_path: Path, spec: str, count: int, memory: int, N: int) -> None:
     from milp_partition.joint.layers import LayerPlanSettings, joint_from_imported
     from milp_partition.joint.mixed_layers import KindSpec, mixed_from_imported
 
     data: Any = json.loads(gpt_path.read_text())
-    mixed = mixed_from_imported(data, str(gpt_path), (KindSpec(spec, 4, memory),), microbatches=N)
+    mixed = mixed_from_imported(data, str(gpt_path), (KindSpec(spec, count, memory),), microbatches=N)
     homogeneous = joint_from_imported(
-        data, str(gpt_path), LayerPlanSettings(devices=4, memory_bytes=memory, profile=spec, microbatches=N)
+        data, str(gpt_path), LayerPlanSettings(devices=count, memory_bytes=memory, profile=spec, microbatches=N)
     )
     h = solve_joint(homogeneous, JointSolveSettings(time_limit_s=600.0))
     m = solve_mixed(mixed, MixedSolveSettings(time_limit_s=600.0))
-    assert h.status == m.status
-    if h.status == "optimal":
-        assert m.objective == pytest.approx(h.objective, rel=1e-12)
+    assert h.status == m.status == "optimal"
+    assert m.objective == pytest.approx(h.objective, rel=1e-12)
 
 
 def test_cli_plans_an_import_on_two_kinds(gpt_path: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
