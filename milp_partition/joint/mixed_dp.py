@@ -52,6 +52,8 @@ from milp_partition.joint.mixed_problem import MixedJointProblem, MixedPlan, Mix
 
 #: Most ideals the DP enumerates (imported graphs are near chains: tens of ideals).
 MAX_IDEALS = 20_000
+#: Elements of one vector step's (candidates, s, devices) array (the candidates are split to stay under it)
+CHUNK_ELEMENTS = 4_000_000
 
 
 class TooManyIdeals(Exception):
@@ -300,6 +302,7 @@ def solve_mixed_dp(problem: MixedJointProblem, budget: Budget | None = None, max
             for d in divisors:
                 if d * t <= k.count:  # (c) devices per kind: a stage alone fits its kind
                     codes.append((ki, t, d))
+    chunk = max(1, CHUNK_ELEMENTS // ((smax + 1) * grid))  # candidates per vector step
     stopped = False
     for j in range(n_ideals - 2, -1, -1):
         if budget is not None and budget.expired():
@@ -315,25 +318,11 @@ def solve_mixed_dp(problem: MixedJointProblem, budget: Budget | None = None, max
                 F[ki, t] = np.stack([stages.table(ideals[int(i)] & ~J, k.name, t) for i in cand])  # (C, D, smax + 1)
         for code, (ki, t, d) in enumerate(codes):  # every s at once: R(J, ., s) for s = d .. smax
             ss = np.arange(d, smax + 1)
-            f = F[ki, t][:, divisors.index(d), -(-ss // d)]  # (C, S): the stage's time at y = ceil(s / d)
-            if not np.isfinite(f).any():
-                continue
-            dt = d * t
-            prev = R[cand][:, ss - d].reshape((len(cand), len(ss), *dims))  # R(I, ., s - d)
-            shifted = np.full_like(prev, np.inf)  # (c) devices per kind: R(I, u - d t e_k, s - d), inf below 0
-            src = [slice(None)] * (len(dims) + 2)
-            dst = [slice(None)] * (len(dims) + 2)
-            src[ki + 2] = slice(0, dims[ki] - dt)
-            dst[ki + 2] = slice(dt, dims[ki])
-            shifted[tuple(dst)] = prev[tuple(src)]
-            val = np.maximum(f[:, :, None], shifted.reshape(len(cand), len(ss), grid))  # (C, S, G)
-            best = np.argmin(val, axis=0)  # (S, G)
-            bv = np.take_along_axis(val, best[None], axis=0)[0]
-            better = bv < R[j, d:]
-            if better.any():
-                R[j, d:][better] = bv[better]
-                choice_I[j, d:][better] = cand[best[better]]
-                choice_code[j, d:][better] = code
+            f_all = F[ki, t][:, divisors.index(d), -(-ss // d)]  # (C, S): the stage's time at y = ceil(s / d)
+            rows = np.flatnonzero(np.isfinite(f_all).any(axis=1))  # stages that fit at some s
+            for lo in range(0, len(rows), chunk):  # a few candidates at a time: (C, S, G) stays small
+                part = rows[lo : lo + chunk]
+                _transition(R, j, cand[part], f_all[part], ss, ki, d * t, dims, choice_I, choice_code, code)
     result = MixedDPResult(math.inf, None, False, _work_bound(problem), ideals=n_ideals)
     if stopped:
         result.notes.append("the budget ran out before the DP's end: its best single-stage plan and the work bound")
@@ -348,6 +337,40 @@ def solve_mixed_dp(problem: MixedJointProblem, budget: Budget | None = None, max
     if math.isfinite(result.value):
         result.plan = _rebuild(problem, stages, ideals, codes, choice_I, choice_code, s_best, dims)
     return result
+
+
+def _transition(
+    R: np.ndarray,
+    j: int,
+    cand: np.ndarray,
+    f: np.ndarray,
+    ss: np.ndarray,
+    ki: int,
+    dt: int,
+    dims: tuple[int, ...],
+    choice_I: np.ndarray,
+    choice_code: np.ndarray,
+    code: int,
+) -> None:
+    """``R(J, u, s) = min(R(J, u, s), max(f[I, s], R(I, u - d t e_k, s - d)))`` over the candidates ``I`` and every
+    ``s`` of ``ss`` (``d = ss[0]``), recording the choice where it improves."""
+    grid = R.shape[2]
+    d = int(ss[0])
+    prev = R[cand][:, ss - d].reshape((len(cand), len(ss), *dims))  # R(I, ., s - d)
+    shifted = np.full_like(prev, np.inf)  # (c) devices per kind: R(I, u - d t e_k, s - d), inf below 0
+    src = [slice(None)] * (len(dims) + 2)
+    dst = [slice(None)] * (len(dims) + 2)
+    src[ki + 2] = slice(0, dims[ki] - dt)
+    dst[ki + 2] = slice(dt, dims[ki])
+    shifted[tuple(dst)] = prev[tuple(src)]
+    val = np.maximum(f[:, :, None], shifted.reshape(len(cand), len(ss), grid))  # (C, S, G)
+    best = np.argmin(val, axis=0)  # (S, G)
+    bv = np.take_along_axis(val, best[None], axis=0)[0]
+    better = bv < R[j, d:]
+    if better.any():
+        R[j, d:][better] = bv[better]
+        choice_I[j, d:][better] = cand[best[better]]
+        choice_code[j, d:][better] = code
 
 
 def _rebuild(
