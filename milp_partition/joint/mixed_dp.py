@@ -354,23 +354,23 @@ def _transition(
 ) -> None:
     """``R(J, u, s) = min(R(J, u, s), max(f[I, s], R(I, u - d t e_k, s - d)))`` over the candidates ``I`` and every
     ``s`` of ``ss`` (``d = ss[0]``), recording the choice where it improves."""
-    grid = R.shape[2]
     d = int(ss[0])
-    prev = R[cand][:, ss - d].reshape((len(cand), len(ss), *dims))  # R(I, ., s - d)
-    shifted = np.full_like(prev, np.inf)  # (c) devices per kind: R(I, u - d t e_k, s - d), inf below 0
+    # (c) devices per kind: only u with u_k >= d t can take the stage; there R(I, u - d t e_k, s - d)
     src = [slice(None)] * (len(dims) + 2)
-    dst = [slice(None)] * (len(dims) + 2)
     src[ki + 2] = slice(0, dims[ki] - dt)
-    dst[ki + 2] = slice(dt, dims[ki])
-    shifted[tuple(dst)] = prev[tuple(src)]
-    val = np.maximum(f[:, :, None], shifted.reshape(len(cand), len(ss), grid))  # (C, S, G)
-    best = np.argmin(val, axis=0)  # (S, G)
+    dst = [slice(None)] * (len(dims) + 1)
+    dst[0] = slice(d, None)
+    dst[ki + 1] = slice(dt, dims[ki])
+    prev = R[cand][:, ss - d].reshape((len(cand), len(ss), *dims))[tuple(src)]  # (C, S, ..., u_k - d t, ...)
+    val = np.maximum(f.reshape(f.shape + (1,) * len(dims)), prev)
+    best = np.argmin(val, axis=0)
     bv = np.take_along_axis(val, best[None], axis=0)[0]
-    better = bv < R[j, d:]
+    target = R[j].reshape((R.shape[1], *dims))[tuple(dst)]  # a view of R(J, ., s) on those u
+    better = bv < target
     if better.any():
-        R[j, d:][better] = bv[better]
-        choice_I[j, d:][better] = cand[best[better]]
-        choice_code[j, d:][better] = code
+        target[better] = bv[better]
+        choice_I[j].reshape((R.shape[1], *dims))[tuple(dst)][better] = cand[best[better]]
+        choice_code[j].reshape((R.shape[1], *dims))[tuple(dst)][better] = code
 
 
 def _rebuild(
