@@ -352,3 +352,24 @@ def test_cli_refuses_bad_kinds(gpt_path: Path, extra: list[str], flag: str, caps
     assert main(["solve", str(gpt_path), "--problem", "joint", *extra]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0], err
+
+
+def test_too_many_ideals_leaves_the_heuristic_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the ideals' cap the DP proves nothing: the one-stage plan stands, not proven."""
+    from milp_partition.joint import mixed_solve
+    from milp_partition.joint.mixed_dp import TooManyIdeals, ideals_of
+
+    with pytest.raises(TooManyIdeals):
+        ideals_of([str(v) for v in range(6)], [], max_ideals=10)  # six independent nodes: 64 ideals
+    assert len(ideals_of([str(v) for v in range(6)], [])) == 64
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise TooManyIdeals("the graph has more than 1 ideals")
+
+    monkeypatch.setattr(mixed_solve, "solve_mixed_dp", refuse)
+    for seed in range(10):
+        problem = random_mixed(seed)
+        result = solve_mixed(problem, MixedSolveSettings(time_limit_s=600.0))
+        assert result.status in ("feasible", "unknown") and result.bound is None
+        if result.objective is not None:
+            assert result.objective >= brute_force(problem) * (1 - 1e-12)
