@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -155,7 +156,16 @@ def bench(graph: Path, import_s: float | None) -> list[str]:
         lines.append(
             _row(label, "naive (even split by kind)", "feasible" if plan else "none fits", value if plan else None, None, mixed.objective, seconds, _span(stages, names))
         )
-    lines += ["", "Checks (the one-kind optimum of the mixed DP against the homogeneous planner):", "", *checks, ""]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    lines += [
+        "",
+        f"Load average when the table was done (1, 5, 15 min): {load} on {os.cpu_count()} cores: the seconds vary with it.",
+        "",
+        "Checks (the one-kind optimum of the mixed DP against the homogeneous planner):",
+        "",
+        *checks,
+        "",
+    ]
     return lines
 
 

@@ -344,6 +344,8 @@ def test_cli_infeasible_exits_3(gpt_path: Path, tmp_path: Path, capsys: pytest.C
         (["--kinds", "H100:four"], "--kinds"),
         (["--kinds", "H100:4:80GB:1", "--tp-degrees", "2,4"], "--tp-degrees"),
         (["--kinds", "H100:4", "--devices", "4"], "--devices"),
+        (["--kinds", "H100:4", "--stages", "2"], "--stages"),
+        (["--kinds", "H100:4", "--coefficients", "c.json"], "--coefficients"),
         (["--kinds", "H100:4", "--kind-profile", "A100=x.json"], "--kind-profile"),
         (["--devices", "4", "--memory", "1GiB", "--kind-profile", "H100=x.json"], "--kind-profile"),
     ],

@@ -40,6 +40,12 @@ REFUSED = (
     ("space", "the engines' spaces are homogeneous"),
     ("export", "the exporters write homogeneous plans"),
     ("method", "the cluster of kinds is solved by its exact DP"),
+    ("max_ideals", "the cluster of kinds' DP has its own cap"),
+    ("global_batch", "Piper's objective takes the batch as --microbatches"),
+    ("coefficients", "only with --objective run, which --kinds does not take"),
+    ("time_layers", "only with --objective run, which --kinds does not take"),
+    ("layer_times", "only with --objective run, which --kinds does not take"),
+    ("empty_steps", "only with --objective run, which --kinds does not take"),
 )
 
 
