@@ -1,7 +1,9 @@
 """The solve steps of the joint problem on a cluster of kinds, plugged into :func:`milp_partition.chain.run_chain`.
 
-1. Heuristic (unless ``heuristics`` is off): the best one-stage plan (every layer on one kind, its best d and t,
-   :func:`milp_partition.joint.mixed_dp.best_one_stage`): a verified incumbent, cheap.
+1. Heuristics (unless ``heuristics`` is off): the best one-stage plan (every layer on one kind, its best d and t,
+   :func:`milp_partition.joint.mixed_dp.best_one_stage`), then the homogeneous planner
+   (:func:`milp_partition.joint.solve.solve_joint`) on each kind alone (:func:`kind_alone`; a tenth of the budget
+   left, at most 10 s each): verified incumbents, the best of them what a time-limited solve reports.
 2. Refine: the exact DP (:func:`milp_partition.joint.mixed_dp.solve_mixed_dp`) under the run's budget: run to its end
    it proves optimality (bound = its value) or infeasibility; stopped, it proves the work bound only.  No back-end
    runs (``solver`` stays ``"none"``).
@@ -15,12 +17,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
 from milp_partition.joint.mixed_dp import TooManyIdeals, best_one_stage, solve_mixed_dp
-from milp_partition.joint.mixed_problem import MixedJointProblem, MixedPlan, mixed_plan_to_dict
+from milp_partition.joint.mixed_problem import MixedJointProblem, MixedPlan, MixedStage, mixed_plan_to_dict
+from milp_partition.joint.problem import JointCluster, JointProblem, JointSolveSettings
+from milp_partition.joint.solve import solve_joint
 from milp_partition.result import Result
 from milp_partition.settings import SearchOnlySettings
 from milp_partition.verifiers.joint_mixed import MixedReport, verify_joint_mixed
@@ -45,6 +49,20 @@ class MixedSolveSettings(SearchOnlySettings):
 
 
 MixedRun = Run[MixedJointProblem, MixedPlan]
+
+#: The homogeneous planner's share of what is left of the budget, per kind, and its cap in seconds (a first incumbent)
+HOMOGENEOUS_SHARE, HOMOGENEOUS_MAX_S = 0.1, 10.0
+
+
+def kind_alone(problem: MixedJointProblem, name: str) -> JointProblem:
+    """The homogeneous joint problem of kind ``name`` alone: its table on its count, memory, bandwidth and ``N``, the
+    degrees it offers (at most its devices per node) only."""
+    kind = problem.kind(name)
+    table = problem.tables[name]
+    degrees = problem.degrees(name)
+    nodes = tuple(replace(n, configs={t: n.configs[t] for t in degrees}) for n in table.nodes)
+    cluster = JointCluster(kind.count, kind.memory_bytes, kind.bandwidth_bytes_per_s, problem.microbatches)
+    return replace(table, nodes=nodes, cluster=cluster, shape=None)
 
 
 def mixed_stage_rows(plan: MixedPlan, report: MixedReport) -> list[dict[str, Any]]:
@@ -103,6 +121,25 @@ class MixedSteps(StepDefaults[MixedJointProblem, MixedPlan]):
         t0 = time.monotonic()
         _, plan = best_one_stage(run.problem)
         yield Outcome("one-stage", plan, time.monotonic() - t0, False, "" if plan else "no single stage fits")
+        for kind in run.problem.kinds:  # the homogeneous planner on each kind alone: a strong first incumbent
+            if run.budget.expired():
+                return
+            if not run.problem.degrees(kind.name):  # no degree fits this kind: nothing to plan on it alone
+                continue
+            t0 = time.monotonic()
+            found = solve_joint(
+                kind_alone(run.problem, kind.name),
+                JointSolveSettings(time_limit_s=max(0.0, min(HOMOGENEOUS_SHARE * run.budget.left(), HOMOGENEOUS_MAX_S)), threads=1),
+            )
+            plan = None
+            if found.stages:
+                plan = MixedPlan(
+                    tuple(
+                        MixedStage(tuple(st["nodes"]), kind.name, st["data_parallel"], st["tensor_parallel"], dict(st["configs"]))
+                        for st in found.stages
+                    )
+                )
+            yield Outcome(f"{kind.name} alone", plan, time.monotonic() - t0, False, f"homogeneous planner: {found.status}")
 
     def refine(self, run: MixedRun) -> Iterable[Outcome[MixedPlan]]:
         t0 = time.monotonic()
