@@ -375,3 +375,20 @@ def test_too_many_ideals_leaves_the_heuristic_plan(monkeypatch: pytest.MonkeyPat
         assert result.status in ("feasible", "unknown") and result.bound is None
         if result.objective is not None:
             assert result.objective >= brute_force(problem) * (1 - 1e-12)
+
+
+def test_an_incumbent_prunes_without_changing_the_optimum() -> None:
+    """With a known plan's value the DP skips slower stages: same optimum; with a value below the optimum (no such
+    plan: only a rounding could cause it) it runs again without pruning, still exact."""
+    checked = 0
+    for seed in range(12):
+        problem = random_mixed(seed)
+        expected = brute_force(problem)
+        if math.isinf(expected):
+            continue
+        for upper in (expected, 2 * expected, 0.5 * expected):
+            dp = solve_mixed_dp(problem, upper=upper)
+            assert dp.complete and dp.value == pytest.approx(expected, rel=1e-9, abs=1e-12)
+            assert dp.plan is not None and verify_joint_mixed(problem, dp.plan).feasible
+        checked += 1
+    assert checked >= 5

@@ -144,7 +144,8 @@ class MixedSteps(StepDefaults[MixedJointProblem, MixedPlan]):
     def refine(self, run: MixedRun) -> Iterable[Outcome[MixedPlan]]:
         t0 = time.monotonic()
         try:
-            dp = solve_mixed_dp(run.problem, run.budget)
+            best = run.best
+            dp = solve_mixed_dp(run.problem, run.budget, upper=best.value if best is not None else math.inf)
         except TooManyIdeals as exc:  # a graph far from a chain: no proof, the heuristic's plan stands
             yield Outcome("mixed-dp", None, time.monotonic() - t0, True, str(exc))
             return
