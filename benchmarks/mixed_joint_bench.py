@@ -56,7 +56,9 @@ def _span(stages: list[dict[str, Any]], names: dict[str, str]) -> str:
     out = []
     for st in stages:
         nodes = st["nodes"]
-        out.append(f"{st['kind']} {st['data_parallel']}x{st['tensor_parallel']} ({len(nodes)}: {names[nodes[0]]}..{names[nodes[-1]]})")
+        out.append(
+            f"{st['kind']} {st['data_parallel']}x{st['tensor_parallel']} ({len(nodes)}: {names[nodes[0]]}..{names[nodes[-1]]})"
+        )
     return "; ".join(out)
 
 
@@ -88,7 +90,16 @@ def naive_plan(problem: MixedJointProblem, order: tuple[str, str]) -> tuple[floa
     return best
 
 
-def _row(cluster: str, label: str, status: str, value: float | None, bound: float | None, mixed: float | None, seconds: float, plan: str) -> str:
+def _row(
+    cluster: str,
+    label: str,
+    status: str,
+    value: float | None,
+    bound: float | None,
+    mixed: float | None,
+    seconds: float,
+    plan: str,
+) -> str:
     def f(x: float | None, digits: int = 6) -> str:
         return "-" if x is None or not math.isfinite(x) else f"{x:.{digits}g}"
 
@@ -124,7 +135,18 @@ def bench(graph: Path, import_s: float | None) -> list[str]:
         mixed = solve_mixed(problem, MixedSolveSettings(time_limit_s=TIME_LIMIT_S))
         seconds = time.perf_counter() - t0
         label = spec.replace(":", " x ").replace(",", " + ")
-        lines.append(_row(label, "mixed (proven)", mixed.status, mixed.objective, mixed.bound, mixed.objective, seconds, _span(mixed.stages, names)))
+        lines.append(
+            _row(
+                label,
+                "mixed (proven)",
+                mixed.status,
+                mixed.objective,
+                mixed.bound,
+                mixed.objective,
+                seconds,
+                _span(mixed.stages, names),
+            )
+        )
         for kind in problem.kinds:
             alone = problem.tables[kind.name]
             alone = alone.with_cluster(
@@ -135,11 +157,22 @@ def bench(graph: Path, import_s: float | None) -> list[str]:
             seconds = time.perf_counter() - t0
             stages = [{**s, "kind": kind.name} for s in h.stages]
             lines.append(
-                _row(label, f"{kind.name} alone ({kind.count})", h.status, h.objective, h.bound, mixed.objective, seconds, _span(stages, names))
+                _row(
+                    label,
+                    f"{kind.name} alone ({kind.count})",
+                    h.status,
+                    h.objective,
+                    h.bound,
+                    mixed.objective,
+                    seconds,
+                    _span(stages, names),
+                )
             )
             check = solve_mixed(one_kind(problem, kind.name), MixedSolveSettings(time_limit_s=TIME_LIMIT_S))
             agree = h.objective == check.objective or (
-                h.objective is not None and check.objective is not None and abs(h.objective - check.objective) <= 1e-9 * h.objective
+                h.objective is not None
+                and check.objective is not None
+                and abs(h.objective - check.objective) <= 1e-9 * h.objective
             )
             checks.append(
                 f"- {label}, {kind.name} alone: homogeneous planner {h.status} {h.objective!r}, mixed DP on the kind alone "
@@ -152,9 +185,21 @@ def bench(graph: Path, import_s: float | None) -> list[str]:
         seconds = time.perf_counter() - t0
         stages = []
         if plan is not None:
-            stages = [{"nodes": list(s.nodes), "kind": s.kind, "data_parallel": s.data_parallel, "tensor_parallel": s.tensor_parallel} for s in plan.stages]
+            stages = [
+                {"nodes": list(s.nodes), "kind": s.kind, "data_parallel": s.data_parallel, "tensor_parallel": s.tensor_parallel}
+                for s in plan.stages
+            ]
         lines.append(
-            _row(label, "naive (even split by kind)", "feasible" if plan else "none fits", value if plan else None, None, mixed.objective, seconds, _span(stages, names))
+            _row(
+                label,
+                "naive (even split by kind)",
+                "feasible" if plan else "none fits",
+                value if plan else None,
+                None,
+                mixed.objective,
+                seconds,
+                _span(stages, names),
+            )
         )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     lines += [

@@ -106,9 +106,7 @@ def all_mixed_plans(problem: MixedJointProblem):
                     options = [[c.id for c in table.node(v).configs[t]] for v in g]
                     per_stage.append([dict(zip(g, pick, strict=True)) for pick in itertools.product(*options)])
                 for cfgs in itertools.product(*per_stage):
-                    yield MixedPlan(
-                        tuple(MixedStage(g, k, d, t, c) for g, (k, d, t), c in zip(groups, picks, cfgs, strict=True))
-                    )
+                    yield MixedPlan(tuple(MixedStage(g, k, d, t, c) for g, (k, d, t), c in zip(groups, picks, cfgs, strict=True)))
 
 
 def brute_force(problem: MixedJointProblem) -> float:
@@ -203,7 +201,9 @@ def _chain(tables: dict[str, list[tuple[float, float, float]]]) -> dict[str, Joi
     out = {}
     for name, rows in tables.items():
         ids = [f"L{i}" for i in range(len(rows))]
-        nodes = tuple(JointNode(v, v, {1: (JointConfig("vanilla", p, 0.0, a, b),)}) for v, (p, a, b) in zip(ids, rows, strict=True))
+        nodes = tuple(
+            JointNode(v, v, {1: (JointConfig("vanilla", p, 0.0, a, b),)}) for v, (p, a, b) in zip(ids, rows, strict=True)
+        )
         edges = tuple(JointEdge(ids[i], ids[i + 1], 0.0) for i in range(len(ids) - 1))
         out[name] = JointProblem(nodes, edges, random_problem(0).cluster)
     return out
@@ -288,9 +288,13 @@ def test_cli_plans_an_import_on_two_kinds(gpt_path: Path, tmp_path: Path, capsys
     # the verifier re-checks the written plan on the problem rebuilt from the same flags
     from milp_partition.joint.mixed_layers import mixed_from_imported, parse_kinds
 
-    problem = mixed_from_imported(json.loads(gpt_path.read_text()), str(gpt_path), parse_kinds("H100:2:4MiB,V100:4:16MiB"), microbatches=4)
+    problem = mixed_from_imported(
+        json.loads(gpt_path.read_text()), str(gpt_path), parse_kinds("H100:2:4MiB,V100:4:16MiB"), microbatches=4
+    )
     plan = MixedPlan(
-        tuple(MixedStage(tuple(s["nodes"]), s["kind"], s["data_parallel"], s["tensor_parallel"], s["configs"]) for s in r["stages"])
+        tuple(
+            MixedStage(tuple(s["nodes"]), s["kind"], s["data_parallel"], s["tensor_parallel"], s["configs"]) for s in r["stages"]
+        )
     )
     rep = verify_joint_mixed(problem, plan)
     assert rep.feasible and rep.objective == pytest.approx(r["objective"], rel=1e-12)
@@ -305,7 +309,22 @@ def test_cli_plans_an_import_on_two_kinds(gpt_path: Path, tmp_path: Path, capsys
     r["objective"] *= 0.9
     tampered = tmp_path / "tampered.json"
     tampered.write_text(json.dumps(r))
-    assert main(["evaluate", str(gpt_path), str(tampered), "--problem", "joint", "--microbatches", "4", "--kinds", "H100:2:4MiB,V100:4:16MiB"]) == 2
+    assert (
+        main(
+            [
+                "evaluate",
+                str(gpt_path),
+                str(tampered),
+                "--problem",
+                "joint",
+                "--microbatches",
+                "4",
+                "--kinds",
+                "H100:2:4MiB,V100:4:16MiB",
+            ]
+        )
+        == 2
+    )
     assert "objective" in capsys.readouterr().err
 
 
@@ -315,12 +334,23 @@ def test_cli_kind_profile_prices_a_named_kind(gpt_path: Path, tmp_path: Path, ca
 
     write_profile(resolve_profile("A100"), tmp_path / "mine.json")
     values = []
-    for kinds, extra in (("H100:2:4MiB,A100:2:4MiB", []), ("H100:2:4MiB,MINE:2:4MiB", ["--kind-profile", f"MINE={tmp_path / 'mine.json'}"])):
+    for kinds, extra in (
+        ("H100:2:4MiB,A100:2:4MiB", []),
+        ("H100:2:4MiB,MINE:2:4MiB", ["--kind-profile", f"MINE={tmp_path / 'mine.json'}"]),
+    ):
         out = tmp_path / "r.json"
-        assert main(["solve", str(gpt_path), "--problem", "joint", "--kinds", kinds, *extra, "--microbatches", "4", "-o", str(out)]) == 0
+        assert (
+            main(["solve", str(gpt_path), "--problem", "joint", "--kinds", kinds, *extra, "--microbatches", "4", "-o", str(out)])
+            == 0
+        )
         r = json.loads(out.read_text())
         assert r["status"] == "optimal"
-        values.append((r["objective"], [(st["kind"].replace("MINE", "A100"), st["data_parallel"], st["tensor_parallel"]) for st in r["stages"]]))
+        values.append(
+            (
+                r["objective"],
+                [(st["kind"].replace("MINE", "A100"), st["data_parallel"], st["tensor_parallel"]) for st in r["stages"]],
+            )
+        )
     capsys.readouterr()
     assert values[0] == values[1]
     assert "A100" in {k for k, _, _ in values[0][1]}  # the profiled kind is used, so its prices matter

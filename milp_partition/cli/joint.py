@@ -182,7 +182,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise InputError(f"{objective} is the pipeline problem's; the joint problem takes piper or run", where="--objective")
     if getattr(args, "kinds", None) is not None:
         if objective == "run":
-            raise InputError("a cluster of kinds is planned with Piper's objective only; leave out --objective run", where="--kinds")
+            raise InputError(
+                "a cluster of kinds is planned with Piper's objective only; leave out --objective run", where="--kinds"
+            )
         return cmd_solve_mixed(args)
     if getattr(args, "kind_profile", None):
         raise InputError("applies only with --kinds", where="--kind-profile")

@@ -204,7 +204,9 @@ class _Stages:
                 out[di, 1:] = self._over_y(P / d + (d - 1) * W0 / d, A, Bf, memory, ys, fits)
         return out
 
-    def _over_y(self, cost: np.ndarray, A: np.ndarray, Bf: np.ndarray, memory: float, ys: np.ndarray, fits: np.ndarray) -> np.ndarray:
+    def _over_y(
+        self, cost: np.ndarray, A: np.ndarray, Bf: np.ndarray, memory: float, ys: np.ndarray, fits: np.ndarray
+    ) -> np.ndarray:
         """The knapsack's least cost for each ``y`` of ``ys`` (``inf`` where ``fits`` is false)."""
         rows = np.arange(cost.shape[0])
         fast = np.argmin(cost, axis=1)

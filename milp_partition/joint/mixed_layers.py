@@ -69,7 +69,9 @@ def parse_kinds(text: str, flag: str = "--kinds") -> tuple[KindSpec, ...]:
             except ValueError:
                 per_node = 0
             if per_node < 1:
-                raise InputError(f"{entry!r}: devices per node of {name} must be a whole number >= 1, got {parts[3]!r}", where=flag)
+                raise InputError(
+                    f"{entry!r}: devices per node of {name} must be a whole number >= 1, got {parts[3]!r}", where=flag
+                )
         if any(s.name.upper() == name.upper() for s in specs):
             raise InputError(f"kind {name} is given twice", where=flag)
         specs.append(KindSpec(name, count, memory, per_node))
@@ -146,7 +148,9 @@ def mixed_from_imported(
             ) from None
         memory = spec.memory_bytes if spec.memory_bytes is not None else profile.memory_bytes
         if memory is None:
-            raise InputError(f"kind {spec.name!r}: its profile has no memory size; write {spec.name}:{spec.count}:MEMORY", where="--kinds")
+            raise InputError(
+                f"kind {spec.name!r}: its profile has no memory size; write {spec.name}:{spec.count}:MEMORY", where="--kinds"
+            )
         degrees = tuple(t for t in tp_degrees if t <= spec.devices_per_node)
         if not degrees:
             raise InputError(

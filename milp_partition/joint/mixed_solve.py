@@ -129,7 +129,9 @@ class MixedSteps(StepDefaults[MixedJointProblem, MixedPlan]):
             t0 = time.monotonic()
             found = solve_joint(
                 kind_alone(run.problem, kind.name),
-                JointSolveSettings(time_limit_s=max(0.0, min(HOMOGENEOUS_SHARE * run.budget.left(), HOMOGENEOUS_MAX_S)), threads=1),
+                JointSolveSettings(
+                    time_limit_s=max(0.0, min(HOMOGENEOUS_SHARE * run.budget.left(), HOMOGENEOUS_MAX_S)), threads=1
+                ),
             )
             plan = None
             if found.stages:

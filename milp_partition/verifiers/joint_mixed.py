@@ -75,7 +75,9 @@ def verify_joint_mixed(problem: MixedJointProblem, plan: MixedPlan) -> MixedRepo
         if N % st.data_parallel:
             bad.append(f"{where}: data_parallel {st.data_parallel} does not divide N = {N}")
         if st.tensor_parallel > kind.devices_per_node:
-            bad.append(f"{where}: tensor_parallel {st.tensor_parallel} exceeds {st.kind}'s {kind.devices_per_node} devices per node")
+            bad.append(
+                f"{where}: tensor_parallel {st.tensor_parallel} exceeds {st.kind}'s {kind.devices_per_node} devices per node"
+            )
         if not st.nodes:
             bad.append(f"{where} has no nodes")
         table = {n.id: n for n in problem.tables[st.kind].nodes}
@@ -105,7 +107,9 @@ def verify_joint_mixed(problem: MixedJointProblem, plan: MixedPlan) -> MixedRepo
     edges = problem.tables[problem.kinds[0].name].edges if problem.kinds else ()
     for e in edges:
         if e.source in stage_of and e.target in stage_of and stage_of[e.source] > stage_of[e.target]:
-            bad.append(f"edge {e.source}->{e.target} goes from stage {stage_of[e.source] + 1} back to stage {stage_of[e.target] + 1}")
+            bad.append(
+                f"edge {e.source}->{e.target} goes from stage {stage_of[e.source] + 1} back to stage {stage_of[e.target] + 1}"
+            )
     if bad:
         return MixedReport(False, bad)
     used = {name: 0 for name in kinds}
@@ -126,7 +130,9 @@ def verify_joint_mixed(problem: MixedJointProblem, plan: MixedPlan) -> MixedRepo
         members = set(st.nodes)
         mem = math.fsum(chosen[v].activation_bytes * y + chosen[v].fixed_bytes for v in st.nodes)
         if not mem <= kind.memory_bytes * (1 + MEMORY_REL_TOL):
-            bad.append(f"stage {i + 1} ({st.kind}) needs {mem:.6g} bytes per device (y = {y}); its memory is {kind.memory_bytes:.6g}")
+            bad.append(
+                f"stage {i + 1} ({st.kind}) needs {mem:.6g} bytes per device (y = {y}); its memory is {kind.memory_bytes:.6g}"
+            )
         crossing: list[float] = []
         for e in edges:
             if e.target in members and e.source not in members:
