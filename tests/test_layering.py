@@ -71,6 +71,8 @@ LAYERS: dict[str, int] = {
     "milp_partition.joint.layers": 3,
     "milp_partition.joint.run_layers": 3,  # the run-objective problem of an imported graph (costmodel.plan)
     "milp_partition.joint.megatron": 3,
+    "milp_partition.joint.mixed_problem": 2,  # the joint problem on a cluster of kinds (data)
+    "milp_partition.joint.mixed_layers": 3,  # its builder from an imported graph, one table per kind (reads the one Cluster)
     # 4: back-ends (variables and constraints, no problem) and independent verifiers (data models and io only)
     "milp_partition.backends": 4,
     "milp_partition.verifiers": 4,
@@ -98,6 +100,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.joint.run_dp": 5,  # the exact DP of the run-objective plan (costmodel.plan)
     "milp_partition.joint.native": 5,
     "milp_partition.joint.knapsack": 5,
+    "milp_partition.joint.mixed_dp": 5,  # the exact DP on a cluster of kinds
     "milp_partition.joint.segment_bound": 5,  # a proven bound without ideals (chain segments in pooled stage classes)
     "milp_partition.joint.stage_bound": 5,  # a proven bound without ideals (Lagrangian per stage sequence, GLOP)
     "milp_partition.joint.column_bound": 5,  # a proven bound without ideals (configuration LP over whole stages)
@@ -108,6 +111,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.joint.solve": 6,
     "milp_partition.galvatron.solve": 6,
     "milp_partition.hetero.solve": 6,
+    "milp_partition.joint.mixed_solve": 6,  # the cluster of kinds' solve: DP, verifier, status
     "milp_partition.joint.space": 6,  # the joint search within a training engine's space (solve_joint per candidate)
     # 7: on top: command line, reports, plots, sweeps and each problem's gap sweep
     "milp_partition.__main__": 7,

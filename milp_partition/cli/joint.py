@@ -14,6 +14,7 @@ from pathlib import Path
 
 from milp_partition.cli.claims import check_claims, read_result
 from milp_partition.cli.export import write_export
+from milp_partition.cli.joint_mixed import cmd_evaluate_mixed, cmd_solve_mixed
 from milp_partition.cli.joint_run import cmd_solve_run
 from milp_partition.cli.options import flag_name, reserved
 from milp_partition.cli.output import emit
@@ -179,6 +180,14 @@ def cmd_solve(args: argparse.Namespace) -> int:
     objective = getattr(args, "objective", None) or "piper"
     if objective not in ("piper", "run"):
         raise InputError(f"{objective} is the pipeline problem's; the joint problem takes piper or run", where="--objective")
+    if getattr(args, "kinds", None) is not None:
+        if objective == "run":
+            raise InputError(
+                "a cluster of kinds is planned with Piper's objective only; leave out --objective run", where="--kinds"
+            )
+        return cmd_solve_mixed(args)
+    if getattr(args, "kind_profile", None):
+        raise InputError("applies only with --kinds", where="--kind-profile")
     if objective == "run":
         return cmd_solve_run(args)
     for flag in ("global_batch", "coefficients", "time_layers", "layer_times", "empty_steps"):
@@ -337,6 +346,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     Cluster options left out are taken from the result file's ``instance`` (:func:`cluster_from_result`).
     """
+    if getattr(args, "kinds", None) is not None:
+        return cmd_evaluate_mixed(args)
+    if getattr(args, "kind_profile", None):
+        raise InputError("applies only with --kinds", where="--kind-profile")
     filled = cluster_from_result(args)
     if filled:
         print(f"note: from {args.solution}'s instance: {' '.join(filled)}", file=sys.stderr)

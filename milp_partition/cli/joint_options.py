@@ -44,6 +44,8 @@ OPTIONS = frozenset(
         "time_layers",
         "layer_times",
         "empty_steps",
+        "kinds",
+        "kind_profile",
     }
 )
 
@@ -79,6 +81,19 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
         "--tensor-parallel",
         type=int,
         help="joint: force every stage's tensor-parallel degree (one of --tp-degrees; --tp-degrees 2 alone offers 1 and 2)",
+    )
+    g.add_argument(
+        "--kinds",
+        help="joint, imported graph: plan on a cluster of device kinds, KIND:COUNT[:MEMORY[:PER_NODE]] comma-separated "
+        "(H100:8,A100:16; memory defaults to the kind's datasheet, devices per node to 8): each stage's kind, data- "
+        "and tensor-parallel degree chosen, priced with each kind's profile, proven by the exact DP "
+        "(instead of --devices/--memory/--profile); evaluate GRAPH RESULT --kinds ... re-checks such a plan",
+    )
+    g.add_argument(
+        "--kind-profile",
+        action="append",
+        metavar="KIND=FILE",
+        help="joint, --kinds: a measured profile JSON for a kind (default: the kind's datasheet); repeat per kind",
     )
     if command == "solve":
         g.add_argument(
