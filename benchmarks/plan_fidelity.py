@@ -150,7 +150,40 @@ def row_of(model: str, plan: Path, free: bool, r: dict[str, Any], load: float, a
         "memory_planned_over_held_max": max(ratios) if ratios else float("nan"),
         "load_1min": load,
         "commit": at,
+        **{f"{t}_planned_over_run": x for t, x in terms_of(data, r).items()},
     }
+
+
+#: The terms compared between the planner's step and the run's own prediction (:func:`terms_of`).
+TERMS = ("compute", "send", "allreduce", "optimizer", "empty")
+
+
+def terms_of(data: dict[str, Any], r: dict[str, Any]) -> dict[str, float]:
+    """The planner's terms over the run's own prediction's, per term (``planned / run``, NaN where the run's is 0).
+
+    Both sides are :mod:`milp_partition.costmodel`'s :class:`StageTimes` per stage (the plan's ``stages[].terms_s``,
+    run.json's ``prediction.stages``) and ``E``: ``compute`` = the stages' forward + backward summed, ``send`` = the
+    messages summed, ``allreduce`` and ``optimizer`` = the largest over the stages, ``empty`` = ``E``. The run's side
+    is measured inside the run (every rank at once, the layers timed on the plan's micro-batch just before each step,
+    gloo's fits in the run's own group, ``E`` of the plan's shape); the planner's was measured before it.
+    """
+    planned = [st.get("terms_s") for st in data["stages"]]
+    ran = r.get("prediction", {}).get("stages") or []
+    if any(t is None for t in planned) or len(ran) != len(planned):
+        return {t: float("nan") for t in TERMS}
+
+    def parts(stages: list[dict[str, float]], empty: float) -> dict[str, float]:
+        return {
+            "compute": sum(s["forward_s"] + s["backward_s"] for s in stages),
+            "send": sum(s["send_s"] for s in stages),
+            "allreduce": max(s["allreduce_s"] for s in stages),
+            "optimizer": max(s["optimizer_s"] for s in stages),
+            "empty": empty,
+        }
+
+    mine = parts(planned, float(data.get("empty_step_s", 0.0)))
+    theirs = parts(ran, float(r.get("prediction", {}).get("costs", {}).get("empty_step_s", 0.0)))
+    return {t: mine[t] / theirs[t] if theirs[t] > 0 else float("nan") for t in TERMS}
 
 
 def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) -> list[dict[str, Any]]:
@@ -206,6 +239,10 @@ def no_plan(work: Path) -> list[str]:
 
 def _pct(x: float) -> str:
     return "-" if x != x else f"{100 * x:+.0f}%"
+
+
+def _ratio(x: float) -> str:
+    return "-" if x != x else f"{x:.2f}"
 
 
 def _ok(good: bool) -> str:
@@ -332,6 +369,21 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
             f"{_pct(r['planner_error'])} | {r['run_empty_step_s']:.3g} | {_pct(r['planner_plus_empty_error'])} | "
             f"{r['run_predicted_step_s']:.4g} | {r['loss_max_rel_diff']:.2g} | "
             f"{r['memory_planned_over_held_min']:.2f}-{r['memory_planned_over_held_max']:.2f} | {r['load_1min']:.1f} |"
+        )
+    lines += [
+        "",
+        "Where the planner's step and the run's own prediction part, term by term (planned / the run's; NaN: the run's "
+        "term is 0): compute = every stage's forward + backward on one micro-batch, summed; send = the stage "
+        "boundaries' messages; all-reduce and optimizer = the largest stage's; E = the shape's empty step.",
+        "",
+        "| model | shape (S x d) | N | compute | send | all-reduce | optimizer | E |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['shape']} | {r['microbatches']} | "
+            + " | ".join(_ratio(r[f"{t}_planned_over_run"]) for t in TERMS)
+            + " |"
         )
     if chart(rows, out / f"{name}.png"):
         lines += ["", f"![planned against measured]({name}.png)"]

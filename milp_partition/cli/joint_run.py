@@ -237,8 +237,11 @@ def cmd_solve_run(args: argparse.Namespace) -> int:
                     "memory_terms": asdict(mem),
                     "unit_s": st.unit_s,
                     "tail_s": st.tail_s,
+                    "terms_s": asdict(st),  # forward, backward, send, all-reduce, optimizer: as run.json's prediction
                 }
             )
+        # E of the plan's shape as priced (the runtime's own step with nothing to compute; 0 when not calibrated)
+        out["empty_step_s"] = problem.coefficients.fixed_for(len(plan.stages), plan.data_parallel, plan.microbatches)
     if args.output is not None:
         write_text_atomic(Path(args.output), json.dumps(out, indent=2) + "\n")
     print(format_run_report(out, found.shapes) if not args.quiet else f"{status} objective={fmt(out['objective'], 12)} s")
