@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -76,6 +77,15 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
             rng.choice([0.0, 2.0]), rng.choice([0, 1]), rng.choice([1.0, 2.0]), rng.uniform(0, 5), rng.choice([0, 1])
         ),
     )
+    if rng.random() < 0.5:  # E measured for some shapes: their latencies are in it (latencies_in_empty)
+        table = tuple(
+            (p, d, m, rng.uniform(0.0, 2.0))
+            for d in range(1, 5)
+            for m in range(1, G + 1)
+            for p in range(1, 5)
+            if p <= m and rng.random() < 0.5
+        )
+        coeffs = replace(coeffs, empty_step_s=table)
     total = sum(v.param_bytes for v in layers) * 4 + sum(v.saved_bytes_per_sample for v in layers) * G
     return RunPlanProblem(
         tuple(layers),
@@ -221,5 +231,26 @@ def test_the_empty_step_of_each_shape_is_priced_and_can_move_the_optimum() -> No
     assert got.plan is not None and (len(got.plan.stages), got.plan.data_parallel) == (1, 1)
     assert got.step_s == pytest.approx(want) and got.bound_s == pytest.approx(want)
     assert verify_run_plan(dear, got.plan).step_s == pytest.approx(got.step_s)
-    assert verify_run_plan(dear, base.plan).step_s == pytest.approx(base.step_s + 100.0)
+    assert verify_run_plan(dear, base.plan).step_s == pytest.approx(base.step_s + 100.0)  # no alpha to take out here
     assert RunCoefficients(fixed_s=7.0, empty_step_s=table).fixed_for(3, 1, 1) == 7.0  # a shape not listed
+
+
+def test_a_measured_empty_step_holds_the_latencies_it_sends() -> None:
+    """Where E of a shape was measured, it holds every message's latency and one bucket's all-reduce latency: the
+    verifier and the DP price the stages without them there, with them where E is the constant ``fixed_s``."""
+    sizes = (1, 2)
+    layers = tuple(RunLayer(f"l{i}", {s: 1.0 for s in sizes}, {s: 2.0 for s in sizes}, 8.0, 2, 0.0, 1.0, 1.0) for i in range(2))
+    coeffs = RunCoefficients(p2p_alpha_s=0.5, p2p_beta_s_per_byte=0.0, allreduce_alpha_s=3.0, ddp_bucket_bytes=4.0)
+    pipe, data = RunPlan(((0, 1), (1, 2)), 1, 2), RunPlan(((0, 2),), 2, 1)
+    plain = RunPlanProblem(layers, (1.0,), 2, 2, 1e9, coeffs)
+    # 2 stages, m = 2: u = 3 + 2 x 0.5 and 3; 4 + 3 + (2 - 1) x 4 = 11
+    assert verify_run_plan(plain, pipe).step_s == pytest.approx(11.0)
+    # d = 2, one stage of 16 bytes in buckets of 4: 4 latencies of 3 s after 6 s of compute
+    assert verify_run_plan(plain, data).step_s == pytest.approx(6.0 + 12.0)
+    table = ((2, 1, 2, 0.25), (1, 2, 1, 0.75))
+    measured = RunPlanProblem(layers, (1.0,), 2, 2, 1e9, replace(coeffs, empty_step_s=table))
+    assert verify_run_plan(measured, pipe).step_s == pytest.approx(3 + 3 + 3 + 0.25)
+    assert verify_run_plan(measured, data).step_s == pytest.approx(6.0 + 3 * 3.0 + 0.75)
+    got, (want, _) = solve_run_dp(measured), brute_force(measured)
+    assert got.step_s == pytest.approx(want) == pytest.approx(6.0)  # one stage, one device, one micro-batch of 2
+    assert got.bound_s == pytest.approx(want)

@@ -132,6 +132,16 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert sum(len(st["nodes"]) for st in plan["stages"]) == len(
         [n for n in json.loads(graph.read_text())["nodes"] if not n["id"].endswith(":bwd")]
     )
+    # E of every candidate shape, measured on CPU ranks before planning (run's own empty step), and gloo's fits
+    timed = plan["cost_model"]["layer_times"]
+    table = {(p, d, m): e for p, d, m, e in timed["empty_steps"]}
+    want = {(p, d, m) for d in (1, 2) for m in (1, 2, 4) if 4 % (d * m) == 0 for p in (1, 2) if p * d <= 2 and p <= m}
+    assert set(table) == want and all(e > 0 for e in table.values())
+    assert timed["threads"] == 1 and timed["links"]["allreduce_alpha_s"] > 0
+    assert plan["cost_model"]["p2p_alpha_s"] == timed["links"]["p2p_alpha_s"]  # the messages priced with gloo's fit
+    shape_of = (len(plan["stages"]), plan["stages"][0]["data_parallel"])
+    m_of = plan["instance"]["microbatches"] // shape_of[1]
+    assert plan["empty_step_s"] == table[(*shape_of, m_of)]
     assert main([*common, "--time-layers", "--coefficients", str(out)]) == 2  # one source of layer times
     # the same measurement reused: the free optimum's shape, forced, has the free optimum's price
     shape = ["--stages", str(len(plan["stages"])), "--data-parallel", str(plan["stages"][0]["data_parallel"])]
@@ -140,6 +150,12 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert main([*common, "--global-batch", "4", "--layer-times", str(out), *shape, "-o", str(forced)]) == 0
     assert json.loads(forced.read_text())["objective"] == pytest.approx(plan["objective"], rel=1e-12)
     assert main([*common, "--global-batch", "8", "--layer-times", str(out)]) == 2  # size 8 was not timed
+    broken = json.loads(out.read_text())
+    broken["cost_model"]["layer_times"]["empty_steps"] = [[1, 1, 1, "soon"]]
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(broken))
+    assert main([*common, "--global-batch", "4", "--layer-times", str(bad)]) == 2
+    assert "cost_model.layer_times.empty_steps" in capsys.readouterr().err
 
 
 def test_run_reads_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:
@@ -215,7 +231,13 @@ def test_empty_steps_from_run_json_price_each_shape(graph: dict, tmp_path: Path)
     assert main([*common, "-o", str(plain)]) == 0
     assert main([*common, "--empty-steps", *map(str, runs), "-o", str(priced)]) == 0
     a, b = json.loads(plain.read_text()), json.loads(priced.read_text())
-    assert b["objective"] == pytest.approx(a["objective"] + 0.6) and b["stages"] == a["stages"]
+    assert [st["nodes"] for st in b["stages"]] == [st["nodes"] for st in a["stages"]]
+    # a measured E holds the messages' latency: the stage boundary's send is priced without alpha there
+    alpha = a["cost_model"]["p2p_alpha_s"]
+    assert alpha > 0 and b["stages"][0]["terms_s"]["send_s"] == pytest.approx(a["stages"][0]["terms_s"]["send_s"] - alpha)
+    units, tails = [st["unit_s"] for st in b["stages"]], [st["tail_s"] for st in b["stages"]]
+    assert b["empty_step_s"] == pytest.approx(0.6) and a["empty_step_s"] == 0.0
+    assert b["objective"] == pytest.approx(sum(units) + 3 * max(units) + 0.6 + max(tails), rel=1e-12)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"shape": {"stages": 2, "data_parallel": 1}, "microbatches": 4, "prediction": {}}))
     assert main([*common, "--empty-steps", str(bad)]) == 2  # no measured E: named, not priced as 0

@@ -28,14 +28,17 @@ from milp_partition.errors import InputError
 from milp_partition.importers.timing import load_profile_spec
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.io.json_text import parse_json, read_text_file
-from milp_partition.joint.run_dp import solve_run_dp
+from milp_partition.joint.run_dp import run_shapes, solve_run_dp
 from milp_partition.joint.run_layers import run_problem_from_imported
 from milp_partition.report import fmt, fmt_bytes, names_span
+from milp_partition.run.empty import EmptySteps, calibrate_empty_steps
 from milp_partition.run.predict import time_layers_at_sizes
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.joint_run import verify_run_plan
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
+#: Torch threads the layers and the empty steps are timed with: ``run``'s default ``--threads`` per rank.
+LAYER_THREADS = 1
 #: The global batch when ``--global-batch`` is not given (the imported graph's default micro-batches, one sample each).
 DEFAULT_GLOBAL_BATCH = 64
 #: Configuration id of a recomputed layer (:mod:`milp_partition.joint.layers`, read by ``run``).
@@ -55,10 +58,7 @@ def _operators(args: argparse.Namespace) -> tuple[OperatorCoefficients, str]:
 
 def _read_layer_times(path: Path, sizes: list[int]) -> tuple[dict[int, dict[str, tuple[float, float]]], float, dict[str, float]]:
     """The layer times a ``--time-layers`` result recorded (its ``cost_model.layer_times``), for reuse."""
-    data = parse_json(read_text_file(path), str(path))
-    timed = data.get("cost_model", {}).get("layer_times") if isinstance(data, dict) else None
-    if not isinstance(timed, dict) or not isinstance(timed.get("sizes"), dict):
-        raise InputError("no cost_model.layer_times: give the result of a solve with --time-layers", source=str(path))
+    timed = _layer_times_object(path)
     try:
         times = {int(b): {str(v): (float(ft[0]), float(ft[1])) for v, ft in t.items()} for b, t in timed["sizes"].items()}
         saved = {str(v): float(x) for v, x in (timed.get("saved_bytes_per_sample") or {}).items()}
@@ -73,6 +73,70 @@ def _read_layer_times(path: Path, sizes: list[int]) -> tuple[dict[int, dict[str,
             source=str(path),
         )
     return times, per_tensor, saved
+
+
+def _layer_times_object(path: Path) -> dict[str, Any]:
+    data = parse_json(read_text_file(path), str(path))
+    timed = data.get("cost_model", {}).get("layer_times") if isinstance(data, dict) else None
+    if not isinstance(timed, dict) or not isinstance(timed.get("sizes"), dict):
+        raise InputError("no cost_model.layer_times: give the result of a solve with --time-layers", source=str(path))
+    return timed
+
+
+def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
+    """The empty steps and gloo's fits a ``--time-layers`` result recorded (``cost_model.layer_times.empty_steps``,
+    ``links``, ``threads``); ``None`` when it recorded none (a result written before they were measured).
+
+    Raises
+    ------
+    InputError
+        On a malformed entry (naming the file and the field).
+    """
+    timed = _layer_times_object(path)
+    if "empty_steps" not in timed:
+        return None
+    where = "cost_model.layer_times.empty_steps"
+    try:
+        steps = tuple((int(p), int(d), int(m), float(e)) for p, d, m, e in timed["empty_steps"])
+        links = {str(k): float(v) for k, v in (timed.get("links") or {}).items()}
+        threads = int(timed.get("threads", 1))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise InputError(
+            f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
+        ) from None
+    if any(not (e >= 0 and math.isfinite(e)) for *_, e in steps):
+        raise InputError("an empty step that is negative or not finite", source=str(path), where=where)
+    if links and set(links) != _LINK_FIELDS:
+        raise InputError(
+            f"expected the fields {sorted(_LINK_FIELDS)}, got {sorted(links)}",
+            source=str(path),
+            where="cost_model.layer_times.links",
+        )
+    return EmptySteps(steps, links, threads)
+
+
+#: gloo's fits a calibration records (:class:`~milp_partition.run.predict.LinkFit` less the empty step).
+_LINK_FIELDS = {"p2p_alpha_s", "p2p_beta_s_per_byte", "allreduce_alpha_s", "allreduce_beta_s_per_byte"}
+
+
+def _with_empty_steps(
+    problem: RunPlanProblem, calibrated: EmptySteps, given: tuple[tuple[int, int, int, float], ...]
+) -> RunPlanProblem:
+    """``problem`` with the calibrated ``E`` per shape (``given``, from ``--empty-steps``, wins for its shapes) and, where
+    measured, gloo's point-to-point and all-reduce fits for the messages."""
+    table = {(p, d, m): e for p, d, m, e in calibrated.steps}
+    table.update({(p, d, m): e for p, d, m, e in given})
+    coeffs = replace(problem.coefficients, empty_step_s=tuple((*k, e) for k, e in sorted(table.items())))
+    if calibrated.links:
+        fit = calibrated.links
+        coeffs = replace(
+            coeffs,
+            p2p_alpha_s=fit["p2p_alpha_s"],
+            p2p_beta_s_per_byte=fit["p2p_beta_s_per_byte"],
+            allreduce_alpha_s=fit["allreduce_alpha_s"],
+            allreduce_beta_s_per_byte=fit["allreduce_beta_s_per_byte"],
+        )
+    return replace(problem, coefficients=coeffs)
 
 
 def read_empty_steps(paths: list[str]) -> tuple[tuple[int, int, int, float], ...]:
@@ -140,7 +204,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
             times, per_tensor, saved = _read_layer_times(Path(args.layer_times), sizes)
             origin = f"the model's own layers as timed in {args.layer_times}"
         else:
-            times, per_tensor, saved = time_layers_at_sizes(data, source, sizes)
+            times, per_tensor, saved = time_layers_at_sizes(data, source, sizes, threads=LAYER_THREADS)
             origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted"
         coeffs = replace(coeffs, optimizer_s_per_param_tensor=per_tensor)
         operators = None
@@ -148,11 +212,13 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
             "sizes": {str(b): {v: list(ft) for v, ft in t.items()} for b, t in times.items()},
             "saved_bytes_per_sample": saved,
             "optimizer_s_per_param_tensor": per_tensor,
+            "threads": LAYER_THREADS,
         }
     else:
         operators, origin = _operators(args)
-    if getattr(args, "empty_steps", None):  # E per shape, from the runs' own empty-step measurements
-        coeffs = replace(coeffs, empty_step_s=read_empty_steps(args.empty_steps))
+    from_runs = read_empty_steps(args.empty_steps) if getattr(args, "empty_steps", None) else ()
+    if from_runs:  # E per shape, from the runs' own empty-step measurements
+        coeffs = replace(coeffs, empty_step_s=from_runs)
     n_micro = getattr(args, "microbatches", None)
     d = getattr(args, "data_parallel", None)
     m = None
@@ -177,8 +243,21 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         saved_bytes_per_sample=saved,
         shape=RunShape(getattr(args, "stages", None), d, m),
     )
-    gloo = "gloo" in (link.note or "")
+    calibrated: EmptySteps | None = None
+    if getattr(args, "time_layers", False):  # E of every candidate shape and gloo's fits, on CPU ranks, now
+        shapes = [(p, d, m) for d, m, p in run_shapes(problem)]
+        calibrated = calibrate_empty_steps(shapes, threads=LAYER_THREADS) if shapes else EmptySteps((), {}, LAYER_THREADS)
+    elif getattr(args, "layer_times", None) is not None:
+        calibrated = read_calibrated_empty_steps(Path(args.layer_times))
+    if calibrated is not None:
+        problem = _with_empty_steps(problem, calibrated, from_runs)
+        coeffs = problem.coefficients
+        assert timed is not None
+        timed.update(empty_steps=[list(x) for x in calibrated.steps], links=calibrated.links, threads=calibrated.threads)
+    gloo = "gloo" in (link.note or "") or bool(calibrated and calibrated.links)
     links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
+    if calibrated is not None and calibrated.links:
+        origin += "; E per shape and gloo's fits measured on CPU ranks before planning"
     return problem, {
         "layer_times": timed,
         "links_note": links_note,

@@ -79,6 +79,12 @@ class RunCoefficients:
                 return seconds
         return self.fixed_s
 
+    def latencies_in_empty(self, stages: int, data_parallel: int, microbatches: int) -> bool:
+        """Whether the shape's ``E`` was measured (:attr:`empty_step_s` lists it): then the empty step already holds every
+        point-to-point message's latency and one bucket's all-reduce latency (it sends the same messages and
+        all-reduces one bucket), so the stage terms price those without ``alpha`` (as ``run``'s own prediction does)."""
+        return any((p, d, m) == (stages, data_parallel, microbatches) for p, d, m, _ in self.empty_step_s)
+
 
 @dataclass(frozen=True)
 class RunShape:

@@ -4,7 +4,9 @@ Minimise the step of :mod:`milp_partition.costmodel` over every plan shape (``p`
 ``d`` with ``p d <= k``, ``m >= p`` micro-batches per replica with ``d m | G`` (1F1B as ``run`` executes it,
 torch's ``Schedule1F1B``, needs a micro-batch per stage) and the layers timed at ``b = G / (d m)``), every split of the layers into ``p`` contiguous stages and every set of recomputed layers::
 
-    min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)     (E: the shape's, ``coefficients.fixed_for(p, d, m)``)
+    min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)     (E: the shape's, ``coefficients.fixed_for(p, d, m)``;
+                                                                 where it was measured, ``u_q`` and ``AR_q`` leave out
+                                                                 the latencies E holds: ``latencies_in_empty``)
     s.t. mem_q(R) <= M                                          (c) memory, every stage
 
 Two facts make it exact:
@@ -135,11 +137,12 @@ class _Stages:
         self.f = [v.forward_s[b] for v in problem.layers]
         self.g = [v.backward_s[b] for v in problem.layers]
         self.cache: dict[tuple[int, int, int], tuple[float, float, tuple[int, ...]] | None] = {}
+        self.in_empty = problem.coefficients.latencies_in_empty(p, d, m)
 
     def cost(self, i: int, e: int, q: int) -> tuple[float, float, tuple[int, ...]] | None:
         """``(u_q, AR_q + O_q, recomputed positions)`` of layers ``i..e-1`` as stage ``q``; ``None`` if nothing fits."""
         problem, b, d, p = self.problem, self.b, self.d, self.p
-        flight = min(self.m, p - q) + (self.problem.coefficients.memory.first_stage_extra_microbatches if q == 0 else 0)
+        flight = min(self.m, p - q + (self.problem.coefficients.memory.first_stage_extra_microbatches if q == 0 else 0))
         key = (i, e, flight if q < p - 1 else -flight)  # the last stage sends nothing; stage 0 alone starts at i = 0
         if key in self.cache:
             return self.cache[key]
@@ -148,11 +151,14 @@ class _Stages:
         span = problem.layers[i:e]
         weights = sum(v.param_bytes for v in span)
         tensors = sum(v.param_tensors for v in span)
-        send = c.p2p_alpha_s + b * problem.cut_bytes_per_sample[e - 1] * c.p2p_beta_s_per_byte if q < p - 1 else 0.0
+        lat = self.in_empty  # the latencies E already holds: every message's, one bucket's all-reduce
+        alpha = 0.0 if lat else c.p2p_alpha_s
+        send = alpha + b * problem.cut_bytes_per_sample[e - 1] * c.p2p_beta_s_per_byte if q < p - 1 else 0.0
         unit = sum(self.f[i:e]) + sum(self.g[i:e]) + 2.0 * send
         tail = tensors * c.optimizer_s_per_param_tensor + weights * c.optimizer_s_per_param_byte
         if d > 1:
-            tail += max(1, math.ceil(weights / c.ddp_bucket_bytes)) * c.allreduce_alpha_s + weights * c.allreduce_beta_s_per_byte
+            buckets = max(1, math.ceil(weights / c.ddp_bucket_bytes)) - int(lat)
+            tail += buckets * c.allreduce_alpha_s + weights * c.allreduce_beta_s_per_byte
         base = (  # (c) memory without recomputation
             weights * (2.0 + k_opt)
             + sum(v.buffer_bytes for v in span)
@@ -181,7 +187,7 @@ class _Stages:
         return out
 
 
-def _shapes(problem: RunPlanProblem) -> list[tuple[int, int, int]]:
+def run_shapes(problem: RunPlanProblem) -> list[tuple[int, int, int]]:
     """Every ``(d, m, p)`` the problem allows (``p d <= k``, ``m >= p``, ``d m | G``, ``b`` timed, the forced shape)."""
     G, k, n, shape = problem.global_batch, problem.devices, len(problem.layers), problem.shape
     sizes = set(problem.sizes)
@@ -203,7 +209,7 @@ def solve_run_dp(problem: RunPlanProblem, time_limit_s: float | None = None) -> 
     best_value, best_plan = math.inf, None
     explored = 0
     complete = True
-    for d, m, p in _shapes(problem):
+    for d, m, p in run_shapes(problem):
         if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
             complete = False
             break

@@ -9,7 +9,9 @@ formulas of :mod:`milp_partition.costmodel` (plain arithmetic) and evaluates the
 - only layers whose recomputation saves memory are recomputed, and only when the problem allows it;
 - a forced shape (stages, ``d``, ``m``) holds;
 - every stage's memory bound (:func:`milp_partition.costmodel.memory.stage_memory`) is at most the device's;
-- the step is :func:`milp_partition.costmodel.step.step_time` over the stages' :class:`StageTimes`.
+- the step is :func:`milp_partition.costmodel.step.step_time` over the stages' :class:`StageTimes`, with the shape's
+  ``E``; where ``E`` was measured it holds the messages' latency and one bucket's all-reduce latency, which the stages
+  then leave out (``latencies_in_empty``).
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
     if bad:
         return RunPlanReport(False, tuple(bad))
     c = problem.coefficients
+    lat = c.latencies_in_empty(p, d, m)  # a measured E holds every message's latency and one bucket's all-reduce
     k_opt = c.memory.optimizer_state_bytes_per_param_byte
     times: list[StageTimes] = []
     memory: list[StageMemory] = []
@@ -94,10 +97,11 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         recomputed = [v for v in layers if v.id in plan.recomputed]
         fwd = math.fsum(v.forward_s[b] for v in layers)
         bwd = math.fsum(v.backward_s[b] for v in layers) + math.fsum(v.forward_s[b] for v in recomputed)
-        send = message_s(b * problem.cut_bytes_per_sample[end - 1], c.p2p_alpha_s, c.p2p_beta_s_per_byte) if q < p - 1 else 0.0
+        alpha = 0.0 if lat else c.p2p_alpha_s
+        send = message_s(b * problem.cut_bytes_per_sample[end - 1], alpha, c.p2p_beta_s_per_byte) if q < p - 1 else 0.0
         weights = math.fsum(v.param_bytes for v in layers)
         tensors = sum(v.param_tensors for v in layers)
-        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes)
+        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes, int(lat))
         opt = optimizer_step_s(tensors, weights, c.optimizer_s_per_param_tensor, c.optimizer_s_per_param_byte)
         times.append(StageTimes(fwd, bwd, send, ar, opt))
         kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else v.saved_bytes_per_sample for v in layers)
