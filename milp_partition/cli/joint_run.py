@@ -29,10 +29,10 @@ from milp_partition.importers.timing import load_profile_spec
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.joint.run_dp import run_shapes, solve_run_dp
-from milp_partition.joint.run_layers import run_problem_from_imported
+from milp_partition.joint.run_layers import run_problem_from_imported, with_busy_times
 from milp_partition.report import fmt, fmt_bytes, names_span
 from milp_partition.run.empty import EmptySteps, calibrate_empty_steps
-from milp_partition.run.predict import time_layers_at_sizes
+from milp_partition.run.predict import time_layers_by_size
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.joint_run import verify_run_plan
 
@@ -56,13 +56,40 @@ def _operators(args: argparse.Namespace) -> tuple[OperatorCoefficients, str]:
     return OperatorCoefficients(**{n: data[n] for n in names if n in data}), f"from {path}"
 
 
-def _read_layer_times(path: Path, sizes: list[int]) -> tuple[dict[int, dict[str, tuple[float, float]]], float, dict[str, float]]:
-    """The layer times a ``--time-layers`` result recorded (its ``cost_model.layer_times``), for reuse."""
+_Times = dict[int, dict[str, tuple[float, float]]]
+
+
+def _measured_layers(
+    args: argparse.Namespace, data: Any, source: str, sizes: list[int]
+) -> tuple[_Times, float, dict[int, dict[str, float]], str] | None:
+    """The model's own layers at each size (``--time-layers`` now, or ``--layer-times`` from an earlier result): times,
+    the optimizer's seconds per parameter tensor, saved bytes per sample per size and node, and where they come from;
+    ``None`` when the layers are priced operator by operator."""
+    if getattr(args, "layer_times", None) is not None:
+        times, per_tensor, saved_at = _read_layer_times(Path(args.layer_times), sizes)
+        return times, per_tensor, saved_at, f"the model's own layers as timed in {args.layer_times}"
+    if getattr(args, "time_layers", False):
+        got = time_layers_by_size(data, source, sizes, threads=LAYER_THREADS)
+        origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted at each"
+        return got.times, got.optimizer_s_per_param_tensor, got.saved_bytes_per_sample, origin
+    return None
+
+
+def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict[int, dict[str, float]]]:
+    """The layer times a ``--time-layers`` result recorded (its ``cost_model.layer_times``), for reuse: times, the
+    optimizer's seconds per parameter tensor, and saved bytes per sample per size (a result written before they were
+    counted per size: its one figure per node at every size)."""
     timed = _layer_times_object(path)
     try:
         times = {int(b): {str(v): (float(ft[0]), float(ft[1])) for v, ft in t.items()} for b, t in timed["sizes"].items()}
         saved = {str(v): float(x) for v, x in (timed.get("saved_bytes_per_sample") or {}).items()}
         per_tensor = float(timed.get("optimizer_s_per_param_tensor", 0.0))
+        at = timed.get("saved_bytes_per_sample_at")
+        saved_at = (
+            {int(b): {str(v): float(x) for v, x in t.items()} for b, t in at.items()}
+            if isinstance(at, dict)
+            else {b: dict(saved) for b in times}
+        )
     except (TypeError, ValueError, IndexError, AttributeError) as exc:
         raise InputError(f"malformed cost_model.layer_times: {exc}", source=str(path)) from None
     missing = [b for b in sizes if b not in times]
@@ -72,7 +99,7 @@ def _read_layer_times(path: Path, sizes: list[int]) -> tuple[dict[int, dict[str,
             "--time-layers at the same --global-batch",
             source=str(path),
         )
-    return times, per_tensor, saved
+    return times, per_tensor, saved_at
 
 
 def _layer_times_object(path: Path) -> dict[str, Any]:
@@ -100,7 +127,11 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         steps = tuple((int(p), int(d), int(m), float(e)) for p, d, m, e in timed["empty_steps"])
         links = {str(k): float(v) for k, v in (timed.get("links") or {}).items()}
         threads = int(timed.get("threads", 1))
-    except (TypeError, ValueError, AttributeError) as exc:
+        busy = {
+            int(r): {int(b): {str(v): (float(ft[0]), float(ft[1])) for v, ft in t.items()} for b, t in by_size.items()}
+            for r, by_size in (timed.get("busy") or {}).items()
+        }
+    except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(
             f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
         ) from None
@@ -112,7 +143,7 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             source=str(path),
             where="cost_model.layer_times.links",
         )
-    return EmptySteps(steps, links, threads)
+    return EmptySteps(steps, links, threads, busy)
 
 
 #: gloo's fits a calibration records (:class:`~milp_partition.run.predict.LinkFit` less the empty step).
@@ -192,25 +223,24 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         allreduce_alpha_s=2 * profile.allreduce.alpha_s,
         allreduce_beta_s_per_byte=profile.allreduce.beta_s_per_byte,
     )
-    times, saved, timed = None, None, None
     given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
     if len(given) > 1:
         raise InputError(
             "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
         )
     sizes = [b for b in range(1, G + 1) if G % b == 0]
-    if getattr(args, "time_layers", False) or getattr(args, "layer_times", None) is not None:
-        if getattr(args, "layer_times", None) is not None:
-            times, per_tensor, saved = _read_layer_times(Path(args.layer_times), sizes)
-            origin = f"the model's own layers as timed in {args.layer_times}"
-        else:
-            times, per_tensor, saved = time_layers_at_sizes(data, source, sizes, threads=LAYER_THREADS)
-            origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted"
+    measured = _measured_layers(args, data, source, sizes)
+    timed: dict[str, Any] | None = None
+    saved: dict[str, float] | None = None
+    operators: OperatorCoefficients | None = None
+    if measured is not None:
+        times, per_tensor, saved_at, origin = measured
         coeffs = replace(coeffs, optimizer_s_per_param_tensor=per_tensor)
-        operators = None
+        saved = {v: max(t.get(v, 0.0) for t in saved_at.values()) for v in {v for t in saved_at.values() for v in t}}
         timed = {
             "sizes": {str(b): {v: list(ft) for v, ft in t.items()} for b, t in times.items()},
             "saved_bytes_per_sample": saved,
+            "saved_bytes_per_sample_at": {str(b): t for b, t in saved_at.items()},
             "optimizer_s_per_param_tensor": per_tensor,
             "threads": LAYER_THREADS,
         }
@@ -239,21 +269,32 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         sizes=sizes,
         coefficients=coeffs,
         operators=operators,
-        times=times,
+        times=None if measured is None else measured[0],
         saved_bytes_per_sample=saved,
+        saved_bytes_per_sample_at=None if measured is None else measured[2],
         shape=RunShape(getattr(args, "stages", None), d, m),
     )
     calibrated: EmptySteps | None = None
-    if getattr(args, "time_layers", False):  # E of every candidate shape and gloo's fits, on CPU ranks, now
+    if getattr(args, "time_layers", False):  # E of every candidate shape, gloo's fits, the layers on busy ranks: now
         shapes = [(p, d, m) for d, m, p in run_shapes(problem)]
-        calibrated = calibrate_empty_steps(shapes, threads=LAYER_THREADS) if shapes else EmptySteps((), {}, LAYER_THREADS)
+        calibrated = EmptySteps((), {}, LAYER_THREADS)
+        if shapes:
+            calibrated = calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=(data, source, G))
     elif getattr(args, "layer_times", None) is not None:
         calibrated = read_calibrated_empty_steps(Path(args.layer_times))
     if calibrated is not None:
-        problem = _with_empty_steps(problem, calibrated, from_runs)
+        problem = with_busy_times(_with_empty_steps(problem, calibrated, from_runs), calibrated.busy)
         coeffs = problem.coefficients
         assert timed is not None
-        timed.update(empty_steps=[list(x) for x in calibrated.steps], links=calibrated.links, threads=calibrated.threads)
+        timed.update(
+            empty_steps=[list(x) for x in calibrated.steps],
+            links=calibrated.links,
+            threads=calibrated.threads,
+            busy={
+                str(r): {str(b): {v: list(ft) for v, ft in t.items()} for b, t in by_size.items()}
+                for r, by_size in calibrated.busy.items()
+            },
+        )
     gloo = "gloo" in (link.note or "") or bool(calibrated and calibrated.links)
     links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
     if calibrated is not None and calibrated.links:

@@ -36,6 +36,13 @@ class RunLayer:
         ``a_v``: activations autograd keeps for the backward, per sample.
     input_bytes_per_sample
         ``in_v``: what a recomputed layer keeps instead (its input), per sample.
+    busy_forward_s, busy_backward_s
+        ``(ranks, micro-batch size) -> seconds``: the layer's passes timed while ``ranks`` processes run on the
+        machine at once (a plan of ``p d`` ranks: each rank's cores are shared with the others); a pair not listed
+        takes :attr:`forward_s` / :attr:`backward_s` (timed alone).
+    saved_bytes_per_sample_at
+        Micro-batch size -> ``a_v`` as measured at that size (autograd's per-sample bytes are not the same at every
+        size); a size not listed takes :attr:`saved_bytes_per_sample`.
     """
 
     id: str
@@ -46,11 +53,30 @@ class RunLayer:
     buffer_bytes: float
     saved_bytes_per_sample: float
     input_bytes_per_sample: float
+    busy_forward_s: Mapping[tuple[int, int], float] = field(default_factory=dict)
+    busy_backward_s: Mapping[tuple[int, int], float] = field(default_factory=dict)
+    saved_bytes_per_sample_at: Mapping[int, float] = field(default_factory=dict)
 
     @property
     def recomputable(self) -> bool:
         """Recomputation saves memory only where the input is smaller than what autograd keeps."""
         return self.input_bytes_per_sample < self.saved_bytes_per_sample
+
+    def recomputable_at(self, size: int) -> bool:
+        """:attr:`recomputable` at micro-batch size ``size`` (with that size's ``a_v``)."""
+        return self.input_bytes_per_sample < self.saved_at(size)
+
+    def saved_at(self, size: int) -> float:
+        """``a_v`` at micro-batch size ``size``: :attr:`saved_bytes_per_sample_at`'s entry, else the one figure."""
+        return self.saved_bytes_per_sample_at.get(size, self.saved_bytes_per_sample)
+
+    def forward_at(self, size: int, ranks: int = 1) -> float:
+        """``f_v(b)`` with ``ranks`` processes at once: the busy timing where measured, else :attr:`forward_s`."""
+        return self.busy_forward_s.get((ranks, size), self.forward_s[size])
+
+    def backward_at(self, size: int, ranks: int = 1) -> float:
+        """``g_v(b)`` with ``ranks`` processes at once: the busy timing where measured, else :attr:`backward_s`."""
+        return self.busy_backward_s.get((ranks, size), self.backward_s[size])
 
 
 @dataclass(frozen=True)
@@ -108,6 +134,17 @@ class RunPlanProblem:
     recompute: bool = True
     shape: RunShape = field(default_factory=RunShape)
     name: str = ""
+    #: ``x_in``: the model's inputs per sample.  ``run`` hands the first stage views of the global batch, so the first
+    #: layer's saved input holds the storage of all ``G`` samples: stage 0 keeps ``max(G - y_0 b, 0) x_in`` beyond its
+    #: ``y_0`` micro-batches in flight (:func:`batch_inputs_bytes`).
+    input_bytes_per_sample: float = 0.0
+
+    def batch_inputs_bytes(self, stage: int, in_flight: int, microbatch_size: int) -> float:
+        """The model's inputs stage ``stage`` (0-based) keeps beyond its ``in_flight`` micro-batches of
+        ``microbatch_size`` samples: ``max(G - y b, 0) x_in`` on the first stage, 0 on the others."""
+        if stage != 0:
+            return 0.0
+        return max(self.global_batch - in_flight * microbatch_size, 0) * self.input_bytes_per_sample
 
     def __post_init__(self) -> None:
         if len(self.cut_bytes_per_sample) != max(len(self.layers) - 1, 0):

@@ -134,8 +134,9 @@ class _Stages:
     def __init__(self, problem: RunPlanProblem, d: int, m: int, p: int) -> None:
         self.problem, self.d, self.m, self.p = problem, d, m, p
         self.b = b = problem.global_batch // (d * m)
-        self.f = [v.forward_s[b] for v in problem.layers]
-        self.g = [v.backward_s[b] for v in problem.layers]
+        self.f = [v.forward_at(b, p * d) for v in problem.layers]  # timed with p d ranks at once where measured
+        self.g = [v.backward_at(b, p * d) for v in problem.layers]
+        self.a = [v.saved_at(b) for v in problem.layers]  # a_v measured at this size where measured
         self.cache: dict[tuple[int, int, int], tuple[float, float, tuple[int, ...]] | None] = {}
         self.in_empty = problem.coefficients.latencies_in_empty(p, d, m)
 
@@ -162,24 +163,18 @@ class _Stages:
         base = (  # (c) memory without recomputation
             weights * (2.0 + k_opt)
             + sum(v.buffer_bytes for v in span)
-            + flight * b * sum(v.saved_bytes_per_sample for v in span)
-            + b * mc.transient_factor * max(v.saved_bytes_per_sample for v in span)
+            + flight * b * sum(self.a[i:e])
+            + b * mc.transient_factor * max(self.a[i:e])
             + tensors * (2 + math.ceil(k_opt)) * mc.rounding_bytes
             + mc.workspace_bytes
+            + problem.batch_inputs_bytes(q, flight, b)  # (the first stage holds the global batch's inputs)
         )
         out: tuple[float, float, tuple[int, ...]] | None = None
         if base <= problem.memory_bytes:
             out = (unit, tail, ())
         elif problem.recompute:
-            idx = [i + j for j, v in enumerate(span) if v.recomputable]
-            items = [
-                (
-                    self.f[x],
-                    problem.layers[x].saved_bytes_per_sample - problem.layers[x].input_bytes_per_sample,
-                    problem.layers[x].saved_bytes_per_sample,
-                )
-                for x in idx
-            ]
+            idx = [i + j for j, v in enumerate(span) if v.recomputable_at(b)]
+            items = [(self.f[x], self.a[x] - problem.layers[x].input_bytes_per_sample, self.a[x]) for x in idx]
             found = _least_recompute(items, _Need(base, b, flight * b, problem.memory_bytes)) if items else None
             if found is not None:
                 out = (unit + found[0], tail, tuple(idx[x] for x in found[1]))

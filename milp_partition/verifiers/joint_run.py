@@ -73,10 +73,10 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
     for name in sorted(plan.recomputed - ids):
         bad.append(f"recomputed layer {name!r} is not a layer of the problem")
     for v in problem.layers:
-        if v.id in plan.recomputed and (not problem.recompute or not v.recomputable):
-            bad.append(f"layer {v.id!r} is recomputed but recomputation is not offered for it")
         if b not in v.forward_s or b not in v.backward_s:
             bad.append(f"layer {v.id!r} has no time at micro-batch size {b}")
+        elif v.id in plan.recomputed and (not problem.recompute or not v.recomputable_at(b)):
+            bad.append(f"layer {v.id!r} is recomputed but recomputation is not offered for it")
     shape = problem.shape
     for name, want, have in (
         ("stages", shape.stages, p),
@@ -95,8 +95,9 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
     for q, (first, end) in enumerate(plan.stages):
         layers = problem.layers[first:end]
         recomputed = [v for v in layers if v.id in plan.recomputed]
-        fwd = math.fsum(v.forward_s[b] for v in layers)
-        bwd = math.fsum(v.backward_s[b] for v in layers) + math.fsum(v.forward_s[b] for v in recomputed)
+        ranks = p * d  # every layer timed with this many processes at once where that was measured
+        fwd = math.fsum(v.forward_at(b, ranks) for v in layers)
+        bwd = math.fsum(v.backward_at(b, ranks) for v in layers) + math.fsum(v.forward_at(b, ranks) for v in recomputed)
         alpha = 0.0 if lat else c.p2p_alpha_s
         send = message_s(b * problem.cut_bytes_per_sample[end - 1], alpha, c.p2p_beta_s_per_byte) if q < p - 1 else 0.0
         weights = math.fsum(v.param_bytes for v in layers)
@@ -104,17 +105,20 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes, int(lat))
         opt = optimizer_step_s(tensors, weights, c.optimizer_s_per_param_tensor, c.optimizer_s_per_param_byte)
         times.append(StageTimes(fwd, bwd, send, ar, opt))
-        kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else v.saved_bytes_per_sample for v in layers)
+        flight = in_flight(q, p, m, c.memory.first_stage_extra_microbatches)
+        kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else v.saved_at(b) for v in layers)
         mem = stage_memory(
             weights,
             math.fsum(v.buffer_bytes for v in layers),
             kept,
-            max((v.saved_bytes_per_sample for v in recomputed), default=0.0),
-            max(v.saved_bytes_per_sample for v in layers),
+            max((v.saved_at(b) for v in recomputed), default=0.0),
+            max(v.saved_at(b) for v in layers),
             b,
-            in_flight(q, p, m, c.memory.first_stage_extra_microbatches),
+            flight,
             tensors * (2 + math.ceil(k_opt)),
             c.memory,
+            # the first stage's saved input is a view of the global batch: its storage holds all G samples
+            max(problem.global_batch - flight * b, 0) * problem.input_bytes_per_sample if q == 0 else 0.0,
         )
         memory.append(mem)
         if mem.total_bytes > problem.memory_bytes * (1 + MEMORY_REL_TOL):
