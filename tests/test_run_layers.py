@@ -195,11 +195,16 @@ def test_run_reads_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_pat
     [("mlp_small_test", "8x32"), ("gpt_small_test", "8x32:int64"), ("convnet_small_test", "8x3x32x32")],
 )
 def test_planned_memory_bounds_what_the_run_counts_at_each_size(factory: str, shape: str, tmp_path: Path) -> None:
-    """Saved bytes counted per micro-batch size (not the largest over the sizes): on one rank with one micro-batch of b
-    samples, at two sizes, the planned stage memory is at least what the run counts (engine.SavedActivations' peak
-    plus weights, gradients, optimizer state) and, the backward's transient term aside (which run.json's CPU count
-    leaves out), within 5% of it."""
+    """Saved bytes counted per micro-batch size (not the largest over the sizes): one rank, one micro-batch of b samples
+    under torch's Schedule1F1B as run drives it (one counter over two steps, each its own batch, as run.json counts
+    them), at two sizes: the planned stage memory is at least what the rank held (saved activations' peak plus
+    weights, gradients and optimizer state), at most 20% above it (issue 42's bar) and, the backward's transient term
+    aside (which run.json's CPU count leaves out), within 5% of it."""
+    import os
+
     import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     from milp_partition.run.engine import SavedActivations, tensor_bytes_of
     from milp_partition.run.model import batch, build_model, loss_fn, optimizer
@@ -213,27 +218,34 @@ def test_planned_memory_bounds_what_the_run_counts_at_each_size(factory: str, sh
     sizes = [2, 8]
     timed = time_layers_by_size(data, str(graph), sizes, repeats=1)
     layers = data["layers"]
-    for b in sizes:
-        problem = run_problem_from_imported(
-            data, str(graph), devices=1, memory_bytes=1e12, global_batch=b, sizes=[b], coefficients=RunCoefficients(),
-            times=timed.times, saved_bytes_per_sample_at=timed.saved_bytes_per_sample,
-        )  # fmt: skip
-        planned = verify_run_plan(problem, RunPlan(((0, len(problem.layers)),), 1, 1)).memory[0]
-        factor = float(layers.get("optimizer_state_bytes_per_param_byte", 0.0))
-        spec = RunSpec(layers["model"]["reference"], tuple(layers["model"]["inputs"]), "float32", (), (), b, 0.0, factor, "", "")
-        model = build_model(spec, 0)
-        a, kw, target = batch(spec, model, 0, 0)
-        params = list(model.parameters())
-        opt = optimizer(spec, params)
-        counter = SavedActivations({p.untyped_storage().data_ptr() for p in params})
-        with torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
-            loss = loss_fn(model(*a, **kw), target)
-        loss.backward()
-        opt.step()
-        held = sum(tensor_bytes_of(params, opt)) + counter.peak
-        assert planned.activations_bytes == pytest.approx(counter.peak, rel=0.01, abs=64 * b)  # this size's own count
-        assert planned.total_bytes >= held
-        assert planned.total_bytes - planned.temporaries_bytes - planned.buffers_bytes <= 1.05 * held, (b, planned, held)
+    dist.init_process_group("gloo", store=dist.FileStore(os.path.join(tmp_path, "store"), 1), rank=0, world_size=1)
+    try:
+        for b in sizes:
+            problem = run_problem_from_imported(
+                data, str(graph), devices=1, memory_bytes=1e12, global_batch=b, sizes=[b], coefficients=RunCoefficients(),
+                times=timed.times, saved_bytes_per_sample_at=timed.saved_bytes_per_sample,
+            )  # fmt: skip
+            planned = verify_run_plan(problem, RunPlan(((0, len(problem.layers)),), 1, 1)).memory[0]
+            factor = float(layers.get("optimizer_state_bytes_per_param_byte", 0.0))
+            spec = RunSpec(
+                layers["model"]["reference"], tuple(layers["model"]["inputs"]), "float32", (), (), b, 0.0, factor, "", ""
+            )
+            model = build_model(spec, 0)
+            params = list(model.parameters())
+            opt = optimizer(spec, params)
+            schedule = Schedule1F1B(PipelineStage(model, 0, 1, torch.device("cpu")), 1, loss_fn=loss_fn, scale_grads=True)
+            counter = SavedActivations({p.untyped_storage().data_ptr() for p in params})
+            for step in range(2):
+                a, kw, target = batch(spec, model, step, 0)
+                with torch.autograd.graph.saved_tensors_hooks(counter.pack, counter.unpack):
+                    schedule.step(*a, target=target, losses=[], **kw)
+                opt.step()
+            held = sum(tensor_bytes_of(params, opt)) + counter.peak
+            # measured here: 1.003-1.125 of what the rank held (the transient term aside 1.0000-1.0035)
+            assert held <= planned.total_bytes <= 1.20 * held, (b, planned, held)
+            assert planned.total_bytes - planned.temporaries_bytes <= 1.05 * held, (b, planned, held)
+    finally:
+        dist.destroy_process_group()
 
 
 def test_empty_steps_from_run_json_price_each_shape(graph: dict, tmp_path: Path) -> None:

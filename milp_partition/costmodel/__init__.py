@@ -43,8 +43,10 @@ Memory (:mod:`.memory`), an upper bound of what one rank of stage ``q`` holds
 ----------------------------------------------------------------------------
 * weights ``W_q``, gradients ``W_q``, optimizer state ``k_opt W_q`` (Adam: 2; SGD with momentum: 1), buffers;
 * saved activations of the micro-batches in flight: under 1F1B stage ``q`` of ``p`` holds at most
-  ``min(m, p - q + e)`` micro-batches (``e = first_stage_extra_microbatches`` on the first stage, else 0: torch's
-  ``Schedule1F1B`` was measured to hold one more there; never more than the replica's ``m``), each ``b sum_{v in q} (v in R ? in_v : a_v)`` (a recomputed layer keeps only
+  ``min(m, p - q)`` micro-batches (plus, on the first stage, ``first_stage_extra_microbatches``: torch's
+  ``Schedule1F1B`` was measured to hold one more there, its first step's shape-inference forward, even at ``m = 1``;
+  and the model's inputs of two global batches, ``max(2 G - y_0 b, 0) x_in`` beyond those in flight: ``run`` hands it
+  views of each step's batch), each ``b sum_{v in q} (v in R ? in_v : a_v)`` (a recomputed layer keeps only
   its input);
 * autograd temporaries: the largest recomputed layer's activations ``b max_{v in q cap R} a_v`` (re-run one at a
   time) plus the backward's largest transient ``b max_{v in q} a_v`` (a layer's gradients of its saved tensors);

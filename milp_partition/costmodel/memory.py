@@ -84,7 +84,7 @@ def stage_memory(
     time); ``largest_transient_bytes_per_sample``: the largest layer's saved activations (their gradients in the
     backward); ``tensors``: how many tensors the rank holds (for the allocator's rounding);
     ``batch_inputs_bytes``: the model's inputs the first stage keeps beyond its micro-batches in flight (``run`` hands
-    it views of the global batch, so autograd's saved input holds the whole batch's storage).
+    it views of the global batch, so autograd's saved input holds the whole batch's storage, two steps' at once).
     """
     b = float(microbatch_size)
     return StageMemory(

@@ -134,17 +134,19 @@ class RunPlanProblem:
     recompute: bool = True
     shape: RunShape = field(default_factory=RunShape)
     name: str = ""
-    #: ``x_in``: the model's inputs per sample.  ``run`` hands the first stage views of the global batch, so the first
-    #: layer's saved input holds the storage of all ``G`` samples: stage 0 keeps ``max(G - y_0 b, 0) x_in`` beyond its
-    #: ``y_0`` micro-batches in flight (:func:`batch_inputs_bytes`).
+    #: ``x_in``: the model's inputs per sample.  ``run`` hands the first stage views of each step's global batch, so
+    #: the first layer's saved input holds the storage of all ``G`` samples, and two steps' batches were measured live at
+    #: once (the first step's shape-inference leftovers; run.json, MLP, d = 2, m = 1: 1024 bytes above one batch's
+    #: view): stage 0 keeps ``max(2 G - y_0 b, 0) x_in`` beyond its ``y_0`` micro-batches in flight
+    #: (:func:`batch_inputs_bytes`).
     input_bytes_per_sample: float = 0.0
 
     def batch_inputs_bytes(self, stage: int, in_flight: int, microbatch_size: int) -> float:
         """The model's inputs stage ``stage`` (0-based) keeps beyond its ``in_flight`` micro-batches of
-        ``microbatch_size`` samples: ``max(G - y b, 0) x_in`` on the first stage, 0 on the others."""
+        ``microbatch_size`` samples: ``max(2 G - y b, 0) x_in`` on the first stage, 0 on the others."""
         if stage != 0:
             return 0.0
-        return max(self.global_batch - in_flight * microbatch_size, 0) * self.input_bytes_per_sample
+        return max(2 * self.global_batch - in_flight * microbatch_size, 0) * self.input_bytes_per_sample
 
     def __post_init__(self) -> None:
         if len(self.cut_bytes_per_sample) != max(len(self.layers) - 1, 0):

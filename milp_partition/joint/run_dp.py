@@ -143,7 +143,7 @@ class _Stages:
     def cost(self, i: int, e: int, q: int) -> tuple[float, float, tuple[int, ...]] | None:
         """``(u_q, AR_q + O_q, recomputed positions)`` of layers ``i..e-1`` as stage ``q``; ``None`` if nothing fits."""
         problem, b, d, p = self.problem, self.b, self.d, self.p
-        flight = min(self.m, p - q + (self.problem.coefficients.memory.first_stage_extra_microbatches if q == 0 else 0))
+        flight = min(self.m, p - q) + (self.problem.coefficients.memory.first_stage_extra_microbatches if q == 0 else 0)
         key = (i, e, flight if q < p - 1 else -flight)  # the last stage sends nothing; stage 0 alone starts at i = 0
         if key in self.cache:
             return self.cache[key]

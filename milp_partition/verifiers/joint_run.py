@@ -117,8 +117,8 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
             flight,
             tensors * (2 + math.ceil(k_opt)),
             c.memory,
-            # the first stage's saved input is a view of the global batch: its storage holds all G samples
-            max(problem.global_batch - flight * b, 0) * problem.input_bytes_per_sample if q == 0 else 0.0,
+            # the first stage's saved input is a view of the global batch (two steps' batches live at once)
+            max(2 * problem.global_batch - flight * b, 0) * problem.input_bytes_per_sample if q == 0 else 0.0,
         )
         memory.append(mem)
         if mem.total_bytes > problem.memory_bytes * (1 + MEMORY_REL_TOL):
