@@ -19,7 +19,8 @@ memory against the tensors it held (run.json's ``memory``). Per model, the issue
 |error| and their median, the free optimum's measured step over the fastest measured plan, and planned over held
 memory (min and max over ranks). The machine's load average is recorded with every run.
 
-Resumable: a plan whose run.json is already in ``--work`` is not run again unless ``--fresh``. ``--quick``: the
+Resumable: a plan whose run.json is already in ``--work`` is not run again; ``--fresh`` imports, calibrates, plans
+and runs every model again (its files in ``--work`` are removed first). ``--quick``: the
 forced shapes at N = 2 only (with the free optimum).
 """
 
@@ -208,6 +209,9 @@ def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) 
     stem = name.split()[0].lower()
     graph = work / f"{stem}.json"
     G = args.global_batch
+    if args.fresh and not CACHED_ONLY:  # import, calibrate, plan and run again: nothing from an earlier checkout
+        for old in [graph, *work.glob(f"{stem}_G{G}_*")]:
+            old.unlink(missing_ok=True)
     if not graph.exists():
         if CACHED_ONLY:
             return []
@@ -424,7 +428,7 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=4, help="steps a run (default 4)")
     ap.add_argument("--models", nargs="*", help="only the models whose names contain one of these words")
     ap.add_argument("--quick", action="store_true", help="N = 2 only (and the free optimum)")
-    ap.add_argument("--fresh", action="store_true", help="run every plan again, even if its run.json is there")
+    ap.add_argument("--fresh", action="store_true", help="import, calibrate, plan and run every model again")
     ap.add_argument("--cached-only", action="store_true", help="write the results from the plans already run (nothing is run)")
     ap.add_argument(
         "--profile",
