@@ -63,6 +63,7 @@ def empty_worker(
     repeats: int,
     out_dir: str,
     model: tuple[dict[str, Any], str, tuple[int, ...]] | None = None,
+    layer_repeats: int = 5,
 ) -> None:
     """One rank of a group of ``world`` ranks: ``E`` of every shape (``p d = world``), gloo's fits when ``world > 1``, and
     with ``model`` (the graph, its path, the sizes) its layers timed at those sizes; writes ``empty{rank}.json``."""
@@ -90,7 +91,7 @@ def empty_worker(
             found.append([p, d, m, e])
         busy: dict[str, dict[str, list[float]]] = {}
         if model is not None:
-            got = time_layers_by_size(model[0], model[1], model[2], threads, repeats, before_size=dist.barrier)
+            got = time_layers_by_size(model[0], model[1], model[2], threads, layer_repeats, before_size=dist.barrier)
             busy = {str(b): {v: list(ft) for v, ft in t.items()} for b, t in got.times.items()}
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps({"steps": found, "links": links, "busy": busy}))
     finally:
@@ -100,13 +101,16 @@ def empty_worker(
 def calibrate_empty_steps(
     shapes: Sequence[tuple[int, int, int]],
     threads: int = 1,
-    repeats: int = 5,
+    repeats: int = 11,
     progress: Callable[[str], None] | None = None,
     model: tuple[dict[str, Any], str, int] | None = None,
+    layer_repeats: int = 5,
 ) -> EmptySteps:
     """``E`` of every ``(stages, data-parallel, micro-batches per replica)`` in ``shapes`` on CPU ranks (see the module
     docstring); one launch of ``p d`` ranks per rank count.  ``model``: the imported graph, its path and the global
-    batch ``G``: every group of two ranks or more also times its layers at its shapes' sizes ``G / (d m)``."""
+    batch ``G``: every group of two ranks or more also times its layers at its shapes' sizes ``G / (d m)`` (medians of
+    ``layer_repeats``).  ``repeats``: the empty steps per shape whose median is ``E`` (more than the run's 5: one
+    calibration prices every plan, so a load spike in it would move every plan of its shape)."""
     from milp_partition.run.launch import run_ranks
 
     say = progress or (lambda _: None)
@@ -124,7 +128,8 @@ def calibrate_empty_steps(
         if model is not None and world > 1:
             job = (model[0], model[1], tuple(sorted({model[2] // (d * m) for _, d, m in mine})))
         with tempfile.TemporaryDirectory(prefix="milp-empty-") as tmp:
-            run_ranks(empty_worker, world, (world, str(Path(tmp) / "store"), mine, threads, repeats, tmp, job), tmp)
+            call = (world, str(Path(tmp) / "store"), mine, threads, repeats, tmp, job, layer_repeats)
+            run_ranks(empty_worker, world, call, tmp)
             ranks = [json.loads((Path(tmp) / f"empty{r}.json").read_text()) for r in range(world)]
         if job is not None:
             busy[world] = {
