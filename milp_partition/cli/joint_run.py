@@ -297,14 +297,17 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         )
     gloo = "gloo" in (link.note or "") or bool(calibrated and calibrated.links)
     links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
+    links_origin = f"from profile {profile.name}"
     if calibrated is not None and calibrated.links:
-        origin += "; E per shape and gloo's fits measured on CPU ranks before planning"
+        origin += "; E per shape measured on CPU ranks before planning"
+        links_origin = "gloo's fits measured on CPU ranks before planning"
     return problem, {
         "layer_times": timed,
         "links_note": links_note,
         "operators": asdict(operators) if operators else None,
         "operators_origin": origin,
         "profile": profile.name,
+        "links_origin": links_origin,
         **asdict(coeffs),
     }
 
@@ -374,7 +377,7 @@ def format_run_report(out: dict[str, Any], shapes: int) -> str:
     lines = [
         f"instance   {inst['source']}  (global batch {inst['global_batch']}, {inst['devices']} devices)",
         "problem    joint, objective run: the step of the global batch as 'run' executes it (1F1B, costmodel)",
-        f"costs      operators {out['cost_model']['operators_origin']}; links from profile {out['cost_model']['profile']}",
+        f"costs      operators {out['cost_model']['operators_origin']}; links {out['cost_model']['links_origin']}",
         f"status     {out['status'].upper()}  ({shapes} shapes enumerated)",
     ]
     if out["cost_model"]["links_note"]:
