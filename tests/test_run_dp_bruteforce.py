@@ -264,3 +264,22 @@ def test_a_measured_empty_step_holds_the_latencies_it_sends() -> None:
     got, (want, _) = solve_run_dp(measured), brute_force(measured)
     assert got.step_s == pytest.approx(want) == pytest.approx(6.0)  # one stage, one device, one micro-batch of 2
     assert got.bound_s == pytest.approx(want)
+
+
+def test_a_later_stage_keeps_what_it_receives() -> None:
+    """The received activations: a stage after the first saves its own copy of what crosses its cut (its first layer's
+    input, counted at the sender too), once per micro-batch in flight; the DP and the verifier count it alike."""
+    sizes = (1, 2)
+    layers = tuple(
+        RunLayer(f"l{i}", {s: 1.0 for s in sizes}, {s: 2.0 for s in sizes}, 0.0, 0, 0.0, saved, 100.0)
+        for i, saved in enumerate((5.0, 10.0))
+    )
+    coeffs = RunCoefficients(memory=MemoryCoefficients(0.0, 0, 0.0, 0.0, 0))
+    plan = RunPlan(((0, 1), (1, 2)), 1, 2)
+    report = verify_run_plan(RunPlanProblem(layers, (7.0,), 2, 2, 1e9, coeffs), plan)
+    # m = 2 micro-batches of 1 sample: the first stage holds 2 of 5 bytes, the last 1 of 10 + 7 received
+    assert [mem.activations_bytes for mem in report.memory] == [10.0, 17.0]
+    for memory, fits in ((16.0, False), (17.0, True)):  # the received bytes alone decide
+        problem = RunPlanProblem(layers, (7.0,), 2, 2, memory, coeffs, shape=RunShape(stages=2, data_parallel=1, microbatches=2))
+        assert verify_run_plan(problem, plan).feasible is fits
+        assert solve_run_dp(problem).plan == (plan if fits else None)
