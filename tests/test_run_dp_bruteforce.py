@@ -71,6 +71,8 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
                     (r, s): rng.uniform(0.1, 6.0) * s for r in (2, 3, 4) for s in sizes if busy and rng.random() < 0.7
                 },
                 saved_bytes_per_sample_at={s: saved * rng.uniform(0.2, 1.5) for s in sizes if per_size and rng.random() < 0.7},
+                # what the layer saves again of earlier layers' (a stage starting between them keeps its own copy)
+                reused_from_at={s: {f"l{j}": rng.choice([0.0, rng.uniform(0.0, 4.0)]) for j in range(i)} for s in sizes},
             )
         )
     coeffs = RunCoefficients(
@@ -106,6 +108,7 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
         recompute=rng.random() < 0.8,
         shape=shape or RunShape(),
         input_bytes_per_sample=rng.choice([0.0, rng.uniform(0.0, 3.0)]),
+        received_measured=rng.random() < 0.5,  # else a later stage keeps the whole cut
     )
 
 
@@ -283,3 +286,21 @@ def test_a_later_stage_keeps_what_it_receives() -> None:
         problem = RunPlanProblem(layers, (7.0,), 2, 2, memory, coeffs, shape=RunShape(stages=2, data_parallel=1, microbatches=2))
         assert verify_run_plan(problem, plan).feasible is fits
         assert solve_run_dp(problem).plan == (plan if fits else None)
+
+
+def test_a_later_stage_keeps_what_its_layers_were_measured_to_save_again() -> None:
+    """Measured reuse: a stage starting at layer 2 keeps what layers 2.. save of tensors layers 0..1 saved first (not the
+    whole cut, nor what they save again of each other's)."""
+
+    def layer(i: int, again: dict[str, float]) -> RunLayer:
+        return RunLayer(f"l{i}", {1: 1.0, 2: 1.0}, {1: 2.0, 2: 2.0}, 0.0, 0, 0.0, 10.0, 100.0, reused_from_at={1: again})
+
+    layers = (layer(0, {}), layer(1, {"l0": 3.0}), layer(2, {"l1": 4.0, "l0": 1.0}), layer(3, {"l2": 5.0, "l1": 0.5}))
+    coeffs = RunCoefficients(memory=MemoryCoefficients(0.0, 0, 0.0, 0.0, 0))
+    measured = RunPlanProblem(layers, (9.0, 9.0, 9.0), 2, 2, 1e9, coeffs, received_measured=True)
+    assert measured.received_bytes_per_sample(2, 4, 1) == pytest.approx(4.0 + 1.0 + 0.5)
+    assert measured.received_bytes_per_sample(0, 2, 1) == 0.0
+    plan = RunPlan(((0, 2), (2, 4)), 1, 2)  # two micro-batches of one sample: the last stage holds one
+    assert verify_run_plan(measured, plan).memory[1].activations_bytes == pytest.approx(20.0 + 5.5)
+    whole_cut = RunPlanProblem(layers, (9.0, 9.0, 9.0), 2, 2, 1e9, coeffs)
+    assert verify_run_plan(whole_cut, plan).memory[1].activations_bytes == pytest.approx(20.0 + 9.0)

@@ -57,25 +57,27 @@ def _operators(args: argparse.Namespace) -> tuple[OperatorCoefficients, str]:
 
 
 _Times = dict[int, dict[str, tuple[float, float]]]
+_Reused = dict[int, dict[str, dict[str, float]]]
 
 
 def _measured_layers(
     args: argparse.Namespace, data: Any, source: str, sizes: list[int]
-) -> tuple[_Times, float, dict[int, dict[str, float]], str] | None:
+) -> tuple[_Times, float, dict[int, dict[str, float]], _Reused | None, str] | None:
     """The model's own layers at each size (``--time-layers`` now, or ``--layer-times`` from an earlier result): times,
-    the optimizer's seconds per parameter tensor, saved bytes per sample per size and node, and where they come from;
-    ``None`` when the layers are priced operator by operator."""
+    the optimizer's seconds per parameter tensor, saved bytes per sample per size and node, the bytes a node saves again
+    of an earlier node's (``None``: not recorded), and where they come from; ``None`` when the layers are priced
+    operator by operator."""
     if getattr(args, "layer_times", None) is not None:
-        times, per_tensor, saved_at = _read_layer_times(Path(args.layer_times), sizes)
-        return times, per_tensor, saved_at, f"the model's own layers as timed in {args.layer_times}"
+        times, per_tensor, saved_at, reused = _read_layer_times(Path(args.layer_times), sizes)
+        return times, per_tensor, saved_at, reused, f"the model's own layers as timed in {args.layer_times}"
     if getattr(args, "time_layers", False):
         got = time_layers_by_size(data, source, sizes, threads=LAYER_THREADS)
         origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted at each"
-        return got.times, got.optimizer_s_per_param_tensor, got.saved_bytes_per_sample, origin
+        return got.times, got.optimizer_s_per_param_tensor, got.saved_bytes_per_sample, got.reused_bytes_per_sample, origin
     return None
 
 
-def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict[int, dict[str, float]]]:
+def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict[int, dict[str, float]], _Reused | None]:
     """The layer times a ``--time-layers`` result recorded (its ``cost_model.layer_times``), for reuse: times, the
     optimizer's seconds per parameter tensor, and saved bytes per sample per size (a result written before they were
     counted per size: its one figure per node at every size)."""
@@ -90,6 +92,12 @@ def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict
             if isinstance(at, dict)
             else {b: dict(saved) for b in times}
         )
+        again = timed.get("reused_bytes_per_sample_at")
+        reused = (
+            {int(b): {str(v): {str(u): float(x) for u, x in by.items()} for v, by in t.items()} for b, t in again.items()}
+            if isinstance(again, dict)
+            else None
+        )
     except (TypeError, ValueError, IndexError, AttributeError) as exc:
         raise InputError(f"malformed cost_model.layer_times: {exc}", source=str(path)) from None
     missing = [b for b in sizes if b not in times]
@@ -99,7 +107,7 @@ def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict
             "--time-layers at the same --global-batch",
             source=str(path),
         )
-    return times, per_tensor, saved_at
+    return times, per_tensor, saved_at, reused
 
 
 def _layer_times_object(path: Path) -> dict[str, Any]:
@@ -234,13 +242,14 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     saved: dict[str, float] | None = None
     operators: OperatorCoefficients | None = None
     if measured is not None:
-        times, per_tensor, saved_at, origin = measured
+        times, per_tensor, saved_at, reused, origin = measured
         coeffs = replace(coeffs, optimizer_s_per_param_tensor=per_tensor)
         saved = {v: max(t.get(v, 0.0) for t in saved_at.values()) for v in {v for t in saved_at.values() for v in t}}
         timed = {
             "sizes": {str(b): {v: list(ft) for v, ft in t.items()} for b, t in times.items()},
             "saved_bytes_per_sample": saved,
             "saved_bytes_per_sample_at": {str(b): t for b, t in saved_at.items()},
+            "reused_bytes_per_sample_at": None if reused is None else {str(b): t for b, t in reused.items()},
             "optimizer_s_per_param_tensor": per_tensor,
             "threads": LAYER_THREADS,
         }
@@ -272,6 +281,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         times=None if measured is None else measured[0],
         saved_bytes_per_sample=saved,
         saved_bytes_per_sample_at=None if measured is None else measured[2],
+        reused_bytes_per_sample_at=None if measured is None else measured[3],
         shape=RunShape(getattr(args, "stages", None), d, m),
     )
     calibrated: EmptySteps | None = None

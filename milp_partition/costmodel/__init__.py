@@ -46,9 +46,10 @@ Memory (:mod:`.memory`), an upper bound of what one rank of stage ``q`` holds
   ``min(m, p - q)`` micro-batches (plus, on the first stage, ``first_stage_extra_microbatches``: torch's
   ``Schedule1F1B`` was measured to hold one more there, its first step's shape-inference forward, even at ``m = 1``;
   and the model's inputs of two global batches, ``max(2 G - y_0 b, 0) x_in`` beyond those in flight: ``run`` hands it
-  views of each step's batch), each ``b (y_{q-1} + sum_{v in q} (v in R ? in_v : a_v))`` (a recomputed layer keeps only
-  its input; ``y_{q-1}``, 0 on the first stage: what the stage receives, which its first layers save as their own copy
-  while the sender's count holds the sender's);
+  views of each step's batch), each ``b (r_q + sum_{v in q} (v in R ? in_v : a_v))`` (a recomputed layer keeps only
+  its input; ``r_q``, 0 on the first stage: its own copy of what it receives, as far as its layers save it, while the
+  sender's count holds the sender's: measured by the layer timer as the bytes a layer saves of what an earlier layer
+  saved first, else the whole cut ``y_{q-1}``; ``RunPlanProblem.received_bytes_per_sample``);
 * autograd temporaries: the largest recomputed layer's activations ``b max_{v in q cap R} a_v`` (re-run one at a
   time) plus the backward's largest transient ``b max_{v in q} a_v`` (a layer's gradients of its saved tensors);
 * allocator rounding: every tensor rounded up to ``rounding_bytes`` (512 on the CUDA caching allocator; 0 on

@@ -56,6 +56,9 @@ class RunLayer:
     busy_forward_s: Mapping[tuple[int, int], float] = field(default_factory=dict)
     busy_backward_s: Mapping[tuple[int, int], float] = field(default_factory=dict)
     saved_bytes_per_sample_at: Mapping[int, float] = field(default_factory=dict)
+    #: Micro-batch size -> earlier layer's id -> bytes per sample this layer saves of tensors that layer saved first (a
+    #: stage starting between them receives them and saves its own copy).
+    reused_from_at: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def recomputable(self) -> bool:
@@ -140,6 +143,20 @@ class RunPlanProblem:
     #: view): stage 0 keeps ``max(2 G - y_0 b, 0) x_in`` beyond its ``y_0`` micro-batches in flight
     #: (:func:`batch_inputs_bytes`).
     input_bytes_per_sample: float = 0.0
+    #: Whether the layers' :attr:`RunLayer.reused_from_at` were measured: then a later stage keeps, of what it
+    #: receives, what its layers were measured to save again; else the whole cut (an upper bound).
+    received_measured: bool = False
+
+    def received_bytes_per_sample(self, first: int, end: int, size: int) -> float:
+        """``r_q``: the bytes per sample a stage of layers ``first..end-1`` keeps of what it receives (its own copy, saved by
+        its layers): 0 on the first stage; measured, the bytes its layers save of what layers before ``first`` saved
+        first; else the cut before it, ``y_{first-1}``."""
+        if first == 0:
+            return 0.0
+        if not self.received_measured:
+            return self.cut_bytes_per_sample[first - 1]
+        before = {v.id for v in self.layers[:first]}
+        return sum(x for v in self.layers[first:end] for u, x in v.reused_from_at.get(size, {}).items() if u in before)
 
     def batch_inputs_bytes(self, stage: int, in_flight: int, microbatch_size: int) -> float:
         """The model's inputs stage ``stage`` (0-based) keeps beyond its ``in_flight`` micro-batches of

@@ -163,7 +163,7 @@ class _Stages:
         base = (  # (c) memory without recomputation
             weights * (2.0 + k_opt)
             + sum(v.buffer_bytes for v in span)
-            + flight * b * (sum(self.a[i:e]) + (problem.cut_bytes_per_sample[i - 1] if q > 0 else 0.0))  # + received
+            + flight * b * (sum(self.a[i:e]) + problem.received_bytes_per_sample(i, e, b))  # + its copy of what it receives
             + b * mc.transient_factor * max(self.a[i:e])
             + tensors * (2 + math.ceil(k_opt)) * mc.rounding_bytes
             + mc.workspace_bytes

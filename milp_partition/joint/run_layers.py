@@ -44,13 +44,16 @@ def run_problem_from_imported(
     times: Mapping[int, Mapping[str, tuple[float, float]]] | None = None,
     saved_bytes_per_sample: Mapping[str, float] | None = None,
     saved_bytes_per_sample_at: Mapping[int, Mapping[str, float]] | None = None,
+    reused_bytes_per_sample_at: Mapping[int, Mapping[str, Mapping[str, float]]] | None = None,
     recompute: bool = True,
     shape: RunShape | None = None,
 ) -> RunPlanProblem:
     """The :class:`RunPlanProblem` of an imported graph (parsed JSON); see the module docstring.
 
     ``saved_bytes_per_sample_at``: size -> node -> ``a_v`` measured at that size (each size's own, used at that size;
-    ``saved_bytes_per_sample``, or the import's count, at the others).
+    ``saved_bytes_per_sample``, or the import's count, at the others).  ``reused_bytes_per_sample_at``: size -> node ->
+    earlier node -> bytes the node saves of what the earlier one saved first (measured at every size: a later stage
+    keeps those of what it receives; else the whole cut).
 
     Raises
     ------
@@ -116,6 +119,11 @@ def run_problem_from_imported(
                 saved_bytes_per_sample_at={
                     b: float(at.get(v, 0.0)) for b, at in (saved_bytes_per_sample_at or {}).items() if b in fwd
                 },
+                reused_from_at={
+                    b: {str(u): float(x) for u, x in at.get(v, {}).items()}
+                    for b, at in (reused_bytes_per_sample_at or {}).items()
+                    if b in fwd
+                },
             )
         )
     memory = replace(coefficients.memory, optimizer_state_bytes_per_param_byte=k_opt)
@@ -132,6 +140,7 @@ def run_problem_from_imported(
         shape or RunShape(),
         name,
         input_bytes_per_sample=model_inputs,
+        received_measured=reused_bytes_per_sample_at is not None and all(b in reused_bytes_per_sample_at for b in sizes),
     )
 
 

@@ -43,7 +43,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from milp_partition.calibration.timing import median_seconds
@@ -201,8 +201,12 @@ class LayerTimer:
         self.count_saved = count_saved
         self.param_storages = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
         self.current: str | None = None
-        self.seen: set[int] = set()
+        self.seen: dict[int, str] = {}  # storage -> the node that saved it first
         self.saved_bytes: dict[str, int] = {}
+        #: node -> earlier node -> bytes this node saves of storages the earlier one saved first (the last pass): what a
+        #: pipeline stage starting between them saves again, as its own copy of what it receives
+        self.reused_bytes: dict[str, dict[str, int]] = {}
+        self.reused_seen: set[tuple[str, int]] = set()
         self.sample(record=False)  # warm-up
 
     def now(self) -> float:
@@ -221,10 +225,16 @@ class LayerTimer:
         local = t.to_local() if hasattr(t, "to_local") else t
         storage = local.untyped_storage()
         key = storage.data_ptr()
-        if key not in self.param_storages and key not in self.seen and storage.nbytes() > 0:
-            self.seen.add(key)
-            node = self.current if self.current is not None else (self.points[0] if self.points else "")
+        if key in self.param_storages or storage.nbytes() == 0:
+            return t
+        node = self.current if self.current is not None else (self.points[0] if self.points else "")
+        if key not in self.seen:
+            self.seen[key] = node
             self.saved_bytes[node] = self.saved_bytes.get(node, 0) + storage.nbytes()
+        elif self.seen[key] != node and (node, key) not in self.reused_seen:
+            self.reused_seen.add((node, key))
+            by = self.reused_bytes.setdefault(node, {})
+            by[self.seen[key]] = by.get(self.seen[key], 0) + storage.nbytes()
         return t
 
     def sample(self, record: bool = True) -> None:
@@ -238,7 +248,8 @@ class LayerTimer:
             self.bstamp.clear()
             t0 = self.now()
             if self.count_saved:
-                self.current, self.seen, self.saved_bytes = None, set(), {}
+                self.current, self.seen, self.saved_bytes = None, {}, {}
+                self.reused_bytes, self.reused_seen = {}, set()
                 with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda x: x):
                     loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
             else:
@@ -301,6 +312,9 @@ class SizeTimings:
     times: dict[int, dict[str, tuple[float, float]]]
     optimizer_s_per_param_tensor: float
     saved_bytes_per_sample: dict[int, dict[str, float]]
+    #: Size -> node -> earlier node -> bytes per sample the node saves of what the earlier node saved first (a stage
+    #: starting between them receives it and saves its own copy).
+    reused_bytes_per_sample: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
 def time_layers_by_size(
@@ -341,6 +355,7 @@ def time_layers_by_size(
     )
     out: dict[int, dict[str, tuple[float, float]]] = {}
     saved: dict[int, dict[str, float]] = {}
+    reused: dict[int, dict[str, dict[str, float]]] = {}
     per_tensor = 0.0
     for b in sorted(sizes):
         if before_size is not None:
@@ -352,7 +367,8 @@ def time_layers_by_size(
         out[b] = {v: (prof.forward_s.get(v, 0.0), prof.backward_s.get(v, 0.0)) for v in forward}
         per_tensor = prof.optimizer_s_per_param_tensor
         saved[b] = {v: nbytes / b for v, nbytes in timer.saved_bytes.items()}
-    return SizeTimings(out, per_tensor, saved)
+        reused[b] = {v: {u: x / b for u, x in by.items()} for v, by in timer.reused_bytes.items()}
+    return SizeTimings(out, per_tensor, saved, reused)
 
 
 def time_layers_at_sizes(

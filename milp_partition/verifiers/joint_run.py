@@ -107,8 +107,12 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         times.append(StageTimes(fwd, bwd, send, ar, opt))
         flight = in_flight(q, p, m, c.memory.first_stage_extra_microbatches)
         kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else v.saved_at(b) for v in layers)
-        if q > 0:  # what the stage receives: its first layers save their own copy (the sender's count has the other)
-            kept += problem.cut_bytes_per_sample[first - 1]
+        if q > 0:  # what the stage receives and its layers save, their own copy (the sender's count has the other)
+            if problem.received_measured:
+                before = {v.id for v in problem.layers[:first]}
+                kept += math.fsum(x for v in layers for u, x in v.reused_from_at.get(b, {}).items() if u in before)
+            else:  # not measured: the whole cut
+                kept += problem.cut_bytes_per_sample[first - 1]
         mem = stage_memory(
             weights,
             math.fsum(v.buffer_bytes for v in layers),
