@@ -53,6 +53,8 @@ def test_in_flight_under_1f1b() -> None:
     assert [in_flight(q, 4, 8) for q in range(4)] == [4, 3, 2, 1]
     assert [in_flight(q, 4, 2) for q in range(4)] == [2, 2, 2, 1]
     assert [in_flight(q, 2, 8, first_stage_extra=1) for q in range(2)] == [3, 1]  # torch's schedule, measured
+    # the first step's shape-inference forward: one more on the first stage even with one micro-batch (measured)
+    assert in_flight(0, 1, 1, first_stage_extra=1) == 2 and in_flight(1, 2, 2, first_stage_extra=1) == 1
     with pytest.raises(ValueError):
         in_flight(4, 4, 8)
 

@@ -49,3 +49,42 @@ def test_spearman_against_the_definition_without_ties(pf: Any) -> None:
         d2 = sum((a - b) ** 2 for a, b in zip(rx, perm))
         assert pf.spearman(xs, ys) == pytest.approx(1 - 6 * d2 / (5 * 24))
     assert pf.spearman([1.0, 2.0], [2.0, 1.0]) != pf.spearman([1.0, 2.0], [2.0, 1.0])  # NaN under 3 points
+
+
+def _row(model: str, planned: float, measured: float, free: bool = False, memory: float = 1.05) -> dict[str, Any]:
+    return {
+        "model": model,
+        "held_back": True,
+        "shape": "1x1",
+        "microbatches": 1,
+        "free_optimum": free,
+        "planner_step_s": planned,
+        "measured_step_s": measured,
+        "planner_error": (planned - measured) / measured,
+        "planned_empty_step_s": 0.0,
+        "run_empty_step_s": 0.0,
+        "planner_plus_empty_error": (planned - measured) / measured,
+        "memory_planned_over_held_min": memory,
+        "memory_planned_over_held_max": memory,
+    }
+
+
+def test_held_back_models_are_their_own_and_judged_by_the_bars(pf: Any) -> None:
+    assert not set(pf.HELD_BACK) & set(pf.MODELS) and len(pf.HELD_BACK) >= 2
+    good = [_row("X", 1.0, 1.05, free=True), _row("X", 2.0, 2.1), _row("X", 3.0, 2.9)]
+    lines = pf.summary(good, "all held back")
+    assert lines[2].startswith("| X | 3 |") and "| yes |" in lines[2] and lines[3].startswith("| all held back |")
+    # one plan 30% off: the largest error's bar fails; memory below what a rank held fails too
+    assert "**no**" in pf.summary([*good, _row("X", 1.3, 1.0)], "all held back")[2]
+    assert "**no**" in pf.summary([*good[:2], _row("X", 3.0, 2.9, memory=0.97)], "all held back")[2]
+
+
+@pytest.mark.parametrize("name", ["MLP-GELU (held back)", "Encoder (held back)"])
+def test_held_back_factories_build_and_run_on_their_input(pf: Any, name: str) -> None:
+    torch = pytest.importorskip("torch")
+    from milp_partition.importers.torch_import import build_module
+
+    ref, shape, _ = pf.HELD_BACK[name]
+    model = build_module(ref)
+    out = model(torch.randn(*(int(x) for x in shape.split("x"))))
+    assert out.shape[0] == 8 and torch.isfinite(out).all()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import math
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -26,7 +27,7 @@ def _compositions(n: int, p: int) -> list[tuple[tuple[int, int], ...]]:
 def brute_force(problem: RunPlanProblem) -> tuple[float, RunPlan | None]:
     """The least verified step over every plan (shape, split, micro-batch count, recomputed set)."""
     n, G = len(problem.layers), problem.global_batch
-    recomputable = [v.id for v in problem.layers if v.recomputable] if problem.recompute else []
+    recomputable = [v.id for v in problem.layers] if problem.recompute else []  # the verifier refuses what is not
     subsets = [frozenset(c) for r in range(len(recomputable) + 1) for c in itertools.combinations(recomputable, r)]
     best, best_plan = math.inf, None
     for d in range(1, problem.devices + 1):
@@ -51,6 +52,8 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
     for i in range(n):
         overhead, per_sample = rng.uniform(0.1, 1.0), rng.uniform(0.1, 2.0)
         saved = rng.uniform(1.0, 10.0)
+        busy = rng.random() < 0.5  # timed with 2..4 ranks at once for some sizes, slower or not
+        per_size = rng.random() < 0.5  # a_v measured per size, below or above the one figure
         layers.append(
             RunLayer(
                 f"l{i}",
@@ -61,6 +64,15 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
                 buffer_bytes=rng.choice([0.0, 1.0]),
                 saved_bytes_per_sample=saved,
                 input_bytes_per_sample=saved * rng.choice([0.05, 0.3, 1.5]),
+                busy_forward_s={
+                    (r, s): rng.uniform(0.1, 3.0) * s for r in (2, 3, 4) for s in sizes if busy and rng.random() < 0.7
+                },
+                busy_backward_s={
+                    (r, s): rng.uniform(0.1, 6.0) * s for r in (2, 3, 4) for s in sizes if busy and rng.random() < 0.7
+                },
+                saved_bytes_per_sample_at={s: saved * rng.uniform(0.2, 1.5) for s in sizes if per_size and rng.random() < 0.7},
+                # what the layer saves again of earlier layers' (a stage starting between them keeps its own copy)
+                reused_from_at={s: {f"l{j}": rng.choice([0.0, rng.uniform(0.0, 4.0)]) for j in range(i)} for s in sizes},
             )
         )
     coeffs = RunCoefficients(
@@ -76,6 +88,15 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
             rng.choice([0.0, 2.0]), rng.choice([0, 1]), rng.choice([1.0, 2.0]), rng.uniform(0, 5), rng.choice([0, 1])
         ),
     )
+    if rng.random() < 0.5:  # E measured for some shapes: their latencies are in it (latencies_in_empty)
+        table = tuple(
+            (p, d, m, rng.uniform(0.0, 2.0))
+            for d in range(1, 5)
+            for m in range(1, G + 1)
+            for p in range(1, 5)
+            if p <= m and rng.random() < 0.5
+        )
+        coeffs = replace(coeffs, empty_step_s=table)
     total = sum(v.param_bytes for v in layers) * 4 + sum(v.saved_bytes_per_sample for v in layers) * G
     return RunPlanProblem(
         tuple(layers),
@@ -86,10 +107,12 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
         coeffs,
         recompute=rng.random() < 0.8,
         shape=shape or RunShape(),
+        input_bytes_per_sample=rng.choice([0.0, rng.uniform(0.0, 3.0)]),
+        received_measured=rng.random() < 0.5,  # else a later stage keeps the whole cut
     )
 
 
-@pytest.mark.parametrize("seed", range(60))
+@pytest.mark.parametrize("seed", range(80))
 def test_optimum_matches_enumeration(seed: int) -> None:
     rng = random.Random(seed)
     shape = None
@@ -221,5 +244,63 @@ def test_the_empty_step_of_each_shape_is_priced_and_can_move_the_optimum() -> No
     assert got.plan is not None and (len(got.plan.stages), got.plan.data_parallel) == (1, 1)
     assert got.step_s == pytest.approx(want) and got.bound_s == pytest.approx(want)
     assert verify_run_plan(dear, got.plan).step_s == pytest.approx(got.step_s)
-    assert verify_run_plan(dear, base.plan).step_s == pytest.approx(base.step_s + 100.0)
+    assert verify_run_plan(dear, base.plan).step_s == pytest.approx(base.step_s + 100.0)  # no alpha to take out here
     assert RunCoefficients(fixed_s=7.0, empty_step_s=table).fixed_for(3, 1, 1) == 7.0  # a shape not listed
+
+
+def test_a_measured_empty_step_holds_the_latencies_it_sends() -> None:
+    """Where E of a shape was measured, it holds every message's latency and one bucket's all-reduce latency: the
+    verifier and the DP price the stages without them there, with them where E is the constant ``fixed_s``."""
+    sizes = (1, 2)
+    layers = tuple(RunLayer(f"l{i}", {s: 1.0 for s in sizes}, {s: 2.0 for s in sizes}, 8.0, 2, 0.0, 1.0, 1.0) for i in range(2))
+    coeffs = RunCoefficients(p2p_alpha_s=0.5, p2p_beta_s_per_byte=0.0, allreduce_alpha_s=3.0, ddp_bucket_bytes=4.0)
+    pipe, data = RunPlan(((0, 1), (1, 2)), 1, 2), RunPlan(((0, 2),), 2, 1)
+    plain = RunPlanProblem(layers, (1.0,), 2, 2, 1e9, coeffs)
+    # 2 stages, m = 2: u = 3 + 2 x 0.5 and 3; 4 + 3 + (2 - 1) x 4 = 11
+    assert verify_run_plan(plain, pipe).step_s == pytest.approx(11.0)
+    # d = 2, one stage of 16 bytes in buckets of 4: 4 latencies of 3 s after 6 s of compute
+    assert verify_run_plan(plain, data).step_s == pytest.approx(6.0 + 12.0)
+    table = ((2, 1, 2, 0.25), (1, 2, 1, 0.75))
+    measured = RunPlanProblem(layers, (1.0,), 2, 2, 1e9, replace(coeffs, empty_step_s=table))
+    assert verify_run_plan(measured, pipe).step_s == pytest.approx(3 + 3 + 3 + 0.25)
+    assert verify_run_plan(measured, data).step_s == pytest.approx(6.0 + 3 * 3.0 + 0.75)
+    got, (want, _) = solve_run_dp(measured), brute_force(measured)
+    assert got.step_s == pytest.approx(want) == pytest.approx(6.0)  # one stage, one device, one micro-batch of 2
+    assert got.bound_s == pytest.approx(want)
+
+
+def test_a_later_stage_keeps_what_it_receives() -> None:
+    """The received activations: a stage after the first saves its own copy of what crosses its cut (its first layer's
+    input, counted at the sender too), once per micro-batch in flight; the DP and the verifier count it alike."""
+    sizes = (1, 2)
+    layers = tuple(
+        RunLayer(f"l{i}", {s: 1.0 for s in sizes}, {s: 2.0 for s in sizes}, 0.0, 0, 0.0, saved, 100.0)
+        for i, saved in enumerate((5.0, 10.0))
+    )
+    coeffs = RunCoefficients(memory=MemoryCoefficients(0.0, 0, 0.0, 0.0, 0))
+    plan = RunPlan(((0, 1), (1, 2)), 1, 2)
+    report = verify_run_plan(RunPlanProblem(layers, (7.0,), 2, 2, 1e9, coeffs), plan)
+    # m = 2 micro-batches of 1 sample: the first stage holds 2 of 5 bytes, the last 1 of 10 + 7 received
+    assert [mem.activations_bytes for mem in report.memory] == [10.0, 17.0]
+    for memory, fits in ((16.0, False), (17.0, True)):  # the received bytes alone decide
+        problem = RunPlanProblem(layers, (7.0,), 2, 2, memory, coeffs, shape=RunShape(stages=2, data_parallel=1, microbatches=2))
+        assert verify_run_plan(problem, plan).feasible is fits
+        assert solve_run_dp(problem).plan == (plan if fits else None)
+
+
+def test_a_later_stage_keeps_what_its_layers_were_measured_to_save_again() -> None:
+    """Measured reuse: a stage starting at layer 2 keeps what layers 2.. save of tensors layers 0..1 saved first (not the
+    whole cut, nor what they save again of each other's)."""
+
+    def layer(i: int, again: dict[str, float]) -> RunLayer:
+        return RunLayer(f"l{i}", {1: 1.0, 2: 1.0}, {1: 2.0, 2: 2.0}, 0.0, 0, 0.0, 10.0, 100.0, reused_from_at={1: again})
+
+    layers = (layer(0, {}), layer(1, {"l0": 3.0}), layer(2, {"l1": 4.0, "l0": 1.0}), layer(3, {"l2": 5.0, "l1": 0.5}))
+    coeffs = RunCoefficients(memory=MemoryCoefficients(0.0, 0, 0.0, 0.0, 0))
+    measured = RunPlanProblem(layers, (9.0, 9.0, 9.0), 2, 2, 1e9, coeffs, received_measured=True)
+    assert measured.received_bytes_per_sample(2, 4, 1) == pytest.approx(4.0 + 1.0 + 0.5)
+    assert measured.received_bytes_per_sample(0, 2, 1) == 0.0
+    plan = RunPlan(((0, 2), (2, 4)), 1, 2)  # two micro-batches of one sample: the last stage holds one
+    assert verify_run_plan(measured, plan).memory[1].activations_bytes == pytest.approx(20.0 + 5.5)
+    whole_cut = RunPlanProblem(layers, (9.0, 9.0, 9.0), 2, 2, 1e9, coeffs)
+    assert verify_run_plan(whole_cut, plan).memory[1].activations_bytes == pytest.approx(20.0 + 9.0)

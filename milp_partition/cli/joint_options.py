@@ -108,7 +108,9 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             action="store_true",
             help="joint, --objective run: time the model's own layers on this CPU at every candidate micro-batch size "
             "(forward, backward and the optimizer step; the model from the import's reference) instead of pricing "
-            "operators with --coefficients",
+            "operators with --coefficients; and, on CPU ranks with gloo, the runtime's empty step E of every candidate "
+            "shape (run's own measure: Schedule1F1B and DDP on a tiny module) and gloo's message and all-reduce fits, "
+            "all recorded in the result for --layer-times",
         )
         g.add_argument(
             "--layer-times",
@@ -120,8 +122,8 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             nargs="+",
             metavar="RUN_JSON",
             help="joint, --objective run: the runtime's own step E per shape from these run.json files (each run "
-            "measures its shape's schedule with nothing to compute, prediction.costs.empty_step_s); a shape none of "
-            "them ran is priced with E = 0",
+            "measures its shape's schedule with nothing to compute, prediction.costs.empty_step_s); they replace "
+            "the calibrated E (--time-layers, --layer-times) of their shapes; a shape with no E is priced with E = 0",
         )
         g.add_argument(
             "--method",

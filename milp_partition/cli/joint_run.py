@@ -28,14 +28,17 @@ from milp_partition.errors import InputError
 from milp_partition.importers.timing import load_profile_spec
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.io.json_text import parse_json, read_text_file
-from milp_partition.joint.run_dp import solve_run_dp
-from milp_partition.joint.run_layers import run_problem_from_imported
+from milp_partition.joint.run_dp import run_shapes, solve_run_dp
+from milp_partition.joint.run_layers import run_problem_from_imported, with_busy_times
 from milp_partition.report import fmt, fmt_bytes, names_span
-from milp_partition.run.predict import time_layers_at_sizes
+from milp_partition.run.empty import EmptySteps, calibrate_empty_steps
+from milp_partition.run.predict import time_layers_by_size
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.joint_run import verify_run_plan
 
 EXIT_OK, EXIT_INFEASIBLE = 0, 3
+#: Torch threads the layers and the empty steps are timed with: ``run``'s default ``--threads`` per rank.
+LAYER_THREADS = 1
 #: The global batch when ``--global-batch`` is not given (the imported graph's default micro-batches, one sample each).
 DEFAULT_GLOBAL_BATCH = 64
 #: Configuration id of a recomputed layer (:mod:`milp_partition.joint.layers`, read by ``run``).
@@ -53,16 +56,48 @@ def _operators(args: argparse.Namespace) -> tuple[OperatorCoefficients, str]:
     return OperatorCoefficients(**{n: data[n] for n in names if n in data}), f"from {path}"
 
 
-def _read_layer_times(path: Path, sizes: list[int]) -> tuple[dict[int, dict[str, tuple[float, float]]], float, dict[str, float]]:
-    """The layer times a ``--time-layers`` result recorded (its ``cost_model.layer_times``), for reuse."""
-    data = parse_json(read_text_file(path), str(path))
-    timed = data.get("cost_model", {}).get("layer_times") if isinstance(data, dict) else None
-    if not isinstance(timed, dict) or not isinstance(timed.get("sizes"), dict):
-        raise InputError("no cost_model.layer_times: give the result of a solve with --time-layers", source=str(path))
+_Times = dict[int, dict[str, tuple[float, float]]]
+_Reused = dict[int, dict[str, dict[str, float]]]
+
+
+def _measured_layers(
+    args: argparse.Namespace, data: Any, source: str, sizes: list[int]
+) -> tuple[_Times, float, dict[int, dict[str, float]], _Reused | None, str] | None:
+    """The model's own layers at each size (``--time-layers`` now, or ``--layer-times`` from an earlier result): times,
+    the optimizer's seconds per parameter tensor, saved bytes per sample per size and node, the bytes a node saves again
+    of an earlier node's (``None``: not recorded), and where they come from; ``None`` when the layers are priced
+    operator by operator."""
+    if getattr(args, "layer_times", None) is not None:
+        times, per_tensor, saved_at, reused = _read_layer_times(Path(args.layer_times), sizes)
+        return times, per_tensor, saved_at, reused, f"the model's own layers as timed in {args.layer_times}"
+    if getattr(args, "time_layers", False):
+        got = time_layers_by_size(data, source, sizes, threads=LAYER_THREADS)
+        origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted at each"
+        return got.times, got.optimizer_s_per_param_tensor, got.saved_bytes_per_sample, got.reused_bytes_per_sample, origin
+    return None
+
+
+def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict[int, dict[str, float]], _Reused | None]:
+    """The layer times a ``--time-layers`` result recorded (its ``cost_model.layer_times``), for reuse: times, the
+    optimizer's seconds per parameter tensor, and saved bytes per sample per size (a result written before they were
+    counted per size: its one figure per node at every size)."""
+    timed = _layer_times_object(path)
     try:
         times = {int(b): {str(v): (float(ft[0]), float(ft[1])) for v, ft in t.items()} for b, t in timed["sizes"].items()}
         saved = {str(v): float(x) for v, x in (timed.get("saved_bytes_per_sample") or {}).items()}
         per_tensor = float(timed.get("optimizer_s_per_param_tensor", 0.0))
+        at = timed.get("saved_bytes_per_sample_at")
+        saved_at = (
+            {int(b): {str(v): float(x) for v, x in t.items()} for b, t in at.items()}
+            if isinstance(at, dict)
+            else {b: dict(saved) for b in times}
+        )
+        again = timed.get("reused_bytes_per_sample_at")
+        reused = (
+            {int(b): {str(v): {str(u): float(x) for u, x in by.items()} for v, by in t.items()} for b, t in again.items()}
+            if isinstance(again, dict)
+            else None
+        )
     except (TypeError, ValueError, IndexError, AttributeError) as exc:
         raise InputError(f"malformed cost_model.layer_times: {exc}", source=str(path)) from None
     missing = [b for b in sizes if b not in times]
@@ -72,7 +107,75 @@ def _read_layer_times(path: Path, sizes: list[int]) -> tuple[dict[int, dict[str,
             "--time-layers at the same --global-batch",
             source=str(path),
         )
-    return times, per_tensor, saved
+    return times, per_tensor, saved_at, reused
+
+
+def _layer_times_object(path: Path) -> dict[str, Any]:
+    data = parse_json(read_text_file(path), str(path))
+    timed = data.get("cost_model", {}).get("layer_times") if isinstance(data, dict) else None
+    if not isinstance(timed, dict) or not isinstance(timed.get("sizes"), dict):
+        raise InputError("no cost_model.layer_times: give the result of a solve with --time-layers", source=str(path))
+    return timed
+
+
+def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
+    """The empty steps and gloo's fits a ``--time-layers`` result recorded (``cost_model.layer_times.empty_steps``,
+    ``links``, ``threads``); ``None`` when it recorded none (a result written before they were measured).
+
+    Raises
+    ------
+    InputError
+        On a malformed entry (naming the file and the field).
+    """
+    timed = _layer_times_object(path)
+    if "empty_steps" not in timed:
+        return None
+    where = "cost_model.layer_times.empty_steps"
+    try:
+        steps = tuple((int(p), int(d), int(m), float(e)) for p, d, m, e in timed["empty_steps"])
+        links = {str(k): float(v) for k, v in (timed.get("links") or {}).items()}
+        threads = int(timed.get("threads", 1))
+        busy = {
+            int(r): {int(b): {str(v): (float(ft[0]), float(ft[1])) for v, ft in t.items()} for b, t in by_size.items()}
+            for r, by_size in (timed.get("busy") or {}).items()
+        }
+    except (TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise InputError(
+            f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
+        ) from None
+    if any(not (e >= 0 and math.isfinite(e)) for *_, e in steps):
+        raise InputError("an empty step that is negative or not finite", source=str(path), where=where)
+    if links and set(links) != _LINK_FIELDS:
+        raise InputError(
+            f"expected the fields {sorted(_LINK_FIELDS)}, got {sorted(links)}",
+            source=str(path),
+            where="cost_model.layer_times.links",
+        )
+    return EmptySteps(steps, links, threads, busy)
+
+
+#: gloo's fits a calibration records (:class:`~milp_partition.run.predict.LinkFit` less the empty step).
+_LINK_FIELDS = {"p2p_alpha_s", "p2p_beta_s_per_byte", "allreduce_alpha_s", "allreduce_beta_s_per_byte"}
+
+
+def _with_empty_steps(
+    problem: RunPlanProblem, calibrated: EmptySteps, given: tuple[tuple[int, int, int, float], ...]
+) -> RunPlanProblem:
+    """``problem`` with the calibrated ``E`` per shape (``given``, from ``--empty-steps``, wins for its shapes) and, where
+    measured, gloo's point-to-point and all-reduce fits for the messages."""
+    table = {(p, d, m): e for p, d, m, e in calibrated.steps}
+    table.update({(p, d, m): e for p, d, m, e in given})
+    coeffs = replace(problem.coefficients, empty_step_s=tuple((*k, e) for k, e in sorted(table.items())))
+    if calibrated.links:
+        fit = calibrated.links
+        coeffs = replace(
+            coeffs,
+            p2p_alpha_s=fit["p2p_alpha_s"],
+            p2p_beta_s_per_byte=fit["p2p_beta_s_per_byte"],
+            allreduce_alpha_s=fit["allreduce_alpha_s"],
+            allreduce_beta_s_per_byte=fit["allreduce_beta_s_per_byte"],
+        )
+    return replace(problem, coefficients=coeffs)
 
 
 def read_empty_steps(paths: list[str]) -> tuple[tuple[int, int, int, float], ...]:
@@ -128,31 +231,33 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         allreduce_alpha_s=2 * profile.allreduce.alpha_s,
         allreduce_beta_s_per_byte=profile.allreduce.beta_s_per_byte,
     )
-    times, saved, timed = None, None, None
     given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
     if len(given) > 1:
         raise InputError(
             "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
         )
     sizes = [b for b in range(1, G + 1) if G % b == 0]
-    if getattr(args, "time_layers", False) or getattr(args, "layer_times", None) is not None:
-        if getattr(args, "layer_times", None) is not None:
-            times, per_tensor, saved = _read_layer_times(Path(args.layer_times), sizes)
-            origin = f"the model's own layers as timed in {args.layer_times}"
-        else:
-            times, per_tensor, saved = time_layers_at_sizes(data, source, sizes)
-            origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted"
+    measured = _measured_layers(args, data, source, sizes)
+    timed: dict[str, Any] | None = None
+    saved: dict[str, float] | None = None
+    operators: OperatorCoefficients | None = None
+    if measured is not None:
+        times, per_tensor, saved_at, reused, origin = measured
         coeffs = replace(coeffs, optimizer_s_per_param_tensor=per_tensor)
-        operators = None
+        saved = {v: max(t.get(v, 0.0) for t in saved_at.values()) for v in {v for t in saved_at.values() for v in t}}
         timed = {
             "sizes": {str(b): {v: list(ft) for v, ft in t.items()} for b, t in times.items()},
             "saved_bytes_per_sample": saved,
+            "saved_bytes_per_sample_at": {str(b): t for b, t in saved_at.items()},
+            "reused_bytes_per_sample_at": None if reused is None else {str(b): t for b, t in reused.items()},
             "optimizer_s_per_param_tensor": per_tensor,
+            "threads": LAYER_THREADS,
         }
     else:
         operators, origin = _operators(args)
-    if getattr(args, "empty_steps", None):  # E per shape, from the runs' own empty-step measurements
-        coeffs = replace(coeffs, empty_step_s=read_empty_steps(args.empty_steps))
+    from_runs = read_empty_steps(args.empty_steps) if getattr(args, "empty_steps", None) else ()
+    if from_runs:  # E per shape, from the runs' own empty-step measurements
+        coeffs = replace(coeffs, empty_step_s=from_runs)
     n_micro = getattr(args, "microbatches", None)
     d = getattr(args, "data_parallel", None)
     m = None
@@ -173,18 +278,46 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         sizes=sizes,
         coefficients=coeffs,
         operators=operators,
-        times=times,
+        times=None if measured is None else measured[0],
         saved_bytes_per_sample=saved,
+        saved_bytes_per_sample_at=None if measured is None else measured[2],
+        reused_bytes_per_sample_at=None if measured is None else measured[3],
         shape=RunShape(getattr(args, "stages", None), d, m),
     )
-    gloo = "gloo" in (link.note or "")
+    calibrated: EmptySteps | None = None
+    if getattr(args, "time_layers", False):  # E of every candidate shape, gloo's fits, the layers on busy ranks: now
+        shapes = [(p, d, m) for d, m, p in run_shapes(problem)]
+        calibrated = EmptySteps((), {}, LAYER_THREADS)
+        if shapes:
+            calibrated = calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=(data, source, G))
+    elif getattr(args, "layer_times", None) is not None:
+        calibrated = read_calibrated_empty_steps(Path(args.layer_times))
+    if calibrated is not None:
+        problem = with_busy_times(_with_empty_steps(problem, calibrated, from_runs), calibrated.busy)
+        coeffs = problem.coefficients
+        assert timed is not None
+        timed.update(
+            empty_steps=[list(x) for x in calibrated.steps],
+            links=calibrated.links,
+            threads=calibrated.threads,
+            busy={
+                str(r): {str(b): {v: list(ft) for v, ft in t.items()} for b, t in by_size.items()}
+                for r, by_size in calibrated.busy.items()
+            },
+        )
+    gloo = "gloo" in (link.note or "") or bool(calibrated and calibrated.links)
     links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
+    links_origin = f"from profile {profile.name}"
+    if calibrated is not None and calibrated.links:
+        origin += "; E per shape measured on CPU ranks before planning"
+        links_origin = "gloo's fits measured on CPU ranks before planning"
     return problem, {
         "layer_times": timed,
         "links_note": links_note,
         "operators": asdict(operators) if operators else None,
         "operators_origin": origin,
         "profile": profile.name,
+        "links_origin": links_origin,
         **asdict(coeffs),
     }
 
@@ -237,8 +370,11 @@ def cmd_solve_run(args: argparse.Namespace) -> int:
                     "memory_terms": asdict(mem),
                     "unit_s": st.unit_s,
                     "tail_s": st.tail_s,
+                    "terms_s": asdict(st),  # forward, backward, send, all-reduce, optimizer: as run.json's prediction
                 }
             )
+        # E of the plan's shape as priced (the runtime's own step with nothing to compute; 0 when not calibrated)
+        out["empty_step_s"] = problem.coefficients.fixed_for(len(plan.stages), plan.data_parallel, plan.microbatches)
     if args.output is not None:
         write_text_atomic(Path(args.output), json.dumps(out, indent=2) + "\n")
     print(format_run_report(out, found.shapes) if not args.quiet else f"{status} objective={fmt(out['objective'], 12)} s")
@@ -251,7 +387,7 @@ def format_run_report(out: dict[str, Any], shapes: int) -> str:
     lines = [
         f"instance   {inst['source']}  (global batch {inst['global_batch']}, {inst['devices']} devices)",
         "problem    joint, objective run: the step of the global batch as 'run' executes it (1F1B, costmodel)",
-        f"costs      operators {out['cost_model']['operators_origin']}; links from profile {out['cost_model']['profile']}",
+        f"costs      operators {out['cost_model']['operators_origin']}; links {out['cost_model']['links_origin']}",
         f"status     {out['status'].upper()}  ({shapes} shapes enumerated)",
     ]
     if out["cost_model"]["links_note"]:

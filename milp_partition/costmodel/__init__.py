@@ -26,8 +26,11 @@ Step time (:mod:`.step`)
   the next stage (``y_q``: bytes per sample crossing the boundary; ``c_{p-1} = 0``), once forward and once
   backward: ``u_q = F_q + B_q + 2 c_q``.
 * 1F1B over ``m`` micro-batches: the first crosses every stage (fill and drain), the other ``m - 1`` follow
-  at the pace of the slowest stage; ``E`` is the runtime's own step with nothing to compute (schedule,
-  latencies; 0 where not measured)::
+  at the pace of the slowest stage; ``E`` is the runtime's own step of the shape ``(p, d, m)`` with nothing to
+  compute (schedule, latencies, DDP's hooks), measured before planning by ``solve --time-layers``
+  (:mod:`milp_partition.run.empty`: the function ``run`` measures its own with) or taken from runs
+  (``--empty-steps``); 0 where not measured.  A measured ``E`` holds every message's latency and one bucket's
+  all-reduce latency: those shapes price ``c_q`` and ``AR_q`` without them (``RunCoefficients.latencies_in_empty``)::
 
       pipeline = sum_q u_q + (m - 1) max_q u_q + E
 
@@ -41,8 +44,12 @@ Memory (:mod:`.memory`), an upper bound of what one rank of stage ``q`` holds
 * weights ``W_q``, gradients ``W_q``, optimizer state ``k_opt W_q`` (Adam: 2; SGD with momentum: 1), buffers;
 * saved activations of the micro-batches in flight: under 1F1B stage ``q`` of ``p`` holds at most
   ``min(m, p - q)`` micro-batches (plus, on the first stage, ``first_stage_extra_microbatches``: torch's
-  ``Schedule1F1B`` was measured to hold one more there), each ``b sum_{v in q} (v in R ? in_v : a_v)`` (a recomputed layer keeps only
-  its input);
+  ``Schedule1F1B`` was measured to hold one more there, its first step's shape-inference forward, even at ``m = 1``;
+  and the model's inputs of two global batches, ``max(2 G - y_0 b, 0) x_in`` beyond those in flight: ``run`` hands it
+  views of each step's batch), each ``b (r_q + sum_{v in q} (v in R ? in_v : a_v))`` (a recomputed layer keeps only
+  its input; ``r_q``, 0 on the first stage: its own copy of what it receives, as far as its layers save it, while the
+  sender's count holds the sender's: measured by the layer timer as the bytes a layer saves of what an earlier layer
+  saved first, else the whole cut ``y_{q-1}``; ``RunPlanProblem.received_bytes_per_sample``);
 * autograd temporaries: the largest recomputed layer's activations ``b max_{v in q cap R} a_v`` (re-run one at a
   time) plus the backward's largest transient ``b max_{v in q} a_v`` (a layer's gradients of its saved tensors);
 * allocator rounding: every tensor rounded up to ``rounding_bytes`` (512 on the CUDA caching allocator; 0 on
@@ -50,8 +57,7 @@ Memory (:mod:`.memory`), an upper bound of what one rank of stage ``q`` holds
   tensors: weights, gradients, optimizer state; the activations' tensors are not counted yet).
 
 Not here yet: tensor parallelism (its collectives and DTensor's hooks are still priced in
-:mod:`milp_partition.run.predict` for the run's prediction; the planner's run objective plans ``t = 1``), the
-runtime's own per-micro-batch schedule cost as a calibrated coefficient (``fixed_s`` is one constant, 0 unless
-given; ``run`` measures it per plan as the empty step), and the GPU's workspaces and rounding as calibrated
+:mod:`milp_partition.run.predict` for the run's prediction; the planner's run objective plans ``t = 1``), ``E``
+on GPU ranks (the calibration runs CPU ranks with gloo), and the GPU's workspaces and rounding as calibrated
 values (the fields exist in :class:`.memory.MemoryCoefficients`).
 """

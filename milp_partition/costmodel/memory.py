@@ -46,6 +46,7 @@ class StageMemory:
     temporaries_bytes: float
     rounding_bytes: float
     workspace_bytes: float
+    batch_inputs_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -59,6 +60,7 @@ class StageMemory:
                 self.temporaries_bytes,
                 self.rounding_bytes,
                 self.workspace_bytes,
+                self.batch_inputs_bytes,
             )
         )
 
@@ -73,13 +75,16 @@ def stage_memory(
     in_flight: int,
     tensors: int,
     coeffs: MemoryCoefficients,
+    batch_inputs_bytes: float = 0.0,
 ) -> StageMemory:
     """The terms of :mod:`milp_partition.costmodel`'s memory bound for one rank.
 
     ``kept_bytes_per_sample``: the saved activations of the stage for one sample (a recomputed layer: its input);
     ``largest_recomputed_bytes_per_sample``: the largest recomputed layer's saved activations (re-run one at a
     time); ``largest_transient_bytes_per_sample``: the largest layer's saved activations (their gradients in the
-    backward); ``tensors``: how many tensors the rank holds (for the allocator's rounding).
+    backward); ``tensors``: how many tensors the rank holds (for the allocator's rounding);
+    ``batch_inputs_bytes``: the model's inputs the first stage keeps beyond its micro-batches in flight (``run`` hands
+    it views of the global batch, so autograd's saved input holds the whole batch's storage, two steps' at once).
     """
     b = float(microbatch_size)
     return StageMemory(
@@ -92,4 +97,5 @@ def stage_memory(
         * (largest_recomputed_bytes_per_sample + coeffs.transient_factor * largest_transient_bytes_per_sample),
         rounding_bytes=float(tensors * coeffs.rounding_bytes),
         workspace_bytes=coeffs.workspace_bytes,
+        batch_inputs_bytes=batch_inputs_bytes,
     )

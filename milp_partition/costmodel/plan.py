@@ -36,6 +36,13 @@ class RunLayer:
         ``a_v``: activations autograd keeps for the backward, per sample.
     input_bytes_per_sample
         ``in_v``: what a recomputed layer keeps instead (its input), per sample.
+    busy_forward_s, busy_backward_s
+        ``(ranks, micro-batch size) -> seconds``: the layer's passes timed while ``ranks`` processes run on the
+        machine at once (a plan of ``p d`` ranks: each rank's cores are shared with the others); a pair not listed
+        takes :attr:`forward_s` / :attr:`backward_s` (timed alone).
+    saved_bytes_per_sample_at
+        Micro-batch size -> ``a_v`` as measured at that size (autograd's per-sample bytes are not the same at every
+        size); a size not listed takes :attr:`saved_bytes_per_sample`.
     """
 
     id: str
@@ -46,11 +53,33 @@ class RunLayer:
     buffer_bytes: float
     saved_bytes_per_sample: float
     input_bytes_per_sample: float
+    busy_forward_s: Mapping[tuple[int, int], float] = field(default_factory=dict)
+    busy_backward_s: Mapping[tuple[int, int], float] = field(default_factory=dict)
+    saved_bytes_per_sample_at: Mapping[int, float] = field(default_factory=dict)
+    #: Micro-batch size -> earlier layer's id -> bytes per sample this layer saves of tensors that layer saved first (a
+    #: stage starting between them receives them and saves its own copy).
+    reused_from_at: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
 
     @property
     def recomputable(self) -> bool:
         """Recomputation saves memory only where the input is smaller than what autograd keeps."""
         return self.input_bytes_per_sample < self.saved_bytes_per_sample
+
+    def recomputable_at(self, size: int) -> bool:
+        """:attr:`recomputable` at micro-batch size ``size`` (with that size's ``a_v``)."""
+        return self.input_bytes_per_sample < self.saved_at(size)
+
+    def saved_at(self, size: int) -> float:
+        """``a_v`` at micro-batch size ``size``: :attr:`saved_bytes_per_sample_at`'s entry, else the one figure."""
+        return self.saved_bytes_per_sample_at.get(size, self.saved_bytes_per_sample)
+
+    def forward_at(self, size: int, ranks: int = 1) -> float:
+        """``f_v(b)`` with ``ranks`` processes at once: the busy timing where measured, else :attr:`forward_s`."""
+        return self.busy_forward_s.get((ranks, size), self.forward_s[size])
+
+    def backward_at(self, size: int, ranks: int = 1) -> float:
+        """``g_v(b)`` with ``ranks`` processes at once: the busy timing where measured, else :attr:`backward_s`."""
+        return self.busy_backward_s.get((ranks, size), self.backward_s[size])
 
 
 @dataclass(frozen=True)
@@ -79,6 +108,12 @@ class RunCoefficients:
                 return seconds
         return self.fixed_s
 
+    def latencies_in_empty(self, stages: int, data_parallel: int, microbatches: int) -> bool:
+        """Whether the shape's ``E`` was measured (:attr:`empty_step_s` lists it): then the empty step already holds every
+        point-to-point message's latency and one bucket's all-reduce latency (it sends the same messages and
+        all-reduces one bucket), so the stage terms price those without ``alpha`` (as ``run``'s own prediction does)."""
+        return any((p, d, m) == (stages, data_parallel, microbatches) for p, d, m, _ in self.empty_step_s)
+
 
 @dataclass(frozen=True)
 class RunShape:
@@ -102,6 +137,33 @@ class RunPlanProblem:
     recompute: bool = True
     shape: RunShape = field(default_factory=RunShape)
     name: str = ""
+    #: ``x_in``: the model's inputs per sample.  ``run`` hands the first stage views of each step's global batch, so
+    #: the first layer's saved input holds the storage of all ``G`` samples, and two steps' batches were measured live at
+    #: once (the first step's shape-inference leftovers; run.json, MLP, d = 2, m = 1: 1024 bytes above one batch's
+    #: view): stage 0 keeps ``max(2 G - y_0 b, 0) x_in`` beyond its ``y_0`` micro-batches in flight
+    #: (:func:`batch_inputs_bytes`).
+    input_bytes_per_sample: float = 0.0
+    #: Whether the layers' :attr:`RunLayer.reused_from_at` were measured: then a later stage keeps, of what it
+    #: receives, what its layers were measured to save again; else the whole cut (an upper bound).
+    received_measured: bool = False
+
+    def received_bytes_per_sample(self, first: int, end: int, size: int) -> float:
+        """``r_q``: the bytes per sample a stage of layers ``first..end-1`` keeps of what it receives (its own copy, saved by
+        its layers): 0 on the first stage; measured, the bytes its layers save of what layers before ``first`` saved
+        first; else the cut before it, ``y_{first-1}``."""
+        if first == 0:
+            return 0.0
+        if not self.received_measured:
+            return self.cut_bytes_per_sample[first - 1]
+        before = {v.id for v in self.layers[:first]}
+        return sum(x for v in self.layers[first:end] for u, x in v.reused_from_at.get(size, {}).items() if u in before)
+
+    def batch_inputs_bytes(self, stage: int, in_flight: int, microbatch_size: int) -> float:
+        """The model's inputs stage ``stage`` (0-based) keeps beyond its ``in_flight`` micro-batches of
+        ``microbatch_size`` samples: ``max(2 G - y b, 0) x_in`` on the first stage, 0 on the others."""
+        if stage != 0:
+            return 0.0
+        return max(2 * self.global_batch - in_flight * microbatch_size, 0) * self.input_bytes_per_sample
 
     def __post_init__(self) -> None:
         if len(self.cut_bytes_per_sample) != max(len(self.layers) - 1, 0):

@@ -111,7 +111,8 @@ def optimizer_step_s(param_tensors: int, param_bytes: float, per_tensor_s: float
 
 def in_flight(stage: int, stages: int, microbatches: int, first_stage_extra: int = 0) -> int:
     """Micro-batches whose activations stage ``stage`` (0-based) of ``stages`` holds at once under 1F1B: ``min(m, p - q)``,
-    plus ``first_stage_extra`` on the first stage (what torch's schedule was measured to hold beyond it)."""
+    plus ``first_stage_extra`` on the first stage (what torch's schedule was measured to hold beyond it: its first step
+    runs a shape-inference forward whose saved tensors live beside the first micro-batch's, even with ``m = 1``)."""
     if not 0 <= stage < stages or microbatches < 1:
         raise ValueError(f"stage {stage} of {stages} with {microbatches} micro-batches")
     return min(microbatches, stages - stage) + (first_stage_extra if stage == 0 else 0)

@@ -359,6 +359,24 @@ def transformer_encoder(d_model: int = 64, heads: int = 4, layers: int = 2, ffn:
     return nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
 
 
+def mlp_heldout_test() -> nn.Module:
+    """Held back from tuning the run objective (``benchmarks/plan_fidelity.py``): a wider, deeper MLP than
+    :func:`mlp_small_test` with GELU: 6 blocks of width 96 on 48 inputs, 10 classes."""
+    mods: list[nn.Module] = []
+    width = 48
+    for _ in range(6):
+        mods += [nn.Sequential(nn.Linear(width, 96), nn.GELU())]
+        width = 96
+    mods.append(nn.Linear(width, 10))
+    return nn.Sequential(*mods)
+
+
+def encoder_heldout_test() -> nn.Module:
+    """Held back from tuning the run objective (``benchmarks/plan_fidelity.py``): torch's own
+    ``nn.TransformerEncoder`` (4 post-norm layers of width 64, 4 heads, feed-forward 192) on float sequences."""
+    return transformer_encoder(d_model=64, heads=4, layers=4, ffn=192)
+
+
 def gpt_joint_example(d_model: int = 4096, layers: int = 32, heads: int = 32, max_len: int = 2048) -> nn.Module:
     """A GPT-3-6.7B-shaped decoder (32 layers, width 4096, 32 heads, vocabulary 50304) built on the meta device.
 

@@ -4,7 +4,9 @@ Minimise the step of :mod:`milp_partition.costmodel` over every plan shape (``p`
 ``d`` with ``p d <= k``, ``m >= p`` micro-batches per replica with ``d m | G`` (1F1B as ``run`` executes it,
 torch's ``Schedule1F1B``, needs a micro-batch per stage) and the layers timed at ``b = G / (d m)``), every split of the layers into ``p`` contiguous stages and every set of recomputed layers::
 
-    min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)     (E: the shape's, ``coefficients.fixed_for(p, d, m)``)
+    min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)     (E: the shape's, ``coefficients.fixed_for(p, d, m)``;
+                                                                 where it was measured, ``u_q`` and ``AR_q`` leave out
+                                                                 the latencies E holds: ``latencies_in_empty``)
     s.t. mem_q(R) <= M                                          (c) memory, every stage
 
 Two facts make it exact:
@@ -132,9 +134,11 @@ class _Stages:
     def __init__(self, problem: RunPlanProblem, d: int, m: int, p: int) -> None:
         self.problem, self.d, self.m, self.p = problem, d, m, p
         self.b = b = problem.global_batch // (d * m)
-        self.f = [v.forward_s[b] for v in problem.layers]
-        self.g = [v.backward_s[b] for v in problem.layers]
+        self.f = [v.forward_at(b, p * d) for v in problem.layers]  # timed with p d ranks at once where measured
+        self.g = [v.backward_at(b, p * d) for v in problem.layers]
+        self.a = [v.saved_at(b) for v in problem.layers]  # a_v measured at this size where measured
         self.cache: dict[tuple[int, int, int], tuple[float, float, tuple[int, ...]] | None] = {}
+        self.in_empty = problem.coefficients.latencies_in_empty(p, d, m)
 
     def cost(self, i: int, e: int, q: int) -> tuple[float, float, tuple[int, ...]] | None:
         """``(u_q, AR_q + O_q, recomputed positions)`` of layers ``i..e-1`` as stage ``q``; ``None`` if nothing fits."""
@@ -148,32 +152,29 @@ class _Stages:
         span = problem.layers[i:e]
         weights = sum(v.param_bytes for v in span)
         tensors = sum(v.param_tensors for v in span)
-        send = c.p2p_alpha_s + b * problem.cut_bytes_per_sample[e - 1] * c.p2p_beta_s_per_byte if q < p - 1 else 0.0
+        lat = self.in_empty  # the latencies E already holds: every message's, one bucket's all-reduce
+        alpha = 0.0 if lat else c.p2p_alpha_s
+        send = alpha + b * problem.cut_bytes_per_sample[e - 1] * c.p2p_beta_s_per_byte if q < p - 1 else 0.0
         unit = sum(self.f[i:e]) + sum(self.g[i:e]) + 2.0 * send
         tail = tensors * c.optimizer_s_per_param_tensor + weights * c.optimizer_s_per_param_byte
         if d > 1:
-            tail += max(1, math.ceil(weights / c.ddp_bucket_bytes)) * c.allreduce_alpha_s + weights * c.allreduce_beta_s_per_byte
+            buckets = max(1, math.ceil(weights / c.ddp_bucket_bytes)) - int(lat)
+            tail += buckets * c.allreduce_alpha_s + weights * c.allreduce_beta_s_per_byte
         base = (  # (c) memory without recomputation
             weights * (2.0 + k_opt)
             + sum(v.buffer_bytes for v in span)
-            + flight * b * sum(v.saved_bytes_per_sample for v in span)
-            + b * mc.transient_factor * max(v.saved_bytes_per_sample for v in span)
+            + flight * b * (sum(self.a[i:e]) + problem.received_bytes_per_sample(i, e, b))  # + its copy of what it receives
+            + b * mc.transient_factor * max(self.a[i:e])
             + tensors * (2 + math.ceil(k_opt)) * mc.rounding_bytes
             + mc.workspace_bytes
+            + problem.batch_inputs_bytes(q, flight, b)  # (the first stage holds the global batch's inputs)
         )
         out: tuple[float, float, tuple[int, ...]] | None = None
         if base <= problem.memory_bytes:
             out = (unit, tail, ())
         elif problem.recompute:
-            idx = [i + j for j, v in enumerate(span) if v.recomputable]
-            items = [
-                (
-                    self.f[x],
-                    problem.layers[x].saved_bytes_per_sample - problem.layers[x].input_bytes_per_sample,
-                    problem.layers[x].saved_bytes_per_sample,
-                )
-                for x in idx
-            ]
+            idx = [i + j for j, v in enumerate(span) if v.recomputable_at(b)]
+            items = [(self.f[x], self.a[x] - problem.layers[x].input_bytes_per_sample, self.a[x]) for x in idx]
             found = _least_recompute(items, _Need(base, b, flight * b, problem.memory_bytes)) if items else None
             if found is not None:
                 out = (unit + found[0], tail, tuple(idx[x] for x in found[1]))
@@ -181,7 +182,7 @@ class _Stages:
         return out
 
 
-def _shapes(problem: RunPlanProblem) -> list[tuple[int, int, int]]:
+def run_shapes(problem: RunPlanProblem) -> list[tuple[int, int, int]]:
     """Every ``(d, m, p)`` the problem allows (``p d <= k``, ``m >= p``, ``d m | G``, ``b`` timed, the forced shape)."""
     G, k, n, shape = problem.global_batch, problem.devices, len(problem.layers), problem.shape
     sizes = set(problem.sizes)
@@ -203,7 +204,7 @@ def solve_run_dp(problem: RunPlanProblem, time_limit_s: float | None = None) -> 
     best_value, best_plan = math.inf, None
     explored = 0
     complete = True
-    for d, m, p in _shapes(problem):
+    for d, m, p in run_shapes(problem):
         if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
             complete = False
             break

@@ -43,10 +43,17 @@ def run_problem_from_imported(
     operators: OperatorCoefficients | None = None,
     times: Mapping[int, Mapping[str, tuple[float, float]]] | None = None,
     saved_bytes_per_sample: Mapping[str, float] | None = None,
+    saved_bytes_per_sample_at: Mapping[int, Mapping[str, float]] | None = None,
+    reused_bytes_per_sample_at: Mapping[int, Mapping[str, Mapping[str, float]]] | None = None,
     recompute: bool = True,
     shape: RunShape | None = None,
 ) -> RunPlanProblem:
     """The :class:`RunPlanProblem` of an imported graph (parsed JSON); see the module docstring.
+
+    ``saved_bytes_per_sample_at``: size -> node -> ``a_v`` measured at that size (each size's own, used at that size;
+    ``saved_bytes_per_sample``, or the import's count, at the others).  ``reused_bytes_per_sample_at``: size -> node ->
+    earlier node -> bytes the node saves of what the earlier one saved first (measured at every size: a later stage
+    keeps those of what it receives; else the whole cut).
 
     Raises
     ------
@@ -69,10 +76,12 @@ def run_problem_from_imported(
                 cuts[i] += nbytes / batch
     k_opt = max(model.settings.optimizer_state_bytes_per_param_byte - 1.0, 0.0)
     layers = []
+    model_inputs = 0.0
     for v in order:
         _, ops = model.layers[v]
         if not any(w == v for _, w, _ in model.edges):  # a layer reading the model's inputs keeps them
             incoming[v] = input_activation_bytes(ops[0]) / batch
+            model_inputs += incoming[v]
         fwd: dict[int, float] = {}
         bwd: dict[int, float] = {}
         for b in sizes:
@@ -107,11 +116,44 @@ def run_problem_from_imported(
                 buffer_bytes=float(sum(op.buffer_bytes for op in ops)),
                 saved_bytes_per_sample=float(saved),
                 input_bytes_per_sample=float(incoming[v]),
+                saved_bytes_per_sample_at={
+                    b: float(at.get(v, 0.0)) for b, at in (saved_bytes_per_sample_at or {}).items() if b in fwd
+                },
+                reused_from_at={
+                    b: {str(u): float(x) for u, x in at.get(v, {}).items()}
+                    for b, at in (reused_bytes_per_sample_at or {}).items()
+                    if b in fwd
+                },
             )
         )
     memory = replace(coefficients.memory, optimizer_state_bytes_per_param_byte=k_opt)
     coefficients = replace(coefficients, memory=memory)
     name = str(data.get("name", "")) if isinstance(data, Mapping) else ""
     return RunPlanProblem(
-        tuple(layers), tuple(cuts), global_batch, devices, float(memory_bytes), coefficients, recompute, shape or RunShape(), name
+        tuple(layers),
+        tuple(cuts),
+        global_batch,
+        devices,
+        float(memory_bytes),
+        coefficients,
+        recompute,
+        shape or RunShape(),
+        name,
+        input_bytes_per_sample=model_inputs,
+        received_measured=reused_bytes_per_sample_at is not None and all(b in reused_bytes_per_sample_at for b in sizes),
     )
+
+
+def with_busy_times(
+    problem: RunPlanProblem, busy: Mapping[int, Mapping[int, Mapping[str, tuple[float, float]]]]
+) -> RunPlanProblem:
+    """``problem`` with its layers' passes timed with several ranks at once: ranks -> size -> node -> (forward,
+    backward) seconds (:attr:`RunLayer.busy_forward_s`; a plan of ``p d`` ranks is priced with those of ``p d``)."""
+    if not busy:
+        return problem
+    layers = []
+    for v in problem.layers:
+        fwd = {(r, b): t[v.id][0] for r, by_size in busy.items() for b, t in by_size.items() if v.id in t}
+        bwd = {(r, b): t[v.id][1] for r, by_size in busy.items() for b, t in by_size.items() if v.id in t}
+        layers.append(replace(v, busy_forward_s={**v.busy_forward_s, **fwd}, busy_backward_s={**v.busy_backward_s, **bwd}))
+    return replace(problem, layers=tuple(layers))

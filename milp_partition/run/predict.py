@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from milp_partition.calibration.timing import median_seconds
@@ -179,8 +179,9 @@ class LayerTimer:
         named = dict(self.model.named_modules())
         self.points = [v for v in spec.node_order if v in named and v != ""]
         args, kwargs, target = batch(spec, self.model, 0, seed)
-        self.args = [a[:samples] for a in args]
-        self.kwargs = {k: v[:samples] for k, v in kwargs.items()}
+        # copies of the first samples: autograd's saved inputs then hold this micro-batch's storage, not the batch's
+        self.args = [a[:samples].clone() for a in args]
+        self.kwargs = {k: v[:samples].clone() for k, v in kwargs.items()}
         self.target = target[:samples]
         if device is not None:
             self.model.to(device)
@@ -200,8 +201,12 @@ class LayerTimer:
         self.count_saved = count_saved
         self.param_storages = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
         self.current: str | None = None
-        self.seen: set[int] = set()
+        self.seen: dict[int, str] = {}  # storage -> the node that saved it first
         self.saved_bytes: dict[str, int] = {}
+        #: node -> earlier node -> bytes this node saves of storages the earlier one saved first (the last pass): what a
+        #: pipeline stage starting between them saves again, as its own copy of what it receives
+        self.reused_bytes: dict[str, dict[str, int]] = {}
+        self.reused_seen: set[tuple[str, int]] = set()
         self.sample(record=False)  # warm-up
 
     def now(self) -> float:
@@ -220,10 +225,16 @@ class LayerTimer:
         local = t.to_local() if hasattr(t, "to_local") else t
         storage = local.untyped_storage()
         key = storage.data_ptr()
-        if key not in self.param_storages and key not in self.seen and storage.nbytes() > 0:
-            self.seen.add(key)
-            node = self.current if self.current is not None else (self.points[0] if self.points else "")
+        if key in self.param_storages or storage.nbytes() == 0:
+            return t
+        node = self.current if self.current is not None else (self.points[0] if self.points else "")
+        if key not in self.seen:
+            self.seen[key] = node
             self.saved_bytes[node] = self.saved_bytes.get(node, 0) + storage.nbytes()
+        elif self.seen[key] != node and (node, key) not in self.reused_seen:
+            self.reused_seen.add((node, key))
+            by = self.reused_bytes.setdefault(node, {})
+            by[self.seen[key]] = by.get(self.seen[key], 0) + storage.nbytes()
         return t
 
     def sample(self, record: bool = True) -> None:
@@ -237,7 +248,8 @@ class LayerTimer:
             self.bstamp.clear()
             t0 = self.now()
             if self.count_saved:
-                self.current, self.seen, self.saved_bytes = None, set(), {}
+                self.current, self.seen, self.saved_bytes = None, {}, {}
+                self.reused_bytes, self.reused_seen = {}, set()
                 with torch.autograd.graph.saved_tensors_hooks(self._pack, lambda x: x):
                     loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
             else:
@@ -282,16 +294,42 @@ def measure_layers(spec: RunSpec, threads: int = 1, repeats: int = 5, seed: int 
     return timer.profile()
 
 
-def time_layers_at_sizes(
-    data: dict[str, Any], graph_path: str, sizes: Sequence[int], threads: int = 1, repeats: int = 5, seed: int = 0
-) -> tuple[dict[int, dict[str, tuple[float, float]]], float, dict[str, float]]:
-    """The imported model's own layers timed on this CPU at each micro-batch size (``import --time-layers``' role).
+@dataclass(frozen=True)
+class SizeTimings:
+    """The model's own layers timed at each micro-batch size (:func:`time_layers_by_size`).
 
-    Returns size -> node -> (forward, backward) seconds of one micro-batch (medians of ``repeats``), the
-    optimizer step's seconds per parameter tensor (at the largest size), and per node the bytes autograd saves per
-    sample as the run counts them (the largest over the sizes of the bytes at size ``b`` over ``b``: the loss's
-    saved tensors fall to the last node).  The model is built from the import's
-    reference (``layers.model``); a graph without one is refused.
+    Attributes
+    ----------
+    times
+        Size -> node -> (forward, backward) seconds of one micro-batch (medians).
+    optimizer_s_per_param_tensor
+        The optimizer step's seconds per parameter tensor (at the largest size).
+    saved_bytes_per_sample
+        Size -> node -> the bytes autograd saves per sample at that size, as the run counts them (each storage once,
+        parameters excluded; the loss's saved tensors fall to the last node).
+    """
+
+    times: dict[int, dict[str, tuple[float, float]]]
+    optimizer_s_per_param_tensor: float
+    saved_bytes_per_sample: dict[int, dict[str, float]]
+    #: Size -> node -> earlier node -> bytes per sample the node saves of what the earlier node saved first (a stage
+    #: starting between them receives it and saves its own copy).
+    reused_bytes_per_sample: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
+
+
+def time_layers_by_size(
+    data: dict[str, Any],
+    graph_path: str,
+    sizes: Sequence[int],
+    threads: int = 1,
+    repeats: int = 5,
+    seed: int = 0,
+    before_size: Callable[[], None] | None = None,
+) -> SizeTimings:
+    """The imported model's own layers timed on this CPU at each micro-batch size (``solve --time-layers``' role).
+
+    The model is built from the import's reference (``layers.model``); a graph without one is refused.
+    ``before_size``: called before each size's timer is built (a barrier, when several ranks time at once).
     """
     layers = data.get("layers") if isinstance(data, dict) else None
     model = layers.get("model") if isinstance(layers, dict) else None
@@ -316,18 +354,34 @@ def time_layers_at_sizes(
         graph=data,
     )
     out: dict[int, dict[str, tuple[float, float]]] = {}
-    saved: dict[str, float] = {}
+    saved: dict[int, dict[str, float]] = {}
+    reused: dict[int, dict[str, dict[str, float]]] = {}
     per_tensor = 0.0
     for b in sorted(sizes):
+        if before_size is not None:
+            before_size()
         timer = LayerTimer(spec, threads, seed, samples=b, count_saved=True)
         for _ in range(repeats):
             timer.sample()
         prof = timer.profile()
         out[b] = {v: (prof.forward_s.get(v, 0.0), prof.backward_s.get(v, 0.0)) for v in forward}
         per_tensor = prof.optimizer_s_per_param_tensor
-        for v, nbytes in timer.saved_bytes.items():
-            saved[v] = max(saved.get(v, 0.0), nbytes / b)
-    return out, per_tensor, saved
+        saved[b] = {v: nbytes / b for v, nbytes in timer.saved_bytes.items()}
+        reused[b] = {v: {u: x / b for u, x in by.items()} for v, by in timer.reused_bytes.items()}
+    return SizeTimings(out, per_tensor, saved, reused)
+
+
+def time_layers_at_sizes(
+    data: dict[str, Any], graph_path: str, sizes: Sequence[int], threads: int = 1, repeats: int = 5, seed: int = 0
+) -> tuple[dict[int, dict[str, tuple[float, float]]], float, dict[str, float]]:
+    """:func:`time_layers_by_size` as (times, optimizer seconds per parameter tensor, per node the largest over the
+    sizes of the saved bytes per sample: an upper bound at every size timed)."""
+    got = time_layers_by_size(data, graph_path, sizes, threads, repeats, seed)
+    saved: dict[str, float] = {}
+    for per_node in got.saved_bytes_per_sample.values():
+        for v, x in per_node.items():
+            saved[v] = max(saved.get(v, 0.0), x)
+    return got.times, got.optimizer_s_per_param_tensor, saved
 
 
 # -- the plan's inputs to the formula ----------------------------------------------------------------

@@ -9,7 +9,9 @@ formulas of :mod:`milp_partition.costmodel` (plain arithmetic) and evaluates the
 - only layers whose recomputation saves memory are recomputed, and only when the problem allows it;
 - a forced shape (stages, ``d``, ``m``) holds;
 - every stage's memory bound (:func:`milp_partition.costmodel.memory.stage_memory`) is at most the device's;
-- the step is :func:`milp_partition.costmodel.step.step_time` over the stages' :class:`StageTimes`.
+- the step is :func:`milp_partition.costmodel.step.step_time` over the stages' :class:`StageTimes`, with the shape's
+  ``E``; where ``E`` was measured it holds the messages' latency and one bucket's all-reduce latency, which the stages
+  then leave out (``latencies_in_empty``).
 """
 
 from __future__ import annotations
@@ -71,10 +73,10 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
     for name in sorted(plan.recomputed - ids):
         bad.append(f"recomputed layer {name!r} is not a layer of the problem")
     for v in problem.layers:
-        if v.id in plan.recomputed and (not problem.recompute or not v.recomputable):
-            bad.append(f"layer {v.id!r} is recomputed but recomputation is not offered for it")
         if b not in v.forward_s or b not in v.backward_s:
             bad.append(f"layer {v.id!r} has no time at micro-batch size {b}")
+        elif v.id in plan.recomputed and (not problem.recompute or not v.recomputable_at(b)):
+            bad.append(f"layer {v.id!r} is recomputed but recomputation is not offered for it")
     shape = problem.shape
     for name, want, have in (
         ("stages", shape.stages, p),
@@ -86,31 +88,43 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
     if bad:
         return RunPlanReport(False, tuple(bad))
     c = problem.coefficients
+    lat = c.latencies_in_empty(p, d, m)  # a measured E holds every message's latency and one bucket's all-reduce
     k_opt = c.memory.optimizer_state_bytes_per_param_byte
     times: list[StageTimes] = []
     memory: list[StageMemory] = []
     for q, (first, end) in enumerate(plan.stages):
         layers = problem.layers[first:end]
         recomputed = [v for v in layers if v.id in plan.recomputed]
-        fwd = math.fsum(v.forward_s[b] for v in layers)
-        bwd = math.fsum(v.backward_s[b] for v in layers) + math.fsum(v.forward_s[b] for v in recomputed)
-        send = message_s(b * problem.cut_bytes_per_sample[end - 1], c.p2p_alpha_s, c.p2p_beta_s_per_byte) if q < p - 1 else 0.0
+        ranks = p * d  # every layer timed with this many processes at once where that was measured
+        fwd = math.fsum(v.forward_at(b, ranks) for v in layers)
+        bwd = math.fsum(v.backward_at(b, ranks) for v in layers) + math.fsum(v.forward_at(b, ranks) for v in recomputed)
+        alpha = 0.0 if lat else c.p2p_alpha_s
+        send = message_s(b * problem.cut_bytes_per_sample[end - 1], alpha, c.p2p_beta_s_per_byte) if q < p - 1 else 0.0
         weights = math.fsum(v.param_bytes for v in layers)
         tensors = sum(v.param_tensors for v in layers)
-        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes)
+        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes, int(lat))
         opt = optimizer_step_s(tensors, weights, c.optimizer_s_per_param_tensor, c.optimizer_s_per_param_byte)
         times.append(StageTimes(fwd, bwd, send, ar, opt))
-        kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else v.saved_bytes_per_sample for v in layers)
+        flight = in_flight(q, p, m, c.memory.first_stage_extra_microbatches)
+        kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else v.saved_at(b) for v in layers)
+        if q > 0:  # what the stage receives and its layers save, their own copy (the sender's count has the other)
+            if problem.received_measured:
+                before = {v.id for v in problem.layers[:first]}
+                kept += math.fsum(x for v in layers for u, x in v.reused_from_at.get(b, {}).items() if u in before)
+            else:  # not measured: the whole cut
+                kept += problem.cut_bytes_per_sample[first - 1]
         mem = stage_memory(
             weights,
             math.fsum(v.buffer_bytes for v in layers),
             kept,
-            max((v.saved_bytes_per_sample for v in recomputed), default=0.0),
-            max(v.saved_bytes_per_sample for v in layers),
+            max((v.saved_at(b) for v in recomputed), default=0.0),
+            max(v.saved_at(b) for v in layers),
             b,
-            in_flight(q, p, m, c.memory.first_stage_extra_microbatches),
+            flight,
             tensors * (2 + math.ceil(k_opt)),
             c.memory,
+            # the first stage's saved input is a view of the global batch (two steps' batches live at once)
+            max(2 * problem.global_batch - flight * b, 0) * problem.input_bytes_per_sample if q == 0 else 0.0,
         )
         memory.append(mem)
         if mem.total_bytes > problem.memory_bytes * (1 + MEMORY_REL_TOL):
