@@ -30,6 +30,7 @@ import math
 import os
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from milp_partition.cli import main as cli_main
 from milp_partition.joint.mixed_layers import mixed_from_imported, one_kind, parse_kinds
 from milp_partition.joint.mixed_problem import MixedJointProblem, MixedPlan, MixedStage
 from milp_partition.joint.mixed_solve import MixedSolveSettings, solve_mixed
-from milp_partition.joint.problem import JointSolveSettings
+from milp_partition.joint.problem import JointSolveSettings, joint_cluster
 from milp_partition.joint.solve import solve_joint
 from milp_partition.report import gap_text
 from milp_partition.verifiers.joint_mixed import verify_joint_mixed
@@ -149,8 +150,8 @@ def bench(graph: Path, import_s: float | None) -> list[str]:
         )
         for kind in problem.kinds:
             alone = problem.tables[kind.name]
-            alone = alone.with_cluster(
-                type(alone.cluster)(kind.count, kind.memory_bytes, kind.bandwidth_bytes_per_s, MICROBATCHES)
+            alone = replace(
+                alone, cluster=joint_cluster(kind.count, kind.memory_bytes, kind.bandwidth_bytes_per_s), microbatches=MICROBATCHES
             )
             t0 = time.perf_counter()
             h = solve_joint(alone, JointSolveSettings(time_limit_s=TIME_LIMIT_S))

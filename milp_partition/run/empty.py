@@ -27,6 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.io.atomic import write_atomic
+from milp_partition.run.engine import set_parent_death_signal
+from milp_partition.run.launch import run_ranks
+from milp_partition.run.predict import empty_step, measure_links, time_layers_by_size
 
 
 @dataclass(frozen=True)
@@ -67,14 +70,10 @@ def empty_worker(
 ) -> None:
     """One rank of a group of ``world`` ranks: ``E`` of every shape (``p d = world``), gloo's fits when ``world > 1``, and
     with ``model`` (the graph, its path, the sizes) its layers timed at those sizes; writes ``empty{rank}.json``."""
-    from milp_partition.run.engine import set_parent_death_signal
-
     set_parent_death_signal()
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-
-    from milp_partition.run.predict import empty_step, measure_links, time_layers_by_size
 
     torch.set_num_threads(threads)
     device = torch.device("cpu")
@@ -111,8 +110,6 @@ def calibrate_empty_steps(
     batch ``G``: every group of two ranks or more also times its layers at its shapes' sizes ``G / (d m)`` (medians of
     ``layer_repeats``).  ``repeats``: the empty steps per shape whose median is ``E`` (more than the run's 5: one
     calibration prices every plan, so a load spike in it would move every plan of its shape)."""
-    from milp_partition.run.launch import run_ranks
-
     say = progress or (lambda _: None)
     by_world: dict[int, list[tuple[int, int, int]]] = {}
     for p, d, m in sorted(set(shapes)):
