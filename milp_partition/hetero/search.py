@@ -45,6 +45,9 @@ TICK = 2000
 #: Phase 1 (heuristic sweep over every triple): share of the time limit and nodes per triple.
 PHASE1_SHARE = 0.08
 PHASE1_NODES = 300
+#: Seconds the search may spend, once its time ran out, computing the unexplored triples' full bounds (the proven
+#: bound it reports; past them, the quick bound of the next triple, a lower one).
+REMAINING_GRACE_S = 1.0
 
 
 @dataclass
@@ -128,12 +131,15 @@ class _Tables:
         """Whether configuration k holds layers s..e-1 with ``in_flight`` micro-batches (memory grows with e)."""
         row = self.fit_cache.get((k, in_flight))
         if row is None:
-            row = []
-            for s0 in range(self.L):
-                e0 = s0
-                while e0 < self.L and self._fits(k, s0, e0 + 1, in_flight):
-                    e0 += 1
-                row.append(e0)
+            # memory grows with e (prefix sums of non-negative floats): the count of ends that fit is the last one;
+            # the same arithmetic as :meth:`_fits`, elementwise
+            L = self.L
+            pp, ap = np.array(self.ppre[k]), np.array(self.apre[k])
+            params = pp[None, :] - pp[:, None]
+            act = (ap[None, :] - ap[:, None]) * self.mbs * FLOAT_BYTES
+            used = params * self.problem.model.optimizer_bytes_per_param + act * in_flight + self.memconst[k]
+            ok = (used <= self.memcap[k] * (1 + 1e-12)) & (np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None])
+            row = [s0 + int(n) for s0, n in enumerate(ok[:L].sum(axis=1).tolist())]
             self.fit_cache[(k, in_flight)] = row
         return e <= row[s]
 
@@ -301,6 +307,7 @@ class _Search:
         self.out = SearchOutcome(plan=plan, value=incumbent)
         self.ticks = 0
         self.stop = False
+        self.full_bounds: dict[tuple[float, int, int, int], float] = {}
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
@@ -519,20 +526,57 @@ class _Search:
         b = len(gmax0) - 1 if d is None else min(sum(tb.caps) // d, len(gmax0) - 1)
         return float(gmax0[b]), float(gsum0[b])
 
-    def triple_bound(self, tb: _Tables, d: int, p: int) -> float:
+    def free_split(self, tb: _Tables, p: int) -> tuple[float, float]:
+        """(least max_i y_i, least sum_i y_i) over every split into p stages and every configuration that fits, with no
+        device budget: :meth:`root_split` without its tp-budget dimension (at most its value for every D), a dynamic
+        program over (stage, first layer) only.  Cached per (P, objective) in ``tb``."""
+        key = ("free", p, self.sound)
+        got = tb.misc.get(key)
+        if got is None:
+            ylb = self.stage_ylb(tb, p)
+            ok = np.ones((tb.L + 1, tb.L + 1), dtype=bool)
+            rmax, rsum = _bottleneck(ylb, [[ok] * len(row) for row in ylb], tb.L)
+            got = tb.misc[key] = (float(rmax[0][0]), float(rsum[0][0]))  # type: ignore[assignment]
+        return cast("tuple[float, float]", got)
+
+    def triple_bound(self, tb: _Tables, d: int, p: int, quick: bool = False) -> float:
         """A lower bound on the iteration time of every plan with micro-batch ``tb.mbs``, D = d and P = p:
         (m - 1) max_i y_i + sum_i y_i + U + T_sync with max_i y_i at least the device-time bound theta plus the least
         send, the average least compute plus the least send, and the bottleneck split's least max; sum_i y_i at
-        least the bottleneck split's least sum; U at its floor, T_sync at :meth:`ar_split`."""
+        least the bottleneck split's least sum; U at its floor, T_sync at :meth:`ar_split`.  The split is
+        :meth:`root_split` under the device budget, or with ``quick`` :meth:`free_split` (no budget: a bound no
+        higher, far cheaper, for ordering the triples; the search checks the full one before it enters a triple)."""
         m = math.ceil(self.problem.global_batch / (tb.mbs * d))
         xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-        ymax_lb, ysum_lb = self.root_split(tb, p, d)
+        ymax_lb, ysum_lb = self.free_split(tb, p) if quick else self.root_split(tb, p, d)
         return (
             (m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
             + max(tb.cminpre[tb.L] + sum(xs), ysum_lb)
             + tb.umin
             + self.ar_split(tb, d, p)
         )
+
+    def full_bound(self, tables: dict[int, _Tables], triple: tuple[float, int, int, int]) -> float:
+        """The triple's bound under the device budget (at least its quick bound), computed once."""
+        got = self.full_bounds.get(triple)
+        if got is None:
+            quick, mbs, d, p = triple
+            got = self.full_bounds[triple] = max(quick, self.triple_bound(tables[mbs], d, p))
+        return got
+
+    def remaining_bound(self, tables: dict[int, _Tables], rest: list[tuple[float, int, int, int]]) -> float:
+        """A lower bound on every plan of the triples not explored (sorted by quick bound): the least full bound, the
+        full bounds computed while a quick bound stays below the least so far and the grace lasts (then that quick
+        bound, no higher than every later triple's)."""
+        best = math.inf
+        grace = Budget.starting_now(REMAINING_GRACE_S)
+        for t in rest:
+            if t[0] >= best:
+                break
+            if grace.expired():
+                return min(best, t[0])
+            best = min(best, self.full_bound(tables, t))
+        return best
 
     def run(self) -> SearchOutcome:
         prob = self.problem
@@ -546,43 +590,60 @@ class _Search:
             total = sum(tb.caps)
             for d in range(1, total + 1):
                 for p in range(1, min(tb.L, total // d) + 1):
-                    triples.append((self.triple_bound(tb, d, p), mbs, d, p))
+                    triples.append((self.triple_bound(tb, d, p, quick=True), mbs, d, p))
         triples.sort()
         self.out.triples = len(triples)
         # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for
-        # a good incumbent early; it proves nothing (its unresolved leaves are dropped: phase 2 covers every triple)
+        # a good incumbent early.  A triple it explores to the end (no node cap, no stop) is done: every plan of it
+        # was priced or pruned against an incumbent no lower than the final one, and its unresolved leaves are kept;
+        # the others' unresolved leaves are dropped (phase 2 explores them again)
         phase1 = (
             self.budget.capped(self.budget.limit_s * PHASE1_SHARE)
             if math.isfinite(self.budget.limit_s)
             else self.budget.capped(5.0)
         )
+        done: set[tuple[int, int, int]] = set()
         self.node_cap, self.balanced = PHASE1_NODES, True
-        for lb, mbs, d, p in triples:
-            if lb * (1 - PRUNE_REL) >= self.out.value or phase1.expired():
+        for t in triples:
+            _q, mbs, d, p = t
+            if t[0] * (1 - PRUNE_REL) >= self.out.value or phase1.expired():
                 break
+            if self.full_bound(tables, t) * (1 - PRUNE_REL) >= self.out.value:
+                done.add((mbs, d, p))
+                continue
             self.triple_nodes = 0
+            kept = len(self.out.unresolved)
             self.inner(tables[mbs], d, p)
+            if self.abort or self.stop:
+                del self.out.unresolved[kept:]
+            else:
+                done.add((mbs, d, p))
             self.abort = False
             if self.stop:
                 self.stop = False
                 break
         self.node_cap, self.balanced, self.abort = None, False, False
-        self.out.unresolved.clear()
-        for _idx, (lb, mbs, d, p) in enumerate(triples):
-            if lb * (1 - PRUNE_REL) >= self.out.value:
+        for idx, t in enumerate(triples):
+            _q, mbs, d, p = t
+            if t[0] * (1 - PRUNE_REL) >= self.out.value:
                 break
+            if (mbs, d, p) in done:
+                continue
             if self.budget.expired():
                 self.stop = True
+            if not self.stop and self.full_bound(tables, t) * (1 - PRUNE_REL) >= self.out.value:
+                continue
+            if not self.stop:
+                self.inner(tables[mbs], d, p)
             if self.stop:
                 self.out.stopped_by = "time_limit"
-                self.out.bound = min([self.out.value, lb, *self.out.unresolved])
-                return self.out
-            self.inner(tables[mbs], d, p)
-            if self.stop:
-                self.out.stopped_by = "time_limit"
-                self.out.bound = min([self.out.value, lb, *self.out.unresolved])
+                rest = [x for x in triples[idx:] if (x[1], x[2], x[3]) not in done]
+                self.out.bound = min([self.out.value, self.remaining_bound(tables, rest), *self.out.unresolved])
                 return self.out
         self.out.complete = True
+        # a leaf left unresolved at or above the final incumbent proves nothing is lost there (phase 1 leaves priced
+        # before the incumbent fell are such)
+        self.out.unresolved = [u for u in self.out.unresolved if u < self.out.value]
         self.out.bound = min([self.out.value, *self.out.unresolved])
         return self.out
 
@@ -901,42 +962,61 @@ class _Triple:
 
         two_sfx[k][s0][a] = least devices of column 1 that stages k..P-1 over layers s0..L-1 need with at most a
         devices of column 0 (each replica on an allowed configuration; per column the least tp is the cheapest).
+        A stage over s0..e-1 whose allowed configurations' least tps are (t0, t1) puts n of its D replicas on column 0
+        and D - n on column 1: two_sfx[k][s0][a] = min over e and n of two_sfx[k+1][e][a - n t0] + (D - n) t1.  That
+        step depends on (e, t0, t1), not on s0: it is computed once per (t0, t1) for every e and n at once (numpy),
+        then each (s0, e) picks its pair's row.
         """
         tb, L, p, d, nk, cap0, cap1 = self.tb, self.L, self.p, self.d, self.nk, self.cap0, self.cap1
         inf = math.inf
         two_sfx: list[list[np.ndarray | None]] = [[None] * (L + 1) for _ in range(p + 1)]
         self.two_sfx = two_sfx
-        last = np.full(cap0 + 1, inf)
-        last[:] = 0.0
-        two_sfx[p][L] = last
+        two_sfx[p][L] = np.zeros(cap0 + 1)
+        big = 1 << 20
+        tps0 = [(c, tb.cfgs[c][1]) for c in range(nk) if tb.cfgs[c][0] == 0]
+        tps1 = [(c, tb.cfgs[c][1]) for c in range(nk) if tb.cfgs[c][0] == 1]
+        ns = np.arange(d + 1)
+        avec = np.arange(cap0 + 1)
+        combos = [(t0, t1) for t0 in [0, *sorted({t for _c, t in tps0})] for t1 in [0, *sorted({t for _c, t in tps1})]]
+        combos = [(t0, t1) for t0, t1 in combos if t0 or t1]
+        cidx = np.full((5, 5), -1)
+        for i, (t0, t1) in enumerate(combos):
+            cidx[t0, t1] = i
+        e_idx = np.arange(L + 1)
         for k in range(p - 1, -1, -1):
             masks = self.masks_by_k[k]
-            conv_cache: dict[tuple[int, int, int], np.ndarray] = {}
+            # least allowed tp per column over [s0][e] (0: the column has no allowed configuration there)
+            t0m = np.full((L + 1, L + 1), big)
+            t1m = np.full((L + 1, L + 1), big)
+            for c, tp in tps0:
+                t0m = np.where(masks[c] & (tp < t0m), tp, t0m)
+            for c, tp in tps1:
+                t1m = np.where(masks[c] & (tp < t1m), tp, t1m)
+            t0m[t0m == big] = 0
+            t1m[t1m == big] = 0
+            nxt = np.full((L + 1, cap0 + 1), inf)  # [e][a]: two_sfx[k + 1][e] (inf where None)
+            for e in range(L + 1):
+                row = two_sfx[k + 1][e]
+                if row is not None:
+                    nxt[e] = row
+            # per (t0, t1): conv[e][a] = min over n of nxt[e][a - n t0] + (D - n) t1, n replicas on column 0 (needs
+            # t0 when n > 0), D - n on column 1 (needs t1 when n < D)
+            kid = cidx[t0m, t1m]  # [s0][e]; -1 (no configuration) picks the last, all-inf row
+            convs = np.full((len(combos) + 1, L + 1, cap0 + 1), inf)  # the last row: no configuration allowed
+            for i in np.unique(kid).tolist():
+                if i < 0:
+                    continue
+                t0, t1 = combos[i]
+                n_ok = ns[((ns == 0) | bool(t0)) & ((ns == d) | bool(t1))]
+                if not len(n_ok):
+                    continue
+                idx = avec[None, :] - n_ok[:, None] * t0  # [n][a]
+                vals = np.where((idx >= 0)[:, None, :], nxt[:, np.maximum(idx, 0)].transpose(1, 0, 2), inf)  # [n][e][a]
+                convs[i] = (vals + ((d - n_ok) * t1)[:, None, None]).min(axis=0)
+            acc = convs[kid, e_idx[None, :]].min(axis=1)  # [s0][a]
             for s0 in range(L - (p - k) + 1):
-                acc = np.full(cap0 + 1, inf)
-                for e in range(s0 + 1, L - (p - k - 1) + 1):
-                    nxt = two_sfx[k + 1][e]
-                    if nxt is None:
-                        continue
-                    t0 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 0 and masks[c][s0, e]), default=0)
-                    t1 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 1 and masks[c][s0, e]), default=0)
-                    if not t0 and not t1:
-                        continue
-                    key = (e, t0, t1)
-                    conv = conv_cache.get(key)
-                    if conv is None:  # the stage's (min, +) step depends on e and the two least tps, not on s0
-                        conv = np.full(cap0 + 1, inf)
-                        for n in range(d + 1):
-                            if (n > 0 and not t0) or (n < d and not t1):
-                                continue
-                            shift = n * t0
-                            if shift > cap0:
-                                break
-                            np.minimum(conv[shift:], nxt[: cap0 + 1 - shift] + (d - n) * t1, out=conv[shift:])
-                        conv_cache[key] = conv
-                    np.minimum(acc, conv, out=acc)
-                if np.isfinite(acc).any():
-                    two_sfx[k][s0] = acc
+                if np.isfinite(acc[s0]).any():
+                    two_sfx[k][s0] = acc[s0]
         first = two_sfx[0][0]
         if first is None or first[cap0] > cap1:
             return False  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
