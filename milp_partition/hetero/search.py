@@ -295,6 +295,19 @@ def _bottleneck(
     return rmax, rsum
 
 
+def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_bottleneck` on stacked arrays: ``ylb`` and ``allowed`` are [k][c][s0][e]; rows rmax[k], rsum[k]."""
+    p, inf = ylb.shape[0], math.inf
+    rmax = np.full((p + 1, L + 1), inf)
+    rsum = np.full((p + 1, L + 1), inf)
+    rmax[p, L], rsum[p, L] = -inf, 0.0
+    for k in range(p - 1, -1, -1):
+        yk = np.where(allowed[k], ylb[k], inf).min(axis=0)
+        rmax[k] = np.maximum(yk, rmax[k + 1][None, :]).min(axis=1)
+        rsum[k] = (yk + rsum[k + 1][None, :]).min(axis=1)
+    return rmax, rsum
+
+
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
@@ -464,6 +477,14 @@ class _Search:
                 ylb[k].append(np.where(upper & fit, comp + x, inf))
         tb.misc[key] = ylb  # type: ignore[assignment]
         return ylb
+
+    def stage_ylb_arr(self, tb: _Tables, p: int) -> np.ndarray:
+        """:meth:`stage_ylb` stacked: [k][c][s0][e] (cached per (P, objective))."""
+        key = ("ylbarr", p, self.sound)
+        got = tb.misc.get(key)
+        if got is None:
+            got = tb.misc[key] = np.array(self.stage_ylb(tb, p))
+        return cast("np.ndarray", got)
 
     def send_tables(self, tb: _Tables) -> None:
         """Per configuration c: the least forward send of a stage ending at e and the least backward send of a stage
@@ -848,11 +869,11 @@ class _Triple:
         # numpy form of: stage k over layers s0..e-1 may use configuration c when it fits, its compute plus its least
         # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
         # lambda-weighted replica times D, plus the best suffix from e
-        self.ylb_kc = search.stage_ylb(tb, p)
+        self.ylb_arr = search.stage_ylb_arr(tb, p)
         self.two = ncol == 2
         self.cap0, self.cap1 = (tb.caps[0], tb.caps[1]) if self.two else (0, 0)
         self.two_sfx: list[list[np.ndarray | None]] = []
-        self.masks_by_k: list[list[np.ndarray]] = []
+        self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
         self.rmax_l: list[list[float]] = []
         self.rsum_l: list[list[float]] = []
         self.allowed_lists: list[list[list[list[bool]]]] = []
@@ -870,7 +891,7 @@ class _Triple:
         if self.two and not self.two_suffix():
             return
         # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
-        self.allowed_lists = [np.stack(self.masks_by_k[k], axis=-1).tolist() for k in range(self.p)]
+        self.allowed_lists = np.moveaxis(self.masks_by_k, 1, -1).tolist()
         self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
 
     def set_usage(self, q: tuple[int, ...]) -> list[float]:
@@ -882,26 +903,19 @@ class _Triple:
             out.append(sum(vals) + (d - len(q)) * min(vals))
         return out
 
-    def build_masks(self, y_cap: float, ar_cap: float) -> list[list[np.ndarray]]:
-        """Per stage k and configuration c: [s0][e] -> c may serve stage k over layers s0..e-1 in a plan better
-        than the incumbent (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
-        tb, L, min_ar, tol, ylb_kc = self.tb, self.L, self.min_ar, self.tol, self.ylb_kc
-        if min_ar is not None:
-            ar_ok = {t: arr <= ar_cap * tol for t, arr in min_ar.items()}
-        out_masks: list[list[np.ndarray]] = []
-        for k in range(self.p):
-            row = []
+    def build_masks(self, y_cap: float, ar_cap: float) -> np.ndarray:
+        """[k][c][s0][e] -> configuration c may serve stage k over layers s0..e-1 in a plan better than the incumbent
+        (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
+        ok = self.ylb_arr <= y_cap * self.tol
+        if self.min_ar is not None:
+            ar_ok = {t: arr <= ar_cap * self.tol for t, arr in self.min_ar.items()}
+            ar_any = np.zeros((self.nk, self.L + 1, self.L + 1), dtype=bool)
             for c in range(self.nk):
-                ok = ylb_kc[k][c] <= y_cap * tol
-                if min_ar is not None:
-                    ar_any = np.zeros((L + 1, L + 1), dtype=bool)
-                    for t, arr in ar_ok.items():
-                        if t <= tb.cfgs[c][1]:
-                            ar_any |= arr
-                    ok &= ar_any
-                row.append(ok)
-            out_masks.append(row)
-        return out_masks
+                for t, arr in ar_ok.items():
+                    if t <= self.tb.cfgs[c][1]:
+                        ar_any[c] |= arr
+            ok &= ar_any[None]
+        return ok
 
     def tighten_caps(self) -> bool:
         """The caps from the incumbent, tightened by the bottleneck programs until they stop moving; False when
@@ -916,7 +930,7 @@ class _Triple:
         y_cap, ar_cap = self.y_hi, self.ar_hi
         for _round in range(4):
             masks_by_k = self.build_masks(y_cap, ar_cap)
-            rmax_arr, rsum_arr = _bottleneck(self.ylb_kc, masks_by_k, L)
+            rmax_arr, rsum_arr = _bottleneck_arr(self.ylb_arr, masks_by_k, L)
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
                 return False  # no split of the layers obeys the caps
@@ -929,29 +943,27 @@ class _Triple:
                 break
             y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
         self.masks_by_k = masks_by_k
-        self.rmax_l = [[float(v) for v in r] for r in rmax_arr]
-        self.rsum_l = [[float(v) for v in r] for r in rsum_arr]
+        self.rmax_l = [r.tolist() for r in rmax_arr]
+        self.rsum_l = [r.tolist() for r in rsum_arr]
         return True
 
     def lambda_suffix(self) -> bool:
-        """The lambda-weighted device suffix tables under the caps; False when no plan fits the devices."""
+        """The lambda-weighted device suffix tables under the caps; False when no plan fits the devices.
+
+        suffix[t][k][s0] = least lambda_t-weighted devices of stages k..P-1 over layers s0..L-1, each stage's D
+        replicas on its cheapest allowed configuration (all weight vectors and configurations at once, in numpy).
+        """
         tb, L, p, d, lams, suffix, masks_by_k = self.tb, self.L, self.p, self.d, self.lams, self.suffix, self.masks_by_k
         inf = math.inf
-        sfx_t = [[np.full(L + 1, inf) for _ in range(p + 1)] for _ in lams]
-        for t in range(len(lams)):
-            sfx_t[t][p][L] = 0.0
+        w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(self.nk)] for l_ in lams])  # [t][c]
+        sfx = np.full((p + 1, len(lams), L + 1), inf)
+        sfx[p, :, L] = 0.0
         for k in range(p - 1, -1, -1):
-            masks = masks_by_k[k]
-            for t, l_ in enumerate(lams):
-                cost = np.full((L + 1, L + 1), inf)
-                for c in range(self.nk):
-                    w = d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1]
-                    cost = np.where(masks[c] & (w < cost), w, cost)
-                tot = cost + sfx_t[t][k + 1][None, :]
-                sfx_t[t][k] = tot.min(axis=1)
+            cost = np.where(masks_by_k[k][None], w[:, :, None, None], inf).min(axis=1)  # [t][s0][e]
+            sfx[k] = (cost + sfx[k + 1][:, None, :]).min(axis=2)
         for t in range(len(lams)):
             for k in range(p + 1):
-                suffix[t][k] = [float(v) for v in sfx_t[t][k]]
+                suffix[t][k] = sfx[k, t].tolist()
         lam_cap = self.lam_cap
         if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
             return False  # no plan of this (mbs, D, P) within the devices beats the incumbent
