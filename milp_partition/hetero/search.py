@@ -275,6 +275,17 @@ def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     return 2 * t
 
 
+def _x_coef(p: int, i: int, sound: bool) -> tuple[float, float]:
+    """(ka, kb) with X_i = ka a_i + kb b_i (:meth:`_Search.x_of`; 0, 1 or 2 each, so the products are exact)."""
+    if p == 1:
+        return 0.0, 0.0
+    if i == 0:
+        return (1.0 if (p <= 3 or sound) else 2.0), 0.0
+    if i == p - 1:
+        return 0.0, (1.0 if sound else 2.0)
+    return 1.0, 1.0
+
+
 def _bottleneck(
     ylb: list[list[np.ndarray]], allowed: list[list[np.ndarray]], L: int
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -827,6 +838,8 @@ class _Triple:
         theta = self.theta = tb.theta_devices(d)
         ncol = self.ncol = len(tb.cols)
         xmins = self.xmins = [_x_min(p, i, tb.tmin, search.sound) for i in range(p)]
+        # X_i = ka a_i + kb b_i per stage (Sailor: the first stage's send doubled from P = 4, the last's always)
+        self.x_coef = [_x_coef(p, i, search.sound) for i in range(p)]
         xmin_all = self.xmin_all = min(xmins)
         # reduced sets: per column at most one tp
         per_col: list[list[int]] = [[k for k, (j, _t) in enumerate(tb.cfgs) if j == jj] for jj in range(ncol)]
@@ -1106,6 +1119,25 @@ class _Triple:
         seen.append(vals)
         return False
 
+    def prev_terms(
+        self, i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float
+    ) -> dict[tuple[int, ...], tuple[float, float, float]]:
+        """Per set q of stage i (from layer s): (max, sum of the decided stages' y with stage i-1's y now known, b_i).
+
+        Stage i-1's y needs its forward send, bounded with q (:meth:`_Search.pair_lb`); it does not depend on stage
+        i's end, so it is computed once per call of :meth:`rec`, not once per end."""
+        srch, tb, p = self.search, self.tb, self.p
+        if i == 0:
+            return {q: (ymax, ysum, 0.0) for q in self.sets}
+        q_prev = self.chosen[-1][2]
+        sa, sb = self.size_a(s), self.size_b(s)
+        out = {}
+        for q in self.sets:
+            a_prev, b_here = srch.pair_lb(tb, q_prev, q, sa, sb)
+            y_prev = c_prev + srch.x_of(p, i - 1, a_prev, b_prev)
+            out[q] = (ymax if ymax >= y_prev else y_prev, ysum + y_prev, b_here)
+        return out
+
     def rec(
         self,
         i: int,
@@ -1124,18 +1156,16 @@ class _Triple:
         if srch.stop or srch.abort:
             return
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
-        theta, xmin_all, ar_floor, lams, suffix = self.theta, self.xmin_all, self.ar_floor, self.lams, self.suffix
-        lam_cap, usage_cache, rsum_l, rmax_l = self.lam_cap, self.usage_cache, self.rsum_l, self.rmax_l
-        # bound methods as locals: the loop over sets below is the search's hot path
-        size_a, size_b, two_use, two_ok, pair_lb, x_of = (
-            self.size_a,
-            self.size_b,
-            self.two_use,
-            self.two_ok,
-            srch.pair_lb,
-            srch.x_of,
-        )
+        theta, xmin_all, ar_floor, suffix = self.theta, self.xmin_all, self.ar_floor, self.suffix
+        rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
+        nl = len(self.lams)
+        caps_t = [c * (1 + 1e-12) for c in self.lam_cap]
+        # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
+        ka, kb = self.x_coef[i]
         rest = p - i - 1
+        prev = self.prev_terms(i, s, ymax, ysum, c_prev, b_prev)
+        used_q = {q: [used[t] + us[t] for t in range(nl)] for q, us in self.usage_cache.items()}
+        floor_y = theta + xmin_all
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
         if srch.balanced and rest:
             aim = s + (L - s) / (rest + 1)
@@ -1156,39 +1186,38 @@ class _Triple:
                 continue  # no completion from layer e fits the devices under the incumbent
             restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
             restmax = rmax_l[i + 1][e]  # least max of the later stages' y
+            base = restmax if restmax >= floor_y else floor_y
+            sfx_e = [suffix[t][i + 1][e] for t in range(nl)]
             any_ok = False
             base_min_c = math.inf
+            value = srch.out.value
             for q, ci, a_here, u_q, ar_q in self.stage_sets(i, s, e):
-                base_min_c = min(base_min_c, ci)
-                # previous stage's X and y
-                if i > 0:
-                    q_prev = chosen[-1][2]
-                    a_prev, b_here = pair_lb(tb, q_prev, q, size_a(s), size_b(s))
-                    y_prev = c_prev + x_of(p, i - 1, a_prev, b_prev)
-                    ymax2, ysum2 = max(ymax, y_prev), ysum + y_prev
-                else:
-                    b_here = 0.0
-                    ymax2, ysum2 = ymax, ysum
-                yi = ci + x_of(p, i, a_here, b_here)
-                u = max(umax, u_q)
-                ar = max(armax, ar_q)
-                big = max(ymax2, yi, restmax, theta + xmin_all)
-                lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + max(ar, ar_floor)
-                if lb * (1 - PRUNE_REL) >= srch.out.value:
+                if ci < base_min_c:
+                    base_min_c = ci
+                ymax2, ysum2, b_here = prev[q]
+                yi = ci + (ka * a_here + kb * b_here)
+                big = ymax2 if ymax2 >= yi else yi
+                if base > big:
+                    big = base
+                u = umax if umax >= u_q else u_q
+                ar = armax if armax >= ar_q else ar_q
+                lb = (m - 1) * big + ysum2 + yi + restsum + (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
+                if lb * (1 - PRUNE_REL) >= value:
                     continue
                 any_ok = True
-                us = usage_cache[q]
-                used2 = [used[t] + us[t] for t in range(len(lams))]
-                if any(used2[t] + suffix[t][i + 1][e] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
+                used2 = used_q[q]
+                if any(used2[t] + sfx_e[t] > caps_t[t] for t in range(nl)):
                     continue
-                g2 = two_use(g_used, q) if two else g_used
-                if two and not two_ok(g2, i + 1, e):
+                g2 = self.two_use(g_used, q) if two else g_used
+                if two and not self.two_ok(g2, i + 1, e):
                     continue
                 chosen.append((s, e, q))
                 if rest == 0:
                     srch.leaf(tb, self.d, p, m, chosen, lb)
+                    value = srch.out.value
                 elif not self.dominated((i + 1, e, q, tuple(sorted(x[2] for x in chosen))), (ymax2, ysum2, ci, b_here, u, ar)):
                     self.rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2, g2)
+                    value = srch.out.value
                 chosen.pop()
                 if srch.stop or srch.abort:
                     return
