@@ -856,6 +856,7 @@ class _Triple:
         self.lams = lams
         self.lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
         self.usage_cache = {q: self.set_usage(q) for q in sets}
+        self.set_index = {q: k for k, q in enumerate(sets)}
         # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
         # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
         # devices for stages k..P-1 over layers s..L-1 (each replica takes its cheapest allowed configuration)
@@ -885,6 +886,15 @@ class _Triple:
         self.ylb_arr = search.stage_ylb_arr(tb, p)
         self.two = ncol == 2
         self.cap0, self.cap1 = (tb.caps[0], tb.caps[1]) if self.two else (0, 0)
+        self.avec = np.arange(self.cap0 + 1)
+        # per set: its column-0 and column-1 members' tps and the counts n of replicas on column 0 it allows
+        self.two_steps: dict[tuple[int, ...], tuple[int, int, np.ndarray]] = {}
+        if self.two:
+            for q in sets:
+                t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
+                t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
+                ns = np.arange(1, d) if (t0 and t1) else np.array([d] if t0 else [0])
+                self.two_steps[q] = (t0, t1, ns)
         self.two_sfx: list[list[np.ndarray | None]] = []
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
         self.rmax_l: list[list[float]] = []
@@ -1048,18 +1058,12 @@ class _Triple:
         return True
 
     def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
-        """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q."""
-        tb, d, cap0 = self.tb, self.d, self.cap0
-        t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
-        t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
-        ns = range(1, d) if (t0 and t1) else ([d] if t0 else [0])
-        out = np.full(cap0 + 1, math.inf)
-        for n in ns:
-            shift = n * t0
-            if shift > cap0:
-                break
-            np.minimum(out[shift:], g[: cap0 + 1 - shift] + (d - n) * t1, out=out[shift:])
-        return out
+        """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q: n of
+        the D replicas on q's column-0 member (tp t0), D - n on its column-1 member (tp t1), every n at once."""
+        t0, t1, ns = self.two_steps[q]
+        idx = self.avec[None, :] - ns[:, None] * t0  # [n][a]
+        vals = np.where(idx >= 0, g[np.maximum(idx, 0)], math.inf) + ((self.d - ns) * t1)[:, None]
+        return np.asarray(vals.min(axis=0))
 
     def two_ok(self, g: np.ndarray, k: int, e: int) -> bool:
         """Some completion of stages k.. from layer e fits the two columns with the decided stages' use g."""
@@ -1160,11 +1164,18 @@ class _Triple:
         rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
         nl = len(self.lams)
         caps_t = [c * (1 + 1e-12) for c in self.lam_cap]
+        set_index = self.set_index
         # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
         ka, kb = self.x_coef[i]
         rest = p - i - 1
         prev = self.prev_terms(i, s, ymax, ysum, c_prev, b_prev)
         used_q = {q: [used[t] + us[t] for t in range(nl)] for q, us in self.usage_cache.items()}
+        # which (end, set) pairs the device budget allows: used + the later stages' least weighted devices within the
+        # caps for every weight vector (numpy, the same sums and comparisons as one by one)
+        e_lo = s + 1
+        sfx_rows = np.array([suffix[t][i + 1][e_lo:] for t in range(nl)]).T  # [e - e_lo][t]
+        used_arr = np.array([used_q[q] for q in self.sets])  # [set][t]
+        lam_ok = ((used_arr[None, :, :] + sfx_rows[:, None, :]) <= np.array(caps_t)).all(axis=2).tolist()
         floor_y = theta + xmin_all
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
         if srch.balanced and rest:
@@ -1187,7 +1198,7 @@ class _Triple:
             restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
             restmax = rmax_l[i + 1][e]  # least max of the later stages' y
             base = restmax if restmax >= floor_y else floor_y
-            sfx_e = [suffix[t][i + 1][e] for t in range(nl)]
+            ok_e = lam_ok[e - e_lo]
             any_ok = False
             base_min_c = math.inf
             value = srch.out.value
@@ -1205,9 +1216,9 @@ class _Triple:
                 if lb * (1 - PRUNE_REL) >= value:
                     continue
                 any_ok = True
-                used2 = used_q[q]
-                if any(used2[t] + sfx_e[t] > caps_t[t] for t in range(nl)):
+                if not ok_e[set_index[q]]:
                     continue
+                used2 = used_q[q]
                 g2 = self.two_use(g_used, q) if two else g_used
                 if two and not self.two_ok(g2, i + 1, e):
                     continue
