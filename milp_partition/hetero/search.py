@@ -286,6 +286,38 @@ def _x_coef(p: int, i: int, sound: bool) -> tuple[float, float]:
     return 1.0, 1.0
 
 
+def _two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
+    """conv[e][a] = min over n of nxt[e][a - n t0] + (d - n) t1: n of a stage's d replicas on column 0 (tp t0), d - n
+    on column 1 (tp t1); n = 0 only when t1 > 0 and n = d only when t0 > 0 (a 0 tp: the column is not allowed);
+    nxt[e][a] = least column-1 devices of the later stages from layer e with at most a column-0 devices (inf: none).
+
+    Every finite value is a whole number of devices, so the sums are exact in any order: per residue r of a modulo
+    t0, with j = (a - r) / t0, conv = (d - j) t1 + the least of nxt[e][r + k t0] + k t1 over k in [j - d, j] (a window
+    minimum: a running minimum when the window reaches k = 0 for every j)."""
+    inf = math.inf
+    out = np.full(nxt.shape, inf)
+    width = nxt.shape[1]
+    if not t0:  # every replica on column 1
+        return nxt + d * t1 if t1 else out
+    if not t1:  # every replica on column 0
+        shift = d * t0
+        if shift < width:
+            out[:, shift:] = nxt[:, : width - shift]
+        return out
+    for r in range(min(t0, width)):
+        y = nxt[:, r::t0]  # [e][k]
+        jn = y.shape[1]
+        y = y + t1 * np.arange(jn)
+        if d >= jn - 1:
+            win = np.minimum.accumulate(y, axis=1)
+        else:  # win[:, j] = min of y[:, k] over k in [j - d, j]
+            win = y.copy()
+            for w in range(1, d + 1):
+                np.minimum(win[:, w:], y[:, : jn - w], out=win[:, w:])
+        out[:, r::t0] = win + t1 * (d - np.arange(jn))
+    return out
+
+
 def _bottleneck(
     ylb: list[list[np.ndarray]], allowed: list[list[np.ndarray]], L: int
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -1010,8 +1042,6 @@ class _Triple:
         big = 1 << 20
         tps0 = [(c, tb.cfgs[c][1]) for c in range(nk) if tb.cfgs[c][0] == 0]
         tps1 = [(c, tb.cfgs[c][1]) for c in range(nk) if tb.cfgs[c][0] == 1]
-        ns = np.arange(d + 1)
-        avec = np.arange(cap0 + 1)
         combos = [(t0, t1) for t0 in [0, *sorted({t for _c, t in tps0})] for t1 in [0, *sorted({t for _c, t in tps1})]]
         combos = [(t0, t1) for t0, t1 in combos if t0 or t1]
         cidx = np.full((5, 5), -1)
@@ -1041,13 +1071,7 @@ class _Triple:
             for i in np.unique(kid).tolist():
                 if i < 0:
                     continue
-                t0, t1 = combos[i]
-                n_ok = ns[((ns == 0) | bool(t0)) & ((ns == d) | bool(t1))]
-                if not len(n_ok):
-                    continue
-                idx = avec[None, :] - n_ok[:, None] * t0  # [n][a]
-                vals = np.where((idx >= 0)[:, None, :], nxt[:, np.maximum(idx, 0)].transpose(1, 0, 2), inf)  # [n][e][a]
-                convs[i] = (vals + ((d - n_ok) * t1)[:, None, None]).min(axis=0)
+                convs[i] = _two_step(nxt, d, *combos[i])
             acc = convs[kid, e_idx[None, :]].min(axis=1)  # [s0][a]
             for s0 in range(L - (p - k) + 1):
                 if np.isfinite(acc[s0]).any():
