@@ -168,6 +168,32 @@ def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int
     assert rep.feasible and rep.iteration_s == pytest.approx(want, rel=1e-12)
 
 
+@pytest.mark.parametrize("objective", ["sailor", "sound"])
+def test_search_with_cap_levels_from_the_first_node_matches_brute_force(objective: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The later stages' tighter caps (levels) used from the first node: they prune here (some device check under a
+    level fails), and the search still finds the optimum and bound of every plan enumerated, from no incumbent and
+    from one just above the optimum."""
+    import milp_partition.hetero.search as hs
+
+    monkeypatch.setattr(hs, "LEVEL_AFTER_NODES", -1)
+    results: list[bool] = []
+    level_fits = hs._Triple.level_fits
+
+    def counted(self: hs._Triple, *args: object) -> bool:
+        results.append(level_fits(self, *args))  # type: ignore[arg-type]
+        return results[-1]
+
+    monkeypatch.setattr(hs._Triple, "level_fits", counted)
+    problem = _tiny(objective, 3, 3)
+    want = _brute(problem)
+    for start in (math.inf, want * 1.05):
+        got = search(problem, Budget.starting_now(60.0), start)
+        assert got.complete
+        assert got.value == pytest.approx(want, rel=1e-12)
+        assert got.bound <= want * (1 + 1e-12) and got.bound == pytest.approx(want, rel=1e-9)
+    assert False in results  # a level pruned a node
+
+
 @pytest.mark.parametrize(("objective", "count"), [("sailor", 2), ("sound", 2), ("sailor", 3)])
 def test_outer_bounds_hold_for_every_plan_of_their_triple(objective: str, count: int) -> None:
     """The (mbs, D, P) bound, its T_sync bound (split and tp budget) and the bottleneck split bounds (least max and least sum of y_i = C_i + X_i) are at most

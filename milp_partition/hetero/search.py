@@ -45,6 +45,11 @@ TICK = 2000
 #: Phase 1 (heuristic sweep over every triple): share of the time limit and nodes per triple.
 PHASE1_SHARE = 0.08
 PHASE1_NODES = 300
+#: Tighter caps on the later stages' y, as fractions of the triple's cap: a node whose own terms leave the later stages
+#: less room than a level checks the devices under that level's tables (built when first needed).
+LEVEL_FRACTIONS = (0.97, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6)
+#: Nodes a triple explores before its levels are used (small trees do not pay for their tables).
+LEVEL_AFTER_NODES = 300
 #: Seconds the search may spend, once its time ran out, computing the unexplored triples' full bounds (the proven
 #: bound it reports; past them, the quick bound of the next triple, a lower one).
 REMAINING_GRACE_S = 1.0
@@ -931,6 +936,9 @@ class _Triple:
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
         self.rmax_l: list[list[float]] = []
         self.rsum_l: list[list[float]] = []
+        self.y_cap_masks = math.inf
+        self.level_cache: dict[int, tuple[list[list[list[float]]], list[list[np.ndarray | None]]]] = {}
+        self.nodes0 = 0
         self.allowed_lists: list[list[list[list[bool]]]] = []
         self.chosen: list[tuple[int, int, tuple[int, ...]]] = []
         self.stage_cache: dict[tuple[int, int, int], list[tuple[tuple[int, ...], float, float, float, float]]] = {}
@@ -947,6 +955,7 @@ class _Triple:
             return
         # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
         self.allowed_lists = np.moveaxis(self.masks_by_k, 1, -1).tolist()
+        self.nodes0 = self.search.out.nodes
         self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
 
     def set_usage(self, q: tuple[int, ...]) -> list[float]:
@@ -985,6 +994,7 @@ class _Triple:
         y_cap, ar_cap = self.y_hi, self.ar_hi
         for _round in range(4):
             masks_by_k = self.build_masks(y_cap, ar_cap)
+            self.y_cap_masks = y_cap
             rmax_arr, rsum_arr = _bottleneck_arr(self.ylb_arr, masks_by_k, L)
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
@@ -1002,13 +1012,9 @@ class _Triple:
         self.rsum_l = [r.tolist() for r in rsum_arr]
         return True
 
-    def lambda_suffix(self) -> bool:
-        """The lambda-weighted device suffix tables under the caps; False when no plan fits the devices.
-
-        suffix[t][k][s0] = least lambda_t-weighted devices of stages k..P-1 over layers s0..L-1, each stage's D
-        replicas on its cheapest allowed configuration (all weight vectors and configurations at once, in numpy).
-        """
-        tb, L, p, d, lams, suffix, masks_by_k = self.tb, self.L, self.p, self.d, self.lams, self.suffix, self.masks_by_k
+    def lambda_tables(self, masks_by_k: np.ndarray) -> list[list[list[float]]]:
+        """suffix[t][k][s0] (:meth:`lambda_suffix`) for the configurations ``masks_by_k`` allows."""
+        tb, L, p, d, lams = self.tb, self.L, self.p, self.d, self.lams
         inf = math.inf
         w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(self.nk)] for l_ in lams])  # [t][c]
         sfx = np.full((p + 1, len(lams), L + 1), inf)
@@ -1016,10 +1022,16 @@ class _Triple:
         for k in range(p - 1, -1, -1):
             cost = np.where(masks_by_k[k][None], w[:, :, None, None], inf).min(axis=1)  # [t][s0][e]
             sfx[k] = (cost + sfx[k + 1][:, None, :]).min(axis=2)
-        for t in range(len(lams)):
-            for k in range(p + 1):
-                suffix[t][k] = sfx[k, t].tolist()
-        lam_cap = self.lam_cap
+        return [[sfx[k, t].tolist() for k in range(p + 1)] for t in range(len(lams))]
+
+    def lambda_suffix(self) -> bool:
+        """The lambda-weighted device suffix tables under the caps; False when no plan fits the devices.
+
+        suffix[t][k][s0] = least lambda_t-weighted devices of stages k..P-1 over layers s0..L-1, each stage's D
+        replicas on its cheapest allowed configuration (all weight vectors and configurations at once, in numpy).
+        """
+        self.suffix = suffix = self.lambda_tables(self.masks_by_k)
+        lams, lam_cap = self.lams, self.lam_cap
         if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
             return False  # no plan of this (mbs, D, P) within the devices beats the incumbent
         return True
@@ -1034,10 +1046,17 @@ class _Triple:
         step depends on (e, t0, t1), not on s0: it is computed once per (t0, t1) for every e and n at once (numpy),
         then each (s0, e) picks its pair's row.
         """
-        tb, L, p, d, nk, cap0, cap1 = self.tb, self.L, self.p, self.d, self.nk, self.cap0, self.cap1
+        self.two_sfx = two_sfx = self.two_tables(self.masks_by_k)
+        first = two_sfx[0][0]
+        if first is None or first[self.cap0] > self.cap1:
+            return False  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
+        return True
+
+    def two_tables(self, masks_by_k: np.ndarray) -> list[list[np.ndarray | None]]:
+        """two_sfx[k][s0] (:meth:`two_suffix`) for the configurations ``masks_by_k`` allows (None: no completion)."""
+        tb, L, p, d, nk, cap0 = self.tb, self.L, self.p, self.d, self.nk, self.cap0
         inf = math.inf
         two_sfx: list[list[np.ndarray | None]] = [[None] * (L + 1) for _ in range(p + 1)]
-        self.two_sfx = two_sfx
         two_sfx[p][L] = np.zeros(cap0 + 1)
         big = 1 << 20
         tps0 = [(c, tb.cfgs[c][1]) for c in range(nk) if tb.cfgs[c][0] == 0]
@@ -1049,7 +1068,7 @@ class _Triple:
             cidx[t0, t1] = i
         e_idx = np.arange(L + 1)
         for k in range(p - 1, -1, -1):
-            masks = self.masks_by_k[k]
+            masks = masks_by_k[k]
             # least allowed tp per column over [s0][e] (0: the column has no allowed configuration there)
             t0m = np.full((L + 1, L + 1), big)
             t1m = np.full((L + 1, L + 1), big)
@@ -1076,10 +1095,7 @@ class _Triple:
             for s0 in range(L - (p - k) + 1):
                 if np.isfinite(acc[s0]).any():
                     two_sfx[k][s0] = acc[s0]
-        first = two_sfx[0][0]
-        if first is None or first[cap0] > cap1:
-            return False  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
-        return True
+        return two_sfx
 
     def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
         """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q: n of
@@ -1147,6 +1163,34 @@ class _Triple:
         seen.append(vals)
         return False
 
+    def level_of(self, y_room: float) -> int | None:
+        """The tightest level whose cap is at least ``y_room`` (the most the later stages' y may reach), or None."""
+        best = None
+        for j, f in enumerate(LEVEL_FRACTIONS):
+            if self.y_cap_masks * f * (1 - 1e-9) >= y_room:
+                best = j
+            else:
+                break
+        return best
+
+    def level_fits(self, j: int, k: int, e: int, used2: list[float], g2: np.ndarray) -> bool:
+        """Whether stages k.. from layer e can fit the devices with every stage's y under level j's cap (the lambda
+        and two-column tables of the configurations that cap allows), after the decided stages' use."""
+        got = self.level_cache.get(j)
+        if got is None:
+            cap = self.y_cap_masks * LEVEL_FRACTIONS[j]
+            masks = self.masks_by_k & (self.ylb_arr <= cap * self.tol)
+            got = self.level_cache[j] = (self.lambda_tables(masks), self.two_tables(masks) if self.two else [])
+        suffix, two_sfx = got
+        caps = self.lam_cap
+        if any(used2[t] + suffix[t][k][e] > caps[t] * (1 + 1e-12) for t in range(len(caps))):
+            return False
+        if self.two:
+            nxt = two_sfx[k][e]
+            if nxt is None or (g2 + nxt[::-1]).min() > self.cap1:
+                return False
+        return True
+
     def prev_terms(
         self, i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float
     ) -> dict[tuple[int, ...], tuple[float, float, float]]:
@@ -1201,6 +1245,7 @@ class _Triple:
         used_arr = np.array([used_q[q] for q in self.sets])  # [set][t]
         lam_ok = ((used_arr[None, :, :] + sfx_rows[:, None, :]) <= np.array(caps_t)).all(axis=2).tolist()
         floor_y = theta + xmin_all
+        use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
         if srch.balanced and rest:
             aim = s + (L - s) / (rest + 1)
@@ -1246,6 +1291,12 @@ class _Triple:
                 g2 = self.two_use(g_used, q) if two else g_used
                 if two and not self.two_ok(g2, i + 1, e):
                     continue
+                if use_levels and rest:
+                    # a completion below the incumbent has (m - 1) y_k below the room its other terms leave
+                    others = ysum2 + yi + restsum + (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
+                    j = self.level_of((value / (1 - PRUNE_REL) - others) / (m - 1))
+                    if j is not None and not self.level_fits(j, i + 1, e, used2, g2):
+                        continue
                 chosen.append((s, e, q))
                 if rest == 0:
                     srch.leaf(tb, self.d, p, m, chosen, lb)
