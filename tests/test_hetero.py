@@ -297,3 +297,26 @@ def test_cli_setting_file_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["solve", str(HETERO), "--setting", "nope"]) == 2
     assert main(["solve", str(HETERO), "--setting", "opt350-a8-v16", "--objective", "memory"]) == 2
     assert "internal error" not in capsys.readouterr().err
+
+
+def test_two_column_step_is_its_definition() -> None:
+    """The two-column device table's step (a running or window minimum per residue) against its definition, on random
+    tables of whole device counts with holes (inf), every tp pair and D below and above the table's width."""
+    import numpy as np
+
+    from milp_partition.hetero.search import _two_step
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        rows, width, d = int(rng.integers(1, 4)), int(rng.integers(1, 40)), int(rng.integers(1, 45))
+        t0, t1 = int(rng.choice([0, 1, 2, 4])), int(rng.choice([0, 1, 2, 4]))
+        nxt = rng.integers(0, 200, size=(rows, width)).astype(float)
+        nxt[rng.random((rows, width)) < 0.3] = math.inf
+        want = np.full((rows, width), math.inf)
+        for n in range(d + 1):
+            if (n > 0 and not t0) or (n < d and not t1):
+                continue
+            for a in range(width):
+                if a - n * t0 >= 0:
+                    want[:, a] = np.minimum(want[:, a], nxt[:, a - n * t0] + (d - n) * t1)
+        assert np.array_equal(_two_step(nxt, d, t0, t1), want)

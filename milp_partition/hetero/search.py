@@ -291,6 +291,21 @@ def _x_coef(p: int, i: int, sound: bool) -> tuple[float, float]:
     return 1.0, 1.0
 
 
+def _window_min(y: np.ndarray, d: int) -> np.ndarray:
+    """win[:, j] = min of y[:, k] over k in [max(0, j - d), j] (van Herk / Gil-Werman: blocks of d + 1, a running
+    minimum forward and backward in each block; a window meets at most two blocks)."""
+    rows, n = y.shape
+    w = d + 1
+    nb = -(-n // w)
+    yp = np.concatenate([y, np.full((rows, nb * w - n), math.inf)], axis=1).reshape(rows, nb, w)
+    pre = np.minimum.accumulate(yp, axis=2).reshape(rows, nb * w)
+    suf = np.minimum.accumulate(yp[:, :, ::-1], axis=2)[:, :, ::-1].reshape(rows, nb * w)
+    win = np.minimum.accumulate(y, axis=1)  # j < d: the window starts at 0
+    if n > d:
+        win[:, d:] = np.minimum(suf[:, : n - d], pre[:, d:n])
+    return win
+
+
 def _two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
     """conv[e][a] = min over n of nxt[e][a - n t0] + (d - n) t1: n of a stage's d replicas on column 0 (tp t0), d - n
     on column 1 (tp t1); n = 0 only when t1 > 0 and n = d only when t0 > 0 (a 0 tp: the column is not allowed);
@@ -313,12 +328,7 @@ def _two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
         y = nxt[:, r::t0]  # [e][k]
         jn = y.shape[1]
         y = y + t1 * np.arange(jn)
-        if d >= jn - 1:
-            win = np.minimum.accumulate(y, axis=1)
-        else:  # win[:, j] = min of y[:, k] over k in [j - d, j]
-            win = y.copy()
-            for w in range(1, d + 1):
-                np.minimum(win[:, w:], y[:, : jn - w], out=win[:, w:])
+        win = np.minimum.accumulate(y, axis=1) if d >= jn - 1 else _window_min(y, d)
         out[:, r::t0] = win + t1 * (d - np.arange(jn))
     return out
 
