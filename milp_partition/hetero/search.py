@@ -82,7 +82,8 @@ class _Tables:
         self.caps = [c.count for c in self.cols]
         self.fit_cache: dict[tuple[int, int], list[int]] = {}
         self.pair_cache: dict[tuple[tuple[int, ...], tuple[int, ...], float, float], tuple[float, float]] = {}
-        self.ar_cache: dict[tuple[tuple[int, ...], int, int, int], float] = {}
+        self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
+        self.set_keys: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         self.ar_floor_cache: dict[int, float] = {}
         self.misc: dict[object, Any] = {}  # per-table caches of the bound programs, each keyed by its own tuple
         self.comp_cache: dict[int, np.ndarray] = {}
@@ -401,7 +402,10 @@ class _Search:
     def ar_lb(self, tb: _Tables, q: tuple[int, ...], s: int, e: int, d: int) -> float:
         if d <= 1:
             return 0.0
-        key = (q, s, e, d)
+        sk = tb.set_keys.get(q)
+        if sk is None:  # the all-reduce reads a set's least tp and its columns only
+            sk = tb.set_keys[q] = (min(4, min(tb.cfgs[c][1] for c in q)), tuple(sorted({tb.cfgs[c][0] for c in q})))
+        key = (sk, s, e, d)
         got = tb.ar_cache.get(key)
         if got is None:
             got = tb.ar_cache[key] = self._ar_lb(tb, q, s, e, d)
@@ -951,7 +955,7 @@ class _Triple:
         self.nodes0 = 0
         self.allowed_lists: list[list[list[list[bool]]]] = []
         self.chosen: list[tuple[int, int, tuple[int, ...]]] = []
-        self.stage_cache: dict[tuple[int, int, int], list[tuple[tuple[int, ...], float, float, float, float]]] = {}
+        self.stage_cache: dict[int, list[tuple[tuple[int, ...], float, float, float, float]]] = {}
         # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
         # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
         # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
@@ -1132,31 +1136,42 @@ class _Triple:
         tb = self.tb
         return FLOAT_BYTES * tb.mbs * (tb.out[s - 1] if self.sound else tb.out[s])
 
-    def amin_of(self, q: tuple[int, ...], e: int) -> float:
-        """Least a_i of a stage ending at e with set q: each member's cheapest send of size_a(e) (cached)."""
-        amin_c = self.amin_c
-        return max(amin_c[c][e] for c in q)
-
     def stage_sets(self, i: int, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
         """The sets allowed for stage i over layers s..e-1 (every member within the caps: compute + least sends,
         all-reduce, memory) with their compute, least forward send, update and least all-reduce (cached: they
-        depend on (i, s, e, set) only, not on the stages before)."""
-        got = self.stage_cache.get((i, s, e))
+        depend on (i, s, e, set) only, not on the stages before).  Each member's terms are read once; a set's are
+        their maxima (the same values as member by member)."""
+        key = (i * (self.L + 1) + s) * (self.L + 1) + e
+        got = self.stage_cache.get(key)
         if got is None:
-            tb, p, d = self.tb, self.p, self.d
+            tb, d, last = self.tb, self.d, i == self.p - 1
             allowed_here = self.allowed_lists[i][s][e]
-            got = [
-                (
-                    q,
-                    max(tb.comp(c, s, e) for c in q),
-                    self.amin_of(q, e) if i < p - 1 else 0.0,
-                    max(tb.upd[c][s] for c in q),
-                    self.search.ar_lb(tb, q, s, e, d),
+            fb, upd, amin_c = tb.fbpre, tb.upd, self.amin_c
+            terms = {
+                c: (fb[c][e] - fb[c][s], 0.0 if last else amin_c[c][e], upd[c][s]) for c in range(self.nk) if allowed_here[c]
+            }
+            ar_lb = self.search.ar_lb
+            got = []
+            for q in self.sets:
+                if len(q) == 1:
+                    t = terms.get(q[0])
+                    if t is None:
+                        continue
+                    got.append((q, t[0], t[1], t[2], ar_lb(tb, q, s, e, d)))
+                    continue
+                ts = [terms.get(c) for c in q]
+                if None in ts:
+                    continue
+                got.append(
+                    (
+                        q,
+                        max(t[0] for t in ts),  # type: ignore[index]
+                        max(t[1] for t in ts),  # type: ignore[index]
+                        max(t[2] for t in ts),  # type: ignore[index]
+                        ar_lb(tb, q, s, e, d),
+                    )
                 )
-                for q in self.sets
-                if all(allowed_here[c] for c in q)
-            ]
-            self.stage_cache[(i, s, e)] = got
+            self.stage_cache[key] = got
         return got
 
     def dominated(self, key: tuple[object, ...], vals: tuple[float, ...]) -> bool:
