@@ -82,7 +82,6 @@ class _Tables:
         self.caps = [c.count for c in self.cols]
         self.fit_cache: dict[tuple[int, int], list[int]] = {}
         self.pair_cache: dict[tuple[tuple[int, ...], tuple[int, ...], float, float], tuple[float, float]] = {}
-        self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
         self.set_keys: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         self.ar_floor_cache: dict[int, float] = {}
         self.misc: dict[object, Any] = {}  # per-table caches of the bound programs, each keyed by its own tuple
@@ -380,6 +379,7 @@ class _Search:
         self.ticks = 0
         self.stop = False
         self.full_bounds: dict[tuple[float, int, int, int], float] = {}
+        self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
@@ -406,9 +406,9 @@ class _Search:
         if sk is None:  # the all-reduce reads a set's least tp and its columns only
             sk = tb.set_keys[q] = (min(4, min(tb.cfgs[c][1] for c in q)), tuple(sorted({tb.cfgs[c][0] for c in q})))
         key = (sk, s, e, d)
-        got = tb.ar_cache.get(key)
+        got = self.ar_cache.get(key)  # shared by the micro-batch sizes: the weights do not depend on them
         if got is None:
-            got = tb.ar_cache[key] = self._ar_lb(tb, q, s, e, d)
+            got = self.ar_cache[key] = self._ar_lb(tb, q, s, e, d)
         return got
 
     def _ar_lb(self, tb: _Tables, q: tuple[int, ...], s: int, e: int, d: int) -> float:
