@@ -13,16 +13,21 @@ with tp at least the neighbour's least tp).  The search enumerates reduced sets 
 time bound: every device of kind g serves at most max_i C_i seconds per micro-batch, and D copies of every layer
 need sum_l min_tp tp (f+b)(l) device-seconds of some kind, split fractionally between kinds; the bottleneck split
 programs for max_i y_i and sum_i y_i and the T_sync program, both under the tp budget D sum_i t_i <= devices).
+The triples are listed by a quick bound (the split without the tp budget, no higher); phase 1 (a few hundred nodes
+per triple, balanced ends first) looks for a good incumbent, and a triple it explores to the end is done (its
+unresolved leaves kept); phase 2 explores the others in order of their full bound.
 Inner: depth-first over stages (end layer, reduced set), pruned with the incumbent against a bound from the
 decided stages (compute, update, all-reduce, sends bounded per pair of neighbouring sets), the later stages (the
 capped bottleneck split from the next layer), T_sync's floor and the device budget (weighted sums over columns,
-exact for two columns).  At a leaf: replica counts per column
+exact for two columns), and, in large trees, **cap levels**: a completion below the incumbent keeps every later
+y_k under (incumbent - the node's other terms) / (m - 1), so the device tables rebuilt for the configurations under
+the tightest of a few fractions of the triple's cap at least that room must hold the completion.  At a leaf: replica counts per column
 (exactly: a dynamic program over stages on used devices), then replica orders (columns in each order);
 the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`).  A leaf whose best plan is above its
 lower bound keeps that bound in the proven bound (reported with its gap, never hidden).
 
-The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the bound of the
-first unexplored outer triple when the budget ran out).
+The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the full bound of the
+first unexplored triple of phase 2 when the budget ran out).
 """
 
 from __future__ import annotations
@@ -50,9 +55,6 @@ PHASE1_NODES = 300
 LEVEL_FRACTIONS = (0.97, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6)
 #: Nodes a triple explores before its levels are used (small trees do not pay for their tables).
 LEVEL_AFTER_NODES = 300
-#: Seconds the search may spend, once its time ran out, computing the unexplored triples' full bounds (the proven
-#: bound it reports; past them, the quick bound of the next triple, a lower one).
-REMAINING_GRACE_S = 1.0
 
 
 @dataclass
@@ -647,20 +649,6 @@ class _Search:
             got = self.full_bounds[triple] = max(quick, self.triple_bound(tables[mbs], d, p))
         return got
 
-    def remaining_bound(self, tables: dict[int, _Tables], rest: list[tuple[float, int, int, int]]) -> float:
-        """A lower bound on every plan of the triples not explored (sorted by quick bound): the least full bound, the
-        full bounds computed while a quick bound stays below the least so far and the grace lasts (then that quick
-        bound, no higher than every later triple's)."""
-        best = math.inf
-        grace = Budget.starting_now(REMAINING_GRACE_S)
-        for t in rest:
-            if t[0] >= best:
-                break
-            if grace.expired():
-                return min(best, t[0])
-            best = min(best, self.full_bound(tables, t))
-        return best
-
     def run(self) -> SearchOutcome:
         prob = self.problem
         triples = []
@@ -706,22 +694,23 @@ class _Search:
                 self.stop = False
                 break
         self.node_cap, self.balanced, self.abort = None, False, False
-        for idx, t in enumerate(triples):
-            _q, mbs, d, p = t
-            if t[0] * (1 - PRUNE_REL) >= self.out.value:
+        # phase 2: every triple not done whose quick bound is below the incumbent, in order of its full bound (so
+        # that the bound of the first triple not explored, when the time runs out, is the least left)
+        live = sorted(
+            (self.full_bound(tables, t), t[1], t[2], t[3])
+            for t in triples
+            if t[0] * (1 - PRUNE_REL) < self.out.value and (t[1], t[2], t[3]) not in done
+        )
+        for lb, mbs, d, p in live:
+            if lb * (1 - PRUNE_REL) >= self.out.value:
                 break
-            if (mbs, d, p) in done:
-                continue
             if self.budget.expired():
                 self.stop = True
-            if not self.stop and self.full_bound(tables, t) * (1 - PRUNE_REL) >= self.out.value:
-                continue
             if not self.stop:
                 self.inner(tables[mbs], d, p)
             if self.stop:
                 self.out.stopped_by = "time_limit"
-                rest = [x for x in triples[idx:] if (x[1], x[2], x[3]) not in done]
-                self.out.bound = min([self.out.value, self.remaining_bound(tables, rest), *self.out.unresolved])
+                self.out.bound = min([self.out.value, lb, *self.out.unresolved])
                 return self.out
         self.out.complete = True
         # a leaf left unresolved at or above the final incumbent proves nothing is lost there (phase 1 leaves priced
