@@ -89,6 +89,7 @@ class _Tables:
         self.misc: dict[object, Any] = {}  # per-table caches of the bound programs, each keyed by its own tuple
         self.comp_cache: dict[int, np.ndarray] = {}
         self.min_ar_cache: dict[int, dict[int, np.ndarray]] = {}
+        self.ardp_cache: dict[int, tuple[list[np.ndarray], float]] = {}
         self.theta1: float | None = None
         self.cfgs: list[tuple[int, int]] = []
         for j, c in enumerate(self.cols):
@@ -471,8 +472,7 @@ class _Search:
         P (after j steps it holds j stages over the last layers, for every budget)."""
         if d <= 1:
             return 0.0
-        key = ("ardp", d)
-        rows = tb.misc.get(key)
+        rows = tb.ardp_cache.get(d)
         total = sum(tb.caps)
         if rows is None:
             table = self.min_ar_table(tb, d)
@@ -492,8 +492,8 @@ class _Search:
                     nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
                 g = nxt
                 out_rows.append(g[0].copy())
-            rows = tb.misc[key] = (out_rows, self.ar_floor(tb, d))  # type: ignore[assignment]
-        got_rows, floor = cast("tuple[list[np.ndarray], float]", rows)  # misc holds several tables
+            rows = tb.ardp_cache[d] = (out_rows, self.ar_floor(tb, d))
+        got_rows, floor = rows
         if p >= len(got_rows):
             return floor
         row = got_rows[p]
@@ -582,7 +582,11 @@ class _Search:
         """(least max_i y_i, least sum_i y_i) over every split into p stages, every configuration that fits; with
         ``d``, also under the device budget: a stage whose least tp is t_i has a replica of tp t_i (so y_i is at
         least that replica's least y) and takes D t_i devices at least, D sum_i t_i <= the devices.  Exact dynamic
-        programs over (stage, first layer, tp budget) on that relaxation, run once per P for every budget."""
+        programs over (stage, first layer, tp budget) on that relaxation, run once per P for every budget.  A budget of
+        4 P or more binds nothing (every tp is at most 4): then the values are :meth:`free_split`'s (the same minima
+        of the same sums), with no budget program."""
+        if d is not None and sum(tb.caps) // d >= 4 * p:
+            return self.free_split(tb, p)
         key = ("splitdp", p, self.sound)
         got = tb.misc.get(key)
         if got is None:
@@ -658,6 +662,14 @@ class _Search:
             if not tb.cfgs or not all(math.isfinite(x) for x in tb.cmin):
                 continue
             tables[mbs] = tb
+            for other in tables.values():  # the all-reduce tables read the weights and the tps, not the mbs
+                if other is not tb and {t for _j, t in other.cfgs} == {t for _j, t in tb.cfgs}:
+                    tb.min_ar_cache, tb.ar_floor_cache, tb.ardp_cache = (
+                        other.min_ar_cache,
+                        other.ar_floor_cache,
+                        other.ardp_cache,
+                    )
+                    break
             total = sum(tb.caps)
             for d in range(1, total + 1):
                 for p in range(1, min(tb.L, total // d) + 1):
