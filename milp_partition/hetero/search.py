@@ -628,16 +628,20 @@ class _Search:
             got = tb.misc[key] = (float(rmax[0][0]), float(rsum[0][0]))  # type: ignore[assignment]
         return cast("tuple[float, float]", got)
 
-    def triple_bound(self, tb: _Tables, d: int, p: int, quick: bool = False) -> float:
+    def triple_bound(self, tb: _Tables, d: int, p: int, quick: bool = False, split: bool = True) -> float:
         """A lower bound on the iteration time of every plan with micro-batch ``tb.mbs``, D = d and P = p:
         (m - 1) max_i y_i + sum_i y_i + U + T_sync with max_i y_i at least the device-time bound theta plus the least
         send, the average least compute plus the least send, and the bottleneck split's least max; sum_i y_i at
         least the bottleneck split's least sum; U at its floor, T_sync at :meth:`ar_split`.  The split is
         :meth:`root_split` under the device budget, or with ``quick`` :meth:`free_split` (no budget: a bound no
-        higher, far cheaper, for ordering the triples; the search checks the full one before it enters a triple)."""
+        higher, far cheaper, for ordering the triples; the search checks the full one before it enters a triple), or
+        with ``split=False`` none (the lowest, with no table of P)."""
         m = math.ceil(self.problem.global_batch / (tb.mbs * d))
         xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-        ymax_lb, ysum_lb = self.free_split(tb, p) if quick else self.root_split(tb, p, d)
+        if not split:  # the bound without the split programs (lower still): before any table of P is built
+            ymax_lb, ysum_lb = -math.inf, -math.inf
+        else:
+            ymax_lb, ysum_lb = self.free_split(tb, p) if quick else self.root_split(tb, p, d)
         return (
             (m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
             + max(tb.cminpre[tb.L] + sum(xs), ysum_lb)
@@ -673,6 +677,10 @@ class _Search:
             total = sum(tb.caps)
             for d in range(1, total + 1):
                 for p in range(1, min(tb.L, total // d) + 1):
+                    # a triple whose bound without the split already reaches the (heuristics') incumbent holds no
+                    # better plan: it is left out before its P's tables are built
+                    if self.triple_bound(tb, d, p, split=False) * (1 - PRUNE_REL) >= self.out.value:
+                        continue
                     triples.append((self.triple_bound(tb, d, p, quick=True), mbs, d, p))
         triples.sort()
         self.out.triples = len(triples)
