@@ -600,15 +600,19 @@ class _Search:
             for k in range(p - 1, -1, -1):
                 nmax = np.full((L + 1, budget + 1), inf)
                 nsum = np.full((L + 1, budget + 1), inf)
+                # stage k starts at s in [k, L - p + k] (k stages before it, p - k - 1 after) and ends at e in
+                # [k + 1, L - p + k + 1]; every other entry is inf or never read from the first layer
+                rows, ends = slice(k, L - p + k + 1), slice(k + 1, L - p + k + 2)
                 for t in tps:
                     yk = np.full((L + 1, L + 1), inf)
                     for c, (_j, tp) in enumerate(tb.cfgs):
                         if tp == t:
                             yk = np.minimum(yk, ylb[k][c])
-                    cmax = np.maximum(yk[:, :, None], gmax[None, :, : budget + 1 - t]).min(axis=1)
-                    csum = (yk[:, :, None] + gsum[None, :, : budget + 1 - t]).min(axis=1)
-                    nmax[:, t:] = np.minimum(nmax[:, t:], cmax)
-                    nsum[:, t:] = np.minimum(nsum[:, t:], csum)
+                    ykb = yk[rows, ends][:, :, None]
+                    cmax = np.maximum(ykb, gmax[None, ends, : budget + 1 - t]).min(axis=1)
+                    csum = (ykb + gsum[None, ends, : budget + 1 - t]).min(axis=1)
+                    nmax[rows, t:] = np.minimum(nmax[rows, t:], cmax)
+                    nsum[rows, t:] = np.minimum(nsum[rows, t:], csum)
                 gmax, gsum = nmax, nsum
             got = tb.misc[key] = (gmax[0].copy(), gsum[0].copy())  # type: ignore[assignment]
         gmax0, gsum0 = cast("tuple[np.ndarray, np.ndarray]", got)  # misc holds several tables
