@@ -8,13 +8,13 @@ import json
 from pathlib import Path
 
 import pytest
+from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
 
 from milp_partition import registry
 from milp_partition.cli.dispatch import main
 from milp_partition.errors import InputError
 from milp_partition.hetero import gap as hetero_gap
 from milp_partition.hetero.problem import plan_to_sailor
-from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
 from milp_partition.sweep.jobs import EXACT, GapJob
 from milp_partition.sweep.registry import execute
 
@@ -47,8 +47,7 @@ def test_gap_rows_baselines_never_beat_the_proven_optimum(tmp_path: Path) -> Non
     path = _setting(tmp_path)
     assert hetero_gap.recognize(path) is None and hetero_gap.recognize(tmp_path) is not None
     rows = {
-        m: execute(GapJob("hetero", str(path), path.stem, "x", (), m, time_limit_s=60))
-        for m in (*hetero_gap.HEURISTICS, EXACT)
+        m: execute(GapJob("hetero", str(path), path.stem, "x", (), m, time_limit_s=60)) for m in (*hetero_gap.HEURISTICS, EXACT)
     }
     exact = rows[EXACT]
     assert exact["status"] == "optimal", exact
@@ -71,7 +70,7 @@ def test_gap_setting_by_name_and_bad_files(tmp_path: Path) -> None:
     named = tmp_path / "named.json"
     named.write_text(json.dumps({"format": hetero_gap.FORMAT, "folder": str(HETERO), "setting": "opt350-a8-v16"}))
     p = hetero_gap.load(named, (), {})
-    assert (p.model.name, p.global_batch, p.cluster.total_devices) == ("OPT-350", 1024, 24)
+    assert (p.model.name, p.global_batch, sum(c.count for c in p.cluster.columns)) == ("OPT-350", 1024, 24)
     sound = _setting(tmp_path, objective="sound")
     assert hetero_gap.load(sound, (), {}).objective == "sound"
     bad = _setting(tmp_path, objective="memory")

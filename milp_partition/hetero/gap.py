@@ -98,7 +98,7 @@ def check(path: Path, point: tuple[tuple[str, str], ...], options: Mapping[str, 
 def run(job: GapJob) -> dict[str, str]:
     """One baseline or the exact search on one setting: a CSV row."""
     problem = load(job.path, job.point, dict(job.options))
-    base = {"size": str(problem.cluster.total_devices), "unit": "s"}
+    base = {"size": str(sum(c.count for c in problem.cluster.columns)), "unit": "s"}
     if job.method == EXACT:
         settings = HeteroSolveSettings(time_limit_s=job.time_limit_s, progress_interval_s=None)
         return exact_row(job, solve_hetero(problem, settings), base)
