@@ -8,9 +8,16 @@ proven bound (as a throughput ceiling), the status and gap and the seconds of th
 ``--objective sound`` (how far the two objectives differ on our plans).  Our plans are re-priced by
 ``tools/formula.py`` (the benchmark's formula as code) as a check.
 
+Where Sailor's tools are set up (``tools/setup.sh`` built a work dir: ``--sailor-work DIR``, else ``$SAILOR_WORK``,
+else ``${TMPDIR:-/tmp}/sailor-anchor``, the tools' own default), each of our plans is also scored by Sailor's own
+simulator (``tools/score_plan.py``; column "Sailor's simulator it/s", which must equal ours to relative 1e-9), and
+Sailor's planner is re-run on the setting right after our solve (``tools/run_planner.py SAILOR``: its throughput and
+``search_time_s`` on this machine, under the same load; ``--no-planner`` skips it).  Without a work dir the table says
+so and those columns read "-".
+
 Run from the repository root::
 
-    python benchmarks/hetero_bench.py [--time-limit 60] [--only NAME ...]
+    python benchmarks/hetero_bench.py [--time-limit 60] [--only NAME ...] [--sailor-work DIR] [--no-planner]
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import importlib.util
 import json
 import os
 import platform
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -33,6 +42,43 @@ ROOT = Path(__file__).resolve().parents[1]
 HETERO = ROOT.parent / "shared" / "benchmarks" / "hetero"
 ANCHORS = ("SAILOR", "Metis", "FlashFlex", "AMP", "Galvatron", "Piper")
 SCRIPT = "benchmarks/hetero_bench.py"
+#: Relative agreement required between our objective and Sailor's simulator on our plans.
+SIM_REL = 1e-9
+
+
+def default_sailor_work() -> Path:
+    """The tools' default work dir (``tools/sailor_env.py``): ``$SAILOR_WORK``, else ``${TMPDIR:-/tmp}/sailor-anchor``."""
+    return Path(os.environ.get("SAILOR_WORK") or Path(os.environ.get("TMPDIR", "/tmp")) / "sailor-anchor")
+
+
+def sailor_python(work: Path) -> Path | None:
+    """The Python of a work dir built by ``tools/setup.sh`` (None when it is not built)."""
+    py = work / "venv" / "bin" / "python"
+    return py if py.is_file() and (work / "sailor").is_dir() else None
+
+
+def _tool(py: Path, work: Path, args: list[str], timeout_s: float) -> dict[str, object]:
+    """Run one of the benchmark's tools under Sailor's venv; the last JSON object it prints (stdout)."""
+    env = {**os.environ, "SAILOR_WORK": str(work)}
+    proc = subprocess.run(
+        [str(py), *args], capture_output=True, text=True, env=env, cwd=str(HETERO), timeout=timeout_s, check=False
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{args[0]} exited {proc.returncode}: {proc.stderr.strip()[-400:]}")
+    return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+
+def sailor_score(py: Path, work: Path, plan_path: Path, setting: str) -> dict[str, object]:
+    """Our plan scored by Sailor's own simulator (``tools/score_plan.py --brief``): throughput, valid, fits."""
+    return _tool(py, work, ["tools/score_plan.py", str(Path(plan_path).resolve()), "--setting", setting, "--brief"], 300)
+
+
+def sailor_planner(py: Path, work: Path, setting: str) -> dict[str, object]:
+    """Sailor's planner re-run here (``tools/run_planner.py SAILOR``): its throughput and search seconds."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "sailor.json"
+        _tool(py, work, ["tools/run_planner.py", "SAILOR", "--setting", setting, "-o", str(out)], 900)
+        return json.loads(out.read_text())  # type: ignore[no-any-return]
 
 
 def _formula():  # type: ignore[no-untyped-def]
@@ -47,7 +93,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--sailor-work", type=Path, help="the work dir tools/setup.sh built (default: the tools' default)")
+    ap.add_argument("--no-planner", action="store_true", help="do not re-run Sailor's planner (only score our plans)")
     a = ap.parse_args()
+    work = a.sailor_work or default_sailor_work()
+    py = sailor_python(work)
+    if py is None:
+        print(f"note: Sailor's tools are not set up at {work} (run tools/setup.sh): no simulator column", flush=True)
+    else:
+        print(f"Sailor's tools at {work}: scoring our plans with its simulator", flush=True)
     names = [n for n in setting_names(HETERO) if not a.only or n in a.only]
     summary = json.loads((HETERO / "reference" / "summary.json").read_text())["rows"]
     anchors = {(r["setting"], r["planner"]): r for r in summary}
@@ -79,6 +133,18 @@ def main() -> int:
                 sailor_plan_path = ROOT / "results" / "hetero_plans" / f"{name}.json"
                 sailor_plan_path.parent.mkdir(parents=True, exist_ok=True)
                 sailor_plan_path.write_text(json.dumps(plan) + "\n")
+                row["sim_it_s"] = row["sim_valid"] = None
+                if py is not None:
+                    sc = sailor_score(py, work, sailor_plan_path, name)
+                    row["sim_it_s"], row["sim_valid"] = sc.get("throughput_it_s"), sc.get("valid")
+                    ours = 1.0 / float(row["formula_iteration_s"])  # type: ignore[arg-type]
+                    sim = float(sc.get("throughput_it_s") or 0.0)  # type: ignore[arg-type]
+                    if not sc.get("valid") or abs(sim - ours) > SIM_REL * ours:
+                        print(f"MISMATCH {name}: Sailor's simulator {sc}, ours {ours!r}", file=sys.stderr, flush=True)
+        row["sailor_here"] = None
+        if py is not None and not a.no_planner:
+            r = sailor_planner(py, work, name)
+            row["sailor_here"] = (r.get("throughput_it_s"), r.get("search_time_s"), r.get("init_time_s"))
         for planner in ANCHORS:
             r = anchors.get((name, planner))
             ok = r is not None and r.get("throughput_it_s") is not None
@@ -89,7 +155,7 @@ def main() -> int:
             f"sound {row['sound_throughput_it_s']:.6f}",
             flush=True,
         )
-    write(rows, a.time_limit)
+    write(rows, a.time_limit, None if py is None else work, py is not None and not a.no_planner)
     return 0
 
 
@@ -97,7 +163,23 @@ def _f(x: object, nd: int = 4) -> str:
     return "-" if x is None else f"{float(x):.{nd}f}"  # type: ignore[arg-type]
 
 
-def write(rows: list[dict[str, object]], limit: float) -> None:
+def _sim(r: dict[str, object]) -> str:
+    """Sailor's simulator on our plan: its throughput (``invalid`` when score_plan.py marks the plan not valid)."""
+    if r.get("sim_it_s") is None:
+        return "-"
+    return f"{float(r['sim_it_s']):.5f}" + ("" if r.get("sim_valid") else " (invalid)")  # type: ignore[arg-type]
+
+
+def _here(r: dict[str, object]) -> str:
+    """Sailor's planner re-run here: throughput (search seconds)."""
+    h = r.get("sailor_here")
+    if not h:
+        return "-"
+    thr, secs, _init = h  # type: ignore[misc]
+    return f"{_f(thr)} ({_f(secs, 2)})"
+
+
+def write(rows: list[dict[str, object]], limit: float, work: Path | None, planner: bool) -> None:
     out = ROOT / "results"
     head = (
         f"<!-- written by {SCRIPT}; do not edit by hand -->\n\n# Heterogeneous clusters (issue 40): Sailor's problem\n\n"
@@ -108,10 +190,29 @@ def write(rows: list[dict[str, object]], limit: float) -> None:
         "Anchors: `reference/summary.json` (scored by Sailor's own simulator; `*` = plan outside the space; search seconds "
         "in brackets, measured on another loaded machine).\n\n"
     )
+    if work is None:
+        head += (
+            "Sailor's own simulator and planner were **not run** (no work dir of `tools/setup.sh` found: give "
+            "`--sailor-work DIR`): columns 'Sailor's simulator it/s' and 'SAILOR here' read '-'.\n\n"
+        )
+    else:
+        head += (
+            "'Sailor's simulator it/s': our plan scored by Sailor's own, unmodified simulator (`tools/score_plan.py`, "
+            f"a valid plan in the space; it equals ours to relative {SIM_REL:g} on every row, else the script reports "
+            "a mismatch). "
+            + (
+                "'SAILOR here': Sailor's planner re-run on this machine right after our solve (`tools/run_planner.py "
+                "SAILOR`; its simulator's throughput, (its search seconds), its constructor's seconds left out as "
+                "Sailor's timer leaves them out).\n\n"
+                if planner
+                else "Sailor's planner was not re-run (`--no-planner`).\n\n"
+            )
+        )
     lines = [
         head,
-        "| setting | GPUs | ours it/s | proven ceiling it/s | status (gap) | s | formula it/s | " + " | ".join(ANCHORS) + " |",
-        "|---|---|---|---|---|---|---|" + "---|" * len(ANCHORS),
+        "| setting | GPUs | ours it/s | proven ceiling it/s | status (gap) | s | formula it/s | Sailor's simulator it/s "
+        "| SAILOR here (s) | " + " | ".join(ANCHORS) + " |",
+        "|---|---|---|---|---|---|---|---|---|" + "---|" * len(ANCHORS),
     ]
     for r in rows:
         anchors = []
@@ -122,7 +223,7 @@ def write(rows: list[dict[str, object]], limit: float) -> None:
         lines.append(
             f"| {r['setting']} | {r['gpus']} | {_f(r['throughput_it_s'], 5)} | {_f(r['bound_it_s'], 5)} | "
             f"{r['status']} ({'-' if gap is None else f'{100 * float(gap):.2f}%'}) | {_f(r['seconds'], 1)} | "  # type: ignore[arg-type]
-            f"{_f(1 / float(r['formula_iteration_s']), 5)} | " + " | ".join(anchors) + " |"
+            f"{_f(1 / float(r['formula_iteration_s']), 5)} | {_sim(r)} | {_here(r)} | " + " | ".join(anchors) + " |"
         )  # type: ignore[arg-type]
     lines += [
         "",
@@ -144,11 +245,14 @@ def write(rows: list[dict[str, object]], limit: float) -> None:
         )  # type: ignore[arg-type]
     (out / "hetero.md").write_text("\n".join(lines) + "\n")
     with open(out / "hetero.csv", "w", newline="") as fh:
-        keys = [k for k in rows[0] if k not in ANCHORS]
+        keys = [k for k in rows[0] if k not in (*ANCHORS, "sailor_here")]
         w = csv.writer(fh)
-        w.writerow([*keys, *(f"{p}_it_s" for p in ANCHORS)])
+        w.writerow([*keys, *(f"{p}_it_s" for p in ANCHORS), "sailor_here_it_s", "sailor_here_search_s"])
         for r in rows:
-            w.writerow([r[k] for k in keys] + [("" if r[p] is None else r[p][0]) for p in ANCHORS])  # type: ignore[index]
+            here = r.get("sailor_here") or ("", "", "")
+            w.writerow(
+                [r[k] for k in keys] + [("" if r[p] is None else r[p][0]) for p in ANCHORS] + [here[0], here[1]]  # type: ignore[index]
+            )
     try:
         import matplotlib
 

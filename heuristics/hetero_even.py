@@ -1,15 +1,19 @@
-"""Sailor-style plans for the heterogeneous problem: an even split, one configuration per stage (a warm start).
+"""Sailor-style and uniform plans for the heterogeneous problem: an even split, one configuration per stage or one for
+all replicas (warm starts of the exact search, and ``gap``'s baselines).
 
-For every micro-batch size, stage count P and data-parallel degree D: the even split (Sailor's: layers // P per
+Sailor-style (:func:`best_even_plan`): for every micro-batch size, stage count P and data-parallel degree D: the even split (Sailor's: layers // P per
 stage, the extra layers in the last stages), then the least bottleneck compute theta (bisection over the stages'
 compute values) for which every stage can take a configuration whose compute is at most theta with the devices of
 each column holding all of them (exactly for two columns, greedily for more).
-Each such plan is priced exactly; the best is returned.  A heuristic: it proves nothing.
+Each such plan is priced exactly; the best is returned.  Uniform (:func:`best_uniform_plan`): one configuration
+(column, tp) for every replica of every stage, an even split and the most replicas that fit.  Heuristics: they prove
+nothing.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 from milp_partition.hetero.cost import evaluate, memory_bytes
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, Replica
@@ -121,4 +125,33 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12) -> tuple[Hetero
                 v = evaluate(problem, plan).iteration_s
                 if v < best_v:
                     best, best_v = plan, v
+    return best, best_v
+
+
+def uniform_plans(problem: HeteroProblem) -> Iterator[HeteroPlan]:
+    """Every plan with one configuration (column, tp) for all replicas, an even split and the most replicas that fit."""
+    mod = problem.model
+    for mbs in problem.micro_batches():
+        for col in problem.cluster.columns:
+            for tp in (1, 2, 4):
+                if col.count == 0 or not problem.replica_valid(col.kind, mbs, tp):
+                    continue
+                cap = problem.cluster.memory_of(col.kind)
+                for p in range(1, mod.layers + 1):
+                    d = col.count // (tp * p)
+                    if d < 1:
+                        break
+                    st = even_split(mod.layers, p)
+                    if all(memory_bytes(problem, mbs, tp, s, e, p - i) <= cap for i, (s, e) in enumerate(st)):
+                        yield HeteroPlan(mbs, st, tuple(tuple([Replica(col.kind, col.zone, tp)] * d) for _ in st))
+
+
+def best_uniform_plan(problem: HeteroProblem) -> tuple[HeteroPlan | None, float]:
+    """The best uniform plan (:func:`uniform_plans`) and its iteration seconds (inf when none fits)."""
+    best: HeteroPlan | None = None
+    best_v = math.inf
+    for plan in uniform_plans(problem):
+        v = evaluate(problem, plan).iteration_s
+        if v < best_v:
+            best, best_v = plan, v
     return best, best_v

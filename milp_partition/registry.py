@@ -184,6 +184,8 @@ PROBLEMS: dict[str, ProblemEntry] = {
             options="milp_partition.cli.hetero_options",
             solve="milp_partition.hetero.solve:solve_hetero",
             verifier="milp_partition.verifiers.hetero:verify_hetero",
+            gap="milp_partition.hetero.gap",
+            plot="milp_partition.plots.hetero",
             # its exact search runs on one thread and no back-end runs: no --solver, --threads, --seed or --no-warm-start
             common=frozenset({"time_limit_s", "progress_interval_s"}),
             solver_default="none",

@@ -138,7 +138,7 @@ def _plans(problem: HeteroProblem) -> Iterator[HeteroPlan]:
                         if any(used.get((c.kind, c.zone), 0) > c.count for c in cols):
                             continue
                         if any(
-                            memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.kinds[k].memory_bytes
+                            memory_bytes(problem, mbs, tp, s, e, p - i) > problem.cluster.memory_of(k)
                             for i, ((s, e), row) in enumerate(zip(stages, reps))
                             for k, _z, tp in row
                         ):
@@ -166,6 +166,32 @@ def test_search_matches_brute_force_on_a_tiny_setting(objective: str, count: int
     assert got.bound == pytest.approx(want, rel=1e-9)  # proven: every leaf resolved here
     rep = verify_hetero(problem, plan_to_sailor(got.plan))
     assert rep.feasible and rep.iteration_s == pytest.approx(want, rel=1e-12)
+
+
+@pytest.mark.parametrize("objective", ["sailor", "sound"])
+def test_search_with_cap_levels_from_the_first_node_matches_brute_force(objective: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The later stages' tighter caps (levels) used from the first node: they prune here (some device check under a
+    level fails), and the search still finds the optimum and bound of every plan enumerated, from no incumbent and
+    from one just above the optimum."""
+    import milp_partition.hetero.search as hs
+
+    monkeypatch.setattr(hs, "LEVEL_AFTER_NODES", -1)
+    results: list[bool] = []
+    level_fits = hs._Triple.level_fits
+
+    def counted(self: hs._Triple, *args: object) -> bool:
+        results.append(level_fits(self, *args))  # type: ignore[arg-type]
+        return results[-1]
+
+    monkeypatch.setattr(hs._Triple, "level_fits", counted)
+    problem = _tiny(objective, 3, 3)
+    want = _brute(problem)
+    for start in (math.inf, want * 1.05):
+        got = search(problem, Budget.starting_now(60.0), start)
+        assert got.complete
+        assert got.value == pytest.approx(want, rel=1e-12)
+        assert got.bound <= want * (1 + 1e-12) and got.bound == pytest.approx(want, rel=1e-9)
+    assert False in results  # a level pruned a node
 
 
 @pytest.mark.parametrize(("objective", "count"), [("sailor", 2), ("sound", 2), ("sailor", 3)])
@@ -271,3 +297,26 @@ def test_cli_setting_file_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureF
     assert main(["solve", str(HETERO), "--setting", "nope"]) == 2
     assert main(["solve", str(HETERO), "--setting", "opt350-a8-v16", "--objective", "memory"]) == 2
     assert "internal error" not in capsys.readouterr().err
+
+
+def test_two_column_step_is_its_definition() -> None:
+    """The two-column device table's step (a running or window minimum per residue) against its definition, on random
+    tables of whole device counts with holes (inf), every tp pair and D below and above the table's width."""
+    import numpy as np
+
+    from milp_partition.hetero.search import _two_step
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        rows, width, d = int(rng.integers(1, 4)), int(rng.integers(1, 40)), int(rng.integers(1, 45))
+        t0, t1 = int(rng.choice([0, 1, 2, 4])), int(rng.choice([0, 1, 2, 4]))
+        nxt = rng.integers(0, 200, size=(rows, width)).astype(float)
+        nxt[rng.random((rows, width)) < 0.3] = math.inf
+        want = np.full((rows, width), math.inf)
+        for n in range(d + 1):
+            if (n > 0 and not t0) or (n < d and not t1):
+                continue
+            for a in range(width):
+                if a - n * t0 >= 0:
+                    want[:, a] = np.minimum(want[:, a], nxt[:, a - n * t0] + (d - n) * t1)
+        assert np.array_equal(_two_step(nxt, d, t0, t1), want)

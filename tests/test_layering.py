@@ -126,6 +126,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.placement.gap": 7,
     "milp_partition.joint.gap": 7,
     "milp_partition.galvatron.gap": 7,
+    "milp_partition.hetero.gap": 7,
 }
 
 

@@ -209,6 +209,19 @@ def read_empty_steps(paths: list[str]) -> tuple[tuple[int, int, int, float], ...
     return tuple((p, d, m, statistics.median(v)) for (p, d, m), v in sorted(found.items()))
 
 
+def _forced_replicas(args: argparse.Namespace) -> tuple[int | None, int | None]:
+    """The forced data-parallel degree ``d`` and micro-batches per replica ``m`` (``--microbatches N`` = ``d m``)."""
+    n_micro = getattr(args, "microbatches", None)
+    d = getattr(args, "data_parallel", None)
+    if n_micro is None:
+        return d, None
+    if d is None:
+        raise InputError("with --objective run, --microbatches N (d m in all) needs --data-parallel D", where="--microbatches")
+    if n_micro % d:
+        raise InputError(f"{n_micro} micro-batches do not split over {d} replicas", where="--microbatches")
+    return d, n_micro // d
+
+
 def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dict[str, Any]]:
     """The run-objective problem of the imported graph ``args.instance`` with the command line's cluster and batch."""
     source = str(args.instance)
@@ -258,17 +271,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     from_runs = read_empty_steps(args.empty_steps) if getattr(args, "empty_steps", None) else ()
     if from_runs:  # E per shape, from the runs' own empty-step measurements
         coeffs = replace(coeffs, empty_step_s=from_runs)
-    n_micro = getattr(args, "microbatches", None)
-    d = getattr(args, "data_parallel", None)
-    m = None
-    if n_micro is not None:
-        if d is None:
-            raise InputError(
-                "with --objective run, --microbatches N (d m in all) needs --data-parallel D", where="--microbatches"
-            )
-        if n_micro % d:
-            raise InputError(f"{n_micro} micro-batches do not split over {d} replicas", where="--microbatches")
-        m = n_micro // d
+    d, m = _forced_replicas(args)
     problem = run_problem_from_imported(
         data,
         source,

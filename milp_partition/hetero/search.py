@@ -13,16 +13,21 @@ with tp at least the neighbour's least tp).  The search enumerates reduced sets 
 time bound: every device of kind g serves at most max_i C_i seconds per micro-batch, and D copies of every layer
 need sum_l min_tp tp (f+b)(l) device-seconds of some kind, split fractionally between kinds; the bottleneck split
 programs for max_i y_i and sum_i y_i and the T_sync program, both under the tp budget D sum_i t_i <= devices).
+The triples are listed by a quick bound (the split without the tp budget, no higher); phase 1 (a few hundred nodes
+per triple, balanced ends first) looks for a good incumbent, and a triple it explores to the end is done (its
+unresolved leaves kept); phase 2 explores the others in order of their full bound.
 Inner: depth-first over stages (end layer, reduced set), pruned with the incumbent against a bound from the
 decided stages (compute, update, all-reduce, sends bounded per pair of neighbouring sets), the later stages (the
 capped bottleneck split from the next layer), T_sync's floor and the device budget (weighted sums over columns,
-exact for two columns).  At a leaf: replica counts per column
+exact for two columns), and, in large trees, **cap levels**: a completion below the incumbent keeps every later
+y_k under (incumbent - the node's other terms) / (m - 1), so the device tables rebuilt for the configurations under
+the tightest of a few fractions of the triple's cap at least that room must hold the completion.  At a leaf: replica counts per column
 (exactly: a dynamic program over stages on used devices), then replica orders (columns in each order);
 the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`).  A leaf whose best plan is above its
 lower bound keeps that bound in the proven bound (reported with its gap, never hidden).
 
-The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the bound of the
-first unexplored outer triple when the budget ran out).
+The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the full bound of the
+first unexplored triple of phase 2 when the budget ran out).
 """
 
 from __future__ import annotations
@@ -45,6 +50,11 @@ TICK = 2000
 #: Phase 1 (heuristic sweep over every triple): share of the time limit and nodes per triple.
 PHASE1_SHARE = 0.08
 PHASE1_NODES = 300
+#: Tighter caps on the later stages' y, as fractions of the triple's cap: a node whose own terms leave the later stages
+#: less room than a level checks the devices under that level's tables (built when first needed).
+LEVEL_FRACTIONS = (0.97, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6)
+#: Nodes a triple explores before its levels are used (small trees do not pay for their tables).
+LEVEL_AFTER_NODES = 300
 
 
 @dataclass
@@ -74,11 +84,12 @@ class _Tables:
         self.caps = [c.count for c in self.cols]
         self.fit_cache: dict[tuple[int, int], list[int]] = {}
         self.pair_cache: dict[tuple[tuple[int, ...], tuple[int, ...], float, float], tuple[float, float]] = {}
-        self.ar_cache: dict[tuple[tuple[int, ...], int, int, int], float] = {}
+        self.set_keys: dict[tuple[int, ...], tuple[int, tuple[int, ...]]] = {}
         self.ar_floor_cache: dict[int, float] = {}
         self.misc: dict[object, Any] = {}  # per-table caches of the bound programs, each keyed by its own tuple
         self.comp_cache: dict[int, np.ndarray] = {}
         self.min_ar_cache: dict[int, dict[int, np.ndarray]] = {}
+        self.ardp_cache: dict[int, tuple[list[np.ndarray], float]] = {}
         self.theta1: float | None = None
         self.cfgs: list[tuple[int, int]] = []
         for j, c in enumerate(self.cols):
@@ -128,12 +139,15 @@ class _Tables:
         """Whether configuration k holds layers s..e-1 with ``in_flight`` micro-batches (memory grows with e)."""
         row = self.fit_cache.get((k, in_flight))
         if row is None:
-            row = []
-            for s0 in range(self.L):
-                e0 = s0
-                while e0 < self.L and self._fits(k, s0, e0 + 1, in_flight):
-                    e0 += 1
-                row.append(e0)
+            # memory grows with e (prefix sums of non-negative floats): the count of ends that fit is the last one;
+            # the same arithmetic as :meth:`_fits`, elementwise
+            L = self.L
+            pp, ap = np.array(self.ppre[k]), np.array(self.apre[k])
+            params = pp[None, :] - pp[:, None]
+            act = (ap[None, :] - ap[:, None]) * self.mbs * FLOAT_BYTES
+            used = params * self.problem.model.optimizer_bytes_per_param + act * in_flight + self.memconst[k]
+            ok = (used <= self.memcap[k] * (1 + 1e-12)) & (np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None])
+            row = [s0 + int(n) for s0, n in enumerate(ok[:L].sum(axis=1).tolist())]
             self.fit_cache[(k, in_flight)] = row
         return e <= row[s]
 
@@ -269,6 +283,59 @@ def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     return 2 * t
 
 
+def _x_coef(p: int, i: int, sound: bool) -> tuple[float, float]:
+    """(ka, kb) with X_i = ka a_i + kb b_i (:meth:`_Search.x_of`; 0, 1 or 2 each, so the products are exact)."""
+    if p == 1:
+        return 0.0, 0.0
+    if i == 0:
+        return (1.0 if (p <= 3 or sound) else 2.0), 0.0
+    if i == p - 1:
+        return 0.0, (1.0 if sound else 2.0)
+    return 1.0, 1.0
+
+
+def _window_min(y: np.ndarray, d: int) -> np.ndarray:
+    """win[:, j] = min of y[:, k] over k in [max(0, j - d), j] (van Herk / Gil-Werman: blocks of d + 1, a running
+    minimum forward and backward in each block; a window meets at most two blocks)."""
+    rows, n = y.shape
+    w = d + 1
+    nb = -(-n // w)
+    yp = np.concatenate([y, np.full((rows, nb * w - n), math.inf)], axis=1).reshape(rows, nb, w)
+    pre = np.minimum.accumulate(yp, axis=2).reshape(rows, nb * w)
+    suf = np.minimum.accumulate(yp[:, :, ::-1], axis=2)[:, :, ::-1].reshape(rows, nb * w)
+    win = np.minimum.accumulate(y, axis=1)  # j < d: the window starts at 0
+    if n > d:
+        win[:, d:] = np.minimum(suf[:, : n - d], pre[:, d:n])
+    return win
+
+
+def _two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
+    """conv[e][a] = min over n of nxt[e][a - n t0] + (d - n) t1: n of a stage's d replicas on column 0 (tp t0), d - n
+    on column 1 (tp t1); n = 0 only when t1 > 0 and n = d only when t0 > 0 (a 0 tp: the column is not allowed);
+    nxt[e][a] = least column-1 devices of the later stages from layer e with at most a column-0 devices (inf: none).
+
+    Every finite value is a whole number of devices, so the sums are exact in any order: per residue r of a modulo
+    t0, with j = (a - r) / t0, conv = (d - j) t1 + the least of nxt[e][r + k t0] + k t1 over k in [j - d, j] (a window
+    minimum: a running minimum when the window reaches k = 0 for every j)."""
+    inf = math.inf
+    out = np.full(nxt.shape, inf)
+    width = nxt.shape[1]
+    if not t0:  # every replica on column 1
+        return nxt + d * t1 if t1 else out
+    if not t1:  # every replica on column 0
+        shift = d * t0
+        if shift < width:
+            out[:, shift:] = nxt[:, : width - shift]
+        return out
+    for r in range(min(t0, width)):
+        y = nxt[:, r::t0]  # [e][k]
+        jn = y.shape[1]
+        y = y + t1 * np.arange(jn)
+        win = np.minimum.accumulate(y, axis=1) if d >= jn - 1 else _window_min(y, d)
+        out[:, r::t0] = win + t1 * (d - np.arange(jn))
+    return out
+
+
 def _bottleneck(
     ylb: list[list[np.ndarray]], allowed: list[list[np.ndarray]], L: int
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -289,6 +356,19 @@ def _bottleneck(
     return rmax, rsum
 
 
+def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_bottleneck` on stacked arrays: ``ylb`` and ``allowed`` are [k][c][s0][e]; rows rmax[k], rsum[k]."""
+    p, inf = ylb.shape[0], math.inf
+    rmax = np.full((p + 1, L + 1), inf)
+    rsum = np.full((p + 1, L + 1), inf)
+    rmax[p, L], rsum[p, L] = -inf, 0.0
+    for k in range(p - 1, -1, -1):
+        yk = np.where(allowed[k], ylb[k], inf).min(axis=0)
+        rmax[k] = np.maximum(yk, rmax[k + 1][None, :]).min(axis=1)
+        rsum[k] = (yk + rsum[k + 1][None, :]).min(axis=1)
+    return rmax, rsum
+
+
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
@@ -301,6 +381,8 @@ class _Search:
         self.out = SearchOutcome(plan=plan, value=incumbent)
         self.ticks = 0
         self.stop = False
+        self.full_bounds: dict[tuple[float, int, int, int], float] = {}
+        self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
@@ -323,10 +405,13 @@ class _Search:
     def ar_lb(self, tb: _Tables, q: tuple[int, ...], s: int, e: int, d: int) -> float:
         if d <= 1:
             return 0.0
-        key = (q, s, e, d)
-        got = tb.ar_cache.get(key)
+        sk = tb.set_keys.get(q)
+        if sk is None:  # the all-reduce reads a set's least tp and its columns only
+            sk = tb.set_keys[q] = (min(4, min(tb.cfgs[c][1] for c in q)), tuple(sorted({tb.cfgs[c][0] for c in q})))
+        key = (sk, s, e, d)
+        got = self.ar_cache.get(key)  # shared by the micro-batch sizes: the weights do not depend on them
         if got is None:
-            got = tb.ar_cache[key] = self._ar_lb(tb, q, s, e, d)
+            got = self.ar_cache[key] = self._ar_lb(tb, q, s, e, d)
         return got
 
     def _ar_lb(self, tb: _Tables, q: tuple[int, ...], s: int, e: int, d: int) -> float:
@@ -387,8 +472,7 @@ class _Search:
         P (after j steps it holds j stages over the last layers, for every budget)."""
         if d <= 1:
             return 0.0
-        key = ("ardp", d)
-        rows = tb.misc.get(key)
+        rows = tb.ardp_cache.get(d)
         total = sum(tb.caps)
         if rows is None:
             table = self.min_ar_table(tb, d)
@@ -408,8 +492,8 @@ class _Search:
                     nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
                 g = nxt
                 out_rows.append(g[0].copy())
-            rows = tb.misc[key] = (out_rows, self.ar_floor(tb, d))  # type: ignore[assignment]
-        got_rows, floor = cast("tuple[list[np.ndarray], float]", rows)  # misc holds several tables
+            rows = tb.ardp_cache[d] = (out_rows, self.ar_floor(tb, d))
+        got_rows, floor = rows
         if p >= len(got_rows):
             return floor
         row = got_rows[p]
@@ -458,6 +542,14 @@ class _Search:
         tb.misc[key] = ylb  # type: ignore[assignment]
         return ylb
 
+    def stage_ylb_arr(self, tb: _Tables, p: int) -> np.ndarray:
+        """:meth:`stage_ylb` stacked: [k][c][s0][e] (cached per (P, objective))."""
+        key = ("ylbarr", p, self.sound)
+        got = tb.misc.get(key)
+        if got is None:
+            got = tb.misc[key] = np.array(self.stage_ylb(tb, p))
+        return cast("np.ndarray", got)
+
     def send_tables(self, tb: _Tables) -> None:
         """Per configuration c: the least forward send of a stage ending at e and the least backward send of a stage
         starting at s0 (over every partner configuration), cached in ``tb.misc``."""
@@ -490,7 +582,11 @@ class _Search:
         """(least max_i y_i, least sum_i y_i) over every split into p stages, every configuration that fits; with
         ``d``, also under the device budget: a stage whose least tp is t_i has a replica of tp t_i (so y_i is at
         least that replica's least y) and takes D t_i devices at least, D sum_i t_i <= the devices.  Exact dynamic
-        programs over (stage, first layer, tp budget) on that relaxation, run once per P for every budget."""
+        programs over (stage, first layer, tp budget) on that relaxation, run once per P for every budget.  A budget of
+        4 P or more binds nothing (every tp is at most 4): then the values are :meth:`free_split`'s (the same minima
+        of the same sums), with no budget program."""
+        if d is not None and sum(tb.caps) // d >= 4 * p:
+            return self.free_split(tb, p)
         key = ("splitdp", p, self.sound)
         got = tb.misc.get(key)
         if got is None:
@@ -504,35 +600,66 @@ class _Search:
             for k in range(p - 1, -1, -1):
                 nmax = np.full((L + 1, budget + 1), inf)
                 nsum = np.full((L + 1, budget + 1), inf)
+                # stage k starts at s in [k, L - p + k] (k stages before it, p - k - 1 after) and ends at e in
+                # [k + 1, L - p + k + 1]; every other entry is inf or never read from the first layer
+                rows, ends = slice(k, L - p + k + 1), slice(k + 1, L - p + k + 2)
                 for t in tps:
                     yk = np.full((L + 1, L + 1), inf)
                     for c, (_j, tp) in enumerate(tb.cfgs):
                         if tp == t:
                             yk = np.minimum(yk, ylb[k][c])
-                    cmax = np.maximum(yk[:, :, None], gmax[None, :, : budget + 1 - t]).min(axis=1)
-                    csum = (yk[:, :, None] + gsum[None, :, : budget + 1 - t]).min(axis=1)
-                    nmax[:, t:] = np.minimum(nmax[:, t:], cmax)
-                    nsum[:, t:] = np.minimum(nsum[:, t:], csum)
+                    ykb = yk[rows, ends][:, :, None]
+                    cmax = np.maximum(ykb, gmax[None, ends, : budget + 1 - t]).min(axis=1)
+                    csum = (ykb + gsum[None, ends, : budget + 1 - t]).min(axis=1)
+                    nmax[rows, t:] = np.minimum(nmax[rows, t:], cmax)
+                    nsum[rows, t:] = np.minimum(nsum[rows, t:], csum)
                 gmax, gsum = nmax, nsum
             got = tb.misc[key] = (gmax[0].copy(), gsum[0].copy())  # type: ignore[assignment]
         gmax0, gsum0 = cast("tuple[np.ndarray, np.ndarray]", got)  # misc holds several tables
         b = len(gmax0) - 1 if d is None else min(sum(tb.caps) // d, len(gmax0) - 1)
         return float(gmax0[b]), float(gsum0[b])
 
-    def triple_bound(self, tb: _Tables, d: int, p: int) -> float:
+    def free_split(self, tb: _Tables, p: int) -> tuple[float, float]:
+        """(least max_i y_i, least sum_i y_i) over every split into p stages and every configuration that fits, with no
+        device budget: :meth:`root_split` without its tp-budget dimension (at most its value for every D), a dynamic
+        program over (stage, first layer) only.  Cached per (P, objective) in ``tb``."""
+        key = ("free", p, self.sound)
+        got = tb.misc.get(key)
+        if got is None:
+            ylb = self.stage_ylb(tb, p)
+            ok = np.ones((tb.L + 1, tb.L + 1), dtype=bool)
+            rmax, rsum = _bottleneck(ylb, [[ok] * len(row) for row in ylb], tb.L)
+            got = tb.misc[key] = (float(rmax[0][0]), float(rsum[0][0]))  # type: ignore[assignment]
+        return cast("tuple[float, float]", got)
+
+    def triple_bound(self, tb: _Tables, d: int, p: int, quick: bool = False, split: bool = True) -> float:
         """A lower bound on the iteration time of every plan with micro-batch ``tb.mbs``, D = d and P = p:
         (m - 1) max_i y_i + sum_i y_i + U + T_sync with max_i y_i at least the device-time bound theta plus the least
         send, the average least compute plus the least send, and the bottleneck split's least max; sum_i y_i at
-        least the bottleneck split's least sum; U at its floor, T_sync at :meth:`ar_split`."""
+        least the bottleneck split's least sum; U at its floor, T_sync at :meth:`ar_split`.  The split is
+        :meth:`root_split` under the device budget, or with ``quick`` :meth:`free_split` (no budget: a bound no
+        higher, far cheaper, for ordering the triples; the search checks the full one before it enters a triple), or
+        with ``split=False`` none (the lowest, with no table of P)."""
         m = math.ceil(self.problem.global_batch / (tb.mbs * d))
         xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-        ymax_lb, ysum_lb = self.root_split(tb, p, d)
+        if not split:  # the bound without the split programs (lower still): before any table of P is built
+            ymax_lb, ysum_lb = -math.inf, -math.inf
+        else:
+            ymax_lb, ysum_lb = self.free_split(tb, p) if quick else self.root_split(tb, p, d)
         return (
             (m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
             + max(tb.cminpre[tb.L] + sum(xs), ysum_lb)
             + tb.umin
             + self.ar_split(tb, d, p)
         )
+
+    def full_bound(self, tables: dict[int, _Tables], triple: tuple[float, int, int, int]) -> float:
+        """The triple's bound under the device budget (at least its quick bound), computed once."""
+        got = self.full_bounds.get(triple)
+        if got is None:
+            quick, mbs, d, p = triple
+            got = self.full_bounds[triple] = max(quick, self.triple_bound(tables[mbs], d, p))
+        return got
 
     def run(self) -> SearchOutcome:
         prob = self.problem
@@ -543,46 +670,76 @@ class _Search:
             if not tb.cfgs or not all(math.isfinite(x) for x in tb.cmin):
                 continue
             tables[mbs] = tb
+            for other in tables.values():  # the all-reduce tables read the weights and the tps, not the mbs
+                if other is not tb and {t for _j, t in other.cfgs} == {t for _j, t in tb.cfgs}:
+                    tb.min_ar_cache, tb.ar_floor_cache, tb.ardp_cache = (
+                        other.min_ar_cache,
+                        other.ar_floor_cache,
+                        other.ardp_cache,
+                    )
+                    break
             total = sum(tb.caps)
             for d in range(1, total + 1):
                 for p in range(1, min(tb.L, total // d) + 1):
-                    triples.append((self.triple_bound(tb, d, p), mbs, d, p))
+                    # a triple whose bound without the split already reaches the (heuristics') incumbent holds no
+                    # better plan: it is left out before its P's tables are built
+                    if self.triple_bound(tb, d, p, split=False) * (1 - PRUNE_REL) >= self.out.value:
+                        continue
+                    triples.append((self.triple_bound(tb, d, p, quick=True), mbs, d, p))
         triples.sort()
         self.out.triples = len(triples)
         # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for
-        # a good incumbent early; it proves nothing (its unresolved leaves are dropped: phase 2 covers every triple)
+        # a good incumbent early.  A triple it explores to the end (no node cap, no stop) is done: every plan of it
+        # was priced or pruned against an incumbent no lower than the final one, and its unresolved leaves are kept;
+        # the others' unresolved leaves are dropped (phase 2 explores them again)
         phase1 = (
             self.budget.capped(self.budget.limit_s * PHASE1_SHARE)
             if math.isfinite(self.budget.limit_s)
             else self.budget.capped(5.0)
         )
+        done: set[tuple[int, int, int]] = set()
         self.node_cap, self.balanced = PHASE1_NODES, True
-        for lb, mbs, d, p in triples:
-            if lb * (1 - PRUNE_REL) >= self.out.value or phase1.expired():
+        for t in triples:
+            _q, mbs, d, p = t
+            if t[0] * (1 - PRUNE_REL) >= self.out.value or phase1.expired():
                 break
+            if self.full_bound(tables, t) * (1 - PRUNE_REL) >= self.out.value:
+                done.add((mbs, d, p))
+                continue
             self.triple_nodes = 0
+            kept = len(self.out.unresolved)
             self.inner(tables[mbs], d, p)
+            if self.abort or self.stop:
+                del self.out.unresolved[kept:]
+            else:
+                done.add((mbs, d, p))
             self.abort = False
             if self.stop:
                 self.stop = False
                 break
         self.node_cap, self.balanced, self.abort = None, False, False
-        self.out.unresolved.clear()
-        for _idx, (lb, mbs, d, p) in enumerate(triples):
+        # phase 2: every triple not done whose quick bound is below the incumbent, in order of its full bound (so
+        # that the bound of the first triple not explored, when the time runs out, is the least left)
+        live = sorted(
+            (self.full_bound(tables, t), t[1], t[2], t[3])
+            for t in triples
+            if t[0] * (1 - PRUNE_REL) < self.out.value and (t[1], t[2], t[3]) not in done
+        )
+        for lb, mbs, d, p in live:
             if lb * (1 - PRUNE_REL) >= self.out.value:
                 break
             if self.budget.expired():
                 self.stop = True
-            if self.stop:
-                self.out.stopped_by = "time_limit"
-                self.out.bound = min([self.out.value, lb, *self.out.unresolved])
-                return self.out
-            self.inner(tables[mbs], d, p)
+            if not self.stop:
+                self.inner(tables[mbs], d, p)
             if self.stop:
                 self.out.stopped_by = "time_limit"
                 self.out.bound = min([self.out.value, lb, *self.out.unresolved])
                 return self.out
         self.out.complete = True
+        # a leaf left unresolved at or above the final incumbent proves nothing is lost there (phase 1 leaves priced
+        # before the incumbent fell are such)
+        self.out.unresolved = [u for u in self.out.unresolved if u < self.out.value]
         self.out.bound = min([self.out.value, *self.out.unresolved])
         return self.out
 
@@ -745,6 +902,8 @@ class _Triple:
         theta = self.theta = tb.theta_devices(d)
         ncol = self.ncol = len(tb.cols)
         xmins = self.xmins = [_x_min(p, i, tb.tmin, search.sound) for i in range(p)]
+        # X_i = ka a_i + kb b_i per stage (Sailor: the first stage's send doubled from P = 4, the last's always)
+        self.x_coef = [_x_coef(p, i, search.sound) for i in range(p)]
         xmin_all = self.xmin_all = min(xmins)
         # reduced sets: per column at most one tp
         per_col: list[list[int]] = [[k for k, (j, _t) in enumerate(tb.cfgs) if j == jj] for jj in range(ncol)]
@@ -761,6 +920,7 @@ class _Triple:
         self.lams = lams
         self.lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
         self.usage_cache = {q: self.set_usage(q) for q in sets}
+        self.set_index = {q: k for k, q in enumerate(sets)}
         # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
         # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
         # devices for stages k..P-1 over layers s..L-1 (each replica takes its cheapest allowed configuration)
@@ -787,16 +947,28 @@ class _Triple:
         # numpy form of: stage k over layers s0..e-1 may use configuration c when it fits, its compute plus its least
         # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
         # lambda-weighted replica times D, plus the best suffix from e
-        self.ylb_kc = search.stage_ylb(tb, p)
+        self.ylb_arr = search.stage_ylb_arr(tb, p)
         self.two = ncol == 2
         self.cap0, self.cap1 = (tb.caps[0], tb.caps[1]) if self.two else (0, 0)
+        self.avec = np.arange(self.cap0 + 1)
+        # per set: its column-0 and column-1 members' tps and the counts n of replicas on column 0 it allows
+        self.two_steps: dict[tuple[int, ...], tuple[int, int, np.ndarray]] = {}
+        if self.two:
+            for q in sets:
+                t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
+                t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
+                ns = np.arange(1, d) if (t0 and t1) else np.array([d] if t0 else [0])
+                self.two_steps[q] = (t0, t1, ns)
         self.two_sfx: list[list[np.ndarray | None]] = []
-        self.masks_by_k: list[list[np.ndarray]] = []
+        self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
         self.rmax_l: list[list[float]] = []
         self.rsum_l: list[list[float]] = []
+        self.y_cap_masks = math.inf
+        self.level_cache: dict[int, tuple[list[list[list[float]]], list[list[np.ndarray | None]]]] = {}
+        self.nodes0 = 0
         self.allowed_lists: list[list[list[list[bool]]]] = []
         self.chosen: list[tuple[int, int, tuple[int, ...]]] = []
-        self.stage_cache: dict[tuple[int, int, int], list[tuple[tuple[int, ...], float, float, float, float]]] = {}
+        self.stage_cache: dict[int, list[tuple[tuple[int, ...], float, float, float, float]]] = {}
         # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
         # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
         # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
@@ -809,7 +981,8 @@ class _Triple:
         if self.two and not self.two_suffix():
             return
         # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
-        self.allowed_lists = [np.stack(self.masks_by_k[k], axis=-1).tolist() for k in range(self.p)]
+        self.allowed_lists = np.moveaxis(self.masks_by_k, 1, -1).tolist()
+        self.nodes0 = self.search.out.nodes
         self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
 
     def set_usage(self, q: tuple[int, ...]) -> list[float]:
@@ -821,26 +994,19 @@ class _Triple:
             out.append(sum(vals) + (d - len(q)) * min(vals))
         return out
 
-    def build_masks(self, y_cap: float, ar_cap: float) -> list[list[np.ndarray]]:
-        """Per stage k and configuration c: [s0][e] -> c may serve stage k over layers s0..e-1 in a plan better
-        than the incumbent (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
-        tb, L, min_ar, tol, ylb_kc = self.tb, self.L, self.min_ar, self.tol, self.ylb_kc
-        if min_ar is not None:
-            ar_ok = {t: arr <= ar_cap * tol for t, arr in min_ar.items()}
-        out_masks: list[list[np.ndarray]] = []
-        for k in range(self.p):
-            row = []
+    def build_masks(self, y_cap: float, ar_cap: float) -> np.ndarray:
+        """[k][c][s0][e] -> configuration c may serve stage k over layers s0..e-1 in a plan better than the incumbent
+        (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
+        ok = self.ylb_arr <= y_cap * self.tol
+        if self.min_ar is not None:
+            ar_ok = {t: arr <= ar_cap * self.tol for t, arr in self.min_ar.items()}
+            ar_any = np.zeros((self.nk, self.L + 1, self.L + 1), dtype=bool)
             for c in range(self.nk):
-                ok = ylb_kc[k][c] <= y_cap * tol
-                if min_ar is not None:
-                    ar_any = np.zeros((L + 1, L + 1), dtype=bool)
-                    for t, arr in ar_ok.items():
-                        if t <= tb.cfgs[c][1]:
-                            ar_any |= arr
-                    ok &= ar_any
-                row.append(ok)
-            out_masks.append(row)
-        return out_masks
+                for t, arr in ar_ok.items():
+                    if t <= self.tb.cfgs[c][1]:
+                        ar_any[c] |= arr
+            ok &= ar_any[None]
+        return ok
 
     def tighten_caps(self) -> bool:
         """The caps from the incumbent, tightened by the bottleneck programs until they stop moving; False when
@@ -855,7 +1021,8 @@ class _Triple:
         y_cap, ar_cap = self.y_hi, self.ar_hi
         for _round in range(4):
             masks_by_k = self.build_masks(y_cap, ar_cap)
-            rmax_arr, rsum_arr = _bottleneck(self.ylb_kc, masks_by_k, L)
+            self.y_cap_masks = y_cap
+            rmax_arr, rsum_arr = _bottleneck_arr(self.ylb_arr, masks_by_k, L)
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
                 return False  # no split of the layers obeys the caps
@@ -868,30 +1035,30 @@ class _Triple:
                 break
             y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
         self.masks_by_k = masks_by_k
-        self.rmax_l = [[float(v) for v in r] for r in rmax_arr]
-        self.rsum_l = [[float(v) for v in r] for r in rsum_arr]
+        self.rmax_l = [r.tolist() for r in rmax_arr]
+        self.rsum_l = [r.tolist() for r in rsum_arr]
         return True
 
-    def lambda_suffix(self) -> bool:
-        """The lambda-weighted device suffix tables under the caps; False when no plan fits the devices."""
-        tb, L, p, d, lams, suffix, masks_by_k = self.tb, self.L, self.p, self.d, self.lams, self.suffix, self.masks_by_k
+    def lambda_tables(self, masks_by_k: np.ndarray) -> list[list[list[float]]]:
+        """suffix[t][k][s0] (:meth:`lambda_suffix`) for the configurations ``masks_by_k`` allows."""
+        tb, L, p, d, lams = self.tb, self.L, self.p, self.d, self.lams
         inf = math.inf
-        sfx_t = [[np.full(L + 1, inf) for _ in range(p + 1)] for _ in lams]
-        for t in range(len(lams)):
-            sfx_t[t][p][L] = 0.0
+        w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(self.nk)] for l_ in lams])  # [t][c]
+        sfx = np.full((p + 1, len(lams), L + 1), inf)
+        sfx[p, :, L] = 0.0
         for k in range(p - 1, -1, -1):
-            masks = masks_by_k[k]
-            for t, l_ in enumerate(lams):
-                cost = np.full((L + 1, L + 1), inf)
-                for c in range(self.nk):
-                    w = d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1]
-                    cost = np.where(masks[c] & (w < cost), w, cost)
-                tot = cost + sfx_t[t][k + 1][None, :]
-                sfx_t[t][k] = tot.min(axis=1)
-        for t in range(len(lams)):
-            for k in range(p + 1):
-                suffix[t][k] = [float(v) for v in sfx_t[t][k]]
-        lam_cap = self.lam_cap
+            cost = np.where(masks_by_k[k][None], w[:, :, None, None], inf).min(axis=1)  # [t][s0][e]
+            sfx[k] = (cost + sfx[k + 1][:, None, :]).min(axis=2)
+        return [[sfx[k, t].tolist() for k in range(p + 1)] for t in range(len(lams))]
+
+    def lambda_suffix(self) -> bool:
+        """The lambda-weighted device suffix tables under the caps; False when no plan fits the devices.
+
+        suffix[t][k][s0] = least lambda_t-weighted devices of stages k..P-1 over layers s0..L-1, each stage's D
+        replicas on its cheapest allowed configuration (all weight vectors and configurations at once, in numpy).
+        """
+        self.suffix = suffix = self.lambda_tables(self.masks_by_k)
+        lams, lam_cap = self.lams, self.lam_cap
         if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
             return False  # no plan of this (mbs, D, P) within the devices beats the incumbent
         return True
@@ -901,60 +1068,69 @@ class _Triple:
 
         two_sfx[k][s0][a] = least devices of column 1 that stages k..P-1 over layers s0..L-1 need with at most a
         devices of column 0 (each replica on an allowed configuration; per column the least tp is the cheapest).
+        A stage over s0..e-1 whose allowed configurations' least tps are (t0, t1) puts n of its D replicas on column 0
+        and D - n on column 1: two_sfx[k][s0][a] = min over e and n of two_sfx[k+1][e][a - n t0] + (D - n) t1.  That
+        step depends on (e, t0, t1), not on s0: it is computed once per (t0, t1) for every e and n at once (numpy),
+        then each (s0, e) picks its pair's row.
         """
-        tb, L, p, d, nk, cap0, cap1 = self.tb, self.L, self.p, self.d, self.nk, self.cap0, self.cap1
-        inf = math.inf
-        two_sfx: list[list[np.ndarray | None]] = [[None] * (L + 1) for _ in range(p + 1)]
-        self.two_sfx = two_sfx
-        last = np.full(cap0 + 1, inf)
-        last[:] = 0.0
-        two_sfx[p][L] = last
-        for k in range(p - 1, -1, -1):
-            masks = self.masks_by_k[k]
-            conv_cache: dict[tuple[int, int, int], np.ndarray] = {}
-            for s0 in range(L - (p - k) + 1):
-                acc = np.full(cap0 + 1, inf)
-                for e in range(s0 + 1, L - (p - k - 1) + 1):
-                    nxt = two_sfx[k + 1][e]
-                    if nxt is None:
-                        continue
-                    t0 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 0 and masks[c][s0, e]), default=0)
-                    t1 = min((tb.cfgs[c][1] for c in range(nk) if tb.cfgs[c][0] == 1 and masks[c][s0, e]), default=0)
-                    if not t0 and not t1:
-                        continue
-                    key = (e, t0, t1)
-                    conv = conv_cache.get(key)
-                    if conv is None:  # the stage's (min, +) step depends on e and the two least tps, not on s0
-                        conv = np.full(cap0 + 1, inf)
-                        for n in range(d + 1):
-                            if (n > 0 and not t0) or (n < d and not t1):
-                                continue
-                            shift = n * t0
-                            if shift > cap0:
-                                break
-                            np.minimum(conv[shift:], nxt[: cap0 + 1 - shift] + (d - n) * t1, out=conv[shift:])
-                        conv_cache[key] = conv
-                    np.minimum(acc, conv, out=acc)
-                if np.isfinite(acc).any():
-                    two_sfx[k][s0] = acc
+        self.two_sfx = two_sfx = self.two_tables(self.masks_by_k)
         first = two_sfx[0][0]
-        if first is None or first[cap0] > cap1:
+        if first is None or first[self.cap0] > self.cap1:
             return False  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
         return True
 
+    def two_tables(self, masks_by_k: np.ndarray) -> list[list[np.ndarray | None]]:
+        """two_sfx[k][s0] (:meth:`two_suffix`) for the configurations ``masks_by_k`` allows (None: no completion)."""
+        tb, L, p, d, nk, cap0 = self.tb, self.L, self.p, self.d, self.nk, self.cap0
+        inf = math.inf
+        two_sfx: list[list[np.ndarray | None]] = [[None] * (L + 1) for _ in range(p + 1)]
+        two_sfx[p][L] = np.zeros(cap0 + 1)
+        big = 1 << 20
+        tps0 = [(c, tb.cfgs[c][1]) for c in range(nk) if tb.cfgs[c][0] == 0]
+        tps1 = [(c, tb.cfgs[c][1]) for c in range(nk) if tb.cfgs[c][0] == 1]
+        combos = [(t0, t1) for t0 in [0, *sorted({t for _c, t in tps0})] for t1 in [0, *sorted({t for _c, t in tps1})]]
+        combos = [(t0, t1) for t0, t1 in combos if t0 or t1]
+        cidx = np.full((5, 5), -1)
+        for i, (t0, t1) in enumerate(combos):
+            cidx[t0, t1] = i
+        e_idx = np.arange(L + 1)
+        for k in range(p - 1, -1, -1):
+            masks = masks_by_k[k]
+            # least allowed tp per column over [s0][e] (0: the column has no allowed configuration there)
+            t0m = np.full((L + 1, L + 1), big)
+            t1m = np.full((L + 1, L + 1), big)
+            for c, tp in tps0:
+                t0m = np.where(masks[c] & (tp < t0m), tp, t0m)
+            for c, tp in tps1:
+                t1m = np.where(masks[c] & (tp < t1m), tp, t1m)
+            t0m[t0m == big] = 0
+            t1m[t1m == big] = 0
+            nxt = np.full((L + 1, cap0 + 1), inf)  # [e][a]: two_sfx[k + 1][e] (inf where None)
+            for e in range(L + 1):
+                row = two_sfx[k + 1][e]
+                if row is not None:
+                    nxt[e] = row
+            # per (t0, t1): conv[e][a] = min over n of nxt[e][a - n t0] + (D - n) t1, n replicas on column 0 (needs
+            # t0 when n > 0), D - n on column 1 (needs t1 when n < D)
+            kid = cidx[t0m, t1m]  # [s0][e]; -1 (no configuration) picks the last, all-inf row
+            convs = np.full((len(combos) + 1, L + 1, cap0 + 1), inf)  # the last row: no configuration allowed
+            for i in np.unique(kid).tolist():
+                if i < 0:
+                    continue
+                convs[i] = _two_step(nxt, d, *combos[i])
+            acc = convs[kid, e_idx[None, :]].min(axis=1)  # [s0][a]
+            for s0 in range(L - (p - k) + 1):
+                if np.isfinite(acc[s0]).any():
+                    two_sfx[k][s0] = acc[s0]
+        return two_sfx
+
     def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
-        """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q."""
-        tb, d, cap0 = self.tb, self.d, self.cap0
-        t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
-        t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
-        ns = range(1, d) if (t0 and t1) else ([d] if t0 else [0])
-        out = np.full(cap0 + 1, math.inf)
-        for n in ns:
-            shift = n * t0
-            if shift > cap0:
-                break
-            np.minimum(out[shift:], g[: cap0 + 1 - shift] + (d - n) * t1, out=out[shift:])
-        return out
+        """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q: n of
+        the D replicas on q's column-0 member (tp t0), D - n on its column-1 member (tp t1), every n at once."""
+        t0, t1, ns = self.two_steps[q]
+        idx = self.avec[None, :] - ns[:, None] * t0  # [n][a]
+        vals = np.where(idx >= 0, g[np.maximum(idx, 0)], math.inf) + ((self.d - ns) * t1)[:, None]
+        return np.asarray(vals.min(axis=0))
 
     def two_ok(self, g: np.ndarray, k: int, e: int) -> bool:
         """Some completion of stages k.. from layer e fits the two columns with the decided stages' use g."""
@@ -973,31 +1149,42 @@ class _Triple:
         tb = self.tb
         return FLOAT_BYTES * tb.mbs * (tb.out[s - 1] if self.sound else tb.out[s])
 
-    def amin_of(self, q: tuple[int, ...], e: int) -> float:
-        """Least a_i of a stage ending at e with set q: each member's cheapest send of size_a(e) (cached)."""
-        amin_c = self.amin_c
-        return max(amin_c[c][e] for c in q)
-
     def stage_sets(self, i: int, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
         """The sets allowed for stage i over layers s..e-1 (every member within the caps: compute + least sends,
         all-reduce, memory) with their compute, least forward send, update and least all-reduce (cached: they
-        depend on (i, s, e, set) only, not on the stages before)."""
-        got = self.stage_cache.get((i, s, e))
+        depend on (i, s, e, set) only, not on the stages before).  Each member's terms are read once; a set's are
+        their maxima (the same values as member by member)."""
+        key = (i * (self.L + 1) + s) * (self.L + 1) + e
+        got = self.stage_cache.get(key)
         if got is None:
-            tb, p, d = self.tb, self.p, self.d
+            tb, d, last = self.tb, self.d, i == self.p - 1
             allowed_here = self.allowed_lists[i][s][e]
-            got = [
-                (
-                    q,
-                    max(tb.comp(c, s, e) for c in q),
-                    self.amin_of(q, e) if i < p - 1 else 0.0,
-                    max(tb.upd[c][s] for c in q),
-                    self.search.ar_lb(tb, q, s, e, d),
+            fb, upd, amin_c = tb.fbpre, tb.upd, self.amin_c
+            terms = {
+                c: (fb[c][e] - fb[c][s], 0.0 if last else amin_c[c][e], upd[c][s]) for c in range(self.nk) if allowed_here[c]
+            }
+            ar_lb = self.search.ar_lb
+            got = []
+            for q in self.sets:
+                if len(q) == 1:
+                    t = terms.get(q[0])
+                    if t is None:
+                        continue
+                    got.append((q, t[0], t[1], t[2], ar_lb(tb, q, s, e, d)))
+                    continue
+                ts = [terms.get(c) for c in q]
+                if None in ts:
+                    continue
+                got.append(
+                    (
+                        q,
+                        max(t[0] for t in ts),  # type: ignore[index]
+                        max(t[1] for t in ts),  # type: ignore[index]
+                        max(t[2] for t in ts),  # type: ignore[index]
+                        ar_lb(tb, q, s, e, d),
+                    )
                 )
-                for q in self.sets
-                if all(allowed_here[c] for c in q)
-            ]
-            self.stage_cache[(i, s, e)] = got
+            self.stage_cache[key] = got
         return got
 
     def dominated(self, key: tuple[object, ...], vals: tuple[float, ...]) -> bool:
@@ -1013,6 +1200,53 @@ class _Triple:
         seen[:] = [old for old in seen if not all(b <= a for a, b in zip(old, vals))]
         seen.append(vals)
         return False
+
+    def level_of(self, y_room: float) -> int | None:
+        """The tightest level whose cap is at least ``y_room`` (the most the later stages' y may reach), or None."""
+        best = None
+        for j, f in enumerate(LEVEL_FRACTIONS):
+            if self.y_cap_masks * f * (1 - 1e-9) >= y_room:
+                best = j
+            else:
+                break
+        return best
+
+    def level_fits(self, j: int, k: int, e: int, used2: list[float], g2: np.ndarray) -> bool:
+        """Whether stages k.. from layer e can fit the devices with every stage's y under level j's cap (the lambda
+        and two-column tables of the configurations that cap allows), after the decided stages' use."""
+        got = self.level_cache.get(j)
+        if got is None:
+            cap = self.y_cap_masks * LEVEL_FRACTIONS[j]
+            masks = self.masks_by_k & (self.ylb_arr <= cap * self.tol)
+            got = self.level_cache[j] = (self.lambda_tables(masks), self.two_tables(masks) if self.two else [])
+        suffix, two_sfx = got
+        caps = self.lam_cap
+        if any(used2[t] + suffix[t][k][e] > caps[t] * (1 + 1e-12) for t in range(len(caps))):
+            return False
+        if self.two:
+            nxt = two_sfx[k][e]
+            if nxt is None or (g2 + nxt[::-1]).min() > self.cap1:
+                return False
+        return True
+
+    def prev_terms(
+        self, i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float
+    ) -> dict[tuple[int, ...], tuple[float, float, float]]:
+        """Per set q of stage i (from layer s): (max, sum of the decided stages' y with stage i-1's y now known, b_i).
+
+        Stage i-1's y needs its forward send, bounded with q (:meth:`_Search.pair_lb`); it does not depend on stage
+        i's end, so it is computed once per call of :meth:`rec`, not once per end."""
+        srch, tb, p = self.search, self.tb, self.p
+        if i == 0:
+            return {q: (ymax, ysum, 0.0) for q in self.sets}
+        q_prev = self.chosen[-1][2]
+        sa, sb = self.size_a(s), self.size_b(s)
+        out = {}
+        for q in self.sets:
+            a_prev, b_here = srch.pair_lb(tb, q_prev, q, sa, sb)
+            y_prev = c_prev + srch.x_of(p, i - 1, a_prev, b_prev)
+            out[q] = (ymax if ymax >= y_prev else y_prev, ysum + y_prev, b_here)
+        return out
 
     def rec(
         self,
@@ -1032,18 +1266,24 @@ class _Triple:
         if srch.stop or srch.abort:
             return
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
-        theta, xmin_all, ar_floor, lams, suffix = self.theta, self.xmin_all, self.ar_floor, self.lams, self.suffix
-        lam_cap, usage_cache, rsum_l, rmax_l = self.lam_cap, self.usage_cache, self.rsum_l, self.rmax_l
-        # bound methods as locals: the loop over sets below is the search's hot path
-        size_a, size_b, two_use, two_ok, pair_lb, x_of = (
-            self.size_a,
-            self.size_b,
-            self.two_use,
-            self.two_ok,
-            srch.pair_lb,
-            srch.x_of,
-        )
+        theta, xmin_all, ar_floor, suffix = self.theta, self.xmin_all, self.ar_floor, self.suffix
+        rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
+        nl = len(self.lams)
+        caps_t = [c * (1 + 1e-12) for c in self.lam_cap]
+        set_index = self.set_index
+        # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
+        ka, kb = self.x_coef[i]
         rest = p - i - 1
+        prev = self.prev_terms(i, s, ymax, ysum, c_prev, b_prev)
+        used_q = {q: [used[t] + us[t] for t in range(nl)] for q, us in self.usage_cache.items()}
+        # which (end, set) pairs the device budget allows: used + the later stages' least weighted devices within the
+        # caps for every weight vector (numpy, the same sums and comparisons as one by one)
+        e_lo = s + 1
+        sfx_rows = np.array([suffix[t][i + 1][e_lo:] for t in range(nl)]).T  # [e - e_lo][t]
+        used_arr = np.array([used_q[q] for q in self.sets])  # [set][t]
+        lam_ok = ((used_arr[None, :, :] + sfx_rows[:, None, :]) <= np.array(caps_t)).all(axis=2).tolist()
+        floor_y = theta + xmin_all
+        use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
         if srch.balanced and rest:
             aim = s + (L - s) / (rest + 1)
@@ -1064,39 +1304,44 @@ class _Triple:
                 continue  # no completion from layer e fits the devices under the incumbent
             restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
             restmax = rmax_l[i + 1][e]  # least max of the later stages' y
+            base = restmax if restmax >= floor_y else floor_y
+            ok_e = lam_ok[e - e_lo]
             any_ok = False
             base_min_c = math.inf
+            value = srch.out.value
             for q, ci, a_here, u_q, ar_q in self.stage_sets(i, s, e):
-                base_min_c = min(base_min_c, ci)
-                # previous stage's X and y
-                if i > 0:
-                    q_prev = chosen[-1][2]
-                    a_prev, b_here = pair_lb(tb, q_prev, q, size_a(s), size_b(s))
-                    y_prev = c_prev + x_of(p, i - 1, a_prev, b_prev)
-                    ymax2, ysum2 = max(ymax, y_prev), ysum + y_prev
-                else:
-                    b_here = 0.0
-                    ymax2, ysum2 = ymax, ysum
-                yi = ci + x_of(p, i, a_here, b_here)
-                u = max(umax, u_q)
-                ar = max(armax, ar_q)
-                big = max(ymax2, yi, restmax, theta + xmin_all)
-                lb = (m - 1) * big + ysum2 + yi + restsum + max(u, tb.umin) + max(ar, ar_floor)
-                if lb * (1 - PRUNE_REL) >= srch.out.value:
+                if ci < base_min_c:
+                    base_min_c = ci
+                ymax2, ysum2, b_here = prev[q]
+                yi = ci + (ka * a_here + kb * b_here)
+                big = ymax2 if ymax2 >= yi else yi
+                if base > big:
+                    big = base
+                u = umax if umax >= u_q else u_q
+                ar = armax if armax >= ar_q else ar_q
+                lb = (m - 1) * big + ysum2 + yi + restsum + (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
+                if lb * (1 - PRUNE_REL) >= value:
                     continue
                 any_ok = True
-                us = usage_cache[q]
-                used2 = [used[t] + us[t] for t in range(len(lams))]
-                if any(used2[t] + suffix[t][i + 1][e] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
+                if not ok_e[set_index[q]]:
                     continue
-                g2 = two_use(g_used, q) if two else g_used
-                if two and not two_ok(g2, i + 1, e):
+                used2 = used_q[q]
+                g2 = self.two_use(g_used, q) if two else g_used
+                if two and not self.two_ok(g2, i + 1, e):
                     continue
+                if use_levels and rest:
+                    # a completion below the incumbent has (m - 1) y_k below the room its other terms leave
+                    others = ysum2 + yi + restsum + (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
+                    j = self.level_of((value / (1 - PRUNE_REL) - others) / (m - 1))
+                    if j is not None and not self.level_fits(j, i + 1, e, used2, g2):
+                        continue
                 chosen.append((s, e, q))
                 if rest == 0:
                     srch.leaf(tb, self.d, p, m, chosen, lb)
+                    value = srch.out.value
                 elif not self.dominated((i + 1, e, q, tuple(sorted(x[2] for x in chosen))), (ymax2, ysum2, ci, b_here, u, ar)):
                     self.rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2, g2)
+                    value = srch.out.value
                 chosen.pop()
                 if srch.stop or srch.abort:
                     return

@@ -16,10 +16,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
-from milp_partition.hetero.cost import evaluate, memory_bytes
-from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, Replica, plan_to_sailor
+from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
 from milp_partition.hetero.search import search
-from milp_partition.heuristics.hetero_even import best_even_plan
+from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
 from milp_partition.result import Result
 from milp_partition.settings import SearchOnlySettings
 from milp_partition.verifiers.hetero import verify_hetero
@@ -33,35 +32,6 @@ class HeteroResult(Result):
 
 
 HeteroRun = Run[HeteroProblem, HeteroPlan]
-
-
-def even_split(layers: int, p: int) -> tuple[tuple[int, int], ...]:
-    """Sailor-style even split: layers // p per stage, the extra layers in the last stages."""
-    base, extra = divmod(layers, p)
-    sizes = [base + (1 if i >= p - extra else 0) for i in range(p)]
-    out, a = [], 0
-    for n in sizes:
-        out.append((a, a + n))
-        a += n
-    return tuple(out)
-
-
-def uniform_plans(problem: HeteroProblem) -> Iterable[HeteroPlan]:
-    """Every plan with one configuration (column, tp) for all replicas, an even split and the most replicas that fit."""
-    mod = problem.model
-    for mbs in problem.micro_batches():
-        for col in problem.cluster.columns:
-            for tp in (1, 2, 4):
-                if col.count == 0 or not problem.replica_valid(col.kind, mbs, tp):
-                    continue
-                cap = problem.cluster.memory_of(col.kind)
-                for p in range(1, mod.layers + 1):
-                    d = col.count // (tp * p)
-                    if d < 1:
-                        break
-                    st = even_split(mod.layers, p)
-                    if all(memory_bytes(problem, mbs, tp, s, e, p - i) <= cap for i, (s, e) in enumerate(st)):
-                        yield HeteroPlan(mbs, st, tuple(tuple([Replica(col.kind, col.zone, tp)] * d) for _ in st))
 
 
 @dataclass(frozen=True)
@@ -110,11 +80,7 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         if not self.settings.heuristics:
             return
         t0 = time.monotonic()
-        best, best_v = None, math.inf
-        for plan in uniform_plans(run.problem):
-            v = evaluate(run.problem, plan).iteration_s
-            if v < best_v:
-                best, best_v = plan, v
+        best, best_v = best_uniform_plan(run.problem)
         yield Outcome(
             "uniform", best, time.monotonic() - t0, False, "" if best else "no uniform plan fits", value=best_v if best else None
         )
@@ -161,15 +127,30 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         result.sailor_plan = plan_to_sailor(best.solution)
         result.throughput_it_s = rep.throughput_it_s
         result.stages = []
+        mbs = best.solution.mbs
         for i, ((s, e), row) in enumerate(zip(best.solution.stages, best.solution.replicas)):
             kinds: dict[str, int] = {}
-            for r in row:
+            groups: dict[str, dict[str, Any]] = {}
+            for r_idx, r in enumerate(row):
                 key = f"{r.kind}_{r.zone} tp{r.tp}"
                 kinds[key] = kinds.get(key, 0) + 1
+                if key not in groups:
+                    t = problem.model.times[(r.kind, mbs, r.tp)]
+                    groups[key] = {
+                        "kind": r.kind,
+                        "zone": r.zone,
+                        "tp": r.tp,
+                        "replicas": 0,
+                        "compute_s": sum(t[ly][0] + t[ly][1] for ly in range(s, e)),
+                        "memory_bytes": rep.memory_bytes[i][r_idx],
+                        "memory_limit_bytes": problem.cluster.memory_of(r.kind),
+                    }
+                groups[key]["replicas"] += 1
             result.stages.append(
                 {
                     "layers": [s, e],
                     "replicas": kinds,
+                    "groups": list(groups.values()),
                     "compute_s": rep.compute_s[i],
                     "sends_s": rep.sends_s[i],
                     "allreduce_s": rep.allreduce_s[i],
