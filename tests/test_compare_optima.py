@@ -81,3 +81,13 @@ def test_sections_markdown_and_numbers(co: Any) -> None:
     rows = co.markdown_rows(md)
     assert rows == [{"case": "a", "bound": "0.5 (DP)", "below": "3%", "bound (3)": "not run"}]
     assert co.number("0.5 (DP)") == 0.5 and co.number("not run") is None and co.number("") is None
+
+
+def test_aliases_match_a_run_labelled_by_its_outcome(co: Any) -> None:
+    table = co.Table("results/x.csv", ("case", "method"), (co.Method("solve", "objective", "status", "bound"),),
+                     aliases=(("method", "joint-wide", "joint-milp/cpsat"),))  # fmt: skip
+    before = "case,method,status,objective,bound\nw,joint-wide,optimal,1.0,1.0\n"
+    after = "case,method,status,objective,bound\nw,joint-milp/cpsat,feasible,1.1,0.9\n"
+    counts, details = co.compare_table(table, before, after, 1e-9, 1e-6)
+    assert (counts.rows, counts.status_changes, counts.only_before) == (1, 1, 0)
+    assert details == ["status changed: w / joint-milp/cpsat, solve: optimal 1 (bound 1) -> feasible 1.1 (bound 0.9)"]
