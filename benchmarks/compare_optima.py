@@ -66,6 +66,10 @@ class Method:
     exact: str | None = None
     always_exact: bool = False
     problem: str = "main"
+    #: a Markdown cell holding this text marks its value as a proven optimum ("0.0067 (optimum (DP))")
+    optimum_text: str | None = None
+    #: the column is a proven lower bound alone (no incumbent)
+    bound_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,10 +196,10 @@ TABLES: tuple[Table, ...] = (
         "results/joint_bounds.md",
         ("case",),
         (
-            Method("upper end", "upper end"),
-            Method("segment bound", "segment bound"),
-            Method("stage bound", "stage bound"),
-            Method("column bound", "column bound"),
+            Method("upper end", "upper end", optimum_text="(optimum (DP))"),
+            Method("segment bound", "segment bound", bound_only=True),
+            Method("stage bound", "stage bound", bound_only=True),
+            Method("column bound", "column bound", bound_only=True),
         ),
         markdown=True,
     ),
@@ -289,9 +293,13 @@ def number(text: str | None) -> float | None:
 
 def state(row: dict[str, str], m: Method) -> tuple[str, float | None, float | None]:
     """(status, value, bound) of a method in a row; status is "optimal" for an exact DP's value."""
+    if m.bound_only:
+        return "bound", None, number(row.get(m.value))
     value = number(row.get(m.value))
     bound = number(row.get(m.bound)) if m.bound else None
-    if m.status is not None:
+    if m.optimum_text is not None:
+        status = "optimal" if value is not None and m.optimum_text in (row.get(m.value) or "") else "value"
+    elif m.status is not None:
         status = (row.get(m.status) or "").strip() or "-"
     elif m.exact is not None:
         status = "optimal" if (row.get(m.exact) or "").strip() == "True" and value is not None else "value"

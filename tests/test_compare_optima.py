@@ -91,3 +91,20 @@ def test_aliases_match_a_run_labelled_by_its_outcome(co: Any) -> None:
     counts, details = co.compare_table(table, before, after, 1e-9, 1e-6)
     assert (counts.rows, counts.status_changes, counts.only_before) == (1, 1, 0)
     assert details == ["status changed: w / joint-milp/cpsat, solve: optimal 1 (bound 1) -> feasible 1.1 (bound 0.9)"]
+
+
+def test_markdown_optimum_cells_and_bound_columns(co: Any) -> None:
+    table = co.Table(
+        "results/x.md",
+        ("case",),
+        (co.Method("upper end", "upper end", optimum_text="(optimum (DP))"), co.Method("lb", "lb", bound_only=True)),
+        markdown=True,
+    )
+    head = "| case | upper end | lb |\n|---|---|---|\n"
+    before = head + "| a | 0.5 (optimum (DP)) | 0.4 |\n| b | 0.9 (orders' plan) | 0.7 |\n"
+    after = head + "| a | 0.5 (optimum (DP)) | 0.45 |\n| b | 0.9 (orders' plan) | 0.95 |\n"
+    counts, details = co.compare_table(table, before, after, 1e-9, 1e-6)
+    assert (counts.same_optima, counts.moved, counts.false_proofs) == (1, 2, 0)
+    assert "bound (time-limited or heuristic) moved: a, lb: incumbent - -> -, bound 0.4 -> 0.45" in details
+    wrong = head + "| a | 0.5 (optimum (DP)) | 0.6 |\n"
+    assert co.compare_table(table, before, wrong, 1e-9, 1e-6)[0].false_proofs == 1
