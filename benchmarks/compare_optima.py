@@ -393,7 +393,7 @@ def compare_table(table: Table, before: str, after: str, rel_tol: float, bound_t
     return counts, details
 
 
-def report(before_rev: str, after_rev: str, rel_tol: float, bound_tol: float) -> tuple[str, int]:
+def report(before_rev: str, after_rev: str, rel_tol: float, bound_tol: float, note: str = "") -> tuple[str, int]:
     """The Markdown report and the number of changed optima plus false proofs."""
     before_rev, after_rev = short(before_rev), short(after_rev)
     head = [
@@ -411,6 +411,7 @@ def report(before_rev: str, after_rev: str, rel_tol: float, bound_tol: float) ->
         "without a status. *False proofs* are bounds above (or incumbents below) a proven optimum of the same row, in "
         f"either revision, beyond {bound_tol:g} relative. Every problem here minimises.",
         "",
+        *([note, ""] if note else []),
         "| table | rows | same optima | CHANGED optima | status changes | moved | values changed | false proofs | "
         "only before / after |",
         "|---|---|---|---|---|---|---|---|---|",
@@ -450,8 +451,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rel-tol", type=float, default=1e-9, help="relative tolerance for the same optimum")
     ap.add_argument("--bound-tol", type=float, default=1e-6, help="relative tolerance of a bound above an optimum")
     ap.add_argument("--output", type=Path, default=REPO / "results" / "optima_check.md")
+    ap.add_argument("--note", default="", help="a paragraph on how the tables were regenerated (load, runs)")
     args = ap.parse_args(argv)
-    text, bad = report(args.before, args.after, args.rel_tol, args.bound_tol)
+    text, bad = report(args.before, args.after, args.rel_tol, args.bound_tol, args.note)
     args.output.write_text(text)
     print(text)
     return 1 if bad else 0
