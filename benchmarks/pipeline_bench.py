@@ -160,8 +160,9 @@ def read_rows(path: Path) -> list[dict]:
 def merge_rows(old: list[dict], new: list[dict], order: list[str] | None = None) -> list[dict]:
     """``old`` with the rows of ``new`` put in place of those of the same instance (new ones appended, or in ``order``)."""
     by_name = {r["instance"]: r for r in old}
-    for r in new:  # field by field: what this run skipped (None) keeps its earlier value
-        by_name[r["instance"]] = {**by_name.get(r["instance"], {}), **{k: v for k, v in r.items() if v is not None}}
+    for r in new:  # field by field: a column this run skipped (absent: --skip-cbc) keeps its earlier value; one it
+        # ran and left empty (None: no incumbent, DP over its cap) is empty, not an earlier run's value
+        by_name[r["instance"]] = {**by_name.get(r["instance"], {}), **r}
     if order is not None:
         return [by_name[name] for name in order if name in by_name] + [r for n, r in by_name.items() if n not in order]
     return list(by_name.values())
