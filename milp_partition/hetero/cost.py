@@ -110,10 +110,14 @@ def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
         s, e = stages[i]
         if i < p - 1:
             size = FLOAT_BYTES * mbs * out[e - 1]
-            a[i] = max(cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i + 1]))
+            a[i] = max(
+                cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i + 1])
+            )
         if i > 0:
             size = FLOAT_BYTES * mbs * (out[s - 1] if sound else out[s])
-            b[i] = max(cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i - 1]))
+            b[i] = max(
+                cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i - 1])
+            )
     ar = []
     w1 = mod.params_floats[1]
     for (s, e), row in zip(stages, reps):

@@ -100,9 +100,7 @@ def _memory(
             b = params * mult + act * (p - i) + (2.0e9 if tp == 1 else 3.0e9)
             mrow.append(b)
             if b > problem.cluster.memory_of(kind):
-                v.append(
-                    f"stage {i} replica {r} ({kind}, tp {tp}): {b:.0f} bytes over {problem.cluster.memory_of(kind)}"
-                )
+                v.append(f"stage {i} replica {r} ({kind}, tp {tp}): {b:.0f} bytes over {problem.cluster.memory_of(kind)}")
         mem.append(mrow)
     return mem
 
