@@ -14,7 +14,6 @@ and status.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -25,7 +24,7 @@ from milp_partition.galvatron.problem import GalvatronPlan, GalvatronProblem
 from milp_partition.galvatron.solve import GalvatronSolveSettings, solve_galvatron
 from milp_partition.heuristics.galvatron_even import DeadlineReached, best_uniform, galvatron_even_split
 from milp_partition.io.galvatron import read_galvatron
-from milp_partition.io.json_text import check_known_keys
+from milp_partition.io.json_text import read_setting_file, recognize_setting_file
 from milp_partition.sweep.jobs import EXACT, GapJob, exact_row, heuristic_row
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.galvatron import verify_galvatron
@@ -54,25 +53,12 @@ HEURISTICS: tuple[str, ...] = tuple(HEURISTIC_FUNCTIONS)
 
 
 def _setting(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"not a readable JSON setting file: {exc}", source=str(path)) from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(f"not a Galvatron setting file (format {FORMAT})", source=str(path))
-    check_known_keys(data, KEYS, "setting", str(path))
-    return data
+    return read_setting_file(path, FORMAT, "Galvatron", KEYS)
 
 
 def recognize(path: Path) -> str | None:
     """``None`` for a Galvatron setting file, else why it is not one."""
-    if Path(path).is_dir():
-        return "a folder (give a Galvatron setting file, format milp-partition-galvatron/1)"
-    try:
-        _setting(path)
-    except InputError as exc:
-        return str(exc)
-    return None
+    return recognize_setting_file(path, FORMAT, "Galvatron", KEYS)
 
 
 def load(path: str | Path, point: tuple[tuple[str, str], ...], options: Mapping[str, str]) -> GalvatronProblem:

@@ -16,7 +16,6 @@ objective); the exact row carries the chain's verified value, bound and status.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -26,7 +25,7 @@ from milp_partition.errors import InputError
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
 from milp_partition.hetero.solve import HeteroSolveSettings, solve_hetero
 from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
-from milp_partition.io.json_text import check_known_keys
+from milp_partition.io.json_text import read_setting_file, recognize_setting_file
 from milp_partition.io.sailor import build_problem, read_sailor
 from milp_partition.sweep.jobs import EXACT, GapJob, exact_row, heuristic_row
 from milp_partition.verifiers.hetero import verify_hetero
@@ -46,25 +45,12 @@ HEURISTICS: tuple[str, ...] = tuple(HEURISTIC_FUNCTIONS)
 
 
 def _setting(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"not a readable JSON setting file: {exc}", source=str(path)) from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(f"not a hetero setting file (format {FORMAT})", source=str(path))
-    check_known_keys(data, KEYS, "setting", str(path))
-    return data
+    return read_setting_file(path, FORMAT, "hetero", KEYS)
 
 
 def recognize(path: Path) -> str | None:
     """``None`` for a hetero setting file, else why it is not one."""
-    if Path(path).is_dir():
-        return "a folder (give a hetero setting file, format milp-partition-hetero/1)"
-    try:
-        _setting(path)
-    except InputError as exc:
-        return str(exc)
-    return None
+    return recognize_setting_file(path, FORMAT, "hetero", KEYS)
 
 
 def load(path: str | Path, point: tuple[tuple[str, str], ...], options: Mapping[str, str]) -> HeteroProblem:

@@ -290,3 +290,30 @@ def to_id(value: Any, where: str, source: str) -> str:
     if isinstance(value, numbers.Integral) and not isinstance(value, bool):
         return str(int(value))
     raise InputError(f"must be a non-empty string or an integer, got {_short(value)}", source=source, where=where)
+
+
+def read_setting_file(path: str | Path, fmt: str, label: str, keys: Iterable[str]) -> dict[str, Any]:
+    """A ``gap`` setting file: a JSON object whose ``format`` is ``fmt`` and whose keys are among ``keys``.
+
+    :class:`InputError` naming the file: unreadable or not JSON, another format (``label`` names the problem's files,
+    e.g. ``"Galvatron"``), an unknown key (with the closest known one).
+    """
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"not a readable JSON setting file: {exc}", source=str(path)) from None
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        raise InputError(f"not a {label} setting file (format {fmt})", source=str(path))
+    check_known_keys(data, keys, "setting", str(path))
+    return data
+
+
+def recognize_setting_file(path: str | Path, fmt: str, label: str, keys: Iterable[str]) -> str | None:
+    """``None`` for a setting file of :func:`read_setting_file`'s kind, else why it is not one."""
+    if Path(path).is_dir():
+        return f"a folder (give a {label} setting file, format {fmt})"
+    try:
+        read_setting_file(path, fmt, label, keys)
+    except InputError as exc:
+        return str(exc)
+    return None
