@@ -95,7 +95,7 @@ def test_imports_from_the_repository_root_with_a_regular_install(installed: Path
 
 def test_a_subprocess_from_the_root_solves(installed: Path) -> None:
     done = subprocess.run(
-        [_bin(installed, "python"), "-m", "milp_partition", "solve", "examples/bert24_training.json", "--time-limit", "20"],
+        [_bin(installed, "python"), "-m", "milp_partition", "solve", "examples/bert24_training.json", "--time-limit", "600"],
         cwd=ROOT,
         env=_clean_env(),
         capture_output=True,
@@ -107,12 +107,15 @@ def test_a_subprocess_from_the_root_solves(installed: Path) -> None:
 
 @pytest.mark.slow  # a local Ray instance starts (5-10 s of the test's 10-15 s)
 def test_ray_gap_from_the_root_with_a_regular_install(installed: Path, shared_benchmarks: Path, tmp_path: Path) -> None:
-    """Ray workers import the project from the root (Ray puts the driver's folder on their path): every run answers."""
+    """Ray workers import the project from the root (Ray puts the driver's folder on their path): every run answers.
+
+    The limit is far above the proof's time (seconds quiet): at 20 s, two busy processes beside the suite left the
+    exact row feasible, not optimal; the solve stops as soon as it proves."""
     pytest.importorskip("ray")
     instance = shared_benchmarks / "placement" / "example-1.json"
     done = subprocess.run(
         [_bin(installed, "milp-partition"), "gap", str(instance), "--executor", "ray", "--heuristics", "heft",
-         "--time-limit", "20", "--no-charts", "--quiet", "--output-dir", str(tmp_path)],
+         "--time-limit", "600", "--no-charts", "--quiet", "--output-dir", str(tmp_path)],
         cwd=ROOT, env=_clean_env(), capture_output=True, text=True,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
