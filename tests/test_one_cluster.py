@@ -200,3 +200,28 @@ def test_the_joint_c_pass_takes_the_kinds_as_arrays() -> None:
     args[6], args[10], args[11] = 2, np.repeat(memory, 2), np.repeat(count, 2)
     with pytest.raises(ValueError, match="one device kind"):
         native._ext.new(*args)
+
+
+def test_strategy_tables_read_into_the_cluster() -> None:
+    """A strategy-tables file's ``devices`` and ``memory_limit_bytes`` are its one-kind cluster's count and memory."""
+    from milp_partition.io.strategy_tables import read_strategy_tables, strategy_from_dict, strategy_to_dict
+
+    path = SHARED / "strategy" / "alexnet_p8.json"
+    raw = json.loads(path.read_text())
+    problem = read_strategy_tables(path)
+    _one_kind(problem.cluster, raw["devices"], None)
+    assert (problem.devices, problem.memory_limit_bytes) == (raw["devices"], None)
+    limited = strategy_from_dict({**raw, "memory_limit_bytes": 123456789}, "limited.json")
+    _one_kind(limited.cluster, raw["devices"], 123456789)
+    assert strategy_to_dict(limited)["memory_limit_bytes"] == 123456789  # written back from the cluster
+    assert limited.with_memory_limit(None).memory_limit_bytes is None and limited.memory_limit_bytes == 123456789
+
+
+def test_strategy_layers_with_flags_read_into_the_cluster() -> None:
+    """A strategy-layers file with ``--devices`` and ``--memory``: the CLI builds the same one-kind cluster."""
+    from milp_partition.cli.strategy import problem_from_args as strategy_from_args
+
+    args = build_parser().parse_args(["solve", str(ROOT / "examples" / "gpt4_layers.json"), "--devices", "4", "--memory", "3GiB"])
+    problem = strategy_from_args(args)
+    _one_kind(problem.cluster, 4, 3 * 2**30)
+    assert (problem.devices, problem.memory_limit_bytes) == (4, 3 * 2**30)
