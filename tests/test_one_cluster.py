@@ -104,6 +104,10 @@ def test_imported_graph_with_flags_reads_into_the_cluster(tmp_path: Path) -> Non
     # the bandwidth is the flag's; the latency the import profile's device-to-device link's (one price: oneprice)
     assert pipeline.cluster.link.bandwidth_bytes_per_s == 1e9
     assert pipeline.cluster.link.latency_s == resolve_profile(imported_profile(tmp_path / "mlp.json")).links["d2d"].alpha_s
+    # the compute profile: the import profile's peak FLOP/s for the import's dtype, on both problems' one kind
+    dtype = json.loads((tmp_path / "mlp.json").read_text())["layers"].get("dtype", "float32")
+    peak = resolve_profile(imported_profile(tmp_path / "mlp.json")).compute[dtype].peak_flop_per_s
+    assert peak > 0 and joint.cluster.one_kind.peak_flops_per_s == peak == pipeline.cluster.one_kind.peak_flops_per_s
 
 
 def test_galvatron_hardware_folder_reads_into_the_cluster() -> None:
@@ -114,6 +118,15 @@ def test_galvatron_hardware_folder_reads_into_the_cluster() -> None:
     assert cluster.collectives is not None and cluster.collectives.source == str(root / "hardware")
     problem = read_galvatron(root / "models/llama2-7b", root / "hardware", devices=8, memory_mb=36 * 1024, global_batch=16)
     assert problem.cluster == cluster
+    # the links: point-to-point bandwidth of two stages within one node (GB/s: one MB in 1/x ms); one node, no link
+    # between nodes (free)
+    p2p_node = json.loads((root / "hardware" / "p2p_bandwidth_1nodes_8gpus_per_node.json").read_text())["pp_size_2"]
+    assert cluster.node_link == Link(0.0, p2p_node * 2**20 * 1e3) and cluster.link == Link()
+    assert cluster.node_link.transfer_seconds(2**20) == pytest.approx(1e-3 / p2p_node)
+    two = read_hardware(root / "hardware", 16, 36 * 1024)  # two nodes of 8: stages of whole nodes cross between them
+    p2p_two = json.loads((root / "hardware" / "p2p_bandwidth_2nodes_8gpus_per_node.json").read_text())["pp_size_2"]
+    assert two.link == Link(0.0, p2p_two * 2**20 * 1e3) and two.node_link == cluster.node_link
+    assert two.link.bandwidth_bytes_per_s < two.node_link.bandwidth_bytes_per_s
     assert (problem.devices, problem.memory_mb, problem.collectives) == (8, 36 * 1024, cluster.collectives)
 
 
@@ -224,6 +237,7 @@ def test_strategy_layers_with_flags_read_into_the_cluster() -> None:
     args = build_parser().parse_args(["solve", str(ROOT / "examples" / "gpt4_layers.json"), "--devices", "4", "--memory", "3GiB"])
     problem = strategy_from_args(args)
     _one_kind(problem.cluster, 4, 3 * 2**30)
+    assert problem.cluster.one_kind.peak_flops_per_s == resolve_profile("H100").compute["float32"].peak_flop_per_s
     assert (problem.devices, problem.memory_limit_bytes) == (4, 3 * 2**30)
 
 
