@@ -18,7 +18,6 @@ import os
 import platform
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +58,7 @@ def cases(time_limit: float, threads: int):
         yield "pipeline (cold)", rel, pipe
     limits = _strategy_limits()
     for name in STRATEGY:
-        problem = replace(with_memory(read_strategy_tables(SHARED / "strategy" / name)), memory_limit_bytes=limits[name])
+        problem = with_memory(read_strategy_tables(SHARED / "strategy" / name)).with_memory_limit(limits[name])
 
         def strat(solver: str, problem=problem):
             settings = StrategySolveSettings(solver=solver, time_limit_s=time_limit, threads=threads, memory_dp=False)

@@ -23,7 +23,6 @@ import json
 import platform
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -100,7 +99,7 @@ def run_memory(row_in: dict, args: argparse.Namespace) -> dict:
     need = verify_strategy(free, StrategySolution(row_in["pase_choice"])).memory_bytes
     least = sum(int(n.memory_bytes.min()) for n in free.nodes)  # type: ignore[union-attr]
     limit = (least + int(need)) // 2
-    problem = replace(free, memory_limit_bytes=limit)
+    problem = free.with_memory_limit(limit)
     row = {"instance": name, "least_memory": least, "unconstrained_memory": int(need), "limit": limit}
     row["configs"] = problem.total_configs
     res, secs = _timed(problem, solver="cpsat", threads=args.threads, time_limit_s=args.time_limit)

@@ -76,7 +76,7 @@ def _binding(problem, model: str):
     need = verify_strategy(problem, dp.solution).memory_bytes
     smallest = StrategySolution({n.id: n.configs[int(n.memory_bytes.argmin())] for n in problem.nodes})
     least = verify_strategy(problem, smallest).memory_bytes
-    return replace(problem, memory_limit_bytes=int(least + need) // 2)
+    return problem.with_memory_limit(int(least + need) // 2)
 
 
 def run_generated(args: argparse.Namespace) -> tuple[list[dict], list[dict]]:
@@ -135,8 +135,8 @@ def run_ties(args: argparse.Namespace) -> list[dict]:
         need = verify_strategy(free, StrategySolution(optima[name]["pase_choice"])).memory_bytes
         least = sum(int(n.memory_bytes.min()) for n in free.nodes)
         for label, problem in (
-            ("none", replace(free, memory_limit_bytes=None)),
-            ("binding", replace(free, memory_limit_bytes=(least + int(need)) // 2)),
+            ("none", free.with_memory_limit(None)),
+            ("binding", free.with_memory_limit((least + int(need)) // 2)),
         ):
             exact, exact_s = _solve(problem, threads=args.threads, time_limit_s=args.time_limit)
             tied, tied_s = _solve(problem, threads=args.threads, time_limit_s=args.time_limit, tie_blocks=True, reduce=False)

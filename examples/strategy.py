@@ -4,7 +4,6 @@ Run from the repository root: ``python examples/strategy.py`` (a few seconds).  
 ``milp-partition solve examples/gpt4_layers.json --devices 8 --memory 2GiB``; see docs/strategy.md.
 """
 
-from dataclasses import replace
 from pathlib import Path
 
 from milp_partition import (
@@ -21,7 +20,7 @@ HERE = Path(__file__).resolve().parent
 
 layers = read_layer_graph(str(HERE / "gpt4_layers.json"))  # strategy-layers/1: layer kinds and shapes
 problem = generate_strategy_problem(layers, resolve_profile("H100"), StrategyGenerationSettings(devices=8))
-problem = replace(problem, memory_limit_bytes=parse_bytes("2GiB", "memory limit"))  # static memory per device
+problem = problem.with_memory_limit(parse_bytes("2GiB", "memory limit"))  # static memory per device
 result = solve_strategy(problem, StrategySolveSettings(time_limit_s=60, threads=1))
 
 print(f"status {result.status}")

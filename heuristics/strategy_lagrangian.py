@@ -81,7 +81,7 @@ class LagrangianResult:
 
 def _relaxed(problem: StrategyProblem, lam: float) -> StrategyProblem:
     nodes = tuple(replace(n, cost=np.asarray(n.cost) + lam * np.asarray(n.memory_bytes, dtype=float)) for n in problem.nodes)
-    return replace(problem, nodes=nodes, memory_limit_bytes=None)
+    return replace(problem, nodes=nodes).with_memory_limit(None)
 
 
 def _cost_and_memory(problem: StrategyProblem, solution: StrategySolution) -> tuple[float, float]:

@@ -62,6 +62,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from milp_partition.backends import Model, SolveOutput, SolveParams, SolveStatus, get_backend
 from milp_partition.backends.cbc import stop_cbc_children
+from milp_partition.backends.options import BackendOptions, options_for
 from milp_partition.budget import Budget
 from milp_partition.result import HeuristicRun, Result, Status, StopReason
 from milp_partition.settings import CommonSettings, common_fields
@@ -257,22 +258,24 @@ class ChainSettings(CommonSettings):
     """What every problem's chain reads: the common settings (:class:`~milp_partition.settings.CommonSettings`, whose
     ``time_limit_s`` or ``budget`` :func:`run_chain` turns into the run's one
     :class:`~milp_partition.budget.Budget`; ``solver``, ``threads``, ``seed`` and ``warm_start`` reach the back-end)
-    and the back-end's own parameters.
+    and the back-ends' own options.
 
     Attributes
     ----------
-    cpsat_parameters
-        Extra CP-SAT parameters, ``(name, value)`` pairs.
+    backend_options
+        Options of back-ends (:mod:`milp_partition.backends.options`, at most one per back-end): the solving
+        back-end (``solver``) gets its own (:func:`~milp_partition.backends.options.options_for`), the others' are
+        not used.
     """
 
-    cpsat_parameters: tuple[tuple[str, object], ...] = ()
+    backend_options: tuple[BackendOptions, ...] = ()
 
 
 def chain_settings(settings: CommonSettings) -> ChainSettings:
-    """The chain's settings from a problem's own settings: their common part (and CP-SAT parameters, where it has some)."""
+    """The chain's settings from a problem's own settings: their common part (and back-end options, where it has some)."""
     return ChainSettings(
         **common_fields(settings.common),  # type: ignore[arg-type]
-        cpsat_parameters=tuple(getattr(settings, "cpsat_parameters", ()) or ()),
+        backend_options=tuple(getattr(settings, "backend_options", ()) or ()),
     )
 
 
@@ -789,7 +792,7 @@ def run_backend(result: Result, settings: ChainSettings, model: Model, budget: B
         seed=settings.seed,
         progress_interval_s=settings.progress_interval_s,
         use_hint=settings.warm_start,
-        cpsat_parameters=tuple(settings.cpsat_parameters),
+        options=options_for(settings.backend_options, settings.solver),
         budget=budget,
     )
     out = get_backend(settings.solver).solve(model, params)

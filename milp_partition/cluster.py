@@ -183,7 +183,11 @@ class Cluster:
         Devices per (kind, zone), in the source's order; for named devices, one column per kind in
         :data:`DEFAULT_ZONE` (derived).
     node_link
-        The alpha-beta link within a node; ``None``: :attr:`link`.
+        The alpha-beta link within a node; ``None``: :attr:`link`.  Filled where a source measures it (Galvatron's
+        hardware folder: its point-to-point bandwidth within one node).  No problem prices with it today: the
+        pipeline and joint problems put every device on its own node (one price, :attr:`link`; the joint problem's
+        tensor-parallel all-reduces come from its profile), Galvatron prices from its measured collectives, and the
+        hetero problem from Sailor's fits and per-tp profiles.
     link_fits
         :data:`LinkKey` -> :class:`LinkFit` where a source gives fitted curves (Sailor); a missing key means that link
         is unknown (plans using it are refused).
@@ -275,6 +279,11 @@ class Cluster:
         devices = tuple(replace(d, memory_bytes=memory_bytes) for d in self.devices)  # type: ignore[arg-type]
         return replace(self, devices=devices, kinds={kind.name: replace(kind, memory_bytes=memory_bytes)})
 
+    def with_peak_flops(self, peak_flops_per_s: float | None) -> Cluster:
+        """The same one-kind cluster with its kind's compute profile (peak FLOP/s of one device; ``None``: not given)."""
+        kind = self.one_kind
+        return replace(self, kinds={kind.name: replace(kind, peak_flops_per_s=peak_flops_per_s)})
+
     def kind_arrays(self) -> tuple[list[float], list[int]]:
         """The kinds as arrays, in :attr:`kinds` order: memory per device (``inf`` for unbounded) and device count.
 
@@ -315,6 +324,8 @@ def one_kind_cluster(
     link: Link | None = None,
     link_fits: Mapping[LinkKey, LinkFit] | None = None,
     collectives: CollectiveTables | None = None,
+    node_link: Link | None = None,
+    peak_flops_per_s: float | None = None,
 ) -> Cluster:
     """``count`` devices of one kind in one zone, counted, not named (the joint problem, Galvatron's hardware).
 
@@ -322,8 +333,9 @@ def one_kind_cluster(
     verifiers to refuse)."""
     return Cluster(
         link=link or Link(),
-        kinds={kind: DeviceKind(kind, memory_bytes, devices_per_node)},
+        kinds={kind: DeviceKind(kind, memory_bytes, devices_per_node, peak_flops_per_s)},
         columns=(KindColumn(kind, zone, count),),
+        node_link=node_link,
         link_fits=dict(link_fits or {}),
         collectives=collectives,
     )

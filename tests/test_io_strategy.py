@@ -275,7 +275,7 @@ def test_write_rejects_nan(tmp_path: Path) -> None:
     bad_cost = problem.nodes[0].cost.copy()
     bad_cost[0] = np.nan
     nodes = (type(problem.nodes[0])(problem.nodes[0].id, "", problem.nodes[0].configs, bad_cost), *problem.nodes[1:])
-    broken = StrategyProblem(nodes, problem.edges, devices=problem.devices)
+    broken = StrategyProblem(nodes, problem.edges, cluster=problem.cluster)
     path = tmp_path / "out.json"
     with pytest.raises(InputError, match="NaN or infinite"):
         write_strategy_tables(broken, path)

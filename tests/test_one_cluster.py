@@ -104,6 +104,10 @@ def test_imported_graph_with_flags_reads_into_the_cluster(tmp_path: Path) -> Non
     # the bandwidth is the flag's; the latency the import profile's device-to-device link's (one price: oneprice)
     assert pipeline.cluster.link.bandwidth_bytes_per_s == 1e9
     assert pipeline.cluster.link.latency_s == resolve_profile(imported_profile(tmp_path / "mlp.json")).links["d2d"].alpha_s
+    # the compute profile: the import profile's peak FLOP/s for the import's dtype, on both problems' one kind
+    dtype = json.loads((tmp_path / "mlp.json").read_text())["layers"].get("dtype", "float32")
+    peak = resolve_profile(imported_profile(tmp_path / "mlp.json")).compute[dtype].peak_flop_per_s
+    assert peak > 0 and joint.cluster.one_kind.peak_flops_per_s == peak == pipeline.cluster.one_kind.peak_flops_per_s
 
 
 def test_galvatron_hardware_folder_reads_into_the_cluster() -> None:
@@ -114,6 +118,15 @@ def test_galvatron_hardware_folder_reads_into_the_cluster() -> None:
     assert cluster.collectives is not None and cluster.collectives.source == str(root / "hardware")
     problem = read_galvatron(root / "models/llama2-7b", root / "hardware", devices=8, memory_mb=36 * 1024, global_batch=16)
     assert problem.cluster == cluster
+    # the links: point-to-point bandwidth of two stages within one node (GB/s: one MB in 1/x ms); one node, no link
+    # between nodes (free)
+    p2p_node = json.loads((root / "hardware" / "p2p_bandwidth_1nodes_8gpus_per_node.json").read_text())["pp_size_2"]
+    assert cluster.node_link == Link(0.0, p2p_node * 2**20 * 1e3) and cluster.link == Link()
+    assert cluster.node_link.transfer_seconds(2**20) == pytest.approx(1e-3 / p2p_node)
+    two = read_hardware(root / "hardware", 16, 36 * 1024)  # two nodes of 8: stages of whole nodes cross between them
+    p2p_two = json.loads((root / "hardware" / "p2p_bandwidth_2nodes_8gpus_per_node.json").read_text())["pp_size_2"]
+    assert two.link == Link(0.0, p2p_two * 2**20 * 1e3) and two.node_link == cluster.node_link
+    assert two.link.bandwidth_bytes_per_s < two.node_link.bandwidth_bytes_per_s
     assert (problem.devices, problem.memory_mb, problem.collectives) == (8, 36 * 1024, cluster.collectives)
 
 
@@ -200,3 +213,106 @@ def test_the_joint_c_pass_takes_the_kinds_as_arrays() -> None:
     args[6], args[10], args[11] = 2, np.repeat(memory, 2), np.repeat(count, 2)
     with pytest.raises(ValueError, match="one device kind"):
         native._ext.new(*args)
+
+
+def test_strategy_tables_read_into_the_cluster() -> None:
+    """A strategy-tables file's ``devices`` and ``memory_limit_bytes`` are its one-kind cluster's count and memory."""
+    from milp_partition.io.strategy_tables import read_strategy_tables, strategy_from_dict, strategy_to_dict
+
+    path = SHARED / "strategy" / "alexnet_p8.json"
+    raw = json.loads(path.read_text())
+    problem = read_strategy_tables(path)
+    _one_kind(problem.cluster, raw["devices"], None)
+    assert (problem.devices, problem.memory_limit_bytes) == (raw["devices"], None)
+    limited = strategy_from_dict({**raw, "memory_limit_bytes": 123456789}, "limited.json")
+    _one_kind(limited.cluster, raw["devices"], 123456789)
+    assert strategy_to_dict(limited)["memory_limit_bytes"] == 123456789  # written back from the cluster
+    assert limited.with_memory_limit(None).memory_limit_bytes is None and limited.memory_limit_bytes == 123456789
+
+
+def test_strategy_layers_with_flags_read_into_the_cluster() -> None:
+    """A strategy-layers file with ``--devices`` and ``--memory``: the CLI builds the same one-kind cluster."""
+    from milp_partition.cli.strategy import problem_from_args as strategy_from_args
+
+    args = build_parser().parse_args(["solve", str(ROOT / "examples" / "gpt4_layers.json"), "--devices", "4", "--memory", "3GiB"])
+    problem = strategy_from_args(args)
+    _one_kind(problem.cluster, 4, 3 * 2**30)
+    assert problem.cluster.one_kind.peak_flops_per_s == resolve_profile("H100").compute["float32"].peak_flop_per_s
+    assert (problem.devices, problem.memory_limit_bytes) == (4, 3 * 2**30)
+
+
+def test_placement_instance_file_reads_into_the_cluster() -> None:
+    """Moirai's files (memory in bits): named devices with their memory in bytes, one kind per distinct (speed,
+    capacity); the capacities the solvers read stay in the file's unit."""
+    from milp_partition.io.placement_instance import read_placement_instance
+
+    path = SHARED / "placement" / "GoogLeNet.json"
+    raw = json.loads(path.read_text())
+    assert raw["memory_unit"] == "bit"
+    problem = read_placement_instance(path)
+    cluster = problem.cluster
+    assert type(cluster) is Cluster
+    assert cluster.accelerator_ids == [d["id"] for d in raw["devices"]] == list(problem.device_ids)
+    assert [d.memory_bytes for d in cluster.devices] == [d["memory"] // 8 for d in raw["devices"]]
+    assert problem.device_memory.tolist() == [float(d["memory"]) for d in raw["devices"]]  # unchanged, in bits
+    assert len(cluster.kinds) == 4  # four GPUs of different speed and memory
+    assert sorted(cluster.memory_of(k) for k in cluster.kinds) == sorted(d["memory"] // 8 for d in raw["devices"])
+
+
+def test_placement_instance_kinds_follow_speed_and_capacity() -> None:
+    """Devices with the same time on every task and the same capacity share a kind; a named kind is kept and
+    written back; an abstract memory unit gives no bytes."""
+    from milp_partition.io.placement_instance import placement_from_dict, placement_to_dict
+
+    def instance(devices: list[dict], unit: str) -> dict:
+        return {
+            "format": "placement-instance/1",
+            "memory_unit": unit,
+            "devices": devices,
+            "tasks": [{"id": "a", "time": [2.0, 2.0, 1.0], "memory": 1}, {"id": "b", "time": [3.0, 3.0, 3.0], "memory": 1}],
+            "edges": [],
+        }
+
+    same = placement_from_dict(instance([{"id": "x", "memory": 8}, {"id": "y", "memory": 8}, {"id": "z", "memory": 8}], "B"))
+    assert [d.kind for d in same.cluster.devices] == ["kind0", "kind0", "kind1"]  # z is faster on task a
+    assert same.cluster.kinds["kind0"].memory_bytes == 8 and same.cluster.devices_of_kind("kind0") == 2
+    bigger = placement_from_dict(instance([{"id": "x", "memory": 8}, {"id": "y", "memory": 16}, {"id": "z", "memory": 8}], "GiB"))
+    assert [d.kind for d in bigger.cluster.devices] == ["kind0", "kind1", "kind2"]  # y holds more
+    assert [d.memory_bytes for d in bigger.cluster.devices] == [8 * 2**30, 16 * 2**30, 8 * 2**30]
+    abstract = placement_from_dict(instance([{"id": "x", "memory": 8}, {"id": "y"}, {"id": "z", "memory": 8}], "abstract"))
+    assert [d.memory_bytes for d in abstract.cluster.devices] == [None, None, None]  # no bytes in an abstract unit
+    assert abstract.device_memory.tolist()[0] == 8.0
+    named = placement_from_dict(
+        instance(
+            [{"id": "x", "memory": 8, "kind": "A100"}, {"id": "y", "memory": 8, "kind": "A100"}, {"id": "z", "kind": "H100"}], "B"
+        )
+    )
+    assert [d.kind for d in named.cluster.devices] == ["A100", "A100", "H100"]
+    again = placement_from_dict(placement_to_dict(named))
+    assert again.cluster.devices == named.cluster.devices and again.cluster.kinds == named.cluster.kinds
+
+
+def test_placement_from_a_graph_file_holds_the_graph_cluster() -> None:
+    path = ROOT / "examples" / "tiny.json"
+    inst = read_instance(path)
+    problem = placement_from_instance_file(path)
+    assert problem.cluster == inst.cluster
+
+
+def _problem_classes() -> dict[str, set[str]]:
+    """Each ``<problem>/problem.py``'s ``*Problem`` class and the names it defines (fields and properties)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(Path(milp_partition.__file__).parent.glob("*/problem.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.ClassDef) and node.name.endswith("Problem"):
+                names = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
+                names |= {s.name for s in node.body if isinstance(s, ast.FunctionDef)}
+                found[f"{path.parent.name}:{node.name}"] = names
+    return found
+
+
+def test_every_problem_holds_a_cluster() -> None:
+    """Every problem's data class has a ``cluster`` (pipeline, strategy, placement, joint, Galvatron, hetero)."""
+    classes = _problem_classes()
+    assert {"pipeline", "strategy", "placement", "joint", "galvatron", "hetero"} <= {k.split(":")[0] for k in classes}
+    assert [k for k, names in classes.items() if "cluster" not in names] == []

@@ -41,7 +41,7 @@ from milp_partition.pipeline.solve import SolveSettings, solve_pipeline
 from milp_partition.placement.problem import PlacementProblem, make_placement_problem
 from milp_partition.placement.solve import PlacementSolveSettings, solution_of, solve_placement
 from milp_partition.result import Result
-from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution, strategy_cluster
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 from milp_partition.verifiers.pipeline import verify_pipeline
 from milp_partition.verifiers.placement import verify_placement
@@ -97,7 +97,9 @@ def strategy_instance(seed: int, memory_model: str | None) -> StrategyProblem:
     low = sum(int(nd.memory_bytes.min()) for nd in nodes)
     high = sum(int(nd.memory_bytes.max()) for nd in nodes)
     limit = int(rng.uniform(0.7 * low, high))  # sometimes below every assignment's need: infeasible
-    return StrategyProblem(tuple(nodes), edges, name=f"sound-{seed}", memory_limit_bytes=limit, memory_model=memory_model)
+    return StrategyProblem(
+        tuple(nodes), edges, name=f"sound-{seed}", memory_model=memory_model, cluster=strategy_cluster(1, limit)
+    )
 
 
 def pipeline_instance(seed: int) -> PipelineProblem:

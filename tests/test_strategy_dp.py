@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from milp_partition.strategy.dp import StrategyDPSettings, chain_dp, pase_dp
-from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution, strategy_cluster
 from milp_partition.strategy.reductions import Reduced, drop_dominated, fold_leaves, merge_chains, reduce
 from milp_partition.verifiers.strategy import verify_strategy
 
@@ -79,7 +79,7 @@ def random_problem(
         low = sum(float(nd.memory_bytes.min()) for nd in nodes)  # type: ignore[union-attr]
         high = sum(float(nd.memory_bytes.max()) for nd in nodes)  # type: ignore[union-attr]
         limit = int(rng.uniform(low - 2, high))
-    return StrategyProblem(nodes, edges, name=f"random-{seed}", memory_limit_bytes=limit)
+    return StrategyProblem(nodes, edges, name=f"random-{seed}", cluster=strategy_cluster(1, limit))
 
 
 def brute_force(problem: StrategyProblem) -> tuple[float, StrategySolution | None]:
@@ -228,7 +228,9 @@ def load_strategy_tables(path: Path) -> StrategyProblem:
         StrategyNode(nd["id"], nd["name"], tuple(nd["configs"]), np.asarray(nd["cost"], dtype=np.float64)) for nd in data["nodes"]
     )
     edges = tuple(StrategyEdge(e["source"], e["target"], np.asarray(e["cost"], dtype=np.float64)) for e in data["edges"])
-    return StrategyProblem(nodes, edges, name=data["name"], devices=int(data["devices"]), cost_unit=data["cost_unit"])
+    return StrategyProblem(
+        nodes, edges, name=data["name"], cost_unit=data["cost_unit"], cluster=strategy_cluster(int(data["devices"]))
+    )
 
 
 @pytest.fixture(scope="module")

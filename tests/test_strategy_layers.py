@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -102,7 +101,7 @@ def test_tiny_generated_problem_matches_brute_force_with_memory() -> None:
     best_free = pase_dp(free)
     need = verify_strategy(free, best_free.solution).memory_bytes
     least = sum(int(n.memory_bytes.min()) for n in free.nodes)
-    problem = replace(free, memory_limit_bytes=(least + int(need)) // 2)
+    problem = free.with_memory_limit((least + int(need)) // 2)
     best = math.inf
     for picks in itertools.product(*[n.configs for n in problem.nodes]):
         report = verify_strategy(problem, StrategySolution(dict(zip([n.id for n in problem.nodes], picks))))

@@ -11,7 +11,7 @@ import pytest
 from test_strategy_dp import random_problem
 
 from milp_partition.io.strategy_tables import read_strategy_tables, write_strategy_tables
-from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution, strategy_cluster
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 from milp_partition.verifiers.strategy import verify_strategy
 
@@ -31,7 +31,7 @@ def _chain(limit: int | None, model: str = "liveness") -> StrategyProblem:
     """A -> B -> C, one configuration each: resident 1, 2, 3; activations 10, 20, 30."""
     nodes = (_node("A", [1], [11], [10]), _node("B", [1], [22], [20]), _node("C", [1], [33], [30]))
     edges = (StrategyEdge("A", "B", np.zeros((1, 1))), StrategyEdge("B", "C", np.zeros((1, 1))))
-    return StrategyProblem(nodes, edges, memory_limit_bytes=limit, memory_model=model)
+    return StrategyProblem(nodes, edges, memory_model=model, cluster=strategy_cluster(1, limit))
 
 
 def test_verifier_live_peak_by_hand() -> None:
@@ -91,13 +91,13 @@ def _liveness_problem(seed: int) -> StrategyProblem:
         )
         for n in base.nodes
     )
-    problem = replace(base, nodes=nodes, memory_limit_bytes=None, memory_model="liveness")
+    problem = replace(base, nodes=nodes, memory_model="liveness").with_memory_limit(None)
     rows = _all_assignments(problem)
     least_peak = min(peak for _, peak in rows)
     optimum_peak = min(rows)[1]  # the peak of a cheapest assignment
     # mostly a limit that binds (between the least peak and the unconstrained optimum's), now and then one below everything
     limit = int(least_peak) - 1 if seed % 7 == 3 else int(rng.integers(int(least_peak), int(optimum_peak) + 1))
-    return replace(problem, memory_limit_bytes=limit)
+    return problem.with_memory_limit(limit)
 
 
 @pytest.mark.parametrize("seed", range(10))

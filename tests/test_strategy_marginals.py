@@ -41,7 +41,7 @@ def _limited(seed: int) -> StrategyProblem:
     _, _, used = _all_costs(problem)
     rng = np.random.default_rng(seed)
     limit = int(used.min() + rng.random() * (used.max() - used.min()))
-    return replace(problem, memory_limit_bytes=limit)
+    return problem.with_memory_limit(limit)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -125,7 +125,7 @@ def test_fixing_removes_something_at_the_optimum() -> None:
     """At the optimum's own cost, fixing is not idle on a mid-size instance."""
     problem = _mid_size(3)
     grid_free = pase_dp(problem)
-    limited = replace(problem, memory_limit_bytes=int(verify_strategy(problem, grid_free.solution).memory_bytes * 0.97))
+    limited = problem.with_memory_limit(int(verify_strategy(problem, grid_free.solution).memory_bytes * 0.97))
     lag = lagrangian_memory_bound(limited)
     keep, _ = marginal_masks(limited, lag.value, [lam for lam, _ in sorted(lag.evaluated, key=lambda t: -t[1])[:4]], lag.solution)
     assert restrict(limited, keep).total_configs < limited.total_configs
@@ -194,7 +194,7 @@ def test_binding_memory_limit_proven_on_real_instances(name: str, optimum: float
     free = with_memory(read_strategy_tables(STRATEGY / name))
     need = verify_strategy(free, StrategySolution(row["pase_choice"])).memory_bytes
     least = sum(int(n.memory_bytes.min()) for n in free.nodes)
-    problem = replace(free, memory_limit_bytes=(least + int(need)) // 2)
+    problem = free.with_memory_limit((least + int(need)) // 2)
     # seconds here; the limit only guards against a hang (the memory search gets half of it, ~35x what it needs)
     result = solve_strategy(problem, StrategySolveSettings(threads=2, time_limit_s=300))
     assert result.status == "optimal" and result.gap is not None and result.gap <= PROOF_REL_TOL, result.message

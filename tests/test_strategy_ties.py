@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from test_strategy_dp import brute_force
 
-from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, StrategySolution, strategy_cluster
 from milp_partition.strategy.solve import StrategySolveSettings, solve_strategy
 from milp_partition.strategy.ties import TieSettings, find_ties, quotient
 from milp_partition.verifiers.strategy import verify_strategy
@@ -46,7 +46,7 @@ def _stack(blocks: int, seed: int, memory: bool = False) -> StrategyProblem:
         low = sum(int(n.memory_bytes.min()) for n in nodes)
         high = sum(int(n.memory_bytes.max()) for n in nodes)
         limit = (low + high) // 2
-    return StrategyProblem(tuple(nodes), tuple(edges), name=f"stack{seed}", memory_limit_bytes=limit)
+    return StrategyProblem(tuple(nodes), tuple(edges), name=f"stack{seed}", cluster=strategy_cluster(1, limit))
 
 
 def test_find_ties_groups_the_inner_copies() -> None:

@@ -24,6 +24,7 @@ from milp_partition.errors import InputError, SolverUnavailableError
 if TYPE_CHECKING:
     from milp_partition.backends.base import Backend, SolveOutput, SolveParams, SolveStatus, relative_gap
     from milp_partition.backends.model import Model, Sense, Var, VarKind
+    from milp_partition.backends.options import CbcOptions, CpSatOptions
 
 #: Names this package hands out from its modules on first use (PEP 562), so that importing the registry (the parser
 #: does, for ``--solver``'s choices) imports neither numpy nor the interface: ``tests/test_startup.py``.
@@ -37,6 +38,8 @@ _LAZY = {
     "Sense": "model",
     "Var": "model",
     "VarKind": "model",
+    "CpSatOptions": "options",
+    "CbcOptions": "options",
 }
 
 
@@ -63,6 +66,8 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "Capability",
+    "CbcOptions",
+    "CpSatOptions",
     "Model",
     "Sense",
     "SolveOutput",

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, TextIO, TypeVar
 
 from milp_partition.backends.model import Model
+from milp_partition.backends.options import BackendOptions
 from milp_partition.budget import Budget
 
 
@@ -46,16 +47,10 @@ class SolveParams:
         period while solving; ``None`` disables progress output.
     use_hint
         Pass the model's hint as a warm start (CP-SAT hint, CBC MIP start).
-    cpsat_max_scaled_magnitude
-        CP-SAT only: the largest magnitude a scaled constraint may reach, which caps the
-        time scale (see :mod:`milp_partition.backends.scaling`).
-    cpsat_parameters
-        CP-SAT only: extra ``(name, value)`` pairs set on ``CpSolver.parameters``
-        (e.g. ``("optimize_with_lb_tree_search", True)``).
-    cbc_overrun_grace_s
-        CBC only: CBC checks its time limit between nodes, not inside a long LP solve; when
-        it runs this long past ``time_limit_s`` it is interrupted (SIGINT: it stops and
-        reports its incumbent), and killed after as long again.
+    options
+        The solving back-end's own options (:mod:`milp_partition.backends.options`: :class:`CpSatOptions`,
+        :class:`CbcOptions`); ``None``: its defaults.  A back-end refuses another's options
+        (:class:`~milp_partition.errors.InputError` naming both).
     budget
         The time the whole call may take, the translation of the model for the solver included
         (``None``: ``time_limit_s`` for the solver alone).  The translation reads it row by row
@@ -68,9 +63,7 @@ class SolveParams:
     seed: int = 0
     progress_interval_s: float | None = None
     use_hint: bool = True
-    cpsat_max_scaled_magnitude: float = 2.0**40
-    cpsat_parameters: tuple[tuple[str, object], ...] = ()
-    cbc_overrun_grace_s: float = 10.0
+    options: BackendOptions | None = None
     budget: Budget | None = None
 
     def solver_seconds(self) -> float:

@@ -37,6 +37,7 @@ from milp_partition.backends.cbc_scaling import (
 )
 from milp_partition.backends.lifetime import die_with_parent
 from milp_partition.backends.model import Model, VarKind
+from milp_partition.backends.options import CbcOptions, own_options
 from milp_partition.errors import ModelError, SolverUnavailableError
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -115,6 +116,7 @@ class CbcBackend:
         except ImportError as exc:  # pragma: no cover - pulp is a core dependency
             raise SolverUnavailableError(f"PuLP is not installed: {exc}; pip install pulp") from exc
 
+        own_options(params.options, "cbc", CbcOptions)  # another back-end's options are refused before any work
         _cbc_dies_with_us()
         if model.has_scheduling:
             raise ModelError(
@@ -188,8 +190,9 @@ def _run_cbc(
         stop = threading.Event()
         watcher = threading.Thread(target=_watch_log, args=(log_path, progress, stop, scaled), daemon=True)
         stopped: list[str] = []
-        deadline = params.time_limit_s + params.cbc_overrun_grace_s
-        watchdog = threading.Thread(target=_watchdog, args=(deadline, params.cbc_overrun_grace_s, stop, stopped), daemon=True)
+        grace_s = own_options(params.options, "cbc", CbcOptions).overrun_grace_s
+        deadline = params.time_limit_s + grace_s
+        watchdog = threading.Thread(target=_watchdog, args=(deadline, grace_s, stop, stopped), daemon=True)
         start = time.monotonic()
         with progress:
             watcher.start()

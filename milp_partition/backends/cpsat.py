@@ -14,6 +14,7 @@ from typing import Any
 
 from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus, ticking
 from milp_partition.backends.model import Model
+from milp_partition.backends.options import CpSatOptions, own_options
 from milp_partition.backends.scaling import ScaledModel, scale_model
 from milp_partition.budget import Budget
 from milp_partition.errors import ModelError, SolverUnavailableError
@@ -91,7 +92,8 @@ class CpSatBackend:
                 cause = cause.__cause__ or cause.__context__
             raise SolverUnavailableError(f"OR-Tools is not installed: {exc}; pip install ortools") from exc
 
-        scaled = scale_model(model, params.cpsat_max_scaled_magnitude, params.budget)
+        options = own_options(params.options, "cpsat", CpSatOptions)
+        scaled = scale_model(model, options.max_scaled_magnitude, params.budget)
         cp = cp_model.CpModel()
         cp_vars = _build(cp, model, scaled, params.budget)
         hinted = 0
@@ -110,7 +112,7 @@ class CpSatBackend:
         solver.parameters.log_search_progress = True
         solver.parameters.log_to_stdout = False
         solver.parameters.catch_sigint_signal = False  # interrupts reach Python (see _solve_interruptibly)
-        for key, setting in (*SOUNDNESS_PARAMETERS, *params.cpsat_parameters):
+        for key, setting in (*SOUNDNESS_PARAMETERS, *options.parameters):
             setattr(solver.parameters, key, setting)
         log_lines: list[str] = []
         solver.log_callback = log_lines.append

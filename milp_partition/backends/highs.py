@@ -31,6 +31,7 @@ import numpy as np
 from milp_partition.backends.base import ProgressPrinter, SolveOutput, SolveParams, SolveStatus
 from milp_partition.backends.cbc_scaling import CbcScaledModel, scale_for_cbc
 from milp_partition.backends.model import Model, VarKind
+from milp_partition.backends.options import no_options
 from milp_partition.errors import ModelError, SolverUnavailableError
 
 #: A proven bound is lowered by this much of ``sum |c_i x_i|`` (the objective's magnitude at the incumbent).
@@ -114,6 +115,7 @@ class HighsBackend:
         self.tolerances = tolerances or HighsTolerances()
 
     def solve(self, model: Model, params: SolveParams) -> SolveOutput:
+        no_options(params.options, "highs")  # HiGHS has no options of its own: another back-end's are refused
         highspy = _highspy()
         if model.has_scheduling:
             raise ModelError(

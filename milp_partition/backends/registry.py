@@ -52,6 +52,9 @@ class BackendEntry:
         The import name of the Python package it needs.
     extra
         The pip extra of milp-partition that installs that package (``None``: a core dependency).
+    options
+        The name of its own options class in :mod:`milp_partition.backends.options` (``None``: it has none; any
+        options object given to it is refused).  Solver specifics live there, not in ``SolveParams``.
     """
 
     name: str
@@ -61,6 +64,7 @@ class BackendEntry:
     cls: str | None
     package: str
     extra: str | None = None
+    options: str | None = None
 
     def can(self, capability: Capability) -> bool:
         return capability in self.capabilities
@@ -77,6 +81,7 @@ BACKENDS: tuple[BackendEntry, ...] = (
         "milp_partition.backends.cpsat",
         "CpSatBackend",
         "ortools",
+        options="CpSatOptions",
     ),
     BackendEntry(
         "cbc",
@@ -85,6 +90,7 @@ BACKENDS: tuple[BackendEntry, ...] = (
         "milp_partition.backends.cbc",
         "CbcBackend",
         "pulp",
+        options="CbcOptions",
     ),
     BackendEntry(
         "highs",

@@ -420,6 +420,7 @@ def cmd_info(args: argparse.Namespace) -> int:
         "memory_bytes": lambda v: f"{fmt_bytes(v)} each",
         "bandwidth_bytes_per_s": lambda v: f"bandwidth {format_rate(v)}",
         "microbatches": lambda v: f"N = {v}",
+        "peak_flops_per_s": lambda v: f"peak {v:.4g} FLOP/s per device",
     }
     print("cluster     in the file: " + (", ".join(shown[k](v) for k, v in cluster.items()) or "none"))
     print("solve with  --devices K --memory SIZE --bandwidth RATE [--microbatches N]")

@@ -83,9 +83,11 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
     # with, as the joint problem takes it (one price for one plan: milp_partition.costmodel.messages)
     given = getattr(args, "profile", None)
     spec = given or (imported_profile(args.instance) if base is None else None)
+    peak_flops: float | None = None  # an imported graph's devices: the profile's peak for the import's dtype
     if base is None and spec:
         try:
-            d2d = resolve_profile(spec).links["d2d"]
+            profile = resolve_profile(spec)
+            d2d = profile.links["d2d"]
         except InputError as why:
             if given:
                 raise
@@ -96,6 +98,9 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
                 where="layers.profile",
             ) from None
         link = Link(latency_s=d2d.alpha_s, bandwidth_bytes_per_s=d2d.bandwidth_bytes_per_s)
+        layers = _layers(args.instance)
+        rate = profile.compute.get(str(layers.get("dtype", "float32"))) if layers is not None else None
+        peak_flops = None if rate is None else rate.peak_flop_per_s
     if args.link_latency is not None or args.bandwidth is not None:
         link = Link(
             latency_s=args.link_latency if args.link_latency is not None else link.latency_s,
@@ -112,7 +117,7 @@ def cluster_from_args(args: argparse.Namespace, instance: Instance) -> Cluster:
         kind = base.devices[0].kind if base is not None and base.devices else "gpu"
         return homogeneous_cluster(
             count, reserved(memory, args), kind=kind, host_cpu_cores=cores, link=link, source="command line"
-        )
+        ).with_peak_flops(peak_flops)
     devices = [replace(d, memory_bytes=reserved(d.memory_bytes, args)) for d in base.devices]  # --memory-reserve stays free
     return make_cluster(devices, host_cpu_cores=cores, link=link, source="command line")
 

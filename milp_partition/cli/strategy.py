@@ -104,7 +104,7 @@ def problem_from_args(args: argparse.Namespace):
                 settings = replace(settings, optimizer_state_factor=args.optimizer_factor)
             problem = with_memory(problem, settings, memory_limit_bytes=limit)
         else:
-            problem = replace(problem, memory_limit_bytes=limit)
+            problem = problem.with_memory_limit(limit)
     return problem
 
 

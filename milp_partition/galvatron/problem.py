@@ -32,11 +32,28 @@ BYTES_PER_ELEMENT = 2
 MB = 2**20
 
 
-def galvatron_cluster(collectives: CollectiveTables, devices: int, memory_mb: int, devices_per_node: int) -> Cluster:
+def galvatron_cluster(
+    collectives: CollectiveTables,
+    devices: int,
+    memory_mb: int,
+    devices_per_node: int,
+    *,
+    link: Link | None = None,
+    node_link: Link | None = None,
+) -> Cluster:
     """The cluster of a Galvatron setting: ``devices`` GPUs of one kind with ``memory_mb`` MB each, ``devices_per_node``
-    per node (as the hardware files are named), and the measured collectives of the hardware folder (which time every
-    message: the alpha-beta links are left free)."""
-    return one_kind_cluster(devices, memory_mb * MB, devices_per_node=devices_per_node, link=Link(), collectives=collectives)
+    per node (as the hardware files are named), the measured collectives of the hardware folder (which time every
+    message) and the alpha-beta links between and within nodes where the folder measures them
+    (:func:`milp_partition.io.galvatron.read_p2p_links`; ``None``: free, and the same).  The costs read the collectives
+    only: the links change no answer."""
+    return one_kind_cluster(
+        devices,
+        memory_mb * MB,
+        devices_per_node=devices_per_node,
+        link=link or Link(),
+        node_link=node_link,
+        collectives=collectives,
+    )
 
 
 @dataclass(frozen=True)

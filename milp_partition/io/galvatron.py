@@ -20,10 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from milp_partition.cluster import Cluster, CollectiveTables, LatencyTable
+from milp_partition.cluster import Cluster, CollectiveTables, LatencyTable, Link
 from milp_partition.errors import InputError
 from milp_partition.galvatron.problem import (
     BYTES_PER_ELEMENT,
+    MB,
     GalvatronProblem,
     LayerType,
     Vocab,
@@ -295,8 +296,38 @@ def _latency(sp: dict[str, Any], prefix: str, factor: float, source: str, needed
 
 def read_hardware(folder: Path, devices: int, memory_mb: int) -> Cluster:
     """The cluster of a hardware folder for ``devices`` GPUs with ``memory_mb`` MB each: one kind, the folder's measured
-    collectives (:func:`read_collectives`)."""
-    return galvatron_cluster(read_collectives(folder, devices), devices, memory_mb, hardware_files(devices)[1])
+    collectives (:func:`read_collectives`) and its links (:func:`read_p2p_links`)."""
+    nodes, per = hardware_files(devices)
+    link, node_link = read_p2p_links(Path(folder), nodes, per)
+    return galvatron_cluster(read_collectives(folder, devices), devices, memory_mb, per, link=link, node_link=node_link)
+
+
+def read_p2p_links(folder: Path, nodes: int, per_node: int) -> tuple[Link, Link | None]:
+    """The links between and within nodes from the folder's point-to-point bandwidths (GB/s, ``pp_size_2``).
+
+    Within a node: ``p2p_bandwidth_1nodes_<per_node>gpus_per_node.json`` (two pipeline stages on one node); between
+    nodes: ``p2p_bandwidth_<nodes>nodes_<per_node>gpus_per_node.json`` when ``nodes >= 2`` (two stages of whole
+    nodes each: every message crosses).  A bandwidth of ``x`` GB/s moves one MB (:data:`MB` bytes) in ``1 / x`` ms, as
+    Galvatron's cost model reads it; the latency is 0 (the files give none).  A file that is absent leaves its link
+    unknown: the node link ``None`` (read as the link between nodes) and, for one node, the link between nodes free
+    (no message crosses nodes).  Galvatron's costs read the measured collectives, not these links
+    (:mod:`milp_partition.galvatron.costs`): they describe the hardware and change no answer.
+    """
+
+    def pp2(tag: str) -> Link | None:
+        path = folder / f"p2p_bandwidth_{tag}.json"
+        if not path.is_file():
+            return None
+        raw = _object(_load(path), str(path))
+        if "pp_size_2" not in raw:
+            return None
+        gb_per_s = number(raw["pp_size_2"], str(path), "pp_size_2", unit="GB/s", cap=MAX_GBPS, positive=True)
+        return Link(0.0, gb_per_s * MB * 1e3)
+
+    node_link = pp2(f"1nodes_{per_node}gpus_per_node")
+    if nodes == 1:
+        return Link(), node_link
+    return pp2(f"{nodes}nodes_{per_node}gpus_per_node") or Link(), node_link
 
 
 def read_collectives(folder: Path, devices: int) -> CollectiveTables:

@@ -370,7 +370,7 @@ def piper_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProbl
 
 
 #: The fields of a native file's ``cluster`` object.
-_NATIVE_CLUSTER = ("devices", "memory_bytes", "bandwidth_bytes_per_s", "microbatches")
+_NATIVE_CLUSTER = ("devices", "memory_bytes", "bandwidth_bytes_per_s", "microbatches", "peak_flops_per_s")
 
 
 def file_cluster(data: Any, source: str) -> dict[str, float | int]:
@@ -397,6 +397,8 @@ def file_cluster(data: Any, source: str) -> dict[str, float | int]:
             out[key] = _positive_int(value, "microbatches (mbsInBatch, N)", source)
         elif key == "memory_bytes":
             out[key] = _number(value, "memory", source, what="a size in bytes", most=MAX_BYTES)
+        elif key == "peak_flops_per_s":
+            out[key] = _peak_flops(value, source)
         else:
             out[key] = _bandwidth(value, source)
     return out
@@ -415,7 +417,17 @@ def joint_from_dict(data: Any, source: str = "", **overrides: Any) -> JointProbl
         raise InputError("expected an object", source=source, where="cluster")
     check_known_keys(cl, _NATIVE_CLUSTER, "cluster", source)
     cluster = _overrides({k: cl.get(k) for k in ("devices", "memory_bytes", "bandwidth_bytes_per_s", "microbatches")}, overrides)
-    return _read_graph(data, _NATIVE_FIELDS, cluster, source)
+    problem = _read_graph(data, _NATIVE_FIELDS, cluster, source)
+    peak = cl.get("peak_flops_per_s")
+    return problem if peak is None else problem.with_cluster(problem.cluster.with_peak_flops(_peak_flops(peak, source)))
+
+
+def _peak_flops(value: Any, source: str) -> float:
+    """The optional compute profile of the native format's cluster: peak FLOP/s of one device (read, not priced)."""
+    peak = _number(value, "cluster.peak_flops_per_s", source, what="a positive number of FLOP/s", most=MAX_NUMBER)
+    if peak <= 0:
+        raise InputError("the peak FLOP rate must be positive", source=source, where="cluster.peak_flops_per_s")
+    return peak
 
 
 def read_joint(path: str | Path, **overrides: Any) -> JointProblem:
@@ -435,6 +447,7 @@ def joint_to_dict(problem: JointProblem) -> dict[str, Any]:
             "memory_bytes": problem.memory_bytes,
             "bandwidth_bytes_per_s": c.bandwidth_bytes_per_s,
             "microbatches": problem.microbatches,
+            **({"peak_flops_per_s": c.one_kind.peak_flops_per_s} if c.one_kind.peak_flops_per_s is not None else {}),
         },
         "nodes": [
             {

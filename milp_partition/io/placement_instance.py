@@ -10,8 +10,15 @@ One JSON object::
 ``time`` has one number per device in ``devices`` order (``null`` marks a device
 the task cannot run on); ``comm[a][b]`` is the transfer time when the source
 runs on device a and the target on device b (zero diagonal).  Extensions read
-here and written back: a device's ``memory`` may be ``null`` (unbounded); a
-task may carry ``"colocation": "group"`` and ``"name"``.
+here and written back: a device's ``memory`` may be ``null`` (unbounded) and it
+may name its ``kind``; a task may carry ``"colocation": "group"`` and ``"name"``.
+
+The devices read into the problem's :class:`~milp_partition.cluster.Cluster`
+(:func:`~milp_partition.placement.problem.placement_cluster`): named devices,
+a kind per distinct (time column, capacity) unless the file names the kinds,
+each device's ``memory`` in bytes when ``memory_unit`` is a unit of bits or
+bytes (Moirai's files: ``"bit"``) and none in bytes when it is abstract (the
+capacities then stay in ``memory_unit``, in the problem's ``device_memory``).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from milp_partition.cluster import CPU_KIND
 from milp_partition.errors import InputError
 from milp_partition.io.json_text import (
     check_known_keys,
@@ -65,6 +73,7 @@ def placement_from_dict(data: Any, source: str = "", settings: PlacementSettings
     edges = check_list(get_value(obj, "edges", "the top level", source, default=[]), "field 'edges'", source)
     device_ids: list[str] = []
     capacity: list[float] = []
+    kinds: list[str | None] = []
     for k, dev in enumerate(devices):
         where = f"device {k}"
         dev = check_object(dev, where, source)
@@ -73,6 +82,7 @@ def placement_from_dict(data: Any, source: str = "", settings: PlacementSettings
         where = f"device {device_ids[-1]!r}"
         mem = dev.get("memory")
         capacity.append(math.inf if mem is None else to_float(mem, f"{where} field 'memory'", source))
+        kinds.append(get_optional_str(dev, "kind", where, source) or None)
     d = len(device_ids)
     task_ids: list[str] = []
     names: list[str] = []
@@ -133,6 +143,7 @@ def placement_from_dict(data: Any, source: str = "", settings: PlacementSettings
         settings=settings,
         task_names=tuple(names) if any(names) else (),
         source=source,
+        device_kinds=kinds if any(k is not None for k in kinds) else None,
     )
 
 
@@ -170,13 +181,19 @@ def placement_to_dict(problem: PlacementProblem, *, source_note: str = "") -> di
         }
         for e, (a, b) in enumerate(zip(problem.edge_source.tolist(), problem.edge_target.tolist()))
     ]
+    kind_of = {d.id: d.kind for d in problem.cluster.devices}
+    kind_of.update({f"{CPU_KIND}{c}": CPU_KIND for c in range(problem.cluster.host_cpu_cores)})
+    devices = [
+        {"id": dev, "memory": num(problem.device_memory[k]), **({"kind": kind_of[dev]} if dev in kind_of else {})}
+        for k, dev in enumerate(problem.device_ids)
+    ]
     return {
         "format": FORMAT,
         "name": problem.name,
         "source": source_note or "written by milp-partition",
         "time_unit": problem.time_unit,
         "memory_unit": problem.memory_unit,
-        "devices": [{"id": dev, "memory": num(problem.device_memory[k])} for k, dev in enumerate(problem.device_ids)],
+        "devices": devices,
         "tasks": tasks,
         "edges": edges,
     }

@@ -13,6 +13,12 @@ with ``--model``).  Every error names the file and the field (:class:`~milp_part
 Device memory is the simulator's ``GPU_MEMORY_GB`` (``sailor/Planner/simulations/constants.py``), in GiB:
 :data:`GPU_MEMORY_GIB`; ``mem_per_gpu`` of ``basic_cluster_config.json`` is the planners' figure, not the one
 the simulator checks.
+
+The links are the between-node fits of ``multizone_bandwidths_het.json`` (``Cluster.link_fits``).  The folder's
+within-node figures, ``network/intra_node_bandwidths.json`` (a bandwidth fit and a peak per kind and GPU count),
+are not read: the one cluster's ``node_link`` is one alpha-beta link for every kind, which a per-kind fit does not
+fill, and Sailor's simulator does not use them in its time (a tensor-parallel replica's time is its profile's, per
+tp).  The folder gives no compute profile (``peak_flops_per_s`` stays ``None``).
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ One JSON object holds a :class:`~milp_partition.strategy.StrategyProblem`:
     provenance text and lands in ``StrategyProblem.extra["source_text"]``;
     :attr:`StrategyProblem.source` holds the file path.
 ``devices``
-    The number of devices p, a positive integer (required).
+    The number of devices p, a positive integer (required): the count of the problem's one-kind
+    :class:`~milp_partition.cluster.Cluster`.
 ``nodes[]``
     ``id`` (string; an integer is kept as its decimal text), ``name`` (string,
     optional), ``configs`` (non-empty list of distinct strings), ``cost`` (one
@@ -21,7 +22,7 @@ One JSON object holds a :class:`~milp_partition.strategy.StrategyProblem`:
     ``source``, ``target`` (node ids) and ``cost``: a matrix with one row per
     source configuration and one column per target configuration.
 ``memory_limit_bytes``
-    Extension: a whole non-negative number or ``null`` (optional).
+    Extension: a whole non-negative number or ``null`` (optional): the memory of one device of the cluster.
 ``memory_model``
     Extension: ``"static"`` (default) or ``"liveness"``
     (see :class:`~milp_partition.strategy.StrategyProblem`).
@@ -57,7 +58,7 @@ from milp_partition.io.json_text import (
     write_text_file,
 )
 from milp_partition.io.native import check_format
-from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem
+from milp_partition.strategy.problem import StrategyEdge, StrategyNode, StrategyProblem, strategy_cluster
 
 __all__ = [
     "STRATEGY_FORMAT",
@@ -365,12 +366,11 @@ def strategy_from_dict(data: Any, source: str = "", *, default_name: str = "") -
         nodes=tuple(nodes.values()),
         edges=tuple(edges),
         name=name,
-        devices=devices,
         cost_unit=cost_unit,
-        memory_limit_bytes=_memory_limit(data, source),
         source=source,
         memory_model=_memory_model(data, source),
         extra={"source_text": source_text},
+        cluster=strategy_cluster(devices, _memory_limit(data, source)),
     )
 
 

@@ -274,7 +274,10 @@ def joint_from_imported(data: Any, source: str, settings: LayerPlanSettings) -> 
         JointEdge(u, v, edge_bytes(nbytes / model.batch_size, profile, settings.bandwidth_bytes_per_s, bandwidth))
         for u, v, nbytes in model.edges
     )
-    cluster = joint_cluster(settings.devices, float(settings.memory_bytes), float(bandwidth))
+    rate = profile.compute.get(model.settings.dtype)  # the compute profile of the kind: the import's dtype's peak
+    cluster = joint_cluster(settings.devices, float(settings.memory_bytes), float(bandwidth)).with_peak_flops(
+        None if rate is None else rate.peak_flop_per_s
+    )
     name = str(data.get("name", "")) if isinstance(data, Mapping) else ""
     problem = JointProblem(tuple(nodes), edges, cluster, settings.microbatches, name=name, source=source, notes=tuple(notes))
     check_joint_values(problem, source, hint=" (from the 'layers' object and the profile: check their values)")

@@ -158,6 +158,7 @@ def placement_from_graph(
         settings=settings,
         task_names=tuple(names) if any(names) else (),
         source=source,
+        cluster=cluster,
     )
 
 

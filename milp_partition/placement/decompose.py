@@ -155,6 +155,7 @@ def segment_problem(problem: PlacementProblem, seg: Segment, b: int | None, b2: 
         time_unit=problem.time_unit,
         memory_unit=problem.memory_unit,
         settings=PlacementSettings(problem.settings.link_contention, "static"),
+        cluster=problem.cluster,  # the same devices (their capacities relaxed under liveness)
     )
     return sub, tasks
 

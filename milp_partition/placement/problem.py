@@ -21,7 +21,15 @@ array                     shape           meaning
 ========================  ==============  =============================================
 
 Times are in ``time_unit`` and memory in ``memory_unit``, the instance's own
-(Moirai's data give no units; the native path uses seconds and bytes).  A task
+(Moirai's data give no units; the native path uses seconds and bytes).
+
+The devices are also the problem's :class:`~milp_partition.cluster.Cluster` (:attr:`PlacementProblem.cluster`):
+a problem built from a graph file holds the graph's cluster (its accelerators, then its host CPU cores); a
+placement instance file's devices become named devices (:func:`placement_cluster`), one kind per distinct
+(time column, capacity) pair -- the device's speed on every task and its memory -- unless the file names the kinds,
+each device with its capacity in bytes when ``memory_unit`` is a unit of bits or bytes (:data:`BYTES_PER_UNIT`) and
+``None`` when it is abstract (the capacity then lives only in ``device_memory``, in ``memory_unit``).  The solvers
+read the arrays; the cluster says what hardware the instance describes.  A task
 whose time is zero on every device (a virtual input) occupies no device: it is
 still placed, for its edges' transfers, but never blocks another task.
 
@@ -37,6 +45,7 @@ from typing import Literal
 
 import numpy as np
 
+from milp_partition.cluster import ACCELERATOR_KIND, CPU_KIND, Cluster, Device, DeviceKind
 from milp_partition.errors import CycleError, InputError
 from milp_partition.graph import _csr, find_cycle
 
@@ -68,9 +77,30 @@ class PlacementSettings:
             raise InputError(f"memory_model must be 'static' or 'liveness', got {self.memory_model!r}", where="settings")
 
 
+#: Bytes per unit of memory for the ``memory_unit`` names that are units of information (case-sensitive: ``b`` is
+#: not read as bits).  Any other unit (``"abstract"``, Moirai's own) has no bytes: the cluster's devices then carry no
+#: memory in bytes.
+BYTES_PER_UNIT: dict[str, float] = {
+    "bit": 1 / 8,
+    "bits": 1 / 8,
+    "B": 1.0,
+    "byte": 1.0,
+    "bytes": 1.0,
+    "KB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "KiB": 2.0**10,
+    "MiB": 2.0**20,
+    "GiB": 2.0**30,
+}
+
+
 @dataclass(frozen=True, eq=False)
 class PlacementProblem:
-    """A validated placement instance; build it with :func:`make_placement_problem`."""
+    """A validated placement instance; build it with :func:`make_placement_problem`.
+
+    ``cluster`` is the hardware the devices are (see the module docstring): its named devices, then its host CPU
+    cores, are ``device_ids`` in order."""
 
     task_ids: tuple[str, ...]
     device_ids: tuple[str, ...]
@@ -86,6 +116,7 @@ class PlacementProblem:
     memory_unit: str = "abstract"
     settings: PlacementSettings = field(default_factory=PlacementSettings)
     task_names: tuple[str, ...] = ()
+    cluster: Cluster = field(default_factory=Cluster)
 
     @property
     def num_tasks(self) -> int:
@@ -209,6 +240,67 @@ def _check_array(values: np.ndarray, what: str, source: str | None, ids: tuple[s
         )
 
 
+def placement_cluster(
+    device_ids: tuple[str, ...],
+    device_memory: np.ndarray,
+    time: np.ndarray,
+    memory_unit: str,
+    kinds: list[str | None] | tuple[str | None, ...] | None = None,
+) -> Cluster:
+    """The named devices of a placement instance as a :class:`~milp_partition.cluster.Cluster`.
+
+    Parameters
+    ----------
+    device_ids
+        The devices, in the instance's order.
+    device_memory
+        (d,) capacities in ``memory_unit`` (``inf``: unbounded).
+    time
+        (n, d) run times: column k is device k's speed on every task.
+    memory_unit
+        The capacities' unit; a unit of :data:`BYTES_PER_UNIT` gives each device its memory in whole bytes (rounded
+        down), any other (abstract) unit leaves it ``None``.
+    kinds
+        The kind of each device where the instance names it (``None``: derived).
+
+    Returns
+    -------
+    Cluster
+        One :class:`~milp_partition.cluster.Device` per id.  A device without a named kind takes the kind of the
+        devices with its (time column, capacity): :data:`~milp_partition.cluster.ACCELERATOR_KIND` when every
+        device has the same, else ``kind0``, ``kind1``, ... in order of first appearance.  The kinds have one
+        device per node (the instance's transfer times are per edge and device pair, not a link model).
+    """
+    factor = BYTES_PER_UNIT.get(memory_unit)
+    d = len(device_ids)
+    signature: dict[tuple[bytes, float], int] = {}
+    derived: list[int] = []
+    for k in range(d):
+        derived.append(
+            signature.setdefault((np.ascontiguousarray(time[:, k]).tobytes(), float(device_memory[k])), len(signature))
+        )
+    devices = []
+    for k, dev in enumerate(device_ids):
+        given = kinds[k] if kinds is not None else None
+        kind = given if given else (ACCELERATOR_KIND if len(signature) == 1 else f"kind{derived[k]}")
+        cap = float(device_memory[k])
+        memory = None if factor is None or math.isinf(cap) else int(math.floor(cap * factor))
+        devices.append(Device(dev, kind, memory))
+    return Cluster(devices=tuple(devices), kinds={dv.kind: DeviceKind(dv.kind) for dv in devices})
+
+
+def _check_cluster(cluster: Cluster, device_ids: tuple[str, ...], source: str | None) -> None:
+    """InputError unless ``cluster``'s named devices, then its host CPU cores, are ``device_ids`` in order."""
+    ids = (*cluster.accelerator_ids, *(f"{CPU_KIND}{c}" for c in range(cluster.host_cpu_cores)))
+    if ids != device_ids:
+        raise InputError(
+            f"the cluster's devices ({', '.join(ids[:6])}{', ...' if len(ids) > 6 else ''}) are not the instance's "
+            f"({', '.join(device_ids[:6])}{', ...' if len(device_ids) > 6 else ''}); give the cluster the instance was built on",
+            source=source,
+            where="cluster",
+        )
+
+
 def make_placement_problem(
     task_ids: list[str] | tuple[str, ...],
     device_ids: list[str] | tuple[str, ...],
@@ -225,6 +317,8 @@ def make_placement_problem(
     settings: PlacementSettings | None = None,
     task_names: tuple[str, ...] = (),
     source: str | None = None,
+    cluster: Cluster | None = None,
+    device_kinds: list[str | None] | None = None,
 ) -> PlacementProblem:
     """Validate arrays and build a :class:`PlacementProblem`.
 
@@ -240,6 +334,9 @@ def make_placement_problem(
         (m, d, d) transfer times, ``comm[e][a][b]`` from device a to device b.
     colocation
         Optional group name per task (``None``: no group); tasks of one group share a device.
+    cluster
+        The hardware the devices are (its named devices, then its host CPU cores, must be ``device_ids``); ``None``:
+        :func:`placement_cluster` of the devices, with ``device_kinds`` where the source names them.
 
     Raises
     ------
@@ -273,6 +370,10 @@ def make_placement_problem(
 
     fits = _runnable(time_a, mem_a, cap_a, task_ids, source)
     groups = _colocation_groups(colocation, n, fits, mem_a, cap_a, settings, source)
+    if cluster is None:
+        cluster = placement_cluster(device_ids, cap_a, time_a, memory_unit, device_kinds)
+    else:
+        _check_cluster(cluster, device_ids, source)
     return PlacementProblem(
         task_ids=task_ids,
         device_ids=device_ids,
@@ -288,6 +389,7 @@ def make_placement_problem(
         memory_unit=memory_unit,
         settings=settings or PlacementSettings(),
         task_names=tuple(task_names),
+        cluster=cluster,
     )
 
 

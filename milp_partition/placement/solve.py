@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
+from milp_partition.backends.options import BackendOptions, CpSatOptions
 from milp_partition.backends.registry import Capability, has
 from milp_partition.chain import (
     Bound,
@@ -104,14 +105,15 @@ class PlacementSolveSettings(CommonSettings):
     flow_bound
         Compute the transfer-flow LP bound (:func:`milp_partition.placement_bounds.transfer_flow`);
         segment solves turn it off (hundreds of small solves).
-    cpsat_parameters
-        Extra CP-SAT parameters, ``(name, value)`` pairs.
+    backend_options
+        Back-ends' own options (:mod:`milp_partition.backends.options`, one per back-end): the solving back-end
+        gets its own; CP-SAT's parameters go in a :class:`~milp_partition.backends.options.CpSatOptions`.
     """
 
     heuristics: tuple[str, ...] | None = None
     symmetry_breaking: bool = True
     redundant: bool = True
-    cpsat_parameters: tuple[tuple[str, object], ...] = DEFAULT_CPSAT_PARAMETERS
+    backend_options: tuple[BackendOptions, ...] = (CpSatOptions(parameters=DEFAULT_CPSAT_PARAMETERS),)
     decompose: bool = True
     decompose_time_fraction: float = 0.6
     quick_solve_s: float = 10.0

@@ -58,6 +58,7 @@ def induced(problem: PlacementProblem, tasks: list[int] | np.ndarray, name_suffi
         time_unit=problem.time_unit,
         memory_unit=problem.memory_unit,
         settings=problem.settings,
+        cluster=problem.cluster,
     )
 
 

@@ -142,7 +142,7 @@ def load(path: str | Path, point: tuple[tuple[str, str], ...], options: Mapping[
         if any(n.memory_bytes is None for n in problem.nodes):
             problem = with_memory(problem, MemoryModelSettings(), memory_limit_bytes=limit)
         else:
-            problem = replace(problem, memory_limit_bytes=limit)
+            problem = problem.with_memory_limit(limit)
     if p.get("memory_model") == "liveness":
         if any(n.memory_bytes is not None and n.activation_bytes is None for n in problem.nodes):
             raise InputError(

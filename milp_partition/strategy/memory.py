@@ -581,4 +581,4 @@ def with_memory(
         replace(n, memory_bytes=memory[n.id], activation_bytes=np.minimum(activation[n.id], memory[n.id])) for n in problem.nodes
     )
     limit = None if memory_limit_bytes is None else int(memory_limit_bytes)
-    return replace(problem, nodes=nodes, memory_limit_bytes=limit)
+    return replace(problem, nodes=nodes).with_memory_limit(limit)

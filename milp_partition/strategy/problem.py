@@ -3,7 +3,9 @@
 Each layer (node) v picks one configuration c from its list; the cost of a choice
 is ``sum_v node_cost[v][c_v] + sum_(u,v) edge_cost[(u,v)][c_u, c_v]`` (each edge
 once).  Optionally each configuration has a per-device memory in bytes, and the
-chosen configurations' memory must stay within ``memory_limit_bytes``.
+chosen configurations' memory must stay within ``memory_limit_bytes``.  The devices the
+configurations split over and their memory are the problem's one-kind :class:`~milp_partition.cluster.Cluster`
+(:attr:`StrategyProblem.cluster`; :func:`strategy_cluster` builds it).
 
 Costs are in the instance's ``cost_unit`` (PaSE's tables: FLOP-equivalents per
 device; divide by 1e13 for seconds).
@@ -12,9 +14,11 @@ device; divide by 1e13 for seconds).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+
+from milp_partition.cluster import Cluster, one_kind_cluster
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,16 +58,34 @@ class StrategyEdge:
     cost: np.ndarray
 
 
+def strategy_cluster(devices: int = 1, memory_limit_bytes: int | None = None) -> Cluster:
+    """The strategy problem's cluster: ``devices`` devices of one kind with ``memory_limit_bytes`` each.
+
+    Parameters
+    ----------
+    devices
+        The number of devices p the configurations split over (the readers check it is a positive integer).
+    memory_limit_bytes
+        The memory of one device: the limit on the sum of the chosen configurations' per-device memory, or ``None``
+        (unbounded).
+
+    Returns
+    -------
+    Cluster
+        One kind (:data:`~milp_partition.cluster.ACCELERATOR_KIND`), ``devices`` counted (not named) devices.
+    """
+    return one_kind_cluster(devices, memory_limit_bytes)
+
+
 @dataclass(frozen=True, eq=False)
 class StrategyProblem:
     """Layers, their configurations and the re-distribution costs between them.
 
     Attributes
     ----------
-    devices
-        Number of devices p the configurations split over.
-    memory_limit_bytes
-        Per-device memory limit on the sum of the chosen configurations' memory, or ``None``.
+    cluster
+        The one-kind :class:`~milp_partition.cluster.Cluster` the configurations split over: its device count is
+        :attr:`devices` (p), the memory of its one kind is :attr:`memory_limit_bytes` (:func:`strategy_cluster`).
     memory_model
         ``"static"``: the sum over all layers of the chosen configurations'
         ``memory_bytes`` must fit.  ``"liveness"``: layers run one at a time in the
@@ -78,12 +100,27 @@ class StrategyProblem:
     nodes: tuple[StrategyNode, ...]
     edges: tuple[StrategyEdge, ...]
     name: str = ""
-    devices: int = 1
     cost_unit: str = ""
-    memory_limit_bytes: int | None = None
     source: str = ""
     memory_model: str = "static"
     extra: Mapping[str, object] = field(default_factory=dict)
+    cluster: Cluster = field(default_factory=strategy_cluster)
+
+    @property
+    def devices(self) -> int:
+        """Number of devices p the configurations split over (the cluster's)."""
+        return self.cluster.device_count
+
+    @property
+    def memory_limit_bytes(self) -> int | None:
+        """Per-device memory limit on the sum of the chosen configurations' memory (the cluster's one kind's), or
+        ``None``."""
+        memory = self.cluster.memory_bytes
+        return None if memory is None else int(memory)
+
+    def with_memory_limit(self, memory_limit_bytes: int | None) -> StrategyProblem:
+        """The same problem on the same devices with another memory per device (``None``: unbounded)."""
+        return replace(self, cluster=self.cluster.with_memory(memory_limit_bytes))
 
     @property
     def index(self) -> dict[str, int]:

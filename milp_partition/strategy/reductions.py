@@ -249,10 +249,9 @@ def _finish(work: _Work) -> Reduced:
         nodes=tuple(nodes),
         edges=edges,
         name=original.name,
-        devices=original.devices,
         cost_unit=original.cost_unit,
-        memory_limit_bytes=original.memory_limit_bytes,
         source=original.source,
+        cluster=original.cluster,
         extra=original.extra,
         memory_model=original.memory_model,
     )
