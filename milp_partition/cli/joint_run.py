@@ -289,7 +289,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     )
     calibrated: EmptySteps | None = None
     if getattr(args, "time_layers", False):  # E of every candidate shape, gloo's fits, the layers on busy ranks: now
-        shapes = [(p, d, m) for d, m, p in run_shapes(problem)]
+        shapes = [(p, d, m) for d, m, p, t in run_shapes(problem) if t == 1]
         calibrated = EmptySteps((), {}, LAYER_THREADS)
         if shapes:
             calibrated = calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=(data, source, G))
