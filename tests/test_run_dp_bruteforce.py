@@ -111,7 +111,7 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
         memory=MemoryCoefficients(
             rng.choice([0.0, 2.0]), rng.choice([0, 1]), rng.choice([1.0, 2.0]), rng.uniform(0, 5), rng.choice([0, 1])
         ),
-        tensor=TensorParallelCoefficients(rng.uniform(0.0, 0.5), rng.uniform(0.0, 0.05)),
+        tensor=TensorParallelCoefficients(rng.uniform(0.0, 0.5), rng.uniform(0.0, 0.05), rng.random() < 0.5),
     )
     if rng.random() < 0.5:  # E measured for some shapes: their latencies are in it (latencies_in_empty)
         table = tuple(
@@ -379,6 +379,11 @@ def test_a_tensor_parallel_layer_is_priced_by_hand() -> None:
     assert report.memory[0].weights_bytes == 6.0 and report.memory[0].optimizer_bytes == 12.0
     got = solve_run_dp(problem)
     assert got.plan == RunPlan(((0, 1),), 1, 1, frozenset(), 2) and got.step_s == pytest.approx(5.24)  # t = 1: 6 s
+    # o_dt measured with the pairs on the t-rank mesh holds the all-reduces' latency: 2 x 0.1 s less
+    paired = replace(coeffs, tensor=replace(coeffs.tensor, latency_in_module=True))
+    plan = RunPlan(((0, 1),), 1, 1, frozenset(), 2)
+    assert verify_run_plan(replace(problem, coefficients=paired), plan).step_s == pytest.approx(5.24 - 0.2)
+    assert solve_run_dp(replace(problem, coefficients=paired)).step_s == pytest.approx(5.04)
     plain = replace(problem, tensor_degrees=(1,))
     refused = verify_run_plan(plain, RunPlan(((0, 1),), 1, 1, frozenset(), 2))
     assert not refused.feasible and "not offered" in refused.violations[0]

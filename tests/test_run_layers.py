@@ -150,7 +150,7 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     # and a plan forced to t = 2 from the same measurement prices them
     tp_table = {(p, d, t, m): e for p, d, t, m, e in timed["tensor_empty_steps"]}
     assert set(tp_table) == {(1, 1, 2, m) for m in (1, 2, 4)} and all(e > 0 for e in tp_table.values())
-    assert timed["dtensor"]["dtensor_module_s"] > 0
+    assert timed["dtensor"]["dtensor_module_s"] > 0 and timed["dtensor"]["latency_in_module"] == 1.0  # on the 2-rank mesh
     split = tmp_path / "split.json"
     force = ["--tensor-parallel", "2", "--stages", "1", "--data-parallel", "1", "--microbatches", "2"]
     assert main([*common, "--global-batch", "4", "--layer-times", str(out), *force, "-o", str(split)]) == 0
@@ -158,6 +158,7 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert [st["tensor_parallel"] for st in split_plan["stages"]] == [2]
     assert split_plan["empty_step_s"] == tp_table[(1, 1, 2, 2)]
     assert split_plan["cost_model"]["tensor"]["dtensor_module_s"] == timed["dtensor"]["dtensor_module_s"]
+    assert split_plan["cost_model"]["tensor"]["latency_in_module"] is True
     two = tmp_path / "two.json"
     force = ["--stages", "1", "--data-parallel", "2", "--microbatches", "2"]  # d = 2, one micro-batch of 2 each
     assert main([*common, "--global-batch", "4", "--layer-times", str(out), *force, "-o", str(two)]) == 0

@@ -184,7 +184,13 @@ def _with_empty_steps(
         tensor_empty_step_s=calibrated.tensor_steps,
     )
     if calibrated.dtensor:
-        coeffs = replace(coeffs, tensor=TensorParallelCoefficients(**calibrated.dtensor))
+        dt = calibrated.dtensor
+        coeffs = replace(
+            coeffs,
+            tensor=TensorParallelCoefficients(
+                dt.get("dtensor_module_s", 0.0), dt.get("dtensor_optimizer_tensor_s", 0.0), bool(dt.get("latency_in_module"))
+            ),
+        )
     if calibrated.links:
         fit = calibrated.links
         coeffs = replace(

@@ -12,8 +12,10 @@ A layer ``v`` split over ``t`` ranks the way ``run`` splits it (:func:`milp_part
 * ``X^f_v``, ``X^g_v``: the bytes per sample of each activation all-reduce of the split, forward (after a row-parallel
   module) and backward (the input gradient of a column-parallel one); ``AR_t(x) = alpha_ar + x beta_ar`` on ``t > 1``
   ranks (gloo's calibrated fit, :func:`.step.allreduce_s`);
-* ``n_v``: the layer's split modules, ``o_dt``: DTensor's hooks per split module, forward and backward together,
-  measured on a one-rank mesh in the same launch as ``E`` (:func:`milp_partition.run.predict.calibrate_runtime`).
+* ``n_v``: the layer's split modules, ``o_dt``: DTensor's cost per split module, forward and backward together,
+  measured in the same launch as ``E``: on the ``t``-rank mesh, the empty step with column / row pairs of tiny
+  linear modules less the one without (:mod:`milp_partition.run.empty`); it then holds each pair's two all-reduces'
+  latency, and ``AR_t`` is priced by its bytes only (:attr:`TensorParallelCoefficients.latency_in_module`).
 
 A recomputed layer runs ``f_v(b, t)`` again in its backward.  Each rank of the stage keeps its share of the split
 parameters: weights, gradients and optimizer state of ``W_v(t) = sum_{unsplit} w + sum_{split} w / t``; the optimizer
@@ -66,6 +68,11 @@ class TensorParallelCoefficients:
 
     dtensor_module_s: float = 0.0
     dtensor_optimizer_tensor_s: float = 0.0
+    #: Whether ``dtensor_module_s`` was measured on the ``t``-rank mesh with the plan's pattern of column / row pairs (one
+    #: forward and one backward all-reduce per pair, :func:`milp_partition.run.empty.empty_worker`): then it holds each
+    #: activation all-reduce's latency, and the collectives are priced by their bytes only (as ``run``'s prediction
+    #: prices them beside its ``E`` of the stage's pairs).
+    latency_in_module: bool = False
 
 
 def split_compute_s(seconds: float, split_share: float, t: int) -> float:
@@ -97,3 +104,8 @@ def split_pass_s(
         + collectives_s(moved, samples, t, alpha_s, beta_s_per_byte)
         + split.split_modules * dtensor_module_s / 2.0
     )
+
+
+def collective_alpha_s(coefficients: TensorParallelCoefficients, allreduce_alpha_s: float) -> float:
+    """The latency an activation all-reduce adds: 0 where DTensor's per-module cost holds it, else ``alpha_ar``."""
+    return 0.0 if coefficients.latency_in_module else allreduce_alpha_s

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from milp_partition.costmodel.plan import RunPlan, RunPlanProblem
-from milp_partition.costmodel.tensor import split_pass_s
+from milp_partition.costmodel.tensor import collective_alpha_s, split_pass_s
 
 
 @dataclass(frozen=True)
@@ -140,7 +140,7 @@ class _Stages:
         self.b = b = problem.global_batch // (d * m)
         c = problem.coefficients
         self.in_empty = c.latencies_in_empty(p, d, m, t)
-        ar_alpha = c.allreduce_alpha_s
+        ar_alpha = collective_alpha_s(c.tensor, c.allreduce_alpha_s)  # (in o_dt where measured with the pairs)
         self.split = [v.split_at(t) for v in problem.layers]
         # timed with p d t ranks at once where measured; at t > 1 split as run splits it (costmodel.tensor)
         self.f = [

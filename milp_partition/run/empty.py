@@ -15,9 +15,12 @@ speed they have then, not alone (the run's own prediction times them so, inside 
 
 A tensor-parallel shape ``(p, d, m, t)`` (``t > 1``) runs on ``p d t`` ranks over a ``(p, d, t)`` mesh, without DDP (as
 ``run`` runs it: DDP takes no DTensor) and with nothing split (DTensor's hooks and the activation all-reduces are priced
-per split module); a group that measures one also measures DTensor's overheads on each rank's one-rank mesh
-(:func:`milp_partition.run.predict.calibrate_runtime`, as ``run`` does before its steps): ``o_dt`` of
-:mod:`milp_partition.costmodel.tensor`.
+per split module); the same shape is measured again with :data:`TP_PAIRS` column / row pairs of tiny linear modules
+on the tensor-parallel mesh (as ``run`` measures its own ``E`` with the stage's pairs): the difference over the pairs
+and the micro-batches is ``o_dt`` of :mod:`milp_partition.costmodel.tensor` (DTensor's cost per split module, each
+pair's forward and backward all-reduce latency in it; the median over the shapes).  DTensor's optimizer overhead per
+parameter is measured on each rank's one-rank mesh (:func:`milp_partition.run.predict.calibrate_runtime`, as ``run``
+does before its steps).
 
 Torch is imported inside the functions.
 """
@@ -36,6 +39,9 @@ from milp_partition.io.atomic import write_atomic
 from milp_partition.run.engine import set_parent_death_signal
 from milp_partition.run.launch import run_ranks
 from milp_partition.run.predict import calibrate_runtime, empty_step, measure_links, time_layers_by_size
+
+#: Column / row pairs of tiny linear modules in the empty step that measures DTensor's cost per module on a ``t``-rank mesh.
+TP_PAIRS = 4
 
 
 @dataclass(frozen=True)
@@ -98,7 +104,12 @@ def empty_worker(
             pp = mesh["pp"].get_local_rank()
             dp_group = mesh["dp"].get_group() if d > 1 and t == 1 else None  # run: no DDP at t > 1
             e = empty_step(p, pp, m, device, mesh["pp"].get_group(), dp_group, repeats=repeats)
-            found.append([p, d, m, e] if t == 1 else [p, d, m, e, t])
+            if t == 1:
+                found.append([p, d, m, e])
+                continue
+            # the same with TP_PAIRS column / row pairs on the tensor-parallel mesh: DTensor's cost per module
+            paired = empty_step(p, pp, m, device, mesh["pp"].get_group(), None, mesh["tp"], TP_PAIRS, repeats=repeats)
+            found.append([p, d, m, e, t, paired])
         dtensor: dict[str, float] = {}
         if any(t > 1 for *_, t in shapes):  # DTensor's hooks on this rank's own one-rank mesh, as run measures them
             own_group = [dist.new_group([r]) for r in range(world)][rank]
@@ -135,6 +146,7 @@ def calibrate_empty_steps(
     steps: list[tuple[int, int, int, float]] = []
     tensor_steps: list[tuple[int, int, int, int, float]] = []
     dtensor: dict[str, float] = {}
+    per_pair: list[float] = []
     links: dict[str, float] = {}
     busy: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
     for world, mine in sorted(by_world.items()):
@@ -163,8 +175,12 @@ def calibrate_empty_steps(
                 steps.append((p, d, m, e))
             else:
                 tensor_steps.append((p, d, t, m, e))
+                paired = statistics.fmean(float(r["steps"][k][5]) for r in ranks)
+                per_pair.append(max(paired - e, 0.0) / (TP_PAIRS * (m + p - 1)))  # each micro-batch crosses the pairs
         if ranks[0].get("dtensor"):
             dtensor = {key: statistics.fmean(float(r["dtensor"][key]) for r in ranks) for key in ranks[0]["dtensor"]}
+    if per_pair:  # o_dt per module on the t-rank mesh, each pair's two all-reduces' latency in it
+        dtensor.update(dtensor_module_s=statistics.median(per_pair) / 2.0, latency_in_module=1.0)
         if ranks[0]["links"]:
             links = {key: statistics.fmean(float(r["links"][key]) for r in ranks) for key in ranks[0]["links"]}
     return EmptySteps(tuple(steps), links, threads, busy, tuple(tensor_steps), dtensor)

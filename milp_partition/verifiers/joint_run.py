@@ -97,6 +97,7 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
     c = problem.coefficients
     lat = c.latencies_in_empty(p, d, m, t)  # a measured E holds every message's latency (t = 1: one bucket's all-reduce)
     dt = c.tensor.dtensor_module_s
+    tp_alpha = 0.0 if c.tensor.latency_in_module else c.allreduce_alpha_s  # o_dt measured with the pairs holds it
     k_opt = c.memory.optimizer_state_bytes_per_param_byte
     times: list[StageTimes] = []
     memory: list[StageMemory] = []
@@ -111,13 +112,9 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
             if t > 1:  # split as run splits it: the split share over t, the all-reduces, DTensor's hooks both ways
                 sp = v.splits[t]
                 f_v = split_compute_s(f_v, sp.split_share, t) + dt * sp.split_modules / 2.0
-                f_v += collectives_s(
-                    sp.allreduce_forward_bytes_per_sample, b, t, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte
-                )
+                f_v += collectives_s(sp.allreduce_forward_bytes_per_sample, b, t, tp_alpha, c.allreduce_beta_s_per_byte)
                 g_v = split_compute_s(g_v, sp.split_share, t) + dt * sp.split_modules / 2.0
-                g_v += collectives_s(
-                    sp.allreduce_backward_bytes_per_sample, b, t, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte
-                )
+                g_v += collectives_s(sp.allreduce_backward_bytes_per_sample, b, t, tp_alpha, c.allreduce_beta_s_per_byte)
             fwd_v[v.id], bwd_v[v.id] = f_v, g_v
         fwd = math.fsum(fwd_v.values())
         bwd = math.fsum(bwd_v.values()) + math.fsum(fwd_v[v.id] for v in recomputed)
