@@ -297,6 +297,10 @@ def test_empty_steps_from_run_json_price_each_shape(graph: dict, tmp_path: Path)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"shape": {"stages": 2, "data_parallel": 1}, "microbatches": 4, "prediction": {}}))
     assert main([*common, "--empty-steps", str(bad)]) == 2  # no measured E: named, not priced as 0
+    split = tmp_path / "split.json"  # a tensor-parallel run's E holds its DTensor pairs: not the planner's E
+    shape = {"stages": 2, "data_parallel": 1, "tensor_parallel": 2}
+    split.write_text(json.dumps({"shape": shape, "microbatches": 4, "prediction": {"costs": {"empty_step_s": 0.5}}}))
+    assert main([*common, "--empty-steps", str(split)]) == 2
     assert (
         main(["solve", str(path), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--empty-steps", str(runs[0])]) == 2
     )

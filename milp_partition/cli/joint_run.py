@@ -224,6 +224,13 @@ def read_empty_steps(paths: list[str]) -> tuple[tuple[int, int, int, float], ...
         e = (data.get("prediction") or {}).get("costs", {}).get("empty_step_s")
         if not isinstance(p, int) or not isinstance(d, int) or d < 1 or data["microbatches"] % d:
             raise InputError("malformed shape (stages, data_parallel)", source=str(path), where="shape")
+        if shape.get("tensor_parallel", 1) != 1:  # its E ran the stage's DTensor pairs, which the planner prices per module
+            raise InputError(
+                "a tensor-parallel run's empty step holds its DTensor pairs: give runs of t = 1 (--time-layers measures "
+                "E of tensor-parallel shapes)",
+                source=str(path),
+                where="shape.tensor_parallel",
+            )
         if isinstance(e, bool) or not isinstance(e, int | float) or not e > 0 or not math.isfinite(e):
             raise InputError(
                 f"no measured empty step ({e!r}): the run measured none (stages of different degrees?)",
