@@ -159,6 +159,12 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert split_plan["empty_step_s"] == tp_table[(1, 1, 2, 2)]
     assert split_plan["cost_model"]["tensor"]["dtensor_module_s"] == timed["dtensor"]["dtensor_module_s"]
     assert split_plan["cost_model"]["tensor"]["latency_in_module"] is True
+    older = json.loads(out.read_text())  # layer times recorded before DTensor was calibrated: measured at solve time
+    del older["cost_model"]["layer_times"]["dtensor"]
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    assert main([*common, "--global-batch", "4", "--layer-times", str(tmp_path / "older.json"), *force, "-o", str(split)]) == 0
+    tensor = json.loads(split.read_text())["cost_model"]["tensor"]
+    assert tensor["dtensor_module_s"] > 0 and tensor["latency_in_module"] is False
     two = tmp_path / "two.json"
     force = ["--stages", "1", "--data-parallel", "2", "--microbatches", "2"]  # d = 2, one micro-batch of 2 each
     assert main([*common, "--global-batch", "4", "--layer-times", str(out), *force, "-o", str(two)]) == 0

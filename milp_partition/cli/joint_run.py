@@ -348,6 +348,10 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
                 for r, by_size in calibrated.busy.items()
             },
         )
+    if splits and measured is not None and not (calibrated and calibrated.dtensor):
+        if any(t > 1 for *_, t in run_shapes(problem)):  # layer times recorded before DTensor was calibrated: now
+            coeffs = replace(problem.coefficients, tensor=_dtensor_costs(args))
+            problem = replace(problem, coefficients=coeffs)
     gloo = "gloo" in (link.note or "") or bool(calibrated and calibrated.links)
     links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
     links_origin = f"from profile {profile.name}"
