@@ -1,7 +1,8 @@
 """Plan fidelity: the run objective's planned step against the measured step, one point per plan: results/plan_fidelity.md.
 
     python benchmarks/plan_fidelity.py [--devices 2] [--global-batch 8] [--microbatches 1 2 4 8] [--steps 4]
-                                       [--models mlp gpt conv] [--quick] [--fresh] [--cached-only]
+                                       [--tensor-parallel 1 2] [--models mlp gpt conv] [--quick] [--fresh]
+                                       [--cached-only] [--results results]
 
 For three models of different kinds used while tuning the cost model (an MLP, a GPT and a convolutional net, from
 ``milp_partition.importers.models``) and two held back from it (:data:`HELD_BACK`: a wider, deeper MLP with GELU and
@@ -10,8 +11,9 @@ per model (``--global-batch``): the free optimum of ``solve --problem joint --ob
 --global-batch G --devices K`` (the plan of least step as ``run`` executes it, the micro-batch size ``b`` chosen,
 recomputation chosen), which calibrates once per model: the model's own layers at every micro-batch size (alone, and
 again with every rank of each rank count at once), the runtime's empty step ``E`` of every candidate shape and gloo's
-fits; then every forced shape ``--stages S --data-parallel D --microbatches N`` with
-``S D <= K`` and ``N`` of ``--microbatches`` (``N`` micro-batches of ``b = G / N`` samples), planned with
+fits; then every forced shape ``--stages S --data-parallel D --tensor-parallel T --microbatches N`` with
+``S D T <= K``, ``T`` of ``--tensor-parallel`` and ``N`` of ``--microbatches`` (``N`` micro-batches of ``b = G / N``
+samples; a degree ``T`` that ``run`` cannot split the model at has no plan, listed), planned with
 ``--layer-times`` of the free solve (one measurement prices every plan of a model); each plan run with
 ``milp-partition run``. Per plan: the planner's step (run.json's ``planner_step_s``: the verified step of the
 global batch) against the measured step (the median after warm-up, slowest rank), and each rank's planned stage
@@ -66,14 +68,17 @@ def sh(args: list[str], check: bool = True) -> int:
     return subprocess.run(args, check=check, cwd=ROOT, stdout=subprocess.DEVNULL).returncode
 
 
-def shapes(devices: int, counts: list[int], global_batch: int) -> list[tuple[int, int, int]]:
-    """Every (stages S, data-parallel D, micro-batches N) with S D <= ``devices``, N in ``counts`` dividing the global
-    batch, D dividing N and N / D >= S (1F1B needs S micro-batches per replica)."""
+def shapes(
+    devices: int, counts: list[int], global_batch: int, degrees: tuple[int, ...] = (1,)
+) -> list[tuple[int, int, int, int]]:
+    """Every (stages S, data-parallel D, tensor-parallel T, micro-batches N) with S D T <= ``devices``, T in ``degrees``,
+    N in ``counts`` dividing the global batch, D dividing N and N / D >= S (1F1B needs S micro-batches per replica)."""
     out = []
-    for n in counts:
-        for s, d in itertools.product(range(1, devices + 1), range(1, devices + 1)):
-            if s * d <= devices and global_batch % n == 0 and n % d == 0 and n // d >= s:
-                out.append((s, d, n))
+    for t in degrees:
+        for n in counts:
+            for s, d in itertools.product(range(1, devices + 1), range(1, devices + 1)):
+                if s * d * t <= devices and global_batch % n == 0 and n % d == 0 and n // d >= s:
+                    out.append((s, d, t, n))
     return out
 
 
@@ -146,7 +151,7 @@ def row_of(model: str, plan: Path, free: bool, r: dict[str, Any], load: float, a
         "model": model,
         "held_back": model in HELD_BACK,
         "global_batch": inst["global_batch"],
-        "shape": f"{len(stages)}x{stages[0]['data_parallel']}",
+        "shape": f"{len(stages)}x{stages[0]['data_parallel']}x{stages[0]['tensor_parallel']}",
         "microbatches": inst["microbatches"],
         "microbatch_size": inst["microbatch_size"],
         "recomputed_layers": recomputed,
@@ -225,15 +230,15 @@ def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) 
         sh([*solve, "--time-layers", "-o", str(free)])
     rows: list[dict[str, Any]] = []
     seen: dict[str, dict[str, Any]] = {}
-    for s, d, n in shapes(args.devices, args.microbatches, G):
-        plan = work / f"{stem}_G{G}_{s}x{d}_N{n}.json"
+    for s, d, t, n in shapes(args.devices, args.microbatches, G, tuple(args.tensor_parallel)):
+        plan = work / f"{stem}_G{G}_{s}x{d}{f'x{t}' if t > 1 else ''}_N{n}.json"
         none = plan.with_suffix(".none")
         if none.exists() or (CACHED_ONLY and not plan.exists()):
             continue
         if not plan.exists():
-            shape = ["--stages", str(s), "--data-parallel", str(d), "--microbatches", str(n)]
+            shape = ["--stages", str(s), "--data-parallel", str(d), "--tensor-parallel", str(t), "--microbatches", str(n)]
             if sh([*solve, *shape, "--layer-times", str(free), "-o", str(plan)], check=False) != 0:
-                print(f"  {name} {s}x{d} N = {n}: no plan", flush=True)
+                print(f"  {name} {s}x{d}x{t} N = {n}: no plan", flush=True)
                 plan.unlink(missing_ok=True)
                 none.write_text("no plan: solve exited non-zero\n")
                 continue
@@ -344,7 +349,8 @@ def chart(rows: list[dict[str, Any]], path: Path) -> bool:
 def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tuple[float, ...], missing: list[str]) -> None:
     """results/plan_fidelity.{csv,md,png} from the rows so far."""
     name = "plan_fidelity"
-    out = ROOT / "results"
+    out = ROOT / args.results
+    out.mkdir(parents=True, exist_ok=True)
     with open(out / f"{name}.csv", "w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=list(rows[0]))
         w.writeheader()
@@ -357,7 +363,8 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "",
         f"Planned and run at commit {commits} (`+`: with uncommitted changes under milp_partition/); torch ranks on the "
         f"CPU, one thread each, up to {args.devices} devices; a global batch of {args.global_batch} samples per model, "
-        f"forced shapes at N = {', '.join(map(str, args.microbatches))} micro-batches of G / N samples, and the free "
+        f"forced shapes at N = {', '.join(map(str, args.microbatches))} micro-batches of G / N samples and tensor-parallel "
+        f"degrees {', '.join(map(str, args.tensor_parallel))}, and the free "
         "optimum; every plan from `solve --problem joint --objective run` (calibrated once per model by `--time-layers` "
         "in the free solve: the layers at every micro-batch size, alone and with each rank count's ranks at once, the "
         "empty step E of every candidate shape, gloo's fits; reused with `--layer-times`), "
@@ -385,7 +392,7 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "",
         "Shapes without a plan: " + (", ".join(f"`{m}`" for m in missing) or "none") + ".",
         "",
-        "| model | shape (S x d) | N | b | recomputed layers | free optimum | ranks | planned step (s) | measured step (s) | "
+        "| model | shape (S x d x t) | N | b | recomputed layers | free optimum | ranks | planned step (s) | measured step (s) | "
         "error | planned E (s) | run's empty step E (s) | error with the run's E | run's predicted step (s) | loss max rel diff | planned / held "
         "memory | load |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
@@ -405,7 +412,7 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "term is 0): compute = every stage's forward + backward on one micro-batch, summed; send = the stage "
         "boundaries' messages; all-reduce and optimizer = the largest stage's; E = the shape's empty step.",
         "",
-        "| model | shape (S x d) | N | compute | send | all-reduce | optimizer | E |",
+        "| model | shape (S x d x t) | N | compute | send | all-reduce | optimizer | E |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -426,6 +433,14 @@ def main() -> int:
     ap.add_argument("--global-batch", type=int, default=8, help="samples per step, every plan of a model (default 8)")
     ap.add_argument("--microbatches", type=int, nargs="+", default=[1, 2, 4, 8], help="micro-batch counts N (default 1 2 4 8)")
     ap.add_argument("--steps", type=int, default=4, help="steps a run (default 4)")
+    ap.add_argument(
+        "--tensor-parallel",
+        type=int,
+        nargs="+",
+        default=[1, 2],
+        help="tensor-parallel degrees T of the forced shapes (default 1 2)",
+    )
+    ap.add_argument("--results", default="results", help="where plan_fidelity.{md,csv,png} go (default results)")
     ap.add_argument("--models", nargs="*", help="only the models whose names contain one of these words")
     ap.add_argument("--quick", action="store_true", help="N = 2 only (and the free optimum)")
     ap.add_argument("--fresh", action="store_true", help="import, calibrate, plan and run every model again")

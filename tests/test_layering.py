@@ -70,6 +70,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.joint.generators": 3,
     "milp_partition.joint.layers": 3,
     "milp_partition.joint.run_layers": 3,  # the run-objective problem of an imported graph (costmodel.plan)
+    "milp_partition.joint.run_split": 3,  # the tensor-parallel degrees run can split an imported model at
     "milp_partition.joint.megatron": 3,
     "milp_partition.joint.mixed_problem": 2,  # the joint problem on a cluster of kinds (data)
     "milp_partition.joint.mixed_layers": 3,  # its builder from an imported graph, one table per kind (reads the one Cluster)

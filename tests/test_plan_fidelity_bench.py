@@ -25,19 +25,25 @@ def pf() -> Any:
 
 
 def test_shapes_are_every_product_that_fits(pf: Any) -> None:
-    # (stages S, data-parallel D, micro-batches N): S D <= devices, N among the counts and dividing the global batch,
-    # D dividing N, N / D >= S (1F1B needs a micro-batch per stage on each replica)
-    assert sorted(pf.shapes(2, [1, 2, 4], 8)) == [(1, 1, 1), (1, 1, 2), (1, 1, 4), (1, 2, 2), (1, 2, 4), (2, 1, 2), (2, 1, 4)]
-    got = pf.shapes(4, [1, 2, 3, 4, 8], 8)
+    # (stages S, data-parallel D, tensor-parallel T, micro-batches N): S D T <= devices, T among the degrees, N among the
+    # counts and dividing the global batch, D dividing N, N / D >= S (1F1B needs a micro-batch per stage on each replica)
+    assert sorted(pf.shapes(2, [1, 2, 4], 8)) == [
+        (1, 1, 1, 1), (1, 1, 1, 2), (1, 1, 1, 4), (1, 2, 1, 2), (1, 2, 1, 4), (2, 1, 1, 2), (2, 1, 1, 4)
+    ]  # fmt: skip
+    assert sorted(pf.shapes(2, [1, 2], 8, (1, 2))) == [
+        (1, 1, 1, 1), (1, 1, 1, 2), (1, 1, 2, 1), (1, 1, 2, 2), (1, 2, 1, 2), (2, 1, 1, 2)
+    ]  # fmt: skip
+    got = pf.shapes(4, [1, 2, 3, 4, 8], 8, (1, 2, 4))
     want = [
-        (s, d, n)
+        (s, d, t, n)
+        for t in (1, 2, 4)
         for n in (1, 2, 3, 4, 8)
         for s in range(1, 5)
         for d in range(1, 5)
-        if s * d <= 4 and 8 % n == 0 and n % d == 0 and n // d >= s
+        if s * d * t <= 4 and 8 % n == 0 and n % d == 0 and n // d >= s
     ]
     assert sorted(got) == sorted(want) and len(got) == len(set(got))
-    assert not any(n == 3 for _s, _d, n in got)  # 3 does not divide the global batch
+    assert not any(n == 3 for *_, n in got)  # 3 does not divide the global batch
 
 
 def test_spearman_against_the_definition_without_ties(pf: Any) -> None:

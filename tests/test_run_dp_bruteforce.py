@@ -1,5 +1,6 @@
-"""The run-objective planner (joint/run_dp.py) against enumeration of every shape, split, micro-batch count and
-recomputed set under the same cost model (milp_partition.costmodel), priced by the independent verifier."""
+"""The run-objective planner (joint/run_dp.py) against enumeration of every shape, split, micro-batch count,
+recomputed set and tensor-parallel degree under the same cost model (milp_partition.costmodel), priced by the
+independent verifier."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from milp_partition.costmodel.memory import MemoryCoefficients
 from milp_partition.costmodel.plan import RunCoefficients, RunLayer, RunPlan, RunPlanProblem, RunShape
+from milp_partition.costmodel.tensor import SplitCost, TensorParallelCoefficients
 from milp_partition.joint.run_dp import solve_run_dp
 from milp_partition.verifiers.joint_run import verify_run_plan
 
@@ -25,23 +27,41 @@ def _compositions(n: int, p: int) -> list[tuple[tuple[int, int], ...]]:
 
 
 def brute_force(problem: RunPlanProblem) -> tuple[float, RunPlan | None]:
-    """The least verified step over every plan (shape, split, micro-batch count, recomputed set)."""
+    """The least verified step over every plan (shape, split, micro-batch count, recomputed set, tensor-parallel degree
+    from 1 to the devices: the verifier refuses a degree the problem does not offer)."""
     n, G = len(problem.layers), problem.global_batch
     recomputable = [v.id for v in problem.layers] if problem.recompute else []  # the verifier refuses what is not
     subsets = [frozenset(c) for r in range(len(recomputable) + 1) for c in itertools.combinations(recomputable, r)]
     best, best_plan = math.inf, None
-    for d in range(1, problem.devices + 1):
-        for m in range(1, G + 1):
-            if G % (d * m):
-                continue
-            for p in range(1, min(problem.devices // d, n) + 1):
-                for split in _compositions(n, p):
-                    for rec in subsets:
-                        plan = RunPlan(split, d, m, rec)
-                        report = verify_run_plan(problem, plan)
-                        if report.feasible and report.step_s < best:
-                            best, best_plan = report.step_s, plan
+    for t in range(1, problem.devices + 1):
+        if t > 1 and t not in problem.tensor_degrees:
+            continue  # (the verifier refuses it: no split to price it by)
+        for d in range(1, problem.devices // t + 1):
+            for m in range(1, G + 1):
+                if G % (d * m):
+                    continue
+                for p in range(1, min(problem.devices // (d * t), n) + 1):
+                    for split in _compositions(n, p):
+                        for rec in subsets:
+                            plan = RunPlan(split, d, m, rec, t)
+                            report = verify_run_plan(problem, plan)
+                            if report.feasible and report.step_s < best:
+                                best, best_plan = report.step_s, plan
     return best, best_plan
+
+
+def _random_split(rng: random.Random, param_bytes: float, param_tensors: int, t: int) -> SplitCost:
+    """A layer at degree ``t``: some share of its time and parameters split, a few all-reduces, some split modules."""
+    modules = rng.choice([0, 1, 1, 2])
+    return SplitCost(
+        split_share=rng.uniform(0.5, 1.0) if modules else 0.0,
+        param_bytes=param_bytes * rng.uniform(1.0 / t, 1.0),
+        param_tensors=param_tensors,
+        split_tensors=min(param_tensors, 2 * modules),
+        split_modules=modules,
+        allreduce_forward_bytes_per_sample=tuple(rng.uniform(0.0, 1.0) for _ in range(rng.randint(0, modules))),
+        allreduce_backward_bytes_per_sample=tuple(rng.uniform(0.0, 1.0) for _ in range(rng.randint(0, modules))),
+    )
 
 
 def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlanProblem:
@@ -49,18 +69,20 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
     G = rng.choice([4, 6, 8])
     sizes = sorted({s for s in range(1, G + 1) if G % s == 0 and (s == 1 or rng.random() < 0.7)})
     layers = []
+    heavy = rng.choice([1.0, 1.0, 20.0])  # large weights: where splitting them over t ranks is what fits
     for i in range(n):
         overhead, per_sample = rng.uniform(0.1, 1.0), rng.uniform(0.1, 2.0)
         saved = rng.uniform(1.0, 10.0)
         busy = rng.random() < 0.5  # timed with 2..4 ranks at once for some sizes, slower or not
         per_size = rng.random() < 0.5  # a_v measured per size, below or above the one figure
+        param_bytes, param_tensors = heavy * rng.uniform(0.0, 4.0), rng.randint(0, 3)
         layers.append(
             RunLayer(
                 f"l{i}",
                 {s: overhead + per_sample * s for s in sizes},
                 {s: 2 * overhead + 2 * per_sample * s * rng.uniform(0.8, 1.2) for s in sizes},
-                param_bytes=rng.uniform(0.0, 4.0),
-                param_tensors=rng.randint(0, 3),
+                param_bytes=param_bytes,
+                param_tensors=param_tensors,
                 buffer_bytes=rng.choice([0.0, 1.0]),
                 saved_bytes_per_sample=saved,
                 input_bytes_per_sample=saved * rng.choice([0.05, 0.3, 1.5]),
@@ -73,8 +95,10 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
                 saved_bytes_per_sample_at={s: saved * rng.uniform(0.2, 1.5) for s in sizes if per_size and rng.random() < 0.7},
                 # what the layer saves again of earlier layers' (a stage starting between them keeps its own copy)
                 reused_from_at={s: {f"l{j}": rng.choice([0.0, rng.uniform(0.0, 4.0)]) for j in range(i)} for s in sizes},
+                splits={t: _random_split(rng, param_bytes, param_tensors, t) for t in (2, 3)},
             )
         )
+    degrees = rng.choice([(1,), (1, 2), (1, 2, 3), (1, 3)])
     coeffs = RunCoefficients(
         p2p_alpha_s=rng.uniform(0.0, 0.5),
         p2p_beta_s_per_byte=rng.uniform(0.0, 0.1),
@@ -87,6 +111,7 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
         memory=MemoryCoefficients(
             rng.choice([0.0, 2.0]), rng.choice([0, 1]), rng.choice([1.0, 2.0]), rng.uniform(0, 5), rng.choice([0, 1])
         ),
+        tensor=TensorParallelCoefficients(rng.uniform(0.0, 0.5), rng.uniform(0.0, 0.05), rng.random() < 0.5),
     )
     if rng.random() < 0.5:  # E measured for some shapes: their latencies are in it (latencies_in_empty)
         table = tuple(
@@ -96,7 +121,15 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
             for p in range(1, 5)
             if p <= m and rng.random() < 0.5
         )
-        coeffs = replace(coeffs, empty_step_s=table)
+        tensor_table = tuple(
+            (p, d, t, m, rng.uniform(0.0, 2.0))
+            for t in (2, 3)
+            for d in range(1, 3)
+            for m in range(1, G + 1)
+            for p in range(1, 3)
+            if p <= m and rng.random() < 0.5
+        )
+        coeffs = replace(coeffs, empty_step_s=table, tensor_empty_step_s=tensor_table)
     total = sum(v.param_bytes for v in layers) * 4 + sum(v.saved_bytes_per_sample for v in layers) * G
     return RunPlanProblem(
         tuple(layers),
@@ -109,6 +142,7 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
         shape=shape or RunShape(),
         input_bytes_per_sample=rng.choice([0.0, rng.uniform(0.0, 3.0)]),
         received_measured=rng.random() < 0.5,  # else a later stage keeps the whole cut
+        tensor_degrees=degrees,
     )
 
 
@@ -118,7 +152,10 @@ def test_optimum_matches_enumeration(seed: int) -> None:
     shape = None
     if seed % 4 == 3:  # a forced shape
         shape = RunShape(
-            stages=rng.choice([None, 1, 2]), data_parallel=rng.choice([None, 1, 2]), microbatches=rng.choice([None, 1, 2])
+            stages=rng.choice([None, 1, 2]),
+            data_parallel=rng.choice([None, 1, 2]),
+            microbatches=rng.choice([None, 1, 2]),
+            tensor_parallel=rng.choice([None, 1, 2]),
         )
     problem = random_problem(rng, shape)
     want, _ = brute_force(problem)
@@ -138,8 +175,8 @@ def test_optimum_matches_enumeration(seed: int) -> None:
 
 def test_enumeration_sees_binding_memory_and_recomputation() -> None:
     """The random instances exercise what the DP decides: some optima recompute, some use m > 1, some are infeasible."""
-    recomputes = multi = infeasible = pipelines = 0
-    for seed in range(60):
+    recomputes = multi = infeasible = pipelines = tensor = 0
+    for seed in range(80):
         problem = random_problem(random.Random(seed))
         got = solve_run_dp(problem)
         if got.plan is None:
@@ -148,7 +185,8 @@ def test_enumeration_sees_binding_memory_and_recomputation() -> None:
         recomputes += bool(got.plan.recomputed)
         multi += got.plan.microbatches > 1
         pipelines += len(got.plan.stages) > 1
-    assert recomputes and multi and infeasible and pipelines
+        tensor += got.plan.tensor_parallel > 1
+    assert recomputes and multi and infeasible and pipelines and tensor
 
 
 def test_the_micro_batch_size_is_a_decision() -> None:
@@ -304,3 +342,49 @@ def test_a_later_stage_keeps_what_its_layers_were_measured_to_save_again() -> No
     assert verify_run_plan(measured, plan).memory[1].activations_bytes == pytest.approx(20.0 + 5.5)
     whole_cut = RunPlanProblem(layers, (9.0, 9.0, 9.0), 2, 2, 1e9, coeffs)
     assert verify_run_plan(whole_cut, plan).memory[1].activations_bytes == pytest.approx(20.0 + 9.0)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_forced_tensor_parallel_matches_enumeration(seed: int) -> None:
+    """``--tensor-parallel 2`` forced: the DP's optimum and bound equal the enumeration's over every t = 2 plan."""
+    problem = random_problem(random.Random(1000 + seed), RunShape(tensor_parallel=2))
+    problem = replace(problem, tensor_degrees=(1, 2), devices=max(problem.devices, 2))
+    want, _ = brute_force(problem)
+    got = solve_run_dp(problem)
+    assert got.complete
+    if math.isinf(want):
+        assert got.plan is None
+        return
+    assert got.plan is not None and got.plan.tensor_parallel == 2
+    assert got.step_s == pytest.approx(want, rel=1e-9) and got.bound_s == pytest.approx(want, rel=1e-9)
+    assert verify_run_plan(problem, got.plan).step_s == pytest.approx(want, rel=1e-9)
+
+
+def test_a_tensor_parallel_layer_is_priced_by_hand() -> None:
+    """One layer at t = 2 (costmodel.tensor): half its time split, one forward and one backward all-reduce, two split
+    modules' DTensor hooks, each rank half the split weights; and a degree the problem does not offer is refused."""
+    split = SplitCost(0.5, 6.0, 2, 2, 2, (3.0,), (1.0,))
+    layer = RunLayer("l0", {1: 2.0}, {1: 4.0}, 8.0, 2, 0.0, 1.0, 1.0, splits={2: split})
+    coeffs = RunCoefficients(
+        allreduce_alpha_s=0.1,
+        allreduce_beta_s_per_byte=0.01,
+        tensor=TensorParallelCoefficients(dtensor_module_s=0.2, dtensor_optimizer_tensor_s=0.05),
+        memory=MemoryCoefficients(2.0, 0, 1.0, 0.0, 0),
+    )
+    problem = RunPlanProblem((layer,), (), 1, 2, 1e9, coeffs, tensor_degrees=(1, 2))
+    report = verify_run_plan(problem, RunPlan(((0, 1),), 1, 1, frozenset(), 2))
+    assert report.feasible, report.violations
+    # f = 2 (1 - 0.5 + 0.25) + (0.1 + 3 x 0.01) + 2 x 0.2 / 2; g = 4 x 0.75 + (0.1 + 0.01) + 0.2; optimizer 2 x 0.05
+    assert report.step_s == pytest.approx(1.83 + 3.31 + 0.1)
+    assert report.memory[0].weights_bytes == 6.0 and report.memory[0].optimizer_bytes == 12.0
+    got = solve_run_dp(problem)
+    assert got.plan == RunPlan(((0, 1),), 1, 1, frozenset(), 2) and got.step_s == pytest.approx(5.24)  # t = 1: 6 s
+    # o_dt measured with the pairs on the t-rank mesh holds the all-reduces' latency: 2 x 0.1 s less
+    paired = replace(coeffs, tensor=replace(coeffs.tensor, latency_in_module=True))
+    plan = RunPlan(((0, 1),), 1, 1, frozenset(), 2)
+    assert verify_run_plan(replace(problem, coefficients=paired), plan).step_s == pytest.approx(5.24 - 0.2)
+    assert solve_run_dp(replace(problem, coefficients=paired)).step_s == pytest.approx(5.04)
+    plain = replace(problem, tensor_degrees=(1,))
+    refused = verify_run_plan(plain, RunPlan(((0, 1),), 1, 1, frozenset(), 2))
+    assert not refused.feasible and "not offered" in refused.violations[0]
+    assert solve_run_dp(plain).plan == RunPlan(((0, 1),), 1, 1)

@@ -142,9 +142,29 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     shape_of = (len(plan["stages"]), plan["stages"][0]["data_parallel"])
     m_of = plan["instance"]["microbatches"] // shape_of[1]
     assert plan["empty_step_s"] == table[(*shape_of, m_of)]
-    # the layers timed again while two ranks run at once, at the sizes of the two-rank shapes (b = 1, 2)
-    assert set(timed["busy"]) == {"2"} and set(timed["busy"]["2"]) == {"1", "2"}
+    # the layers timed again while two ranks run at once, at the sizes of the two-rank shapes (b = 1, 2; and 4: the
+    # t = 2 shapes run the whole micro-batch on each of their two ranks)
+    assert set(timed["busy"]) == {"2"} and set(timed["busy"]["2"]) == {"1", "2", "4"}
     assert set(timed["saved_bytes_per_sample_at"]) == {"1", "2", "4"}
+    # t = 2 (run splits the MLP's last linear module): E of (1, 1, 2, m) on two ranks, DTensor's hooks measured with it,
+    # and a plan forced to t = 2 from the same measurement prices them
+    tp_table = {(p, d, t, m): e for p, d, t, m, e in timed["tensor_empty_steps"]}
+    assert set(tp_table) == {(1, 1, 2, m) for m in (1, 2, 4)} and all(e > 0 for e in tp_table.values())
+    assert timed["dtensor"]["dtensor_module_s"] > 0 and timed["dtensor"]["latency_in_module"] == 1.0  # on the 2-rank mesh
+    split = tmp_path / "split.json"
+    force = ["--tensor-parallel", "2", "--stages", "1", "--data-parallel", "1", "--microbatches", "2"]
+    assert main([*common, "--global-batch", "4", "--layer-times", str(out), *force, "-o", str(split)]) == 0
+    split_plan = json.loads(split.read_text())
+    assert [st["tensor_parallel"] for st in split_plan["stages"]] == [2]
+    assert split_plan["empty_step_s"] == tp_table[(1, 1, 2, 2)]
+    assert split_plan["cost_model"]["tensor"]["dtensor_module_s"] == timed["dtensor"]["dtensor_module_s"]
+    assert split_plan["cost_model"]["tensor"]["latency_in_module"] is True
+    older = json.loads(out.read_text())  # layer times recorded before DTensor was calibrated: measured at solve time
+    del older["cost_model"]["layer_times"]["dtensor"]
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    assert main([*common, "--global-batch", "4", "--layer-times", str(tmp_path / "older.json"), *force, "-o", str(split)]) == 0
+    tensor = json.loads(split.read_text())["cost_model"]["tensor"]
+    assert tensor["dtensor_module_s"] > 0 and tensor["latency_in_module"] is False
     two = tmp_path / "two.json"
     force = ["--stages", "1", "--data-parallel", "2", "--microbatches", "2"]  # d = 2, one micro-batch of 2 each
     assert main([*common, "--global-batch", "4", "--layer-times", str(out), *force, "-o", str(two)]) == 0
@@ -283,6 +303,10 @@ def test_empty_steps_from_run_json_price_each_shape(graph: dict, tmp_path: Path)
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"shape": {"stages": 2, "data_parallel": 1}, "microbatches": 4, "prediction": {}}))
     assert main([*common, "--empty-steps", str(bad)]) == 2  # no measured E: named, not priced as 0
+    split = tmp_path / "split.json"  # a tensor-parallel run's E holds its DTensor pairs: not the planner's E
+    shape = {"stages": 2, "data_parallel": 1, "tensor_parallel": 2}
+    split.write_text(json.dumps({"shape": shape, "microbatches": 4, "prediction": {"costs": {"empty_step_s": 0.5}}}))
+    assert main([*common, "--empty-steps", str(split)]) == 2
     assert (
         main(["solve", str(path), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--empty-steps", str(runs[0])]) == 2
     )

@@ -8,6 +8,12 @@ fields of :class:`~milp_partition.calibration.torch_ops.OperatorCoefficients`), 
 now (and written into the result); messages and all-reduces from the device profile's ``d2d`` link and
 all-reduce fit (``--profile``, default the import's).  The result JSON is a joint plan ``milp-partition run``
 reads (``stages`` with ``nodes``, degrees and configurations; ``instance.microbatches`` = ``d m``).
+
+Tensor parallelism: the degrees ``t`` in ``--tp-degrees`` (default ``2..k``) that ``run`` can split the model at
+(:mod:`milp_partition.joint.run_split`) are offered beside ``t = 1``; ``--tensor-parallel T`` forces one, and a
+degree the model cannot split at is refused naming why.  DTensor's overheads come from the calibration of ``E``
+(``--time-layers``), else from ``--coefficients`` (fields ``dtensor_module_s``, ``dtensor_optimizer_tensor_s``),
+else are measured now on a one-rank mesh.
 """
 
 from __future__ import annotations
@@ -24,15 +30,18 @@ from milp_partition.calibration.torch_ops import OperatorCoefficients, calibrate
 from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import write_text_atomic
 from milp_partition.costmodel.plan import RunCoefficients, RunPlanProblem, RunShape
+from milp_partition.costmodel.tensor import TensorParallelCoefficients
 from milp_partition.errors import InputError
 from milp_partition.importers.timing import load_profile_spec
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.io.json_text import parse_json, read_text_file
+from milp_partition.joint.layers import parse_tp_degrees
 from milp_partition.joint.run_dp import run_shapes, solve_run_dp
 from milp_partition.joint.run_layers import run_problem_from_imported, with_busy_times
+from milp_partition.joint.run_split import offered_degrees
 from milp_partition.report import fmt, fmt_bytes, names_span
 from milp_partition.run.empty import EmptySteps, calibrate_empty_steps
-from milp_partition.run.predict import time_layers_by_size
+from milp_partition.run.predict import calibrate_runtime, time_layers_by_size
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.joint_run import verify_run_plan
 
@@ -139,11 +148,15 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             int(r): {int(b): {str(v): (float(ft[0]), float(ft[1])) for v, ft in t.items()} for b, t in by_size.items()}
             for r, by_size in (timed.get("busy") or {}).items()
         }
+        tensor_steps = tuple(
+            (int(p), int(d), int(t), int(m), float(e)) for p, d, t, m, e in timed.get("tensor_empty_steps") or ()
+        )
+        dtensor = {str(k): float(v) for k, v in (timed.get("dtensor") or {}).items()}
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(
             f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
         ) from None
-    if any(not (e >= 0 and math.isfinite(e)) for *_, e in steps):
+    if any(not (e >= 0 and math.isfinite(e)) for *_, e in (*steps, *tensor_steps)):
         raise InputError("an empty step that is negative or not finite", source=str(path), where=where)
     if links and set(links) != _LINK_FIELDS:
         raise InputError(
@@ -151,7 +164,7 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             source=str(path),
             where="cost_model.layer_times.links",
         )
-    return EmptySteps(steps, links, threads, busy)
+    return EmptySteps(steps, links, threads, busy, tensor_steps, dtensor)
 
 
 #: gloo's fits a calibration records (:class:`~milp_partition.run.predict.LinkFit` less the empty step).
@@ -165,7 +178,19 @@ def _with_empty_steps(
     measured, gloo's point-to-point and all-reduce fits for the messages."""
     table = {(p, d, m): e for p, d, m, e in calibrated.steps}
     table.update({(p, d, m): e for p, d, m, e in given})
-    coeffs = replace(problem.coefficients, empty_step_s=tuple((*k, e) for k, e in sorted(table.items())))
+    coeffs = replace(
+        problem.coefficients,
+        empty_step_s=tuple((*k, e) for k, e in sorted(table.items())),
+        tensor_empty_step_s=calibrated.tensor_steps,
+    )
+    if calibrated.dtensor:
+        dt = calibrated.dtensor
+        coeffs = replace(
+            coeffs,
+            tensor=TensorParallelCoefficients(
+                dt.get("dtensor_module_s", 0.0), dt.get("dtensor_optimizer_tensor_s", 0.0), bool(dt.get("latency_in_module"))
+            ),
+        )
     if calibrated.links:
         fit = calibrated.links
         coeffs = replace(
@@ -199,6 +224,13 @@ def read_empty_steps(paths: list[str]) -> tuple[tuple[int, int, int, float], ...
         e = (data.get("prediction") or {}).get("costs", {}).get("empty_step_s")
         if not isinstance(p, int) or not isinstance(d, int) or d < 1 or data["microbatches"] % d:
             raise InputError("malformed shape (stages, data_parallel)", source=str(path), where="shape")
+        if shape.get("tensor_parallel", 1) != 1:  # its E ran the stage's DTensor pairs, which the planner prices per module
+            raise InputError(
+                "a tensor-parallel run's empty step holds its DTensor pairs: give runs of t = 1 (--time-layers measures "
+                "E of tensor-parallel shapes)",
+                source=str(path),
+                where="shape.tensor_parallel",
+            )
         if isinstance(e, bool) or not isinstance(e, int | float) or not e > 0 or not math.isfinite(e):
             raise InputError(
                 f"no measured empty step ({e!r}): the run measured none (stages of different degrees?)",
@@ -228,8 +260,6 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     missing = [f for f, v in (("--devices K", args.devices), ("--memory SIZE", args.memory)) if v is None]
     if missing:
         raise InputError("planning an imported graph needs " + " and ".join(missing), source=source)
-    if getattr(args, "tensor_parallel", None) not in (None, 1) or getattr(args, "tp_degrees", None) not in (None, "1"):
-        raise InputError("--objective run plans tensor-parallel degree 1 only (for now); leave it out", where="--tensor-parallel")
     data = parse_json(read_text_file(args.instance), source)
     G = args.global_batch if getattr(args, "global_batch", None) is not None else DEFAULT_GLOBAL_BATCH
     if G < 1:
@@ -272,6 +302,13 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     if from_runs:  # E per shape, from the runs' own empty-step measurements
         coeffs = replace(coeffs, empty_step_s=from_runs)
     d, m = _forced_replicas(args)
+    t_forced = getattr(args, "tensor_parallel", None)
+    splits, refused = offered_degrees(model, _candidate_degrees(args), profile)
+    if t_forced is not None and t_forced > 1 and t_forced not in splits:
+        why = refused.get(t_forced, "not among --tp-degrees")
+        raise InputError(f"run cannot split this model at tensor-parallel degree {t_forced}: {why}", where="--tensor-parallel")
+    if splits and measured is None:  # DTensor's overheads: from --coefficients, else measured now
+        coeffs = replace(coeffs, tensor=_dtensor_costs(args))
     problem = run_problem_from_imported(
         data,
         source,
@@ -285,11 +322,12 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         saved_bytes_per_sample=saved,
         saved_bytes_per_sample_at=None if measured is None else measured[2],
         reused_bytes_per_sample_at=None if measured is None else measured[3],
-        shape=RunShape(getattr(args, "stages", None), d, m),
+        shape=RunShape(getattr(args, "stages", None), d, m, t_forced),
+        splits=splits,
     )
     calibrated: EmptySteps | None = None
     if getattr(args, "time_layers", False):  # E of every candidate shape, gloo's fits, the layers on busy ranks: now
-        shapes = [(p, d, m) for d, m, p in run_shapes(problem)]
+        shapes = [(p, d, m, t) for d, m, p, t in run_shapes(problem)]
         calibrated = EmptySteps((), {}, LAYER_THREADS)
         if shapes:
             calibrated = calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=(data, source, G))
@@ -301,6 +339,8 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         assert timed is not None
         timed.update(
             empty_steps=[list(x) for x in calibrated.steps],
+            tensor_empty_steps=[list(x) for x in calibrated.tensor_steps],
+            dtensor=calibrated.dtensor,
             links=calibrated.links,
             threads=calibrated.threads,
             busy={
@@ -308,6 +348,10 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
                 for r, by_size in calibrated.busy.items()
             },
         )
+    if splits and measured is not None and not (calibrated and calibrated.dtensor):
+        if any(t > 1 for *_, t in run_shapes(problem)):  # layer times recorded before DTensor was calibrated: now
+            coeffs = replace(problem.coefficients, tensor=_dtensor_costs(args))
+            problem = replace(problem, coefficients=coeffs)
     gloo = "gloo" in (link.note or "") or bool(calibrated and calibrated.links)
     links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
     links_origin = f"from profile {profile.name}"
@@ -321,8 +365,31 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         "operators_origin": origin,
         "profile": profile.name,
         "links_origin": links_origin,
+        "tensor_parallel_refused": {str(t): why for t, why in refused.items()},
         **asdict(coeffs),
     }
+
+
+def _candidate_degrees(args: argparse.Namespace) -> list[int]:
+    """The tensor-parallel degrees to offer: ``--tp-degrees``, else ``--tensor-parallel``, else ``2..k``."""
+    if getattr(args, "tp_degrees", None) is not None:
+        return list(parse_tp_degrees(str(args.tp_degrees)))
+    if getattr(args, "tensor_parallel", None) is not None:
+        return [int(args.tensor_parallel)]
+    return list(range(2, int(args.devices) + 1))
+
+
+def _dtensor_costs(args: argparse.Namespace) -> TensorParallelCoefficients:
+    """DTensor's overheads: the ``--coefficients`` file's ``dtensor_module_s`` and ``dtensor_optimizer_tensor_s`` when it
+    has both, else measured now on a one-rank gloo mesh (:func:`milp_partition.run.predict.calibrate_runtime`)."""
+    path = getattr(args, "coefficients", None)
+    if path is not None:
+        data = parse_json(read_text_file(path), str(path))
+        names = ("dtensor_module_s", "dtensor_optimizer_tensor_s")
+        if isinstance(data, dict) and all(isinstance(data.get(n), int | float) and data[n] >= 0 for n in names):
+            return TensorParallelCoefficients(float(data[names[0]]), float(data[names[1]]))
+    costs = calibrate_runtime(LAYER_THREADS)
+    return TensorParallelCoefficients(costs.dtensor_module_s, costs.dtensor_optimizer_tensor_s)
 
 
 def cmd_solve_run(args: argparse.Namespace) -> int:
@@ -367,7 +434,7 @@ def cmd_solve_run(args: argparse.Namespace) -> int:
                 {
                     "nodes": nodes,
                     "data_parallel": plan.data_parallel,
-                    "tensor_parallel": 1,
+                    "tensor_parallel": plan.tensor_parallel,
                     "configs": {v: RECOMPUTE if v in plan.recomputed else VANILLA for v in nodes},
                     "memory_bytes": mem.total_bytes,
                     "memory_terms": asdict(mem),
@@ -377,7 +444,9 @@ def cmd_solve_run(args: argparse.Namespace) -> int:
                 }
             )
         # E of the plan's shape as priced (the runtime's own step with nothing to compute; 0 when not calibrated)
-        out["empty_step_s"] = problem.coefficients.fixed_for(len(plan.stages), plan.data_parallel, plan.microbatches)
+        out["empty_step_s"] = problem.coefficients.fixed_for(
+            len(plan.stages), plan.data_parallel, plan.microbatches, plan.tensor_parallel
+        )
     if args.output is not None:
         write_text_atomic(Path(args.output), json.dumps(out, indent=2) + "\n")
     print(format_run_report(out, found.shapes) if not args.quiet else f"{status} objective={fmt(out['objective'], 12)} s")
@@ -403,8 +472,8 @@ def format_run_report(out: dict[str, Any], shapes: int) -> str:
         lines.append(f"bound      {fmt(out['bound'], 12)} s (exhaustive DP)")
     st0 = out["stages"][0]
     lines.append(
-        f"shape      {len(out['stages'])} stages x d = {st0['data_parallel']}, {inst['microbatches'] // st0['data_parallel']} "
-        f"micro-batches of {inst['microbatch_size']} samples per replica"
+        f"shape      {len(out['stages'])} stages x d = {st0['data_parallel']} x t = {st0['tensor_parallel']}, "
+        f"{inst['microbatches'] // st0['data_parallel']} micro-batches of {inst['microbatch_size']} samples per replica"
     )
     lines.append("stage  nodes  unit (s)      tail (s)      memory  recomputed  layers")
     for q, st in enumerate(out["stages"]):

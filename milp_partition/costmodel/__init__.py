@@ -56,8 +56,20 @@ Memory (:mod:`.memory`), an upper bound of what one rank of stage ``q`` holds
   the CPU, where run.json counts tensor bytes exactly), at most ``tensors x rounding_bytes`` (the parameters'
   tensors: weights, gradients, optimizer state; the activations' tensors are not counted yet).
 
-Not here yet: tensor parallelism (its collectives and DTensor's hooks are still priced in
-:mod:`milp_partition.run.predict` for the run's prediction; the planner's run objective plans ``t = 1``), ``E``
-on GPU ranks (the calibration runs CPU ranks with gloo), and the GPU's workspaces and rounding as calibrated
+Tensor parallelism (:mod:`.tensor`)
+-----------------------------------
+A plan has one tensor-parallel degree ``t`` (every stage on ``d t`` ranks, ``p d t <= k``; ``t`` among the degrees
+``run`` can split the model at, :mod:`milp_partition.joint.run_split`).  At ``t > 1`` a layer's passes are
+``f_v(b) (1 - phi_v + phi_v / t)`` plus its activation all-reduces (``alpha_ar + b x beta_ar`` each, forward and
+backward, from gloo's fit) plus DTensor's cost ``n_v o_dt / 2`` each way (``n_v`` split modules; ``o_dt`` measured in
+the launch that measures ``E``, on the ``t``-rank mesh as the empty step with column / row pairs less the one without,
+so it holds each all-reduce's latency and the all-reduces are priced by their bytes); each rank holds its share of the split weights, gradients and
+optimizer state, and the optimizer pays ``o_dt,opt`` more per DTensor parameter; the saved activations are counted as
+at ``t = 1`` (an upper bound).  ``E`` of a tensor-parallel shape ``(p, d, t, m)`` is the schedule over a ``(p, d, t)``
+mesh with nothing split and no DDP (``run`` all-reduces the gradients by hand there): it holds the messages'
+latencies, not the all-reduces'.
+
+Not here yet: stages of different degrees (``run`` executes them on its own schedule, whose ``E`` is not measured),
+``E`` on GPU ranks (the calibration runs CPU ranks with gloo), and the GPU's workspaces and rounding as calibrated
 values (the fields exist in :class:`.memory.MemoryCoefficients`).
 """

@@ -8,7 +8,10 @@ coefficients of :mod:`milp_partition.costmodel`.  A plan (:class:`RunPlan`): con
 degree ``d`` for all of them, ``m`` micro-batches per replica (so micro-batches of ``b = G / (d m)`` samples), and
 the recomputed layers.  Its price is :mod:`milp_partition.costmodel`'s step; the exact DP is
 :mod:`milp_partition.joint.run_dp`, the independent evaluation :mod:`milp_partition.verifiers.joint_run`.
-Tensor parallelism is not part of this problem (yet): every stage runs at ``t = 1``.
+Tensor parallelism: a plan has one degree ``t`` for every stage (``run`` executes one ``(pp, dp, tp)`` mesh), among
+:attr:`RunPlanProblem.tensor_degrees` (the degrees ``run`` can split every layer of the model at); each layer's
+:attr:`RunLayer.splits` prices it at each ``t > 1`` (:mod:`milp_partition.costmodel.tensor`), and the plan holds
+``p d t`` devices.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 
 from milp_partition.costmodel.memory import MemoryCoefficients
 from milp_partition.costmodel.step import DDP_BUCKET_BYTES
+from milp_partition.costmodel.tensor import SplitCost, TensorParallelCoefficients
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,14 @@ class RunLayer:
     #: Micro-batch size -> earlier layer's id -> bytes per sample this layer saves of tensors that layer saved first (a
     #: stage starting between them receives them and saves its own copy).
     reused_from_at: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
+    #: Tensor-parallel degree ``t > 1`` -> the layer split over ``t`` ranks as ``run`` splits it.
+    splits: Mapping[int, SplitCost] = field(default_factory=dict)
+
+    def split_at(self, t: int) -> SplitCost:
+        """The layer at degree ``t``: :attr:`splits`'s entry, and at ``t = 1`` the whole layer (nothing split)."""
+        if t > 1:
+            return self.splits[t]
+        return SplitCost(0.0, self.param_bytes, self.param_tensors, 0, 0)
 
     @property
     def recomputable(self) -> bool:
@@ -99,29 +111,45 @@ class RunCoefficients:
     #: that shape with nothing to compute, as ``run`` measures it (run.json's ``prediction.costs.empty_step_s``);
     #: a shape not listed takes :attr:`fixed_s`.
     empty_step_s: tuple[tuple[int, int, int, float], ...] = ()
+    #: DTensor's overheads (tensor parallelism), calibrated in the launch that measures ``E``.
+    tensor: TensorParallelCoefficients = field(default_factory=TensorParallelCoefficients)
+    #: ``E`` of tensor-parallel shapes, ``(stages, data-parallel, tensor-parallel t > 1, micro-batches per replica,
+    #: seconds)``: the schedule over a ``(p, d, t)`` mesh with nothing to compute and nothing split (DTensor's hooks and
+    #: the activation all-reduces are priced per split module, :mod:`milp_partition.costmodel.tensor`).
+    tensor_empty_step_s: tuple[tuple[int, int, int, int, float], ...] = ()
 
-    def fixed_for(self, stages: int, data_parallel: int, microbatches: int) -> float:
-        """``E`` of the shape (``p`` stages, ``d``, ``m`` micro-batches per replica): :attr:`empty_step_s`'s entry, else
-        :attr:`fixed_s`."""
+    def fixed_for(self, stages: int, data_parallel: int, microbatches: int, tensor_parallel: int = 1) -> float:
+        """``E`` of the shape (``p`` stages, ``d``, ``m`` micro-batches per replica, ``t``): :attr:`empty_step_s`'s (or
+        at ``t > 1`` :attr:`tensor_empty_step_s`'s) entry, else :attr:`fixed_s`."""
+        if tensor_parallel > 1:
+            for p, d, t, m, seconds in self.tensor_empty_step_s:
+                if (p, d, t, m) == (stages, data_parallel, tensor_parallel, microbatches):
+                    return seconds
+            return self.fixed_s
         for p, d, m, seconds in self.empty_step_s:
             if (p, d, m) == (stages, data_parallel, microbatches):
                 return seconds
         return self.fixed_s
 
-    def latencies_in_empty(self, stages: int, data_parallel: int, microbatches: int) -> bool:
+    def latencies_in_empty(self, stages: int, data_parallel: int, microbatches: int, tensor_parallel: int = 1) -> bool:
         """Whether the shape's ``E`` was measured (:attr:`empty_step_s` lists it): then the empty step already holds every
         point-to-point message's latency and one bucket's all-reduce latency (it sends the same messages and
-        all-reduces one bucket), so the stage terms price those without ``alpha`` (as ``run``'s own prediction does)."""
+        all-reduces one bucket), so the stage terms price those without ``alpha`` (as ``run``'s own prediction does).
+        At ``t > 1`` (:attr:`tensor_empty_step_s`) it holds the messages' latencies only: ``run`` runs no DDP there."""
+        if tensor_parallel > 1:
+            key = (stages, data_parallel, tensor_parallel, microbatches)
+            return any((p, d, t, m) == key for p, d, t, m, _ in self.tensor_empty_step_s)
         return any((p, d, m) == (stages, data_parallel, microbatches) for p, d, m, _ in self.empty_step_s)
 
 
 @dataclass(frozen=True)
 class RunShape:
-    """A forced plan shape (``None``: free): stages, data-parallel degree, micro-batches per replica."""
+    """A forced plan shape (``None``: free): stages, data-parallel degree, micro-batches per replica, tensor-parallel."""
 
     stages: int | None = None
     data_parallel: int | None = None
     microbatches: int | None = None
+    tensor_parallel: int | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +174,9 @@ class RunPlanProblem:
     #: Whether the layers' :attr:`RunLayer.reused_from_at` were measured: then a later stage keeps, of what it
     #: receives, what its layers were measured to save again; else the whole cut (an upper bound).
     received_measured: bool = False
+    #: The tensor-parallel degrees a plan may take (1 always; ``t > 1`` only where every layer has its
+    #: :attr:`RunLayer.splits` entry: ``run`` can split the model so).
+    tensor_degrees: tuple[int, ...] = (1,)
 
     def received_bytes_per_sample(self, first: int, end: int, size: int) -> float:
         """``r_q``: the bytes per sample a stage of layers ``first..end-1`` keeps of what it receives (its own copy, saved by
@@ -170,6 +201,9 @@ class RunPlanProblem:
             raise ValueError(f"{len(self.layers)} layers need {len(self.layers) - 1} cuts, got {len(self.cut_bytes_per_sample)}")
         if self.global_batch < 1 or self.devices < 1:
             raise ValueError("the global batch and the devices must be positive")
+        for t in self.tensor_degrees:
+            if t < 1 or (t > 1 and any(t not in v.splits for v in self.layers)):
+                raise ValueError(f"tensor-parallel degree {t}: every layer needs its split at that degree")
 
     @property
     def sizes(self) -> tuple[int, ...]:
@@ -184,12 +218,13 @@ class RunPlanProblem:
 
 @dataclass(frozen=True)
 class RunPlan:
-    """Stages as ``(first, end)`` layer positions (end exclusive), ``d``, ``m`` and the recomputed layers' ids."""
+    """Stages as ``(first, end)`` layer positions (end exclusive), ``d``, ``m``, the recomputed layers' ids and ``t``."""
 
     stages: tuple[tuple[int, int], ...]
     data_parallel: int
     microbatches: int
     recomputed: frozenset[str] = frozenset()
+    tensor_parallel: int = 1
 
     def microbatch_size(self, global_batch: int) -> int:
         """``b = G / (d m)`` (the caller checks that it divides)."""

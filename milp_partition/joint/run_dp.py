@@ -1,7 +1,7 @@
 r"""The exact DP of the run-objective planning problem (:mod:`milp_partition.costmodel.plan`).
 
 Minimise the step of :mod:`milp_partition.costmodel` over every plan shape (``p`` stages, data-parallel degree
-``d`` with ``p d <= k``, ``m >= p`` micro-batches per replica with ``d m | G`` (1F1B as ``run`` executes it,
+``d`` and tensor-parallel degree ``t`` in ``problem.tensor_degrees`` with ``p d t <= k``, ``m >= p`` micro-batches per replica with ``d m | G`` (1F1B as ``run`` executes it,
 torch's ``Schedule1F1B``, needs a micro-batch per stage) and the layers timed at ``b = G / (d m)``), every split of the layers into ``p`` contiguous stages and every set of recomputed layers::
 
     min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)     (E: the shape's, ``coefficients.fixed_for(p, d, m)``;
@@ -24,6 +24,9 @@ Two facts make it exact:
    never completes to a better plan.  A partial plan whose value already reaches the best complete one is
    dropped (the terms only grow).
 
+At ``t > 1`` a layer's passes, parameters and optimizer step are those of :mod:`milp_partition.costmodel.tensor`
+(its split share divided by ``t``, its activation all-reduces, DTensor's hooks); the two facts hold unchanged.
+
 Every shape is enumerated: when the loop ends the best plan is optimal and its value is the bound (exhaustive).
 """
 
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from milp_partition.costmodel.plan import RunPlan, RunPlanProblem
+from milp_partition.costmodel.tensor import collective_alpha_s, split_pass_s
 
 
 @dataclass(frozen=True)
@@ -129,16 +133,30 @@ def _cover(items: list[tuple[float, float]], need: float, above: float) -> tuple
 
 
 class _Stages:
-    """Stage costs of one shape (``d``, ``m``, ``p``; micro-batches of ``b`` samples), each computed once."""
+    """Stage costs of one shape (``d``, ``m``, ``p``, ``t``; micro-batches of ``b`` samples), each computed once."""
 
-    def __init__(self, problem: RunPlanProblem, d: int, m: int, p: int) -> None:
-        self.problem, self.d, self.m, self.p = problem, d, m, p
+    def __init__(self, problem: RunPlanProblem, d: int, m: int, p: int, t: int = 1) -> None:
+        self.problem, self.d, self.m, self.p, self.t = problem, d, m, p, t
         self.b = b = problem.global_batch // (d * m)
-        self.f = [v.forward_at(b, p * d) for v in problem.layers]  # timed with p d ranks at once where measured
-        self.g = [v.backward_at(b, p * d) for v in problem.layers]
+        c = problem.coefficients
+        self.in_empty = c.latencies_in_empty(p, d, m, t)
+        ar_alpha = collective_alpha_s(c.tensor, c.allreduce_alpha_s)  # (in o_dt where measured with the pairs)
+        self.split = [v.split_at(t) for v in problem.layers]
+        # timed with p d t ranks at once where measured; at t > 1 split as run splits it (costmodel.tensor)
+        self.f = [
+            split_pass_s(
+                v.forward_at(b, p * d * t), s, t, b, False, ar_alpha, c.allreduce_beta_s_per_byte, c.tensor.dtensor_module_s
+            )
+            for v, s in zip(problem.layers, self.split, strict=True)
+        ]
+        self.g = [
+            split_pass_s(
+                v.backward_at(b, p * d * t), s, t, b, True, ar_alpha, c.allreduce_beta_s_per_byte, c.tensor.dtensor_module_s
+            )
+            for v, s in zip(problem.layers, self.split, strict=True)
+        ]
         self.a = [v.saved_at(b) for v in problem.layers]  # a_v measured at this size where measured
         self.cache: dict[tuple[int, int, int], tuple[float, float, tuple[int, ...]] | None] = {}
-        self.in_empty = problem.coefficients.latencies_in_empty(p, d, m)
 
     def cost(self, i: int, e: int, q: int) -> tuple[float, float, tuple[int, ...]] | None:
         """``(u_q, AR_q + O_q, recomputed positions)`` of layers ``i..e-1`` as stage ``q``; ``None`` if nothing fits."""
@@ -150,15 +168,16 @@ class _Stages:
         c, mc = problem.coefficients, problem.coefficients.memory
         k_opt = mc.optimizer_state_bytes_per_param_byte
         span = problem.layers[i:e]
-        weights = sum(v.param_bytes for v in span)
+        weights = sum(s.param_bytes for s in self.split[i:e])  # each rank's share at t
         tensors = sum(v.param_tensors for v in span)
-        lat = self.in_empty  # the latencies E already holds: every message's, one bucket's all-reduce
+        lat = self.in_empty  # the latencies E already holds: every message's, one bucket's all-reduce (t = 1)
         alpha = 0.0 if lat else c.p2p_alpha_s
         send = alpha + b * problem.cut_bytes_per_sample[e - 1] * c.p2p_beta_s_per_byte if q < p - 1 else 0.0
         unit = sum(self.f[i:e]) + sum(self.g[i:e]) + 2.0 * send
         tail = tensors * c.optimizer_s_per_param_tensor + weights * c.optimizer_s_per_param_byte
-        if d > 1:
-            buckets = max(1, math.ceil(weights / c.ddp_bucket_bytes)) - int(lat)
+        tail += sum(s.split_tensors for s in self.split[i:e]) * c.tensor.dtensor_optimizer_tensor_s
+        if d > 1:  # at t > 1 run all-reduces by hand, no DDP in E: every bucket's latency here
+            buckets = max(1, math.ceil(weights / c.ddp_bucket_bytes)) - int(lat and self.t == 1)
             tail += buckets * c.allreduce_alpha_s + weights * c.allreduce_beta_s_per_byte
         base = (  # (c) memory without recomputation
             weights * (2.0 + k_opt)
@@ -182,18 +201,22 @@ class _Stages:
         return out
 
 
-def run_shapes(problem: RunPlanProblem) -> list[tuple[int, int, int]]:
-    """Every ``(d, m, p)`` the problem allows (``p d <= k``, ``m >= p``, ``d m | G``, ``b`` timed, the forced shape)."""
+def run_shapes(problem: RunPlanProblem) -> list[tuple[int, int, int, int]]:
+    """Every ``(d, m, p, t)`` the problem allows (``p d t <= k``, ``m >= p``, ``d m | G``, ``b`` timed, ``t`` among
+    ``problem.tensor_degrees``, the forced shape)."""
     G, k, n, shape = problem.global_batch, problem.devices, len(problem.layers), problem.shape
     sizes = set(problem.sizes)
     out = []
-    for d in _divisors(G):
-        if d > k or shape.data_parallel not in (None, d):
+    for t in sorted(set(problem.tensor_degrees)):
+        if t > k or shape.tensor_parallel not in (None, t):
             continue
-        for m in _divisors(G // d):
-            if G // (d * m) not in sizes or shape.microbatches not in (None, m):
+        for d in _divisors(G):
+            if d * t > k or shape.data_parallel not in (None, d):
                 continue
-            out += [(d, m, p) for p in range(1, min(k // d, n, m) + 1) if shape.stages in (None, p)]  # m >= p
+            for m in _divisors(G // d):
+                if G // (d * m) not in sizes or shape.microbatches not in (None, m):
+                    continue
+                out += [(d, m, p, t) for p in range(1, min(k // (d * t), n, m) + 1) if shape.stages in (None, p)]  # m >= p
     return out
 
 
@@ -204,13 +227,13 @@ def solve_run_dp(problem: RunPlanProblem, time_limit_s: float | None = None) -> 
     best_value, best_plan = math.inf, None
     explored = 0
     complete = True
-    for d, m, p in run_shapes(problem):
+    for d, m, p, t in run_shapes(problem):
         if time_limit_s is not None and time.perf_counter() - start > time_limit_s:
             complete = False
             break
         explored += 1
-        fixed = problem.coefficients.fixed_for(p, d, m)  # E of this shape
-        stages = _Stages(problem, d, m, p)
+        fixed = problem.coefficients.fixed_for(p, d, m, t)  # E of this shape
+        stages = _Stages(problem, d, m, p, t)
         # states[j]: Pareto list of (sum u, max u, max tail, back pointer) after j layers in q stages
         states: list[list[_Entry]] = [[] for _ in range(n + 1)]
         states[0] = [(0.0, 0.0, 0.0, None)]
@@ -231,7 +254,7 @@ def solve_run_dp(problem: RunPlanProblem, time_limit_s: float | None = None) -> 
         for su, mu, mt, back in states[n]:
             value = su + (m - 1) * mu + fixed + mt
             if value < best_value:
-                best_value, best_plan = value, _plan(back, d, m, problem)
+                best_value, best_plan = value, _plan(back, d, m, problem, t)
     return RunDPResult(best_plan, best_value, best_value if complete else 0.0, complete, explored)
 
 
@@ -247,7 +270,7 @@ def _pareto(entries: list[tuple[float, float, float, object]]) -> list[tuple[flo
     return kept
 
 
-def _plan(back: Any, d: int, m: int, problem: RunPlanProblem) -> RunPlan:
+def _plan(back: Any, d: int, m: int, problem: RunPlanProblem, t: int = 1) -> RunPlan:
     stages: list[tuple[int, int]] = []
     recomputed: set[str] = set()
     while back is not None:
@@ -255,4 +278,4 @@ def _plan(back: Any, d: int, m: int, problem: RunPlanProblem) -> RunPlan:
         i, e, rec = last
         stages.append((i, e))
         recomputed |= {problem.layers[x].id for x in rec}
-    return RunPlan(tuple(reversed(stages)), d, m, frozenset(recomputed))
+    return RunPlan(tuple(reversed(stages)), d, m, frozenset(recomputed), t)

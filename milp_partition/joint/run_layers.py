@@ -13,7 +13,9 @@ figures divided by its batch):
   the run counts them: the import's count misses some of what autograd keeps), ``in_v`` = the bytes of its incoming edges (its input, what a recomputed
   layer keeps); the cut after position ``i`` carries the edges from layers ``0..i`` to later ones;
 * parameters and their tensors (weight and bias; an embedding: its table); optimizer state ``f - 1`` per
-  parameter byte (``f``: the import's gradients + state factor).
+  parameter byte (``f``: the import's gradients + state factor);
+* at each tensor-parallel degree ``t > 1`` ``run`` can split the model at (``splits``, from
+  :func:`milp_partition.joint.run_split.offered_degrees`): each layer's :class:`~milp_partition.costmodel.tensor.SplitCost`.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from milp_partition.calibration.torch_ops import OperatorCoefficients
 from milp_partition.costmodel.plan import RunCoefficients, RunLayer, RunPlanProblem, RunShape
 from milp_partition.costmodel.step import operator_s
+from milp_partition.costmodel.tensor import SplitCost
 from milp_partition.errors import InputError
 from milp_partition.importers.timing import backward_flops
 from milp_partition.io.imported_layers import read_layers
@@ -47,13 +50,15 @@ def run_problem_from_imported(
     reused_bytes_per_sample_at: Mapping[int, Mapping[str, Mapping[str, float]]] | None = None,
     recompute: bool = True,
     shape: RunShape | None = None,
+    splits: Mapping[int, Mapping[str, SplitCost]] | None = None,
 ) -> RunPlanProblem:
     """The :class:`RunPlanProblem` of an imported graph (parsed JSON); see the module docstring.
 
     ``saved_bytes_per_sample_at``: size -> node -> ``a_v`` measured at that size (each size's own, used at that size;
     ``saved_bytes_per_sample``, or the import's count, at the others).  ``reused_bytes_per_sample_at``: size -> node ->
     earlier node -> bytes the node saves of what the earlier one saved first (measured at every size: a later stage
-    keeps those of what it receives; else the whole cut).
+    keeps those of what it receives; else the whole cut).  ``splits``: degree ``t > 1`` -> node -> its split (the
+    problem offers those degrees besides 1).
 
     Raises
     ------
@@ -124,6 +129,7 @@ def run_problem_from_imported(
                     for b, at in (reused_bytes_per_sample_at or {}).items()
                     if b in fwd
                 },
+                splits={t: by_node[v] for t, by_node in (splits or {}).items()},
             )
         )
     memory = replace(coefficients.memory, optimizer_state_bytes_per_param_byte=k_opt)
@@ -141,6 +147,7 @@ def run_problem_from_imported(
         name,
         input_bytes_per_sample=model_inputs,
         received_measured=reused_bytes_per_sample_at is not None and all(b in reused_bytes_per_sample_at for b in sizes),
+        tensor_degrees=(1, *sorted(splits or {})),
     )
 
 

@@ -57,6 +57,7 @@ from milp_partition.costmodel.step import (
     optimizer_step_s,
     step_time,
 )
+from milp_partition.costmodel.tensor import split_compute_s
 from milp_partition.errors import InputError
 from milp_partition.importers.timing import load_profile_spec, op_times
 from milp_partition.io.imported_layers import read_layers
@@ -403,12 +404,12 @@ class LinkFit:
 
 
 def _split_share(ops: Sequence[Any], roles: Sequence[str], model: Any, profile: Any) -> float:
-    """The share of a layer's time in its split (column / row) operators, by the profile's roofline (one sample)."""
+    """The share of a layer's time in its split (column / row / inner) operators, by the profile's roofline (one sample)."""
     total = split = 0.0
     for op, role in zip(ops, roles):
         t = op_times(op, model.settings, profile)
         total += t.forward_s + t.backward_s
-        if role in ("column", "row"):
+        if role in ("column", "row", "inner"):  # as the planner prices it (joint/run_split.py): inner ops run on shares
             split += t.forward_s + t.backward_s
     return split / total if total > 0 else 0.0
 
@@ -452,8 +453,7 @@ def predict_step(
                 split = split_layer(ops, model.modules, T, last_layer=v not in successors)
                 roles = split.roles
                 phi = _split_share(ops, roles, model, profile)
-                f_v *= 1.0 - phi + phi / T
-                b_v *= 1.0 - phi + phi / T
+                f_v, b_v = split_compute_s(f_v, phi, T), split_compute_s(b_v, phi, T)
                 f_v += sum(allreduce_s(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_fw_bytes)
                 b_v += sum(allreduce_s(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_bw_bytes)
                 n_split = sum(1 for op, r in zip(ops, roles) if r in ("column", "row") and op.param_bytes > 0)

@@ -3,11 +3,14 @@
 Shares no code with :mod:`milp_partition.joint.run_dp` (the planner's DP): it reads the problem's data and the
 formulas of :mod:`milp_partition.costmodel` (plain arithmetic) and evaluates the plan stage by stage:
 
-- the stages are contiguous, non-empty and cover the layers in order; ``p d <= k`` devices; ``m >= p`` micro-batches
+- the stages are contiguous, non-empty and cover the layers in order; ``p d t <= k`` devices, ``t`` among the
+  problem's tensor-parallel degrees; ``m >= p`` micro-batches
   per replica (torch's ``Schedule1F1B``, which ``run`` executes, needs one per stage);
 - ``d m`` divides the global batch ``G`` and every layer is timed at ``b = G / (d m)``;
 - only layers whose recomputation saves memory are recomputed, and only when the problem allows it;
-- a forced shape (stages, ``d``, ``m``) holds;
+- a forced shape (stages, ``d``, ``m``, ``t``) holds;
+- at ``t > 1`` each layer is priced split as ``run`` splits it (:mod:`milp_partition.costmodel.tensor`: its split share
+  over ``t``, its activation all-reduces, DTensor's hooks; each rank's share of the parameters);
 - every stage's memory bound (:func:`milp_partition.costmodel.memory.stage_memory`) is at most the device's;
 - the step is :func:`milp_partition.costmodel.step.step_time` over the stages' :class:`StageTimes`, with the shape's
   ``E``; where ``E`` was measured it holds the messages' latency and one bucket's all-reduce latency, which the stages
@@ -30,6 +33,7 @@ from milp_partition.costmodel.step import (
     optimizer_step_s,
     step_time,
 )
+from milp_partition.costmodel.tensor import collectives_s, split_compute_s
 
 #: Relative slack on the memory limit (sums of large byte counts in floating point).
 MEMORY_REL_TOL = 1e-12
@@ -51,7 +55,7 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
     """Check ``plan`` against ``problem`` and compute its step time and memory (see the module docstring)."""
     bad: list[str] = []
     n = len(problem.layers)
-    p, d, m = len(plan.stages), plan.data_parallel, plan.microbatches
+    p, d, m, t = len(plan.stages), plan.data_parallel, plan.microbatches, plan.tensor_parallel
     position = 0
     for q, (first, end) in enumerate(plan.stages):
         if first != position or end <= first:
@@ -59,11 +63,13 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         position = max(end, position)
     if position != n:
         bad.append(f"the stages cover {position} of {n} layers")
-    if d < 1 or m < 1 or p < 1:
-        bad.append(f"degrees must be positive: {p} stages, d = {d}, m = {m}")
+    if d < 1 or m < 1 or p < 1 or t < 1:
+        bad.append(f"degrees must be positive: {p} stages, d = {d}, m = {m}, t = {t}")
         return RunPlanReport(False, tuple(bad))
-    if p * d > problem.devices:
-        bad.append(f"{p} stages x d = {d} need {p * d} devices; the cluster has {problem.devices}")
+    if p * d * t > problem.devices:
+        bad.append(f"{p} stages x d = {d} x t = {t} need {p * d * t} devices; the cluster has {problem.devices}")
+    if t not in problem.tensor_degrees:
+        bad.append(f"tensor-parallel degree {t} is not offered (the problem's degrees: {list(problem.tensor_degrees)})")
     if m < p:  # (c) 1F1B: torch's Schedule1F1B, which run executes, needs a micro-batch per stage on each replica
         bad.append(f"{m} micro-batches per replica on {p} stages: 1F1B as run executes it needs at least {p}")
     if problem.global_batch % (d * m):
@@ -82,28 +88,48 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         ("stages", shape.stages, p),
         ("data-parallel", shape.data_parallel, d),
         ("micro-batches", shape.microbatches, m),
+        ("tensor-parallel", shape.tensor_parallel, t),
     ):
         if want is not None and want != have:
             bad.append(f"the plan has {name} {have}; the forced shape has {want}")
     if bad:
         return RunPlanReport(False, tuple(bad))
     c = problem.coefficients
-    lat = c.latencies_in_empty(p, d, m)  # a measured E holds every message's latency and one bucket's all-reduce
+    lat = c.latencies_in_empty(p, d, m, t)  # a measured E holds every message's latency (t = 1: one bucket's all-reduce)
+    dt = c.tensor.dtensor_module_s
+    tp_alpha = 0.0 if c.tensor.latency_in_module else c.allreduce_alpha_s  # o_dt measured with the pairs holds it
     k_opt = c.memory.optimizer_state_bytes_per_param_byte
     times: list[StageTimes] = []
     memory: list[StageMemory] = []
     for q, (first, end) in enumerate(plan.stages):
         layers = problem.layers[first:end]
         recomputed = [v for v in layers if v.id in plan.recomputed]
-        ranks = p * d  # every layer timed with this many processes at once where that was measured
-        fwd = math.fsum(v.forward_at(b, ranks) for v in layers)
-        bwd = math.fsum(v.backward_at(b, ranks) for v in layers) + math.fsum(v.forward_at(b, ranks) for v in recomputed)
+        ranks = p * d * t  # every layer timed with this many processes at once where that was measured
+        fwd_v: dict[str, float] = {}
+        bwd_v: dict[str, float] = {}
+        for v in layers:
+            f_v, g_v = v.forward_at(b, ranks), v.backward_at(b, ranks)
+            if t > 1:  # split as run splits it: the split share over t, the all-reduces, DTensor's hooks both ways
+                sp = v.splits[t]
+                f_v = split_compute_s(f_v, sp.split_share, t) + dt * sp.split_modules / 2.0
+                f_v += collectives_s(sp.allreduce_forward_bytes_per_sample, b, t, tp_alpha, c.allreduce_beta_s_per_byte)
+                g_v = split_compute_s(g_v, sp.split_share, t) + dt * sp.split_modules / 2.0
+                g_v += collectives_s(sp.allreduce_backward_bytes_per_sample, b, t, tp_alpha, c.allreduce_beta_s_per_byte)
+            fwd_v[v.id], bwd_v[v.id] = f_v, g_v
+        fwd = math.fsum(fwd_v.values())
+        bwd = math.fsum(bwd_v.values()) + math.fsum(fwd_v[v.id] for v in recomputed)
         alpha = 0.0 if lat else c.p2p_alpha_s
         send = message_s(b * problem.cut_bytes_per_sample[end - 1], alpha, c.p2p_beta_s_per_byte) if q < p - 1 else 0.0
-        weights = math.fsum(v.param_bytes for v in layers)
+        if t > 1:
+            weights = math.fsum(v.splits[t].param_bytes for v in layers)
+            dtensors = sum(v.splits[t].split_tensors for v in layers)
+        else:
+            weights, dtensors = math.fsum(v.param_bytes for v in layers), 0
         tensors = sum(v.param_tensors for v in layers)
-        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes, int(lat))
+        in_e = int(lat and t == 1)  # run all-reduces by hand at t > 1: no DDP bucket in E
+        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes, in_e)
         opt = optimizer_step_s(tensors, weights, c.optimizer_s_per_param_tensor, c.optimizer_s_per_param_byte)
+        opt += dtensors * c.tensor.dtensor_optimizer_tensor_s
         times.append(StageTimes(fwd, bwd, send, ar, opt))
         flight = in_flight(q, p, m, c.memory.first_stage_extra_microbatches)
         kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else v.saved_at(b) for v in layers)
@@ -131,5 +157,5 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
             bad.append(
                 f"stage {q + 1} needs {mem.total_bytes:.0f} bytes per device, over the limit of {problem.memory_bytes:.0f}"
             )
-    pred = step_time(times, m, c.fixed_for(p, d, m))
+    pred = step_time(times, m, c.fixed_for(p, d, m, t))
     return RunPlanReport(not bad, tuple(bad), pred.step_s, pred, tuple(memory), b)
