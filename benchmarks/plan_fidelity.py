@@ -38,6 +38,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from milp_partition.run.engine import step_spread  # noqa: E402  (no torch at import)
+
 CLI = [sys.executable, "-m", "milp_partition"]
 #: name -> (factory, --input of the import, --memory per device for the planner)
 MODELS = {
@@ -59,6 +62,9 @@ BAR_FREE_OVER_FASTEST = 1.15
 BAR_ERROR = 0.25
 BAR_MEDIAN_ERROR = 0.10
 BAR_MEMORY_OVER = 1.20
+#: Steps a run (``--steps``): the first is warm-up, the median of the rest is the measured step, their interquartile
+#: range over the median its spread (4 steps gave 3 timed ones, whose median moved by more than the bars between runs).
+STEPS = 12
 
 
 def sh(args: list[str], check: bool = True) -> int:
@@ -154,6 +160,9 @@ def row_of(model: str, plan: Path, free: bool, r: dict[str, Any], load: float, a
         "ranks": r["ranks"],
         "planner_step_s": r["planner_step_s"],
         "measured_step_s": r["measured_step_s"],
+        # the timed steps' interquartile range over their median (after warm-up; run.json's measured_step_spread)
+        "measured_spread": step_spread(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"])["iqr_over_median"],
+        "timed_steps": len(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"]),
         "planner_error": (r["planner_step_s"] - r["measured_step_s"]) / r["measured_step_s"],
         "run_predicted_step_s": r["predicted_step_s"],
         "run_empty_step_s": empty,
@@ -264,6 +273,13 @@ def _ratio(x: float) -> str:
     return "-" if x != x else f"{x:.2f}"
 
 
+def _spread(x: float) -> str:
+    """A plan's measured spread; bold where it is over the 25% bar (its measured step cannot be judged to the bar)."""
+    if x != x:
+        return "-"
+    return f"**{100 * x:.0f}%**" if x > BAR_ERROR else f"{100 * x:.0f}%"
+
+
 def _ok(good: bool) -> str:
     return "yes" if good else "**no**"
 
@@ -278,8 +294,8 @@ def summary(rows: list[dict[str, Any]], everything: str = "all") -> list[str]:
         "| model | plans | median abs error (bar 10%) | largest error (bar 25%) | plans within 25% | Spearman | free optimum "
         "/ fastest measured (bar 1.15) | planned / held memory, min and max over ranks (bar 1.00-1.20) | bars met | "
         "diagnostic with the run's own empty step E in place of the planned E: median abs error, largest; argmin plan's "
-        "measured / fastest |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "measured / fastest | plans whose measured spread (IQR / median) is over 10%, over 25% |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups = {m: [r for r in rows if r["model"] == m] for m in dict.fromkeys(r["model"] for r in rows)}
     for model, mine in [*groups.items(), (everything, rows)]:
@@ -298,12 +314,14 @@ def summary(rows: list[dict[str, Any]], everything: str = "all") -> list[str]:
         if with_e and single:  # a constant per shape leaves each forced plan as it is: the least with the run's E
             pick = min(mine, key=lambda r: r["planner_step_s"] - r["planned_empty_step_s"] + r["run_empty_step_s"])
             diag += f"; {pick['measured_step_s'] / min(r['measured_step_s'] for r in mine):.2f} ({pick['shape']} N={pick['microbatches']})"
+        spreads = [r["measured_spread"] for r in mine]
+        noisy = f"{sum(1 for x in spreads if x > BAR_MEDIAN_ERROR)}, {sum(1 for x in spreads if x > BAR_ERROR)}"
         met = abs(worst) <= BAR_ERROR and med <= BAR_MEDIAN_ERROR and lo >= 1.0 and hi <= BAR_MEMORY_OVER
         if single:
             met = met and ratio is not None and ratio <= BAR_FREE_OVER_FASTEST
         lines.append(
             f"| {model} | {len(mine)} | {100 * med:.0f}% | {_pct(worst)} | {within} of {len(mine)} | "
-            f"{rho:.2f} | {'-' if ratio is None else f'{ratio:.2f}'} | {lo:.2f}, {hi:.2f} | {_ok(met)} | {diag} |"
+            f"{rho:.2f} | {'-' if ratio is None else f'{ratio:.2f}'} | {lo:.2f}, {hi:.2f} | {_ok(met)} | {diag} | {noisy} |"
         )
     return lines
 
@@ -361,7 +379,8 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "optimum; every plan from `solve --problem joint --objective run` (calibrated once per model by `--time-layers` "
         "in the free solve: the layers at every micro-batch size, alone and with each rank count's ranks at once, the "
         "empty step E of every candidate shape, gloo's fits; reused with `--layer-times`), "
-        f"{args.steps} steps a run (the first is warm-up; the median of the rest, the slowest rank). Planned: run.json's "
+        f"{args.steps} steps a run (the first is warm-up; the median of the rest, the slowest rank; the spread: their "
+        "interquartile range over that median). Planned: run.json's "
         "`planner_step_s` (the verified step of the global batch). Error = (planned - measured) / measured. Memory: "
         "the plan's stage memory over what the rank held (its tensors: weights, gradients, optimizer state, peak saved "
         f"activations). Machine: {os.cpu_count()} cores; "
@@ -386,14 +405,16 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "Shapes without a plan: " + (", ".join(f"`{m}`" for m in missing) or "none") + ".",
         "",
         "| model | shape (S x d) | N | b | recomputed layers | free optimum | ranks | planned step (s) | measured step (s) | "
+        "measured spread (IQR / median; **over the 25% bar**) | "
         "error | planned E (s) | run's empty step E (s) | error with the run's E | run's predicted step (s) | loss max rel diff | planned / held "
         "memory | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['shape']} | {r['microbatches']} | {r['microbatch_size']} | {r['recomputed_layers']} | "
             f"{'yes' if r['free_optimum'] else ''} | {r['ranks']} | {r['planner_step_s']:.4g} | {r['measured_step_s']:.4g} | "
+            f"{_spread(r['measured_spread'])} | "
             f"{_pct(r['planner_error'])} | {r['planned_empty_step_s']:.3g} | {r['run_empty_step_s']:.3g} | "
             f"{_pct(r['planner_plus_empty_error'])} | "
             f"{r['run_predicted_step_s']:.4g} | {r['loss_max_rel_diff']:.2g} | "
@@ -425,7 +446,7 @@ def main() -> int:
     ap.add_argument("--devices", type=int, default=2, help="devices per plan at most (default 2)")
     ap.add_argument("--global-batch", type=int, default=8, help="samples per step, every plan of a model (default 8)")
     ap.add_argument("--microbatches", type=int, nargs="+", default=[1, 2, 4, 8], help="micro-batch counts N (default 1 2 4 8)")
-    ap.add_argument("--steps", type=int, default=4, help="steps a run (default 4)")
+    ap.add_argument("--steps", type=int, default=STEPS, help=f"steps a run (default {STEPS}: the first is warm-up)")
     ap.add_argument("--models", nargs="*", help="only the models whose names contain one of these words")
     ap.add_argument("--quick", action="store_true", help="N = 2 only (and the free optimum)")
     ap.add_argument("--fresh", action="store_true", help="import, calibrate, plan and run every model again")

@@ -634,6 +634,27 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
     return RankRun(place.stage, place.replica, place.tp_index, losses, times, held, saved.peak, rss.peak - base_rss, peak, 0.0)
 
 
+def step_spread(seconds: list[float]) -> dict[str, float]:
+    """The spread of the timed steps (after warm-up): quartiles, extremes, and the interquartile range over the median
+    (``iqr_over_median``; 0 with fewer than 2 steps), so that a reader sees when one plan's measured step is noise.
+
+    Quartiles are :func:`statistics.quantiles`' inclusive ones (the median of the lower / upper half, interpolated)."""
+    if not seconds:
+        return {"min_s": math.nan, "q1_s": math.nan, "q3_s": math.nan, "max_s": math.nan, "iqr_over_median": math.nan}
+    if len(seconds) < 2:
+        x = seconds[0]
+        return {"min_s": x, "q1_s": x, "q3_s": x, "max_s": x, "iqr_over_median": 0.0}
+    q1, _, q3 = statistics.quantiles(seconds, n=4, method="inclusive")
+    med = statistics.median(seconds)
+    return {
+        "min_s": min(seconds),
+        "q1_s": q1,
+        "q3_s": q3,
+        "max_s": max(seconds),
+        "iqr_over_median": (q3 - q1) / med if med > 0 else math.nan,
+    }
+
+
 def summarise(
     spec: RunSpec, ranks: list[dict[str, Any]], ref: dict[str, Any], warmup: int, prediction: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -643,7 +664,8 @@ def summarise(
     ref_losses = ref["losses"]
     diffs = [abs(a - b) / abs(b) if b else abs(a - b) for a, b in zip(losses, ref_losses)]
     per_step = [max(r["step_s"][k] for r in ranks) for k in range(len(ranks[0]["step_s"]))]
-    measured = statistics.median(per_step[warmup:] or per_step)
+    timed = per_step[warmup:] or per_step
+    measured = statistics.median(timed)
     predicted = float((prediction or {}).get("step_s", spec.predicted_step_s))
     s, d, t = spec.shape
     return {
@@ -663,6 +685,7 @@ def summarise(
         "step_s": per_step,
         "single_process_step_s": ref["step_s"],
         "measured_step_s": measured,
+        "measured_step_spread": step_spread(timed),
         "predicted_step_s": predicted,
         "step_rel_error": (predicted - measured) / measured if measured > 0 else math.nan,
         "prediction": prediction or {},
