@@ -9,9 +9,11 @@ the schedule's bookkeeping, every message's latency, waking the other rank, DDP'
 :func:`milp_partition.run.launch.run_ranks`), measures every shape of that count in it, and, with two ranks or more,
 gloo's point-to-point and all-reduce fits in the same group (:func:`milp_partition.run.predict.measure_links`).
 Given the model, every rank of a group of two or more then times the model's own layers at the micro-batch sizes of
-that group's shapes, all ranks at once (:func:`milp_partition.run.predict.time_layers_by_size`, a barrier before each
-size): a plan of ``p d`` ranks shares the machine's cores and memory bandwidth among them, and its layers run at the
-speed they have then, not alone (the run's own prediction times them so, inside the run).
+that group's shapes, all ranks in step (:func:`milp_partition.run.predict.time_layers_in_lockstep`, a barrier before
+every pass): a plan of ``p d`` ranks shares the machine's cores and memory bandwidth among them, and its layers run at
+the speed they have then, not alone (the run's own prediction times them so, inside the run).  Each pass is priced by
+its slowest rank (:func:`slowest_rank_layers`), as a step waits for it.  (Before: one barrier per size and the mean
+over the ranks; the ranks drifted apart and part of their passes ran alone: docs/import.md, issue 42's diagnosis.)
 
 Torch is imported inside the functions.
 """
@@ -19,6 +21,7 @@ Torch is imported inside the functions.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import tempfile
 from collections.abc import Callable, Sequence
@@ -29,7 +32,7 @@ from typing import Any
 from milp_partition.io.atomic import write_atomic
 from milp_partition.run.engine import set_parent_death_signal
 from milp_partition.run.launch import run_ranks
-from milp_partition.run.predict import empty_step, measure_links, time_layers_by_size
+from milp_partition.run.predict import empty_step, measure_links, time_layers_in_lockstep
 
 
 @dataclass(frozen=True)
@@ -47,8 +50,8 @@ class EmptySteps:
     threads
         The torch threads each rank ran with (``run --threads``).
     busy
-        Ranks -> micro-batch size -> node -> (forward, backward) seconds, timed with that many ranks at once (the
-        mean over the ranks); empty without the model or with one rank only.
+        Ranks -> micro-batch size -> node -> (forward, backward) seconds, timed with that many ranks in step (each
+        pass's slowest rank, :func:`slowest_rank_layers`); empty without the model or with one rank only.
     """
 
     steps: tuple[tuple[int, int, int, float], ...]
@@ -66,7 +69,7 @@ def empty_worker(
     repeats: int,
     out_dir: str,
     model: tuple[dict[str, Any], str, tuple[int, ...]] | None = None,
-    layer_repeats: int = 5,
+    layer_repeats: int = 7,
 ) -> None:
     """One rank of a group of ``world`` ranks: ``E`` of every shape (``p d = world``), gloo's fits when ``world > 1``, and
     with ``model`` (the graph, its path, the sizes) its layers timed at those sizes; writes ``empty{rank}.json``."""
@@ -88,13 +91,44 @@ def empty_worker(
             dp_group = mesh["dp"].get_group() if d > 1 else None
             e = empty_step(p, pp, m, device, mesh["pp"].get_group(), dp_group, repeats=repeats)
             found.append([p, d, m, e])
-        busy: dict[str, dict[str, list[float]]] = {}
+        busy: dict[str, dict[str, list[list[float]]]] = {}
         if model is not None:
-            got = time_layers_by_size(model[0], model[1], model[2], threads, layer_repeats, before_size=dist.barrier)
-            busy = {str(b): {v: list(ft) for v, ft in t.items()} for b, t in got.times.items()}
+            got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats)
+            busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.items()}
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps({"steps": found, "links": links, "busy": busy}))
     finally:
         dist.destroy_process_group()
+
+
+def slowest_rank_layers(ranks: Sequence[dict[str, Sequence[Sequence[float]]]]) -> dict[str, tuple[float, float]]:
+    """Per node (forward, backward) seconds of the slowest rank: ``ranks[r][node] = [forward per pass, backward per
+    pass]`` of passes run in step (:func:`milp_partition.run.predict.time_layers_in_lockstep`).  In each pass the rank
+    whose layers took longest in all (forward plus backward) stands for it, as a step waits for its slowest rank (run.json
+    measures each step on the slowest); each node takes the median over the passes of that rank's time.
+
+    Raises
+    ------
+    ValueError
+        When the ranks timed different nodes or different numbers of passes.
+    """
+    nodes = list(ranks[0])
+    passes = len(ranks[0][nodes[0]][0]) if nodes else 0
+    for r in ranks:
+        if list(r) != nodes or any(len(r[v][0]) != passes or len(r[v][1]) != passes for v in nodes):
+            raise ValueError("the ranks timed different nodes or numbers of passes")
+    if not nodes or passes == 0:
+        return {v: (0.0, 0.0) for v in nodes}
+    slowest = [
+        max(range(len(ranks)), key=lambda r, k=k: math.fsum(ranks[r][v][0][k] + ranks[r][v][1][k] for v in nodes))
+        for k in range(passes)
+    ]
+    return {
+        v: (
+            statistics.median(float(ranks[slowest[k]][v][0][k]) for k in range(passes)),
+            statistics.median(float(ranks[slowest[k]][v][1][k]) for k in range(passes)),
+        )
+        for v in nodes
+    }
 
 
 def calibrate_empty_steps(
@@ -103,7 +137,7 @@ def calibrate_empty_steps(
     repeats: int = 11,
     progress: Callable[[str], None] | None = None,
     model: tuple[dict[str, Any], str, int] | None = None,
-    layer_repeats: int = 5,
+    layer_repeats: int = 7,
 ) -> EmptySteps:
     """``E`` of every ``(stages, data-parallel, micro-batches per replica)`` in ``shapes`` on CPU ranks (see the module
     docstring); one launch of ``p d`` ranks per rank count.  ``model``: the imported graph, its path and the global
@@ -129,16 +163,7 @@ def calibrate_empty_steps(
             run_ranks(empty_worker, world, call, tmp)
             ranks = [json.loads((Path(tmp) / f"empty{r}.json").read_text()) for r in range(world)]
         if job is not None:
-            busy[world] = {
-                int(b): {
-                    v: (
-                        statistics.fmean(float(r["busy"][b][v][0]) for r in ranks),
-                        statistics.fmean(float(r["busy"][b][v][1]) for r in ranks),
-                    )
-                    for v in t
-                }
-                for b, t in ranks[0]["busy"].items()
-            }
+            busy[world] = {int(b): slowest_rank_layers([r["busy"][b] for r in ranks]) for b in ranks[0]["busy"]}
         for k, (p, d, m) in enumerate(mine):
             steps.append((p, d, m, statistics.fmean(float(r["steps"][k][3]) for r in ranks)))
         if ranks[0]["links"]:

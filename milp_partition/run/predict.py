@@ -317,19 +317,14 @@ class SizeTimings:
     reused_bytes_per_sample: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
-def time_layers_by_size(
-    data: dict[str, Any],
-    graph_path: str,
-    sizes: Sequence[int],
-    threads: int = 1,
-    repeats: int = 5,
-    seed: int = 0,
-    before_size: Callable[[], None] | None = None,
-) -> SizeTimings:
-    """The imported model's own layers timed on this CPU at each micro-batch size (``solve --time-layers``' role).
+def layer_spec(data: dict[str, Any], graph_path: str, sizes: Sequence[int]) -> RunSpec:
+    """The one-process :class:`RunSpec` the layer timer builds the imported model from (no stages; micro-batches of up
+    to ``max(sizes)`` samples).
 
-    The model is built from the import's reference (``layers.model``); a graph without one is refused.
-    ``before_size``: called before each size's timer is built (a barrier, when several ranks time at once).
+    Raises
+    ------
+    InputError
+        When the graph records no model reference (``layers.model``).
     """
     layers = data.get("layers") if isinstance(data, dict) else None
     model = layers.get("model") if isinstance(layers, dict) else None
@@ -353,6 +348,25 @@ def time_layers_by_size(
         plan_path="",
         graph=data,
     )
+    return spec
+
+
+def time_layers_by_size(
+    data: dict[str, Any],
+    graph_path: str,
+    sizes: Sequence[int],
+    threads: int = 1,
+    repeats: int = 5,
+    seed: int = 0,
+    before_size: Callable[[], None] | None = None,
+) -> SizeTimings:
+    """The imported model's own layers timed on this CPU at each micro-batch size (``solve --time-layers``' role).
+
+    The model is built from the import's reference (``layers.model``); a graph without one is refused.
+    ``before_size``: called before each size's timer is built (a barrier, when several ranks time at once).
+    """
+    spec = layer_spec(data, graph_path, sizes)
+    forward = spec.node_order
     out: dict[int, dict[str, tuple[float, float]]] = {}
     saved: dict[int, dict[str, float]] = {}
     reused: dict[int, dict[str, dict[str, float]]] = {}
@@ -369,6 +383,37 @@ def time_layers_by_size(
         saved[b] = {v: nbytes / b for v, nbytes in timer.saved_bytes.items()}
         reused[b] = {v: {u: x / b for u, x in by.items()} for v, by in timer.reused_bytes.items()}
     return SizeTimings(out, per_tensor, saved, reused)
+
+
+def time_layers_in_lockstep(
+    data: dict[str, Any],
+    graph_path: str,
+    sizes: Sequence[int],
+    barrier: Callable[[], None],
+    threads: int = 1,
+    repeats: int = 7,
+    seed: int = 0,
+) -> dict[int, dict[str, tuple[list[float], list[float]]]]:
+    """The imported model's layers at each micro-batch size, every pass started at ``barrier`` (called by every rank of a
+    group at once): size -> node -> (forward seconds, backward seconds), one entry per pass, in pass order.
+
+    A plan's ranks compute at the same moment (the run's barriers, DDP's all-reduce and the pipeline's messages keep
+    them in step), so on a machine whose cores they share, its layers are timed so: one barrier per size let the ranks
+    drift apart, and part of their passes ran alone (docs/import.md, the diagnosis of issue 42).  The pass after
+    each timer's own warm-up is one more warm-up, in step.
+    """
+    spec = layer_spec(data, graph_path, sizes)
+    out: dict[int, dict[str, tuple[list[float], list[float]]]] = {}
+    for b in sorted(sizes):
+        barrier()
+        timer = LayerTimer(spec, threads, seed, samples=b)
+        barrier()
+        timer.sample(record=False)
+        for _ in range(repeats):
+            barrier()
+            timer.sample()
+        out[b] = {v: (list(timer.fwd[v]), list(timer.bwd[v])) for v in timer.points}
+    return out
 
 
 def time_layers_at_sizes(

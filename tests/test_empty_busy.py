@@ -1,0 +1,43 @@
+"""The busy-rank layer times of the calibration (run/empty.py): each pass priced by its slowest rank."""
+
+from __future__ import annotations
+
+import pytest
+
+from milp_partition.run.empty import slowest_rank_layers
+
+
+def test_each_pass_takes_its_slowest_rank_and_each_node_the_median_over_passes() -> None:
+    # two ranks, two nodes, three passes: rank 0 is slowest in passes 0 and 2 (totals 10 > 6, 12 > 9), rank 1 in pass 1
+    r0 = {"a": [[1.0, 1.0, 2.0], [4.0, 1.0, 5.0]], "b": [[2.0, 1.0, 2.0], [3.0, 1.0, 3.0]]}  # totals 10, 4, 12
+    r1 = {"a": [[1.0, 3.0, 1.0], [2.0, 3.0, 3.0]], "b": [[1.0, 2.0, 2.0], [2.0, 2.0, 3.0]]}  # totals 6, 10, 9
+    got = slowest_rank_layers([r0, r1])
+    # node a: forward over passes (r0, r1, r0) = 1, 3, 2 -> median 2; backward 4, 3, 5 -> 4
+    assert got["a"] == (2.0, 4.0)
+    # node b: forward 2, 2, 2 -> 2; backward 3, 2, 3 -> 3
+    assert got["b"] == (2.0, 3.0)
+    # one rank: its own medians
+    assert slowest_rank_layers([r1])["a"] == (1.0, 3.0)
+
+
+def test_the_slowest_rank_is_never_faster_than_the_mean_of_ranks() -> None:
+    """One node with no backward: its time is the median over passes of the largest rank's, at least the median of the
+    ranks' mean (what the calibration priced before)."""
+    import random
+    import statistics
+
+    rng = random.Random(0)
+    for _ in range(50):
+        passes, n_ranks = rng.randint(1, 7), rng.randint(1, 3)
+        ranks = [{"x": [[rng.uniform(0.1, 2.0) for _ in range(passes)], [0.0] * passes]} for _ in range(n_ranks)]
+        f, g = slowest_rank_layers(ranks)["x"]
+        assert g == 0.0
+        assert f == pytest.approx(statistics.median(max(r["x"][0][k] for r in ranks) for k in range(passes)))
+        assert f >= statistics.median(statistics.fmean(r["x"][0][k] for r in ranks) for k in range(passes)) - 1e-12
+
+
+def test_ranks_that_timed_different_things_are_refused() -> None:
+    with pytest.raises(ValueError, match="different"):
+        slowest_rank_layers([{"a": [[1.0], [1.0]]}, {"a": [[1.0, 2.0], [1.0, 2.0]]}])
+    with pytest.raises(ValueError, match="different"):
+        slowest_rank_layers([{"a": [[1.0], [1.0]]}, {"b": [[1.0], [1.0]]}])
