@@ -41,3 +41,17 @@ def test_ranks_that_timed_different_things_are_refused() -> None:
         slowest_rank_layers([{"a": [[1.0], [1.0]]}, {"a": [[1.0, 2.0], [1.0, 2.0]]}])
     with pytest.raises(ValueError, match="different"):
         slowest_rank_layers([{"a": [[1.0], [1.0]]}, {"b": [[1.0], [1.0]]}])
+
+
+def test_what_ddp_added_is_the_slowest_ranks_difference_median_over_passes() -> None:
+    from milp_partition.run.empty import ddp_added_s
+
+    # pass k: (plain, under DDP) per rank; slowest under DDP less slowest plain: 5 - 3 = 2, 4 - 2 = 2, 9 - 3 = 6
+    r0 = [(3.0, 5.0), (1.0, 4.0), (3.0, 9.0)]
+    r1 = [(2.0, 4.0), (2.0, 3.0), (1.0, 2.0)]
+    assert ddp_added_s([r0, r1]) == 2.0
+    assert ddp_added_s([[(2.0, 1.0)]]) == 0.0  # DDP faster than plain (noise): nothing added, never negative
+    with pytest.raises(ValueError, match="different numbers"):
+        ddp_added_s([r0, r1[:2]])
+    with pytest.raises(ValueError, match="none"):
+        ddp_added_s([[], []])

@@ -159,7 +159,7 @@ class _Stages:
         tail = tensors * c.optimizer_s_per_param_tensor + weights * c.optimizer_s_per_param_byte
         if d > 1:
             buckets = max(1, math.ceil(weights / c.ddp_bucket_bytes)) - int(lat)
-            tail += buckets * c.allreduce_alpha_s + weights * c.allreduce_beta_s_per_byte
+            tail += buckets * c.allreduce_alpha_s + weights * (c.allreduce_beta_s_per_byte + c.ddp_in_step_for(d, b))
         base = (  # (c) memory without recomputation
             weights * (2.0 + k_opt)
             + sum(v.buffer_bytes for v in span)

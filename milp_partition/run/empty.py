@@ -52,12 +52,18 @@ class EmptySteps:
     busy
         Ranks -> micro-batch size -> node -> (forward, backward) seconds, timed with that many ranks in step (each
         pass's slowest rank, :func:`slowest_rank_layers`); empty without the model or with one rank only.
+    ddp_in_step
+        ``(d, micro-batch size, seconds)``: what ``DistributedDataParallel`` over ``d`` ranks added to one forward and
+        backward pass of the whole model, every rank in step (:func:`ddp_added_s`); the cost model turns it into a
+        price per parameter byte beyond gloo's idle fit (:attr:`milp_partition.costmodel.plan.RunCoefficients.
+        ddp_in_step_s_per_byte`).  Empty without the model.
     """
 
     steps: tuple[tuple[int, int, int, float], ...]
     links: dict[str, float]
     threads: int = 1
     busy: dict[int, dict[int, dict[str, tuple[float, float]]]] = field(default_factory=dict)
+    ddp_in_step: tuple[tuple[int, int, float], ...] = ()
 
 
 def empty_worker(
@@ -68,11 +74,12 @@ def empty_worker(
     threads: int,
     repeats: int,
     out_dir: str,
-    model: tuple[dict[str, Any], str, tuple[int, ...]] | None = None,
+    model: tuple[dict[str, Any], str, tuple[int, ...], int] | None = None,
     layer_repeats: int = 7,
 ) -> None:
     """One rank of a group of ``world`` ranks: ``E`` of every shape (``p d = world``), gloo's fits when ``world > 1``, and
-    with ``model`` (the graph, its path, the sizes) its layers timed at those sizes; writes ``empty{rank}.json``."""
+    with ``model`` (the graph, its path, the sizes, the global batch) its layers timed at those sizes, in step, and
+    under DDP at the sizes of the shapes with ``d > 1``; writes ``empty{rank}.json``."""
     set_parent_death_signal()
     import torch
     import torch.distributed as dist
@@ -92,10 +99,21 @@ def empty_worker(
             e = empty_step(p, pp, m, device, mesh["pp"].get_group(), dp_group, repeats=repeats)
             found.append([p, d, m, e])
         busy: dict[str, dict[str, list[list[float]]]] = {}
+        ddp_totals: list[list[Any]] = []
         if model is not None:
-            got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats)
-            busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.items()}
-        write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps({"steps": found, "links": links, "busy": busy}))
+            sizes_of: dict[int, set[int]] = {}
+            for _, d, m in shapes:
+                if d > 1:
+                    sizes_of.setdefault(d, set()).add(model[3] // (d * m))
+            ddp = {}
+            for d in sorted(sizes_of):  # every rank creates every group, in one order
+                group = init_device_mesh("cpu", (world // d, d), mesh_dim_names=("pp", "dp"))["dp"].get_group()
+                ddp[d] = (group, tuple(sorted(sizes_of[d])))
+            got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp)
+            busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
+            ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
+        out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals}
+        write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
         dist.destroy_process_group()
 
@@ -131,6 +149,23 @@ def slowest_rank_layers(ranks: Sequence[dict[str, Sequence[Sequence[float]]]]) -
     }
 
 
+def ddp_added_s(ranks: Sequence[Sequence[Sequence[float]]]) -> float:
+    """What DDP added to a pass: ``ranks[r][k] = (plain seconds, seconds under DDP)`` of pass ``k`` on rank ``r``; per pass
+    the slowest rank's under DDP less the slowest rank's plain (a step waits for its slowest rank), the median over the
+    passes, never below 0.
+
+    Raises
+    ------
+    ValueError
+        When the ranks timed different numbers of passes, or none.
+    """
+    passes = len(ranks[0]) if ranks else 0
+    if passes == 0 or any(len(r) != passes for r in ranks):
+        raise ValueError("the ranks timed different numbers of DDP passes, or none")
+    added = [max(r[k][1] for r in ranks) - max(r[k][0] for r in ranks) for k in range(passes)]
+    return max(statistics.median(added), 0.0)
+
+
 def calibrate_empty_steps(
     shapes: Sequence[tuple[int, int, int]],
     threads: int = 1,
@@ -153,19 +188,22 @@ def calibrate_empty_steps(
     steps: list[tuple[int, int, int, float]] = []
     links: dict[str, float] = {}
     busy: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
+    ddp_in_step: list[tuple[int, int, float]] = []
     for world, mine in sorted(by_world.items()):
         say(f"the empty step of {len(mine)} shape(s) on {world} rank(s)")
         job = None
         if model is not None and world > 1:
-            job = (model[0], model[1], tuple(sorted({model[2] // (d * m) for _, d, m in mine})))
+            job = (model[0], model[1], tuple(sorted({model[2] // (d * m) for _, d, m in mine})), model[2])
         with tempfile.TemporaryDirectory(prefix="milp-empty-") as tmp:
             call = (world, str(Path(tmp) / "store"), mine, threads, repeats, tmp, job, layer_repeats)
             run_ranks(empty_worker, world, call, tmp)
             ranks = [json.loads((Path(tmp) / f"empty{r}.json").read_text()) for r in range(world)]
         if job is not None:
             busy[world] = {int(b): slowest_rank_layers([r["busy"][b] for r in ranks]) for b in ranks[0]["busy"]}
+            for k, (d, b, _) in enumerate(ranks[0]["ddp"]):
+                ddp_in_step.append((int(d), int(b), ddp_added_s([r["ddp"][k][2] for r in ranks])))
         for k, (p, d, m) in enumerate(mine):
             steps.append((p, d, m, statistics.fmean(float(r["steps"][k][3]) for r in ranks)))
         if ranks[0]["links"]:
             links = {key: statistics.fmean(float(r["links"][key]) for r in ranks) for key in ranks[0]["links"]}
-    return EmptySteps(tuple(steps), links, threads, busy)
+    return EmptySteps(tuple(steps), links, threads, busy, tuple(ddp_in_step))

@@ -40,9 +40,10 @@ a hand-computed case), :func:`predict_step` builds its inputs from a plan and it
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -385,6 +386,23 @@ def time_layers_by_size(
     return SizeTimings(out, per_tensor, saved, reused)
 
 
+@dataclass(frozen=True)
+class LockstepTimings:
+    """What :func:`time_layers_in_lockstep` measured on one rank.
+
+    Attributes
+    ----------
+    layers
+        Size -> node -> (forward seconds per pass, backward seconds per pass), the model alone on each rank (no DDP).
+    ddp_totals
+        ``(d, size)`` -> per pass, (the plain pass's forward + backward seconds, the same pass's under
+        ``DistributedDataParallel`` over ``d`` ranks), the two timed back to back in step with every rank.
+    """
+
+    layers: dict[int, dict[str, tuple[list[float], list[float]]]]
+    ddp_totals: dict[tuple[int, int], list[tuple[float, float]]] = field(default_factory=dict)
+
+
 def time_layers_in_lockstep(
     data: dict[str, Any],
     graph_path: str,
@@ -393,7 +411,8 @@ def time_layers_in_lockstep(
     threads: int = 1,
     repeats: int = 7,
     seed: int = 0,
-) -> dict[int, dict[str, tuple[list[float], list[float]]]]:
+    ddp: Mapping[int, tuple[Any, Sequence[int]]] | None = None,
+) -> LockstepTimings:
     """The imported model's layers at each micro-batch size, every pass started at ``barrier`` (called by every rank of a
     group at once): size -> node -> (forward seconds, backward seconds), one entry per pass, in pass order.
 
@@ -401,19 +420,44 @@ def time_layers_in_lockstep(
     them in step), so on a machine whose cores they share, its layers are timed so: one barrier per size let the ranks
     drift apart, and part of their passes ran alone (docs/import.md, the diagnosis of issue 42).  The pass after
     each timer's own warm-up is one more warm-up, in step.
+
+    ``ddp``: ``d`` -> (this rank's data-parallel process group of ``d`` ranks, the sizes of the shapes with that ``d``):
+    at those sizes each plain pass is followed, in step, by the same pass of a copy of the model under
+    ``DistributedDataParallel`` over that group (its hooks, its bucketed all-reduce in the backward, which waits for
+    it), so that what DDP adds to a step on these cores is measured beside what it adds to (:attr:`LockstepTimings.
+    ddp_totals`).  Collective: every rank calls it with the same sizes and ``d``'s.
     """
+    from torch.nn.parallel import DistributedDataParallel
+
     spec = layer_spec(data, graph_path, sizes)
     out: dict[int, dict[str, tuple[list[float], list[float]]]] = {}
+    totals: dict[tuple[int, int], list[tuple[float, float]]] = {}
     for b in sorted(sizes):
         barrier()
         timer = LayerTimer(spec, threads, seed, samples=b)
+        wrapped: dict[int, LayerTimer] = {}
+        for d, (group, at) in sorted((ddp or {}).items()):
+            if b in at:
+                wrapped[d] = LayerTimer(spec, threads, seed, samples=b)
+                barrier()
+                wrapped[d].model = DistributedDataParallel(wrapped[d].model, process_group=group)
+                totals[(d, b)] = []
         barrier()
         timer.sample(record=False)
+        for other in wrapped.values():
+            barrier()
+            other.sample(record=False)
         for _ in range(repeats):
             barrier()
             timer.sample()
+            plain = math.fsum(timer.fwd[v][-1] + timer.bwd[v][-1] for v in timer.points if timer.fwd[v] and timer.bwd[v])
+            for d, other in wrapped.items():
+                barrier()
+                other.sample()
+                under = math.fsum(other.fwd[v][-1] + other.bwd[v][-1] for v in other.points if other.fwd[v] and other.bwd[v])
+                totals[(d, b)].append((plain, under))
         out[b] = {v: (list(timer.fwd[v]), list(timer.bwd[v])) for v in timer.points}
-    return out
+    return LockstepTimings(out, totals)
 
 
 def time_layers_at_sizes(

@@ -102,7 +102,9 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         send = message_s(b * problem.cut_bytes_per_sample[end - 1], alpha, c.p2p_beta_s_per_byte) if q < p - 1 else 0.0
         weights = math.fsum(v.param_bytes for v in layers)
         tensors = sum(v.param_tensors for v in layers)
-        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes, int(lat))
+        ar = ddp_allreduce_s(
+            weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes, int(lat), c.ddp_in_step_for(d, b)
+        )
         opt = optimizer_step_s(tensors, weights, c.optimizer_s_per_param_tensor, c.optimizer_s_per_param_byte)
         times.append(StageTimes(fwd, bwd, send, ar, opt))
         flight = in_flight(q, p, m, c.memory.first_stage_extra_microbatches)
