@@ -179,6 +179,11 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     bad.write_text(json.dumps(broken))
     assert main([*common, "--global-batch", "4", "--layer-times", str(bad)]) == 2
     assert "cost_model.layer_times.empty_steps" in capsys.readouterr().err
+    broken = json.loads(out.read_text())
+    broken["cost_model"]["layer_times"]["ddp_in_step"] = [[1, 2, 0.1]]  # DDP over one rank: no such measure
+    bad.write_text(json.dumps(broken))
+    assert main([*common, "--global-batch", "4", "--layer-times", str(bad)]) == 2
+    assert "cost_model.layer_times.ddp_in_step" in capsys.readouterr().err
 
 
 def test_run_reads_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:
