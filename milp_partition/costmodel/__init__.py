@@ -43,7 +43,8 @@ Step time (:mod:`.step`)
   the idle fit's all-reduce of the model's bytes (``max(., 0) / W``; :mod:`milp_partition.run.empty`).  Measured on
   2 CPU ranks on 2 cores, it is several times the idle fit (docs/import.md): gloo's all-reduce runs on its own
   thread, which the ranks' compute leaves no core for, and DDP's wait for it holds both ranks to the slower one.
-  ``run``'s own prediction does not measure it yet (``rho = 0`` there).
+  ``run``'s own prediction reads the plan's ``rho`` of its shape (:func:`milp_partition.run.predict.planned_ddp_in_step`;
+  it does not measure its own).
 * ``step = pipeline + max_q (AR_q + O_q)``: the step of the global batch, in seconds.
 
 Memory (:mod:`.memory`), an upper bound of what one rank of stage ``q`` holds

@@ -502,15 +502,40 @@ def _split_share(ops: Sequence[Any], roles: Sequence[str], model: Any, profile: 
     return split / total if total > 0 else 0.0
 
 
+def planned_ddp_in_step(spec: RunSpec) -> float:
+    """``rho(d, b)`` of the plan's shape as its planner calibrated it (the plan file's ``cost_model.
+    ddp_in_step_s_per_byte``, :mod:`milp_partition.costmodel`): what DDP's all-reduce costs a step beyond gloo's idle
+    fit, per parameter byte; 0 where the plan records none (a plan of another objective, or no calibration)."""
+    import json
+
+    _, d, _ = spec.shape
+    if d <= 1 or not spec.plan_path:
+        return 0.0
+    try:
+        with open(spec.plan_path) as fh:
+            table = json.load(fh).get("cost_model", {}).get("ddp_in_step_s_per_byte") or ()
+        found = [float(x) for dd, b, x in table if (int(dd), int(b)) == (d, spec.microbatch_size)]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0.0
+    return found[0] if found else 0.0
+
+
 def predict_step(
-    spec: RunSpec, layers: LayerProfile, costs: TorchCosts, links: LinkFit, profile: Any | None = None
+    spec: RunSpec,
+    layers: LayerProfile,
+    costs: TorchCosts,
+    links: LinkFit,
+    profile: Any | None = None,
+    ddp_in_step_s_per_byte: float | None = None,
 ) -> StepPrediction:
     """The formula of this module for ``spec`` (see the module docstring).
 
     ``layers``: the nodes' times at one micro-batch of ``spec.microbatch_size`` samples (the run's :class:`LayerTimer`); ``costs``: DTensor's overheads
     (:func:`calibrate_runtime`); ``links``: gloo's fits in the run's own process group; ``profile``: only
-    for the split operators' share of a layer's time (default: the import's).
+    for the split operators' share of a layer's time (default: the import's); ``ddp_in_step_s_per_byte``: ``rho`` of
+    DDP's all-reduce inside a step (default: the plan's own, :func:`planned_ddp_in_step`).
     """
+    rho = planned_ddp_in_step(spec) if ddp_in_step_s_per_byte is None else ddp_in_step_s_per_byte
     model = read_layers(spec.graph, spec.graph_path)
     if profile is None:
         try:
@@ -573,6 +598,7 @@ def predict_step(
             links.allreduce_beta_s_per_byte,
             DDP_BUCKET_BYTES,
             int(links.empty_step_s > 0),
+            rho if T == 1 else 0.0,  # measured for DDP (t = 1); the tensor-parallel plans all-reduce by hand
         )
         optimizer = optimizer_step_s(param_tensors, param_bytes, layers.optimizer_s_per_param_tensor)
         optimizer += dtensor_tensors * costs.dtensor_optimizer_tensor_s
@@ -589,6 +615,7 @@ def predict_step(
             **asdict(costs),
             **asdict(links),
             "layer_profile_threads": layers.threads,
+            "ddp_in_step_s_per_byte": rho,
             # DTensor's overheads on the bottleneck stage over the step (a part of step_s, for the report)
             "dtensor_step_s": pred.microbatches_per_replica * dtensor_parts[pred.bottleneck_stage][0]
             + dtensor_parts[pred.bottleneck_stage][1],
