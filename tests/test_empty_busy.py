@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from milp_partition.run.empty import slowest_rank_layers
@@ -55,3 +58,28 @@ def test_what_ddp_added_is_the_slowest_ranks_difference_median_over_passes() -> 
         ddp_added_s([r0, r1[:2]])
     with pytest.raises(ValueError, match="none"):
         ddp_added_s([[], []])
+
+
+def test_lockstep_timing_gives_every_pass_and_a_ddp_pair_per_pass(tmp_path: Path) -> None:
+    """time_layers_in_lockstep on a one-rank gloo group: every node's forward and backward per pass at each size, and
+    at the DDP sizes one (plain, under DDP) pair per pass, both positive."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    from milp_partition.cli.dispatch import main
+    from milp_partition.run.predict import time_layers_in_lockstep
+
+    graph = tmp_path / "mlp.json"
+    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "4x32", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    data = json.loads(graph.read_text())
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        got = time_layers_in_lockstep(data, str(graph), [1, 2], dist.barrier, repeats=3, ddp={1: (dist.group.WORLD, (2,))})
+    finally:
+        dist.destroy_process_group()
+    nodes = [n["id"] for n in data["nodes"] if not n["id"].endswith(":bwd")]
+    assert set(got.layers) == {1, 2} and all(list(got.layers[b]) == nodes for b in (1, 2))
+    assert all(len(f) == 3 and len(g) == 3 and all(x > 0 for x in f) for t in got.layers.values() for f, g in t.values())
+    assert set(got.ddp_totals) == {(1, 2)} and len(got.ddp_totals[(1, 2)]) == 3
+    assert all(plain > 0 and under > 0 for plain, under in got.ddp_totals[(1, 2)])
