@@ -9,7 +9,8 @@ torch's transformer encoder; the issue's bars are judged on these, in their own 
 per model (``--global-batch``): the free optimum of ``solve --problem joint --objective run --time-layers
 --global-batch G --devices K`` (the plan of least step as ``run`` executes it, the micro-batch size ``b`` chosen,
 recomputation chosen), which calibrates once per model: the model's own layers at every micro-batch size (alone, and
-again with every rank of each rank count at once), the runtime's empty step ``E`` of every candidate shape and gloo's
+again with every rank of each rank count in step, each pass priced by its slowest rank, and under DDP to measure what
+its all-reduce adds to a step), the runtime's empty step ``E`` of every candidate shape and gloo's
 fits; then every forced shape ``--stages S --data-parallel D --microbatches N`` with
 ``S D <= K`` and ``N`` of ``--microbatches`` (``N`` micro-batches of ``b = G / N`` samples), planned with
 ``--layer-times`` of the free solve (one measurement prices every plan of a model); each plan run with
@@ -377,8 +378,8 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         f"CPU, one thread each, up to {args.devices} devices; a global batch of {args.global_batch} samples per model, "
         f"forced shapes at N = {', '.join(map(str, args.microbatches))} micro-batches of G / N samples, and the free "
         "optimum; every plan from `solve --problem joint --objective run` (calibrated once per model by `--time-layers` "
-        "in the free solve: the layers at every micro-batch size, alone and with each rank count's ranks at once, the "
-        "empty step E of every candidate shape, gloo's fits; reused with `--layer-times`), "
+        "in the free solve: the layers at every micro-batch size, alone and with each rank count's ranks in step (each "
+        "pass's slowest rank), what DDP's all-reduce adds to a pass in step (rho), the empty step E of every candidate shape, gloo's fits; reused with `--layer-times`), "
         f"{args.steps} steps a run (the first is warm-up; the median of the rest, the slowest rank; the spread: their "
         "interquartile range over that median). Planned: run.json's "
         "`planner_step_s` (the verified step of the global batch). Error = (planned - measured) / measured. Memory: "
