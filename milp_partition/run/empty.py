@@ -24,7 +24,7 @@ import json
 import math
 import statistics
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -118,7 +118,7 @@ def empty_worker(
         dist.destroy_process_group()
 
 
-def slowest_rank_layers(ranks: Sequence[dict[str, Sequence[Sequence[float]]]]) -> dict[str, tuple[float, float]]:
+def slowest_rank_layers(ranks: Sequence[Mapping[str, Sequence[Sequence[float]]]]) -> dict[str, tuple[float, float]]:
     """Per node (forward, backward) seconds of the slowest rank: ``ranks[r][node] = [forward per pass, backward per
     pass]`` of passes run in step (:func:`milp_partition.run.predict.time_layers_in_lockstep`).  In each pass the rank
     whose layers took longest in all (forward plus backward) stands for it, as a step waits for its slowest rank (run.json
@@ -136,10 +136,8 @@ def slowest_rank_layers(ranks: Sequence[dict[str, Sequence[Sequence[float]]]]) -
             raise ValueError("the ranks timed different nodes or numbers of passes")
     if not nodes or passes == 0:
         return {v: (0.0, 0.0) for v in nodes}
-    slowest = [
-        max(range(len(ranks)), key=lambda r, k=k: math.fsum(ranks[r][v][0][k] + ranks[r][v][1][k] for v in nodes))
-        for k in range(passes)
-    ]
+    totals = [[math.fsum(r[v][0][k] + r[v][1][k] for v in nodes) for k in range(passes)] for r in ranks]
+    slowest = [max(range(len(ranks)), key=[t[k] for t in totals].__getitem__) for k in range(passes)]
     return {
         v: (
             statistics.median(float(ranks[slowest[k]][v][0][k]) for k in range(passes)),
