@@ -164,6 +164,7 @@ def row_of(model: str, plan: Path, free: bool, r: dict[str, Any], load: float, a
         # the timed steps' interquartile range over their median (after warm-up; run.json's measured_step_spread)
         "measured_spread": step_spread(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"])["iqr_over_median"],
         "timed_steps": len(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"]),
+        "compute_in_step_over_planned": compute_ratio(data, r),
         "planner_error": (r["planner_step_s"] - r["measured_step_s"]) / r["measured_step_s"],
         "run_predicted_step_s": r["predicted_step_s"],
         "run_empty_step_s": empty,
@@ -177,6 +178,21 @@ def row_of(model: str, plan: Path, free: bool, r: dict[str, Any], load: float, a
         "commit": at,
         **{f"{t}_planned_over_run": x for t, x in terms_of(data, r).items()},
     }
+
+
+def compute_ratio(data: dict[str, Any], r: dict[str, Any]) -> float:
+    """The slowest rank's seconds in its stage's forward and backward passes in a step (run.json's
+    ``measured_compute_s``, the median after warm-up) over the planned compute of the plan's dearest stage, ``m (F_q +
+    B_q)`` (its ``terms_s``; ``m`` micro-batches per replica); NaN where either is missing.  Near 1: the layers are
+    priced as they run, and what the step has beyond the plan is the schedule's (waits, messages, E); above 1: the
+    layers run slower in the step than the calibration timed them (DDP's gradient sync is in the last backward)."""
+    measured = [x for x in r.get("measured_compute_s") or [] if x is not None]
+    terms = [st.get("terms_s") for st in data["stages"]]
+    if not measured or any(t is None for t in terms):
+        return float("nan")
+    m = data["instance"]["microbatches"] // data["stages"][0]["data_parallel"]
+    planned = max(m * (t["forward_s"] + t["backward_s"]) for t in terms)
+    return max(measured) / planned if planned > 0 else float("nan")
 
 
 #: The terms compared between the planner's step and the run's own prediction (:func:`terms_of`).
@@ -427,14 +443,15 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "term is 0): compute = every stage's forward + backward on one micro-batch, summed; send = the stage "
         "boundaries' messages; all-reduce and optimizer = the largest stage's; E = the shape's empty step.",
         "",
-        "| model | shape (S x d) | N | compute | send | all-reduce | optimizer | E |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | shape (S x d) | N | compute | send | all-reduce | optimizer | E | the step's own compute / planned (slowest "
+        "rank's forward + backward passes in the step, over m (F + B) of the dearest stage) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['shape']} | {r['microbatches']} | "
             + " | ".join(_ratio(r[f"{t}_planned_over_run"]) for t in TERMS)
-            + " |"
+            + f" | {_ratio(r.get('compute_in_step_over_planned', float('nan')))} |"
         )
     if chart(rows, out / f"{name}.png"):
         lines += ["", f"![planned against measured]({name}.png)"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,23 @@ def test_a_noisy_plan_is_counted_and_marked(pf: Any) -> None:
     rows = [_row("X", 1.0, 1.0, free=True), _row("X", 2.0, 2.0, spread=0.15), _row("X", 3.0, 3.0, spread=0.4)]
     assert pf.summary(rows, "all")[2].endswith("| 2, 1 |")
     assert pf._spread(0.4) == "**40%**" and pf._spread(0.15) == "15%" and pf._spread(float("nan")) == "-"
+
+
+def test_the_steps_own_compute_over_the_planned(pf: Any) -> None:
+    """The slowest rank's passes in the step over m (F_q + B_q) of the dearest stage."""
+    plan = {
+        "instance": {"microbatches": 4},
+        "stages": [
+            {"data_parallel": 1, "terms_s": {"forward_s": 1.0, "backward_s": 2.0}},
+            {"data_parallel": 1, "terms_s": {"forward_s": 2.0, "backward_s": 2.0}},
+        ],
+    }
+    # m = 4: the dearest stage plans 16 s in its passes; the slowest rank measured 20 s
+    assert pf.compute_ratio(plan, {"measured_compute_s": [12.0, 20.0]}) == pytest.approx(1.25)
+    assert math.isnan(pf.compute_ratio(plan, {"measured_compute_s": [None, None]}))  # not timed
+    assert math.isnan(pf.compute_ratio(plan, {}))  # a run.json written before it was measured
+    halves = {**plan, "instance": {"microbatches": 4}, "stages": [{**st, "data_parallel": 2} for st in plan["stages"]]}
+    assert pf.compute_ratio(halves, {"measured_compute_s": [8.0]}) == pytest.approx(1.0)  # m = 4 / 2
 
 
 def test_step_spread_is_the_interquartile_range_over_the_median() -> None:
