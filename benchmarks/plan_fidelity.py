@@ -10,7 +10,8 @@ torch's transformer encoder; the issue's bars are judged on these, in their own 
 per model (``--global-batch``): the free optimum of ``solve --problem joint --objective run --time-layers
 --global-batch G --devices K`` (the plan of least step as ``run`` executes it, the micro-batch size ``b`` chosen,
 recomputation chosen), which calibrates once per model: the model's own layers at every micro-batch size (alone, and
-again with every rank of each rank count at once), the runtime's empty step ``E`` of every candidate shape and gloo's
+again with every rank of each rank count in step, each pass priced by its slowest rank, and under DDP to measure what
+its all-reduce adds to a step), the runtime's empty step ``E`` of every candidate shape and gloo's
 fits; then every forced shape ``--stages S --data-parallel D --tensor-parallel T --microbatches N`` with
 ``S D T <= K``, ``T`` of ``--tensor-parallel`` and ``N`` of ``--microbatches`` (``N`` micro-batches of ``b = G / N``
 samples; a degree ``T`` that ``run`` cannot split the model at has no plan, listed), planned with
@@ -40,6 +41,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from milp_partition.run.engine import step_spread  # noqa: E402  (no torch at import)
+
 CLI = [sys.executable, "-m", "milp_partition"]
 #: name -> (factory, --input of the import, --memory per device for the planner)
 MODELS = {
@@ -61,6 +65,9 @@ BAR_FREE_OVER_FASTEST = 1.15
 BAR_ERROR = 0.25
 BAR_MEDIAN_ERROR = 0.10
 BAR_MEMORY_OVER = 1.20
+#: Steps a run (``--steps``): the first is warm-up, the median of the rest is the measured step, their interquartile
+#: range over the median its spread (4 steps gave 3 timed ones, whose median moved by more than the bars between runs).
+STEPS = 12
 
 
 def sh(args: list[str], check: bool = True) -> int:
@@ -159,6 +166,10 @@ def row_of(model: str, plan: Path, free: bool, r: dict[str, Any], load: float, a
         "ranks": r["ranks"],
         "planner_step_s": r["planner_step_s"],
         "measured_step_s": r["measured_step_s"],
+        # the timed steps' interquartile range over their median (after warm-up; run.json's measured_step_spread)
+        "measured_spread": step_spread(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"])["iqr_over_median"],
+        "timed_steps": len(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"]),
+        "compute_in_step_over_planned": compute_ratio(data, r),
         "planner_error": (r["planner_step_s"] - r["measured_step_s"]) / r["measured_step_s"],
         "run_predicted_step_s": r["predicted_step_s"],
         "run_empty_step_s": empty,
@@ -172,6 +183,21 @@ def row_of(model: str, plan: Path, free: bool, r: dict[str, Any], load: float, a
         "commit": at,
         **{f"{t}_planned_over_run": x for t, x in terms_of(data, r).items()},
     }
+
+
+def compute_ratio(data: dict[str, Any], r: dict[str, Any]) -> float:
+    """The slowest rank's seconds in its stage's forward and backward passes in a step (run.json's
+    ``measured_compute_s``, the median after warm-up) over the planned compute of the plan's dearest stage, ``m (F_q +
+    B_q)`` (its ``terms_s``; ``m`` micro-batches per replica); NaN where either is missing.  Near 1: the layers are
+    priced as they run, and what the step has beyond the plan is the schedule's (waits, messages, E); above 1: the
+    layers run slower in the step than the calibration timed them (DDP's gradient sync is in the last backward)."""
+    measured = [x for x in r.get("measured_compute_s") or [] if x is not None]
+    terms = [st.get("terms_s") for st in data["stages"]]
+    if not measured or any(t is None for t in terms):
+        return float("nan")
+    m = data["instance"]["microbatches"] // data["stages"][0]["data_parallel"]
+    planned = max(m * (t["forward_s"] + t["backward_s"]) for t in terms)
+    return max(measured) / planned if planned > 0 else float("nan")
 
 
 #: The terms compared between the planner's step and the run's own prediction (:func:`terms_of`).
@@ -269,6 +295,13 @@ def _ratio(x: float) -> str:
     return "-" if x != x else f"{x:.2f}"
 
 
+def _spread(x: float) -> str:
+    """A plan's measured spread; bold where it is over the 25% bar (its measured step cannot be judged to the bar)."""
+    if x != x:
+        return "-"
+    return f"**{100 * x:.0f}%**" if x > BAR_ERROR else f"{100 * x:.0f}%"
+
+
 def _ok(good: bool) -> str:
     return "yes" if good else "**no**"
 
@@ -283,8 +316,8 @@ def summary(rows: list[dict[str, Any]], everything: str = "all") -> list[str]:
         "| model | plans | median abs error (bar 10%) | largest error (bar 25%) | plans within 25% | Spearman | free optimum "
         "/ fastest measured (bar 1.15) | planned / held memory, min and max over ranks (bar 1.00-1.20) | bars met | "
         "diagnostic with the run's own empty step E in place of the planned E: median abs error, largest; argmin plan's "
-        "measured / fastest |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "measured / fastest | plans whose measured spread (IQR / median) is over 10%, over 25% |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups = {m: [r for r in rows if r["model"] == m] for m in dict.fromkeys(r["model"] for r in rows)}
     for model, mine in [*groups.items(), (everything, rows)]:
@@ -303,12 +336,14 @@ def summary(rows: list[dict[str, Any]], everything: str = "all") -> list[str]:
         if with_e and single:  # a constant per shape leaves each forced plan as it is: the least with the run's E
             pick = min(mine, key=lambda r: r["planner_step_s"] - r["planned_empty_step_s"] + r["run_empty_step_s"])
             diag += f"; {pick['measured_step_s'] / min(r['measured_step_s'] for r in mine):.2f} ({pick['shape']} N={pick['microbatches']})"
+        spreads = [r["measured_spread"] for r in mine]
+        noisy = f"{sum(1 for x in spreads if x > BAR_MEDIAN_ERROR)}, {sum(1 for x in spreads if x > BAR_ERROR)}"
         met = abs(worst) <= BAR_ERROR and med <= BAR_MEDIAN_ERROR and lo >= 1.0 and hi <= BAR_MEMORY_OVER
         if single:
             met = met and ratio is not None and ratio <= BAR_FREE_OVER_FASTEST
         lines.append(
             f"| {model} | {len(mine)} | {100 * med:.0f}% | {_pct(worst)} | {within} of {len(mine)} | "
-            f"{rho:.2f} | {'-' if ratio is None else f'{ratio:.2f}'} | {lo:.2f}, {hi:.2f} | {_ok(met)} | {diag} |"
+            f"{rho:.2f} | {'-' if ratio is None else f'{ratio:.2f}'} | {lo:.2f}, {hi:.2f} | {_ok(met)} | {diag} | {noisy} |"
         )
     return lines
 
@@ -366,9 +401,10 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         f"forced shapes at N = {', '.join(map(str, args.microbatches))} micro-batches of G / N samples and tensor-parallel "
         f"degrees {', '.join(map(str, args.tensor_parallel))}, and the free "
         "optimum; every plan from `solve --problem joint --objective run` (calibrated once per model by `--time-layers` "
-        "in the free solve: the layers at every micro-batch size, alone and with each rank count's ranks at once, the "
-        "empty step E of every candidate shape, gloo's fits; reused with `--layer-times`), "
-        f"{args.steps} steps a run (the first is warm-up; the median of the rest, the slowest rank). Planned: run.json's "
+        "in the free solve: the layers at every micro-batch size, alone and with each rank count's ranks in step (each "
+        "pass's slowest rank), what DDP's all-reduce adds to a pass in step (rho), the empty step E of every candidate shape, gloo's fits; reused with `--layer-times`), "
+        f"{args.steps} steps a run (the first is warm-up; the median of the rest, the slowest rank; the spread: their "
+        "interquartile range over that median). Planned: run.json's "
         "`planner_step_s` (the verified step of the global batch). Error = (planned - measured) / measured. Memory: "
         "the plan's stage memory over what the rank held (its tensors: weights, gradients, optimizer state, peak saved "
         f"activations). Machine: {os.cpu_count()} cores; "
@@ -393,14 +429,16 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "Shapes without a plan: " + (", ".join(f"`{m}`" for m in missing) or "none") + ".",
         "",
         "| model | shape (S x d x t) | N | b | recomputed layers | free optimum | ranks | planned step (s) | measured step (s) | "
+        "measured spread (IQR / median; **over the 25% bar**) | "
         "error | planned E (s) | run's empty step E (s) | error with the run's E | run's predicted step (s) | loss max rel diff | planned / held "
         "memory | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['shape']} | {r['microbatches']} | {r['microbatch_size']} | {r['recomputed_layers']} | "
             f"{'yes' if r['free_optimum'] else ''} | {r['ranks']} | {r['planner_step_s']:.4g} | {r['measured_step_s']:.4g} | "
+            f"{_spread(r['measured_spread'])} | "
             f"{_pct(r['planner_error'])} | {r['planned_empty_step_s']:.3g} | {r['run_empty_step_s']:.3g} | "
             f"{_pct(r['planner_plus_empty_error'])} | "
             f"{r['run_predicted_step_s']:.4g} | {r['loss_max_rel_diff']:.2g} | "
@@ -412,14 +450,15 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "term is 0): compute = every stage's forward + backward on one micro-batch, summed; send = the stage "
         "boundaries' messages; all-reduce and optimizer = the largest stage's; E = the shape's empty step.",
         "",
-        "| model | shape (S x d x t) | N | compute | send | all-reduce | optimizer | E |",
-        "|---|---|---|---|---|---|---|---|",
+        "| model | shape (S x d x t) | N | compute | send | all-reduce | optimizer | E | the step's own compute / planned (slowest "
+        "rank's forward + backward passes in the step, over m (F + B) of the dearest stage) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['shape']} | {r['microbatches']} | "
             + " | ".join(_ratio(r[f"{t}_planned_over_run"]) for t in TERMS)
-            + " |"
+            + f" | {_ratio(r.get('compute_in_step_over_planned', float('nan')))} |"
         )
     if chart(rows, out / f"{name}.png"):
         lines += ["", f"![planned against measured]({name}.png)"]
@@ -432,7 +471,7 @@ def main() -> int:
     ap.add_argument("--devices", type=int, default=2, help="devices per plan at most (default 2)")
     ap.add_argument("--global-batch", type=int, default=8, help="samples per step, every plan of a model (default 8)")
     ap.add_argument("--microbatches", type=int, nargs="+", default=[1, 2, 4, 8], help="micro-batch counts N (default 1 2 4 8)")
-    ap.add_argument("--steps", type=int, default=4, help="steps a run (default 4)")
+    ap.add_argument("--steps", type=int, default=STEPS, help=f"steps a run (default {STEPS}: the first is warm-up)")
     ap.add_argument(
         "--tensor-parallel",
         type=int,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from milp_partition.costmodel.memory import MemoryCoefficients, stage_memory
@@ -38,6 +40,9 @@ def test_ddp_buckets_and_latency_in_the_empty_step() -> None:
     assert ddp_allreduce_s(w, 2, 1e-3, 1e-9) == pytest.approx(3e-3 + w * 1e-9)
     assert ddp_allreduce_s(w, 2, 1e-3, 1e-9, DDP_BUCKET_BYTES, latencies_in_fixed=1) == pytest.approx(2e-3 + w * 1e-9)
     assert ddp_allreduce_s(w, 1, 1e-3, 1e-9) == 0.0
+    # rho: DDP's all-reduce inside a step beyond the idle fit, per byte; nothing on one replica
+    assert ddp_allreduce_s(w, 2, 1e-3, 1e-9, DDP_BUCKET_BYTES, 1, 3e-9) == pytest.approx(2e-3 + w * 4e-9)
+    assert ddp_allreduce_s(w, 1, 1e-3, 1e-9, DDP_BUCKET_BYTES, 0, 3e-9) == 0.0
     assert message_s(1000, 1e-4, 1e-8) == pytest.approx(1e-4 + 1e-5)
     assert optimizer_step_s(4, 1000, 1e-5, 1e-9) == pytest.approx(4e-5 + 1e-6)
 
@@ -64,3 +69,23 @@ def test_memory_terms_add_up() -> None:
     mem = stage_memory(1000.0, 10.0, 50.0, 20.0, 30.0, microbatch_size=4, in_flight=3, tensors=6, coeffs=coeffs)
     # 1000 weights + 1000 grads + 2000 Adam + 10 buffers + 3 * 4 * 50 + 4 * (20 + 30) + 6 * 512 + 100
     assert mem.total_bytes == pytest.approx(1000 + 1000 + 2000 + 10 + 600 + 200 + 3072 + 100)
+
+
+def test_runs_prediction_reads_the_plans_rho(tmp_path: Path) -> None:
+    """run's prediction takes rho(d, b) of its own shape from the plan's cost_model (0 at d = 1, for another (d, b), for
+    a plan that records none or cannot be read)."""
+    import json
+    from dataclasses import replace
+
+    from milp_partition.run.predict import planned_ddp_in_step
+    from milp_partition.run.spec import RunSpec, RunStage
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"cost_model": {"ddp_in_step_s_per_byte": [[2, 4, 5e-9], [2, 2, 7e-9]]}}))
+    stage = RunStage(nodes=("a",), data_parallel=2, tensor_parallel=1, recomputed=(), predicted_memory_bytes=0.0)
+    spec = RunSpec("m:f", ("4x2",), "float32", (stage,), ("a",), 2, 1.0, 0.0, "g.json", str(plan), microbatch_size=4)
+    assert planned_ddp_in_step(spec) == 5e-9
+    assert planned_ddp_in_step(replace(spec, microbatch_size=2)) == 7e-9
+    assert planned_ddp_in_step(replace(spec, microbatch_size=1)) == 0.0
+    assert planned_ddp_in_step(replace(spec, stages=(replace(stage, data_parallel=1),))) == 0.0
+    assert planned_ddp_in_step(replace(spec, plan_path=str(tmp_path / "missing.json"))) == 0.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -57,7 +58,9 @@ def test_spearman_against_the_definition_without_ties(pf: Any) -> None:
     assert pf.spearman([1.0, 2.0], [2.0, 1.0]) != pf.spearman([1.0, 2.0], [2.0, 1.0])  # NaN under 3 points
 
 
-def _row(model: str, planned: float, measured: float, free: bool = False, memory: float = 1.05) -> dict[str, Any]:
+def _row(
+    model: str, planned: float, measured: float, free: bool = False, memory: float = 1.05, spread: float = 0.02
+) -> dict[str, Any]:
     return {
         "model": model,
         "held_back": True,
@@ -72,6 +75,7 @@ def _row(model: str, planned: float, measured: float, free: bool = False, memory
         "planner_plus_empty_error": (planned - measured) / measured,
         "memory_planned_over_held_min": memory,
         "memory_planned_over_held_max": memory,
+        "measured_spread": spread,
     }
 
 
@@ -83,6 +87,41 @@ def test_held_back_models_are_their_own_and_judged_by_the_bars(pf: Any) -> None:
     # one plan 30% off: the largest error's bar fails; memory below what a rank held fails too
     assert "**no**" in pf.summary([*good, _row("X", 1.3, 1.0)], "all held back")[2]
     assert "**no**" in pf.summary([*good[:2], _row("X", 3.0, 2.9, memory=0.97)], "all held back")[2]
+
+
+def test_a_noisy_plan_is_counted_and_marked(pf: Any) -> None:
+    """The spread of a plan's measured steps (IQR over median): counted per model over 10% and over 25%, and a row's
+    spread is bold over the 25% bar."""
+    rows = [_row("X", 1.0, 1.0, free=True), _row("X", 2.0, 2.0, spread=0.15), _row("X", 3.0, 3.0, spread=0.4)]
+    assert pf.summary(rows, "all")[2].endswith("| 2, 1 |")
+    assert pf._spread(0.4) == "**40%**" and pf._spread(0.15) == "15%" and pf._spread(float("nan")) == "-"
+
+
+def test_the_steps_own_compute_over_the_planned(pf: Any) -> None:
+    """The slowest rank's passes in the step over m (F_q + B_q) of the dearest stage."""
+    plan = {
+        "instance": {"microbatches": 4},
+        "stages": [
+            {"data_parallel": 1, "terms_s": {"forward_s": 1.0, "backward_s": 2.0}},
+            {"data_parallel": 1, "terms_s": {"forward_s": 2.0, "backward_s": 2.0}},
+        ],
+    }
+    # m = 4: the dearest stage plans 16 s in its passes; the slowest rank measured 20 s
+    assert pf.compute_ratio(plan, {"measured_compute_s": [12.0, 20.0]}) == pytest.approx(1.25)
+    assert math.isnan(pf.compute_ratio(plan, {"measured_compute_s": [None, None]}))  # not timed
+    assert math.isnan(pf.compute_ratio(plan, {}))  # a run.json written before it was measured
+    halves = {**plan, "instance": {"microbatches": 4}, "stages": [{**st, "data_parallel": 2} for st in plan["stages"]]}
+    assert pf.compute_ratio(halves, {"measured_compute_s": [8.0]}) == pytest.approx(1.0)  # m = 4 / 2
+
+
+def test_step_spread_is_the_interquartile_range_over_the_median() -> None:
+    from milp_partition.run.engine import step_spread
+
+    got = step_spread([1.0, 2.0, 3.0, 4.0, 5.0])  # inclusive quartiles 2 and 4, median 3
+    assert (got["q1_s"], got["q3_s"], got["min_s"], got["max_s"]) == (2.0, 4.0, 1.0, 5.0)
+    assert got["iqr_over_median"] == pytest.approx(2.0 / 3.0)
+    assert step_spread([0.5])["iqr_over_median"] == 0.0
+    assert step_spread([])["iqr_over_median"] != step_spread([])["iqr_over_median"]  # NaN: nothing timed
 
 
 @pytest.mark.parametrize("name", ["MLP-GELU (held back)", "Encoder (held back)"])

@@ -130,6 +130,9 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
             if p <= m and rng.random() < 0.5
         )
         coeffs = replace(coeffs, empty_step_s=table, tensor_empty_step_s=tensor_table)
+    if rng.random() < 0.5:  # rho(d, b): DDP's all-reduce inside a step beyond the idle fit, for some (d, b)
+        rho = tuple((d, s, rng.uniform(0.0, 0.5)) for d in range(2, 5) for s in sizes if rng.random() < 0.6)
+        coeffs = replace(coeffs, ddp_in_step_s_per_byte=rho)
     total = sum(v.param_bytes for v in layers) * 4 + sum(v.saved_bytes_per_sample for v in layers) * G
     return RunPlanProblem(
         tuple(layers),
@@ -388,3 +391,29 @@ def test_a_tensor_parallel_layer_is_priced_by_hand() -> None:
     refused = verify_run_plan(plain, RunPlan(((0, 1),), 1, 1, frozenset(), 2))
     assert not refused.feasible and "not offered" in refused.violations[0]
     assert solve_run_dp(plain).plan == RunPlan(((0, 1),), 1, 1)
+
+
+def test_ddp_in_step_prices_the_data_parallel_tail_per_byte_at_its_size() -> None:
+    """rho(d, b) adds W_q rho to the tail of a d > 1 plan at micro-batch size b only (d = 1 and other sizes unchanged);
+    the DP, the verifier and enumeration agree, and a dear rho moves the optimum off data parallelism."""
+    sizes = (1, 2, 4)
+    layers = tuple(
+        RunLayer(f"l{i}", {s: 1.0 * s for s in sizes}, {s: 2.0 * s for s in sizes}, 4.0, 2, 0.0, 1.0, 1.0) for i in range(2)
+    )
+    plain = RunPlanProblem(layers, (0.0,), 4, 2, 1e9)
+    data = RunPlan(((0, 2),), 2, 1)  # d = 2, one micro-batch of 2 samples each: 2 x (2 + 4) = 12 s
+    assert verify_run_plan(plain, data).step_s == pytest.approx(12.0)
+    base = solve_run_dp(plain)
+    assert base.plan is not None and base.plan.data_parallel == 2
+    coeffs = RunCoefficients(ddp_in_step_s_per_byte=((2, 2, 1.0), (2, 1, 9.0)))
+    assert coeffs.ddp_in_step_for(1, 2) == 0.0 and coeffs.ddp_in_step_for(2, 4) == 0.0 and coeffs.ddp_in_step_for(2, 2) == 1.0
+    dear = RunPlanProblem(layers, (0.0,), 4, 2, 1e9, coeffs)
+    assert verify_run_plan(dear, data).step_s == pytest.approx(12.0 + 8.0 * 1.0)  # W = 8 bytes
+    one = RunPlan(((0, 2),), 1, 1)
+    assert verify_run_plan(dear, one).step_s == pytest.approx(verify_run_plan(plain, one).step_s)
+    got, (want, _) = solve_run_dp(dear), brute_force(dear)
+    assert got.step_s == pytest.approx(want) and got.bound_s == pytest.approx(want)
+    assert got.plan is not None and verify_run_plan(dear, got.plan).step_s == pytest.approx(want)
+    # two stages of 1 + 2 s at b = 1 over m = 4: 3 + 3 + 3 x 3 = 15 s, now under d = 2's 20 s (d = 2 at b = 1: 84 s)
+    assert got.plan == RunPlan(((0, 1), (1, 2)), 1, 4) and got.step_s == pytest.approx(15.0)
+    assert base.step_s == pytest.approx(12.0)

@@ -165,10 +165,24 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert main([*common, "--global-batch", "4", "--layer-times", str(tmp_path / "older.json"), *force, "-o", str(split)]) == 0
     tensor = json.loads(split.read_text())["cost_model"]["tensor"]
     assert tensor["dtensor_module_s"] > 0 and tensor["latency_in_module"] is False
+    # what DDP over the 2 ranks added to the model's pass, at the sizes of the d = 2 shapes (b = 2, 1), and its price
+    # per parameter byte beyond gloo's fit (never negative)
+    assert sorted((d, b) for d, b, _ in timed["ddp_in_step"]) == [(2, 1), (2, 2)]
+    assert all(x >= 0 for *_, x in timed["ddp_in_step"])
+    rho = {(d, b): x for d, b, x in plan["cost_model"]["ddp_in_step_s_per_byte"]}
+    assert set(rho) == {(2, 1), (2, 2)} and all(x >= 0 for x in rho.values())
     two = tmp_path / "two.json"
     force = ["--stages", "1", "--data-parallel", "2", "--microbatches", "2"]  # d = 2, one micro-batch of 2 each
     assert main([*common, "--global-batch", "4", "--layer-times", str(out), *force, "-o", str(two)]) == 0
     terms = json.loads(two.read_text())["stages"][0]["terms_s"]
+    mlp = run_problem_from_imported(
+        json.loads(graph.read_text()), "mlp.json", devices=2, memory_bytes=1 << 30, global_batch=4, sizes=(1, 2, 4),
+        coefficients=COEFFS, operators=OPS,
+    )  # fmt: skip
+    weights = sum(v.param_bytes for v in mlp.layers)
+    c = plan["cost_model"]
+    # one bucket, its latency in E: W (beta + rho(2, 2))
+    assert terms["allreduce_s"] == pytest.approx(weights * (c["allreduce_beta_s_per_byte"] + rho[(2, 2)]), rel=1e-9)
     assert terms["forward_s"] == pytest.approx(sum(f for f, _ in timed["busy"]["2"]["2"].values()), rel=1e-9)
     assert terms["backward_s"] == pytest.approx(sum(g for _, g in timed["busy"]["2"]["2"].values()), rel=1e-9)
     assert main([*common, "--time-layers", "--coefficients", str(out)]) == 2  # one source of layer times
@@ -185,6 +199,11 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     bad.write_text(json.dumps(broken))
     assert main([*common, "--global-batch", "4", "--layer-times", str(bad)]) == 2
     assert "cost_model.layer_times.empty_steps" in capsys.readouterr().err
+    broken = json.loads(out.read_text())
+    broken["cost_model"]["layer_times"]["ddp_in_step"] = [[1, 2, 0.1]]  # DDP over one rank: no such measure
+    bad.write_text(json.dumps(broken))
+    assert main([*common, "--global-batch", "4", "--layer-times", str(bad)]) == 2
+    assert "cost_model.layer_times.ddp_in_step" in capsys.readouterr().err
 
 
 def test_run_reads_a_plan_of_micro_batches_above_one_sample(graph: dict, tmp_path: Path) -> None:

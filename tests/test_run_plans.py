@@ -120,6 +120,12 @@ def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path, monkeypat
     assert len(run["prediction"]["stages"]) == 2 and run["prediction"]["step_s"] == run["predicted_step_s"]
     assert run["backend"] == "gloo"
     assert any("ran on the CPU" in n for n in run["notes"]) is (gpus is not None)
+    # each stage's seconds in its own passes: positive, and within the step that holds them (the median of each rank's
+    # is at most the median of the steps' slowest rank)
+    assert len(run["measured_compute_s"]) == 2
+    assert all(0 < x <= run["measured_step_s"] for x in run["measured_compute_s"])
+    spread = run["measured_step_spread"]
+    assert spread["min_s"] <= spread["q1_s"] <= run["measured_step_s"] <= spread["q3_s"] <= spread["max_s"]
 
 
 def test_spec_takes_mixed_degrees_and_refuses_a_degree_that_does_not_divide_n(tmp_path: Path) -> None:

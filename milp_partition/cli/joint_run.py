@@ -30,6 +30,7 @@ from milp_partition.calibration.torch_ops import OperatorCoefficients, calibrate
 from milp_partition.cli.options import flag_name
 from milp_partition.cli.output import write_text_atomic
 from milp_partition.costmodel.plan import RunCoefficients, RunPlanProblem, RunShape
+from milp_partition.costmodel.step import ddp_allreduce_s
 from milp_partition.costmodel.tensor import TensorParallelCoefficients
 from milp_partition.errors import InputError
 from milp_partition.importers.timing import load_profile_spec
@@ -152,19 +153,26 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             (int(p), int(d), int(t), int(m), float(e)) for p, d, t, m, e in timed.get("tensor_empty_steps") or ()
         )
         dtensor = {str(k): float(v) for k, v in (timed.get("dtensor") or {}).items()}
+        ddp = tuple((int(d), int(b), float(x)) for d, b, x in timed.get("ddp_in_step") or ())
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(
             f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
         ) from None
     if any(not (e >= 0 and math.isfinite(e)) for *_, e in (*steps, *tensor_steps)):
         raise InputError("an empty step that is negative or not finite", source=str(path), where=where)
+    if any(not (x >= 0 and math.isfinite(x)) or d < 2 or b < 1 for d, b, x in ddp):
+        raise InputError(
+            "expected [data-parallel >= 2, micro-batch size >= 1, seconds >= 0] entries",
+            source=str(path),
+            where="cost_model.layer_times.ddp_in_step",
+        )
     if links and set(links) != _LINK_FIELDS:
         raise InputError(
             f"expected the fields {sorted(_LINK_FIELDS)}, got {sorted(links)}",
             source=str(path),
             where="cost_model.layer_times.links",
         )
-    return EmptySteps(steps, links, threads, busy, tensor_steps, dtensor)
+    return EmptySteps(steps, links, threads, busy, tensor_steps=tensor_steps, dtensor=dtensor, ddp_in_step=ddp)
 
 
 #: gloo's fits a calibration records (:class:`~milp_partition.run.predict.LinkFit` less the empty step).
@@ -174,8 +182,9 @@ _LINK_FIELDS = {"p2p_alpha_s", "p2p_beta_s_per_byte", "allreduce_alpha_s", "allr
 def _with_empty_steps(
     problem: RunPlanProblem, calibrated: EmptySteps, given: tuple[tuple[int, int, int, float], ...]
 ) -> RunPlanProblem:
-    """``problem`` with the calibrated ``E`` per shape (``given``, from ``--empty-steps``, wins for its shapes) and, where
-    measured, gloo's point-to-point and all-reduce fits for the messages."""
+    """``problem`` with the calibrated ``E`` per shape (``given``, from ``--empty-steps``, wins for its shapes), where
+    measured gloo's point-to-point and all-reduce fits for the messages, and ``rho(d, b)`` of what DDP added to the
+    model's pass (``calibrated.ddp_in_step``) beyond the fit's all-reduce of the model's bytes, per byte."""
     table = {(p, d, m): e for p, d, m, e in calibrated.steps}
     table.update({(p, d, m): e for p, d, m, e in given})
     coeffs = replace(
@@ -200,6 +209,15 @@ def _with_empty_steps(
             allreduce_alpha_s=fit["allreduce_alpha_s"],
             allreduce_beta_s_per_byte=fit["allreduce_beta_s_per_byte"],
         )
+    weights = math.fsum(v.param_bytes for v in problem.layers)
+    if calibrated.ddp_in_step and weights > 0:
+        rho = []
+        for d, b, added in calibrated.ddp_in_step:
+            idle = ddp_allreduce_s(
+                weights, d, coeffs.allreduce_alpha_s, coeffs.allreduce_beta_s_per_byte, coeffs.ddp_bucket_bytes
+            )
+            rho.append((d, b, max(added - idle, 0.0) / weights))
+        coeffs = replace(coeffs, ddp_in_step_s_per_byte=tuple(rho))
     return replace(problem, coefficients=coeffs)
 
 
@@ -343,6 +361,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
             dtensor=calibrated.dtensor,
             links=calibrated.links,
             threads=calibrated.threads,
+            ddp_in_step=[list(x) for x in calibrated.ddp_in_step],
             busy={
                 str(r): {str(b): {v: list(ft) for v, ft in t.items()} for b, t in by_size.items()}
                 for r, by_size in calibrated.busy.items()

@@ -35,8 +35,16 @@ Step time (:mod:`.step`)
       pipeline = sum_q u_q + (m - 1) max_q u_q + E
 
 * The tail of stage ``q``: DDP's bucketed gradient all-reduce when ``d > 1``,
-  ``AR_q = ceil(W_q / 25 MiB) alpha_ar + W_q beta_ar`` (``W_q``: the stage's parameter bytes), then the
-  optimizer step ``O_q = n_q o_opt + W_q k beta_mem`` (``n_q`` parameter tensors).
+  ``AR_q = ceil(W_q / 25 MiB) alpha_ar + W_q (beta_ar + rho(d, b))`` (``W_q``: the stage's parameter bytes), then
+  the optimizer step ``O_q = n_q o_opt + W_q k beta_mem`` (``n_q`` parameter tensors).  ``rho(d, b)``: what the
+  all-reduce costs inside a step beyond gloo's idle fit, per parameter byte, with ``d`` ranks computing at micro-batch
+  size ``b`` on the same cores (``RunCoefficients.ddp_in_step_s_per_byte``): ``solve --time-layers`` times the whole
+  model's pass plain and under DDP over ``d`` ranks, back to back, every rank in step, and takes what DDP added less
+  the idle fit's all-reduce of the model's bytes (``max(., 0) / W``; :mod:`milp_partition.run.empty`).  Measured on
+  2 CPU ranks on 2 cores, it is several times the idle fit (docs/import.md): gloo's all-reduce runs on its own
+  thread, which the ranks' compute leaves no core for, and DDP's wait for it holds both ranks to the slower one.
+  ``run``'s own prediction reads the plan's ``rho`` of its shape (:func:`milp_partition.run.predict.planned_ddp_in_step`;
+  it does not measure its own).
 * ``step = pipeline + max_q (AR_q + O_q)``: the step of the global batch, in seconds.
 
 Memory (:mod:`.memory`), an upper bound of what one rank of stage ``q`` holds

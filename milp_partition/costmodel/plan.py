@@ -117,6 +117,20 @@ class RunCoefficients:
     #: seconds)``: the schedule over a ``(p, d, t)`` mesh with nothing to compute and nothing split (DTensor's hooks and
     #: the activation all-reduces are priced per split module, :mod:`milp_partition.costmodel.tensor`).
     tensor_empty_step_s: tuple[tuple[int, int, int, int, float], ...] = ()
+    #: ``rho(d, b)``, ``(data-parallel, micro-batch size, seconds per parameter byte)``: what DDP's all-reduce costs a
+    #: step beyond gloo's idle fit, per parameter byte, with ``d`` ranks computing at micro-batch size ``b`` on the same
+    #: cores (measured by ``solve --time-layers``: the whole model's pass under DDP against the plain pass, every rank in
+    #: step, less the fit's all-reduce of the model's bytes; :mod:`milp_partition.run.empty`); a pair not listed: 0.
+    ddp_in_step_s_per_byte: tuple[tuple[int, int, float], ...] = ()
+
+    def ddp_in_step_for(self, data_parallel: int, microbatch_size: int) -> float:
+        """``rho(d, b)``: :attr:`ddp_in_step_s_per_byte`'s entry, else 0 (and 0 on one replica)."""
+        if data_parallel <= 1:
+            return 0.0
+        for d, b, rho in self.ddp_in_step_s_per_byte:
+            if (d, b) == (data_parallel, microbatch_size):
+                return rho
+        return 0.0
 
     def fixed_for(self, stages: int, data_parallel: int, microbatches: int, tensor_parallel: int = 1) -> float:
         """``E`` of the shape (``p`` stages, ``d``, ``m`` micro-batches per replica, ``t``): :attr:`empty_step_s`'s (or

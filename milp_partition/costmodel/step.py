@@ -93,15 +93,18 @@ def ddp_allreduce_s(
     beta_s_per_byte: float,
     bucket_bytes: float = DDP_BUCKET_BYTES,
     latencies_in_fixed: int = 0,
+    in_step_s_per_byte: float = 0.0,
 ) -> float:
-    """DDP's bucketed gradient all-reduce: ``ceil(W / bucket) alpha + W beta`` when ``ranks > 1``.
+    """DDP's bucketed gradient all-reduce: ``ceil(W / bucket) alpha + W beta + W rho`` when ``ranks > 1``.
 
-    ``latencies_in_fixed``: bucket latencies already counted in ``E`` (the empty plan's DDP all-reduces one bucket).
+    ``latencies_in_fixed``: bucket latencies already counted in ``E`` (the empty plan's DDP all-reduces one bucket);
+    ``in_step_s_per_byte``: ``rho``, what the all-reduce costs inside a step beyond the idle fit, per byte (the ranks'
+    compute on the same cores; ``RunCoefficients.ddp_in_step_s_per_byte``).
     """
     if ranks <= 1:
         return 0.0
     buckets = max(1, math.ceil(param_bytes / bucket_bytes))
-    return max(buckets - latencies_in_fixed, 0) * alpha_s + param_bytes * beta_s_per_byte
+    return max(buckets - latencies_in_fixed, 0) * alpha_s + param_bytes * (beta_s_per_byte + in_step_s_per_byte)
 
 
 def optimizer_step_s(param_tensors: int, param_bytes: float, per_tensor_s: float, per_byte_s: float = 0.0) -> float:

@@ -176,9 +176,10 @@ class _Stages:
         unit = sum(self.f[i:e]) + sum(self.g[i:e]) + 2.0 * send
         tail = tensors * c.optimizer_s_per_param_tensor + weights * c.optimizer_s_per_param_byte
         tail += sum(s.split_tensors for s in self.split[i:e]) * c.tensor.dtensor_optimizer_tensor_s
-        if d > 1:  # at t > 1 run all-reduces by hand, no DDP in E: every bucket's latency here
+        if d > 1:  # at t > 1 run all-reduces by hand, no DDP in E: every bucket's latency here, and no rho (DDP's)
             buckets = max(1, math.ceil(weights / c.ddp_bucket_bytes)) - int(lat and self.t == 1)
-            tail += buckets * c.allreduce_alpha_s + weights * c.allreduce_beta_s_per_byte
+            rho = c.ddp_in_step_for(d, b) if self.t == 1 else 0.0
+            tail += buckets * c.allreduce_alpha_s + weights * (c.allreduce_beta_s_per_byte + rho)
         base = (  # (c) memory without recomputation
             weights * (2.0 + k_opt)
             + sum(v.buffer_bytes for v in span)

@@ -9,9 +9,11 @@ the schedule's bookkeeping, every message's latency, waking the other rank, DDP'
 :func:`milp_partition.run.launch.run_ranks`), measures every shape of that count in it, and, with two ranks or more,
 gloo's point-to-point and all-reduce fits in the same group (:func:`milp_partition.run.predict.measure_links`).
 Given the model, every rank of a group of two or more then times the model's own layers at the micro-batch sizes of
-that group's shapes, all ranks at once (:func:`milp_partition.run.predict.time_layers_by_size`, a barrier before each
-size): a plan of ``p d`` ranks shares the machine's cores and memory bandwidth among them, and its layers run at the
-speed they have then, not alone (the run's own prediction times them so, inside the run).
+that group's shapes, all ranks in step (:func:`milp_partition.run.predict.time_layers_in_lockstep`, a barrier before
+every pass): a plan of ``p d`` ranks shares the machine's cores and memory bandwidth among them, and its layers run at
+the speed they have then, not alone (the run's own prediction times them so, inside the run).  Each pass is priced by
+its slowest rank (:func:`slowest_rank_layers`), as a step waits for it.  (Before: one barrier per size and the mean
+over the ranks; the ranks drifted apart and part of their passes ran alone: docs/import.md, issue 42's diagnosis.)
 
 A tensor-parallel shape ``(p, d, m, t)`` (``t > 1``) runs on ``p d t`` ranks over a ``(p, d, t)`` mesh, without DDP (as
 ``run`` runs it: DDP takes no DTensor) and with nothing split (DTensor's hooks and the activation all-reduces are priced
@@ -28,9 +30,10 @@ Torch is imported inside the functions.
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +41,7 @@ from typing import Any
 from milp_partition.io.atomic import write_atomic
 from milp_partition.run.engine import set_parent_death_signal
 from milp_partition.run.launch import run_ranks
-from milp_partition.run.predict import calibrate_runtime, empty_step, measure_links, time_layers_by_size
+from milp_partition.run.predict import calibrate_runtime, empty_step, measure_links, time_layers_in_lockstep
 
 #: Column / row pairs of tiny linear modules in the empty step that measures DTensor's cost per module on a ``t``-rank mesh.
 TP_PAIRS = 4
@@ -59,8 +62,13 @@ class EmptySteps:
     threads
         The torch threads each rank ran with (``run --threads``).
     busy
-        Ranks -> micro-batch size -> node -> (forward, backward) seconds, timed with that many ranks at once (the
-        mean over the ranks); empty without the model or with one rank only.
+        Ranks -> micro-batch size -> node -> (forward, backward) seconds, timed with that many ranks in step (each
+        pass's slowest rank, :func:`slowest_rank_layers`); empty without the model or with one rank only.
+    ddp_in_step
+        ``(d, micro-batch size, seconds)``: what ``DistributedDataParallel`` over ``d`` ranks added to one forward and
+        backward pass of the whole model, every rank in step (:func:`ddp_added_s`); the cost model turns it into a
+        price per parameter byte beyond gloo's idle fit (:attr:`milp_partition.costmodel.plan.RunCoefficients.
+        ddp_in_step_s_per_byte`).  Empty without the model.
     """
 
     steps: tuple[tuple[int, int, int, float], ...]
@@ -71,6 +79,7 @@ class EmptySteps:
     tensor_steps: tuple[tuple[int, int, int, int, float], ...] = ()
     #: DTensor's overheads (:class:`milp_partition.run.predict.TorchCosts`' fields), measured where a shape has ``t > 1``.
     dtensor: dict[str, float] = field(default_factory=dict)
+    ddp_in_step: tuple[tuple[int, int, float], ...] = ()
 
 
 def empty_worker(
@@ -81,12 +90,13 @@ def empty_worker(
     threads: int,
     repeats: int,
     out_dir: str,
-    model: tuple[dict[str, Any], str, tuple[int, ...]] | None = None,
-    layer_repeats: int = 5,
+    model: tuple[dict[str, Any], str, tuple[int, ...], int] | None = None,
+    layer_repeats: int = 7,
 ) -> None:
     """One rank of a group of ``world`` ranks: ``E`` of every shape ``(p, d, m, t)`` (``p d t = world``), gloo's fits when
-    ``world > 1``, DTensor's overheads when a shape has ``t > 1``, and with ``model`` (the graph, its path, the sizes) its
-    layers timed at those sizes; writes ``empty{rank}.json``."""
+    ``world > 1``, DTensor's overheads when a shape has ``t > 1``, and with ``model`` (the graph, its path, the sizes, the
+    global batch) its layers timed at those sizes, in step, and under DDP at the sizes of the shapes with ``d > 1`` and
+    ``t = 1``; writes ``empty{rank}.json``."""
     set_parent_death_signal()
     import torch
     import torch.distributed as dist
@@ -114,14 +124,70 @@ def empty_worker(
         if any(t > 1 for *_, t in shapes):  # DTensor's hooks on this rank's own one-rank mesh, as run measures them
             own_group = [dist.new_group([r]) for r in range(world)][rank]
             dtensor = asdict(calibrate_runtime(threads, group=own_group))
-        busy: dict[str, dict[str, list[float]]] = {}
+        busy: dict[str, dict[str, list[list[float]]]] = {}
+        ddp_totals: list[list[Any]] = []
         if model is not None:
-            got = time_layers_by_size(model[0], model[1], model[2], threads, layer_repeats, before_size=dist.barrier)
-            busy = {str(b): {v: list(ft) for v, ft in t.items()} for b, t in got.times.items()}
-        out = {"steps": found, "links": links, "busy": busy, "dtensor": dtensor}
+            sizes_of: dict[int, set[int]] = {}
+            for _, d, m, t in shapes:
+                if d > 1 and t == 1:  # run: DDP at t = 1 only
+                    sizes_of.setdefault(d, set()).add(model[3] // (d * m))
+            ddp = {}
+            for d in sorted(sizes_of):  # every rank creates every group, in one order
+                group = init_device_mesh("cpu", (world // d, d), mesh_dim_names=("pp", "dp"))["dp"].get_group()
+                ddp[d] = (group, tuple(sorted(sizes_of[d])))
+            got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp)
+            busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
+            ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
+        out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor}
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
         dist.destroy_process_group()
+
+
+def slowest_rank_layers(ranks: Sequence[Mapping[str, Sequence[Sequence[float]]]]) -> dict[str, tuple[float, float]]:
+    """Per node (forward, backward) seconds of the slowest rank: ``ranks[r][node] = [forward per pass, backward per
+    pass]`` of passes run in step (:func:`milp_partition.run.predict.time_layers_in_lockstep`).  In each pass the rank
+    whose layers took longest in all (forward plus backward) stands for it, as a step waits for its slowest rank (run.json
+    measures each step on the slowest); each node takes the median over the passes of that rank's time.
+
+    Raises
+    ------
+    ValueError
+        When the ranks timed different nodes or different numbers of passes.
+    """
+    nodes = list(ranks[0])
+    passes = len(ranks[0][nodes[0]][0]) if nodes else 0
+    for r in ranks:
+        if list(r) != nodes or any(len(r[v][0]) != passes or len(r[v][1]) != passes for v in nodes):
+            raise ValueError("the ranks timed different nodes or numbers of passes")
+    if not nodes or passes == 0:
+        return {v: (0.0, 0.0) for v in nodes}
+    totals = [[math.fsum(r[v][0][k] + r[v][1][k] for v in nodes) for k in range(passes)] for r in ranks]
+    slowest = [max(range(len(ranks)), key=[t[k] for t in totals].__getitem__) for k in range(passes)]
+    return {
+        v: (
+            statistics.median(float(ranks[slowest[k]][v][0][k]) for k in range(passes)),
+            statistics.median(float(ranks[slowest[k]][v][1][k]) for k in range(passes)),
+        )
+        for v in nodes
+    }
+
+
+def ddp_added_s(ranks: Sequence[Sequence[Sequence[float]]]) -> float:
+    """What DDP added to a pass: ``ranks[r][k] = (plain seconds, seconds under DDP)`` of pass ``k`` on rank ``r``; per pass
+    the slowest rank's under DDP less the slowest rank's plain (a step waits for its slowest rank), the median over the
+    passes, never below 0.
+
+    Raises
+    ------
+    ValueError
+        When the ranks timed different numbers of passes, or none.
+    """
+    passes = len(ranks[0]) if ranks else 0
+    if passes == 0 or any(len(r) != passes for r in ranks):
+        raise ValueError("the ranks timed different numbers of DDP passes, or none")
+    added = [max(r[k][1] for r in ranks) - max(r[k][0] for r in ranks) for k in range(passes)]
+    return max(statistics.median(added), 0.0)
 
 
 def calibrate_empty_steps(
@@ -130,7 +196,7 @@ def calibrate_empty_steps(
     repeats: int = 11,
     progress: Callable[[str], None] | None = None,
     model: tuple[dict[str, Any], str, int] | None = None,
-    layer_repeats: int = 5,
+    layer_repeats: int = 7,
 ) -> EmptySteps:
     """``E`` of every ``(stages, data-parallel, micro-batches per replica)`` or ``(..., tensor-parallel t)`` in ``shapes``
     on CPU ranks (see the module docstring); one launch of ``p d t`` ranks per rank count.  ``model``: the imported graph, its path and the global
@@ -149,26 +215,20 @@ def calibrate_empty_steps(
     per_pair: list[float] = []
     links: dict[str, float] = {}
     busy: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
+    ddp_in_step: list[tuple[int, int, float]] = []
     for world, mine in sorted(by_world.items()):
         say(f"the empty step of {len(mine)} shape(s) on {world} rank(s)")
         job = None
         if model is not None and world > 1:
-            job = (model[0], model[1], tuple(sorted({model[2] // (d * m) for _, d, m, _ in mine})))
+            job = (model[0], model[1], tuple(sorted({model[2] // (d * m) for _, d, m, _ in mine})), model[2])
         with tempfile.TemporaryDirectory(prefix="milp-empty-") as tmp:
             call = (world, str(Path(tmp) / "store"), mine, threads, repeats, tmp, job, layer_repeats)
             run_ranks(empty_worker, world, call, tmp)
             ranks = [json.loads((Path(tmp) / f"empty{r}.json").read_text()) for r in range(world)]
         if job is not None:
-            busy[world] = {
-                int(b): {
-                    v: (
-                        statistics.fmean(float(r["busy"][b][v][0]) for r in ranks),
-                        statistics.fmean(float(r["busy"][b][v][1]) for r in ranks),
-                    )
-                    for v in t
-                }
-                for b, t in ranks[0]["busy"].items()
-            }
+            busy[world] = {int(b): slowest_rank_layers([r["busy"][b] for r in ranks]) for b in ranks[0]["busy"]}
+            for k, (d, b, _) in enumerate(ranks[0]["ddp"]):
+                ddp_in_step.append((int(d), int(b), ddp_added_s([r["ddp"][k][2] for r in ranks])))
         for k, (p, d, m, t) in enumerate(mine):
             e = statistics.fmean(float(r["steps"][k][3]) for r in ranks)
             if t == 1:
@@ -179,8 +239,10 @@ def calibrate_empty_steps(
                 per_pair.append(max(paired - e, 0.0) / (TP_PAIRS * (m + p - 1)))  # each micro-batch crosses the pairs
         if ranks[0].get("dtensor"):
             dtensor = {key: statistics.fmean(float(r["dtensor"][key]) for r in ranks) for key in ranks[0]["dtensor"]}
-    if per_pair:  # o_dt per module on the t-rank mesh, each pair's two all-reduces' latency in it
-        dtensor.update(dtensor_module_s=statistics.median(per_pair) / 2.0, latency_in_module=1.0)
         if ranks[0]["links"]:
             links = {key: statistics.fmean(float(r["links"][key]) for r in ranks) for key in ranks[0]["links"]}
-    return EmptySteps(tuple(steps), links, threads, busy, tuple(tensor_steps), dtensor)
+    if per_pair:  # o_dt per module on the t-rank mesh, each pair's two all-reduces' latency in it
+        dtensor.update(dtensor_module_s=statistics.median(per_pair) / 2.0, latency_in_module=1.0)
+    return EmptySteps(
+        tuple(steps), links, threads, busy, tensor_steps=tuple(tensor_steps), dtensor=dtensor, ddp_in_step=tuple(ddp_in_step)
+    )

@@ -339,6 +339,7 @@ def worker(
             "tp": run.tp_index,
             "losses": run.losses,
             "step_s": run.times,
+            "compute_s": run.compute_s,
             "peak_memory_bytes": int(run.peak_bytes) if cuda else int(sum(run.held) + run.saved_peak),
             "memory_measure": "torch.cuda.max_memory_allocated"
             if cuda
@@ -363,6 +364,34 @@ def worker(
         dist.destroy_process_group()
 
 
+class ChunkClock:
+    """The seconds a :class:`~torch.distributed.pipelining.PipelineStage` spends in its forward and backward passes:
+    wraps the stage's ``forward_one_chunk`` and ``backward_one_chunk`` (two clock reads each); :meth:`take` returns the
+    seconds since the last call and starts again.  What a step spends outside them is the schedule's own: waiting for
+    the other stages' messages, the sends, the loss, the optimizer step, the barriers.  On a GPU: the host's time in
+    the calls (the kernels they queue may finish later)."""
+
+    def __init__(self, stage: Any) -> None:
+        self.seconds = 0.0
+        self.per_step: list[float] = []  # filled by the step loop (:func:`_train_steps`)
+        for name in ("forward_one_chunk", "backward_one_chunk"):
+            setattr(stage, name, self._timed(getattr(stage, name)))
+
+    def _timed(self, fn: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - t0
+
+        return timed
+
+    def take(self) -> float:
+        seconds, self.seconds = self.seconds, 0.0
+        return seconds
+
+
 @dataclasses.dataclass(frozen=True)
 class RankRun:
     """What one rank's steps gave: its place, per-step losses (last stage) and seconds, memory, the empty step."""
@@ -377,6 +406,9 @@ class RankRun:
     rss_peak: int  # the process's resident memory over the steps, above where it was before the model
     peak_bytes: int  # torch.cuda.max_memory_allocated on a GPU, else 0
     empty_step_s: float  # the plan's shape with nothing to compute (0: not measured)
+    #: per step, the seconds this rank spent in its stage's forward and backward passes (``Schedule1F1B``'s
+    #: ``forward_one_chunk`` and ``backward_one_chunk``, DDP's gradient sync in the last one); empty where not timed
+    compute_s: list[float] = dataclasses.field(default_factory=list)
 
 
 def _mesh_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, device: Any, notes: list[str]) -> RankRun:
@@ -406,16 +438,18 @@ def _mesh_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, devi
     del model  # only this stage's module stays
     n_micro = spec.microbatches // D  # each of b samples: Schedule1F1B splits the replica's n_micro b samples
     stage = PipelineStage(module, pp, S, device, group=mesh["pp"].get_group())
+    clock = ChunkClock(stage)
     schedule = Schedule1F1B(stage, n_micro, loss_fn=loss_fn, scale_grads=True)
     opt = optimizer(spec, params)
     local_ptrs = {(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params}
     saved = SavedActivations(local_ptrs)
     with PeakRss() as rss:
         losses, times, held = _train_steps(
-            schedule, opt, params, batches, timer, saved, mesh, device, n_micro * spec.microbatch_size
+            schedule, opt, params, batches, timer, saved, mesh, device, n_micro * spec.microbatch_size, clock
         )
     peak = torch.cuda.max_memory_allocated(device) if cuda else 0
-    return RankRun(pp, dp, mesh["tp"].get_local_rank(), losses, times, held, saved.peak, rss.peak - base_rss, peak, empty)
+    run = RankRun(pp, dp, mesh["tp"].get_local_rank(), losses, times, held, saved.peak, rss.peak - base_rss, peak, empty)
+    return dataclasses.replace(run, compute_s=clock.per_step)
 
 
 def _eager_modules(module: Any, model: Any, nodes: tuple[str, ...]) -> None:
@@ -494,11 +528,13 @@ def _train_steps(
     mesh: Any,
     device: Any,
     replica_samples: int,
+    clock: ChunkClock | None = None,
 ) -> tuple[list[float], list[float], tuple[int, int, int]]:
     """The plan's steps on this rank: per-step mean loss (last stage), wall seconds, and tensor bytes held at the end.
 
     ``replica_samples``: the samples of one data-parallel replica per step (its micro-batches times their size); replica
     ``dp`` takes the batch's ``dp``-th slice of that many, and the schedule cuts it into its micro-batches.
+    ``clock``: the stage's :class:`ChunkClock`; each step's seconds in its passes go to ``clock.per_step``.
     """
     import torch
     import torch.distributed as dist
@@ -518,6 +554,8 @@ def _train_steps(
         kwargs = {n: v[lo:hi].to(device) for n, v in kwargs.items()}
         mb_losses: list[Any] = []
         dist.barrier()
+        if clock is not None:
+            clock.take()
         t0 = time.perf_counter()
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
             if S == 1:
@@ -538,6 +576,8 @@ def _train_steps(
             torch.cuda.synchronize(device)
         dist.barrier()
         times.append(time.perf_counter() - t0)
+        if clock is not None:
+            clock.per_step.append(clock.take())
         if mb_losses:
             mean = torch.stack([x.detach().to(torch.float64) for x in mb_losses]).mean()
             if D > 1:
@@ -634,6 +674,27 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
     return RankRun(place.stage, place.replica, place.tp_index, losses, times, held, saved.peak, rss.peak - base_rss, peak, 0.0)
 
 
+def step_spread(seconds: list[float]) -> dict[str, float]:
+    """The spread of the timed steps (after warm-up): quartiles, extremes, and the interquartile range over the median
+    (``iqr_over_median``; 0 with fewer than 2 steps), so that a reader sees when one plan's measured step is noise.
+
+    Quartiles are :func:`statistics.quantiles`' inclusive ones (the median of the lower / upper half, interpolated)."""
+    if not seconds:
+        return {"min_s": math.nan, "q1_s": math.nan, "q3_s": math.nan, "max_s": math.nan, "iqr_over_median": math.nan}
+    if len(seconds) < 2:
+        x = seconds[0]
+        return {"min_s": x, "q1_s": x, "q3_s": x, "max_s": x, "iqr_over_median": 0.0}
+    q1, _, q3 = statistics.quantiles(seconds, n=4, method="inclusive")
+    med = statistics.median(seconds)
+    return {
+        "min_s": min(seconds),
+        "q1_s": q1,
+        "q3_s": q3,
+        "max_s": max(seconds),
+        "iqr_over_median": (q3 - q1) / med if med > 0 else math.nan,
+    }
+
+
 def summarise(
     spec: RunSpec, ranks: list[dict[str, Any]], ref: dict[str, Any], warmup: int, prediction: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -643,7 +704,8 @@ def summarise(
     ref_losses = ref["losses"]
     diffs = [abs(a - b) / abs(b) if b else abs(a - b) for a, b in zip(losses, ref_losses)]
     per_step = [max(r["step_s"][k] for r in ranks) for k in range(len(ranks[0]["step_s"]))]
-    measured = statistics.median(per_step[warmup:] or per_step)
+    timed = per_step[warmup:] or per_step
+    measured = statistics.median(timed)
     predicted = float((prediction or {}).get("step_s", spec.predicted_step_s))
     s, d, t = spec.shape
     return {
@@ -663,6 +725,13 @@ def summarise(
         "step_s": per_step,
         "single_process_step_s": ref["step_s"],
         "measured_step_s": measured,
+        "measured_step_spread": step_spread(timed),
+        # per rank (rank order), the median after warm-up of the seconds its stage spent in its forward and backward
+        # passes in a step (ChunkClock; None where not timed: stages of different degrees)
+        "measured_compute_s": [
+            statistics.median(r["compute_s"][warmup:] or r["compute_s"]) if r.get("compute_s") else None
+            for r in sorted(ranks, key=lambda r: r["rank"])
+        ],
         "predicted_step_s": predicted,
         "step_rel_error": (predicted - measured) / measured if measured > 0 else math.nan,
         "prediction": prediction or {},

@@ -40,9 +40,10 @@ a hand-computed case), :func:`predict_step` builds its inputs from a plan and it
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -318,19 +319,14 @@ class SizeTimings:
     reused_bytes_per_sample: dict[int, dict[str, dict[str, float]]] = field(default_factory=dict)
 
 
-def time_layers_by_size(
-    data: dict[str, Any],
-    graph_path: str,
-    sizes: Sequence[int],
-    threads: int = 1,
-    repeats: int = 5,
-    seed: int = 0,
-    before_size: Callable[[], None] | None = None,
-) -> SizeTimings:
-    """The imported model's own layers timed on this CPU at each micro-batch size (``solve --time-layers``' role).
+def layer_spec(data: dict[str, Any], graph_path: str, sizes: Sequence[int]) -> RunSpec:
+    """The one-process :class:`RunSpec` the layer timer builds the imported model from (no stages; micro-batches of up
+    to ``max(sizes)`` samples).
 
-    The model is built from the import's reference (``layers.model``); a graph without one is refused.
-    ``before_size``: called before each size's timer is built (a barrier, when several ranks time at once).
+    Raises
+    ------
+    InputError
+        When the graph records no model reference (``layers.model``).
     """
     layers = data.get("layers") if isinstance(data, dict) else None
     model = layers.get("model") if isinstance(layers, dict) else None
@@ -354,6 +350,25 @@ def time_layers_by_size(
         plan_path="",
         graph=data,
     )
+    return spec
+
+
+def time_layers_by_size(
+    data: dict[str, Any],
+    graph_path: str,
+    sizes: Sequence[int],
+    threads: int = 1,
+    repeats: int = 5,
+    seed: int = 0,
+    before_size: Callable[[], None] | None = None,
+) -> SizeTimings:
+    """The imported model's own layers timed on this CPU at each micro-batch size (``solve --time-layers``' role).
+
+    The model is built from the import's reference (``layers.model``); a graph without one is refused.
+    ``before_size``: called before each size's timer is built (a barrier, when several ranks time at once).
+    """
+    spec = layer_spec(data, graph_path, sizes)
+    forward = spec.node_order
     out: dict[int, dict[str, tuple[float, float]]] = {}
     saved: dict[int, dict[str, float]] = {}
     reused: dict[int, dict[str, dict[str, float]]] = {}
@@ -370,6 +385,80 @@ def time_layers_by_size(
         saved[b] = {v: nbytes / b for v, nbytes in timer.saved_bytes.items()}
         reused[b] = {v: {u: x / b for u, x in by.items()} for v, by in timer.reused_bytes.items()}
     return SizeTimings(out, per_tensor, saved, reused)
+
+
+@dataclass(frozen=True)
+class LockstepTimings:
+    """What :func:`time_layers_in_lockstep` measured on one rank.
+
+    Attributes
+    ----------
+    layers
+        Size -> node -> (forward seconds per pass, backward seconds per pass), the model alone on each rank (no DDP).
+    ddp_totals
+        ``(d, size)`` -> per pass, (the plain pass's forward + backward seconds, the same pass's under
+        ``DistributedDataParallel`` over ``d`` ranks), the two timed back to back in step with every rank.
+    """
+
+    layers: dict[int, dict[str, tuple[list[float], list[float]]]]
+    ddp_totals: dict[tuple[int, int], list[tuple[float, float]]] = field(default_factory=dict)
+
+
+def time_layers_in_lockstep(
+    data: dict[str, Any],
+    graph_path: str,
+    sizes: Sequence[int],
+    barrier: Callable[[], None],
+    threads: int = 1,
+    repeats: int = 7,
+    seed: int = 0,
+    ddp: Mapping[int, tuple[Any, Sequence[int]]] | None = None,
+) -> LockstepTimings:
+    """The imported model's layers at each micro-batch size, every pass started at ``barrier`` (called by every rank of a
+    group at once): size -> node -> (forward seconds, backward seconds), one entry per pass, in pass order.
+
+    A plan's ranks compute at the same moment (the run's barriers, DDP's all-reduce and the pipeline's messages keep
+    them in step), so on a machine whose cores they share, its layers are timed so: one barrier per size let the ranks
+    drift apart, and part of their passes ran alone (docs/import.md, the diagnosis of issue 42).  The pass after
+    each timer's own warm-up is one more warm-up, in step.
+
+    ``ddp``: ``d`` -> (this rank's data-parallel process group of ``d`` ranks, the sizes of the shapes with that ``d``):
+    at those sizes each plain pass is followed, in step, by the same pass of a copy of the model under
+    ``DistributedDataParallel`` over that group (its hooks, its bucketed all-reduce in the backward, which waits for
+    it), so that what DDP adds to a step on these cores is measured beside what it adds to (:attr:`LockstepTimings.
+    ddp_totals`).  Collective: every rank calls it with the same sizes and ``d``'s.
+    """
+    from torch.nn.parallel import DistributedDataParallel
+
+    spec = layer_spec(data, graph_path, sizes)
+    out: dict[int, dict[str, tuple[list[float], list[float]]]] = {}
+    totals: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for b in sorted(sizes):
+        barrier()
+        timer = LayerTimer(spec, threads, seed, samples=b)
+        wrapped: dict[int, LayerTimer] = {}
+        for d, (group, at) in sorted((ddp or {}).items()):
+            if b in at:
+                wrapped[d] = LayerTimer(spec, threads, seed, samples=b)
+                barrier()
+                wrapped[d].model = DistributedDataParallel(wrapped[d].model, process_group=group)
+                totals[(d, b)] = []
+        barrier()
+        timer.sample(record=False)
+        for other in wrapped.values():
+            barrier()
+            other.sample(record=False)
+        for _ in range(repeats):
+            barrier()
+            timer.sample()
+            plain = math.fsum(timer.fwd[v][-1] + timer.bwd[v][-1] for v in timer.points if timer.fwd[v] and timer.bwd[v])
+            for d, other in wrapped.items():
+                barrier()
+                other.sample()
+                under = math.fsum(other.fwd[v][-1] + other.bwd[v][-1] for v in other.points if other.fwd[v] and other.bwd[v])
+                totals[(d, b)].append((plain, under))
+        out[b] = {v: (list(timer.fwd[v]), list(timer.bwd[v])) for v in timer.points}
+    return LockstepTimings(out, totals)
 
 
 def time_layers_at_sizes(
@@ -414,15 +503,40 @@ def _split_share(ops: Sequence[Any], roles: Sequence[str], model: Any, profile: 
     return split / total if total > 0 else 0.0
 
 
+def planned_ddp_in_step(spec: RunSpec) -> float:
+    """``rho(d, b)`` of the plan's shape as its planner calibrated it (the plan file's ``cost_model.
+    ddp_in_step_s_per_byte``, :mod:`milp_partition.costmodel`): what DDP's all-reduce costs a step beyond gloo's idle
+    fit, per parameter byte; 0 where the plan records none (a plan of another objective, or no calibration)."""
+    import json
+
+    _, d, _ = spec.shape
+    if d <= 1 or not spec.plan_path:
+        return 0.0
+    try:
+        with open(spec.plan_path) as fh:
+            table = json.load(fh).get("cost_model", {}).get("ddp_in_step_s_per_byte") or ()
+        found = [float(x) for dd, b, x in table if (int(dd), int(b)) == (d, spec.microbatch_size)]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 0.0
+    return found[0] if found else 0.0
+
+
 def predict_step(
-    spec: RunSpec, layers: LayerProfile, costs: TorchCosts, links: LinkFit, profile: Any | None = None
+    spec: RunSpec,
+    layers: LayerProfile,
+    costs: TorchCosts,
+    links: LinkFit,
+    profile: Any | None = None,
+    ddp_in_step_s_per_byte: float | None = None,
 ) -> StepPrediction:
     """The formula of this module for ``spec`` (see the module docstring).
 
     ``layers``: the nodes' times at one micro-batch of ``spec.microbatch_size`` samples (the run's :class:`LayerTimer`); ``costs``: DTensor's overheads
     (:func:`calibrate_runtime`); ``links``: gloo's fits in the run's own process group; ``profile``: only
-    for the split operators' share of a layer's time (default: the import's).
+    for the split operators' share of a layer's time (default: the import's); ``ddp_in_step_s_per_byte``: ``rho`` of
+    DDP's all-reduce inside a step (default: the plan's own, :func:`planned_ddp_in_step`).
     """
+    rho = planned_ddp_in_step(spec) if ddp_in_step_s_per_byte is None else ddp_in_step_s_per_byte
     model = read_layers(spec.graph, spec.graph_path)
     if profile is None:
         try:
@@ -484,6 +598,7 @@ def predict_step(
             links.allreduce_beta_s_per_byte,
             DDP_BUCKET_BYTES,
             int(links.empty_step_s > 0),
+            rho if T == 1 else 0.0,  # measured for DDP (t = 1); the tensor-parallel plans all-reduce by hand
         )
         optimizer = optimizer_step_s(param_tensors, param_bytes, layers.optimizer_s_per_param_tensor)
         optimizer += dtensor_tensors * costs.dtensor_optimizer_tensor_s
@@ -500,6 +615,7 @@ def predict_step(
             **asdict(costs),
             **asdict(links),
             "layer_profile_threads": layers.threads,
+            "ddp_in_step_s_per_byte": rho,
             # DTensor's overheads on the bottleneck stage over the step (a part of step_s, for the report)
             "dtensor_step_s": pred.microbatches_per_replica * dtensor_parts[pred.bottleneck_stage][0]
             + dtensor_parts[pred.bottleneck_stage][1],

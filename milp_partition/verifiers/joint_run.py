@@ -126,8 +126,9 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         else:
             weights, dtensors = math.fsum(v.param_bytes for v in layers), 0
         tensors = sum(v.param_tensors for v in layers)
-        in_e = int(lat and t == 1)  # run all-reduces by hand at t > 1: no DDP bucket in E
-        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes, in_e)
+        in_e = int(lat and t == 1)  # run all-reduces by hand at t > 1: no DDP bucket in E, and no rho (DDP's)
+        rho = c.ddp_in_step_for(d, b) if t == 1 else 0.0
+        ar = ddp_allreduce_s(weights, d, c.allreduce_alpha_s, c.allreduce_beta_s_per_byte, c.ddp_bucket_bytes, in_e, rho)
         opt = optimizer_step_s(tensors, weights, c.optimizer_s_per_param_tensor, c.optimizer_s_per_param_byte)
         opt += dtensors * c.tensor.dtensor_optimizer_tensor_s
         times.append(StageTimes(fwd, bwd, send, ar, opt))
