@@ -369,6 +369,24 @@ def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.nd
     return rmax, rsum
 
 
+def _lambda_suffix(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
+    """sfx[k][t][s0] = least sum over stages k..P-1 (splitting layers s0..L-1) of each stage's least weight w[t][c]
+    over the configurations c that ``masks`` [k][c][s0][e] allows (inf: no split); sfx[P][t][L] = 0.  Per weight
+    vector t; the caller multiplies by D."""
+    p, inf = masks.shape[0], math.inf
+    cost = np.where(masks[:, None], w[None, :, :, None, None], inf).min(axis=2)  # [k][t][s0][e]
+    sfx = np.full((p + 1, w.shape[0], L + 1), inf)
+    sfx[p, :, L] = 0.0
+    for k in range(p - 1, -1, -1):
+        sfx[k] = (cost[k] + sfx[k + 1][:, None, :]).min(axis=2)
+    return sfx
+
+
+def _lambda_first(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
+    """:func:`_lambda_suffix`'s row sfx[0][t][0] (the whole layers, every stage)."""
+    return _lambda_suffix(masks, w, L)[0, :, 0]
+
+
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
@@ -745,8 +763,49 @@ class _Search:
 
     # ---- one (mbs, D, P) ----
     def inner(self, tb: _Tables, d: int, p: int) -> None:
-        """The exact branch and bound of one (mbs, D, P) (:class:`_Triple`), against the incumbent in ``self.out``."""
-        _Triple(self, tb, d, p).run()
+        """The exact branch and bound of one (mbs, D, P) (:class:`_Triple`), against the incumbent in ``self.out``,
+        entered only when :meth:`devices_admit` does not rule the triple out."""
+        if self.devices_admit(tb, d, p):
+            _Triple(self, tb, d, p).run()
+
+    def lambda_weights(self, tb: _Tables) -> tuple[np.ndarray, np.ndarray]:
+        """The weight vectors of the device-budget relaxation (one per column, all ones, one over the counts), as
+        (per weight, per configuration: lambda_t[column] tp) and (per weight: sum_j lambda_t[j] count_j).  Every plan has,
+        for every t, sum over its replicas of lambda_t[column] tp <= sum_j lambda_t[j] count_j (its devices per column
+        are at most the counts, and the weights are non-negative)."""
+        got = tb.misc.get("lams")
+        if got is None:
+            ncol = len(tb.cols)
+            lams = [tuple(1.0 if j == jj else 0.0 for j in range(ncol)) for jj in range(ncol)]
+            lams.append(tuple(1.0 for _ in range(ncol)))
+            lams.append(tuple(1.0 / max(1, c) for c in tb.caps))
+            w = np.array([[l_[j] * tp for j, tp in tb.cfgs] for l_ in lams])
+            cap = np.array([sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams])
+            got = tb.misc["lams"] = (w, cap)
+        return cast("tuple[np.ndarray, np.ndarray]", got)
+
+    def devices_admit(self, tb: _Tables, d: int, p: int) -> bool:
+        """False when no plan of (tb.mbs, d, p) below the incumbent fits the devices (a sound test, before the triple's
+        tables are built).
+
+        A plan below the incumbent has every y_k = C_k + X_k at most y_hi = (incumbent - least sum of compute - least
+        sends - least update - T_sync's floor) / (m - 1) (else (m - 1) max_k y_k alone, with the other terms at their
+        floors, reaches it), so each stage k over layers s..e-1 has all its replicas on configurations c with
+        ylb[k][c][s][e] <= y_hi (:meth:`stage_ylb`, a lower bound on y_k with c among the stage's replicas).  Each of
+        its D replicas takes lambda_t-weighted devices at least the least weight over those configurations, so
+        D sum_k (that least) <= sum_j lambda_t[j] count_j for every weight vector t: a dynamic program over (stage,
+        first layer) per t (:meth:`_Triple.lambda_suffix` with the caps from the incumbent alone, no all-reduce
+        mask: it allows every configuration the triple's own masks allow, so it rules out no more than they would)."""
+        value = self.out.value
+        if not math.isfinite(value):
+            return True
+        m = math.ceil(self.problem.global_batch / (tb.mbs * d))
+        xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
+        y_hi = math.inf if m == 1 else (value - tb.cminpre[tb.L] - sum(xs) - tb.umin - self.ar_split(tb, d, p)) / (m - 1)
+        masks = self.stage_ylb_arr(tb, p) <= y_hi * (1 + 1e-12)
+        w, cap = self.lambda_weights(tb)
+        first = _lambda_first(masks, w, tb.L)
+        return bool((d * first <= cap * (1 + 1e-12)).all())
 
     # ---- a leaf: counts, orders, exact price ----
     def leaf(
@@ -1042,13 +1101,8 @@ class _Triple:
     def lambda_tables(self, masks_by_k: np.ndarray) -> list[list[list[float]]]:
         """suffix[t][k][s0] (:meth:`lambda_suffix`) for the configurations ``masks_by_k`` allows."""
         tb, L, p, d, lams = self.tb, self.L, self.p, self.d, self.lams
-        inf = math.inf
         w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(self.nk)] for l_ in lams])  # [t][c]
-        sfx = np.full((p + 1, len(lams), L + 1), inf)
-        sfx[p, :, L] = 0.0
-        for k in range(p - 1, -1, -1):
-            cost = np.where(masks_by_k[k][None], w[:, :, None, None], inf).min(axis=1)  # [t][s0][e]
-            sfx[k] = (cost + sfx[k + 1][:, None, :]).min(axis=2)
+        sfx = _lambda_suffix(masks_by_k, w, L)
         return [[sfx[k, t].tolist() for k in range(p + 1)] for t in range(len(lams))]
 
     def lambda_suffix(self) -> bool:
