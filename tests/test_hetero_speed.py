@@ -46,3 +46,32 @@ def test_device_test_before_a_triple_never_rules_out_a_better_plan(objective: st
         if not srch.devices_admit(tables[mbs], d, p)
     ]
     assert any(t in best for t in ruled_out)  # a triple with feasible plans, every one above the incumbent
+
+
+@pytest.mark.parametrize(("objective", "count", "blocks"), [("sailor", 3, 1), ("sound", 3, 1), ("sailor", 3, 3)])
+def test_a_data_parallel_degree_left_out_holds_nothing_better_than_one_less(objective: str, count: int, blocks: int) -> None:
+    """:meth:`_Search.dominated_by_fewer` (D = d left out when d - 1 has the same micro-batch count and the all-reduce
+    table allows it): on every triple it leaves out (it leaves some out here), the best plan (every plan enumerated)
+    is no better than the best plan of D = d - 1 with the same micro-batch size and P."""
+    problem = _tiny(objective, count, blocks)
+    best = _best_per_triple(problem)
+    srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    left_out = [(mbs, d, p) for (mbs, d, p) in best if srch.dominated_by_fewer(tables[mbs], d)]
+    assert left_out
+    for mbs, d, p in left_out:
+        assert best[(mbs, d - 1, p)] <= best[(mbs, d, p)] * (1 + 1e-12), (mbs, d, p)
+
+
+def test_the_degree_rule_is_off_where_the_fits_make_a_smaller_ring_slower() -> None:
+    """GPT-Neo-2.7's last layer alone is a 5 kB stage: there the fits are used where they are ill-conditioned (or a
+    ring of d - 1 members is slower), so the rule leaves no D out even where the micro-batch count repeats."""
+    from milp_partition.io.sailor import read_sailor
+
+    problem = read_sailor(HETERO, setting="gptneo-a32-v96")
+    srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tb = _Tables(problem, 8)
+    same = [
+        d for d in range(2, 40) if math.ceil(problem.global_batch / (8 * d)) == math.ceil(problem.global_batch / (8 * (d - 1)))
+    ]
+    assert same and not any(srch.dominated_by_fewer(tb, d) for d in same)

@@ -271,6 +271,20 @@ def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarr
     return np.asarray(full * ring(bucket) + ring(last))
 
 
+def _well_conditioned(size: np.ndarray, n: int, coef: tuple[float, ...]) -> bool:
+    """Whether the bandwidth fit at every ring step of :func:`_bucketed_vec` (full buckets and the last piece, over n
+    members) is positive and at least 1e-6 of the sum of its terms' magnitudes (so a few roundings move it by less than
+    1e-10 of itself)."""
+    bucket = 500_000_000.0
+    full = np.maximum(np.ceil(size / bucket) - 1, 0)
+    steps = np.concatenate([size - full * bucket, [bucket] if bool((full > 0).any()) else []]) / n
+    lx = np.log2(steps / 1e6)
+    k = len(coef)
+    bw = sum(c * lx ** (k - i - 1) for i, c in enumerate(coef))
+    mag = sum(abs(c) * np.abs(lx) ** (k - i - 1) for i, c in enumerate(coef))
+    return bool(np.all(bw > 1e-6 * mag))
+
+
 def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     """Least X_i of stage i of p when every send takes at least tmin (tmin may be negative only in odd fits)."""
     t = max(tmin, 0.0) if tmin >= 0 else tmin
@@ -698,6 +712,8 @@ class _Search:
                     break
             total = sum(tb.caps)
             for d in range(1, total + 1):
+                if self.dominated_by_fewer(tb, d):
+                    continue  # every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
                 for p in range(1, min(tb.L, total // d) + 1):
                     # a triple whose bound without the split already reaches the (heuristics') incumbent holds no
                     # better plan: it is left out before its P's tables are built
@@ -767,6 +783,59 @@ class _Search:
         entered only when :meth:`devices_admit` does not rule the triple out."""
         if self.devices_admit(tb, d, p):
             _Triple(self, tb, d, p).run()
+
+    def dominated_by_fewer(self, tb: _Tables, d: int) -> bool:
+        """Whether every plan with micro-batch ``tb.mbs`` and D = d has a plan with D = d - 1 (same P) of at most its
+        value: then the triples of D = d hold nothing better than those of d - 1 and are not searched.
+
+        The plan without its last replica in every stage: the same stages and memory per replica, fewer devices;
+        C_i, U and the sends are maxima over a subset (the sends pair replica r with replica r: pairs r < d - 1 stay),
+        so no larger; m = ceil(B / (beta D)) must be the same for d and d - 1 (checked).  The all-reduce of stage i is
+        the worst adjacent pair r < d - 2 of ARB_k(W'_i, d - 1), W'_i = w_i / t' with t' the new least tp (capped at 4),
+        at least the old least tp t; the same pairs are in the plan of D = d, at ARB_k(W_i, d), W_i = w_i / t.  So it
+        suffices that ARB_k(w / t', d - 1) <= ARB_k(w / t, d) for every count-1 fit k between the columns, every
+        stage's weights w (every layer range) and every t <= t' among the tps: checked on the table, with a margin of
+        1e-9 of the values (the fits are odd: a ring of more members is not always slower, and then the rule is off).
+        """
+        if d <= 1:
+            return False
+        b, mbs = self.problem.global_batch, tb.mbs
+        if math.ceil(b / (mbs * d)) != math.ceil(b / (mbs * (d - 1))):
+            return False
+        tps = tuple(sorted({min(4, tp) for _j, tp in tb.cfgs}))
+        key = ("fewer", d, tps)
+        got = tb.misc.get(key)
+        if got is None:
+            got = tb.misc[key] = self._ar_no_larger_with_fewer(tb, d, tps)
+        return bool(got)
+
+    def _ar_no_larger_with_fewer(self, tb: _Tables, d: int, tps: tuple[int, ...]) -> bool:
+        """ARB_k(w / t', d - 1) <= ARB_k(w / t, d) - margin for every fit k, layer range, t <= t' (:meth:`dominated_by_fewer`)."""
+        L = tb.L
+        pre = np.array(tb.w1pre)
+        w = (pre[None, :] - pre[:, None])[np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]]  # every layer range
+        w = w[w > 0]  # a range of no weights: no all-reduce on either side
+        fits = {
+            self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+            for c1 in tb.cols
+            for c2 in tb.cols
+        }
+        for coef in fits:
+            # the fit is evaluated well (no cancellation: a relative error below 1e-10) at every ring step compared
+            if not all(_well_conditioned(w / t, n, coef) for t in tps for n in (d - 1, d) if n > 1):
+                return False
+            few = {t: _bucketed_vec(w / t, d - 1, coef) if d - 1 > 1 else np.zeros_like(w) for t in tps}
+            many = {t: _bucketed_vec(w / t, d, coef) for t in tps}
+            for t in tps:
+                for t2 in tps:
+                    if t2 < t:
+                        continue
+                    lo, hi = few[t2], many[t]
+                    if not np.all(np.isfinite(lo)) or not np.all(np.isfinite(hi)):
+                        return False
+                    if not np.all(lo + 1e-9 * np.abs(lo) <= hi - 1e-9 * np.abs(hi)):
+                        return False
+        return True
 
     def lambda_weights(self, tb: _Tables) -> tuple[np.ndarray, np.ndarray]:
         """The weight vectors of the device-budget relaxation (one per column, all ones, one over the counts), as
