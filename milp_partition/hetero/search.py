@@ -414,6 +414,8 @@ class _Search:
         self.ticks = 0
         self.stop = False
         self.full_bounds: dict[tuple[float, int, int, int], float] = {}
+        self.fewer_cache: dict[tuple[int, tuple[int, ...]], bool] = {}
+        self.ring_cache: dict[tuple[int, int, tuple[float, ...]], tuple[np.ndarray, bool]] = {}
         self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
 
     # ---- bounds between neighbouring sets ----
@@ -803,11 +805,11 @@ class _Search:
         if math.ceil(b / (mbs * d)) != math.ceil(b / (mbs * (d - 1))):
             return False
         tps = tuple(sorted({min(4, tp) for _j, tp in tb.cfgs}))
-        key = ("fewer", d, tps)
-        got = tb.misc.get(key)
+        key = (d, tps)  # the all-reduce reads the weights, the tps and the columns, not the micro-batch size
+        got = self.fewer_cache.get(key)
         if got is None:
-            got = tb.misc[key] = self._ar_no_larger_with_fewer(tb, d, tps)
-        return bool(got)
+            got = self.fewer_cache[key] = self._ar_no_larger_with_fewer(tb, d, tps)
+        return got
 
     def _ar_no_larger_with_fewer(self, tb: _Tables, d: int, tps: tuple[int, ...]) -> bool:
         """ARB_k(w / t', d - 1) <= ARB_k(w / t, d) - margin for every fit k, layer range, t <= t' (:meth:`dominated_by_fewer`)."""
@@ -820,12 +822,25 @@ class _Search:
             for c1 in tb.cols
             for c2 in tb.cols
         }
+
+        def ring(t: int, n: int, coef: tuple[float, ...]) -> tuple[np.ndarray, bool]:
+            key = (t, n, coef)  # the same weights for every micro-batch size: shared by the triples of d and d + 1
+            got = self.ring_cache.get(key)
+            if got is None:
+                if n <= 1:
+                    got = (np.zeros_like(w), True)
+                else:
+                    got = (_bucketed_vec(w / t, n, coef), _well_conditioned(w / t, n, coef))
+                self.ring_cache[key] = got
+            return got
+
         for coef in fits:
-            # the fit is evaluated well (no cancellation: a relative error below 1e-10) at every ring step compared
-            if not all(_well_conditioned(w / t, n, coef) for t in tps for n in (d - 1, d) if n > 1):
-                return False
-            few = {t: _bucketed_vec(w / t, d - 1, coef) if d - 1 > 1 else np.zeros_like(w) for t in tps}
-            many = {t: _bucketed_vec(w / t, d, coef) for t in tps}
+            few, many = {}, {}
+            for t in tps:
+                (few[t], ok1), (many[t], ok2) = ring(t, d - 1, coef), ring(t, d, coef)
+                # the fit is evaluated well (no cancellation: a relative error below 1e-10) at every ring step compared
+                if not (ok1 and ok2):
+                    return False
             for t in tps:
                 for t2 in tps:
                     if t2 < t:
@@ -1087,6 +1102,7 @@ class _Triple:
                 t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
                 ns = np.arange(1, d) if (t0 and t1) else np.array([d] if t0 else [0])
                 self.two_steps[q] = (t0, t1, ns)
+        self.two_use_arrays: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         self.two_sfx: list[list[np.ndarray | None]] = []
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
         self.rmax_l: list[list[float]] = []
@@ -1250,10 +1266,15 @@ class _Triple:
     def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
         """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q: n of
         the D replicas on q's column-0 member (tp t0), D - n on its column-1 member (tp t1), every n at once."""
-        t0, t1, ns = self.two_steps[q]
-        idx = self.avec[None, :] - ns[:, None] * t0  # [n][a]
-        vals = np.where(idx >= 0, g[np.maximum(idx, 0)], math.inf) + ((self.d - ns) * t1)[:, None]
-        return np.asarray(vals.min(axis=0))
+        got = self.two_use_arrays.get(q)
+        if got is None:
+            t0, t1, ns = self.two_steps[q]
+            idx = self.avec[None, :] - ns[:, None] * t0  # [n][a]
+            add = np.where(idx >= 0, ((self.d - ns) * t1)[:, None].astype(float), math.inf)
+            got = self.two_use_arrays[q] = (np.maximum(idx, 0), add)
+        idx_c, add = got
+        # the same sums as g[a - n t0] + (D - n) t1 where a - n t0 >= 0, inf elsewhere
+        return np.asarray((g[idx_c] + add).min(axis=0))
 
     def two_ok(self, g: np.ndarray, k: int, e: int) -> bool:
         """Some completion of stages k.. from layer e fits the two columns with the decided stages' use g."""
