@@ -1233,6 +1233,8 @@ class _Triple:
         for i, (t0, t1) in enumerate(combos):
             cidx[t0, t1] = i
         e_idx = np.arange(L + 1)
+        cur = np.full((L + 1, cap0 + 1), inf)
+        cur[L] = 0.0
         for k in range(p - 1, -1, -1):
             masks = masks_by_k[k]
             # least allowed tp per column over [s0][e] (0: the column has no allowed configuration there)
@@ -1244,11 +1246,7 @@ class _Triple:
                 t1m = np.where(masks[c] & (tp < t1m), tp, t1m)
             t0m[t0m == big] = 0
             t1m[t1m == big] = 0
-            nxt = np.full((L + 1, cap0 + 1), inf)  # [e][a]: two_sfx[k + 1][e] (inf where None)
-            for e in range(L + 1):
-                row = two_sfx[k + 1][e]
-                if row is not None:
-                    nxt[e] = row
+            nxt = cur  # [e][a]: two_sfx[k + 1][e] (inf where None)
             # per (t0, t1): conv[e][a] = min over n of nxt[e][a - n t0] + (D - n) t1, n replicas on column 0 (needs
             # t0 when n > 0), D - n on column 1 (needs t1 when n < D)
             kid = cidx[t0m, t1m]  # [s0][e]; -1 (no configuration) picks the last, all-inf row
@@ -1257,10 +1255,10 @@ class _Triple:
                 if i < 0:
                     continue
                 convs[i] = _two_step(nxt, d, *combos[i])
-            acc = convs[kid, e_idx[None, :]].min(axis=1)  # [s0][a]
-            for s0 in range(L - (p - k) + 1):
-                if np.isfinite(acc[s0]).any():
-                    two_sfx[k][s0] = acc[s0]
+            cur = convs[kid, e_idx[None, :]].min(axis=1)  # [s0][a]
+            cur[L - (p - k) + 1 :] = inf  # stage k starts at L - (p - k) at the latest
+            for s0 in np.flatnonzero(np.isfinite(cur).any(axis=1)).tolist():
+                two_sfx[k][s0] = cur[s0]
         return two_sfx
 
     def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
