@@ -383,6 +383,29 @@ def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.nd
     return rmax, rsum
 
 
+#: Up to this many columns the device relaxation weighs every subset of columns (2^n - 1 vectors), beyond it each
+#: column alone and all of them.
+SUBSET_WEIGHTS_MAX_COLUMNS = 5
+
+
+def _weight_vectors(caps: list[int]) -> list[tuple[float, ...]]:
+    """The weight vectors lambda of the device-budget relaxation (sum over replicas of lambda[column] tp <= sum_j
+    lambda[j] count_j holds for every plan and every lambda >= 0): each subset of columns with weight 1, the single
+    columns first, then the larger subsets (with more than two columns the pairs and triples budget, e.g., two zones
+    of one kind together: a stage whose allowed configurations all lie in the pair takes D tp of the pair's devices,
+    which no single column's weight sees), then one over the counts.  Two columns: each alone, both, one over the
+    counts (as before)."""
+    n = len(caps)
+    if n <= SUBSET_WEIGHTS_MAX_COLUMNS:
+        lams = [tuple(1.0 if mask >> j & 1 else 0.0 for j in range(n)) for mask in range(1, 1 << n)]
+        lams.sort(key=lambda v: sum(v))  # stable: by size, then by bitmask
+    else:
+        lams = [tuple(1.0 if j == jj else 0.0 for j in range(n)) for jj in range(n)]
+        lams.append(tuple(1.0 for _ in range(n)))
+    lams.append(tuple(1.0 / max(1, c) for c in caps))
+    return lams
+
+
 def _lambda_suffix(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
     """sfx[k][t][s0] = least sum over stages k..P-1 (splitting layers s0..L-1) of each stage's least weight w[t][c]
     over the configurations c that ``masks`` [k][c][s0][e] allows (inf: no split); sfx[P][t][L] = 0.  Per weight
@@ -860,9 +883,7 @@ class _Search:
         got = tb.misc.get("lams")
         if got is None:
             ncol = len(tb.cols)
-            lams = [tuple(1.0 if j == jj else 0.0 for j in range(ncol)) for jj in range(ncol)]
-            lams.append(tuple(1.0 for _ in range(ncol)))
-            lams.append(tuple(1.0 / max(1, c) for c in tb.caps))
+            lams = _weight_vectors(tb.caps)
             w = np.array([[l_[j] * tp for j, tp in tb.cfgs] for l_ in lams])
             cap = np.array([sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams])
             got = tb.misc["lams"] = (w, cap)
@@ -1057,9 +1078,7 @@ class _Triple:
                 sets.append(q)
         self.sets = sets
         # weights for the device-budget relaxation
-        lams = [tuple(1.0 if j == jj else 0.0 for j in range(ncol)) for jj in range(ncol)]
-        lams.append(tuple(1.0 for _ in range(ncol)))
-        lams.append(tuple(1.0 / max(1, c) for c in tb.caps))
+        lams = _weight_vectors(tb.caps)
         self.lams = lams
         self.lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
         self.usage_cache = {q: self.set_usage(q) for q in sets}
