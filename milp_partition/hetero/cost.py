@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from milp_partition.cluster import LinkFit
-from milp_partition.hetero.problem import BUCKET_BYTES, FLOAT_BYTES, HeteroPlan, HeteroProblem
+from milp_partition.hetero.problem import BUCKET_BYTES, FLOAT_BYTES, HeteroPlan, HeteroProblem, Replica
 
 
 def ring_seconds(fit: LinkFit, nbytes: float, n: int) -> float:
@@ -96,36 +96,37 @@ def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
     p, d = len(stages), len(reps[0])
     m = math.ceil(problem.global_batch / (mbs * d))
     sound = problem.objective == "sound"
+    # every term is a max over replicas (or pairs) of a value that depends on the replica's (or pair's) kind, zone and
+    # tp only: each distinct one is computed once (the same values, so the same maxima, as replica by replica)
     c, us = [], []
     for (s, e), row in zip(stages, reps):
         ci = 0.0
-        for r in row:
-            t = mod.times[(r.kind, mbs, r.tp)]
+        for kind, tp in dict.fromkeys((r.kind, r.tp) for r in row):
+            t = mod.times[(kind, mbs, tp)]
             ci = max(ci, sum(t[ly][0] + t[ly][1] for ly in range(s, e)))
             us.append(t[s][2])
         c.append(ci)
     out = mod.act_output_floats
+
+    def worst_send(row: tuple[Replica, ...], other: tuple[Replica, ...], size: float) -> float:
+        pairs = dict.fromkeys((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp) for x, y in zip(row, other))
+        return max(cl.link_fit(key).seconds(size) for key in pairs)
+
     a, b = [0.0] * p, [0.0] * p
     for i in range(p):
         s, e = stages[i]
         if i < p - 1:
-            size = FLOAT_BYTES * mbs * out[e - 1]
-            a[i] = max(
-                cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i + 1])
-            )
+            a[i] = worst_send(reps[i], reps[i + 1], FLOAT_BYTES * mbs * out[e - 1])
         if i > 0:
-            size = FLOAT_BYTES * mbs * (out[s - 1] if sound else out[s])
-            b[i] = max(
-                cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size) for x, y in zip(reps[i], reps[i - 1])
-            )
+            b[i] = worst_send(reps[i], reps[i - 1], FLOAT_BYTES * mbs * (out[s - 1] if sound else out[s]))
     ar = []
     w1 = mod.params_floats[1]
     for (s, e), row in zip(stages, reps):
         tp_min = min([4] + [r.tp for r in row])
         size = sum(FLOAT_BYTES * w1[ly] / tp_min for ly in range(s, e))
         v = 0.0
-        for left, right in itertools.pairwise(row):
-            v = max(v, bucketed_seconds(cl.link_fit((left.zone, left.kind, 1, right.zone, right.kind, 1)), size, d))
+        for lz, lk, rz, rk in dict.fromkeys((x.zone, x.kind, y.zone, y.kind) for x, y in itertools.pairwise(row)):
+            v = max(v, bucketed_seconds(cl.link_fit((lz, lk, 1, rz, rk, 1)), size, d))
         ar.append(v)
     x, t_pp, t_sync = combine(m, c, a, b, max(us), ar, sound)
     return Terms(m, tuple(c), tuple(x), max(us), tuple(ar), t_pp, t_sync)

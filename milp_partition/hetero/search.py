@@ -271,6 +271,20 @@ def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarr
     return np.asarray(full * ring(bucket) + ring(last))
 
 
+def _well_conditioned(size: np.ndarray, n: int, coef: tuple[float, ...]) -> bool:
+    """Whether the bandwidth fit at every ring step of :func:`_bucketed_vec` (full buckets and the last piece, over n
+    members) is positive and at least 1e-6 of the sum of its terms' magnitudes (so a few roundings move it by less than
+    1e-10 of itself)."""
+    bucket = 500_000_000.0
+    full = np.maximum(np.ceil(size / bucket) - 1, 0)
+    steps = np.concatenate([size - full * bucket, [bucket] if bool((full > 0).any()) else []]) / n
+    lx = np.log2(steps / 1e6)
+    k = len(coef)
+    bw = sum(c * lx ** (k - i - 1) for i, c in enumerate(coef))
+    mag = sum(abs(c) * np.abs(lx) ** (k - i - 1) for i, c in enumerate(coef))
+    return bool(np.all(bw > 1e-6 * mag))
+
+
 def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     """Least X_i of stage i of p when every send takes at least tmin (tmin may be negative only in odd fits)."""
     t = max(tmin, 0.0) if tmin >= 0 else tmin
@@ -369,6 +383,47 @@ def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.nd
     return rmax, rsum
 
 
+#: Up to this many columns the device relaxation weighs every subset of columns (2^n - 1 vectors), beyond it each
+#: column alone and all of them.
+SUBSET_WEIGHTS_MAX_COLUMNS = 5
+
+
+def _weight_vectors(caps: list[int]) -> list[tuple[float, ...]]:
+    """The weight vectors lambda of the device-budget relaxation (sum over replicas of lambda[column] tp <= sum_j
+    lambda[j] count_j holds for every plan and every lambda >= 0): each subset of columns with weight 1, the single
+    columns first, then the larger subsets (with more than two columns the pairs and triples budget, e.g., two zones
+    of one kind together: a stage whose allowed configurations all lie in the pair takes D tp of the pair's devices,
+    which no single column's weight sees), then one over the counts.  Two columns: each alone, both, one over the
+    counts (as before)."""
+    n = len(caps)
+    if n <= SUBSET_WEIGHTS_MAX_COLUMNS:
+        lams = [tuple(1.0 if mask >> j & 1 else 0.0 for j in range(n)) for mask in range(1, 1 << n)]
+        lams.sort(key=lambda v: sum(v))  # stable: by size, then by bitmask
+    else:
+        lams = [tuple(1.0 if j == jj else 0.0 for j in range(n)) for jj in range(n)]
+        lams.append(tuple(1.0 for _ in range(n)))
+    lams.append(tuple(1.0 / max(1, c) for c in caps))
+    return lams
+
+
+def _lambda_suffix(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
+    """sfx[k][t][s0] = least sum over stages k..P-1 (splitting layers s0..L-1) of each stage's least weight w[t][c]
+    over the configurations c that ``masks`` [k][c][s0][e] allows (inf: no split); sfx[P][t][L] = 0.  Per weight
+    vector t; the caller multiplies by D."""
+    p, inf = masks.shape[0], math.inf
+    cost = np.where(masks[:, None], w[None, :, :, None, None], inf).min(axis=2)  # [k][t][s0][e]
+    sfx = np.full((p + 1, w.shape[0], L + 1), inf)
+    sfx[p, :, L] = 0.0
+    for k in range(p - 1, -1, -1):
+        sfx[k] = (cost[k] + sfx[k + 1][:, None, :]).min(axis=2)
+    return sfx
+
+
+def _lambda_first(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
+    """:func:`_lambda_suffix`'s row sfx[0][t][0] (the whole layers, every stage)."""
+    return _lambda_suffix(masks, w, L)[0, :, 0]
+
+
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
@@ -382,6 +437,8 @@ class _Search:
         self.ticks = 0
         self.stop = False
         self.full_bounds: dict[tuple[float, int, int, int], float] = {}
+        self.fewer_cache: dict[tuple[int, tuple[int, ...]], bool] = {}
+        self.ring_cache: dict[tuple[int, int, tuple[float, ...]], tuple[np.ndarray, bool]] = {}
         self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
 
     # ---- bounds between neighbouring sets ----
@@ -680,6 +737,8 @@ class _Search:
                     break
             total = sum(tb.caps)
             for d in range(1, total + 1):
+                if self.dominated_by_fewer(tb, d):
+                    continue  # every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
                 for p in range(1, min(tb.L, total // d) + 1):
                     # a triple whose bound without the split already reaches the (heuristics') incumbent holds no
                     # better plan: it is left out before its P's tables are built
@@ -745,8 +804,113 @@ class _Search:
 
     # ---- one (mbs, D, P) ----
     def inner(self, tb: _Tables, d: int, p: int) -> None:
-        """The exact branch and bound of one (mbs, D, P) (:class:`_Triple`), against the incumbent in ``self.out``."""
-        _Triple(self, tb, d, p).run()
+        """The exact branch and bound of one (mbs, D, P) (:class:`_Triple`), against the incumbent in ``self.out``,
+        entered only when :meth:`devices_admit` does not rule the triple out."""
+        if self.devices_admit(tb, d, p):
+            _Triple(self, tb, d, p).run()
+
+    def dominated_by_fewer(self, tb: _Tables, d: int) -> bool:
+        """Whether every plan with micro-batch ``tb.mbs`` and D = d has a plan with D = d - 1 (same P) of at most its
+        value: then the triples of D = d hold nothing better than those of d - 1 and are not searched.
+
+        The plan without its last replica in every stage: the same stages and memory per replica, fewer devices;
+        C_i, U and the sends are maxima over a subset (the sends pair replica r with replica r: pairs r < d - 1 stay),
+        so no larger; m = ceil(B / (beta D)) must be the same for d and d - 1 (checked).  The all-reduce of stage i is
+        the worst adjacent pair r < d - 2 of ARB_k(W'_i, d - 1), W'_i = w_i / t' with t' the new least tp (capped at 4),
+        at least the old least tp t; the same pairs are in the plan of D = d, at ARB_k(W_i, d), W_i = w_i / t.  So it
+        suffices that ARB_k(w / t', d - 1) <= ARB_k(w / t, d) for every count-1 fit k between the columns, every
+        stage's weights w (every layer range) and every t <= t' among the tps: checked on the table, with a margin of
+        1e-9 of the values (the fits are odd: a ring of more members is not always slower, and then the rule is off).
+        """
+        if d <= 1:
+            return False
+        b, mbs = self.problem.global_batch, tb.mbs
+        if math.ceil(b / (mbs * d)) != math.ceil(b / (mbs * (d - 1))):
+            return False
+        tps = tuple(sorted({min(4, tp) for _j, tp in tb.cfgs}))
+        key = (d, tps)  # the all-reduce reads the weights, the tps and the columns, not the micro-batch size
+        got = self.fewer_cache.get(key)
+        if got is None:
+            got = self.fewer_cache[key] = self._ar_no_larger_with_fewer(tb, d, tps)
+        return got
+
+    def _ar_no_larger_with_fewer(self, tb: _Tables, d: int, tps: tuple[int, ...]) -> bool:
+        """ARB_k(w / t', d - 1) <= ARB_k(w / t, d) - margin for every fit k, layer range, t <= t' (:meth:`dominated_by_fewer`)."""
+        L = tb.L
+        pre = np.array(tb.w1pre)
+        w = (pre[None, :] - pre[:, None])[np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]]  # every layer range
+        w = w[w > 0]  # a range of no weights: no all-reduce on either side
+        fits = {
+            self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+            for c1 in tb.cols
+            for c2 in tb.cols
+        }
+
+        def ring(t: int, n: int, coef: tuple[float, ...]) -> tuple[np.ndarray, bool]:
+            key = (t, n, coef)  # the same weights for every micro-batch size: shared by the triples of d and d + 1
+            got = self.ring_cache.get(key)
+            if got is None:
+                if n <= 1:
+                    got = (np.zeros_like(w), True)
+                else:
+                    got = (_bucketed_vec(w / t, n, coef), _well_conditioned(w / t, n, coef))
+                self.ring_cache[key] = got
+            return got
+
+        for coef in fits:
+            few, many = {}, {}
+            for t in tps:
+                (few[t], ok1), (many[t], ok2) = ring(t, d - 1, coef), ring(t, d, coef)
+                # the fit is evaluated well (no cancellation: a relative error below 1e-10) at every ring step compared
+                if not (ok1 and ok2):
+                    return False
+            for t in tps:
+                for t2 in tps:
+                    if t2 < t:
+                        continue
+                    lo, hi = few[t2], many[t]
+                    if not np.all(np.isfinite(lo)) or not np.all(np.isfinite(hi)):
+                        return False
+                    if not np.all(lo + 1e-9 * np.abs(lo) <= hi - 1e-9 * np.abs(hi)):
+                        return False
+        return True
+
+    def lambda_weights(self, tb: _Tables) -> tuple[np.ndarray, np.ndarray]:
+        """The weight vectors of the device-budget relaxation (one per column, all ones, one over the counts), as
+        (per weight, per configuration: lambda_t[column] tp) and (per weight: sum_j lambda_t[j] count_j).  Every plan has,
+        for every t, sum over its replicas of lambda_t[column] tp <= sum_j lambda_t[j] count_j (its devices per column
+        are at most the counts, and the weights are non-negative)."""
+        got = tb.misc.get("lams")
+        if got is None:
+            ncol = len(tb.cols)
+            lams = _weight_vectors(tb.caps)
+            w = np.array([[l_[j] * tp for j, tp in tb.cfgs] for l_ in lams])
+            cap = np.array([sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams])
+            got = tb.misc["lams"] = (w, cap)
+        return cast("tuple[np.ndarray, np.ndarray]", got)
+
+    def devices_admit(self, tb: _Tables, d: int, p: int) -> bool:
+        """False when no plan of (tb.mbs, d, p) below the incumbent fits the devices (a sound test, before the triple's
+        tables are built).
+
+        A plan below the incumbent has every y_k = C_k + X_k at most y_hi = (incumbent - least sum of compute - least
+        sends - least update - T_sync's floor) / (m - 1) (else (m - 1) max_k y_k alone, with the other terms at their
+        floors, reaches it), so each stage k over layers s..e-1 has all its replicas on configurations c with
+        ylb[k][c][s][e] <= y_hi (:meth:`stage_ylb`, a lower bound on y_k with c among the stage's replicas).  Each of
+        its D replicas takes lambda_t-weighted devices at least the least weight over those configurations, so
+        D sum_k (that least) <= sum_j lambda_t[j] count_j for every weight vector t: a dynamic program over (stage,
+        first layer) per t (:meth:`_Triple.lambda_suffix` with the caps from the incumbent alone, no all-reduce
+        mask: it allows every configuration the triple's own masks allow, so it rules out no more than they would)."""
+        value = self.out.value
+        if not math.isfinite(value):
+            return True
+        m = math.ceil(self.problem.global_batch / (tb.mbs * d))
+        xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
+        y_hi = math.inf if m == 1 else (value - tb.cminpre[tb.L] - sum(xs) - tb.umin - self.ar_split(tb, d, p)) / (m - 1)
+        masks = self.stage_ylb_arr(tb, p) <= y_hi * (1 + 1e-12)
+        w, cap = self.lambda_weights(tb)
+        first = _lambda_first(masks, w, tb.L)
+        return bool((d * first <= cap * (1 + 1e-12)).all())
 
     # ---- a leaf: counts, orders, exact price ----
     def leaf(
@@ -914,9 +1078,7 @@ class _Triple:
                 sets.append(q)
         self.sets = sets
         # weights for the device-budget relaxation
-        lams = [tuple(1.0 if j == jj else 0.0 for j in range(ncol)) for jj in range(ncol)]
-        lams.append(tuple(1.0 for _ in range(ncol)))
-        lams.append(tuple(1.0 / max(1, c) for c in tb.caps))
+        lams = _weight_vectors(tb.caps)
         self.lams = lams
         self.lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
         self.usage_cache = {q: self.set_usage(q) for q in sets}
@@ -959,6 +1121,7 @@ class _Triple:
                 t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
                 ns = np.arange(1, d) if (t0 and t1) else np.array([d] if t0 else [0])
                 self.two_steps[q] = (t0, t1, ns)
+        self.two_use_arrays: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         self.two_sfx: list[list[np.ndarray | None]] = []
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
         self.rmax_l: list[list[float]] = []
@@ -1042,13 +1205,8 @@ class _Triple:
     def lambda_tables(self, masks_by_k: np.ndarray) -> list[list[list[float]]]:
         """suffix[t][k][s0] (:meth:`lambda_suffix`) for the configurations ``masks_by_k`` allows."""
         tb, L, p, d, lams = self.tb, self.L, self.p, self.d, self.lams
-        inf = math.inf
         w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(self.nk)] for l_ in lams])  # [t][c]
-        sfx = np.full((p + 1, len(lams), L + 1), inf)
-        sfx[p, :, L] = 0.0
-        for k in range(p - 1, -1, -1):
-            cost = np.where(masks_by_k[k][None], w[:, :, None, None], inf).min(axis=1)  # [t][s0][e]
-            sfx[k] = (cost + sfx[k + 1][:, None, :]).min(axis=2)
+        sfx = _lambda_suffix(masks_by_k, w, L)
         return [[sfx[k, t].tolist() for k in range(p + 1)] for t in range(len(lams))]
 
     def lambda_suffix(self) -> bool:
@@ -1094,6 +1252,8 @@ class _Triple:
         for i, (t0, t1) in enumerate(combos):
             cidx[t0, t1] = i
         e_idx = np.arange(L + 1)
+        cur = np.full((L + 1, cap0 + 1), inf)
+        cur[L] = 0.0
         for k in range(p - 1, -1, -1):
             masks = masks_by_k[k]
             # least allowed tp per column over [s0][e] (0: the column has no allowed configuration there)
@@ -1105,11 +1265,7 @@ class _Triple:
                 t1m = np.where(masks[c] & (tp < t1m), tp, t1m)
             t0m[t0m == big] = 0
             t1m[t1m == big] = 0
-            nxt = np.full((L + 1, cap0 + 1), inf)  # [e][a]: two_sfx[k + 1][e] (inf where None)
-            for e in range(L + 1):
-                row = two_sfx[k + 1][e]
-                if row is not None:
-                    nxt[e] = row
+            nxt = cur  # [e][a]: two_sfx[k + 1][e] (inf where None)
             # per (t0, t1): conv[e][a] = min over n of nxt[e][a - n t0] + (D - n) t1, n replicas on column 0 (needs
             # t0 when n > 0), D - n on column 1 (needs t1 when n < D)
             kid = cidx[t0m, t1m]  # [s0][e]; -1 (no configuration) picks the last, all-inf row
@@ -1118,19 +1274,24 @@ class _Triple:
                 if i < 0:
                     continue
                 convs[i] = _two_step(nxt, d, *combos[i])
-            acc = convs[kid, e_idx[None, :]].min(axis=1)  # [s0][a]
-            for s0 in range(L - (p - k) + 1):
-                if np.isfinite(acc[s0]).any():
-                    two_sfx[k][s0] = acc[s0]
+            cur = convs[kid, e_idx[None, :]].min(axis=1)  # [s0][a]
+            cur[L - (p - k) + 1 :] = inf  # stage k starts at L - (p - k) at the latest
+            for s0 in np.flatnonzero(np.isfinite(cur).any(axis=1)).tolist():
+                two_sfx[k][s0] = cur[s0]
         return two_sfx
 
     def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
         """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q: n of
         the D replicas on q's column-0 member (tp t0), D - n on its column-1 member (tp t1), every n at once."""
-        t0, t1, ns = self.two_steps[q]
-        idx = self.avec[None, :] - ns[:, None] * t0  # [n][a]
-        vals = np.where(idx >= 0, g[np.maximum(idx, 0)], math.inf) + ((self.d - ns) * t1)[:, None]
-        return np.asarray(vals.min(axis=0))
+        got = self.two_use_arrays.get(q)
+        if got is None:
+            t0, t1, ns = self.two_steps[q]
+            idx = self.avec[None, :] - ns[:, None] * t0  # [n][a]
+            add = np.where(idx >= 0, ((self.d - ns) * t1)[:, None].astype(float), math.inf)
+            got = self.two_use_arrays[q] = (np.maximum(idx, 0), add)
+        idx_c, add = got
+        # the same sums as g[a - n t0] + (D - n) t1 where a - n t0 >= 0, inf elsewhere
+        return np.asarray((g[idx_c] + add).min(axis=0))
 
     def two_ok(self, g: np.ndarray, k: int, e: int) -> bool:
         """Some completion of stages k.. from layer e fits the two columns with the decided stages' use g."""

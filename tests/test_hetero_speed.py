@@ -1,0 +1,151 @@
+"""Issue 40, the speed work on the hetero search: every new pruning rule against brute force on tiny settings."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from milp_partition.budget import Budget
+from milp_partition.hetero.cost import evaluate
+from milp_partition.hetero.problem import HeteroProblem
+from milp_partition.hetero.search import _Search, _Tables, search
+from tests.test_hetero import _plans, _tiny
+
+HETERO = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hetero"
+pytestmark = pytest.mark.skipif(not HETERO.is_dir(), reason="../shared/benchmarks/hetero is not here")
+
+
+def _best_per_triple(problem) -> dict[tuple[int, int, int], float]:  # type: ignore[no-untyped-def]
+    best: dict[tuple[int, int, int], float] = {}
+    for plan in _plans(problem):
+        key = (plan.mbs, len(plan.replicas[0]), len(plan.stages))
+        best[key] = min(best.get(key, math.inf), evaluate(problem, plan).iteration_s)
+    return best
+
+
+@pytest.mark.parametrize(("objective", "count", "blocks"), [("sailor", 2, 3), ("sound", 2, 3), ("sailor", 3, 3)])
+def test_device_test_before_a_triple_never_rules_out_a_better_plan(objective: str, count: int, blocks: int) -> None:
+    """:meth:`_Search.devices_admit` (the weighted device budget under the incumbent's caps, before a triple's tables):
+    with the incumbent just above a triple's best plan (every plan enumerated) it admits the triple; with the incumbent
+    just above the optimum it rules some triple out (it can fail)."""
+    problem = _tiny(objective, count, blocks)
+    best = _best_per_triple(problem)
+    srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    for (mbs, d, p), v in best.items():
+        srch.out.value = v * (1 + 1e-9)
+        assert srch.devices_admit(tables[mbs], d, p), (mbs, d, p)
+    srch.out.value = min(best.values()) * (1 + 1e-9)
+    total = problem.cluster.device_count
+    ruled_out = [
+        (mbs, d, p)
+        for mbs in tables
+        for d in range(1, total + 1)
+        for p in range(1, min(tables[mbs].L, total // d) + 1)
+        if not srch.devices_admit(tables[mbs], d, p)
+    ]
+    assert any(t in best for t in ruled_out)  # a triple with feasible plans, every one above the incumbent
+
+
+@pytest.mark.parametrize(("objective", "count", "blocks"), [("sailor", 3, 1), ("sound", 3, 1), ("sailor", 3, 3)])
+def test_a_data_parallel_degree_left_out_holds_nothing_better_than_one_less(objective: str, count: int, blocks: int) -> None:
+    """:meth:`_Search.dominated_by_fewer` (D = d left out when d - 1 has the same micro-batch count and the all-reduce
+    table allows it): on every triple it leaves out (it leaves some out here), the best plan (every plan enumerated)
+    is no better than the best plan of D = d - 1 with the same micro-batch size and P."""
+    problem = _tiny(objective, count, blocks)
+    best = _best_per_triple(problem)
+    srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    left_out = [(mbs, d, p) for (mbs, d, p) in best if srch.dominated_by_fewer(tables[mbs], d)]
+    assert left_out
+    for mbs, d, p in left_out:
+        assert best[(mbs, d - 1, p)] <= best[(mbs, d, p)] * (1 + 1e-12), (mbs, d, p)
+
+
+def test_the_degree_rule_is_off_where_the_fits_make_a_smaller_ring_slower() -> None:
+    """GPT-Neo-2.7's last layer alone is a 5 kB stage: there the fits are used where they are ill-conditioned (or a
+    ring of d - 1 members is slower), so the rule leaves no D out even where the micro-batch count repeats."""
+    from milp_partition.io.sailor import read_sailor
+
+    problem = read_sailor(HETERO, setting="gptneo-a32-v96")
+    srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tb = _Tables(problem, 8)
+    same = [
+        d for d in range(2, 40) if math.ceil(problem.global_batch / (8 * d)) == math.ceil(problem.global_batch / (8 * (d - 1)))
+    ]
+    assert same and not any(srch.dominated_by_fewer(tb, d) for d in same)
+
+
+def _three_columns(objective: str, counts: tuple[int, int, int], blocks: int = 1) -> HeteroProblem:
+    """The tiny model of :func:`tests.test_hetero._tiny` on three columns: A100-40 in zones a and b, V100-16 in a."""
+    from milp_partition.cluster import KindColumn, kinds_cluster
+    from milp_partition.io.sailor import read_links
+
+    base = _tiny(objective, 2, blocks)
+    zones = ("us-central1-a", "us-central1-b", "us-central1-a")
+    kinds = ("A100-40", "A100-40", "V100-16")
+    cols = tuple(KindColumn(k, z, n) for k, z, n in zip(kinds, zones, counts))
+    links = read_links(HETERO, set(kinds), set(zones))
+    return replace(base, cluster=kinds_cluster(base.cluster.kinds, cols, links))
+
+
+@pytest.mark.parametrize(
+    ("objective", "counts"), [("sailor", (1, 2, 2)), ("sound", (2, 1, 2)), ("sailor", (2, 2, 1)), ("sailor", (1, 1, 3))]
+)
+def test_three_columns_match_brute_force(objective: str, counts: tuple[int, int, int]) -> None:
+    """Three (kind, zone) columns (the device relaxation weighs every subset of columns there): the search's value and
+    bound equal the best of every plan enumerated, and the bound is below every plan."""
+    problem = _three_columns(objective, counts)
+    want = min(evaluate(problem, plan).iteration_s for plan in _plans(problem))
+    got = search(problem, Budget.starting_now(60.0))
+    assert got.complete
+    assert got.value == pytest.approx(want, rel=1e-12)
+    assert got.bound <= want * (1 + 1e-12) and got.bound == pytest.approx(want, rel=1e-9)
+
+
+def test_device_test_with_subset_weights_on_three_columns() -> None:
+    """:meth:`_Search.devices_admit` on three columns (every subset of columns weighted): it admits every triple whose
+    best plan (all enumerated) is below the incumbent, and rules out some triple with feasible plans at the optimum."""
+    problem = _three_columns("sailor", (1, 2, 2))
+    best = _best_per_triple(problem)
+    srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    assert len(srch.lambda_weights(tables[1])[0]) == 8  # 7 subsets and one over the counts
+    for (mbs, d, p), v in best.items():
+        srch.out.value = v * (1 + 1e-9)
+        assert srch.devices_admit(tables[mbs], d, p), (mbs, d, p)
+    srch.out.value = min(best.values()) * (1 + 1e-9)
+    assert any(not srch.devices_admit(tables[mbs], d, p) for (mbs, d, p) in best)
+
+
+def test_subset_weights_rule_out_more_than_single_columns_on_three_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With every subset of the three columns weighted, the device test rules out more triples (each with feasible
+    plans, every one above the incumbent) than with each column alone, all of them and one over the counts (the
+    weights before): the pair of A100-40 zones is budgeted together."""
+    import milp_partition.hetero.search as hs
+
+    problem = _three_columns("sailor", (1, 2, 2))
+    best = _best_per_triple(problem)
+    opt = min(best.values())
+
+    def ruled_out() -> int:
+        n = 0
+        for frac in (1.0, 1.05, 1.1, 1.2):
+            srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+            tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+            srch.out.value = opt * frac
+            n += sum(not srch.devices_admit(tables[mbs], d, p) for (mbs, d, p) in best if best[(mbs, d, p)] >= opt * frac)
+        return n
+
+    with_subsets = ruled_out()
+
+    def before(caps: list[int]) -> list[tuple[float, ...]]:
+        n = len(caps)
+        lams = [tuple(1.0 if j == jj else 0.0 for j in range(n)) for jj in range(n)]
+        return [*lams, tuple(1.0 for _ in range(n)), tuple(1.0 / max(1, c) for c in caps)]
+
+    monkeypatch.setattr(hs, "_weight_vectors", before)
+    assert with_subsets > ruled_out()
