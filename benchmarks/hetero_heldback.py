@@ -166,8 +166,11 @@ def run_one(path: Path, setting: dict[str, Any], limit_s: float, work: Path, py:
                 row["sailor_init_s"] = r.get("init_time_s")
                 rescore = r.get("rescore") or {}
                 row["sailor_valid"] = rescore.get("valid")
+                viol = rescore.get("violations") or []
+                row["sailor_violations"] = "; ".join(str(v) for v in viol)[:300] or None
                 pl = r.get("plan")
                 if pl:
+                    (plans / f"{name}.sailor.json").write_text(json.dumps(pl) + "\n")
                     sp = plan_from_sailor(pl)
                     row["sailor_plan"] = f"mbs {sp.mbs}, {len(sp.stages)} x {sp.dp}"
     bars(row)
@@ -220,7 +223,7 @@ COLUMNS = (
     "setting", "model", "global_batch", "gpus", "devices", "columns", "status", "iteration_s", "throughput_it_s",
     "bound_s", "bound_it_s", "gap", "search_s", "exact_s", "process_s", "load1_ours", "nodes", "outer_triples",
     "verifier_it_s", "formula_it_s", "sim_it_s", "sim_valid", "sim_match", "sailor_it_s", "sailor_search_s",
-    "sailor_init_s", "sailor_valid", "load1_sailor", "sailor_error", "time_limit_bar_s", "bar_proof",
+    "sailor_init_s", "sailor_valid", "sailor_violations", "load1_sailor", "sailor_error", "time_limit_bar_s", "bar_proof",
     "bar_vs_sailor", "bar_time", "bound_sound", "plan", "sailor_plan",
 )  # fmt: skip
 
@@ -255,7 +258,8 @@ def write(rows: list[dict[str, Any]], limit_s: float, work: Path | None, planner
             + (
                 "'SAILOR here': Sailor's planner re-run right after our solve (`tools/run_planner.py SAILOR`): its "
                 "plan's throughput under its simulator (its search seconds; its constructor's seconds left out, as "
-                "Sailor's timer leaves them out, are in the csv)."
+                "Sailor's timer leaves them out, are in the csv); `*`: its plan is not valid in the benchmark's space "
+                "(`score_plan.py`'s rules; the bar still compares against it, as issue 40 counts every anchor)."
                 if planner
                 else "Sailor's planner was not re-run (`--no-planner`)."
             ),
@@ -279,7 +283,10 @@ def write(rows: list[dict[str, Any]], limit_s: float, work: Path | None, planner
         if r.get("sailor_error"):
             here = "failed"
         elif r.get("sailor_it_s") is not None:
-            here = f"{float(r['sailor_it_s']):.5f} ({_f(r.get('sailor_search_s'), 2)}, {_f(r.get('load1_sailor'), 1)})"
+            out_of_space = "" if r.get("sailor_valid") in (True, None) else "*"
+            here = (
+                f"{float(r['sailor_it_s']):.5f}{out_of_space} ({_f(r.get('sailor_search_s'), 2)}, {_f(r.get('load1_sailor'), 1)})"
+            )
         lines.append(
             f"| {r['setting']} | {r['gpus']} | {_f(r.get('throughput_it_s'), 5)} | {_f(r.get('bound_it_s'), 5)} | "
             f"{r['status']} ({_gap(r.get('gap'))}) | {_f(r.get('search_s'), 1)} ({_f(r.get('load1_ours'), 1)}) | "
@@ -295,6 +302,8 @@ def write(rows: list[dict[str, Any]], limit_s: float, work: Path | None, planner
         "",
     ]
     for r in rows:
+        if r.get("sailor_violations") or r.get("sailor_valid") is False:
+            lines.append(f"Sailor's plan on {r['setting']} is not valid in the space (`*`): {r.get('sailor_violations') or '-'}")
         if r.get("sailor_error"):
             lines.append(f"Sailor's planner on {r['setting']} failed: {r['sailor_error']}")
         if r.get("formula_it_s") and r.get("throughput_it_s"):
