@@ -181,7 +181,7 @@ class _PastTheLimit(Exception):
     raises=AssertionError,
     reason="search.py checks its budget only every TICK = 2000 stage ends and never between the leaves priced under "
     "one of them (nor counts leaves as ticks): on the five-zone held-back settings a leaf costs ~9 ms of CPU, and "
-    "--time-limit 60 ran 235 s (gptneo-a32x5-b1024) and 296 s (opt350-a80x5-b2048) in results/hetero_heldback.md; "
+    "--time-limit 60 ran 235 s (gptneo-a32x5-b1024) and 296 s (opt350-a80x5-b2048) in the held-back bench's first run (6483585); "
     "87.5 s of CPU against a 59.5 s CPU budget when timed on process time",
 )
 def test_search_stops_within_a_few_leaves_of_its_limit() -> None:
