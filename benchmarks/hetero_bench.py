@@ -15,9 +15,17 @@ Sailor's planner is re-run on the setting right after our solve (``tools/run_pla
 ``search_time_s`` on this machine, under the same load; ``--no-planner`` skips it).  Without a work dir the table says
 so and those columns read "-".
 
+With ``--held-back`` it benchmarks instead the held-back settings of ``benchmarks/hetero_heldback/`` (written by
+``benchmarks/hetero_heldback_settings.py`` by a fixed rule) into ``results/hetero_heldback.md`` and ``.csv`` (plans in
+``results/hetero_heldback_plans/``): per setting one solve through the CLI in its own process (``milp-partition solve
+--setting-file``: whole-process seconds, and the chain's ``solve_seconds`` as our search seconds), the plan re-checked
+by the independent verifier and ``tools/formula.py``, re-scored by Sailor's simulator, Sailor's planner re-run right
+after it, the 1-minute load average beside each time, and issue 40's bars (proven optimal or within 1 %; at least
+Sailor's throughput; search seconds at most max(1 s, Sailor's search) and at most 60 s).
+
 Run from the repository root::
 
-    python benchmarks/hetero_bench.py [--time-limit 60] [--only NAME ...] [--sailor-work DIR] [--no-planner]
+    python benchmarks/hetero_bench.py [--time-limit 60] [--only NAME ...] [--sailor-work DIR] [--no-planner] [--held-back]
 """
 
 from __future__ import annotations
@@ -107,6 +115,7 @@ def main() -> int:
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--sailor-work", type=Path, help="the work dir tools/setup.sh built (default: the tools' default)")
     ap.add_argument("--no-planner", action="store_true", help="do not re-run Sailor's planner (only score our plans)")
+    ap.add_argument("--held-back", action="store_true", help="the held-back settings -> results/hetero_heldback.md")
     a = ap.parse_args()
     work = a.sailor_work or default_sailor_work()
     py = sailor_python(work)
@@ -114,6 +123,10 @@ def main() -> int:
         print(f"note: Sailor's tools are not set up at {work} (run tools/setup.sh): no simulator column", flush=True)
     else:
         print(f"Sailor's tools at {work}: scoring our plans with its simulator", flush=True)
+    if a.held_back:
+        from hetero_heldback import run_held_back
+
+        return run_held_back(a.time_limit, a.only, work, py, planner=not a.no_planner)
     names = [n for n in setting_names(HETERO) if not a.only or n in a.only]
     summary = json.loads((HETERO / "reference" / "summary.json").read_text())["rows"]
     anchors = {(r["setting"], r["planner"]): r for r in summary}
