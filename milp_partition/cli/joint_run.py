@@ -284,14 +284,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         raise InputError(f"must be a positive integer, got {G}", where="--global-batch")
     model = read_layers(data, source)
     profile = load_profile_spec(args.profile or model.profile or "H100")
-    link = profile.links["d2d"]
-    # the profile's ring all-reduce over two ranks as one alpha + bytes beta (the run's fit)
-    coeffs = RunCoefficients(
-        p2p_alpha_s=link.alpha_s,
-        p2p_beta_s_per_byte=link.beta_s_per_byte,
-        allreduce_alpha_s=2 * profile.allreduce.alpha_s,
-        allreduce_beta_s_per_byte=profile.allreduce.beta_s_per_byte,
-    )
+    coeffs = _profile_coefficients(profile)
     given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
     if len(given) > 1:
         raise InputError(
@@ -355,23 +348,16 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         problem = with_busy_times(_with_empty_steps(problem, calibrated, from_runs), calibrated.busy)
         coeffs = problem.coefficients
         assert timed is not None
-        timed.update(
-            empty_steps=[list(x) for x in calibrated.steps],
-            tensor_empty_steps=[list(x) for x in calibrated.tensor_steps],
-            dtensor=calibrated.dtensor,
-            links=calibrated.links,
-            threads=calibrated.threads,
-            ddp_in_step=[list(x) for x in calibrated.ddp_in_step],
-            busy={
-                str(r): {str(b): {v: list(ft) for v, ft in t.items()} for b, t in by_size.items()}
-                for r, by_size in calibrated.busy.items()
-            },
-        )
-    if splits and measured is not None and not (calibrated and calibrated.dtensor):
-        if any(t > 1 for *_, t in run_shapes(problem)):  # layer times recorded before DTensor was calibrated: now
-            coeffs = replace(problem.coefficients, tensor=_dtensor_costs(args))
-            problem = replace(problem, coefficients=coeffs)
-    gloo = "gloo" in (link.note or "") or bool(calibrated and calibrated.links)
+        timed.update(_calibration_record(calibrated))
+    if (
+        splits
+        and measured is not None
+        and not (calibrated and calibrated.dtensor)
+        and any(t > 1 for *_, t in run_shapes(problem))
+    ):  # layer times recorded before DTensor was calibrated: measured now
+        coeffs = replace(problem.coefficients, tensor=_dtensor_costs(args))
+        problem = replace(problem, coefficients=coeffs)
+    gloo = "gloo" in (profile.links["d2d"].note or "") or bool(calibrated and calibrated.links)
     links_note = "" if gloo else "not gloo's fit: for a run on CPU ranks give --profile with it (calibrate --backend numpy)"
     links_origin = f"from profile {profile.name}"
     if calibrated is not None and calibrated.links:
@@ -387,6 +373,35 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         "tensor_parallel_refused": {str(t): why for t, why in refused.items()},
         **asdict(coeffs),
     }
+
+
+def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:
+    """What ``--time-layers`` measured before planning, as ``cost_model.layer_times`` records it (read back by
+    :func:`read_calibrated_empty_steps` for ``--layer-times``)."""
+    return {
+        "empty_steps": [list(x) for x in calibrated.steps],
+        "tensor_empty_steps": [list(x) for x in calibrated.tensor_steps],
+        "dtensor": calibrated.dtensor,
+        "links": calibrated.links,
+        "threads": calibrated.threads,
+        "ddp_in_step": [list(x) for x in calibrated.ddp_in_step],
+        "busy": {
+            str(r): {str(b): {v: list(ft) for v, ft in t.items()} for b, t in by_size.items()}
+            for r, by_size in calibrated.busy.items()
+        },
+    }
+
+
+def _profile_coefficients(profile: Any) -> RunCoefficients:
+    """The profile's links as the run's coefficients: its device-to-device link for messages, its ring all-reduce over
+    two ranks as one alpha + bytes beta (the run's fit)."""
+    link = profile.links["d2d"]
+    return RunCoefficients(
+        p2p_alpha_s=link.alpha_s,
+        p2p_beta_s_per_byte=link.beta_s_per_byte,
+        allreduce_alpha_s=2 * profile.allreduce.alpha_s,
+        allreduce_beta_s_per_byte=profile.allreduce.beta_s_per_byte,
+    )
 
 
 def _candidate_degrees(args: argparse.Namespace) -> list[int]:

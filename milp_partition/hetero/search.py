@@ -917,6 +917,9 @@ class _Search:
         self, tb: _Tables, d: int, p: int, m: int, chosen: list[tuple[int, int, tuple[int, ...]]], lb_partial: float
     ) -> None:
         self.out.leaves += 1
+        if self.budget.expired():  # a leaf can take milliseconds (device counts x orders): the limit is read at each
+            self.stop = True  # the caller returns on stop; the triple counts as unexplored (its bound stays in)
+            return
         # exact leaf bound (sends between every neighbouring pair now known)
         c = [max(tb.comp(k, s, e) for k in q) for s, e, q in chosen]
         a, b = [0.0] * p, [0.0] * p

@@ -51,8 +51,9 @@ class RunPlanReport:
     microbatch_size: int = 0
 
 
-def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
-    """Check ``plan`` against ``problem`` and compute its step time and memory (see the module docstring)."""
+def _plan_violations(problem: RunPlanProblem, plan: RunPlan) -> list[str]:
+    """What makes ``plan`` not a plan of ``problem``: its stages, degrees, devices, 1F1B, batch split, recomputation
+    and forced shape (empty when it is one)."""
     bad: list[str] = []
     n = len(problem.layers)
     p, d, m, t = len(plan.stages), plan.data_parallel, plan.microbatches, plan.tensor_parallel
@@ -65,7 +66,7 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         bad.append(f"the stages cover {position} of {n} layers")
     if d < 1 or m < 1 or p < 1 or t < 1:
         bad.append(f"degrees must be positive: {p} stages, d = {d}, m = {m}, t = {t}")
-        return RunPlanReport(False, tuple(bad))
+        return bad
     if p * d * t > problem.devices:
         bad.append(f"{p} stages x d = {d} x t = {t} need {p * d * t} devices; the cluster has {problem.devices}")
     if t not in problem.tensor_degrees:
@@ -92,8 +93,16 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
     ):
         if want is not None and want != have:
             bad.append(f"the plan has {name} {have}; the forced shape has {want}")
+    return bad
+
+
+def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
+    """Check ``plan`` against ``problem`` and compute its step time and memory (see the module docstring)."""
+    bad = _plan_violations(problem, plan)
     if bad:
         return RunPlanReport(False, tuple(bad))
+    p, d, m, t = len(plan.stages), plan.data_parallel, plan.microbatches, plan.tensor_parallel
+    b = problem.global_batch // (d * m)
     c = problem.coefficients
     lat = c.latencies_in_empty(p, d, m, t)  # a measured E holds every message's latency (t = 1: one bucket's all-reduce)
     dt = c.tensor.dtensor_module_s
