@@ -12,8 +12,10 @@ matches the rows on their key columns and, per method of a row (status, objectiv
 and checks, inside each row of both revisions, that no proven bound lies above a proven optimum of the same row
 (a false proof) by more than ``--bound-tol`` (1e-6 relative: the solvers' own tolerances), and that no incumbent lies
 below it. All the problems here minimise. Values without a status (heuristics, baselines, references) are compared
-as plain values ("value changed" is reported, but is not a broken optimum). A table whose file is the same at both
-revisions is reported as "not regenerated".
+as plain values ("value changed" is reported, but is not a broken optimum); a column of verified plans without a
+status (models.csv's old plan scored on the new cost model) is checked not to lie below the row's optimum; a status
+without an objective (pase_end_to_end.csv) is compared as a status ("same statuses"). A table whose file is the
+same at both revisions is reported as "not regenerated".
 
 Run from the repository root::
 
@@ -70,6 +72,11 @@ class Method:
     optimum_text: str | None = None
     #: the column is a proven lower bound alone (no incumbent)
     bound_only: bool = False
+    #: the table states no status for this column, but every value in it is a verified plan's (``"feasible"``):
+    #: checked not to lie below an optimum of the same problem
+    feasible_only: bool = False
+    #: the column is a status alone (no objective in the table): compared as a status, counted as "same status"
+    status_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -101,6 +108,10 @@ def _m(prefix: str, name: str | None = None) -> Method:
 
 
 SOLVED = Method("solve", "objective", "status", "bound")
+#: the key of ``milp-partition gap``'s CSV rows
+GAP_KEY = ("problem", "instance", "sha", "point", "method", "options")
+#: placement_bench.py's bound columns (``bound_KIND``)
+PLACEMENT_BOUNDS = ("critical_path", "device_path", "fractional_load", "transfer_flow", "decomposition", "main_line")
 
 TABLES: tuple[Table, ...] = (
     Table(
@@ -205,10 +216,73 @@ TABLES: tuple[Table, ...] = (
     ),
     Table(
         "results/gap.csv",
-        ("problem", "instance", "sha", "point", "method", "options"),
+        GAP_KEY,
         (Method("run", "value", "status", "bound"),),
     ),
     Table("results/highs_vs_cbc.csv", ("problem", "instance", "solver"), (SOLVED,)),
+    Table(
+        "results/placement.csv",
+        ("file",),
+        (
+            Method("exact chain", "makespan", "status", "bound"),
+            *(Method(f"{kind} bound", f"bound_{kind}", bound_only=True) for kind in PLACEMENT_BOUNDS),
+            Method("reference best (plain CP-SAT, 300 s)", "reference_best"),
+            Method("reference bound", "reference_bound", bound_only=True),
+        ),
+    ),
+    Table("results/placement_gap.csv", GAP_KEY, (Method("run", "value", "status", "bound"),)),
+    Table(
+        "results/pase_end_to_end.csv",
+        ("instance",),
+        (
+            Method("default solve", "default_status", status_only=True),
+            Method("--solver none", "solver_none_status", status_only=True),
+        ),
+    ),
+    Table(
+        "results/models.csv",
+        ("model",),
+        (
+            *(
+                method
+                for gpus in (4, 8)
+                for method in (
+                    Method(f"plan on {gpus} GPUs", f"plan{gpus}_optimum_ms", f"plan{gpus}_status", problem=f"{gpus}"),
+                    Method(
+                        f"plan on {gpus} GPUs, old cost model",
+                        f"plan{gpus}_old_objective_ms",
+                        f"plan{gpus}_old_status",
+                        problem=f"{gpus} old",
+                    ),
+                    Method(
+                        f"old plan scored on the new model ({gpus} GPUs)",
+                        f"plan{gpus}_old_plan_on_new_ms",
+                        feasible_only=True,
+                        problem=f"{gpus}",
+                    ),
+                )
+            ),
+            Method("forward GFLOP", "forward_gflop"),
+            Method("backward GFLOP", "backward_gflop"),
+            Method("parameter MiB", "param_mib"),
+            Method("nodes", "nodes"),
+        ),
+    ),
+    Table(
+        "results/plan_runs.csv",
+        ("model", "plan"),
+        (
+            Method("planner objective (s)", "planner_step_s"),
+            Method("planned memory (bytes)", "predicted_memory_bytes"),
+        ),
+    ),
+    Table("results/deadlines.csv", ("case",), (SOLVED,)),
+    Table("results/pipeline_scaling.csv", ("nodes",), (Method("solve", "objective", "status"),)),
+    Table(
+        "results/placement_scaling.csv",
+        ("section", "instance", "heuristic"),
+        (Method("makespan (verifier)", "makespan"),),
+    ),
 )
 
 
@@ -218,6 +292,7 @@ class Counts:
 
     rows: int = 0
     same_optima: int = 0
+    same_statuses: int = 0
     changed_optima: int = 0
     status_changes: int = 0
     moved: int = 0
@@ -295,6 +370,8 @@ def state(row: dict[str, str], m: Method) -> tuple[str, float | None, float | No
     """(status, value, bound) of a method in a row; status is "optimal" for an exact DP's value."""
     if m.bound_only:
         return "bound", None, number(row.get(m.value))
+    if m.status_only:
+        return (row.get(m.value) or "").strip() or "-", None, None
     value = number(row.get(m.value))
     bound = number(row.get(m.bound)) if m.bound else None
     if m.optimum_text is not None:
@@ -305,6 +382,8 @@ def state(row: dict[str, str], m: Method) -> tuple[str, float | None, float | No
         status = "optimal" if (row.get(m.exact) or "").strip() == "True" and value is not None else "value"
     elif m.always_exact:
         status = "optimal" if value is not None else "-"
+    elif m.feasible_only:
+        status = "feasible" if value is not None else "-"
     else:
         status = "value"
     if status == "optimal" and bound is None:
@@ -373,6 +452,9 @@ def compare_table(table: Table, before: str, after: str, rel_tol: float, bound_t
                     counts.values_changed += 1
                     details.append(f"value changed: {where}: {fmt(vb)} -> {fmt(va)}")
                 continue
+            if m.status_only and sb == sa:
+                counts.same_statuses += 1
+                continue
             if sb == "optimal" and sa == "optimal":
                 if close(vb, va, rel_tol):
                     counts.same_optima += 1
@@ -413,8 +495,8 @@ def report(before_rev: str, after_rev: str, rel_tol: float, bound_tol: float, no
         "",
         *([note, ""] if note else []),
         "| table | rows | same optima | CHANGED optima | status changes | moved | values changed | false proofs | "
-        "only before / after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "only before / after | same statuses (no objective) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     body: list[str] = []
     bad = 0
@@ -422,16 +504,16 @@ def report(before_rev: str, after_rev: str, rel_tol: float, bound_tol: float, no
         before = git_show(before_rev, table.path)
         after = git_show(after_rev, table.path)
         if before is None or after is None:
-            head.append(f"| {table.label} | missing at {'before' if before is None else 'after'} | | | | | | | |")
+            head.append(f"| {table.label} | missing at {'before' if before is None else 'after'} | | | | | | | | |")
             continue
         if before == after:
-            head.append(f"| {table.label} | not regenerated (file unchanged) | | | | | | | |")
+            head.append(f"| {table.label} | not regenerated (file unchanged) | | | | | | | | |")
             continue
         c, details = compare_table(table, before, after, rel_tol, bound_tol)
         bad += c.changed_optima + c.false_proofs
         head.append(
             f"| {table.label} | {c.rows} | {c.same_optima} | {c.changed_optima} | {c.status_changes} | {c.moved} | "
-            f"{c.values_changed} | {c.false_proofs} | {c.only_before} / {c.only_after} |"
+            f"{c.values_changed} | {c.false_proofs} | {c.only_before} / {c.only_after} | {c.same_statuses} |"
         )
         if details:
             body += ["", f"## {table.label}", ""] + [f"- {d}" for d in details]

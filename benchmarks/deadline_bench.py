@@ -24,7 +24,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = "benchmarks/deadline_bench.py"
-FIELDS = ["case", "time_limit_s", "bar_s", "wall_s", "within", "exit", "status", "objective", "bound", "gap", "stopped_by"]
+FIELDS = [
+    "case",
+    "time_limit_s",
+    "bar_s",
+    "wall_s",
+    "within",
+    "exit",
+    "status",
+    "objective",
+    "bound",
+    "gap",
+    "stopped_by",
+    "load_1min",
+]
 
 
 def _chain(nodes: int, path: Path) -> None:
@@ -90,13 +103,16 @@ def main() -> int:
     parser.add_argument("--time-limit", type=float, default=30.0)
     args = parser.parse_args()
     rows = []
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory() as tmp:
         chain = Path(tmp) / f"chain{args.nodes}.json"
         _chain(args.nodes, chain)
         for case, limit, argv in _cases(chain, args.time_limit):
             if args.only not in case:
                 continue
+            load = os.getloadavg()[0]
             row = _run(case, limit, argv, Path(tmp) / "r.json")
+            row["load_1min"] = round(load, 1)
             print(row, flush=True)
             rows.append(row)
     results = REPO / "results"
@@ -111,7 +127,11 @@ def main() -> int:
         + (f" --only '{args.only}'" if args.only else "")
         + "`). Whole process, timed from outside, "
         f"on {platform.machine()} with {os.cpu_count()} cores, Python {platform.python_version()}; "
-        "the machine was shared with other jobs. Bar: 1.25 x limit + 10 s.",
+        "the machine was shared with other jobs: load average (1, 5, 15 min) "
+        + ", ".join(f"{x:.1f}" for x in load_start)
+        + " at the start and "
+        + ", ".join(f"{x:.1f}" for x in os.getloadavg())
+        + " at the end (load_1min: as each case started). Bar: 1.25 x limit + 10 s.",
         "",
         "| " + " | ".join(FIELDS) + " |",
         "|" + "---|" * len(FIELDS),

@@ -108,3 +108,41 @@ def test_markdown_optimum_cells_and_bound_columns(co: Any) -> None:
     assert "bound (time-limited or heuristic) moved: a, lb: incumbent - -> -, bound 0.4 -> 0.45" in details
     wrong = head + "| a | 0.5 (optimum (DP)) | 0.6 |\n"
     assert co.compare_table(table, before, wrong, 1e-9, 1e-6)[0].false_proofs == 1
+
+
+def test_status_only_columns_and_feasible_only_plans(co: Any) -> None:
+    table = co.Table(
+        "results/x.csv",
+        ("case",),
+        (
+            co.Method("solve", "status", status_only=True),
+            co.Method("opt", "opt", "opt_status"),
+            co.Method("old plan", "old", feasible_only=True),
+        ),
+    )
+    head = "case,status,opt,opt_status,old\n"
+    before = head + "a,optimal,2.0,optimal,2.5\nb,optimal,,,\n"
+    after = head + "a,optimal,2.0,optimal,2.4\nb,feasible,,,\n"
+    counts, details = co.compare_table(table, before, after, 1e-9, 1e-6)
+    assert (counts.same_statuses, counts.same_optima, counts.status_changes, counts.moved) == (1, 1, 1, 1)
+    assert "status changed: b, solve: optimal - (bound -) -> feasible - (bound -)" in details
+    # a verified plan of the same problem below its proven optimum is a false proof; a missing one is not a plan
+    below = head + "a,optimal,2.0,optimal,1.9\nb,optimal,,,\n"
+    counts, details = co.compare_table(table, before, below, 1e-9, 1e-6)
+    assert counts.false_proofs == 1
+    assert "**FALSE PROOF** after a: old plan's incumbent 1.9 is below opt's optimum 2" in details
+
+
+def test_every_listed_table_reads_its_committed_file(co: Any) -> None:
+    """Each table's key and method columns exist in the committed results file (a renamed column would be missed)."""
+    root = SCRIPT.parents[1]
+    for table in co.TABLES:
+        path = root / table.path
+        if not path.exists():
+            continue
+        text = path.read_text()
+        rows = co.markdown_rows(text) if table.markdown else co.csv_rows(text, table.section)
+        assert rows, table.label
+        columns = set(rows[0])
+        named = {*table.key, *(c for m in table.methods for c in (m.value, m.status, m.bound, m.exact) if c)}
+        assert named <= columns, (table.label, sorted(named - columns))
