@@ -1429,6 +1429,9 @@ class _Triple:
         srch = self.search
         if srch.stop or srch.abort:
             return
+        if srch.budget.expired():  # a node's pair bounds (prev_terms) can take a tenth of a second on many columns
+            srch.stop = True
+            return
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
         theta, xmin_all, ar_floor, suffix = self.theta, self.xmin_all, self.ar_floor, self.suffix
         rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
