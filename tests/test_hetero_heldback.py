@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from test_hetero import _brute
+from test_hetero import _brute, _formula
 
 from milp_partition.budget import Budget
 from milp_partition.cli.dispatch import main
@@ -32,13 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 HETERO = ROOT.parent / "shared" / "benchmarks" / "hetero"
 HELD = ROOT / "benchmarks" / "hetero_heldback"
 pytestmark = pytest.mark.skipif(not HETERO.is_dir(), reason="../shared/benchmarks/hetero is not here")
-
-
-def _formula():
-    spec = importlib.util.spec_from_file_location("sailor_formula", HETERO / "tools" / "formula.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def test_held_back_files_are_the_rule_s_and_none_is_a_shared_setting() -> None:
