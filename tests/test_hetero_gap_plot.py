@@ -3,7 +3,6 @@ small setting, the setting file's errors, the stage chart of a solved plan (no t
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
@@ -17,18 +16,11 @@ from milp_partition.hetero import gap as hetero_gap
 from milp_partition.hetero.problem import plan_to_sailor
 from milp_partition.sweep.jobs import EXACT, GapJob
 from milp_partition.sweep.registry import execute
+from tests.test_hetero import _formula
 
 HETERO = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hetero"
 pytestmark = pytest.mark.skipif(not HETERO.is_dir(), reason="../shared/benchmarks/hetero is not here")
 MINI = {"model": "OPT-350", "global_batch": 64, "gpus": {"A100-40_us-central1-a": 2, "V100-16_us-central1-a": 2}}
-
-
-def _formula():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("sailor_formula", HETERO / "tools" / "formula.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _setting(tmp_path: Path, **over: object) -> Path:
