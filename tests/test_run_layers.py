@@ -159,6 +159,12 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert split_plan["empty_step_s"] == tp_table[(1, 1, 2, 2)]
     assert split_plan["cost_model"]["tensor"]["dtensor_module_s"] == timed["dtensor"]["dtensor_module_s"]
     assert split_plan["cost_model"]["tensor"]["latency_in_module"] is True
+    # each layer's saved bytes on one rank of the 2-rank mesh at the t = 2 shapes' sizes, priced in that plan's memory:
+    # one stage, 2 micro-batches of b = 2 in flight (1F1B's 1 and the first stage's one more)
+    at_t = timed["saved_bytes_per_sample_tp"]["2"]
+    assert set(at_t) == {"1", "2", "4"} and set(timed["reused_bytes_per_sample_tp"]["2"]) == {"1", "2", "4"}
+    activations = split_plan["stages"][0]["memory_terms"]["activations_bytes"]
+    assert activations == pytest.approx(2 * 2 * sum(at_t["2"].values()), rel=1e-12)
     older = json.loads(out.read_text())  # layer times recorded before DTensor was calibrated: measured at solve time
     del older["cost_model"]["layer_times"]["dtensor"]
     (tmp_path / "older.json").write_text(json.dumps(older))

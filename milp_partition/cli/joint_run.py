@@ -13,7 +13,9 @@ Tensor parallelism: the degrees ``t`` in ``--tp-degrees`` (default ``2..k``) tha
 (:mod:`milp_partition.joint.run_split`) are offered beside ``t = 1``; ``--tensor-parallel T`` forces one, and a
 degree the model cannot split at is refused naming why.  DTensor's overheads come from the calibration of ``E``
 (``--time-layers``), else from ``--coefficients`` (fields ``dtensor_module_s``, ``dtensor_optimizer_tensor_s``),
-else are measured now on a one-rank mesh.
+else are measured now on a one-rank mesh.  The same calibration counts what each layer saves on one rank of each
+``t``-rank mesh (``cost_model.layer_times.saved_bytes_per_sample_tp``, read back by ``--layer-times``); without it a
+rank's saved activations at ``t > 1`` are counted as at ``t = 1`` (an upper bound).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from milp_partition.io.imported_layers import read_layers
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.joint.layers import parse_tp_degrees
 from milp_partition.joint.run_dp import run_shapes, solve_run_dp
-from milp_partition.joint.run_layers import run_problem_from_imported, with_busy_times
+from milp_partition.joint.run_layers import run_problem_from_imported, with_busy_times, with_saved_at_degree
 from milp_partition.joint.run_split import offered_degrees
 from milp_partition.report import fmt, fmt_bytes, names_span
 from milp_partition.run.empty import EmptySteps, calibrate_empty_steps
@@ -154,6 +156,16 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         )
         dtensor = {str(k): float(v) for k, v in (timed.get("dtensor") or {}).items()}
         ddp = tuple((int(d), int(b), float(x)) for d, b, x in timed.get("ddp_in_step") or ())
+        saved_tp = {
+            int(t): {int(b): {str(v): float(x) for v, x in by.items()} for b, by in at.items()}
+            for t, at in (timed.get("saved_bytes_per_sample_tp") or {}).items()
+        }
+        reused_tp = {
+            int(t): {
+                int(b): {str(v): {str(u): float(x) for u, x in by.items()} for v, by in per.items()} for b, per in at.items()
+            }
+            for t, at in (timed.get("reused_bytes_per_sample_tp") or {}).items()
+        }
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(
             f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
@@ -172,7 +184,21 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             source=str(path),
             where="cost_model.layer_times.links",
         )
-    return EmptySteps(steps, links, threads, busy, tensor_steps=tensor_steps, dtensor=dtensor, ddp_in_step=ddp)
+    if any(not (x >= 0 and math.isfinite(x)) for at in saved_tp.values() for by in at.values() for x in by.values()):
+        raise InputError(
+            "expected saved bytes per sample >= 0", source=str(path), where="cost_model.layer_times.saved_bytes_per_sample_tp"
+        )
+    return EmptySteps(
+        steps,
+        links,
+        threads,
+        busy,
+        tensor_steps=tensor_steps,
+        dtensor=dtensor,
+        ddp_in_step=ddp,
+        saved_at_degree=saved_tp,
+        reused_at_degree=reused_tp,
+    )
 
 
 #: gloo's fits a calibration records (:class:`~milp_partition.run.predict.LinkFit` less the empty step).
@@ -346,6 +372,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         calibrated = read_calibrated_empty_steps(Path(args.layer_times))
     if calibrated is not None:
         problem = with_busy_times(_with_empty_steps(problem, calibrated, from_runs), calibrated.busy)
+        problem = with_saved_at_degree(problem, calibrated.saved_at_degree, calibrated.reused_at_degree)
         coeffs = problem.coefficients
         assert timed is not None
         timed.update(_calibration_record(calibrated))
@@ -385,6 +412,13 @@ def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:
         "links": calibrated.links,
         "threads": calibrated.threads,
         "ddp_in_step": [list(x) for x in calibrated.ddp_in_step],
+        # each layer's saved bytes per sample on one rank of a t-rank mesh, as run counts them (t -> size -> node)
+        "saved_bytes_per_sample_tp": {
+            str(t): {str(b): by for b, by in at.items()} for t, at in calibrated.saved_at_degree.items()
+        },
+        "reused_bytes_per_sample_tp": {
+            str(t): {str(b): by for b, by in at.items()} for t, at in calibrated.reused_at_degree.items()
+        },
         "busy": {
             str(r): {str(b): {v: list(ft) for v, ft in t.items()} for b, t in by_size.items()}
             for r, by_size in calibrated.busy.items()

@@ -164,3 +164,33 @@ def with_busy_times(
         bwd = {(r, b): t[v.id][1] for r, by_size in busy.items() for b, t in by_size.items() if v.id in t}
         layers.append(replace(v, busy_forward_s={**v.busy_forward_s, **fwd}, busy_backward_s={**v.busy_backward_s, **bwd}))
     return replace(problem, layers=tuple(layers))
+
+
+def with_saved_at_degree(
+    problem: RunPlanProblem,
+    saved: Mapping[int, Mapping[int, Mapping[str, float]]],
+    reused: Mapping[int, Mapping[int, Mapping[str, Mapping[str, float]]]] | None = None,
+) -> RunPlanProblem:
+    """``problem`` with each layer's saved bytes per sample on one rank at degree ``t > 1`` as measured on the ``t``-rank
+    mesh (``saved``: ``t`` -> size -> node -> bytes; :mod:`milp_partition.run.tp_saved`), and what a layer saves again of
+    an earlier one's there (``reused``: ``t`` -> size -> node -> earlier node -> bytes; at a size every layer gets its
+    entry, empty where it saves nothing again), in its :attr:`~milp_partition.costmodel.plan.RunLayer.splits`; a degree
+    the problem does not offer, or a size it does not time, is left out (the ``t = 1`` count stays there)."""
+    sizes = set(problem.sizes)
+    layers = []
+    for v in problem.layers:
+        splits = dict(v.splits)
+        for t, split in v.splits.items():
+            at = {b: float(by.get(v.id, 0.0)) for b, by in saved.get(t, {}).items() if b in sizes}  # (absent: saved none)
+            again = {
+                b: {str(u): float(x) for u, x in by.get(v.id, {}).items()}
+                for b, by in (reused or {}).get(t, {}).items()
+                if b in sizes and b in saved.get(t, {})
+            }
+            splits[t] = replace(
+                split,
+                saved_bytes_per_sample_at={**split.saved_bytes_per_sample_at, **at},
+                reused_from_at={**split.reused_from_at, **again},
+            )
+        layers.append(replace(v, splits=splits))
+    return replace(problem, layers=tuple(layers))
