@@ -165,12 +165,20 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert set(at_t) == {"1", "2", "4"} and set(timed["reused_bytes_per_sample_tp"]["2"]) == {"1", "2", "4"}
     activations = split_plan["stages"][0]["memory_terms"]["activations_bytes"]
     assert activations == pytest.approx(2 * 2 * sum(at_t["2"].values()), rel=1e-12)
+    said = split_plan["cost_model"]["saved_activations_at_t"]["2"]
+    assert said == "measured on one rank of the 2-rank mesh at micro-batch sizes [1, 2, 4]"
     older = json.loads(out.read_text())  # layer times recorded before DTensor was calibrated: measured at solve time
     del older["cost_model"]["layer_times"]["dtensor"]
     (tmp_path / "older.json").write_text(json.dumps(older))
     assert main([*common, "--global-batch", "4", "--layer-times", str(tmp_path / "older.json"), *force, "-o", str(split)]) == 0
     tensor = json.loads(split.read_text())["cost_model"]["tensor"]
     assert tensor["dtensor_module_s"] > 0 and tensor["latency_in_module"] is False
+    # recorded before the saved bytes at t were measured: the t = 1 count, said so
+    del older["cost_model"]["layer_times"]["saved_bytes_per_sample_tp"]
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    assert main([*common, "--global-batch", "4", "--layer-times", str(tmp_path / "older.json"), *force, "-o", str(split)]) == 0
+    said = json.loads(split.read_text())["cost_model"]["saved_activations_at_t"]["2"]
+    assert said.startswith("not measured; the t = 1 count (an upper bound)")
     # what DDP over the 2 ranks added to the model's pass, at the sizes of the d = 2 shapes (b = 2, 1), and its price
     # per parameter byte beyond gloo's fit (never negative)
     assert sorted((d, b) for d, b, _ in timed["ddp_in_step"]) == [(2, 1), (2, 2)]

@@ -398,8 +398,23 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         "profile": profile.name,
         "links_origin": links_origin,
         "tensor_parallel_refused": {str(t): why for t, why in refused.items()},
+        "saved_activations_at_t": _saved_origin(problem),
         **asdict(coeffs),
     }
+
+
+def _saved_origin(problem: RunPlanProblem) -> dict[str, str]:
+    """Per offered degree ``t > 1``: where each rank's saved activations come from (measured on the ``t``-rank mesh at
+    which micro-batch sizes; at the others the ``t = 1`` count, an upper bound)."""
+    out: dict[str, str] = {}
+    for t in problem.tensor_degrees:
+        if t <= 1:
+            continue
+        at = sorted(set(problem.sizes).intersection(*(v.splits[t].saved_bytes_per_sample_at for v in problem.layers)))
+        rest = sorted(set(problem.sizes) - set(at))
+        said = f"measured on one rank of the {t}-rank mesh at micro-batch sizes {at}" if at else "not measured"
+        out[str(t)] = said + (f"; the t = 1 count (an upper bound) at sizes {rest}" if rest else "")
+    return out
 
 
 def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:
