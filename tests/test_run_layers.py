@@ -343,3 +343,20 @@ def test_empty_steps_from_run_json_price_each_shape(graph: dict, tmp_path: Path)
     assert (
         main(["solve", str(path), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--empty-steps", str(runs[0])]) == 2
     )
+
+
+def test_the_model_inputs_are_counted_where_the_first_operator_views_them(tmp_path: Path) -> None:
+    """torch's TransformerEncoder first transposes its input (a view: the import records no bytes for it), yet run keeps
+    the batch it views: the model's inputs per sample are the import's example input, 16 x 64 float32 = 4096 bytes (not
+    0), the first layer's input (what recomputing it keeps) likewise, and one stage of m = 8 micro-batches of b = 1 keeps
+    max(2 G - 2 b, 0) x 4096 = 14 x 4096 = 57344 bytes of inputs beyond its 2 micro-batches in flight (G = 8)."""
+    graph = tmp_path / "enc.json"
+    args = ["import", "torch", "milp_partition.importers.models:encoder_heldout_test", "--input", "8x16x64", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    data = json.loads(graph.read_text())
+    problem = run_problem_from_imported(
+        data, str(graph), devices=1, memory_bytes=1e12, global_batch=8, sizes=(1,), coefficients=COEFFS, operators=OPS
+    )
+    assert problem.input_bytes_per_sample == 4096.0 and problem.layers[0].input_bytes_per_sample == 4096.0
+    report = verify_run_plan(problem, RunPlan(((0, len(problem.layers)),), 1, 8))
+    assert report.memory[0].batch_inputs_bytes == 57344.0
