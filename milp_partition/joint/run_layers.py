@@ -168,7 +168,9 @@ def _input_spec_bytes_per_sample(data: Any) -> float:
     unknown.  The first operators' input bytes miss them when the model first takes a view of its input (torch's
     ``TransformerEncoder`` transposes it: a view, recorded with no bytes), yet ``run`` keeps the batch they view."""
     layers = data.get("layers") if isinstance(data, Mapping) else None
-    spec = layers.get("model") if isinstance(layers, Mapping) else None
+    if not isinstance(layers, Mapping):
+        return 0.0
+    spec = layers.get("model")
     if not isinstance(spec, Mapping) or not isinstance(spec.get("inputs"), list):
         return 0.0
     total = 0.0
