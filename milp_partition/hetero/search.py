@@ -41,6 +41,7 @@ import numpy as np
 
 from milp_partition.budget import Budget
 from milp_partition.hetero.cost import bucketed_seconds, evaluate, memory_bytes
+from milp_partition.hetero.pool import fit_parts
 from milp_partition.hetero.problem import FLOAT_BYTES, HeteroPlan, HeteroProblem, Replica
 
 #: Relative slack on pruning: nodes within this of the incumbent are still explored (bounds use prefix sums).
@@ -271,6 +272,20 @@ def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarr
     return np.asarray(full * ring(bucket) + ring(last))
 
 
+def _bucketed_vec_min(size: np.ndarray, n: int, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
+    """:func:`_bucketed_vec` for a link that takes the least time over several fits (``parts``), piece by piece as
+    :class:`milp_partition.hetero.pool.MinLinkFit` prices each bucket; one part: :func:`_bucketed_vec`'s values."""
+    if len(parts) == 1:
+        return _bucketed_vec(size, n, parts[0])
+    bucket = 500_000_000.0
+    full = np.maximum(np.ceil(size / bucket) - 1, 0)
+    last = size - full * bucket
+    one = np.ones(1)
+    ring_full = min(float(_bucketed_vec(one * bucket, n, c)[0]) for c in parts)
+    ring_last = np.min(np.array([_bucketed_vec(last, n, c) for c in parts]), axis=0)
+    return np.asarray(full * ring_full + ring_last)
+
+
 def _well_conditioned(size: np.ndarray, n: int, coef: tuple[float, ...]) -> bool:
     """Whether the bandwidth fit at every ring step of :func:`_bucketed_vec` (full buckets and the last piece, over n
     members) is positive and at least 1e-6 of the sum of its terms' magnitudes (so a few roundings move it by less than
@@ -494,7 +509,7 @@ class _Search:
             w = pre[None, :] - pre[:, None]  # [s][e]
             valid = np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]
             fits = {
-                self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+                fit_parts(self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
                 for c1 in tb.cols
                 for c2 in tb.cols
             }
@@ -502,8 +517,8 @@ class _Search:
             for tp in tps:
                 size = np.where(valid, w / min(4, tp), 1.0)
                 best = np.full(size.shape, np.inf)
-                for coef in fits:
-                    best = np.minimum(best, _bucketed_vec(size, d, coef))
+                for parts in fits:
+                    best = np.minimum(best, _bucketed_vec_min(size, d, parts))
                 got[tp] = np.where(valid, best - 1e-9 * np.abs(best), np.inf)
             tb.min_ar_cache[d] = got
         return got
@@ -840,11 +855,10 @@ class _Search:
         pre = np.array(tb.w1pre)
         w = (pre[None, :] - pre[:, None])[np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]]  # every layer range
         w = w[w > 0]  # a range of no weights: no all-reduce on either side
-        fits = {
-            self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
-            for c1 in tb.cols
-            for c2 in tb.cols
-        }
+        links = {fit_parts(self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1))) for c1 in tb.cols for c2 in tb.cols}
+        if any(len(parts) != 1 for parts in links):
+            return False  # a pooled link (the least of several fits, :mod:`milp_partition.hetero.pool`): not checked
+        fits = {parts[0] for parts in links}
 
         def ring(t: int, n: int, coef: tuple[float, ...]) -> tuple[np.ndarray, bool]:
             key = (t, n, coef)  # the same weights for every micro-batch size: shared by the triples of d and d + 1
