@@ -41,6 +41,7 @@ import numpy as np
 
 from milp_partition.budget import Budget
 from milp_partition.hetero.cost import bucketed_seconds, evaluate, memory_bytes
+from milp_partition.hetero.leaf import best_of_leaf, leaf_size
 from milp_partition.hetero.pool import fit_parts
 from milp_partition.hetero.problem import FLOAT_BYTES, HeteroPlan, HeteroProblem, Replica
 
@@ -56,6 +57,8 @@ PHASE1_NODES = 300
 LEVEL_FRACTIONS = (0.97, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6)
 #: Nodes a triple explores before its levels are used (small trees do not pay for their tables).
 LEVEL_AFTER_NODES = 300
+#: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
+LEAF_ENUM_MAX = 512
 
 
 @dataclass
@@ -493,7 +496,10 @@ class _Search:
         cols = sorted({tb.cfgs[c][0] for c in q})
         if len(cols) == 1:
             return tb.ar(w, d, cols[0], cols[0])
-        return max(min(min(tb.ar(w, d, j, j2), tb.ar(w, d, j2, j)) for j2 in cols) for j in cols)
+        # the D replicas of the stage list every column of the set; with two columns or more, every column j has a
+        # replica next to one of another column (a run of j's ends beside one, on one side at least), so some
+        # adjacent pair is (j, j2) or (j2, j) with j2 != j: the worst pair is at least that pair's all-reduce
+        return max(min(min(tb.ar(w, d, j, j2), tb.ar(w, d, j2, j)) for j2 in cols if j2 != j) for j in cols)
 
     def min_ar_table(self, tb: _Tables, d: int) -> dict[int, np.ndarray]:
         """tp -> [s][e]: a lower bound on the all-reduce of layers s..e-1 over D replicas whose least tp is tp.
@@ -855,7 +861,11 @@ class _Search:
         pre = np.array(tb.w1pre)
         w = (pre[None, :] - pre[:, None])[np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]]  # every layer range
         w = w[w > 0]  # a range of no weights: no all-reduce on either side
-        links = {fit_parts(self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1))) for c1 in tb.cols for c2 in tb.cols}
+        links = {
+            fit_parts(self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
+            for c1 in tb.cols
+            for c2 in tb.cols
+        }
         if any(len(parts) != 1 for parts in links):
             return False  # a pooled link (the least of several fits, :mod:`milp_partition.hetero.pool`): not checked
         fits = {parts[0] for parts in links}
@@ -948,6 +958,11 @@ class _Search:
         x = [self.x_of(p, i, a[i], b[i]) for i in range(p)]
         lb = (m - 1) * max(ci + xi for ci, xi in zip(c, x)) + sum(x) + sum(c) + u + (max(ar) if d > 1 else 0.0)
         if lb * (1 - PRUNE_REL) >= self.out.value:
+            return
+        if leaf_size(tb.cfgs, tb.caps, d, chosen) <= LEAF_ENUM_MAX:  # few plans reduce to the leaf: every one priced, no bound
+            v, plan = best_of_leaf(self.problem, [(c.kind, c.zone, c.count) for c in tb.cols], tb.cfgs, tb.mbs, d, chosen)
+            if v < self.out.value:
+                self.out.value, self.out.plan = v, plan
             return
         counts_list = self.counts(tb, d, chosen)
         if not counts_list:
