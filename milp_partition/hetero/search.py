@@ -277,16 +277,26 @@ def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarr
 
 def _bucketed_vec_min(size: np.ndarray, n: int, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
     """:func:`_bucketed_vec` for a link that takes the least time over several fits (``parts``), piece by piece as
-    :class:`milp_partition.hetero.pool.MinLinkFit` prices each bucket; one part: :func:`_bucketed_vec`'s values."""
+    :class:`milp_partition.hetero.pool.MinLinkFit` prices each bucket; one part: :func:`_bucketed_vec`'s values.  The
+    parts are evaluated at once (a leading axis), with :func:`_bucketed_vec`'s operations in its order."""
     if len(parts) == 1:
         return _bucketed_vec(size, n, parts[0])
     bucket = 500_000_000.0
     full = np.maximum(np.ceil(size / bucket) - 1, 0)
     last = size - full * bucket
-    one = np.ones(1)
-    ring_full = min(float(_bucketed_vec(one * bucket, n, c)[0]) for c in parts)
-    ring_last = np.min(np.array([_bucketed_vec(last, n, c) for c in parts]), axis=0)
-    return np.asarray(full * ring_full + ring_last)
+    k = len(parts[0])
+    coef = np.array(parts)  # [part][power]
+    extra = (1,) * np.ndim(last)
+
+    def ring_min(x: np.ndarray) -> np.ndarray:
+        step = np.asarray(x, dtype=float) / n
+        lx = np.log2(step / 1e6)
+        bw: np.ndarray | float = 0
+        for i in range(k):
+            bw = bw + coef[:, i].reshape(-1, *extra) * lx ** (k - i - 1)
+        return np.asarray(2 * (n - 1) * ((step / 1e9) / bw)).min(axis=0)
+
+    return np.asarray(full * ring_min(np.full(np.shape(last), bucket)) + ring_min(last))
 
 
 def _well_conditioned(size: np.ndarray, n: int, coef: tuple[float, ...]) -> bool:
