@@ -15,7 +15,7 @@ from milp_partition.budget import Budget
 from milp_partition.chain import Status
 from milp_partition.cluster import KindColumn, kinds_cluster
 from milp_partition.hetero.cost import bucketed_seconds, evaluate
-from milp_partition.hetero.pool import MinLinkFit, lift, poolable, pooled_problem
+from milp_partition.hetero.pool import MinLinkFit, groupings, lift, poolable, pooled_problem
 from milp_partition.hetero.problem import HeteroProblem, plan_to_sailor
 from milp_partition.hetero.search import _bucketed_vec_min, search
 from milp_partition.hetero.solve import HeteroSolveSettings, solve_hetero
@@ -54,8 +54,22 @@ ZONED = [
     {"A100-40_us-central1-a": 2, "A100-40_us-west1-b": 2},
     {"V100-16_us-central1-a": 2, "V100-16_us-central1-b": 1, "A100-40_us-central1-f": 1},
     {"A100-40_us-central1-a": 1, "A100-40_us-central1-b": 1, "V100-16_us-central1-a": 1, "V100-16_us-central1-b": 1},
+    {"A100-40_us-central1-a": 1, "A100-40_us-central1-b": 1, "A100-40_us-west1-b": 2},
     *[_random_counts(seed) for seed in (0, 1, 4, 6)],
 ]
+
+
+def test_region_pools_lie_between_the_kind_pool_and_the_setting() -> None:
+    """A kind in two regions: the pools per kind and region refine the pool per kind, so their optimum lies between
+    the kind pool's and the setting's (brute force)."""
+    problem = _zoned({"A100-40_us-central1-a": 1, "A100-40_us-central1-b": 1, "A100-40_us-west1-b": 2})
+    want = min(evaluate(problem, p).iteration_s for p in _plans(problem))
+    kind_pool, region_pool = groupings(problem)
+    assert len(set(kind_pool.values())) == 1 and len(set(region_pool.values())) == 2
+    lo = search(pooled_problem(problem, kind_pool), Budget.starting_now(60.0))
+    mid = search(pooled_problem(problem, region_pool), Budget.starting_now(60.0))
+    assert lo.complete and mid.complete
+    assert lo.bound <= mid.bound * (1 + 1e-12) and mid.bound <= want * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("counts", ZONED)

@@ -186,20 +186,58 @@ class PoolOutcome:
     nodes: int = 0
 
 
-def pooled_bound(problem: HeteroProblem, budget: Budget) -> PoolOutcome:
-    """Solve the pooled relaxation (:func:`pooled_problem`, one pool per kind) within ``budget`` and lift its plan.
+def region_groups(problem: HeteroProblem) -> dict[tuple[str, str], str]:
+    """(kind, zone) -> one pool per kind and region (``us-central1-a`` -> ``us-central1``): a tighter relaxation than
+    :func:`pool_groups` where a kind spans regions (the links between regions are the slow ones)."""
+    return {
+        (c.kind, c.zone): POOL_ZONE + ":" + (c.zone.rsplit("-", 1)[0] if "-" in c.zone else c.zone)
+        for c in problem.cluster.columns
+        if c.count > 0
+    }
+
+
+def groupings(problem: HeteroProblem) -> list[dict[tuple[str, str], str]]:
+    """The pools the solve tries, coarsest first: one per kind, then one per kind and region where that differs and
+    still merges two columns or more (a grouping that merges nothing is the problem itself)."""
+    out, seen = [], set()
+    for groups in (pool_groups(problem), region_groups(problem)):
+        n = len({(k, z) for (k, _zone), z in groups.items()})  # columns of the pooled problem
+        if n < len(groups) and n not in seen:  # the region pools refine the kind pools: the same count, the same pools
+            seen.add(n)
+            out.append(groups)
+    return out
+
+
+def rename(plan: HeteroPlan, groups: dict[tuple[str, str], str]) -> HeteroPlan:
+    """The plan with every replica's zone renamed to its pool (a plan of the pooled problem, no slower there)."""
+    reps = tuple(tuple(Replica(r.kind, groups[(r.kind, r.zone)], r.tp) for r in row) for row in plan.replicas)
+    return HeteroPlan(plan.mbs, plan.stages, reps)
+
+
+def pooled_bound(
+    problem: HeteroProblem,
+    budget: Budget,
+    groups: dict[tuple[str, str], str] | None = None,
+    start: HeteroPlan | None = None,
+) -> PoolOutcome:
+    """Solve the pooled relaxation (:func:`pooled_problem` with ``groups``, default one pool per kind) within
+    ``budget`` and lift its plan; ``start``: a plan of the setting whose renamed copy is the pooled search's first
+    incumbent (it prunes; the bound stays a bound: every value the pooled search compares with is a pooled plan's).
 
     ``bound_s``: the pooled search's proven bound, a lower bound of the setting's iteration seconds (module docstring);
-    ``None`` when the pooled search proved no plan fits (then no plan of the setting fits either, but the caller's own
-    search says so) or gave no positive bound."""
+    ``None`` when it gave no finite positive bound."""
     from milp_partition.hetero.search import search  # the search imports this module for :func:`fit_parts`
 
-    groups = pool_groups(problem)
+    groups = pool_groups(problem) if groups is None else groups
     pooled = pooled_problem(problem, groups)
-    got = search(pooled, budget)
+    inc, inc_plan = math.inf, None
+    if start is not None:
+        inc_plan = rename(start, groups)
+        inc = evaluate(pooled, inc_plan).iteration_s  # a pooled plan's value: the search's bound never exceeds it
+    got = search(pooled, budget, inc, inc_plan)
     out = PoolOutcome(complete=got.complete, pooled_value_s=got.value, nodes=got.nodes)
     if math.isfinite(got.bound) and got.bound > 0:
         out.bound_s = got.bound
-    if got.plan is not None:
+    if got.plan is not None and got.plan is not inc_plan:
         out.plan, out.value_s = lift(problem, got.plan, groups)
     return out

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
-from milp_partition.hetero.pool import poolable, pooled_bound
+from milp_partition.hetero.pool import groupings, poolable, pooled_bound
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
@@ -34,8 +34,8 @@ class HeteroResult(Result):
 
 HeteroRun = Run[HeteroProblem, HeteroPlan]
 
-#: Share of the time limit the pooled relaxation may use (its search stops there; the exact search has the rest).
-POOL_SHARE = 0.4
+#: Share of the time limit each pooled relaxation may use (its search stops there; the exact search has the rest).
+POOL_SHARE = 0.3
 
 
 @dataclass(frozen=True)
@@ -136,28 +136,37 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         )
 
     def pool_step(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
-        """The pooled relaxation (:mod:`milp_partition.hetero.pool`): its plan lifted to the setting (a heuristic) and
-        its proven bound (a lower bound of the setting's iteration seconds), within :data:`POOL_SHARE` of the limit."""
-        t0 = time.monotonic()
-        got = pooled_bound(run.problem, run.budget.capped(run.budget.limit_s * POOL_SHARE))
-        secs = time.monotonic() - t0
-        run.result.solver_notes["pooled"] = {
-            "seconds": secs,
-            "complete": got.complete,
-            "nodes": got.nodes,
-            "pooled_value_s": got.pooled_value_s if math.isfinite(got.pooled_value_s) else None,
-            "bound_s": got.bound_s,
-        }
-        yield Outcome(
-            "pooled-lift",
-            got.plan,
-            secs,
-            False,
-            "" if got.plan else "no lifted plan fits",
-            value=got.value_s if got.plan else None,
-        )
-        if got.bound_s is not None:
-            yield Outcome("pooled-bound", None, 0.0, True, "pooled relaxation", bound=got.bound_s * (1 - 1e-12))
+        """The pooled relaxations (:mod:`milp_partition.hetero.pool`, one pool per kind, then per kind and region where
+        that differs), each within :data:`POOL_SHARE` of the limit: its plan lifted to the zones (a heuristic) and its
+        proven bound (a lower bound of the setting's iteration seconds)."""
+        notes = run.result.solver_notes.setdefault("pooled", [])
+        for groups in groupings(run.problem):
+            if run.proven_optimal() or run.budget.expired():
+                return
+            t0 = time.monotonic()
+            best = run.best
+            got = pooled_bound(
+                run.problem,
+                run.budget.capped(run.budget.limit_s * POOL_SHARE),
+                groups,
+                best.solution if best is not None else None,
+            )
+            secs = time.monotonic() - t0
+            notes.append(
+                {
+                    "pools": sorted(set(groups.values())),
+                    "seconds": secs,
+                    "complete": got.complete,
+                    "nodes": got.nodes,
+                    "pooled_value_s": got.pooled_value_s if math.isfinite(got.pooled_value_s) else None,
+                    "bound_s": got.bound_s,
+                    "lifted_s": got.value_s if got.plan else None,
+                }
+            )
+            if got.plan is not None:
+                yield Outcome("pooled-lift", got.plan, secs, False, "", value=got.value_s)
+            if got.bound_s is not None:
+                yield Outcome("pooled-bound", None, 0.0, True, "pooled relaxation", bound=got.bound_s * (1 - 1e-12))
 
     def record(self, result: Result, problem: HeteroProblem, best: Candidate[HeteroPlan]) -> None:
         assert isinstance(result, HeteroResult)
