@@ -466,7 +466,7 @@ class _Search:
         self.stop = False
         self.full_bounds: dict[tuple[float, int, int, int], float] = {}
         self.fewer_cache: dict[tuple[int, tuple[int, ...]], bool] = {}
-        self.ring_cache: dict[tuple[int, int, tuple[float, ...]], tuple[np.ndarray, bool]] = {}
+        self.ring_cache: dict[tuple[int, int, tuple[tuple[float, ...], ...]], tuple[np.ndarray, bool]] = {}
         self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
 
     # ---- bounds between neighbouring sets ----
@@ -876,22 +876,21 @@ class _Search:
             for c1 in tb.cols
             for c2 in tb.cols
         }
-        if any(len(parts) != 1 for parts in links):
-            return False  # a pooled link (the least of several fits, :mod:`milp_partition.hetero.pool`): not checked
-        fits = {parts[0] for parts in links}
 
-        def ring(t: int, n: int, coef: tuple[float, ...]) -> tuple[np.ndarray, bool]:
-            key = (t, n, coef)  # the same weights for every micro-batch size: shared by the triples of d and d + 1
+        def ring(t: int, n: int, parts: tuple[tuple[float, ...], ...]) -> tuple[np.ndarray, bool]:
+            key = (t, n, parts)  # the same weights for every micro-batch size: shared by the triples of d and d + 1
             got = self.ring_cache.get(key)
             if got is None:
                 if n <= 1:
                     got = (np.zeros_like(w), True)
                 else:
-                    got = (_bucketed_vec(w / t, n, coef), _well_conditioned(w / t, n, coef))
+                    # a pooled link (:mod:`milp_partition.hetero.pool`) is the least of its parts piece by piece: the
+                    # same function the plans are priced with, each part evaluated well
+                    got = (_bucketed_vec_min(w / t, n, parts), all(_well_conditioned(w / t, n, c) for c in parts))
                 self.ring_cache[key] = got
             return got
 
-        for coef in fits:
+        for coef in links:
             few, many = {}, {}
             for t in tps:
                 (few[t], ok1), (many[t], ok2) = ring(t, d - 1, coef), ring(t, d, coef)
