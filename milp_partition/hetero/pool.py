@@ -28,7 +28,6 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from milp_partition.budget import Budget
 from milp_partition.cluster import KindColumn, LinkFit, LinkKey, kinds_cluster
 from milp_partition.hetero.cost import evaluate
 from milp_partition.hetero.problem import TP_DEGREES, HeteroPlan, HeteroProblem, Replica
@@ -173,19 +172,6 @@ def lift(
     return best, best_v
 
 
-@dataclass
-class PoolOutcome:
-    """What the pooled relaxation gave: a proven lower bound on the setting's iteration seconds (``None``: none), the
-    best lifted plan of the setting with its seconds, and the pooled search's counters."""
-
-    bound_s: float | None = None
-    plan: HeteroPlan | None = None
-    value_s: float = math.inf
-    complete: bool = False
-    pooled_value_s: float = math.inf
-    nodes: int = 0
-
-
 def region_groups(problem: HeteroProblem) -> dict[tuple[str, str], str]:
     """(kind, zone) -> one pool per kind and region (``us-central1-a`` -> ``us-central1``): a tighter relaxation than
     :func:`pool_groups` where a kind spans regions (the links between regions are the slow ones)."""
@@ -212,32 +198,3 @@ def rename(plan: HeteroPlan, groups: dict[tuple[str, str], str]) -> HeteroPlan:
     """The plan with every replica's zone renamed to its pool (a plan of the pooled problem, no slower there)."""
     reps = tuple(tuple(Replica(r.kind, groups[(r.kind, r.zone)], r.tp) for r in row) for row in plan.replicas)
     return HeteroPlan(plan.mbs, plan.stages, reps)
-
-
-def pooled_bound(
-    problem: HeteroProblem,
-    budget: Budget,
-    groups: dict[tuple[str, str], str] | None = None,
-    start: HeteroPlan | None = None,
-) -> PoolOutcome:
-    """Solve the pooled relaxation (:func:`pooled_problem` with ``groups``, default one pool per kind) within
-    ``budget`` and lift its plan; ``start``: a plan of the setting whose renamed copy is the pooled search's first
-    incumbent (it prunes; the bound stays a bound: every value the pooled search compares with is a pooled plan's).
-
-    ``bound_s``: the pooled search's proven bound, a lower bound of the setting's iteration seconds (module docstring);
-    ``None`` when it gave no finite positive bound."""
-    from milp_partition.hetero.search import search  # the search imports this module for :func:`fit_parts`
-
-    groups = pool_groups(problem) if groups is None else groups
-    pooled = pooled_problem(problem, groups)
-    inc, inc_plan = math.inf, None
-    if start is not None:
-        inc_plan = rename(start, groups)
-        inc = evaluate(pooled, inc_plan).iteration_s  # a pooled plan's value: the search's bound never exceeds it
-    got = search(pooled, budget, inc, inc_plan)
-    out = PoolOutcome(complete=got.complete, pooled_value_s=got.value, nodes=got.nodes)
-    if math.isfinite(got.bound) and got.bound > 0:
-        out.bound_s = got.bound
-    if got.plan is not None and got.plan is not inc_plan:
-        out.plan, out.value_s = lift(problem, got.plan, groups)
-    return out

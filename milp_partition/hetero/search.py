@@ -21,10 +21,14 @@ decided stages (compute, update, all-reduce, sends bounded per pair of neighbour
 capped bottleneck split from the next layer), T_sync's floor and the device budget (weighted sums over columns,
 exact for two columns), and, in large trees, **cap levels**: a completion below the incumbent keeps every later
 y_k under (incumbent - the node's other terms) / (m - 1), so the device tables rebuilt for the configurations under
-the tightest of a few fractions of the triple's cap at least that room must hold the completion.  At a leaf: replica counts per column
-(exactly: a dynamic program over stages on used devices), then replica orders (columns in each order);
-the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`).  A leaf whose best plan is above its
-lower bound keeps that bound in the proven bound (reported with its gap, never hidden).
+the tightest of a few fractions of the triple's cap at least that room must hold the completion.  A stage whose set
+spans two columns or more has an adjacent pair across two columns in its ring, so its all-reduce is bounded by the
+least cross-column pair (:meth:`_Search._ar_lb`).  At a leaf: when few replica lists reduce to it (at most
+:data:`LEAF_ENUM_MAX`), every one is priced (:mod:`milp_partition.hetero.leaf`: the leaf's exact optimum); else replica
+counts per column (exactly: a dynamic program over stages on used devices), then replica orders (columns in each
+order); the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`).  A leaf whose best plan is above its
+lower bound keeps that bound in the proven bound (reported with its gap, never hidden).  The links may be pooled
+(:mod:`milp_partition.hetero.pool`: the least of several fits); the tables read them piece by piece.
 
 The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the full bound of the
 first unexplored triple of phase 2 when the budget ran out).

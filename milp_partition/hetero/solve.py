@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
-from milp_partition.hetero.pool import groupings, poolable, pooled_bound
+from milp_partition.hetero.pool import groupings, poolable
+from milp_partition.hetero.pooled import pooled_bound
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan

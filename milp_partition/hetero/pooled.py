@@ -1,0 +1,53 @@
+"""The pooled relaxations solved (:mod:`milp_partition.hetero.pool` states them and proves the bound): a proven lower
+bound of a setting's iteration seconds and the pooled plan lifted to the setting's zones."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from milp_partition.budget import Budget
+from milp_partition.hetero.cost import evaluate
+from milp_partition.hetero.pool import lift, pool_groups, pooled_problem, rename
+from milp_partition.hetero.problem import HeteroPlan, HeteroProblem
+from milp_partition.hetero.search import search
+
+
+@dataclass
+class PoolOutcome:
+    """What the pooled relaxation gave: a proven lower bound on the setting's iteration seconds (``None``: none), the
+    best lifted plan of the setting with its seconds, and the pooled search's counters."""
+
+    bound_s: float | None = None
+    plan: HeteroPlan | None = None
+    value_s: float = math.inf
+    complete: bool = False
+    pooled_value_s: float = math.inf
+    nodes: int = 0
+
+
+def pooled_bound(
+    problem: HeteroProblem,
+    budget: Budget,
+    groups: dict[tuple[str, str], str] | None = None,
+    start: HeteroPlan | None = None,
+) -> PoolOutcome:
+    """Solve the pooled relaxation (:func:`pooled_problem` with ``groups``, default one pool per kind) within
+    ``budget`` and lift its plan; ``start``: a plan of the setting whose renamed copy is the pooled search's first
+    incumbent (it prunes; the bound stays a bound: every value the pooled search compares with is a pooled plan's).
+
+    ``bound_s``: the pooled search's proven bound, a lower bound of the setting's iteration seconds (module docstring);
+    ``None`` when it gave no finite positive bound."""
+    groups = pool_groups(problem) if groups is None else groups
+    pooled = pooled_problem(problem, groups)
+    inc, inc_plan = math.inf, None
+    if start is not None:
+        inc_plan = rename(start, groups)
+        inc = evaluate(pooled, inc_plan).iteration_s  # a pooled plan's value: the search's bound never exceeds it
+    got = search(pooled, budget, inc, inc_plan)
+    out = PoolOutcome(complete=got.complete, pooled_value_s=got.value, nodes=got.nodes)
+    if math.isfinite(got.bound) and got.bound > 0:
+        out.bound_s = got.bound
+    if got.plan is not None and got.plan is not inc_plan:
+        out.plan, out.value_s = lift(problem, got.plan, groups)
+    return out
