@@ -16,6 +16,7 @@ from milp_partition.chain import Status
 from milp_partition.cluster import KindColumn, kinds_cluster
 from milp_partition.hetero.cost import bucketed_seconds, evaluate
 from milp_partition.hetero.pool import MinLinkFit, groupings, lift, poolable, pooled_problem
+from milp_partition.hetero.pooled import pooled_bound
 from milp_partition.hetero.problem import HeteroProblem, plan_to_sailor
 from milp_partition.hetero.search import _bucketed_vec_min, search
 from milp_partition.hetero.solve import HeteroSolveSettings, solve_hetero
@@ -136,3 +137,15 @@ def test_min_fit_bucketed_vector_is_the_scalar_sum_of_least_pieces() -> None:
             assert got == pytest.approx(bucketed_seconds(fit, x, n), rel=1e-12)
             for c in parts:
                 assert got <= bucketed_seconds(MinLinkFit(c, (c,)), x, n) * (1 + 1e-12)
+
+
+def test_a_spent_budget_still_gives_sound_pooled_bounds() -> None:
+    """No time at all: each pooled search stops at once with the bound of its first (mbs, D, P), at or below the
+    brute-force optimum; the solve's bound too, and its plan is a verified one at or above the optimum."""
+    problem = _zoned({"A100-40_us-central1-a": 1, "A100-40_us-central1-b": 1, "A100-40_us-west1-b": 2})
+    want = min(evaluate(problem, p).iteration_s for p in _plans(problem))
+    for groups in groupings(problem):
+        got = pooled_bound(problem, Budget.starting_now(0.0), groups)
+        assert not got.complete and got.bound_s is not None and 0 < got.bound_s <= want * (1 + 1e-12)
+    res = solve_hetero(problem, HeteroSolveSettings(time_limit_s=0.0))
+    assert res.objective >= want * (1 - 1e-12) and res.bound <= want * (1 + 1e-12)

@@ -35,8 +35,10 @@ class HeteroResult(Result):
 
 HeteroRun = Run[HeteroProblem, HeteroPlan]
 
-#: Share of the time limit each pooled relaxation may use (its search stops there; the exact search has the rest).
-POOL_SHARE = 0.3
+#: Share of the time limit the pooled relaxations may use together (their searches stop there; the exact search has
+#: the rest), and at most the first of two (the pool per kind: the pools per region, the tighter, get the rest).
+POOL_SHARE = 0.7
+POOL_FIRST_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -51,7 +53,7 @@ class HeteroSolveSettings(SearchOnlySettings):
         incumbent).
     pool
         Where a kind has devices in several zones, solve the pooled relaxation first (:mod:`milp_partition.hetero.pool`,
-        at most :data:`POOL_SHARE` of the time limit): its plan lifted to the zones joins the incumbents, its proven
+        at most :data:`POOL_SHARE` of the time limit together): its plan lifted to the zones joins the incumbents, its proven
         bound the bounds.
     """
 
@@ -138,17 +140,22 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
 
     def pool_step(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
         """The pooled relaxations (:mod:`milp_partition.hetero.pool`, one pool per kind, then per kind and region where
-        that differs), each within :data:`POOL_SHARE` of the limit: its plan lifted to the zones (a heuristic) and its
-        proven bound (a lower bound of the setting's iteration seconds)."""
+        that differs), within :data:`POOL_SHARE` of the limit together (the first of two within
+        :data:`POOL_FIRST_SHARE`): each one's plan lifted to the zones (a heuristic) and its proven bound (a lower
+        bound of the setting's iteration seconds)."""
         notes = run.result.solver_notes.setdefault("pooled", [])
-        for groups in groupings(run.problem):
+        gs = groupings(run.problem)
+        t_start, limit = run.budget.elapsed(), run.budget.limit_s
+        for idx, groups in enumerate(gs):
             if run.proven_optimal() or run.budget.expired():
                 return
+            allowance = POOL_SHARE * limit - (run.budget.elapsed() - t_start)
+            cap = min(allowance, POOL_FIRST_SHARE * limit) if idx < len(gs) - 1 else allowance
             t0 = time.monotonic()
             best = run.best
             got = pooled_bound(
                 run.problem,
-                run.budget.capped(run.budget.limit_s * POOL_SHARE),
+                run.budget.capped(cap),
                 groups,
                 best.solution if best is not None else None,
             )
