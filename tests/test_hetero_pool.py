@@ -15,6 +15,7 @@ from milp_partition.budget import Budget
 from milp_partition.chain import Status
 from milp_partition.cluster import KindColumn, kinds_cluster
 from milp_partition.hetero.cost import bucketed_seconds, evaluate
+from milp_partition.hetero.leaf import best_of_leaf, leaf_size
 from milp_partition.hetero.pool import MinLinkFit, groupings, lift, poolable, pooled_problem
 from milp_partition.hetero.pooled import pooled_bound
 from milp_partition.hetero.problem import HeteroProblem, plan_to_sailor
@@ -149,3 +150,32 @@ def test_a_spent_budget_still_gives_sound_pooled_bounds() -> None:
         assert not got.complete and got.bound_s is not None and 0 < got.bound_s <= want * (1 + 1e-12)
     res = solve_hetero(problem, HeteroSolveSettings(time_limit_s=0.0))
     assert res.objective >= want * (1 - 1e-12) and res.bound <= want * (1 + 1e-12)
+
+
+def test_a_small_leaf_is_priced_plan_by_plan() -> None:
+    """:func:`milp_partition.hetero.leaf.best_of_leaf` against brute force: for every (mbs, D, stages, reduced sets)
+    of a tiny three-column setting, its value is the least over the enumerated plans that reduce to that leaf."""
+    problem = _zoned({"A100-40_us-central1-a": 1, "A100-40_us-central1-b": 1, "V100-16_us-central1-a": 2}, blocks=1)
+    cols = [(c.kind, c.zone, c.count) for c in problem.cluster.columns if c.count > 0]
+    col_of = {(k, z): j for j, (k, z, _n) in enumerate(cols)}
+    best: dict[tuple[object, ...], float] = {}
+    for plan in _plans(problem):
+        cfgs = sorted({(col_of[(r.kind, r.zone)], r.tp) for row in plan.replicas for r in row})
+        sets = []
+        for row in plan.replicas:
+            least: dict[int, int] = {}
+            for r in row:
+                j = col_of[(r.kind, r.zone)]
+                least[j] = min(least.get(j, r.tp), r.tp)
+            sets.append(tuple(sorted(least.items())))
+        key = (plan.mbs, plan.dp, plan.stages, tuple(sets))
+        v = evaluate(problem, plan).iteration_s
+        best[key] = min(best.get(key, math.inf), v)
+    assert len(best) > 20
+    for (mbs, d, stages, sets), want in best.items():
+        cfgs = [(j, tp) for j in range(len(cols)) for tp in (1, 2, 4) if problem.replica_valid(cols[j][0], mbs, tp)]
+        chosen = [(s, e, tuple(cfgs.index(m) for m in q)) for (s, e), q in zip(stages, sets)]
+        assert leaf_size(cfgs, [c[2] for c in cols], d, chosen) <= 4096
+        got, plan = best_of_leaf(problem, cols, cfgs, mbs, d, chosen)
+        assert got == pytest.approx(want, rel=1e-12)
+        assert plan is not None and verify_hetero(problem, plan_to_sailor(plan)).feasible
