@@ -11,7 +11,7 @@ from milp_partition.hetero.cost import evaluate
 from milp_partition.hetero.pool import lift, pool_groups, pooled_problem, rename
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem
 from milp_partition.hetero.search import search
-from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
+from milp_partition.heuristics.hetero_even import best_even_plan
 
 
 @dataclass
@@ -36,18 +36,18 @@ def pooled_bound(
     """Solve the pooled relaxation (:func:`pooled_problem` with ``groups``, default one pool per kind) within
     ``budget`` and lift its plan; ``start``: a plan of the setting whose renamed copy is the pooled search's first
     incumbent (it prunes; the bound stays a bound: every value the pooled search compares with is a pooled plan's),
-    beside the Sailor-style even and the uniform plans of the pooled problem; the best lift of these and of the
-    search's plan is returned.
+    beside the Sailor-style even plan of the pooled problem (when time is left); the best lift of these and of the
+    search's plan is returned (the search's first, the others while time is left).
 
     ``bound_s``: the pooled search's proven bound, a lower bound of the setting's iteration seconds (module docstring);
     ``None`` when it gave no finite positive bound."""
     groups = pool_groups(problem) if groups is None else groups
     pooled = pooled_problem(problem, groups)
     # pooled plans to start from (each a plan of the pooled problem, so the search's bound never exceeds its value):
-    # the start renamed, and Sailor-style even and uniform plans of the pools (their lifts are candidates too)
+    # the start renamed, and a Sailor-style even plan of the pools (its lift is a candidate too)
     starts: list[HeteroPlan] = [rename(start, groups)] if start is not None else []
-    for heuristic in (best_even_plan, best_uniform_plan):
-        plan, _v = heuristic(pooled)
+    if not budget.expired():
+        plan, _v = best_even_plan(pooled)
         if plan is not None:
             starts.append(plan)
     priced = sorted(((evaluate(pooled, p).iteration_s, i) for i, p in enumerate(starts)), key=lambda t: t[0])
@@ -56,11 +56,12 @@ def pooled_bound(
     out = PoolOutcome(complete=got.complete, pooled_value_s=got.value, nodes=got.nodes)
     if math.isfinite(got.bound) and got.bound > 0:
         out.bound_s = got.bound
-    to_lift = starts[1:] if start is not None else starts
-    if got.plan is not None and all(got.plan is not p for p in starts):
-        to_lift.append(got.plan)
-    for plan in to_lift:
+    to_lift = [got.plan] if got.plan is not None and all(got.plan is not p for p in starts) else []
+    to_lift += starts[1:] if start is not None else starts
+    for plan in to_lift:  # the search's plan first; the others while time is left
         lifted, v = lift(problem, plan, groups)
         if lifted is not None and v < out.value_s:
             out.plan, out.value_s = lifted, v
+        if budget.expired():
+            break
     return out
