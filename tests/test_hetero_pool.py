@@ -179,3 +179,23 @@ def test_a_small_leaf_is_priced_plan_by_plan() -> None:
         got, plan = best_of_leaf(problem, cols, cfgs, mbs, d, chosen)
         assert got == pytest.approx(want, rel=1e-12)
         assert plan is not None and verify_hetero(problem, plan_to_sailor(plan)).feasible
+
+
+@pytest.mark.parametrize("calls", [1, 2, 3, 5, 8, 13, 21, 40, 80])
+def test_a_budget_spent_at_any_point_leaves_a_sound_bound(calls: int) -> None:
+    """A clock that jumps past the limit after ``calls`` readings stops the search wherever it is (listing the
+    triples, phase 1, phase 2, a leaf): its bound stays at or below the brute-force optimum and its plan, when it has
+    one, at or above it."""
+    problem = _zoned({"A100-40_us-central1-a": 2, "A100-40_us-west1-b": 2})
+    want = min(evaluate(problem, p).iteration_s for p in _plans(problem))
+    seen = [0]
+
+    def clock() -> float:
+        seen[0] += 1
+        return 0.0 if seen[0] <= calls else 100.0
+
+    got = search(problem, Budget.starting_now(1.0, clock))
+    assert got.bound <= want * (1 + 1e-12)
+    assert got.plan is None or got.value >= want * (1 - 1e-12)
+    if not got.complete:
+        assert got.stopped_by == "time_limit"

@@ -772,15 +772,23 @@ class _Search:
                     break
             total = sum(tb.caps)
             for d in range(1, total + 1):
-                if self.dominated_by_fewer(tb, d):
+                # once the budget is spent, the rest of the list takes the bound without the split (no tables) and no
+                # degree is left out (that test builds tables): listed cheaply, so that the bound below covers them
+                late = self.budget.expired()
+                if not late and self.dominated_by_fewer(tb, d):
                     continue  # every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
                 for p in range(1, min(tb.L, total // d) + 1):
                     # a triple whose bound without the split already reaches the (heuristics') incumbent holds no
                     # better plan: it is left out before its P's tables are built
-                    if self.triple_bound(tb, d, p, split=False) * (1 - PRUNE_REL) >= self.out.value:
+                    lb0 = self.triple_bound(tb, d, p, split=False)
+                    if lb0 * (1 - PRUNE_REL) >= self.out.value:
                         continue
-                    triples.append((self.triple_bound(tb, d, p, quick=True), mbs, d, p))
+                    triples.append((lb0 if late else self.triple_bound(tb, d, p, quick=True), mbs, d, p))
         triples.sort()
+        if self.budget.expired():  # no time to explore: the least listed bound (each a triple's lower bound)
+            self.out.triples, self.out.stopped_by = len(triples), "time_limit"
+            self.out.bound = min([self.out.value, *(t[0] for t in triples[:1])])
+            return self.out
         self.out.triples = len(triples)
         # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for
         # a good incumbent early.  A triple it explores to the end (no node cap, no stop) is done: every plan of it
@@ -814,6 +822,11 @@ class _Search:
         self.node_cap, self.balanced, self.abort = None, False, False
         # phase 2: every triple not done whose quick bound is below the incumbent, in order of its full bound (so
         # that the bound of the first triple not explored, when the time runs out, is the least left)
+        if self.budget.expired():  # the full bounds below cost tables: the quick bounds of the triples left instead
+            self.out.stopped_by = "time_limit"
+            rest = [t[0] for t in triples if t[0] * (1 - PRUNE_REL) < self.out.value and (t[1], t[2], t[3]) not in done]
+            self.out.bound = min([self.out.value, *rest, *self.out.unresolved])
+            return self.out
         live = sorted(
             (self.full_bound(tables, t), t[1], t[2], t[3])
             for t in triples
