@@ -31,7 +31,8 @@ lower bound keeps that bound in the proven bound (reported with its gap, never h
 (:mod:`milp_partition.hetero.pool`: the least of several fits); the tables read them piece by piece.
 
 The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the full bound of the
-first unexplored triple of phase 2 when the budget ran out).
+first unexplored triple of phase 2 when the budget ran out; when it ran out before phase 2, the least listed bound of
+the triples not done, the triples listed after it ran out with their bound without the split).
 """
 
 from __future__ import annotations
