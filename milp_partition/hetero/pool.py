@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from milp_partition.cluster import KindColumn, LinkFit, LinkKey, kinds_cluster
 from milp_partition.hetero.cost import evaluate
@@ -38,15 +38,28 @@ POOL_ZONE = "pooled"
 
 @dataclass(frozen=True)
 class MinLinkFit(LinkFit):
-    """The least time over several fits: ``seconds(x) = min_k parts[k].seconds(x)`` (``coefficients``: the first)."""
+    """The least time over several fits: ``seconds(x) = min_k parts[k].seconds(x)`` (``coefficients``: the first).
+
+    Each part is evaluated with :meth:`LinkFit.seconds`'s arithmetic (log2 once per size); values are cached per size
+    (a plan's sends and all-reduce pieces repeat a few sizes)."""
 
     parts: tuple[tuple[float, ...], ...] = ()
+    _cache: dict[float, float] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def seconds(self, nbytes: float) -> float:
         """The least seconds over the parts to move ``nbytes`` (0 for 0 bytes)."""
         if nbytes == 0:
             return 0.0
-        return min(LinkFit(c).seconds(nbytes) for c in self.parts)
+        got = self._cache.get(nbytes)
+        if got is None:
+            lx = math.log2(nbytes / 1e6)
+            got = math.inf
+            for coef in self.parts:
+                n = len(coef)
+                bw = sum(c * lx ** (n - k - 1) for k, c in enumerate(coef))
+                got = min(got, (nbytes / 1e9) / bw)
+            self._cache[nbytes] = got
+        return got
 
 
 def fit_parts(fit: LinkFit) -> tuple[tuple[float, ...], ...]:
