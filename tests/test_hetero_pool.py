@@ -4,15 +4,18 @@ with and without it gives the same status, value and bound where both finish."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from milp_partition.budget import Budget
 from milp_partition.chain import Status
+from milp_partition.cli.dispatch import main
 from milp_partition.cluster import KindColumn, kinds_cluster
 from milp_partition.hetero.cost import bucketed_seconds, evaluate
 from milp_partition.hetero.leaf import best_of_leaf, leaf_size
@@ -199,3 +202,22 @@ def test_a_budget_spent_at_any_point_leaves_a_sound_bound(calls: int) -> None:
     assert got.plan is None or got.value >= want * (1 - 1e-12)
     if not got.complete:
         assert got.stopped_by == "time_limit"
+
+
+@pytest.mark.parametrize(
+    ("gpus", "model", "code"),
+    [
+        ({"V100-16_us-central1-a": 1, "V100-16_us-central1-b": 1}, "GPT-Neo-2.7", 3),  # nothing fits: infeasible
+        ({"V100-16_us-central1-a": 2}, "GPT-Neo-2.7", 3),
+        ({"A100-40_us-central1-a": 1, "A100-40_us-central1-b": 2}, "OPT-350", 0),
+    ],
+)
+def test_fewer_than_four_devices_solve(tmp_path: Path, gpus: dict[str, int], model: str, code: int) -> None:
+    """Fewer devices than the largest tp (the budget program's cap below 4; it crashed before): exit 3 when nothing
+    fits, else a proven optimum."""
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"model": model, "global_batch": 64, "gpus": gpus}))
+    out = tmp_path / "out.json"
+    assert main(["solve", str(HETERO), "--setting-file", str(f), "-q", "--output", str(out)]) == code
+    if code == 0:
+        assert json.loads(out.read_text())["status"] == "optimal"

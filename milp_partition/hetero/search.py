@@ -697,6 +697,8 @@ class _Search:
                 # [k + 1, L - p + k + 1]; every other entry is inf or never read from the first layer
                 rows, ends = slice(k, L - p + k + 1), slice(k + 1, L - p + k + 2)
                 for t in tps:
+                    if t > budget:
+                        continue  # a replica of tp t needs more devices than the budget's cap (fewer than 4 devices)
                     yk = np.full((L + 1, L + 1), inf)
                     for c, (_j, tp) in enumerate(tb.cfgs):
                         if tp == t:
