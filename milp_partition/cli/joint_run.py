@@ -298,6 +298,15 @@ def _forced_replicas(args: argparse.Namespace) -> tuple[int | None, int | None]:
     return d, n_micro // d
 
 
+def _one_source_of_times(args: argparse.Namespace) -> None:
+    """Refuse a command line naming more than one source of layer times."""
+    given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
+    if len(given) > 1:
+        raise InputError(
+            "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
+        )
+
+
 def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dict[str, Any]]:
     """The run-objective problem of the imported graph ``args.instance`` with the command line's cluster and batch."""
     source = str(args.instance)
@@ -311,11 +320,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     model = read_layers(data, source)
     profile = load_profile_spec(args.profile or model.profile or "H100")
     coeffs = _profile_coefficients(profile)
-    given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
-    if len(given) > 1:
-        raise InputError(
-            "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
-        )
+    _one_source_of_times(args)
     sizes = [b for b in range(1, G + 1) if G % b == 0]
     measured = _measured_layers(args, data, source, sizes)
     timed: dict[str, Any] | None = None
