@@ -40,6 +40,7 @@ from typing import Any, cast
 import numpy as np
 
 from milp_partition.budget import Budget
+from milp_partition.hetero import native
 from milp_partition.hetero.cost import bucketed_seconds, evaluate, memory_bytes
 from milp_partition.hetero.problem import FLOAT_BYTES, HeteroPlan, HeteroProblem, Replica
 
@@ -327,6 +328,14 @@ def _two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
     """conv[e][a] = min over n of nxt[e][a - n t0] + (d - n) t1: n of a stage's d replicas on column 0 (tp t0), d - n
     on column 1 (tp t1); n = 0 only when t1 > 0 and n = d only when t0 > 0 (a 0 tp: the column is not allowed);
     nxt[e][a] = least column-1 devices of the later stages from layer e with at most a column-0 devices (inf: none).
+    In C where the extension is built (:func:`milp_partition.hetero.native.two_step`, the same values), else
+    :func:`_two_step_numpy`."""
+    got = native.two_step(nxt, d, t0, t1)
+    return got if got is not None else _two_step_numpy(nxt, d, t0, t1)
+
+
+def _two_step_numpy(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
+    """:func:`_two_step` in numpy.
 
     Every finite value is a whole number of devices, so the sums are exact in any order: per residue r of a modulo
     t0, with j = (a - r) / t0, conv = (d - j) t1 + the least of nxt[e][r + k t0] + k t1 over k in [j - d, j] (a window

@@ -1,0 +1,46 @@
+"""The hetero search's compiled inner loop (``milp_partition/hetero/_hetero.c``), optional.
+
+:func:`two_step` is the two-column device step of the search's tables (:func:`milp_partition.hetero.search._two_step`)
+computed in C: the same values bit for bit (every finite entry is a whole number of devices, so the sums are exact
+and the minima the same in any order).  ``setup.py`` builds the extension when a C compiler is there; without it
+:func:`two_step` returns None and the search runs its numpy step.  ``MILP_PARTITION_NO_NATIVE=1`` turns the
+compiled path off (the tests run both paths and compare).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+try:  # the compiled step (optional: see setup.py)
+    from milp_partition.hetero import _hetero as _ext  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the build
+    _ext = None
+
+
+def available() -> bool:
+    """Whether the compiled step loaded and is not turned off by ``MILP_PARTITION_NO_NATIVE``."""
+    return _ext is not None and not os.environ.get("MILP_PARTITION_NO_NATIVE")
+
+
+def two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray | None:
+    """conv[e][a] = min over n of nxt[e][a - n t0] + (d - n) t1 (the definition in
+    :func:`milp_partition.hetero.search._two_step`), in C; None when the extension is not available.
+
+    Parameters
+    ----------
+    nxt : np.ndarray
+        [e][a]: whole numbers of devices or inf, two-dimensional.
+    d : int
+        Replicas of the stage (D).
+    t0, t1 : int
+        The stage's least tp on column 0 and column 1 (0: the column is not allowed).
+    """
+    if not available():
+        return None
+    src = np.ascontiguousarray(nxt, dtype=np.float64)
+    out = np.empty_like(src)
+    rows, width = src.shape
+    _ext.two_step(src, out, rows, width, int(d), int(t0), int(t1))  # type: ignore[union-attr]
+    return out
