@@ -433,6 +433,72 @@ def _lambda_first(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
     return _lambda_suffix(masks, w, L)[0, :, 0]
 
 
+def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d: int) -> np.ndarray:
+    """[q][s][e]: a lower bound on the all-reduce of layers s..e-1 for every plan whose stage has reduced set q
+    (:meth:`_Search.ar_lb`: the weights over q's least tp, the worst column of q at its cheapest partner in q), for
+    all (s, e) at once in numpy (:func:`_bucketed_vec`), lowered by 1e-9 of itself to stay below the exact bucket
+    loop's rounding.  Where a fit is not well conditioned on these sizes (:func:`_well_conditioned`) the set's row is
+    :meth:`_Search.ar_lb` itself, entry by entry.  Entries with e <= s are 0 (never read)."""
+    L = tb.L
+    out = np.zeros((len(sets), L + 1, L + 1))
+    if d <= 1:
+        return out
+    idx = np.arange(L + 1)
+    valid = idx[None, :] > idx[:, None]
+    w1 = srch.problem.model.params_floats[1]
+    cl = srch.problem.cluster
+    pair_cache: dict[tuple[int, int, int], np.ndarray | None] = {}
+
+    def pair(tp: int, j: int, j2: int, size: np.ndarray, pos: np.ndarray) -> np.ndarray | None:
+        key = (tp, j, j2)
+        if key not in pair_cache:
+            c1, c2 = tb.cols[j], tb.cols[j2]
+            coef = cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+            if not _well_conditioned(size[pos], d, coef):
+                pair_cache[key] = None
+            else:
+                v = np.where(pos, _bucketed_vec(np.where(pos, size, 1.0), d, coef), 0.0)
+                pair_cache[key] = v
+        return pair_cache[key]
+
+    sizes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for qi, q in enumerate(sets):
+        tpmin = min(4, min(tb.cfgs[c][1] for c in q))
+        if tpmin not in sizes:
+            if tpmin == 1:
+                pre = np.array(tb.w1pre)
+            else:
+                pre = np.array(list(itertools.accumulate((FLOAT_BYTES * x / tpmin for x in w1), initial=0.0)))
+            size = np.where(valid, pre[None, :] - pre[:, None], 0.0)
+            sizes[tpmin] = (size, valid & (size > 0))
+        size, pos = sizes[tpmin]
+        cols = sorted({tb.cfgs[c][0] for c in q})
+        vals: np.ndarray | None
+        if len(cols) == 1:
+            vals = pair(tpmin, cols[0], cols[0], size, pos)
+        else:
+            vals = None
+            for j in cols:
+                best_j: np.ndarray | None = np.full(size.shape, math.inf)
+                for j2 in cols:
+                    a, b = pair(tpmin, j, j2, size, pos), pair(tpmin, j2, j, size, pos)
+                    if a is None or b is None or best_j is None:
+                        best_j = None
+                        break
+                    best_j = np.minimum(best_j, np.minimum(a, b))
+                if best_j is None:
+                    vals = None
+                    break
+                vals = best_j if vals is None else np.maximum(vals, best_j)
+        if vals is None:  # a fit evaluated badly on these sizes: the exact loop, entry by entry
+            for s0 in range(L):
+                for e in range(s0 + 1, L + 1):
+                    out[qi, s0, e] = srch.ar_lb(tb, q, s0, e, d)
+        else:
+            out[qi] = np.where(valid, vals - 1e-9 * np.abs(vals), 0.0)
+    return out
+
+
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
@@ -1141,7 +1207,10 @@ class _Triple:
         self.y_cap_masks = math.inf
         self.level_cache: dict[int, tuple[list[list[list[float]]], list[list[np.ndarray | None]]]] = {}
         self.nodes0 = 0
-        self.allowed_lists: list[list[list[list[bool]]]] = []
+        self.allowed_bits: list[list[list[int]]] = []
+        self.set_bits = [sum(1 << c for c in q) for q in sets]
+        # the sets' terms at every (s0, e), shared by the triples of this micro-batch size and D (not filtered)
+        self.set_terms = [tb.misc.setdefault(("setterms", d, last), {}) for last in (False, True)]
         self.chosen: list[tuple[int, int, tuple[int, ...]]] = []
         self.stage_cache: dict[int, list[tuple[tuple[int, ...], float, float, float, float]]] = {}
         # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
@@ -1156,7 +1225,9 @@ class _Triple:
         if self.two and not self.two_suffix():
             return
         # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
-        self.allowed_lists = np.moveaxis(self.masks_by_k, 1, -1).tolist()
+        # as one integer per (k, s0, e): bit c set when configuration c passes (a set passes when all its bits do)
+        shifts = np.left_shift(np.int64(1), np.arange(self.nk, dtype=np.int64))
+        self.allowed_bits = np.tensordot(self.masks_by_k.astype(np.int64), shifts, axes=([1], [0])).tolist()
         self.nodes0 = self.search.out.nodes
         self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
 
@@ -1325,40 +1396,53 @@ class _Triple:
     def stage_sets(self, i: int, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
         """The sets allowed for stage i over layers s..e-1 (every member within the caps: compute + least sends,
         all-reduce, memory) with their compute, least forward send, update and least all-reduce (cached: they
-        depend on (i, s, e, set) only, not on the stages before).  Each member's terms are read once; a set's are
-        their maxima (the same values as member by member)."""
+        depend on (i, s, e, set) only, not on the stages before).  The terms come from :meth:`set_terms_at` (shared
+        by the triples of the same micro-batch size and D); a set is kept when every member's bit is in the triple's
+        mask of (i, s, e)."""
         key = (i * (self.L + 1) + s) * (self.L + 1) + e
         got = self.stage_cache.get(key)
         if got is None:
-            tb, d, last = self.tb, self.d, i == self.p - 1
-            allowed_here = self.allowed_lists[i][s][e]
-            fb, upd, amin_c = tb.fbpre, tb.upd, self.amin_c
-            terms = {
-                c: (fb[c][e] - fb[c][s], 0.0 if last else amin_c[c][e], upd[c][s]) for c in range(self.nk) if allowed_here[c]
-            }
-            ar_lb = self.search.ar_lb
-            got = []
-            for q in self.sets:
-                if len(q) == 1:
-                    t = terms.get(q[0])
-                    if t is None:
-                        continue
-                    got.append((q, t[0], t[1], t[2], ar_lb(tb, q, s, e, d)))
-                    continue
-                ts = [terms.get(c) for c in q]
-                if None in ts:
-                    continue
-                got.append(
-                    (
-                        q,
-                        max(t[0] for t in ts),  # type: ignore[index]
-                        max(t[1] for t in ts),  # type: ignore[index]
-                        max(t[2] for t in ts),  # type: ignore[index]
-                        ar_lb(tb, q, s, e, d),
-                    )
-                )
+            mask = self.allowed_bits[i][s][e]
+            full = self.set_terms_at(i == self.p - 1, s, e)
+            got = [t for t, b in zip(full, self.set_bits) if b & mask == b]
             self.stage_cache[key] = got
         return got
+
+    def set_terms_at(self, last: bool, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
+        """Per set of :attr:`sets` (in order): (set, compute, least forward send (0 for the last stage), update, least
+        all-reduce) over layers s..e-1, read from :meth:`set_term_lists` (cached per (s, e))."""
+        table = self.set_terms[1 if last else 0]
+        key = s * (self.L + 1) + e
+        got = table.get(key)
+        if got is None:
+            comp_l, a_l, u_l, ar_l = self.set_term_lists()
+            a_row = a_l[e] if not last else [0.0] * len(self.sets)
+            got = table[key] = list(zip(self.sets, comp_l[s][e], a_row, u_l[s], ar_l[s][e]))
+        return got
+
+    def set_term_lists(self) -> tuple[list[list[list[float]]], list[list[float]], list[list[float]], list[list[list[float]]]]:
+        """Per set of :attr:`sets`, as lists: compute [s][e][q], least forward send [e][q], update [s][q] (each the
+        maximum over the set's members: the same values as member by member) and a lower bound on the all-reduce
+        [s][e][q] (:func:`set_allreduce_lb`).  Built once per micro-batch size and D, in numpy."""
+        key = ("setlists", self.d)
+        got = self.tb.misc.get(key)
+        if got is None:
+            tb, nk = self.tb, self.nk
+            comp = np.stack([tb.comp_matrix(c) for c in range(nk)])  # [c][s][e]
+            amin = np.array(self.amin_c)  # [c][e]
+            upd = np.array([[*tb.upd[c], 0.0] for c in range(nk)])  # [c][s] (s = L: no stage starts there)
+            members = [list(q) for q in self.sets]
+            cq = np.stack([comp[m].max(axis=0) for m in members])  # [q][s][e]
+            aq = np.stack([amin[m].max(axis=0) for m in members])  # [q][e]
+            uq = np.stack([upd[m].max(axis=0) for m in members])  # [q][s]
+            arq = set_allreduce_lb(self.search, tb, self.sets, self.d)  # [q][s][e]
+            got = tb.misc[key] = (
+                cq.transpose(1, 2, 0).tolist(),
+                aq.T.tolist(),
+                uq.T.tolist(),
+                arq.transpose(1, 2, 0).tolist(),
+            )
+        return cast("tuple[list[list[list[float]]], list[list[float]], list[list[float]], list[list[list[float]]]]", got)
 
     def dominated(self, key: tuple[object, ...], vals: tuple[float, ...]) -> bool:
         """Whether a partial plan with these accumulated terms is dominated by one seen under the same key."""
