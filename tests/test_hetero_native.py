@@ -61,3 +61,52 @@ def test_search_is_the_same_with_and_without_the_compiled_step(monkeypatch: pyte
     assert with_c.complete and without.complete
     assert with_c.value == without.value and with_c.bound == without.bound
     assert with_c.nodes == without.nodes
+
+
+@needs_native
+def test_compiled_weighted_device_suffix_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`_lambda_suffix` (the weighted device budget of the later stages) in C and in numpy on random masks and
+    weights (fractional: one over the counts): exactly the same values, inf where no split is allowed."""
+    from milp_partition.hetero.search import _lambda_suffix
+
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        p, nk, t, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 7)), int(rng.integers(1, 5)), int(rng.integers(2, 12))
+        masks = rng.random((p, nk, l1, l1)) < rng.random()
+        w = rng.integers(1, 9, size=(t, nk)) * rng.choice([1.0, 1 / 3, 0.125, 1 / 96], size=(t, 1))
+        got = native.lambda_suffix(masks, w)
+        monkeypatch.setenv("MILP_PARTITION_NO_NATIVE", "1")
+        want = _lambda_suffix(masks, w, l1 - 1)
+        monkeypatch.delenv("MILP_PARTITION_NO_NATIVE")
+        assert got is not None and np.array_equal(got, want)
+
+
+@needs_native
+def test_compiled_two_column_stage_equals_numpy() -> None:
+    """One stage of the two-column table: per (s0, e) the step of its tp pair (0: column not allowed), least over e;
+    the C stage against the numpy stage and against the step's definition, on random tables and tp pairs."""
+    from milp_partition.hetero.search import _Triple
+
+    rng = np.random.default_rng(9)
+    tps = [0, 1, 2, 4]
+    combos = [(a, b) for a in tps for b in tps if a or b]
+    cidx = np.full((5, 5), -1)
+    for i, (a, b) in enumerate(combos):
+        cidx[a, b] = i
+    for _ in range(80):
+        l1, width, d = int(rng.integers(2, 10)), int(rng.integers(1, 40)), int(rng.integers(1, 30))
+        nxt = rng.integers(0, 200, size=(l1, width)).astype(float)
+        nxt[rng.random((l1, width)) < 0.3] = math.inf
+        t0m = rng.choice(tps, size=(l1, l1))
+        t1m = rng.choice(tps, size=(l1, l1))
+        got = native.two_layer(nxt, t0m, t1m, d)
+        fake = _Triple.__new__(_Triple)
+        fake.L, fake.d, fake.cap0 = l1 - 1, d, width - 1
+        want = fake._two_layer_numpy(nxt, t0m, t1m, cidx, combos)
+        assert got is not None and np.array_equal(got, want)
+        direct = np.full((l1, width), math.inf)
+        for s0 in range(l1):
+            for e in range(l1):
+                if t0m[s0, e] or t1m[s0, e]:
+                    direct[s0] = np.minimum(direct[s0], _definition(nxt, d, int(t0m[s0, e]), int(t1m[s0, e]))[e])
+        assert np.array_equal(got, direct)

@@ -44,3 +44,41 @@ def two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray | None:
     rows, width = src.shape
     _ext.two_step(src, out, rows, width, int(d), int(t0), int(t1))  # type: ignore[union-attr]
     return out
+
+
+def two_layer(nxt: np.ndarray, t0m: np.ndarray, t1m: np.ndarray, d: int) -> np.ndarray | None:
+    """One stage of the two-column table (:meth:`milp_partition.hetero.search._Triple.two_tables`): out[s0][a] = the
+    least over e of :func:`two_step` (nxt, d, t0m[s0][e], t1m[s0][e]) [e][a] (a pair (0, 0): no configuration,
+    skipped; inf where none), in C; None when the extension is not available.
+
+    Parameters
+    ----------
+    nxt : np.ndarray
+        [e][a], (L + 1) x width: whole numbers of devices or inf.
+    t0m, t1m : np.ndarray
+        [s0][e], (L + 1) x (L + 1): the least allowed tp on column 0 and 1 (0: none), each in 0..4.
+    d : int
+        Replicas of the stage (D).
+    """
+    if not available():
+        return None
+    src = np.ascontiguousarray(nxt, dtype=np.float64)
+    rows, width = src.shape
+    out = np.empty_like(src)
+    a0 = np.ascontiguousarray(t0m, dtype=np.int64)
+    a1 = np.ascontiguousarray(t1m, dtype=np.int64)
+    _ext.two_layer(src, a0, a1, out, rows, width, int(d))  # type: ignore[union-attr]
+    return out
+
+
+def lambda_suffix(masks: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+    """:func:`milp_partition.hetero.search._lambda_suffix` (sfx[k][t][s0], masks [k][c][s0][e], weights w [t][c]) in
+    C; None when the extension is not available."""
+    if not available():
+        return None
+    p, nk, l1, _l1 = masks.shape
+    m = np.ascontiguousarray(masks, dtype=np.bool_).view(np.uint8)
+    wc = np.ascontiguousarray(w, dtype=np.float64)
+    out = np.empty((p + 1, wc.shape[0], l1))
+    _ext.lambda_suffix(m, wc, out, p, nk, wc.shape[0], l1)  # type: ignore[union-attr]
+    return out

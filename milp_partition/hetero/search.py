@@ -418,7 +418,10 @@ def _weight_vectors(caps: list[int]) -> list[tuple[float, ...]]:
 def _lambda_suffix(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
     """sfx[k][t][s0] = least sum over stages k..P-1 (splitting layers s0..L-1) of each stage's least weight w[t][c]
     over the configurations c that ``masks`` [k][c][s0][e] allows (inf: no split); sfx[P][t][L] = 0.  Per weight
-    vector t; the caller multiplies by D."""
+    vector t; the caller multiplies by D.  In C where the extension is built (the same values), else numpy."""
+    got = native.lambda_suffix(masks, w)
+    if got is not None:
+        return got
     p, inf = masks.shape[0], math.inf
     cost = np.where(masks[:, None], w[None, :, :, None, None], inf).min(axis=2)  # [k][t][s0][e]
     sfx = np.full((p + 1, w.shape[0], L + 1), inf)
@@ -1334,7 +1337,6 @@ class _Triple:
         cidx = np.full((5, 5), -1)
         for i, (t0, t1) in enumerate(combos):
             cidx[t0, t1] = i
-        e_idx = np.arange(L + 1)
         cur = np.full((L + 1, cap0 + 1), inf)
         cur[L] = 0.0
         for k in range(p - 1, -1, -1):
@@ -1349,19 +1351,31 @@ class _Triple:
             t0m[t0m == big] = 0
             t1m[t1m == big] = 0
             nxt = cur  # [e][a]: two_sfx[k + 1][e] (inf where None)
-            # per (t0, t1): conv[e][a] = min over n of nxt[e][a - n t0] + (D - n) t1, n replicas on column 0 (needs
-            # t0 when n > 0), D - n on column 1 (needs t1 when n < D)
-            kid = cidx[t0m, t1m]  # [s0][e]; -1 (no configuration) picks the last, all-inf row
-            convs = np.full((len(combos) + 1, L + 1, cap0 + 1), inf)  # the last row: no configuration allowed
-            for i in np.unique(kid).tolist():
-                if i < 0:
-                    continue
-                convs[i] = _two_step(nxt, d, *combos[i])
-            cur = convs[kid, e_idx[None, :]].min(axis=1)  # [s0][a]
+            fast = native.two_layer(nxt, t0m, t1m, d)  # the same values as the numpy lines below
+            if fast is not None:
+                cur = fast
+            else:
+                cur = self._two_layer_numpy(nxt, t0m, t1m, cidx, combos)
             cur[L - (p - k) + 1 :] = inf  # stage k starts at L - (p - k) at the latest
             for s0 in np.flatnonzero(np.isfinite(cur).any(axis=1)).tolist():
                 two_sfx[k][s0] = cur[s0]
         return two_sfx
+
+    def _two_layer_numpy(
+        self, nxt: np.ndarray, t0m: np.ndarray, t1m: np.ndarray, cidx: np.ndarray, combos: list[tuple[int, int]]
+    ) -> np.ndarray:
+        """One stage of :meth:`two_tables` in numpy: [s0][a] = the least over e of the step of (t0m, t1m)[s0][e]."""
+        L, d, cap0, inf = self.L, self.d, self.cap0, math.inf
+        e_idx = np.arange(L + 1)
+        # per (t0, t1): conv[e][a] = min over n of nxt[e][a - n t0] + (D - n) t1, n replicas on column 0 (needs
+        # t0 when n > 0), D - n on column 1 (needs t1 when n < D)
+        kid = cidx[t0m, t1m]  # [s0][e]; -1 (no configuration) picks the last, all-inf row
+        convs = np.full((len(combos) + 1, L + 1, cap0 + 1), inf)  # the last row: no configuration allowed
+        for i in np.unique(kid).tolist():
+            if i < 0:
+                continue
+            convs[i] = _two_step(nxt, d, *combos[i])
+        return np.asarray(convs[kid, e_idx[None, :]].min(axis=1))  # [s0][a]
 
     def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
         """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q: n of
