@@ -658,22 +658,30 @@ class _Search:
         upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
         amin_arr = np.array(amin_c)  # [c][e]
         bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
+        # the array of (c, in flight, role) is the same for every P that has it: built once (role: which sends X_k
+        # holds and whether doubled), shared by the P's (callers never write into it)
+        parts = tb.misc.setdefault(("ylbpart", sound), {})
         ylb: list[list[np.ndarray]] = [[] for _ in range(p)]
         for k in range(p):
+            if p == 1:
+                role = "none"
+            elif k == 0:
+                role = "a" if (p <= 3 or sound) else "2a"
+            elif k == p - 1:
+                role = "b" if sound else "2b"
+            else:
+                role = "a+b"
             for c in range(len(tb.cfgs)):
-                comp = tb.comp_matrix(c)
-                fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
-                a = amin_arr[c][None, :] if k < p - 1 else 0.0
-                b = bmin_arr[c][:, None] if k > 0 else 0.0
-                if p == 1:
-                    x = 0.0
-                elif k == 0:
-                    x = a if (p <= 3 or sound) else 2 * a
-                elif k == p - 1:
-                    x = b if sound else 2 * b
-                else:
-                    x = a + b
-                ylb[k].append(np.where(upper & fit, comp + x, inf))
+                pkey = (c, p - k, role)
+                arr = parts.get(pkey)  # type: ignore[union-attr]
+                if arr is None:
+                    comp = tb.comp_matrix(c)
+                    fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
+                    a = amin_arr[c][None, :]
+                    b = bmin_arr[c][:, None]
+                    x = {"none": 0.0, "a": a, "2a": 2 * a, "b": b, "2b": 2 * b, "a+b": a + b}[role]
+                    arr = parts[pkey] = np.where(upper & fit, comp + x, inf)  # type: ignore[index]
+                ylb[k].append(arr)
         tb.misc[key] = ylb  # type: ignore[assignment]
         return ylb
 
