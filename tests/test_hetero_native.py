@@ -110,3 +110,27 @@ def test_compiled_two_column_stage_equals_numpy() -> None:
                 if t0m[s0, e] or t1m[s0, e]:
                     direct[s0] = np.minimum(direct[s0], _definition(nxt, d, int(t0m[s0, e]), int(t1m[s0, e]))[e])
         assert np.array_equal(got, direct)
+
+
+@needs_native
+def test_compiled_decided_stage_use_equals_its_definition() -> None:
+    """The decided stages' two-column use after one more stage (n of D replicas on column 0, n in a range) and the
+    fit test's least sum, in C, against their definitions on random vectors of whole device counts with holes."""
+    rng = np.random.default_rng(17)
+    for _ in range(300):
+        width, d = int(rng.integers(1, 60)), int(rng.integers(1, 50))
+        t0, t1 = int(rng.choice([0, 1, 2, 4])), int(rng.choice([0, 1, 2, 4]))
+        nlo = int(rng.integers(0, d + 1))
+        nhi = int(rng.integers(nlo, d + 1)) if t0 else nlo
+        g = rng.integers(0, 300, size=width).astype(float)
+        g[rng.random(width) < 0.3] = math.inf
+        want = np.full(width, math.inf)
+        for n in range(nlo, nhi + 1):
+            for a in range(width):
+                if a - n * t0 >= 0:
+                    want[a] = min(want[a], g[a - n * t0] + (d - n) * t1)
+        got = native.two_use(g, d, t0, t1, nlo, nhi)
+        assert got is not None and np.array_equal(got, want), (d, t0, t1, nlo, nhi)
+        other = rng.integers(0, 300, size=width).astype(float)
+        other[rng.random(width) < 0.3] = math.inf
+        assert native.two_fits(g, other) == (g + other[::-1]).min()

@@ -212,6 +212,100 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* two_use(g, out, width, d, t0, t1, nlo, nhi): out[a] = min over n in [nlo, nhi] with a - n t0 >= 0 of
+   g[a - n t0] + (d - n) t1 (inf where none): a decided stage's n replicas on column 0, d - n on column 1. */
+static PyObject *two_use(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_g, *o_out;
+    Py_ssize_t width, d, nlo, nhi;
+    int t0, t1;
+    if (!PyArg_ParseTuple(args, "OOnniinn", &o_g, &o_out, &width, &d, &t0, &t1, &nlo, &nhi)) return NULL;
+    if (width < 0 || t0 < 0 || t1 < 0 || nlo < 0) {
+        PyErr_SetString(PyExc_ValueError, "two_use: negative size, tp or count");
+        return NULL;
+    }
+    Py_buffer vg, vo;
+    if (PyObject_GetBuffer(o_g, &vg, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(o_out, &vo, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&vg);
+        return NULL;
+    }
+    int rc = 0;
+    if (vg.len < width * (Py_ssize_t)sizeof(double) || vo.len < width * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "two_use: buffers smaller than width doubles");
+        rc = -2;
+    } else {
+        const double *g = (const double *)vg.buf;
+        double *out = (double *)vo.buf;
+        for (Py_ssize_t a = 0; a < width; a++) out[a] = INFINITY;
+        if (nlo <= nhi) {
+            if (!t0) { /* a - n t0 = a for every n: the least (d - n) t1 is at n = nhi */
+                for (Py_ssize_t a = 0; a < width; a++) out[a] = g[a] + (double)t1 * (double)(d - nhi);
+            } else {
+                Py_ssize_t jmax = width / t0 + 1;
+                Py_ssize_t *dq = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)jmax);
+                double *y = (double *)malloc(sizeof(double) * (size_t)jmax);
+                if (!dq || !y) {
+                    PyErr_NoMemory();
+                    rc = -1;
+                } else {
+                    for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
+                        Py_ssize_t jn = (width - r + t0 - 1) / t0;
+                        for (Py_ssize_t k = 0; k < jn; k++) y[k] = g[r + k * t0] + (double)(t1 * k);
+                        Py_ssize_t head = 0, tail = 0;
+                        for (Py_ssize_t j = 0; j < jn; j++) {
+                            Py_ssize_t kin = j - nlo; /* k = j - n in [j - nhi, j - nlo] */
+                            if (kin >= 0) {
+                                while (tail > head && y[dq[tail - 1]] >= y[kin]) tail--;
+                                dq[tail++] = kin;
+                            }
+                            while (tail > head && dq[head] < j - nhi) head++;
+                            if (tail > head) out[r + j * t0] = y[dq[head]] + (double)t1 * (double)(d - j);
+                        }
+                    }
+                }
+                free(dq);
+                free(y);
+            }
+        }
+    }
+    PyBuffer_Release(&vg);
+    PyBuffer_Release(&vo);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* two_fits(g, nxt, width): the least over a of g[a] + nxt[width - 1 - a] (the decided stages' column-1 devices with
+   at most a of column 0, plus the later stages' with the rest). */
+static PyObject *two_fits(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_g, *o_n;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "OOn", &o_g, &o_n, &width)) return NULL;
+    Py_buffer vg, vn;
+    if (PyObject_GetBuffer(o_g, &vg, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(o_n, &vn, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&vg);
+        return NULL;
+    }
+    double best = INFINITY;
+    int bad = width < 0 || vg.len < width * (Py_ssize_t)sizeof(double) || vn.len < width * (Py_ssize_t)sizeof(double);
+    if (!bad) {
+        const double *g = (const double *)vg.buf, *n = (const double *)vn.buf;
+        for (Py_ssize_t a = 0; a < width; a++) {
+            double x = g[a] + n[width - 1 - a];
+            if (x < best) best = x;
+        }
+    }
+    PyBuffer_Release(&vg);
+    PyBuffer_Release(&vn);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "two_fits: buffers smaller than width doubles");
+        return NULL;
+    }
+    return PyFloat_FromDouble(best);
+}
+
 static PyMethodDef methods[] = {
     {"two_step", two_step, METH_VARARGS,
      "two_step(nxt, out, rows, width, d, t0, t1): the two-column device step of milp_partition.hetero.search "
@@ -220,6 +314,9 @@ static PyMethodDef methods[] = {
      "two_layer(nxt, t0m, t1m, out, L1, width, d): one stage of the two-column table (Triple.two_tables)."},
     {"lambda_suffix", lambda_suffix, METH_VARARGS,
      "lambda_suffix(masks, w, out, p, nk, T, L1): the weighted device suffix program (_lambda_suffix)."},
+    {"two_use", two_use, METH_VARARGS,
+     "two_use(g, out, width, d, t0, t1, nlo, nhi): the decided stages' two-column use after one more stage."},
+    {"two_fits", two_fits, METH_VARARGS, "two_fits(g, nxt, width): min over a of g[a] + nxt[width - 1 - a]."},
     {NULL, NULL, 0, NULL},
 };
 

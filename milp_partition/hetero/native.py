@@ -82,3 +82,22 @@ def lambda_suffix(masks: np.ndarray, w: np.ndarray) -> np.ndarray | None:
     out = np.empty((p + 1, wc.shape[0], l1))
     _ext.lambda_suffix(m, wc, out, p, nk, wc.shape[0], l1)  # type: ignore[union-attr]
     return out
+
+
+def two_use(g: np.ndarray, d: int, t0: int, t1: int, nlo: int, nhi: int) -> np.ndarray | None:
+    """out[a] = the least over n in [nlo, nhi] with a - n t0 >= 0 of g[a - n t0] + (d - n) t1 (inf where none):
+    :meth:`milp_partition.hetero.search._Triple.two_use` in C; None when the extension is not available.  ``g``
+    must be a contiguous float64 vector (the search's own arrays are)."""
+    if not available():
+        return None
+    out = np.empty_like(g)
+    _ext.two_use(g, out, g.shape[0], int(d), int(t0), int(t1), int(nlo), int(nhi))  # type: ignore[union-attr]
+    return out
+
+
+def two_fits(g: np.ndarray, nxt: np.ndarray) -> float | None:
+    """The least over a of g[a] + nxt[width - 1 - a] (:meth:`milp_partition.hetero.search._Triple.two_ok`'s sum) in
+    C; None when the extension is not available.  Both contiguous float64 vectors of one width."""
+    if not available():
+        return None
+    return float(_ext.two_fits(g, nxt, g.shape[0]))  # type: ignore[union-attr]

@@ -1388,9 +1388,13 @@ class _Triple:
     def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
         """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q: n of
         the D replicas on q's column-0 member (tp t0), D - n on its column-1 member (tp t1), every n at once."""
+        t0, t1, ns = self.two_steps[q]
+        if len(ns):
+            fast = native.two_use(g, self.d, t0, t1, int(ns[0]), int(ns[-1]))  # ns is a range: the same values in C
+            if fast is not None:
+                return fast
         got = self.two_use_arrays.get(q)
         if got is None:
-            t0, t1, ns = self.two_steps[q]
             idx = self.avec[None, :] - ns[:, None] * t0  # [n][a]
             add = np.where(idx >= 0, ((self.d - ns) * t1)[:, None].astype(float), math.inf)
             got = self.two_use_arrays[q] = (np.maximum(idx, 0), add)
@@ -1403,7 +1407,8 @@ class _Triple:
         nxt = self.two_sfx[k][e]
         if nxt is None:
             return False
-        return bool((g + nxt[::-1]).min() <= self.cap1)
+        fast = native.two_fits(g, nxt)  # the same sums and minimum in C
+        return bool((fast if fast is not None else (g + nxt[::-1]).min()) <= self.cap1)
 
     def size_a(self, e: int) -> float:
         """Bytes of the forward send of a stage ending at layer e."""
@@ -1504,7 +1509,10 @@ class _Triple:
             return False
         if self.two:
             nxt = two_sfx[k][e]
-            if nxt is None or (g2 + nxt[::-1]).min() > self.cap1:
+            if nxt is None:
+                return False
+            fast = native.two_fits(g2, nxt)
+            if (fast if fast is not None else (g2 + nxt[::-1]).min()) > self.cap1:
                 return False
         return True
 
