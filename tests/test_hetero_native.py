@@ -55,7 +55,7 @@ def test_search_is_the_same_with_and_without_the_compiled_step(monkeypatch: pyte
         pytest.skip("../shared/benchmarks/hetero is not here")
     problem = _tiny("sailor", 3, 3)
     with_c = search(problem, Budget.starting_now(60.0))
-    monkeypatch.setenv("MILP_PARTITION_NO_NATIVE", "1")
+    monkeypatch.setattr(native, "_ext", None)
     assert not native.available()
     without = search(problem, Budget.starting_now(60.0))
     assert with_c.complete and without.complete
@@ -75,9 +75,9 @@ def test_compiled_weighted_device_suffix_equals_numpy(monkeypatch: pytest.Monkey
         masks = rng.random((p, nk, l1, l1)) < rng.random()
         w = rng.integers(1, 9, size=(t, nk)) * rng.choice([1.0, 1 / 3, 0.125, 1 / 96], size=(t, 1))
         got = native.lambda_suffix(masks, w)
-        monkeypatch.setenv("MILP_PARTITION_NO_NATIVE", "1")
-        want = _lambda_suffix(masks, w, l1 - 1)
-        monkeypatch.delenv("MILP_PARTITION_NO_NATIVE")
+        with monkeypatch.context() as mp:
+            mp.setattr(native, "_ext", None)
+            want = _lambda_suffix(masks, w, l1 - 1)
         assert got is not None and np.array_equal(got, want)
 
 

@@ -3,8 +3,8 @@
 :func:`two_step` is the two-column device step of the search's tables (:func:`milp_partition.hetero.search._two_step`)
 computed in C: the same values bit for bit (every finite entry is a whole number of devices, so the sums are exact
 and the minima the same in any order).  ``setup.py`` builds the extension when a C compiler is there; without it
-:func:`two_step` returns None and the search runs its numpy step.  ``MILP_PARTITION_NO_NATIVE=1`` turns the
-compiled path off (the tests run both paths and compare).
+:func:`two_step` returns None and the search runs its numpy step.  ``MILP_PARTITION_NO_NATIVE=1`` in the
+environment when the module is imported turns the compiled path off (the tests run both paths and compare).
 """
 
 from __future__ import annotations
@@ -19,9 +19,14 @@ except ImportError:  # pragma: no cover - depends on the build
     _ext = None
 
 
+#: ``MILP_PARTITION_NO_NATIVE`` set (read once, at import: the search asks at every node)
+_OFF = bool(os.environ.get("MILP_PARTITION_NO_NATIVE"))
+
+
 def available() -> bool:
-    """Whether the compiled step loaded and is not turned off by ``MILP_PARTITION_NO_NATIVE``."""
-    return _ext is not None and not os.environ.get("MILP_PARTITION_NO_NATIVE")
+    """Whether the compiled step loaded and is not turned off by ``MILP_PARTITION_NO_NATIVE`` (read at import; the
+    tests turn it off by setting ``_ext`` to None)."""
+    return _ext is not None and not _OFF
 
 
 def two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray | None:

@@ -1170,7 +1170,11 @@ class _Triple:
         lams = _weight_vectors(tb.caps)
         self.lams = lams
         self.lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
+        self.caps_tol = np.array([c * (1 + 1e-12) for c in self.lam_cap])
         self.usage_cache = {q: self.set_usage(q) for q in sets}
+        self.usage_arr = np.array([self.usage_cache[q] for q in sets])  # [set][t]
+        self.suffix_np = np.zeros((0, 0, 0))
+        self.last_sfx = self.suffix_np
         self.set_index = {q: k for k, q in enumerate(sets)}
         # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
         # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
@@ -1301,6 +1305,7 @@ class _Triple:
         tb, L, p, d, lams = self.tb, self.L, self.p, self.d, self.lams
         w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(self.nk)] for l_ in lams])  # [t][c]
         sfx = _lambda_suffix(masks_by_k, w, L)
+        self.last_sfx = sfx
         return [[sfx[k, t].tolist() for k in range(p + 1)] for t in range(len(lams))]
 
     def lambda_suffix(self) -> bool:
@@ -1310,6 +1315,7 @@ class _Triple:
         replicas on its cheapest allowed configuration (all weight vectors and configurations at once, in numpy).
         """
         self.suffix = suffix = self.lambda_tables(self.masks_by_k)
+        self.suffix_np = self.last_sfx  # [k][t][s0], the same values as the lists
         lams, lam_cap = self.lams, self.lam_cap
         if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
             return False  # no plan of this (mbs, D, P) within the devices beats the incumbent
@@ -1556,22 +1562,21 @@ class _Triple:
             srch.stop = True
             return
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
-        theta, xmin_all, ar_floor, suffix = self.theta, self.xmin_all, self.ar_floor, self.suffix
+        theta, xmin_all, ar_floor = self.theta, self.xmin_all, self.ar_floor
         rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
-        nl = len(self.lams)
-        caps_t = [c * (1 + 1e-12) for c in self.lam_cap]
         set_index = self.set_index
         # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
         ka, kb = self.x_coef[i]
         rest = p - i - 1
         prev = self.prev_terms(i, s, ymax, ysum, c_prev, b_prev)
-        used_q = {q: [used[t] + us[t] for t in range(nl)] for q, us in self.usage_cache.items()}
+        # per set (by index): the decided stages' weighted devices with this stage's D replicas on the set
+        used_arr = self.usage_arr + np.array(used)  # [set][t] (the same sums as one by one)
+        used_l = used_arr.tolist()
         # which (end, set) pairs the device budget allows: used + the later stages' least weighted devices within the
         # caps for every weight vector (numpy, the same sums and comparisons as one by one)
         e_lo = s + 1
-        sfx_rows = np.array([suffix[t][i + 1][e_lo:] for t in range(nl)]).T  # [e - e_lo][t]
-        used_arr = np.array([used_q[q] for q in self.sets])  # [set][t]
-        lam_ok = ((used_arr[None, :, :] + sfx_rows[:, None, :]) <= np.array(caps_t)).all(axis=2).tolist()
+        sfx_rows = self.suffix_np[i + 1, :, e_lo:].T  # [e - e_lo][t]
+        lam_ok = ((used_arr[None, :, :] + sfx_rows[:, None, :]) <= self.caps_tol).all(axis=2).tolist()
         floor_y = theta + xmin_all
         use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
@@ -1613,9 +1618,10 @@ class _Triple:
                 if lb * (1 - PRUNE_REL) >= value:
                     continue
                 any_ok = True
-                if not ok_e[set_index[q]]:
+                qi = set_index[q]
+                if not ok_e[qi]:
                     continue
-                used2 = used_q[q]
+                used2 = used_l[qi]
                 g2 = self.two_use(g_used, q) if two else g_used
                 if two and not self.two_ok(g2, i + 1, e):
                     continue
