@@ -646,44 +646,55 @@ class _Search:
     def stage_ylb(self, tb: _Tables, p: int) -> list[list[np.ndarray]]:
         """ylb[k][c][s0][e]: least y_k = C_k + X_k of stage k of p over layers s0..e-1 with a replica of configuration
         c (its compute plus its least sends, each send at its cheapest partner); inf where c cannot hold the
-        layers with p - k micro-batches in flight.  Cached per (p, objective) in ``tb``."""
+        layers with p - k micro-batches in flight.  Cached per (p, objective) in ``tb``; each array is
+        :meth:`ylb_part`'s (shared between the P's: callers never write into it)."""
         key = ("ylb", p, self.sound)
         got = tb.misc.get(key)
         if got is not None:
             return got  # type: ignore[return-value]
-        sound, L, inf = self.sound, tb.L, math.inf
-        self.send_tables(tb)
-        amin_c, bmin_c = tb.misc[("ab", sound)]
-        idx = np.arange(L + 1)
-        upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
-        amin_arr = np.array(amin_c)  # [c][e]
-        bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
-        # the array of (c, in flight, role) is the same for every P that has it: built once (role: which sends X_k
-        # holds and whether doubled), shared by the P's (callers never write into it)
-        parts = tb.misc.setdefault(("ylbpart", sound), {})
-        ylb: list[list[np.ndarray]] = [[] for _ in range(p)]
-        for k in range(p):
-            if p == 1:
-                role = "none"
-            elif k == 0:
-                role = "a" if (p <= 3 or sound) else "2a"
-            elif k == p - 1:
-                role = "b" if sound else "2b"
-            else:
-                role = "a+b"
-            for c in range(len(tb.cfgs)):
-                pkey = (c, p - k, role)
-                arr = parts.get(pkey)  # type: ignore[union-attr]
-                if arr is None:
-                    comp = tb.comp_matrix(c)
-                    fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
-                    a = amin_arr[c][None, :]
-                    b = bmin_arr[c][:, None]
-                    x = {"none": 0.0, "a": a, "2a": 2 * a, "b": b, "2b": 2 * b, "a+b": a + b}[role]
-                    arr = parts[pkey] = np.where(upper & fit, comp + x, inf)  # type: ignore[index]
-                ylb[k].append(arr)
-        tb.misc[key] = ylb  # type: ignore[assignment]
+        ylb = [[self.ylb_part(tb, c, p - k, self.send_role(p, k)) for c in range(len(tb.cfgs))] for k in range(p)]
+        tb.misc[key] = ylb
         return ylb
+
+    def send_role(self, p: int, k: int) -> str:
+        """Which least sends X_k of stage k of p holds (Sailor: the first stage's doubled from P = 4, the last's
+        always; sound: none doubled): "none", "a", "2a", "b", "2b" or "a+b"."""
+        if p == 1:
+            return "none"
+        if k == 0:
+            return "a" if (p <= 3 or self.sound) else "2a"
+        if k == p - 1:
+            return "b" if self.sound else "2b"
+        return "a+b"
+
+    def ylb_part(self, tb: _Tables, c: int, in_flight: int, role: str) -> np.ndarray:
+        """[s0][e]: configuration c's compute over layers s0..e-1 plus its least sends of ``role``; inf where c cannot
+        hold the layers with ``in_flight`` micro-batches (or e <= s0).  Built once per (c, in_flight, role)."""
+        parts = tb.misc.setdefault(("ylbpart", self.sound), {})
+        pkey = (c, in_flight, role)
+        arr = parts.get(pkey)
+        if arr is None:
+            self.send_tables(tb)
+            amin_c, bmin_c = tb.misc[("ab", self.sound)]
+            L = tb.L
+            idx = np.arange(L + 1)
+            upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
+            a = np.array(amin_c[c])[None, :]  # [e]
+            b = np.array([*bmin_c[c], 0.0])[:, None]  # [s0]
+            x = {"none": 0.0, "a": a, "2a": 2 * a, "b": b, "2b": 2 * b, "a+b": a + b}[role]
+            fit = idx[None, :] <= np.array([*tb.fit_row(c, in_flight), L])[:, None]
+            arr = parts[pkey] = np.where(upper & fit, tb.comp_matrix(c) + x, math.inf)
+        return cast("np.ndarray", arr)
+
+    def stage_ymin(self, tb: _Tables, p: int, k: int) -> np.ndarray:
+        """[s0][e]: the least :meth:`ylb_part` over the configurations for stage k of p (cached per (in flight, role):
+        the same array for every P that has it)."""
+        mins = tb.misc.setdefault(("ymin", self.sound), {})
+        key = (p - k, self.send_role(p, k))
+        got = mins.get(key)
+        if got is None:
+            got = mins[key] = np.min([self.ylb_part(tb, c, p - k, key[1]) for c in range(len(tb.cfgs))], axis=0)
+        return cast("np.ndarray", got)
 
     def stage_ylb_arr(self, tb: _Tables, p: int) -> np.ndarray:
         """:meth:`stage_ylb` stacked: [k][c][s0][e] (cached per (P, objective))."""
@@ -769,10 +780,15 @@ class _Search:
         key = ("free", p, self.sound)
         got = tb.misc.get(key)
         if got is None:
-            ylb = self.stage_ylb(tb, p)
-            ok = np.ones((tb.L + 1, tb.L + 1), dtype=bool)
-            rmax, rsum = _bottleneck(ylb, [[ok] * len(row) for row in ylb], tb.L)
-            got = tb.misc[key] = (float(rmax[0][0]), float(rsum[0][0]))  # type: ignore[assignment]
+            # _bottleneck with every configuration allowed: each stage's least y over the configurations is
+            # stage_ymin's (the same minima), then the same dynamic program
+            L, inf = tb.L, math.inf
+            rmax, rsum = np.full(L + 1, inf), np.full(L + 1, inf)
+            rmax[L], rsum[L] = -inf, 0.0
+            for k in range(p - 1, -1, -1):
+                yk = self.stage_ymin(tb, p, k)
+                rmax, rsum = np.maximum(yk, rmax[None, :]).min(axis=1), (yk + rsum[None, :]).min(axis=1)
+            got = tb.misc[key] = (float(rmax[0]), float(rsum[0]))
         return cast("tuple[float, float]", got)
 
     def triple_bound(self, tb: _Tables, d: int, p: int, quick: bool = False, split: bool = True) -> float:
