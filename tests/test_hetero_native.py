@@ -134,3 +134,26 @@ def test_compiled_decided_stage_use_equals_its_definition() -> None:
         other = rng.integers(0, 300, size=width).astype(float)
         other[rng.random(width) < 0.3] = math.inf
         assert native.two_fits(g, other) == (g + other[::-1]).min()
+
+
+@needs_native
+@pytest.mark.parametrize(("setting", "objective"), [("opt350-a8-v16", "sailor"), ("gptneo-a32-v96", "sound")])
+def test_compiled_split_programs_equal_numpy(setting: str, objective: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:meth:`_Search.root_split` (the split programs under the tp budget) in C and in numpy: the same least max and
+    least sum at every P and every D (fresh tables on each side)."""
+    from milp_partition.hetero.search import _Search, _Tables
+    from milp_partition.io.sailor import read_sailor
+
+    if not HETERO.is_dir():
+        pytest.skip("../shared/benchmarks/hetero is not here")
+    problem = read_sailor(HETERO, setting=setting, objective=objective)  # type: ignore[arg-type]
+    mbs = problem.micro_batches()[0]
+    fast = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tb_fast = _Tables(problem, mbs)
+    total = sum(tb_fast.caps)
+    got = {(p, d): fast.root_split(tb_fast, p, d) for p in range(1, tb_fast.L + 1) for d in (1, 2, 3, 5, max(1, total // p))}
+    monkeypatch.setattr(native, "_ext", None)
+    slow = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tb_slow = _Tables(problem, mbs)
+    for (p, d), v in got.items():
+        assert slow.root_split(tb_slow, p, d) == v, (p, d)

@@ -13,6 +13,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* out[e][a] (rows x width) = min over n of nxt[e][a - n t0] + (d - n) t1; 0 on success, -1 out of memory */
 static int step_core(const double *nxt, double *out, Py_ssize_t rows, Py_ssize_t width, Py_ssize_t d, int t0, int t1) {
@@ -306,6 +307,88 @@ static PyObject *two_fits(PyObject *self, PyObject *args) {
     return PyFloat_FromDouble(best);
 }
 
+/* split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): the split programs of Search.root_split over (stage, first
+   layer, tp budget).  yk [p][ntp][L1][L1]: stage k's least y over layers s..e-1 among configurations of tp tps[ti]
+   (inf: none).  g[L][b] = (-inf, 0); stage k over s..e-1 with least tp t: nmax[s][b] = min max(y, gmax[e][b - t]),
+   nsum[s][b] = min y + gsum[e][b - t], for s in [k, L - p + k], e in [k + 1, L - p + k + 1], b >= t.  Writes row s = 0
+   of the last step (budget + 1 values each).  The same maxima, single additions and minima as the numpy program. */
+static PyObject *split_dp(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[4];
+    Py_ssize_t p, L1, ntp, budget;
+    if (!PyArg_ParseTuple(args, "OOOOnnnn", &objs[0], &objs[1], &objs[2], &objs[3], &p, &L1, &ntp, &budget)) return NULL;
+    if (p < 1 || L1 < 2 || ntp < 0 || budget < 0) {
+        PyErr_SetString(PyExc_ValueError, "split_dp: bad sizes");
+        return NULL;
+    }
+    Py_buffer v[4];
+    int got = 0;
+    for (; got < 4; got++)
+        if (PyObject_GetBuffer(objs[got], &v[got], got >= 2 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    int rc = 0;
+    double *g[4] = {NULL, NULL, NULL, NULL};
+    Py_ssize_t B = budget + 1, L = L1 - 1;
+    if (got < 4) {
+        rc = -2;
+    } else if (v[0].len < p * ntp * L1 * L1 * (Py_ssize_t)sizeof(double) || v[1].len < ntp * (Py_ssize_t)sizeof(long long) ||
+               v[2].len < B * (Py_ssize_t)sizeof(double) || v[3].len < B * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "split_dp: buffers too small");
+        rc = -2;
+    } else {
+        for (int i = 0; i < 4; i++) {
+            g[i] = (double *)malloc(sizeof(double) * (size_t)(L1 * B));
+            if (!g[i]) rc = -1;
+        }
+        if (rc) PyErr_NoMemory();
+    }
+    if (!rc) {
+        const double *yk = (const double *)v[0].buf;
+        const long long *tps = (const long long *)v[1].buf;
+        double *gmax = g[0], *gsum = g[1], *nmax = g[2], *nsum = g[3];
+        for (Py_ssize_t i = 0; i < L1 * B; i++) gmax[i] = gsum[i] = INFINITY;
+        for (Py_ssize_t b = 0; b < B; b++) {
+            gmax[L * B + b] = -INFINITY;
+            gsum[L * B + b] = 0.0;
+        }
+        for (Py_ssize_t k = p - 1; k >= 0; k--) {
+            for (Py_ssize_t i = 0; i < L1 * B; i++) nmax[i] = nsum[i] = INFINITY;
+            Py_ssize_t s_hi = L - p + k, e_lo = k + 1, e_hi = L - p + k + 1;
+            for (Py_ssize_t ti = 0; ti < ntp; ti++) {
+                Py_ssize_t t = (Py_ssize_t)tps[ti];
+                if (t > budget || t < 0) continue;
+                const double *y = yk + ((k * ntp + ti) * L1) * L1;
+                for (Py_ssize_t s0 = k; s0 <= s_hi; s0++) {
+                    double *rmax = nmax + s0 * B, *rsum = nsum + s0 * B;
+                    for (Py_ssize_t e = e_lo; e <= e_hi; e++) {
+                        double ys = y[s0 * L1 + e];
+                        if (ys == INFINITY) continue; /* its candidates are inf: no minimum moves */
+                        const double *gm = gmax + e * B, *gs = gsum + e * B;
+                        for (Py_ssize_t b = t; b < B; b++) {
+                            double cm = ys > gm[b - t] ? ys : gm[b - t];
+                            if (cm < rmax[b]) rmax[b] = cm;
+                            double cs = ys + gs[b - t];
+                            if (cs < rsum[b]) rsum[b] = cs;
+                        }
+                    }
+                }
+            }
+            double *tmp = gmax;
+            gmax = nmax;
+            nmax = tmp;
+            tmp = gsum;
+            gsum = nsum;
+            nsum = tmp;
+        }
+        memcpy(v[2].buf, gmax, sizeof(double) * (size_t)B);
+        memcpy(v[3].buf, gsum, sizeof(double) * (size_t)B);
+    }
+    for (int i = 0; i < 4; i++) free(g[i]);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"two_step", two_step, METH_VARARGS,
      "two_step(nxt, out, rows, width, d, t0, t1): the two-column device step of milp_partition.hetero.search "
@@ -317,6 +400,8 @@ static PyMethodDef methods[] = {
     {"two_use", two_use, METH_VARARGS,
      "two_use(g, out, width, d, t0, t1, nlo, nhi): the decided stages' two-column use after one more stage."},
     {"two_fits", two_fits, METH_VARARGS, "two_fits(g, nxt, width): min over a of g[a] + nxt[width - 1 - a]."},
+    {"split_dp", split_dp, METH_VARARGS,
+     "split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): Search.root_split's programs (row of the first layer)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -106,3 +106,17 @@ def two_fits(g: np.ndarray, nxt: np.ndarray) -> float | None:
     if not available():
         return None
     return float(_ext.two_fits(g, nxt, g.shape[0]))  # type: ignore[union-attr]
+
+
+def split_dp(yk: np.ndarray, tps: list[int], budget: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:meth:`milp_partition.hetero.search._Search.root_split`'s programs over (stage, first layer, tp budget) in C:
+    (least max_i y_i, least sum_i y_i) of the first layer per budget 0..budget; ``yk`` [k][tp index][s0][e] is each
+    stage's least y among the configurations of that tp.  None when the extension is not available."""
+    if not available():
+        return None
+    y = np.ascontiguousarray(yk, dtype=np.float64)
+    p, ntp, l1, _l1 = y.shape
+    gmax0, gsum0 = np.empty(budget + 1), np.empty(budget + 1)
+    t = np.ascontiguousarray(tps, dtype=np.int64)
+    _ext.split_dp(y, t, gmax0, gsum0, p, l1, ntp, int(budget))  # type: ignore[union-attr]
+    return gmax0, gsum0

@@ -743,6 +743,8 @@ class _Search:
             return self.free_split(tb, p)
         key = ("splitdp", p, self.sound)
         got = tb.misc.get(key)
+        if got is None and native.available():
+            got = tb.misc[key] = self._root_split_native(tb, p)
         if got is None:
             ylb = self.stage_ylb(tb, p)
             L, inf = tb.L, math.inf
@@ -772,6 +774,27 @@ class _Search:
         gmax0, gsum0 = cast("tuple[np.ndarray, np.ndarray]", got)  # misc holds several tables
         b = len(gmax0) - 1 if d is None else min(sum(tb.caps) // d, len(gmax0) - 1)
         return float(gmax0[b]), float(gsum0[b])
+
+    def _root_split_native(self, tb: _Tables, p: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`root_split`'s programs in C (:func:`milp_partition.hetero.native.split_dp`; the same values), each
+        stage's least y per tp from :meth:`stage_ymin_tp`; None when the extension is not available."""
+        tps = sorted({tp for _j, tp in tb.cfgs})
+        yk = np.array([[self.stage_ymin_tp(tb, p, k, t) for t in tps] for k in range(p)])
+        return native.split_dp(yk, tps, min(4 * p, sum(tb.caps)))
+
+    def stage_ymin_tp(self, tb: _Tables, p: int, k: int, tp: int) -> np.ndarray:
+        """[s0][e]: the least :meth:`ylb_part` over the configurations of tp ``tp`` for stage k of p (inf: none);
+        cached per (in flight, role, tp)."""
+        mins = tb.misc.setdefault(("ymintp", self.sound), {})
+        key = (p - k, self.send_role(p, k), tp)
+        got = mins.get(key)
+        if got is None:
+            got = np.full((tb.L + 1, tb.L + 1), math.inf)
+            for c, (_j, t) in enumerate(tb.cfgs):
+                if t == tp:
+                    got = np.minimum(got, self.ylb_part(tb, c, p - k, key[1]))
+            mins[key] = got
+        return cast("np.ndarray", got)
 
     def free_split(self, tb: _Tables, p: int) -> tuple[float, float]:
         """(least max_i y_i, least sum_i y_i) over every split into p stages and every configuration that fits, with no
