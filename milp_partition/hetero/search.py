@@ -1487,15 +1487,15 @@ class _Triple:
         key = s * (self.L + 1) + e
         got = table.get(key)
         if got is None:
-            comp_l, a_l, u_l, ar_l = self.set_term_lists()
-            a_row = a_l[e] if not last else [0.0] * len(self.sets)
-            got = table[key] = list(zip(self.sets, comp_l[s][e], a_row, u_l[s], ar_l[s][e]))
+            cq, aq, uq, arq = self.set_term_lists()
+            a_row = aq[:, e].tolist() if not last else [0.0] * len(self.sets)
+            got = table[key] = list(zip(self.sets, cq[:, s, e].tolist(), a_row, uq[:, s].tolist(), arq[:, s, e].tolist()))
         return got
 
-    def set_term_lists(self) -> tuple[list[list[list[float]]], list[list[float]], list[list[float]], list[list[list[float]]]]:
-        """Per set of :attr:`sets`, as lists: compute [s][e][q], least forward send [e][q], update [s][q] (each the
-        maximum over the set's members: the same values as member by member) and a lower bound on the all-reduce
-        [s][e][q] (:func:`set_allreduce_lb`).  Built once per micro-batch size and D, in numpy."""
+    def set_term_lists(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per set of :attr:`sets`: compute [q][s][e], least forward send [q][e], update [q][s] (each the maximum over
+        the set's members: the same values as member by member) and a lower bound on the all-reduce [q][s][e]
+        (:func:`set_allreduce_lb`).  Built once per micro-batch size and D, in numpy."""
         key = ("setlists", self.d)
         got = self.tb.misc.get(key)
         if got is None:
@@ -1508,13 +1508,8 @@ class _Triple:
             aq = np.stack([amin[m].max(axis=0) for m in members])  # [q][e]
             uq = np.stack([upd[m].max(axis=0) for m in members])  # [q][s]
             arq = set_allreduce_lb(self.search, tb, self.sets, self.d)  # [q][s][e]
-            got = tb.misc[key] = (
-                cq.transpose(1, 2, 0).tolist(),
-                aq.T.tolist(),
-                uq.T.tolist(),
-                arq.transpose(1, 2, 0).tolist(),
-            )
-        return cast("tuple[list[list[list[float]]], list[list[float]], list[list[float]], list[list[list[float]]]]", got)
+            got = tb.misc[key] = (cq, aq, uq, arq)
+        return cast("tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]", got)
 
     def dominated(self, key: tuple[object, ...], vals: tuple[float, ...]) -> bool:
         """Whether a partial plan with these accumulated terms is dominated by one seen under the same key."""
