@@ -1392,17 +1392,20 @@ class _Triple:
             cidx[t0, t1] = i
         cur = np.full((L + 1, cap0 + 1), inf)
         cur[L] = 0.0
+        # least allowed tp per column over [k][s0][e] (0: the column has no allowed configuration there), every stage
+        # at once
+        least = []
+        for group in (tps0, tps1):
+            if group:
+                cs = [c for c, _tp in group]
+                tpv = np.array([tp for _c, tp in group])[None, :, None, None]
+                tm = np.where(masks_by_k[:, cs], tpv, big).min(axis=1)
+                tm[tm == big] = 0
+            else:
+                tm = np.zeros((p, L + 1, L + 1), dtype=int)
+            least.append(tm)
         for k in range(p - 1, -1, -1):
-            masks = masks_by_k[k]
-            # least allowed tp per column over [s0][e] (0: the column has no allowed configuration there)
-            t0m = np.full((L + 1, L + 1), big)
-            t1m = np.full((L + 1, L + 1), big)
-            for c, tp in tps0:
-                t0m = np.where(masks[c] & (tp < t0m), tp, t0m)
-            for c, tp in tps1:
-                t1m = np.where(masks[c] & (tp < t1m), tp, t1m)
-            t0m[t0m == big] = 0
-            t1m[t1m == big] = 0
+            t0m, t1m = least[0][k], least[1][k]
             nxt = cur  # [e][a]: two_sfx[k + 1][e] (inf where None)
             fast = native.two_layer(nxt, t0m, t1m, d)  # the same values as the numpy lines below
             if fast is not None:
