@@ -168,6 +168,7 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
             break;
     int rc = 0;
     double *cost = NULL;
+    Py_ssize_t *fin = NULL;
     if (got < 3) {
         rc = -2;
     } else if (v[0].len < p * nk * L1 * L1 || v[1].len < T * nk * (Py_ssize_t)sizeof(double) ||
@@ -181,7 +182,8 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
         for (Py_ssize_t i = 0; i < (p + 1) * T * L1; i++) out[i] = INFINITY;
         for (Py_ssize_t t = 0; t < T; t++) out[(p * T + t) * L1 + (L1 - 1)] = 0.0;
         cost = (double *)malloc(sizeof(double) * (size_t)(L1 * L1 > 0 ? L1 * L1 : 1));
-        if (!cost) {
+        fin = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)L1);
+        if (!cost || !fin) {
             PyErr_NoMemory();
             rc = -1;
         }
@@ -196,10 +198,15 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
                 }
                 const double *nxt = out + ((k + 1) * T + t) * L1;
                 double *row = out + (k * T + t) * L1;
+                /* an e with nxt[e] = inf gives inf (the weights are finite or inf, never -inf): skipped */
+                Py_ssize_t nfin = 0;
+                for (Py_ssize_t e = 0; e < L1; e++)
+                    if (nxt[e] != INFINITY) fin[nfin++] = e;
                 for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                     double best = INFINITY;
-                    for (Py_ssize_t e = 0; e < L1; e++) {
-                        double x = cost[s0 * L1 + e] + nxt[e];
+                    const double *crow = cost + s0 * L1;
+                    for (Py_ssize_t f = 0; f < nfin; f++) {
+                        double x = crow[fin[f]] + nxt[fin[f]];
                         if (x < best) best = x;
                     }
                     row[s0] = best;
@@ -208,6 +215,7 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
         }
     }
     free(cost);
+    free(fin);
     for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
     if (rc) return NULL;
     Py_RETURN_NONE;
