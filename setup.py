@@ -1,8 +1,10 @@
-"""Build of the compiled parts: the joint DP's feasibility pass (milp_partition/joint/_jointdp.c) and the joint
-polisher's group split (heuristics/_groupsplit.c).
+"""Build of the compiled parts: the joint DP's feasibility pass (milp_partition/joint/_jointdp.c), the joint
+polisher's group split (heuristics/_groupsplit.c) and the hetero search's two-column device step
+(milp_partition/hetero/_hetero.c).
 
-Everything else is in pyproject.toml.  Both extensions are optional: without a C compiler the install still
-succeeds, the joint DP runs its numpy pass and the polisher its Python branch and bound (slower, the same answers).
+Everything else is in pyproject.toml.  The extensions are optional: without a C compiler the install still
+succeeds, the joint DP runs its numpy pass, the polisher its Python branch and bound and the hetero search its
+numpy step (slower, the same answers).
 """
 
 from setuptools import Extension, setup
@@ -18,6 +20,12 @@ setup(
         Extension(
             "milp_partition.heuristics._groupsplit",
             sources=["heuristics/_groupsplit.c"],
+            extra_compile_args=["-O3", "-std=gnu11"],
+            optional=True,
+        ),
+        Extension(
+            "milp_partition.hetero._hetero",
+            sources=["milp_partition/hetero/_hetero.c"],
             extra_compile_args=["-O3", "-std=gnu11"],
             optional=True,
         ),

@@ -45,6 +45,7 @@ from typing import Any, cast
 import numpy as np
 
 from milp_partition.budget import Budget
+from milp_partition.hetero import native
 from milp_partition.hetero.cost import bucketed_seconds, evaluate, memory_bytes
 from milp_partition.hetero.leaf import best_of_leaf, leaf_size
 from milp_partition.hetero.pool import fit_parts
@@ -360,6 +361,14 @@ def _two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
     """conv[e][a] = min over n of nxt[e][a - n t0] + (d - n) t1: n of a stage's d replicas on column 0 (tp t0), d - n
     on column 1 (tp t1); n = 0 only when t1 > 0 and n = d only when t0 > 0 (a 0 tp: the column is not allowed);
     nxt[e][a] = least column-1 devices of the later stages from layer e with at most a column-0 devices (inf: none).
+    In C where the extension is built (:func:`milp_partition.hetero.native.two_step`, the same values), else
+    :func:`_two_step_numpy`."""
+    got = native.two_step(nxt, d, t0, t1)
+    return got if got is not None else _two_step_numpy(nxt, d, t0, t1)
+
+
+def _two_step_numpy(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
+    """:func:`_two_step` in numpy.
 
     Every finite value is a whole number of devices, so the sums are exact in any order: per residue r of a modulo
     t0, with j = (a - r) / t0, conv = (d - j) t1 + the least of nxt[e][r + k t0] + k t1 over k in [j - d, j] (a window
@@ -442,7 +451,10 @@ def _weight_vectors(caps: list[int]) -> list[tuple[float, ...]]:
 def _lambda_suffix(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
     """sfx[k][t][s0] = least sum over stages k..P-1 (splitting layers s0..L-1) of each stage's least weight w[t][c]
     over the configurations c that ``masks`` [k][c][s0][e] allows (inf: no split); sfx[P][t][L] = 0.  Per weight
-    vector t; the caller multiplies by D."""
+    vector t; the caller multiplies by D.  In C where the extension is built (the same values), else numpy."""
+    got = native.lambda_suffix(masks, w)
+    if got is not None:
+        return got
     p, inf = masks.shape[0], math.inf
     cost = np.where(masks[:, None], w[None, :, :, None, None], inf).min(axis=2)  # [k][t][s0][e]
     sfx = np.full((p + 1, w.shape[0], L + 1), inf)
@@ -455,6 +467,72 @@ def _lambda_suffix(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
 def _lambda_first(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
     """:func:`_lambda_suffix`'s row sfx[0][t][0] (the whole layers, every stage)."""
     return _lambda_suffix(masks, w, L)[0, :, 0]
+
+
+def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d: int) -> np.ndarray:
+    """[q][s][e]: a lower bound on the all-reduce of layers s..e-1 for every plan whose stage has reduced set q
+    (:meth:`_Search.ar_lb`: the weights over q's least tp, the worst column of q at its cheapest partner in q), for
+    all (s, e) at once in numpy (:func:`_bucketed_vec`), lowered by 1e-9 of itself to stay below the exact bucket
+    loop's rounding.  Where a fit is not well conditioned on these sizes (:func:`_well_conditioned`) the set's row is
+    :meth:`_Search.ar_lb` itself, entry by entry.  Entries with e <= s are 0 (never read)."""
+    L = tb.L
+    out = np.zeros((len(sets), L + 1, L + 1))
+    if d <= 1:
+        return out
+    idx = np.arange(L + 1)
+    valid = idx[None, :] > idx[:, None]
+    w1 = srch.problem.model.params_floats[1]
+    cl = srch.problem.cluster
+    pair_cache: dict[tuple[int, int, int], np.ndarray | None] = {}
+
+    def pair(tp: int, j: int, j2: int, size: np.ndarray, pos: np.ndarray) -> np.ndarray | None:
+        key = (tp, j, j2)
+        if key not in pair_cache:
+            c1, c2 = tb.cols[j], tb.cols[j2]
+            coef = cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+            if not _well_conditioned(size[pos], d, coef):
+                pair_cache[key] = None
+            else:
+                v = np.where(pos, _bucketed_vec(np.where(pos, size, 1.0), d, coef), 0.0)
+                pair_cache[key] = v
+        return pair_cache[key]
+
+    sizes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for qi, q in enumerate(sets):
+        tpmin = min(4, min(tb.cfgs[c][1] for c in q))
+        if tpmin not in sizes:
+            if tpmin == 1:
+                pre = np.array(tb.w1pre)
+            else:
+                pre = np.array(list(itertools.accumulate((FLOAT_BYTES * x / tpmin for x in w1), initial=0.0)))
+            size = np.where(valid, pre[None, :] - pre[:, None], 0.0)
+            sizes[tpmin] = (size, valid & (size > 0))
+        size, pos = sizes[tpmin]
+        cols = sorted({tb.cfgs[c][0] for c in q})
+        vals: np.ndarray | None
+        if len(cols) == 1:
+            vals = pair(tpmin, cols[0], cols[0], size, pos)
+        else:
+            vals = None
+            for j in cols:
+                best_j: np.ndarray | None = np.full(size.shape, math.inf)
+                for j2 in cols:
+                    a, b = pair(tpmin, j, j2, size, pos), pair(tpmin, j2, j, size, pos)
+                    if a is None or b is None or best_j is None:
+                        best_j = None
+                        break
+                    best_j = np.minimum(best_j, np.minimum(a, b))
+                if best_j is None:
+                    vals = None
+                    break
+                vals = best_j if vals is None else np.maximum(vals, best_j)
+        if vals is None:  # a fit evaluated badly on these sizes: the exact loop, entry by entry
+            for s0 in range(L):
+                for e in range(s0 + 1, L + 1):
+                    out[qi, s0, e] = srch.ar_lb(tb, q, s0, e, d)
+        else:
+            out[qi] = np.where(valid, vals - 1e-9 * np.abs(vals), 0.0)
+    return out
 
 
 class _Search:
@@ -604,36 +682,55 @@ class _Search:
     def stage_ylb(self, tb: _Tables, p: int) -> list[list[np.ndarray]]:
         """ylb[k][c][s0][e]: least y_k = C_k + X_k of stage k of p over layers s0..e-1 with a replica of configuration
         c (its compute plus its least sends, each send at its cheapest partner); inf where c cannot hold the
-        layers with p - k micro-batches in flight.  Cached per (p, objective) in ``tb``."""
+        layers with p - k micro-batches in flight.  Cached per (p, objective) in ``tb``; each array is
+        :meth:`ylb_part`'s (shared between the P's: callers never write into it)."""
         key = ("ylb", p, self.sound)
         got = tb.misc.get(key)
         if got is not None:
             return got  # type: ignore[return-value]
-        sound, L, inf = self.sound, tb.L, math.inf
-        self.send_tables(tb)
-        amin_c, bmin_c = tb.misc[("ab", sound)]
-        idx = np.arange(L + 1)
-        upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
-        amin_arr = np.array(amin_c)  # [c][e]
-        bmin_arr = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
-        ylb: list[list[np.ndarray]] = [[] for _ in range(p)]
-        for k in range(p):
-            for c in range(len(tb.cfgs)):
-                comp = tb.comp_matrix(c)
-                fit = idx[None, :] <= np.array([*tb.fit_row(c, p - k), L])[:, None]
-                a = amin_arr[c][None, :] if k < p - 1 else 0.0
-                b = bmin_arr[c][:, None] if k > 0 else 0.0
-                if p == 1:
-                    x = 0.0
-                elif k == 0:
-                    x = a if (p <= 3 or sound) else 2 * a
-                elif k == p - 1:
-                    x = b if sound else 2 * b
-                else:
-                    x = a + b
-                ylb[k].append(np.where(upper & fit, comp + x, inf))
-        tb.misc[key] = ylb  # type: ignore[assignment]
+        ylb = [[self.ylb_part(tb, c, p - k, self.send_role(p, k)) for c in range(len(tb.cfgs))] for k in range(p)]
+        tb.misc[key] = ylb
         return ylb
+
+    def send_role(self, p: int, k: int) -> str:
+        """Which least sends X_k of stage k of p holds (Sailor: the first stage's doubled from P = 4, the last's
+        always; sound: none doubled): "none", "a", "2a", "b", "2b" or "a+b"."""
+        if p == 1:
+            return "none"
+        if k == 0:
+            return "a" if (p <= 3 or self.sound) else "2a"
+        if k == p - 1:
+            return "b" if self.sound else "2b"
+        return "a+b"
+
+    def ylb_part(self, tb: _Tables, c: int, in_flight: int, role: str) -> np.ndarray:
+        """[s0][e]: configuration c's compute over layers s0..e-1 plus its least sends of ``role``; inf where c cannot
+        hold the layers with ``in_flight`` micro-batches (or e <= s0).  Built once per (c, in_flight, role)."""
+        parts = tb.misc.setdefault(("ylbpart", self.sound), {})
+        pkey = (c, in_flight, role)
+        arr = parts.get(pkey)
+        if arr is None:
+            self.send_tables(tb)
+            amin_c, bmin_c = tb.misc[("ab", self.sound)]
+            L = tb.L
+            idx = np.arange(L + 1)
+            upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
+            a = np.array(amin_c[c])[None, :]  # [e]
+            b = np.array([*bmin_c[c], 0.0])[:, None]  # [s0]
+            x = {"none": 0.0, "a": a, "2a": 2 * a, "b": b, "2b": 2 * b, "a+b": a + b}[role]
+            fit = idx[None, :] <= np.array([*tb.fit_row(c, in_flight), L])[:, None]
+            arr = parts[pkey] = np.where(upper & fit, tb.comp_matrix(c) + x, math.inf)
+        return cast("np.ndarray", arr)
+
+    def stage_ymin(self, tb: _Tables, p: int, k: int) -> np.ndarray:
+        """[s0][e]: the least :meth:`ylb_part` over the configurations for stage k of p (cached per (in flight, role):
+        the same array for every P that has it)."""
+        mins = tb.misc.setdefault(("ymin", self.sound), {})
+        key = (p - k, self.send_role(p, k))
+        got = mins.get(key)
+        if got is None:
+            got = mins[key] = np.min([self.ylb_part(tb, c, p - k, key[1]) for c in range(len(tb.cfgs))], axis=0)
+        return cast("np.ndarray", got)
 
     def stage_ylb_arr(self, tb: _Tables, p: int) -> np.ndarray:
         """:meth:`stage_ylb` stacked: [k][c][s0][e] (cached per (P, objective))."""
@@ -682,6 +779,8 @@ class _Search:
             return self.free_split(tb, p)
         key = ("splitdp", p, self.sound)
         got = tb.misc.get(key)
+        if got is None and native.available():
+            got = tb.misc[key] = self._root_split_native(tb, p)
         if got is None:
             ylb = self.stage_ylb(tb, p)
             L, inf = tb.L, math.inf
@@ -714,6 +813,27 @@ class _Search:
         b = len(gmax0) - 1 if d is None else min(sum(tb.caps) // d, len(gmax0) - 1)
         return float(gmax0[b]), float(gsum0[b])
 
+    def _root_split_native(self, tb: _Tables, p: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """:meth:`root_split`'s programs in C (:func:`milp_partition.hetero.native.split_dp`; the same values), each
+        stage's least y per tp from :meth:`stage_ymin_tp`; None when the extension is not available."""
+        tps = sorted({tp for _j, tp in tb.cfgs})
+        yk = np.array([[self.stage_ymin_tp(tb, p, k, t) for t in tps] for k in range(p)])
+        return native.split_dp(yk, tps, min(4 * p, sum(tb.caps)))
+
+    def stage_ymin_tp(self, tb: _Tables, p: int, k: int, tp: int) -> np.ndarray:
+        """[s0][e]: the least :meth:`ylb_part` over the configurations of tp ``tp`` for stage k of p (inf: none);
+        cached per (in flight, role, tp)."""
+        mins = tb.misc.setdefault(("ymintp", self.sound), {})
+        key = (p - k, self.send_role(p, k), tp)
+        got = mins.get(key)
+        if got is None:
+            got = np.full((tb.L + 1, tb.L + 1), math.inf)
+            for c, (_j, t) in enumerate(tb.cfgs):
+                if t == tp:
+                    got = np.minimum(got, self.ylb_part(tb, c, p - k, key[1]))
+            mins[key] = got
+        return cast("np.ndarray", got)
+
     def free_split(self, tb: _Tables, p: int) -> tuple[float, float]:
         """(least max_i y_i, least sum_i y_i) over every split into p stages and every configuration that fits, with no
         device budget: :meth:`root_split` without its tp-budget dimension (at most its value for every D), a dynamic
@@ -721,10 +841,15 @@ class _Search:
         key = ("free", p, self.sound)
         got = tb.misc.get(key)
         if got is None:
-            ylb = self.stage_ylb(tb, p)
-            ok = np.ones((tb.L + 1, tb.L + 1), dtype=bool)
-            rmax, rsum = _bottleneck(ylb, [[ok] * len(row) for row in ylb], tb.L)
-            got = tb.misc[key] = (float(rmax[0][0]), float(rsum[0][0]))  # type: ignore[assignment]
+            # _bottleneck with every configuration allowed: each stage's least y over the configurations is
+            # stage_ymin's (the same minima), then the same dynamic program
+            L, inf = tb.L, math.inf
+            rmax, rsum = np.full(L + 1, inf), np.full(L + 1, inf)
+            rmax[L], rsum[L] = -inf, 0.0
+            for k in range(p - 1, -1, -1):
+                yk = self.stage_ymin(tb, p, k)
+                rmax, rsum = np.maximum(yk, rmax[None, :]).min(axis=1), (yk + rsum[None, :]).min(axis=1)
+            got = tb.misc[key] = (float(rmax[0]), float(rsum[0]))
         return cast("tuple[float, float]", got)
 
     def triple_bound(self, tb: _Tables, d: int, p: int, quick: bool = False, split: bool = True) -> float:
@@ -1142,7 +1267,11 @@ class _Triple:
         lams = _weight_vectors(tb.caps)
         self.lams = lams
         self.lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
+        self.caps_tol = np.array([c * (1 + 1e-12) for c in self.lam_cap])
         self.usage_cache = {q: self.set_usage(q) for q in sets}
+        self.usage_arr = np.array([self.usage_cache[q] for q in sets])  # [set][t]
+        self.suffix_np = np.zeros((0, 0, 0))
+        self.last_sfx = self.suffix_np
         self.set_index = {q: k for k, q in enumerate(sets)}
         # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
         # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
@@ -1190,7 +1319,10 @@ class _Triple:
         self.y_cap_masks = math.inf
         self.level_cache: dict[int, tuple[list[list[list[float]]], list[list[np.ndarray | None]]]] = {}
         self.nodes0 = 0
-        self.allowed_lists: list[list[list[list[bool]]]] = []
+        self.allowed_bits: list[list[list[int]]] = []
+        self.set_bits = [sum(1 << c for c in q) for q in sets]
+        # the sets' terms at every (s0, e), shared by the triples of this micro-batch size and D (not filtered)
+        self.set_terms = [tb.misc.setdefault(("setterms", d, last), {}) for last in (False, True)]
         self.chosen: list[tuple[int, int, tuple[int, ...]]] = []
         self.stage_cache: dict[int, list[tuple[tuple[int, ...], float, float, float, float]]] = {}
         # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
@@ -1205,7 +1337,9 @@ class _Triple:
         if self.two and not self.two_suffix():
             return
         # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
-        self.allowed_lists = np.moveaxis(self.masks_by_k, 1, -1).tolist()
+        # as one integer per (k, s0, e): bit c set when configuration c passes (a set passes when all its bits do)
+        shifts = np.left_shift(np.int64(1), np.arange(self.nk, dtype=np.int64))
+        self.allowed_bits = np.tensordot(self.masks_by_k.astype(np.int64), shifts, axes=([1], [0])).tolist()
         self.nodes0 = self.search.out.nodes
         self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
 
@@ -1268,6 +1402,7 @@ class _Triple:
         tb, L, p, d, lams = self.tb, self.L, self.p, self.d, self.lams
         w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(self.nk)] for l_ in lams])  # [t][c]
         sfx = _lambda_suffix(masks_by_k, w, L)
+        self.last_sfx = sfx
         return [[sfx[k, t].tolist() for k in range(p + 1)] for t in range(len(lams))]
 
     def lambda_suffix(self) -> bool:
@@ -1277,6 +1412,7 @@ class _Triple:
         replicas on its cheapest allowed configuration (all weight vectors and configurations at once, in numpy).
         """
         self.suffix = suffix = self.lambda_tables(self.masks_by_k)
+        self.suffix_np = self.last_sfx  # [k][t][s0], the same values as the lists
         lams, lam_cap = self.lams, self.lam_cap
         if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
             return False  # no plan of this (mbs, D, P) within the devices beats the incumbent
@@ -1312,41 +1448,59 @@ class _Triple:
         cidx = np.full((5, 5), -1)
         for i, (t0, t1) in enumerate(combos):
             cidx[t0, t1] = i
-        e_idx = np.arange(L + 1)
         cur = np.full((L + 1, cap0 + 1), inf)
         cur[L] = 0.0
+        # least allowed tp per column over [k][s0][e] (0: the column has no allowed configuration there), every stage
+        # at once
+        least = []
+        for group in (tps0, tps1):
+            if group:
+                cs = [c for c, _tp in group]
+                tpv = np.array([tp for _c, tp in group])[None, :, None, None]
+                tm = np.where(masks_by_k[:, cs], tpv, big).min(axis=1)
+                tm[tm == big] = 0
+            else:
+                tm = np.zeros((p, L + 1, L + 1), dtype=int)
+            least.append(tm)
         for k in range(p - 1, -1, -1):
-            masks = masks_by_k[k]
-            # least allowed tp per column over [s0][e] (0: the column has no allowed configuration there)
-            t0m = np.full((L + 1, L + 1), big)
-            t1m = np.full((L + 1, L + 1), big)
-            for c, tp in tps0:
-                t0m = np.where(masks[c] & (tp < t0m), tp, t0m)
-            for c, tp in tps1:
-                t1m = np.where(masks[c] & (tp < t1m), tp, t1m)
-            t0m[t0m == big] = 0
-            t1m[t1m == big] = 0
+            t0m, t1m = least[0][k], least[1][k]
             nxt = cur  # [e][a]: two_sfx[k + 1][e] (inf where None)
-            # per (t0, t1): conv[e][a] = min over n of nxt[e][a - n t0] + (D - n) t1, n replicas on column 0 (needs
-            # t0 when n > 0), D - n on column 1 (needs t1 when n < D)
-            kid = cidx[t0m, t1m]  # [s0][e]; -1 (no configuration) picks the last, all-inf row
-            convs = np.full((len(combos) + 1, L + 1, cap0 + 1), inf)  # the last row: no configuration allowed
-            for i in np.unique(kid).tolist():
-                if i < 0:
-                    continue
-                convs[i] = _two_step(nxt, d, *combos[i])
-            cur = convs[kid, e_idx[None, :]].min(axis=1)  # [s0][a]
+            fast = native.two_layer(nxt, t0m, t1m, d)  # the same values as the numpy lines below
+            if fast is not None:
+                cur = fast
+            else:
+                cur = self._two_layer_numpy(nxt, t0m, t1m, cidx, combos)
             cur[L - (p - k) + 1 :] = inf  # stage k starts at L - (p - k) at the latest
             for s0 in np.flatnonzero(np.isfinite(cur).any(axis=1)).tolist():
                 two_sfx[k][s0] = cur[s0]
         return two_sfx
 
+    def _two_layer_numpy(
+        self, nxt: np.ndarray, t0m: np.ndarray, t1m: np.ndarray, cidx: np.ndarray, combos: list[tuple[int, int]]
+    ) -> np.ndarray:
+        """One stage of :meth:`two_tables` in numpy: [s0][a] = the least over e of the step of (t0m, t1m)[s0][e]."""
+        L, d, cap0, inf = self.L, self.d, self.cap0, math.inf
+        e_idx = np.arange(L + 1)
+        # per (t0, t1): conv[e][a] = min over n of nxt[e][a - n t0] + (D - n) t1, n replicas on column 0 (needs
+        # t0 when n > 0), D - n on column 1 (needs t1 when n < D)
+        kid = cidx[t0m, t1m]  # [s0][e]; -1 (no configuration) picks the last, all-inf row
+        convs = np.full((len(combos) + 1, L + 1, cap0 + 1), inf)  # the last row: no configuration allowed
+        for i in np.unique(kid).tolist():
+            if i < 0:
+                continue
+            convs[i] = _two_step(nxt, d, *combos[i])
+        return np.asarray(convs[kid, e_idx[None, :]].min(axis=1))  # [s0][a]
+
     def two_use(self, g: np.ndarray, q: tuple[int, ...]) -> np.ndarray:
         """g[a] = least column-1 devices of the decided stages with at most a of column 0, after adding set q: n of
         the D replicas on q's column-0 member (tp t0), D - n on its column-1 member (tp t1), every n at once."""
+        t0, t1, ns = self.two_steps[q]
+        if len(ns):
+            fast = native.two_use(g, self.d, t0, t1, int(ns[0]), int(ns[-1]))  # ns is a range: the same values in C
+            if fast is not None:
+                return fast
         got = self.two_use_arrays.get(q)
         if got is None:
-            t0, t1, ns = self.two_steps[q]
             idx = self.avec[None, :] - ns[:, None] * t0  # [n][a]
             add = np.where(idx >= 0, ((self.d - ns) * t1)[:, None].astype(float), math.inf)
             got = self.two_use_arrays[q] = (np.maximum(idx, 0), add)
@@ -1359,7 +1513,8 @@ class _Triple:
         nxt = self.two_sfx[k][e]
         if nxt is None:
             return False
-        return bool((g + nxt[::-1]).min() <= self.cap1)
+        fast = native.two_fits(g, nxt)  # the same sums and minimum in C
+        return bool((fast if fast is not None else (g + nxt[::-1]).min()) <= self.cap1)
 
     def size_a(self, e: int) -> float:
         """Bytes of the forward send of a stage ending at layer e."""
@@ -1374,40 +1529,48 @@ class _Triple:
     def stage_sets(self, i: int, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
         """The sets allowed for stage i over layers s..e-1 (every member within the caps: compute + least sends,
         all-reduce, memory) with their compute, least forward send, update and least all-reduce (cached: they
-        depend on (i, s, e, set) only, not on the stages before).  Each member's terms are read once; a set's are
-        their maxima (the same values as member by member)."""
+        depend on (i, s, e, set) only, not on the stages before).  The terms come from :meth:`set_terms_at` (shared
+        by the triples of the same micro-batch size and D); a set is kept when every member's bit is in the triple's
+        mask of (i, s, e)."""
         key = (i * (self.L + 1) + s) * (self.L + 1) + e
         got = self.stage_cache.get(key)
         if got is None:
-            tb, d, last = self.tb, self.d, i == self.p - 1
-            allowed_here = self.allowed_lists[i][s][e]
-            fb, upd, amin_c = tb.fbpre, tb.upd, self.amin_c
-            terms = {
-                c: (fb[c][e] - fb[c][s], 0.0 if last else amin_c[c][e], upd[c][s]) for c in range(self.nk) if allowed_here[c]
-            }
-            ar_lb = self.search.ar_lb
-            got = []
-            for q in self.sets:
-                if len(q) == 1:
-                    t = terms.get(q[0])
-                    if t is None:
-                        continue
-                    got.append((q, t[0], t[1], t[2], ar_lb(tb, q, s, e, d)))
-                    continue
-                ts = [terms.get(c) for c in q]
-                if None in ts:
-                    continue
-                got.append(
-                    (
-                        q,
-                        max(t[0] for t in ts),  # type: ignore[index]
-                        max(t[1] for t in ts),  # type: ignore[index]
-                        max(t[2] for t in ts),  # type: ignore[index]
-                        ar_lb(tb, q, s, e, d),
-                    )
-                )
+            mask = self.allowed_bits[i][s][e]
+            full = self.set_terms_at(i == self.p - 1, s, e)
+            got = [t for t, b in zip(full, self.set_bits) if b & mask == b]
             self.stage_cache[key] = got
         return got
+
+    def set_terms_at(self, last: bool, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
+        """Per set of :attr:`sets` (in order): (set, compute, least forward send (0 for the last stage), update, least
+        all-reduce) over layers s..e-1, read from :meth:`set_term_lists` (cached per (s, e))."""
+        table = self.set_terms[1 if last else 0]
+        key = s * (self.L + 1) + e
+        got = table.get(key)
+        if got is None:
+            cq, aq, uq, arq = self.set_term_lists()
+            a_row = aq[:, e].tolist() if not last else [0.0] * len(self.sets)
+            got = table[key] = list(zip(self.sets, cq[:, s, e].tolist(), a_row, uq[:, s].tolist(), arq[:, s, e].tolist()))
+        return got
+
+    def set_term_lists(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Per set of :attr:`sets`: compute [q][s][e], least forward send [q][e], update [q][s] (each the maximum over
+        the set's members: the same values as member by member) and a lower bound on the all-reduce [q][s][e]
+        (:func:`set_allreduce_lb`).  Built once per micro-batch size and D, in numpy."""
+        key = ("setlists", self.d)
+        got = self.tb.misc.get(key)
+        if got is None:
+            tb, nk = self.tb, self.nk
+            comp = np.stack([tb.comp_matrix(c) for c in range(nk)])  # [c][s][e]
+            amin = np.array(self.amin_c)  # [c][e]
+            upd = np.array([[*tb.upd[c], 0.0] for c in range(nk)])  # [c][s] (s = L: no stage starts there)
+            members = [list(q) for q in self.sets]
+            cq = np.stack([comp[m].max(axis=0) for m in members])  # [q][s][e]
+            aq = np.stack([amin[m].max(axis=0) for m in members])  # [q][e]
+            uq = np.stack([upd[m].max(axis=0) for m in members])  # [q][s]
+            arq = set_allreduce_lb(self.search, tb, self.sets, self.d)  # [q][s][e]
+            got = tb.misc[key] = (cq, aq, uq, arq)
+        return cast("tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]", got)
 
     def dominated(self, key: tuple[object, ...], vals: tuple[float, ...]) -> bool:
         """Whether a partial plan with these accumulated terms is dominated by one seen under the same key."""
@@ -1447,7 +1610,10 @@ class _Triple:
             return False
         if self.two:
             nxt = two_sfx[k][e]
-            if nxt is None or (g2 + nxt[::-1]).min() > self.cap1:
+            if nxt is None:
+                return False
+            fast = native.two_fits(g2, nxt)
+            if (fast if fast is not None else (g2 + nxt[::-1]).min()) > self.cap1:
                 return False
         return True
 
@@ -1491,22 +1657,21 @@ class _Triple:
             srch.stop = True
             return
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
-        theta, xmin_all, ar_floor, suffix = self.theta, self.xmin_all, self.ar_floor, self.suffix
+        theta, xmin_all, ar_floor = self.theta, self.xmin_all, self.ar_floor
         rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
-        nl = len(self.lams)
-        caps_t = [c * (1 + 1e-12) for c in self.lam_cap]
         set_index = self.set_index
         # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
         ka, kb = self.x_coef[i]
         rest = p - i - 1
         prev = self.prev_terms(i, s, ymax, ysum, c_prev, b_prev)
-        used_q = {q: [used[t] + us[t] for t in range(nl)] for q, us in self.usage_cache.items()}
+        # per set (by index): the decided stages' weighted devices with this stage's D replicas on the set
+        used_arr = self.usage_arr + np.array(used)  # [set][t] (the same sums as one by one)
+        used_l = used_arr.tolist()
         # which (end, set) pairs the device budget allows: used + the later stages' least weighted devices within the
         # caps for every weight vector (numpy, the same sums and comparisons as one by one)
         e_lo = s + 1
-        sfx_rows = np.array([suffix[t][i + 1][e_lo:] for t in range(nl)]).T  # [e - e_lo][t]
-        used_arr = np.array([used_q[q] for q in self.sets])  # [set][t]
-        lam_ok = ((used_arr[None, :, :] + sfx_rows[:, None, :]) <= np.array(caps_t)).all(axis=2).tolist()
+        sfx_rows = self.suffix_np[i + 1, :, e_lo:].T  # [e - e_lo][t]
+        lam_ok = ((used_arr[None, :, :] + sfx_rows[:, None, :]) <= self.caps_tol).all(axis=2).tolist()
         floor_y = theta + xmin_all
         use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
@@ -1548,9 +1713,10 @@ class _Triple:
                 if lb * (1 - PRUNE_REL) >= value:
                     continue
                 any_ok = True
-                if not ok_e[set_index[q]]:
+                qi = set_index[q]
+                if not ok_e[qi]:
                     continue
-                used2 = used_q[q]
+                used2 = used_l[qi]
                 g2 = self.two_use(g_used, q) if two else g_used
                 if two and not self.two_ok(g2, i + 1, e):
                     continue

@@ -1,0 +1,418 @@
+/*
+ * The hetero search's two-column device step in C: the same values as _two_step in
+ * milp_partition/hetero/search.py (its definition: out[e][a] = min over n of nxt[e][a - n t0] + (d - n) t1,
+ * n of a stage's d replicas on column 0 with tp t0, d - n on column 1 with tp t1; n = 0 only when t1 > 0 and
+ * n = d only when t0 > 0).  Every finite value is a whole number of devices (below 2^53), so every sum is exact
+ * and the minima are the same in any order: this file returns bit for bit what the numpy step returns (the
+ * tests compare both on random tables).  Per row e and residue r of a modulo t0 the minimum over n is a sliding
+ * window minimum over k = j - n in [j - d, j] of y[k] = nxt[e][r + k t0] + k t1, kept with a monotone deque.
+ * two_layer is one stage of the two-column table (each (s0, e) picks its tp pair's step), lambda_suffix the
+ * weighted device suffix program; both do the same single additions and minima as their numpy forms.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* out[e][a] (rows x width) = min over n of nxt[e][a - n t0] + (d - n) t1; 0 on success, -1 out of memory */
+static int step_core(const double *nxt, double *out, Py_ssize_t rows, Py_ssize_t width, Py_ssize_t d, int t0, int t1) {
+    Py_ssize_t n_all = rows * width;
+    for (Py_ssize_t i = 0; i < n_all; i++) out[i] = INFINITY;
+    if (!t0) { /* every replica on column 1 */
+        if (t1)
+            for (Py_ssize_t i = 0; i < n_all; i++) out[i] = nxt[i] + (double)d * t1;
+        return 0;
+    }
+    if (!t1) { /* every replica on column 0 */
+        Py_ssize_t shift = d * t0;
+        for (Py_ssize_t e = 0; e < rows; e++)
+            for (Py_ssize_t a = shift; a < width; a++) out[e * width + a] = nxt[e * width + a - shift];
+        return 0;
+    }
+    Py_ssize_t jmax = width / t0 + 1;
+    Py_ssize_t *dq = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)jmax);
+    double *y = (double *)malloc(sizeof(double) * (size_t)jmax);
+    if (!dq || !y) {
+        free(dq);
+        free(y);
+        return -1;
+    }
+    for (Py_ssize_t e = 0; e < rows; e++) {
+        const double *row = nxt + e * width;
+        double *orow = out + e * width;
+        for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
+            Py_ssize_t jn = (width - r + t0 - 1) / t0;
+            Py_ssize_t head = 0, tail = 0; /* deque dq[head..tail): indices, y increasing */
+            for (Py_ssize_t j = 0; j < jn; j++) {
+                y[j] = row[r + j * t0] + (double)(t1 * j);
+                while (tail > head && y[dq[tail - 1]] >= y[j]) tail--;
+                dq[tail++] = j;
+                while (dq[head] < j - d) head++;
+                orow[r + j * t0] = y[dq[head]] + (double)t1 * (double)(d - j);
+            }
+        }
+    }
+    free(dq);
+    free(y);
+    return 0;
+}
+
+static PyObject *two_step(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_in, *o_out;
+    Py_ssize_t rows, width, d;
+    int t0, t1;
+    if (!PyArg_ParseTuple(args, "OOnnnii", &o_in, &o_out, &rows, &width, &d, &t0, &t1)) return NULL;
+    if (rows < 0 || width < 0 || d < 0 || t0 < 0 || t1 < 0) {
+        PyErr_SetString(PyExc_ValueError, "two_step: negative size, degree or tp");
+        return NULL;
+    }
+    Py_buffer vin, vout;
+    if (PyObject_GetBuffer(o_in, &vin, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(o_out, &vout, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&vin);
+        return NULL;
+    }
+    Py_ssize_t need = rows * width * (Py_ssize_t)sizeof(double);
+    int rc = 0;
+    if (vin.len < need || vout.len < need) {
+        PyErr_SetString(PyExc_ValueError, "two_step: buffers smaller than rows x width doubles");
+        rc = -2;
+    } else {
+        rc = step_core((const double *)vin.buf, (double *)vout.buf, rows, width, d, t0, t1);
+        if (rc) PyErr_NoMemory();
+    }
+    PyBuffer_Release(&vin);
+    PyBuffer_Release(&vout);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* two_layer(nxt, t0m, t1m, out, L1, width, d): out[s0][a] = min over e of conv_(t0m[s0][e], t1m[s0][e])[e][a], conv
+   the step above of nxt (L1 x width), a pair (0, 0) skipped (no configuration); the steps computed once per pair. */
+static PyObject *two_layer(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[4];
+    Py_ssize_t L1, width, d;
+    if (!PyArg_ParseTuple(args, "OOOOnnn", &objs[0], &objs[1], &objs[2], &objs[3], &L1, &width, &d)) return NULL;
+    if (L1 < 0 || width < 0 || d < 0) {
+        PyErr_SetString(PyExc_ValueError, "two_layer: negative size or degree");
+        return NULL;
+    }
+    Py_buffer v[4];
+    int got = 0;
+    for (; got < 4; got++)
+        if (PyObject_GetBuffer(objs[got], &v[got], got == 3 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    int rc = 0;
+    double *conv[25] = {NULL};
+    if (got < 4) {
+        rc = -2;
+    } else if (v[0].len < L1 * width * (Py_ssize_t)sizeof(double) || v[3].len < L1 * width * (Py_ssize_t)sizeof(double) ||
+               v[1].len < L1 * L1 * (Py_ssize_t)sizeof(long long) || v[2].len < L1 * L1 * (Py_ssize_t)sizeof(long long)) {
+        PyErr_SetString(PyExc_ValueError, "two_layer: buffers too small");
+        rc = -2;
+    } else {
+        const double *nxt = (const double *)v[0].buf;
+        const long long *t0m = (const long long *)v[1].buf, *t1m = (const long long *)v[2].buf;
+        double *out = (double *)v[3].buf;
+        for (Py_ssize_t i = 0; i < L1 * width; i++) out[i] = INFINITY;
+        for (Py_ssize_t s0 = 0; s0 < L1 && !rc; s0++) {
+            double *orow = out + s0 * width;
+            for (Py_ssize_t e = 0; e < L1; e++) {
+                long long t0 = t0m[s0 * L1 + e], t1 = t1m[s0 * L1 + e];
+                if (t0 < 0 || t0 > 4 || t1 < 0 || t1 > 4) {
+                    PyErr_SetString(PyExc_ValueError, "two_layer: a tp outside 0..4");
+                    rc = -2;
+                    break;
+                }
+                if (!t0 && !t1) continue;
+                int slot = (int)(t0 * 5 + t1);
+                if (!conv[slot]) {
+                    conv[slot] = (double *)malloc(sizeof(double) * (size_t)(L1 * width > 0 ? L1 * width : 1));
+                    if (!conv[slot] || step_core(nxt, conv[slot], L1, width, d, (int)t0, (int)t1)) {
+                        PyErr_NoMemory();
+                        rc = -1;
+                        break;
+                    }
+                }
+                const double *crow = conv[slot] + e * width;
+                for (Py_ssize_t a = 0; a < width; a++)
+                    if (crow[a] < orow[a]) orow[a] = crow[a];
+            }
+        }
+    }
+    for (int i = 0; i < 25; i++) free(conv[i]);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* lambda_suffix(masks, w, out, p, nk, T, L1): out[k][t][s0] (p + 1 x T x L1) = min over e of cost[k][t][s0][e] +
+   out[k + 1][t][e], cost = the least w[t][c] over the configurations c masks[k][c][s0][e] allows (inf: none); out[p][t]
+   = 0 at L1 - 1, inf elsewhere.  The same single additions and minima as the numpy program (the same values). */
+static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[3];
+    Py_ssize_t p, nk, T, L1;
+    if (!PyArg_ParseTuple(args, "OOOnnnn", &objs[0], &objs[1], &objs[2], &p, &nk, &T, &L1)) return NULL;
+    if (p < 0 || nk < 0 || T < 0 || L1 < 1) {
+        PyErr_SetString(PyExc_ValueError, "lambda_suffix: bad sizes");
+        return NULL;
+    }
+    Py_buffer v[3];
+    int got = 0;
+    for (; got < 3; got++)
+        if (PyObject_GetBuffer(objs[got], &v[got], got == 2 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    int rc = 0;
+    double *cost = NULL;
+    Py_ssize_t *fin = NULL;
+    if (got < 3) {
+        rc = -2;
+    } else if (v[0].len < p * nk * L1 * L1 || v[1].len < T * nk * (Py_ssize_t)sizeof(double) ||
+               v[2].len < (p + 1) * T * L1 * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "lambda_suffix: buffers too small");
+        rc = -2;
+    } else {
+        const unsigned char *masks = (const unsigned char *)v[0].buf;
+        const double *w = (const double *)v[1].buf;
+        double *out = (double *)v[2].buf;
+        for (Py_ssize_t i = 0; i < (p + 1) * T * L1; i++) out[i] = INFINITY;
+        for (Py_ssize_t t = 0; t < T; t++) out[(p * T + t) * L1 + (L1 - 1)] = 0.0;
+        cost = (double *)malloc(sizeof(double) * (size_t)(L1 * L1 > 0 ? L1 * L1 : 1));
+        fin = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)L1);
+        if (!cost || !fin) {
+            PyErr_NoMemory();
+            rc = -1;
+        }
+        for (Py_ssize_t k = p - 1; k >= 0 && !rc; k--) {
+            for (Py_ssize_t t = 0; t < T; t++) {
+                for (Py_ssize_t i = 0; i < L1 * L1; i++) cost[i] = INFINITY;
+                for (Py_ssize_t c = 0; c < nk; c++) {
+                    double wc = w[t * nk + c];
+                    const unsigned char *m = masks + (k * nk + c) * L1 * L1;
+                    for (Py_ssize_t i = 0; i < L1 * L1; i++)
+                        if (m[i] && wc < cost[i]) cost[i] = wc;
+                }
+                const double *nxt = out + ((k + 1) * T + t) * L1;
+                double *row = out + (k * T + t) * L1;
+                /* an e with nxt[e] = inf gives inf (the weights are finite or inf, never -inf): skipped */
+                Py_ssize_t nfin = 0;
+                for (Py_ssize_t e = 0; e < L1; e++)
+                    if (nxt[e] != INFINITY) fin[nfin++] = e;
+                for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
+                    double best = INFINITY;
+                    const double *crow = cost + s0 * L1;
+                    for (Py_ssize_t f = 0; f < nfin; f++) {
+                        double x = crow[fin[f]] + nxt[fin[f]];
+                        if (x < best) best = x;
+                    }
+                    row[s0] = best;
+                }
+            }
+        }
+    }
+    free(cost);
+    free(fin);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* two_use(g, out, width, d, t0, t1, nlo, nhi): out[a] = min over n in [nlo, nhi] with a - n t0 >= 0 of
+   g[a - n t0] + (d - n) t1 (inf where none): a decided stage's n replicas on column 0, d - n on column 1. */
+static PyObject *two_use(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_g, *o_out;
+    Py_ssize_t width, d, nlo, nhi;
+    int t0, t1;
+    if (!PyArg_ParseTuple(args, "OOnniinn", &o_g, &o_out, &width, &d, &t0, &t1, &nlo, &nhi)) return NULL;
+    if (width < 0 || t0 < 0 || t1 < 0 || nlo < 0) {
+        PyErr_SetString(PyExc_ValueError, "two_use: negative size, tp or count");
+        return NULL;
+    }
+    Py_buffer vg, vo;
+    if (PyObject_GetBuffer(o_g, &vg, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(o_out, &vo, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&vg);
+        return NULL;
+    }
+    int rc = 0;
+    if (vg.len < width * (Py_ssize_t)sizeof(double) || vo.len < width * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "two_use: buffers smaller than width doubles");
+        rc = -2;
+    } else {
+        const double *g = (const double *)vg.buf;
+        double *out = (double *)vo.buf;
+        for (Py_ssize_t a = 0; a < width; a++) out[a] = INFINITY;
+        if (nlo <= nhi) {
+            if (!t0) { /* a - n t0 = a for every n: the least (d - n) t1 is at n = nhi */
+                for (Py_ssize_t a = 0; a < width; a++) out[a] = g[a] + (double)t1 * (double)(d - nhi);
+            } else {
+                Py_ssize_t jmax = width / t0 + 1;
+                Py_ssize_t *dq = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)jmax);
+                double *y = (double *)malloc(sizeof(double) * (size_t)jmax);
+                if (!dq || !y) {
+                    PyErr_NoMemory();
+                    rc = -1;
+                } else {
+                    for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
+                        Py_ssize_t jn = (width - r + t0 - 1) / t0;
+                        for (Py_ssize_t k = 0; k < jn; k++) y[k] = g[r + k * t0] + (double)(t1 * k);
+                        Py_ssize_t head = 0, tail = 0;
+                        for (Py_ssize_t j = 0; j < jn; j++) {
+                            Py_ssize_t kin = j - nlo; /* k = j - n in [j - nhi, j - nlo] */
+                            if (kin >= 0) {
+                                while (tail > head && y[dq[tail - 1]] >= y[kin]) tail--;
+                                dq[tail++] = kin;
+                            }
+                            while (tail > head && dq[head] < j - nhi) head++;
+                            if (tail > head) out[r + j * t0] = y[dq[head]] + (double)t1 * (double)(d - j);
+                        }
+                    }
+                }
+                free(dq);
+                free(y);
+            }
+        }
+    }
+    PyBuffer_Release(&vg);
+    PyBuffer_Release(&vo);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* two_fits(g, nxt, width): the least over a of g[a] + nxt[width - 1 - a] (the decided stages' column-1 devices with
+   at most a of column 0, plus the later stages' with the rest). */
+static PyObject *two_fits(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *o_g, *o_n;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "OOn", &o_g, &o_n, &width)) return NULL;
+    Py_buffer vg, vn;
+    if (PyObject_GetBuffer(o_g, &vg, PyBUF_C_CONTIGUOUS) < 0) return NULL;
+    if (PyObject_GetBuffer(o_n, &vn, PyBUF_C_CONTIGUOUS) < 0) {
+        PyBuffer_Release(&vg);
+        return NULL;
+    }
+    double best = INFINITY;
+    int bad = width < 0 || vg.len < width * (Py_ssize_t)sizeof(double) || vn.len < width * (Py_ssize_t)sizeof(double);
+    if (!bad) {
+        const double *g = (const double *)vg.buf, *n = (const double *)vn.buf;
+        for (Py_ssize_t a = 0; a < width; a++) {
+            double x = g[a] + n[width - 1 - a];
+            if (x < best) best = x;
+        }
+    }
+    PyBuffer_Release(&vg);
+    PyBuffer_Release(&vn);
+    if (bad) {
+        PyErr_SetString(PyExc_ValueError, "two_fits: buffers smaller than width doubles");
+        return NULL;
+    }
+    return PyFloat_FromDouble(best);
+}
+
+/* split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): the split programs of Search.root_split over (stage, first
+   layer, tp budget).  yk [p][ntp][L1][L1]: stage k's least y over layers s..e-1 among configurations of tp tps[ti]
+   (inf: none).  g[L][b] = (-inf, 0); stage k over s..e-1 with least tp t: nmax[s][b] = min max(y, gmax[e][b - t]),
+   nsum[s][b] = min y + gsum[e][b - t], for s in [k, L - p + k], e in [k + 1, L - p + k + 1], b >= t.  Writes row s = 0
+   of the last step (budget + 1 values each).  The same maxima, single additions and minima as the numpy program. */
+static PyObject *split_dp(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[4];
+    Py_ssize_t p, L1, ntp, budget;
+    if (!PyArg_ParseTuple(args, "OOOOnnnn", &objs[0], &objs[1], &objs[2], &objs[3], &p, &L1, &ntp, &budget)) return NULL;
+    if (p < 1 || L1 < 2 || ntp < 0 || budget < 0) {
+        PyErr_SetString(PyExc_ValueError, "split_dp: bad sizes");
+        return NULL;
+    }
+    Py_buffer v[4];
+    int got = 0;
+    for (; got < 4; got++)
+        if (PyObject_GetBuffer(objs[got], &v[got], got >= 2 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    int rc = 0;
+    double *g[4] = {NULL, NULL, NULL, NULL};
+    Py_ssize_t B = budget + 1, L = L1 - 1;
+    if (got < 4) {
+        rc = -2;
+    } else if (v[0].len < p * ntp * L1 * L1 * (Py_ssize_t)sizeof(double) || v[1].len < ntp * (Py_ssize_t)sizeof(long long) ||
+               v[2].len < B * (Py_ssize_t)sizeof(double) || v[3].len < B * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "split_dp: buffers too small");
+        rc = -2;
+    } else {
+        for (int i = 0; i < 4; i++) {
+            g[i] = (double *)malloc(sizeof(double) * (size_t)(L1 * B));
+            if (!g[i]) rc = -1;
+        }
+        if (rc) PyErr_NoMemory();
+    }
+    if (!rc) {
+        const double *yk = (const double *)v[0].buf;
+        const long long *tps = (const long long *)v[1].buf;
+        double *gmax = g[0], *gsum = g[1], *nmax = g[2], *nsum = g[3];
+        for (Py_ssize_t i = 0; i < L1 * B; i++) gmax[i] = gsum[i] = INFINITY;
+        for (Py_ssize_t b = 0; b < B; b++) {
+            gmax[L * B + b] = -INFINITY;
+            gsum[L * B + b] = 0.0;
+        }
+        for (Py_ssize_t k = p - 1; k >= 0; k--) {
+            for (Py_ssize_t i = 0; i < L1 * B; i++) nmax[i] = nsum[i] = INFINITY;
+            Py_ssize_t s_hi = L - p + k, e_lo = k + 1, e_hi = L - p + k + 1;
+            for (Py_ssize_t ti = 0; ti < ntp; ti++) {
+                Py_ssize_t t = (Py_ssize_t)tps[ti];
+                if (t > budget || t < 0) continue;
+                const double *y = yk + ((k * ntp + ti) * L1) * L1;
+                for (Py_ssize_t s0 = k; s0 <= s_hi; s0++) {
+                    double *rmax = nmax + s0 * B, *rsum = nsum + s0 * B;
+                    for (Py_ssize_t e = e_lo; e <= e_hi; e++) {
+                        double ys = y[s0 * L1 + e];
+                        if (ys == INFINITY) continue; /* its candidates are inf: no minimum moves */
+                        const double *gm = gmax + e * B, *gs = gsum + e * B;
+                        for (Py_ssize_t b = t; b < B; b++) {
+                            double cm = ys > gm[b - t] ? ys : gm[b - t];
+                            if (cm < rmax[b]) rmax[b] = cm;
+                            double cs = ys + gs[b - t];
+                            if (cs < rsum[b]) rsum[b] = cs;
+                        }
+                    }
+                }
+            }
+            double *tmp = gmax;
+            gmax = nmax;
+            nmax = tmp;
+            tmp = gsum;
+            gsum = nsum;
+            nsum = tmp;
+        }
+        memcpy(v[2].buf, gmax, sizeof(double) * (size_t)B);
+        memcpy(v[3].buf, gsum, sizeof(double) * (size_t)B);
+    }
+    for (int i = 0; i < 4; i++) free(g[i]);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef methods[] = {
+    {"two_step", two_step, METH_VARARGS,
+     "two_step(nxt, out, rows, width, d, t0, t1): the two-column device step of milp_partition.hetero.search "
+     "(_two_step) into out (float64, C-contiguous, rows x width)."},
+    {"two_layer", two_layer, METH_VARARGS,
+     "two_layer(nxt, t0m, t1m, out, L1, width, d): one stage of the two-column table (Triple.two_tables)."},
+    {"lambda_suffix", lambda_suffix, METH_VARARGS,
+     "lambda_suffix(masks, w, out, p, nk, T, L1): the weighted device suffix program (_lambda_suffix)."},
+    {"two_use", two_use, METH_VARARGS,
+     "two_use(g, out, width, d, t0, t1, nlo, nhi): the decided stages' two-column use after one more stage."},
+    {"two_fits", two_fits, METH_VARARGS, "two_fits(g, nxt, width): min over a of g[a] + nxt[width - 1 - a]."},
+    {"split_dp", split_dp, METH_VARARGS,
+     "split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): Search.root_split's programs (row of the first layer)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_hetero", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__hetero(void) { return PyModule_Create(&module); }

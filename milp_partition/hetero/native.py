@@ -1,0 +1,122 @@
+"""The hetero search's compiled inner loop (``milp_partition/hetero/_hetero.c``), optional.
+
+:func:`two_step` is the two-column device step of the search's tables (:func:`milp_partition.hetero.search._two_step`)
+computed in C: the same values bit for bit (every finite entry is a whole number of devices, so the sums are exact
+and the minima the same in any order).  ``setup.py`` builds the extension when a C compiler is there; without it
+:func:`two_step` returns None and the search runs its numpy step.  ``MILP_PARTITION_NO_NATIVE=1`` in the
+environment when the module is imported turns the compiled path off (the tests run both paths and compare).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+try:  # the compiled step (optional: see setup.py)
+    from milp_partition.hetero import _hetero as _ext  # type: ignore[attr-defined]
+except ImportError:  # pragma: no cover - depends on the build
+    _ext = None
+
+
+#: ``MILP_PARTITION_NO_NATIVE`` set (read once, at import: the search asks at every node)
+_OFF = bool(os.environ.get("MILP_PARTITION_NO_NATIVE"))
+
+
+def available() -> bool:
+    """Whether the compiled step loaded and is not turned off by ``MILP_PARTITION_NO_NATIVE`` (read at import; the
+    tests turn it off by setting ``_ext`` to None)."""
+    return _ext is not None and not _OFF
+
+
+def two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray | None:
+    """conv[e][a] = min over n of nxt[e][a - n t0] + (d - n) t1 (the definition in
+    :func:`milp_partition.hetero.search._two_step`), in C; None when the extension is not available.
+
+    Parameters
+    ----------
+    nxt : np.ndarray
+        [e][a]: whole numbers of devices or inf, two-dimensional.
+    d : int
+        Replicas of the stage (D).
+    t0, t1 : int
+        The stage's least tp on column 0 and column 1 (0: the column is not allowed).
+    """
+    if not available():
+        return None
+    src = np.ascontiguousarray(nxt, dtype=np.float64)
+    out = np.empty_like(src)
+    rows, width = src.shape
+    _ext.two_step(src, out, rows, width, int(d), int(t0), int(t1))  # type: ignore[union-attr]
+    return out
+
+
+def two_layer(nxt: np.ndarray, t0m: np.ndarray, t1m: np.ndarray, d: int) -> np.ndarray | None:
+    """One stage of the two-column table (:meth:`milp_partition.hetero.search._Triple.two_tables`): out[s0][a] = the
+    least over e of :func:`two_step` (nxt, d, t0m[s0][e], t1m[s0][e]) [e][a] (a pair (0, 0): no configuration,
+    skipped; inf where none), in C; None when the extension is not available.
+
+    Parameters
+    ----------
+    nxt : np.ndarray
+        [e][a], (L + 1) x width: whole numbers of devices or inf.
+    t0m, t1m : np.ndarray
+        [s0][e], (L + 1) x (L + 1): the least allowed tp on column 0 and 1 (0: none), each in 0..4.
+    d : int
+        Replicas of the stage (D).
+    """
+    if not available():
+        return None
+    src = np.ascontiguousarray(nxt, dtype=np.float64)
+    rows, width = src.shape
+    out = np.empty_like(src)
+    a0 = np.ascontiguousarray(t0m, dtype=np.int64)
+    a1 = np.ascontiguousarray(t1m, dtype=np.int64)
+    _ext.two_layer(src, a0, a1, out, rows, width, int(d))  # type: ignore[union-attr]
+    return out
+
+
+def lambda_suffix(masks: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+    """:func:`milp_partition.hetero.search._lambda_suffix` (sfx[k][t][s0], masks [k][c][s0][e], weights w [t][c]) in
+    C; None when the extension is not available."""
+    if not available():
+        return None
+    p, nk, l1, _l1 = masks.shape
+    m = np.ascontiguousarray(masks, dtype=np.bool_).view(np.uint8)
+    wc = np.ascontiguousarray(w, dtype=np.float64)
+    out = np.empty((p + 1, wc.shape[0], l1))
+    _ext.lambda_suffix(m, wc, out, p, nk, wc.shape[0], l1)  # type: ignore[union-attr]
+    return out
+
+
+def two_use(g: np.ndarray, d: int, t0: int, t1: int, nlo: int, nhi: int) -> np.ndarray | None:
+    """out[a] = the least over n in [nlo, nhi] with a - n t0 >= 0 of g[a - n t0] + (d - n) t1 (inf where none):
+    :meth:`milp_partition.hetero.search._Triple.two_use` in C; None when the extension is not available.  ``g``
+    must be a contiguous float64 vector (the search's own arrays are)."""
+    if not available():
+        return None
+    out = np.empty_like(g)
+    _ext.two_use(g, out, g.shape[0], int(d), int(t0), int(t1), int(nlo), int(nhi))  # type: ignore[union-attr]
+    return out
+
+
+def two_fits(g: np.ndarray, nxt: np.ndarray) -> float | None:
+    """The least over a of g[a] + nxt[width - 1 - a] (:meth:`milp_partition.hetero.search._Triple.two_ok`'s sum) in
+    C; None when the extension is not available.  Both contiguous float64 vectors of one width."""
+    if not available():
+        return None
+    return float(_ext.two_fits(g, nxt, g.shape[0]))  # type: ignore[union-attr]
+
+
+def split_dp(yk: np.ndarray, tps: list[int], budget: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """:meth:`milp_partition.hetero.search._Search.root_split`'s programs over (stage, first layer, tp budget) in C:
+    (least max_i y_i, least sum_i y_i) of the first layer per budget 0..budget; ``yk`` [k][tp index][s0][e] is each
+    stage's least y among the configurations of that tp.  None when the extension is not available."""
+    if not available():
+        return None
+    y = np.ascontiguousarray(yk, dtype=np.float64)
+    p, ntp, l1, _l1 = y.shape
+    gmax0, gsum0 = np.empty(budget + 1), np.empty(budget + 1)
+    t = np.ascontiguousarray(tps, dtype=np.int64)
+    _ext.split_dp(y, t, gmax0, gsum0, p, l1, ntp, int(budget))  # type: ignore[union-attr]
+    return gmax0, gsum0

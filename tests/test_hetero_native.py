@@ -1,0 +1,159 @@
+"""Issue 40, the hetero search's compiled step (``milp_partition/hetero/_hetero.c``): the same values as numpy."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from milp_partition.budget import Budget
+from milp_partition.hetero import native
+from milp_partition.hetero.search import _two_step_numpy, search
+
+HETERO = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hetero"
+needs_native = pytest.mark.skipif(not native.available(), reason="the C extension is not built (setup.py build_ext)")
+
+
+def _definition(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
+    rows, width = nxt.shape
+    want = np.full((rows, width), math.inf)
+    for n in range(d + 1):
+        if (n > 0 and not t0) or (n < d and not t1):
+            continue
+        for a in range(width):
+            if a - n * t0 >= 0:
+                want[:, a] = np.minimum(want[:, a], nxt[:, a - n * t0] + (d - n) * t1)
+    return want
+
+
+@needs_native
+def test_compiled_two_column_step_equals_numpy_and_the_definition() -> None:
+    """Random tables of whole device counts with holes (inf), every tp pair, D below and above the width (the
+    window shorter and longer than the residue's run): the C step, the numpy step and the definition agree exactly."""
+    rng = np.random.default_rng(11)
+    for _ in range(400):
+        rows, width, d = int(rng.integers(1, 5)), int(rng.integers(1, 60)), int(rng.integers(1, 70))
+        t0, t1 = int(rng.choice([0, 1, 2, 4])), int(rng.choice([0, 1, 2, 4]))
+        nxt = rng.integers(0, 300, size=(rows, width)).astype(float)
+        nxt[rng.random((rows, width)) < 0.3] = math.inf
+        got = native.two_step(nxt, d, t0, t1)
+        assert got is not None
+        want = _definition(nxt, d, t0, t1)
+        assert np.array_equal(got, want), (d, t0, t1)
+        assert np.array_equal(_two_step_numpy(nxt, d, t0, t1), want)
+
+
+@needs_native
+def test_search_is_the_same_with_and_without_the_compiled_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole search on a tiny two-column setting (every tp, P up to 4) with the C step and with numpy alone:
+    the same plan value, bound and node count (the same tree)."""
+    from tests.test_hetero import _tiny
+
+    if not HETERO.is_dir():
+        pytest.skip("../shared/benchmarks/hetero is not here")
+    problem = _tiny("sailor", 3, 3)
+    with_c = search(problem, Budget.starting_now(60.0))
+    monkeypatch.setattr(native, "_ext", None)
+    assert not native.available()
+    without = search(problem, Budget.starting_now(60.0))
+    assert with_c.complete and without.complete
+    assert with_c.value == without.value and with_c.bound == without.bound
+    assert with_c.nodes == without.nodes
+
+
+@needs_native
+def test_compiled_weighted_device_suffix_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`_lambda_suffix` (the weighted device budget of the later stages) in C and in numpy on random masks and
+    weights (fractional: one over the counts): exactly the same values, inf where no split is allowed."""
+    from milp_partition.hetero.search import _lambda_suffix
+
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        p, nk, t, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 7)), int(rng.integers(1, 5)), int(rng.integers(2, 12))
+        masks = rng.random((p, nk, l1, l1)) < rng.random()
+        w = rng.integers(1, 9, size=(t, nk)) * rng.choice([1.0, 1 / 3, 0.125, 1 / 96], size=(t, 1))
+        got = native.lambda_suffix(masks, w)
+        with monkeypatch.context() as mp:
+            mp.setattr(native, "_ext", None)
+            want = _lambda_suffix(masks, w, l1 - 1)
+        assert got is not None and np.array_equal(got, want)
+
+
+@needs_native
+def test_compiled_two_column_stage_equals_numpy() -> None:
+    """One stage of the two-column table: per (s0, e) the step of its tp pair (0: column not allowed), least over e;
+    the C stage against the numpy stage and against the step's definition, on random tables and tp pairs."""
+    from milp_partition.hetero.search import _Triple
+
+    rng = np.random.default_rng(9)
+    tps = [0, 1, 2, 4]
+    combos = [(a, b) for a in tps for b in tps if a or b]
+    cidx = np.full((5, 5), -1)
+    for i, (a, b) in enumerate(combos):
+        cidx[a, b] = i
+    for _ in range(80):
+        l1, width, d = int(rng.integers(2, 10)), int(rng.integers(1, 40)), int(rng.integers(1, 30))
+        nxt = rng.integers(0, 200, size=(l1, width)).astype(float)
+        nxt[rng.random((l1, width)) < 0.3] = math.inf
+        t0m = rng.choice(tps, size=(l1, l1))
+        t1m = rng.choice(tps, size=(l1, l1))
+        got = native.two_layer(nxt, t0m, t1m, d)
+        fake = _Triple.__new__(_Triple)
+        fake.L, fake.d, fake.cap0 = l1 - 1, d, width - 1
+        want = fake._two_layer_numpy(nxt, t0m, t1m, cidx, combos)
+        assert got is not None and np.array_equal(got, want)
+        direct = np.full((l1, width), math.inf)
+        for s0 in range(l1):
+            for e in range(l1):
+                if t0m[s0, e] or t1m[s0, e]:
+                    direct[s0] = np.minimum(direct[s0], _definition(nxt, d, int(t0m[s0, e]), int(t1m[s0, e]))[e])
+        assert np.array_equal(got, direct)
+
+
+@needs_native
+def test_compiled_decided_stage_use_equals_its_definition() -> None:
+    """The decided stages' two-column use after one more stage (n of D replicas on column 0, n in a range) and the
+    fit test's least sum, in C, against their definitions on random vectors of whole device counts with holes."""
+    rng = np.random.default_rng(17)
+    for _ in range(300):
+        width, d = int(rng.integers(1, 60)), int(rng.integers(1, 50))
+        t0, t1 = int(rng.choice([0, 1, 2, 4])), int(rng.choice([0, 1, 2, 4]))
+        nlo = int(rng.integers(0, d + 1))
+        nhi = int(rng.integers(nlo, d + 1)) if t0 else nlo
+        g = rng.integers(0, 300, size=width).astype(float)
+        g[rng.random(width) < 0.3] = math.inf
+        want = np.full(width, math.inf)
+        for n in range(nlo, nhi + 1):
+            for a in range(width):
+                if a - n * t0 >= 0:
+                    want[a] = min(want[a], g[a - n * t0] + (d - n) * t1)
+        got = native.two_use(g, d, t0, t1, nlo, nhi)
+        assert got is not None and np.array_equal(got, want), (d, t0, t1, nlo, nhi)
+        other = rng.integers(0, 300, size=width).astype(float)
+        other[rng.random(width) < 0.3] = math.inf
+        assert native.two_fits(g, other) == (g + other[::-1]).min()
+
+
+@needs_native
+@pytest.mark.parametrize(("setting", "objective"), [("opt350-a8-v16", "sailor"), ("gptneo-a32-v96", "sound")])
+def test_compiled_split_programs_equal_numpy(setting: str, objective: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:meth:`_Search.root_split` (the split programs under the tp budget) in C and in numpy: the same least max and
+    least sum at every P and every D (fresh tables on each side)."""
+    from milp_partition.hetero.search import _Search, _Tables
+    from milp_partition.io.sailor import read_sailor
+
+    if not HETERO.is_dir():
+        pytest.skip("../shared/benchmarks/hetero is not here")
+    problem = read_sailor(HETERO, setting=setting, objective=objective)  # type: ignore[arg-type]
+    mbs = problem.micro_batches()[0]
+    fast = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tb_fast = _Tables(problem, mbs)
+    total = sum(tb_fast.caps)
+    got = {(p, d): fast.root_split(tb_fast, p, d) for p in range(1, tb_fast.L + 1) for d in (1, 2, 3, 5, max(1, total // p))}
+    monkeypatch.setattr(native, "_ext", None)
+    slow = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    tb_slow = _Tables(problem, mbs)
+    for (p, d), v in got.items():
+        assert slow.root_split(tb_slow, p, d) == v, (p, d)
