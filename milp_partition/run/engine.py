@@ -34,6 +34,7 @@ from milp_partition.run.layout import RankLayout
 from milp_partition.run.mixed import MixedRank, allreduce_gradients, stage_graph
 from milp_partition.run.model import batch, batch_on, build_model, loss_fn, optimizer
 from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, is_cuda, measure_links
+from milp_partition.run.schedclock import StepSched
 from milp_partition.run.spec import RunSpec
 
 __all__ = ["batch", "build_model", "loss_fn", "optimizer", "reference", "summarise", "worker"]
@@ -340,6 +341,8 @@ def worker(
             "losses": run.losses,
             "step_s": run.times,
             "compute_s": run.compute_s,
+            "step_cpu_s": run.sched.cpu_s,
+            "step_runqueue_wait_s": run.sched.runqueue_wait_s,
             "peak_memory_bytes": int(run.peak_bytes) if cuda else int(sum(run.held) + run.saved_peak),
             "memory_measure": "torch.cuda.max_memory_allocated"
             if cuda
@@ -409,6 +412,8 @@ class RankRun:
     #: per step, the seconds this rank spent in its stage's forward and backward passes (``Schedule1F1B``'s
     #: ``forward_one_chunk`` and ``backward_one_chunk``, DDP's gradient sync in the last one); empty where not timed
     compute_s: list[float] = dataclasses.field(default_factory=list)
+    #: per step, this rank's main thread on a core and runnable but waiting for one (:mod:`.schedclock`)
+    sched: StepSched = dataclasses.field(default_factory=StepSched)
 
 
 def _mesh_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, device: Any, notes: list[str]) -> RankRun:
@@ -443,13 +448,14 @@ def _mesh_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, devi
     opt = optimizer(spec, params)
     local_ptrs = {(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params}
     saved = SavedActivations(local_ptrs)
+    sched = StepSched()
     with PeakRss() as rss:
         losses, times, held = _train_steps(
-            schedule, opt, params, batches, timer, saved, mesh, device, n_micro * spec.microbatch_size, clock
+            schedule, opt, params, batches, timer, saved, mesh, device, n_micro * spec.microbatch_size, clock, sched
         )
     peak = torch.cuda.max_memory_allocated(device) if cuda else 0
     run = RankRun(pp, dp, mesh["tp"].get_local_rank(), losses, times, held, saved.peak, rss.peak - base_rss, peak, empty)
-    return dataclasses.replace(run, compute_s=clock.per_step)
+    return dataclasses.replace(run, compute_s=clock.per_step, sched=sched)
 
 
 def _eager_modules(module: Any, model: Any, nodes: tuple[str, ...]) -> None:
@@ -529,12 +535,14 @@ def _train_steps(
     device: Any,
     replica_samples: int,
     clock: ChunkClock | None = None,
+    sched: StepSched | None = None,
 ) -> tuple[list[float], list[float], tuple[int, int, int]]:
     """The plan's steps on this rank: per-step mean loss (last stage), wall seconds, and tensor bytes held at the end.
 
     ``replica_samples``: the samples of one data-parallel replica per step (its micro-batches times their size); replica
     ``dp`` takes the batch's ``dp``-th slice of that many, and the schedule cuts it into its micro-batches.
     ``clock``: the stage's :class:`ChunkClock`; each step's seconds in its passes go to ``clock.per_step``.
+    ``sched``: each step's seconds on a core and waiting for one (this thread's, :mod:`.schedclock`).
     """
     import torch
     import torch.distributed as dist
@@ -557,6 +565,8 @@ def _train_steps(
         if clock is not None:
             clock.take()
         t0 = time.perf_counter()
+        if sched is not None:
+            sched.start()
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
             if S == 1:
                 schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
@@ -575,6 +585,8 @@ def _train_steps(
         if cuda:
             torch.cuda.synchronize(device)
         dist.barrier()
+        if sched is not None:
+            sched.stop()
         times.append(time.perf_counter() - t0)
         if clock is not None:
             clock.per_step.append(clock.take())
@@ -643,12 +655,14 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
     losses: list[float] = []
     times: list[float] = []
     held = (0, 0, 0)
+    sched = StepSched()
     with PeakRss() as rss:
         for k in range(steps):
             timer.sample()
             args, kwargs, target = batches[k]
             dist.barrier()
             t0 = time.perf_counter()
+            sched.start()
             with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
                 loss = runner.step([*args, *kwargs.values()], target)
             if dp_group is not None:
@@ -660,6 +674,7 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
             if cuda:
                 torch.cuda.synchronize(device)
             dist.barrier()
+            sched.stop()
             times.append(time.perf_counter() - t0)
             if last:
                 total = torch.tensor(loss, dtype=torch.float64)
@@ -671,7 +686,8 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
         "stages with different degrees: run on milp_partition.run.mixed's 1F1B schedule (point-to-point messages "
         "between stage groups, gradients all-reduced after the backward), not torch.distributed.pipelining"
     )
-    return RankRun(place.stage, place.replica, place.tp_index, losses, times, held, saved.peak, rss.peak - base_rss, peak, 0.0)
+    run = RankRun(place.stage, place.replica, place.tp_index, losses, times, held, saved.peak, rss.peak - base_rss, peak, 0.0)
+    return dataclasses.replace(run, sched=sched)
 
 
 def step_spread(seconds: list[float]) -> dict[str, float]:
@@ -693,6 +709,13 @@ def step_spread(seconds: list[float]) -> dict[str, float]:
         "max_s": max(seconds),
         "iqr_over_median": (q3 - q1) / med if med > 0 else math.nan,
     }
+
+
+def _median_after(seconds: list[float] | None, warmup: int) -> float | None:
+    """The median of ``seconds`` after the first ``warmup`` (all of them when that leaves none); ``None`` when absent."""
+    if not seconds:
+        return None
+    return statistics.median(seconds[warmup:] or seconds)
 
 
 def summarise(
@@ -731,6 +754,12 @@ def summarise(
         "measured_compute_s": [
             statistics.median(r["compute_s"][warmup:] or r["compute_s"]) if r.get("compute_s") else None
             for r in sorted(ranks, key=lambda r: r["rank"])
+        ],
+        # per rank, the median after warm-up of its main thread's seconds in a step on a core and runnable but
+        # waiting for one (another process had it: the machine's share of the step, not the plan's; schedclock.py)
+        "measured_cpu_s": [_median_after(r.get("step_cpu_s"), warmup) for r in sorted(ranks, key=lambda r: r["rank"])],
+        "measured_runqueue_wait_s": [
+            _median_after(r.get("step_runqueue_wait_s"), warmup) for r in sorted(ranks, key=lambda r: r["rank"])
         ],
         "predicted_step_s": predicted,
         "step_rel_error": (predicted - measured) / measured if measured > 0 else math.nan,
