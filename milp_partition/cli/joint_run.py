@@ -42,6 +42,7 @@ from milp_partition.joint.run_layers import run_problem_from_imported, with_busy
 from milp_partition.joint.run_split import offered_degrees
 from milp_partition.report import fmt, fmt_bytes, names_span
 from milp_partition.run.empty import EmptySteps, calibrate_empty_steps
+from milp_partition.run.median_of import median_of
 from milp_partition.run.predict import calibrate_runtime, time_layers_by_size
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.joint_run import verify_run_plan
@@ -81,10 +82,32 @@ def _measured_layers(
         times, per_tensor, saved_at, reused = _read_layer_times(Path(args.layer_times), sizes)
         return times, per_tensor, saved_at, reused, f"the model's own layers as timed in {args.layer_times}"
     if getattr(args, "time_layers", False):
-        got = time_layers_by_size(data, source, sizes, threads=LAYER_THREADS)
+        k = calibration_launches(args)
+        got = median_of([time_layers_by_size(data, source, sizes, threads=LAYER_THREADS) for _ in range(k)])
         origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted at each"
+        if k > 1:
+            origin += f" (the median of {k} timings)"
         return got.times, got.optimizer_s_per_param_tensor, got.saved_bytes_per_sample, got.reused_bytes_per_sample, origin
     return None
+
+
+def calibration_launches(args: argparse.Namespace) -> int:
+    """``--calibration-launches K``: how many times ``--time-layers`` calibrates (the planner reads the median of each
+    number over them, :func:`milp_partition.run.median_of.median_of`); 1 when not given.
+
+    Raises
+    ------
+    InputError
+        When K > 1 is given without ``--time-layers`` (nothing is calibrated to repeat).
+    """
+    k = int(getattr(args, "calibration_launches", 1) or 1)
+    if k > 1 and not getattr(args, "time_layers", False):
+        raise InputError(
+            "repeats the calibration of --time-layers: give --time-layers too (--layer-times reuses a calibration as it "
+            "was recorded)",
+            where="--calibration-launches",
+        )
+    return k
 
 
 def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict[int, dict[str, float]], _Reused | None]:
@@ -290,6 +313,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         raise InputError(
             "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
         )
+    calibration_launches(args)  # refused without --time-layers, before anything is timed
     sizes = [b for b in range(1, G + 1) if G % b == 0]
     measured = _measured_layers(args, data, source, sizes)
     timed: dict[str, Any] | None = None
@@ -340,8 +364,13 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     if getattr(args, "time_layers", False):  # E of every candidate shape, gloo's fits, the layers on busy ranks: now
         shapes = [(p, d, m, t) for d, m, p, t in run_shapes(problem)]
         calibrated = EmptySteps((), {}, LAYER_THREADS)
-        if shapes:
-            calibrated = calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=(data, source, G))
+        if shapes:  # each number the median over --calibration-launches calibrations
+            calibrated = median_of(
+                [
+                    calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=(data, source, G))
+                    for _ in range(calibration_launches(args))
+                ]
+            )
     elif getattr(args, "layer_times", None) is not None:
         calibrated = read_calibrated_empty_steps(Path(args.layer_times))
     if calibrated is not None:
@@ -349,6 +378,10 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         coeffs = problem.coefficients
         assert timed is not None
         timed.update(_calibration_record(calibrated))
+        if getattr(args, "time_layers", False):  # how many calibrations each number is the median of
+            timed["calibration_launches"] = calibration_launches(args)
+        elif getattr(args, "layer_times", None) is not None:
+            timed["calibration_launches"] = _layer_times_object(Path(args.layer_times)).get("calibration_launches", 1)
     if (
         splits
         and measured is not None
