@@ -77,6 +77,11 @@ STEPS = 12
 #: machine with other work, launches of one plan differed by up to 4x while each was steady (the other work came and
 #: went between launches; run.json's run-queue wait accounts for the difference): one launch cannot judge a 10% bar.
 LAUNCHES = 3
+#: Calibrations of each model (``--calibration-launches``, the free solve's ``--time-layers``): the planner reads the
+#: median of each number over them. Three calibrations of MLP-GELU back to back (1-minute load 9-10) moved its layer
+#: times by 20-390%, its E by 29-114% and DDP's in-step cost by 240-300%, and the free optimum's planned step 2.6 to
+#: 5.9 ms: one calibration is one moment of the machine, as one launch is.
+CALIBRATION_LAUNCHES = 3
 
 
 def sh(args: list[str], check: bool = True) -> int:
@@ -225,6 +230,8 @@ def row_of(model: str, plan: Path, free: bool, launches: list[tuple[dict[str, An
         # warm-up; run.json's measured_step_spread), and the launches' own spread: (largest - least) / median
         "measured_spread": agg["in_run"],
         "launches": agg["launches"],
+        # how many calibrations the planner read the median of (1: written before --calibration-launches)
+        "calibration_launches": ((data.get("cost_model") or {}).get("layer_times") or {}).get("calibration_launches") or 1,
         "launch_spread": agg["across_launches"],
         "launch_steps_s": " ".join(f"{x:.4g}" for x in agg["launch_steps_s"]),
         "launch_loads": " ".join(f"{x:.1f}" for x in agg["launch_loads"]),
@@ -314,7 +321,7 @@ def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) 
     if not free.exists():
         if CACHED_ONLY:
             return []
-        sh([*solve, "--time-layers", "-o", str(free)])
+        sh([*solve, "--time-layers", "--calibration-launches", str(args.calibration_launches), "-o", str(free)])
     rows: list[dict[str, Any]] = []
     seen: dict[str, dict[str, Any]] = {}
     for s, d, t, n in shapes(args.devices, args.microbatches, G, tuple(args.tensor_parallel)):
@@ -461,6 +468,23 @@ def chart(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def launch_counts(rows: list[dict[str, Any]]) -> str:
+    """The launches each plan had: one count, or the least and the most (``--cached-only`` over plans run fewer
+    times)."""
+    counts = [r["launches"] for r in rows]
+    return str(counts[0]) if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"
+
+
+def calibrations(rows: list[dict[str, Any]]) -> str:
+    """How many calibrations each model's planner read the median of (its free solve's ``--calibration-launches``;
+    1 for a result written before they were repeated)."""
+    got = {r["model"]: r.get("calibration_launches", 1) for r in rows}
+    counts = sorted(set(got.values()))
+    if len(counts) == 1:
+        return f"{counts[0]} time(s), the median of each number, each calibration:"
+    return "; ".join(f"{m}: {k}" for m, k in got.items()) + " time(s), the median of each number, each calibration:"
+
+
 def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tuple[float, ...], missing: list[str]) -> None:
     """results/plan_fidelity.{csv,md,png} from the rows so far."""
     name = "plan_fidelity"
@@ -480,11 +504,11 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         f"CPU, one thread each, up to {args.devices} devices; a global batch of {args.global_batch} samples per model, "
         f"forced shapes at N = {', '.join(map(str, args.microbatches))} micro-batches of G / N samples and tensor-parallel "
         f"degrees {', '.join(map(str, args.tensor_parallel))}, and the free "
-        "optimum; every plan from `solve --problem joint --objective run` (calibrated once per model by `--time-layers` "
-        "in the free solve: the layers at every micro-batch size, alone and with each rank count's ranks in step (each "
+        "optimum; every plan from `solve --problem joint --objective run` (calibrated per model by `--time-layers` "
+        f"in the free solve, {calibrations(rows)} the layers at every micro-batch size, alone and with each rank count's ranks in step (each "
         "pass's slowest rank), what DDP's all-reduce adds to a pass in step (rho), the empty step E of every candidate shape, gloo's fits; reused with `--layer-times`), "
         f"{args.steps} steps a run (the first is warm-up; the median of the rest, the slowest rank; the spread: their "
-        f"interquartile range over that median), each plan launched {args.launches} time(s) (separate `milp-partition "
+        f"interquartile range over that median), each plan launched {launch_counts(rows)} time(s) (separate `milp-partition "
         "run`s; the measured step is the median over launches of each launch's median, the spread across launches "
         "(largest - least) / that median; the run-queue wait / step: per launch, the most any rank's main thread spent "
         "in a step runnable but waiting for a core another process held (run.json's `measured_runqueue_wait_s`) over "
@@ -558,6 +582,14 @@ def main() -> int:
     ap.add_argument("--global-batch", type=int, default=8, help="samples per step, every plan of a model (default 8)")
     ap.add_argument("--microbatches", type=int, nargs="+", default=[1, 2, 4, 8], help="micro-batch counts N (default 1 2 4 8)")
     ap.add_argument("--steps", type=int, default=STEPS, help=f"steps a run (default {STEPS}: the first is warm-up)")
+    ap.add_argument(
+        "--calibration-launches",
+        type=int,
+        default=CALIBRATION_LAUNCHES,
+        help=f"calibrations of each model (default {CALIBRATION_LAUNCHES}): the planner reads the median of each "
+        "number (solve --time-layers --calibration-launches); a model already calibrated is not calibrated again "
+        "(--fresh does)",
+    )
     ap.add_argument(
         "--launches",
         type=int,

@@ -204,3 +204,10 @@ def test_plans_whose_launches_disagree_are_counted_and_marked(pf: Any) -> None:
     assert pf.summary(rows, "all")[2].endswith("| 2, 1 | 0, 0 |")  # launches over 10%, over 25%; then the in-run spread
     assert pf.summary([_row("X", 1.0, 1.0, free=True)], "all")[2].endswith("| - | 0, 0 |")  # one launch: nothing to compare
     assert pf._apart(0.15, 3) == "**15%**" and pf._apart(0.05, 3) == "5%" and pf._apart(0.0, 1) == "-"
+
+
+def test_the_header_says_how_many_launches_and_calibrations(pf: Any) -> None:
+    rows = [{"model": "A", "launches": 3, "calibration_launches": 3}, {"model": "B", "launches": 1}]
+    assert pf.launch_counts(rows) == "1 to 3" and pf.launch_counts(rows[:1]) == "3"
+    assert pf.calibrations(rows[:1]).startswith("3 time(s)")
+    assert pf.calibrations(rows).startswith("A: 3; B: 1")  # a result written before calibrations were repeated: 1

@@ -129,6 +129,9 @@ def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path, monkeypat
     assert len(run["measured_cpu_s"]) == len(run["measured_runqueue_wait_s"]) == 2
     assert all(0 < x <= run["measured_step_s"] for x in run["measured_cpu_s"])
     assert all(w >= 0 or w != w for w in run["measured_runqueue_wait_s"])
+    for r in run["rank_steps"]:  # every step: its thread's seconds on a core are within the step's wall seconds
+        assert len(r["step_s"]) == len(r["cpu_s"]) == len(r["runqueue_wait_s"]) == 3
+        assert all(0 < c <= w for c, w in zip(r["cpu_s"], r["step_s"]))
     spread = run["measured_step_spread"]
     assert spread["min_s"] <= spread["q1_s"] <= run["measured_step_s"] <= spread["q3_s"] <= spread["max_s"]
 

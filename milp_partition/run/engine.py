@@ -761,6 +761,11 @@ def summarise(
         "measured_runqueue_wait_s": [
             _median_after(r.get("step_runqueue_wait_s"), warmup) for r in sorted(ranks, key=lambda r: r["rank"])
         ],
+        # per rank, every step (warm-up included): its wall seconds, its main thread's on a core and waiting for one
+        "rank_steps": [
+            {"rank": r["rank"], "step_s": r["step_s"], "cpu_s": r.get("step_cpu_s"), "runqueue_wait_s": r.get("step_runqueue_wait_s")}
+            for r in sorted(ranks, key=lambda r: r["rank"])
+        ],
         "predicted_step_s": predicted,
         "step_rel_error": (predicted - measured) / measured if measured > 0 else math.nan,
         "prediction": prediction or {},
