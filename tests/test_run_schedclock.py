@@ -59,3 +59,17 @@ def test_the_wait_is_schedstats_second_field(monkeypatch: pytest.MonkeyPatch, tm
     fake.write_text("999 2500000000 7\n")
     monkeypatch.setattr(schedclock, "SCHEDSTAT", str(fake))
     assert thread_times()[1] == pytest.approx(2.5)
+
+
+def test_run_json_notes_a_step_that_waited_for_a_core() -> None:
+    from milp_partition.run.engine import WAIT_NOTE_SHARE, waited_note
+
+    quiet = [{"rank": 0, "step_runqueue_wait_s": [0.5, 0.0, 0.001, 0.0]}, {"rank": 1, "step_runqueue_wait_s": [0.0] * 4}]
+    assert waited_note(quiet, 1, 0.1) == []  # the warm-up's wait is left out; 0 over the rest
+    busy = [quiet[0], {"rank": 1, "step_runqueue_wait_s": [0.0, 0.03, 0.04, 0.05]}]
+    (note,) = waited_note(busy, 1, 0.1)
+    assert note.startswith("rank 1 waited") and "40%" in note
+    edge = [{"rank": 0, "step_runqueue_wait_s": [0.0, WAIT_NOTE_SHARE * 0.1]}]
+    assert waited_note(edge, 1, 0.1) == []  # at the share: no note
+    assert waited_note([{"rank": 0, "step_runqueue_wait_s": [float("nan")] * 3}], 1, 0.1) == []  # not measured
+    assert waited_note([{"rank": 0}], 1, 0.1) == []  # a rank's result written before the wait was measured

@@ -711,6 +711,28 @@ def step_spread(seconds: list[float]) -> dict[str, float]:
     }
 
 
+#: The share of the measured step a rank may wait for a core before run.json notes that the machine's other work was in
+#: the measure (launches of one plan at load 6 differed by 2.4x, the difference all run-queue wait).
+WAIT_NOTE_SHARE = 0.05
+
+
+def waited_note(ranks: list[dict[str, Any]], warmup: int, measured_s: float) -> list[str]:
+    """A note when some rank's main thread waited, runnable, for a core another process held for over
+    :data:`WAIT_NOTE_SHARE` of the measured step (the median after warm-up of its waits); none otherwise."""
+    waits = [(_median_after(r.get("step_runqueue_wait_s"), warmup), r["rank"]) for r in ranks]
+    known = [(w, rank) for w, rank in waits if w is not None and w == w]
+    if not known or measured_s <= 0:
+        return []
+    wait, rank = max(known)
+    if wait <= WAIT_NOTE_SHARE * measured_s:
+        return []
+    return [
+        f"rank {rank} waited for a core other processes held {100 * wait / measured_s:.0f}% of the measured step "
+        f"({wait:.3g} s a step, the median): the step measures this machine's other work too (its peers wait for it "
+        "asleep, not counted); run again on idle cores, or take the median of several launches"
+    ]
+
+
 def _median_after(seconds: list[float] | None, warmup: int) -> float | None:
     """The median of ``seconds`` after the first ``warmup`` (all of them when that leaves none); ``None`` when absent."""
     if not seconds:
@@ -782,5 +804,5 @@ def summarise(
             for r in sorted(ranks, key=lambda r: r["rank"])
         ],
         "memory_measure": ranks[0]["memory_measure"],
-        "notes": sorted({n for r in ranks for n in r["notes"]}),
+        "notes": sorted({n for r in ranks for n in r["notes"]}) + waited_note(ranks, warmup, measured),
     }
