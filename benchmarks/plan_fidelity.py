@@ -236,6 +236,7 @@ def row_of(model: str, plan: Path, free: bool, launches: list[tuple[dict[str, An
         "launch_steps_s": " ".join(f"{x:.4g}" for x in agg["launch_steps_s"]),
         "launch_loads": " ".join(f"{x:.1f}" for x in agg["launch_loads"]),
         "runqueue_wait_share": agg["runqueue_wait_share"],
+        "pinned": bool(r.get("pinned", False)),  # each rank on cores of its own (run's default since run/pinning.py)
         "timed_steps": len(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"]),
         "compute_in_step_over_planned": compute_ratio(data, r),
         "planner_error": (r["planner_step_s"] - measured) / measured,
@@ -501,7 +502,8 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "# Plan fidelity: the run objective's planned step against the measured step (CPU, gloo)",
         "",
         f"Planned and run at commit {commits} (`+`: with uncommitted changes under milp_partition/); torch ranks on the "
-        f"CPU, one thread each, up to {args.devices} devices; a global batch of {args.global_batch} samples per model, "
+        f"CPU, one thread each, {sum(r['pinned'] for r in rows)} of {len(rows)} plans with each rank pinned to a core of "
+        f"its own (run's default; the others ran before it was), up to {args.devices} devices; a global batch of {args.global_batch} samples per model, "
         f"forced shapes at N = {', '.join(map(str, args.microbatches))} micro-batches of G / N samples and tensor-parallel "
         f"degrees {', '.join(map(str, args.tensor_parallel))}, and the free "
         "optimum; every plan from `solve --problem joint --objective run` (calibrated per model by `--time-layers` "

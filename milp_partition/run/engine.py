@@ -33,6 +33,7 @@ from milp_partition.joint.megatron import split_layer
 from milp_partition.run.layout import RankLayout
 from milp_partition.run.mixed import MixedRank, allreduce_gradients, stage_graph
 from milp_partition.run.model import batch, batch_on, build_model, loss_fn, optimizer
+from milp_partition.run.pinning import pin_rank
 from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, is_cuda, measure_links
 from milp_partition.run.schedclock import StepSched
 from milp_partition.run.spec import RunSpec
@@ -297,15 +298,26 @@ def _split_points(spec: RunSpec) -> tuple[dict[str, Any], list[str]]:
 
 
 def worker(
-    rank: int, world: int, store_path: str, spec: RunSpec, steps: int, seed: int, threads: int, out_dir: str, cuda: bool = False
+    rank: int,
+    world: int,
+    store_path: str,
+    spec: RunSpec,
+    steps: int,
+    seed: int,
+    threads: int,
+    out_dir: str,
+    cuda: bool = False,
+    pin: bool = True,
 ) -> None:
     """One rank: build the model, split, parallelise, run ``steps`` steps, write ``rank{rank}.json`` to ``out_dir``.
 
     ``cuda``: rank ``r`` runs on GPU ``r`` (nccl takes one rank per GPU; :func:`uses_cuda` decides), else on the CPU.
+    ``pin``: on the CPU, the rank on cores of its own where the machine has them (:mod:`.pinning`; ``run --no-pin``).
     A plan whose stages share one (d, t) runs on a ``(pp, dp, tp)`` mesh with ``torch.distributed.pipelining``
     (:func:`_mesh_rank`); any other on :mod:`milp_partition.run.mixed`'s schedule (:func:`_mixed_rank`).
     """
     set_parent_death_signal()
+    cores = pin_rank(rank, world, threads) if pin and not cuda else None  # before torch starts its threads
     import json
 
     import torch
@@ -360,6 +372,7 @@ def worker(
             "layer_profile": timer.profile().to_dict(),
             "costs": dataclasses.asdict(costs),
             "backend": backend,
+            "cores": cores,
             "notes": notes,
         }
         write_atomic(os.path.join(out_dir, f"rank{rank}.json"), json.dumps(result), what="the rank's result")
@@ -804,5 +817,7 @@ def summarise(
             for r in sorted(ranks, key=lambda r: r["rank"])
         ],
         "memory_measure": ranks[0]["memory_measure"],
+        # per rank (rank order), the cores it was pinned to (None: not pinned; run/pinning.py)
+        "rank_cores": [r.get("cores") for r in sorted(ranks, key=lambda r: r["rank"])],
         "notes": sorted({n for r in ranks for n in r["notes"]}) + waited_note(ranks, warmup, measured),
     }
