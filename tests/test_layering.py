@@ -87,6 +87,9 @@ LAYERS: dict[str, int] = {
     "milp_partition.galvatron.dp": 5,
     "milp_partition.hetero.cost": 5,
     "milp_partition.hetero.search": 5,
+    "milp_partition.hetero.pool": 5,  # the pooled relaxation (problem, links, lift)
+    "milp_partition.hetero.pooled": 5,  # the pooled relaxation solved by the search
+    "milp_partition.hetero.leaf": 5,  # a small leaf of the search priced plan by plan
     "milp_partition.pipeline.costs": 5,
     "milp_partition.placement.bounds": 5,
     "milp_partition.placement.decompose": 5,

@@ -1,6 +1,7 @@
 """The run-objective planner (joint/run_dp.py) against enumeration of every shape, split, micro-batch count,
 recomputed set and tensor-parallel degree under the same cost model (milp_partition.costmodel), priced by the
-independent verifier."""
+independent verifier; at t > 1 with each rank's saved activations a_v(t, b) measured at some sizes (the t = 1 count at
+the others) and what a later stage keeps of what it receives measured at t at some sizes."""
 
 from __future__ import annotations
 
@@ -50,9 +51,20 @@ def brute_force(problem: RunPlanProblem) -> tuple[float, RunPlan | None]:
     return best, best_plan
 
 
-def _random_split(rng: random.Random, param_bytes: float, param_tensors: int, t: int) -> SplitCost:
-    """A layer at degree ``t``: some share of its time and parameters split, a few all-reduces, some split modules."""
+def _random_split(
+    rng: random.Random,
+    param_bytes: float,
+    param_tensors: int,
+    t: int,
+    saved: float = 0.0,
+    measured: tuple[set[int], set[int]] = (set(), set()),
+    before: int = 0,
+) -> SplitCost:
+    """A layer at degree ``t``: some share of its time and parameters split, a few all-reduces, some split modules; its
+    saved bytes per sample on one rank measured at the sizes ``measured[0]`` (mostly below the ``t = 1`` figure
+    ``saved``, sometimes above), and what it saves again of the ``before`` earlier layers' at the sizes ``measured[1]``."""
     modules = rng.choice([0, 1, 1, 2])
+    saved_at, reused_at = measured
     return SplitCost(
         split_share=rng.uniform(0.5, 1.0) if modules else 0.0,
         param_bytes=param_bytes * rng.uniform(1.0 / t, 1.0),
@@ -61,6 +73,8 @@ def _random_split(rng: random.Random, param_bytes: float, param_tensors: int, t:
         split_modules=modules,
         allreduce_forward_bytes_per_sample=tuple(rng.uniform(0.0, 1.0) for _ in range(rng.randint(0, modules))),
         allreduce_backward_bytes_per_sample=tuple(rng.uniform(0.0, 1.0) for _ in range(rng.randint(0, modules))),
+        saved_bytes_per_sample_at={s: saved * rng.uniform(0.2, 1.2) for s in sorted(saved_at)},
+        reused_from_at={s: {f"l{j}": rng.choice([0.0, rng.uniform(0.0, 3.0)]) for j in range(before)} for s in sorted(reused_at)},
     )
 
 
@@ -70,6 +84,8 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
     sizes = sorted({s for s in range(1, G + 1) if G % s == 0 and (s == 1 or rng.random() < 0.7)})
     layers = []
     heavy = rng.choice([1.0, 1.0, 20.0])  # large weights: where splitting them over t ranks is what fits
+    # per degree: the sizes a_v(t, b) was measured at on the t-rank mesh, and those what a stage receives was (every layer)
+    measured = {t: ({s for s in sizes if rng.random() < 0.6}, {s for s in sizes if rng.random() < 0.5}) for t in (2, 3)}
     for i in range(n):
         overhead, per_sample = rng.uniform(0.1, 1.0), rng.uniform(0.1, 2.0)
         saved = rng.uniform(1.0, 10.0)
@@ -95,7 +111,7 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
                 saved_bytes_per_sample_at={s: saved * rng.uniform(0.2, 1.5) for s in sizes if per_size and rng.random() < 0.7},
                 # what the layer saves again of earlier layers' (a stage starting between them keeps its own copy)
                 reused_from_at={s: {f"l{j}": rng.choice([0.0, rng.uniform(0.0, 4.0)]) for j in range(i)} for s in sizes},
-                splits={t: _random_split(rng, param_bytes, param_tensors, t) for t in (2, 3)},
+                splits={t: _random_split(rng, param_bytes, param_tensors, t, saved, measured[t], i) for t in (2, 3)},
             )
         )
     degrees = rng.choice([(1,), (1, 2), (1, 2, 3), (1, 3)])
@@ -174,6 +190,44 @@ def test_optimum_matches_enumeration(seed: int) -> None:
     assert got.step_s == pytest.approx(report.step_s, rel=1e-9)
     assert got.bound_s <= report.step_s * (1 + 1e-9)  # the bound never above a feasible plan
     assert got.bound_s == pytest.approx(want, rel=1e-9)
+
+
+def _forced_split(seed: int) -> RunPlanProblem:
+    """A random problem forced to t = 2 on at least two devices (where a_v(t, b) is what its memory reads)."""
+    problem = random_problem(random.Random(1000 + seed))
+    return replace(problem, devices=max(problem.devices, 2), tensor_degrees=(1, 2), shape=RunShape(tensor_parallel=2))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_optimum_at_t2_matches_enumeration_with_measured_saved_bytes(seed: int) -> None:
+    """Forced to t = 2: each rank's a_v(t, b) (measured at some sizes, the t = 1 count at the others) and what a stage
+    keeps of what it receives at t decide the memory; the DP's optimum and bound equal enumeration's."""
+    problem = _forced_split(seed)
+    want, _ = brute_force(problem)
+    got = solve_run_dp(problem)
+    assert got.complete
+    if math.isinf(want):
+        assert got.plan is None
+        return
+    assert got.plan is not None and got.plan.tensor_parallel == 2
+    report = verify_run_plan(problem, got.plan)
+    assert report.feasible, report.violations
+    assert got.step_s == pytest.approx(want, rel=1e-9) and got.bound_s == pytest.approx(want, rel=1e-9)
+
+
+def test_measured_saved_bytes_at_t2_change_the_answer() -> None:
+    """The instances above exercise the new term: with a_v(t, b) and the received bytes at t dropped (the t = 1 count
+    everywhere), some optima and some verdicts (feasible or not) change."""
+    changed = 0
+    for seed in range(40):
+        problem = _forced_split(seed)
+        layers = tuple(
+            replace(v, splits={t: replace(x, saved_bytes_per_sample_at={}, reused_from_at={}) for t, x in v.splits.items()})
+            for v in problem.layers
+        )
+        a, b = solve_run_dp(problem), solve_run_dp(replace(problem, layers=layers))
+        changed += a.plan != b.plan or a.step_s != pytest.approx(b.step_s, rel=1e-9)
+    assert changed >= 3
 
 
 def test_enumeration_sees_binding_memory_and_recomputation() -> None:

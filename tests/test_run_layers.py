@@ -159,12 +159,26 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert split_plan["empty_step_s"] == tp_table[(1, 1, 2, 2)]
     assert split_plan["cost_model"]["tensor"]["dtensor_module_s"] == timed["dtensor"]["dtensor_module_s"]
     assert split_plan["cost_model"]["tensor"]["latency_in_module"] is True
+    # each layer's saved bytes on one rank of the 2-rank mesh at the t = 2 shapes' sizes, priced in that plan's memory:
+    # one stage, 2 micro-batches of b = 2 in flight (1F1B's 1 and the first stage's one more)
+    at_t = timed["saved_bytes_per_sample_tp"]["2"]
+    assert set(at_t) == {"1", "2", "4"} and set(timed["reused_bytes_per_sample_tp"]["2"]) == {"1", "2", "4"}
+    activations = split_plan["stages"][0]["memory_terms"]["activations_bytes"]
+    assert activations == pytest.approx(2 * 2 * sum(at_t["2"].values()), rel=1e-12)
+    said = split_plan["cost_model"]["saved_activations_at_t"]["2"]
+    assert said == "measured on one rank of the 2-rank mesh at micro-batch sizes [1, 2, 4]"
     older = json.loads(out.read_text())  # layer times recorded before DTensor was calibrated: measured at solve time
     del older["cost_model"]["layer_times"]["dtensor"]
     (tmp_path / "older.json").write_text(json.dumps(older))
     assert main([*common, "--global-batch", "4", "--layer-times", str(tmp_path / "older.json"), *force, "-o", str(split)]) == 0
     tensor = json.loads(split.read_text())["cost_model"]["tensor"]
     assert tensor["dtensor_module_s"] > 0 and tensor["latency_in_module"] is False
+    # recorded before the saved bytes at t were measured: the t = 1 count, said so
+    del older["cost_model"]["layer_times"]["saved_bytes_per_sample_tp"]
+    (tmp_path / "older.json").write_text(json.dumps(older))
+    assert main([*common, "--global-batch", "4", "--layer-times", str(tmp_path / "older.json"), *force, "-o", str(split)]) == 0
+    said = json.loads(split.read_text())["cost_model"]["saved_activations_at_t"]["2"]
+    assert said.startswith("not measured; the t = 1 count (an upper bound)")
     # what DDP over the 2 ranks added to the model's pass, at the sizes of the d = 2 shapes (b = 2, 1), and its price
     # per parameter byte beyond gloo's fit (never negative)
     assert sorted((d, b) for d, b, _ in timed["ddp_in_step"]) == [(2, 1), (2, 2)]
@@ -329,3 +343,20 @@ def test_empty_steps_from_run_json_price_each_shape(graph: dict, tmp_path: Path)
     assert (
         main(["solve", str(path), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--empty-steps", str(runs[0])]) == 2
     )
+
+
+def test_the_model_inputs_are_counted_where_the_first_operator_views_them(tmp_path: Path) -> None:
+    """torch's TransformerEncoder first transposes its input (a view: the import records no bytes for it), yet run keeps
+    the batch it views: the model's inputs per sample are the import's example input, 16 x 64 float32 = 4096 bytes (not
+    0), the first layer's input (what recomputing it keeps) likewise, and one stage of m = 8 micro-batches of b = 1 keeps
+    max(2 G - 2 b, 0) x 4096 = 14 x 4096 = 57344 bytes of inputs beyond its 2 micro-batches in flight (G = 8)."""
+    graph = tmp_path / "enc.json"
+    args = ["import", "torch", "milp_partition.importers.models:encoder_heldout_test", "--input", "8x16x64", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    data = json.loads(graph.read_text())
+    problem = run_problem_from_imported(
+        data, str(graph), devices=1, memory_bytes=1e12, global_batch=8, sizes=(1,), coefficients=COEFFS, operators=OPS
+    )
+    assert problem.input_bytes_per_sample == 4096.0 and problem.layers[0].input_bytes_per_sample == 4096.0
+    report = verify_run_plan(problem, RunPlan(((0, len(problem.layers)),), 1, 8))
+    assert report.memory[0].batch_inputs_bytes == 57344.0

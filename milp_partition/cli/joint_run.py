@@ -13,7 +13,9 @@ Tensor parallelism: the degrees ``t`` in ``--tp-degrees`` (default ``2..k``) tha
 (:mod:`milp_partition.joint.run_split`) are offered beside ``t = 1``; ``--tensor-parallel T`` forces one, and a
 degree the model cannot split at is refused naming why.  DTensor's overheads come from the calibration of ``E``
 (``--time-layers``), else from ``--coefficients`` (fields ``dtensor_module_s``, ``dtensor_optimizer_tensor_s``),
-else are measured now on a one-rank mesh.
+else are measured now on a one-rank mesh.  The same calibration counts what each layer saves on one rank of each
+``t``-rank mesh (``cost_model.layer_times.saved_bytes_per_sample_tp``, read back by ``--layer-times``); without it a
+rank's saved activations at ``t > 1`` are counted as at ``t = 1`` (an upper bound).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from milp_partition.io.imported_layers import read_layers
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.joint.layers import parse_tp_degrees
 from milp_partition.joint.run_dp import run_shapes, solve_run_dp
-from milp_partition.joint.run_layers import run_problem_from_imported, with_busy_times
+from milp_partition.joint.run_layers import run_problem_from_imported, with_busy_times, with_saved_at_degree
 from milp_partition.joint.run_split import offered_degrees
 from milp_partition.report import fmt, fmt_bytes, names_span
 from milp_partition.run.empty import EmptySteps, calibrate_empty_steps
@@ -177,6 +179,16 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         )
         dtensor = {str(k): float(v) for k, v in (timed.get("dtensor") or {}).items()}
         ddp = tuple((int(d), int(b), float(x)) for d, b, x in timed.get("ddp_in_step") or ())
+        saved_tp = {
+            int(t): {int(b): {str(v): float(x) for v, x in by.items()} for b, by in at.items()}
+            for t, at in (timed.get("saved_bytes_per_sample_tp") or {}).items()
+        }
+        reused_tp = {
+            int(t): {
+                int(b): {str(v): {str(u): float(x) for u, x in by.items()} for v, by in per.items()} for b, per in at.items()
+            }
+            for t, at in (timed.get("reused_bytes_per_sample_tp") or {}).items()
+        }
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(
             f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
@@ -195,7 +207,21 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             source=str(path),
             where="cost_model.layer_times.links",
         )
-    return EmptySteps(steps, links, threads, busy, tensor_steps=tensor_steps, dtensor=dtensor, ddp_in_step=ddp)
+    if any(not (x >= 0 and math.isfinite(x)) for at in saved_tp.values() for by in at.values() for x in by.values()):
+        raise InputError(
+            "expected saved bytes per sample >= 0", source=str(path), where="cost_model.layer_times.saved_bytes_per_sample_tp"
+        )
+    return EmptySteps(
+        steps,
+        links,
+        threads,
+        busy,
+        tensor_steps=tensor_steps,
+        dtensor=dtensor,
+        ddp_in_step=ddp,
+        saved_at_degree=saved_tp,
+        reused_at_degree=reused_tp,
+    )
 
 
 #: gloo's fits a calibration records (:class:`~milp_partition.run.predict.LinkFit` less the empty step).
@@ -295,6 +321,33 @@ def _forced_replicas(args: argparse.Namespace) -> tuple[int | None, int | None]:
     return d, n_micro // d
 
 
+def _one_source_of_times(args: argparse.Namespace) -> None:
+    """Refuse a command line naming more than one source of layer times, or ``--calibration-launches`` without
+    ``--time-layers`` (before anything is timed)."""
+    given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
+    if len(given) > 1:
+        raise InputError(
+            "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
+        )
+    calibration_launches(args)
+
+
+def _calibrate_now(shapes: list[tuple[int, int, int, int]], args: argparse.Namespace, model: Any) -> EmptySteps:
+    """``E`` of every candidate shape, gloo's fits and the layers on busy ranks, measured now: each number the median
+    over ``--calibration-launches`` calibrations."""
+    return median_of(
+        [calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=model) for _ in range(calibration_launches(args))]
+    )
+
+
+def _calibrations_recorded(args: argparse.Namespace) -> int:
+    """How many calibrations the planner's numbers are the median of: ``--calibration-launches`` with
+    ``--time-layers``; with ``--layer-times``, what its result recorded (1 before the count was recorded)."""
+    if getattr(args, "time_layers", False):
+        return calibration_launches(args)
+    return int(_layer_times_object(Path(args.layer_times)).get("calibration_launches") or 1)
+
+
 def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dict[str, Any]]:
     """The run-objective problem of the imported graph ``args.instance`` with the command line's cluster and batch."""
     source = str(args.instance)
@@ -308,12 +361,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     model = read_layers(data, source)
     profile = load_profile_spec(args.profile or model.profile or "H100")
     coeffs = _profile_coefficients(profile)
-    given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
-    if len(given) > 1:
-        raise InputError(
-            "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
-        )
-    calibration_launches(args)  # refused without --time-layers, before anything is timed
+    _one_source_of_times(args)
     sizes = [b for b in range(1, G + 1) if G % b == 0]
     measured = _measured_layers(args, data, source, sizes)
     timed: dict[str, Any] | None = None
@@ -364,24 +412,16 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     if getattr(args, "time_layers", False):  # E of every candidate shape, gloo's fits, the layers on busy ranks: now
         shapes = [(p, d, m, t) for d, m, p, t in run_shapes(problem)]
         calibrated = EmptySteps((), {}, LAYER_THREADS)
-        if shapes:  # each number the median over --calibration-launches calibrations
-            calibrated = median_of(
-                [
-                    calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=(data, source, G))
-                    for _ in range(calibration_launches(args))
-                ]
-            )
+        if shapes:
+            calibrated = _calibrate_now(shapes, args, (data, source, G))
     elif getattr(args, "layer_times", None) is not None:
         calibrated = read_calibrated_empty_steps(Path(args.layer_times))
     if calibrated is not None:
         problem = with_busy_times(_with_empty_steps(problem, calibrated, from_runs), calibrated.busy)
+        problem = with_saved_at_degree(problem, calibrated.saved_at_degree, calibrated.reused_at_degree)
         coeffs = problem.coefficients
         assert timed is not None
-        timed.update(_calibration_record(calibrated))
-        if getattr(args, "time_layers", False):  # how many calibrations each number is the median of
-            timed["calibration_launches"] = calibration_launches(args)
-        elif getattr(args, "layer_times", None) is not None:
-            timed["calibration_launches"] = _layer_times_object(Path(args.layer_times)).get("calibration_launches", 1)
+        timed.update(_calibration_record(calibrated), calibration_launches=_calibrations_recorded(args))
     if (
         splits
         and measured is not None
@@ -404,8 +444,23 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         "profile": profile.name,
         "links_origin": links_origin,
         "tensor_parallel_refused": {str(t): why for t, why in refused.items()},
+        "saved_activations_at_t": _saved_origin(problem),
         **asdict(coeffs),
     }
+
+
+def _saved_origin(problem: RunPlanProblem) -> dict[str, str]:
+    """Per offered degree ``t > 1``: where each rank's saved activations come from (measured on the ``t``-rank mesh at
+    which micro-batch sizes; at the others the ``t = 1`` count, an upper bound)."""
+    out: dict[str, str] = {}
+    for t in problem.tensor_degrees:
+        if t <= 1:
+            continue
+        at = sorted(set(problem.sizes).intersection(*(v.splits[t].saved_bytes_per_sample_at for v in problem.layers)))
+        rest = sorted(set(problem.sizes) - set(at))
+        said = f"measured on one rank of the {t}-rank mesh at micro-batch sizes {at}" if at else "not measured"
+        out[str(t)] = said + (f"; the t = 1 count (an upper bound) at sizes {rest}" if rest else "")
+    return out
 
 
 def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:
@@ -418,6 +473,13 @@ def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:
         "links": calibrated.links,
         "threads": calibrated.threads,
         "ddp_in_step": [list(x) for x in calibrated.ddp_in_step],
+        # each layer's saved bytes per sample on one rank of a t-rank mesh, as run counts them (t -> size -> node)
+        "saved_bytes_per_sample_tp": {
+            str(t): {str(b): by for b, by in at.items()} for t, at in calibrated.saved_at_degree.items()
+        },
+        "reused_bytes_per_sample_tp": {
+            str(t): {str(b): by for b, by in at.items()} for t, at in calibrated.reused_at_degree.items()
+        },
         "busy": {
             str(r): {str(b): {v: list(ft) for v, ft in t.items()} for b, t in by_size.items()}
             for r, by_size in calibrated.busy.items()

@@ -72,8 +72,10 @@ A plan has one tensor-parallel degree ``t`` (every stage on ``d t`` ranks, ``p d
 backward, from gloo's fit) plus DTensor's cost ``n_v o_dt / 2`` each way (``n_v`` split modules; ``o_dt`` measured in
 the launch that measures ``E``, on the ``t``-rank mesh as the empty step with column / row pairs less the one without,
 so it holds each all-reduce's latency and the all-reduces are priced by their bytes); each rank holds its share of the split weights, gradients and
-optimizer state, and the optimizer pays ``o_dt,opt`` more per DTensor parameter; the saved activations are counted as
-at ``t = 1`` (an upper bound).  ``E`` of a tensor-parallel shape ``(p, d, t, m)`` is the schedule over a ``(p, d, t)``
+optimizer state (a row module's bias whole), and the optimizer pays ``o_dt,opt`` more per DTensor parameter; each
+rank's saved activations are ``a_v(t, b)``, measured on the ``t``-rank mesh in the launch that measures ``E``
+(:mod:`milp_partition.run.tp_saved`), in every memory term, and where not measured the ``t = 1`` count (an upper
+bound).  ``E`` of a tensor-parallel shape ``(p, d, t, m)`` is the schedule over a ``(p, d, t)``
 mesh with nothing split and no DDP (``run`` all-reduces the gradients by hand there): it holds the messages'
 latencies, not the all-reduces'.
 

@@ -77,12 +77,18 @@ class RunLayer:
         """Recomputation saves memory only where the input is smaller than what autograd keeps."""
         return self.input_bytes_per_sample < self.saved_bytes_per_sample
 
-    def recomputable_at(self, size: int) -> bool:
-        """:attr:`recomputable` at micro-batch size ``size`` (with that size's ``a_v``)."""
-        return self.input_bytes_per_sample < self.saved_at(size)
+    def recomputable_at(self, size: int, t: int = 1) -> bool:
+        """:attr:`recomputable` at micro-batch size ``size`` and tensor-parallel degree ``t`` (with that ``a_v``)."""
+        return self.input_bytes_per_sample < self.saved_at(size, t)
 
-    def saved_at(self, size: int) -> float:
-        """``a_v`` at micro-batch size ``size``: :attr:`saved_bytes_per_sample_at`'s entry, else the one figure."""
+    def saved_at(self, size: int, t: int = 1) -> float:
+        """``a_v`` at micro-batch size ``size`` on one of ``t`` ranks: at ``t > 1`` the split's measured
+        :attr:`SplitCost.saved_bytes_per_sample_at` entry where it has one; else :attr:`saved_bytes_per_sample_at`'s
+        entry, else the one figure (the ``t = 1`` count: an upper bound at ``t > 1``)."""
+        if t > 1:
+            at_t = self.splits[t].saved_bytes_per_sample_at
+            if size in at_t:
+                return at_t[size]
         return self.saved_bytes_per_sample_at.get(size, self.saved_bytes_per_sample)
 
     def forward_at(self, size: int, ranks: int = 1) -> float:
@@ -192,15 +198,18 @@ class RunPlanProblem:
     #: :attr:`RunLayer.splits` entry: ``run`` can split the model so).
     tensor_degrees: tuple[int, ...] = (1,)
 
-    def received_bytes_per_sample(self, first: int, end: int, size: int) -> float:
+    def received_bytes_per_sample(self, first: int, end: int, size: int, t: int = 1) -> float:
         """``r_q``: the bytes per sample a stage of layers ``first..end-1`` keeps of what it receives (its own copy, saved by
         its layers): 0 on the first stage; measured, the bytes its layers save of what layers before ``first`` saved
-        first; else the cut before it, ``y_{first-1}``."""
+        first (at ``t > 1`` as measured on the ``t``-rank mesh where every layer's split has that size); else the cut
+        before it, ``y_{first-1}``."""
         if first == 0:
             return 0.0
+        before = {v.id for v in self.layers[:first]}
+        if t > 1 and all(size in v.splits[t].reused_from_at for v in self.layers):
+            return sum(x for v in self.layers[first:end] for u, x in v.splits[t].reused_from_at[size].items() if u in before)
         if not self.received_measured:
             return self.cut_bytes_per_sample[first - 1]
-        before = {v.id for v in self.layers[:first]}
         return sum(x for v in self.layers[first:end] for u, x in v.reused_from_at.get(size, {}).items() if u in before)
 
     def batch_inputs_bytes(self, stage: int, in_flight: int, microbatch_size: int) -> float:

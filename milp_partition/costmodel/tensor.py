@@ -19,8 +19,12 @@ A layer ``v`` split over ``t`` ranks the way ``run`` splits it (:func:`milp_part
 
 A recomputed layer runs ``f_v(b, t)`` again in its backward.  Each rank of the stage keeps its share of the split
 parameters: weights, gradients and optimizer state of ``W_v(t) = sum_{unsplit} w + sum_{split} w / t``; the optimizer
-step pays ``o_dt,opt`` more per DTensor parameter.  The saved activations are counted as at ``t = 1`` (a split
-module's input is replicated, its outputs are shares: an upper bound).  With ``t > 1`` ``run`` all-reduces the
+step pays ``o_dt,opt`` more per DTensor parameter.  Each rank of the stage saves ``a_v(t, b)`` per sample of layer
+``v`` (:attr:`SplitCost.saved_bytes_per_sample_at`: a split module's input is replicated, its outputs and what its
+inner operators save on them are shares), measured on the ``t``-rank mesh as ``run`` counts it, in the launch that
+measures ``E`` (:mod:`milp_partition.run.tp_saved`); where it was not measured, ``a_v(b)`` at ``t = 1`` (an upper
+bound).  ``a_v(t, b)`` stands for ``a_v`` in every memory term (saved activations, the temporaries, what recomputation
+saves), and what a later stage keeps of what it receives is measured at ``t`` the same way.  With ``t > 1`` ``run`` all-reduces the
 gradients over ``d`` by hand in DDP's buckets (no DDP: it takes no DTensor), so ``E`` of such a shape holds no
 all-reduce latency.
 """
@@ -28,8 +32,8 @@ all-reduce latency.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from milp_partition.costmodel.step import allreduce_s
 
@@ -50,6 +54,14 @@ class SplitCost:
         ``n_v``: the split linear / embedding modules (each pays DTensor's hooks).
     allreduce_forward_bytes_per_sample, allreduce_backward_bytes_per_sample
         ``X^f_v``, ``X^g_v``: bytes per sample of each activation all-reduce, forward and backward.
+    saved_bytes_per_sample_at
+        Micro-batch size -> ``a_v(t)``: the bytes per sample the layer saves for the backward on one of the ``t`` ranks,
+        measured as ``run`` counts them (:mod:`milp_partition.run.tp_saved`); a size not listed takes the layer's
+        ``t = 1`` count (an upper bound: the split shrinks what a rank saves, it adds nothing it keeps).
+    reused_from_at
+        Micro-batch size -> earlier layer's id -> bytes per sample this layer saves again of what that layer saved
+        first, on one of the ``t`` ranks (a stage starting between them keeps its own copy of what it receives); a size
+        not listed takes the ``t = 1`` rule.
     """
 
     split_share: float
@@ -59,6 +71,8 @@ class SplitCost:
     split_modules: int
     allreduce_forward_bytes_per_sample: tuple[float, ...] = ()
     allreduce_backward_bytes_per_sample: tuple[float, ...] = ()
+    saved_bytes_per_sample_at: Mapping[int, float] = field(default_factory=dict)
+    reused_from_at: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

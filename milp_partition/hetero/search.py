@@ -21,13 +21,18 @@ decided stages (compute, update, all-reduce, sends bounded per pair of neighbour
 capped bottleneck split from the next layer), T_sync's floor and the device budget (weighted sums over columns,
 exact for two columns), and, in large trees, **cap levels**: a completion below the incumbent keeps every later
 y_k under (incumbent - the node's other terms) / (m - 1), so the device tables rebuilt for the configurations under
-the tightest of a few fractions of the triple's cap at least that room must hold the completion.  At a leaf: replica counts per column
-(exactly: a dynamic program over stages on used devices), then replica orders (columns in each order);
-the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`).  A leaf whose best plan is above its
-lower bound keeps that bound in the proven bound (reported with its gap, never hidden).
+the tightest of a few fractions of the triple's cap at least that room must hold the completion.  A stage whose set
+spans two columns or more has an adjacent pair across two columns in its ring, so its all-reduce is bounded by the
+least cross-column pair (:meth:`_Search._ar_lb`).  At a leaf: when few replica lists reduce to it (at most
+:data:`LEAF_ENUM_MAX`), every one is priced (:mod:`milp_partition.hetero.leaf`: the leaf's exact optimum); else replica
+counts per column (exactly: a dynamic program over stages on used devices), then replica orders (columns in each
+order); the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`).  A leaf whose best plan is above its
+lower bound keeps that bound in the proven bound (reported with its gap, never hidden).  The links may be pooled
+(:mod:`milp_partition.hetero.pool`: the least of several fits); the tables read them piece by piece.
 
 The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the full bound of the
-first unexplored triple of phase 2 when the budget ran out).
+first unexplored triple of phase 2 when the budget ran out; when it ran out before phase 2, the least listed bound of
+the triples not done, the triples listed after it ran out with their bound without the split).
 """
 
 from __future__ import annotations
@@ -41,6 +46,8 @@ import numpy as np
 
 from milp_partition.budget import Budget
 from milp_partition.hetero.cost import bucketed_seconds, evaluate, memory_bytes
+from milp_partition.hetero.leaf import best_of_leaf, leaf_size
+from milp_partition.hetero.pool import fit_parts
 from milp_partition.hetero.problem import FLOAT_BYTES, HeteroPlan, HeteroProblem, Replica
 
 #: Relative slack on pruning: nodes within this of the incumbent are still explored (bounds use prefix sums).
@@ -55,6 +62,8 @@ PHASE1_NODES = 300
 LEVEL_FRACTIONS = (0.97, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6)
 #: Nodes a triple explores before its levels are used (small trees do not pay for their tables).
 LEVEL_AFTER_NODES = 300
+#: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
+LEAF_ENUM_MAX = 512
 
 
 @dataclass
@@ -271,6 +280,30 @@ def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarr
     return np.asarray(full * ring(bucket) + ring(last))
 
 
+def _bucketed_vec_min(size: np.ndarray, n: int, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
+    """:func:`_bucketed_vec` for a link that takes the least time over several fits (``parts``), piece by piece as
+    :class:`milp_partition.hetero.pool.MinLinkFit` prices each bucket; one part: :func:`_bucketed_vec`'s values.  The
+    parts are evaluated at once (a leading axis), with :func:`_bucketed_vec`'s operations in its order."""
+    if len(parts) == 1:
+        return _bucketed_vec(size, n, parts[0])
+    bucket = 500_000_000.0
+    full = np.maximum(np.ceil(size / bucket) - 1, 0)
+    last = size - full * bucket
+    k = len(parts[0])
+    coef = np.array(parts)  # [part][power]
+    extra = (1,) * np.ndim(last)
+
+    def ring_min(x: np.ndarray) -> np.ndarray:
+        step = np.asarray(x, dtype=float) / n
+        lx = np.log2(step / 1e6)
+        bw: np.ndarray | float = 0
+        for i in range(k):
+            bw = bw + coef[:, i].reshape(-1, *extra) * lx ** (k - i - 1)
+        return np.asarray(2 * (n - 1) * ((step / 1e9) / bw)).min(axis=0)
+
+    return np.asarray(full * ring_min(np.full(np.shape(last), bucket)) + ring_min(last))
+
+
 def _well_conditioned(size: np.ndarray, n: int, coef: tuple[float, ...]) -> bool:
     """Whether the bandwidth fit at every ring step of :func:`_bucketed_vec` (full buckets and the last piece, over n
     members) is positive and at least 1e-6 of the sum of its terms' magnitudes (so a few roundings move it by less than
@@ -438,7 +471,7 @@ class _Search:
         self.stop = False
         self.full_bounds: dict[tuple[float, int, int, int], float] = {}
         self.fewer_cache: dict[tuple[int, tuple[int, ...]], bool] = {}
-        self.ring_cache: dict[tuple[int, int, tuple[float, ...]], tuple[np.ndarray, bool]] = {}
+        self.ring_cache: dict[tuple[int, int, tuple[tuple[float, ...], ...]], tuple[np.ndarray, bool]] = {}
         self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
 
     # ---- bounds between neighbouring sets ----
@@ -478,7 +511,10 @@ class _Search:
         cols = sorted({tb.cfgs[c][0] for c in q})
         if len(cols) == 1:
             return tb.ar(w, d, cols[0], cols[0])
-        return max(min(min(tb.ar(w, d, j, j2), tb.ar(w, d, j2, j)) for j2 in cols) for j in cols)
+        # the D replicas of the stage list every column of the set; with two columns or more, every column j has a
+        # replica next to one of another column (a run of j's ends beside one, on one side at least), so some
+        # adjacent pair is (j, j2) or (j2, j) with j2 != j: the worst pair is at least that pair's all-reduce
+        return max(min(min(tb.ar(w, d, j, j2), tb.ar(w, d, j2, j)) for j2 in cols if j2 != j) for j in cols)
 
     def min_ar_table(self, tb: _Tables, d: int) -> dict[int, np.ndarray]:
         """tp -> [s][e]: a lower bound on the all-reduce of layers s..e-1 over D replicas whose least tp is tp.
@@ -494,7 +530,7 @@ class _Search:
             w = pre[None, :] - pre[:, None]  # [s][e]
             valid = np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]
             fits = {
-                self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+                fit_parts(self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
                 for c1 in tb.cols
                 for c2 in tb.cols
             }
@@ -502,8 +538,8 @@ class _Search:
             for tp in tps:
                 size = np.where(valid, w / min(4, tp), 1.0)
                 best = np.full(size.shape, np.inf)
-                for coef in fits:
-                    best = np.minimum(best, _bucketed_vec(size, d, coef))
+                for parts in fits:
+                    best = np.minimum(best, _bucketed_vec_min(size, d, parts))
                 got[tp] = np.where(valid, best - 1e-9 * np.abs(best), np.inf)
             tb.min_ar_cache[d] = got
         return got
@@ -661,6 +697,8 @@ class _Search:
                 # [k + 1, L - p + k + 1]; every other entry is inf or never read from the first layer
                 rows, ends = slice(k, L - p + k + 1), slice(k + 1, L - p + k + 2)
                 for t in tps:
+                    if t > budget:
+                        continue  # a replica of tp t needs more devices than the budget's cap (fewer than 4 devices)
                     yk = np.full((L + 1, L + 1), inf)
                     for c, (_j, tp) in enumerate(tb.cfgs):
                         if tp == t:
@@ -737,15 +775,23 @@ class _Search:
                     break
             total = sum(tb.caps)
             for d in range(1, total + 1):
-                if self.dominated_by_fewer(tb, d):
+                # once the budget is spent, the rest of the list takes the bound without the split (no tables) and no
+                # degree is left out (that test builds tables): listed cheaply, so that the bound below covers them
+                late = self.budget.expired()
+                if not late and self.dominated_by_fewer(tb, d):
                     continue  # every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
                 for p in range(1, min(tb.L, total // d) + 1):
                     # a triple whose bound without the split already reaches the (heuristics') incumbent holds no
                     # better plan: it is left out before its P's tables are built
-                    if self.triple_bound(tb, d, p, split=False) * (1 - PRUNE_REL) >= self.out.value:
+                    lb0 = self.triple_bound(tb, d, p, split=False)
+                    if lb0 * (1 - PRUNE_REL) >= self.out.value:
                         continue
-                    triples.append((self.triple_bound(tb, d, p, quick=True), mbs, d, p))
+                    triples.append((lb0 if late else self.triple_bound(tb, d, p, quick=True), mbs, d, p))
         triples.sort()
+        if self.budget.expired():  # no time to explore: the least listed bound (each a triple's lower bound)
+            self.out.triples, self.out.stopped_by = len(triples), "time_limit"
+            self.out.bound = min([self.out.value, *(t[0] for t in triples[:1])])
+            return self.out
         self.out.triples = len(triples)
         # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for
         # a good incumbent early.  A triple it explores to the end (no node cap, no stop) is done: every plan of it
@@ -779,6 +825,11 @@ class _Search:
         self.node_cap, self.balanced, self.abort = None, False, False
         # phase 2: every triple not done whose quick bound is below the incumbent, in order of its full bound (so
         # that the bound of the first triple not explored, when the time runs out, is the least left)
+        if self.budget.expired():  # the full bounds below cost tables: the quick bounds of the triples left instead
+            self.out.stopped_by = "time_limit"
+            rest = [t[0] for t in triples if t[0] * (1 - PRUNE_REL) < self.out.value and (t[1], t[2], t[3]) not in done]
+            self.out.bound = min([self.out.value, *rest, *self.out.unresolved])
+            return self.out
         live = sorted(
             (self.full_bound(tables, t), t[1], t[2], t[3])
             for t in triples
@@ -840,24 +891,26 @@ class _Search:
         pre = np.array(tb.w1pre)
         w = (pre[None, :] - pre[:, None])[np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None]]  # every layer range
         w = w[w > 0]  # a range of no weights: no all-reduce on either side
-        fits = {
-            self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+        links = {
+            fit_parts(self.problem.cluster.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
             for c1 in tb.cols
             for c2 in tb.cols
         }
 
-        def ring(t: int, n: int, coef: tuple[float, ...]) -> tuple[np.ndarray, bool]:
-            key = (t, n, coef)  # the same weights for every micro-batch size: shared by the triples of d and d + 1
+        def ring(t: int, n: int, parts: tuple[tuple[float, ...], ...]) -> tuple[np.ndarray, bool]:
+            key = (t, n, parts)  # the same weights for every micro-batch size: shared by the triples of d and d + 1
             got = self.ring_cache.get(key)
             if got is None:
                 if n <= 1:
                     got = (np.zeros_like(w), True)
                 else:
-                    got = (_bucketed_vec(w / t, n, coef), _well_conditioned(w / t, n, coef))
+                    # a pooled link (:mod:`milp_partition.hetero.pool`) is the least of its parts piece by piece: the
+                    # same function the plans are priced with, each part evaluated well
+                    got = (_bucketed_vec_min(w / t, n, parts), all(_well_conditioned(w / t, n, c) for c in parts))
                 self.ring_cache[key] = got
             return got
 
-        for coef in fits:
+        for coef in links:
             few, many = {}, {}
             for t in tps:
                 (few[t], ok1), (many[t], ok2) = ring(t, d - 1, coef), ring(t, d, coef)
@@ -934,6 +987,11 @@ class _Search:
         x = [self.x_of(p, i, a[i], b[i]) for i in range(p)]
         lb = (m - 1) * max(ci + xi for ci, xi in zip(c, x)) + sum(x) + sum(c) + u + (max(ar) if d > 1 else 0.0)
         if lb * (1 - PRUNE_REL) >= self.out.value:
+            return
+        if leaf_size(tb.cfgs, tb.caps, d, chosen) <= LEAF_ENUM_MAX:  # few plans reduce to the leaf: every one priced, no bound
+            v, plan = best_of_leaf(self.problem, [(c.kind, c.zone, c.count) for c in tb.cols], tb.cfgs, tb.mbs, d, chosen)
+            if v < self.out.value:
+                self.out.value, self.out.plan = v, plan
             return
         counts_list = self.counts(tb, d, chosen)
         if not counts_list:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
+from milp_partition.hetero.pool import groupings, poolable
+from milp_partition.hetero.pooled import pooled_bound
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
@@ -33,6 +35,11 @@ class HeteroResult(Result):
 
 HeteroRun = Run[HeteroProblem, HeteroPlan]
 
+#: Share of the time limit the pooled relaxations may use together (their searches stop there; the exact search has
+#: the rest), and at most the first of two (the pool per kind: the pools per region, the tighter, get the rest).
+POOL_SHARE = 0.7
+POOL_FIRST_SHARE = 0.25
+
 
 @dataclass(frozen=True)
 class HeteroSolveSettings(SearchOnlySettings):
@@ -44,7 +51,13 @@ class HeteroSolveSettings(SearchOnlySettings):
     heuristics
         Run the uniform plans and the Sailor-style even split first (their best is the branch and bound's first
         incumbent).
+    pool
+        Where a kind has devices in several zones, solve the pooled relaxation first (:mod:`milp_partition.hetero.pool`,
+        at most :data:`POOL_SHARE` of the time limit together): its plan lifted to the zones joins the incumbents, its proven
+        bound the bounds.
     """
+
+    pool: bool = True
 
 
 @dataclass(frozen=True)
@@ -91,6 +104,10 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         )
 
     def refine(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
+        if self.settings.pool and poolable(run.problem):
+            yield from self.pool_step(run)
+            if run.proven_optimal():
+                return
         best = run.best
         t0 = time.monotonic()
         inc = best.value * (1 + 1e-9) if best is not None else math.inf
@@ -120,6 +137,44 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             infeasible=got.complete and got.plan is None and best is None,
             stopped_by="time_limit" if got.stopped_by else None,
         )
+
+    def pool_step(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
+        """The pooled relaxations (:mod:`milp_partition.hetero.pool`, one pool per kind, then per kind and region where
+        that differs), within :data:`POOL_SHARE` of the limit together (the first of two within
+        :data:`POOL_FIRST_SHARE`): each one's plan lifted to the zones (a heuristic) and its proven bound (a lower
+        bound of the setting's iteration seconds)."""
+        notes = run.result.solver_notes.setdefault("pooled", [])
+        gs = groupings(run.problem)
+        t_start, limit = run.budget.elapsed(), run.budget.limit_s
+        for idx, groups in enumerate(gs):
+            if run.proven_optimal() or run.budget.expired():
+                return
+            allowance = POOL_SHARE * limit - (run.budget.elapsed() - t_start)
+            cap = min(allowance, POOL_FIRST_SHARE * limit) if idx < len(gs) - 1 else allowance
+            t0 = time.monotonic()
+            best = run.best
+            got = pooled_bound(
+                run.problem,
+                run.budget.capped(cap),
+                groups,
+                best.solution if best is not None else None,
+            )
+            secs = time.monotonic() - t0
+            notes.append(
+                {
+                    "pools": sorted(set(groups.values())),
+                    "seconds": secs,
+                    "complete": got.complete,
+                    "nodes": got.nodes,
+                    "pooled_value_s": got.pooled_value_s if math.isfinite(got.pooled_value_s) else None,
+                    "bound_s": got.bound_s,
+                    "lifted_s": got.value_s if got.plan else None,
+                }
+            )
+            if got.plan is not None:
+                yield Outcome("pooled-lift", got.plan, secs, False, "", value=got.value_s)
+            if got.bound_s is not None:
+                yield Outcome("pooled-bound", None, 0.0, True, "pooled relaxation", bound=got.bound_s * (1 - 1e-12))
 
     def record(self, result: Result, problem: HeteroProblem, best: Candidate[HeteroPlan]) -> None:
         assert isinstance(result, HeteroResult)

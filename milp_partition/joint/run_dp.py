@@ -25,7 +25,9 @@ Two facts make it exact:
    dropped (the terms only grow).
 
 At ``t > 1`` a layer's passes, parameters and optimizer step are those of :mod:`milp_partition.costmodel.tensor`
-(its split share divided by ``t``, its activation all-reduces, DTensor's hooks); the two facts hold unchanged.
+(its split share divided by ``t``, its activation all-reduces, DTensor's hooks), and ``a_v`` is each rank's
+``a_v(t, b)`` (measured on the ``t``-rank mesh where it was, else the ``t = 1`` count) in every memory term and in what
+recomputation saves, as is what a later stage keeps of what it receives; the two facts hold unchanged.
 
 Every shape is enumerated: when the loop ends the best plan is optimal and its value is the bound (exhaustive).
 """
@@ -155,7 +157,7 @@ class _Stages:
             )
             for v, s in zip(problem.layers, self.split, strict=True)
         ]
-        self.a = [v.saved_at(b) for v in problem.layers]  # a_v measured at this size where measured
+        self.a = [v.saved_at(b, t) for v in problem.layers]  # a_v(t, b): measured at this size and degree where measured
         self.cache: dict[tuple[int, int, int], tuple[float, float, tuple[int, ...]] | None] = {}
 
     def cost(self, i: int, e: int, q: int) -> tuple[float, float, tuple[int, ...]] | None:
@@ -183,7 +185,7 @@ class _Stages:
         base = (  # (c) memory without recomputation
             weights * (2.0 + k_opt)
             + sum(v.buffer_bytes for v in span)
-            + flight * b * (sum(self.a[i:e]) + problem.received_bytes_per_sample(i, e, b))  # + its copy of what it receives
+            + flight * b * (sum(self.a[i:e]) + problem.received_bytes_per_sample(i, e, b, self.t))  # + its copy of its input
             + b * mc.transient_factor * max(self.a[i:e])
             + tensors * (2 + math.ceil(k_opt)) * mc.rounding_bytes
             + mc.workspace_bytes
@@ -193,7 +195,7 @@ class _Stages:
         if base <= problem.memory_bytes:
             out = (unit, tail, ())
         elif problem.recompute:
-            idx = [i + j for j, v in enumerate(span) if v.recomputable_at(b)]
+            idx = [i + j for j, v in enumerate(span) if v.recomputable_at(b, self.t)]
             items = [(self.f[x], self.a[x] - problem.layers[x].input_bytes_per_sample, self.a[x]) for x in idx]
             found = _least_recompute(items, _Need(base, b, flight * b, problem.memory_bytes)) if items else None
             if found is not None:

@@ -20,6 +20,7 @@ figures divided by its batch):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -30,6 +31,7 @@ from milp_partition.costmodel.step import operator_s
 from milp_partition.costmodel.tensor import SplitCost
 from milp_partition.errors import InputError
 from milp_partition.importers.timing import backward_flops
+from milp_partition.importers.torch_import import parse_input_shape
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import input_activation_bytes
 
@@ -82,10 +84,13 @@ def run_problem_from_imported(
     k_opt = max(model.settings.optimizer_state_bytes_per_param_byte - 1.0, 0.0)
     layers = []
     model_inputs = 0.0
+    given = _input_spec_bytes_per_sample(data)
     for v in order:
         _, ops = model.layers[v]
         if not any(w == v for _, w, _ in model.edges):  # a layer reading the model's inputs keeps them
             incoming[v] = input_activation_bytes(ops[0]) / batch
+            if v == order[0] and incoming[v] == 0.0:  # its first operator a view of them (recorded with no bytes)
+                incoming[v] = given
             model_inputs += incoming[v]
         fwd: dict[int, float] = {}
         bwd: dict[int, float] = {}
@@ -132,6 +137,7 @@ def run_problem_from_imported(
                 splits={t: by_node[v] for t, by_node in (splits or {}).items()},
             )
         )
+    model_inputs = max(model_inputs, given)
     memory = replace(coefficients.memory, optimizer_state_bytes_per_param_byte=k_opt)
     coefficients = replace(coefficients, memory=memory)
     name = str(data.get("name", "")) if isinstance(data, Mapping) else ""
@@ -151,6 +157,35 @@ def run_problem_from_imported(
     )
 
 
+#: Bytes per element of the dtypes an import's inputs name (``8x32:int64``); a float input takes the import's dtype.
+_DTYPE_BYTES = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4, "int16": 2, "int8": 1}
+_DTYPE_BYTES.update(uint8=1, bool=1, long=8, int=4, float=4, half=2, double=8)
+
+
+def _input_spec_bytes_per_sample(data: Any) -> float:
+    """The model's inputs per sample from the import's example inputs (``layers.model.inputs``, e.g. ``8x16x64``; the
+    first dimension the batch), in the import's dtype unless named; 0 where the import records none or a dtype is
+    unknown.  The first operators' input bytes miss them when the model first takes a view of its input (torch's
+    ``TransformerEncoder`` transposes it: a view, recorded with no bytes), yet ``run`` keeps the batch they view."""
+    layers = data.get("layers") if isinstance(data, Mapping) else None
+    if not isinstance(layers, Mapping):
+        return 0.0
+    spec = layers.get("model")
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("inputs"), list):
+        return 0.0
+    total = 0.0
+    for text in spec["inputs"]:
+        try:
+            parsed = parse_input_shape(str(text))
+        except InputError:
+            return 0.0
+        size = _DTYPE_BYTES.get(str(parsed.dtype or layers.get("dtype") or "float32").replace("torch.", ""))
+        if size is None or len(parsed.shape) < 1:
+            return 0.0
+        total += size * math.prod(parsed.shape[1:])
+    return total
+
+
 def with_busy_times(
     problem: RunPlanProblem, busy: Mapping[int, Mapping[int, Mapping[str, tuple[float, float]]]]
 ) -> RunPlanProblem:
@@ -163,4 +198,34 @@ def with_busy_times(
         fwd = {(r, b): t[v.id][0] for r, by_size in busy.items() for b, t in by_size.items() if v.id in t}
         bwd = {(r, b): t[v.id][1] for r, by_size in busy.items() for b, t in by_size.items() if v.id in t}
         layers.append(replace(v, busy_forward_s={**v.busy_forward_s, **fwd}, busy_backward_s={**v.busy_backward_s, **bwd}))
+    return replace(problem, layers=tuple(layers))
+
+
+def with_saved_at_degree(
+    problem: RunPlanProblem,
+    saved: Mapping[int, Mapping[int, Mapping[str, float]]],
+    reused: Mapping[int, Mapping[int, Mapping[str, Mapping[str, float]]]] | None = None,
+) -> RunPlanProblem:
+    """``problem`` with each layer's saved bytes per sample on one rank at degree ``t > 1`` as measured on the ``t``-rank
+    mesh (``saved``: ``t`` -> size -> node -> bytes; :mod:`milp_partition.run.tp_saved`), and what a layer saves again of
+    an earlier one's there (``reused``: ``t`` -> size -> node -> earlier node -> bytes; at a size every layer gets its
+    entry, empty where it saves nothing again), in its :attr:`~milp_partition.costmodel.plan.RunLayer.splits`; a degree
+    the problem does not offer, or a size it does not time, is left out (the ``t = 1`` count stays there)."""
+    sizes = set(problem.sizes)
+    layers = []
+    for v in problem.layers:
+        splits = dict(v.splits)
+        for t, split in v.splits.items():
+            at = {b: float(by.get(v.id, 0.0)) for b, by in saved.get(t, {}).items() if b in sizes}  # (absent: saved none)
+            again = {
+                b: {str(u): float(x) for u, x in by.get(v.id, {}).items()}
+                for b, by in (reused or {}).get(t, {}).items()
+                if b in sizes and b in saved.get(t, {})
+            }
+            splits[t] = replace(
+                split,
+                saved_bytes_per_sample_at={**split.saved_bytes_per_sample_at, **at},
+                reused_from_at={**split.reused_from_at, **again},
+            )
+        layers.append(replace(v, splits=splits))
     return replace(problem, layers=tuple(layers))

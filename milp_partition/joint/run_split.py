@@ -12,8 +12,8 @@ splits sits in a ``Linear`` or ``Embedding`` module (the only ones ``run`` split
   between them, which run on their share of the heads or hidden width), by the operators' roofline on the device profile (:func:`milp_partition.importers.timing.op_times`, one sample);
 * the activation all-reduces of the split, forward and backward, per sample (the import's bytes over its batch), and
   the gather of a column module's output where no row module follows it in the layer (the LM head);
-* each rank's parameter bytes (a split operator's over ``t``), its DTensor parameters (weight and bias; an
-  embedding: its table) and split modules.
+* each rank's parameter bytes (a split operator's over ``t``, but a row module's bias whole: ``RowwiseParallel``
+  replicates it), its DTensor parameters (weight and bias; an embedding: its table) and split modules.
 """
 
 from __future__ import annotations
@@ -57,7 +57,11 @@ def layer_split(ops: Sequence[Any], model: Any, t: int, last_layer: bool, profil
             tensors += _tensors(op)
             dtensors += _tensors(op) if cut else 0
             modules += 1 if cut else 0
-            params += op.param_bytes / (t if cut else 1)
+            if cut:  # a row module's bias is replicated: each rank holds all of it (RowwiseParallel)
+                whole = _replicated_bias_bytes(op, model.modules.get(op.module_path, {})) if role == "row" else 0.0
+                params += whole + (op.param_bytes - whole) / t
+            else:
+                params += op.param_bytes
     return SplitCost(
         split_share=share / total if total > 0 else 0.0,
         param_bytes=params,
@@ -69,6 +73,19 @@ def layer_split(ops: Sequence[Any], model: Any, t: int, last_layer: bool, profil
         ),
         allreduce_backward_bytes_per_sample=tuple(x / batch for x in split.allreduce_bw_bytes),
     )
+
+
+def _replicated_bias_bytes(op: Any, module: Any) -> float:
+    """The bias bytes of a row-parallel linear module's operator (``RowwiseParallel`` keeps the bias whole on every rank):
+    ``out`` elements when its parameter bytes are ``(in out + out) e`` for an element size ``e``, else 0 (no bias).  Where
+    both readings fit, the bias (each rank then counts more, never less)."""
+    n_in, n_out = int(module.get("in_features") or 0), int(module.get("out_features") or 0)
+    if module.get("type") != "Linear" or n_in <= 0 or n_out <= 0:
+        return 0.0
+    nbytes = int(op.param_bytes)
+    if nbytes % (n_in * n_out + n_out):
+        return 0.0
+    return float(nbytes // (n_in * n_out + n_out) * n_out)
 
 
 def _gathered(ops: Sequence[Any], roles: Sequence[str], model: Any) -> list[float]:

@@ -20,7 +20,10 @@ A tensor-parallel shape ``(p, d, m, t)`` (``t > 1``) runs on ``p d t`` ranks ove
 per split module); the same shape is measured again with :data:`TP_PAIRS` column / row pairs of tiny linear modules
 on the tensor-parallel mesh (as ``run`` measures its own ``E`` with the stage's pairs): the difference over the pairs
 and the micro-batches is ``o_dt`` of :mod:`milp_partition.costmodel.tensor` (DTensor's cost per split module, each
-pair's forward and backward all-reduce latency in it; the median over the shapes).  DTensor's optimizer overhead per
+pair's forward and backward all-reduce latency in it; the median over the shapes).  Given the model, the same group
+splits it over each ``t``-rank mesh as ``run`` splits it and counts what each layer saves on one rank at the sizes of
+the shapes with that ``t`` (:mod:`milp_partition.run.tp_saved`; the largest over the ranks), what the cost model reads
+as ``a_v(t, b)``.  DTensor's optimizer overhead per
 parameter is measured on each rank's one-rank mesh (:func:`milp_partition.run.predict.calibrate_runtime`, as ``run``
 does before its steps).
 
@@ -43,6 +46,7 @@ from milp_partition.run.engine import set_parent_death_signal
 from milp_partition.run.launch import run_ranks
 from milp_partition.run.pinning import pin_rank
 from milp_partition.run.predict import calibrate_runtime, empty_step, measure_links, time_layers_in_lockstep
+from milp_partition.run.tp_saved import saved_at_degree
 
 #: Column / row pairs of tiny linear modules in the empty step that measures DTensor's cost per module on a ``t``-rank mesh.
 TP_PAIRS = 4
@@ -81,6 +85,12 @@ class EmptySteps:
     #: DTensor's overheads (:class:`milp_partition.run.predict.TorchCosts`' fields), measured where a shape has ``t > 1``.
     dtensor: dict[str, float] = field(default_factory=dict)
     ddp_in_step: tuple[tuple[int, int, float], ...] = ()
+    #: Degree ``t > 1`` -> micro-batch size -> node -> the bytes per sample the node saves on one rank of a ``t``-rank mesh,
+    #: the model split as ``run`` splits it, counted as run.json counts them (the largest over the ranks;
+    #: :mod:`milp_partition.run.tp_saved`); at the sizes of the shapes with that ``t``.  Empty without the model.
+    saved_at_degree: dict[int, dict[int, dict[str, float]]] = field(default_factory=dict)
+    #: Degree ``t > 1`` -> size -> node -> earlier node -> bytes per sample the node saves again of the earlier's, likewise.
+    reused_at_degree: dict[int, dict[int, dict[str, dict[str, float]]]] = field(default_factory=dict)
 
 
 def empty_worker(
@@ -128,6 +138,9 @@ def empty_worker(
             dtensor = asdict(calibrate_runtime(threads, group=own_group))
         busy: dict[str, dict[str, list[list[float]]]] = {}
         ddp_totals: list[list[Any]] = []
+        tp_saved: dict[str, Any] = {}
+        if model is not None:  # each layer's saved bytes on one rank of each t-rank mesh, as run counts them
+            tp_saved = _saved_on_tp_meshes(model, shapes, world, threads)
         if model is not None:
             sizes_of: dict[int, set[int]] = {}
             for _, d, m, t in shapes:
@@ -140,10 +153,56 @@ def empty_worker(
             got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp)
             busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
             ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
-        out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor}
+        out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor, "tp_saved": tp_saved}
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
         dist.destroy_process_group()
+
+
+def _saved_on_tp_meshes(
+    model: tuple[dict[str, Any], str, tuple[int, ...], int], shapes: Sequence[tuple[int, int, int, int]], world: int, threads: int
+) -> dict[str, Any]:
+    """Per degree ``t > 1`` of ``shapes``: the model split over a ``t``-rank mesh (``world / t`` of them side by side) as
+    ``run`` splits it, each node's saved bytes per sample on this rank at the sizes ``G / (d m)`` of those shapes
+    (:func:`milp_partition.run.tp_saved.saved_at_degree`): ``{t: {"saved": {b: {node: x}}, "reused": {b: {node: {u: x}}}}}``
+    (JSON keys).  Collective: every rank of the group calls it with the same shapes."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    sizes_of: dict[int, set[int]] = {}
+    for _, d, m, t in shapes:
+        if t > 1:
+            sizes_of.setdefault(t, set()).add(model[3] // (d * m))
+    out: dict[str, Any] = {}
+    for t in sorted(sizes_of):
+        mesh = init_device_mesh("cpu", (world // t, t), mesh_dim_names=("rest", "tp"))
+        got = saved_at_degree(model[0], model[1], sorted(sizes_of[t]), t, mesh["tp"], threads)
+        out[str(t)] = {
+            "saved": {str(b): x for b, x in got.saved_bytes_per_sample.items()},
+            "reused": {str(b): x for b, x in got.reused_bytes_per_sample.items()},
+        }
+    return out
+
+
+def largest_over_ranks(
+    ranks: Sequence[Mapping[str, Any]],
+) -> tuple[dict[int, dict[int, dict[str, float]]], dict[int, dict[int, dict[str, dict[str, float]]]]]:
+    """The ranks' ``tp_saved`` records (:func:`_saved_on_tp_meshes`) as one: per degree, size and node the largest over
+    the ranks (each rank's planned memory must hold what any rank of its mesh saves): saved bytes per sample, and the
+    bytes a node saves again of an earlier node's."""
+    saved: dict[int, dict[int, dict[str, float]]] = {}
+    reused: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
+    for r in ranks:
+        for t, got in (r.get("tp_saved") or {}).items():
+            for b, by_node in got["saved"].items():
+                into = saved.setdefault(int(t), {}).setdefault(int(b), {})
+                for v, x in by_node.items():
+                    into[v] = max(into.get(v, 0.0), float(x))
+            for b, by_node in got["reused"].items():
+                again = reused.setdefault(int(t), {}).setdefault(int(b), {})
+                for v, by in by_node.items():
+                    for u, x in by.items():
+                        again.setdefault(v, {})[u] = max(again.get(v, {}).get(u, 0.0), float(x))
+    return saved, reused
 
 
 def slowest_rank_layers(ranks: Sequence[Mapping[str, Sequence[Sequence[float]]]]) -> dict[str, tuple[float, float]]:
@@ -218,6 +277,8 @@ def calibrate_empty_steps(
     links: dict[str, float] = {}
     busy: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
     ddp_in_step: list[tuple[int, int, float]] = []
+    saved_tp: dict[int, dict[int, dict[str, float]]] = {}
+    reused_tp: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
     for world, mine in sorted(by_world.items()):
         say(f"the empty step of {len(mine)} shape(s) on {world} rank(s)")
         job = None
@@ -229,6 +290,11 @@ def calibrate_empty_steps(
             ranks = [json.loads((Path(tmp) / f"empty{r}.json").read_text()) for r in range(world)]
         if job is not None:
             busy[world] = {int(b): slowest_rank_layers([r["busy"][b] for r in ranks]) for b in ranks[0]["busy"]}
+            at_t, again_t = largest_over_ranks(ranks)
+            for t, saved_by_size in at_t.items():
+                saved_tp.setdefault(t, {}).update(saved_by_size)
+            for t, reused_by_size in again_t.items():
+                reused_tp.setdefault(t, {}).update(reused_by_size)
             for k, (d, b, _) in enumerate(ranks[0]["ddp"]):
                 ddp_in_step.append((int(d), int(b), ddp_added_s([r["ddp"][k][2] for r in ranks])))
         for k, (p, d, m, t) in enumerate(mine):
@@ -246,5 +312,13 @@ def calibrate_empty_steps(
     if per_pair:  # o_dt per module on the t-rank mesh, each pair's two all-reduces' latency in it
         dtensor.update(dtensor_module_s=statistics.median(per_pair) / 2.0, latency_in_module=1.0)
     return EmptySteps(
-        tuple(steps), links, threads, busy, tensor_steps=tuple(tensor_steps), dtensor=dtensor, ddp_in_step=tuple(ddp_in_step)
+        tuple(steps),
+        links,
+        threads,
+        busy,
+        tensor_steps=tuple(tensor_steps),
+        dtensor=dtensor,
+        ddp_in_step=tuple(ddp_in_step),
+        saved_at_degree=saved_tp,
+        reused_at_degree=reused_tp,
     )

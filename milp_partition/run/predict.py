@@ -166,21 +166,31 @@ class LayerTimer:
     """
 
     def __init__(
-        self, spec: RunSpec, threads: int = 1, seed: int = 0, device: Any = None, samples: int = 1, count_saved: bool = False
+        self,
+        spec: RunSpec,
+        threads: int = 1,
+        seed: int = 0,
+        device: Any = None,
+        samples: int = 1,
+        count_saved: bool = False,
+        prepare: Callable[[Any], None] | None = None,
     ) -> None:
         """``device``: where the model runs (default the CPU); on a GPU each timestamp waits for the queued kernels.
         ``samples``: the micro-batch size timed (at most ``spec.microbatches``).  ``count_saved``: also count, per node,
-        the bytes autograd saves for the backward as the run counts them (each storage once, parameters excluded),
-        in :attr:`saved_bytes` (the last pass)."""
+        the bytes autograd saves for the backward as the run counts them (each storage once, parameters excluded; a
+        DTensor: its local shard, as run.json counts it), in :attr:`saved_bytes` (the last pass).  ``prepare``: called on
+        the model before the hooks and the optimizer (``run``'s tensor-parallel split of it, :func:`saved_at_degree`)."""
         import warnings
 
         # a full backward pre-hook on a module whose inputs need no gradient fires all the same: no warning
         warnings.filterwarnings("ignore", message="Full backward hook")
         self.threads = threads
         self.model = build_model(spec, seed)
+        args, kwargs, target = batch(spec, self.model, 0, seed)
+        if prepare is not None:
+            prepare(self.model)
         named = dict(self.model.named_modules())
         self.points = [v for v in spec.node_order if v in named and v != ""]
-        args, kwargs, target = batch(spec, self.model, 0, seed)
         # copies of the first samples: autograd's saved inputs then hold this micro-batch's storage, not the batch's
         self.args = [a[:samples].clone() for a in args]
         self.kwargs = {k: v[:samples].clone() for k, v in kwargs.items()}
@@ -201,7 +211,9 @@ class LayerTimer:
         self.opt_times: list[float] = []
         self.n_params = len(list(self.model.parameters()))
         self.count_saved = count_saved
-        self.param_storages = {p.untyped_storage().data_ptr() for p in self.model.parameters()}
+        self.param_storages = {
+            (p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in self.model.parameters()
+        }
         self.current: str | None = None
         self.seen: dict[int, str] = {}  # storage -> the node that saved it first
         self.saved_bytes: dict[str, int] = {}

@@ -10,7 +10,8 @@ formulas of :mod:`milp_partition.costmodel` (plain arithmetic) and evaluates the
 - only layers whose recomputation saves memory are recomputed, and only when the problem allows it;
 - a forced shape (stages, ``d``, ``m``, ``t``) holds;
 - at ``t > 1`` each layer is priced split as ``run`` splits it (:mod:`milp_partition.costmodel.tensor`: its split share
-  over ``t``, its activation all-reduces, DTensor's hooks; each rank's share of the parameters);
+  over ``t``, its activation all-reduces, DTensor's hooks; each rank's share of the parameters; each rank's saved
+  activations ``a_v(t, b)`` where measured on the ``t``-rank mesh, else the ``t = 1`` count);
 - every stage's memory bound (:func:`milp_partition.costmodel.memory.stage_memory`) is at most the device's;
 - the step is :func:`milp_partition.costmodel.step.step_time` over the stages' :class:`StageTimes`, with the shape's
   ``E``; where ``E`` was measured it holds the messages' latency and one bucket's all-reduce latency, which the stages
@@ -23,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 from milp_partition.costmodel.memory import StageMemory, stage_memory
-from milp_partition.costmodel.plan import RunPlan, RunPlanProblem
+from milp_partition.costmodel.plan import RunLayer, RunPlan, RunPlanProblem
 from milp_partition.costmodel.step import (
     StageTimes,
     StepPrediction,
@@ -49,6 +50,16 @@ class RunPlanReport:
     prediction: StepPrediction | None = None
     memory: tuple[StageMemory, ...] = field(default_factory=tuple)
     microbatch_size: int = 0
+
+
+def _saved(layer: RunLayer, b: int, t: int) -> float:
+    """``a_v`` of ``layer`` on one rank at micro-batch size ``b`` and degree ``t``: at ``t > 1`` as measured on the
+    ``t``-rank mesh where it was; else the ``t = 1`` count at ``b`` where measured, else the layer's one figure."""
+    if t > 1 and b in layer.splits[t].saved_bytes_per_sample_at:
+        return layer.splits[t].saved_bytes_per_sample_at[b]
+    if b in layer.saved_bytes_per_sample_at:
+        return layer.saved_bytes_per_sample_at[b]
+    return layer.saved_bytes_per_sample
 
 
 def _plan_violations(problem: RunPlanProblem, plan: RunPlan) -> list[str]:
@@ -82,7 +93,7 @@ def _plan_violations(problem: RunPlanProblem, plan: RunPlan) -> list[str]:
     for v in problem.layers:
         if b not in v.forward_s or b not in v.backward_s:
             bad.append(f"layer {v.id!r} has no time at micro-batch size {b}")
-        elif v.id in plan.recomputed and (not problem.recompute or not v.recomputable_at(b)):
+        elif v.id in plan.recomputed and (not problem.recompute or not v.input_bytes_per_sample < _saved(v, b, t)):
             bad.append(f"layer {v.id!r} is recomputed but recomputation is not offered for it")
     shape = problem.shape
     for name, want, have in (
@@ -142,10 +153,12 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         opt += dtensors * c.tensor.dtensor_optimizer_tensor_s
         times.append(StageTimes(fwd, bwd, send, ar, opt))
         flight = in_flight(q, p, m, c.memory.first_stage_extra_microbatches)
-        kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else v.saved_at(b) for v in layers)
+        kept = math.fsum(v.input_bytes_per_sample if v.id in plan.recomputed else _saved(v, b, t) for v in layers)
         if q > 0:  # what the stage receives and its layers save, their own copy (the sender's count has the other)
-            if problem.received_measured:
-                before = {v.id for v in problem.layers[:first]}
+            before = {v.id for v in problem.layers[:first]}
+            if t > 1 and all(b in v.splits[t].reused_from_at for v in problem.layers):  # measured on the t-rank mesh
+                kept += math.fsum(x for v in layers for u, x in v.splits[t].reused_from_at[b].items() if u in before)
+            elif problem.received_measured:
                 kept += math.fsum(x for v in layers for u, x in v.reused_from_at.get(b, {}).items() if u in before)
             else:  # not measured: the whole cut
                 kept += problem.cut_bytes_per_sample[first - 1]
@@ -153,8 +166,8 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
             weights,
             math.fsum(v.buffer_bytes for v in layers),
             kept,
-            max((v.saved_at(b) for v in recomputed), default=0.0),
-            max(v.saved_at(b) for v in layers),
+            max((_saved(v, b, t) for v in recomputed), default=0.0),
+            max(_saved(v, b, t) for v in layers),
             b,
             flight,
             tensors * (2 + math.ceil(k_opt)),

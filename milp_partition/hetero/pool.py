@@ -1,0 +1,213 @@
+"""The pooled relaxation of a setting with several zones of one GPU kind: a proven bound and a plan to lift.
+
+**Pooled problem.**  Every kind g's columns (g, z_1), ..., (g, z_n) become one column (g, ``POOL_ZONE``) with the sum
+of their counts; the link between pooled columns (g, t) and (g', t') is :class:`MinLinkFit`: for every size x, the
+least time over the fits (z, g, t, z', g', t') of every zone z of g and z' of g' in the setting.
+
+**Claim: the pooled optimum is a lower bound on the setting's optimum (iteration seconds).**  Map a plan of the
+setting to the pooled problem by renaming every replica's zone to ``POOL_ZONE``.  Stages, D, micro-batch size,
+kinds and tps stay, so the compute C_i, the update U, the stages' least tps and every replica's memory are the
+same, and the devices per pooled column are the sum over its zones, at most the pooled count.  Each send
+t_k(x) of the plan is one of the fits the pooled link takes the least of, so the pooled send is no longer; each
+all-reduce is a sum over buckets of 2 (D - 1) t_k(piece / D) with one fit k, and the pooled one sums the least
+over the fits piece by piece, no more.  a_i, b_i, X_i, T_pp and T_sync are sums and maxima of these with
+non-negative coefficients, so the pooled plan's iteration time is at most the plan's.  Hence every proven lower
+bound of the pooled problem (its optimum, or its search's bound when time-limited) is a lower bound of the
+setting: a sound upper bound on throughput.  (This holds also where fits give negative times: the pooled value
+is the least.)
+
+**Lift.**  A pooled plan is turned into plans of the setting by giving every replica a zone of its kind
+(:func:`lift`): row r (replica r of every stage) stays in one zone where it can, so its sends stay on one zone's
+links, and the zones are filled in several orders; every lifted plan is priced exactly and checked against the
+columns' counts by the caller's verifier.  A heuristic: it proves nothing.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+from milp_partition.cluster import KindColumn, LinkFit, LinkKey, kinds_cluster
+from milp_partition.hetero.cost import evaluate
+from milp_partition.hetero.problem import TP_DEGREES, HeteroPlan, HeteroProblem, Replica
+
+#: The zone name of the pooled columns.
+POOL_ZONE = "pooled"
+
+
+@dataclass(frozen=True)
+class MinLinkFit(LinkFit):
+    """The least time over several fits: ``seconds(x) = min_k parts[k].seconds(x)`` (``coefficients``: the first).
+
+    Each part is evaluated with :meth:`LinkFit.seconds`'s arithmetic (log2 once per size); values are cached per size
+    (a plan's sends and all-reduce pieces repeat a few sizes)."""
+
+    parts: tuple[tuple[float, ...], ...] = ()
+    _cache: dict[float, float] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def seconds(self, nbytes: float) -> float:
+        """The least seconds over the parts to move ``nbytes`` (0 for 0 bytes)."""
+        if nbytes == 0:
+            return 0.0
+        got = self._cache.get(nbytes)
+        if got is None:
+            lx = math.log2(nbytes / 1e6)
+            got = math.inf
+            for coef in self.parts:
+                n = len(coef)
+                bw = sum(c * lx ** (n - k - 1) for k, c in enumerate(coef))
+                got = min(got, (nbytes / 1e9) / bw)
+            self._cache[nbytes] = got
+        return got
+
+
+def fit_parts(fit: LinkFit) -> tuple[tuple[float, ...], ...]:
+    """The coefficient tuples a fit takes the least of (one for a plain fit)."""
+    return fit.parts if isinstance(fit, MinLinkFit) else (fit.coefficients,)
+
+
+def pool_groups(problem: HeteroProblem) -> dict[tuple[str, str], str]:
+    """(kind, zone) -> the pooled zone of its column: every zone of a kind in one pool, :data:`POOL_ZONE` (any partition
+    of a kind's zones is a sound relaxation; this one leaves the fewest columns)."""
+    return {(c.kind, c.zone): POOL_ZONE for c in problem.cluster.columns if c.count > 0}
+
+
+def poolable(problem: HeteroProblem) -> bool:
+    """Whether the default pools (:func:`pool_groups`) merge two columns or more (else the pooled problem is the problem)."""
+    groups = pool_groups(problem)
+    return len({(k, z) for (k, _zz), z in groups.items()}) < len(groups)
+
+
+def pooled_problem(problem: HeteroProblem, groups: dict[tuple[str, str], str] | None = None) -> HeteroProblem:
+    """The pooled relaxation (module docstring): one column per (kind, pool), links the least over the pools' zones'
+    fits.  ``groups``: (kind, zone) -> pool name for every column with devices (default :func:`pool_groups`)."""
+    cl = problem.cluster
+    groups = pool_groups(problem) if groups is None else groups
+    cols = [c for c in cl.columns if c.count > 0]
+    members: dict[tuple[str, str], list[str]] = {}
+    for c in cols:
+        members.setdefault((c.kind, groups[(c.kind, c.zone)]), []).append(c.zone)
+    fits: dict[LinkKey, LinkFit] = {}
+    for (g, pz), (g2, pz2) in itertools.product(members, repeat=2):
+        for t, t2 in itertools.product(TP_DEGREES, repeat=2):
+            parts: dict[tuple[float, ...], None] = {}
+            for z, z2 in itertools.product(members[(g, pz)], members[(g2, pz2)]):
+                fit = cl.link_fits.get((z, g, t, z2, g2, t2))
+                if fit is None:
+                    break  # a pair without a fit: the pooled link is left out (the search never prices it)
+                parts[fit.coefficients] = None
+            else:
+                ps = tuple(parts)
+                fits[(pz, g, t, pz2, g2, t2)] = MinLinkFit(ps[0], ps)
+    pooled_cols = [
+        KindColumn(g, pz, sum(c.count for c in cols if c.kind == g and groups[(g, c.zone)] == pz)) for g, pz in members
+    ]
+    cluster = kinds_cluster(cl.kinds, pooled_cols, fits)
+    return HeteroProblem(problem.model, cluster, problem.global_batch, problem.objective, problem.setting, problem.source)
+
+
+Orders = dict[tuple[str, str], tuple[str, ...]]
+
+
+def _fill_rows(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> HeteroPlan | None:
+    """Zones for the pooled plan's replicas, row by row (replica r of every stage): each row's devices of a pool in
+    the first of the pool's zones (``order``) with room for all of them, else replica by replica in the first zone
+    with room; None when the counts do not hold it."""
+    left = {(c.kind, c.zone): c.count for c in problem.cluster.columns}
+    d, p = plan.dp, len(plan.stages)
+    out: list[list[Replica]] = [[] for _ in range(p)]
+    for r in range(d):
+        row = [plan.replicas[i][r] for i in range(p)]
+        need: dict[tuple[str, str], int] = {}
+        for rep in row:
+            need[(rep.kind, rep.zone)] = need.get((rep.kind, rep.zone), 0) + rep.tp
+        zone_of = {key: next((z for z in order[key] if left[(key[0], z)] >= n), "") for key, n in need.items()}
+        for i, rep in enumerate(row):
+            key = (rep.kind, rep.zone)
+            z = zone_of[key] or next((z2 for z2 in order[key] if left[(rep.kind, z2)] >= rep.tp), "")
+            if not z:
+                return None
+            left[(rep.kind, z)] -= rep.tp
+            out[i].append(Replica(rep.kind, z, rep.tp))
+    return HeteroPlan(plan.mbs, plan.stages, tuple(tuple(x) for x in out))
+
+
+def _fill_stages(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> HeteroPlan | None:
+    """Zones stage by stage, the stages with the most devices first, each replica in order in the first of its pool's
+    zones (``order``) with room (the large tps are placed while the zones have room); None when they do not fit."""
+    left = {(c.kind, c.zone): c.count for c in problem.cluster.columns}
+    p = len(plan.stages)
+    out: list[tuple[Replica, ...]] = [() for _ in range(p)]
+    for i in sorted(range(p), key=lambda i: -max(r.tp for r in plan.replicas[i])):
+        row = []
+        for rep in plan.replicas[i]:
+            z = next((z2 for z2 in order[(rep.kind, rep.zone)] if left[(rep.kind, z2)] >= rep.tp), "")
+            if not z:
+                return None
+            left[(rep.kind, z)] -= rep.tp
+            row.append(Replica(rep.kind, z, rep.tp))
+        out[i] = tuple(row)
+    return HeteroPlan(plan.mbs, plan.stages, tuple(out))
+
+
+def lift(
+    problem: HeteroProblem,
+    plan: HeteroPlan,
+    groups: dict[tuple[str, str], str] | None = None,
+    max_orders: int = 720,
+) -> tuple[HeteroPlan | None, float]:
+    """The best plan of ``problem`` found by giving the pooled plan's replicas zones of their pools (module
+    docstring), with its iteration seconds (``inf``: none fits the counts).  Every order of each pool's zones is tried
+    with both fills (up to ``max_orders`` combinations; beyond, the zones by count, largest first, and its reverse)."""
+    groups = pool_groups(problem) if groups is None else groups
+    counts = {(c.kind, c.zone): c.count for c in problem.cluster.columns}
+    members: dict[tuple[str, str], list[str]] = {}
+    for (g, z), pz in groups.items():
+        members.setdefault((g, pz), []).append(z)
+    keys = sorted(members)
+    per_pool: list[list[tuple[str, ...]]] = [list(itertools.permutations(members[k])) for k in keys]
+    if math.prod(len(x) for x in per_pool) > max_orders:
+        per_pool = []
+        for k in keys:
+            by = tuple(sorted(members[k], key=lambda z, g=k[0]: -counts[(g, z)]))
+            per_pool.append([by, by[::-1]])
+    best, best_v = None, math.inf
+    for combo in itertools.product(*per_pool):
+        order = dict(zip(keys, combo))
+        for fill in (_fill_rows, _fill_stages):
+            got = fill(problem, plan, order)
+            if got is None:
+                continue
+            v = evaluate(problem, got).iteration_s
+            if v < best_v:
+                best, best_v = got, v
+    return best, best_v
+
+
+def region_groups(problem: HeteroProblem) -> dict[tuple[str, str], str]:
+    """(kind, zone) -> one pool per kind and region (``us-central1-a`` -> ``us-central1``): a tighter relaxation than
+    :func:`pool_groups` where a kind spans regions (the links between regions are the slow ones)."""
+    return {
+        (c.kind, c.zone): POOL_ZONE + ":" + (c.zone.rsplit("-", 1)[0] if "-" in c.zone else c.zone)
+        for c in problem.cluster.columns
+        if c.count > 0
+    }
+
+
+def groupings(problem: HeteroProblem) -> list[dict[tuple[str, str], str]]:
+    """The pools the solve tries, coarsest first: one per kind, then one per kind and region where that differs and
+    still merges two columns or more (a grouping that merges nothing is the problem itself)."""
+    out, seen = [], set()
+    for groups in (pool_groups(problem), region_groups(problem)):
+        n = len({(k, z) for (k, _zone), z in groups.items()})  # columns of the pooled problem
+        if n < len(groups) and n not in seen:  # the region pools refine the kind pools: the same count, the same pools
+            seen.add(n)
+            out.append(groups)
+    return out
+
+
+def rename(plan: HeteroPlan, groups: dict[tuple[str, str], str]) -> HeteroPlan:
+    """The plan with every replica's zone renamed to its pool (a plan of the pooled problem, no slower there)."""
+    reps = tuple(tuple(Replica(r.kind, groups[(r.kind, r.zone)], r.tp) for r in row) for row in plan.replicas)
+    return HeteroPlan(plan.mbs, plan.stages, reps)
