@@ -38,8 +38,12 @@ def test_the_median_is_taken_number_by_number_through_the_structure() -> None:
 
 def test_a_frozen_dataclass_keeps_its_type_and_its_flags() -> None:
     a = EmptySteps(((1, 1, 1, 0.001),), {"p2p_alpha_s": 1e-5}, 1, dtensor={"latency_in_module": True, "x": 1.0})
-    b = dataclasses.replace(a, steps=((1, 1, 1, 0.004),), links={"p2p_alpha_s": 3e-5}, dtensor={"latency_in_module": True, "x": 2.0})
-    c = dataclasses.replace(a, steps=((1, 1, 1, 0.002),), links={"p2p_alpha_s": 2e-5}, dtensor={"latency_in_module": True, "x": 9.0})
+    b = dataclasses.replace(
+        a, steps=((1, 1, 1, 0.004),), links={"p2p_alpha_s": 3e-5}, dtensor={"latency_in_module": True, "x": 2.0}
+    )
+    c = dataclasses.replace(
+        a, steps=((1, 1, 1, 0.002),), links={"p2p_alpha_s": 2e-5}, dtensor={"latency_in_module": True, "x": 9.0}
+    )
     got = median_of([a, b, c])
     assert isinstance(got, EmptySteps)
     assert got.steps == ((1, 1, 1, 0.002),) and got.links == {"p2p_alpha_s": 2e-5}

@@ -167,7 +167,9 @@ def test_the_measured_step_is_the_median_over_launches_of_each_launchs_median(pf
     assert one["across_launches"] != one["across_launches"] and one["measured_step_s"] == 0.02  # NaN: nothing to compare
 
 
-def test_a_plan_asked_for_more_launches_runs_only_the_missing_ones(pf: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plan_asked_for_more_launches_runs_only_the_missing_ones(
+    pf: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     plan = tmp_path / "m_G8_1x1_N1.json"
     plan.write_text("{}")
     ran: list[str] = []

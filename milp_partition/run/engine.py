@@ -798,7 +798,12 @@ def summarise(
         ],
         # per rank, every step (warm-up included): its wall seconds, its main thread's on a core and waiting for one
         "rank_steps": [
-            {"rank": r["rank"], "step_s": r["step_s"], "cpu_s": r.get("step_cpu_s"), "runqueue_wait_s": r.get("step_runqueue_wait_s")}
+            {
+                "rank": r["rank"],
+                "step_s": r["step_s"],
+                "cpu_s": r.get("step_cpu_s"),
+                "runqueue_wait_s": r.get("step_runqueue_wait_s"),
+            }
             for r in sorted(ranks, key=lambda r: r["rank"])
         ],
         "predicted_step_s": predicted,
