@@ -1,7 +1,7 @@
 """Plan fidelity: the run objective's planned step against the measured step, one point per plan: results/plan_fidelity.md.
 
-    python benchmarks/plan_fidelity.py [--devices 2] [--global-batch 8] [--microbatches 1 2 4 8] [--steps 4]
-                                       [--tensor-parallel 1 2] [--models mlp gpt conv] [--quick] [--fresh]
+    python benchmarks/plan_fidelity.py [--devices 2] [--global-batch 8] [--microbatches 1 2 4 8] [--steps 12]
+                                       [--launches 3] [--tensor-parallel 1 2] [--models mlp gpt conv] [--quick] [--fresh]
                                        [--cached-only] [--results results]
 
 For three models of different kinds used while tuning the cost model (an MLP, a GPT and a convolutional net, from
@@ -22,8 +22,13 @@ memory against the tensors it held (run.json's ``memory``). Per model, the issue
 |error| and their median, the free optimum's measured step over the fastest measured plan, and planned over held
 memory (min and max over ranks). The machine's load average is recorded with every run.
 
-Resumable: a plan whose run.json is already in ``--work`` is not run again; ``--fresh`` imports, calibrates, plans
-and runs every model again (its files in ``--work`` are removed first). ``--quick``: the
+Each plan is launched ``--launches`` times (separate ``milp-partition run`` commands, :data:`LAUNCHES` by default): its
+measured step is the median over launches of each launch's median step, shown beside each launch's, their spread
+across launches and the share of a step the ranks waited for a core (run.json's ``measured_runqueue_wait_s``).
+
+Resumable: a launch whose run.json is already in ``--work`` is not run again (a plan run once before and asked for
+``K`` launches runs the ``K - 1`` missing ones); ``--fresh`` imports, calibrates, plans and runs every model again
+(its files in ``--work`` are removed first). ``--quick``: the
 forced shapes at N = 2 only (with the free optimum).
 """
 
@@ -68,6 +73,15 @@ BAR_MEMORY_OVER = 1.20
 #: Steps a run (``--steps``): the first is warm-up, the median of the rest is the measured step, their interquartile
 #: range over the median its spread (4 steps gave 3 timed ones, whose median moved by more than the bars between runs).
 STEPS = 12
+#: Launches of each plan (``--launches``): the measured step is the median over launches of each launch's median. On a
+#: machine with other work, launches of one plan differed by up to 4x while each was steady (the other work came and
+#: went between launches; run.json's run-queue wait accounts for the difference): one launch cannot judge a 10% bar.
+LAUNCHES = 3
+#: Calibrations of each model (``--calibration-launches``, the free solve's ``--time-layers``): the planner reads the
+#: median of each number over them. Three calibrations of MLP-GELU back to back (1-minute load 9-10) moved its layer
+#: times by 20-390%, its E by 29-114% and DDP's in-step cost by 240-300%, and the free optimum's planned step 2.6 to
+#: 5.9 ms: one calibration is one moment of the machine, as one launch is.
+CALIBRATION_LAUNCHES = 3
 
 
 def sh(args: list[str], check: bool = True) -> int:
@@ -123,19 +137,61 @@ def plan_key(path: Path) -> str:
     return json.dumps([stages, data["instance"].get("microbatches")], sort_keys=True)
 
 
-def run_one(plan: Path, steps: int, fresh: bool) -> tuple[dict[str, Any], float, str] | None:
-    """run.json of ``plan`` (run now unless present and not ``fresh``), the 1-minute load as it started and the
-    commit it ran at; ``None`` under ``--cached-only`` when it was not run."""
-    run = plan.with_name(plan.stem + "_run.json")
-    meta = plan.with_name(plan.stem + "_load.json")
-    if fresh or not run.exists() or not meta.exists():
-        if CACHED_ONLY:
-            return None
-        load = os.getloadavg()[0]
-        sh([*CLI, "run", str(plan), "--steps", str(steps), "-o", str(run)])
-        meta.write_text(json.dumps({"load_1min": load, "commit": commit()}))
-    info = json.loads(meta.read_text())
-    return json.loads(run.read_text()), float(info["load_1min"]), str(info.get("commit", "not recorded"))
+def launch_files(plan: Path, k: int) -> tuple[Path, Path]:
+    """Launch ``k``'s (from 1) run.json and its load file: ``PLAN_run.json`` for the first (the name one launch a
+    plan always had, so that earlier runs count as the first launch), ``PLAN_run2.json`` and so on after it."""
+    tag = "" if k == 1 else str(k)
+    return plan.with_name(f"{plan.stem}_run{tag}.json"), plan.with_name(f"{plan.stem}_load{tag}.json")
+
+
+def run_one(plan: Path, steps: int, fresh: bool, launches: int = 1) -> list[tuple[dict[str, Any], float, str]] | None:
+    """Per launch of ``plan`` (``launches`` of them, each a separate ``milp-partition run``): its run.json, the
+    1-minute load as it started and the commit it ran at. A launch already in the work folder is not run again unless
+    ``fresh``; under ``--cached-only`` none is run, and the launches there are returned (``None`` when there is none)."""
+    out = []
+    for k in range(1, launches + 1):
+        run, meta = launch_files(plan, k)
+        if fresh or not run.exists() or not meta.exists():
+            if CACHED_ONLY:
+                continue
+            load = os.getloadavg()[0]
+            sh([*CLI, "run", str(plan), "--steps", str(steps), "-o", str(run)])
+            meta.write_text(json.dumps({"load_1min": load, "commit": commit()}))
+        info = json.loads(meta.read_text())
+        out.append((json.loads(run.read_text()), float(info["load_1min"]), str(info.get("commit", "not recorded"))))
+    return out or None
+
+
+def median_launch(launches: list[tuple[dict[str, Any], float, str]]) -> dict[str, Any]:
+    """The launches' measured step (the median over launches of each launch's median step), their spread across
+    launches ((largest - least) / that median), the median of their in-run spreads (IQR / median of each launch's
+    timed steps), the run-queue wait's share of the step (the median over launches of the largest rank's median wait
+    over the launch's step; NaN where not measured), the launch whose step is the median (the lower of the two middle
+    ones for an even count: its run.json gives the row's other figures), and each launch's step and load. The spread
+    across launches is NaN for one launch."""
+    steps = [r["measured_step_s"] for r, _, _ in launches]
+    med = statistics.median(steps)
+    order = sorted(range(len(steps)), key=lambda i: steps[i])
+    middle = launches[order[(len(steps) - 1) // 2]]
+
+    def in_run(r: dict[str, Any]) -> float:
+        return step_spread(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"])["iqr_over_median"]
+
+    def waited(r: dict[str, Any]) -> float:
+        waits = [w for w in r.get("measured_runqueue_wait_s") or [] if w is not None and w == w]
+        return max(waits) / r["measured_step_s"] if waits and r["measured_step_s"] > 0 else float("nan")
+
+    shares = [x for x in map(waited, (r for r, _, _ in launches)) if x == x]
+    return {
+        "measured_step_s": med,
+        "launches": len(steps),
+        "launch_steps_s": steps,
+        "launch_loads": [load for _, load, _ in launches],
+        "across_launches": (max(steps) - min(steps)) / med if med > 0 and len(steps) > 1 else float("nan"),
+        "in_run": statistics.median(in_run(r) for r, _, _ in launches),
+        "runqueue_wait_share": statistics.median(shares) if shares else float("nan"),
+        "median": middle,
+    }
 
 
 def commit() -> str:
@@ -145,8 +201,12 @@ def commit() -> str:
     return head + ("+" if dirty else "")
 
 
-def row_of(model: str, plan: Path, free: bool, r: dict[str, Any], load: float, at: str) -> dict[str, Any]:
-    """One plan's figures from the plan and its run.json."""
+def row_of(model: str, plan: Path, free: bool, launches: list[tuple[dict[str, Any], float, str]]) -> dict[str, Any]:
+    """One plan's figures from the plan and its launches' run.json (:func:`median_launch`: the measured step is the
+    median over launches; the rest from the median launch)."""
+    agg = median_launch(launches)
+    r, load, at = agg["median"]
+    measured = agg["measured_step_s"]
     data = json.loads(plan.read_text())
     inst = data["instance"]
     stages = data["stages"]
@@ -165,17 +225,26 @@ def row_of(model: str, plan: Path, free: bool, r: dict[str, Any], load: float, a
         "free_optimum": free,
         "ranks": r["ranks"],
         "planner_step_s": r["planner_step_s"],
-        "measured_step_s": r["measured_step_s"],
-        # the timed steps' interquartile range over their median (after warm-up; run.json's measured_step_spread)
-        "measured_spread": step_spread(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"])["iqr_over_median"],
+        "measured_step_s": measured,
+        # the median over launches of each launch's timed steps' interquartile range over their median (after
+        # warm-up; run.json's measured_step_spread), and the launches' own spread: (largest - least) / median
+        "measured_spread": agg["in_run"],
+        "launches": agg["launches"],
+        # how many calibrations the planner read the median of (1: written before --calibration-launches)
+        "calibration_launches": ((data.get("cost_model") or {}).get("layer_times") or {}).get("calibration_launches") or 1,
+        "launch_spread": agg["across_launches"],
+        "launch_steps_s": " ".join(f"{x:.4g}" for x in agg["launch_steps_s"]),
+        "launch_loads": " ".join(f"{x:.1f}" for x in agg["launch_loads"]),
+        "runqueue_wait_share": agg["runqueue_wait_share"],
+        "pinned": bool(r.get("pinned", False)),  # each rank on cores of its own (run's default since run/pinning.py)
         "timed_steps": len(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"]),
         "compute_in_step_over_planned": compute_ratio(data, r),
-        "planner_error": (r["planner_step_s"] - r["measured_step_s"]) / r["measured_step_s"],
+        "planner_error": (r["planner_step_s"] - measured) / measured,
         "run_predicted_step_s": r["predicted_step_s"],
         "run_empty_step_s": empty,
         "planned_empty_step_s": planned_e,
         # the planner's step with the run's own E in place of the planner's calibrated one
-        "planner_plus_empty_error": (r["planner_step_s"] - planned_e + empty - r["measured_step_s"]) / r["measured_step_s"],
+        "planner_plus_empty_error": (r["planner_step_s"] - planned_e + empty - measured) / measured,
         "loss_max_rel_diff": r["loss_max_rel_diff"],
         "memory_planned_over_held_min": min(ratios) if ratios else float("nan"),
         "memory_planned_over_held_max": max(ratios) if ratios else float("nan"),
@@ -253,7 +322,7 @@ def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) 
     if not free.exists():
         if CACHED_ONLY:
             return []
-        sh([*solve, "--time-layers", "-o", str(free)])
+        sh([*solve, "--time-layers", "--calibration-launches", str(args.calibration_launches), "-o", str(free)])
     rows: list[dict[str, Any]] = []
     seen: dict[str, dict[str, Any]] = {}
     for s, d, t, n in shapes(args.devices, args.microbatches, G, tuple(args.tensor_parallel)):
@@ -268,17 +337,17 @@ def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) 
                 plan.unlink(missing_ok=True)
                 none.write_text("no plan: solve exited non-zero\n")
                 continue
-        got = run_one(plan, args.steps, args.fresh)
+        got = run_one(plan, args.steps, args.fresh, args.launches)
         if got is None:
             continue
-        row = row_of(name, plan, False, *got)
+        row = row_of(name, plan, False, got)
         seen[plan_key(plan)] = row
         rows.append(row)
     key = plan_key(free)
     if key in seen:
         seen[key]["free_optimum"] = True
-    elif (got := run_one(free, args.steps, args.fresh)) is not None:
-        rows.append(row_of(name, free, True, *got))
+    elif (got := run_one(free, args.steps, args.fresh, args.launches)) is not None:
+        rows.append(row_of(name, free, True, got))
     return rows
 
 
@@ -295,11 +364,24 @@ def _ratio(x: float) -> str:
     return "-" if x != x else f"{x:.2f}"
 
 
+def _share(x: float) -> str:
+    """A share of the step (the run-queue wait's); ``-`` where not measured."""
+    return "-" if x != x else f"{100 * x:.0f}%"
+
+
 def _spread(x: float) -> str:
     """A plan's measured spread; bold where it is over the 25% bar (its measured step cannot be judged to the bar)."""
     if x != x:
         return "-"
     return f"**{100 * x:.0f}%**" if x > BAR_ERROR else f"{100 * x:.0f}%"
+
+
+def _apart(x: float, launches: int) -> str:
+    """A plan's spread across launches; bold where it is over the 10% bar (its launches disagree by more than the
+    median bar judges); ``-`` for one launch."""
+    if launches < 2 or x != x:
+        return "-"
+    return f"**{100 * x:.0f}%**" if x > BAR_MEDIAN_ERROR else f"{100 * x:.0f}%"
 
 
 def _ok(good: bool) -> str:
@@ -316,8 +398,9 @@ def summary(rows: list[dict[str, Any]], everything: str = "all") -> list[str]:
         "| model | plans | median abs error (bar 10%) | largest error (bar 25%) | plans within 25% | Spearman | free optimum "
         "/ fastest measured (bar 1.15) | planned / held memory, min and max over ranks (bar 1.00-1.20) | bars met | "
         "diagnostic with the run's own empty step E in place of the planned E: median abs error, largest; argmin plan's "
-        "measured / fastest | plans whose measured spread (IQR / median) is over 10%, over 25% |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "measured / fastest | plans whose launches disagree ((largest - least) / median of the launches' steps) by over "
+        "10%, over 25% | plans whose measured spread (IQR / median) is over 10%, over 25% |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups = {m: [r for r in rows if r["model"] == m] for m in dict.fromkeys(r["model"] for r in rows)}
     for model, mine in [*groups.items(), (everything, rows)]:
@@ -338,12 +421,17 @@ def summary(rows: list[dict[str, Any]], everything: str = "all") -> list[str]:
             diag += f"; {pick['measured_step_s'] / min(r['measured_step_s'] for r in mine):.2f} ({pick['shape']} N={pick['microbatches']})"
         spreads = [r["measured_spread"] for r in mine]
         noisy = f"{sum(1 for x in spreads if x > BAR_MEDIAN_ERROR)}, {sum(1 for x in spreads if x > BAR_ERROR)}"
+        apart = [r.get("launch_spread", float("nan")) for r in mine]
+        if any(x == x for x in apart):
+            disagree = f"{sum(1 for x in apart if x > BAR_MEDIAN_ERROR)}, {sum(1 for x in apart if x > BAR_ERROR)}"
+        else:  # one launch a plan: nothing to compare
+            disagree = "-"
         met = abs(worst) <= BAR_ERROR and med <= BAR_MEDIAN_ERROR and lo >= 1.0 and hi <= BAR_MEMORY_OVER
         if single:
             met = met and ratio is not None and ratio <= BAR_FREE_OVER_FASTEST
         lines.append(
             f"| {model} | {len(mine)} | {100 * med:.0f}% | {_pct(worst)} | {within} of {len(mine)} | "
-            f"{rho:.2f} | {'-' if ratio is None else f'{ratio:.2f}'} | {lo:.2f}, {hi:.2f} | {_ok(met)} | {diag} | {noisy} |"
+            f"{rho:.2f} | {'-' if ratio is None else f'{ratio:.2f}'} | {lo:.2f}, {hi:.2f} | {_ok(met)} | {diag} | {disagree} | {noisy} |"
         )
     return lines
 
@@ -381,6 +469,23 @@ def chart(rows: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
+def launch_counts(rows: list[dict[str, Any]]) -> str:
+    """The launches each plan had: one count, or the least and the most (``--cached-only`` over plans run fewer
+    times)."""
+    counts = [r["launches"] for r in rows]
+    return str(counts[0]) if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"
+
+
+def calibrations(rows: list[dict[str, Any]]) -> str:
+    """How many calibrations each model's planner read the median of (its free solve's ``--calibration-launches``;
+    1 for a result written before they were repeated)."""
+    got = {r["model"]: r.get("calibration_launches", 1) for r in rows}
+    counts = sorted(set(got.values()))
+    if len(counts) == 1:
+        return f"{counts[0]} time(s), the median of each number, each calibration:"
+    return "; ".join(f"{m}: {k}" for m, k in got.items()) + " time(s), the median of each number, each calibration:"
+
+
 def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tuple[float, ...], missing: list[str]) -> None:
     """results/plan_fidelity.{csv,md,png} from the rows so far."""
     name = "plan_fidelity"
@@ -397,14 +502,19 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "# Plan fidelity: the run objective's planned step against the measured step (CPU, gloo)",
         "",
         f"Planned and run at commit {commits} (`+`: with uncommitted changes under milp_partition/); torch ranks on the "
-        f"CPU, one thread each, up to {args.devices} devices; a global batch of {args.global_batch} samples per model, "
+        f"CPU, one thread each, {sum(r['pinned'] for r in rows)} of {len(rows)} plans with each rank pinned to a core of "
+        f"its own (run's default; the others ran before it was), up to {args.devices} devices; a global batch of {args.global_batch} samples per model, "
         f"forced shapes at N = {', '.join(map(str, args.microbatches))} micro-batches of G / N samples and tensor-parallel "
         f"degrees {', '.join(map(str, args.tensor_parallel))}, and the free "
-        "optimum; every plan from `solve --problem joint --objective run` (calibrated once per model by `--time-layers` "
-        "in the free solve: the layers at every micro-batch size, alone and with each rank count's ranks in step (each "
+        "optimum; every plan from `solve --problem joint --objective run` (calibrated per model by `--time-layers` "
+        f"in the free solve, {calibrations(rows)} the layers at every micro-batch size, alone and with each rank count's ranks in step (each "
         "pass's slowest rank), what DDP's all-reduce adds to a pass in step (rho), the empty step E of every candidate shape, gloo's fits; reused with `--layer-times`), "
         f"{args.steps} steps a run (the first is warm-up; the median of the rest, the slowest rank; the spread: their "
-        "interquartile range over that median). Planned: run.json's "
+        f"interquartile range over that median), each plan launched {launch_counts(rows)} time(s) (separate `milp-partition "
+        "run`s; the measured step is the median over launches of each launch's median, the spread across launches "
+        "(largest - least) / that median; the run-queue wait / step: per launch, the most any rank's main thread spent "
+        "in a step runnable but waiting for a core another process held (run.json's `measured_runqueue_wait_s`) over "
+        "the launch's step, the median over launches). Planned: run.json's "
         "`planner_step_s` (the verified step of the global batch). Error = (planned - measured) / measured. Memory: "
         "the plan's stage memory over what the rank held (its tensors: weights, gradients, optimizer state, peak saved "
         f"activations). Machine: {os.cpu_count()} cores; "
@@ -414,7 +524,7 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
             else f"load average (1, 5, 15 min) {', '.join(f'{x:.1f}' for x in load_start)} at the start and "
             f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} at the end; "
         )
-        + "the load column is the 1-minute load average as each run started (more runnable processes than cores "
+        + "the load column is the 1-minute load average as each launch started (more runnable processes than cores "
         "whenever it is above the cores). On a machine shared with other work these numbers are provisional: re-run "
         "on idle cores.",
         "",
@@ -429,20 +539,22 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "Shapes without a plan: " + (", ".join(f"`{m}`" for m in missing) or "none") + ".",
         "",
         "| model | shape (S x d x t) | N | b | recomputed layers | free optimum | ranks | planned step (s) | measured step (s) | "
-        "measured spread (IQR / median; **over the 25% bar**) | "
+        "launches: each one's measured step (s) | across launches ((largest - least) / median; **over the 10% bar**) | "
+        "measured spread (IQR / median, the median over launches; **over the 25% bar**) | run-queue wait / step | "
         "error | planned E (s) | run's empty step E (s) | error with the run's E | run's predicted step (s) | loss max rel diff | planned / held "
-        "memory | load |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "memory | load at each launch |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['shape']} | {r['microbatches']} | {r['microbatch_size']} | {r['recomputed_layers']} | "
             f"{'yes' if r['free_optimum'] else ''} | {r['ranks']} | {r['planner_step_s']:.4g} | {r['measured_step_s']:.4g} | "
-            f"{_spread(r['measured_spread'])} | "
+            f"{r['launch_steps_s']} | {_apart(r['launch_spread'], r['launches'])} | "
+            f"{_spread(r['measured_spread'])} | {_share(r['runqueue_wait_share'])} | "
             f"{_pct(r['planner_error'])} | {r['planned_empty_step_s']:.3g} | {r['run_empty_step_s']:.3g} | "
             f"{_pct(r['planner_plus_empty_error'])} | "
             f"{r['run_predicted_step_s']:.4g} | {r['loss_max_rel_diff']:.2g} | "
-            f"{r['memory_planned_over_held_min']:.2f}-{r['memory_planned_over_held_max']:.2f} | {r['load_1min']:.1f} |"
+            f"{r['memory_planned_over_held_min']:.2f}-{r['memory_planned_over_held_max']:.2f} | {r['launch_loads']} |"
         )
     lines += [
         "",
@@ -472,6 +584,21 @@ def main() -> int:
     ap.add_argument("--global-batch", type=int, default=8, help="samples per step, every plan of a model (default 8)")
     ap.add_argument("--microbatches", type=int, nargs="+", default=[1, 2, 4, 8], help="micro-batch counts N (default 1 2 4 8)")
     ap.add_argument("--steps", type=int, default=STEPS, help=f"steps a run (default {STEPS}: the first is warm-up)")
+    ap.add_argument(
+        "--calibration-launches",
+        type=int,
+        default=CALIBRATION_LAUNCHES,
+        help=f"calibrations of each model (default {CALIBRATION_LAUNCHES}): the planner reads the median of each "
+        "number (solve --time-layers --calibration-launches); a model already calibrated is not calibrated again "
+        "(--fresh does)",
+    )
+    ap.add_argument(
+        "--launches",
+        type=int,
+        default=LAUNCHES,
+        help=f"launches of each plan (default {LAUNCHES}): the measured step is the median over launches of each "
+        "launch's median; launches already run are kept (only the missing ones run)",
+    )
     ap.add_argument(
         "--tensor-parallel",
         type=int,

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import math
+import statistics
 import sys
 from pathlib import Path
 from typing import Any
@@ -133,3 +135,81 @@ def test_held_back_factories_build_and_run_on_their_input(pf: Any, name: str) ->
     model = build_module(ref)
     out = model(torch.randn(*(int(x) for x in shape.split("x"))))
     assert out.shape[0] == 8 and torch.isfinite(out).all()
+
+
+def _launch(step: float, steps: list[float] | None = None, wait: float | None = None) -> dict[str, Any]:
+    """A run.json with what :func:`median_launch` reads: the measured step, the timed steps, the ranks' waits."""
+    return {
+        "measured_step_s": step,
+        "step_s": [9.0, *(steps or [step] * 5)],
+        "warmup_steps": 1,
+        "measured_runqueue_wait_s": [None, None] if wait is None else [wait, 0.0],
+        "tag": step,
+    }
+
+
+def test_the_measured_step_is_the_median_over_launches_of_each_launchs_median(pf: Any) -> None:
+    launches = [(_launch(0.02, wait=0.01), 1.5, "a"), (_launch(0.01, wait=0.0), 0.5, "a"), (_launch(0.012), 0.7, "a")]
+    got = pf.median_launch(launches)
+    assert got["measured_step_s"] == pytest.approx(0.012) and got["launches"] == 3
+    assert got["across_launches"] == pytest.approx((0.02 - 0.01) / 0.012)
+    assert got["median"][0]["tag"] == 0.012 and got["median"][1] == 0.7  # the median launch gives the row its figures
+    assert got["launch_steps_s"] == [0.02, 0.01, 0.012] and got["launch_loads"] == [1.5, 0.5, 0.7]
+    # the run-queue wait: the largest rank's over the launch's step, the median over the launches that measured it
+    assert got["runqueue_wait_share"] == pytest.approx(statistics.median([0.5, 0.0]))
+    # an even count: the median of the two middle steps; the lower middle launch's run.json
+    two = pf.median_launch(launches[:2])
+    assert two["measured_step_s"] == pytest.approx(0.015) and two["median"][0]["tag"] == 0.01
+    # the in-run spread: the median over launches of each one's IQR / median of its timed steps
+    noisy = pf.median_launch([(_launch(1.0, [1.0, 1.0, 2.0, 3.0, 3.0]), 1.0, "a"), (_launch(1.0), 1.0, "a")])
+    assert noisy["in_run"] == pytest.approx(statistics.median([2.0 / 2.0, 0.0]))
+    one = pf.median_launch(launches[:1])
+    assert one["across_launches"] != one["across_launches"] and one["measured_step_s"] == 0.02  # NaN: nothing to compare
+
+
+def test_a_plan_asked_for_more_launches_runs_only_the_missing_ones(
+    pf: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = tmp_path / "m_G8_1x1_N1.json"
+    plan.write_text("{}")
+    ran: list[str] = []
+
+    def fake_sh(args: list[str], check: bool = True) -> int:
+        out = Path(args[args.index("-o") + 1])
+        ran.append(out.name)
+        out.write_text(json.dumps({"measured_step_s": 0.01 * len(ran)}))
+        return 0
+
+    monkeypatch.setattr(pf, "sh", fake_sh)
+    monkeypatch.setattr(pf, "commit", lambda: "abc")
+    got = pf.run_one(plan, 12, fresh=False, launches=1)
+    assert ran == ["m_G8_1x1_N1_run.json"] and len(got) == 1  # the first launch keeps the name one launch always had
+    got = pf.run_one(plan, 12, fresh=False, launches=3)
+    assert ran == ["m_G8_1x1_N1_run.json", "m_G8_1x1_N1_run2.json", "m_G8_1x1_N1_run3.json"]
+    assert [r["measured_step_s"] for r, _, _ in got] == pytest.approx([0.01, 0.02, 0.03])
+    assert all(at == "abc" for _, _, at in got)
+    pf.run_one(plan, 12, fresh=False, launches=3)
+    assert len(ran) == 3  # all there: nothing run
+    pf.run_one(plan, 12, fresh=True, launches=2)
+    assert len(ran) == 5  # --fresh: every launch asked for runs again
+    monkeypatch.setattr(pf, "CACHED_ONLY", True)
+    assert len(pf.run_one(plan, 12, fresh=False, launches=5)) == 3  # --cached-only: the launches there, none run
+    assert pf.run_one(tmp_path / "other.json", 12, fresh=False, launches=2) is None
+
+
+def test_plans_whose_launches_disagree_are_counted_and_marked(pf: Any) -> None:
+    rows = [
+        {**_row("X", 1.0, 1.0, free=True), "launch_spread": 0.05, "launches": 3},
+        {**_row("X", 2.0, 2.0), "launch_spread": 0.15, "launches": 3},
+        {**_row("X", 3.0, 3.0), "launch_spread": 0.5, "launches": 3},
+    ]
+    assert pf.summary(rows, "all")[2].endswith("| 2, 1 | 0, 0 |")  # launches over 10%, over 25%; then the in-run spread
+    assert pf.summary([_row("X", 1.0, 1.0, free=True)], "all")[2].endswith("| - | 0, 0 |")  # one launch: nothing to compare
+    assert pf._apart(0.15, 3) == "**15%**" and pf._apart(0.05, 3) == "5%" and pf._apart(0.0, 1) == "-"
+
+
+def test_the_header_says_how_many_launches_and_calibrations(pf: Any) -> None:
+    rows = [{"model": "A", "launches": 3, "calibration_launches": 3}, {"model": "B", "launches": 1}]
+    assert pf.launch_counts(rows) == "1 to 3" and pf.launch_counts(rows[:1]) == "3"
+    assert pf.calibrations(rows[:1]).startswith("3 time(s)")
+    assert pf.calibrations(rows).startswith("A: 3; B: 1")  # a result written before calibrations were repeated: 1

@@ -124,6 +124,20 @@ def test_two_process_pipeline_plan_matches_one_process(tmp_path: Path, monkeypat
     # is at most the median of the steps' slowest rank)
     assert len(run["measured_compute_s"]) == 2
     assert all(0 < x <= run["measured_step_s"] for x in run["measured_compute_s"])
+    # each rank's main thread per step: on a core for at most the step's wall seconds (the median of each rank's at most
+    # the median of the steps' slowest rank), runnable but waiting for a core 0 or more (NaN: no schedstat here)
+    assert len(run["measured_cpu_s"]) == len(run["measured_runqueue_wait_s"]) == 2
+    assert all(0 < x <= run["measured_step_s"] for x in run["measured_cpu_s"])
+    assert all(w >= 0 or w != w for w in run["measured_runqueue_wait_s"])
+    # each rank on a core of its own where the machine has one per rank (run/pinning.py), else left to the scheduler
+    import os
+
+    cores = run["rank_cores"]
+    if len(os.sched_getaffinity(0)) >= 2:
+        assert run["pinned"] and all(len(c) == 1 for c in cores) and cores[0] != cores[1]
+    for r in run["rank_steps"]:  # every step: its thread's seconds on a core are within the step's wall seconds
+        assert len(r["step_s"]) == len(r["cpu_s"]) == len(r["runqueue_wait_s"]) == 3
+        assert all(0 < c <= w for c, w in zip(r["cpu_s"], r["step_s"]))
     spread = run["measured_step_spread"]
     assert spread["min_s"] <= spread["q1_s"] <= run["measured_step_s"] <= spread["q3_s"] <= spread["max_s"]
 

@@ -44,6 +44,7 @@ REFUSED = (
     ("global_batch", "Piper's objective takes the batch as --microbatches"),
     ("coefficients", "only with --objective run, which --kinds does not take"),
     ("time_layers", "only with --objective run, which --kinds does not take"),
+    ("calibration_launches", "only with --objective run, which --kinds does not take"),
     ("layer_times", "only with --objective run, which --kinds does not take"),
     ("empty_steps", "only with --objective run, which --kinds does not take"),
 )

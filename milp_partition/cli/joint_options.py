@@ -42,6 +42,7 @@ OPTIONS = frozenset(
         "global_batch",
         "coefficients",
         "time_layers",
+        "calibration_launches",
         "layer_times",
         "empty_steps",
         "kinds",
@@ -111,6 +112,14 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             "operators with --coefficients; and, on CPU ranks with gloo, the runtime's empty step E of every candidate "
             "shape (run's own measure: Schedule1F1B and DDP on a tiny module) and gloo's message and all-reduce fits, "
             "all recorded in the result for --layer-times",
+        )
+        g.add_argument(
+            "--calibration-launches",
+            type=flags.ranged_int(1, 50),
+            metavar="K",
+            help="joint, --objective run, with --time-layers: calibrate K times and plan with the median of each "
+            "measured number over the K (default 1; on a machine with other work one calibration's layer times, E and "
+            "fits moved by 20%% to 4x between calibrations run back to back)",
         )
         g.add_argument(
             "--layer-times",

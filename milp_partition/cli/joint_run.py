@@ -44,6 +44,7 @@ from milp_partition.joint.run_layers import run_problem_from_imported, with_busy
 from milp_partition.joint.run_split import offered_degrees
 from milp_partition.report import fmt, fmt_bytes, names_span
 from milp_partition.run.empty import EmptySteps, calibrate_empty_steps
+from milp_partition.run.median_of import median_of
 from milp_partition.run.predict import calibrate_runtime, time_layers_by_size
 from milp_partition.units import parse_bytes
 from milp_partition.verifiers.joint_run import verify_run_plan
@@ -83,10 +84,32 @@ def _measured_layers(
         times, per_tensor, saved_at, reused = _read_layer_times(Path(args.layer_times), sizes)
         return times, per_tensor, saved_at, reused, f"the model's own layers as timed in {args.layer_times}"
     if getattr(args, "time_layers", False):
-        got = time_layers_by_size(data, source, sizes, threads=LAYER_THREADS)
+        k = calibration_launches(args)
+        got = median_of([time_layers_by_size(data, source, sizes, threads=LAYER_THREADS) for _ in range(k)])
         origin = "the model's own layers timed on this CPU at each micro-batch size, saved bytes counted at each"
+        if k > 1:
+            origin += f" (the median of {k} timings)"
         return got.times, got.optimizer_s_per_param_tensor, got.saved_bytes_per_sample, got.reused_bytes_per_sample, origin
     return None
+
+
+def calibration_launches(args: argparse.Namespace) -> int:
+    """``--calibration-launches K``: how many times ``--time-layers`` calibrates (the planner reads the median of each
+    number over them, :func:`milp_partition.run.median_of.median_of`); 1 when not given.
+
+    Raises
+    ------
+    InputError
+        When K > 1 is given without ``--time-layers`` (nothing is calibrated to repeat).
+    """
+    k = int(getattr(args, "calibration_launches", 1) or 1)
+    if k > 1 and not getattr(args, "time_layers", False):
+        raise InputError(
+            "repeats the calibration of --time-layers: give --time-layers too (--layer-times reuses a calibration as it "
+            "was recorded)",
+            where="--calibration-launches",
+        )
+    return k
 
 
 def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict[int, dict[str, float]], _Reused | None]:
@@ -299,12 +322,30 @@ def _forced_replicas(args: argparse.Namespace) -> tuple[int | None, int | None]:
 
 
 def _one_source_of_times(args: argparse.Namespace) -> None:
-    """Refuse a command line naming more than one source of layer times."""
+    """Refuse a command line naming more than one source of layer times, or ``--calibration-launches`` without
+    ``--time-layers`` (before anything is timed)."""
     given = [f for f in ("time_layers", "layer_times", "coefficients") if getattr(args, f, None) not in (None, False)]
     if len(given) > 1:
         raise InputError(
             "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
         )
+    calibration_launches(args)
+
+
+def _calibrate_now(shapes: list[tuple[int, int, int, int]], args: argparse.Namespace, model: Any) -> EmptySteps:
+    """``E`` of every candidate shape, gloo's fits and the layers on busy ranks, measured now: each number the median
+    over ``--calibration-launches`` calibrations."""
+    return median_of(
+        [calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=model) for _ in range(calibration_launches(args))]
+    )
+
+
+def _calibrations_recorded(args: argparse.Namespace) -> int:
+    """How many calibrations the planner's numbers are the median of: ``--calibration-launches`` with
+    ``--time-layers``; with ``--layer-times``, what its result recorded (1 before the count was recorded)."""
+    if getattr(args, "time_layers", False):
+        return calibration_launches(args)
+    return int(_layer_times_object(Path(args.layer_times)).get("calibration_launches") or 1)
 
 
 def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dict[str, Any]]:
@@ -372,7 +413,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         shapes = [(p, d, m, t) for d, m, p, t in run_shapes(problem)]
         calibrated = EmptySteps((), {}, LAYER_THREADS)
         if shapes:
-            calibrated = calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=(data, source, G))
+            calibrated = _calibrate_now(shapes, args, (data, source, G))
     elif getattr(args, "layer_times", None) is not None:
         calibrated = read_calibrated_empty_steps(Path(args.layer_times))
     if calibrated is not None:
@@ -380,7 +421,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         problem = with_saved_at_degree(problem, calibrated.saved_at_degree, calibrated.reused_at_degree)
         coeffs = problem.coefficients
         assert timed is not None
-        timed.update(_calibration_record(calibrated))
+        timed.update(_calibration_record(calibrated), calibration_launches=_calibrations_recorded(args))
     if (
         splits
         and measured is not None

@@ -54,6 +54,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=flags.seed, default=0, help="seed of the weights and the synthetic data (default 0)")
     p.add_argument("--threads", type=flags.threads, default=1, help="torch threads per process (default 1)")
     p.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="leave the CPU ranks' placement to the scheduler (default: each rank on cores of its own when the machine "
+        "has a core for every rank's threads; two ranks left to the scheduler often share one core while another "
+        "process holds the other)",
+    )
+    p.add_argument(
         "--oversubscribe",
         action="store_true",
         help="start the plan's processes even when they are more than this machine's cores or memory hold",
@@ -121,7 +129,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_model(spec, args.seed)
     try:
         out = run_plan(
-            spec, args.steps, seed=args.seed, threads=args.threads, warmup=min(args.warmup, args.steps - 1), progress=_say
+            spec,
+            args.steps,
+            seed=args.seed,
+            threads=args.threads,
+            warmup=min(args.warmup, args.steps - 1),
+            progress=_say,
+            pin=args.pin,
         )
     except WorkerFailed as exc:
         print(f"milp-partition: error: {exc}", file=sys.stderr)

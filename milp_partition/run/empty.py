@@ -44,6 +44,7 @@ from typing import Any
 from milp_partition.io.atomic import write_atomic
 from milp_partition.run.engine import set_parent_death_signal
 from milp_partition.run.launch import run_ranks
+from milp_partition.run.pinning import pin_rank
 from milp_partition.run.predict import calibrate_runtime, empty_step, measure_links, time_layers_in_lockstep
 from milp_partition.run.tp_saved import saved_at_degree
 
@@ -106,8 +107,9 @@ def empty_worker(
     """One rank of a group of ``world`` ranks: ``E`` of every shape ``(p, d, m, t)`` (``p d t = world``), gloo's fits when
     ``world > 1``, DTensor's overheads when a shape has ``t > 1``, and with ``model`` (the graph, its path, the sizes, the
     global batch) its layers timed at those sizes, in step, and under DDP at the sizes of the shapes with ``d > 1`` and
-    ``t = 1``; writes ``empty{rank}.json``."""
+    ``t = 1``; writes ``empty{rank}.json``. Each rank on cores of its own, as ``run`` pins its ranks (:mod:`.pinning`)."""
     set_parent_death_signal()
+    pin_rank(rank, world, threads)
     import torch
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh

@@ -33,7 +33,9 @@ from milp_partition.joint.megatron import split_layer
 from milp_partition.run.layout import RankLayout
 from milp_partition.run.mixed import MixedRank, allreduce_gradients, stage_graph
 from milp_partition.run.model import batch, batch_on, build_model, loss_fn, optimizer
+from milp_partition.run.pinning import pin_rank
 from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, is_cuda, measure_links
+from milp_partition.run.schedclock import StepSched
 from milp_partition.run.spec import RunSpec
 
 __all__ = ["batch", "build_model", "loss_fn", "optimizer", "reference", "summarise", "worker"]
@@ -296,15 +298,26 @@ def _split_points(spec: RunSpec) -> tuple[dict[str, Any], list[str]]:
 
 
 def worker(
-    rank: int, world: int, store_path: str, spec: RunSpec, steps: int, seed: int, threads: int, out_dir: str, cuda: bool = False
+    rank: int,
+    world: int,
+    store_path: str,
+    spec: RunSpec,
+    steps: int,
+    seed: int,
+    threads: int,
+    out_dir: str,
+    cuda: bool = False,
+    pin: bool = True,
 ) -> None:
     """One rank: build the model, split, parallelise, run ``steps`` steps, write ``rank{rank}.json`` to ``out_dir``.
 
     ``cuda``: rank ``r`` runs on GPU ``r`` (nccl takes one rank per GPU; :func:`uses_cuda` decides), else on the CPU.
+    ``pin``: on the CPU, the rank on cores of its own where the machine has them (:mod:`.pinning`; ``run --no-pin``).
     A plan whose stages share one (d, t) runs on a ``(pp, dp, tp)`` mesh with ``torch.distributed.pipelining``
     (:func:`_mesh_rank`); any other on :mod:`milp_partition.run.mixed`'s schedule (:func:`_mixed_rank`).
     """
     set_parent_death_signal()
+    cores = pin_rank(rank, world, threads) if pin and not cuda else None  # before torch starts its threads
     import json
 
     import torch
@@ -340,6 +353,8 @@ def worker(
             "losses": run.losses,
             "step_s": run.times,
             "compute_s": run.compute_s,
+            "step_cpu_s": run.sched.cpu_s,
+            "step_runqueue_wait_s": run.sched.runqueue_wait_s,
             "peak_memory_bytes": int(run.peak_bytes) if cuda else int(sum(run.held) + run.saved_peak),
             "memory_measure": "torch.cuda.max_memory_allocated"
             if cuda
@@ -357,6 +372,7 @@ def worker(
             "layer_profile": timer.profile().to_dict(),
             "costs": dataclasses.asdict(costs),
             "backend": backend,
+            "cores": cores,
             "notes": notes,
         }
         write_atomic(os.path.join(out_dir, f"rank{rank}.json"), json.dumps(result), what="the rank's result")
@@ -409,6 +425,8 @@ class RankRun:
     #: per step, the seconds this rank spent in its stage's forward and backward passes (``Schedule1F1B``'s
     #: ``forward_one_chunk`` and ``backward_one_chunk``, DDP's gradient sync in the last one); empty where not timed
     compute_s: list[float] = dataclasses.field(default_factory=list)
+    #: per step, this rank's main thread on a core and runnable but waiting for one (:mod:`.schedclock`)
+    sched: StepSched = dataclasses.field(default_factory=StepSched)
 
 
 def _mesh_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, device: Any, notes: list[str]) -> RankRun:
@@ -443,13 +461,14 @@ def _mesh_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, devi
     opt = optimizer(spec, params)
     local_ptrs = {(p.to_local() if hasattr(p, "to_local") else p).untyped_storage().data_ptr() for p in params}
     saved = SavedActivations(local_ptrs)
+    sched = StepSched()
     with PeakRss() as rss:
         losses, times, held = _train_steps(
-            schedule, opt, params, batches, timer, saved, mesh, device, n_micro * spec.microbatch_size, clock
+            schedule, opt, params, batches, timer, saved, mesh, device, n_micro * spec.microbatch_size, clock, sched
         )
     peak = torch.cuda.max_memory_allocated(device) if cuda else 0
     run = RankRun(pp, dp, mesh["tp"].get_local_rank(), losses, times, held, saved.peak, rss.peak - base_rss, peak, empty)
-    return dataclasses.replace(run, compute_s=clock.per_step)
+    return dataclasses.replace(run, compute_s=clock.per_step, sched=sched)
 
 
 def _eager_modules(module: Any, model: Any, nodes: tuple[str, ...]) -> None:
@@ -529,12 +548,14 @@ def _train_steps(
     device: Any,
     replica_samples: int,
     clock: ChunkClock | None = None,
+    sched: StepSched | None = None,
 ) -> tuple[list[float], list[float], tuple[int, int, int]]:
     """The plan's steps on this rank: per-step mean loss (last stage), wall seconds, and tensor bytes held at the end.
 
     ``replica_samples``: the samples of one data-parallel replica per step (its micro-batches times their size); replica
     ``dp`` takes the batch's ``dp``-th slice of that many, and the schedule cuts it into its micro-batches.
     ``clock``: the stage's :class:`ChunkClock`; each step's seconds in its passes go to ``clock.per_step``.
+    ``sched``: each step's seconds on a core and waiting for one (this thread's, :mod:`.schedclock`).
     """
     import torch
     import torch.distributed as dist
@@ -557,6 +578,8 @@ def _train_steps(
         if clock is not None:
             clock.take()
         t0 = time.perf_counter()
+        if sched is not None:
+            sched.start()
         with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
             if S == 1:
                 schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
@@ -575,6 +598,8 @@ def _train_steps(
         if cuda:
             torch.cuda.synchronize(device)
         dist.barrier()
+        if sched is not None:
+            sched.stop()
         times.append(time.perf_counter() - t0)
         if clock is not None:
             clock.per_step.append(clock.take())
@@ -643,12 +668,14 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
     losses: list[float] = []
     times: list[float] = []
     held = (0, 0, 0)
+    sched = StepSched()
     with PeakRss() as rss:
         for k in range(steps):
             timer.sample()
             args, kwargs, target = batches[k]
             dist.barrier()
             t0 = time.perf_counter()
+            sched.start()
             with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
                 loss = runner.step([*args, *kwargs.values()], target)
             if dp_group is not None:
@@ -660,6 +687,7 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
             if cuda:
                 torch.cuda.synchronize(device)
             dist.barrier()
+            sched.stop()
             times.append(time.perf_counter() - t0)
             if last:
                 total = torch.tensor(loss, dtype=torch.float64)
@@ -671,7 +699,8 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
         "stages with different degrees: run on milp_partition.run.mixed's 1F1B schedule (point-to-point messages "
         "between stage groups, gradients all-reduced after the backward), not torch.distributed.pipelining"
     )
-    return RankRun(place.stage, place.replica, place.tp_index, losses, times, held, saved.peak, rss.peak - base_rss, peak, 0.0)
+    run = RankRun(place.stage, place.replica, place.tp_index, losses, times, held, saved.peak, rss.peak - base_rss, peak, 0.0)
+    return dataclasses.replace(run, sched=sched)
 
 
 def step_spread(seconds: list[float]) -> dict[str, float]:
@@ -693,6 +722,35 @@ def step_spread(seconds: list[float]) -> dict[str, float]:
         "max_s": max(seconds),
         "iqr_over_median": (q3 - q1) / med if med > 0 else math.nan,
     }
+
+
+#: The share of the measured step a rank may wait for a core before run.json notes that the machine's other work was in
+#: the measure (launches of one plan at load 6 differed by 2.4x, the difference all run-queue wait).
+WAIT_NOTE_SHARE = 0.05
+
+
+def waited_note(ranks: list[dict[str, Any]], warmup: int, measured_s: float) -> list[str]:
+    """A note when some rank's main thread waited, runnable, for a core another process held for over
+    :data:`WAIT_NOTE_SHARE` of the measured step (the median after warm-up of its waits); none otherwise."""
+    waits = [(_median_after(r.get("step_runqueue_wait_s"), warmup), r["rank"]) for r in ranks]
+    known = [(w, rank) for w, rank in waits if w is not None and w == w]
+    if not known or measured_s <= 0:
+        return []
+    wait, rank = max(known)
+    if wait <= WAIT_NOTE_SHARE * measured_s:
+        return []
+    return [
+        f"rank {rank} waited for a core other processes held {100 * wait / measured_s:.0f}% of the measured step "
+        f"({wait:.3g} s a step, the median): the step measures this machine's other work too (its peers wait for it "
+        "asleep, not counted); run again on idle cores, or take the median of several launches"
+    ]
+
+
+def _median_after(seconds: list[float] | None, warmup: int) -> float | None:
+    """The median of ``seconds`` after the first ``warmup`` (all of them when that leaves none); ``None`` when absent."""
+    if not seconds:
+        return None
+    return statistics.median(seconds[warmup:] or seconds)
 
 
 def summarise(
@@ -732,6 +790,22 @@ def summarise(
             statistics.median(r["compute_s"][warmup:] or r["compute_s"]) if r.get("compute_s") else None
             for r in sorted(ranks, key=lambda r: r["rank"])
         ],
+        # per rank, the median after warm-up of its main thread's seconds in a step on a core and runnable but
+        # waiting for one (another process had it: the machine's share of the step, not the plan's; schedclock.py)
+        "measured_cpu_s": [_median_after(r.get("step_cpu_s"), warmup) for r in sorted(ranks, key=lambda r: r["rank"])],
+        "measured_runqueue_wait_s": [
+            _median_after(r.get("step_runqueue_wait_s"), warmup) for r in sorted(ranks, key=lambda r: r["rank"])
+        ],
+        # per rank, every step (warm-up included): its wall seconds, its main thread's on a core and waiting for one
+        "rank_steps": [
+            {
+                "rank": r["rank"],
+                "step_s": r["step_s"],
+                "cpu_s": r.get("step_cpu_s"),
+                "runqueue_wait_s": r.get("step_runqueue_wait_s"),
+            }
+            for r in sorted(ranks, key=lambda r: r["rank"])
+        ],
         "predicted_step_s": predicted,
         "step_rel_error": (predicted - measured) / measured if measured > 0 else math.nan,
         "prediction": prediction or {},
@@ -748,5 +822,7 @@ def summarise(
             for r in sorted(ranks, key=lambda r: r["rank"])
         ],
         "memory_measure": ranks[0]["memory_measure"],
-        "notes": sorted({n for r in ranks for n in r["notes"]}),
+        # per rank (rank order), the cores it was pinned to (None: not pinned; run/pinning.py)
+        "rank_cores": [r.get("cores") for r in sorted(ranks, key=lambda r: r["rank"])],
+        "notes": sorted({n for r in ranks for n in r["notes"]}) + waited_note(ranks, warmup, measured),
     }

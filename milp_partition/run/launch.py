@@ -253,6 +253,7 @@ def run_plan(
     threads: int = 1,
     warmup: int = 1,
     progress: Callable[[str], None] | None = None,
+    pin: bool = True,
 ) -> dict[str, Any]:
     """Run ``spec`` for ``steps`` steps on ``spec.world_size`` processes, then in one process; run.json's dict.
 
@@ -262,7 +263,9 @@ def run_plan(
 
     The rendezvous is a :class:`torch.distributed.FileStore` in a fresh temporary directory (no port to pick);
     the workers run under :func:`run_ranks` (none outlives this process; a failed one stops the others).
-    ``progress`` gets a line at each phase (default: none).
+    ``progress`` gets a line at each phase (default: none). ``pin``: each CPU rank on cores of its own where the
+    machine has a core for every rank's threads (:mod:`milp_partition.run.pinning`); ``False`` leaves placement to
+    the scheduler.
     """
     import torch
 
@@ -275,7 +278,7 @@ def run_plan(
         store = os.path.join(tmp, "store")
         say(f"starting {world} rank(s) ({'nccl on GPUs' if cuda else 'gloo on the CPU'}), {steps} step(s) each")
         t0 = time.monotonic()
-        run_ranks(worker, world, (world, store, spec, steps, seed, threads, tmp, cuda), tmp, say)
+        run_ranks(worker, world, (world, store, spec, steps, seed, threads, tmp, cuda, pin), tmp, say)
         say(f"the ranks ran in {time.monotonic() - t0:.1f} s; the same steps in one process")
         ranks = [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(world)]
     previous = torch.get_num_threads()
@@ -298,5 +301,5 @@ def run_plan(
         out["notes"].append(
             f"{world} ranks and {gpus} GPU{'s' * (gpus != 1)}: ran on the CPU with gloo (nccl takes one rank per GPU)"
         )
-    out.update({"seed": seed, "threads_per_rank": threads, "torch": torch.__version__})
+    out.update({"seed": seed, "threads_per_rank": threads, "pinned": pin and not cuda, "torch": torch.__version__})
     return out
