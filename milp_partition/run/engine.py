@@ -88,6 +88,8 @@ class SavedActivations:
 
     Parameters (and their views) saved by an operator are not counted: they are the weights, held anyway.
     Inside a recomputed (``checkpoint_wrapper``) layer its own hooks win, so only what it keeps shows.
+    The hooks run Python for every tensor autograd saves, so a run counts on its first step only (:meth:`during`):
+    on every step they made the passes 1.2-1.9x slower than training runs (docs/import.md, the passes inside a run).
     """
 
     def __init__(self, exclude: set[int]) -> None:
@@ -132,6 +134,17 @@ class SavedActivations:
     @staticmethod
     def unpack(held: Any) -> Any:
         return getattr(held, "tensor", held)
+
+    def during(self, step: int) -> Any:
+        """The context of step ``step``'s passes: the counting hooks on the first step (``0``: the warm-up, whose
+        tensors are those of every step), nothing on the others (the timed steps run as training runs)."""
+        import contextlib
+
+        import torch
+
+        if step == 0:
+            return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+        return contextlib.nullcontext()
 
 
 def tensor_bytes_of(params: list[Any], opt: Any) -> tuple[int, int, int]:
@@ -557,7 +570,7 @@ def _train_steps(
         if clock is not None:
             clock.take()
         t0 = time.perf_counter()
-        with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+        with saved.during(k):
             if S == 1:
                 schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
             elif pp == 0:
@@ -649,7 +662,7 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
             args, kwargs, target = batches[k]
             dist.barrier()
             t0 = time.perf_counter()
-            with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+            with saved.during(k):
                 loss = runner.step([*args, *kwargs.values()], target)
             if dp_group is not None:
                 allreduce_gradients(params, dp_group)  # each micro-batch's loss was divided by N: a sum
