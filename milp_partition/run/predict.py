@@ -165,7 +165,8 @@ class LayerTimer:
     Each node's time is its share of the hooked pass less its share of the hooks' own cost: with ``n`` nodes stamped
     in a direction (forward, backward), ``(H - P) / n`` comes off each, where ``H`` is the hooked pass's and ``P`` the
     plain pass's time in that direction, so that the nodes sum to the plain pass (each node carries the same hooks: a
-    forward pre-hook, a forward hook and a hook on its output's gradient); a node is never below 0.  Before (issue 42,
+    forward pre-hook, a forward hook and a hook on its output's gradient); a node is never below 0, and what a short
+    node cannot give comes evenly off the others (:func:`hooks_removed`).  Before (issue 42,
     docs/import.md): full backward pre-hooks and no plain pass, and the layers summed to 1.1-2.7x the pass as the run
     executes it (thread CPU time: the MLP's 9 nodes at one sample 2.7x, the ConvNet 1.6x, the Encoder 1.2x).
 
@@ -332,13 +333,25 @@ class LayerTimer:
 
 
 def hooks_removed(hooked: Mapping[str, float], plain_s: float) -> dict[str, float]:
-    """Each node's seconds in a hooked pass less an even share of the hooks' cost: ``(sum(hooked) - plain_s) / n`` off
-    each of the ``n`` nodes (each carries the same hooks), never below 0; the result sums to ``plain_s`` (the pass
-    without hooks) unless a node hit 0.  A plain pass that took longer than the hooked one (a load spike) spreads its
-    excess evenly the same way."""
+    """Each node's seconds in a hooked pass less one even share ``s`` of the hooks' cost, never below 0, the share
+    chosen so that the nodes sum to ``plain_s`` (the pass without hooks): ``sum_v max(hooked_v - s, 0) = plain_s``.
+
+    Every node carries the same hooks, so each carries the same share of their cost, ``(sum(hooked) - plain_s) / n``
+    over ``n`` nodes; a node shorter than that ends at 0 and what it could not give comes evenly off the others (the
+    share rises until the sum is met).  A plain pass that took longer than the hooked one (a load spike) adds its
+    excess evenly.  ``plain_s <= 0`` gives every node 0."""
     if not hooked:
         return {}
-    share = (math.fsum(hooked.values()) - plain_s) / len(hooked)
+    if plain_s <= 0:
+        return {v: 0.0 for v in hooked}
+    xs = sorted(hooked.values())
+    rest = math.fsum(xs)
+    share = (rest - plain_s) / len(xs)
+    for k, x in enumerate(xs):  # nodes 0..k-1 (the shortest) at 0, the others give share each
+        share = (rest - plain_s) / (len(xs) - k)
+        if x >= share:
+            break
+        rest -= x
     return {v: max(x - share, 0.0) for v, x in hooked.items()}
 
 
