@@ -89,7 +89,7 @@ class SavedActivations:
     Parameters (and their views) saved by an operator are not counted: they are the weights, held anyway.
     Inside a recomputed (``checkpoint_wrapper``) layer its own hooks win, so only what it keeps shows.
     The hooks run Python for every tensor autograd saves, so a run counts on its first step only (:meth:`during`):
-    on every step they made the passes 1.2-1.9x slower than training runs (docs/import.md, the passes inside a run).
+    on every step they made the passes 1.15-1.85x slower than training runs (docs/import.md, the passes inside a run).
     """
 
     def __init__(self, exclude: set[int]) -> None:

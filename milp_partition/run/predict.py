@@ -144,9 +144,9 @@ class LayerProfile:
     """Forward and backward seconds of each graph node for one sample (one micro-batch), and the optimizer's step.
 
     Measured by :func:`measure_layers` on the real module in one process (module hooks' timestamps):
-    a node's forward runs from its module's forward pre-hook to the next node's, its backward from its
-    module's backward pre-hook to the previous node's (operators outside any module fall to the node
-    before them; the loss to the last node).
+    a node's forward runs from its module's forward pre-hook to the next node's, its backward from the moment the
+    gradient of its module's output is ready to the previous node's (operators outside any module fall to the node
+    before them; the loss to the last node); then the hooks' own cost comes off (:class:`LayerTimer`).
     """
 
     forward_s: dict[str, float]
@@ -167,8 +167,8 @@ class LayerTimer:
     plain pass's time in that direction, so that the nodes sum to the plain pass (each node carries the same hooks: a
     forward pre-hook, a forward hook and a hook on its output's gradient); a node is never below 0, and what a short
     node cannot give comes evenly off the others (:func:`hooks_removed`).  Before (issue 42,
-    docs/import.md): full backward pre-hooks and no plain pass, and the layers summed to 1.1-2.7x the pass as the run
-    executes it (thread CPU time: the MLP's 9 nodes at one sample 2.7x, the ConvNet 1.6x, the Encoder 1.2x).
+    docs/import.md): full backward pre-hooks and no plain pass, and the layers summed to 1.15-2.75x the pass without
+    hooks (thread CPU time: the MLP's 9 nodes 2.7x, the ConvNet 1.7-1.9x, the Encoder 1.2-1.4x, GPT 1.15-1.2x).
 
     A run calls :meth:`sample` just before each of its steps, so that the layers are timed under the same
     load as the step they predict; :meth:`profile` gives the medians.
