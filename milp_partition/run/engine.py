@@ -88,8 +88,10 @@ class SavedActivations:
 
     Parameters (and their views) saved by an operator are not counted: they are the weights, held anyway.
     Inside a recomputed (``checkpoint_wrapper``) layer its own hooks win, so only what it keeps shows.
-    The hooks run Python for every tensor autograd saves, so a run counts on its first step only (:meth:`during`):
+    The hooks run Python for every tensor autograd saves, so a run counts on its first two steps only (:meth:`during`):
     on every step they made the passes 1.15-1.85x slower than training runs (docs/import.md, the passes inside a run).
+    Two, not one: what a step leaves live into the next (the MLP's first layer's saved input, one batch's 1 KiB) is
+    part of the peak from the second step on.
     """
 
     def __init__(self, exclude: set[int]) -> None:
@@ -136,13 +138,14 @@ class SavedActivations:
         return getattr(held, "tensor", held)
 
     def during(self, step: int) -> Any:
-        """The context of step ``step``'s passes: the counting hooks on the first step (``0``: the warm-up, whose
-        tensors are those of every step), nothing on the others (the timed steps run as training runs)."""
+        """The context of step ``step``'s passes: the counting hooks on the first two steps (``0``, the warm-up, and
+        ``1``: every later step saves what step 1 saves, with what step 0 left live), nothing on the others (they run
+        as training runs; with one warm-up step, 1 of the timed steps carries the hooks)."""
         import contextlib
 
         import torch
 
-        if step == 0:
+        if step < 2:
             return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
         return contextlib.nullcontext()
 
