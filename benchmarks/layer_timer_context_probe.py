@@ -69,7 +69,10 @@ def main() -> None:
         time.perf_counter = time.thread_time if clock == "cpu" else wall
         ms = probe(args.graph, args.size, args.rounds)
         cells = ", ".join(f"{k} {v:.3f} ms" for k, v in ms.items())
-        print(f"{Path(args.graph).stem} b = {args.size} ({clock} clock): {cells}; 1-minute load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"{Path(args.graph).stem} b = {args.size} ({clock} clock): {cells}; 1-minute load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":
