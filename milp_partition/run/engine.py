@@ -90,6 +90,10 @@ class SavedActivations:
 
     Parameters (and their views) saved by an operator are not counted: they are the weights, held anyway.
     Inside a recomputed (``checkpoint_wrapper``) layer its own hooks win, so only what it keeps shows.
+    The hooks run Python for every tensor autograd saves, so a run counts on its first two steps only (:meth:`during`):
+    on every step they made the passes 1.15-1.85x slower than training runs (docs/import.md, the passes inside a run).
+    Two, not one: what a step leaves live into the next (the MLP's first layer's saved input, one batch's 1 KiB) is
+    part of the peak from the second step on.
     """
 
     def __init__(self, exclude: set[int]) -> None:
@@ -134,6 +138,18 @@ class SavedActivations:
     @staticmethod
     def unpack(held: Any) -> Any:
         return getattr(held, "tensor", held)
+
+    def during(self, step: int) -> Any:
+        """The context of step ``step``'s passes: the counting hooks on the first two steps (``0``, the warm-up, and
+        ``1``: every later step saves what step 1 saves, with what step 0 left live), nothing on the others (they run
+        as training runs; with one warm-up step, 1 of the timed steps carries the hooks)."""
+        import contextlib
+
+        import torch
+
+        if step < 2:
+            return torch.autograd.graph.saved_tensors_hooks(self.pack, self.unpack)
+        return contextlib.nullcontext()
 
 
 def tensor_bytes_of(params: list[Any], opt: Any) -> tuple[int, int, int]:
@@ -580,7 +596,7 @@ def _train_steps(
         t0 = time.perf_counter()
         if sched is not None:
             sched.start()
-        with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+        with saved.during(k):
             if S == 1:
                 schedule.step(*args, target=target[lo:hi].to(device), losses=mb_losses, **kwargs)
             elif pp == 0:
@@ -676,7 +692,7 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
             dist.barrier()
             t0 = time.perf_counter()
             sched.start()
-            with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
+            with saved.during(k):
                 loss = runner.step([*args, *kwargs.values()], target)
             if dp_group is not None:
                 allreduce_gradients(params, dp_group)  # each micro-batch's loss was divided by N: a sum
