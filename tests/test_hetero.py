@@ -10,6 +10,7 @@ import random
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -299,6 +300,22 @@ def test_cli_setting_file_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureF
     assert "internal error" not in capsys.readouterr().err
 
 
+def two_step_definition(nxt: Any, d: int, t0: int, t1: int) -> Any:
+    """The two-column device table's step by its definition: for every row and budget ``a``, the least over ``n`` replicas
+    of tp ``t0`` (and ``d - n`` of tp ``t1``) of ``nxt[:, a - n t0] + (d - n) t1``."""
+    import numpy as np
+
+    rows, width = nxt.shape
+    want = np.full((rows, width), math.inf)
+    for n in range(d + 1):
+        if (n > 0 and not t0) or (n < d and not t1):
+            continue
+        for a in range(width):
+            if a - n * t0 >= 0:
+                want[:, a] = np.minimum(want[:, a], nxt[:, a - n * t0] + (d - n) * t1)
+    return want
+
+
 def test_two_column_step_is_its_definition() -> None:
     """The two-column device table's step (a running or window minimum per residue) against its definition, on random
     tables of whole device counts with holes (inf), every tp pair and D below and above the table's width."""
@@ -312,11 +329,4 @@ def test_two_column_step_is_its_definition() -> None:
         t0, t1 = int(rng.choice([0, 1, 2, 4])), int(rng.choice([0, 1, 2, 4]))
         nxt = rng.integers(0, 200, size=(rows, width)).astype(float)
         nxt[rng.random((rows, width)) < 0.3] = math.inf
-        want = np.full((rows, width), math.inf)
-        for n in range(d + 1):
-            if (n > 0 and not t0) or (n < d and not t1):
-                continue
-            for a in range(width):
-                if a - n * t0 >= 0:
-                    want[:, a] = np.minimum(want[:, a], nxt[:, a - n * t0] + (d - n) * t1)
-        assert np.array_equal(_two_step(nxt, d, t0, t1), want)
+        assert np.array_equal(_two_step(nxt, d, t0, t1), two_step_definition(nxt, d, t0, t1))

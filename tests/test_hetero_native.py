@@ -11,25 +11,14 @@ import pytest
 from milp_partition.budget import Budget
 from milp_partition.hetero import native
 from milp_partition.hetero.search import _two_step_numpy, search
+from tests.test_hetero import two_step_definition
 
 HETERO = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hetero"
 needs_native = pytest.mark.skipif(not native.available(), reason="the C extension is not built (setup.py build_ext)")
 
 
-def _definition(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray:
-    rows, width = nxt.shape
-    want = np.full((rows, width), math.inf)
-    for n in range(d + 1):
-        if (n > 0 and not t0) or (n < d and not t1):
-            continue
-        for a in range(width):
-            if a - n * t0 >= 0:
-                want[:, a] = np.minimum(want[:, a], nxt[:, a - n * t0] + (d - n) * t1)
-    return want
-
-
 @needs_native
-def test_compiled_two_column_step_equals_numpy_and_the_definition() -> None:
+def test_compiled_two_column_step_equals_numpy_and_thetwo_step_definition() -> None:
     """Random tables of whole device counts with holes (inf), every tp pair, D below and above the width (the
     window shorter and longer than the residue's run): the C step, the numpy step and the definition agree exactly."""
     rng = np.random.default_rng(11)
@@ -40,7 +29,7 @@ def test_compiled_two_column_step_equals_numpy_and_the_definition() -> None:
         nxt[rng.random((rows, width)) < 0.3] = math.inf
         got = native.two_step(nxt, d, t0, t1)
         assert got is not None
-        want = _definition(nxt, d, t0, t1)
+        want = two_step_definition(nxt, d, t0, t1)
         assert np.array_equal(got, want), (d, t0, t1)
         assert np.array_equal(_two_step_numpy(nxt, d, t0, t1), want)
 
@@ -108,12 +97,12 @@ def test_compiled_two_column_stage_equals_numpy() -> None:
         for s0 in range(l1):
             for e in range(l1):
                 if t0m[s0, e] or t1m[s0, e]:
-                    direct[s0] = np.minimum(direct[s0], _definition(nxt, d, int(t0m[s0, e]), int(t1m[s0, e]))[e])
+                    direct[s0] = np.minimum(direct[s0], two_step_definition(nxt, d, int(t0m[s0, e]), int(t1m[s0, e]))[e])
         assert np.array_equal(got, direct)
 
 
 @needs_native
-def test_compiled_decided_stage_use_equals_its_definition() -> None:
+def test_compiled_decided_stage_use_equals_itstwo_step_definition() -> None:
     """The decided stages' two-column use after one more stage (n of D replicas on column 0, n in a range) and the
     fit test's least sum, in C, against their definitions on random vectors of whole device counts with holes."""
     rng = np.random.default_rng(17)

@@ -202,17 +202,7 @@ def _forced_split(seed: int) -> RunPlanProblem:
 def test_optimum_at_t2_matches_enumeration_with_measured_saved_bytes(seed: int) -> None:
     """Forced to t = 2: each rank's a_v(t, b) (measured at some sizes, the t = 1 count at the others) and what a stage
     keeps of what it receives at t decide the memory; the DP's optimum and bound equal enumeration's."""
-    problem = _forced_split(seed)
-    want, _ = brute_force(problem)
-    got = solve_run_dp(problem)
-    assert got.complete
-    if math.isinf(want):
-        assert got.plan is None
-        return
-    assert got.plan is not None and got.plan.tensor_parallel == 2
-    report = verify_run_plan(problem, got.plan)
-    assert report.feasible, report.violations
-    assert got.step_s == pytest.approx(want, rel=1e-9) and got.bound_s == pytest.approx(want, rel=1e-9)
+    _assert_t2_optimum_is_enumeration(_forced_split(seed))
 
 
 def test_measured_saved_bytes_at_t2_change_the_answer() -> None:
@@ -405,7 +395,12 @@ def test_a_later_stage_keeps_what_its_layers_were_measured_to_save_again() -> No
 def test_forced_tensor_parallel_matches_enumeration(seed: int) -> None:
     """``--tensor-parallel 2`` forced: the DP's optimum and bound equal the enumeration's over every t = 2 plan."""
     problem = random_problem(random.Random(1000 + seed), RunShape(tensor_parallel=2))
-    problem = replace(problem, tensor_degrees=(1, 2), devices=max(problem.devices, 2))
+    _assert_t2_optimum_is_enumeration(replace(problem, tensor_degrees=(1, 2), devices=max(problem.devices, 2)))
+
+
+def _assert_t2_optimum_is_enumeration(problem: RunPlanProblem) -> None:
+    """The DP on ``problem`` (forced to t = 2) is complete, and its optimum and bound equal enumeration's; its plan has
+    t = 2 and the verifier accepts it at the same step (or there is no plan where enumeration finds none)."""
     want, _ = brute_force(problem)
     got = solve_run_dp(problem)
     assert got.complete
@@ -413,8 +408,10 @@ def test_forced_tensor_parallel_matches_enumeration(seed: int) -> None:
         assert got.plan is None
         return
     assert got.plan is not None and got.plan.tensor_parallel == 2
+    report = verify_run_plan(problem, got.plan)
+    assert report.feasible, report.violations
     assert got.step_s == pytest.approx(want, rel=1e-9) and got.bound_s == pytest.approx(want, rel=1e-9)
-    assert verify_run_plan(problem, got.plan).step_s == pytest.approx(want, rel=1e-9)
+    assert report.step_s == pytest.approx(want, rel=1e-9)
 
 
 def test_a_tensor_parallel_layer_is_priced_by_hand() -> None:
