@@ -170,7 +170,8 @@ def lift(
     if math.prod(len(x) for x in per_pool) > max_orders:
         per_pool = []
         for k in keys:
-            by = tuple(sorted(members[k], key=lambda z, g=k[0]: -counts[(g, z)]))
+            weight = {z: -counts[(k[0], z)] for z in members[k]}
+            by = tuple(sorted(members[k], key=weight.__getitem__))
             per_pool.append([by, by[::-1]])
     best, best_v = None, math.inf
     for combo in itertools.product(*per_pool):
