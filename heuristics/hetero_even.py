@@ -77,6 +77,64 @@ def _assign(options: list[list[tuple[float, int, int, int]]], caps: list[int], t
     return choice
 
 
+class _TwoColumnOracle:
+    """Whether :func:`_assign` finds an assignment on two columns, answered for every d from one table per theta.
+
+    With two columns, stage options use d tp devices of their column: an assignment fits when (sum of the column-0
+    options' tp) <= cap0 // d and (the column-1 sum) <= cap1 // d.  Per theta (an index into the sorted compute
+    values), ``least[a]`` is the least column-1 tp sum over the assignments with column-0 tp sum at most a (a dynamic
+    program over stages, built once per theta and shared by every d), so the test is one lookup: the same answer as
+    :func:`_assign` is None or not (its partial sums only grow, so its caps on partial states drop no completion)."""
+
+    def __init__(self, options: list[list[tuple[float, int, int, int]]]) -> None:
+        self.options = options
+        self.tables: dict[float, list[float]] = {}
+
+    def least(self, theta: float) -> list[float]:
+        got = self.tables.get(theta)
+        if got is None:
+            states: dict[int, int] = {0: 0}
+            for row in self.options:
+                nxt: dict[int, int] = {}
+                for a, v in states.items():
+                    for comp, col, tp, _idx in row:
+                        if comp > theta:
+                            continue
+                        na, nv = (a + tp, v) if col == 0 else (a, v + tp)
+                        old = nxt.get(na)
+                        if old is None or nv < old:
+                            nxt[na] = nv
+                states = nxt
+            width = max(states, default=-1) + 1
+            got = [math.inf] * width
+            for a, v in states.items():
+                got[a] = v
+            for a in range(1, width):  # at most a: a running minimum
+                got[a] = min(got[a], got[a - 1])
+            self.tables[theta] = got
+        return got
+
+    def feasible(self, caps: list[int], theta: float, d: int) -> bool:
+        row = self.least(theta)
+        if not row:
+            return False
+        return row[min(caps[0] // d, len(row) - 1)] <= caps[1] // d
+
+
+def _feasible(
+    oracle: _TwoColumnOracle | None,
+    options: list[list[tuple[float, int, int, int]]],
+    caps: list[int],
+    values: list[float],
+    k: int,
+    d: int,
+) -> bool:
+    """Whether :func:`_assign` (options, caps, values[k], d) finds an assignment (through the oracle on two columns)."""
+    if oracle is not None:
+        return oracle.feasible(caps, values[k], d)
+    return _assign(options, caps, values[k], d) is not None
+
+
 def best_even_plan(problem: HeteroProblem, max_stages: int = 12) -> tuple[HeteroPlan | None, float]:
     """The best even-split, one-configuration-per-stage plan found (and its iteration seconds; inf when none)."""
     mod = problem.model
@@ -104,16 +162,25 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12) -> tuple[Hetero
             if any(not r for r in options):
                 continue
             values = sorted({o[0] for r in options for o in r})
+            # two columns: the least theta index for every d by a pointer that only moves up (a theta feasible for d
+            # is feasible for d - 1, and a larger theta allows more options: the same index as a bisection per d),
+            # each test one lookup in :class:`_TwoColumnOracle`'s table of the theta (the same answers as _assign)
+            oracle = _TwoColumnOracle(options) if len(caps) == 2 else None
+            lo = 0
             for d in range(1, total // p + 1):
-                lo, hi = 0, len(values) - 1
-                if _assign(options, caps, values[hi], d) is None:
+                if not _feasible(oracle, options, caps, values, len(values) - 1, d):
                     break  # more replicas fit even less
-                while lo < hi:
-                    mid = (lo + hi) // 2
-                    if _assign(options, caps, values[mid], d) is None:
-                        lo = mid + 1
-                    else:
-                        hi = mid
+                if oracle is not None:
+                    while not oracle.feasible(caps, values[lo], d):
+                        lo += 1
+                else:  # more columns: the greedy is not monotone in theta; a bisection per d, as it always was
+                    lo, hi = 0, len(values) - 1
+                    while lo < hi:
+                        mid = (lo + hi) // 2
+                        if _assign(options, caps, values[mid], d) is None:
+                            lo = mid + 1
+                        else:
+                            hi = mid
                 choice = _assign(options, caps, values[lo], d)
                 if choice is None:
                     continue

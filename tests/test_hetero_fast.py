@@ -38,3 +38,27 @@ def test_vectorised_allreduce_bound_is_below_the_exact_one_and_close(setting: st
                     assert got[qi, s, e] <= exact, (q, s, e, d)
                     assert got[qi, s, e] >= exact - 1e-8 * abs(exact) - 1e-15, (q, s, e, d)  # a fit can go negative
         assert np.isfinite(got).all()
+
+
+def test_two_column_oracle_answers_as_the_assignment_program() -> None:
+    """The even heuristic's feasibility table (:class:`_TwoColumnOracle`: one program per theta for every d) says
+    feasible exactly when :func:`_assign` (a program per theta and d) finds an assignment, on random stage options of
+    two columns (every tp, compute values with ties, tight and loose caps)."""
+    from milp_partition.heuristics.hetero_even import _assign, _TwoColumnOracle
+
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        p = int(rng.integers(1, 6))
+        options = []
+        for _i in range(p):
+            row = []
+            for idx in range(int(rng.integers(1, 6))):
+                row.append((float(rng.integers(1, 8)), int(rng.integers(0, 2)), int(rng.choice([1, 2, 4])), idx))
+            options.append(row)
+        caps = [int(rng.integers(0, 40)), int(rng.integers(0, 40))]
+        values = sorted({o[0] for r in options for o in r})
+        oracle = _TwoColumnOracle(options)
+        for d in range(1, 12):
+            got = [oracle.feasible(caps, theta, d) for theta in values]
+            want = [_assign(options, caps, theta, d) is not None for theta in values]
+            assert got == want, (options, caps, d)

@@ -88,6 +88,13 @@ def combine(
     return x, t_pp, (max(ar) if ar else 0.0)
 
 
+def _uniform(row: tuple[Replica, ...]) -> bool:
+    """Whether every replica of a non-empty row equals the first (``tuple.count`` compares by identity first: the
+    search and the heuristics repeat one object, so this is a fast test); then every maximum over the row's replicas
+    or adjacent pairs has one distinct term, the same value as over all."""
+    return bool(row) and row.count(row[0]) == len(row)
+
+
 def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
     """The plan's terms under ``problem.objective`` (no feasibility check: see :func:`violations`)."""
     mod = problem.model
@@ -98,17 +105,21 @@ def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
     sound = problem.objective == "sound"
     # every term is a max over replicas (or pairs) of a value that depends on the replica's (or pair's) kind, zone and
     # tp only: each distinct one is computed once (the same values, so the same maxima, as replica by replica)
+    uniform = [_uniform(row) for row in reps]
     c, us = [], []
-    for (s, e), row in zip(stages, reps):
+    for (s, e), row, uni in zip(stages, reps, uniform):
         ci = 0.0
-        for kind, tp in dict.fromkeys((r.kind, r.tp) for r in row):
+        for kind, tp in ((row[0].kind, row[0].tp),) if uni else dict.fromkeys((r.kind, r.tp) for r in row):
             t = mod.times[(kind, mbs, tp)]
             ci = max(ci, sum(t[ly][0] + t[ly][1] for ly in range(s, e)))
             us.append(t[s][2])
         c.append(ci)
     out = mod.act_output_floats
 
-    def worst_send(row: tuple[Replica, ...], other: tuple[Replica, ...], size: float) -> float:
+    def worst_send(row: tuple[Replica, ...], other: tuple[Replica, ...], size: float, both_uniform: bool) -> float:
+        if both_uniform:  # one distinct pair (the rows have one length, D)
+            x, y = row[0], other[0]
+            return cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size)
         pairs = dict.fromkeys((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp) for x, y in zip(row, other))
         return max(cl.link_fit(key).seconds(size) for key in pairs)
 
@@ -116,16 +127,23 @@ def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
     for i in range(p):
         s, e = stages[i]
         if i < p - 1:
-            a[i] = worst_send(reps[i], reps[i + 1], FLOAT_BYTES * mbs * out[e - 1])
+            a[i] = worst_send(reps[i], reps[i + 1], FLOAT_BYTES * mbs * out[e - 1], uniform[i] and uniform[i + 1])
         if i > 0:
-            b[i] = worst_send(reps[i], reps[i - 1], FLOAT_BYTES * mbs * (out[s - 1] if sound else out[s]))
+            b[i] = worst_send(
+                reps[i], reps[i - 1], FLOAT_BYTES * mbs * (out[s - 1] if sound else out[s]), uniform[i] and uniform[i - 1]
+            )
     ar = []
     w1 = mod.params_floats[1]
-    for (s, e), row in zip(stages, reps):
-        tp_min = min([4] + [r.tp for r in row])
+    for (s, e), row, uni in zip(stages, reps, uniform):
+        tp_min = min(4, row[0].tp) if uni else min([4] + [r.tp for r in row])
         size = sum(FLOAT_BYTES * w1[ly] / tp_min for ly in range(s, e))
         v = 0.0
-        for lz, lk, rz, rk in dict.fromkeys((x.zone, x.kind, y.zone, y.kind) for x, y in itertools.pairwise(row)):
+        adjacent = (
+            ((row[0].zone, row[0].kind, row[0].zone, row[0].kind),) * (len(row) > 1)
+            if uni
+            else dict.fromkeys((x.zone, x.kind, y.zone, y.kind) for x, y in itertools.pairwise(row))
+        )
+        for lz, lk, rz, rk in adjacent:
             v = max(v, bucketed_seconds(cl.link_fit((lz, lk, 1, rz, rk, 1)), size, d))
         ar.append(v)
     x, t_pp, t_sync = combine(m, c, a, b, max(us), ar, sound)
