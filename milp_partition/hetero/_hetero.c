@@ -13,6 +13,7 @@
 #include <Python.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 /* out[e][a] (rows x width) = min over n of nxt[e][a - n t0] + (d - n) t1; 0 on success, -1 out of memory */
@@ -397,6 +398,107 @@ static PyObject *split_dp(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+
+/* stage_scan: one node of the search's tree (search.py, _Triple.rec) over every (end e, set q) at once: which pairs
+   the bound and the weighted device budget keep.  Arguments (all C-contiguous; Q sets, T weights, L1 = layers + 1,
+   n ends):
+     ends int64[n]; cq [Q][L1][L1]; aq [Q][L1]; uq [Q][L1]; arq [Q][L1][L1]; set_bits int64[Q]; allowed int64[L1]
+     (the configurations' bits allowed for this stage from s, per e); ymax2, ysum2, bhere [Q]; restsum, restmax [L1];
+     usage [Q][T]; used [T]; sfx [T][L1]; caps [T]; out: cand int64[n][Q], cnt int64[n], minlb [n], basemin [n];
+     then s, last, Q, T, L1, n and the doubles ka, kb, mm1 (m - 1), floor_y, umax, armax, umin, ar_floor, value,
+     keep (1 - PRUNE_REL).
+   Per e (in the given order) and allowed set q (bits within allowed[e]), in set order: yi = ci + (ka a + kb b),
+   big = max(ymax2, yi, base), base = max(restmax[e], floor_y), lb = mm1 big + ysum2 + yi + restsum[e] + max(u, umin)
+   + max(ar, ar_floor) with u = max(umax, uq[q][s]), ar = max(armax, arq[q][s][e]): the same operations in the same
+   order as the Python loop (no contraction: setup.py passes -ffp-contract=off).  cand lists the q with
+   not (lb keep >= value) and every weighted budget (usage[q][t] + used[t]) + sfx[t][e] <= caps[t]; minlb[e] is the
+   least lb keep over the allowed sets (a NaN counts as -inf: it never prunes), basemin[e] the least ci over them. */
+static PyObject *stage_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    enum { NB = 20 };
+    PyObject *o[NB];
+    Py_ssize_t s, last, nq, nt, l1, n;
+    double ka, kb, mm1, floor_y, umax, armax, umin, ar_floor, value, keep;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOnnnnnndddddddddd", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
+                          &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18],
+                          &o[19], &s, &last, &nq, &nt, &l1, &n, &ka, &kb, &mm1, &floor_y, &umax, &armax, &umin,
+                          &ar_floor, &value, &keep))
+        return NULL;
+    if (s < 0 || s >= l1 || nq < 0 || nt < 0 || n < 0) {
+        PyErr_SetString(PyExc_ValueError, "stage_scan: bad sizes");
+        return NULL;
+    }
+    /* expected sizes in bytes, in argument order */
+    const Py_ssize_t need[NB] = {n * 8,      nq * l1 * l1 * 8, nq * l1 * 8, nq * l1 * 8, nq * l1 * l1 * 8,
+                                 nq * 8,     l1 * 8,           nq * 8,      nq * 8,      nq * 8,
+                                 l1 * 8,     l1 * 8,           nq * nt * 8, nt * 8,      nt * l1 * 8,
+                                 nt * 8,     n * nq * 8,       n * 8,       n * 8,       n * 8};
+    Py_buffer v[NB];
+    int got = 0, rc = 0;
+    for (; got < NB; got++) { /* on a failure, got counts the buffers held (released below) */
+        int flags = PyBUF_C_CONTIGUOUS | (got >= 16 ? PyBUF_WRITABLE : 0);
+        if (PyObject_GetBuffer(o[got], &v[got], flags) < 0) {
+            rc = -1;
+            break;
+        }
+        if (v[got].len < need[got]) {
+            PyErr_Format(PyExc_ValueError, "stage_scan: argument %d is smaller than expected", got);
+            got++;
+            rc = -1;
+            break;
+        }
+    }
+    if (!rc) {
+        const int64_t *ends = (const int64_t *)v[0].buf;
+        const double *cq = (const double *)v[1].buf, *aq = (const double *)v[2].buf, *uq = (const double *)v[3].buf;
+        const double *arq = (const double *)v[4].buf;
+        const int64_t *bits = (const int64_t *)v[5].buf, *allowed = (const int64_t *)v[6].buf;
+        const double *ymax2 = (const double *)v[7].buf, *ysum2 = (const double *)v[8].buf, *bhere = (const double *)v[9].buf;
+        const double *restsum = (const double *)v[10].buf, *restmax = (const double *)v[11].buf;
+        const double *usage = (const double *)v[12].buf, *used = (const double *)v[13].buf, *sfx = (const double *)v[14].buf;
+        const double *caps = (const double *)v[15].buf;
+        int64_t *cand = (int64_t *)v[16].buf, *cnt = (int64_t *)v[17].buf;
+        double *minlb = (double *)v[18].buf, *basemin = (double *)v[19].buf;
+        for (Py_ssize_t idx = 0; idx < n; idx++) {
+            Py_ssize_t e = (Py_ssize_t)ends[idx];
+            int64_t k = 0;
+            double best_lb = INFINITY, best_c = INFINITY;
+            if (e <= s || e >= l1) {
+                cnt[idx] = 0, minlb[idx] = best_lb, basemin[idx] = best_c;
+                continue;
+            }
+            int64_t mask = allowed[e];
+            double rs = restsum[e], rm = restmax[e];
+            double base = rm >= floor_y ? rm : floor_y;
+            for (Py_ssize_t q = 0; q < nq; q++) {
+                if ((bits[q] & mask) != bits[q]) continue;
+                double ci = cq[(q * l1 + s) * l1 + e];
+                if (ci < best_c) best_c = ci;
+                double a = last ? 0.0 : aq[q * l1 + e];
+                double yi = ci + (ka * a + kb * bhere[q]);
+                double big = ymax2[q] >= yi ? ymax2[q] : yi;
+                if (base > big) big = base;
+                double uqv = uq[q * l1 + s], arv = arq[(q * l1 + s) * l1 + e];
+                double u = umax >= uqv ? umax : uqv;
+                double ar = armax >= arv ? armax : arv;
+                double lb = mm1 * big + ysum2[q] + yi + rs + (u >= umin ? u : umin) + (ar >= ar_floor ? ar : ar_floor);
+                double lbk = lb * keep;
+                if (lbk != lbk) lbk = -INFINITY;
+                if (lbk < best_lb) best_lb = lbk;
+                if (lb * keep >= value) continue;
+                int ok = 1;
+                for (Py_ssize_t t = 0; t < nt && ok; t++)
+                    if (!((usage[q * nt + t] + used[t]) + sfx[t * l1 + e] <= caps[t])) ok = 0;
+                if (ok) cand[idx * nq + k++] = (int64_t)q;
+            }
+            cnt[idx] = k, minlb[idx] = best_lb, basemin[idx] = best_c;
+        }
+    }
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"two_step", two_step, METH_VARARGS,
      "two_step(nxt, out, rows, width, d, t0, t1): the two-column device step of milp_partition.hetero.search "
@@ -407,6 +509,7 @@ static PyMethodDef methods[] = {
      "lambda_suffix(masks, w, out, p, nk, T, L1): the weighted device suffix program (_lambda_suffix)."},
     {"two_use", two_use, METH_VARARGS,
      "two_use(g, out, width, d, t0, t1, nlo, nhi): the decided stages' two-column use after one more stage."},
+    {"stage_scan", stage_scan, METH_VARARGS, "stage_scan(...): the (end, set) pairs one node of the search keeps."},
     {"two_fits", two_fits, METH_VARARGS, "two_fits(g, nxt, width): min over a of g[a] + nxt[width - 1 - a]."},
     {"split_dp", split_dp, METH_VARARGS,
      "split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): Search.root_split's programs (row of the first layer)."},

@@ -120,3 +120,43 @@ def split_dp(yk: np.ndarray, tps: list[int], budget: int) -> tuple[np.ndarray, n
     t = np.ascontiguousarray(tps, dtype=np.int64)
     _ext.split_dp(y, t, gmax0, gsum0, p, l1, ntp, int(budget))  # type: ignore[union-attr]
     return gmax0, gsum0
+
+
+def stage_scan(
+    arrays: tuple[np.ndarray, ...],
+    ends: np.ndarray,
+    s: int,
+    last: bool,
+    scalars: tuple[float, ...],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The (end, set) pairs one node of the search keeps (:meth:`milp_partition.hetero.search._Triple.scan`, whose
+    numpy form is the definition) in C: (cand [n][Q], cnt [n], minlb [n], basemin [n]); None when the extension is
+    not available.
+
+    Parameters
+    ----------
+    arrays : tuple of np.ndarray
+        (cq, aq, uq, arq, set_bits, allowed, ymax2, ysum2, bhere, restsum, restmax, usage, used, sfx, caps), each
+        C-contiguous (float64; set_bits and allowed int64), in the shapes :meth:`_Triple.scan` documents.
+    ends : np.ndarray
+        int64, the stage's end layers in the order the node visits them.
+    s : int
+        The stage's first layer.
+    last : bool
+        Whether the stage is the last (no forward send).
+    scalars : tuple of float
+        (ka, kb, m - 1, floor_y, umax, armax, umin, ar_floor, value, 1 - PRUNE_REL).
+    """
+    if not available():
+        return None
+    cq = arrays[0]
+    nq, l1 = cq.shape[0], cq.shape[1]
+    nt = arrays[11].shape[1]
+    n = ends.shape[0]
+    cand = np.empty((n, nq), dtype=np.int64)
+    cnt = np.empty(n, dtype=np.int64)
+    minlb, basemin = np.empty(n), np.empty(n)
+    _ext.stage_scan(  # type: ignore[union-attr]
+        ends, *arrays, cand, cnt, minlb, basemin, int(s), int(bool(last)), nq, nt, l1, n, *(float(x) for x in scalars)
+    )
+    return cand, cnt, minlb, basemin

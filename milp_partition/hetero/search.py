@@ -58,6 +58,10 @@ TICK = 2000
 #: Phase 1 (heuristic sweep over every triple): share of the time limit and nodes per triple.
 PHASE1_SHARE = 0.08
 PHASE1_NODES = 300
+#: Phase 1 on two columns (the settings the search finishes) ends once this many triples in a row were entered without
+#: a better incumbent: a triple it cut at its node cap is explored again in phase 2, so the sweep past the last
+#: improvement costs time and proves nothing (phase 2 explores every triple not done, in order of its bound).
+PHASE1_PATIENCE = 64
 #: Tighter caps on the later stages' y, as fractions of the triple's cap: a node whose own terms leave the later stages
 #: less room than a level checks the devices under that level's tables (built when first needed).
 LEVEL_FRACTIONS = (0.97, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6)
@@ -929,16 +933,22 @@ class _Search:
         )
         done: set[tuple[int, int, int]] = set()
         self.node_cap, self.balanced = PHASE1_NODES, True
+        patience = PHASE1_PATIENCE if sum(1 for c in prob.cluster.columns if c.count > 0) <= 2 else None
+        entered_since = 0  # triples entered since the incumbent last fell
         for t in triples:
             _q, mbs, d, p = t
             if t[0] * (1 - PRUNE_REL) >= self.out.value or phase1.expired():
+                break
+            if patience is not None and entered_since >= patience:
                 break
             if self.full_bound(tables, t) * (1 - PRUNE_REL) >= self.out.value:
                 done.add((mbs, d, p))
                 continue
             self.triple_nodes = 0
             kept = len(self.out.unresolved)
+            before = self.out.value
             self.inner(tables[mbs], d, p)
+            entered_since = 0 if self.out.value < before else entered_since + 1
             if self.abort or self.stop:
                 del self.out.unresolved[kept:]
             else:
@@ -1231,6 +1241,50 @@ class _Search:
         return out
 
 
+def _stage_scan_numpy(
+    arrays: tuple[np.ndarray, ...], ends: np.ndarray, s: int, last: bool, scalars: tuple[float, ...]
+) -> tuple[list[list[int]], list[float], list[float]]:
+    """:meth:`_Triple.scan` in numpy over [end][set] (the definition of the C loop,
+    :func:`milp_partition.hetero.native.stage_scan`, which takes the same arguments): per end the kept sets (in set
+    order), the least lb (1 - PRUNE_REL) of the allowed sets (NaN as -inf; inf when none) and their least compute."""
+    with np.errstate(invalid="ignore"):  # 0 inf is NaN, as in the loop (no warning there either)
+        return _stage_scan_numpy_core(arrays, ends, s, last, scalars)
+
+
+def _stage_scan_numpy_core(
+    arrays: tuple[np.ndarray, ...], ends: np.ndarray, s: int, last: bool, scalars: tuple[float, ...]
+) -> tuple[list[list[int]], list[float], list[float]]:
+    """:func:`_stage_scan_numpy`'s arithmetic."""
+    cq, aq, uq, arq, set_bits, allowed, ymax2, ysum2, bhere, restsum, restmax, usage, used, sfx, caps = arrays
+    ka, kb, mm1, floor_y, umax, armax, umin, ar_floor, value, keep = scalars
+    ci = cq[:, s, :][:, ends].T
+    a = np.zeros_like(ci) if last else aq[:, ends].T
+    yi = ci + (ka * a + kb * bhere[None, :])
+    big = np.where(ymax2[None, :] >= yi, ymax2[None, :], yi)
+    rm = restmax[ends]
+    base = np.where(rm >= floor_y, rm, floor_y)[:, None]
+    big = np.where(base > big, base, big)
+    uqs = uq[:, s][None, :]
+    u = np.where(umax >= uqs, umax, uqs)
+    ars = arq[:, s, :][:, ends].T
+    ar = np.where(armax >= ars, armax, ars)
+    lb = (
+        mm1 * big
+        + ysum2[None, :]
+        + yi
+        + restsum[ends][:, None]
+        + np.where(u >= umin, u, umin)
+        + np.where(ar >= ar_floor, ar, ar_floor)
+    )
+    ok = (set_bits[None, :] & allowed[ends][:, None]) == set_bits[None, :]
+    lbk = lb * keep
+    minlb = np.where(ok, np.where(np.isnan(lbk), -math.inf, lbk), math.inf).min(axis=1)
+    basemin = np.where(ok & ~np.isnan(ci), ci, math.inf).min(axis=1)  # a NaN compute is never below (as in the loop)
+    lam = (((usage + used)[None, :, :] + sfx[:, ends].T[:, None, :]) <= caps).all(axis=2)
+    kept = ok & ~(lbk >= value) & lam
+    return [np.flatnonzero(row).tolist() for row in kept], minlb.tolist(), basemin.tolist()
+
+
 class _Triple:
     """The exact branch and bound of one (mbs, D, P): its caps, bound tables and tree, sharing one state.
 
@@ -1320,7 +1374,10 @@ class _Triple:
         self.level_cache: dict[int, tuple[list[list[list[float]]], list[list[np.ndarray | None]]]] = {}
         self.nodes0 = 0
         self.allowed_bits: list[list[list[int]]] = []
+        self.allowed_np = np.zeros((0, 0, 0), dtype=np.int64)
+        self.rmax_np = self.rsum_np = np.zeros((0, 0))
         self.set_bits = [sum(1 << c for c in q) for q in sets]
+        self.set_bits_np = np.array(self.set_bits, dtype=np.int64)
         # the sets' terms at every (s0, e), shared by the triples of this micro-batch size and D (not filtered)
         self.set_terms = [tb.misc.setdefault(("setterms", d, last), {}) for last in (False, True)]
         self.chosen: list[tuple[int, int, tuple[int, ...]]] = []
@@ -1329,6 +1386,8 @@ class _Triple:
         # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
         # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
         self.memo: dict[tuple[object, ...], list[tuple[float, ...]]] = {}
+        # per (previous stage's set, first layer): the pair bounds (a_{i-1}, b_i) over :attr:`sets` (:meth:`prev_arrays`)
+        self.pair_rows: dict[tuple[tuple[int, ...], int], tuple[np.ndarray, np.ndarray]] = {}
 
     def run(self) -> None:
         """Tighten the caps, build the device-budget tables, then search the tree (each step may prune the triple)."""
@@ -1339,7 +1398,9 @@ class _Triple:
         # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
         # as one integer per (k, s0, e): bit c set when configuration c passes (a set passes when all its bits do)
         shifts = np.left_shift(np.int64(1), np.arange(self.nk, dtype=np.int64))
-        self.allowed_bits = np.tensordot(self.masks_by_k.astype(np.int64), shifts, axes=([1], [0])).tolist()
+        bits = np.tensordot(self.masks_by_k.astype(np.int64), shifts, axes=([1], [0]))
+        self.allowed_bits = bits.tolist()
+        self.allowed_np = np.ascontiguousarray(bits, dtype=np.int64)  # [k][s0][e], for :meth:`scan`
         self.nodes0 = self.search.out.nodes
         self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
 
@@ -1395,6 +1456,7 @@ class _Triple:
         self.masks_by_k = masks_by_k
         self.rmax_l = [r.tolist() for r in rmax_arr]
         self.rsum_l = [r.tolist() for r in rsum_arr]
+        self.rmax_np, self.rsum_np = np.ascontiguousarray(rmax_arr), np.ascontiguousarray(rsum_arr)
         return True
 
     def lambda_tables(self, masks_by_k: np.ndarray) -> list[list[list[float]]]:
@@ -1617,6 +1679,88 @@ class _Triple:
                 return False
         return True
 
+    def scan(
+        self,
+        i: int,
+        s: int,
+        ends: list[int],
+        prev: tuple[np.ndarray, np.ndarray, np.ndarray],
+        used: list[float],
+        umax: float,
+        armax: float,
+    ) -> tuple[list[list[int]], list[float], list[float]]:
+        """The (end, set) pairs node (i, s) keeps, every end of ``ends`` at once: per end e (in that order) the sets q
+        allowed for stage i over layers s..e-1 (:meth:`stage_sets`' filter) whose bound (:meth:`rec`'s lb) is below the
+        incumbent now and whose D replicas leave the later stages room in every weighted device budget (the test of
+        :meth:`rec`), in set order; the least lb (1 - PRUNE_REL) over the allowed sets (a NaN as -inf) and their least
+        compute.  The same double operations in the same order as :meth:`rec`'s loop (so the same decisions); in C
+        where the extension is built (:func:`milp_partition.hetero.native.stage_scan`), else numpy below.
+
+        The incumbent only falls while the node runs: :meth:`rec` checks each kept pair's bound again (a pair dropped
+        here is dropped there too), and the least bound tells whether any set was below the incumbent at the start of
+        its end (the first such set in set order meets the incumbent of that start)."""
+        tb, p, m = self.tb, self.p, self.m
+        cq, aq, uq, arq = self.set_term_lists()
+        ymax2, ysum2, bhere = (np.ascontiguousarray(x, dtype=float) for x in prev)
+        ka, kb = self.x_coef[i]
+        last = i == p - 1
+        floor_y = self.theta + self.xmin_all
+        used_np = np.array(used, dtype=float)
+        sfx = self.suffix_np[i + 1]  # [t][s0]
+        restsum, restmax, allowed = self.rsum_np[i + 1], self.rmax_np[i + 1], self.allowed_np[i, s]
+        value, keep = self.search.out.value, 1 - PRUNE_REL
+        ends_np = np.array(ends, dtype=np.int64)
+        scalars = (ka, kb, float(m - 1), floor_y, umax, armax, tb.umin, self.ar_floor, value, keep)
+        arrays = (
+            cq,
+            aq,
+            uq,
+            arq,
+            self.set_bits_np,
+            allowed,
+            ymax2,
+            ysum2,
+            bhere,
+            restsum,
+            restmax,
+            self.usage_arr,
+            used_np,
+            sfx,
+            self.caps_tol,
+        )
+        fast = native.stage_scan(arrays, ends_np, s, last, scalars)
+        if fast is not None:
+            cand, cnt, minlb, basemin = fast
+            kept = [cand[idx, :c].tolist() if c else [] for idx, c in enumerate(cnt.tolist())]
+            return kept, minlb.tolist(), basemin.tolist()
+        return _stage_scan_numpy(arrays, ends_np, s, last, scalars)
+
+    def prev_arrays(
+        self, i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`prev_terms` as three arrays over :attr:`sets` (max, sum of the decided stages' y, b_i), the same
+        values: the pair bounds (:meth:`_Search.pair_lb`) per (previous set, s) kept as rows, then X_{i-1}
+        (:meth:`_Search.x_of`: a, 2 a or a + b), y_{i-1}, the maximum and the sum elementwise in the same order."""
+        nq = len(self.sets)
+        if i == 0:
+            return np.full(nq, ymax, dtype=float), np.full(nq, ysum, dtype=float), np.zeros(nq)
+        q_prev = self.chosen[-1][2]
+        key = (q_prev, s)
+        rows = self.pair_rows.get(key)
+        if rows is None:
+            srch, tb = self.search, self.tb
+            sa, sb = self.size_a(s), self.size_b(s)
+            got = [srch.pair_lb(tb, q_prev, q, sa, sb) for q in self.sets]
+            rows = self.pair_rows[key] = (np.array([g[0] for g in got], dtype=float), np.array([g[1] for g in got], dtype=float))
+        a_prev, b_here = rows
+        p = self.p
+        if i - 1 == 0:
+            x = a_prev if (p <= 3 or self.sound) else 2 * a_prev
+        else:  # a middle stage (stage i - 1 < p - 1 is never the last)
+            x = a_prev + b_prev
+        y_prev = c_prev + x
+        return np.where(ymax >= y_prev, ymax, y_prev), ysum + y_prev, b_here
+
     def prev_terms(
         self, i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float
     ) -> dict[tuple[int, ...], tuple[float, float, float]]:
@@ -1659,26 +1803,25 @@ class _Triple:
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
         theta, xmin_all, ar_floor = self.theta, self.xmin_all, self.ar_floor
         rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
-        set_index = self.set_index
         # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
         ka, kb = self.x_coef[i]
         rest = p - i - 1
-        prev = self.prev_terms(i, s, ymax, ysum, c_prev, b_prev)
+        prev = self.prev_arrays(i, s, ymax, ysum, c_prev, b_prev)
+        ymax2_l, ysum2_l, bhere_l = (x.tolist() for x in prev)
         # per set (by index): the decided stages' weighted devices with this stage's D replicas on the set
-        used_arr = self.usage_arr + np.array(used)  # [set][t] (the same sums as one by one)
-        used_l = used_arr.tolist()
-        # which (end, set) pairs the device budget allows: used + the later stages' least weighted devices within the
-        # caps for every weight vector (numpy, the same sums and comparisons as one by one)
-        e_lo = s + 1
-        sfx_rows = self.suffix_np[i + 1, :, e_lo:].T  # [e - e_lo][t]
-        lam_ok = ((used_arr[None, :, :] + sfx_rows[:, None, :]) <= self.caps_tol).all(axis=2).tolist()
+        used_l = (self.usage_arr + np.array(used)).tolist()  # [set][t] (the same sums as one by one)
         floor_y = theta + xmin_all
         use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
         if srch.balanced and rest:
             aim = s + (L - s) / (rest + 1)
             ends = sorted(ends, key=lambda x: abs(x - aim))
-        for e in ends:
+        ends = list(ends)
+        # every (end, set) pair at once: the sets each end keeps (bound and weighted devices), the least bound and the
+        # least compute of the allowed sets (:meth:`scan`)
+        cands, minlbs, basemins = self.scan(i, s, ends, prev, used, umax, armax)
+        last = i == p - 1
+        for idx, e in enumerate(ends):
             srch.out.nodes += 1
             srch.ticks += 1
             srch.triple_nodes += 1
@@ -1695,14 +1838,14 @@ class _Triple:
             restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
             restmax = rmax_l[i + 1][e]  # least max of the later stages' y
             base = restmax if restmax >= floor_y else floor_y
-            ok_e = lam_ok[e - e_lo]
-            any_ok = False
-            base_min_c = math.inf
             value = srch.out.value
-            for q, ci, a_here, u_q, ar_q in self.stage_sets(i, s, e):
-                if ci < base_min_c:
-                    base_min_c = ci
-                ymax2, ysum2, b_here = prev[q]
+            any_ok = minlbs[idx] < value  # some allowed set's bound below the incumbent at this end's start
+            base_min_c = basemins[idx]
+            kept = cands[idx]
+            full = self.set_terms_at(last, s, e) if kept else []
+            for qi in kept:
+                q, ci, a_here, u_q, ar_q = full[qi]
+                ymax2, ysum2, b_here = ymax2_l[qi], ysum2_l[qi], bhere_l[qi]
                 yi = ci + (ka * a_here + kb * b_here)
                 big = ymax2 if ymax2 >= yi else yi
                 if base > big:
@@ -1711,11 +1854,7 @@ class _Triple:
                 ar = armax if armax >= ar_q else ar_q
                 lb = (m - 1) * big + ysum2 + yi + restsum + (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
                 if lb * (1 - PRUNE_REL) >= value:
-                    continue
-                any_ok = True
-                qi = set_index[q]
-                if not ok_e[qi]:
-                    continue
+                    continue  # the incumbent fell since the scan
                 used2 = used_l[qi]
                 g2 = self.two_use(g_used, q) if two else g_used
                 if two and not self.two_ok(g2, i + 1, e):
