@@ -215,3 +215,73 @@ def test_compiled_stage_scan_equals_numpy() -> None:
         kept_pairs += sum(map(len, kept))
         dropped_pairs += len(ends) * nq - sum(map(len, kept))
     assert kept_pairs > 100 and dropped_pairs > 100  # both outcomes are exercised
+
+
+@needs_native
+def test_compiled_stage_scan_with_the_two_column_test_equals_its_definition() -> None:
+    """The scan's two-column device test in C (a kept set's decided use g2[a] = min over n in [nlo, nhi] with
+    a - n t0 >= 0 of g[a - n t0] + (d - n) t1, then min over a of g2[a] + nxt[e][W - 1 - a] <= cap1) against the numpy
+    scan filtered by that definition, loop by loop, on random whole-number tables with holes."""
+    from milp_partition.hetero.search import _stage_scan_numpy
+
+    rng = np.random.default_rng(13)
+    passed = failed = 0
+    for trial in range(200):
+        nq, nt, l1, w, d = (
+            int(rng.integers(1, 12)),
+            2,
+            int(rng.integers(2, 12)),
+            int(rng.integers(1, 40)),
+            int(rng.integers(1, 9)),
+        )
+        s = int(rng.integers(0, l1 - 1))
+        ends = np.arange(s + 1, l1, dtype=np.int64)
+        arrays = (
+            rng.random((nq, l1, l1)),
+            rng.random((nq, l1)),
+            rng.random((nq, l1)),
+            rng.random((nq, l1, l1)),
+            np.ones(nq, dtype=np.int64),
+            np.ones(l1, dtype=np.int64),
+            rng.random(nq),
+            rng.random(nq),
+            rng.random(nq),
+            rng.random(l1),
+            rng.random(l1),
+            rng.random((nq, nt)),
+            rng.random(nt),
+            rng.random((nt, l1)),
+            np.full(nt, 10.0),
+        )
+        scalars = (1.0, 1.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, math.inf, 1 - 1e-12)  # every pair passes the bound
+        g = rng.integers(0, 20, size=w).astype(float)
+        g[rng.random(w) < 0.2] = math.inf
+        nxt = rng.integers(0, 20, size=(l1, w)).astype(float)
+        nxt[rng.random((l1, w)) < 0.3] = math.inf
+        twoq = np.array(
+            [[int(rng.choice([0, 1, 2, 4])), int(rng.choice([0, 1, 2, 4])), int(rng.integers(0, d + 1)), d] for _ in range(nq)],
+            dtype=np.int64,
+        )
+        cap1 = float(rng.integers(0, 30))
+        got = native.stage_scan(arrays, ends, s, trial % 3 == 0, scalars, (g, twoq, nxt, d, cap1))
+        assert got is not None
+        cand, cnt, _minlb, _basemin = got
+        kept = [cand[i, :c].tolist() for i, c in enumerate(cnt.tolist())]
+        base, _m, _b = _stage_scan_numpy(arrays, ends, s, trial % 3 == 0, scalars)
+        want = []
+        for row, e in zip(base, ends.tolist()):
+            keep_row = []
+            for q in row:
+                t0, t1, nlo, nhi = (int(x) for x in twoq[q])
+                g2 = [
+                    min([g[a - n * t0] + (d - n) * t1 for n in range(nlo, nhi + 1) if a - n * t0 >= 0], default=math.inf)
+                    for a in range(w)
+                ]
+                if min(g2[a] + nxt[e][w - 1 - a] for a in range(w)) <= cap1:
+                    keep_row.append(q)
+                    passed += 1
+                else:
+                    failed += 1
+            want.append(keep_row)
+        assert kept == want, trial
+    assert passed > 50 and failed > 50

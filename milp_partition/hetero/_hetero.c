@@ -399,32 +399,62 @@ static PyObject *split_dp(PyObject *self, PyObject *args) {
 }
 
 
+/* two_use's loop (out[a] = min over n in [nlo, nhi] with a - n t0 >= 0 of g[a - n t0] + (d - n) t1, inf where none),
+   with scratch dq and y of at least width / t0 + 1 entries each; shared by two_use and stage_scan. */
+static void two_use_core(const double *g, double *out, Py_ssize_t width, Py_ssize_t d, int t0, int t1, Py_ssize_t nlo,
+                         Py_ssize_t nhi, Py_ssize_t *dq, double *y) {
+    for (Py_ssize_t a = 0; a < width; a++) out[a] = INFINITY;
+    if (nlo > nhi) return;
+    if (!t0) {
+        for (Py_ssize_t a = 0; a < width; a++) out[a] = g[a] + (double)t1 * (double)(d - nhi);
+        return;
+    }
+    for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
+        Py_ssize_t jn = (width - r + t0 - 1) / t0;
+        for (Py_ssize_t k = 0; k < jn; k++) y[k] = g[r + k * t0] + (double)(t1 * k);
+        Py_ssize_t head = 0, tail = 0;
+        for (Py_ssize_t j = 0; j < jn; j++) {
+            Py_ssize_t kin = j - nlo;
+            if (kin >= 0) {
+                while (tail > head && y[dq[tail - 1]] >= y[kin]) tail--;
+                dq[tail++] = kin;
+            }
+            while (tail > head && dq[head] < j - nhi) head++;
+            if (tail > head) out[r + j * t0] = y[dq[head]] + (double)t1 * (double)(d - j);
+        }
+    }
+}
+
 /* stage_scan: one node of the search's tree (search.py, _Triple.rec) over every (end e, set q) at once: which pairs
    the bound and the weighted device budget keep.  Arguments (all C-contiguous; Q sets, T weights, L1 = layers + 1,
    n ends):
      ends int64[n]; cq [Q][L1][L1]; aq [Q][L1]; uq [Q][L1]; arq [Q][L1][L1]; set_bits int64[Q]; allowed int64[L1]
      (the configurations' bits allowed for this stage from s, per e); ymax2, ysum2, bhere [Q]; restsum, restmax [L1];
      usage [Q][T]; used [T]; sfx [T][L1]; caps [T]; out: cand int64[n][Q], cnt int64[n], minlb [n], basemin [n];
-     then s, last, Q, T, L1, n and the doubles ka, kb, mm1 (m - 1), floor_y, umax, armax, umin, ar_floor, value,
-     keep (1 - PRUNE_REL).
+     the two-column test: g [W] (the decided stages' column-1 devices per column-0 budget), twoq int64[Q][4] (per set
+     t0, t1, nlo, nhi of two_use), nxt [L1][W] (the later stages' table from each e: all inf where none);
+     then s, last, Q, T, L1, n, W, d, two (0: no two-column test) and the doubles ka, kb, mm1 (m - 1), floor_y, umax,
+     armax, umin, ar_floor, value, keep (1 - PRUNE_REL), cap1.
    Per e (in the given order) and allowed set q (bits within allowed[e]), in set order: yi = ci + (ka a + kb b),
    big = max(ymax2, yi, base), base = max(restmax[e], floor_y), lb = mm1 big + ysum2 + yi + restsum[e] + max(u, umin)
    + max(ar, ar_floor) with u = max(umax, uq[q][s]), ar = max(armax, arq[q][s][e]): the same operations in the same
    order as the Python loop (no contraction: setup.py passes -ffp-contract=off).  cand lists the q with
    not (lb keep >= value) and every weighted budget (usage[q][t] + used[t]) + sfx[t][e] <= caps[t]; minlb[e] is the
-   least lb keep over the allowed sets (a NaN counts as -inf: it never prunes), basemin[e] the least ci over them. */
+   least lb keep over the allowed sets (a NaN counts as -inf: it never prunes), basemin[e] the least ci over them.
+   With two, a kept q must also pass the two-column test: min over a of g2[a] + nxt[e][W - 1 - a] <= cap1 with g2 =
+   two_use(g, d, t0, t1, nlo, nhi) (the search's two_use and two_ok: whole numbers, the same sums and minima). */
 static PyObject *stage_scan(PyObject *self, PyObject *args) {
     (void)self;
-    enum { NB = 20 };
+    enum { NB = 23 };
     PyObject *o[NB];
-    Py_ssize_t s, last, nq, nt, l1, n;
-    double ka, kb, mm1, floor_y, umax, armax, umin, ar_floor, value, keep;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOnnnnnndddddddddd", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6],
-                          &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17], &o[18],
-                          &o[19], &s, &last, &nq, &nt, &l1, &n, &ka, &kb, &mm1, &floor_y, &umax, &armax, &umin,
-                          &ar_floor, &value, &keep))
+    Py_ssize_t s, last, nq, nt, l1, n, w, d, two;
+    double ka, kb, mm1, floor_y, umax, armax, umin, ar_floor, value, keep, cap1;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOOOOOOOOOOOnnnnnnnnnddddddddddd", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5],
+                          &o[6], &o[7], &o[8], &o[9], &o[10], &o[11], &o[12], &o[13], &o[14], &o[15], &o[16], &o[17],
+                          &o[18], &o[19], &o[20], &o[21], &o[22], &s, &last, &nq, &nt, &l1, &n, &w, &d, &two, &ka, &kb,
+                          &mm1, &floor_y, &umax, &armax, &umin, &ar_floor, &value, &keep, &cap1))
         return NULL;
-    if (s < 0 || s >= l1 || nq < 0 || nt < 0 || n < 0) {
+    if (s < 0 || s >= l1 || nq < 0 || nt < 0 || n < 0 || w < 1 || d < 0) {
         PyErr_SetString(PyExc_ValueError, "stage_scan: bad sizes");
         return NULL;
     }
@@ -432,11 +462,12 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
     const Py_ssize_t need[NB] = {n * 8,      nq * l1 * l1 * 8, nq * l1 * 8, nq * l1 * 8, nq * l1 * l1 * 8,
                                  nq * 8,     l1 * 8,           nq * 8,      nq * 8,      nq * 8,
                                  l1 * 8,     l1 * 8,           nq * nt * 8, nt * 8,      nt * l1 * 8,
-                                 nt * 8,     n * nq * 8,       n * 8,       n * 8,       n * 8};
+                                 nt * 8,     n * nq * 8,       n * 8,       n * 8,       n * 8,
+                                 two ? w * 8 : 0, two ? nq * 4 * 8 : 0, two ? l1 * w * 8 : 0};
     Py_buffer v[NB];
     int got = 0, rc = 0;
     for (; got < NB; got++) { /* on a failure, got counts the buffers held (released below) */
-        int flags = PyBUF_C_CONTIGUOUS | (got >= 16 ? PyBUF_WRITABLE : 0);
+        int flags = PyBUF_C_CONTIGUOUS | (got >= 16 && got < 20 ? PyBUF_WRITABLE : 0);
         if (PyObject_GetBuffer(o[got], &v[got], flags) < 0) {
             rc = -1;
             break;
@@ -459,6 +490,22 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
         const double *caps = (const double *)v[15].buf;
         int64_t *cand = (int64_t *)v[16].buf, *cnt = (int64_t *)v[17].buf;
         double *minlb = (double *)v[18].buf, *basemin = (double *)v[19].buf;
+        const double *g = (const double *)v[20].buf, *nxt = (const double *)v[22].buf;
+        const int64_t *twoq = (const int64_t *)v[21].buf;
+        double *g2 = NULL, *y = NULL;
+        Py_ssize_t *dq = NULL;
+        if (two) {
+            g2 = (double *)malloc(sizeof(double) * (size_t)w);
+            y = (double *)malloc(sizeof(double) * (size_t)(w + 1));
+            dq = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)(w + 1));
+            if (!g2 || !y || !dq) {
+                free(g2), free(y), free(dq);
+                g2 = NULL, y = NULL, dq = NULL;
+                PyErr_NoMemory();
+                rc = -1;
+                n = 0; /* no work: the buffers are released below */
+            }
+        }
         for (Py_ssize_t idx = 0; idx < n; idx++) {
             Py_ssize_t e = (Py_ssize_t)ends[idx];
             int64_t k = 0;
@@ -489,10 +536,22 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
                 int ok = 1;
                 for (Py_ssize_t t = 0; t < nt && ok; t++)
                     if (!((usage[q * nt + t] + used[t]) + sfx[t * l1 + e] <= caps[t])) ok = 0;
+                if (ok && two) {
+                    const int64_t *tq = twoq + 4 * q;
+                    two_use_core(g, g2, w, d, (int)tq[0], (int)tq[1], (Py_ssize_t)tq[2], (Py_ssize_t)tq[3], dq, y);
+                    const double *row = nxt + e * w;
+                    double best = INFINITY;
+                    for (Py_ssize_t a2 = 0; a2 < w; a2++) {
+                        double x = g2[a2] + row[w - 1 - a2];
+                        if (x < best) best = x;
+                    }
+                    ok = best <= cap1;
+                }
                 if (ok) cand[idx * nq + k++] = (int64_t)q;
             }
             cnt[idx] = k, minlb[idx] = best_lb, basemin[idx] = best_c;
         }
+        free(g2), free(y), free(dq);
     }
     for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
     if (rc) return NULL;

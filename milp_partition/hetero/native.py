@@ -128,6 +128,7 @@ def stage_scan(
     s: int,
     last: bool,
     scalars: tuple[float, ...],
+    two: tuple[np.ndarray, np.ndarray, np.ndarray, int, float] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The (end, set) pairs one node of the search keeps (:meth:`milp_partition.hetero.search._Triple.scan`, whose
     numpy form is the definition) in C: (cand [n][Q], cnt [n], minlb [n], basemin [n]); None when the extension is
@@ -146,6 +147,11 @@ def stage_scan(
         Whether the stage is the last (no forward send).
     scalars : tuple of float
         (ka, kb, m - 1, floor_y, umax, armax, umin, ar_floor, value, 1 - PRUNE_REL).
+    two : tuple, optional
+        Two columns: (g, twoq, nxt, d, cap1): a kept set must also pass the two-column device test of
+        :meth:`milp_partition.hetero.search._Triple.two_ok` on :meth:`~milp_partition.hetero.search._Triple.two_use`
+        (g [W] float64, twoq [Q][4] int64 per set (t0, t1, least n, most n), nxt [L1][W] float64, all inf where no
+        completion).
     """
     if not available():
         return None
@@ -156,7 +162,30 @@ def stage_scan(
     cand = np.empty((n, nq), dtype=np.int64)
     cnt = np.empty(n, dtype=np.int64)
     minlb, basemin = np.empty(n), np.empty(n)
+    if two is not None:
+        g, twoq, nxt, d, cap1 = two
+        extra, width, flag = (g, twoq, nxt), g.shape[0], 1
+    else:
+        empty = np.zeros(1)
+        extra, width, d, cap1, flag = (empty, np.zeros(4, dtype=np.int64), empty), 1, 0, 0.0, 0
     _ext.stage_scan(  # type: ignore[union-attr]
-        ends, *arrays, cand, cnt, minlb, basemin, int(s), int(bool(last)), nq, nt, l1, n, *(float(x) for x in scalars)
+        ends,
+        *arrays,
+        cand,
+        cnt,
+        minlb,
+        basemin,
+        *extra,
+        int(s),
+        int(bool(last)),
+        nq,
+        nt,
+        l1,
+        n,
+        int(width),
+        int(d),
+        flag,
+        *(float(x) for x in scalars),
+        float(cap1),
     )
     return cand, cnt, minlb, basemin

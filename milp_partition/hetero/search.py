@@ -1367,6 +1367,15 @@ class _Triple:
                 self.two_steps[q] = (t0, t1, ns)
         self.two_use_arrays: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
         self.two_sfx: list[list[np.ndarray | None]] = []
+        self.two_np: list[np.ndarray] = []  # two_sfx[k] as [s0][a] arrays (:meth:`two_tables`)
+        self.last_two_np: list[np.ndarray] = []
+        # per set: (t0, t1, least n, most n) of :meth:`two_use`, for :meth:`scan`
+        self.twoq = np.array(
+            [[t0, t1, int(ns[0]), int(ns[-1])] if len(ns) else [t0, t1, 1, 0] for t0, t1, ns in (self.two_steps[q] for q in sets)]
+            if self.two
+            else np.zeros((0, 4)),
+            dtype=np.int64,
+        )
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
         self.rmax_l: list[list[float]] = []
         self.rsum_l: list[list[float]] = []
@@ -1491,6 +1500,7 @@ class _Triple:
         then each (s0, e) picks its pair's row.
         """
         self.two_sfx = two_sfx = self.two_tables(self.masks_by_k)
+        self.two_np = self.last_two_np
         first = two_sfx[0][0]
         if first is None or first[self.cap0] > self.cap1:
             return False  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
@@ -1512,6 +1522,7 @@ class _Triple:
             cidx[t0, t1] = i
         cur = np.full((L + 1, cap0 + 1), inf)
         cur[L] = 0.0
+        layers = [cur] * (p + 1)  # [k]: two_sfx[k] as one [s0][a] array (all inf where None), for :meth:`scan`
         # least allowed tp per column over [k][s0][e] (0: the column has no allowed configuration there), every stage
         # at once
         least = []
@@ -1535,6 +1546,8 @@ class _Triple:
             cur[L - (p - k) + 1 :] = inf  # stage k starts at L - (p - k) at the latest
             for s0 in np.flatnonzero(np.isfinite(cur).any(axis=1)).tolist():
                 two_sfx[k][s0] = cur[s0]
+            layers[k] = cur
+        self.last_two_np = layers
         return two_sfx
 
     def _two_layer_numpy(
@@ -1688,12 +1701,14 @@ class _Triple:
         used: list[float],
         umax: float,
         armax: float,
+        g_used: np.ndarray,
     ) -> tuple[list[list[int]], list[float], list[float]]:
         """The (end, set) pairs node (i, s) keeps, every end of ``ends`` at once: per end e (in that order) the sets q
         allowed for stage i over layers s..e-1 (:meth:`stage_sets`' filter) whose bound (:meth:`rec`'s lb) is below the
         incumbent now and whose D replicas leave the later stages room in every weighted device budget (the test of
-        :meth:`rec`), in set order; the least lb (1 - PRUNE_REL) over the allowed sets (a NaN as -inf) and their least
-        compute.  The same double operations in the same order as :meth:`rec`'s loop (so the same decisions); in C
+        :meth:`rec`) and, on two columns, the stages from e the devices (:meth:`two_use` then :meth:`two_ok`, with the
+        decided stages' ``g_used``), in set order; the least lb (1 - PRUNE_REL) over the allowed sets (a NaN as -inf)
+        and their least compute.  The same double operations in the same order as :meth:`rec`'s loop (so the same decisions); in C
         where the extension is built (:func:`milp_partition.hetero.native.stage_scan`), else numpy below.
 
         The incumbent only falls while the node runs: :meth:`rec` checks each kept pair's bound again (a pair dropped
@@ -1728,12 +1743,17 @@ class _Triple:
             sfx,
             self.caps_tol,
         )
-        fast = native.stage_scan(arrays, ends_np, s, last, scalars)
+        two = (g_used, self.twoq, self.two_np[i + 1], self.d, float(self.cap1)) if self.two else None
+        fast = native.stage_scan(arrays, ends_np, s, last, scalars, two)
         if fast is not None:
             cand, cnt, minlb, basemin = fast
             kept = [cand[idx, :c].tolist() if c else [] for idx, c in enumerate(cnt.tolist())]
             return kept, minlb.tolist(), basemin.tolist()
-        return _stage_scan_numpy(arrays, ends_np, s, last, scalars)
+        kept, minlbs, basemins = _stage_scan_numpy(arrays, ends_np, s, last, scalars)
+        if self.two:  # the two-column test of rec (two_use, then two_ok), set by set
+            sets = self.sets
+            kept = [[qi for qi in row if self.two_ok(self.two_use(g_used, sets[qi]), i + 1, e)] for row, e in zip(kept, ends)]
+        return kept, minlbs, basemins
 
     def prev_arrays(
         self, i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float
@@ -1819,7 +1839,7 @@ class _Triple:
         ends = list(ends)
         # every (end, set) pair at once: the sets each end keeps (bound and weighted devices), the least bound and the
         # least compute of the allowed sets (:meth:`scan`)
-        cands, minlbs, basemins = self.scan(i, s, ends, prev, used, umax, armax)
+        cands, minlbs, basemins = self.scan(i, s, ends, prev, used, umax, armax, g_used)
         last = i == p - 1
         for idx, e in enumerate(ends):
             srch.out.nodes += 1
@@ -1856,9 +1876,7 @@ class _Triple:
                 if lb * (1 - PRUNE_REL) >= value:
                     continue  # the incumbent fell since the scan
                 used2 = used_l[qi]
-                g2 = self.two_use(g_used, q) if two else g_used
-                if two and not self.two_ok(g2, i + 1, e):
-                    continue
+                g2 = self.two_use(g_used, q) if two else g_used  # (the scan checked two_ok on it)
                 if use_levels and rest:
                     # a completion below the incumbent has (m - 1) y_k below the room its other terms leave
                     others = ysum2 + yi + restsum + (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
