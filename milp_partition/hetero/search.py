@@ -555,6 +555,7 @@ class _Search:
         self.fewer_cache: dict[tuple[int, tuple[int, ...]], bool] = {}
         self.ring_cache: dict[tuple[int, int, tuple[tuple[float, ...], ...]], tuple[np.ndarray, bool]] = {}
         self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
+        self.x_cache: dict[tuple[int, float], tuple[float, float]] = {}
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
@@ -865,17 +866,27 @@ class _Search:
         higher, far cheaper, for ordering the triples; the search checks the full one before it enters a triple), or
         with ``split=False`` none (the lowest, with no table of P)."""
         m = math.ceil(self.problem.global_batch / (tb.mbs * d))
-        xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
+        xmin, xsum = self.x_stats(tb, p)
         if not split:  # the bound without the split programs (lower still): before any table of P is built
             ymax_lb, ysum_lb = -math.inf, -math.inf
         else:
             ymax_lb, ysum_lb = self.free_split(tb, p) if quick else self.root_split(tb, p, d)
         return (
-            (m - 1) * max(tb.theta_devices(d) + min(xs), tb.cminpre[tb.L] / p + min(xs), ymax_lb)
-            + max(tb.cminpre[tb.L] + sum(xs), ysum_lb)
+            (m - 1) * max(tb.theta_devices(d) + xmin, tb.cminpre[tb.L] / p + xmin, ymax_lb)
+            + max(tb.cminpre[tb.L] + xsum, ysum_lb)
             + tb.umin
             + self.ar_split(tb, d, p)
         )
+
+    def x_stats(self, tb: _Tables, p: int) -> tuple[float, float]:
+        """(min, sum) of the least X_i over the p stages (:func:`_x_min`), cached per (P, least send): the same values
+        for every D and micro-batch size of that least send (the triple bounds ask for them thousands of times)."""
+        key = (p, tb.tmin)
+        got = self.x_cache.get(key)
+        if got is None:
+            xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
+            got = self.x_cache[key] = (min(xs), sum(xs))
+        return got
 
     def full_bound(self, tables: dict[int, _Tables], triple: tuple[float, int, int, int]) -> float:
         """The triple's bound under the device budget (at least its quick bound), computed once."""
@@ -1093,8 +1104,11 @@ class _Search:
         if not math.isfinite(value):
             return True
         m = math.ceil(self.problem.global_batch / (tb.mbs * d))
-        xs = [_x_min(p, i, tb.tmin, self.sound) for i in range(p)]
-        y_hi = math.inf if m == 1 else (value - tb.cminpre[tb.L] - sum(xs) - tb.umin - self.ar_split(tb, d, p)) / (m - 1)
+        y_hi = (
+            math.inf
+            if m == 1
+            else (value - tb.cminpre[tb.L] - self.x_stats(tb, p)[1] - tb.umin - self.ar_split(tb, d, p)) / (m - 1)
+        )
         masks = self.stage_ylb_arr(tb, p) <= y_hi * (1 + 1e-12)
         w, cap = self.lambda_weights(tb)
         first = _lambda_first(masks, w, tb.L)
