@@ -35,14 +35,16 @@ def test_compiled_two_column_step_equals_numpy_and_thetwo_step_definition() -> N
 
 
 @needs_native
-def test_search_is_the_same_with_and_without_the_compiled_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The whole search on a tiny two-column setting (every tp, P up to 4) with the C step and with numpy alone:
-    the same plan value, bound and node count (the same tree)."""
+@pytest.mark.parametrize("objective", ["sailor", "sound"])
+def test_search_is_the_same_with_and_without_the_compiled_step(objective: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole search on a tiny two-column setting (every tp, P up to 4) with the C loops (the device tables and
+    the tree's scan of every (end, set) pair) and with numpy alone, under either objective: the same plan value,
+    bound and node count (the same tree)."""
     from tests.test_hetero import _tiny
 
     if not HETERO.is_dir():
         pytest.skip("../shared/benchmarks/hetero is not here")
-    problem = _tiny("sailor", 3, 3)
+    problem = _tiny(objective, 3, 3)
     with_c = search(problem, Budget.starting_now(60.0))
     monkeypatch.setattr(native, "_ext", None)
     assert not native.available()
@@ -285,3 +287,20 @@ def test_compiled_stage_scan_with_the_two_column_test_equals_its_definition() ->
             want.append(keep_row)
         assert kept == want, trial
     assert passed > 50 and failed > 50
+
+
+@needs_native
+def test_search_on_a_shared_setting_is_the_same_with_and_without_the_compiled_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """opt350-a16-v16 (16 + 16 GPUs, every micro-batch size, the full tree from no incumbent; a generous limit so that
+    phase 1 is never cut by the clock): with the C loops and with numpy alone, the same value, bound and node count."""
+    if not HETERO.is_dir():
+        pytest.skip("../shared/benchmarks/hetero is not here")
+    from milp_partition.io.sailor import read_sailor
+
+    problem = read_sailor(HETERO, setting="opt350-a16-v16")
+    with_c = search(problem, Budget.starting_now(3600.0))
+    monkeypatch.setattr(native, "_ext", None)
+    without = search(problem, Budget.starting_now(3600.0))
+    assert with_c.complete and without.complete
+    assert with_c.value == without.value and with_c.bound == without.bound and with_c.value == with_c.bound
+    assert with_c.nodes == without.nodes and with_c.nodes > 100
