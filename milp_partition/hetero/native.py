@@ -129,6 +129,7 @@ def stage_scan(
     last: bool,
     scalars: tuple[float, ...],
     two: tuple[np.ndarray, np.ndarray, np.ndarray, int, float] | None = None,
+    out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The (end, set) pairs one node of the search keeps (:meth:`milp_partition.hetero.search._Triple.scan`, whose
     numpy form is the definition) in C: (cand [n][Q], cnt [n], minlb [n], basemin [n]); None when the extension is
@@ -152,6 +153,9 @@ def stage_scan(
         :meth:`milp_partition.hetero.search._Triple.two_ok` on :meth:`~milp_partition.hetero.search._Triple.two_use`
         (g [W] float64, twoq [Q][4] int64 per set (t0, t1, least n, most n), nxt [L1][W] float64, all inf where no
         completion).
+    out : tuple of np.ndarray, optional
+        Buffers to write into and return (cand int64 [at least n][Q], cnt int64, minlb, basemin float64 [at least n]:
+        the first n rows are this call's), reused by the caller between calls; new arrays when None.
     """
     if not available():
         return None
@@ -159,9 +163,10 @@ def stage_scan(
     nq, l1 = cq.shape[0], cq.shape[1]
     nt = arrays[11].shape[1]
     n = ends.shape[0]
-    cand = np.empty((n, nq), dtype=np.int64)
-    cnt = np.empty(n, dtype=np.int64)
-    minlb, basemin = np.empty(n), np.empty(n)
+    if out is None:
+        cand, cnt, minlb, basemin = np.empty((n, nq), dtype=np.int64), np.empty(n, dtype=np.int64), np.empty(n), np.empty(n)
+    else:
+        cand, cnt, minlb, basemin = out
     if two is not None:
         g, twoq, nxt, d, cap1 = two
         extra, width, flag = (g, twoq, nxt), g.shape[0], 1
@@ -185,7 +190,7 @@ def stage_scan(
         int(width),
         int(d),
         flag,
-        *(float(x) for x in scalars),
+        *scalars,
         float(cap1),
     )
     return cand, cnt, minlb, basemin

@@ -1411,6 +1411,9 @@ class _Triple:
         self.memo: dict[tuple[object, ...], list[tuple[float, ...]]] = {}
         # per (previous stage's set, first layer): the pair bounds (a_{i-1}, b_i) over :attr:`sets` (:meth:`prev_arrays`)
         self.pair_rows: dict[tuple[tuple[int, ...], int], tuple[np.ndarray, np.ndarray]] = {}
+        self.scan_const: tuple[np.ndarray, ...] | None = None
+        self.scan_out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        self.ends_cache: dict[tuple[int, int], np.ndarray] = {}
 
     def run(self) -> None:
         """Tighten the caps, build the device-budget tables, then search the tree (each step may prune the triple)."""
@@ -1728,41 +1731,65 @@ class _Triple:
         The incumbent only falls while the node runs: :meth:`rec` checks each kept pair's bound again (a pair dropped
         here is dropped there too), and the least bound tells whether any set was below the incumbent at the start of
         its end (the first such set in set order meets the incumbent of that start)."""
-        tb, p, m = self.tb, self.p, self.m
-        cq, aq, uq, arq = self.set_term_lists()
-        ymax2, ysum2, bhere = (np.ascontiguousarray(x, dtype=float) for x in prev)
+        if self.scan_const is None:  # the triple's fixed arrays (C-contiguous float64 / int64), once
+            cq, aq, uq, arq = self.set_term_lists()
+            self.scan_const = tuple(
+                np.ascontiguousarray(x) for x in (cq, aq, uq, arq, self.set_bits_np, self.usage_arr, self.caps_tol)
+            )
+        cq, aq, uq, arq, set_bits, usage, caps = self.scan_const
+        ymax2, ysum2, bhere = (np.ascontiguousarray(x, dtype=float) for x in prev)  # (already so: no copy)
         ka, kb = self.x_coef[i]
-        last = i == p - 1
-        floor_y = self.theta + self.xmin_all
-        used_np = np.array(used, dtype=float)
-        sfx = self.suffix_np[i + 1]  # [t][s0]
-        restsum, restmax, allowed = self.rsum_np[i + 1], self.rmax_np[i + 1], self.allowed_np[i, s]
-        value, keep = self.search.out.value, 1 - PRUNE_REL
-        ends_np = np.array(ends, dtype=np.int64)
-        scalars = (ka, kb, float(m - 1), floor_y, umax, armax, tb.umin, self.ar_floor, value, keep)
+        last = i == self.p - 1
+        scalars = (
+            ka,
+            kb,
+            float(self.m - 1),
+            self.theta + self.xmin_all,
+            umax,
+            armax,
+            self.tb.umin,
+            self.ar_floor,
+            self.search.out.value,
+            1 - PRUNE_REL,
+        )
+        if isinstance(ends, range):  # the usual case: a range, one array per (first, last) end kept
+            ends_np = self.ends_cache.get((ends.start, ends.stop))
+            if ends_np is None:
+                ends_np = self.ends_cache[(ends.start, ends.stop)] = np.arange(ends.start, ends.stop, dtype=np.int64)
+        else:
+            ends_np = np.array(ends, dtype=np.int64)
         arrays = (
             cq,
             aq,
             uq,
             arq,
-            self.set_bits_np,
-            allowed,
+            set_bits,
+            self.allowed_np[i, s],
             ymax2,
             ysum2,
             bhere,
-            restsum,
-            restmax,
-            self.usage_arr,
-            used_np,
-            sfx,
-            self.caps_tol,
+            self.rsum_np[i + 1],
+            self.rmax_np[i + 1],
+            usage,
+            np.array(used, dtype=float),
+            self.suffix_np[i + 1],  # [t][s0]
+            caps,
         )
         two = (g_used, self.twoq, self.two_np[i + 1], self.d, float(self.cap1)) if self.two else None
-        fast = native.stage_scan(arrays, ends_np, s, last, scalars, two)
+        if self.scan_out is None:  # reused: each call's rows are read into lists before the next call
+            width, nq = self.L + 1, len(self.sets)
+            self.scan_out = (
+                np.empty((width, nq), dtype=np.int64),
+                np.empty(width, dtype=np.int64),
+                np.empty(width),
+                np.empty(width),
+            )
+        fast = native.stage_scan(arrays, ends_np, s, last, scalars, two, self.scan_out)
         if fast is not None:
             cand, cnt, minlb, basemin = fast
-            kept = [cand[idx, :c].tolist() if c else [] for idx, c in enumerate(cnt.tolist())]
-            return kept, minlb.tolist(), basemin.tolist()
+            n = len(ends)  # the buffers' first n rows
+            kept = [row[:c] for row, c in zip(cand[:n].tolist(), cnt[:n].tolist())]  # (one tolist, then list slices)
+            return kept, minlb[:n].tolist(), basemin[:n].tolist()
         kept, minlbs, basemins = _stage_scan_numpy(arrays, ends_np, s, last, scalars)
         if self.two:  # the two-column test of rec (two_use, then two_ok), set by set
             sets = self.sets
