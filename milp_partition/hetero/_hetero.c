@@ -399,15 +399,16 @@ static PyObject *split_dp(PyObject *self, PyObject *args) {
 }
 
 
-/* two_use's loop (out[a] = min over n in [nlo, nhi] with a - n t0 >= 0 of g[a - n t0] + (d - n) t1, inf where none),
-   with scratch dq and y of at least width / t0 + 1 entries each; shared by two_use and stage_scan. */
-static void two_use_core(const double *g, double *out, Py_ssize_t width, Py_ssize_t d, int t0, int t1, Py_ssize_t nlo,
-                         Py_ssize_t nhi, Py_ssize_t *dq, double *y) {
-    for (Py_ssize_t a = 0; a < width; a++) out[a] = INFINITY;
-    if (nlo > nhi) return;
+/* Whether some a has out[a] + row[width - 1 - a] <= cap1, out being two_use's (min over n in [nlo, nhi] with
+   a - n t0 >= 0 of g[a - n t0] + (d - n) t1, inf where none; scratch dq and y of at least width / t0 + 1 entries): the
+   search's two_ok after two_use, with two_use's loop and sums, stopping at the first entry that fits. */
+static int two_use_fits(const double *g, const double *row, double cap1, Py_ssize_t width, Py_ssize_t d, int t0, int t1,
+                        Py_ssize_t nlo, Py_ssize_t nhi, Py_ssize_t *dq, double *y) {
+    if (nlo > nhi) return 0;
     if (!t0) {
-        for (Py_ssize_t a = 0; a < width; a++) out[a] = g[a] + (double)t1 * (double)(d - nhi);
-        return;
+        for (Py_ssize_t a = 0; a < width; a++)
+            if (g[a] + (double)t1 * (double)(d - nhi) + row[width - 1 - a] <= cap1) return 1;
+        return 0;
     }
     for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
         Py_ssize_t jn = (width - r + t0 - 1) / t0;
@@ -420,9 +421,13 @@ static void two_use_core(const double *g, double *out, Py_ssize_t width, Py_ssiz
                 dq[tail++] = kin;
             }
             while (tail > head && dq[head] < j - nhi) head++;
-            if (tail > head) out[r + j * t0] = y[dq[head]] + (double)t1 * (double)(d - j);
+            if (tail > head) {
+                Py_ssize_t a = r + j * t0;
+                if (y[dq[head]] + (double)t1 * (double)(d - j) + row[width - 1 - a] <= cap1) return 1;
+            }
         }
     }
+    return 0;
 }
 
 /* stage_scan: one node of the search's tree (search.py, _Triple.rec) over every (end e, set q) at once: which pairs
@@ -442,7 +447,7 @@ static void two_use_core(const double *g, double *out, Py_ssize_t width, Py_ssiz
    not (lb keep >= value) and every weighted budget (usage[q][t] + used[t]) + sfx[t][e] <= caps[t]; minlb[e] is the
    least lb keep over the allowed sets (a NaN counts as -inf: it never prunes), basemin[e] the least ci over them.
    With two, a kept q must also pass the two-column test: min over a of g2[a] + nxt[e][W - 1 - a] <= cap1 with g2 =
-   two_use(g, d, t0, t1, nlo, nhi) (the search's two_use and two_ok: whole numbers, the same sums and minima). */
+   two_use(g, d, t0, t1, nlo, nhi) (the search's two_use and two_ok: whole numbers, the same sums; two_use_fits). */
 static PyObject *stage_scan(PyObject *self, PyObject *args) {
     (void)self;
     enum { NB = 23 };
@@ -492,15 +497,14 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
         double *minlb = (double *)v[18].buf, *basemin = (double *)v[19].buf;
         const double *g = (const double *)v[20].buf, *nxt = (const double *)v[22].buf;
         const int64_t *twoq = (const int64_t *)v[21].buf;
-        double *g2 = NULL, *y = NULL;
+        double *y = NULL;
         Py_ssize_t *dq = NULL;
         if (two) {
-            g2 = (double *)malloc(sizeof(double) * (size_t)w);
             y = (double *)malloc(sizeof(double) * (size_t)(w + 1));
             dq = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)(w + 1));
-            if (!g2 || !y || !dq) {
-                free(g2), free(y), free(dq);
-                g2 = NULL, y = NULL, dq = NULL;
+            if (!y || !dq) {
+                free(y), free(dq);
+                y = NULL, dq = NULL;
                 PyErr_NoMemory();
                 rc = -1;
                 n = 0; /* no work: the buffers are released below */
@@ -538,20 +542,14 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
                     if (!((usage[q * nt + t] + used[t]) + sfx[t * l1 + e] <= caps[t])) ok = 0;
                 if (ok && two) {
                     const int64_t *tq = twoq + 4 * q;
-                    two_use_core(g, g2, w, d, (int)tq[0], (int)tq[1], (Py_ssize_t)tq[2], (Py_ssize_t)tq[3], dq, y);
-                    const double *row = nxt + e * w;
-                    double best = INFINITY;
-                    for (Py_ssize_t a2 = 0; a2 < w; a2++) {
-                        double x = g2[a2] + row[w - 1 - a2];
-                        if (x < best) best = x;
-                    }
-                    ok = best <= cap1;
+                    ok = two_use_fits(g, nxt + e * w, cap1, w, d, (int)tq[0], (int)tq[1], (Py_ssize_t)tq[2],
+                                      (Py_ssize_t)tq[3], dq, y);
                 }
                 if (ok) cand[idx * nq + k++] = (int64_t)q;
             }
             cnt[idx] = k, minlb[idx] = best_lb, basemin[idx] = best_c;
         }
-        free(g2), free(y), free(dq);
+        free(y), free(dq);
     }
     for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
     if (rc) return NULL;
