@@ -1690,12 +1690,30 @@ class _Triple:
 
     def level_fits(self, j: int, k: int, e: int, used2: list[float], g2: np.ndarray) -> bool:
         """Whether stages k.. from layer e can fit the devices with every stage's y under level j's cap (the lambda
-        and two-column tables of the configurations that cap allows), after the decided stages' use."""
+        and two-column tables of the configurations that cap allows), after the decided stages' use.
+
+        Before level j's tables are built, the tightest looser level already built is asked: its cap is larger, so it
+        allows a superset of configurations and its tables are no higher entry by entry (minima over more, the same
+        sums); when it rules the completion out, level j would too, and its tables are not built for this node."""
         got = self.level_cache.get(j)
         if got is None:
+            looser = next((self.level_cache[jj] for jj in range(j - 1, -1, -1) if jj in self.level_cache), None)
+            if looser is not None and not self._level_check(looser, k, e, used2, g2):
+                return False
             cap = self.y_cap_masks * LEVEL_FRACTIONS[j]
             masks = self.masks_by_k & (self.ylb_arr <= cap * self.tol)
             got = self.level_cache[j] = (self.lambda_tables(masks), self.two_tables(masks) if self.two else [])
+        return self._level_check(got, k, e, used2, g2)
+
+    def _level_check(
+        self,
+        got: tuple[list[list[list[float]]], list[list[np.ndarray | None]]],
+        k: int,
+        e: int,
+        used2: list[float],
+        g2: np.ndarray,
+    ) -> bool:
+        """:meth:`level_fits`' test on one level's tables."""
         suffix, two_sfx = got
         caps = self.lam_cap
         if any(used2[t] + suffix[t][k][e] > caps[t] * (1 + 1e-12) for t in range(len(caps))):
