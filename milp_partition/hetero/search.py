@@ -1404,7 +1404,6 @@ class _Triple:
         # the sets' terms at every (s0, e), shared by the triples of this micro-batch size and D (not filtered)
         self.set_terms = [tb.misc.setdefault(("setterms", d, last), {}) for last in (False, True)]
         self.chosen: list[tuple[int, int, tuple[int, ...]]] = []
-        self.stage_cache: dict[int, list[tuple[tuple[int, ...], float, float, float, float]]] = {}
         # dominance: two partial plans with the same next stage index, next layer, last set and multiset of sets
         # (so the same device-count options) complete alike; one no better in every accumulated term is dropped
         # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
@@ -1618,21 +1617,6 @@ class _Triple:
         tb = self.tb
         return FLOAT_BYTES * tb.mbs * (tb.out[s - 1] if self.sound else tb.out[s])
 
-    def stage_sets(self, i: int, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
-        """The sets allowed for stage i over layers s..e-1 (every member within the caps: compute + least sends,
-        all-reduce, memory) with their compute, least forward send, update and least all-reduce (cached: they
-        depend on (i, s, e, set) only, not on the stages before).  The terms come from :meth:`set_terms_at` (shared
-        by the triples of the same micro-batch size and D); a set is kept when every member's bit is in the triple's
-        mask of (i, s, e)."""
-        key = (i * (self.L + 1) + s) * (self.L + 1) + e
-        got = self.stage_cache.get(key)
-        if got is None:
-            mask = self.allowed_bits[i][s][e]
-            full = self.set_terms_at(i == self.p - 1, s, e)
-            got = [t for t, b in zip(full, self.set_bits) if b & mask == b]
-            self.stage_cache[key] = got
-        return got
-
     def set_terms_at(self, last: bool, s: int, e: int) -> list[tuple[tuple[int, ...], float, float, float, float]]:
         """Per set of :attr:`sets` (in order): (set, compute, least forward send (0 for the last stage), update, least
         all-reduce) over layers s..e-1, read from :meth:`set_term_lists` (cached per (s, e))."""
@@ -1739,7 +1723,7 @@ class _Triple:
         g_used: np.ndarray,
     ) -> tuple[list[list[int]], list[float], list[float]]:
         """The (end, set) pairs node (i, s) keeps, every end of ``ends`` at once: per end e (in that order) the sets q
-        allowed for stage i over layers s..e-1 (:meth:`stage_sets`' filter) whose bound (:meth:`rec`'s lb) is below the
+        allowed for stage i over layers s..e-1 (every member's bit in the triple's mask of (i, s, e)) whose bound (:meth:`rec`'s lb) is below the
         incumbent now and whose D replicas leave the later stages room in every weighted device budget (the test of
         :meth:`rec`) and, on two columns, the stages from e the devices (:meth:`two_use` then :meth:`two_ok`, with the
         decided stages' ``g_used``), in set order; the least lb (1 - PRUNE_REL) over the allowed sets (a NaN as -inf)
@@ -1817,9 +1801,11 @@ class _Triple:
     def prev_arrays(
         self, i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """:meth:`prev_terms` as three arrays over :attr:`sets` (max, sum of the decided stages' y, b_i), the same
-        values: the pair bounds (:meth:`_Search.pair_lb`) per (previous set, s) kept as rows, then X_{i-1}
-        (:meth:`_Search.x_of`: a, 2 a or a + b), y_{i-1}, the maximum and the sum elementwise in the same order."""
+        """Per set q of :attr:`sets` for stage i (from layer s), three arrays: the max and the sum of the decided stages'
+        y with stage i-1's y now known, and b_i.  Stage i-1's y needs its forward send, bounded with q
+        (:meth:`_Search.pair_lb`, kept as rows per (previous set, s)); it does not depend on stage i's end, so it is
+        computed once per call of :meth:`rec`: X_{i-1} (:meth:`_Search.x_of`: a, 2 a or a + b), y_{i-1}, the maximum
+        and the sum elementwise, the same operations as scalar by scalar."""
         nq = len(self.sets)
         if i == 0:
             return np.full(nq, ymax, dtype=float), np.full(nq, ysum, dtype=float), np.zeros(nq)
@@ -1840,25 +1826,6 @@ class _Triple:
         y_prev = c_prev + x
         return np.where(ymax >= y_prev, ymax, y_prev), ysum + y_prev, b_here
 
-    def prev_terms(
-        self, i: int, s: int, ymax: float, ysum: float, c_prev: float, b_prev: float
-    ) -> dict[tuple[int, ...], tuple[float, float, float]]:
-        """Per set q of stage i (from layer s): (max, sum of the decided stages' y with stage i-1's y now known, b_i).
-
-        Stage i-1's y needs its forward send, bounded with q (:meth:`_Search.pair_lb`); it does not depend on stage
-        i's end, so it is computed once per call of :meth:`rec`, not once per end."""
-        srch, tb, p = self.search, self.tb, self.p
-        if i == 0:
-            return {q: (ymax, ysum, 0.0) for q in self.sets}
-        q_prev = self.chosen[-1][2]
-        sa, sb = self.size_a(s), self.size_b(s)
-        out = {}
-        for q in self.sets:
-            a_prev, b_here = srch.pair_lb(tb, q_prev, q, sa, sb)
-            y_prev = c_prev + srch.x_of(p, i - 1, a_prev, b_prev)
-            out[q] = (ymax if ymax >= y_prev else y_prev, ysum + y_prev, b_here)
-        return out
-
     def rec(
         self,
         i: int,
@@ -1876,7 +1843,7 @@ class _Triple:
         srch = self.search
         if srch.stop or srch.abort:
             return
-        if srch.budget.expired():  # a node's pair bounds (prev_terms) can take a tenth of a second on many columns
+        if srch.budget.expired():  # a node's pair bounds (prev_arrays) can take a tenth of a second on many columns
             srch.stop = True
             return
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
