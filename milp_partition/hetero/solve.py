@@ -15,7 +15,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
+from milp_partition.chain import (
+    Candidate,
+    ChainSettings,
+    Evaluation,
+    Outcome,
+    Run,
+    StepDefaults,
+    chain_settings,
+    gap_of,
+    run_chain,
+)
 from milp_partition.hetero.pool import groupings, poolable
 from milp_partition.hetero.pooled import pooled_bound
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
@@ -55,9 +65,23 @@ class HeteroSolveSettings(SearchOnlySettings):
         Where a kind has devices in several zones, solve the pooled relaxation first (:mod:`milp_partition.hetero.pool`,
         at most :data:`POOL_SHARE` of the time limit together): its plan lifted to the zones joins the incumbents, its proven
         bound the bounds.
+    pool_stop_gap
+        After each pooled relaxation, stop (no exact search) once the best verified plan is within this relative gap
+        of the best proven bound, ``(value - bound) / value <= pool_stop_gap`` (issue 40's bar: optimal or within 1 %):
+        the exact search then runs at most ``pool_stop_search_s`` more (a small setting's full proof; else the answer
+        is ``feasible`` with the pooled bound and its gap).  ``0``: the exact search gets the rest of the time limit.
+    pool_stop_search_s
+        The exact search's seconds after the pooled relaxations reached ``pool_stop_gap``.
     """
 
     pool: bool = True
+    pool_stop_gap: float = 0.01
+    pool_stop_search_s: float = 0.5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.pool_stop_gap, (int, float)) and 0 <= self.pool_stop_gap < 1):
+            raise ValueError(f"pool_stop_gap must be at least 0 and below 1, got {self.pool_stop_gap!r}")
 
 
 @dataclass(frozen=True)
@@ -108,10 +132,18 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             yield from self.pool_step(run)
             if run.proven_optimal():
                 return
+        budget = run.budget
+        if self.settings.pool and poolable(run.problem) and self.within_stop_gap(run):
+            # within the gap already: the exact search only gets a short try at the full proof (small settings finish)
+            budget = run.budget.capped(self.settings.pool_stop_search_s)
+            run.result.solver_notes["stopped"] = (
+                f"within pool_stop_gap {self.settings.pool_stop_gap} after the pooled relaxations: exact search capped "
+                f"at {self.settings.pool_stop_search_s} s"
+            )
         best = run.best
         t0 = time.monotonic()
         inc = best.value * (1 + 1e-9) if best is not None else math.inf
-        got = search(run.problem, run.budget, inc, best.solution if best else None)
+        got = search(run.problem, budget, inc, best.solution if best else None)
         secs = time.monotonic() - t0
         run.result.solver_seconds = secs
         run.result.solver_notes.update(
@@ -147,7 +179,7 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         gs = groupings(run.problem)
         t_start, limit = run.budget.elapsed(), run.budget.limit_s
         for idx, groups in enumerate(gs):
-            if run.proven_optimal() or run.budget.expired():
+            if run.proven_optimal() or self.within_stop_gap(run) or run.budget.expired():
                 return
             allowance = POOL_SHARE * limit - (run.budget.elapsed() - t_start)
             cap = min(allowance, POOL_FIRST_SHARE * limit) if idx < len(gs) - 1 else allowance
@@ -175,6 +207,14 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
                 yield Outcome("pooled-lift", got.plan, secs, False, "", value=got.value_s)
             if got.bound_s is not None:
                 yield Outcome("pooled-bound", None, 0.0, True, "pooled relaxation", bound=got.bound_s * (1 - 1e-12))
+
+    def within_stop_gap(self, run: HeteroRun) -> bool:
+        """Whether the best verified plan is within :attr:`HeteroSolveSettings.pool_stop_gap` of the best proven bound."""
+        best, lower = run.best, run.lower
+        if best is None or lower is None or self.settings.pool_stop_gap <= 0:
+            return False
+        gap = gap_of(best.value, lower)
+        return gap is not None and gap <= self.settings.pool_stop_gap
 
     def record(self, result: Result, problem: HeteroProblem, best: Candidate[HeteroPlan]) -> None:
         assert isinstance(result, HeteroResult)
