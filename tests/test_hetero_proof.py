@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import pytest
 
+from milp_partition.budget import Budget
 from milp_partition.chain import Status
 from milp_partition.hetero.cost import evaluate
+from milp_partition.hetero.pool import region_subsettings
+from milp_partition.hetero.pooled import regional_plan
+from milp_partition.hetero.problem import plan_to_sailor
 from milp_partition.hetero.solve import HeteroSolveSettings, solve_hetero
+from milp_partition.verifiers.hetero import verify_hetero
 from tests.test_hetero import HETERO, _plans
 from tests.test_hetero_pool import ZONED, _zoned
 
@@ -49,3 +54,42 @@ def test_the_default_still_proves_small_settings_optimal() -> None:
     res = solve_hetero(problem, HeteroSolveSettings(time_limit_s=60.0, pool_stop_search_s=30.0))
     assert res.status == Status.OPTIMAL.value
     assert res.objective == pytest.approx(want, rel=1e-12)
+
+
+TWO_REGIONS = [
+    {"A100-40_us-central1-a": 2, "A100-40_us-west1-b": 2},
+    {"A100-40_us-central1-a": 1, "A100-40_us-central1-b": 1, "A100-40_us-west1-b": 2},
+    {"A100-40_us-west1-b": 2, "A100-40_us-central1-a": 1, "V100-16_us-central1-f": 1},
+    {"A100-40_us-central1-a": 1, "A100-40_us-central1-c": 1, "V100-16_us-west1-b": 1},
+]
+
+
+@pytest.mark.parametrize("counts", TWO_REGIONS)
+def test_regional_plans_are_plans_of_the_setting_and_their_pools_bound_the_region(counts: dict[str, int]) -> None:
+    """Each region alone (:func:`region_subsettings`): its columns are the setting's in that region; its pooled optimum
+    is at most every enumerated plan that stays in the region (and only those: it is no bound of the setting); the best
+    regional plan is accepted by the independent verifier at its value, at least the setting's optimum."""
+    problem = _zoned(counts)
+    plans = list(_plans(problem))
+    values = [evaluate(problem, p).iteration_s for p in plans]
+    subs = region_subsettings(problem)
+    assert len(subs) == 2
+    labels = [{c.label for c in s.cluster.columns} for s in subs]
+    assert set().union(*labels) == {c.label for c in problem.cluster.columns if c.count > 0}
+    got = regional_plan(problem, Budget.starting_now(60.0))
+    assert len(got.regions) == 2
+    for sub, region in zip(subs, got.regions):
+        zones = {c.zone for c in sub.cluster.columns}
+        inside = [v for p, v in zip(plans, values) if all(r.zone in zones for row in p.replicas for r in row)]
+        assert region["complete"]
+        if inside:
+            assert region["pooled_value_s"] <= min(inside) * (1 + 1e-12)
+    assert got.plan is not None
+    rep = verify_hetero(problem, plan_to_sailor(got.plan))
+    assert rep.feasible, rep.violations
+    assert rep.iteration_s == pytest.approx(got.value_s, rel=1e-12)
+    assert got.value_s >= min(values) * (1 - 1e-12)
+
+
+def test_one_region_has_no_subsettings() -> None:
+    assert region_subsettings(_zoned(ZONED[0])) == []

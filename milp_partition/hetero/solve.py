@@ -27,7 +27,7 @@ from milp_partition.chain import (
     run_chain,
 )
 from milp_partition.hetero.pool import groupings, poolable
-from milp_partition.hetero.pooled import pooled_bound
+from milp_partition.hetero.pooled import pooled_bound, regional_plan
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
@@ -49,6 +49,9 @@ HeteroRun = Run[HeteroProblem, HeteroPlan]
 #: the rest), and at most the first of two (the pool per kind: the pools per region, the tighter, get the rest).
 POOL_SHARE = 0.7
 POOL_FIRST_SHARE = 0.25
+#: Share of the time limit of the regional plans (each region alone, pooled and lifted) before the pooled relaxations,
+#: where the columns span two regions or more.
+REGIONAL_SHARE = 0.15
 
 
 @dataclass(frozen=True)
@@ -176,8 +179,16 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         :data:`POOL_FIRST_SHARE`): each one's plan lifted to the zones (a heuristic) and its proven bound (a lower
         bound of the setting's iteration seconds)."""
         notes = run.result.solver_notes.setdefault("pooled", [])
-        gs = groupings(run.problem)
         t_start, limit = run.budget.elapsed(), run.budget.limit_s
+        t0 = time.monotonic()
+        regional = regional_plan(run.problem, run.budget.capped(REGIONAL_SHARE * limit))
+        if regional.regions:
+            run.result.solver_notes["regional"] = {"seconds": time.monotonic() - t0, "regions": regional.regions}
+        if regional.plan is not None:
+            yield Outcome("regional-lift", regional.plan, time.monotonic() - t0, False, "", value=regional.value_s)
+        # the pools per kind and region refine the pool per kind (their optimum lies between it and the setting's):
+        # only the finest grouping is solved
+        gs = groupings(run.problem)[-1:]
         for idx, groups in enumerate(gs):
             if run.proven_optimal() or self.within_stop_gap(run) or run.budget.expired():
                 return
