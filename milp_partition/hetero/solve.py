@@ -79,7 +79,7 @@ class HeteroSolveSettings(SearchOnlySettings):
 
     pool: bool = True
     pool_stop_gap: float = 0.01
-    pool_stop_search_s: float = 0.5
+    pool_stop_search_s: float = 0.2
 
     def __post_init__(self) -> None:
         super().__post_init__()
