@@ -8,6 +8,7 @@ import pytest
 
 from milp_partition.budget import Budget
 from milp_partition.chain import Status
+from milp_partition.hetero import solve as solve_module
 from milp_partition.hetero.cost import evaluate
 from milp_partition.hetero.pool import region_subsettings
 from milp_partition.hetero.pooled import regional_plan
@@ -93,3 +94,26 @@ def test_regional_plans_are_plans_of_the_setting_and_their_pools_bound_the_regio
 
 def test_one_region_has_no_subsettings() -> None:
     assert region_subsettings(_zoned(ZONED[0])) == []
+
+
+def test_no_exact_search_when_the_pooled_steps_leave_little_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fake clock jumps to 85 % of the limit while the pooled relaxation runs (as a long pooled search does): the
+    exact search over the zones is not started (its notes say so; no nodes), and the answer keeps the pooled bound,
+    at most the brute-force optimum, with the stop gap off so that only the time rule decides."""
+    problem = _zoned(ZONED[0])  # a gap of 0.4 % after the pooled step
+    want = min(evaluate(problem, p).iteration_s for p in _plans(problem))
+    now = [0.0]
+    budget = Budget.starting_now(100.0, clock=lambda: now[0])
+    real = solve_module.pooled_bound
+
+    def slow_pooled_bound(*args: object, **kwargs: object) -> object:
+        out = real(*args, **kwargs)  # type: ignore[arg-type]
+        now[0] = 85.0
+        return out
+
+    monkeypatch.setattr(solve_module, "pooled_bound", slow_pooled_bound)
+    res = solve_hetero(problem, HeteroSolveSettings(budget=budget, pool_stop_gap=0.0))
+    assert res.solver_notes["stopped"].startswith("exact search skipped")
+    assert "nodes" not in res.solver_notes
+    assert res.bound is not None and res.bound <= want * (1 + 1e-9)
+    assert res.objective >= want * (1 - 1e-12)

@@ -51,6 +51,9 @@ HeteroRun = Run[HeteroProblem, HeteroPlan]
 #: kind: the pools per region, the tighter, get the rest).
 POOL_SHARE = 0.9
 POOL_FIRST_SHARE = 0.25
+#: Where the pooled steps leave less than this share of the limit (and the plan is not within the stop gap), the exact
+#: search over the zones is not started.
+EXACT_MIN_SHARE = 0.2
 #: Share of the time limit of the regional plans (each region alone, pooled and lifted) before the pooled relaxations,
 #: where the columns span two regions or more.
 REGIONAL_SHARE = 0.15
@@ -138,6 +141,13 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             if run.proven_optimal():
                 return
         budget = run.budget
+        if self.settings.pool and poolable(run.problem) and run.budget.left() < EXACT_MIN_SHARE * run.budget.limit_s:
+            # the pooled steps used their share without the gap: the exact search over the zones would only list its
+            # triples (seconds on 400-640 devices, past the limit) and never improved plan or bound there
+            run.result.solver_notes["stopped"] = (
+                f"exact search skipped: {run.budget.left():.1f} s left, under {EXACT_MIN_SHARE:.0%} of the limit"
+            )
+            return
         if self.settings.pool and poolable(run.problem) and self.within_stop_gap(run):
             # within the gap already: the exact search only gets a short try at the full proof (small settings finish)
             budget = run.budget.capped(self.settings.pool_stop_search_s)
