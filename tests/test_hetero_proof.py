@@ -25,6 +25,9 @@ def test_settings_reject_a_gap_outside_0_1() -> None:
     for bad in (-0.01, 1.0, float("nan")):
         with pytest.raises(ValueError, match="pool_stop_gap"):
             HeteroSolveSettings(pool_stop_gap=bad)
+    for bad_s in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="pool_stop_search_s"):
+            HeteroSolveSettings(pool_stop_search_s=bad_s)
 
 
 @pytest.mark.parametrize("objective", ["sailor", "sound"])

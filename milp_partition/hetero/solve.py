@@ -74,12 +74,13 @@ class HeteroSolveSettings(SearchOnlySettings):
         at most :data:`POOL_SHARE` of the time limit together): its plan lifted to the zones joins the incumbents, its proven
         bound the bounds.
     pool_stop_gap
-        After each pooled relaxation, stop (no exact search) once the best verified plan is within this relative gap
-        of the best proven bound, ``(value - bound) / value <= pool_stop_gap`` (issue 40's bar: optimal or within 1 %):
-        the exact search then runs at most ``pool_stop_search_s`` more (a small setting's full proof; else the answer
-        is ``feasible`` with the pooled bound and its gap).  ``0``: the exact search gets the rest of the time limit.
+        Once the best verified plan is within this relative gap of the best proven bound after a pooled relaxation,
+        ``(value - bound) / value <= pool_stop_gap`` (issue 40's bar: optimal or within 1 %), no further pooled
+        relaxation runs and the exact search gets at most ``pool_stop_search_s`` (a small setting's full proof; else
+        the answer is ``feasible`` with the pooled bound and its gap).  ``0``: the exact search gets the rest of the
+        time limit.
     pool_stop_search_s
-        The exact search's seconds after the pooled relaxations reached ``pool_stop_gap``.
+        The exact search's seconds after the pooled relaxations reached ``pool_stop_gap`` (at least 0).
     """
 
     pool: bool = True
@@ -90,6 +91,8 @@ class HeteroSolveSettings(SearchOnlySettings):
         super().__post_init__()
         if not (isinstance(self.pool_stop_gap, (int, float)) and 0 <= self.pool_stop_gap < 1):
             raise ValueError(f"pool_stop_gap must be at least 0 and below 1, got {self.pool_stop_gap!r}")
+        if not (isinstance(self.pool_stop_search_s, (int, float)) and self.pool_stop_search_s >= 0):
+            raise ValueError(f"pool_stop_search_s must be 0 or more seconds, got {self.pool_stop_search_s!r}")
 
 
 @dataclass(frozen=True)
