@@ -97,7 +97,7 @@ def test_pooled_bound_is_below_every_plan_and_the_solve_matches_brute_force(coun
         renamed = replace(plan, replicas=tuple(tuple(replace(r, zone=pool_of[r.kind]) for r in row) for row in plan.replicas))
         assert evaluate(pooled, renamed).iteration_s <= v * (1 + 1e-12)
     for pool in (True, False):
-        res = solve_hetero(problem, HeteroSolveSettings(time_limit_s=60.0, pool=pool))
+        res = solve_hetero(problem, HeteroSolveSettings(time_limit_s=60.0, pool=pool, pool_stop_gap=0.0))
         assert res.status == Status.OPTIMAL.value
         assert res.objective == pytest.approx(want, rel=1e-12)
         assert res.bound <= want * (1 + 1e-9) and res.bound == pytest.approx(want, rel=1e-9)

@@ -189,11 +189,32 @@ def lift(
 def region_groups(problem: HeteroProblem) -> dict[tuple[str, str], str]:
     """(kind, zone) -> one pool per kind and region (``us-central1-a`` -> ``us-central1``): a tighter relaxation than
     :func:`pool_groups` where a kind spans regions (the links between regions are the slow ones)."""
-    return {
-        (c.kind, c.zone): POOL_ZONE + ":" + (c.zone.rsplit("-", 1)[0] if "-" in c.zone else c.zone)
-        for c in problem.cluster.columns
-        if c.count > 0
-    }
+    return {(c.kind, c.zone): POOL_ZONE + ":" + region_of(c.zone) for c in problem.cluster.columns if c.count > 0}
+
+
+def region_of(zone: str) -> str:
+    """A zone's region (``us-central1-a`` -> ``us-central1``)."""
+    return zone.rsplit("-", 1)[0] if "-" in zone else zone
+
+
+def region_subsettings(problem: HeteroProblem) -> list[HeteroProblem]:
+    """Where the columns span two regions or more: per region, the setting restricted to that region's columns (the
+    same columns and counts, the same links), most devices first; else none.  A plan of a sub-setting is a plan of the
+    setting (it leaves the other regions' devices unused), so its lifted plans are incumbents; its bound covers only
+    the plans that stay in the region, so it is no bound of the setting."""
+    cols = [c for c in problem.cluster.columns if c.count > 0]
+    regions: dict[str, list[KindColumn]] = {}
+    for c in cols:
+        regions.setdefault(region_of(c.zone), []).append(c)
+    if len(regions) < 2:
+        return []
+    out = []
+    for _name, rcols in sorted(regions.items(), key=lambda kv: -sum(c.count for c in kv[1])):
+        cluster = kinds_cluster(problem.cluster.kinds, rcols, problem.cluster.link_fits)
+        out.append(
+            HeteroProblem(problem.model, cluster, problem.global_batch, problem.objective, problem.setting, problem.source)
+        )
+    return out
 
 
 def groupings(problem: HeteroProblem) -> list[dict[tuple[str, str], str]]:

@@ -4,11 +4,11 @@ bound of a setting's iteration seconds and the pooled plan lifted to the setting
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from milp_partition.budget import Budget
 from milp_partition.hetero.cost import evaluate
-from milp_partition.hetero.pool import lift, pool_groups, pooled_problem, rename
+from milp_partition.hetero.pool import lift, pool_groups, pooled_problem, region_subsettings, rename
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan
@@ -64,4 +64,38 @@ def pooled_bound(
             out.plan, out.value_s = lifted, v
         if budget.expired():
             break
+    return out
+
+
+@dataclass
+class RegionalOutcome:
+    """The best plan of the setting found in one region alone (:func:`regional_plan`), with its seconds, and per region
+    what its pooled search gave (for the notes: these bounds cover only the plans that stay in the region)."""
+
+    plan: HeteroPlan | None = None
+    value_s: float = math.inf
+    regions: list[dict[str, object]] = field(default_factory=list)
+
+
+def regional_plan(problem: HeteroProblem, budget: Budget) -> RegionalOutcome:
+    """Per region (:func:`milp_partition.hetero.pool.region_subsettings`, most devices first, while ``budget`` lasts):
+    the setting restricted to the region, its kinds' zones pooled (:func:`pooled_bound`) and the pooled plan lifted to
+    the region's zones.  A heuristic for the setting: each plan leaves the other regions unused and is a plan of the
+    setting (the caller's verifier checks it); the slow links between regions make these plans good, and each region's
+    pooled search is far smaller than the setting's."""
+    out = RegionalOutcome()
+    for sub in region_subsettings(problem):
+        if budget.expired():
+            break
+        got = pooled_bound(sub, budget)
+        out.regions.append(
+            {
+                "columns": [c.label for c in sub.cluster.columns],
+                "complete": got.complete,
+                "pooled_value_s": got.pooled_value_s if math.isfinite(got.pooled_value_s) else None,
+                "lifted_s": got.value_s if got.plan is not None else None,
+            }
+        )
+        if got.plan is not None and got.value_s < out.value_s:
+            out.plan, out.value_s = got.plan, got.value_s
     return out

@@ -15,9 +15,19 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from milp_partition.chain import Candidate, ChainSettings, Evaluation, Outcome, Run, StepDefaults, chain_settings, run_chain
+from milp_partition.chain import (
+    Candidate,
+    ChainSettings,
+    Evaluation,
+    Outcome,
+    Run,
+    StepDefaults,
+    chain_settings,
+    gap_of,
+    run_chain,
+)
 from milp_partition.hetero.pool import groupings, poolable
-from milp_partition.hetero.pooled import pooled_bound
+from milp_partition.hetero.pooled import pooled_bound, regional_plan
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
@@ -36,9 +46,17 @@ class HeteroResult(Result):
 HeteroRun = Run[HeteroProblem, HeteroPlan]
 
 #: Share of the time limit the pooled relaxations may use together (their searches stop there; the exact search has
-#: the rest), and at most the first of two (the pool per kind: the pools per region, the tighter, get the rest).
-POOL_SHARE = 0.7
+#: the rest: on the four- and five-column settings it never improved the plan or the bound in the time left, while
+#: gptneo-a128x2-v128x2-b2048's pooled search needs ~50 CPU s to finish), and at most the first of two (the pool per
+#: kind: the pools per region, the tighter, get the rest).
+POOL_SHARE = 0.9
 POOL_FIRST_SHARE = 0.25
+#: Where the pooled steps leave less than this share of the limit (and the plan is not within the stop gap), the exact
+#: search over the zones is not started.
+EXACT_MIN_SHARE = 0.2
+#: Share of the time limit of the regional plans (each region alone, pooled and lifted) before the pooled relaxations,
+#: where the columns span two regions or more.
+REGIONAL_SHARE = 0.15
 
 
 @dataclass(frozen=True)
@@ -55,9 +73,26 @@ class HeteroSolveSettings(SearchOnlySettings):
         Where a kind has devices in several zones, solve the pooled relaxation first (:mod:`milp_partition.hetero.pool`,
         at most :data:`POOL_SHARE` of the time limit together): its plan lifted to the zones joins the incumbents, its proven
         bound the bounds.
+    pool_stop_gap
+        Once the best verified plan is within this relative gap of the best proven bound after a pooled relaxation,
+        ``(value - bound) / value <= pool_stop_gap`` (issue 40's bar: optimal or within 1 %), no further pooled
+        relaxation runs and the exact search gets at most ``pool_stop_search_s`` (a small setting's full proof; else
+        the answer is ``feasible`` with the pooled bound and its gap).  ``0``: the exact search gets the rest of the
+        time limit.
+    pool_stop_search_s
+        The exact search's seconds after the pooled relaxations reached ``pool_stop_gap`` (at least 0).
     """
 
     pool: bool = True
+    pool_stop_gap: float = 0.01
+    pool_stop_search_s: float = 0.2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not (isinstance(self.pool_stop_gap, (int, float)) and 0 <= self.pool_stop_gap < 1):
+            raise ValueError(f"pool_stop_gap must be at least 0 and below 1, got {self.pool_stop_gap!r}")
+        if not (isinstance(self.pool_stop_search_s, (int, float)) and self.pool_stop_search_s >= 0):
+            raise ValueError(f"pool_stop_search_s must be 0 or more seconds, got {self.pool_stop_search_s!r}")
 
 
 @dataclass(frozen=True)
@@ -108,10 +143,25 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             yield from self.pool_step(run)
             if run.proven_optimal():
                 return
+        budget = run.budget
+        if self.settings.pool and poolable(run.problem) and run.budget.left() < EXACT_MIN_SHARE * run.budget.limit_s:
+            # the pooled steps used their share without the gap: the exact search over the zones would only list its
+            # triples (seconds on 400-640 devices, past the limit) and never improved plan or bound there
+            run.result.solver_notes["stopped"] = (
+                f"exact search skipped: {run.budget.left():.1f} s left, under {EXACT_MIN_SHARE:.0%} of the limit"
+            )
+            return
+        if self.settings.pool and poolable(run.problem) and self.within_stop_gap(run):
+            # within the gap already: the exact search only gets a short try at the full proof (small settings finish)
+            budget = run.budget.capped(self.settings.pool_stop_search_s)
+            run.result.solver_notes["stopped"] = (
+                f"within pool_stop_gap {self.settings.pool_stop_gap} after the pooled relaxations: exact search capped "
+                f"at {self.settings.pool_stop_search_s} s"
+            )
         best = run.best
         t0 = time.monotonic()
         inc = best.value * (1 + 1e-9) if best is not None else math.inf
-        got = search(run.problem, run.budget, inc, best.solution if best else None)
+        got = search(run.problem, budget, inc, best.solution if best else None)
         secs = time.monotonic() - t0
         run.result.solver_seconds = secs
         run.result.solver_notes.update(
@@ -139,15 +189,24 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         )
 
     def pool_step(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:
-        """The pooled relaxations (:mod:`milp_partition.hetero.pool`, one pool per kind, then per kind and region where
-        that differs), within :data:`POOL_SHARE` of the limit together (the first of two within
-        :data:`POOL_FIRST_SHARE`): each one's plan lifted to the zones (a heuristic) and its proven bound (a lower
-        bound of the setting's iteration seconds)."""
+        """Where the columns span regions, the regional plans first (each region alone, pooled and lifted: plans of
+        the setting, no bound; within :data:`REGIONAL_SHARE` of the limit); then the finest pooled relaxation
+        (:mod:`milp_partition.hetero.pool`: per kind and region where that differs from per kind), within
+        :data:`POOL_SHARE` of the limit with the regional plans: its plan lifted to the zones (a heuristic) and its
+        proven bound (a lower bound of the setting's iteration seconds)."""
         notes = run.result.solver_notes.setdefault("pooled", [])
-        gs = groupings(run.problem)
         t_start, limit = run.budget.elapsed(), run.budget.limit_s
+        t0 = time.monotonic()
+        regional = regional_plan(run.problem, run.budget.capped(REGIONAL_SHARE * limit))
+        if regional.regions:
+            run.result.solver_notes["regional"] = {"seconds": time.monotonic() - t0, "regions": regional.regions}
+        if regional.plan is not None:
+            yield Outcome("regional-lift", regional.plan, time.monotonic() - t0, False, "", value=regional.value_s)
+        # the pools per kind and region refine the pool per kind (their optimum lies between it and the setting's):
+        # only the finest grouping is solved
+        gs = groupings(run.problem)[-1:]
         for idx, groups in enumerate(gs):
-            if run.proven_optimal() or run.budget.expired():
+            if run.proven_optimal() or self.within_stop_gap(run) or run.budget.expired():
                 return
             allowance = POOL_SHARE * limit - (run.budget.elapsed() - t_start)
             cap = min(allowance, POOL_FIRST_SHARE * limit) if idx < len(gs) - 1 else allowance
@@ -175,6 +234,14 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
                 yield Outcome("pooled-lift", got.plan, secs, False, "", value=got.value_s)
             if got.bound_s is not None:
                 yield Outcome("pooled-bound", None, 0.0, True, "pooled relaxation", bound=got.bound_s * (1 - 1e-12))
+
+    def within_stop_gap(self, run: HeteroRun) -> bool:
+        """Whether the best verified plan is within :attr:`HeteroSolveSettings.pool_stop_gap` of the best proven bound."""
+        best, lower = run.best, run.lower
+        if best is None or lower is None or self.settings.pool_stop_gap <= 0:
+            return False
+        gap = gap_of(best.value, lower)
+        return gap is not None and gap <= self.settings.pool_stop_gap
 
     def record(self, result: Result, problem: HeteroProblem, best: Candidate[HeteroPlan]) -> None:
         assert isinstance(result, HeteroResult)
