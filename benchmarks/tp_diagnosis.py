@@ -20,7 +20,7 @@ For each imported graph (``milp-partition import torch ... --training --granular
 Per size it prints, for the whole model as one stage (and for its dearest layer), forward plus backward: the analytic
 price's terms (``f_v(b)(1 - phi + phi / t)``, the activation all-reduces' bytes, ``o_dt n_v``) and their sum against
 (B), the round by round medians, and the 1-minute load average.  Writes nothing under results/ (a diagnosis, quoted in
-docs/joint.md).
+docs/import.md).
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ rank), ``f_v(b, t)`` and ``g_v(b, t)`` are those measured seconds as they are (:
 :attr:`SplitCost.backward_s_at`): they hold the split arithmetic, what stays whole, DTensor's dispatch and hooks and
 the activation all-reduces with the ranks' waits, so none of the analytic terms above is added to them, and ``E`` of a
 tensor-parallel shape has nothing split (nothing counted twice).  The formula above prices a layer at a size it was not
-timed at (the analytic price under-counted on 2 CPU ranks by 1.2-4x per stage: docs/joint.md, "Tensor parallelism
-priced as it runs").
+timed at (on 2 CPU ranks the split model's passes as run took 0.58-1.79x this price, per stage and micro-batch size,
+and every ``t = 2`` plan had been under-estimated: docs/import.md, "Tensor parallelism priced as it runs").
 
 A recomputed layer runs ``f_v(b, t)`` again in its backward.  Each rank of the stage keeps its share of the split
 parameters: weights, gradients and optimizer state of ``W_v(t) = sum_{unsplit} w + sum_{split} w / t``; the optimizer

@@ -8,7 +8,7 @@ back into a local tensor), the activation all-reduces (after a row module in the
 gradient in the backward) with each rank waiting for the slower one there, and the operators that stay whole on every
 rank.  The analytic price of :mod:`milp_partition.costmodel.tensor` (``f_v(b)(1 - phi + phi / t)`` plus the collectives
 plus ``o_dt`` per module, ``o_dt`` measured on pairs of 8 x 8 linear modules) under-counted these on the CPU (issue 42:
-every ``t = 2`` plan of the five models under-estimated by 20-63%; docs/joint.md, "Tensor parallelism priced as it
+every ``t = 2`` plan of the five models under-estimated by 20-63%; docs/import.md, "Tensor parallelism priced as it
 runs").
 
 :func:`time_split_layers_in_lockstep` measures them instead, the way the ``t = 1`` layers are measured
