@@ -162,3 +162,34 @@ def test_split_layers_timed_on_a_two_rank_mesh_are_what_the_plan_prices(mlp: Pat
     assert stage.forward_s == pytest.approx(math.fsum(f for f, _ in timed.values()), rel=1e-12)
     assert stage.backward_s == pytest.approx(math.fsum(g for _, g in timed.values()), rel=1e-12)
     assert solve_run_dp(problem).step_s == pytest.approx(report.step_s, rel=1e-12)
+
+
+def test_runs_prediction_reads_the_plans_split_times(mlp: Path, tmp_path: Path) -> None:
+    """run's prediction at t = 2 takes each node's split passes from the plan's calibration (cost_model.layer_times.
+    split_times_tp at its degree and size: none at t = 1, another size, or an unreadable plan) and prices them as they
+    are: the stage's forward and backward are their sums, where the analytic split of the run's own unsplit timing
+    (with its all-reduces) says otherwise."""
+    from dataclasses import replace as copy
+
+    from milp_partition.run.predict import LayerProfile, LinkFit, TorchCosts, planned_split_times, predict_step
+    from milp_partition.run.spec import RunSpec, RunStage
+
+    data = json.loads(mlp.read_text())
+    nodes = tuple(str(n["id"]) for n in data["nodes"] if not str(n["id"]).endswith(":bwd"))
+    timed = {v: (0.001 * (i + 1), 0.002 * (i + 1)) for i, v in enumerate(nodes)}
+    plan = tmp_path / "plan.json"
+    record = {"2": {"2": {v: list(fg) for v, fg in timed.items()}}}
+    plan.write_text(json.dumps({"cost_model": {"layer_times": {"split_times_tp": record}}}))
+    stage = RunStage(nodes=nodes, data_parallel=1, tensor_parallel=2, recomputed=(), predicted_memory_bytes=0.0)
+    spec = RunSpec("m:f", ("2x32",), "float32", (stage,), nodes, 1, 1.0, 0.0, str(mlp), str(plan), graph=data, microbatch_size=2)
+    assert planned_split_times(spec) == timed
+    assert planned_split_times(copy(spec, microbatch_size=1)) == {}
+    assert planned_split_times(copy(spec, stages=(copy(stage, tensor_parallel=1),))) == {}
+    assert planned_split_times(copy(spec, plan_path=str(tmp_path / "missing.json"))) == {}
+    layers = LayerProfile({v: 0.01 for v in nodes}, {v: 0.02 for v in nodes}, 0.0, 1)
+    links = LinkFit(0.0, 0.0, 1e-3, 1e-6, empty_step_s=0.5)
+    pred = predict_step(spec, layers, TorchCosts(0.1, 0.0), links)
+    assert pred.stages[0].forward_s == pytest.approx(math.fsum(f for f, _ in timed.values()), rel=1e-12)
+    assert pred.stages[0].backward_s == pytest.approx(math.fsum(g for _, g in timed.values()), rel=1e-12)
+    analytic = predict_step(spec, layers, TorchCosts(0.1, 0.0), links, split_times={})
+    assert analytic.stages[0].forward_s != pytest.approx(pred.stages[0].forward_s, rel=1e-3)
