@@ -96,7 +96,7 @@ def worker(
         for _ in range(rounds):
             got["load"].append(os.getloadavg()[0])
             a = time_layers_in_lockstep(data, graph, sizes, dist.barrier, 1, repeats).layers
-            b = time_split_layers_in_lockstep(data, graph, sizes, T, mesh["tp"], dist.barrier, 1, repeats)
+            b = time_split_layers_in_lockstep(data, graph, sizes, T, mesh["tp"], dist.barrier, 1, repeats).layers
             got["rounds"].append({"A": {str(k): v for k, v in a.items()}, "B": {str(k): v for k, v in b.items()}})
         if psize:
             spec = layer_spec(data, graph, [psize])

@@ -143,6 +143,10 @@ def test_split_layers_timed_on_a_two_rank_mesh_are_what_the_plan_prices(mlp: Pat
     run_ranks(split_times_on_mesh, 2, (2, str(tmp_path / "store"), str(mlp), b, repeats, str(tmp_path)), str(tmp_path))
     ranks = [json.loads((tmp_path / f"timed{r}.json").read_text()) for r in range(2)]
     nodes = [str(n["id"]) for n in data["nodes"] if not str(n["id"]).endswith(":bwd")]
+    for r in ranks:  # the optimizer's step after each pass, on the split model's parameters (the head's two DTensors)
+        opt = r.pop("optimizer")
+        assert opt["dtensors"] == 2 and opt["params"] > opt["dtensors"]
+        assert len(opt["seconds"][str(b)]) == repeats and min(opt["seconds"][str(b)]) > 0
     for r in ranks:
         assert sorted(r[str(b)]) == sorted(nodes)
         for f, g in r[str(b)].values():
@@ -193,3 +197,28 @@ def test_runs_prediction_reads_the_plans_split_times(mlp: Path, tmp_path: Path) 
     assert pred.stages[0].backward_s == pytest.approx(math.fsum(g for _, g in timed.values()), rel=1e-12)
     analytic = predict_step(spec, layers, TorchCosts(0.1, 0.0), links, split_times={})
     assert analytic.stages[0].forward_s != pytest.approx(pred.stages[0].forward_s, rel=1e-3)
+
+
+def test_dtensor_optimizer_overhead_from_the_split_models_own_step() -> None:
+    """DTensor's optimizer overhead per DTensor parameter from the split model's optimizer step (cli/joint_run.py):
+    (O_t - n o_opt - W_t k_opt) / n_dt by hand, never below 0; without a timed step the coefficient stays."""
+    from milp_partition.cli.joint_run import _with_split_optimizer
+    from milp_partition.run.empty import EmptySteps
+
+    split = SplitCost(0.5, 6.0, 2, 2, 2)
+    layer = RunLayer("l0", {1: 2.0}, {1: 4.0}, 8.0, 2, 0.0, 1.0, 1.0, splits={2: split})
+    coeffs = RunCoefficients(
+        optimizer_s_per_param_tensor=0.1,
+        optimizer_s_per_param_byte=0.01,
+        tensor=TensorParallelCoefficients(dtensor_optimizer_tensor_s=0.05),
+    )
+    problem = RunPlanProblem((layer,), (), 1, 2, 1e9, coeffs, tensor_degrees=(1, 2))
+    timed = EmptySteps((), {}, split_optimizer={2: (1.0, 4, 2)})  # 1 s for 4 tensors, 2 of them DTensors
+    got = _with_split_optimizer(problem, timed).coefficients.tensor.dtensor_optimizer_tensor_s
+    assert got == pytest.approx((1.0 - 4 * 0.1 - 6.0 * 0.01) / 2)
+    cheap = EmptySteps((), {}, split_optimizer={2: (0.1, 4, 2)})
+    assert _with_split_optimizer(problem, cheap).coefficients.tensor.dtensor_optimizer_tensor_s == 0.0
+    assert _with_split_optimizer(problem, EmptySteps((), {})).coefficients.tensor.dtensor_optimizer_tensor_s == 0.05
+    report = verify_run_plan(_with_split_optimizer(problem, timed), RunPlan(((0, 1),), 1, 1, frozenset(), 2))
+    assert report.prediction is not None
+    assert report.prediction.stages[0].optimizer_s == pytest.approx(2 * 0.1 + 6.0 * 0.01 + 2 * got)

@@ -21,7 +21,8 @@ def split_times_on_mesh(rank: int, world: int, store_path: str, graph_path: str,
         data = json.loads(Path(graph_path).read_text())
         mesh = init_device_mesh("cpu", (1, world), mesh_dim_names=("rest", "tp"))
         got = time_split_layers_in_lockstep(data, graph_path, [size], world, mesh["tp"], dist.barrier, 1, repeats)
-        out = {str(b): {v: [f, g] for v, (f, g) in by.items()} for b, by in got.items()}
+        out = {str(b): {v: [f, g] for v, (f, g) in by.items()} for b, by in got.layers.items()}
+        out["optimizer"] = {"seconds": got.optimizer_s, "params": got.param_tensors, "dtensors": got.dtensor_params}
         Path(out_dir, f"timed{rank}.json").write_text(json.dumps(out))
     finally:
         dist.destroy_process_group()

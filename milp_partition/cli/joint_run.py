@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -201,6 +202,9 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             int(t): {int(b): {str(v): (float(fg[0]), float(fg[1])) for v, fg in by.items()} for b, by in at.items()}
             for t, at in (timed.get("split_times_tp") or {}).items()
         }
+        split_optimizer = {
+            int(t): (float(x[0]), int(x[1]), int(x[2])) for t, x in (timed.get("split_optimizer_tp") or {}).items()
+        }
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(
             f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
@@ -240,6 +244,7 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         saved_at_degree=saved_tp,
         reused_at_degree=reused_tp,
         split_times=split_times,
+        split_optimizer=split_optimizer,
     )
 
 
@@ -439,6 +444,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         problem = with_busy_times(_with_empty_steps(problem, calibrated, from_runs), calibrated.busy)
         problem = with_saved_at_degree(problem, calibrated.saved_at_degree, calibrated.reused_at_degree)
         problem = with_split_times(problem, calibrated.split_times)  # f_v(b, t), g_v(b, t) as timed split
+        problem = _with_split_optimizer(problem, calibrated)
         coeffs = problem.coefficients
         assert timed is not None
         timed.update(_calibration_record(calibrated), calibration_launches=_calibrations_recorded(args))
@@ -484,6 +490,27 @@ def _saved_origin(problem: RunPlanProblem) -> dict[str, str]:
     return out
 
 
+def _with_split_optimizer(problem: RunPlanProblem, calibrated: EmptySteps) -> RunPlanProblem:
+    """``problem`` with DTensor's optimizer overhead per DTensor parameter taken from the split model's own optimizer step
+    where the calibration timed it (:attr:`EmptySteps.split_optimizer`): at degree ``t``, ``(O_t - n o_opt - W_t k_opt) /
+    n_dt`` (``O_t`` the step on one rank of the split model's ``n`` parameter tensors, ``n_dt`` of them DTensors,
+    ``W_t`` its share of the parameter bytes; ``o_opt``, ``k_opt`` the plain step's per tensor and per byte, as the cost
+    model prices them), never below 0; the median over the degrees timed.  Else the overhead stays as measured on tiny
+    modules of a one-rank mesh."""
+    c = problem.coefficients
+    found = []
+    for t, (seconds, tensors, dtensors) in sorted(calibrated.split_optimizer.items()):
+        if dtensors <= 0 or t not in problem.tensor_degrees:
+            continue
+        weights = math.fsum(v.split_at(t).param_bytes for v in problem.layers)
+        plain = tensors * c.optimizer_s_per_param_tensor + weights * c.optimizer_s_per_param_byte
+        found.append(max(seconds - plain, 0.0) / dtensors)
+    if not found:
+        return problem
+    tensor = replace(c.tensor, dtensor_optimizer_tensor_s=statistics.median(found))
+    return replace(problem, coefficients=replace(c, tensor=tensor))
+
+
 def _split_times_origin(problem: RunPlanProblem) -> dict[str, str]:
     """Per offered degree ``t > 1``: where each layer's passes come from (timed split on the ``t``-rank mesh at which
     micro-batch sizes; at the others the analytic price of :mod:`milp_partition.costmodel.tensor`)."""
@@ -515,6 +542,8 @@ def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:
         "reused_bytes_per_sample_tp": {
             str(t): {str(b): by for b, by in at.items()} for t, at in calibrated.reused_at_degree.items()
         },
+        # the split model's optimizer step on one rank, its parameter tensors, its DTensors (t -> [s, n, n_dt])
+        "split_optimizer_tp": {str(t): list(x) for t, x in calibrated.split_optimizer.items()},
         # each layer's (forward, backward) seconds split over a t-rank mesh as run splits it (t -> size -> node)
         "split_times_tp": {
             str(t): {str(b): {v: list(fg) for v, fg in by.items()} for b, by in at.items()}

@@ -99,6 +99,9 @@ class EmptySteps:
     #: splits it, every rank computing at once, each pass priced by its slowest rank (:func:`slowest_rank_layers`;
     #: :mod:`milp_partition.run.tp_timed`): ``f_v(b, t)``, ``g_v(b, t)``; at the sizes of the shapes with that ``t``.
     split_times: dict[int, dict[int, dict[str, tuple[float, float]]]] = field(default_factory=dict)
+    #: Degree ``t > 1`` -> (the split model's optimizer step on one rank, seconds; its parameter tensors; how many are
+    #: DTensors), timed after each of those passes, each by its slowest rank, the median (:func:`split_optimizer_s`).
+    split_optimizer: dict[int, tuple[float, int, int]] = field(default_factory=dict)
 
 
 def empty_worker(
@@ -148,10 +151,11 @@ def empty_worker(
         ddp_totals: list[list[Any]] = []
         tp_saved: dict[str, Any] = {}
         tp_times: dict[str, Any] = {}
+        tp_optimizer: dict[str, Any] = {}
         if model is not None:  # each layer's saved bytes on one rank of each t-rank mesh, as run counts them
             tp_saved = _saved_on_tp_meshes(model, shapes, world, threads)
-            # and its passes split so, timed in step on every rank (f_v(b, t), g_v(b, t))
-            tp_times = _timed_on_tp_meshes(model, shapes, world, threads, layer_repeats)
+            # and its passes split so, timed in step on every rank (f_v(b, t), g_v(b, t)), and its optimizer step
+            tp_times, tp_optimizer = _timed_on_tp_meshes(model, shapes, world, threads, layer_repeats)
         if model is not None:
             sizes_of: dict[int, set[int]] = {}
             for _, d, m, t in shapes:
@@ -165,7 +169,7 @@ def empty_worker(
             busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
             ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
         out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor, "tp_saved": tp_saved}
-        out["tp_times"] = tp_times
+        out["tp_times"], out["tp_optimizer"] = tp_times, tp_optimizer
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
         dist.destroy_process_group()
@@ -209,20 +213,32 @@ def _timed_on_tp_meshes(
     world: int,
     threads: int,
     repeats: int,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Per degree ``t > 1`` of ``shapes``: the model split over a ``t``-rank mesh (``world / t`` of them side by side, every
     rank computing at once) as ``run`` splits it, its nodes' passes timed on this rank at the sizes of those shapes
     (:func:`milp_partition.run.tp_timed.time_split_layers_in_lockstep`): ``{t: {b: {node: [forward per pass, backward per
-    pass]}}}`` (JSON keys).  Collective: every rank of the group calls it with the same shapes."""
+    pass]}}}``, and its optimizer's step after each pass, ``{t: {"seconds": {b: [per pass]}, "params": n, "dtensors":
+    n_dt}}`` (JSON keys).  Collective: every rank of the group calls it with the same shapes."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
 
     out: dict[str, Any] = {}
+    opt: dict[str, Any] = {}
     for t, sizes in sorted(_sizes_at_degree(model, shapes).items()):
         mesh = init_device_mesh("cpu", (world // t, t), mesh_dim_names=("rest", "tp"))
         got = time_split_layers_in_lockstep(model[0], model[1], sorted(sizes), t, mesh["tp"], dist.barrier, threads, repeats)
-        out[str(t)] = {str(b): {v: [f, g] for v, (f, g) in by.items()} for b, by in got.items()}
-    return out
+        out[str(t)] = {str(b): {v: [f, g] for v, (f, g) in by.items()} for b, by in got.layers.items()}
+        seconds = {str(b): x for b, x in got.optimizer_s.items()}
+        opt[str(t)] = {"seconds": seconds, "params": got.param_tensors, "dtensors": got.dtensor_params}
+    return out, opt
+
+
+def split_optimizer_s(ranks: Sequence[Mapping[str, Any]], t: str) -> float:
+    """The split model's optimizer step at degree ``t`` (a JSON key) from the ranks' ``tp_optimizer`` records: per size
+    and pass the slowest rank's (a step waits for it), the median over every size's passes."""
+    sizes = ranks[0]["tp_optimizer"][t]["seconds"]
+    per_pass = [max(float(r["tp_optimizer"][t]["seconds"][b][k]) for r in ranks) for b in sizes for k in range(len(sizes[b]))]
+    return statistics.median(per_pass) if per_pass else 0.0
 
 
 def largest_over_ranks(
@@ -322,6 +338,7 @@ def calibrate_empty_steps(
     saved_tp: dict[int, dict[int, dict[str, float]]] = {}
     reused_tp: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
     split_times: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
+    split_optimizer: dict[int, tuple[float, int, int]] = {}
     for world, mine in sorted(by_world.items()):
         say(f"the empty step of {len(mine)} shape(s) on {world} rank(s)")
         job = None
@@ -342,6 +359,8 @@ def calibrate_empty_steps(
                 for b in by_size:
                     timed = slowest_rank_layers([r["tp_times"][t][b] for r in ranks])
                     split_times.setdefault(int(t), {})[int(b)] = timed
+            for t, got in (ranks[0].get("tp_optimizer") or {}).items():
+                split_optimizer[int(t)] = (split_optimizer_s(ranks, t), int(got["params"]), int(got["dtensors"]))
             for k, (d, b, _) in enumerate(ranks[0]["ddp"]):
                 ddp_in_step.append((int(d), int(b), ddp_added_s([r["ddp"][k][2] for r in ranks])))
         for k, (p, d, m, t) in enumerate(mine):
@@ -369,4 +388,5 @@ def calibrate_empty_steps(
         saved_at_degree=saved_tp,
         reused_at_degree=reused_tp,
         split_times=split_times,
+        split_optimizer=split_optimizer,
     )

@@ -28,6 +28,7 @@ Torch is imported inside the functions (by the layer timer).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from milp_partition.run.engine import apply_tensor_parallel, tp_roles
@@ -35,6 +36,27 @@ from milp_partition.run.predict import LayerTimer, layer_spec
 
 #: Per micro-batch size, per node: (forward seconds per pass, backward seconds per pass), in pass order.
 PassTimes = dict[int, dict[str, tuple[list[float], list[float]]]]
+
+
+@dataclass(frozen=True)
+class SplitTimings:
+    """What :func:`time_split_layers_in_lockstep` measured on one rank.
+
+    Attributes
+    ----------
+    layers
+        Size -> node -> (forward seconds per pass, backward seconds per pass).
+    optimizer_s
+        Size -> the optimizer's step on the split model's parameters after each pass (seconds, in pass order): what the
+        calibration turns into DTensor's optimizer overhead per DTensor parameter on the model itself.
+    param_tensors, dtensor_params
+        The split model's parameter tensors on this rank, and how many of them are DTensors.
+    """
+
+    layers: PassTimes
+    optimizer_s: dict[int, list[float]] = field(default_factory=dict)
+    param_tensors: int = 0
+    dtensor_params: int = 0
 
 
 def time_split_layers_in_lockstep(
@@ -47,11 +69,11 @@ def time_split_layers_in_lockstep(
     threads: int = 1,
     repeats: int = 7,
     seed: int = 0,
-) -> PassTimes:
+) -> SplitTimings:
     """The imported model split over ``tp_mesh`` (``t`` ranks) as ``run`` splits it, its layers timed on this rank at each
     micro-batch size of ``sizes``, every pass started at ``barrier`` (see the module docstring): size -> node ->
-    (forward seconds, backward seconds), one entry per pass.  The pass after the timer's own warm-up is one more warm-up,
-    in step."""
+    (forward seconds, backward seconds), one entry per pass, and the optimizer's step after each pass.  The pass after the
+    timer's own warm-up is one more warm-up, in step."""
     spec = layer_spec(data, graph_path, sizes)
     roles = tp_roles(spec, spec.node_order, t)
 
@@ -59,6 +81,8 @@ def time_split_layers_in_lockstep(
         apply_tensor_parallel(model, roles, tp_mesh, t)
 
     out: PassTimes = {}
+    opt: dict[int, list[float]] = {}
+    params = dtensors = 0
     for b in sorted(set(sizes)):
         barrier()
         timer = LayerTimer(spec, threads, seed, samples=b, prepare=split)
@@ -68,4 +92,7 @@ def time_split_layers_in_lockstep(
             barrier()
             timer.sample()
         out[b] = {v: (list(timer.fwd[v]), list(timer.bwd[v])) for v in timer.points}
-    return out
+        opt[b] = list(timer.opt_times)
+        every = list(timer.model.parameters())
+        params, dtensors = len(every), sum(1 for x in every if hasattr(x, "to_local"))
+    return SplitTimings(out, opt, params, dtensors)
