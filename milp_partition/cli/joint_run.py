@@ -15,7 +15,10 @@ degree the model cannot split at is refused naming why.  DTensor's overheads com
 (``--time-layers``), else from ``--coefficients`` (fields ``dtensor_module_s``, ``dtensor_optimizer_tensor_s``),
 else are measured now on a one-rank mesh.  The same calibration counts what each layer saves on one rank of each
 ``t``-rank mesh (``cost_model.layer_times.saved_bytes_per_sample_tp``, read back by ``--layer-times``); without it a
-rank's saved activations at ``t > 1`` are counted as at ``t = 1`` (an upper bound).
+rank's saved activations at ``t > 1`` are counted as at ``t = 1`` (an upper bound).  It also times each layer's forward
+and backward split over each ``t``-rank mesh as ``run`` splits it (``cost_model.layer_times.split_times_tp``, likewise
+read back): the cost model prices a layer at ``t > 1`` by those where timed, by its analytic formula where not
+(``cost_model.split_passes_at_t`` says which).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import statistics
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
@@ -40,7 +44,12 @@ from milp_partition.io.imported_layers import read_layers
 from milp_partition.io.json_text import parse_json, read_text_file
 from milp_partition.joint.layers import parse_tp_degrees
 from milp_partition.joint.run_dp import run_shapes, solve_run_dp
-from milp_partition.joint.run_layers import run_problem_from_imported, with_busy_times, with_saved_at_degree
+from milp_partition.joint.run_layers import (
+    run_problem_from_imported,
+    with_busy_times,
+    with_saved_at_degree,
+    with_split_times,
+)
 from milp_partition.joint.run_split import offered_degrees
 from milp_partition.report import fmt, fmt_bytes, names_span
 from milp_partition.run.empty import EmptySteps, calibrate_empty_steps
@@ -189,6 +198,13 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             }
             for t, at in (timed.get("reused_bytes_per_sample_tp") or {}).items()
         }
+        split_times = {
+            int(t): {int(b): {str(v): (float(fg[0]), float(fg[1])) for v, fg in by.items()} for b, by in at.items()}
+            for t, at in (timed.get("split_times_tp") or {}).items()
+        }
+        split_optimizer = {
+            int(t): (float(x[0]), int(x[1]), int(x[2])) for t, x in (timed.get("split_optimizer_tp") or {}).items()
+        }
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(
             f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
@@ -207,6 +223,12 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             source=str(path),
             where="cost_model.layer_times.links",
         )
+    if any(
+        not (x >= 0 and math.isfinite(x)) for at in split_times.values() for by in at.values() for fg in by.values() for x in fg
+    ):
+        raise InputError(
+            "expected [forward, backward] seconds >= 0 per node", source=str(path), where="cost_model.layer_times.split_times_tp"
+        )
     if any(not (x >= 0 and math.isfinite(x)) for at in saved_tp.values() for by in at.values() for x in by.values()):
         raise InputError(
             "expected saved bytes per sample >= 0", source=str(path), where="cost_model.layer_times.saved_bytes_per_sample_tp"
@@ -221,6 +243,8 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         ddp_in_step=ddp,
         saved_at_degree=saved_tp,
         reused_at_degree=reused_tp,
+        split_times=split_times,
+        split_optimizer=split_optimizer,
     )
 
 
@@ -419,6 +443,8 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     if calibrated is not None:
         problem = with_busy_times(_with_empty_steps(problem, calibrated, from_runs), calibrated.busy)
         problem = with_saved_at_degree(problem, calibrated.saved_at_degree, calibrated.reused_at_degree)
+        problem = with_split_times(problem, calibrated.split_times)  # f_v(b, t), g_v(b, t) as timed split
+        problem = _with_split_optimizer(problem, calibrated)
         coeffs = problem.coefficients
         assert timed is not None
         timed.update(_calibration_record(calibrated), calibration_launches=_calibrations_recorded(args))
@@ -445,6 +471,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         "links_origin": links_origin,
         "tensor_parallel_refused": {str(t): why for t, why in refused.items()},
         "saved_activations_at_t": _saved_origin(problem),
+        "split_passes_at_t": _split_times_origin(problem),
         **asdict(coeffs),
     }
 
@@ -460,6 +487,41 @@ def _saved_origin(problem: RunPlanProblem) -> dict[str, str]:
         rest = sorted(set(problem.sizes) - set(at))
         said = f"measured on one rank of the {t}-rank mesh at micro-batch sizes {at}" if at else "not measured"
         out[str(t)] = said + (f"; the t = 1 count (an upper bound) at sizes {rest}" if rest else "")
+    return out
+
+
+def _with_split_optimizer(problem: RunPlanProblem, calibrated: EmptySteps) -> RunPlanProblem:
+    """``problem`` with DTensor's optimizer overhead per DTensor parameter taken from the split model's own optimizer step
+    where the calibration timed it (:attr:`EmptySteps.split_optimizer`): at degree ``t``, ``(O_t - n o_opt - W_t k_opt) /
+    n_dt`` (``O_t`` the step on one rank of the split model's ``n`` parameter tensors, ``n_dt`` of them DTensors,
+    ``W_t`` its share of the parameter bytes; ``o_opt``, ``k_opt`` the plain step's per tensor and per byte, as the cost
+    model prices them), never below 0; the median over the degrees timed.  Else the overhead stays as measured on tiny
+    modules of a one-rank mesh."""
+    c = problem.coefficients
+    found = []
+    for t, (seconds, tensors, dtensors) in sorted(calibrated.split_optimizer.items()):
+        if dtensors <= 0 or t not in problem.tensor_degrees:
+            continue
+        weights = math.fsum(v.split_at(t).param_bytes for v in problem.layers)
+        plain = tensors * c.optimizer_s_per_param_tensor + weights * c.optimizer_s_per_param_byte
+        found.append(max(seconds - plain, 0.0) / dtensors)
+    if not found:
+        return problem
+    tensor = replace(c.tensor, dtensor_optimizer_tensor_s=statistics.median(found))
+    return replace(problem, coefficients=replace(c, tensor=tensor))
+
+
+def _split_times_origin(problem: RunPlanProblem) -> dict[str, str]:
+    """Per offered degree ``t > 1``: where each layer's passes come from (timed split on the ``t``-rank mesh at which
+    micro-batch sizes; at the others the analytic price of :mod:`milp_partition.costmodel.tensor`)."""
+    out: dict[str, str] = {}
+    for t in problem.tensor_degrees:
+        if t <= 1:
+            continue
+        at = sorted(set(problem.sizes).intersection(*(v.splits[t].forward_s_at for v in problem.layers)))
+        rest = sorted(set(problem.sizes) - set(at))
+        said = f"timed split on the {t}-rank mesh at micro-batch sizes {at}" if at else "not timed"
+        out[str(t)] = said + (f"; the analytic price at sizes {rest}" if rest else "")
     return out
 
 
@@ -479,6 +541,13 @@ def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:
         },
         "reused_bytes_per_sample_tp": {
             str(t): {str(b): by for b, by in at.items()} for t, at in calibrated.reused_at_degree.items()
+        },
+        # the split model's optimizer step on one rank, its parameter tensors, its DTensors (t -> [s, n, n_dt])
+        "split_optimizer_tp": {str(t): list(x) for t, x in calibrated.split_optimizer.items()},
+        # each layer's (forward, backward) seconds split over a t-rank mesh as run splits it (t -> size -> node)
+        "split_times_tp": {
+            str(t): {str(b): {v: list(fg) for v, fg in by.items()} for b, by in at.items()}
+            for t, at in calibrated.split_times.items()
         },
         "busy": {
             str(r): {str(b): {v: list(ft) for v, ft in t.items()} for b, t in by_size.items()}

@@ -17,6 +17,15 @@ A layer ``v`` split over ``t`` ranks the way ``run`` splits it (:func:`milp_part
   linear modules less the one without (:mod:`milp_partition.run.empty`); it then holds each pair's two all-reduces'
   latency, and ``AR_t`` is priced by its bytes only (:attr:`TensorParallelCoefficients.latency_in_module`).
 
+Where the calibration timed the layer split as ``run`` splits it, on the ``t``-rank mesh at micro-batch size ``b``
+(:mod:`milp_partition.run.tp_timed`: the layer timer's method, every rank computing at once, each pass by its slowest
+rank), ``f_v(b, t)`` and ``g_v(b, t)`` are those measured seconds as they are (:attr:`SplitCost.forward_s_at`,
+:attr:`SplitCost.backward_s_at`): they hold the split arithmetic, what stays whole, DTensor's dispatch and hooks and
+the activation all-reduces with the ranks' waits, so none of the analytic terms above is added to them, and ``E`` of a
+tensor-parallel shape has nothing split (nothing counted twice).  The formula above prices a layer at a size it was not
+timed at (on 2 CPU ranks the split model's passes as run took 0.58-1.79x this price, per stage and micro-batch size,
+and every ``t = 2`` plan had been under-estimated: docs/import.md, "Tensor parallelism priced as it runs").
+
 A recomputed layer runs ``f_v(b, t)`` again in its backward.  Each rank of the stage keeps its share of the split
 parameters: weights, gradients and optimizer state of ``W_v(t) = sum_{unsplit} w + sum_{split} w / t``; the optimizer
 step pays ``o_dt,opt`` more per DTensor parameter.  Each rank of the stage saves ``a_v(t, b)`` per sample of layer
@@ -73,6 +82,12 @@ class SplitCost:
     allreduce_backward_bytes_per_sample: tuple[float, ...] = ()
     saved_bytes_per_sample_at: Mapping[int, float] = field(default_factory=dict)
     reused_from_at: Mapping[int, Mapping[str, float]] = field(default_factory=dict)
+    #: Micro-batch size -> ``f_v(b, t)``: the layer's forward seconds on one micro-batch timed split over the ``t``-rank
+    #: mesh as ``run`` splits it (:mod:`milp_partition.run.tp_timed`; everything the pass holds); a size not listed is
+    #: priced by the formula of the module docstring.
+    forward_s_at: Mapping[int, float] = field(default_factory=dict)
+    #: Micro-batch size -> ``g_v(b, t)``, the backward, likewise.
+    backward_s_at: Mapping[int, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -109,9 +124,14 @@ def split_pass_s(
     beta_s_per_byte: float,
     dtensor_module_s: float,
 ) -> float:
-    """``f_v(b, t)`` (``backward`` false) or ``g_v(b, t)`` of the module docstring; ``seconds`` at ``t = 1`` unchanged."""
+    """``f_v(b, t)`` (``backward`` false) or ``g_v(b, t)`` of the module docstring at ``b = samples``: the measured
+    seconds where the split layer was timed at that size (:attr:`SplitCost.forward_s_at`), else the analytic price from
+    ``seconds`` (the layer unsplit); ``seconds`` at ``t = 1`` unchanged."""
     if t <= 1:
         return seconds
+    measured = split.backward_s_at if backward else split.forward_s_at
+    if samples in measured:
+        return measured[samples]
     moved = split.allreduce_backward_bytes_per_sample if backward else split.allreduce_forward_bytes_per_sample
     return (
         split_compute_s(seconds, split.split_share, t)

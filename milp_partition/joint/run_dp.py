@@ -25,7 +25,8 @@ Two facts make it exact:
    dropped (the terms only grow).
 
 At ``t > 1`` a layer's passes, parameters and optimizer step are those of :mod:`milp_partition.costmodel.tensor`
-(its split share divided by ``t``, its activation all-reduces, DTensor's hooks), and ``a_v`` is each rank's
+(its passes as timed split on the ``t``-rank mesh at ``b`` where they were, else its split share divided by ``t``, its
+activation all-reduces, DTensor's hooks: :func:`~milp_partition.costmodel.tensor.split_pass_s`), and ``a_v`` is each rank's
 ``a_v(t, b)`` (measured on the ``t``-rank mesh where it was, else the ``t = 1`` count) in every memory term and in what
 recomputation saves, as is what a later stage keeps of what it receives; the two facts hold unchanged.
 

@@ -229,3 +229,26 @@ def with_saved_at_degree(
             )
         layers.append(replace(v, splits=splits))
     return replace(problem, layers=tuple(layers))
+
+
+def with_split_times(
+    problem: RunPlanProblem, times: Mapping[int, Mapping[int, Mapping[str, tuple[float, float]]]]
+) -> RunPlanProblem:
+    """``problem`` with each layer's passes at degree ``t > 1`` as timed split on the ``t``-rank mesh (``times``: ``t`` ->
+    size -> node -> (forward, backward) seconds; :mod:`milp_partition.run.tp_timed`), in its
+    :attr:`~milp_partition.costmodel.plan.RunLayer.splits` (:attr:`~milp_partition.costmodel.tensor.SplitCost.
+    forward_s_at`); a degree the problem does not offer, or a size it does not time, is left out (the analytic price
+    stays there), and a node the timing did not stamp takes 0 at that size (it ran inside another node's time)."""
+    sizes = set(problem.sizes)
+    layers = []
+    for v in problem.layers:
+        splits = dict(v.splits)
+        for t, split in v.splits.items():
+            at = {b: by.get(v.id, (0.0, 0.0)) for b, by in times.get(t, {}).items() if b in sizes}
+            splits[t] = replace(
+                split,
+                forward_s_at={**split.forward_s_at, **{b: float(fg[0]) for b, fg in at.items()}},
+                backward_s_at={**split.backward_s_at, **{b: float(fg[1]) for b, fg in at.items()}},
+            )
+        layers.append(replace(v, splits=splits))
+    return replace(problem, layers=tuple(layers))

@@ -23,7 +23,10 @@ and the micro-batches is ``o_dt`` of :mod:`milp_partition.costmodel.tensor` (DTe
 pair's forward and backward all-reduce latency in it; the median over the shapes).  Given the model, the same group
 splits it over each ``t``-rank mesh as ``run`` splits it and counts what each layer saves on one rank at the sizes of
 the shapes with that ``t`` (:mod:`milp_partition.run.tp_saved`; the largest over the ranks), what the cost model reads
-as ``a_v(t, b)``.  DTensor's optimizer overhead per
+as ``a_v(t, b)``, and times each layer's forward and backward split so, every rank computing at once, each pass by its
+slowest rank (:mod:`milp_partition.run.tp_timed`), what the cost model reads as ``f_v(b, t)``, ``g_v(b, t)`` in place of
+the analytic price (their DTensor hooks and activation all-reduces are in them: ``o_dt`` then prices only layers not
+timed).  DTensor's optimizer overhead per
 parameter is measured on each rank's one-rank mesh (:func:`milp_partition.run.predict.calibrate_runtime`, as ``run``
 does before its steps).
 
@@ -47,6 +50,7 @@ from milp_partition.run.launch import run_ranks
 from milp_partition.run.pinning import pin_rank
 from milp_partition.run.predict import calibrate_runtime, empty_step, measure_links, time_layers_in_lockstep
 from milp_partition.run.tp_saved import saved_at_degree
+from milp_partition.run.tp_timed import time_split_layers_in_lockstep
 
 #: Column / row pairs of tiny linear modules in the empty step that measures DTensor's cost per module on a ``t``-rank mesh.
 TP_PAIRS = 4
@@ -91,6 +95,13 @@ class EmptySteps:
     saved_at_degree: dict[int, dict[int, dict[str, float]]] = field(default_factory=dict)
     #: Degree ``t > 1`` -> size -> node -> earlier node -> bytes per sample the node saves again of the earlier's, likewise.
     reused_at_degree: dict[int, dict[int, dict[str, dict[str, float]]]] = field(default_factory=dict)
+    #: Degree ``t > 1`` -> size -> node -> (forward, backward) seconds of the node split over a ``t``-rank mesh as ``run``
+    #: splits it, every rank computing at once, each pass priced by its slowest rank (:func:`slowest_rank_layers`;
+    #: :mod:`milp_partition.run.tp_timed`): ``f_v(b, t)``, ``g_v(b, t)``; at the sizes of the shapes with that ``t``.
+    split_times: dict[int, dict[int, dict[str, tuple[float, float]]]] = field(default_factory=dict)
+    #: Degree ``t > 1`` -> (the split model's optimizer step on one rank, seconds; its parameter tensors; how many are
+    #: DTensors), timed after each of those passes, each by its slowest rank, the median (:func:`split_optimizer_s`).
+    split_optimizer: dict[int, tuple[float, int, int]] = field(default_factory=dict)
 
 
 def empty_worker(
@@ -139,8 +150,12 @@ def empty_worker(
         busy: dict[str, dict[str, list[list[float]]]] = {}
         ddp_totals: list[list[Any]] = []
         tp_saved: dict[str, Any] = {}
+        tp_times: dict[str, Any] = {}
+        tp_optimizer: dict[str, Any] = {}
         if model is not None:  # each layer's saved bytes on one rank of each t-rank mesh, as run counts them
             tp_saved = _saved_on_tp_meshes(model, shapes, world, threads)
+            # and its passes split so, timed in step on every rank (f_v(b, t), g_v(b, t)), and its optimizer step
+            tp_times, tp_optimizer = _timed_on_tp_meshes(model, shapes, world, threads, layer_repeats)
         if model is not None:
             sizes_of: dict[int, set[int]] = {}
             for _, d, m, t in shapes:
@@ -154,6 +169,7 @@ def empty_worker(
             busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
             ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
         out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor, "tp_saved": tp_saved}
+        out["tp_times"], out["tp_optimizer"] = tp_times, tp_optimizer
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
         dist.destroy_process_group()
@@ -168,10 +184,7 @@ def _saved_on_tp_meshes(
     (JSON keys).  Collective: every rank of the group calls it with the same shapes."""
     from torch.distributed.device_mesh import init_device_mesh
 
-    sizes_of: dict[int, set[int]] = {}
-    for _, d, m, t in shapes:
-        if t > 1:
-            sizes_of.setdefault(t, set()).add(model[3] // (d * m))
+    sizes_of = _sizes_at_degree(model, shapes)
     out: dict[str, Any] = {}
     for t in sorted(sizes_of):
         mesh = init_device_mesh("cpu", (world // t, t), mesh_dim_names=("rest", "tp"))
@@ -181,6 +194,51 @@ def _saved_on_tp_meshes(
             "reused": {str(b): x for b, x in got.reused_bytes_per_sample.items()},
         }
     return out
+
+
+def _sizes_at_degree(
+    model: tuple[dict[str, Any], str, tuple[int, ...], int], shapes: Sequence[tuple[int, int, int, int]]
+) -> dict[int, set[int]]:
+    """Per degree ``t > 1`` of ``shapes`` (``(p, d, m, t)``): the micro-batch sizes ``G / (d m)`` of its shapes."""
+    sizes_of: dict[int, set[int]] = {}
+    for _, d, m, t in shapes:
+        if t > 1:
+            sizes_of.setdefault(t, set()).add(model[3] // (d * m))
+    return sizes_of
+
+
+def _timed_on_tp_meshes(
+    model: tuple[dict[str, Any], str, tuple[int, ...], int],
+    shapes: Sequence[tuple[int, int, int, int]],
+    world: int,
+    threads: int,
+    repeats: int,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Per degree ``t > 1`` of ``shapes``: the model split over a ``t``-rank mesh (``world / t`` of them side by side, every
+    rank computing at once) as ``run`` splits it, its nodes' passes timed on this rank at the sizes of those shapes
+    (:func:`milp_partition.run.tp_timed.time_split_layers_in_lockstep`): ``{t: {b: {node: [forward per pass, backward per
+    pass]}}}``, and its optimizer's step after each pass, ``{t: {"seconds": {b: [per pass]}, "params": n, "dtensors":
+    n_dt}}`` (JSON keys).  Collective: every rank of the group calls it with the same shapes."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+
+    out: dict[str, Any] = {}
+    opt: dict[str, Any] = {}
+    for t, sizes in sorted(_sizes_at_degree(model, shapes).items()):
+        mesh = init_device_mesh("cpu", (world // t, t), mesh_dim_names=("rest", "tp"))
+        got = time_split_layers_in_lockstep(model[0], model[1], sorted(sizes), t, mesh["tp"], dist.barrier, threads, repeats)
+        out[str(t)] = {str(b): {v: [f, g] for v, (f, g) in by.items()} for b, by in got.layers.items()}
+        seconds = {str(b): x for b, x in got.optimizer_s.items()}
+        opt[str(t)] = {"seconds": seconds, "params": got.param_tensors, "dtensors": got.dtensor_params}
+    return out, opt
+
+
+def split_optimizer_s(ranks: Sequence[Mapping[str, Any]], t: str) -> float:
+    """The split model's optimizer step at degree ``t`` (a JSON key) from the ranks' ``tp_optimizer`` records: per size
+    and pass the slowest rank's (a step waits for it), the median over every size's passes."""
+    sizes = ranks[0]["tp_optimizer"][t]["seconds"]
+    per_pass = [max(float(r["tp_optimizer"][t]["seconds"][b][k]) for r in ranks) for b in sizes for k in range(len(sizes[b]))]
+    return statistics.median(per_pass) if per_pass else 0.0
 
 
 def largest_over_ranks(
@@ -279,6 +337,8 @@ def calibrate_empty_steps(
     ddp_in_step: list[tuple[int, int, float]] = []
     saved_tp: dict[int, dict[int, dict[str, float]]] = {}
     reused_tp: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
+    split_times: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
+    split_optimizer: dict[int, tuple[float, int, int]] = {}
     for world, mine in sorted(by_world.items()):
         say(f"the empty step of {len(mine)} shape(s) on {world} rank(s)")
         job = None
@@ -295,6 +355,12 @@ def calibrate_empty_steps(
                 saved_tp.setdefault(t, {}).update(saved_by_size)
             for t, reused_by_size in again_t.items():
                 reused_tp.setdefault(t, {}).update(reused_by_size)
+            for t, by_size in (ranks[0].get("tp_times") or {}).items():  # each pass by its slowest rank
+                for b in by_size:
+                    timed = slowest_rank_layers([r["tp_times"][t][b] for r in ranks])
+                    split_times.setdefault(int(t), {})[int(b)] = timed
+            for t, got in (ranks[0].get("tp_optimizer") or {}).items():
+                split_optimizer[int(t)] = (split_optimizer_s(ranks, t), int(got["params"]), int(got["dtensors"]))
             for k, (d, b, _) in enumerate(ranks[0]["ddp"]):
                 ddp_in_step.append((int(d), int(b), ddp_added_s([r["ddp"][k][2] for r in ranks])))
         for k, (p, d, m, t) in enumerate(mine):
@@ -321,4 +387,6 @@ def calibrate_empty_steps(
         ddp_in_step=tuple(ddp_in_step),
         saved_at_degree=saved_tp,
         reused_at_degree=reused_tp,
+        split_times=split_times,
+        split_optimizer=split_optimizer,
     )

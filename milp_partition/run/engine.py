@@ -34,7 +34,14 @@ from milp_partition.run.layout import RankLayout
 from milp_partition.run.mixed import MixedRank, allreduce_gradients, stage_graph
 from milp_partition.run.model import batch, batch_on, build_model, loss_fn, optimizer
 from milp_partition.run.pinning import pin_rank
-from milp_partition.run.predict import LayerTimer, calibrate_runtime, empty_step, is_cuda, measure_links
+from milp_partition.run.predict import (
+    LayerTimer,
+    calibrate_runtime,
+    empty_step,
+    is_cuda,
+    measure_links,
+    planned_split_times,
+)
 from milp_partition.run.schedclock import StepSched
 from milp_partition.run.spec import RunSpec
 
@@ -458,6 +465,8 @@ def _mesh_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, devi
     # DDP takes no DTensor parameters: with tensor parallelism the gradients are all-reduced by hand (and so in E)
     dp_group = mesh["dp"].get_group() if D > 1 else None
     tp_pairs = (len(tp_roles(spec, spec.stages[pp].nodes, T)) + 1) // 2 if T > 1 else 0
+    if planned_split_times(spec):  # the prediction reads the layers as timed split, DTensor's hooks in them: E without
+        tp_pairs = 0
     empty = empty_step(
         S, pp, spec.microbatches // D, device, mesh["pp"].get_group(), dp_group if T == 1 else None,
         mesh["tp"] if T > 1 else None, tp_pairs,

@@ -600,6 +600,25 @@ def planned_ddp_in_step(spec: RunSpec) -> float:
     return found[0] if found else 0.0
 
 
+def planned_split_times(spec: RunSpec) -> dict[str, tuple[float, float]]:
+    """``f_v(b, t)``, ``g_v(b, t)`` per node at the plan's tensor-parallel degree ``t > 1`` and micro-batch size ``b`` as
+    its planner's calibration timed them split on the ``t``-rank mesh (the plan file's ``cost_model.layer_times.
+    split_times_tp``, :mod:`milp_partition.run.tp_timed`); empty at ``t = 1`` or where the plan records none (a plan of
+    another objective, one calibrated before they were timed, or a size not timed)."""
+    import json
+
+    t = spec.shape[2]
+    if t <= 1 or not spec.plan_path:
+        return {}
+    try:
+        with open(spec.plan_path) as fh:
+            timed = json.load(fh).get("cost_model", {}).get("layer_times", {}) or {}
+        table = (timed.get("split_times_tp") or {}).get(str(t), {}).get(str(spec.microbatch_size), {})
+        return {str(v): (float(fg[0]), float(fg[1])) for v, fg in table.items()}
+    except (OSError, ValueError, TypeError, AttributeError, IndexError):
+        return {}
+
+
 def predict_step(
     spec: RunSpec,
     layers: LayerProfile,
@@ -607,15 +626,20 @@ def predict_step(
     links: LinkFit,
     profile: Any | None = None,
     ddp_in_step_s_per_byte: float | None = None,
+    split_times: Mapping[str, tuple[float, float]] | None = None,
 ) -> StepPrediction:
     """The formula of this module for ``spec`` (see the module docstring).
 
     ``layers``: the nodes' times at one micro-batch of ``spec.microbatch_size`` samples (the run's :class:`LayerTimer`); ``costs``: DTensor's overheads
     (:func:`calibrate_runtime`); ``links``: gloo's fits in the run's own process group; ``profile``: only
     for the split operators' share of a layer's time (default: the import's); ``ddp_in_step_s_per_byte``: ``rho`` of
-    DDP's all-reduce inside a step (default: the plan's own, :func:`planned_ddp_in_step`).
+    DDP's all-reduce inside a step (default: the plan's own, :func:`planned_ddp_in_step`); ``split_times``: at ``t > 1``
+    each node's (forward, backward) seconds split on the ``t``-rank mesh (default: the plan's calibration,
+    :func:`planned_split_times`), priced as they are in place of the analytic split of the run's own unsplit timing
+    (their DTensor hooks and all-reduces are in them; ``run`` then measures its ``E`` with nothing split).
     """
     rho = planned_ddp_in_step(spec) if ddp_in_step_s_per_byte is None else ddp_in_step_s_per_byte
+    timed_split = planned_split_times(spec) if split_times is None else split_times
     model = read_layers(spec.graph, spec.graph_path)
     if profile is None:
         try:
@@ -637,6 +661,8 @@ def predict_step(
         dtensor_tensors = 0
         for v in st.nodes:
             f_v, b_v = layers.forward_s.get(v, 0.0), layers.backward_s.get(v, 0.0)
+            if T > 1 and v in timed_split:  # as the planner's calibration timed it split (nothing to add)
+                f_v, b_v = timed_split[v]
             if v not in model.layers:
                 fwd, bwd = fwd + f_v, bwd + b_v
                 continue
@@ -645,6 +671,7 @@ def predict_step(
             if T > 1:
                 split = split_layer(ops, model.modules, T, last_layer=v not in successors)
                 roles = split.roles
+            if T > 1 and v not in timed_split:
                 phi = _split_share(ops, roles, model, profile)
                 f_v, b_v = split_compute_s(f_v, phi, T), split_compute_s(b_v, phi, T)
                 f_v += sum(allreduce_s(x / batch, T, ar_alpha, links.allreduce_beta_s_per_byte) for x in split.allreduce_fw_bytes)

@@ -9,9 +9,10 @@ formulas of :mod:`milp_partition.costmodel` (plain arithmetic) and evaluates the
 - ``d m`` divides the global batch ``G`` and every layer is timed at ``b = G / (d m)``;
 - only layers whose recomputation saves memory are recomputed, and only when the problem allows it;
 - a forced shape (stages, ``d``, ``m``, ``t``) holds;
-- at ``t > 1`` each layer is priced split as ``run`` splits it (:mod:`milp_partition.costmodel.tensor`: its split share
-  over ``t``, its activation all-reduces, DTensor's hooks; each rank's share of the parameters; each rank's saved
-  activations ``a_v(t, b)`` where measured on the ``t``-rank mesh, else the ``t = 1`` count);
+- at ``t > 1`` each layer is priced split as ``run`` splits it (:mod:`milp_partition.costmodel.tensor`: its passes as
+  timed split on the ``t``-rank mesh at ``b`` where they were, else its split share over ``t``, its activation
+  all-reduces, DTensor's hooks; each rank's share of the parameters; each rank's saved activations ``a_v(t, b)`` where
+  measured on the ``t``-rank mesh, else the ``t = 1`` count);
 - every stage's memory bound (:func:`milp_partition.costmodel.memory.stage_memory`) is at most the device's;
 - the step is :func:`milp_partition.costmodel.step.step_time` over the stages' :class:`StageTimes`, with the shape's
   ``E``; where ``E`` was measured it holds the messages' latency and one bucket's all-reduce latency, which the stages
@@ -129,12 +130,18 @@ def verify_run_plan(problem: RunPlanProblem, plan: RunPlan) -> RunPlanReport:
         bwd_v: dict[str, float] = {}
         for v in layers:
             f_v, g_v = v.forward_at(b, ranks), v.backward_at(b, ranks)
-            if t > 1:  # split as run splits it: the split share over t, the all-reduces, DTensor's hooks both ways
-                sp = v.splits[t]
-                f_v = split_compute_s(f_v, sp.split_share, t) + dt * sp.split_modules / 2.0
-                f_v += collectives_s(sp.allreduce_forward_bytes_per_sample, b, t, tp_alpha, c.allreduce_beta_s_per_byte)
-                g_v = split_compute_s(g_v, sp.split_share, t) + dt * sp.split_modules / 2.0
-                g_v += collectives_s(sp.allreduce_backward_bytes_per_sample, b, t, tp_alpha, c.allreduce_beta_s_per_byte)
+            if t > 1:  # split as run splits it: timed so at b where it was, else the split share over t, the
+                sp = v.splits[t]  # all-reduces and DTensor's hooks both ways
+                if b in sp.forward_s_at:
+                    f_v = sp.forward_s_at[b]
+                else:
+                    f_v = split_compute_s(f_v, sp.split_share, t) + dt * sp.split_modules / 2.0
+                    f_v += collectives_s(sp.allreduce_forward_bytes_per_sample, b, t, tp_alpha, c.allreduce_beta_s_per_byte)
+                if b in sp.backward_s_at:
+                    g_v = sp.backward_s_at[b]
+                else:
+                    g_v = split_compute_s(g_v, sp.split_share, t) + dt * sp.split_modules / 2.0
+                    g_v += collectives_s(sp.allreduce_backward_bytes_per_sample, b, t, tp_alpha, c.allreduce_beta_s_per_byte)
             fwd_v[v.id], bwd_v[v.id] = f_v, g_v
         fwd = math.fsum(fwd_v.values())
         bwd = math.fsum(bwd_v.values()) + math.fsum(fwd_v[v.id] for v in recomputed)
