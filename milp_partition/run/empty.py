@@ -14,6 +14,9 @@ every pass): a plan of ``p d`` ranks shares the machine's cores and memory bandw
 the speed they have then, not alone (the run's own prediction times them so, inside the run).  Each pass is priced by
 its slowest rank (:func:`slowest_rank_layers`), as a step waits for it.  (Before: one barrier per size and the mean
 over the ranks; the ranks drifted apart and part of their passes ran alone: docs/import.md, issue 42's diagnosis.)
+The group of one rank times the layers inside ``run``'s own step instead (:func:`milp_partition.run.inrun.
+time_layers_in_step`: the layer timer scaled to the passes of ``Schedule1F1B``'s step at each size, less the empty
+step's own), what a one-rank plan's layers cost as it runs.
 
 A tensor-parallel shape ``(p, d, m, t)`` (``t > 1``) runs on ``p d t`` ranks over a ``(p, d, t)`` mesh, without DDP (as
 ``run`` runs it: DDP takes no DTensor) and with nothing split (DTensor's hooks and the activation all-reduces are priced
@@ -43,6 +46,7 @@ from typing import Any
 
 from milp_partition.io.atomic import write_atomic
 from milp_partition.run.engine import set_parent_death_signal
+from milp_partition.run.inrun import time_layers_in_step
 from milp_partition.run.launch import run_ranks
 from milp_partition.run.pinning import pin_rank
 from milp_partition.run.predict import calibrate_runtime, empty_step, measure_links, time_layers_in_lockstep
@@ -68,7 +72,8 @@ class EmptySteps:
         The torch threads each rank ran with (``run --threads``).
     busy
         Ranks -> micro-batch size -> node -> (forward, backward) seconds, timed with that many ranks in step (each
-        pass's slowest rank, :func:`slowest_rank_layers`); empty without the model or with one rank only.
+        pass's slowest rank, :func:`slowest_rank_layers`); at one rank, the layers scaled to the passes inside ``run``'s
+        own step (:mod:`milp_partition.run.inrun`); empty without the model.
     ddp_in_step
         ``(d, micro-batch size, seconds)``: what ``DistributedDataParallel`` over ``d`` ranks added to one forward and
         backward pass of the whole model, every rank in step (:func:`ddp_added_s`); the cost model turns it into a
@@ -150,9 +155,13 @@ def empty_worker(
             for d in sorted(sizes_of):  # every rank creates every group, in one order
                 group = init_device_mesh("cpu", (world // d, d), mesh_dim_names=("pp", "dp"))["dp"].get_group()
                 ddp[d] = (group, tuple(sorted(sizes_of[d])))
-            got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp)
-            busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
-            ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
+            if world == 1:  # one rank: the layers scaled to the passes inside run's own step (one "pass": the result)
+                alone = time_layers_in_step(model[0], model[1], model[2], model[3], threads, layer_repeats)
+                busy = {str(b): {v: [[f], [g]] for v, (f, g) in t.items()} for b, t in alone.layers.items()}
+            else:
+                got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp)
+                busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
+                ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
         out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor, "tp_saved": tp_saved}
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
@@ -262,7 +271,8 @@ def calibrate_empty_steps(
     """``E`` of every ``(stages, data-parallel, micro-batches per replica)`` or ``(..., tensor-parallel t)`` in ``shapes``
     on CPU ranks (see the module docstring); one launch of ``p d t`` ranks per rank count.  ``model``: the imported graph, its path and the global
     batch ``G``: every group of two ranks or more also times its layers at its shapes' sizes ``G / (d m)`` (medians of
-    ``layer_repeats``).  ``repeats``: the empty steps per shape whose median is ``E`` (more than the run's 5: one
+    ``layer_repeats``), and the group of one rank times them inside ``run``'s step (:mod:`milp_partition.run.inrun`,
+    ``layer_repeats`` rounds).  ``repeats``: the empty steps per shape whose median is ``E`` (more than the run's 5: one
     calibration prices every plan, so a load spike in it would move every plan of its shape)."""
     say = progress or (lambda _: None)
     by_world: dict[int, list[tuple[int, int, int, int]]] = {}
@@ -282,7 +292,7 @@ def calibrate_empty_steps(
     for world, mine in sorted(by_world.items()):
         say(f"the empty step of {len(mine)} shape(s) on {world} rank(s)")
         job = None
-        if model is not None and world > 1:
+        if model is not None:
             job = (model[0], model[1], tuple(sorted({model[2] // (d * m) for _, d, m, _ in mine})), model[2])
         with tempfile.TemporaryDirectory(prefix="milp-empty-") as tmp:
             call = (world, str(Path(tmp) / "store"), mine, threads, repeats, tmp, job, layer_repeats)

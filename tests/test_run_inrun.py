@@ -1,0 +1,52 @@
+"""A one-rank plan's layer times as run executes them (run/inrun.py): the layer timer scaled to the passes inside
+run's own step, less the empty step's module through the same schedule code."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from milp_partition.run.inrun import in_step_factor, scaled_layers
+
+
+def test_the_factor_is_the_steps_passes_less_the_schedules_own_over_the_timer() -> None:
+    # 1.2 ms a micro-batch in the step's passes, 0.2 of them the tiny module's (in E already), 0.8 timed: 1.25
+    assert in_step_factor(1.2e-3, 0.2e-3, 0.8e-3) == pytest.approx(1.25)
+    assert in_step_factor(0.5e-3, 0.2e-3, 0.6e-3) == pytest.approx(0.5)  # the timer above the step: below 1
+    assert in_step_factor(0.1e-3, 0.2e-3, 0.6e-3) == 0.0  # noise: the tiny module dearer than the model, never negative
+    assert in_step_factor(1.0, 0.5, 0.0) == 1.0  # nothing timed (a model without modules): the timer's 0s stay
+
+
+def test_each_node_is_scaled_by_its_directions_factor() -> None:
+    got = scaled_layers({"a": 1.0, "b": 2.0}, {"a": 3.0}, (0.5, 2.0))
+    assert got == {"a": (0.5, 6.0), "b": (1.0, 0.0)}
+
+
+def test_in_step_timing_on_one_rank_gives_every_module_node_at_every_size(tmp_path: Path) -> None:
+    """time_layers_in_step on a one-rank gloo group (run's own stage, schedule and optimizer): every node the layer timer
+    stamps at each size, none negative, each size's passes positive, and the factors positive and finite."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    from milp_partition.cli.dispatch import main
+    from milp_partition.run.inrun import time_layers_in_step
+    from milp_partition.run.predict import LayerTimer, layer_spec
+
+    graph = tmp_path / "mlp.json"
+    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "4x32", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    data = json.loads(graph.read_text())
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    try:
+        got = time_layers_in_step(data, str(graph), [1, 2], global_batch=2, rounds=2)
+    finally:
+        dist.destroy_process_group()
+    points = LayerTimer(layer_spec(data, str(graph), [1]), samples=1).points
+    assert set(got.layers) == {1, 2} and all(list(got.layers[b]) == points for b in (1, 2))
+    assert all(f >= 0 and g >= 0 for t in got.layers.values() for f, g in t.values())
+    assert all(sum(f + g for f, g in got.layers[b].values()) > 0 for b in (1, 2))
+    assert all(math.isfinite(k) and k > 0 for b in (1, 2) for k in got.factors[b])
+    assert all(timer > 0 and in_step > 0 for timer, in_step in got.passes_s.values())
