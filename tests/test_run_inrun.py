@@ -50,3 +50,48 @@ def test_in_step_timing_on_one_rank_gives_every_module_node_at_every_size(tmp_pa
     assert all(sum(f + g for f, g in got.layers[b].values()) > 0 for b in (1, 2))
     assert all(math.isfinite(k) and k > 0 for b in (1, 2) for k in got.factors[b])
     assert all(timer > 0 and in_step > 0 for timer, in_step in got.passes_s.values())
+
+
+def test_runs_prediction_reads_the_plans_factors_for_one_rank_plans_only(tmp_path: Path) -> None:
+    """run's prediction takes (kappa_F, kappa_B) of its micro-batch size from the plan's cost_model for a one-rank plan;
+    (1, 1) for a plan of several ranks, another size, a plan that records none or cannot be read."""
+    from dataclasses import replace
+
+    from milp_partition.run.predict import planned_in_step_factors
+    from milp_partition.run.spec import RunSpec, RunStage
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"cost_model": {"in_step_factors": [[1, 0.5, 0.75], [4, 1.5, 2.0]]}}))
+    stage = RunStage(nodes=("a",), data_parallel=1, tensor_parallel=1)
+    spec = RunSpec("m:f", ("4x2",), "float32", (stage,), ("a",), 1, 1.0, 0.0, "g.json", str(plan), microbatch_size=4)
+    assert planned_in_step_factors(spec) == (1.5, 2.0)
+    assert planned_in_step_factors(replace(spec, microbatch_size=1, microbatches=4)) == (0.5, 0.75)
+    assert planned_in_step_factors(replace(spec, microbatch_size=2, microbatches=2)) == (1.0, 1.0)
+    two = replace(spec, stages=(replace(stage, data_parallel=2),), microbatches=2)
+    assert planned_in_step_factors(two) == (1.0, 1.0)
+    assert planned_in_step_factors(replace(spec, plan_path=str(tmp_path / "missing.json"))) == (1.0, 1.0)
+
+
+def test_runs_prediction_scales_a_one_rank_plans_layers_by_the_factors(tmp_path: Path) -> None:
+    """predict_step with (kappa_F, kappa_B): the stage's forward and backward are the factors times those without them
+    (the layers' own times), every other term the same."""
+    from milp_partition.cli.dispatch import main
+    from milp_partition.run.predict import LayerProfile, LinkFit, TorchCosts, predict_step
+    from milp_partition.run.spec import RunSpec, RunStage
+
+    graph = tmp_path / "mlp.json"
+    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "4x32", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    data = json.loads(graph.read_text())
+    nodes = tuple(n["id"] for n in data["nodes"] if not n["id"].endswith(":bwd"))
+    stage = RunStage(nodes=nodes, data_parallel=1, tensor_parallel=1)
+    spec = RunSpec("m:f", ("4x32",), "float32", (stage,), nodes, 2, 1.0, 0.0, str(graph), "", data, microbatch_size=2)
+    layers = LayerProfile({v: 1e-4 * (i + 1) for i, v in enumerate(nodes)}, {v: 3e-4 for v in nodes}, 1e-5)
+    links = LinkFit(0.0, 0.0, 0.0, 0.0, empty_step_s=1e-3)
+    plain = predict_step(spec, layers, TorchCosts(), links, in_step_factors=(1.0, 1.0))
+    scaled = predict_step(spec, layers, TorchCosts(), links, in_step_factors=(0.5, 2.0))
+    assert plain.stages[0].forward_s == pytest.approx(sum(layers.forward_s.values()), rel=1e-12)
+    assert scaled.stages[0].forward_s == pytest.approx(0.5 * plain.stages[0].forward_s, rel=1e-12)
+    assert scaled.stages[0].backward_s == pytest.approx(2.0 * plain.stages[0].backward_s, rel=1e-12)
+    assert scaled.stages[0].optimizer_s == plain.stages[0].optimizer_s
+    assert predict_step(spec, layers, TorchCosts(), links).costs["in_step_factors"] == [1.0, 1.0]  # no plan file

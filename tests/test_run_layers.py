@@ -150,6 +150,10 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert set(timed["busy"]["1"]) == {"1", "2", "4"}
     assert all(set(timed["busy"]["1"][b]) == set(timed["busy"]["2"][b]) for b in ("1", "2", "4"))
     assert all(f >= 0 and g >= 0 for t in timed["busy"]["1"].values() for f, g in t.values())
+    # their factors over the layer timer, recorded for run's prediction (run/predict.py: planned_in_step_factors)
+    assert sorted(b for b, _, _ in timed["in_step_factors"]) == [1, 2, 4]
+    assert plan["cost_model"]["in_step_factors"] == timed["in_step_factors"]
+    assert all(kf > 0 and kb > 0 for _, kf, kb in timed["in_step_factors"])
     one = tmp_path / "one.json"
     force = ["--stages", "1", "--data-parallel", "1", "--tensor-parallel", "1", "--microbatches", "2"]
     assert main([*common, "--global-batch", "4", "--layer-times", str(out), *force, "-o", str(one)]) == 0

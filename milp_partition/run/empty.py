@@ -96,6 +96,9 @@ class EmptySteps:
     saved_at_degree: dict[int, dict[int, dict[str, float]]] = field(default_factory=dict)
     #: Degree ``t > 1`` -> size -> node -> earlier node -> bytes per sample the node saves again of the earlier's, likewise.
     reused_at_degree: dict[int, dict[int, dict[str, dict[str, float]]]] = field(default_factory=dict)
+    #: ``(micro-batch size, kappa_F, kappa_B)`` of the one-rank shapes' sizes: the passes inside ``run``'s step over the
+    #: layer timer's (:func:`milp_partition.run.inrun.time_layers_in_step`); empty without the model.
+    in_step_factors: tuple[tuple[int, float, float], ...] = ()
 
 
 def empty_worker(
@@ -142,6 +145,7 @@ def empty_worker(
             own_group = [dist.new_group([r]) for r in range(world)][rank]
             dtensor = asdict(calibrate_runtime(threads, group=own_group))
         busy: dict[str, dict[str, list[list[float]]]] = {}
+        in_step: list[list[float]] = []
         ddp_totals: list[list[Any]] = []
         tp_saved: dict[str, Any] = {}
         if model is not None:  # each layer's saved bytes on one rank of each t-rank mesh, as run counts them
@@ -158,11 +162,13 @@ def empty_worker(
             if world == 1:  # one rank: the layers scaled to the passes inside run's own step (one "pass": the result)
                 alone = time_layers_in_step(model[0], model[1], model[2], model[3], threads, layer_repeats)
                 busy = {str(b): {v: [[f], [g]] for v, (f, g) in t.items()} for b, t in alone.layers.items()}
+                in_step = [[b, kf, kb] for b, (kf, kb) in sorted(alone.factors.items())]
             else:
                 got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp)
                 busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
                 ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
         out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor, "tp_saved": tp_saved}
+        out["in_step"] = in_step
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
         dist.destroy_process_group()
@@ -287,6 +293,7 @@ def calibrate_empty_steps(
     links: dict[str, float] = {}
     busy: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
     ddp_in_step: list[tuple[int, int, float]] = []
+    in_step: list[tuple[int, float, float]] = []
     saved_tp: dict[int, dict[int, dict[str, float]]] = {}
     reused_tp: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
     for world, mine in sorted(by_world.items()):
@@ -305,6 +312,7 @@ def calibrate_empty_steps(
                 saved_tp.setdefault(t, {}).update(saved_by_size)
             for t, reused_by_size in again_t.items():
                 reused_tp.setdefault(t, {}).update(reused_by_size)
+            in_step += [(int(b), float(kf), float(kb)) for b, kf, kb in ranks[0].get("in_step") or ()]
             for k, (d, b, _) in enumerate(ranks[0]["ddp"]):
                 ddp_in_step.append((int(d), int(b), ddp_added_s([r["ddp"][k][2] for r in ranks])))
         for k, (p, d, m, t) in enumerate(mine):
@@ -331,4 +339,5 @@ def calibrate_empty_steps(
         ddp_in_step=tuple(ddp_in_step),
         saved_at_degree=saved_tp,
         reused_at_degree=reused_tp,
+        in_step_factors=tuple(in_step),
     )
