@@ -95,3 +95,22 @@ def test_runs_prediction_scales_a_one_rank_plans_layers_by_the_factors(tmp_path:
     assert scaled.stages[0].backward_s == pytest.approx(2.0 * plain.stages[0].backward_s, rel=1e-12)
     assert scaled.stages[0].optimizer_s == plain.stages[0].optimizer_s
     assert predict_step(spec, layers, TorchCosts(), links).costs["in_step_factors"] == [1.0, 1.0]  # no plan file
+
+
+def test_recorded_factors_are_read_back_and_bad_ones_refused_naming_the_field(tmp_path: Path) -> None:
+    from milp_partition.cli.joint_run import read_calibrated_empty_steps
+    from milp_partition.errors import InputError
+
+    path = tmp_path / "free.json"
+    timed = {"sizes": {}, "empty_steps": [[1, 1, 2, 0.001]], "in_step_factors": [[4, 0.8, 1.1], [8, 0.9, 1.2]]}
+    path.write_text(json.dumps({"cost_model": {"layer_times": timed}}))
+    got = read_calibrated_empty_steps(path)
+    assert got is not None and got.in_step_factors == ((4, 0.8, 1.1), (8, 0.9, 1.2))
+    for bad in ([[0, 1.0, 1.0]], [[4, -0.1, 1.0]], [[4, 1.0, -2.0]]):
+        path.write_text(json.dumps({"cost_model": {"layer_times": {**timed, "in_step_factors": bad}}}))
+        with pytest.raises(InputError) as err:
+            read_calibrated_empty_steps(path)
+        assert str(path) in str(err.value) and "cost_model.layer_times.in_step_factors" in str(err.value)
+    path.write_text(json.dumps({"cost_model": {"layer_times": {**timed, "in_step_factors": [[4, 1.0]]}}}))
+    with pytest.raises(InputError):  # not three numbers
+        read_calibrated_empty_steps(path)
