@@ -49,7 +49,7 @@ def test_in_step_timing_on_one_rank_gives_every_module_node_at_every_size(tmp_pa
     assert all(f >= 0 and g >= 0 for t in got.layers.values() for f, g in t.values())
     assert all(sum(f + g for f, g in got.layers[b].values()) > 0 for b in (1, 2))
     assert all(math.isfinite(k) and k > 0 for b in (1, 2) for k in got.factors[b])
-    assert all(timer > 0 and in_step > 0 for timer, in_step in got.passes_s.values())
+    assert all(timer > 0 and in_step > 0 and tiny > 0 for timer, in_step, tiny in got.passes_s.values())
 
 
 def test_runs_prediction_reads_the_plans_factors_for_one_rank_plans_only(tmp_path: Path) -> None:

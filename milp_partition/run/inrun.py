@@ -51,13 +51,13 @@ class InStepTimings:
         Size ``b`` -> (``kappa_F``, ``kappa_B``): the passes inside ``run``'s step over the layer timer's (medians over
         the rounds of each round's ratio).
     passes_s
-        Size ``b`` -> (the timer's forward + backward sum, the step's passes per micro-batch less the tiny module's),
-        seconds, medians over the rounds (for the report).
+        Size ``b`` -> (the timer's forward + backward sum, the step's passes per micro-batch, the tiny module's passes
+        per micro-batch through the same schedule code), seconds, medians over the rounds (for the report).
     """
 
     layers: dict[int, dict[str, tuple[float, float]]]
     factors: dict[int, tuple[float, float]] = field(default_factory=dict)
-    passes_s: dict[int, tuple[float, float]] = field(default_factory=dict)
+    passes_s: dict[int, tuple[float, float, float]] = field(default_factory=dict)
 
 
 class _Chunks:
@@ -156,7 +156,7 @@ def time_layers_in_step(
     base = layer_spec(data, graph_path, sizes)
     layers: dict[int, dict[str, tuple[float, float]]] = {}
     factors: dict[int, tuple[float, float]] = {}
-    passes: dict[int, tuple[float, float]] = {}
+    passes: dict[int, tuple[float, float, float]] = {}
     try:
         for b in sorted(set(sizes)):
             n = max(global_batch // b, 1)
@@ -177,7 +177,7 @@ def time_layers_in_step(
             opt = optimizer(spec, params)
             tiny, tiny_chunks = _tiny_schedule(n, device, mesh["pp"].get_group())
             ratios: list[tuple[float, float]] = []
-            sums: list[tuple[float, float]] = []
+            sums: list[tuple[float, float, float]] = []
             for r in range(rounds + 1):  # the first round warms up
                 timer.sample(record=r > 0)
                 args, kwargs, target = batches[r % len(batches)]
@@ -199,10 +199,14 @@ def time_layers_in_step(
                 timed_f = sum(timer.fwd[v][k] for v in timer.points if len(timer.fwd[v]) > k)
                 timed_b = sum(timer.bwd[v][k] for v in timer.points if len(timer.bwd[v]) > k)
                 ratios.append((in_step_factor(step_f / n, tiny_f / n, timed_f), in_step_factor(step_b / n, tiny_b / n, timed_b)))
-                sums.append((timed_f + timed_b, max(step_f - tiny_f, 0.0) / n + max(step_b - tiny_b, 0.0) / n))
+                sums.append((timed_f + timed_b, (step_f + step_b) / n, (tiny_f + tiny_b) / n))
             prof = timer.profile()
             factors[b] = (statistics.median(x for x, _ in ratios), statistics.median(y for _, y in ratios))
-            passes[b] = (statistics.median(x for x, _ in sums), statistics.median(y for _, y in sums))
+            passes[b] = (
+                statistics.median(x for x, _, _ in sums),
+                statistics.median(y for _, y, _ in sums),
+                statistics.median(z for _, _, z in sums),
+            )
             layers[b] = scaled_layers(dict(prof.forward_s), dict(prof.backward_s), factors[b])  # the timer's nodes
     finally:
         torch.set_num_threads(previous)
