@@ -10,14 +10,18 @@ planned ``m (F + B)`` in their passes, results/plan_fidelity.md; docs/import.md,
 excess over the timer cannot be attributed to one layer.  So :func:`time_layers_in_step`, run on one rank launched as
 ``run`` launches it, alternates round by round at each micro-batch size ``b``: a sample of the layer timer, then
 ``run``'s step of the model over ``N = G / b`` micro-batches (``engine``'s own stage, schedule and optimizer), then the
-empty step's tiny module through the same schedule code; per round::
+empty step's tiny module through the same schedule code; per round, in the thread's CPU time::
 
-    kappa_F(b) = (fwd chunks + loss of the model - those of the tiny module) / N   /   the timer's forward sum
-    kappa_B(b) = (bwd chunks of the model - those of the tiny module) / N          /   the timer's backward sum
+    kappa_F(b) = (fwd chunks + loss of the model - those of the tiny module) / N   /   the plain pass's forward
+    kappa_B(b) = (bwd chunks of the model - those of the tiny module) / N          /   the plain pass's backward
 
-(the tiny module's chunks are the schedule's per-micro-batch cost, which the empty step ``E`` already holds), the
-median over the rounds; each node's one-rank time at ``b`` is then ``kappa_F(b) f_v(b)``, ``kappa_B(b) g_v(b)`` (the
-timer's medians).  These are the one cost model's ``f_v(b)``, ``g_v(b)`` of a plan on one rank
+(the tiny module's chunks are the schedule's per-micro-batch cost, which the empty step ``E`` already holds; the plain
+pass is the model's pass without hooks as the timer runs it, to which its nodes sum), the median over the rounds;
+each node's one-rank time at ``b`` is then ``kappa_F(b) f_v(b)``, ``kappa_B(b) g_v(b)`` (the timer's medians, wall
+clock).  The ratio is taken in CPU time: on a machine whose other work takes the core now and then, a wall clock counts
+those waits in whichever of the three they fell (``kappa`` on wall clocks at 1-minute load 8 ranged 0.07-4.9 over the
+sizes of one model); CPU time counts what the passes execute, and the timer's wall clock gives the level, as for every
+other timed layer.  These are the one cost model's ``f_v(b)``, ``g_v(b)`` of a plan on one rank
 (:attr:`milp_partition.costmodel.plan.RunLayer.busy_forward_s` at one rank), read alike by the planner's DP, the
 verifier and ``run``'s prediction (:func:`milp_partition.run.predict.planned_in_step_factors`).
 
@@ -51,8 +55,9 @@ class InStepTimings:
         Size ``b`` -> (``kappa_F``, ``kappa_B``): the passes inside ``run``'s step over the layer timer's (medians over
         the rounds of each round's ratio).
     passes_s
-        Size ``b`` -> (the timer's forward + backward sum, the step's passes per micro-batch, the tiny module's passes
-        per micro-batch through the same schedule code), seconds, medians over the rounds (for the report).
+        Size ``b`` -> (the model's pass without hooks as the timer runs it, the step's passes per micro-batch, the tiny
+        module's passes per micro-batch through the same schedule code), the thread's CPU seconds, medians over the
+        rounds (for the report).
     """
 
     layers: dict[int, dict[str, tuple[float, float]]]
@@ -61,7 +66,7 @@ class InStepTimings:
 
 
 class _Chunks:
-    """Seconds spent in a stage's forward chunks plus the schedule's loss, and in its backward chunks (wall clock)."""
+    """The thread's CPU seconds in a stage's forward chunks plus the schedule's loss, and in its backward chunks."""
 
     def __init__(self, stage: Any, schedule: Any) -> None:
         self.forward_s = 0.0
@@ -74,14 +79,14 @@ class _Chunks:
         fn = getattr(obj, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             try:
                 return fn(*args, **kwargs)
             finally:
                 if forward:
-                    self.forward_s += time.perf_counter() - t0
+                    self.forward_s += time.thread_time() - t0
                 else:
-                    self.backward_s += time.perf_counter() - t0
+                    self.backward_s += time.thread_time() - t0
 
         setattr(obj, name, timed)
 
@@ -114,6 +119,18 @@ def _tiny_schedule(n_micro: int, device: Any, group: Any) -> tuple[Callable[[], 
         module.zero_grad(set_to_none=True)
 
     return step, chunks
+
+
+def plain_pass_cpu_s(timer: LayerTimer) -> tuple[float, float]:
+    """The timer's model's pass without hooks (the forward with the loss, the backward) as the timer's plain pass runs
+    it, in the thread's CPU seconds."""
+    t0 = time.thread_time()
+    loss = loss_fn(timer.model(*timer.args, **timer.kwargs), timer.target)
+    t1 = time.thread_time()
+    loss.backward()
+    t2 = time.thread_time()
+    timer.opt.zero_grad(set_to_none=True)
+    return t1 - t0, t2 - t1
 
 
 def in_step_factor(step_s: float, tiny_s: float, timer_s: float) -> float:
@@ -180,6 +197,7 @@ def time_layers_in_step(
             sums: list[tuple[float, float, float]] = []
             for r in range(rounds + 1):  # the first round warms up
                 timer.sample(record=r > 0)
+                plain_f, plain_b = plain_pass_cpu_s(timer)
                 args, kwargs, target = batches[r % len(batches)]
                 args = [a[: n * b].to(device) for a in args]  # as engine._train_steps feeds its one replica
                 kwargs = {k: v[: n * b].to(device) for k, v in kwargs.items()}
@@ -195,11 +213,8 @@ def time_layers_in_step(
                 tiny_f, tiny_b = tiny_chunks.take()
                 if r == 0:
                     continue
-                k = len(timer.passes) - 1
-                timed_f = sum(timer.fwd[v][k] for v in timer.points if len(timer.fwd[v]) > k)
-                timed_b = sum(timer.bwd[v][k] for v in timer.points if len(timer.bwd[v]) > k)
-                ratios.append((in_step_factor(step_f / n, tiny_f / n, timed_f), in_step_factor(step_b / n, tiny_b / n, timed_b)))
-                sums.append((timed_f + timed_b, (step_f + step_b) / n, (tiny_f + tiny_b) / n))
+                ratios.append((in_step_factor(step_f / n, tiny_f / n, plain_f), in_step_factor(step_b / n, tiny_b / n, plain_b)))
+                sums.append((plain_f + plain_b, (step_f + step_b) / n, (tiny_f + tiny_b) / n))
             prof = timer.profile()
             factors[b] = (statistics.median(x for x, _ in ratios), statistics.median(y for _, y in ratios))
             passes[b] = (
