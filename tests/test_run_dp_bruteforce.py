@@ -89,7 +89,7 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
     for i in range(n):
         overhead, per_sample = rng.uniform(0.1, 1.0), rng.uniform(0.1, 2.0)
         saved = rng.uniform(1.0, 10.0)
-        busy = rng.random() < 0.5  # timed with 2..4 ranks at once for some sizes, slower or not
+        busy = rng.random() < 0.5  # timed with 1..4 ranks at once (1: inside run's step, run/inrun.py) for some sizes
         per_size = rng.random() < 0.5  # a_v measured per size, below or above the one figure
         param_bytes, param_tensors = heavy * rng.uniform(0.0, 4.0), rng.randint(0, 3)
         layers.append(
@@ -103,10 +103,10 @@ def random_problem(rng: random.Random, shape: RunShape | None = None) -> RunPlan
                 saved_bytes_per_sample=saved,
                 input_bytes_per_sample=saved * rng.choice([0.05, 0.3, 1.5]),
                 busy_forward_s={
-                    (r, s): rng.uniform(0.1, 3.0) * s for r in (2, 3, 4) for s in sizes if busy and rng.random() < 0.7
+                    (r, s): rng.uniform(0.1, 3.0) * s for r in (1, 2, 3, 4) for s in sizes if busy and rng.random() < 0.7
                 },
                 busy_backward_s={
-                    (r, s): rng.uniform(0.1, 6.0) * s for r in (2, 3, 4) for s in sizes if busy and rng.random() < 0.7
+                    (r, s): rng.uniform(0.1, 6.0) * s for r in (1, 2, 3, 4) for s in sizes if busy and rng.random() < 0.7
                 },
                 saved_bytes_per_sample_at={s: saved * rng.uniform(0.2, 1.5) for s in sizes if per_size and rng.random() < 0.7},
                 # what the layer saves again of earlier layers' (a stage starting between them keeps its own copy)

@@ -144,7 +144,22 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert plan["empty_step_s"] == table[(*shape_of, m_of)]
     # the layers timed again while two ranks run at once, at the sizes of the two-rank shapes (b = 1, 2; and 4: the
     # t = 2 shapes run the whole micro-batch on each of their two ranks)
-    assert set(timed["busy"]) == {"2"} and set(timed["busy"]["2"]) == {"1", "2", "4"}
+    assert set(timed["busy"]) == {"1", "2"} and set(timed["busy"]["2"]) == {"1", "2", "4"}
+    # and on one rank inside run's own step (run/inrun.py), at the one-rank shapes' sizes (b = 4, 2, 1), every node that
+    # the lockstep timing has, never negative, and a one-rank plan prices its passes with them
+    assert set(timed["busy"]["1"]) == {"1", "2", "4"}
+    assert all(set(timed["busy"]["1"][b]) == set(timed["busy"]["2"][b]) for b in ("1", "2", "4"))
+    assert all(f >= 0 and g >= 0 for t in timed["busy"]["1"].values() for f, g in t.values())
+    # their factors over the layer timer, recorded for run's prediction (run/predict.py: planned_in_step_factors)
+    assert sorted(b for b, _, _ in timed["in_step_factors"]) == [1, 2, 4]
+    assert plan["cost_model"]["in_step_factors"] == timed["in_step_factors"]
+    assert all(kf > 0 and kb > 0 for _, kf, kb in timed["in_step_factors"])
+    one = tmp_path / "one.json"
+    force = ["--stages", "1", "--data-parallel", "1", "--tensor-parallel", "1", "--microbatches", "2"]
+    assert main([*common, "--global-batch", "4", "--layer-times", str(out), *force, "-o", str(one)]) == 0
+    terms = json.loads(one.read_text())["stages"][0]["terms_s"]
+    assert terms["forward_s"] == pytest.approx(sum(f for f, _ in timed["busy"]["1"]["2"].values()), rel=1e-9)
+    assert terms["backward_s"] == pytest.approx(sum(g for _, g in timed["busy"]["1"]["2"].values()), rel=1e-9)
     assert set(timed["saved_bytes_per_sample_at"]) == {"1", "2", "4"}
     # t = 2 (run splits the MLP's last linear module): E of (1, 1, 2, m) on two ranks, DTensor's hooks measured with it,
     # and a plan forced to t = 2 from the same measurement prices them

@@ -188,6 +188,7 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         )
         dtensor = {str(k): float(v) for k, v in (timed.get("dtensor") or {}).items()}
         ddp = tuple((int(d), int(b), float(x)) for d, b, x in timed.get("ddp_in_step") or ())
+        in_step = tuple((int(b), float(kf), float(kb)) for b, kf, kb in timed.get("in_step_factors") or ())
         saved_tp = {
             int(t): {int(b): {str(v): float(x) for v, x in by.items()} for b, by in at.items()}
             for t, at in (timed.get("saved_bytes_per_sample_tp") or {}).items()
@@ -217,6 +218,12 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
             source=str(path),
             where="cost_model.layer_times.ddp_in_step",
         )
+    if any(b < 1 or not all(k >= 0 and math.isfinite(k) for k in (kf, kb)) for b, kf, kb in in_step):
+        raise InputError(
+            "expected [micro-batch size >= 1, kappa_F >= 0, kappa_B >= 0] entries",
+            source=str(path),
+            where="cost_model.layer_times.in_step_factors",
+        )
     if links and set(links) != _LINK_FIELDS:
         raise InputError(
             f"expected the fields {sorted(_LINK_FIELDS)}, got {sorted(links)}",
@@ -245,6 +252,7 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         reused_at_degree=reused_tp,
         split_times=split_times,
         split_optimizer=split_optimizer,
+        in_step_factors=in_step,
     )
 
 
@@ -264,6 +272,7 @@ def _with_empty_steps(
         problem.coefficients,
         empty_step_s=tuple((*k, e) for k, e in sorted(table.items())),
         tensor_empty_step_s=calibrated.tensor_steps,
+        in_step_factors=calibrated.in_step_factors,
     )
     if calibrated.dtensor:
         dt = calibrated.dtensor
@@ -535,6 +544,8 @@ def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:
         "links": calibrated.links,
         "threads": calibrated.threads,
         "ddp_in_step": [list(x) for x in calibrated.ddp_in_step],
+        # one rank: the passes inside run's step over the layer timer's, per size (run/inrun.py; busy["1"] holds them)
+        "in_step_factors": [list(x) for x in calibrated.in_step_factors],
         # each layer's saved bytes per sample on one rank of a t-rank mesh, as run counts them (t -> size -> node)
         "saved_bytes_per_sample_tp": {
             str(t): {str(b): by for b, by in at.items()} for t, at in calibrated.saved_at_degree.items()

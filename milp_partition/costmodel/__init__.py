@@ -21,6 +21,13 @@ Step time (:mod:`.step`)
   ``o_fwd``, ``o_bwd``: torch's per-operator dispatch and autograd overhead; ``R_mm``: the device's matrix rate;
   ``beta_mem``: seconds per byte moved; ``F``, ``F'``, ``X``: one sample's forward FLOPs, backward FLOPs and
   bytes.  The overheads do not scale with ``b``: that is why the micro-batch size is a decision.
+  Timed (``solve --time-layers``), a plan of ``p d t`` ranks reads its layers as timed with that many ranks in step
+  (``RunLayer.busy_forward_s``); a plan of one rank reads them as they run inside ``run``'s own step:
+  ``f_v(b) = kappa_F(b) f_v^timer(b)``, ``g_v(b) = kappa_B(b) g_v^timer(b)``, where ``kappa(b)`` is the passes of
+  ``Schedule1F1B``'s step over ``N = G / b`` micro-batches (forward chunks with the loss, backward chunks, per
+  micro-batch) less those of the empty step's tiny module (which ``E`` holds), over the layer timer's sums, measured
+  round by round beside it on one rank pinned as ``run`` pins it (:mod:`milp_partition.run.inrun`;
+  ``RunCoefficients.in_step_factors``, which ``run``'s prediction reads to scale its own timer's layers).
 * A stage ``q``: ``F_q = sum_{v in q} f_v``, ``B_q = sum_{v in q} (g_v + [v in R] f_v)`` (a recomputed layer runs
   its forward again before its backward), ``c_q = alpha_p2p + b y_q beta_p2p`` the point-to-point message to
   the next stage (``y_q``: bytes per sample crossing the boundary; ``c_{p-1} = 0``), once forward and once

@@ -128,6 +128,12 @@ class RunCoefficients:
     #: cores (measured by ``solve --time-layers``: the whole model's pass under DDP against the plain pass, every rank in
     #: step, less the fit's all-reduce of the model's bytes; :mod:`milp_partition.run.empty`); a pair not listed: 0.
     ddp_in_step_s_per_byte: tuple[tuple[int, int, float], ...] = ()
+    #: ``kappa(b)`` of a one-rank plan, ``(micro-batch size, kappa_F, kappa_B)``: the passes inside ``run``'s step (less
+    #: the empty step's module's, which ``E`` holds) over the layer timer's sums, measured by ``solve --time-layers`` on one
+    #: rank (:mod:`milp_partition.run.inrun`).  The one-rank layer times are the timer's times these (already so in
+    #: :attr:`RunLayer.busy_forward_s` at one rank: the DP and the verifier read those); ``run``'s prediction scales its
+    #: own timer's layers by them (:func:`milp_partition.run.predict.planned_in_step_factors`).  A size not listed: 1.
+    in_step_factors: tuple[tuple[int, float, float], ...] = ()
 
     def ddp_in_step_for(self, data_parallel: int, microbatch_size: int) -> float:
         """``rho(d, b)``: :attr:`ddp_in_step_s_per_byte`'s entry, else 0 (and 0 on one replica)."""

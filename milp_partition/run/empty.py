@@ -14,6 +14,9 @@ every pass): a plan of ``p d`` ranks shares the machine's cores and memory bandw
 the speed they have then, not alone (the run's own prediction times them so, inside the run).  Each pass is priced by
 its slowest rank (:func:`slowest_rank_layers`), as a step waits for it.  (Before: one barrier per size and the mean
 over the ranks; the ranks drifted apart and part of their passes ran alone: docs/import.md, issue 42's diagnosis.)
+The group of one rank times the layers inside ``run``'s own step instead (:func:`milp_partition.run.inrun.
+time_layers_in_step`: the layer timer scaled to the passes of ``Schedule1F1B``'s step at each size, less the empty
+step's own), what a one-rank plan's layers cost as it runs.
 
 A tensor-parallel shape ``(p, d, m, t)`` (``t > 1``) runs on ``p d t`` ranks over a ``(p, d, t)`` mesh, without DDP (as
 ``run`` runs it: DDP takes no DTensor) and with nothing split (DTensor's hooks and the activation all-reduces are priced
@@ -46,6 +49,7 @@ from typing import Any
 
 from milp_partition.io.atomic import write_atomic
 from milp_partition.run.engine import set_parent_death_signal
+from milp_partition.run.inrun import time_layers_in_step
 from milp_partition.run.launch import run_ranks
 from milp_partition.run.pinning import pin_rank
 from milp_partition.run.predict import calibrate_runtime, empty_step, measure_links, time_layers_in_lockstep
@@ -72,7 +76,8 @@ class EmptySteps:
         The torch threads each rank ran with (``run --threads``).
     busy
         Ranks -> micro-batch size -> node -> (forward, backward) seconds, timed with that many ranks in step (each
-        pass's slowest rank, :func:`slowest_rank_layers`); empty without the model or with one rank only.
+        pass's slowest rank, :func:`slowest_rank_layers`); at one rank, the layers scaled to the passes inside ``run``'s
+        own step (:mod:`milp_partition.run.inrun`); empty without the model.
     ddp_in_step
         ``(d, micro-batch size, seconds)``: what ``DistributedDataParallel`` over ``d`` ranks added to one forward and
         backward pass of the whole model, every rank in step (:func:`ddp_added_s`); the cost model turns it into a
@@ -102,6 +107,9 @@ class EmptySteps:
     #: Degree ``t > 1`` -> (the split model's optimizer step on one rank, seconds; its parameter tensors; how many are
     #: DTensors), timed after each of those passes, each by its slowest rank, the median (:func:`split_optimizer_s`).
     split_optimizer: dict[int, tuple[float, int, int]] = field(default_factory=dict)
+    #: ``(micro-batch size, kappa_F, kappa_B)`` of the one-rank shapes' sizes: the passes inside ``run``'s step over the
+    #: layer timer's (:func:`milp_partition.run.inrun.time_layers_in_step`); empty without the model.
+    in_step_factors: tuple[tuple[int, float, float], ...] = ()
 
 
 def empty_worker(
@@ -148,6 +156,7 @@ def empty_worker(
             own_group = [dist.new_group([r]) for r in range(world)][rank]
             dtensor = asdict(calibrate_runtime(threads, group=own_group))
         busy: dict[str, dict[str, list[list[float]]]] = {}
+        in_step: list[list[float]] = []
         ddp_totals: list[list[Any]] = []
         tp_saved: dict[str, Any] = {}
         tp_times: dict[str, Any] = {}
@@ -165,11 +174,17 @@ def empty_worker(
             for d in sorted(sizes_of):  # every rank creates every group, in one order
                 group = init_device_mesh("cpu", (world // d, d), mesh_dim_names=("pp", "dp"))["dp"].get_group()
                 ddp[d] = (group, tuple(sorted(sizes_of[d])))
-            got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp)
-            busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
-            ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
+            if world == 1:  # one rank: the layers scaled to the passes inside run's own step (one "pass": the result)
+                alone = time_layers_in_step(model[0], model[1], model[2], model[3], threads, layer_repeats)
+                busy = {str(b): {v: [[f], [g]] for v, (f, g) in t.items()} for b, t in alone.layers.items()}
+                in_step = [[b, kf, kb] for b, (kf, kb) in sorted(alone.factors.items())]
+            else:
+                got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp)
+                busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
+                ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
         out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor, "tp_saved": tp_saved}
         out["tp_times"], out["tp_optimizer"] = tp_times, tp_optimizer
+        out["in_step"] = in_step
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
         dist.destroy_process_group()
@@ -320,7 +335,8 @@ def calibrate_empty_steps(
     """``E`` of every ``(stages, data-parallel, micro-batches per replica)`` or ``(..., tensor-parallel t)`` in ``shapes``
     on CPU ranks (see the module docstring); one launch of ``p d t`` ranks per rank count.  ``model``: the imported graph, its path and the global
     batch ``G``: every group of two ranks or more also times its layers at its shapes' sizes ``G / (d m)`` (medians of
-    ``layer_repeats``).  ``repeats``: the empty steps per shape whose median is ``E`` (more than the run's 5: one
+    ``layer_repeats``), and the group of one rank times them inside ``run``'s step (:mod:`milp_partition.run.inrun`,
+    ``layer_repeats`` rounds).  ``repeats``: the empty steps per shape whose median is ``E`` (more than the run's 5: one
     calibration prices every plan, so a load spike in it would move every plan of its shape)."""
     say = progress or (lambda _: None)
     by_world: dict[int, list[tuple[int, int, int, int]]] = {}
@@ -335,6 +351,7 @@ def calibrate_empty_steps(
     links: dict[str, float] = {}
     busy: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
     ddp_in_step: list[tuple[int, int, float]] = []
+    in_step: list[tuple[int, float, float]] = []
     saved_tp: dict[int, dict[int, dict[str, float]]] = {}
     reused_tp: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
     split_times: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
@@ -342,7 +359,7 @@ def calibrate_empty_steps(
     for world, mine in sorted(by_world.items()):
         say(f"the empty step of {len(mine)} shape(s) on {world} rank(s)")
         job = None
-        if model is not None and world > 1:
+        if model is not None:
             job = (model[0], model[1], tuple(sorted({model[2] // (d * m) for _, d, m, _ in mine})), model[2])
         with tempfile.TemporaryDirectory(prefix="milp-empty-") as tmp:
             call = (world, str(Path(tmp) / "store"), mine, threads, repeats, tmp, job, layer_repeats)
@@ -361,6 +378,7 @@ def calibrate_empty_steps(
                     split_times.setdefault(int(t), {})[int(b)] = timed
             for t, got in (ranks[0].get("tp_optimizer") or {}).items():
                 split_optimizer[int(t)] = (split_optimizer_s(ranks, t), int(got["params"]), int(got["dtensors"]))
+            in_step += [(int(b), float(kf), float(kb)) for b, kf, kb in ranks[0].get("in_step") or ()]
             for k, (d, b, _) in enumerate(ranks[0]["ddp"]):
                 ddp_in_step.append((int(d), int(b), ddp_added_s([r["ddp"][k][2] for r in ranks])))
         for k, (p, d, m, t) in enumerate(mine):
@@ -389,4 +407,5 @@ def calibrate_empty_steps(
         reused_at_degree=reused_tp,
         split_times=split_times,
         split_optimizer=split_optimizer,
+        in_step_factors=tuple(in_step),
     )

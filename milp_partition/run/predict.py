@@ -15,7 +15,9 @@ sample at a time:
   ``o_fwd``, ``o_bwd``: torch's eager and autograd overhead per operator; ``R``: torch's matrix-product
   rate on one thread; both measured on this CPU by :func:`calibrate_torch` (a chain of tiny operators, a
   few products; never the model). ``beta_mem``: the profile's memory fit. ``bwd_op`` is counted only for
-  operators with a backward. With ``t > 1``: ``o_dtensor`` per split linear module (DTensor's hooks, forward
+  operators with a backward. A one-rank plan's layers are scaled by the plan's ``(kappa_F, kappa_B)``
+  (:func:`planned_in_step_factors`, :mod:`milp_partition.run.inrun`: the passes inside the step over the timer's),
+  as its planner priced them. With ``t > 1``: ``o_dtensor`` per split linear module (DTensor's hooks, forward
   and backward, measured on a one-rank mesh) plus each forward (row) and backward (column) all-reduce of
   the layer, ``2 (t-1)/t * bytes * beta_ar + 2 (t-1) * alpha_ar``, one message each. A recomputed layer
   runs its forward twice.
@@ -619,6 +621,24 @@ def planned_split_times(spec: RunSpec) -> dict[str, tuple[float, float]]:
         return {}
 
 
+def planned_in_step_factors(spec: RunSpec) -> tuple[float, float]:
+    """``(kappa_F, kappa_B)`` of a one-rank plan at its micro-batch size as its planner calibrated them (the plan file's
+    ``cost_model.in_step_factors``, :mod:`milp_partition.run.inrun`): the passes inside ``run``'s step over the layer
+    timer's; ``(1, 1)`` for a plan of several ranks (their layers are timed in step, not scaled) or where the plan records
+    none (another objective, no calibration, a size not calibrated)."""
+    import json
+
+    if spec.shape != (1, 1, 1) or not spec.plan_path:
+        return 1.0, 1.0
+    try:
+        with open(spec.plan_path) as fh:
+            table = json.load(fh).get("cost_model", {}).get("in_step_factors") or ()
+        found = [(float(kf), float(kb)) for b, kf, kb in table if int(b) == spec.microbatch_size]
+    except (OSError, ValueError, TypeError, AttributeError):
+        return 1.0, 1.0
+    return found[0] if found else (1.0, 1.0)
+
+
 def predict_step(
     spec: RunSpec,
     layers: LayerProfile,
@@ -627,6 +647,7 @@ def predict_step(
     profile: Any | None = None,
     ddp_in_step_s_per_byte: float | None = None,
     split_times: Mapping[str, tuple[float, float]] | None = None,
+    in_step_factors: tuple[float, float] | None = None,
 ) -> StepPrediction:
     """The formula of this module for ``spec`` (see the module docstring).
 
@@ -636,10 +657,13 @@ def predict_step(
     DDP's all-reduce inside a step (default: the plan's own, :func:`planned_ddp_in_step`); ``split_times``: at ``t > 1``
     each node's (forward, backward) seconds split on the ``t``-rank mesh (default: the plan's calibration,
     :func:`planned_split_times`), priced as they are in place of the analytic split of the run's own unsplit timing
-    (their DTensor hooks and all-reduces are in them; ``run`` then measures its ``E`` with nothing split).
+    (their DTensor hooks and all-reduces are in them; ``run`` then measures its ``E`` with nothing split);
+    ``in_step_factors``: ``(kappa_F, kappa_B)`` that scale a one-rank plan's layers to the passes inside the step
+    (default: the plan's own, :func:`planned_in_step_factors`).
     """
     rho = planned_ddp_in_step(spec) if ddp_in_step_s_per_byte is None else ddp_in_step_s_per_byte
     timed_split = planned_split_times(spec) if split_times is None else split_times
+    kappa_f, kappa_b = planned_in_step_factors(spec) if in_step_factors is None else in_step_factors
     model = read_layers(spec.graph, spec.graph_path)
     if profile is None:
         try:
@@ -660,7 +684,7 @@ def predict_step(
         param_tensors = 0
         dtensor_tensors = 0
         for v in st.nodes:
-            f_v, b_v = layers.forward_s.get(v, 0.0), layers.backward_s.get(v, 0.0)
+            f_v, b_v = kappa_f * layers.forward_s.get(v, 0.0), kappa_b * layers.backward_s.get(v, 0.0)
             if T > 1 and v in timed_split:  # as the planner's calibration timed it split (nothing to add)
                 f_v, b_v = timed_split[v]
             if v not in model.layers:
@@ -722,6 +746,7 @@ def predict_step(
             **asdict(links),
             "layer_profile_threads": layers.threads,
             "ddp_in_step_s_per_byte": rho,
+            "in_step_factors": [kappa_f, kappa_b],
             # DTensor's overheads on the bottleneck stage over the step (a part of step_s, for the report)
             "dtensor_step_s": pred.microbatches_per_replica * dtensor_parts[pred.bottleneck_stage][0]
             + dtensor_parts[pred.bottleneck_stage][1],
