@@ -539,6 +539,15 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
     return out
 
 
+def _share_ar_caches(tables: dict[int, _Tables], tb: _Tables) -> None:
+    """Give ``tb`` the all-reduce caches of an earlier micro-batch size with the same tp degrees (they read the weights
+    and the tps, not the mbs)."""
+    for other in tables.values():
+        if other is not tb and {t for _j, t in other.cfgs} == {t for _j, t in tb.cfgs}:
+            tb.min_ar_cache, tb.ar_floor_cache, tb.ardp_cache = other.min_ar_cache, other.ar_floor_cache, other.ardp_cache
+            return
+
+
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
@@ -905,14 +914,7 @@ class _Search:
             if not tb.cfgs or not all(math.isfinite(x) for x in tb.cmin):
                 continue
             tables[mbs] = tb
-            for other in tables.values():  # the all-reduce tables read the weights and the tps, not the mbs
-                if other is not tb and {t for _j, t in other.cfgs} == {t for _j, t in tb.cfgs}:
-                    tb.min_ar_cache, tb.ar_floor_cache, tb.ardp_cache = (
-                        other.min_ar_cache,
-                        other.ar_floor_cache,
-                        other.ardp_cache,
-                    )
-                    break
+            _share_ar_caches(tables, tb)
             total = sum(tb.caps)
             for d in range(1, total + 1):
                 # once the budget is spent, the rest of the list takes the bound without the split (no tables) and no
