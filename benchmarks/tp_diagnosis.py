@@ -56,7 +56,7 @@ def _profiled(timer: Any, passes: int) -> dict[str, float]:
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         t0 = time.perf_counter()
         for _ in range(passes):
-            timer._plain_pass()
+            timer.plain_pass()
         wall = time.perf_counter() - t0
     coll = aten = 0.0
     for e in prof.key_averages():

@@ -485,18 +485,27 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
     }
 
 
-def _saved_origin(problem: RunPlanProblem) -> dict[str, str]:
-    """Per offered degree ``t > 1``: where each rank's saved activations come from (measured on the ``t``-rank mesh at
-    which micro-batch sizes; at the others the ``t = 1`` count, an upper bound)."""
+def _origin_at_t(problem: RunPlanProblem, measured_at: str, measured: str, otherwise: str) -> dict[str, str]:
+    """Per offered degree ``t > 1``: at which micro-batch sizes every layer's split cost carries its measured table
+    ``measured_at`` (a :class:`~milp_partition.costmodel.tensor.SplitCost` attribute keyed by size), said as
+    ``measured`` (formatted with ``t``), and ``otherwise`` at the others."""
     out: dict[str, str] = {}
     for t in problem.tensor_degrees:
         if t <= 1:
             continue
-        at = sorted(set(problem.sizes).intersection(*(v.splits[t].saved_bytes_per_sample_at for v in problem.layers)))
+        at = sorted(set(problem.sizes).intersection(*(getattr(v.splits[t], measured_at) for v in problem.layers)))
         rest = sorted(set(problem.sizes) - set(at))
-        said = f"measured on one rank of the {t}-rank mesh at micro-batch sizes {at}" if at else "not measured"
-        out[str(t)] = said + (f"; the t = 1 count (an upper bound) at sizes {rest}" if rest else "")
+        said = f"{measured.format(t=t)} at micro-batch sizes {at}" if at else f"not {measured.split()[0]}"
+        out[str(t)] = said + (f"; {otherwise} at sizes {rest}" if rest else "")
     return out
+
+
+def _saved_origin(problem: RunPlanProblem) -> dict[str, str]:
+    """Per offered degree ``t > 1``: where each rank's saved activations come from (measured on the ``t``-rank mesh at
+    which micro-batch sizes; at the others the ``t = 1`` count, an upper bound)."""
+    return _origin_at_t(
+        problem, "saved_bytes_per_sample_at", "measured on one rank of the {t}-rank mesh", "the t = 1 count (an upper bound)"
+    )
 
 
 def _with_split_optimizer(problem: RunPlanProblem, calibrated: EmptySteps) -> RunPlanProblem:
@@ -523,15 +532,7 @@ def _with_split_optimizer(problem: RunPlanProblem, calibrated: EmptySteps) -> Ru
 def _split_times_origin(problem: RunPlanProblem) -> dict[str, str]:
     """Per offered degree ``t > 1``: where each layer's passes come from (timed split on the ``t``-rank mesh at which
     micro-batch sizes; at the others the analytic price of :mod:`milp_partition.costmodel.tensor`)."""
-    out: dict[str, str] = {}
-    for t in problem.tensor_degrees:
-        if t <= 1:
-            continue
-        at = sorted(set(problem.sizes).intersection(*(v.splits[t].forward_s_at for v in problem.layers)))
-        rest = sorted(set(problem.sizes) - set(at))
-        said = f"timed split on the {t}-rank mesh at micro-batch sizes {at}" if at else "not timed"
-        out[str(t)] = said + (f"; the analytic price at sizes {rest}" if rest else "")
-    return out
+    return _origin_at_t(problem, "forward_s_at", "timed split on the {t}-rank mesh", "the analytic price")
 
 
 def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:

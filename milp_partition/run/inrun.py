@@ -121,18 +121,6 @@ def _tiny_schedule(n_micro: int, device: Any, group: Any) -> tuple[Callable[[], 
     return step, chunks
 
 
-def plain_pass_cpu_s(timer: LayerTimer) -> tuple[float, float]:
-    """The timer's model's pass without hooks (the forward with the loss, the backward) as the timer's plain pass runs
-    it, in the thread's CPU seconds."""
-    t0 = time.thread_time()
-    loss = loss_fn(timer.model(*timer.args, **timer.kwargs), timer.target)
-    t1 = time.thread_time()
-    loss.backward()
-    t2 = time.thread_time()
-    timer.opt.zero_grad(set_to_none=True)
-    return t1 - t0, t2 - t1
-
-
 def in_step_factor(step_s: float, tiny_s: float, timer_s: float) -> float:
     """``kappa``: the step's passes of one micro-batch less the tiny module's (the schedule's own cost, in ``E``) over the
     timer's sum; 1 where the timer measured nothing, never below 0."""
@@ -197,7 +185,7 @@ def time_layers_in_step(
             sums: list[tuple[float, float, float]] = []
             for r in range(rounds + 1):  # the first round warms up
                 timer.sample(record=r > 0)
-                plain_f, plain_b = plain_pass_cpu_s(timer)
+                plain_f, plain_b = timer.plain_pass(time.thread_time)
                 args, kwargs, target = batches[r % len(batches)]
                 args = [a[: n * b].to(device) for a in args]  # as engine._train_steps feeds its one replica
                 kwargs = {k: v[: n * b].to(device) for k, v in kwargs.items()}

@@ -259,13 +259,15 @@ class LayerTimer:
             h.remove()
         self.handles.clear()
 
-    def _plain_pass(self) -> tuple[float, float]:
-        """The forward (with the loss) and the backward without hooks, as training runs them; seconds."""
-        t0 = self.now()
+    def plain_pass(self, clock: Callable[[], float] | None = None) -> tuple[float, float]:
+        """The forward (with the loss) and the backward without hooks, as training runs them; seconds on ``clock``
+        (default the timer's own)."""
+        now = self.now if clock is None else clock
+        t0 = now()
         loss = loss_fn(self.model(*self.args, **self.kwargs), self.target)
-        t1 = self.now()
+        t1 = now()
         loss.backward()
-        t2 = self.now()
+        t2 = now()
         self.opt.zero_grad(set_to_none=True)
         return t1 - t0, t2 - t1
 
@@ -311,7 +313,7 @@ class LayerTimer:
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
             t3 = self.now()
-            plain = self._plain_pass()
+            plain = self.plain_pass()
         finally:
             self._unhook()
             torch.set_num_threads(previous)
