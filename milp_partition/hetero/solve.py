@@ -47,10 +47,8 @@ HeteroRun = Run[HeteroProblem, HeteroPlan]
 
 #: Share of the time limit the pooled relaxations may use together (their searches stop there; the exact search has
 #: the rest: on the four- and five-column settings it never improved the plan or the bound in the time left, while
-#: gptneo-a128x2-v128x2-b2048's pooled search needs ~50 CPU s to finish), and at most the first of two (the pool per
-#: kind: the pools per region, the tighter, get the rest).
+#: gptneo-a128x2-v128x2-b2048's pooled search needs ~50 CPU s to finish).
 POOL_SHARE = 0.9
-POOL_FIRST_SHARE = 0.25
 #: Where the pooled steps leave less than this share of the limit (and the plan is not within the stop gap), the exact
 #: search over the zones is not started.
 EXACT_MIN_SHARE = 0.2
@@ -204,36 +202,34 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             yield Outcome("regional-lift", regional.plan, time.monotonic() - t0, False, "", value=regional.value_s)
         # the pools per kind and region refine the pool per kind (their optimum lies between it and the setting's):
         # only the finest grouping is solved
-        gs = groupings(run.problem)[-1:]
-        for idx, groups in enumerate(gs):
-            if run.proven_optimal() or self.within_stop_gap(run) or run.budget.expired():
-                return
-            allowance = POOL_SHARE * limit - (run.budget.elapsed() - t_start)
-            cap = min(allowance, POOL_FIRST_SHARE * limit) if idx < len(gs) - 1 else allowance
-            t0 = time.monotonic()
-            best = run.best
-            got = pooled_bound(
-                run.problem,
-                run.budget.capped(cap),
-                groups,
-                best.solution if best is not None else None,
-            )
-            secs = time.monotonic() - t0
-            notes.append(
-                {
-                    "pools": sorted(set(groups.values())),
-                    "seconds": secs,
-                    "complete": got.complete,
-                    "nodes": got.nodes,
-                    "pooled_value_s": got.pooled_value_s if math.isfinite(got.pooled_value_s) else None,
-                    "bound_s": got.bound_s,
-                    "lifted_s": got.value_s if got.plan else None,
-                }
-            )
-            if got.plan is not None:
-                yield Outcome("pooled-lift", got.plan, secs, False, "", value=got.value_s)
-            if got.bound_s is not None:
-                yield Outcome("pooled-bound", None, 0.0, True, "pooled relaxation", bound=got.bound_s * (1 - 1e-12))
+        gs = groupings(run.problem)
+        if not gs or run.proven_optimal() or self.within_stop_gap(run) or run.budget.expired():
+            return
+        groups = gs[-1]
+        t0 = time.monotonic()
+        best = run.best
+        got = pooled_bound(
+            run.problem,
+            run.budget.capped(POOL_SHARE * limit - (run.budget.elapsed() - t_start)),
+            groups,
+            best.solution if best is not None else None,
+        )
+        secs = time.monotonic() - t0
+        notes.append(
+            {
+                "pools": sorted(set(groups.values())),
+                "seconds": secs,
+                "complete": got.complete,
+                "nodes": got.nodes,
+                "pooled_value_s": got.pooled_value_s if math.isfinite(got.pooled_value_s) else None,
+                "bound_s": got.bound_s,
+                "lifted_s": got.value_s if got.plan else None,
+            }
+        )
+        if got.plan is not None:
+            yield Outcome("pooled-lift", got.plan, secs, False, "", value=got.value_s)
+        if got.bound_s is not None:
+            yield Outcome("pooled-bound", None, 0.0, True, "pooled relaxation", bound=got.bound_s * (1 - 1e-12))
 
     def within_stop_gap(self, run: HeteroRun) -> bool:
         """Whether the best verified plan is within :attr:`HeteroSolveSettings.pool_stop_gap` of the best proven bound."""
