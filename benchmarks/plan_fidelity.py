@@ -235,6 +235,10 @@ def row_of(model: str, plan: Path, free: bool, launches: list[tuple[dict[str, An
         "launch_spread": agg["across_launches"],
         "launch_steps_s": " ".join(f"{x:.4g}" for x in agg["launch_steps_s"]),
         "launch_loads": " ".join(f"{x:.1f}" for x in agg["launch_loads"]),
+        # each launch on its own: the planner's error against that launch's step, and the run's own prediction
+        # (its layers re-timed inside that launch, at the machine's speed of those seconds) against it
+        "launch_planner_errors": " ".join(f"{x['planner_step_s'] / x['measured_step_s'] - 1:.4f}" for x, _, _ in launches),
+        "launch_inrun_errors": " ".join(f"{x['predicted_step_s'] / x['measured_step_s'] - 1:.4f}" for x, _, _ in launches),
         "runqueue_wait_share": agg["runqueue_wait_share"],
         "pinned": bool(r.get("pinned", False)),  # each rank on cores of its own (run's default since run/pinning.py)
         "timed_steps": len(r["step_s"][r.get("warmup_steps", 1) :] or r["step_s"]),
@@ -399,8 +403,10 @@ def summary(rows: list[dict[str, Any]], everything: str = "all") -> list[str]:
         "/ fastest measured (bar 1.15) | planned / held memory, min and max over ranks (bar 1.00-1.20) | bars met | "
         "diagnostic with the run's own empty step E in place of the planned E: median abs error, largest; argmin plan's "
         "measured / fastest | plans whose launches disagree ((largest - least) / median of the launches' steps) by over "
-        "10%, over 25% | plans whose measured spread (IQR / median) is over 10%, over 25% |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "10%, over 25% | plans whose measured spread (IQR / median) is over 10%, over 25% | every launch on its own "
+        "(diagnostic): the planner's median abs error, launches within 25%; the run's own prediction re-timed inside "
+        "the launch, the same |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     groups = {m: [r for r in rows if r["model"] == m] for m in dict.fromkeys(r["model"] for r in rows)}
     for model, mine in [*groups.items(), (everything, rows)]:
@@ -426,14 +432,29 @@ def summary(rows: list[dict[str, Any]], everything: str = "all") -> list[str]:
             disagree = f"{sum(1 for x in apart if x > BAR_MEDIAN_ERROR)}, {sum(1 for x in apart if x > BAR_ERROR)}"
         else:  # one launch a plan: nothing to compare
             disagree = "-"
+        per_launch = _per_launch(mine)
         met = abs(worst) <= BAR_ERROR and med <= BAR_MEDIAN_ERROR and lo >= 1.0 and hi <= BAR_MEMORY_OVER
         if single:
             met = met and ratio is not None and ratio <= BAR_FREE_OVER_FASTEST
         lines.append(
             f"| {model} | {len(mine)} | {100 * med:.0f}% | {_pct(worst)} | {within} of {len(mine)} | "
-            f"{rho:.2f} | {'-' if ratio is None else f'{ratio:.2f}'} | {lo:.2f}, {hi:.2f} | {_ok(met)} | {diag} | {disagree} | {noisy} |"
+            f"{rho:.2f} | {'-' if ratio is None else f'{ratio:.2f}'} | {lo:.2f}, {hi:.2f} | {_ok(met)} | {diag} | {disagree} | {noisy} | {per_launch} |"
         )
     return lines
+
+
+def _per_launch(rows: list[dict[str, Any]]) -> str:
+    """Over every launch of ``rows``' plans, each against its own measured step: the planner's median |error| and how
+    many launches are within 25%, then the same for the run's own prediction, whose layers are re-timed inside the
+    launch (so at the machine's speed of those seconds: results/cpu_regimes.md); "-" for rows without them."""
+    out = []
+    for key in ("launch_planner_errors", "launch_inrun_errors"):
+        errs = [abs(float(x)) for r in rows for x in str(r.get(key) or "").split()]
+        if not errs:
+            return "-"
+        within = sum(1 for e in errs if e <= BAR_ERROR)
+        out.append(f"{100 * statistics.median(errs):.0f}%, {within} of {len(errs)}")
+    return "; ".join(out)
 
 
 def chart(rows: list[dict[str, Any]], path: Path) -> bool:
@@ -526,7 +547,10 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         )
         + "the load column is the 1-minute load average as each launch started (more runnable processes than cores "
         "whenever it is above the cores). On a machine shared with other work these numbers are provisional: re-run "
-        "on idle cores.",
+        "on idle cores. Even on idle cores this machine's speed on the same work changes from one second to the next "
+        "(results/cpu_regimes.md, benchmarks/cpu_regimes.py): a launch times its steps within one or two such "
+        "seconds, so its step carries the speed of those seconds; the last column of the summaries compares every "
+        "launch on its own, the planner's step and the run's own prediction (its layers re-timed inside the launch).",
         "",
         "Models used while tuning the cost model:",
         "",
