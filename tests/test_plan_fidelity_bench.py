@@ -95,8 +95,18 @@ def test_a_noisy_plan_is_counted_and_marked(pf: Any) -> None:
     """The spread of a plan's measured steps (IQR over median): counted per model over 10% and over 25%, and a row's
     spread is bold over the 25% bar."""
     rows = [_row("X", 1.0, 1.0, free=True), _row("X", 2.0, 2.0, spread=0.15), _row("X", 3.0, 3.0, spread=0.4)]
-    assert pf.summary(rows, "all")[2].endswith("| 2, 1 |")
+    assert pf.summary(rows, "all")[2].endswith("| 2, 1 | - |")  # no launches recorded: no per-launch column
     assert pf._spread(0.4) == "**40%**" and pf._spread(0.15) == "15%" and pf._spread(float("nan")) == "-"
+
+
+def test_every_launch_is_judged_on_its_own_beside_the_runs_in_launch_prediction(pf: Any) -> None:
+    """The per-launch column: over every launch of the model's plans, the planner's median |error| and the launches
+    within 25%, then the same for the run's own prediction (its layers re-timed inside the launch)."""
+    rows = [_row("X", 1.0, 1.0, free=True), _row("X", 2.0, 2.0)]
+    rows[0].update(launch_planner_errors="0.1000 -0.3000 0.0500", launch_inrun_errors="0.0100 0.0200 -0.0300")
+    rows[1].update(launch_planner_errors="0.2000 0.2600 -0.2000", launch_inrun_errors="0.0400 -0.0500 0.3000")
+    # planner |errors| 0.05 0.1 0.2 0.2 0.26 0.3: median 20%, 4 of 6 within 25%; in-launch 0.01..0.3: median 3.5%, 5 of 6
+    assert pf.summary(rows, "all")[2].endswith("| 20%, 4 of 6; 4%, 5 of 6 |")
 
 
 def test_the_steps_own_compute_over_the_planned(pf: Any) -> None:
@@ -203,8 +213,8 @@ def test_plans_whose_launches_disagree_are_counted_and_marked(pf: Any) -> None:
         {**_row("X", 2.0, 2.0), "launch_spread": 0.15, "launches": 3},
         {**_row("X", 3.0, 3.0), "launch_spread": 0.5, "launches": 3},
     ]
-    assert pf.summary(rows, "all")[2].endswith("| 2, 1 | 0, 0 |")  # launches over 10%, over 25%; then the in-run spread
-    assert pf.summary([_row("X", 1.0, 1.0, free=True)], "all")[2].endswith("| - | 0, 0 |")  # one launch: nothing to compare
+    assert pf.summary(rows, "all")[2].endswith("| 2, 1 | 0, 0 | - |")  # launches over 10%, over 25%; then the in-run spread
+    assert pf.summary([_row("X", 1.0, 1.0, free=True)], "all")[2].endswith("| - | 0, 0 | - |")  # one launch: nothing to compare
     assert pf._apart(0.15, 3) == "**15%**" and pf._apart(0.05, 3) == "5%" and pf._apart(0.0, 1) == "-"
 
 

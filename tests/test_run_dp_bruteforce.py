@@ -15,7 +15,7 @@ import pytest
 from milp_partition.costmodel.memory import MemoryCoefficients
 from milp_partition.costmodel.plan import RunCoefficients, RunLayer, RunPlan, RunPlanProblem, RunShape
 from milp_partition.costmodel.tensor import SplitCost, TensorParallelCoefficients
-from milp_partition.joint.run_dp import solve_run_dp
+from milp_partition.joint.run_dp import run_shapes, solve_run_dp
 from milp_partition.verifiers.joint_run import verify_run_plan
 
 
@@ -309,6 +309,29 @@ def test_a_pipeline_gets_a_micro_batch_per_stage() -> None:
     assert got.plan is not None and got.plan.microbatches == 2 and len(got.plan.stages) == 2
     assert not verify_run_plan(problem, RunPlan(((0, 1), (1, 2)), 1, 1)).feasible
     assert math.isinf(solve_run_dp(RunPlanProblem(layers, (1.0,), 8, 2, 1e9, shape=RunShape(2, 1, 1))).step_s)
+
+
+def test_ddp_over_pipeline_stages_never_gets_exactly_one_micro_batch_per_stage() -> None:
+    """Torch's DDP inside Schedule1F1B fails at m = p (p >= 2, d >= 2, t = 1): with a per-operator overhead that favours
+    few micro-batches, 2 stages x d = 2 take m = 3, not 2; the verifier refuses m = 2 (and enumeration, which prices
+    every plan with the verifier, agrees); the shapes the DP enumerates on 4 devices hold no such shape, and without
+    data parallelism m = p = 2 stays a plan."""
+    sizes = (1, 2, 3, 6)
+    layers = tuple(
+        RunLayer(f"l{i}", {s: 1.0 + 0.01 * s for s in sizes}, {s: 2.0 + 0.02 * s for s in sizes}, 0.0, 0, 0.0, 1.0, 1.0)
+        for i in range(2)
+    )
+    forced = RunPlanProblem(layers, (1.0,), 12, 4, 1e9, shape=RunShape(stages=2, data_parallel=2))
+    got = solve_run_dp(forced)
+    assert got.plan is not None and got.plan.microbatches == 3 and got.plan.data_parallel == 2
+    report = verify_run_plan(forced, RunPlan(((0, 1), (1, 2)), 2, 2))
+    assert not report.feasible and any("m = p" in v for v in report.violations)
+    assert brute_force(forced)[0] == pytest.approx(got.step_s, rel=1e-12)
+    free = RunPlanProblem(layers, (1.0,), 12, 4, 1e9)
+    shapes = run_shapes(free)
+    assert (2, 3, 2, 1) in shapes and (1, 2, 2, 1) in shapes  # (d, m, p, t): 2 x 2 at m = 3; d = 1 at m = p = 2
+    assert not [x for x in shapes if x[2] >= 2 and x[0] >= 2 and x[3] == 1 and x[1] == x[2]]
+    assert verify_run_plan(free, RunPlan(((0, 1), (1, 2)), 1, 2)).feasible
 
 
 def test_the_empty_step_of_each_shape_is_priced_and_can_move_the_optimum() -> None:

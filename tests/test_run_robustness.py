@@ -132,6 +132,20 @@ def test_a_hand_edited_plan_is_refused_naming_the_file_and_field(tmp_path: Path,
     assert err.value.source == str(tmp_path / "p.json") and err.value.where == field, str(err.value)
 
 
+def test_ddp_over_pipeline_stages_with_one_micro_batch_per_stage_is_refused_and_one_more_reads(tmp_path: Path) -> None:
+    """Torch's DDP inside Schedule1F1B asserts when each replica has exactly one micro-batch per stage (2 stages x d = 2
+    at N = 4): run refuses the plan before any worker starts, naming the field and the count that runs."""
+    plan = _plan(tmp_path)
+    plan["instance"]["devices"] = 4
+    for st in plan["stages"]:
+        st["data_parallel"] = 2
+    with pytest.raises(InputError, match=r"solve with --microbatches 6 or more") as err:
+        _read(tmp_path, plan)
+    assert err.value.where == "instance.microbatches"
+    plan["instance"]["microbatches"] = 6  # three a replica on two stages
+    assert _read(tmp_path, plan).shape == (2, 2, 1)
+
+
 def test_stages_of_different_degrees_read_and_their_device_count_is_listed_in_the_tables_order(tmp_path: Path) -> None:
     plan = _plan(tmp_path)
     plan["stages"][0]["data_parallel"] = 2  # stage 1 (2, 1), stage 2 (1, 1): 3 devices, the plan was solved for 2

@@ -675,7 +675,16 @@ def format_run_report(out: dict[str, Any], shapes: int) -> str:
     if out["cost_model"]["links_note"]:
         lines.append(f"note       links {out['cost_model']['links_note']}")
     if out["objective"] is None:
-        lines.append("objective  no plan fits the devices' memory" if out["status"] == "infeasible" else "objective  none found")
+        if out["status"] == "infeasible" and shapes == 0:
+            lines.append(
+                "objective  no shape to try: the devices and the forced --stages, --data-parallel, --tensor-parallel and "
+                "--microbatches leave none that run executes (1F1B needs a micro-batch per stage on each replica, "
+                "and with data parallelism over 2 or more stages more than one; the micro-batch size must be timed)"
+            )
+        else:
+            lines.append(
+                "objective  no plan fits the devices' memory" if out["status"] == "infeasible" else "objective  none found"
+            )
         return "\n".join(lines)
     lines.append(f"objective  step = {fmt(out['objective'], 12)} s   (verified; global batch of {inst['global_batch']} samples)")
     if out["bound"] is not None:

@@ -2,7 +2,9 @@ r"""The exact DP of the run-objective planning problem (:mod:`milp_partition.cos
 
 Minimise the step of :mod:`milp_partition.costmodel` over every plan shape (``p`` stages, data-parallel degree
 ``d`` and tensor-parallel degree ``t`` in ``problem.tensor_degrees`` with ``p d t <= k``, ``m >= p`` micro-batches per replica with ``d m | G`` (1F1B as ``run`` executes it,
-torch's ``Schedule1F1B``, needs a micro-batch per stage) and the layers timed at ``b = G / (d m)``), every split of the layers into ``p`` contiguous stages and every set of recomputed layers::
+torch's ``Schedule1F1B``, needs a micro-batch per stage), not ``m = p`` where ``p >= 2`` stages are data parallel under
+DDP (``d >= 2``, ``t = 1``: torch's DDP inside ``Schedule1F1B`` fails there, :func:`ddp_pipeline_runs`), and the layers
+timed at ``b = G / (d m)``), every split of the layers into ``p`` contiguous stages and every set of recomputed layers::
 
     min  sum_q u_q + (m - 1) max_q u_q + E + max_q (AR_q + O_q)     (E: the shape's, ``coefficients.fixed_for(p, d, m)``;
                                                                  where it was measured, ``u_q`` and ``AR_q`` leave out
@@ -205,9 +207,20 @@ class _Stages:
         return out
 
 
+def ddp_pipeline_runs(p: int, d: int, m: int, t: int) -> bool:
+    """Whether ``run`` can execute a shape of ``p`` stages, data-parallel degree ``d``, ``m`` micro-batches per replica
+    and tensor-parallel degree ``t`` as far as DDP inside torch's ``Schedule1F1B`` goes: not at ``m = p`` with ``p >= 2``
+    and ``d >= 2`` at ``t = 1`` (DDP wraps each stage only at ``t = 1``).  There torch 2.13's DDP reducer asserts in the
+    second step's first forward ("rebuilt parameter indices size is not same as original model parameters size", its
+    bucket rebuild after the first step; measured: 2 x 2 at m = 2 and 3 x 2 at m = 3 fail, 2 x 2 at m = 3, 4, 6 and
+    3 x 2 at m = 4 run), in ``run``'s own empty step and so in any plan of that shape (issue 42 item 4: the planner
+    does not propose what cannot run)."""
+    return not (p >= 2 and d >= 2 and t == 1 and m == p)
+
+
 def run_shapes(problem: RunPlanProblem) -> list[tuple[int, int, int, int]]:
     """Every ``(d, m, p, t)`` the problem allows (``p d t <= k``, ``m >= p``, ``d m | G``, ``b`` timed, ``t`` among
-    ``problem.tensor_degrees``, the forced shape)."""
+    ``problem.tensor_degrees``, the forced shape, :func:`ddp_pipeline_runs`)."""
     G, k, n, shape = problem.global_batch, problem.devices, len(problem.layers), problem.shape
     sizes = set(problem.sizes)
     out = []
@@ -220,7 +233,9 @@ def run_shapes(problem: RunPlanProblem) -> list[tuple[int, int, int, int]]:
             for m in _divisors(G // d):
                 if G // (d * m) not in sizes or shape.microbatches not in (None, m):
                     continue
-                out += [(d, m, p, t) for p in range(1, min(k // (d * t), n, m) + 1) if shape.stages in (None, p)]  # m >= p
+                for p in range(1, min(k // (d * t), n, m) + 1):  # m >= p
+                    if shape.stages in (None, p) and ddp_pipeline_runs(p, d, m, t):
+                        out.append((d, m, p, t))
     return out
 
 

@@ -343,6 +343,8 @@ def calibrate_empty_steps(
     for p, d, m, t in sorted({(*x[:3], x[3] if len(x) > 3 else 1) for x in shapes}):
         if p < 1 or d < 1 or t < 1 or m < p:
             raise ValueError(f"no 1F1B step for {p} stages x d = {d} x t = {t} with {m} micro-batches per replica")
+        if m == p >= 2 and d >= 2 and t == 1:  # torch's DDP inside Schedule1F1B asserts there (joint.run_dp)
+            raise ValueError(f"DDP in 1F1B does not run {p} stages x d = {d} with {m} micro-batches per replica")
         by_world.setdefault(p * d * t, []).append((p, d, m, t))
     steps: list[tuple[int, int, int, float]] = []
     tensor_steps: list[tuple[int, int, int, int, float]] = []

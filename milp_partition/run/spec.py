@@ -224,7 +224,9 @@ def _check_nodes(stages: list[RunStage], forward: list[str], source: str) -> Non
 
 def _check_shape(stages: list[RunStage], n: int, source: str) -> None:
     """Each stage's data-parallel degree divides the ``N`` micro-batches; where every stage has the same ``(d, t)`` (one
-    ``(pp, dp, tp)`` mesh, torch's 1F1B schedule) ``N / d >= S``. Stages of different degrees run on the project's own
+    ``(pp, dp, tp)`` mesh, torch's 1F1B schedule) ``N / d >= S``, and not ``N / d = S`` with ``S >= 2`` stages under DDP
+    (``d >= 2``, ``t = 1``: torch's DDP reducer asserts there, :func:`milp_partition.joint.run_dp.ddp_pipeline_runs`).
+    Stages of different degrees run on the project's own
     1F1B schedule (:mod:`milp_partition.run.mixed`), data and tensor parallelism together on a 2-D mesh."""
     for q, st in enumerate(stages, start=1):
         if n % st.data_parallel:
@@ -241,6 +243,14 @@ def _check_shape(stages: list[RunStage], n: int, source: str) -> None:
             raise InputError(
                 f"{n} micro-batches do not run on data-parallel degree {d} and {s} stages (1F1B needs at least {s} per "
                 f"replica): solve with --microbatches {d * s} or more",
+                source=source,
+                where="instance.microbatches",
+            )
+        if n // d == s >= 2 and d >= 2 and stages[0].tensor_parallel == 1:
+            raise InputError(
+                f"{n} micro-batches on data-parallel degree {d} are {s} per replica on {s} stages: torch's DDP inside its "
+                f"1F1B schedule fails when each replica has exactly one micro-batch per stage (its reducer asserts in "
+                f"the second step): solve with --microbatches {d * (s + 1)} or more",
                 source=source,
                 where="instance.microbatches",
             )

@@ -85,6 +85,8 @@ def _plan_violations(problem: RunPlanProblem, plan: RunPlan) -> list[str]:
         bad.append(f"tensor-parallel degree {t} is not offered (the problem's degrees: {list(problem.tensor_degrees)})")
     if m < p:  # (c) 1F1B: torch's Schedule1F1B, which run executes, needs a micro-batch per stage on each replica
         bad.append(f"{m} micro-batches per replica on {p} stages: 1F1B as run executes it needs at least {p}")
+    if m == p >= 2 and d >= 2 and t == 1:  # (c) DDP inside torch's Schedule1F1B fails at m = p (its reducer asserts)
+        bad.append(f"{m} micro-batches per replica on {p} stages under DDP (d = {d}): run cannot execute m = p there")
     if problem.global_batch % (d * m):
         bad.append(f"d m = {d * m} does not divide the global batch {problem.global_batch}")
     b = problem.global_batch // (d * m)
