@@ -111,3 +111,30 @@ def test_a_spent_budget_gives_no_bound() -> None:
     got = spanning_bound(_zoned(SPANNING[0]), Budget.starting_now(0.0))
     assert got is not None and got.bound_s is None
     assert not math.isnan(got.triples)
+
+
+@pytest.mark.parametrize("counts", SPANNING)
+def test_labelled_programs_bound_each_term_of_every_plan_in_both_regions(counts: dict[str, int]) -> None:
+    """Term by term against brute force, per (mbs, D, P): the labelled all-reduce floor is at most T_sync of every plan
+    in both regions, the labelled max and sum of y (no threshold) at most the plan's, and the one-budget program at
+    most the three-budget one."""
+    problem = _zoned(counts, blocks=3, global_batch=512)
+    tb = regions._Bounds(problem)
+    got: dict[tuple[int, int, int], tuple[float, float, float, float, float]] = {}
+    checked = 0
+    for plan in _plans(problem):
+        if not _spans(plan):
+            continue
+        terms = evaluate(problem, plan)
+        key = (plan.mbs, plan.dp, len(plan.stages))
+        if key not in got:
+            mbs, d, p = key
+            full, one = tb.labelled(mbs, d, p, math.inf), tb.labelled(mbs, d, p, math.inf, full=False)
+            assert one[0] <= full[0] * (1 + 1e-12) and one[1] <= full[1] * (1 + 1e-12)
+            got[key] = (tb.labelled_ar(d, p), *full, *one)
+        ar, ymax, ysum, _ymax1, _ysum1 = got[key]
+        ys = [c + x for c, x in zip(terms.compute_s, terms.sends_s)]
+        assert ar <= terms.t_sync_s * (1 + 1e-9) + 1e-12
+        assert ymax <= max(ys) * (1 + 1e-9) and ysum <= sum(ys) * (1 + 1e-9)
+        checked += 1
+    assert checked > 0

@@ -132,6 +132,15 @@ def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarr
     return total
 
 
+def _seen_after(seen: int | None, lab: int) -> int:
+    """The labels seen once a stage of label ``lab`` follows ``seen`` (None: no stage yet)."""
+    if lab == LABEL_M or seen == SEEN_BOTH:
+        return SEEN_BOTH
+    if seen is None:
+        return SEEN_A if lab == LABEL_A else SEEN_B
+    return seen if (seen == SEEN_A) == (lab == LABEL_A) else SEEN_BOTH
+
+
 def _mul(k: float, v: np.ndarray) -> np.ndarray:
     """k v with 0 v = 0 (also where v is inf)."""
     return k * v if k else np.zeros_like(v)
@@ -312,33 +321,64 @@ class _Bounds:
         self.ar_cache[d] = out
         return out
 
-    # ---- the labelled program ----
-    def labelled(self, mbs: int, d: int, p: int, theta: float) -> tuple[float, float]:
-        """(least max y, least sum y) over the labelled splits into p stages that use both regions, every stage's
-        label's least ring below ``theta``, the A stages' least tps within N_A // d, the B stages' within N_B // d and
-        every stage's within N // d (module docstring); inf when there is none.  A dynamic program over (stage, first
-        layer, A budget, B budget, total budget, labels of the previous, this and the next stage, labels seen)."""
+    def labelled_ar(self, d: int, p: int) -> float:
+        """A lower bound on T_sync of every plan in both regions with D = d and P = p: the least, over the labelled
+        splits that use both regions (the A stages' least tps within N_A // d, the B stages' within N_B // d, every
+        stage's within N // d), of the largest stage's least ring over its label's fits (within A, within B, between
+        them for M; module docstring)."""
         L, inf = self.L, math.inf
         na = min(self.region_devices[0] // d, 4 * p)
         nb = min(self.region_devices[1] // d, 4 * p)
         nt = min(self.n_devices // d, 4 * p)
         labels = (LABEL_A, LABEL_B, LABEL_M) if d >= 2 else (LABEL_A, LABEL_B)
         which = {LABEL_A: "A", LABEL_B: "B", LABEL_M: "M"}
-        allowed = {lab: {t: self.rings(d, which[lab])[t] < theta for t in self.tps[mbs]} for lab in labels}
+        tps = sorted(self.weights)
+        shape = (L + 1, na + 1, nb + 1, nt + 1)
+        g: dict[int | None, np.ndarray] = {None: np.full(shape, inf)}
+        g[None][0, 0, 0, 0] = -inf
+        for k in range(p):
+            rows, ends = slice(k, L - p + k + 1), slice(k + 1, L - p + k + 2)
+            nxt: dict[int | None, np.ndarray] = {}
+            for seen, arr in g.items():
+                for lab in labels:
+                    seen2 = _seen_after(seen, lab)
+                    for t in tps:
+                        da, db = (t if lab == LABEL_A else 0), (t if lab == LABEL_B else 0)
+                        if da > na or db > nb or t > nt:
+                            continue
+                        ring = self.rings(d, which[lab])[t][rows, ends][:, :, None, None, None]
+                        src = arr[rows, None, : na + 1 - da, : nb + 1 - db, : nt + 1 - t]
+                        cand = np.maximum(ring, src).min(axis=0)
+                        if seen2 not in nxt:
+                            nxt[seen2] = np.full(shape, inf)
+                        to = (ends, slice(da, None), slice(db, None), slice(t, None))
+                        nxt[seen2][to] = np.minimum(nxt[seen2][to], cand)
+            g = nxt
+        return float(g[SEEN_BOTH][L].min()) if SEEN_BOTH in g else inf
 
-        def seen_after(seen: int | None, lab: int) -> int:
-            if lab == LABEL_M or seen == SEEN_BOTH:
-                return SEEN_BOTH
-            if seen is None:
-                return SEEN_A if lab == LABEL_A else SEEN_B
-            return seen if (seen == SEEN_A) == (lab == LABEL_A) else SEEN_BOTH
+    # ---- the labelled program ----
+    def labelled(self, mbs: int, d: int, p: int, theta: float, full: bool = True) -> tuple[float, float]:
+        """(least max y, least sum y) over the labelled splits into p stages that use both regions, every stage's
+        label's least ring below ``theta``, the A stages' least tps within N_A // d, the B stages' within N_B // d and
+        every stage's within N // d (module docstring); inf when there is none.  A dynamic program over (stage, first
+        layer, A budget, B budget, total budget, labels of the previous, this and the next stage, labels seen);
+        ``full=False``: the total budget only, each A or B stage's tp within its region's (a relaxation: no higher,
+        far cheaper)."""
+        L, inf = self.L, math.inf
+        na_stage = min(self.region_devices[0] // d, 4 * p)
+        nb_stage = min(self.region_devices[1] // d, 4 * p)
+        na, nb = (na_stage, nb_stage) if full else (0, 0)
+        nt = min(self.n_devices // d, 4 * p)
+        labels = (LABEL_A, LABEL_B, LABEL_M) if d >= 2 else (LABEL_A, LABEL_B)
+        which = {LABEL_A: "A", LABEL_B: "B", LABEL_M: "M"}
+        allowed = {lab: {t: self.rings(d, which[lab])[t] < theta for t in self.tps[mbs]} for lab in labels}
 
         shape = (L + 1, na + 1, nb + 1, nt + 1)
         # state: (label of the previous stage, label of this stage, labels seen up to this stage)
         gmax: dict[tuple[int, int, int], np.ndarray] = {}
         gsum: dict[tuple[int, int, int], np.ndarray] = {}
         for lab in labels:
-            key = (lab, lab, seen_after(None, lab))
+            key = (lab, lab, _seen_after(None, lab))
             gmax[key], gsum[key] = np.full(shape, inf), np.full(shape, inf)
             gmax[key][0, 0, 0, 0], gsum[key][0, 0, 0, 0] = -inf, 0.0
         for k in range(p):
@@ -350,9 +390,9 @@ class _Bounds:
                 gs = gsum[(prev, cur, seen)]
                 nexts = labels if k < p - 1 else (cur,)
                 for t in self.tps[mbs]:
-                    da, db = (t if cur == LABEL_A else 0), (t if cur == LABEL_B else 0)
-                    if da > na or db > nb or t > nt:
+                    if t > nt or (cur == LABEL_A and t > na_stage) or (cur == LABEL_B and t > nb_stage):
                         continue
+                    da, db = (t if cur == LABEL_A and full else 0), (t if cur == LABEL_B and full else 0)
                     sends = self.send_rows(mbs, t)
                     b_row = _mul(kb, sends["bx" if prev != cur else "b"])
                     base = np.where(allowed[cur][t], self.comp(mbs, t, p - k), inf) + b_row[:, None]
@@ -363,7 +403,7 @@ class _Bounds:
                         yk = (base + a_row[None, :])[rows, ends][:, :, None, None, None]
                         cm = np.maximum(yk, src_m).min(axis=0)  # [e][bA][bB][bT]
                         cs = (yk + src_s).min(axis=0)
-                        nkey = (cur, nxt, seen_after(seen, nxt))
+                        nkey = (cur, nxt, _seen_after(seen, nxt))
                         if nkey not in nmax:
                             nmax[nkey], nsum[nkey] = np.full(shape, inf), np.full(shape, inf)
                         to = (ends, slice(da, None), slice(db, None), slice(t, None))
@@ -413,6 +453,13 @@ def spanning_bound(problem: HeteroProblem, budget: Budget, cap_s: float = math.i
                 if t_lo + ar >= best:
                     continue
                 labelled += 1
-                ym, ys = tb.labelled(mbs, d, p, best - t_lo)
-                best = min(best, (m - 1) * max(ymax_lb, ym) + max(ysum_lb, ys) + umin + ar)
+                low = t_lo + ar
+                for full in (False, True):  # the one-budget program first: it often reaches the cap alone
+                    ym, ys = tb.labelled(mbs, d, p, best - t_lo, full)
+                    low = max(low, (m - 1) * max(ymax_lb, ym) + max(ysum_lb, ys) + umin + ar)
+                    if low >= best:
+                        break
+                if low < best:
+                    low = max(low, low - ar + tb.labelled_ar(d, p))
+                best = min(best, low)
     return SpanningBound(best * (1 - SLACK_REL), triples, labelled)
