@@ -26,14 +26,18 @@ The plan uses both regions exactly when some stage is M, or some stage is A and 
 T_pp >= T_lo = (m - 1) Y + S + U_min, Y and S the least max and sum of y over every split (under the devices' tp
 budget, no labels: exact dynamic programs over (stage, first layer, tp budget)), C_i at least the compute at the
 stage's least tp t_i (the replica of that tp is one of the stage's, and must hold the layers with P - i micro-batches
-in flight), X_i = ka a_i + kb b_i (the formula's doubling), U >= the least update of layer 0.  Let theta = cap - T_lo.
-A plan with T_sync >= theta has T >= cap.  A plan with T_sync < theta has every stage's all-reduce below theta, so
-every stage's (layers, least tp, label) has its label's least ring below theta: a dynamic program over (stage, first
-layer, A budget, B budget, labels of the previous, this and the next stage, which labels were seen) gives the least
-max and sum of y over the labelled splits that use both regions, with the crossing boundaries' sends at sigma_x; with
-the T_sync program (the least, over splits under the devices' tp budget, of the largest stage's least ring over every
-count-1 fit) this bounds T.  The bound of the triple is the least of the two (each term on its own least: the least
-of a sum is at least the sum of the least terms), and the answer the least over the triples that hold a plan
+in flight), X_i = ka a_i + kb b_i (the formula's doubling), U >= the least update of layer 0.  T_sync >= ar_lo, the
+larger of the unlabelled floor (the least, over splits under the devices' tp budget, of the largest stage's least ring
+over every count-1 fit) and the labelled one (the same over the labelled splits that use both regions, each stage's
+ring over its label's fits, the A, B and total budgets).  Let theta = cap - T_lo.  A plan with T_sync >= theta has
+T >= cap.  The others are split by T_sync into classes [lo, hi) from ar_lo to theta (:data:`LEVELS`); a plan of a
+class has every stage's all-reduce below hi, so every stage's (layers, least tp, label) has its label's least ring
+below hi: a dynamic program over (stage, first layer, A budget, B budget, total budget, labels of the previous, this
+and the next stage, which labels were seen) gives the least max and sum of y over the labelled splits that use both
+regions, with the crossing boundaries' sends at sigma_x (first with the total budget only, each A or B stage within
+its region's: a relaxation, no higher and far cheaper), and the class is at least (m - 1) max y + sum y + U_min + lo.
+The bound of the triple is the least of its classes and the cap (each term on its own least: the least of a
+sum is at least the sum of the least terms), and the answer the least over the triples that hold a plan
 (D P <= N), lowered by 1e-9 of itself (prefix sums and numpy's log2 against the formula's scalar arithmetic) and at
 most ``cap_s``.  Rings are evaluated with numpy where the fit is well-conditioned (else no bound from that fit), the
 bucket loop replayed with the formula's float operations and the weights summed as the formula sums them.
@@ -56,6 +60,8 @@ from milp_partition.hetero.problem import BUCKET_BYTES, FLOAT_BYTES, TP_DEGREES,
 SLACK_REL = 1e-9
 #: A fit is read with numpy only where its bandwidth is at least this share of its terms' magnitudes.
 CONDITION_REL = 1e-6
+#: Where the T_sync classes of a triple end, as fractions of the way from its floor to the cap's threshold.
+LEVELS = (0.25, 0.5, 0.75, 1.0)
 #: Stage labels: all replicas in region A, all in region B, both (mixed).
 LABEL_A, LABEL_B, LABEL_M = 0, 1, 2
 #: Which labels a partial plan has shown: only A, only B, both regions (a stage M, or stages A and B).
@@ -141,6 +147,11 @@ def _seen_after(seen: int | None, lab: int) -> int:
     return seen if (seen == SEEN_A) == (lab == LABEL_A) else SEEN_BOTH
 
 
+def _times(k: int, y: float) -> float:
+    """k y (k >= 0), and inf when y is inf (no split holds a plan; not the nan of 0 inf)."""
+    return math.inf if y == math.inf else k * y
+
+
 def _mul(k: float, v: np.ndarray) -> np.ndarray:
     """k v with 0 v = 0 (also where v is inf)."""
     return k * v if k else np.zeros_like(v)
@@ -190,6 +201,7 @@ class _Bounds:
         self.fit_cache: dict[tuple[int, int, int], np.ndarray] = {}
         self.ring_cache: dict[tuple[str, int], dict[int, np.ndarray]] = {}
         self.ar_cache: dict[int, list[float]] = {}
+        self.label_ar_cache: dict[tuple[int, int], float] = {}
         self.split_cache: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
 
     # ---- sends ----
@@ -325,7 +337,14 @@ class _Bounds:
         """A lower bound on T_sync of every plan in both regions with D = d and P = p: the least, over the labelled
         splits that use both regions (the A stages' least tps within N_A // d, the B stages' within N_B // d, every
         stage's within N // d), of the largest stage's least ring over its label's fits (within A, within B, between
-        them for M; module docstring)."""
+        them for M; module docstring); cached per (d, p) (the same for every micro-batch size)."""
+        got = self.label_ar_cache.get((d, p))
+        if got is None:
+            got = self.label_ar_cache[(d, p)] = self._labelled_ar(d, p)
+        return got
+
+    def _labelled_ar(self, d: int, p: int) -> float:
+        """:meth:`labelled_ar`'s program."""
         L, inf = self.L, math.inf
         na = min(self.region_devices[0] // d, 4 * p)
         nb = min(self.region_devices[1] // d, 4 * p)
@@ -415,6 +434,39 @@ class _Bounds:
         return ymax, ysum
 
 
+def _labelled_low(
+    tb: _Bounds,
+    mbs: int,
+    d: int,
+    p: int,
+    m: int,
+    floors: tuple[float, float, float],
+    ar: float,
+    t_lo: float,
+    best: float,
+) -> float:
+    """The triple's bound below ``best`` (module docstring): T_sync at least ``ar_lo`` (the larger of the unlabelled
+    and the labelled all-reduce floors); the plans with T_sync >= theta = best - t_lo are at least ``best``; the others
+    are split by T_sync into :data:`LEVELS` classes [lo, hi), each bounded by the labelled program with every stage's
+    ring below hi, plus lo (a class with a low T_sync keeps its stages' rings low, which costs y)."""
+    ymax_lb, ysum_lb, umin = floors
+    ar_lo = max(ar, tb.labelled_ar(d, p))
+    theta = best - t_lo
+    if ar_lo >= theta:
+        return best
+    low, lo = math.inf, ar_lo
+    for frac in LEVELS:
+        hi = ar_lo + (theta - ar_lo) * frac
+        value = -math.inf
+        for full in (False, True):  # the one-budget program first: it often reaches ``best`` alone
+            ym, ys = tb.labelled(mbs, d, p, hi, full)
+            value = max(value, _times(m - 1, max(ymax_lb, ym)) + max(ysum_lb, ys) + umin + lo)
+            if value >= best:
+                break
+        low, lo = min(low, value), hi
+    return min(best, low)
+
+
 def spanning_bound(problem: HeteroProblem, budget: Budget, cap_s: float = math.inf) -> SpanningBound | None:
     """A lower bound on the iteration seconds of every plan of ``problem`` with replicas in both regions, at most
     ``cap_s`` (module docstring); ``None`` when it does not apply (:func:`applies`).  ``bound_s`` is ``None`` when the
@@ -448,18 +500,12 @@ def spanning_bound(problem: HeteroProblem, budget: Budget, cap_s: float = math.i
                 m0, s0 = tb.split(mbs, p)
                 b = min(4 * p, n // d)
                 ymax_lb, ysum_lb = max(ymax_lb, float(m0[b])), max(ysum_lb, float(s0[b]))
+                if not (math.isfinite(ymax_lb) and math.isfinite(ysum_lb)):
+                    continue  # no split fits: no plan
                 t_lo = (m - 1) * ymax_lb + ysum_lb + umin
                 ar = tb.ar_rows(d)[p]
                 if t_lo + ar >= best:
                     continue
                 labelled += 1
-                low = t_lo + ar
-                for full in (False, True):  # the one-budget program first: it often reaches the cap alone
-                    ym, ys = tb.labelled(mbs, d, p, best - t_lo, full)
-                    low = max(low, (m - 1) * max(ymax_lb, ym) + max(ysum_lb, ys) + umin + ar)
-                    if low >= best:
-                        break
-                if low < best:
-                    low = max(low, low - ar + tb.labelled_ar(d, p))
-                best = min(best, low)
+                best = min(best, _labelled_low(tb, mbs, d, p, m, (ymax_lb, ysum_lb, umin), ar, t_lo, best))
     return SpanningBound(best * (1 - SLACK_REL), triples, labelled)
