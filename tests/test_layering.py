@@ -91,6 +91,7 @@ LAYERS: dict[str, int] = {
     "milp_partition.hetero.pooled": 5,  # the pooled relaxation solved by the search
     "milp_partition.hetero.leaf": 5,  # a small leaf of the search priced plan by plan
     "milp_partition.hetero.native": 5,  # the search's inner loops in C (optional; numpy fallback)
+    "milp_partition.hetero.regions": 5,  # a proven bound of the plans across two regions (not yet used by the solve)
     "milp_partition.pipeline.costs": 5,
     "milp_partition.placement.bounds": 5,
     "milp_partition.placement.decompose": 5,
