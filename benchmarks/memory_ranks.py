@@ -105,7 +105,7 @@ def one_plan(
             if not plain.exists():
                 return {**row, "verdict": "no plan: none without recomputation to tighten"}
             most = max(st["memory_bytes"] for st in json.loads(plain.read_text())["stages"])
-            limit = ["--memory", str(int(0.92 * most))]
+            limit = ["--memory", f"{int(0.92 * most)}B"]
         got = sh([*solve, *forced, *limit, "--layer-times", str(free), "-o", str(plan)])
         if got.returncode != 0:
             plan.unlink(missing_ok=True)

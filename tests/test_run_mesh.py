@@ -174,3 +174,29 @@ def test_data_and_tensor_parallel_together_match_one_process(tmp_path: Path) -> 
     run = run_plan(spec, 2)
     assert run["ranks"] == 4 and run["loss_max_rel_diff"] <= 1e-6
     assert len(run["losses"]) == 2
+
+
+def test_recomputed_layers_are_split_as_planned_and_match_one_process(tmp_path: Path) -> None:
+    """A tensor-parallel stage whose every layer is recomputed: the split comes before the checkpoint wrapper (which
+    would hide a recomputed Linear from ColwiseParallel, and move a recomputed block's inner paths), so every planned
+    split is applied and the losses are one process's."""
+    pytest.importorskip("torch")
+    from milp_partition.cli.dispatch import main
+    from milp_partition.run.launch import run_plan
+    from milp_partition.run.spec import read_run_spec
+
+    graph = tmp_path / "m.json"
+    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training"]
+    assert main([*args, "--granularity", "layer", "--output", str(graph)]) == 0
+    plan = tmp_path / "plan.json"
+    solve = ["solve", str(graph), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--microbatches", "2"]
+    shape = ["--stages", "1", "--data-parallel", "1", "--tensor-parallel", "2"]
+    assert main([*solve, *shape, "--quiet", "-o", str(plan)]) == 0
+    data = json.loads(plan.read_text())
+    data["stages"][0]["configs"] = {v: "activation recomp" for v in data["stages"][0]["nodes"]}
+    plan.write_text(json.dumps(data))
+    spec = read_run_spec(plan)
+    assert spec.stages[0].recomputed and spec.shape == (1, 1, 2)
+    run = run_plan(spec, 2)
+    assert run["ranks"] == 2 and run["loss_max_rel_diff"] <= 1e-6
+    assert not [n for n in run["notes"] if "not in this stage's module" in n]

@@ -517,19 +517,24 @@ def _eager_modules(module: Any, model: Any, nodes: tuple[str, ...]) -> None:
 
 
 def _prepare_stage(spec: RunSpec, module: Any, q: int, tp_mesh: Any, device: Any, notes: list[str], model: Any = None) -> Any:
-    """Stage ``q``'s module (its nodes' eager modules from ``model`` when it is a ``pipeline()`` stage) with its
-    recomputed layers checkpointed, tensor-parallel over ``tp_mesh``, on ``device``."""
+    """Stage ``q``'s module (its nodes' eager modules from ``model`` when it is a ``pipeline()`` stage),
+    tensor-parallel over ``tp_mesh``, with its recomputed layers checkpointed, on ``device``.
+
+    The split comes first: the planner's roles name the model's own module paths (``h.2.attn.c_attn``, ``lm_head``),
+    which a checkpoint wrapper would move (``h.2._checkpoint_wrapped_module...``) or hide (a recomputed ``nn.Linear``
+    is no longer one: ``ColwiseParallel`` refused it); ``parallelize_module`` keeps each module object, so the layers
+    to recompute are still found by identity after it."""
     stage_spec = spec.stages[q]
     if model is not None and module is not model:
         _eager_modules(module, model, stage_spec.nodes)
-    if stage_spec.recomputed:
-        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
-
-        wanted = {id(m) for p, m in module.named_modules() if p in set(stage_spec.recomputed)}
-        apply_activation_checkpointing(module, check_fn=lambda m: id(m) in wanted)
+    wanted = {id(m) for p, m in module.named_modules() if p in set(stage_spec.recomputed)}
     t = stage_spec.tensor_parallel
     if t > 1:
         notes += apply_tensor_parallel(module, tp_roles(spec, stage_spec.nodes, t), tp_mesh, t)
+    if stage_spec.recomputed:
+        from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import apply_activation_checkpointing
+
+        apply_activation_checkpointing(module, check_fn=lambda m: id(m) in wanted)
     return module.to(device)
 
 
