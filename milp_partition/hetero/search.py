@@ -67,6 +67,10 @@ PHASE1_PATIENCE = 64
 LEVEL_FRACTIONS = (0.97, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6)
 #: Nodes a triple explores before its levels are used (small trees do not pay for their tables).
 LEVEL_AFTER_NODES = 300
+#: The Lagrangian bound on the stages' sum of y (:func:`_lagrange_suffix`): per weight vector t of the device budget,
+#: multipliers mu = f * (least sum of y) / (the budget of t) for each f here (every mu >= 0 gives a sound bound; these
+#: cover the best ones seen on the shared settings: mu times the budget 1-3 times the sum).
+LAGRANGE_FACTORS = (0.5, 1.0, 2.0, 4.0, 16.0, 256.0)
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -471,6 +475,28 @@ def _lambda_suffix(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
 def _lambda_first(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
     """:func:`_lambda_suffix`'s row sfx[0][t][0] (the whole layers, every stage)."""
     return _lambda_suffix(masks, w, L)[0, :, 0]
+
+
+def _lagrange_suffix(ylb: np.ndarray, wm: np.ndarray, L: int) -> np.ndarray:
+    """G[n][k][s0] = the least, over the splits of layers s0..L-1 into stages k..P-1, of sum_k min_c (ylb[k][c][s][e] +
+    wm[n][c]) (inf: no split; G[n][P][L] = 0).  ``ylb`` [k][c][s][e] is inf where configuration c may not serve the
+    stage; ``wm`` [n][c] >= 0 is a multiplier times a weight vector's devices of the stage's D replicas on c.
+
+    **The Lagrangian bound (sound).**  Let stage k of a plan have y_k >= ylb[k][c] for every configuration c among its
+    replicas and lambda-weighted devices dev_k >= D min over its replicas' c of w(c) (``wm = mu D w``, mu >= 0).  Then
+    y_k + mu dev_k >= ylb[k][c*] + wm[c*] for the replica c* of least weight, at least the stage's min_c; summed over
+    the stages k.. and with sum_k dev_k <= the budget left B: sum_k y_k >= G[n][k][s0] - mu B (weak duality; in C
+    where the extension is built, the same values)."""
+    got = native.lagrange_suffix(ylb, wm)
+    if got is not None:
+        return got
+    p, n, inf = ylb.shape[0], wm.shape[0], math.inf
+    g = np.full((n, p + 1, L + 1), inf)
+    g[:, p, L] = 0.0
+    for k in range(p - 1, -1, -1):
+        cost = (ylb[k][None] + wm[:, :, None, None]).min(axis=1)  # [n][s][e]
+        g[:, k] = (cost + g[:, k + 1][:, None, :]).min(axis=2)
+    return g
 
 
 def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d: int) -> np.ndarray:
@@ -1415,6 +1441,13 @@ class _Triple:
         self.scan_const: tuple[np.ndarray, ...] | None = None
         self.scan_out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.ends_cache: dict[tuple[int, int], np.ndarray] = {}
+        # the Lagrangian bound on the later stages' sum of y (:meth:`lagrange`): per weight vector kept, G[n][k][s0],
+        # its multiplier, its weight vector's index and budget (None: not used in this triple)
+        self.lag_g: np.ndarray | None = None
+        self.lag_mu = np.zeros(0)
+        self.lag_t = np.zeros(0, dtype=np.int64)
+        self.lag_capt = np.zeros(0)
+        self.lag_w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(len(tb.cfgs))] for l_ in lams])
 
     def run(self) -> None:
         """Tighten the caps, build the device-budget tables, then search the tree (each step may prune the triple)."""
@@ -1459,7 +1492,8 @@ class _Triple:
         they prune the whole triple.
 
         A plan better than the incumbent has (m - 1) max_i y_i + sum_i y_i + U + T_sync < incumbent with
-        sum_i y_i >= rsum[0][0], max_i y_i >= max(rmax[0][0], theta + least send), T_sync >= the all-reduce floor.
+        sum_i y_i >= rsum[0][0] and at least the Lagrangian bound (:meth:`lagrange`), max_i y_i >= max(rmax[0][0],
+        theta + least send), T_sync >= the all-reduce floor.
         """
         tb, L, m, d, theta, xmin_all, ar_floor = self.tb, self.L, self.m, self.d, self.theta, self.xmin_all, self.ar_floor
         out = self.search.out
@@ -1472,6 +1506,7 @@ class _Triple:
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
                 return False  # no split of the layers obeys the caps
+            s00 = max(s00, self.lagrange(masks_by_k, s00))  # the sum of y under the device budget (Lagrangian)
             ymax_lb = max(r00, theta + xmin_all)
             if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= out.value:
                 return False  # every plan of this (mbs, D, P) is at least the incumbent
@@ -1485,6 +1520,39 @@ class _Triple:
         self.rsum_l = [r.tolist() for r in rsum_arr]
         self.rmax_np, self.rsum_np = np.ascontiguousarray(rmax_arr), np.ascontiguousarray(rsum_arr)
         return True
+
+    def lagrange(self, masks_by_k: np.ndarray, s00: float) -> float:
+        """A lower bound on sum_i y_i of every plan of the triple below the incumbent, under the device budget: the
+        largest G[n][0][0] - mu_n B_t (:func:`_lagrange_suffix`; configurations where ``masks_by_k`` allows them) over
+        each weight vector t of :meth:`set_usage` (budget B_t) and multipliers mu = f s00 / B_t, f in
+        :data:`LAGRANGE_FACTORS`.  Keeps, per weight vector, the tables of its best multiplier for the tree
+        (:meth:`lag_rest`).  No factors: -inf, and no tables."""
+        if not LAGRANGE_FACTORS:
+            return -math.inf
+        ylb = np.where(masks_by_k, self.ylb_arr, math.inf)
+        scale = s00 if s00 > 0 else 1e-12
+        ti = np.repeat(np.arange(len(self.lam_cap)), len(LAGRANGE_FACTORS))
+        capt = np.array(self.lam_cap)[ti] * (1 + 1e-12)
+        mu = np.tile(np.array(LAGRANGE_FACTORS), len(self.lam_cap)) * scale / np.array(self.lam_cap)[ti]
+        g = _lagrange_suffix(ylb, mu[:, None] * self.lag_w[ti], self.L)
+        root = g[:, 0, 0] - mu * capt
+        nf = len(LAGRANGE_FACTORS)
+        keep = [t * nf + int(np.argmax(root[t * nf : (t + 1) * nf])) for t in range(len(self.lam_cap))]
+        self.lag_g = np.ascontiguousarray(g[keep])
+        self.lag_mu, self.lag_t, self.lag_capt = mu[keep], ti[keep], capt[keep]
+        return float(root.max())
+
+    def lag_rest(self, i: int, used: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        """At a node of stage i with the decided stages' weighted devices ``used`` (per weight vector): B[e][q], a lower
+        bound on the sum of y of stages i+1.. from layer e when stage i takes set q (the Lagrangian bound of
+        :meth:`lagrange` on the budget that stages 0..i leave: G[n][i+1][e] - mu_n (B_t - used_t - usage_t(q)), the
+        best n), and per e the larger of the bottleneck program's least sum and the least of B over the sets."""
+        lag_t = self.lag_t
+        left = self.lag_capt - np.array(used)[lag_t]  # [n]
+        coef = self.lag_mu[:, None] * (left[:, None] - self.usage_arr[:, lag_t].T)  # [n][q]
+        assert self.lag_g is not None
+        b = (self.lag_g[:, i + 1, :][:, :, None] - coef[:, None, :]).max(axis=0)  # [e][q]
+        return b, np.maximum(self.rsum_np[i + 1], b.min(axis=1))
 
     def lambda_tables(self, masks_by_k: np.ndarray) -> list[list[list[float]]]:
         """suffix[t][k][s0] (:meth:`lambda_suffix`) for the configurations ``masks_by_k`` allows."""
@@ -1723,6 +1791,7 @@ class _Triple:
         umax: float,
         armax: float,
         g_used: np.ndarray,
+        restsum: np.ndarray,
     ) -> tuple[list[list[int]], list[float], list[float]]:
         """The (end, set) pairs node (i, s) keeps, every end of ``ends`` at once: per end e (in that order) the sets q
         allowed for stage i over layers s..e-1 (every member's bit in the triple's mask of (i, s, e)) whose bound (:meth:`rec`'s lb) is below the
@@ -1772,7 +1841,7 @@ class _Triple:
             ymax2,
             ysum2,
             bhere,
-            self.rsum_np[i + 1],
+            restsum,  # [e]: the later stages' least sum of y (:meth:`lag_rest`)
             self.rmax_np[i + 1],
             usage,
             np.array(used, dtype=float),
@@ -1867,7 +1936,13 @@ class _Triple:
         ends = list(ends)
         # every (end, set) pair at once: the sets each end keeps (bound and weighted devices), the least bound and the
         # least compute of the allowed sets (:meth:`scan`)
-        cands, minlbs, basemins = self.scan(i, s, ends, prev, used, umax, armax, g_used)
+        lag_b: list[list[float]] | None = None
+        if rest and self.lag_g is not None:  # the later stages' sum of y under the devices the decided ones leave
+            lag_arr, rs_row = self.lag_rest(i, used)
+            lag_b, rsum_row = lag_arr.tolist(), rs_row.tolist()
+        else:
+            rs_row, rsum_row = self.rsum_np[i + 1], rsum_l[i + 1]
+        cands, minlbs, basemins = self.scan(i, s, ends, prev, used, umax, armax, g_used, rs_row)
         last = i == p - 1
         for idx, e in enumerate(ends):
             srch.out.nodes += 1
@@ -1883,7 +1958,7 @@ class _Triple:
                     return
             if two and rest and two_sfx[i + 1][e] is None:
                 continue  # no completion from layer e fits the devices under the incumbent
-            restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
+            restsum_e = rsum_row[e]  # least sum of the later stages' y (bottleneck programs, Lagrangian bound)
             restmax = rmax_l[i + 1][e]  # least max of the later stages' y
             base = restmax if restmax >= floor_y else floor_y
             value = srch.out.value
@@ -1894,6 +1969,9 @@ class _Triple:
             for qi in kept:
                 q, ci, a_here, u_q, ar_q = full[qi]
                 ymax2, ysum2, b_here = ymax2_l[qi], ysum2_l[qi], bhere_l[qi]
+                restsum = restsum_e
+                if lag_b is not None and lag_b[e][qi] > restsum:
+                    restsum = lag_b[e][qi]  # with this set's own devices
                 yi = ci + (ka * a_here + kb * b_here)
                 big = ymax2 if ymax2 >= yi else yi
                 if base > big:

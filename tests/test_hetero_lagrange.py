@@ -1,0 +1,114 @@
+"""Issue 40, the hetero search's Lagrangian bound on the stages' sum of y under the device budget, against brute force.
+
+:meth:`milp_partition.hetero.search._Triple.lagrange` (at a triple's root) and :meth:`~milp_partition.hetero.search.
+_Triple.lag_rest` (in the tree, on the devices the decided stages leave) must stay at most the sum of y_i = C_i + X_i
+of every plan below the incumbent (every plan enumerated on tiny two-column settings); without the multiplier's price
+of the budget the same check fails (it can fail); the search with the bound proves the brute-force optimum with fewer
+nodes than without it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from milp_partition.budget import Budget
+from milp_partition.hetero import native
+from milp_partition.hetero.cost import evaluate
+from milp_partition.hetero.search import _lagrange_suffix, _Search, _Tables, _Triple, search
+from tests.test_hetero import _plans, _tiny
+
+HETERO = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "hetero"
+pytestmark = pytest.mark.skipif(not HETERO.is_dir(), reason="../shared/benchmarks/hetero is not here")
+
+
+def _reduced_set(tb: _Tables, row: tuple) -> tuple[int, ...]:  # type: ignore[type-arg]
+    """The reduced set of a stage's replicas: per column (in column order) the configuration of its least tp."""
+    least: dict[int, int] = {}
+    for r in row:
+        j = next(j for j, c in enumerate(tb.cols) if (c.kind, c.zone) == (r.kind, r.zone))
+        least[j] = min(least.get(j, r.tp), r.tp)
+    return tuple(tb.cfgs.index((j, least[j])) for j in sorted(least))
+
+
+@pytest.mark.parametrize(("objective", "count", "blocks"), [("sailor", 2, 3), ("sound", 2, 3), ("sailor", 3, 3)])
+def test_lagrangian_sum_bound_holds_for_every_plan_below_the_incumbent(objective: str, count: int, blocks: int) -> None:
+    """Per triple (mbs, D, P) and incumbent (just above the triple's best plan, and 30 % above it): the triple's caps do
+    not rule it out, the root bound is at most sum_i y_i of every plan of the triple below the incumbent, and at every
+    stage i of such a plan the tree's bound B[e_i][q_i] (its reduced set q_i, the decided stages' weighted devices) is
+    at most the later stages' sum of y.  The root bound is above the bottleneck program's least sum on some triple (the
+    rule does something), and the same check with the budget's price left out (G - 0) fails on some plan."""
+    problem = _tiny(objective, count, blocks)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    by_triple: dict[tuple[int, int, int], list[tuple[object, float, list[float]]]] = {}
+    for plan in _plans(problem):
+        t = evaluate(problem, plan)
+        key = (plan.mbs, len(plan.replicas[0]), len(plan.stages))
+        by_triple.setdefault(key, []).append((plan, t.iteration_s, [c + x for c, x in zip(t.compute_s, t.sends_s)]))
+    checked = raised = unsound_caught = 0
+    for (mbs, d, p), items in by_triple.items():
+        best = min(v for _plan, v, _y in items)
+        for frac in (1 + 1e-9, 1.3):
+            srch = _Search(problem, Budget.starting_now(60.0), best * frac, None)
+            tr = _Triple(srch, tables[mbs], d, p)
+            assert tr.tighten_caps(), (mbs, d, p)  # a plan below the incumbent exists: the caps must keep the triple
+            root = tr.lagrange(tr.masks_by_k, tr.rsum_l[0][0])
+            raised += root > tr.rsum_l[0][0] * (1 + 1e-6)
+            no_price = float(tr.lag_g[:, 0, 0].max()) if tr.lag_g is not None else -math.inf
+            for plan, v, y in items:
+                if v >= best * frac:
+                    continue
+                checked += 1
+                assert sum(y) >= root * (1 - 1e-12), (mbs, d, p, plan)
+                unsound_caught += sum(y) < no_price * (1 - 1e-9)
+                used = [0.0] * len(tr.lam_cap)
+                for i in range(p - 1):
+                    qi = tr.set_index[_reduced_set(tr.tb, plan.replicas[i])]  # type: ignore[attr-defined]
+                    e = plan.stages[i][1]  # type: ignore[attr-defined]
+                    b, row = tr.lag_rest(i, used)
+                    later = sum(y[i + 1 :])
+                    assert later >= b[e][qi] * (1 - 1e-12) - 1e-15, (mbs, d, p, i, plan)
+                    assert b[e][qi] >= row[e] or not math.isfinite(row[e])
+                    used = [u + w for u, w in zip(used, tr.usage_arr[qi])]
+    assert checked > 100 and raised > 0 and unsound_caught > 0
+
+
+@pytest.mark.parametrize(("objective", "count"), [("sailor", 3), ("sound", 2)])
+def test_search_with_and_without_the_lagrangian_bound_matches_brute_force(
+    objective: str, count: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search with the bound and with it off (no multipliers) proves the optimum of every plan enumerated (value and
+    bound); with it, fewer nodes."""
+    import milp_partition.hetero.search as hs
+
+    problem = _tiny(objective, count, 3)
+    want = min(evaluate(problem, plan).iteration_s for plan in _plans(problem))
+    with_it = search(problem, Budget.starting_now(60.0))
+    monkeypatch.setattr(hs, "LAGRANGE_FACTORS", ())
+    without = search(problem, Budget.starting_now(60.0))
+    for got in (with_it, without):
+        assert got.complete
+        assert got.value == pytest.approx(want, rel=1e-12)
+        assert got.bound <= want * (1 + 1e-12) and got.bound == pytest.approx(want, rel=1e-9)
+    assert with_it.nodes < without.nodes
+
+
+def test_lagrangian_program_in_c_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`_lagrange_suffix` in C and in numpy on random stage tables with holes (inf) and multipliers: exactly the
+    same values."""
+    if not native.available():
+        pytest.skip("the C extension is not built (setup.py build_ext)")
+    rng = np.random.default_rng(17)
+    for _ in range(150):
+        p, nk, l1, n = (int(rng.integers(1, 6)), int(rng.integers(1, 7)), int(rng.integers(2, 12)), int(rng.integers(1, 9)))
+        ylb = rng.random((p, nk, l1, l1))
+        ylb[rng.random(ylb.shape) < rng.random()] = math.inf
+        wm = rng.random((n, nk)) * rng.choice([1e-3, 1.0, 10.0])
+        got = native.lagrange_suffix(ylb, wm)
+        with monkeypatch.context() as mp:
+            mp.setattr(native, "_ext", None)
+            want = _lagrange_suffix(ylb, wm, l1 - 1)
+        assert got is not None and np.array_equal(got, want)
