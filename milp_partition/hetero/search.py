@@ -327,6 +327,21 @@ def _well_conditioned(size: np.ndarray, n: int, coef: tuple[float, ...]) -> bool
     return bool(np.all(bw > 1e-6 * mag))
 
 
+def _well_conditioned_each(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarray:
+    """:func:`_well_conditioned` entry by entry: per size (> 0), whether the fit is positive and at least 1e-6 of the sum
+    of its terms' magnitudes at each of its ring steps (the last piece, and a full bucket where there is one)."""
+    bucket = 500_000_000.0
+    full = np.maximum(np.ceil(size / bucket) - 1, 0)
+    k = len(coef)
+    ok = np.ones(np.shape(size), dtype=bool)
+    for steps, where in (((size - full * bucket) / n, True), (np.full(np.shape(size), bucket / n), full > 0)):
+        lx = np.log2(steps / 1e6)
+        bw = sum(c * lx ** (k - i - 1) for i, c in enumerate(coef))
+        mag = sum(abs(c) * np.abs(lx) ** (k - i - 1) for i, c in enumerate(coef))
+        ok &= (bw > 1e-6 * mag) | ~np.asarray(where)
+    return ok
+
+
 def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     """Least X_i of stage i of p when every send takes at least tmin (tmin may be negative only in odd fits)."""
     t = max(tmin, 0.0) if tmin >= 0 else tmin
@@ -503,8 +518,9 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
     """[q][s][e]: a lower bound on the all-reduce of layers s..e-1 for every plan whose stage has reduced set q
     (:meth:`_Search.ar_lb`: the weights over q's least tp, the worst column of q at its cheapest partner in q), for
     all (s, e) at once in numpy (:func:`_bucketed_vec`), lowered by 1e-9 of itself to stay below the exact bucket
-    loop's rounding.  Where a fit is not well conditioned on these sizes (:func:`_well_conditioned`) the set's row is
-    :meth:`_Search.ar_lb` itself, entry by entry.  Entries with e <= s are 0 (never read)."""
+    loop's rounding.  Where a fit the set reads is not well conditioned on an entry's size
+    (:func:`_well_conditioned_each`: on GPT-Neo-2.7, the 5 kB stage of the last layer alone) that entry is
+    :meth:`_Search.ar_lb` itself (each entry is a bound on its own).  Entries with e <= s are 0 (never read)."""
     L = tb.L
     out = np.zeros((len(sets), L + 1, L + 1))
     if d <= 1:
@@ -513,18 +529,20 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
     valid = idx[None, :] > idx[:, None]
     w1 = srch.problem.model.params_floats[1]
     cl = srch.problem.cluster
-    pair_cache: dict[tuple[int, int, int], np.ndarray | None] = {}
+    pair_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
 
-    def pair(tp: int, j: int, j2: int, size: np.ndarray, pos: np.ndarray) -> np.ndarray | None:
+    def pair(tp: int, j: int, j2: int, size: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, well conditioned) per entry of the pair's ring (values 0 where the size is 0 or not well
+        conditioned; read only where well conditioned)."""
         key = (tp, j, j2)
         if key not in pair_cache:
             c1, c2 = tb.cols[j], tb.cols[j2]
             coef = cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
-            if not _well_conditioned(size[pos], d, coef):
-                pair_cache[key] = None
-            else:
-                v = np.where(pos, _bucketed_vec(np.where(pos, size, 1.0), d, coef), 0.0)
-                pair_cache[key] = v
+            safe = np.where(pos, size, 1.0)
+            good = _well_conditioned_each(safe, d, coef) | ~pos
+            with np.errstate(all="ignore"):  # entries not well conditioned are not read
+                v = np.where(pos & good, _bucketed_vec(safe, d, coef), 0.0)
+            pair_cache[key] = (v, good)
         return pair_cache[key]
 
     sizes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -539,29 +557,24 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
             sizes[tpmin] = (size, valid & (size > 0))
         size, pos = sizes[tpmin]
         cols = sorted({tb.cfgs[c][0] for c in q})
-        vals: np.ndarray | None
         if len(cols) == 1:
-            vals = pair(tpmin, cols[0], cols[0], size, pos)
+            vals, good = pair(tpmin, cols[0], cols[0], size, pos)
         else:
-            vals = None
+            vals, good = np.full(size.shape, -math.inf), np.ones(size.shape, dtype=bool)
             for j in cols:
-                best_j: np.ndarray | None = np.full(size.shape, math.inf)
+                # with two columns or more, the least cross-column pair (:meth:`_Search._ar_lb`)
+                best_j = np.full(size.shape, math.inf)
                 for j2 in cols:
-                    a, b = pair(tpmin, j, j2, size, pos), pair(tpmin, j2, j, size, pos)
-                    if a is None or b is None or best_j is None:
-                        best_j = None
-                        break
+                    if j2 == j:
+                        continue
+                    (a, ga), (b, gb) = pair(tpmin, j, j2, size, pos), pair(tpmin, j2, j, size, pos)
                     best_j = np.minimum(best_j, np.minimum(a, b))
-                if best_j is None:
-                    vals = None
-                    break
-                vals = best_j if vals is None else np.maximum(vals, best_j)
-        if vals is None:  # a fit evaluated badly on these sizes: the exact loop, entry by entry
-            for s0 in range(L):
-                for e in range(s0 + 1, L + 1):
-                    out[qi, s0, e] = srch.ar_lb(tb, q, s0, e, d)
-        else:
-            out[qi] = np.where(valid, vals - 1e-9 * np.abs(vals), 0.0)
+                    good = good & ga & gb
+                vals = np.maximum(vals, best_j)
+        out[qi] = np.where(valid, vals - 1e-9 * np.abs(vals), 0.0)
+        # a fit evaluated badly on an entry's size: the exact loop there
+        for s0, e in zip(*np.nonzero(valid & ~good)):
+            out[qi, s0, e] = srch.ar_lb(tb, q, int(s0), int(e), d)
     return out
 
 
