@@ -87,7 +87,7 @@ def test_search_with_and_without_the_lagrangian_bound_matches_brute_force(
     problem = _tiny(objective, count, 3)
     want = min(evaluate(problem, plan).iteration_s for plan in _plans(problem))
     with_it = search(problem, Budget.starting_now(60.0))
-    monkeypatch.setattr(hs, "LAGRANGE_FACTORS", ())
+    monkeypatch.setattr(hs, "LAGRANGE_BOUND", False)
     without = search(problem, Budget.starting_now(60.0))
     for got in (with_it, without):
         assert got.complete

@@ -67,10 +67,15 @@ PHASE1_PATIENCE = 64
 LEVEL_FRACTIONS = (0.97, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6)
 #: Nodes a triple explores before its levels are used (small trees do not pay for their tables).
 LEVEL_AFTER_NODES = 300
-#: The Lagrangian bound on the stages' sum of y (:func:`_lagrange_suffix`): per weight vector t of the device budget,
-#: multipliers mu = f * (least sum of y) / (the budget of t) for each f here (every mu >= 0 gives a sound bound; these
-#: cover the best ones seen on the shared settings: mu times the budget 1-3 times the sum).
-LAGRANGE_FACTORS = (0.5, 1.0, 2.0, 4.0, 16.0, 256.0)
+#: The Lagrangian bound on the stages' sum of y (:func:`_lagrange_suffix`): multipliers mu = f * (the least sum of y) /
+#: (the weight vector's budget), for the factors f here on the weight vector one over the counts and on each column
+#: alone (every mu >= 0 gives a sound bound).  The best on opt350-a80-v240's triples (a grid of 2^(j/2)): one over the
+#: counts with f 2-5.7 in most, a very large f (the devices first) in a quarter, the A100 column with f 0.5-1.4 in a
+#: tenth.
+LAGRANGE_FACTORS = (1.4, 2.0, 2.8, 4.0, 5.7, 1024.0)
+LAGRANGE_FACTORS_COLUMN = (0.5, 0.7, 1.0, 1024.0)
+#: Whether the search uses the Lagrangian bound (the tests turn it off to compare).
+LAGRANGE_BOUND = True
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -1461,6 +1466,13 @@ class _Triple:
         self.lag_t = np.zeros(0, dtype=np.int64)
         self.lag_capt = np.zeros(0)
         self.lag_w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(len(tb.cfgs))] for l_ in lams])
+        # (weight vector, factor) pairs of :meth:`lagrange`: one over the counts (the last weight vector) and each
+        # column alone (the first ncol, :func:`_weight_vectors`)
+        self.lag_pairs = (
+            [(len(lams) - 1, f) for f in LAGRANGE_FACTORS] + [(j, f) for j in range(ncol) for f in LAGRANGE_FACTORS_COLUMN]
+            if LAGRANGE_BOUND
+            else []
+        )
 
     def run(self) -> None:
         """Tighten the caps, build the device-budget tables, then search the tree (each step may prune the triple)."""
@@ -1537,20 +1549,21 @@ class _Triple:
     def lagrange(self, masks_by_k: np.ndarray, s00: float) -> float:
         """A lower bound on sum_i y_i of every plan of the triple below the incumbent, under the device budget: the
         largest G[n][0][0] - mu_n B_t (:func:`_lagrange_suffix`; configurations where ``masks_by_k`` allows them) over
-        each weight vector t of :meth:`set_usage` (budget B_t) and multipliers mu = f s00 / B_t, f in
-        :data:`LAGRANGE_FACTORS`.  Keeps, per weight vector, the tables of its best multiplier for the tree
-        (:meth:`lag_rest`).  No factors: -inf, and no tables."""
-        if not LAGRANGE_FACTORS:
+        the weight vectors t of :meth:`set_usage` (budget B_t) one over the counts and each column alone, and
+        multipliers mu = f s00 / B_t, f in :data:`LAGRANGE_FACTORS` (one over the counts) or
+        :data:`LAGRANGE_FACTORS_COLUMN`.  Keeps, per weight vector, the tables of its best multiplier for the tree
+        (:meth:`lag_rest`).  With :data:`LAGRANGE_BOUND` off: -inf, and no tables."""
+        if not self.lag_pairs:
             return -math.inf
         ylb = np.where(masks_by_k, self.ylb_arr, math.inf)
         scale = s00 if s00 > 0 else 1e-12
-        ti = np.repeat(np.arange(len(self.lam_cap)), len(LAGRANGE_FACTORS))
+        tf = self.lag_pairs
+        ti = np.array([t for t, _f in tf], dtype=np.int64)
         capt = np.array(self.lam_cap)[ti] * (1 + 1e-12)
-        mu = np.tile(np.array(LAGRANGE_FACTORS), len(self.lam_cap)) * scale / np.array(self.lam_cap)[ti]
+        mu = np.array([f for _t, f in tf]) * scale / np.array(self.lam_cap)[ti]
         g = _lagrange_suffix(ylb, mu[:, None] * self.lag_w[ti], self.L)
         root = g[:, 0, 0] - mu * capt
-        nf = len(LAGRANGE_FACTORS)
-        keep = [t * nf + int(np.argmax(root[t * nf : (t + 1) * nf])) for t in range(len(self.lam_cap))]
+        keep = [int(np.flatnonzero(ti == t)[np.argmax(root[ti == t])]) for t in sorted(set(ti.tolist()))]
         self.lag_g = np.ascontiguousarray(g[keep])
         self.lag_mu, self.lag_t, self.lag_capt = mu[keep], ti[keep], capt[keep]
         return float(root.max())
