@@ -112,3 +112,72 @@ def test_lagrangian_program_in_c_equals_numpy(monkeypatch: pytest.MonkeyPatch) -
             mp.setattr(native, "_ext", None)
             want = _lagrange_suffix(ylb, wm, l1 - 1)
         assert got is not None and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize(("objective", "count", "blocks"), [("sailor", 2, 3), ("sound", 2, 3), ("sailor", 3, 3)])
+def test_device_floor_of_the_largest_y_holds_for_every_plan_below_the_incumbent(objective: str, count: int, blocks: int) -> None:
+    """:meth:`_Triple.ymax_floor` (the largest Y at which the two-column device table of the configurations with ylb <=
+    Y holds no plan): per triple and incumbent (just above the triple's best plan, and 30 % above), every plan of the
+    triple below the incumbent has max_i y_i at least the floor.  The floor is above the device-time floor on some
+    triple (it does something), and some plan below the incumbent has max_i y_i below the triple's cap (so a floor
+    taken at the bisection's feasible end would be caught)."""
+    problem = _tiny(objective, count, blocks)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    by_triple: dict[tuple[int, int, int], list[tuple[float, float]]] = {}
+    for plan in _plans(problem):
+        t = evaluate(problem, plan)
+        key = (plan.mbs, len(plan.replicas[0]), len(plan.stages))
+        by_triple.setdefault(key, []).append((t.iteration_s, max(c + x for c, x in zip(t.compute_s, t.sends_s))))
+    raised = below_cap = checked = 0
+    for (mbs, d, p), items in by_triple.items():
+        best = min(v for v, _y in items)
+        for frac in (1 + 1e-9, 1.3):
+            srch = _Search(problem, Budget.starting_now(60.0), best * frac, None)
+            tr = _Triple(srch, tables[mbs], d, p)
+            assert tr.tighten_caps() and tr.lambda_suffix() and tr.two_suffix(), (mbs, d, p)
+            if tr.m == 1:
+                continue
+            floor = tr.ymax_floor()
+            raised += floor > tr.floor_y * (1 + 1e-9)
+            for v, ymax in items:
+                if v < best * frac:
+                    checked += 1
+                    assert ymax >= floor * (1 - 1e-12), (mbs, d, p, ymax, floor)
+                    below_cap += ymax < tr.y_cap_masks * (1 - 1e-9)
+    assert checked > 50 and raised > 0 and below_cap > 0
+
+
+@pytest.mark.parametrize("objective", ["sailor", "sound"])
+def test_search_with_the_device_floor_and_its_levels_from_the_first_node_matches_brute_force(
+    objective: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The floor of max_i y_i under the devices and the levels between it and the cap used from the first node (with and
+    without the Lagrangian bound): the search proves the optimum of every plan enumerated (value and bound), from no
+    incumbent and from one just above the optimum, with the C loops and with numpy alone (the same nodes)."""
+    import milp_partition.hetero.search as hs
+
+    monkeypatch.setattr(hs, "YSTAR_AFTER_NODES", -1)
+    monkeypatch.setattr(hs, "LEVEL_AFTER_NODES", -1)
+    floors: list[float] = []
+    ymax_floor = hs._Triple.ymax_floor
+
+    def counted(self: hs._Triple) -> float:
+        floors.append(ymax_floor(self) - self.floor_y)
+        return floors[-1] + self.floor_y
+
+    monkeypatch.setattr(hs._Triple, "ymax_floor", counted)
+    problem = _tiny(objective, 3, 3)
+    want = min(evaluate(problem, plan).iteration_s for plan in _plans(problem))
+    for lagrange in (True, False):
+        monkeypatch.setattr(hs, "LAGRANGE_BOUND", lagrange)
+        for start in (math.inf, want * 1.05):
+            got = search(problem, Budget.starting_now(60.0), start)
+            assert got.complete
+            assert got.value == pytest.approx(want, rel=1e-12)
+            assert got.bound <= want * (1 + 1e-12) and got.bound == pytest.approx(want, rel=1e-9)
+            if native.available():
+                with monkeypatch.context() as mp:
+                    mp.setattr(native, "_ext", None)
+                    plain = search(problem, Budget.starting_now(60.0), start)
+                assert (plain.value, plain.bound, plain.nodes) == (got.value, got.bound, got.nodes)
+    assert any(f > 0 for f in floors)  # the floor was raised in some tree

@@ -76,6 +76,14 @@ LAGRANGE_FACTORS = (1.4, 2.0, 2.8, 4.0, 5.7, 1024.0)
 LAGRANGE_FACTORS_COLUMN = (0.5, 0.7, 1.0, 1024.0)
 #: Whether the search uses the Lagrangian bound (the tests turn it off to compare).
 LAGRANGE_BOUND = True
+#: Nodes a two-column triple explores before it bounds its least max_i y_i under the devices (:meth:`_Triple.ymax_floor`:
+#: a few two-column tables, worth it in large trees only); None: never.
+YSTAR_AFTER_NODES: int | None = 300
+#: The floor's bisection stops once (m - 1) times its interval is below this share of the incumbent.
+YSTAR_REL = 2e-4
+#: Once the floor is raised (before any level's tables are built), the levels' caps are at these fractions of the
+#: way from the floor to the triple's cap.
+YSTAR_LEVELS = (0.85, 0.7, 0.55, 0.4, 0.3, 0.2, 0.1, 0.05)
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -609,6 +617,8 @@ class _Search:
         self.ring_cache: dict[tuple[int, int, tuple[tuple[float, ...], ...]], tuple[np.ndarray, bool]] = {}
         self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
         self.x_cache: dict[tuple[int, float], tuple[float, float]] = {}
+        # per (mbs, P): (y_hi, least weighted devices per replica under it) of :meth:`devices_admit`'s tests so far
+        self.admit_seen: dict[tuple[int, int], list[tuple[float, np.ndarray]]] = {}
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
@@ -964,14 +974,17 @@ class _Search:
                 # once the budget is spent, the rest of the list takes the bound without the split (no tables) and no
                 # degree is left out (that test builds tables): listed cheaply, so that the bound below covers them
                 late = self.budget.expired()
-                if not late and self.dominated_by_fewer(tb, d):
-                    continue  # every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
-                for p in range(1, min(tb.L, total // d) + 1):
-                    # a triple whose bound without the split already reaches the (heuristics') incumbent holds no
-                    # better plan: it is left out before its P's tables are built
-                    lb0 = self.triple_bound(tb, d, p, split=False)
-                    if lb0 * (1 - PRUNE_REL) >= self.out.value:
-                        continue
+                # a triple whose bound without the split already reaches the (heuristics') incumbent holds no better
+                # plan: it is left out before its P's tables are built (and the degree rule below, which builds ring
+                # tables, is asked only when some P of this D is left)
+                kept = [
+                    (p, lb0)
+                    for p in range(1, min(tb.L, total // d) + 1)
+                    if (lb0 := self.triple_bound(tb, d, p, split=False)) * (1 - PRUNE_REL) < self.out.value
+                ]
+                if not kept or (not late and self.dominated_by_fewer(tb, d)):
+                    continue  # none left, or every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
+                for p, lb0 in kept:
                     triples.append((lb0 if late else self.triple_bound(tb, d, p, quick=True), mbs, d, p))
         triples.sort()
         if self.budget.expired():  # no time to explore: the least listed bound (each a triple's lower bound)
@@ -1155,9 +1168,20 @@ class _Search:
             if m == 1
             else (value - tb.cminpre[tb.L] - self.x_stats(tb, p)[1] - tb.umin - self.ar_split(tb, d, p)) / (m - 1)
         )
-        masks = self.stage_ylb_arr(tb, p) <= y_hi * (1 + 1e-12)
         w, cap = self.lambda_weights(tb)
+        # the least weighted devices per replica, F(y_hi), only falls as y_hi grows (the masks only gain
+        # configurations): a threshold seen at or above y_hi whose F already fails D rules the triple out, one at or
+        # below whose F fits admits it (the same decision as computing F(y_hi))
+        seen = self.admit_seen.setdefault((tb.mbs, p), [])
+        for y_seen, first in seen:
+            fits = bool((d * first <= cap * (1 + 1e-12)).all())
+            if y_seen >= y_hi and not fits:
+                return False
+            if y_seen <= y_hi and fits:
+                return True
+        masks = self.stage_ylb_arr(tb, p) <= y_hi * (1 + 1e-12)
         first = _lambda_first(masks, w, tb.L)
+        seen.append((y_hi, first))
         return bool((d * first <= cap * (1 + 1e-12)).all())
 
     # ---- a leaf: counts, orders, exact price ----
@@ -1441,6 +1465,7 @@ class _Triple:
         self.rsum_l: list[list[float]] = []
         self.y_cap_masks = math.inf
         self.level_cache: dict[int, tuple[list[list[list[float]]], list[list[np.ndarray | None]]]] = {}
+        self.level_caps: list[float] = []  # the levels' caps, decreasing (:meth:`tighten_caps`, :meth:`ymax_floor`)
         self.nodes0 = 0
         self.allowed_bits: list[list[list[int]]] = []
         self.allowed_np = np.zeros((0, 0, 0), dtype=np.int64)
@@ -1462,6 +1487,10 @@ class _Triple:
         # the Lagrangian bound on the later stages' sum of y (:meth:`lagrange`): per weight vector kept, G[n][k][s0],
         # its multiplier, its weight vector's index and budget (None: not used in this triple)
         self.lag_g: np.ndarray | None = None
+        # the floor of max_i y_i in the tree's bound: the device-time bound plus the least send, raised once by
+        # :meth:`ymax_floor` in a large two-column tree
+        self.floor_y = theta + xmin_all
+        self.ystar_todo = self.two and m > 1 and YSTAR_AFTER_NODES is not None
         self.lag_mu = np.zeros(0)
         self.lag_t = np.zeros(0, dtype=np.int64)
         self.lag_capt = np.zeros(0)
@@ -1541,10 +1570,40 @@ class _Triple:
                 break
             y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
         self.masks_by_k = masks_by_k
+        self.level_caps = [self.y_cap_masks * f for f in LEVEL_FRACTIONS]
         self.rmax_l = [r.tolist() for r in rmax_arr]
         self.rsum_l = [r.tolist() for r in rsum_arr]
         self.rmax_np, self.rsum_np = np.ascontiguousarray(rmax_arr), np.ascontiguousarray(rsum_arr)
         return True
+
+    def ymax_floor(self) -> float:
+        """A lower bound on max_i y_i of every plan of the triple below the incumbent, under the two columns' devices:
+        the largest Y found (by bisection between the floor and the triple's cap) at which the two-column device
+        table of the configurations with ylb <= Y (and allowed by the caps) holds no plan.
+
+        Sound: a plan below the incumbent whose max_i y_i were at most such a Y has every replica's configuration c
+        with ylb[k][c][s][e] <= y_k <= Y (:meth:`_Search.stage_ylb`) and allowed by the caps, so the exact two-column
+        relaxation (:meth:`two_tables`, least tp per column) would hold it.  Feasibility only grows with Y (the tables
+        only gain configurations), so every Y below a failing one fails too."""
+        lo, hi = self.floor_y, self.y_cap_masks
+        if not (math.isfinite(hi) and hi > lo):
+            return lo
+        if not self.two_fit_under(lo):
+            steps = 0
+            while (self.m - 1) * (hi - lo) > YSTAR_REL * self.search.out.value and steps < 24:
+                mid = (lo + hi) / 2
+                if self.two_fit_under(mid):
+                    hi = mid
+                else:
+                    lo = mid
+                steps += 1
+        return lo
+
+    def two_fit_under(self, y: float) -> bool:
+        """Whether the two-column device table of the configurations with ylb <= y (among the caps') holds a plan."""
+        masks = self.masks_by_k & (self.ylb_arr <= y * self.tol)
+        first = self.two_tables(masks)[0][0]
+        return first is not None and bool(first[self.cap0] <= self.cap1)
 
     def lagrange(self, masks_by_k: np.ndarray, s00: float) -> float:
         """A lower bound on sum_i y_i of every plan of the triple below the incumbent, under the device budget: the
@@ -1761,8 +1820,8 @@ class _Triple:
     def level_of(self, y_room: float) -> int | None:
         """The tightest level whose cap is at least ``y_room`` (the most the later stages' y may reach), or None."""
         best = None
-        for j, f in enumerate(LEVEL_FRACTIONS):
-            if self.y_cap_masks * f * (1 - 1e-9) >= y_room:
+        for j, cap in enumerate(self.level_caps):
+            if cap * (1 - 1e-9) >= y_room:
                 best = j
             else:
                 break
@@ -1780,7 +1839,7 @@ class _Triple:
             looser = next((self.level_cache[jj] for jj in range(j - 1, -1, -1) if jj in self.level_cache), None)
             if looser is not None and not self._level_check(looser, k, e, used2, g2):
                 return False
-            cap = self.y_cap_masks * LEVEL_FRACTIONS[j]
+            cap = self.level_caps[j]
             masks = self.masks_by_k & (self.ylb_arr <= cap * self.tol)
             got = self.level_cache[j] = (self.lambda_tables(masks), self.two_tables(masks) if self.two else [])
         return self._level_check(got, k, e, used2, g2)
@@ -1843,7 +1902,7 @@ class _Triple:
             ka,
             kb,
             float(self.m - 1),
-            self.theta + self.xmin_all,
+            self.floor_y,
             umax,
             armax,
             self.tb.umin,
@@ -1944,7 +2003,7 @@ class _Triple:
             srch.stop = True
             return
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
-        theta, xmin_all, ar_floor = self.theta, self.xmin_all, self.ar_floor
+        xmin_all, ar_floor = self.xmin_all, self.ar_floor
         rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
         # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
         ka, kb = self.x_coef[i]
@@ -1953,7 +2012,14 @@ class _Triple:
         ymax2_l, ysum2_l, bhere_l = (x.tolist() for x in prev)
         # per set (by index): the decided stages' weighted devices with this stage's D replicas on the set
         used_l = (self.usage_arr + np.array(used)).tolist()  # [set][t] (the same sums as one by one)
-        floor_y = theta + xmin_all
+        if self.ystar_todo and srch.out.nodes - self.nodes0 > cast(int, YSTAR_AFTER_NODES):
+            self.ystar_todo = False
+            floor = self.ymax_floor()
+            if floor > self.floor_y:
+                self.floor_y = floor
+                if not self.level_cache:  # the levels between the floor and the cap (below it no plan fits)
+                    self.level_caps = [floor + (self.y_cap_masks - floor) * f for f in YSTAR_LEVELS]
+        floor_y = self.floor_y
         use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
         if srch.balanced and rest:
