@@ -166,6 +166,14 @@ def test_search_with_the_device_floor_and_its_levels_from_the_first_node_matches
         return floors[-1] + self.floor_y
 
     monkeypatch.setattr(hs._Triple, "ymax_floor", counted)
+    ar_floors: list[float] = []
+    allreduce_floor = hs._Triple.allreduce_floor
+
+    def counted_ar(self: hs._Triple) -> float:
+        ar_floors.append(allreduce_floor(self) - self.ar_floor)
+        return ar_floors[-1] + self.ar_floor
+
+    monkeypatch.setattr(hs._Triple, "allreduce_floor", counted_ar)
     problem = _tiny(objective, 3, 3)
     want = min(evaluate(problem, plan).iteration_s for plan in _plans(problem))
     for lagrange in (True, False):
@@ -181,3 +189,51 @@ def test_search_with_the_device_floor_and_its_levels_from_the_first_node_matches
                     plain = search(problem, Budget.starting_now(60.0), start)
                 assert (plain.value, plain.bound, plain.nodes) == (got.value, got.bound, got.nodes)
     assert any(f > 0 for f in floors)  # the floor was raised in some tree
+    assert all(f >= 0 for f in ar_floors)  # (the trees here are of D = 1: no all-reduce; see the next test)
+
+
+@pytest.mark.parametrize(("objective", "count", "blocks"), [("sailor", 2, 3), ("sailor", 3, 3)])
+def test_column_allreduce_bound_and_its_device_floor_hold_for_every_plan(objective: str, count: int, blocks: int) -> None:
+    """:meth:`_Search.col_ar_table`: every stage of every plan enumerated (D >= 2) has its all-reduce at least the bound
+    of every column it has a replica on, at its least tp; :meth:`_Triple.allreduce_floor` (the largest A at which the
+    two-column device table of the configurations that bound allows under A holds no plan): per triple and incumbent,
+    every plan below the incumbent has T_sync at least the floor; the floor is above T_sync's program floor on some
+    triple, and some plan below the incumbent has T_sync below the all-reduce cap (a floor at the bisection's feasible
+    end would be caught)."""
+    problem = _tiny(objective, count, blocks)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    srch0 = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    by_triple: dict[tuple[int, int, int], list[tuple[float, float]]] = {}
+    stages = 0
+    for plan in _plans(problem):
+        t = evaluate(problem, plan)
+        d = len(plan.replicas[0])
+        key = (plan.mbs, d, len(plan.stages))
+        by_triple.setdefault(key, []).append((t.iteration_s, t.t_sync_s))
+        if d < 2:
+            continue
+        tb = tables[plan.mbs]
+        col = srch0.col_ar_table(tb, d)
+        for (s0, e), row, ar in zip(plan.stages, plan.replicas, t.allreduce_s):
+            t0 = min(4, min(r.tp for r in row))
+            for r in row:
+                j = next(j for j, c in enumerate(tb.cols) if (c.kind, c.zone) == (r.kind, r.zone))
+                assert ar >= col[t0][j][s0][e], (plan, j)
+            stages += 1
+    raised = below_cap = checked = 0
+    for (mbs, d, p), items in by_triple.items():
+        if d < 2:
+            continue
+        best = min(v for v, _a in items)
+        for frac in (1 + 1e-9, 1.3):
+            srch = _Search(problem, Budget.starting_now(60.0), best * frac, None)
+            tr = _Triple(srch, tables[mbs], d, p)
+            assert tr.tighten_caps() and tr.lambda_suffix() and tr.two_suffix(), (mbs, d, p)
+            floor = tr.allreduce_floor()
+            raised += floor > tr.ar_floor * (1 + 1e-9)
+            for v, sync in items:
+                if v < best * frac:
+                    checked += 1
+                    assert sync >= floor * (1 - 1e-12), (mbs, d, p, sync, floor)
+                    below_cap += sync < tr.ar_cap_masks * (1 - 1e-9)
+    assert stages > 100 and checked > 50 and raised > 0 and below_cap > 0

@@ -80,7 +80,7 @@ LAGRANGE_BOUND = True
 #: a few two-column tables, worth it in large trees only); None: never.
 YSTAR_AFTER_NODES: int | None = 300
 #: The floor's bisection stops once (m - 1) times its interval is below this share of the incumbent.
-YSTAR_REL = 2e-4
+YSTAR_REL = 1e-3
 #: Once the floor is raised (before any level's tables are built), the levels' caps are at these fractions of the
 #: way from the floor to the triple's cap.
 YSTAR_LEVELS = (0.85, 0.7, 0.55, 0.4, 0.3, 0.2, 0.1, 0.05)
@@ -689,6 +689,43 @@ class _Search:
                 got[tp] = np.where(valid, best - 1e-9 * np.abs(best), np.inf)
             tb.min_ar_cache[d] = got
         return got
+
+    def col_ar_table(self, tb: _Tables, d: int) -> dict[int, np.ndarray]:
+        """tp -> [j][s][e]: a lower bound on the all-reduce of layers s..e-1 of every stage of D >= 2 replicas whose
+        least tp is tp and that has a replica on column j: that replica has a neighbour in the ring, on some column j2,
+        so the stage's worst adjacent pair is at least the least over j2 of the rings (j, j2) and (j2, j).  Lowered by
+        1e-9 of itself; 0 (no restriction) where a fit is not well conditioned on the entry's size
+        (:func:`_well_conditioned_each`).  Cached per D in ``tb``."""
+        key = ("colar", d)
+        got = tb.misc.get(key)
+        if got is None:
+            L, ncol, cl = tb.L, len(tb.cols), self.problem.cluster
+            pre = np.array(tb.w1pre)
+            idx = np.arange(L + 1)
+            valid = idx[None, :] > idx[:, None]
+            w = pre[None, :] - pre[:, None]
+            got = {}
+            for t in sorted({tp for _j, tp in tb.cfgs}):
+                size = np.where(valid, w / min(4, t), 1.0)
+                pos = valid & (size > 0)
+                safe = np.where(pos, size, 1.0)
+                ring: dict[tuple[int, int], np.ndarray] = {}
+                for j1 in range(ncol):
+                    for j2 in range(ncol):
+                        c1, c2 = tb.cols[j1], tb.cols[j2]
+                        parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
+                        good = np.ones(safe.shape, dtype=bool)
+                        for c in parts:
+                            good &= _well_conditioned_each(safe, d, c)
+                        with np.errstate(all="ignore"):
+                            vals = _bucketed_vec_min(safe, d, parts)
+                        ring[(j1, j2)] = np.where(pos & good, vals - 1e-9 * np.abs(vals), 0.0)
+                arr = np.zeros((ncol, L + 1, L + 1))
+                for j in range(ncol):
+                    arr[j] = np.min([np.minimum(ring[(j, j2)], ring[(j2, j)]) for j2 in range(ncol)], axis=0)
+                got[t] = arr
+            tb.misc[key] = got
+        return cast("dict[int, np.ndarray]", got)
 
     def ar_floor(self, tb: _Tables, d: int) -> float:
         """A lower bound on T_sync: the larger of the least all-reduces of the first stage (layers 0..e-1) and of the
@@ -1426,6 +1463,9 @@ class _Triple:
             else inf
         )
         self.min_ar = search.min_ar_table(tb, d) if d > 1 else None
+        self.col_ar = search.col_ar_table(tb, d) if d > 1 else None
+        self.ar_cap_masks = math.inf
+        self.ar_todo = ncol == 2 and d > 1 and YSTAR_AFTER_NODES is not None
         self.sound = search.sound
         self.suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
         search.send_tables(tb)
@@ -1539,7 +1579,49 @@ class _Triple:
                     if t <= self.tb.cfgs[c][1]:
                         ar_any[c] |= arr
             ok &= ar_any[None]
+        if self.col_ar is not None:
+            ok &= self.col_ar_masks(ar_cap)[None]
         return ok
+
+    def col_ar_masks(self, ar_cap: float) -> np.ndarray:
+        """[c][s0][e]: configuration c = (column j, tp) may be in a stage over layers s0..e-1 whose all-reduce stays
+        under ar_cap: some least tp t <= tp of the stage with :meth:`_Search.col_ar_table`'s bound of column j at most
+        ar_cap."""
+        assert self.col_ar is not None
+        ok = {t: arr <= ar_cap * self.tol for t, arr in self.col_ar.items()}
+        out = np.zeros((self.nk, self.L + 1, self.L + 1), dtype=bool)
+        for c, (j, tp) in enumerate(self.tb.cfgs):
+            for t, arr in ok.items():
+                if t <= tp:
+                    out[c] |= arr[j]
+        return out
+
+    def allreduce_floor(self) -> float:
+        """A lower bound on T_sync of every plan of the triple below the incumbent, under the two columns' devices: the
+        largest A found (by bisection between T_sync's floor and the triple's all-reduce cap) at which the two-column
+        device table of the configurations :meth:`col_ar_masks` allows under A (and the caps allow) holds no plan.
+
+        Sound: a plan below the incumbent with T_sync at most such an A has every stage's all-reduce at most A, so each
+        replica's configuration passes :meth:`col_ar_masks` (A) and the caps, and the exact two-column relaxation
+        (:meth:`two_tables`) would hold it; feasibility only grows with A."""
+        lo, hi = self.ar_floor, self.ar_cap_masks
+        if self.col_ar is None or not (math.isfinite(hi) and hi > lo):
+            return lo
+        if not self.two_fit_masks(self.masks_by_k & self.col_ar_masks(lo)[None]):
+            steps = 0
+            while hi - lo > YSTAR_REL * self.search.out.value and steps < 24:
+                mid = (lo + hi) / 2
+                if self.two_fit_masks(self.masks_by_k & self.col_ar_masks(mid)[None]):
+                    hi = mid
+                else:
+                    lo = mid
+                steps += 1
+        return lo
+
+    def two_fit_masks(self, masks: np.ndarray) -> bool:
+        """Whether the two-column device table of the configurations ``masks`` allows holds a plan."""
+        first = self.two_tables(masks)[0][0]
+        return first is not None and bool(first[self.cap0] <= self.cap1)
 
     def tighten_caps(self) -> bool:
         """The caps from the incumbent, tightened by the bottleneck programs until they stop moving; False when
@@ -1555,7 +1637,7 @@ class _Triple:
         y_cap, ar_cap = self.y_hi, self.ar_hi
         for _round in range(4):
             masks_by_k = self.build_masks(y_cap, ar_cap)
-            self.y_cap_masks = y_cap
+            self.y_cap_masks, self.ar_cap_masks = y_cap, ar_cap
             rmax_arr, rsum_arr = _bottleneck_arr(self.ylb_arr, masks_by_k, L)
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
@@ -1601,9 +1683,7 @@ class _Triple:
 
     def two_fit_under(self, y: float) -> bool:
         """Whether the two-column device table of the configurations with ylb <= y (among the caps') holds a plan."""
-        masks = self.masks_by_k & (self.ylb_arr <= y * self.tol)
-        first = self.two_tables(masks)[0][0]
-        return first is not None and bool(first[self.cap0] <= self.cap1)
+        return self.two_fit_masks(self.masks_by_k & (self.ylb_arr <= y * self.tol))
 
     def lagrange(self, masks_by_k: np.ndarray, s00: float) -> float:
         """A lower bound on sum_i y_i of every plan of the triple below the incumbent, under the device budget: the
@@ -2012,6 +2092,9 @@ class _Triple:
         ymax2_l, ysum2_l, bhere_l = (x.tolist() for x in prev)
         # per set (by index): the decided stages' weighted devices with this stage's D replicas on the set
         used_l = (self.usage_arr + np.array(used)).tolist()  # [set][t] (the same sums as one by one)
+        if self.ar_todo and srch.out.nodes - self.nodes0 > cast(int, YSTAR_AFTER_NODES):
+            self.ar_todo = False
+            self.ar_floor = max(self.ar_floor, self.allreduce_floor())
         if self.ystar_todo and srch.out.nodes - self.nodes0 > cast(int, YSTAR_AFTER_NODES):
             self.ystar_todo = False
             floor = self.ymax_floor()
@@ -2019,7 +2102,7 @@ class _Triple:
                 self.floor_y = floor
                 if not self.level_cache:  # the levels between the floor and the cap (below it no plan fits)
                     self.level_caps = [floor + (self.y_cap_masks - floor) * f for f in YSTAR_LEVELS]
-        floor_y = self.floor_y
+        floor_y, ar_floor = self.floor_y, self.ar_floor
         use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
         if srch.balanced and rest:
