@@ -550,11 +550,13 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
         key = (tp, j, j2)
         if key not in pair_cache:
             c1, c2 = tb.cols[j], tb.cols[j2]
-            coef = cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
+            # a pooled link (:class:`milp_partition.hetero.pool.MinLinkFit`) is the least of its parts, piece by piece:
+            # every part evaluated (its ``coefficients`` alone are its first part, above the link where another is less)
+            parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
             safe = np.where(pos, size, 1.0)
-            good = _well_conditioned_each(safe, d, coef) | ~pos
+            good = ~pos | np.logical_and.reduce([_well_conditioned_each(safe, d, coef) for coef in parts])
             with np.errstate(all="ignore"):  # entries not well conditioned are not read
-                v = np.where(pos & good, _bucketed_vec(safe, d, coef), 0.0)
+                v = np.where(pos & good, _bucketed_vec_min(safe, d, parts), 0.0)
             pair_cache[key] = (v, good)
         return pair_cache[key]
 
