@@ -76,6 +76,8 @@ LAGRANGE_FACTORS = (1.4, 2.0, 2.8, 4.0, 5.7, 1024.0)
 LAGRANGE_FACTORS_COLUMN = (0.5, 0.7, 1.0, 1024.0)
 #: Whether the search uses the Lagrangian bound (the tests turn it off to compare).
 LAGRANGE_BOUND = True
+#: The tree uses the Lagrangian bound only where it raised the root's least sum of y by more than this share of it.
+LAGRANGE_KEEP = 0.02
 #: Nodes a two-column triple explores before it bounds its least max_i y_i under the devices (:meth:`_Triple.ymax_floor`:
 #: a few two-column tables, worth it in large trees only); None: never.
 YSTAR_AFTER_NODES: int | None = 300
@@ -1644,7 +1646,9 @@ class _Triple:
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
                 return False  # no split of the layers obeys the caps
-            s00 = max(s00, self.lagrange(masks_by_k, s00))  # the sum of y under the device budget (Lagrangian)
+            lag = self.lagrange(masks_by_k, s00)  # the sum of y under the device budget (Lagrangian)
+            lag_gain = lag - s00
+            s00 = max(s00, lag)
             ymax_lb = max(r00, theta + xmin_all)
             if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= out.value:
                 return False  # every plan of this (mbs, D, P) is at least the incumbent
@@ -1654,6 +1658,8 @@ class _Triple:
                 break
             y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
         self.masks_by_k = masks_by_k
+        if lag_gain <= LAGRANGE_KEEP * s00:
+            self.lag_g = None  # the Lagrangian barely moves the root: the tree does not pay for it at every node
         self.level_caps = [self.y_cap_masks * f for f in LEVEL_FRACTIONS]
         self.rmax_l = [r.tolist() for r in rmax_arr]
         self.rsum_l = [r.tolist() for r in rsum_arr]
