@@ -623,6 +623,7 @@ class _Search:
         self.x_cache: dict[tuple[int, float], tuple[float, float]] = {}
         # per (mbs, P): (y_hi, least weighted devices per replica under it) of :meth:`devices_admit`'s tests so far
         self.admit_seen: dict[tuple[int, int], list[tuple[float, np.ndarray]]] = {}
+        self.col_ar_cache: dict[tuple[int, tuple[int, ...]], dict[int, np.ndarray]] = {}  # :meth:`col_ar_table`
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
@@ -699,9 +700,10 @@ class _Search:
         least tp is tp and that has a replica on column j: that replica has a neighbour in the ring, on some column j2,
         so the stage's worst adjacent pair is at least the least over j2 of the rings (j, j2) and (j2, j).  Lowered by
         1e-9 of itself; 0 (no restriction) where a fit is not well conditioned on the entry's size
-        (:func:`_well_conditioned_each`).  Cached per D in ``tb``."""
-        key = ("colar", d)
-        got = tb.misc.get(key)
+        (:func:`_well_conditioned_each`).  Cached per (D, tps): the micro-batch sizes share it (it reads the weights,
+        the tps and the links only)."""
+        key = (d, tuple(sorted({tp for _j, tp in tb.cfgs})))
+        got = self.col_ar_cache.get(key)
         if got is None:
             L, ncol, cl = tb.L, len(tb.cols), self.problem.cluster
             pre = np.array(tb.w1pre)
@@ -728,8 +730,8 @@ class _Search:
                 for j in range(ncol):
                     arr[j] = np.min([np.minimum(ring[(j, j2)], ring[(j2, j)]) for j2 in range(ncol)], axis=0)
                 got[t] = arr
-            tb.misc[key] = got
-        return cast("dict[int, np.ndarray]", got)
+            self.col_ar_cache[key] = got
+        return got
 
     def ar_floor(self, tb: _Tables, d: int) -> float:
         """A lower bound on T_sync: the larger of the least all-reduces of the first stage (layers 0..e-1) and of the
