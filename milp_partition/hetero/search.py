@@ -1648,10 +1648,12 @@ class _Triple:
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
                 return False  # no split of the layers obeys the caps
+            ymax_lb = max(r00, theta + xmin_all)
+            if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= out.value:
+                return False  # every plan of this (mbs, D, P) is at least the incumbent (before the Lagrangian)
             lag = self.lagrange(masks_by_k, s00)  # the sum of y under the device budget (Lagrangian)
             lag_gain = lag - s00
             s00 = max(s00, lag)
-            ymax_lb = max(r00, theta + xmin_all)
             if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= out.value:
                 return False  # every plan of this (mbs, D, P) is at least the incumbent
             y_new = math.inf if m == 1 else (out.value - s00 - tb.umin - ar_floor) / (m - 1)
