@@ -18,8 +18,11 @@ per triple, balanced ends first) looks for a good incumbent, and a triple it exp
 unresolved leaves kept); phase 2 explores the others in order of their full bound.
 Inner: depth-first over stages (end layer, reduced set), pruned with the incumbent against a bound from the
 decided stages (compute, update, all-reduce, sends bounded per pair of neighbouring sets), the later stages (the
-capped bottleneck split from the next layer), T_sync's floor and the device budget (weighted sums over columns,
-exact for two columns), and, in large trees, **cap levels**: a completion below the incumbent keeps every later
+capped bottleneck split from the next layer, and a **Lagrangian bound** on their sum of y under the devices the decided
+stages leave: :func:`_lagrange_suffix`), T_sync's floor and the device budget (weighted sums over columns, exact for
+two columns); in large two-column trees, **device floors** of max_i y_i and T_sync (:meth:`_Triple.ymax_floor`,
+:meth:`_Triple.allreduce_floor`: the largest threshold at which the two-column device table holds no plan), and, in
+large trees, **cap levels**: a completion below the incumbent keeps every later
 y_k under (incumbent - the node's other terms) / (m - 1), so the device tables rebuilt for the configurations under
 the tightest of a few fractions of the triple's cap at least that room must hold the completion.  A stage whose set
 spans two columns or more has an adjacent pair across two columns in its ring, so its all-reduce is bounded by the
