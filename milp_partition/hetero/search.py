@@ -719,16 +719,20 @@ class _Search:
                 pos = valid & (size > 0)
                 safe = np.where(pos, size, 1.0)
                 ring: dict[tuple[int, int], np.ndarray] = {}
+                by_parts: dict[tuple[tuple[float, ...], ...], np.ndarray] = {}  # column pairs with one link: once
                 for j1 in range(ncol):
                     for j2 in range(ncol):
                         c1, c2 = tb.cols[j1], tb.cols[j2]
                         parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
-                        good = np.ones(safe.shape, dtype=bool)
-                        for c in parts:
-                            good &= _well_conditioned_each(safe, d, c)
-                        with np.errstate(all="ignore"):
-                            vals = _bucketed_vec_min(safe, d, parts)
-                        ring[(j1, j2)] = np.where(pos & good, vals - 1e-9 * np.abs(vals), 0.0)
+                        got_ring = by_parts.get(parts)
+                        if got_ring is None:
+                            good = np.ones(safe.shape, dtype=bool)
+                            for c in parts:
+                                good &= _well_conditioned_each(safe, d, c)
+                            with np.errstate(all="ignore"):
+                                vals = _bucketed_vec_min(safe, d, parts)
+                            got_ring = by_parts[parts] = np.where(pos & good, vals - 1e-9 * np.abs(vals), 0.0)
+                        ring[(j1, j2)] = got_ring
                 arr = np.zeros((ncol, L + 1, L + 1))
                 for j in range(ncol):
                     arr[j] = np.min([np.minimum(ring[(j, j2)], ring[(j2, j)]) for j2 in range(ncol)], axis=0)
@@ -1472,7 +1476,8 @@ class _Triple:
             else inf
         )
         self.min_ar = search.min_ar_table(tb, d) if d > 1 else None
-        self.col_ar = search.col_ar_table(tb, d) if d > 1 else None
+        # the column-aware all-reduce bound (two columns, D > 1), built for :meth:`allreduce_floor` when a tree is large
+        self.col_ar: dict[int, np.ndarray] | None = None
         self.ar_cap_masks = math.inf
         self.ar_todo = ncol == 2 and d > 1 and YSTAR_AFTER_NODES is not None
         self.sound = search.sound
@@ -1545,10 +1550,11 @@ class _Triple:
         self.lag_capt = np.zeros(0)
         self.lag_w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(len(tb.cfgs))] for l_ in lams])
         # (weight vector, factor) pairs of :meth:`lagrange`: one over the counts (the last weight vector) and each
-        # column alone (the first ncol, :func:`_weight_vectors`)
+        # column alone (the first ncol, :func:`_weight_vectors`); on one or two columns (the settings it was measured
+        # on; the several-zone searches keep their cost)
         self.lag_pairs = (
             [(len(lams) - 1, f) for f in LAGRANGE_FACTORS] + [(j, f) for j in range(ncol) for f in LAGRANGE_FACTORS_COLUMN]
-            if LAGRANGE_BOUND
+            if LAGRANGE_BOUND and ncol <= 2
             else []
         )
 
@@ -1588,8 +1594,6 @@ class _Triple:
                     if t <= self.tb.cfgs[c][1]:
                         ar_any[c] |= arr
             ok &= ar_any[None]
-        if self.col_ar is not None:
-            ok &= self.col_ar_masks(ar_cap)[None]
         return ok
 
     def col_ar_masks(self, ar_cap: float) -> np.ndarray:
@@ -1614,6 +1618,8 @@ class _Triple:
         replica's configuration passes :meth:`col_ar_masks` (A) and the caps, and the exact two-column relaxation
         (:meth:`two_tables`) would hold it; feasibility only grows with A."""
         lo, hi = self.ar_floor, self.ar_cap_masks
+        if self.d > 1 and self.col_ar is None:
+            self.col_ar = self.search.col_ar_table(self.tb, self.d)
         if self.col_ar is None or not (math.isfinite(hi) and hi > lo):
             return lo
         if not self.two_fit_masks(self.masks_by_k & self.col_ar_masks(lo)[None]):
