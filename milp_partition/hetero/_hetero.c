@@ -222,6 +222,78 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* lagrange_suffix(ylb, wm, out, p, nk, N, L1): out[n][k][s0] (N x p + 1 x L1) = min over e of cost[n][k][s0][e] +
+   out[n][k + 1][e], cost = min over c of ylb[k][c][s0][e] + wm[n][c] (ylb inf where c may not serve the stage);
+   out[n][p] = 0 at L1 - 1, inf elsewhere.  The same single additions and minima as the numpy program
+   (milp_partition.hetero.search._lagrange_suffix); a term with ylb = inf or out[n][k + 1][e] = inf is inf (wm is finite),
+   so it is skipped. */
+static PyObject *lagrange_suffix(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[3];
+    Py_ssize_t p, nk, N, L1;
+    if (!PyArg_ParseTuple(args, "OOOnnnn", &objs[0], &objs[1], &objs[2], &p, &nk, &N, &L1)) return NULL;
+    if (p < 0 || nk < 0 || N < 0 || L1 < 1) {
+        PyErr_SetString(PyExc_ValueError, "lagrange_suffix: bad sizes");
+        return NULL;
+    }
+    Py_buffer v[3];
+    int got = 0;
+    for (; got < 3; got++)
+        if (PyObject_GetBuffer(objs[got], &v[got], got == 2 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    int rc = 0;
+    double *cmin = NULL;
+    if (got < 3) {
+        rc = -2;
+    } else if (v[0].len < p * nk * L1 * L1 * (Py_ssize_t)sizeof(double) || v[1].len < N * nk * (Py_ssize_t)sizeof(double) ||
+               v[2].len < N * (p + 1) * L1 * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "lagrange_suffix: buffers too small");
+        rc = -2;
+    } else {
+        const double *ylb = (const double *)v[0].buf;
+        const double *wm = (const double *)v[1].buf;
+        double *out = (double *)v[2].buf;
+        Py_ssize_t plane = (p + 1) * L1; /* one n's table */
+        for (Py_ssize_t i = 0; i < N * plane; i++) out[i] = INFINITY;
+        for (Py_ssize_t n = 0; n < N; n++) out[n * plane + p * L1 + (L1 - 1)] = 0.0;
+        cmin = (double *)malloc(sizeof(double) * (size_t)(N > 0 ? N : 1));
+        if (!cmin) {
+            PyErr_NoMemory();
+            rc = -1;
+        }
+        for (Py_ssize_t k = p - 1; k >= 0 && !rc; k--) {
+            for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
+                for (Py_ssize_t e = 0; e < L1; e++) {
+                    int any = 0;
+                    for (Py_ssize_t n = 0; n < N; n++) cmin[n] = INFINITY;
+                    for (Py_ssize_t c = 0; c < nk; c++) {
+                        double y = ylb[((k * nk + c) * L1 + s0) * L1 + e];
+                        if (y == INFINITY) continue;
+                        any = 1;
+                        const double *wrow = wm + c; /* wm[n][c] at n * nk */
+                        for (Py_ssize_t n = 0; n < N; n++) {
+                            double x = y + wrow[n * nk];
+                            if (x < cmin[n]) cmin[n] = x;
+                        }
+                    }
+                    if (!any) continue;
+                    for (Py_ssize_t n = 0; n < N; n++) {
+                        double nx = out[n * plane + (k + 1) * L1 + e];
+                        if (nx == INFINITY) continue;
+                        double x = cmin[n] + nx;
+                        double *dst = out + n * plane + k * L1 + s0;
+                        if (x < *dst) *dst = x;
+                    }
+                }
+            }
+        }
+    }
+    free(cmin);
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* two_use(g, out, width, d, t0, t1, nlo, nhi): out[a] = min over n in [nlo, nhi] with a - n t0 >= 0 of
    g[a - n t0] + (d - n) t1 (inf where none): a decided stage's n replicas on column 0, d - n on column 1. */
 static PyObject *two_use(PyObject *self, PyObject *args) {
@@ -564,6 +636,8 @@ static PyMethodDef methods[] = {
      "two_layer(nxt, t0m, t1m, out, L1, width, d): one stage of the two-column table (Triple.two_tables)."},
     {"lambda_suffix", lambda_suffix, METH_VARARGS,
      "lambda_suffix(masks, w, out, p, nk, T, L1): the weighted device suffix program (_lambda_suffix)."},
+    {"lagrange_suffix", lagrange_suffix, METH_VARARGS,
+     "lagrange_suffix(ylb, wm, out, p, nk, N, L1): the Lagrangian sum program of the later stages (_lagrange_suffix)."},
     {"two_use", two_use, METH_VARARGS,
      "two_use(g, out, width, d, t0, t1, nlo, nhi): the decided stages' two-column use after one more stage."},
     {"stage_scan", stage_scan, METH_VARARGS, "stage_scan(...): the (end, set) pairs one node of the search keeps."},

@@ -89,6 +89,20 @@ def lambda_suffix(masks: np.ndarray, w: np.ndarray) -> np.ndarray | None:
     return out
 
 
+def lagrange_suffix(ylb: np.ndarray, wm: np.ndarray) -> np.ndarray | None:
+    """:func:`milp_partition.hetero.search._lagrange_suffix` (G[n][k][s0] from ylb [k][c][s][e], inf where not allowed,
+    and wm [n][c]) in C: the same additions and minima; None when the extension is not available (or is an older
+    build without it)."""
+    if not available() or not hasattr(_ext, "lagrange_suffix"):
+        return None
+    y = np.ascontiguousarray(ylb, dtype=np.float64)
+    p, nk, l1, _l1 = y.shape
+    wc = np.ascontiguousarray(wm, dtype=np.float64)
+    out = np.empty((wc.shape[0], p + 1, l1))
+    _ext.lagrange_suffix(y, wc, out, p, nk, wc.shape[0], l1)  # type: ignore[union-attr]
+    return out
+
+
 def two_use(g: np.ndarray, d: int, t0: int, t1: int, nlo: int, nhi: int) -> np.ndarray | None:
     """out[a] = the least over n in [nlo, nhi] with a - n t0 >= 0 of g[a - n t0] + (d - n) t1 (inf where none):
     :meth:`milp_partition.hetero.search._Triple.two_use` in C; None when the extension is not available.  ``g``

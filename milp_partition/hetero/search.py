@@ -18,8 +18,11 @@ per triple, balanced ends first) looks for a good incumbent, and a triple it exp
 unresolved leaves kept); phase 2 explores the others in order of their full bound.
 Inner: depth-first over stages (end layer, reduced set), pruned with the incumbent against a bound from the
 decided stages (compute, update, all-reduce, sends bounded per pair of neighbouring sets), the later stages (the
-capped bottleneck split from the next layer), T_sync's floor and the device budget (weighted sums over columns,
-exact for two columns), and, in large trees, **cap levels**: a completion below the incumbent keeps every later
+capped bottleneck split from the next layer, and a **Lagrangian bound** on their sum of y under the devices the decided
+stages leave: :func:`_lagrange_suffix`), T_sync's floor and the device budget (weighted sums over columns, exact for
+two columns); in large two-column trees, **device floors** of max_i y_i and T_sync (:meth:`_Triple.ymax_floor`,
+:meth:`_Triple.allreduce_floor`: the largest threshold at which the two-column device table holds no plan), and, in
+large trees, **cap levels**: a completion below the incumbent keeps every later
 y_k under (incumbent - the node's other terms) / (m - 1), so the device tables rebuilt for the configurations under
 the tightest of a few fractions of the triple's cap at least that room must hold the completion.  A stage whose set
 spans two columns or more has an adjacent pair across two columns in its ring, so its all-reduce is bounded by the
@@ -67,6 +70,25 @@ PHASE1_PATIENCE = 64
 LEVEL_FRACTIONS = (0.97, 0.94, 0.9, 0.85, 0.8, 0.7, 0.6)
 #: Nodes a triple explores before its levels are used (small trees do not pay for their tables).
 LEVEL_AFTER_NODES = 300
+#: The Lagrangian bound on the stages' sum of y (:func:`_lagrange_suffix`): multipliers mu = f * (the least sum of y) /
+#: (the weight vector's budget), for the factors f here on the weight vector one over the counts and on each column
+#: alone (every mu >= 0 gives a sound bound).  The best on opt350-a80-v240's triples (a grid of 2^(j/2)): one over the
+#: counts with f 2-5.7 in most, a very large f (the devices first) in a quarter, the A100 column with f 0.5-1.4 in a
+#: tenth.
+LAGRANGE_FACTORS = (1.4, 2.0, 2.8, 4.0, 5.7, 1024.0)
+LAGRANGE_FACTORS_COLUMN = (0.5, 0.7, 1.0, 1024.0)
+#: Whether the search uses the Lagrangian bound (the tests turn it off to compare).
+LAGRANGE_BOUND = True
+#: The tree uses the Lagrangian bound only where it raised the root's least sum of y by more than this share of it.
+LAGRANGE_KEEP = 0.02
+#: Nodes a two-column triple explores before it bounds its least max_i y_i under the devices (:meth:`_Triple.ymax_floor`:
+#: a few two-column tables, worth it in large trees only); None: never.
+YSTAR_AFTER_NODES: int | None = 300
+#: The floor's bisection stops once (m - 1) times its interval is below this share of the incumbent.
+YSTAR_REL = 1e-3
+#: Once the floor is raised (before any level's tables are built), the levels' caps are at these fractions of the
+#: way from the floor to the triple's cap.
+YSTAR_LEVELS = (0.85, 0.7, 0.55, 0.4, 0.3, 0.2, 0.1, 0.05)
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -323,6 +345,21 @@ def _well_conditioned(size: np.ndarray, n: int, coef: tuple[float, ...]) -> bool
     return bool(np.all(bw > 1e-6 * mag))
 
 
+def _well_conditioned_each(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarray:
+    """:func:`_well_conditioned` entry by entry: per size (> 0), whether the fit is positive and at least 1e-6 of the sum
+    of its terms' magnitudes at each of its ring steps (the last piece, and a full bucket where there is one)."""
+    bucket = 500_000_000.0
+    full = np.maximum(np.ceil(size / bucket) - 1, 0)
+    k = len(coef)
+    ok = np.ones(np.shape(size), dtype=bool)
+    for steps, where in (((size - full * bucket) / n, True), (np.full(np.shape(size), bucket / n), full > 0)):
+        lx = np.log2(steps / 1e6)
+        bw = sum(c * lx ** (k - i - 1) for i, c in enumerate(coef))
+        mag = sum(abs(c) * np.abs(lx) ** (k - i - 1) for i, c in enumerate(coef))
+        ok &= (bw > 1e-6 * mag) | ~np.asarray(where)
+    return ok
+
+
 def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
     """Least X_i of stage i of p when every send takes at least tmin (tmin may be negative only in odd fits)."""
     t = max(tmin, 0.0) if tmin >= 0 else tmin
@@ -473,12 +510,35 @@ def _lambda_first(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
     return _lambda_suffix(masks, w, L)[0, :, 0]
 
 
+def _lagrange_suffix(ylb: np.ndarray, wm: np.ndarray, L: int) -> np.ndarray:
+    """G[n][k][s0] = the least, over the splits of layers s0..L-1 into stages k..P-1, of sum_k min_c (ylb[k][c][s][e] +
+    wm[n][c]) (inf: no split; G[n][P][L] = 0).  ``ylb`` [k][c][s][e] is inf where configuration c may not serve the
+    stage; ``wm`` [n][c] >= 0 is a multiplier times a weight vector's devices of the stage's D replicas on c.
+
+    **The Lagrangian bound (sound).**  Let stage k of a plan have y_k >= ylb[k][c] for every configuration c among its
+    replicas and lambda-weighted devices dev_k >= D min over its replicas' c of w(c) (``wm = mu D w``, mu >= 0).  Then
+    y_k + mu dev_k >= ylb[k][c*] + wm[c*] for the replica c* of least weight, at least the stage's min_c; summed over
+    the stages k.. and with sum_k dev_k <= the budget left B: sum_k y_k >= G[n][k][s0] - mu B (weak duality; in C
+    where the extension is built, the same values)."""
+    got = native.lagrange_suffix(ylb, wm)
+    if got is not None:
+        return got
+    p, n, inf = ylb.shape[0], wm.shape[0], math.inf
+    g = np.full((n, p + 1, L + 1), inf)
+    g[:, p, L] = 0.0
+    for k in range(p - 1, -1, -1):
+        cost = (ylb[k][None] + wm[:, :, None, None]).min(axis=1)  # [n][s][e]
+        g[:, k] = (cost + g[:, k + 1][:, None, :]).min(axis=2)
+    return g
+
+
 def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d: int) -> np.ndarray:
     """[q][s][e]: a lower bound on the all-reduce of layers s..e-1 for every plan whose stage has reduced set q
     (:meth:`_Search.ar_lb`: the weights over q's least tp, the worst column of q at its cheapest partner in q), for
     all (s, e) at once in numpy (:func:`_bucketed_vec`), lowered by 1e-9 of itself to stay below the exact bucket
-    loop's rounding.  Where a fit is not well conditioned on these sizes (:func:`_well_conditioned`) the set's row is
-    :meth:`_Search.ar_lb` itself, entry by entry.  Entries with e <= s are 0 (never read)."""
+    loop's rounding.  Where a fit the set reads is not well conditioned on an entry's size
+    (:func:`_well_conditioned_each`: on GPT-Neo-2.7, the 5 kB stage of the last layer alone) that entry is
+    :meth:`_Search.ar_lb` itself (each entry is a bound on its own).  Entries with e <= s are 0 (never read)."""
     L = tb.L
     out = np.zeros((len(sets), L + 1, L + 1))
     if d <= 1:
@@ -487,18 +547,22 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
     valid = idx[None, :] > idx[:, None]
     w1 = srch.problem.model.params_floats[1]
     cl = srch.problem.cluster
-    pair_cache: dict[tuple[int, int, int], np.ndarray | None] = {}
+    pair_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
 
-    def pair(tp: int, j: int, j2: int, size: np.ndarray, pos: np.ndarray) -> np.ndarray | None:
+    def pair(tp: int, j: int, j2: int, size: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(values, well conditioned) per entry of the pair's ring (values 0 where the size is 0 or not well
+        conditioned; read only where well conditioned)."""
         key = (tp, j, j2)
         if key not in pair_cache:
             c1, c2 = tb.cols[j], tb.cols[j2]
-            coef = cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)).coefficients
-            if not _well_conditioned(size[pos], d, coef):
-                pair_cache[key] = None
-            else:
-                v = np.where(pos, _bucketed_vec(np.where(pos, size, 1.0), d, coef), 0.0)
-                pair_cache[key] = v
+            # a pooled link (:class:`milp_partition.hetero.pool.MinLinkFit`) is the least of its parts, piece by piece:
+            # every part evaluated (its ``coefficients`` alone are its first part, above the link where another is less)
+            parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
+            safe = np.where(pos, size, 1.0)
+            good = ~pos | np.logical_and.reduce([_well_conditioned_each(safe, d, coef) for coef in parts])
+            with np.errstate(all="ignore"):  # entries not well conditioned are not read
+                v = np.where(pos & good, _bucketed_vec_min(safe, d, parts), 0.0)
+            pair_cache[key] = (v, good)
         return pair_cache[key]
 
     sizes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
@@ -513,29 +577,24 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
             sizes[tpmin] = (size, valid & (size > 0))
         size, pos = sizes[tpmin]
         cols = sorted({tb.cfgs[c][0] for c in q})
-        vals: np.ndarray | None
         if len(cols) == 1:
-            vals = pair(tpmin, cols[0], cols[0], size, pos)
+            vals, good = pair(tpmin, cols[0], cols[0], size, pos)
         else:
-            vals = None
+            vals, good = np.full(size.shape, -math.inf), np.ones(size.shape, dtype=bool)
             for j in cols:
-                best_j: np.ndarray | None = np.full(size.shape, math.inf)
+                # with two columns or more, the least cross-column pair (:meth:`_Search._ar_lb`)
+                best_j = np.full(size.shape, math.inf)
                 for j2 in cols:
-                    a, b = pair(tpmin, j, j2, size, pos), pair(tpmin, j2, j, size, pos)
-                    if a is None or b is None or best_j is None:
-                        best_j = None
-                        break
+                    if j2 == j:
+                        continue
+                    (a, ga), (b, gb) = pair(tpmin, j, j2, size, pos), pair(tpmin, j2, j, size, pos)
                     best_j = np.minimum(best_j, np.minimum(a, b))
-                if best_j is None:
-                    vals = None
-                    break
-                vals = best_j if vals is None else np.maximum(vals, best_j)
-        if vals is None:  # a fit evaluated badly on these sizes: the exact loop, entry by entry
-            for s0 in range(L):
-                for e in range(s0 + 1, L + 1):
-                    out[qi, s0, e] = srch.ar_lb(tb, q, s0, e, d)
-        else:
-            out[qi] = np.where(valid, vals - 1e-9 * np.abs(vals), 0.0)
+                    good = good & ga & gb
+                vals = np.maximum(vals, best_j)
+        out[qi] = np.where(valid, vals - 1e-9 * np.abs(vals), 0.0)
+        # a fit evaluated badly on an entry's size: the exact loop there
+        for s0, e in zip(*np.nonzero(valid & ~good)):
+            out[qi, s0, e] = srch.ar_lb(tb, q, int(s0), int(e), d)
     return out
 
 
@@ -565,6 +624,9 @@ class _Search:
         self.ring_cache: dict[tuple[int, int, tuple[tuple[float, ...], ...]], tuple[np.ndarray, bool]] = {}
         self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
         self.x_cache: dict[tuple[int, float], tuple[float, float]] = {}
+        # per (mbs, P): (y_hi, least weighted devices per replica under it) of :meth:`devices_admit`'s tests so far
+        self.admit_seen: dict[tuple[int, int], list[tuple[float, np.ndarray]]] = {}
+        self.col_ar_cache: dict[tuple[int, tuple[int, ...]], dict[int, np.ndarray]] = {}  # :meth:`col_ar_table`
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
@@ -634,6 +696,48 @@ class _Search:
                     best = np.minimum(best, _bucketed_vec_min(size, d, parts))
                 got[tp] = np.where(valid, best - 1e-9 * np.abs(best), np.inf)
             tb.min_ar_cache[d] = got
+        return got
+
+    def col_ar_table(self, tb: _Tables, d: int) -> dict[int, np.ndarray]:
+        """tp -> [j][s][e]: a lower bound on the all-reduce of layers s..e-1 of every stage of D >= 2 replicas whose
+        least tp is tp and that has a replica on column j: that replica has a neighbour in the ring, on some column j2,
+        so the stage's worst adjacent pair is at least the least over j2 of the rings (j, j2) and (j2, j).  Lowered by
+        1e-9 of itself; 0 (no restriction) where a fit is not well conditioned on the entry's size
+        (:func:`_well_conditioned_each`).  Cached per (D, tps): the micro-batch sizes share it (it reads the weights,
+        the tps and the links only)."""
+        key = (d, tuple(sorted({tp for _j, tp in tb.cfgs})))
+        got = self.col_ar_cache.get(key)
+        if got is None:
+            L, ncol, cl = tb.L, len(tb.cols), self.problem.cluster
+            pre = np.array(tb.w1pre)
+            idx = np.arange(L + 1)
+            valid = idx[None, :] > idx[:, None]
+            w = pre[None, :] - pre[:, None]
+            got = {}
+            for t in sorted({tp for _j, tp in tb.cfgs}):
+                size = np.where(valid, w / min(4, t), 1.0)
+                pos = valid & (size > 0)
+                safe = np.where(pos, size, 1.0)
+                ring: dict[tuple[int, int], np.ndarray] = {}
+                by_parts: dict[tuple[tuple[float, ...], ...], np.ndarray] = {}  # column pairs with one link: once
+                for j1 in range(ncol):
+                    for j2 in range(ncol):
+                        c1, c2 = tb.cols[j1], tb.cols[j2]
+                        parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
+                        got_ring = by_parts.get(parts)
+                        if got_ring is None:
+                            good = np.ones(safe.shape, dtype=bool)
+                            for c in parts:
+                                good &= _well_conditioned_each(safe, d, c)
+                            with np.errstate(all="ignore"):
+                                vals = _bucketed_vec_min(safe, d, parts)
+                            got_ring = by_parts[parts] = np.where(pos & good, vals - 1e-9 * np.abs(vals), 0.0)
+                        ring[(j1, j2)] = got_ring
+                arr = np.zeros((ncol, L + 1, L + 1))
+                for j in range(ncol):
+                    arr[j] = np.min([np.minimum(ring[(j, j2)], ring[(j2, j)]) for j2 in range(ncol)], axis=0)
+                got[t] = arr
+            self.col_ar_cache[key] = got
         return got
 
     def ar_floor(self, tb: _Tables, d: int) -> float:
@@ -920,14 +1024,17 @@ class _Search:
                 # once the budget is spent, the rest of the list takes the bound without the split (no tables) and no
                 # degree is left out (that test builds tables): listed cheaply, so that the bound below covers them
                 late = self.budget.expired()
-                if not late and self.dominated_by_fewer(tb, d):
-                    continue  # every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
-                for p in range(1, min(tb.L, total // d) + 1):
-                    # a triple whose bound without the split already reaches the (heuristics') incumbent holds no
-                    # better plan: it is left out before its P's tables are built
-                    lb0 = self.triple_bound(tb, d, p, split=False)
-                    if lb0 * (1 - PRUNE_REL) >= self.out.value:
-                        continue
+                # a triple whose bound without the split already reaches the (heuristics') incumbent holds no better
+                # plan: it is left out before its P's tables are built (and the degree rule below, which builds ring
+                # tables, is asked only when some P of this D is left)
+                kept = [
+                    (p, lb0)
+                    for p in range(1, min(tb.L, total // d) + 1)
+                    if (lb0 := self.triple_bound(tb, d, p, split=False)) * (1 - PRUNE_REL) < self.out.value
+                ]
+                if not kept or (not late and self.dominated_by_fewer(tb, d)):
+                    continue  # none left, or every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
+                for p, lb0 in kept:
                     triples.append((lb0 if late else self.triple_bound(tb, d, p, quick=True), mbs, d, p))
         triples.sort()
         if self.budget.expired():  # no time to explore: the least listed bound (each a triple's lower bound)
@@ -1111,9 +1218,20 @@ class _Search:
             if m == 1
             else (value - tb.cminpre[tb.L] - self.x_stats(tb, p)[1] - tb.umin - self.ar_split(tb, d, p)) / (m - 1)
         )
-        masks = self.stage_ylb_arr(tb, p) <= y_hi * (1 + 1e-12)
         w, cap = self.lambda_weights(tb)
+        # the least weighted devices per replica, F(y_hi), only falls as y_hi grows (the masks only gain
+        # configurations): a threshold seen at or above y_hi whose F already fails D rules the triple out, one at or
+        # below whose F fits admits it (the same decision as computing F(y_hi))
+        seen = self.admit_seen.setdefault((tb.mbs, p), [])
+        for y_seen, first in seen:
+            fits = bool((d * first <= cap * (1 + 1e-12)).all())
+            if y_seen >= y_hi and not fits:
+                return False
+            if y_seen <= y_hi and fits:
+                return True
+        masks = self.stage_ylb_arr(tb, p) <= y_hi * (1 + 1e-12)
         first = _lambda_first(masks, w, tb.L)
+        seen.append((y_hi, first))
         return bool((d * first <= cap * (1 + 1e-12)).all())
 
     # ---- a leaf: counts, orders, exact price ----
@@ -1358,6 +1476,10 @@ class _Triple:
             else inf
         )
         self.min_ar = search.min_ar_table(tb, d) if d > 1 else None
+        # the column-aware all-reduce bound (two columns, D > 1), built for :meth:`allreduce_floor` when a tree is large
+        self.col_ar: dict[int, np.ndarray] | None = None
+        self.ar_cap_masks = math.inf
+        self.ar_todo = ncol == 2 and d > 1 and YSTAR_AFTER_NODES is not None
         self.sound = search.sound
         self.suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
         search.send_tables(tb)
@@ -1397,6 +1519,7 @@ class _Triple:
         self.rsum_l: list[list[float]] = []
         self.y_cap_masks = math.inf
         self.level_cache: dict[int, tuple[list[list[list[float]]], list[list[np.ndarray | None]]]] = {}
+        self.level_caps: list[float] = []  # the levels' caps, decreasing (:meth:`tighten_caps`, :meth:`ymax_floor`)
         self.nodes0 = 0
         self.allowed_bits: list[list[list[int]]] = []
         self.allowed_np = np.zeros((0, 0, 0), dtype=np.int64)
@@ -1415,6 +1538,25 @@ class _Triple:
         self.scan_const: tuple[np.ndarray, ...] | None = None
         self.scan_out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.ends_cache: dict[tuple[int, int], np.ndarray] = {}
+        # the Lagrangian bound on the later stages' sum of y (:meth:`lagrange`): per weight vector kept, G[n][k][s0],
+        # its multiplier, its weight vector's index and budget (None: not used in this triple)
+        self.lag_g: np.ndarray | None = None
+        # the floor of max_i y_i in the tree's bound: the device-time bound plus the least send, raised once by
+        # :meth:`ymax_floor` in a large two-column tree
+        self.floor_y = theta + xmin_all
+        self.ystar_todo = self.two and m > 1 and YSTAR_AFTER_NODES is not None
+        self.lag_mu = np.zeros(0)
+        self.lag_t = np.zeros(0, dtype=np.int64)
+        self.lag_capt = np.zeros(0)
+        self.lag_w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(len(tb.cfgs))] for l_ in lams])
+        # (weight vector, factor) pairs of :meth:`lagrange`: one over the counts (the last weight vector) and each
+        # column alone (the first ncol, :func:`_weight_vectors`); on one or two columns (the settings it was measured
+        # on; the several-zone searches keep their cost)
+        self.lag_pairs = (
+            [(len(lams) - 1, f) for f in LAGRANGE_FACTORS] + [(j, f) for j in range(ncol) for f in LAGRANGE_FACTORS_COLUMN]
+            if LAGRANGE_BOUND and ncol <= 2
+            else []
+        )
 
     def run(self) -> None:
         """Tighten the caps, build the device-budget tables, then search the tree (each step may prune the triple)."""
@@ -1454,12 +1596,55 @@ class _Triple:
             ok &= ar_any[None]
         return ok
 
+    def col_ar_masks(self, ar_cap: float) -> np.ndarray:
+        """[c][s0][e]: configuration c = (column j, tp) may be in a stage over layers s0..e-1 whose all-reduce stays
+        under ar_cap: some least tp t <= tp of the stage with :meth:`_Search.col_ar_table`'s bound of column j at most
+        ar_cap."""
+        assert self.col_ar is not None
+        ok = {t: arr <= ar_cap * self.tol for t, arr in self.col_ar.items()}
+        out = np.zeros((self.nk, self.L + 1, self.L + 1), dtype=bool)
+        for c, (j, tp) in enumerate(self.tb.cfgs):
+            for t, arr in ok.items():
+                if t <= tp:
+                    out[c] |= arr[j]
+        return out
+
+    def allreduce_floor(self) -> float:
+        """A lower bound on T_sync of every plan of the triple below the incumbent, under the two columns' devices: the
+        largest A found (by bisection between T_sync's floor and the triple's all-reduce cap) at which the two-column
+        device table of the configurations :meth:`col_ar_masks` allows under A (and the caps allow) holds no plan.
+
+        Sound: a plan below the incumbent with T_sync at most such an A has every stage's all-reduce at most A, so each
+        replica's configuration passes :meth:`col_ar_masks` (A) and the caps, and the exact two-column relaxation
+        (:meth:`two_tables`) would hold it; feasibility only grows with A."""
+        lo, hi = self.ar_floor, self.ar_cap_masks
+        if self.d > 1 and self.col_ar is None:
+            self.col_ar = self.search.col_ar_table(self.tb, self.d)
+        if self.col_ar is None or not (math.isfinite(hi) and hi > lo):
+            return lo
+        if not self.two_fit_masks(self.masks_by_k & self.col_ar_masks(lo)[None]):
+            steps = 0
+            while hi - lo > YSTAR_REL * self.search.out.value and steps < 24:
+                mid = (lo + hi) / 2
+                if self.two_fit_masks(self.masks_by_k & self.col_ar_masks(mid)[None]):
+                    hi = mid
+                else:
+                    lo = mid
+                steps += 1
+        return lo
+
+    def two_fit_masks(self, masks: np.ndarray) -> bool:
+        """Whether the two-column device table of the configurations ``masks`` allows holds a plan."""
+        first = self.two_tables(masks)[0][0]
+        return first is not None and bool(first[self.cap0] <= self.cap1)
+
     def tighten_caps(self) -> bool:
         """The caps from the incumbent, tightened by the bottleneck programs until they stop moving; False when
         they prune the whole triple.
 
         A plan better than the incumbent has (m - 1) max_i y_i + sum_i y_i + U + T_sync < incumbent with
-        sum_i y_i >= rsum[0][0], max_i y_i >= max(rmax[0][0], theta + least send), T_sync >= the all-reduce floor.
+        sum_i y_i >= rsum[0][0] and at least the Lagrangian bound (:meth:`lagrange`), max_i y_i >= max(rmax[0][0],
+        theta + least send), T_sync >= the all-reduce floor.
         """
         tb, L, m, d, theta, xmin_all, ar_floor = self.tb, self.L, self.m, self.d, self.theta, self.xmin_all, self.ar_floor
         out = self.search.out
@@ -1467,12 +1652,17 @@ class _Triple:
         y_cap, ar_cap = self.y_hi, self.ar_hi
         for _round in range(4):
             masks_by_k = self.build_masks(y_cap, ar_cap)
-            self.y_cap_masks = y_cap
+            self.y_cap_masks, self.ar_cap_masks = y_cap, ar_cap
             rmax_arr, rsum_arr = _bottleneck_arr(self.ylb_arr, masks_by_k, L)
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
                 return False  # no split of the layers obeys the caps
             ymax_lb = max(r00, theta + xmin_all)
+            if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= out.value:
+                return False  # every plan of this (mbs, D, P) is at least the incumbent (before the Lagrangian)
+            lag = self.lagrange(masks_by_k, s00)  # the sum of y under the device budget (Lagrangian)
+            lag_gain = lag - s00
+            s00 = max(s00, lag)
             if ((m - 1) * ymax_lb + s00 + tb.umin + ar_floor) * (1 - PRUNE_REL) >= out.value:
                 return False  # every plan of this (mbs, D, P) is at least the incumbent
             y_new = math.inf if m == 1 else (out.value - s00 - tb.umin - ar_floor) / (m - 1)
@@ -1481,10 +1671,74 @@ class _Triple:
                 break
             y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
         self.masks_by_k = masks_by_k
+        if lag_gain <= LAGRANGE_KEEP * s00:
+            self.lag_g = None  # the Lagrangian barely moves the root: the tree does not pay for it at every node
+        self.level_caps = [self.y_cap_masks * f for f in LEVEL_FRACTIONS]
         self.rmax_l = [r.tolist() for r in rmax_arr]
         self.rsum_l = [r.tolist() for r in rsum_arr]
         self.rmax_np, self.rsum_np = np.ascontiguousarray(rmax_arr), np.ascontiguousarray(rsum_arr)
         return True
+
+    def ymax_floor(self) -> float:
+        """A lower bound on max_i y_i of every plan of the triple below the incumbent, under the two columns' devices:
+        the largest Y found (by bisection between the floor and the triple's cap) at which the two-column device
+        table of the configurations with ylb <= Y (and allowed by the caps) holds no plan.
+
+        Sound: a plan below the incumbent whose max_i y_i were at most such a Y has every replica's configuration c
+        with ylb[k][c][s][e] <= y_k <= Y (:meth:`_Search.stage_ylb`) and allowed by the caps, so the exact two-column
+        relaxation (:meth:`two_tables`, least tp per column) would hold it.  Feasibility only grows with Y (the tables
+        only gain configurations), so every Y below a failing one fails too."""
+        lo, hi = self.floor_y, self.y_cap_masks
+        if not (math.isfinite(hi) and hi > lo):
+            return lo
+        if not self.two_fit_under(lo):
+            steps = 0
+            while (self.m - 1) * (hi - lo) > YSTAR_REL * self.search.out.value and steps < 24:
+                mid = (lo + hi) / 2
+                if self.two_fit_under(mid):
+                    hi = mid
+                else:
+                    lo = mid
+                steps += 1
+        return lo
+
+    def two_fit_under(self, y: float) -> bool:
+        """Whether the two-column device table of the configurations with ylb <= y (among the caps') holds a plan."""
+        return self.two_fit_masks(self.masks_by_k & (self.ylb_arr <= y * self.tol))
+
+    def lagrange(self, masks_by_k: np.ndarray, s00: float) -> float:
+        """A lower bound on sum_i y_i of every plan of the triple below the incumbent, under the device budget: the
+        largest G[n][0][0] - mu_n B_t (:func:`_lagrange_suffix`; configurations where ``masks_by_k`` allows them) over
+        the weight vectors t of :meth:`set_usage` (budget B_t) one over the counts and each column alone, and
+        multipliers mu = f s00 / B_t, f in :data:`LAGRANGE_FACTORS` (one over the counts) or
+        :data:`LAGRANGE_FACTORS_COLUMN`.  Keeps, per weight vector, the tables of its best multiplier for the tree
+        (:meth:`lag_rest`).  With :data:`LAGRANGE_BOUND` off: -inf, and no tables."""
+        if not self.lag_pairs:
+            return -math.inf
+        ylb = np.where(masks_by_k, self.ylb_arr, math.inf)
+        scale = s00 if s00 > 0 else 1e-12
+        tf = self.lag_pairs
+        ti = np.array([t for t, _f in tf], dtype=np.int64)
+        capt = np.array(self.lam_cap)[ti] * (1 + 1e-12)
+        mu = np.array([f for _t, f in tf]) * scale / np.array(self.lam_cap)[ti]
+        g = _lagrange_suffix(ylb, mu[:, None] * self.lag_w[ti], self.L)
+        root = g[:, 0, 0] - mu * capt
+        keep = [int(np.flatnonzero(ti == t)[np.argmax(root[ti == t])]) for t in sorted(set(ti.tolist()))]
+        self.lag_g = np.ascontiguousarray(g[keep])
+        self.lag_mu, self.lag_t, self.lag_capt = mu[keep], ti[keep], capt[keep]
+        return float(root.max())
+
+    def lag_rest(self, i: int, used: list[float]) -> tuple[np.ndarray, np.ndarray]:
+        """At a node of stage i with the decided stages' weighted devices ``used`` (per weight vector): B[e][q], a lower
+        bound on the sum of y of stages i+1.. from layer e when stage i takes set q (the Lagrangian bound of
+        :meth:`lagrange` on the budget that stages 0..i leave: G[n][i+1][e] - mu_n (B_t - used_t - usage_t(q)), the
+        best n), and per e the larger of the bottleneck program's least sum and the least of B over the sets."""
+        lag_t = self.lag_t
+        left = self.lag_capt - np.array(used)[lag_t]  # [n]
+        coef = self.lag_mu[:, None] * (left[:, None] - self.usage_arr[:, lag_t].T)  # [n][q]
+        assert self.lag_g is not None
+        b = (self.lag_g[:, i + 1, :][:, :, None] - coef[:, None, :]).max(axis=0)  # [e][q]
+        return b, np.maximum(self.rsum_np[i + 1], b.min(axis=1))
 
     def lambda_tables(self, masks_by_k: np.ndarray) -> list[list[list[float]]]:
         """suffix[t][k][s0] (:meth:`lambda_suffix`) for the configurations ``masks_by_k`` allows."""
@@ -1667,8 +1921,8 @@ class _Triple:
     def level_of(self, y_room: float) -> int | None:
         """The tightest level whose cap is at least ``y_room`` (the most the later stages' y may reach), or None."""
         best = None
-        for j, f in enumerate(LEVEL_FRACTIONS):
-            if self.y_cap_masks * f * (1 - 1e-9) >= y_room:
+        for j, cap in enumerate(self.level_caps):
+            if cap * (1 - 1e-9) >= y_room:
                 best = j
             else:
                 break
@@ -1686,7 +1940,7 @@ class _Triple:
             looser = next((self.level_cache[jj] for jj in range(j - 1, -1, -1) if jj in self.level_cache), None)
             if looser is not None and not self._level_check(looser, k, e, used2, g2):
                 return False
-            cap = self.y_cap_masks * LEVEL_FRACTIONS[j]
+            cap = self.level_caps[j]
             masks = self.masks_by_k & (self.ylb_arr <= cap * self.tol)
             got = self.level_cache[j] = (self.lambda_tables(masks), self.two_tables(masks) if self.two else [])
         return self._level_check(got, k, e, used2, g2)
@@ -1723,6 +1977,7 @@ class _Triple:
         umax: float,
         armax: float,
         g_used: np.ndarray,
+        restsum: np.ndarray,
     ) -> tuple[list[list[int]], list[float], list[float]]:
         """The (end, set) pairs node (i, s) keeps, every end of ``ends`` at once: per end e (in that order) the sets q
         allowed for stage i over layers s..e-1 (every member's bit in the triple's mask of (i, s, e)) whose bound (:meth:`rec`'s lb) is below the
@@ -1748,7 +2003,7 @@ class _Triple:
             ka,
             kb,
             float(self.m - 1),
-            self.theta + self.xmin_all,
+            self.floor_y,
             umax,
             armax,
             self.tb.umin,
@@ -1772,7 +2027,7 @@ class _Triple:
             ymax2,
             ysum2,
             bhere,
-            self.rsum_np[i + 1],
+            restsum,  # [e]: the later stages' least sum of y (:meth:`lag_rest`)
             self.rmax_np[i + 1],
             usage,
             np.array(used, dtype=float),
@@ -1849,7 +2104,7 @@ class _Triple:
             srch.stop = True
             return
         tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
-        theta, xmin_all, ar_floor = self.theta, self.xmin_all, self.ar_floor
+        xmin_all, ar_floor = self.xmin_all, self.ar_floor
         rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
         # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
         ka, kb = self.x_coef[i]
@@ -1858,7 +2113,17 @@ class _Triple:
         ymax2_l, ysum2_l, bhere_l = (x.tolist() for x in prev)
         # per set (by index): the decided stages' weighted devices with this stage's D replicas on the set
         used_l = (self.usage_arr + np.array(used)).tolist()  # [set][t] (the same sums as one by one)
-        floor_y = theta + xmin_all
+        if self.ar_todo and srch.out.nodes - self.nodes0 > cast(int, YSTAR_AFTER_NODES):
+            self.ar_todo = False
+            self.ar_floor = max(self.ar_floor, self.allreduce_floor())
+        if self.ystar_todo and srch.out.nodes - self.nodes0 > cast(int, YSTAR_AFTER_NODES):
+            self.ystar_todo = False
+            floor = self.ymax_floor()
+            if floor > self.floor_y:
+                self.floor_y = floor
+                if not self.level_cache:  # the levels between the floor and the cap (below it no plan fits)
+                    self.level_caps = [floor + (self.y_cap_masks - floor) * f for f in YSTAR_LEVELS]
+        floor_y, ar_floor = self.floor_y, self.ar_floor
         use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
         if srch.balanced and rest:
@@ -1867,7 +2132,13 @@ class _Triple:
         ends = list(ends)
         # every (end, set) pair at once: the sets each end keeps (bound and weighted devices), the least bound and the
         # least compute of the allowed sets (:meth:`scan`)
-        cands, minlbs, basemins = self.scan(i, s, ends, prev, used, umax, armax, g_used)
+        lag_b: list[list[float]] | None = None
+        if rest and self.lag_g is not None:  # the later stages' sum of y under the devices the decided ones leave
+            lag_arr, rs_row = self.lag_rest(i, used)
+            lag_b, rsum_row = lag_arr.tolist(), rs_row.tolist()
+        else:
+            rs_row, rsum_row = self.rsum_np[i + 1], rsum_l[i + 1]
+        cands, minlbs, basemins = self.scan(i, s, ends, prev, used, umax, armax, g_used, rs_row)
         last = i == p - 1
         for idx, e in enumerate(ends):
             srch.out.nodes += 1
@@ -1883,7 +2154,7 @@ class _Triple:
                     return
             if two and rest and two_sfx[i + 1][e] is None:
                 continue  # no completion from layer e fits the devices under the incumbent
-            restsum = rsum_l[i + 1][e]  # least sum of the later stages' y (bottleneck programs above)
+            restsum_e = rsum_row[e]  # least sum of the later stages' y (bottleneck programs, Lagrangian bound)
             restmax = rmax_l[i + 1][e]  # least max of the later stages' y
             base = restmax if restmax >= floor_y else floor_y
             value = srch.out.value
@@ -1894,6 +2165,9 @@ class _Triple:
             for qi in kept:
                 q, ci, a_here, u_q, ar_q = full[qi]
                 ymax2, ysum2, b_here = ymax2_l[qi], ysum2_l[qi], bhere_l[qi]
+                restsum = restsum_e
+                if lag_b is not None and lag_b[e][qi] > restsum:
+                    restsum = lag_b[e][qi]  # with this set's own devices
                 yi = ci + (ka * a_here + kb * b_here)
                 big = ymax2 if ymax2 >= yi else yi
                 if base > big:
