@@ -1027,14 +1027,14 @@ class _Search:
                 # a triple whose bound without the split already reaches the (heuristics') incumbent holds no better
                 # plan: it is left out before its P's tables are built (and the degree rule below, which builds ring
                 # tables, is asked only when some P of this D is left)
-                kept = [
+                listed = [
                     (p, lb0)
                     for p in range(1, min(tb.L, total // d) + 1)
                     if (lb0 := self.triple_bound(tb, d, p, split=False)) * (1 - PRUNE_REL) < self.out.value
                 ]
-                if not kept or (not late and self.dominated_by_fewer(tb, d)):
+                if not listed or (not late and self.dominated_by_fewer(tb, d)):
                     continue  # none left, or every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
-                for p, lb0 in kept:
+                for p, lb0 in listed:
                     triples.append((lb0 if late else self.triple_bound(tb, d, p, quick=True), mbs, d, p))
         triples.sort()
         if self.budget.expired():  # no time to explore: the least listed bound (each a triple's lower bound)
@@ -1492,28 +1492,7 @@ class _Triple:
         # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
         # lambda-weighted replica times D, plus the best suffix from e
         self.ylb_arr = search.stage_ylb_arr(tb, p)
-        self.two = ncol == 2
-        self.cap0, self.cap1 = (tb.caps[0], tb.caps[1]) if self.two else (0, 0)
-        self.avec = np.arange(self.cap0 + 1)
-        # per set: its column-0 and column-1 members' tps and the counts n of replicas on column 0 it allows
-        self.two_steps: dict[tuple[int, ...], tuple[int, int, np.ndarray]] = {}
-        if self.two:
-            for q in sets:
-                t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
-                t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
-                ns = np.arange(1, d) if (t0 and t1) else np.array([d] if t0 else [0])
-                self.two_steps[q] = (t0, t1, ns)
-        self.two_use_arrays: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
-        self.two_sfx: list[list[np.ndarray | None]] = []
-        self.two_np: list[np.ndarray] = []  # two_sfx[k] as [s0][a] arrays (:meth:`two_tables`)
-        self.last_two_np: list[np.ndarray] = []
-        # per set: (t0, t1, least n, most n) of :meth:`two_use`, for :meth:`scan`
-        self.twoq = np.array(
-            [[t0, t1, int(ns[0]), int(ns[-1])] if len(ns) else [t0, t1, 1, 0] for t0, t1, ns in (self.two_steps[q] for q in sets)]
-            if self.two
-            else np.zeros((0, 4)),
-            dtype=np.int64,
-        )
+        self._init_two_columns(sets, ncol)
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
         self.rmax_l: list[list[float]] = []
         self.rsum_l: list[list[float]] = []
@@ -1538,13 +1517,45 @@ class _Triple:
         self.scan_const: tuple[np.ndarray, ...] | None = None
         self.scan_out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.ends_cache: dict[tuple[int, int], np.ndarray] = {}
-        # the Lagrangian bound on the later stages' sum of y (:meth:`lagrange`): per weight vector kept, G[n][k][s0],
-        # its multiplier, its weight vector's index and budget (None: not used in this triple)
-        self.lag_g: np.ndarray | None = None
         # the floor of max_i y_i in the tree's bound: the device-time bound plus the least send, raised once by
         # :meth:`ymax_floor` in a large two-column tree
         self.floor_y = theta + xmin_all
         self.ystar_todo = self.two and m > 1 and YSTAR_AFTER_NODES is not None
+        self._init_lagrange(lams, ncol)
+
+    def _init_two_columns(self, sets: list[tuple[int, ...]], ncol: int) -> None:
+        """The two-column tables' fixed parts (empty on other column counts): per set its column-0 and column-1 tps and
+        the counts of replicas on column 0 it allows."""
+        tb, d = self.tb, self.d
+        self.two = ncol == 2
+        self.cap0, self.cap1 = (tb.caps[0], tb.caps[1]) if self.two else (0, 0)
+        self.avec = np.arange(self.cap0 + 1)
+        # per set: its column-0 and column-1 members' tps and the counts n of replicas on column 0 it allows
+        self.two_steps: dict[tuple[int, ...], tuple[int, int, np.ndarray]] = {}
+        if self.two:
+            for q in sets:
+                t0 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 0), 0)
+                t1 = next((tb.cfgs[c][1] for c in q if tb.cfgs[c][0] == 1), 0)
+                ns = np.arange(1, d) if (t0 and t1) else np.array([d] if t0 else [0])
+                self.two_steps[q] = (t0, t1, ns)
+        self.two_use_arrays: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
+        self.two_sfx: list[list[np.ndarray | None]] = []
+        self.two_np: list[np.ndarray] = []  # two_sfx[k] as [s0][a] arrays (:meth:`two_tables`)
+        self.last_two_np: list[np.ndarray] = []
+        # per set: (t0, t1, least n, most n) of :meth:`two_use`, for :meth:`scan`
+        self.twoq = np.array(
+            [[t0, t1, int(ns[0]), int(ns[-1])] if len(ns) else [t0, t1, 1, 0] for t0, t1, ns in (self.two_steps[q] for q in sets)]
+            if self.two
+            else np.zeros((0, 4)),
+            dtype=np.int64,
+        )
+
+    def _init_lagrange(self, lams: list[tuple[float, ...]], ncol: int) -> None:
+        """The Lagrangian bound's fixed parts (:meth:`lagrange`): its weights and the (weight vector, factor) pairs."""
+        tb, d = self.tb, self.d
+        # the Lagrangian bound on the later stages' sum of y (:meth:`lagrange`): per weight vector kept, G[n][k][s0],
+        # its multiplier, its weight vector's index and budget (None: not used in this triple)
+        self.lag_g: np.ndarray | None = None
         self.lag_mu = np.zeros(0)
         self.lag_t = np.zeros(0, dtype=np.int64)
         self.lag_capt = np.zeros(0)
@@ -2083,6 +2094,21 @@ class _Triple:
         y_prev = c_prev + x
         return np.where(ymax >= y_prev, ymax, y_prev), ysum + y_prev, b_here
 
+    def raise_floors(self) -> None:
+        """Once the tree is past ``YSTAR_AFTER_NODES`` nodes: T_sync's floor under the devices
+        (:meth:`allreduce_floor`) and max y's (:meth:`ymax_floor`), each raised once, and the cap levels placed between
+        the latter and the cap (below it no plan fits)."""
+        if self.ar_todo:
+            self.ar_todo = False
+            self.ar_floor = max(self.ar_floor, self.allreduce_floor())
+        if self.ystar_todo:
+            self.ystar_todo = False
+            floor = self.ymax_floor()
+            if floor > self.floor_y:
+                self.floor_y = floor
+                if not self.level_cache:
+                    self.level_caps = [floor + (self.y_cap_masks - floor) * f for f in YSTAR_LEVELS]
+
     def rec(
         self,
         i: int,
@@ -2113,16 +2139,8 @@ class _Triple:
         ymax2_l, ysum2_l, bhere_l = (x.tolist() for x in prev)
         # per set (by index): the decided stages' weighted devices with this stage's D replicas on the set
         used_l = (self.usage_arr + np.array(used)).tolist()  # [set][t] (the same sums as one by one)
-        if self.ar_todo and srch.out.nodes - self.nodes0 > cast(int, YSTAR_AFTER_NODES):
-            self.ar_todo = False
-            self.ar_floor = max(self.ar_floor, self.allreduce_floor())
-        if self.ystar_todo and srch.out.nodes - self.nodes0 > cast(int, YSTAR_AFTER_NODES):
-            self.ystar_todo = False
-            floor = self.ymax_floor()
-            if floor > self.floor_y:
-                self.floor_y = floor
-                if not self.level_cache:  # the levels between the floor and the cap (below it no plan fits)
-                    self.level_caps = [floor + (self.y_cap_masks - floor) * f for f in YSTAR_LEVELS]
+        if (self.ar_todo or self.ystar_todo) and srch.out.nodes - self.nodes0 > cast(int, YSTAR_AFTER_NODES):
+            self.raise_floors()
         floor_y, ar_floor = self.floor_y, self.ar_floor
         use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
         ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
