@@ -8,7 +8,7 @@ and ``t > 1``) or data and tensor parallelism together (``d > 1`` and ``t > 1``)
 project's test GPT, imported for training with ``--granularity layer``) is planned with ``solve --problem joint
 --objective run`` (calibrated once with ``--time-layers`` on this machine, reused with ``--layer-times``) for every
 forced shape ``S x d x t`` of up to ``--devices`` ranks that mixes two kinds of parallelism or fills the ranks, at
-N = 2 and 4 micro-batches, and again with the memory 8% under that plan's largest stage (so that the planner recomputes
+N = 2, 4 and 8 micro-batches, and again with the memory 8% under that plan's largest stage (so that the planner recomputes
 what it must); each plan is run by ``milp-partition run --oversubscribe`` (four ranks on two cores: the steps' times
 are not judged here, only memory and losses). Per plan and rank: the plan's stage memory over what the rank held
 (run.json's ``memory``: its tensors, weights, gradients, optimizer state and peak saved activations), and the largest
@@ -60,7 +60,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--devices", type=int, default=4, help="ranks per plan at most (default 4)")
     ap.add_argument("--global-batch", type=int, default=8, help="sequences per step (default 8)")
-    ap.add_argument("--microbatches", type=int, nargs="+", default=[2, 4], help="micro-batch counts N (default 2 4)")
+    ap.add_argument("--microbatches", type=int, nargs="+", default=[2, 4, 8], help="micro-batch counts N (default 2 4 8)")
     ap.add_argument("--steps", type=int, default=3, help="steps a run (default 3)")
     ap.add_argument("--work", default="scratch/memory_ranks", help="plans and run.json files (default scratch/memory_ranks)")
     ap.add_argument("--results", default="results", help="where memory_ranks.{md,csv} go (default results)")
