@@ -72,7 +72,7 @@ def main() -> int:
     graph, free = work / "gpt.json", work / "gpt_free.json"
     if args.fresh or not graph.exists():
         sh([*CLI, "import", "torch", MODEL, "--input", f"{G}x32:int64", "--training", "--granularity", "layer", "-o", str(graph)]).check_returncode()  # fmt: skip
-    solve = [*CLI, "solve", str(graph), "--problem", "joint", "--objective", "run", "--memory", "8GiB", "--quiet"]
+    solve = [*CLI, "solve", str(graph), "--problem", "joint", "--objective", "run", "--memory", "8GiB"]
     solve += ["--devices", str(args.devices), "--global-batch", str(G)]
     if args.fresh or not free.exists():
         got = sh([*solve, "--time-layers", "-o", str(free)])
@@ -109,8 +109,9 @@ def one_plan(
         got = sh([*solve, *forced, *limit, "--layer-times", str(free), "-o", str(plan)])
         if got.returncode != 0:
             plan.unlink(missing_ok=True)
-            reason = (got.stderr.strip().splitlines() or ["solve exited non-zero"])[-1]
-            return {**row, "verdict": f"no plan: {reason[:200]}"}
+            said = [x for x in got.stdout.splitlines() if x.startswith("objective")] or got.stderr.strip().splitlines()
+            reason = (said or ["solve exited non-zero"])[-1].removeprefix("objective").strip()
+            return {**row, "verdict": f"no plan: {reason[:240]}"}
     data = json.loads(plan.read_text())
     row["recomputed_layers"] = sum(1 for st in data["stages"] for c in st["configs"].values() if str(c) != "vanilla")
     if args.fresh or not run.exists():
