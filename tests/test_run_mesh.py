@@ -155,21 +155,27 @@ def test_a_plan_with_different_degrees_per_stage_matches_one_process(tmp_path: P
     assert any("different degrees" in n for n in run["notes"])
 
 
-def test_data_and_tensor_parallel_together_match_one_process(tmp_path: Path) -> None:
-    # a 2-D (dp, tp) mesh: DDP takes no DTensor parameters, so the run all-reduces the gradients over dp itself
-    pytest.importorskip("torch")
+def _one_stage_mlp_plan(tmp_path: Path, devices: int, microbatches: int, d: int, t: int) -> Path:
+    """The test MLP imported for training and planned by the joint problem as one stage of degrees ``(d, t)``."""
     from milp_partition.cli.dispatch import main
-    from milp_partition.run.launch import run_plan
-    from milp_partition.run.spec import read_run_spec
 
     graph = tmp_path / "m.json"
     args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training"]
     assert main([*args, "--granularity", "layer", "--output", str(graph)]) == 0
     plan = tmp_path / "plan.json"
-    solve = ["solve", str(graph), "--problem", "joint", "--devices", "4", "--memory", "1GiB", "--microbatches", "4"]
-    shape = ["--stages", "1", "--data-parallel", "2", "--tensor-parallel", "2"]
+    solve = ["solve", str(graph), "--problem", "joint", "--devices", str(devices), "--memory", "1GiB"]
+    shape = ["--microbatches", str(microbatches), "--stages", "1", "--data-parallel", str(d), "--tensor-parallel", str(t)]
     assert main([*solve, *shape, "--quiet", "-o", str(plan)]) == 0
-    spec = read_run_spec(plan)
+    return plan
+
+
+def test_data_and_tensor_parallel_together_match_one_process(tmp_path: Path) -> None:
+    # a 2-D (dp, tp) mesh: DDP takes no DTensor parameters, so the run all-reduces the gradients over dp itself
+    pytest.importorskip("torch")
+    from milp_partition.run.launch import run_plan
+    from milp_partition.run.spec import read_run_spec
+
+    spec = read_run_spec(_one_stage_mlp_plan(tmp_path, 4, 4, 2, 2))
     assert spec.uniform and spec.shape == (1, 2, 2)
     run = run_plan(spec, 2)
     assert run["ranks"] == 4 and run["loss_max_rel_diff"] <= 1e-6
@@ -181,17 +187,10 @@ def test_recomputed_layers_are_split_as_planned_and_match_one_process(tmp_path: 
     would hide a recomputed Linear from ColwiseParallel, and move a recomputed block's inner paths), so every planned
     split is applied and the losses are one process's."""
     pytest.importorskip("torch")
-    from milp_partition.cli.dispatch import main
     from milp_partition.run.launch import run_plan
     from milp_partition.run.spec import read_run_spec
 
-    graph = tmp_path / "m.json"
-    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training"]
-    assert main([*args, "--granularity", "layer", "--output", str(graph)]) == 0
-    plan = tmp_path / "plan.json"
-    solve = ["solve", str(graph), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--microbatches", "2"]
-    shape = ["--stages", "1", "--data-parallel", "1", "--tensor-parallel", "2"]
-    assert main([*solve, *shape, "--quiet", "-o", str(plan)]) == 0
+    plan = _one_stage_mlp_plan(tmp_path, 2, 2, 1, 2)
     data = json.loads(plan.read_text())
     data["stages"][0]["configs"] = {v: "activation recomp" for v in data["stages"][0]["nodes"]}
     plan.write_text(json.dumps(data))
