@@ -48,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.io.atomic import write_atomic
+from milp_partition.joint.run_dp import ddp_pipeline_runs
 from milp_partition.run.engine import set_parent_death_signal
 from milp_partition.run.inrun import time_layers_in_step
 from milp_partition.run.launch import run_ranks
@@ -343,7 +344,7 @@ def calibrate_empty_steps(
     for p, d, m, t in sorted({(*x[:3], x[3] if len(x) > 3 else 1) for x in shapes}):
         if p < 1 or d < 1 or t < 1 or m < p:
             raise ValueError(f"no 1F1B step for {p} stages x d = {d} x t = {t} with {m} micro-batches per replica")
-        if m == p >= 2 and d >= 2 and t == 1:  # torch's DDP inside Schedule1F1B asserts there (joint.run_dp)
+        if not ddp_pipeline_runs(p, d, m, t):  # torch's DDP inside Schedule1F1B asserts there
             raise ValueError(f"DDP in 1F1B does not run {p} stages x d = {d} with {m} micro-batches per replica")
         by_world.setdefault(p * d * t, []).append((p, d, m, t))
     steps: list[tuple[int, int, int, float]] = []

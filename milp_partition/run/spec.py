@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from milp_partition.errors import InputError
+from milp_partition.joint.run_dp import ddp_pipeline_runs
 
 #: The configuration id of a recomputed layer (:mod:`milp_partition.joint.layers`).
 RECOMPUTE_PREFIX = "activation recomp"
@@ -246,7 +247,7 @@ def _check_shape(stages: list[RunStage], n: int, source: str) -> None:
                 source=source,
                 where="instance.microbatches",
             )
-        if n // d == s >= 2 and d >= 2 and stages[0].tensor_parallel == 1:
+        if not ddp_pipeline_runs(s, d, n // d, stages[0].tensor_parallel):
             raise InputError(
                 f"{n} micro-batches on data-parallel degree {d} are {s} per replica on {s} stages: torch's DDP inside its "
                 f"1F1B schedule fails when each replica has exactly one micro-batch per stage (its reducer asserts in "
