@@ -16,6 +16,20 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The buffers of objs[0..n-1], C-contiguous, those from first_writable on writable; returns how many were taken (n on
+   success; fewer: a Python error is set; the caller releases the ones taken with release_buffers). */
+static int take_buffers(PyObject **objs, Py_buffer *v, int n, int first_writable) {
+    int got = 0;
+    for (; got < n; got++)
+        if (PyObject_GetBuffer(objs[got], &v[got], got >= first_writable ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
+            break;
+    return got;
+}
+
+static void release_buffers(Py_buffer *v, int got) {
+    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+}
+
 /* out[e][a] (rows x width) = min over n of nxt[e][a - n t0] + (d - n) t1; 0 on success, -1 out of memory */
 static int step_core(const double *nxt, double *out, Py_ssize_t rows, Py_ssize_t width, Py_ssize_t d, int t0, int t1) {
     Py_ssize_t n_all = rows * width;
@@ -102,10 +116,7 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_buffer v[4];
-    int got = 0;
-    for (; got < 4; got++)
-        if (PyObject_GetBuffer(objs[got], &v[got], got == 3 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
-            break;
+    int got = take_buffers(objs, v, 4, 3);
     int rc = 0;
     double *conv[25] = {NULL};
     if (got < 4) {
@@ -145,7 +156,7 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
         }
     }
     for (int i = 0; i < 25; i++) free(conv[i]);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    release_buffers(v, got);
     if (rc) return NULL;
     Py_RETURN_NONE;
 }
@@ -163,10 +174,7 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_buffer v[3];
-    int got = 0;
-    for (; got < 3; got++)
-        if (PyObject_GetBuffer(objs[got], &v[got], got == 2 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
-            break;
+    int got = take_buffers(objs, v, 3, 2);
     int rc = 0;
     double *cost = NULL;
     Py_ssize_t *fin = NULL;
@@ -217,7 +225,7 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
     }
     free(cost);
     free(fin);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    release_buffers(v, got);
     if (rc) return NULL;
     Py_RETURN_NONE;
 }
@@ -237,10 +245,7 @@ static PyObject *lagrange_suffix(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_buffer v[3];
-    int got = 0;
-    for (; got < 3; got++)
-        if (PyObject_GetBuffer(objs[got], &v[got], got == 2 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
-            break;
+    int got = take_buffers(objs, v, 3, 2);
     int rc = 0;
     double *cmin = NULL;
     if (got < 3) {
@@ -289,7 +294,7 @@ static PyObject *lagrange_suffix(PyObject *self, PyObject *args) {
         }
     }
     free(cmin);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    release_buffers(v, got);
     if (rc) return NULL;
     Py_RETURN_NONE;
 }
@@ -403,10 +408,7 @@ static PyObject *split_dp(PyObject *self, PyObject *args) {
         return NULL;
     }
     Py_buffer v[4];
-    int got = 0;
-    for (; got < 4; got++)
-        if (PyObject_GetBuffer(objs[got], &v[got], got >= 2 ? PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS : PyBUF_C_CONTIGUOUS) < 0)
-            break;
+    int got = take_buffers(objs, v, 4, 2);
     int rc = 0;
     double *g[4] = {NULL, NULL, NULL, NULL};
     Py_ssize_t B = budget + 1, L = L1 - 1;
@@ -465,7 +467,7 @@ static PyObject *split_dp(PyObject *self, PyObject *args) {
         memcpy(v[3].buf, gsum, sizeof(double) * (size_t)B);
     }
     for (int i = 0; i < 4; i++) free(g[i]);
-    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    release_buffers(v, got);
     if (rc) return NULL;
     Py_RETURN_NONE;
 }
@@ -623,7 +625,7 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
         }
         free(y), free(dq);
     }
-    for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
+    release_buffers(v, got);
     if (rc) return NULL;
     Py_RETURN_NONE;
 }
