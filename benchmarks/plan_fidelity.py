@@ -1,7 +1,7 @@
 """Plan fidelity: the run objective's planned step against the measured step, one point per plan: results/plan_fidelity.md.
 
     python benchmarks/plan_fidelity.py [--devices 2] [--global-batch 8] [--microbatches 1 2 4 8] [--steps 12]
-                                       [--launches 3] [--tensor-parallel 1 2] [--models mlp gpt conv] [--quick] [--fresh]
+                                       [--seconds 3] [--warmup-seconds 1.5] [--calibration-seconds 6] [--launches 3] [--tensor-parallel 1 2] [--models mlp gpt conv] [--quick] [--fresh]
                                        [--cached-only] [--results results]
 
 For three models of different kinds used while tuning the cost model (an MLP, a GPT and a convolutional net, from
@@ -21,6 +21,11 @@ global batch) against the measured step (the median after warm-up, slowest rank)
 memory against the tensors it held (run.json's ``memory``). Per model, the issue's statistics: every plan's
 |error| and their median, the free optimum's measured step over the fastest measured plan, and planned over held
 memory (min and max over ranks). The machine's load average is recorded with every run.
+
+This machine's speed on the same work moves by up to 2x in spells of 1-3 s (results/cpu_regimes.md), so both sides
+are timed over seconds: each timing of the calibration lasts at least ``--calibration-seconds`` (its shapes' empty
+steps, its sizes' layers in turn, step by step), and each launch takes at least ``--seconds`` of timed steps after
+``--warmup-seconds`` of warm-up (``run --seconds``, judged by the planned step; at least ``--steps``).
 
 Each plan is launched ``--launches`` times (separate ``milp-partition run`` commands, :data:`LAUNCHES` by default): its
 measured step is the median over launches of each launch's median step, shown beside each launch's, their spread
@@ -82,6 +87,16 @@ LAUNCHES = 3
 #: times by 20-390%, its E by 29-114% and DDP's in-step cost by 240-300%, and the free optimum's planned step 2.6 to
 #: 5.9 ms: one calibration is one moment of the machine, as one launch is.
 CALIBRATION_LAUNCHES = 3
+#: Seconds each timing of a calibration lasts at least (``--calibration-seconds``, the free solve's): its shapes' empty
+#: steps, and its sizes' layers, in turn step by step. This machine's speed on the same work moves by up to 2x in spells
+#: of 1-3 s (results/cpu_regimes.md); timed back to back, each size's layers (each shape's E) took the speed of their
+#: own fraction of a second, and the planner compared sizes timed at different speeds.
+CALIBRATION_SECONDS = 6.0
+#: Seconds of timed steps a launch takes at least, and of warm-up steps before them (``run --seconds``,
+#: ``--warmup-seconds``, judged by the planned step): 12 steps of a held-back model took well under a second, one
+#: spell's speed; a fresh process's first second was often at the slow one (results/cpu_regimes.md).
+RUN_SECONDS = 3.0
+WARMUP_SECONDS = 1.5
 
 
 def sh(args: list[str], check: bool = True) -> int:
@@ -144,9 +159,9 @@ def launch_files(plan: Path, k: int) -> tuple[Path, Path]:
     return plan.with_name(f"{plan.stem}_run{tag}.json"), plan.with_name(f"{plan.stem}_load{tag}.json")
 
 
-def run_one(plan: Path, steps: int, fresh: bool, launches: int = 1) -> list[tuple[dict[str, Any], float, str]] | None:
+def run_one(plan: Path, run_args: list[str], fresh: bool, launches: int = 1) -> list[tuple[dict[str, Any], float, str]] | None:
     """Per launch of ``plan`` (``launches`` of them, each a separate ``milp-partition run``): its run.json, the
-    1-minute load as it started and the commit it ran at. A launch already in the work folder is not run again unless
+    1-minute load as it started and the commit it ran at (``run_args``: ``run``'s flags of the steps to take). A launch already in the work folder is not run again unless
     ``fresh``; under ``--cached-only`` none is run, and the launches there are returned (``None`` when there is none)."""
     out = []
     for k in range(1, launches + 1):
@@ -155,7 +170,7 @@ def run_one(plan: Path, steps: int, fresh: bool, launches: int = 1) -> list[tupl
             if CACHED_ONLY:
                 continue
             load = os.getloadavg()[0]
-            sh([*CLI, "run", str(plan), "--steps", str(steps), "-o", str(run)])
+            sh([*CLI, "run", str(plan), *run_args, "-o", str(run)])
             meta.write_text(json.dumps({"load_1min": load, "commit": commit()}))
         info = json.loads(meta.read_text())
         out.append((json.loads(run.read_text()), float(info["load_1min"]), str(info.get("commit", "not recorded"))))
@@ -232,6 +247,9 @@ def row_of(model: str, plan: Path, free: bool, launches: list[tuple[dict[str, An
         "launches": agg["launches"],
         # how many calibrations the planner read the median of (1: written before --calibration-launches)
         "calibration_launches": ((data.get("cost_model") or {}).get("layer_times") or {}).get("calibration_launches") or 1,
+        # the seconds each timing of the calibration lasted at least (0: back to back, before --calibration-seconds)
+        "calibration_seconds": ((data.get("cost_model") or {}).get("layer_times") or {}).get("calibration_seconds") or 0.0,
+        "warmup_steps": r.get("warmup_steps", 1),
         "launch_spread": agg["across_launches"],
         "launch_steps_s": " ".join(f"{x:.4g}" for x in agg["launch_steps_s"]),
         "launch_loads": " ".join(f"{x:.1f}" for x in agg["launch_loads"]),
@@ -326,9 +344,16 @@ def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) 
     if not free.exists():
         if CACHED_ONLY:
             return []
-        sh([*solve, "--time-layers", "--calibration-launches", str(args.calibration_launches), "-o", str(free)])
+        timing = [
+            "--calibration-launches",
+            str(args.calibration_launches),
+            "--calibration-seconds",
+            str(args.calibration_seconds),
+        ]
+        sh([*solve, "--time-layers", *timing, "-o", str(free)])
     rows: list[dict[str, Any]] = []
     seen: dict[str, dict[str, Any]] = {}
+    run_args = ["--steps", str(args.steps), "--seconds", str(args.seconds), "--warmup-seconds", str(args.warmup_seconds)]
     for s, d, t, n in shapes(args.devices, args.microbatches, G, tuple(args.tensor_parallel)):
         plan = work / f"{stem}_G{G}_{s}x{d}{f'x{t}' if t > 1 else ''}_N{n}.json"
         none = plan.with_suffix(".none")
@@ -341,7 +366,7 @@ def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) 
                 plan.unlink(missing_ok=True)
                 none.write_text("no plan: solve exited non-zero\n")
                 continue
-        got = run_one(plan, args.steps, args.fresh, args.launches)
+        got = run_one(plan, run_args, args.fresh, args.launches)
         if got is None:
             continue
         row = row_of(name, plan, False, got)
@@ -350,7 +375,7 @@ def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) 
     key = plan_key(free)
     if key in seen:
         seen[key]["free_optimum"] = True
-    elif (got := run_one(free, args.steps, args.fresh, args.launches)) is not None:
+    elif (got := run_one(free, run_args, args.fresh, args.launches)) is not None:
         rows.append(row_of(name, free, True, got))
     return rows
 
@@ -500,11 +525,27 @@ def launch_counts(rows: list[dict[str, Any]]) -> str:
 def calibrations(rows: list[dict[str, Any]]) -> str:
     """How many calibrations each model's planner read the median of (its free solve's ``--calibration-launches``;
     1 for a result written before they were repeated)."""
-    got = {r["model"]: r.get("calibration_launches", 1) for r in rows}
-    counts = sorted(set(got.values()))
-    if len(counts) == 1:
-        return f"{counts[0]} time(s), the median of each number, each calibration:"
-    return "; ".join(f"{m}: {k}" for m, k in got.items()) + " time(s), the median of each number, each calibration:"
+    got = {r["model"]: (r.get("calibration_launches", 1), float(r.get("calibration_seconds") or 0.0)) for r in rows}
+
+    def said(k: int, seconds: float) -> str:
+        spread = f"each timing over at least {seconds:g} s, its shapes or sizes in turn" if seconds > 0 else "back to back"
+        return f"{k} time(s) ({spread})"
+
+    kinds = sorted(set(got.values()))
+    if len(kinds) == 1:
+        return f"{said(*kinds[0])}, the median of each number, each calibration:"
+    return "; ".join(f"{m}: {said(*x)}" for m, x in got.items()) + ", the median of each number, each calibration:"
+
+
+def steps_said(rows: list[dict[str, Any]]) -> str:
+    """Each model's timed steps a launch and warm-up steps before them, least and most over its plans."""
+    parts = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        mine = [r for r in rows if r["model"] == model]
+        timed = sorted(int(r["timed_steps"]) for r in mine)
+        warm = sorted(int(r.get("warmup_steps", 1)) for r in mine)
+        parts.append(f"{model} {timed[0]}-{timed[-1]} after {warm[0]}-{warm[-1]}")
+    return "; ".join(parts)
 
 
 def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tuple[float, ...], missing: list[str]) -> None:
@@ -530,7 +571,10 @@ def write(rows: list[dict[str, Any]], args: argparse.Namespace, load_start: tupl
         "optimum; every plan from `solve --problem joint --objective run` (calibrated per model by `--time-layers` "
         f"in the free solve, {calibrations(rows)} the layers at every micro-batch size, alone and with each rank count's ranks in step (each "
         "pass's slowest rank), what DDP's all-reduce adds to a pass in step (rho), the empty step E of every candidate shape, gloo's fits; reused with `--layer-times`), "
-        f"{args.steps} steps a run (the first is warm-up; the median of the rest, the slowest rank; the spread: their "
+        f"steps a run: at least {args.steps}, with `run --seconds {args.seconds:g} --warmup-seconds "
+        f"{args.warmup_seconds:g}` at least that many seconds of timed steps after that many of warm-up, judged by the "
+        f"planned step (timed steps after warm-up steps, least-most over each model's plans: {steps_said(rows)}; "
+        "the median of the timed ones, the slowest rank; the spread: their "
         f"interquartile range over that median), each plan launched {launch_counts(rows)} time(s) (separate `milp-partition "
         "run`s; the measured step is the median over launches of each launch's median, the spread across launches "
         "(largest - least) / that median; the run-queue wait / step: per launch, the most any rank's main thread spent "
@@ -615,6 +659,25 @@ def main() -> int:
         help=f"calibrations of each model (default {CALIBRATION_LAUNCHES}): the planner reads the median of each "
         "number (solve --time-layers --calibration-launches); a model already calibrated is not calibrated again "
         "(--fresh does)",
+    )
+    ap.add_argument(
+        "--calibration-seconds",
+        type=float,
+        default=CALIBRATION_SECONDS,
+        help=f"seconds each timing of a calibration lasts at least, its shapes or sizes in turn (default "
+        f"{CALIBRATION_SECONDS:g}; solve --calibration-seconds)",
+    )
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=RUN_SECONDS,
+        help=f"timed seconds a launch at least (default {RUN_SECONDS:g}; run --seconds)",
+    )
+    ap.add_argument(
+        "--warmup-seconds",
+        type=float,
+        default=WARMUP_SECONDS,
+        help=f"warm-up seconds before them (default {WARMUP_SECONDS:g}; run --warmup-seconds)",
     )
     ap.add_argument(
         "--launches",

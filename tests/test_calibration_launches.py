@@ -72,7 +72,7 @@ def test_the_planner_reads_the_median_of_the_calibrations(graph: Path, tmp_path:
 
     nodes = list(read_layers(json.loads(graph.read_text()), str(graph)).layers)
     scales = iter([1.0, 3.0, 2.0, 1.0, 3.0, 2.0])  # the layer timings' three calls, then the empty steps' three
-    calls = {"layers": 0, "empty": 0}
+    calls: dict[str, Any] = {"layers": 0, "empty": 0, "seconds": []}
 
     def fake_layers(data: Any, source: str, sizes: list[int], threads: int = 1) -> SizeTimings:
         calls["layers"] += 1
@@ -80,8 +80,11 @@ def test_the_planner_reads_the_median_of_the_calibrations(graph: Path, tmp_path:
         times = {b: {v: (1e-4 * f * b, 2e-4 * f * b) for v in nodes} for b in sizes}
         return SizeTimings(times, 1e-5 * f, {b: {v: 64.0 for v in nodes} for b in sizes})
 
-    def fake_empty(shapes: list[tuple[int, int, int, int]], threads: int = 1, model: Any = None) -> EmptySteps:
+    def fake_empty(
+        shapes: list[tuple[int, int, int, int]], threads: int = 1, model: Any = None, calibration_seconds: float = 0.0
+    ) -> EmptySteps:
         calls["empty"] += 1
+        calls["seconds"].append(calibration_seconds)
         f = next(scales)
         links = {"p2p_alpha_s": 1e-5 * f, "p2p_beta_s_per_byte": 1e-9 * f, "allreduce_alpha_s": 2e-5 * f,
                  "allreduce_beta_s_per_byte": 2e-9 * f}  # fmt: skip
@@ -93,10 +96,12 @@ def test_the_planner_reads_the_median_of_the_calibrations(graph: Path, tmp_path:
     common = ["solve", str(graph), "--problem", "joint", "--objective", "run", "--devices", "2", "--memory", "1GiB"]
     common += ["--global-batch", "4", "--tp-degrees", "1"]
     out = tmp_path / "plan.json"
-    assert main([*common, "--time-layers", "--calibration-launches", "3", "-o", str(out)]) == 0
-    assert calls == {"layers": 3, "empty": 3}
+    timing = ["--time-layers", "--calibration-launches", "3", "--calibration-seconds", "2.5"]
+    assert main([*common, *timing, "-o", str(out)]) == 0
+    assert calls == {"layers": 3, "empty": 3, "seconds": [2.5, 2.5, 2.5]}  # each calibration spread over 2.5 s
     timed = json.loads(out.read_text())["cost_model"]["layer_times"]
     assert timed["calibration_launches"] == 3
+    assert timed["calibration_seconds"] == 2.5
     # every number the median of 1x, 3x and 2x: the 2x calibration's
     assert timed["sizes"]["2"][nodes[0]] == pytest.approx([2e-4 * 2, 4e-4 * 2])
     assert timed["optimizer_s_per_param_tensor"] == pytest.approx(2e-5)
@@ -107,6 +112,7 @@ def test_the_planner_reads_the_median_of_the_calibrations(graph: Path, tmp_path:
     assert main([*common, "--layer-times", str(out), "-o", str(again)]) == 0
     assert json.loads(again.read_text())["objective"] == pytest.approx(json.loads(out.read_text())["objective"], rel=1e-12)
     assert json.loads(again.read_text())["cost_model"]["layer_times"]["calibration_launches"] == 3
+    assert json.loads(again.read_text())["cost_model"]["layer_times"]["calibration_seconds"] == 2.5
 
 
 def test_calibration_launches_without_time_layers_is_refused(graph: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -119,3 +125,5 @@ def test_calibration_launches_without_time_layers_is_refused(graph: Path, capsys
     piper = ["solve", str(graph), "--problem", "joint", "--devices", "2", "--memory", "1GiB", "--calibration-launches", "2"]
     assert main(piper) == 2  # Piper's objective calibrates nothing
     assert "--objective run" in capsys.readouterr().err
+    assert main([*common, "--calibration-seconds", "3", "--coefficients", str(graph)]) == 2  # nothing timed now
+    assert "--calibration-seconds" in capsys.readouterr().err

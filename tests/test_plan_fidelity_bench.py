@@ -183,28 +183,30 @@ def test_a_plan_asked_for_more_launches_runs_only_the_missing_ones(
     plan = tmp_path / "m_G8_1x1_N1.json"
     plan.write_text("{}")
     ran: list[str] = []
+    flags = ["--steps", "12", "--seconds", "3"]
 
     def fake_sh(args: list[str], check: bool = True) -> int:
         out = Path(args[args.index("-o") + 1])
+        assert args[args.index("run") + 2 : args.index("-o")] == flags  # the run's flags of its steps, as given
         ran.append(out.name)
         out.write_text(json.dumps({"measured_step_s": 0.01 * len(ran)}))
         return 0
 
     monkeypatch.setattr(pf, "sh", fake_sh)
     monkeypatch.setattr(pf, "commit", lambda: "abc")
-    got = pf.run_one(plan, 12, fresh=False, launches=1)
+    got = pf.run_one(plan, flags, fresh=False, launches=1)
     assert ran == ["m_G8_1x1_N1_run.json"] and len(got) == 1  # the first launch keeps the name one launch always had
-    got = pf.run_one(plan, 12, fresh=False, launches=3)
+    got = pf.run_one(plan, flags, fresh=False, launches=3)
     assert ran == ["m_G8_1x1_N1_run.json", "m_G8_1x1_N1_run2.json", "m_G8_1x1_N1_run3.json"]
     assert [r["measured_step_s"] for r, _, _ in got] == pytest.approx([0.01, 0.02, 0.03])
     assert all(at == "abc" for _, _, at in got)
-    pf.run_one(plan, 12, fresh=False, launches=3)
+    pf.run_one(plan, flags, fresh=False, launches=3)
     assert len(ran) == 3  # all there: nothing run
-    pf.run_one(plan, 12, fresh=True, launches=2)
+    pf.run_one(plan, flags, fresh=True, launches=2)
     assert len(ran) == 5  # --fresh: every launch asked for runs again
     monkeypatch.setattr(pf, "CACHED_ONLY", True)
-    assert len(pf.run_one(plan, 12, fresh=False, launches=5)) == 3  # --cached-only: the launches there, none run
-    assert pf.run_one(tmp_path / "other.json", 12, fresh=False, launches=2) is None
+    assert len(pf.run_one(plan, flags, fresh=False, launches=5)) == 3  # --cached-only: the launches there, none run
+    assert pf.run_one(tmp_path / "other.json", flags, fresh=False, launches=2) is None
 
 
 def test_plans_whose_launches_disagree_are_counted_and_marked(pf: Any) -> None:
@@ -222,4 +224,6 @@ def test_the_header_says_how_many_launches_and_calibrations(pf: Any) -> None:
     rows = [{"model": "A", "launches": 3, "calibration_launches": 3}, {"model": "B", "launches": 1}]
     assert pf.launch_counts(rows) == "1 to 3" and pf.launch_counts(rows[:1]) == "3"
     assert pf.calibrations(rows[:1]).startswith("3 time(s)")
-    assert pf.calibrations(rows).startswith("A: 3; B: 1")  # a result written before calibrations were repeated: 1
+    assert pf.calibrations(rows).startswith("A: 3 time(s) (back to back); B: 1 time(s)")  # written before they were repeated: 1
+    spread = [{"model": "A", "calibration_launches": 3, "calibration_seconds": 6.0}]
+    assert pf.calibrations(spread).startswith("3 time(s) (each timing over at least 6 s, its shapes or sizes in turn)")

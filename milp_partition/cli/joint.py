@@ -190,7 +190,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
         raise InputError("applies only with --kinds", where="--kind-profile")
     if objective == "run":
         return cmd_solve_run(args)
-    for flag in ("global_batch", "coefficients", "time_layers", "calibration_launches", "layer_times", "empty_steps"):
+    for flag in (
+        "global_batch", "coefficients", "time_layers", "calibration_launches", "calibration_seconds", "layer_times", "empty_steps",
+    ):  # fmt: skip
         if getattr(args, flag, None) not in (None, False):
             instead = "; Piper's objective takes it as --microbatches" if flag == "global_batch" else ""
             raise InputError(f"applies only with --objective run{instead}", where=flag_name(flag))

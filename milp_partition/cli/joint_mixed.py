@@ -45,6 +45,7 @@ REFUSED = (
     ("coefficients", "only with --objective run, which --kinds does not take"),
     ("time_layers", "only with --objective run, which --kinds does not take"),
     ("calibration_launches", "only with --objective run, which --kinds does not take"),
+    ("calibration_seconds", "only with --objective run, which --kinds does not take"),
     ("layer_times", "only with --objective run, which --kinds does not take"),
     ("empty_steps", "only with --objective run, which --kinds does not take"),
 )

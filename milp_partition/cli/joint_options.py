@@ -43,6 +43,7 @@ OPTIONS = frozenset(
         "coefficients",
         "time_layers",
         "calibration_launches",
+        "calibration_seconds",
         "layer_times",
         "empty_steps",
         "kinds",
@@ -97,43 +98,7 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
         help="joint, --kinds: a measured profile JSON for a kind (default: the kind's datasheet); repeat per kind",
     )
     if command == "solve":
-        g.add_argument(
-            "--coefficients",
-            help="joint, --objective run: a JSON of torch's per-operator costs (forward_overhead_s, backward_overhead_s, "
-            "matmul_flops_per_s, memory_s_per_byte; default: measured on this machine when solving); --global-batch "
-            "(shared with galvatron) gives the samples per step (default 64), --microbatches N with --data-parallel D "
-            "forces N = d m micro-batches",
-        )
-        g.add_argument(
-            "--time-layers",
-            action="store_true",
-            help="joint, --objective run: time the model's own layers on this CPU at every candidate micro-batch size "
-            "(forward, backward and the optimizer step; the model from the import's reference) instead of pricing "
-            "operators with --coefficients; and, on CPU ranks with gloo, the runtime's empty step E of every candidate "
-            "shape (run's own measure: Schedule1F1B and DDP on a tiny module) and gloo's message and all-reduce fits, "
-            "all recorded in the result for --layer-times",
-        )
-        g.add_argument(
-            "--calibration-launches",
-            type=flags.ranged_int(1, 50),
-            metavar="K",
-            help="joint, --objective run, with --time-layers: calibrate K times and plan with the median of each "
-            "measured number over the K (default 1; on a machine with other work one calibration's layer times, E and "
-            "fits moved by 20%% to 4x between calibrations run back to back)",
-        )
-        g.add_argument(
-            "--layer-times",
-            help="joint, --objective run: reuse the layer times a solve with --time-layers wrote (its result JSON), so "
-            "that forced and free plans are priced from one measurement",
-        )
-        g.add_argument(
-            "--empty-steps",
-            nargs="+",
-            metavar="RUN_JSON",
-            help="joint, --objective run: the runtime's own step E per shape from these run.json files (each run "
-            "measures its shape's schedule with nothing to compute, prediction.costs.empty_step_s); they replace "
-            "the calibrated E (--time-layers, --layer-times) of their shapes; a shape with no E is priced with E = 0",
-        )
+        _run_objective_options(g)
         g.add_argument(
             "--method",
             choices=["dp", "milp"],
@@ -147,3 +112,53 @@ def register_options(parser: argparse.ArgumentParser, command: str = "solve") ->
             help="joint: the best plan a training engine can run (every stage the same data- and tensor-parallel "
             "degrees; every transformer block recomputed or none), proven over that space; then --export it",
         )
+
+
+def _run_objective_options(g: argparse._ArgumentGroup) -> None:
+    """``solve``'s options of the run objective's coefficients: where they come from and how they are measured."""
+    g.add_argument(
+        "--coefficients",
+        help="joint, --objective run: a JSON of torch's per-operator costs (forward_overhead_s, backward_overhead_s, "
+        "matmul_flops_per_s, memory_s_per_byte; default: measured on this machine when solving); --global-batch "
+        "(shared with galvatron) gives the samples per step (default 64), --microbatches N with --data-parallel D "
+        "forces N = d m micro-batches",
+    )
+    g.add_argument(
+        "--time-layers",
+        action="store_true",
+        help="joint, --objective run: time the model's own layers on this CPU at every candidate micro-batch size "
+        "(forward, backward and the optimizer step; the model from the import's reference) instead of pricing "
+        "operators with --coefficients; and, on CPU ranks with gloo, the runtime's empty step E of every candidate "
+        "shape (run's own measure: Schedule1F1B and DDP on a tiny module) and gloo's message and all-reduce fits, "
+        "all recorded in the result for --layer-times",
+    )
+    g.add_argument(
+        "--calibration-launches",
+        type=flags.ranged_int(1, 50),
+        metavar="K",
+        help="joint, --objective run, with --time-layers: calibrate K times and plan with the median of each "
+        "measured number over the K (default 1; on a machine with other work one calibration's layer times, E and "
+        "fits moved by 20%% to 4x between calibrations run back to back)",
+    )
+    g.add_argument(
+        "--calibration-seconds",
+        type=flags.nonnegative_seconds,
+        metavar="S",
+        help="joint, --objective run, with --time-layers: each timing of the calibration on the ranks (the empty step E "
+        "of every candidate shape, the layers at every candidate micro-batch size) lasts at least S seconds, its "
+        "shapes or sizes in turn step by step, so that each one's median comes from the same S seconds (default 0: "
+        "each one's steps back to back; on a machine whose speed changes from one second to the next, a few seconds)",
+    )
+    g.add_argument(
+        "--layer-times",
+        help="joint, --objective run: reuse the layer times a solve with --time-layers wrote (its result JSON), so "
+        "that forced and free plans are priced from one measurement",
+    )
+    g.add_argument(
+        "--empty-steps",
+        nargs="+",
+        metavar="RUN_JSON",
+        help="joint, --objective run: the runtime's own step E per shape from these run.json files (each run "
+        "measures its shape's schedule with nothing to compute, prediction.costs.empty_step_s); they replace "
+        "the calibrated E (--time-layers, --layer-times) of their shapes; a shape with no E is priced with E = 0",
+    )

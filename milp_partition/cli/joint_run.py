@@ -121,6 +121,24 @@ def calibration_launches(args: argparse.Namespace) -> int:
     return k
 
 
+def calibration_seconds(args: argparse.Namespace) -> float:
+    """``--calibration-seconds S``: the seconds at least that each timing of the calibration lasts (0 when not given).
+
+    Raises
+    ------
+    InputError
+        When S > 0 is given without ``--time-layers`` (nothing is timed now).
+    """
+    seconds = float(getattr(args, "calibration_seconds", 0.0) or 0.0)
+    if seconds > 0 and not getattr(args, "time_layers", False):
+        raise InputError(
+            "spreads the timings of --time-layers over S seconds: give --time-layers too (--layer-times reuses a "
+            "calibration as it was recorded)",
+            where="--calibration-seconds",
+        )
+    return seconds
+
+
 def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict[int, dict[str, float]], _Reused | None]:
     """The layer times a ``--time-layers`` result recorded (its ``cost_model.layer_times``), for reuse: times, the
     optimizer's seconds per parameter tensor, and saved bytes per sample per size (a result written before they were
@@ -363,22 +381,31 @@ def _one_source_of_times(args: argparse.Namespace) -> None:
             "give one source of layer times: --time-layers, --layer-times or --coefficients", where=flag_name(given[1])
         )
     calibration_launches(args)
+    calibration_seconds(args)
 
 
 def _calibrate_now(shapes: list[tuple[int, int, int, int]], args: argparse.Namespace, model: Any) -> EmptySteps:
     """``E`` of every candidate shape, gloo's fits and the layers on busy ranks, measured now: each number the median
     over ``--calibration-launches`` calibrations."""
     return median_of(
-        [calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=model) for _ in range(calibration_launches(args))]
+        [
+            calibrate_empty_steps(shapes, threads=LAYER_THREADS, model=model, calibration_seconds=calibration_seconds(args))
+            for _ in range(calibration_launches(args))
+        ]
     )
 
 
-def _calibrations_recorded(args: argparse.Namespace) -> int:
-    """How many calibrations the planner's numbers are the median of: ``--calibration-launches`` with
-    ``--time-layers``; with ``--layer-times``, what its result recorded (1 before the count was recorded)."""
+def _calibrations_recorded(args: argparse.Namespace) -> dict[str, Any]:
+    """How many calibrations the planner's numbers are the median of and the seconds each spread its layer timings
+    over: ``--calibration-launches`` and ``--calibration-seconds`` with ``--time-layers``; with ``--layer-times``, what its
+    result recorded (1 and 0 before they were recorded)."""
     if getattr(args, "time_layers", False):
-        return calibration_launches(args)
-    return int(_layer_times_object(Path(args.layer_times)).get("calibration_launches") or 1)
+        return {"calibration_launches": calibration_launches(args), "calibration_seconds": calibration_seconds(args)}
+    recorded = _layer_times_object(Path(args.layer_times))
+    return {
+        "calibration_launches": int(recorded.get("calibration_launches") or 1),
+        "calibration_seconds": float(recorded.get("calibration_seconds") or 0.0),
+    }
 
 
 def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dict[str, Any]]:
@@ -456,7 +483,7 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         problem = _with_split_optimizer(problem, calibrated)
         coeffs = problem.coefficients
         assert timed is not None
-        timed.update(_calibration_record(calibrated), calibration_launches=_calibrations_recorded(args))
+        timed.update(_calibration_record(calibrated), **_calibrations_recorded(args))
     if (
         splits
         and measured is not None

@@ -22,6 +22,7 @@ from milp_partition.errors import InputError
 from milp_partition.importers.deps import require
 from milp_partition.io.atomic import write_atomic
 from milp_partition.report import fmt, fmt_bytes
+from milp_partition.run.interleave import steps_for_seconds
 from milp_partition.run.launch import WorkerFailed, check_host, host_limits, run_plan
 from milp_partition.run.model import batch, build_model
 from milp_partition.run.spec import RunSpec, read_run_spec
@@ -51,6 +52,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--steps", type=flags.ranged_int(1, MAX_STEPS), default=6, help=f"training steps, 1 to {MAX_STEPS} (default 6)"
     )
     p.add_argument("--warmup", type=flags.ranged_int(0, MAX_STEPS), default=1, help="steps left out of the median (default 1)")
+    p.add_argument(
+        "--seconds",
+        type=flags.nonnegative_seconds,
+        default=0.0,
+        metavar="S",
+        help="time steps for at least S seconds: more steps than --steps where those would take less, judged by the "
+        f"plan's planned step (at most {MAX_STEPS} steps in all; default 0). On a machine whose speed changes from one "
+        "second to the next, a median over a few seconds is the plan's, not the moment's",
+    )
+    p.add_argument(
+        "--warmup-seconds",
+        type=flags.nonnegative_seconds,
+        default=0.0,
+        metavar="S",
+        help="leave out at least S seconds of steps before the timed ones (more than --warmup where those would take "
+        "less, judged likewise; default 0): a fresh process's first seconds are often slower",
+    )
     p.add_argument("--seed", type=flags.seed, default=0, help="seed of the weights and the synthetic data (default 0)")
     p.add_argument("--threads", type=flags.threads, default=1, help="torch threads per process (default 1)")
     p.add_argument(
@@ -127,13 +145,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     require("torch")
     _say(f"building the model from {spec.model} (a check before the ranks start)")
     check_model(spec, args.seed)
+    steps, warmup = steps_for_seconds(
+        args.steps, min(args.warmup, args.steps - 1), spec.predicted_step_s, args.seconds, args.warmup_seconds, MAX_STEPS
+    )
+    if steps != args.steps:
+        _say(f"{steps} steps ({warmup} of warm-up), for --seconds / --warmup-seconds at the planned step")
     try:
         out = run_plan(
             spec,
-            args.steps,
+            steps,
             seed=args.seed,
             threads=args.threads,
-            warmup=min(args.warmup, args.steps - 1),
+            warmup=warmup,
             progress=_say,
             pin=args.pin,
         )

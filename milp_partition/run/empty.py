@@ -51,9 +51,10 @@ from milp_partition.io.atomic import write_atomic
 from milp_partition.joint.run_dp import ddp_pipeline_runs
 from milp_partition.run.engine import set_parent_death_signal
 from milp_partition.run.inrun import time_layers_in_step
+from milp_partition.run.interleave import interleaved_rounds
 from milp_partition.run.launch import run_ranks
 from milp_partition.run.pinning import pin_rank
-from milp_partition.run.predict import calibrate_runtime, empty_step, measure_links, time_layers_in_lockstep
+from milp_partition.run.predict import EmptyStep, calibrate_runtime, measure_links, time_layers_in_lockstep
 from milp_partition.run.tp_saved import saved_at_degree
 from milp_partition.run.tp_timed import time_split_layers_in_lockstep
 
@@ -123,11 +124,13 @@ def empty_worker(
     out_dir: str,
     model: tuple[dict[str, Any], str, tuple[int, ...], int] | None = None,
     layer_repeats: int = 7,
+    calibration_seconds: float = 0.0,
 ) -> None:
     """One rank of a group of ``world`` ranks: ``E`` of every shape ``(p, d, m, t)`` (``p d t = world``), gloo's fits when
     ``world > 1``, DTensor's overheads when a shape has ``t > 1``, and with ``model`` (the graph, its path, the sizes, the
     global batch) its layers timed at those sizes, in step, and under DDP at the sizes of the shapes with ``d > 1`` and
-    ``t = 1``; writes ``empty{rank}.json``. Each rank on cores of its own, as ``run`` pins its ranks (:mod:`.pinning`)."""
+    ``t = 1`` (``layer_repeats`` passes at least, the sizes in turn, for at least ``calibration_seconds``: :mod:`.interleave`;
+    the shapes' empty steps likewise, ``repeats`` of each at least); writes ``empty{rank}.json``. Each rank on cores of its own, as ``run`` pins its ranks (:mod:`.pinning`)."""
     set_parent_death_signal()
     pin_rank(rank, world, threads)
     import torch
@@ -140,18 +143,20 @@ def empty_worker(
     try:
         links = asdict(measure_links(rank)) if world > 1 else {}
         links.pop("empty_step_s", None)
-        found = []
+        timers: list[tuple[EmptyStep, EmptyStep | None]] = []
         for p, d, m, t in shapes:
             mesh = init_device_mesh("cpu", (p, d, t), mesh_dim_names=("pp", "dp", "tp"))
             pp = mesh["pp"].get_local_rank()
             dp_group = mesh["dp"].get_group() if d > 1 and t == 1 else None  # run: no DDP at t > 1
-            e = empty_step(p, pp, m, device, mesh["pp"].get_group(), dp_group, repeats=repeats)
-            if t == 1:
-                found.append([p, d, m, e])
-                continue
-            # the same with TP_PAIRS column / row pairs on the tensor-parallel mesh: DTensor's cost per module
-            paired = empty_step(p, pp, m, device, mesh["pp"].get_group(), None, mesh["tp"], TP_PAIRS, repeats=repeats)
-            found.append([p, d, m, e, t, paired])
+            e = EmptyStep(p, pp, m, device, mesh["pp"].get_group(), dp_group)
+            # at t > 1 the same with TP_PAIRS column / row pairs on the tensor-parallel mesh: DTensor's cost per module
+            paired = EmptyStep(p, pp, m, device, mesh["pp"].get_group(), None, mesh["tp"], TP_PAIRS) if t > 1 else None
+            timers.append((e, paired))
+        steps = [x for pair in timers for x in pair if x is not None]
+        interleaved_rounds(steps, EmptyStep.one, repeats, calibration_seconds, largest_over_group)  # every shape in turn
+        found: list[list[float]] = []
+        for (p, d, m, t), (e, paired) in zip(shapes, timers, strict=True):
+            found.append([p, d, m, e.median_s()] if paired is None else [p, d, m, e.median_s(), t, paired.median_s()])
         dtensor: dict[str, float] = {}
         if any(t > 1 for *_, t in shapes):  # DTensor's hooks on this rank's own one-rank mesh, as run measures them
             own_group = [dist.new_group([r]) for r in range(world)][rank]
@@ -176,11 +181,16 @@ def empty_worker(
                 group = init_device_mesh("cpu", (world // d, d), mesh_dim_names=("pp", "dp"))["dp"].get_group()
                 ddp[d] = (group, tuple(sorted(sizes_of[d])))
             if world == 1:  # one rank: the layers scaled to the passes inside run's own step (one "pass": the result)
-                alone = time_layers_in_step(model[0], model[1], model[2], model[3], threads, layer_repeats)
+                alone = time_layers_in_step(
+                    model[0], model[1], model[2], model[3], threads, layer_repeats, min_seconds=calibration_seconds
+                )
                 busy = {str(b): {v: [[f], [g]] for v, (f, g) in t.items()} for b, t in alone.layers.items()}
                 in_step = [[b, kf, kb] for b, (kf, kb) in sorted(alone.factors.items())]
             else:
-                got = time_layers_in_lockstep(model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp)
+                got = time_layers_in_lockstep(
+                    model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp,
+                    min_seconds=calibration_seconds, agree_max=largest_over_group,
+                )  # fmt: skip
                 busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
                 ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
         out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor, "tp_saved": tp_saved}
@@ -189,6 +199,16 @@ def empty_worker(
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
         dist.destroy_process_group()
+
+
+def largest_over_group(x: float) -> float:
+    """The largest of ``x`` over the default process group's ranks (a collective: every rank calls it once)."""
+    import torch
+    import torch.distributed as dist
+
+    t = torch.tensor([float(x)], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
 
 
 def _saved_on_tp_meshes(
@@ -332,12 +352,14 @@ def calibrate_empty_steps(
     progress: Callable[[str], None] | None = None,
     model: tuple[dict[str, Any], str, int] | None = None,
     layer_repeats: int = 7,
+    calibration_seconds: float = 0.0,
 ) -> EmptySteps:
     """``E`` of every ``(stages, data-parallel, micro-batches per replica)`` or ``(..., tensor-parallel t)`` in ``shapes``
     on CPU ranks (see the module docstring); one launch of ``p d t`` ranks per rank count.  ``model``: the imported graph, its path and the global
     batch ``G``: every group of two ranks or more also times its layers at its shapes' sizes ``G / (d m)`` (medians of
     ``layer_repeats``), and the group of one rank times them inside ``run``'s step (:mod:`milp_partition.run.inrun`,
-    ``layer_repeats`` rounds).  ``repeats``: the empty steps per shape whose median is ``E`` (more than the run's 5: one
+    ``layer_repeats`` rounds); either for at least ``calibration_seconds``, the sizes in turn round by round
+    (:mod:`milp_partition.run.interleave`).  ``repeats``: the empty steps per shape whose median is ``E`` (more than the run's 5: one
     calibration prices every plan, so a load spike in it would move every plan of its shape)."""
     say = progress or (lambda _: None)
     by_world: dict[int, list[tuple[int, int, int, int]]] = {}
@@ -365,7 +387,7 @@ def calibrate_empty_steps(
         if model is not None:
             job = (model[0], model[1], tuple(sorted({model[2] // (d * m) for _, d, m, _ in mine})), model[2])
         with tempfile.TemporaryDirectory(prefix="milp-empty-") as tmp:
-            call = (world, str(Path(tmp) / "store"), mine, threads, repeats, tmp, job, layer_repeats)
+            call = (world, str(Path(tmp) / "store"), mine, threads, repeats, tmp, job, layer_repeats, calibration_seconds)
             run_ranks(empty_worker, world, call, tmp)
             ranks = [json.loads((Path(tmp) / f"empty{r}.json").read_text()) for r in range(world)]
         if job is not None:

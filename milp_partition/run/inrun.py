@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from milp_partition.run.engine import _stage_module
+from milp_partition.run.interleave import interleaved_rounds, model_bytes, size_groups
 from milp_partition.run.model import batch, build_model, loss_fn, optimizer
 from milp_partition.run.predict import LayerTimer, layer_spec
 from milp_partition.run.spec import RunStage
@@ -134,6 +135,72 @@ def scaled_layers(fwd: dict[str, float], bwd: dict[str, float], factors: tuple[f
     return {v: (factors[0] * fwd[v], factors[1] * bwd.get(v, 0.0)) for v in fwd}
 
 
+class _SizeRounds:
+    """One micro-batch size's timer, ``run``'s stage, schedule and optimizer for :func:`time_layers_in_step`, and its
+    rounds' figures (:meth:`one_round`)."""
+
+    def __init__(self, base: Any, b: int, global_batch: int, threads: int, seed: int, mesh: Any, device: Any) -> None:
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+        self.b, self.n = b, max(global_batch // b, 1)
+        spec = dataclasses.replace(
+            base,
+            stages=(RunStage(nodes=base.node_order, data_parallel=1, tensor_parallel=1),),
+            microbatches=self.n,
+            microbatch_size=b,
+        )
+        self.device = device
+        self.timer = LayerTimer(spec, threads, seed, samples=b)
+        model = build_model(spec, seed)
+        self.batches = [batch(spec, model, k, seed) for k in range(2)]
+        module, params = _stage_module(spec, model, 0, self.batches[0][0], self.batches[0][1], mesh, device, [])
+        self.schedule = Schedule1F1B(
+            PipelineStage(module, 0, 1, device, group=mesh["pp"].get_group()), self.n, loss_fn=loss_fn, scale_grads=True
+        )
+        self.chunks = _Chunks(self.schedule._stage, self.schedule)
+        self.opt = optimizer(spec, params)
+        self.tiny, self.tiny_chunks = _tiny_schedule(self.n, device, mesh["pp"].get_group())
+        self.ratios: list[tuple[float, float]] = []
+        self.sums: list[tuple[float, float, float]] = []
+        self.taken = 0
+
+    def one_round(self, record: bool) -> None:
+        """A sample of the layer timer, ``run``'s step over ``n`` micro-batches, the tiny module's step; their ratio."""
+        import torch.distributed as dist
+
+        n, b = self.n, self.b
+        self.timer.sample(record=record)
+        plain_f, plain_b = self.timer.plain_pass(time.thread_time)
+        args, kwargs, target = self.batches[self.taken % len(self.batches)]
+        self.taken += 1
+        args = [a[: n * b].to(self.device) for a in args]  # as engine._train_steps feeds its one replica
+        kwargs = {k: v[: n * b].to(self.device) for k, v in kwargs.items()}
+        dist.barrier()
+        self.chunks.take()
+        self.schedule.step(*args, target=target[: n * b].to(self.device), losses=[], **kwargs)
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        dist.barrier()
+        step_f, step_b = self.chunks.take()
+        self.tiny_chunks.take()
+        self.tiny()
+        tiny_f, tiny_b = self.tiny_chunks.take()
+        if not record:
+            return
+        self.ratios.append((in_step_factor(step_f / n, tiny_f / n, plain_f), in_step_factor(step_b / n, tiny_b / n, plain_b)))
+        self.sums.append((plain_f + plain_b, (step_f + step_b) / n, (tiny_f + tiny_b) / n))
+
+    def factors(self) -> tuple[float, float]:
+        return statistics.median(x for x, _ in self.ratios), statistics.median(y for _, y in self.ratios)
+
+    def passes(self) -> tuple[float, float, float]:
+        return (
+            statistics.median(x for x, _, _ in self.sums),
+            statistics.median(y for _, y, _ in self.sums),
+            statistics.median(z for _, _, z in self.sums),
+        )
+
+
 def time_layers_in_step(
     data: dict[str, Any],
     graph_path: str,
@@ -142,17 +209,20 @@ def time_layers_in_step(
     threads: int = 1,
     rounds: int = 7,
     seed: int = 0,
+    min_seconds: float = 0.0,
 ) -> InStepTimings:
     """The imported model's one-rank layer times at each micro-batch size ``b`` of ``sizes`` (``N = global_batch // b``
     micro-batches a step), scaled to the passes inside ``run``'s step (see the module docstring).
 
+    ``rounds`` rounds at least (after one of warm-up), every size in turn in each round, for at least ``min_seconds``
+    (:func:`milp_partition.run.interleave.interleaved_rounds`; sizes whose models together would hold more than
+    :data:`milp_partition.run.interleave.INTERLEAVED_BYTES` are timed one after another instead, each for its share
+    of ``min_seconds``: :func:`milp_partition.run.interleave.size_groups`).
     Needs a one-rank default process group (the calibration's worker of one rank, launched and pinned as ``run``
     launches its ranks).
     """
     import torch
-    import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     previous = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -163,54 +233,15 @@ def time_layers_in_step(
     factors: dict[int, tuple[float, float]] = {}
     passes: dict[int, tuple[float, float, float]] = {}
     try:
-        for b in sorted(set(sizes)):
-            n = max(global_batch // b, 1)
-            spec = dataclasses.replace(
-                base,
-                stages=(RunStage(nodes=base.node_order, data_parallel=1, tensor_parallel=1),),
-                microbatches=n,
-                microbatch_size=b,
-            )
-            timer = LayerTimer(spec, threads, seed, samples=b)
-            model = build_model(spec, seed)
-            batches = [batch(spec, model, k, seed) for k in range(2)]
-            module, params = _stage_module(spec, model, 0, batches[0][0], batches[0][1], mesh, device, [])
-            schedule = Schedule1F1B(
-                PipelineStage(module, 0, 1, device, group=mesh["pp"].get_group()), n, loss_fn=loss_fn, scale_grads=True
-            )
-            chunks = _Chunks(schedule._stage, schedule)
-            opt = optimizer(spec, params)
-            tiny, tiny_chunks = _tiny_schedule(n, device, mesh["pp"].get_group())
-            ratios: list[tuple[float, float]] = []
-            sums: list[tuple[float, float, float]] = []
-            for r in range(rounds + 1):  # the first round warms up
-                timer.sample(record=r > 0)
-                plain_f, plain_b = timer.plain_pass(time.thread_time)
-                args, kwargs, target = batches[r % len(batches)]
-                args = [a[: n * b].to(device) for a in args]  # as engine._train_steps feeds its one replica
-                kwargs = {k: v[: n * b].to(device) for k, v in kwargs.items()}
-                dist.barrier()
-                chunks.take()
-                schedule.step(*args, target=target[: n * b].to(device), losses=[], **kwargs)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-                dist.barrier()
-                step_f, step_b = chunks.take()
-                tiny_chunks.take()
-                tiny()
-                tiny_f, tiny_b = tiny_chunks.take()
-                if r == 0:
-                    continue
-                ratios.append((in_step_factor(step_f / n, tiny_f / n, plain_f), in_step_factor(step_b / n, tiny_b / n, plain_b)))
-                sums.append((plain_f + plain_b, (step_f + step_b) / n, (tiny_f + tiny_b) / n))
-            prof = timer.profile()
-            factors[b] = (statistics.median(x for x, _ in ratios), statistics.median(y for _, y in ratios))
-            passes[b] = (
-                statistics.median(x for x, _, _ in sums),
-                statistics.median(y for _, y, _ in sums),
-                statistics.median(z for _, _, z in sums),
-            )
-            layers[b] = scaled_layers(dict(prof.forward_s), dict(prof.backward_s), factors[b])  # the timer's nodes
+        for group in size_groups(sizes, 2 * model_bytes(data), min_seconds):  # the timer's model and the stage's
+            states = [_SizeRounds(base, b, global_batch, threads, seed, mesh, device) for b in group.sizes]
+            interleaved_rounds(states, _SizeRounds.one_round, rounds, group.seconds)
+            for state in states:
+                prof = state.timer.profile()
+                factors[state.b] = state.factors()
+                passes[state.b] = state.passes()
+                layers[state.b] = scaled_layers(dict(prof.forward_s), dict(prof.backward_s), factors[state.b])
+            del states  # this group's models go before the next group's are built
     finally:
         torch.set_num_threads(previous)
     return InStepTimings(layers, factors, passes)

@@ -65,6 +65,7 @@ from milp_partition.errors import InputError
 from milp_partition.importers.timing import load_profile_spec, op_times
 from milp_partition.io.imported_layers import read_layers
 from milp_partition.joint.megatron import split_layer
+from milp_partition.run.interleave import interleaved_rounds, model_bytes, size_groups
 from milp_partition.run.model import batch, batch_on, build_model, loss_fn, optimizer
 from milp_partition.run.spec import RunSpec
 
@@ -487,6 +488,47 @@ class LockstepTimings:
     ddp_totals: dict[tuple[int, int], list[tuple[float, float]]] = field(default_factory=dict)
 
 
+class _LockstepSize:
+    """One micro-batch size's layer timer and its copies under DDP (one per data-parallel degree) for
+    :func:`time_layers_in_lockstep`; each pass begins at the group's barrier."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        b: int,
+        threads: int,
+        seed: int,
+        barrier: Callable[[], None],
+        ddp: Mapping[int, tuple[Any, Sequence[int]]],
+    ) -> None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        self.b, self.barrier = b, barrier
+        barrier()
+        self.timer = LayerTimer(spec, threads, seed, samples=b)
+        self.wrapped: dict[int, LayerTimer] = {}
+        self.totals: dict[int, list[tuple[float, float]]] = {}
+        for d, (group, at) in sorted(ddp.items()):
+            if b in at:
+                self.wrapped[d] = LayerTimer(spec, threads, seed, samples=b)
+                barrier()
+                self.wrapped[d].model = DistributedDataParallel(self.wrapped[d].model, process_group=group)
+                self.totals[d] = []
+
+    def one_pass(self, record: bool) -> None:
+        """The plain pass, then each DDP copy's, every one started at the barrier; the sums recorded with ``record``."""
+        self.barrier()
+        self.timer.sample(record=record)
+        timer = self.timer
+        plain = math.fsum(timer.fwd[v][-1] + timer.bwd[v][-1] for v in timer.points if timer.fwd[v] and timer.bwd[v])
+        for d, other in self.wrapped.items():
+            self.barrier()
+            other.sample(record=record)
+            if record:
+                under = math.fsum(other.fwd[v][-1] + other.bwd[v][-1] for v in other.points if other.fwd[v] and other.bwd[v])
+                self.totals[d].append((plain, under))
+
+
 def time_layers_in_lockstep(
     data: dict[str, Any],
     graph_path: str,
@@ -496,6 +538,8 @@ def time_layers_in_lockstep(
     repeats: int = 7,
     seed: int = 0,
     ddp: Mapping[int, tuple[Any, Sequence[int]]] | None = None,
+    min_seconds: float = 0.0,
+    agree_max: Callable[[float], float] | None = None,
 ) -> LockstepTimings:
     """The imported model's layers at each micro-batch size, every pass started at ``barrier`` (called by every rank of a
     group at once): size -> node -> (forward seconds, backward seconds), one entry per pass, in pass order.
@@ -503,7 +547,10 @@ def time_layers_in_lockstep(
     A plan's ranks compute at the same moment (the run's barriers, DDP's all-reduce and the pipeline's messages keep
     them in step), so on a machine whose cores they share, its layers are timed so: one barrier per size let the ranks
     drift apart, and part of their passes ran alone (docs/import.md, the diagnosis of issue 42).  The pass after
-    each timer's own warm-up is one more warm-up, in step.
+    each timer's own warm-up is one more warm-up, in step.  ``repeats`` passes at least, the sizes in turn pass by
+    pass, for at least ``min_seconds`` (:func:`milp_partition.run.interleave.interleaved_rounds`, its count agreed over
+    the ranks by ``agree_max``, the largest of a number over them; sizes too large to hold at once are timed one after
+    another, :func:`milp_partition.run.interleave.size_groups`).
 
     ``ddp``: ``d`` -> (this rank's data-parallel process group of ``d`` ranks, the sizes of the shapes with that ``d``):
     at those sizes each plain pass is followed, in step, by the same pass of a copy of the model under
@@ -511,36 +558,19 @@ def time_layers_in_lockstep(
     it), so that what DDP adds to a step on these cores is measured beside what it adds to (:attr:`LockstepTimings.
     ddp_totals`).  Collective: every rank calls it with the same sizes and ``d``'s.
     """
-    from torch.nn.parallel import DistributedDataParallel
-
     spec = layer_spec(data, graph_path, sizes)
     out: dict[int, dict[str, tuple[list[float], list[float]]]] = {}
     totals: dict[tuple[int, int], list[tuple[float, float]]] = {}
-    for b in sorted(sizes):
+    copies = 1 + len(ddp or {})  # the timer's model and a DDP copy per degree, at most
+    for group in size_groups(sizes, copies * model_bytes(data), min_seconds):
+        states = [_LockstepSize(spec, b, threads, seed, barrier, ddp or {}) for b in group.sizes]
         barrier()
-        timer = LayerTimer(spec, threads, seed, samples=b)
-        wrapped: dict[int, LayerTimer] = {}
-        for d, (group, at) in sorted((ddp or {}).items()):
-            if b in at:
-                wrapped[d] = LayerTimer(spec, threads, seed, samples=b)
-                barrier()
-                wrapped[d].model = DistributedDataParallel(wrapped[d].model, process_group=group)
-                totals[(d, b)] = []
-        barrier()
-        timer.sample(record=False)
-        for other in wrapped.values():
-            barrier()
-            other.sample(record=False)
-        for _ in range(repeats):
-            barrier()
-            timer.sample()
-            plain = math.fsum(timer.fwd[v][-1] + timer.bwd[v][-1] for v in timer.points if timer.fwd[v] and timer.bwd[v])
-            for d, other in wrapped.items():
-                barrier()
-                other.sample()
-                under = math.fsum(other.fwd[v][-1] + other.bwd[v][-1] for v in other.points if other.fwd[v] and other.bwd[v])
-                totals[(d, b)].append((plain, under))
-        out[b] = {v: (list(timer.fwd[v]), list(timer.bwd[v])) for v in timer.points}
+        interleaved_rounds(states, _LockstepSize.one_pass, repeats, group.seconds, agree_max)
+        for state in states:
+            out[state.b] = {v: (list(state.timer.fwd[v]), list(state.timer.bwd[v])) for v in state.timer.points}
+            for d, pairs in state.totals.items():
+                totals[(d, state.b)] = pairs
+        del states
     return LockstepTimings(out, totals)
 
 
@@ -831,6 +861,71 @@ def combine(ranks: Sequence[dict[str, Any]]) -> tuple[LayerProfile, TorchCosts, 
     return layers, costs, links
 
 
+class EmptyStep:
+    """The step of a plan's schedule with nothing to compute (:func:`empty_step`), built once and stepped round by round
+    (:meth:`one`); :attr:`samples` holds the recorded steps' wall seconds."""
+
+    def __init__(
+        self,
+        stages: int,
+        stage: int,
+        n_micro: int,
+        device: Any,
+        pp_group: Any,
+        dp_group: Any,
+        tp_mesh: Any = None,
+        tp_pairs: int = 0,
+    ) -> None:
+        import torch
+        from torch import nn
+        from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+        torch.manual_seed(0)
+        module: Any = nn.Linear(8, 8).to(device)
+        if tp_mesh is not None and tp_pairs > 0:
+            from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+            module = nn.Sequential(*[nn.Linear(8, 8) for _ in range(2 * tp_pairs)]).to(device)
+            plan: dict[str, Any] = {str(i): ColwiseParallel() if i % 2 == 0 else RowwiseParallel() for i in range(2 * tp_pairs)}
+            parallelize_module(module, tp_mesh, plan)
+        if dp_group is not None:
+            from torch.nn.parallel import DistributedDataParallel
+
+            module = DistributedDataParallel(module, process_group=dp_group)
+
+        def ce(out: Any, tgt: Any) -> Any:
+            return nn.functional.cross_entropy(out.reshape(-1, 8), tgt.reshape(-1))
+
+        self.stages, self.stage = stages, stage
+        self.schedule = Schedule1F1B(
+            PipelineStage(module, stage, stages, device, group=pp_group), n_micro, loss_fn=ce, scale_grads=True
+        )
+        self.xs = torch.randn(n_micro, 4, 8, device=device)
+        self.target = torch.randint(0, 8, (n_micro, 4), device=device)
+        self.samples: list[float] = []
+
+    def one(self, record: bool = True) -> None:
+        """One step between two barriers (collective over the plan's ranks); its seconds kept with ``record``."""
+        import torch.distributed as dist
+
+        dist.barrier()
+        t0 = time.perf_counter()
+        if self.stages == 1:
+            self.schedule.step(self.xs, target=self.target, losses=[])
+        elif self.stage == 0:
+            self.schedule.step(self.xs)
+        elif self.stage == self.stages - 1:
+            self.schedule.step(target=self.target, losses=[])
+        else:
+            self.schedule.step()
+        dist.barrier()
+        if record:
+            self.samples.append(time.perf_counter() - t0)
+
+    def median_s(self) -> float:
+        return statistics.median(self.samples)
+
+
 def empty_step(
     stages: int,
     stage: int,
@@ -845,46 +940,13 @@ def empty_step(
     """The step of the plan's schedule with nothing to compute: ``Schedule1F1B`` over ``n_micro`` micro-batches on the
     run's pipeline group, a small linear module per stage (DDP over ``dp_group`` if given; with ``tp_mesh``,
     ``tp_pairs`` column/row-parallel pairs of small linear modules, as many as the stage splits, so that
-    DTensor's overheads and each all-reduce's latency come in the plan's pattern); median wall time.
+    DTensor's overheads and each all-reduce's latency come in the plan's pattern); median wall time of ``repeats``
+    steps after one of warm-up (:class:`EmptyStep`).
 
     Collective over the run's ranks. What it measures is the runtime's own cost, the ``E`` of :func:`step_time`.
     """
-    import torch
-    import torch.distributed as dist
-    from torch import nn
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
-
-    torch.manual_seed(0)
-    module: Any = nn.Linear(8, 8).to(device)
-    if tp_mesh is not None and tp_pairs > 0:
-        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-
-        module = nn.Sequential(*[nn.Linear(8, 8) for _ in range(2 * tp_pairs)]).to(device)
-        plan: dict[str, Any] = {str(i): ColwiseParallel() if i % 2 == 0 else RowwiseParallel() for i in range(2 * tp_pairs)}
-        parallelize_module(module, tp_mesh, plan)
-    if dp_group is not None:
-        from torch.nn.parallel import DistributedDataParallel
-
-        module = DistributedDataParallel(module, process_group=dp_group)
-
-    def ce(out: Any, tgt: Any) -> Any:
-        return nn.functional.cross_entropy(out.reshape(-1, 8), tgt.reshape(-1))
-
-    schedule = Schedule1F1B(PipelineStage(module, stage, stages, device, group=pp_group), n_micro, loss_fn=ce, scale_grads=True)
-    xs = torch.randn(n_micro, 4, 8, device=device)
-    target = torch.randint(0, 8, (n_micro, 4), device=device)
-    samples = []
-    for _ in range(repeats + 1):
-        dist.barrier()
-        t0 = time.perf_counter()
-        if stages == 1:
-            schedule.step(xs, target=target, losses=[])
-        elif stage == 0:
-            schedule.step(xs)
-        elif stage == stages - 1:
-            schedule.step(target=target, losses=[])
-        else:
-            schedule.step()
-        dist.barrier()
-        samples.append(time.perf_counter() - t0)
-    return statistics.median(samples[1:])
+    step = EmptyStep(stages, stage, n_micro, device, pp_group, dp_group, tp_mesh, tp_pairs)
+    step.one(record=False)
+    for _ in range(repeats):
+        step.one()
+    return step.median_s()
