@@ -131,3 +131,24 @@ def test_the_empty_steps_of_every_shape_are_timed_in_turn_over_seconds() -> None
     got = calibrate_empty_steps([(1, 1, 1), (1, 1, 8)], repeats=3, calibration_seconds=0.05)
     e = {(p, d, m): x for p, d, m, x in got.steps}
     assert set(e) == {(1, 1, 1), (1, 1, 8)} and all(x > 0 for x in e.values())
+
+
+def test_two_ranks_time_the_split_layers_over_seconds_in_the_same_rounds(tmp_path: Path) -> None:
+    """run/tp_timed.py with min_seconds on a 2-rank tensor-parallel mesh: each rank's first round has its own pace, and
+    the count is agreed (the slowest rank's), so both ranks time every size the same number of passes, at least the
+    repeats asked (a rank that ran more would hang at the other's barrier)."""
+    pytest.importorskip("torch")
+    from milp_partition.cli.dispatch import main
+    from milp_partition.run.launch import run_ranks
+    from tests.tp_timed_workers import split_times_over_seconds
+
+    graph = tmp_path / "mlp.json"
+    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "4x32", "--training"]
+    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    call = (2, str(tmp_path / "store"), str(graph), [1, 2], 2, 0.1, str(tmp_path))
+    run_ranks(split_times_over_seconds, 2, call, str(tmp_path))
+    ranks = [json.loads((tmp_path / f"over{r}.json").read_text()) for r in range(2)]
+    assert ranks[0] == ranks[1] and set(ranks[0]) == {"1", "2"}
+    counts = {tuple(x) for x in ranks[0].values()}
+    assert len(counts) == 1 and len(counts.pop()) == 1  # every node, both directions, both sizes: one count
+    assert ranks[0]["1"][0] >= 2

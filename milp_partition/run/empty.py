@@ -170,7 +170,7 @@ def empty_worker(
         if model is not None:  # each layer's saved bytes on one rank of each t-rank mesh, as run counts them
             tp_saved = _saved_on_tp_meshes(model, shapes, world, threads)
             # and its passes split so, timed in step on every rank (f_v(b, t), g_v(b, t)), and its optimizer step
-            tp_times, tp_optimizer = _timed_on_tp_meshes(model, shapes, world, threads, layer_repeats)
+            tp_times, tp_optimizer = _timed_on_tp_meshes(model, shapes, world, threads, layer_repeats, calibration_seconds)
         if model is not None:
             sizes_of: dict[int, set[int]] = {}
             for _, d, m, t in shapes:
@@ -249,8 +249,9 @@ def _timed_on_tp_meshes(
     world: int,
     threads: int,
     repeats: int,
+    seconds: float = 0.0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per degree ``t > 1`` of ``shapes``: the model split over a ``t``-rank mesh (``world / t`` of them side by side, every
+    """Per degree ``t > 1`` of ``shapes`` (each for at least ``seconds``, its sizes in turn): the model split over a ``t``-rank mesh (``world / t`` of them side by side, every
     rank computing at once) as ``run`` splits it, its nodes' passes timed on this rank at the sizes of those shapes
     (:func:`milp_partition.run.tp_timed.time_split_layers_in_lockstep`): ``{t: {b: {node: [forward per pass, backward per
     pass]}}}``, and its optimizer's step after each pass, ``{t: {"seconds": {b: [per pass]}, "params": n, "dtensors":
@@ -262,7 +263,10 @@ def _timed_on_tp_meshes(
     opt: dict[str, Any] = {}
     for t, sizes in sorted(_sizes_at_degree(model, shapes).items()):
         mesh = init_device_mesh("cpu", (world // t, t), mesh_dim_names=("rest", "tp"))
-        got = time_split_layers_in_lockstep(model[0], model[1], sorted(sizes), t, mesh["tp"], dist.barrier, threads, repeats)
+        got = time_split_layers_in_lockstep(
+            model[0], model[1], sorted(sizes), t, mesh["tp"], dist.barrier, threads, repeats,
+            min_seconds=seconds, agree_max=largest_over_group,
+        )  # fmt: skip
         out[str(t)] = {str(b): {v: [f, g] for v, (f, g) in by.items()} for b, by in got.layers.items()}
         seconds = {str(b): x for b, x in got.optimizer_s.items()}
         opt[str(t)] = {"seconds": seconds, "params": got.param_tensors, "dtensors": got.dtensor_params}

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from milp_partition.run.engine import apply_tensor_parallel, tp_roles
+from milp_partition.run.interleave import interleaved_rounds, model_bytes, size_groups
 from milp_partition.run.predict import LayerTimer, layer_spec
 
 #: Per micro-batch size, per node: (forward seconds per pass, backward seconds per pass), in pass order.
@@ -69,30 +70,39 @@ def time_split_layers_in_lockstep(
     threads: int = 1,
     repeats: int = 7,
     seed: int = 0,
+    min_seconds: float = 0.0,
+    agree_max: Callable[[float], float] | None = None,
 ) -> SplitTimings:
     """The imported model split over ``tp_mesh`` (``t`` ranks) as ``run`` splits it, its layers timed on this rank at each
     micro-batch size of ``sizes``, every pass started at ``barrier`` (see the module docstring): size -> node ->
     (forward seconds, backward seconds), one entry per pass, and the optimizer's step after each pass.  The pass after the
-    timer's own warm-up is one more warm-up, in step."""
+    timer's own warm-up is one more warm-up, in step.  ``repeats`` passes at least, the sizes in turn pass by pass, for
+    at least ``min_seconds`` (:func:`milp_partition.run.interleave.interleaved_rounds`, the count agreed over the ranks
+    by ``agree_max``; sizes too large to hold at once one after another)."""
     spec = layer_spec(data, graph_path, sizes)
     roles = tp_roles(spec, spec.node_order, t)
 
     def split(model: Any) -> None:
         apply_tensor_parallel(model, roles, tp_mesh, t)
 
+    def one_pass(timer: LayerTimer, record: bool) -> None:
+        barrier()
+        timer.sample(record=record)
+
     out: PassTimes = {}
     opt: dict[int, list[float]] = {}
     params = dtensors = 0
-    for b in sorted(set(sizes)):
-        barrier()
-        timer = LayerTimer(spec, threads, seed, samples=b, prepare=split)
-        barrier()
-        timer.sample(record=False)
-        for _ in range(repeats):
+    for group in size_groups(sizes, model_bytes(data) / t, min_seconds):
+        timers: list[LayerTimer] = []
+        for b in group.sizes:
             barrier()
-            timer.sample()
-        out[b] = {v: (list(timer.fwd[v]), list(timer.bwd[v])) for v in timer.points}
-        opt[b] = list(timer.opt_times)
-        every = list(timer.model.parameters())
-        params, dtensors = len(every), sum(1 for x in every if hasattr(x, "to_local"))
+            timers.append(LayerTimer(spec, threads, seed, samples=b, prepare=split))
+        barrier()
+        interleaved_rounds(timers, one_pass, repeats, group.seconds, agree_max)
+        for b, timer in zip(group.sizes, timers, strict=True):
+            out[b] = {v: (list(timer.fwd[v]), list(timer.bwd[v])) for v in timer.points}
+            opt[b] = list(timer.opt_times)
+            every = list(timer.model.parameters())
+            params, dtensors = len(every), sum(1 for x in every if hasattr(x, "to_local"))
+        del timers
     return SplitTimings(out, opt, params, dtensors)
