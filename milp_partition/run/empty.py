@@ -249,9 +249,9 @@ def _timed_on_tp_meshes(
     world: int,
     threads: int,
     repeats: int,
-    seconds: float = 0.0,
+    min_seconds: float = 0.0,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Per degree ``t > 1`` of ``shapes`` (each for at least ``seconds``, its sizes in turn): the model split over a ``t``-rank mesh (``world / t`` of them side by side, every
+    """Per degree ``t > 1`` of ``shapes`` (each for at least ``min_seconds``, its sizes in turn): the model split over a ``t``-rank mesh (``world / t`` of them side by side, every
     rank computing at once) as ``run`` splits it, its nodes' passes timed on this rank at the sizes of those shapes
     (:func:`milp_partition.run.tp_timed.time_split_layers_in_lockstep`): ``{t: {b: {node: [forward per pass, backward per
     pass]}}}``, and its optimizer's step after each pass, ``{t: {"seconds": {b: [per pass]}, "params": n, "dtensors":
@@ -265,7 +265,7 @@ def _timed_on_tp_meshes(
         mesh = init_device_mesh("cpu", (world // t, t), mesh_dim_names=("rest", "tp"))
         got = time_split_layers_in_lockstep(
             model[0], model[1], sorted(sizes), t, mesh["tp"], dist.barrier, threads, repeats,
-            min_seconds=seconds, agree_max=largest_over_group,
+            min_seconds=min_seconds, agree_max=largest_over_group,
         )  # fmt: skip
         out[str(t)] = {str(b): {v: [f, g] for v, (f, g) in by.items()} for b, by in got.layers.items()}
         seconds = {str(b): x for b, x in got.optimizer_s.items()}
