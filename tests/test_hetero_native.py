@@ -73,6 +73,34 @@ def test_compiled_weighted_device_suffix_equals_numpy(monkeypatch: pytest.Monkey
 
 
 @needs_native
+def test_compiled_admit_first_row_equals_the_full_numpy_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device test before a triple (:func:`_lambda_first_under`): its C form, which computes only the states a
+    split from layer 0 reaches, equals the first row of the full numpy program on the masks ``ylb <= thr`` (random
+    tables inf wherever e <= s0, as the search's are, with holes; more stages than layers included: inf)."""
+    from milp_partition.hetero.search import _lambda_first_under, _lambda_suffix
+
+    rng = np.random.default_rng(23)
+    idx = np.arange(12)
+    finite = 0
+    for _ in range(300):
+        p, nk, t, l1 = int(rng.integers(1, 8)), int(rng.integers(1, 7)), int(rng.integers(1, 5)), int(rng.integers(2, 12))
+        ylb = rng.random((p, nk, l1, l1)) * 10
+        ylb[:, :, ~(idx[None, :l1] > idx[:l1, None])] = math.inf
+        ylb[rng.random(ylb.shape) < 0.2] = math.inf
+        w = rng.integers(1, 9, size=(t, nk)) * rng.choice([1.0, 1 / 3, 0.125, 1 / 96], size=(t, 1))
+        thr = float(rng.random() * 10)
+        got = native.lambda_first(ylb, w, thr)
+        with monkeypatch.context() as mp:
+            mp.setattr(native, "_ext", None)
+            want = _lambda_suffix(ylb <= thr, w, l1 - 1)[0, :, 0]
+            assert np.array_equal(_lambda_first_under(ylb, thr, w, l1 - 1), want)  # the numpy path of the search
+        assert got is not None and np.array_equal(got, want), (p, nk, t, l1)
+        assert np.array_equal(_lambda_first_under(ylb, thr, w, l1 - 1), want)  # the C path of the search
+        finite += int(np.isfinite(want).all())
+    assert 30 < finite < 270  # both kinds of answer are exercised
+
+
+@needs_native
 def test_compiled_two_column_stage_equals_numpy() -> None:
     """One stage of the two-column table: per (s0, e) the step of its tp pair (0: column not allowed), least over e;
     the C stage against the numpy stage and against the step's definition, on random tables and tp pairs."""

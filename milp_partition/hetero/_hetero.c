@@ -230,6 +230,78 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* lambda_first(ylb, w, out, thr, p, nk, T, L1): out[t] = the first row sfx[0][t][0] of lambda_suffix with masks =
+   (ylb <= thr), for a table ylb[k][c][s0][e] that is inf wherever e <= s0 (a stage holds at least one layer) and a
+   finite thr.  Only the states a split from layer 0 reaches are computed: stage k starts at s0 in [k, L - (p - k)]
+   and ends at e in [s0 + 1, L - (p - k - 1)] (every other state's value is inf or never read), with the same single
+   additions and minima as the full program, so the same values. */
+static PyObject *lambda_first(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[3];
+    double thr;
+    Py_ssize_t p, nk, T, L1;
+    if (!PyArg_ParseTuple(args, "OOOdnnnn", &objs[0], &objs[1], &objs[2], &thr, &p, &nk, &T, &L1)) return NULL;
+    if (p < 1 || nk < 0 || T < 1 || L1 < 1 || !isfinite(thr)) {
+        PyErr_SetString(PyExc_ValueError, "lambda_first: bad sizes or threshold");
+        return NULL;
+    }
+    Py_buffer v[3];
+    int got = take_buffers(objs, v, 3, 2);
+    int rc = 0;
+    double *g = NULL, *h = NULL, *wmin = NULL;
+    if (got < 3) {
+        rc = -2;
+    } else if (v[0].len < p * nk * L1 * L1 * (Py_ssize_t)sizeof(double) || v[1].len < T * nk * (Py_ssize_t)sizeof(double) ||
+               v[2].len < T * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "lambda_first: buffers too small");
+        rc = -2;
+    } else {
+        const double *ylb = (const double *)v[0].buf;
+        const double *w = (const double *)v[1].buf;
+        double *out = (double *)v[2].buf;
+        Py_ssize_t L = L1 - 1;
+        g = (double *)malloc(sizeof(double) * (size_t)(T * L1));
+        h = (double *)malloc(sizeof(double) * (size_t)(T * L1));
+        wmin = (double *)malloc(sizeof(double) * (size_t)T);
+        if (!g || !h || !wmin) {
+            PyErr_NoMemory();
+            rc = -1;
+        } else {
+            for (Py_ssize_t i = 0; i < T * L1; i++) g[i] = INFINITY;
+            for (Py_ssize_t t = 0; t < T; t++) g[t * L1 + L] = 0.0;
+            for (Py_ssize_t k = p - 1; k >= 0; k--) {
+                Py_ssize_t s_lo = k, s_hi = k == 0 ? 0 : L - (p - k), e_hi = L - (p - k - 1);
+                for (Py_ssize_t i = 0; i < T * L1; i++) h[i] = INFINITY;
+                for (Py_ssize_t s0 = s_lo; s0 <= s_hi; s0++) {
+                    for (Py_ssize_t e = s0 + 1; e <= e_hi; e++) {
+                        for (Py_ssize_t t = 0; t < T; t++) wmin[t] = INFINITY;
+                        for (Py_ssize_t c = 0; c < nk; c++)
+                            if (ylb[((k * nk + c) * L1 + s0) * L1 + e] <= thr)
+                                for (Py_ssize_t t = 0; t < T; t++)
+                                    if (w[t * nk + c] < wmin[t]) wmin[t] = w[t * nk + c];
+                        for (Py_ssize_t t = 0; t < T; t++) {
+                            double nx = g[t * L1 + e];
+                            if (wmin[t] == INFINITY || nx == INFINITY) continue;
+                            double x = wmin[t] + nx;
+                            if (x < h[t * L1 + s0]) h[t * L1 + s0] = x;
+                        }
+                    }
+                }
+                double *sw = g;
+                g = h;
+                h = sw;
+            }
+            for (Py_ssize_t t = 0; t < T; t++) out[t] = g[t * L1];
+        }
+    }
+    free(g);
+    free(h);
+    free(wmin);
+    release_buffers(v, got);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* lagrange_suffix(ylb, wm, out, p, nk, N, L1): out[n][k][s0] (N x p + 1 x L1) = min over e of cost[n][k][s0][e] +
    out[n][k + 1][e], cost = min over c of ylb[k][c][s0][e] + wm[n][c] (ylb inf where c may not serve the stage);
    out[n][p] = 0 at L1 - 1, inf elsewhere.  The same single additions and minima as the numpy program
@@ -638,6 +710,8 @@ static PyMethodDef methods[] = {
      "two_layer(nxt, t0m, t1m, out, L1, width, d): one stage of the two-column table (Triple.two_tables)."},
     {"lambda_suffix", lambda_suffix, METH_VARARGS,
      "lambda_suffix(masks, w, out, p, nk, T, L1): the weighted device suffix program (_lambda_suffix)."},
+    {"lambda_first", lambda_first, METH_VARARGS,
+     "lambda_first(ylb, w, out, thr, p, nk, T, L1): the program's first row under ylb <= thr (_lambda_first)."},
     {"lagrange_suffix", lagrange_suffix, METH_VARARGS,
      "lagrange_suffix(ylb, wm, out, p, nk, N, L1): the Lagrangian sum program of the later stages (_lagrange_suffix)."},
     {"two_use", two_use, METH_VARARGS,

@@ -510,6 +510,17 @@ def _lambda_first(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
     return _lambda_suffix(masks, w, L)[0, :, 0]
 
 
+def _lambda_first_under(ylb: np.ndarray, thr: float, w: np.ndarray, L: int) -> np.ndarray:
+    """:func:`_lambda_first` of the masks ``ylb <= thr`` (``ylb`` [k][c][s0][e] inf wherever e <= s0, as
+    :meth:`_Search.stage_ylb_arr` is).  With a finite ``thr``, in C where the extension is built: the same values,
+    computed only on the states a split from layer 0 reaches (stage k from a layer in [k, L - P + k])."""
+    if math.isfinite(thr):
+        got = native.lambda_first(ylb, w, thr)
+        if got is not None:
+            return got
+    return _lambda_first(ylb <= thr, w, L)
+
+
 def _lagrange_suffix(ylb: np.ndarray, wm: np.ndarray, L: int) -> np.ndarray:
     """G[n][k][s0] = the least, over the splits of layers s0..L-1 into stages k..P-1, of sum_k min_c (ylb[k][c][s][e] +
     wm[n][c]) (inf: no split; G[n][P][L] = 0).  ``ylb`` [k][c][s][e] is inf where configuration c may not serve the
@@ -1229,8 +1240,7 @@ class _Search:
                 return False
             if y_seen <= y_hi and fits:
                 return True
-        masks = self.stage_ylb_arr(tb, p) <= y_hi * (1 + 1e-12)
-        first = _lambda_first(masks, w, tb.L)
+        first = _lambda_first_under(self.stage_ylb_arr(tb, p), y_hi * (1 + 1e-12), w, tb.L)
         seen.append((y_hi, first))
         return bool((d * first <= cap * (1 + 1e-12)).all())
 
