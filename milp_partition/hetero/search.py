@@ -1005,6 +1005,24 @@ class _Search:
             + self.ar_split(tb, d, p)
         )
 
+    def triple_bounds(self, tb: _Tables, d: int, plist: list[int], quick: bool) -> np.ndarray:
+        """[i]: :meth:`triple_bound` (``split=False``, or ``quick``) of P = plist[i], every P at once: the same
+        operations on the same values in the same order, element by element (so the same floats), for listing the
+        triples without a Python call per (D, P)."""
+        m = math.ceil(self.problem.global_batch / (tb.mbs * d))
+        ps = np.array(plist)
+        stats = np.array([self.x_stats(tb, p) for p in plist])
+        xmin, xsum = stats[:, 0], stats[:, 1]
+        cmin = tb.cminpre[tb.L]
+        if quick:
+            split = np.array([self.free_split(tb, p) for p in plist])
+            ymax_lb, ysum_lb = split[:, 0], split[:, 1]
+        else:
+            ymax_lb = ysum_lb = np.full(len(plist), -math.inf)
+        ar = np.array([self.ar_split(tb, d, p) for p in plist]) if d > 1 else np.zeros(len(plist))
+        ymax = np.maximum(np.maximum(tb.theta_devices(d) + xmin, cmin / ps + xmin), ymax_lb)
+        return cast("np.ndarray", (m - 1) * ymax + np.maximum(cmin + xsum, ysum_lb) + tb.umin + ar)
+
     def x_stats(self, tb: _Tables, p: int) -> tuple[float, float]:
         """(min, sum) of the least X_i over the p stages (:func:`_x_min`), cached per (P, least send): the same values
         for every D and micro-batch size of that least send (the triple bounds ask for them thousands of times)."""
@@ -1041,15 +1059,13 @@ class _Search:
                 # a triple whose bound without the split already reaches the (heuristics') incumbent holds no better
                 # plan: it is left out before its P's tables are built (and the degree rule below, which builds ring
                 # tables, is asked only when some P of this D is left)
-                listed = [
-                    (p, lb0)
-                    for p in range(1, min(tb.L, total // d) + 1)
-                    if (lb0 := self.triple_bound(tb, d, p, split=False)) * (1 - PRUNE_REL) < self.out.value
-                ]
+                lb0 = self.triple_bounds(tb, d, list(range(1, min(tb.L, total // d) + 1)), quick=False)
+                keep = lb0 * (1 - PRUNE_REL) < self.out.value
+                listed = (np.flatnonzero(keep) + 1).tolist()
                 if not listed or (not late and self.dominated_by_fewer(tb, d)):
                     continue  # none left, or every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
-                for p, lb0 in listed:
-                    triples.append((lb0 if late else self.triple_bound(tb, d, p, quick=True), mbs, d, p))
+                keys = (lb0[keep] if late else self.triple_bounds(tb, d, listed, quick=True)).tolist()
+                triples.extend((key, mbs, d, p) for key, p in zip(keys, listed))
         triples.sort()
         if self.budget.expired():  # no time to explore: the least listed bound (each a triple's lower bound)
             self.out.triples, self.out.stopped_by = len(triples), "time_limit"
