@@ -1021,7 +1021,8 @@ class _Search:
             ymax_lb = ysum_lb = np.full(len(plist), -math.inf)
         ar = np.array([self.ar_split(tb, d, p) for p in plist]) if d > 1 else np.zeros(len(plist))
         ymax = np.maximum(np.maximum(tb.theta_devices(d) + xmin, cmin / ps + xmin), ymax_lb)
-        return cast("np.ndarray", (m - 1) * ymax + np.maximum(cmin + xsum, ysum_lb) + tb.umin + ar)
+        with np.errstate(invalid="ignore"):  # 0 * inf is nan, as in triple_bound's floats (m = 1, no split fits)
+            return cast("np.ndarray", (m - 1) * ymax + np.maximum(cmin + xsum, ysum_lb) + tb.umin + ar)
 
     def x_stats(self, tb: _Tables, p: int) -> tuple[float, float]:
         """(min, sum) of the least X_i over the p stages (:func:`_x_min`), cached per (P, least send): the same values
