@@ -802,6 +802,22 @@ class _Search:
         row = got_rows[p]
         return max(float(row[min(total // d, len(row) - 1)]), floor)
 
+    def ar_splits(self, tb: _Tables, d: int) -> np.ndarray:
+        """[P]: :meth:`ar_split` of (d, P) for P = 0..L (entry 0 unused), the same floats, cached per (mbs, D) in
+        ``tb.misc`` (the listing asks for every P of a D at once)."""
+        key = ("arvec", d)
+        got = tb.misc.get(key)
+        if got is None:
+            self.ar_split(tb, d, 1)  # builds the rows of D
+            rows, floor = tb.ardp_cache[d]
+            b = sum(tb.caps) // d
+            vals = [floor] * (tb.L + 1)
+            for p in range(1, min(len(rows), tb.L + 1)):
+                row = rows[p]
+                vals[p] = max(float(row[min(b, len(row) - 1)]), floor)
+            got = tb.misc[key] = np.array(vals)
+        return cast("np.ndarray", got)
+
     def x_of(self, p: int, i: int, a: float, b: float) -> float:
         if p == 1:
             return 0.0
@@ -842,16 +858,23 @@ class _Search:
         pkey = (c, in_flight, role)
         arr = parts.get(pkey)
         if arr is None:
-            self.send_tables(tb)
-            amin_c, bmin_c = tb.misc[("ab", self.sound)]
-            L = tb.L
-            idx = np.arange(L + 1)
-            upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
-            a = np.array(amin_c[c])[None, :]  # [e]
-            b = np.array([*bmin_c[c], 0.0])[:, None]  # [s0]
-            x = {"none": 0.0, "a": a, "2a": 2 * a, "b": b, "2b": 2 * b, "a+b": a + b}[role]
-            fit = idx[None, :] <= np.array([*tb.fit_row(c, in_flight), L])[:, None]
-            arr = parts[pkey] = np.where(upper & fit, tb.comp_matrix(c) + x, math.inf)
+            # the array reads in_flight only through the fit row: the in-flight counts with the same row share one
+            fit_row = tb.fit_row(c, in_flight)
+            same = tb.misc.setdefault(("ylbrow", self.sound), {})
+            rkey = (c, role, tuple(fit_row))
+            arr = same.get(rkey)
+            if arr is None:
+                self.send_tables(tb)
+                amin_c, bmin_c = tb.misc[("ab", self.sound)]
+                L = tb.L
+                idx = np.arange(L + 1)
+                upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
+                a = np.array(amin_c[c])[None, :]  # [e]
+                b = np.array([*bmin_c[c], 0.0])[:, None]  # [s0]
+                x = {"none": 0.0, "a": a, "2a": 2 * a, "b": b, "2b": 2 * b, "a+b": a + b}[role]
+                fit = idx[None, :] <= np.array([*fit_row, L])[:, None]
+                arr = same[rkey] = np.where(upper & fit, tb.comp_matrix(c) + x, math.inf)
+            parts[pkey] = arr
         return cast("np.ndarray", arr)
 
     def stage_ymin(self, tb: _Tables, p: int, k: int) -> np.ndarray:
@@ -861,7 +884,14 @@ class _Search:
         key = (p - k, self.send_role(p, k))
         got = mins.get(key)
         if got is None:
-            got = mins[key] = np.min([self.ylb_part(tb, c, p - k, key[1]) for c in range(len(tb.cfgs))], axis=0)
+            arrs = [self.ylb_part(tb, c, p - k, key[1]) for c in range(len(tb.cfgs))]
+            # the same parts (shared between in-flight counts with the same fit rows) give the same minimum
+            same = tb.misc.setdefault(("yminparts", self.sound), {})
+            pkey = tuple(id(a) for a in arrs)
+            got = same.get(pkey)
+            if got is None:
+                got = same[pkey] = np.min(arrs, axis=0)
+            mins[key] = got
         return cast("np.ndarray", got)
 
     def stage_ylb_arr(self, tb: _Tables, p: int) -> np.ndarray:
@@ -1011,15 +1041,18 @@ class _Search:
         triples without a Python call per (D, P)."""
         m = math.ceil(self.problem.global_batch / (tb.mbs * d))
         ps = np.array(plist)
-        stats = np.array([self.x_stats(tb, p) for p in plist])
-        xmin, xsum = stats[:, 0], stats[:, 1]
+        xkey = ("xarr", tb.tmin)
+        xarr = tb.misc.get(xkey)
+        if xarr is None:  # row P: x_stats of P (P = 1..L), the same floats
+            xarr = tb.misc[xkey] = np.array([(0.0, 0.0), *(self.x_stats(tb, p) for p in range(1, tb.L + 1))])
+        xmin, xsum = xarr[ps, 0], xarr[ps, 1]
         cmin = tb.cminpre[tb.L]
         if quick:
             split = np.array([self.free_split(tb, p) for p in plist])
             ymax_lb, ysum_lb = split[:, 0], split[:, 1]
         else:
             ymax_lb = ysum_lb = np.full(len(plist), -math.inf)
-        ar = np.array([self.ar_split(tb, d, p) for p in plist]) if d > 1 else np.zeros(len(plist))
+        ar = self.ar_splits(tb, d)[np.minimum(ps, tb.L)] if d > 1 else np.zeros(len(plist))
         ymax = np.maximum(np.maximum(tb.theta_devices(d) + xmin, cmin / ps + xmin), ymax_lb)
         with np.errstate(invalid="ignore"):  # 0 * inf is nan, as in triple_bound's floats (m = 1, no split fits)
             return cast("np.ndarray", (m - 1) * ymax + np.maximum(cmin + xsum, ysum_lb) + tb.umin + ar)
