@@ -1077,7 +1077,7 @@ class _Search:
 
     def run(self) -> SearchOutcome:
         prob = self.problem
-        triples = []
+        triples: list[tuple[float, int, int, int]] = []
         tables: dict[int, _Tables] = {}
         for mbs in prob.micro_batches():
             tb = _Tables(prob, mbs)
