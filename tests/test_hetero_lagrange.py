@@ -278,3 +278,33 @@ def test_two_column_precheck_keeps_every_triple_with_a_plan_below_the_incumbent(
         assert got.complete and got.value == pytest.approx(want, rel=1e-12)
         assert got.bound <= want * (1 + 1e-12) and got.bound == pytest.approx(want, rel=1e-9)
     assert with_it.nodes == without.nodes
+
+
+@pytest.mark.parametrize("native_on", [True, False])
+def test_two_column_fit_test_on_reachable_rows_equals_the_full_table(native_on: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:meth:`_Triple.two_fit_masks` (the first row only: the rows a split from layer 0 reaches through allowed pairs)
+    gives the first row of the full two-column table (:meth:`_Triple.two_tables` with its lists), on random masks
+    (pairs with e <= s0 allowed too, as masks under an infinite cap are), every triple of a tiny setting, with the C
+    stage and with numpy."""
+    if not native_on:
+        monkeypatch.setattr(native, "_ext", None)
+    problem = _tiny("sailor", 3, 3)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    rng = np.random.default_rng(31)
+    fits = misses = 0
+    for mbs, tb in tables.items():
+        for d in (1, 2, 3):
+            for p in (1, 2, 3, 4):
+                if d * p > 6 or p > tb.L:
+                    continue
+                tr = _Triple(_Search(problem, Budget.starting_now(60.0), math.inf, None), tb, d, p)
+                for _ in range(12):
+                    masks = rng.random((p, len(tb.cfgs), tb.L + 1, tb.L + 1)) < rng.random()
+                    full = tr.two_tables(masks)[0][0]
+                    row_full = tr.last_two_np[0][0].copy()
+                    want = full is not None and bool(full[tr.cap0] <= tr.cap1)
+                    assert tr.two_fit_masks(masks) == want, (mbs, d, p)
+                    assert np.array_equal(tr.last_two_np[0][0], row_full)
+                    fits += want
+                    misses += not want
+    assert fits > 10 and misses > 10

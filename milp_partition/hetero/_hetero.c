@@ -56,6 +56,9 @@ static int step_core(const double *nxt, double *out, Py_ssize_t rows, Py_ssize_t
     for (Py_ssize_t e = 0; e < rows; e++) {
         const double *row = nxt + e * width;
         double *orow = out + e * width;
+        Py_ssize_t a0 = 0;
+        while (a0 < width && row[a0] == INFINITY) a0++;
+        if (a0 == width) continue; /* an all-inf row gives an all-inf row (already set) */
         for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
             Py_ssize_t jn = (width - r + t0 - 1) / t0;
             Py_ssize_t head = 0, tail = 0; /* deque dq[head..tail): indices, y increasing */
@@ -119,6 +122,7 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
     int got = take_buffers(objs, v, 4, 3);
     int rc = 0;
     double *conv[25] = {NULL};
+    unsigned char *fin = NULL;
     if (got < 4) {
         rc = -2;
     } else if (v[0].len < L1 * width * (Py_ssize_t)sizeof(double) || v[3].len < L1 * width * (Py_ssize_t)sizeof(double) ||
@@ -130,6 +134,20 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
         const long long *t0m = (const long long *)v[1].buf, *t1m = (const long long *)v[2].buf;
         double *out = (double *)v[3].buf;
         for (Py_ssize_t i = 0; i < L1 * width; i++) out[i] = INFINITY;
+        /* a row e of nxt that is all inf gives every step's row e all inf: nothing to take the minimum of */
+        fin = (unsigned char *)malloc((size_t)(L1 > 0 ? L1 : 1));
+        if (!fin) {
+            PyErr_NoMemory();
+            rc = -1;
+        }
+        for (Py_ssize_t e = 0; e < L1 && !rc; e++) {
+            fin[e] = 0;
+            for (Py_ssize_t a = 0; a < width; a++)
+                if (nxt[e * width + a] != INFINITY) {
+                    fin[e] = 1;
+                    break;
+                }
+        }
         for (Py_ssize_t s0 = 0; s0 < L1 && !rc; s0++) {
             double *orow = out + s0 * width;
             for (Py_ssize_t e = 0; e < L1; e++) {
@@ -139,7 +157,7 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
                     rc = -2;
                     break;
                 }
-                if (!t0 && !t1) continue;
+                if ((!t0 && !t1) || !fin[e]) continue;
                 int slot = (int)(t0 * 5 + t1);
                 if (!conv[slot]) {
                     conv[slot] = (double *)malloc(sizeof(double) * (size_t)(L1 * width > 0 ? L1 * width : 1));
@@ -156,6 +174,7 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
         }
     }
     for (int i = 0; i < 25; i++) free(conv[i]);
+    free(fin);
     release_buffers(v, got);
     if (rc) return NULL;
     Py_RETURN_NONE;

@@ -1892,6 +1892,14 @@ class _Triple:
             else:
                 tm = np.zeros((p, L + 1, L + 1), dtype=int)
             least.append(tm)
+        if not lists:
+            # the first row only: the states a split from layer 0 reaches through allowed (s0, e) pairs, stage by stage
+            # (the others' rows are never read from it); the pairs of every other first layer are dropped (0, 0)
+            reach = np.zeros(L + 1, dtype=bool)
+            reach[0] = True
+            for k in range(p):
+                least[0][k][~reach], least[1][k][~reach] = 0, 0
+                reach = ((least[0][k] > 0) | (least[1][k] > 0)).any(axis=0)
         for k in range(p - 1, -1, -1):
             t0m, t1m = least[0][k], least[1][k]
             nxt = cur  # [e][a]: two_sfx[k + 1][e] (inf where None)
