@@ -92,6 +92,10 @@ YSTAR_LEVELS = (0.85, 0.7, 0.55, 0.4, 0.3, 0.2, 0.1, 0.05)
 #: Whether a two-column triple checks its exact device table under the incumbent's caps before the caps' rounds
 #: (:meth:`_Triple.run`; the tests turn it off to compare: the same decisions).
 TWO_PRECHECK = True
+#: The two-column fit tests keep only the rows a split from layer 0 reaches where the table is at least this wide
+#: (column-0 devices + 1): below, the C stage costs less than finding them (gptneo-a32-v96, 33 wide: 1.4 % more
+#: instructions with them; gptneo-a128x2-v128x2-b2048's pooled search, 257 wide: the C stage's time halved).
+REACH_MIN_WIDTH = 64
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -1892,7 +1896,7 @@ class _Triple:
             else:
                 tm = np.zeros((p, L + 1, L + 1), dtype=int)
             least.append(tm)
-        if not lists:
+        if not lists and cap0 + 1 >= REACH_MIN_WIDTH:
             # the first row only: the states a split from layer 0 reaches through allowed (s0, e) pairs, stage by stage
             # (the others' rows are never read from it); the pairs of every other first layer are dropped (0, 0)
             reach = np.zeros(L + 1, dtype=bool)
