@@ -332,3 +332,32 @@ def test_search_on_a_shared_setting_is_the_same_with_and_without_the_compiled_lo
     assert with_c.complete and without.complete
     assert with_c.value == without.value and with_c.bound == without.bound and with_c.value == with_c.bound
     assert with_c.nodes == without.nodes and with_c.nodes > 100
+
+
+@needs_native
+@pytest.mark.parametrize("setting", ["gptneo-a32-v96", "opt350-a8-v16"])
+def test_compiled_allreduce_split_program_equals_numpy(setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:meth:`_Search.ar_split`'s program (the least largest all-reduce over j stages from layer 0 under the tp budget)
+    in C, which computes only the rows j stages can start at, and in numpy: the same rows for every D and j."""
+    from milp_partition.hetero.search import _Search, _Tables
+    from milp_partition.io.sailor import read_sailor
+
+    if not HETERO.is_dir():
+        pytest.skip("../shared/benchmarks/hetero is not here")
+    problem = read_sailor(HETERO, setting=setting)
+    rows = {}
+    for on in (True, False):
+        with monkeypatch.context() as mp:
+            if not on:
+                mp.setattr(native, "_ext", None)
+            srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+            tb = _Tables(problem, 1)
+            for d in range(2, sum(tb.caps) + 1):
+                srch.ar_split(tb, d, 1)
+            rows[on] = {d: tb.ardp_cache[d][0] for d in range(2, sum(tb.caps) + 1)}
+    finite = 0
+    for d, got in rows[True].items():
+        want = rows[False][d]
+        assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want)), d
+        finite += sum(int(np.isfinite(a).any()) for a in got)
+    assert finite > 20

@@ -721,6 +721,79 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ar_dp(table, tps, out, ntp, L1, budget, pmax): the T_sync split program of Search.ar_split.  table[i][s][e] (ntp x L1
+   x L1) is the least all-reduce of layers s..e-1 at least tp tps[i], inf where e <= s; out[j][b] ((pmax + 1) x
+   (budget + 1)) = the least, over j stages from layer 0 with tp budget b, of the largest stage's table value: g_0 = 0
+   at L (inf elsewhere), g_j[s][b] = min over i (tps[i] <= b) and e of max(table[i][s][e], g_{j-1}[e][b - tps[i]]), out[j]
+   = g_j[0] (out[0] all inf).  Only s <= L - j and e <= L - j + 1 are computed (every other entry is inf: a stage holds
+   one layer at least); maxima and minima only, so the same values as the numpy program (no NaN in the table). */
+static PyObject *ar_dp(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[3];
+    Py_ssize_t ntp, L1, budget, pmax;
+    if (!PyArg_ParseTuple(args, "OOOnnnn", &objs[0], &objs[1], &objs[2], &ntp, &L1, &budget, &pmax)) return NULL;
+    if (ntp < 0 || L1 < 1 || budget < 0 || pmax < 0) {
+        PyErr_SetString(PyExc_ValueError, "ar_dp: bad sizes");
+        return NULL;
+    }
+    Py_buffer v[3];
+    int got = take_buffers(objs, v, 3, 2);
+    int rc = 0;
+    double *g = NULL, *h = NULL;
+    Py_ssize_t B1 = budget + 1;
+    if (got < 3) {
+        rc = -2;
+    } else if (v[0].len < ntp * L1 * L1 * (Py_ssize_t)sizeof(double) || v[1].len < ntp * (Py_ssize_t)sizeof(long long) ||
+               v[2].len < (pmax + 1) * B1 * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "ar_dp: buffers too small");
+        rc = -2;
+    } else {
+        const double *table = (const double *)v[0].buf;
+        const long long *tps = (const long long *)v[1].buf;
+        double *out = (double *)v[2].buf;
+        Py_ssize_t L = L1 - 1;
+        g = (double *)malloc(sizeof(double) * (size_t)(L1 * B1));
+        h = (double *)malloc(sizeof(double) * (size_t)(L1 * B1));
+        if (!g || !h) {
+            PyErr_NoMemory();
+            rc = -1;
+        } else {
+            for (Py_ssize_t i = 0; i < L1 * B1; i++) g[i] = INFINITY;
+            for (Py_ssize_t b = 0; b < B1; b++) g[L * B1 + b] = 0.0, out[b] = INFINITY;
+            for (Py_ssize_t j = 1; j <= pmax; j++) {
+                for (Py_ssize_t i = 0; i < L1 * B1; i++) h[i] = INFINITY;
+                for (Py_ssize_t s = 0; s <= L - j; s++) {
+                    double *hrow = h + s * B1;
+                    for (Py_ssize_t i = 0; i < ntp; i++) {
+                        Py_ssize_t t = (Py_ssize_t)tps[i];
+                        if (t > budget || t < 0) continue;
+                        const double *arow = table + (i * L1 + s) * L1;
+                        for (Py_ssize_t e = s + 1; e <= L - j + 1; e++) {
+                            double a = arow[e];
+                            if (a == INFINITY) continue;
+                            const double *grow = g + e * B1;
+                            for (Py_ssize_t b = t; b < B1; b++) {
+                                double x = grow[b - t];
+                                double m = a > x ? a : x;
+                                if (m < hrow[b]) hrow[b] = m;
+                            }
+                        }
+                    }
+                }
+                double *sw = g;
+                g = h;
+                h = sw;
+                for (Py_ssize_t b = 0; b < B1; b++) out[j * B1 + b] = g[b];
+            }
+        }
+    }
+    free(g);
+    free(h);
+    release_buffers(v, got);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"two_step", two_step, METH_VARARGS,
      "two_step(nxt, out, rows, width, d, t0, t1): the two-column device step of milp_partition.hetero.search "
@@ -739,6 +812,7 @@ static PyMethodDef methods[] = {
     {"two_fits", two_fits, METH_VARARGS, "two_fits(g, nxt, width): min over a of g[a] + nxt[width - 1 - a]."},
     {"split_dp", split_dp, METH_VARARGS,
      "split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): Search.root_split's programs (row of the first layer)."},
+    {"ar_dp", ar_dp, METH_VARARGS, "ar_dp(table, tps, out, ntp, L1, budget, pmax): Search.ar_split's program (rows of layer 0)."},
     {NULL, NULL, 0, NULL},
 };
 

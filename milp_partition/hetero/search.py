@@ -786,19 +786,24 @@ class _Search:
             L, inf = tb.L, math.inf
             pmax = max(1, min(L, total // d))
             budget = min(total // d, 4 * pmax)
-            g = np.full((L + 1, budget + 1), inf)  # g[s][b]: j stages over layers s..L-1 within tp budget b
-            g[L, :] = 0.0
-            out_rows = [np.full(budget + 1, inf)]
-            for _j in range(pmax):
-                nxt = np.full((L + 1, budget + 1), inf)
-                for t, arr in table.items():
-                    if t > budget:
-                        continue
-                    # a stage over s..e-1 with least tp t, then the rest from e within budget b - t
-                    cand = np.maximum(arr[:, :, None], g[None, :, : budget + 1 - t])  # [s][e][b - t]
-                    nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
-                g = nxt
-                out_rows.append(g[0].copy())
+            stacked = np.array(list(table.values()))
+            fast = None if np.isnan(stacked).any() else native.ar_dp(stacked, list(table), budget, pmax)
+            if fast is not None:  # the same program in C (rows of layer 0 only; the same values)
+                out_rows = list(fast)
+            else:
+                g = np.full((L + 1, budget + 1), inf)  # g[s][b]: j stages over layers s..L-1 within tp budget b
+                g[L, :] = 0.0
+                out_rows = [np.full(budget + 1, inf)]
+                for _j in range(pmax):
+                    nxt = np.full((L + 1, budget + 1), inf)
+                    for t, arr in table.items():
+                        if t > budget:
+                            continue
+                        # a stage over s..e-1 with least tp t, then the rest from e within budget b - t
+                        cand = np.maximum(arr[:, :, None], g[None, :, : budget + 1 - t])  # [s][e][b - t]
+                        nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
+                    g = nxt
+                    out_rows.append(g[0].copy())
             rows = tb.ardp_cache[d] = (out_rows, self.ar_floor(tb, d))
         got_rows, floor = rows
         if p >= len(got_rows):
