@@ -122,6 +122,7 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
     int got = take_buffers(objs, v, 4, 3);
     int rc = 0;
     double *conv[25] = {NULL};
+    unsigned char *done[25] = {NULL};
     unsigned char *fin = NULL;
     if (got < 4) {
         rc = -2;
@@ -161,11 +162,21 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
                 int slot = (int)(t0 * 5 + t1);
                 if (!conv[slot]) {
                     conv[slot] = (double *)malloc(sizeof(double) * (size_t)(L1 * width > 0 ? L1 * width : 1));
-                    if (!conv[slot] || step_core(nxt, conv[slot], L1, width, d, (int)t0, (int)t1)) {
+                    done[slot] = (unsigned char *)calloc((size_t)L1, 1);
+                    if (!conv[slot] || !done[slot]) {
                         PyErr_NoMemory();
                         rc = -1;
                         break;
                     }
+                }
+                /* the step's row e, computed when a pair first asks for it (rows are independent) */
+                if (!done[slot][e]) {
+                    if (step_core(nxt + e * width, conv[slot] + e * width, 1, width, d, (int)t0, (int)t1)) {
+                        PyErr_NoMemory();
+                        rc = -1;
+                        break;
+                    }
+                    done[slot][e] = 1;
                 }
                 const double *crow = conv[slot] + e * width;
                 for (Py_ssize_t a = 0; a < width; a++)
@@ -173,7 +184,7 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
             }
         }
     }
-    for (int i = 0; i < 25; i++) free(conv[i]);
+    for (int i = 0; i < 25; i++) free(conv[i]), free(done[i]);
     free(fin);
     release_buffers(v, got);
     if (rc) return NULL;
