@@ -237,3 +237,77 @@ def test_column_allreduce_bound_and_its_device_floor_hold_for_every_plan(objecti
                     assert sync >= floor * (1 - 1e-12), (mbs, d, p, sync, floor)
                     below_cap += sync < tr.ar_cap_masks * (1 - 1e-9)
     assert stages > 100 and checked > 50 and raised > 0 and below_cap > 0
+
+
+@pytest.mark.parametrize(("objective", "count", "blocks"), [("sailor", 2, 3), ("sound", 2, 3), ("sailor", 3, 3)])
+def test_two_column_precheck_keeps_every_triple_with_a_plan_below_the_incumbent(
+    objective: str, count: int, blocks: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two-column device table under the incumbent's caps alone, before the caps' rounds (:meth:`_Triple.run`):
+    per triple and incumbent (just above the triple's best plan, and 30 % above) it keeps the triple; with the
+    incumbent below the best plan (just below, 10 % and 30 % below) it rules out some triples, and each of them the
+    caps' rounds and
+    :meth:`_Triple.two_suffix` rule out as well (the same decisions).  A variant that halves the cap on y is caught
+    (it rules out a triple holding a plan below the incumbent).  The search proves the brute-force optimum with the
+    check and without it, with the same nodes."""
+    import milp_partition.hetero.search as hs
+
+    problem = _tiny(objective, count, blocks)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    best_of: dict[tuple[int, int, int], float] = {}
+    for plan in _plans(problem):
+        key = (plan.mbs, len(plan.replicas[0]), len(plan.stages))
+        best_of[key] = min(best_of.get(key, math.inf), evaluate(problem, plan).iteration_s)
+    ruled_out = broken_caught = 0
+    for (mbs, d, p), best in best_of.items():
+        for frac in (1 + 1e-9, 1.3, 1 - 1e-6, 0.9, 0.7):
+            tr = _Triple(_Search(problem, Budget.starting_now(60.0), best * frac, None), tables[mbs], d, p)
+            kept = tr.two_fit_masks(tr.build_masks(tr.y_hi, tr.ar_hi))
+            if frac > 1:
+                assert kept, (mbs, d, p, frac)  # a plan below the incumbent: the check must keep the triple
+                broken_caught += not tr.two_fit_masks(tr.build_masks(tr.y_hi * 0.5, tr.ar_hi))
+            elif not kept:
+                ruled_out += 1
+                assert not (tr.tighten_caps() and tr.lambda_suffix() and tr.two_suffix()), (mbs, d, p)
+    assert ruled_out > 0 and broken_caught > 0
+    want = min(best_of.values())
+    with_it = search(problem, Budget.starting_now(60.0))
+    monkeypatch.setattr(hs, "TWO_PRECHECK", False)
+    without = search(problem, Budget.starting_now(60.0))
+    for got in (with_it, without):
+        assert got.complete and got.value == pytest.approx(want, rel=1e-12)
+        assert got.bound <= want * (1 + 1e-12) and got.bound == pytest.approx(want, rel=1e-9)
+    assert with_it.nodes == without.nodes
+
+
+@pytest.mark.parametrize("native_on", [True, False])
+def test_two_column_fit_test_on_reachable_rows_equals_the_full_table(native_on: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:meth:`_Triple.two_fit_masks` (the first row only: the rows a split from layer 0 reaches through allowed pairs)
+    gives the first row of the full two-column table (:meth:`_Triple.two_tables` with its lists), on random masks
+    (pairs with e <= s0 allowed too, as masks under an infinite cap are), every triple of a tiny setting, with the C
+    stage and with numpy."""
+    import milp_partition.hetero.search as hs
+
+    if not native_on:
+        monkeypatch.setattr(native, "_ext", None)
+    monkeypatch.setattr(hs, "REACH_MIN_WIDTH", 0)  # the tiny tables are narrow: the rule on all of them
+    problem = _tiny("sailor", 3, 3)
+    tables = {mbs: _Tables(problem, mbs) for mbs in problem.micro_batches()}
+    rng = np.random.default_rng(31)
+    fits = misses = 0
+    for mbs, tb in tables.items():
+        for d in (1, 2, 3):
+            for p in (1, 2, 3, 4):
+                if d * p > 6 or p > tb.L:
+                    continue
+                tr = _Triple(_Search(problem, Budget.starting_now(60.0), math.inf, None), tb, d, p)
+                for _ in range(12):
+                    masks = rng.random((p, len(tb.cfgs), tb.L + 1, tb.L + 1)) < rng.random()
+                    full = tr.two_tables(masks)[0][0]
+                    row_full = tr.last_two_np[0][0].copy()
+                    want = full is not None and bool(full[tr.cap0] <= tr.cap1)
+                    assert tr.two_fit_masks(masks) == want, (mbs, d, p)
+                    assert np.array_equal(tr.last_two_np[0][0], row_full)
+                    fits += want
+                    misses += not want
+    assert fits > 10 and misses > 10

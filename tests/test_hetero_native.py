@@ -73,6 +73,34 @@ def test_compiled_weighted_device_suffix_equals_numpy(monkeypatch: pytest.Monkey
 
 
 @needs_native
+def test_compiled_admit_first_row_equals_the_full_numpy_program(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The device test before a triple (:func:`_lambda_first_under`): its C form, which computes only the states a
+    split from layer 0 reaches, equals the first row of the full numpy program on the masks ``ylb <= thr`` (random
+    tables inf wherever e <= s0, as the search's are, with holes; more stages than layers included: inf)."""
+    from milp_partition.hetero.search import _lambda_first_under, _lambda_suffix
+
+    rng = np.random.default_rng(23)
+    idx = np.arange(12)
+    finite = 0
+    for _ in range(300):
+        p, nk, t, l1 = int(rng.integers(1, 8)), int(rng.integers(1, 7)), int(rng.integers(1, 5)), int(rng.integers(2, 12))
+        ylb = rng.random((p, nk, l1, l1)) * 10
+        ylb[:, :, ~(idx[None, :l1] > idx[:l1, None])] = math.inf
+        ylb[rng.random(ylb.shape) < 0.2] = math.inf
+        w = rng.integers(1, 9, size=(t, nk)) * rng.choice([1.0, 1 / 3, 0.125, 1 / 96], size=(t, 1))
+        thr = float(rng.random() * 10)
+        got = native.lambda_first(ylb, w, thr)
+        with monkeypatch.context() as mp:
+            mp.setattr(native, "_ext", None)
+            want = _lambda_suffix(ylb <= thr, w, l1 - 1)[0, :, 0]
+            assert np.array_equal(_lambda_first_under(ylb, thr, w, l1 - 1), want)  # the numpy path of the search
+        assert got is not None and np.array_equal(got, want), (p, nk, t, l1)
+        assert np.array_equal(_lambda_first_under(ylb, thr, w, l1 - 1), want)  # the C path of the search
+        finite += int(np.isfinite(want).all())
+    assert 30 < finite < 270  # both kinds of answer are exercised
+
+
+@needs_native
 def test_compiled_two_column_stage_equals_numpy() -> None:
     """One stage of the two-column table: per (s0, e) the step of its tp pair (0: column not allowed), least over e;
     the C stage against the numpy stage and against the step's definition, on random tables and tp pairs."""
@@ -304,3 +332,32 @@ def test_search_on_a_shared_setting_is_the_same_with_and_without_the_compiled_lo
     assert with_c.complete and without.complete
     assert with_c.value == without.value and with_c.bound == without.bound and with_c.value == with_c.bound
     assert with_c.nodes == without.nodes and with_c.nodes > 100
+
+
+@needs_native
+@pytest.mark.parametrize("setting", ["gptneo-a32-v96", "opt350-a8-v16"])
+def test_compiled_allreduce_split_program_equals_numpy(setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """:meth:`_Search.ar_split`'s program (the least largest all-reduce over j stages from layer 0 under the tp budget)
+    in C, which computes only the rows j stages can start at, and in numpy: the same rows for every D and j."""
+    from milp_partition.hetero.search import _Search, _Tables
+    from milp_partition.io.sailor import read_sailor
+
+    if not HETERO.is_dir():
+        pytest.skip("../shared/benchmarks/hetero is not here")
+    problem = read_sailor(HETERO, setting=setting)
+    rows = {}
+    for on in (True, False):
+        with monkeypatch.context() as mp:
+            if not on:
+                mp.setattr(native, "_ext", None)
+            srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+            tb = _Tables(problem, 1)
+            for d in range(2, sum(tb.caps) + 1):
+                srch.ar_split(tb, d, 1)
+            rows[on] = {d: tb.ardp_cache[d][0] for d in range(2, sum(tb.caps) + 1)}
+    finite = 0
+    for d, got in rows[True].items():
+        want = rows[False][d]
+        assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want)), d
+        finite += sum(int(np.isfinite(a).any()) for a in got)
+    assert finite > 20

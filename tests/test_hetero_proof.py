@@ -120,3 +120,26 @@ def test_no_exact_search_when_the_pooled_steps_leave_little_time(monkeypatch: py
     assert "nodes" not in res.solver_notes
     assert res.bound is not None and res.bound <= want * (1 + 1e-9)
     assert res.objective >= want * (1 - 1e-12)
+
+
+def test_past_the_device_threshold_the_gap_answer_skips_the_exact_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within the stop gap, a setting of more than :data:`~milp_partition.hetero.solve.STOP_SEARCH_MAX_DEVICES` devices
+    gets no exact search (a note says so): the answer keeps the pooled bound, at most the brute-force optimum, and
+    stays within the gap.  Lowering the threshold below a tiny setting's devices shows it (the same answer as
+    ``pool_stop_search_s=0``, which skips the search too)."""
+    stopped = 0
+    for counts in ZONED:
+        problem = _zoned(counts)
+        want = min(evaluate(problem, p).iteration_s for p in _plans(problem))
+        none = solve_hetero(problem, HeteroSolveSettings(time_limit_s=60.0, pool_stop_search_s=0.0))
+        with monkeypatch.context() as mp:
+            mp.setattr(solve_module, "STOP_SEARCH_MAX_DEVICES", 0)
+            res = solve_hetero(problem, HeteroSolveSettings(time_limit_s=60.0))
+        assert res.bound is not None and res.bound <= want * (1 + 1e-9)
+        assert res.gap is not None and res.gap <= 0.01
+        assert (res.status, res.objective, res.bound) == (none.status, none.objective, none.bound)
+        if res.status == Status.FEASIBLE.value:
+            assert "exact search skipped" in res.solver_notes["stopped"]
+            assert "nodes" not in res.solver_notes  # no exact search ran
+            stopped += 1
+    assert stopped > 0

@@ -56,6 +56,9 @@ static int step_core(const double *nxt, double *out, Py_ssize_t rows, Py_ssize_t
     for (Py_ssize_t e = 0; e < rows; e++) {
         const double *row = nxt + e * width;
         double *orow = out + e * width;
+        Py_ssize_t a0 = 0;
+        while (a0 < width && row[a0] == INFINITY) a0++;
+        if (a0 == width) continue; /* an all-inf row gives an all-inf row (already set) */
         for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
             Py_ssize_t jn = (width - r + t0 - 1) / t0;
             Py_ssize_t head = 0, tail = 0; /* deque dq[head..tail): indices, y increasing */
@@ -119,6 +122,8 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
     int got = take_buffers(objs, v, 4, 3);
     int rc = 0;
     double *conv[25] = {NULL};
+    unsigned char *done[25] = {NULL};
+    unsigned char *fin = NULL;
     if (got < 4) {
         rc = -2;
     } else if (v[0].len < L1 * width * (Py_ssize_t)sizeof(double) || v[3].len < L1 * width * (Py_ssize_t)sizeof(double) ||
@@ -130,6 +135,20 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
         const long long *t0m = (const long long *)v[1].buf, *t1m = (const long long *)v[2].buf;
         double *out = (double *)v[3].buf;
         for (Py_ssize_t i = 0; i < L1 * width; i++) out[i] = INFINITY;
+        /* a row e of nxt that is all inf gives every step's row e all inf: nothing to take the minimum of */
+        fin = (unsigned char *)malloc((size_t)(L1 > 0 ? L1 : 1));
+        if (!fin) {
+            PyErr_NoMemory();
+            rc = -1;
+        }
+        for (Py_ssize_t e = 0; e < L1 && !rc; e++) {
+            fin[e] = 0;
+            for (Py_ssize_t a = 0; a < width; a++)
+                if (nxt[e * width + a] != INFINITY) {
+                    fin[e] = 1;
+                    break;
+                }
+        }
         for (Py_ssize_t s0 = 0; s0 < L1 && !rc; s0++) {
             double *orow = out + s0 * width;
             for (Py_ssize_t e = 0; e < L1; e++) {
@@ -139,15 +158,25 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
                     rc = -2;
                     break;
                 }
-                if (!t0 && !t1) continue;
+                if ((!t0 && !t1) || !fin[e]) continue;
                 int slot = (int)(t0 * 5 + t1);
                 if (!conv[slot]) {
                     conv[slot] = (double *)malloc(sizeof(double) * (size_t)(L1 * width > 0 ? L1 * width : 1));
-                    if (!conv[slot] || step_core(nxt, conv[slot], L1, width, d, (int)t0, (int)t1)) {
+                    done[slot] = (unsigned char *)calloc((size_t)L1, 1);
+                    if (!conv[slot] || !done[slot]) {
                         PyErr_NoMemory();
                         rc = -1;
                         break;
                     }
+                }
+                /* the step's row e, computed when a pair first asks for it (rows are independent) */
+                if (!done[slot][e]) {
+                    if (step_core(nxt + e * width, conv[slot] + e * width, 1, width, d, (int)t0, (int)t1)) {
+                        PyErr_NoMemory();
+                        rc = -1;
+                        break;
+                    }
+                    done[slot][e] = 1;
                 }
                 const double *crow = conv[slot] + e * width;
                 for (Py_ssize_t a = 0; a < width; a++)
@@ -155,7 +184,8 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
             }
         }
     }
-    for (int i = 0; i < 25; i++) free(conv[i]);
+    for (int i = 0; i < 25; i++) free(conv[i]), free(done[i]);
+    free(fin);
     release_buffers(v, got);
     if (rc) return NULL;
     Py_RETURN_NONE;
@@ -225,6 +255,78 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
     }
     free(cost);
     free(fin);
+    release_buffers(v, got);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* lambda_first(ylb, w, out, thr, p, nk, T, L1): out[t] = the first row sfx[0][t][0] of lambda_suffix with masks =
+   (ylb <= thr), for a table ylb[k][c][s0][e] that is inf wherever e <= s0 (a stage holds at least one layer) and a
+   finite thr.  Only the states a split from layer 0 reaches are computed: stage k starts at s0 in [k, L - (p - k)]
+   and ends at e in [s0 + 1, L - (p - k - 1)] (every other state's value is inf or never read), with the same single
+   additions and minima as the full program, so the same values. */
+static PyObject *lambda_first(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[3];
+    double thr;
+    Py_ssize_t p, nk, T, L1;
+    if (!PyArg_ParseTuple(args, "OOOdnnnn", &objs[0], &objs[1], &objs[2], &thr, &p, &nk, &T, &L1)) return NULL;
+    if (p < 1 || nk < 0 || T < 1 || L1 < 1 || !isfinite(thr)) {
+        PyErr_SetString(PyExc_ValueError, "lambda_first: bad sizes or threshold");
+        return NULL;
+    }
+    Py_buffer v[3];
+    int got = take_buffers(objs, v, 3, 2);
+    int rc = 0;
+    double *g = NULL, *h = NULL, *wmin = NULL;
+    if (got < 3) {
+        rc = -2;
+    } else if (v[0].len < p * nk * L1 * L1 * (Py_ssize_t)sizeof(double) || v[1].len < T * nk * (Py_ssize_t)sizeof(double) ||
+               v[2].len < T * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "lambda_first: buffers too small");
+        rc = -2;
+    } else {
+        const double *ylb = (const double *)v[0].buf;
+        const double *w = (const double *)v[1].buf;
+        double *out = (double *)v[2].buf;
+        Py_ssize_t L = L1 - 1;
+        g = (double *)malloc(sizeof(double) * (size_t)(T * L1));
+        h = (double *)malloc(sizeof(double) * (size_t)(T * L1));
+        wmin = (double *)malloc(sizeof(double) * (size_t)T);
+        if (!g || !h || !wmin) {
+            PyErr_NoMemory();
+            rc = -1;
+        } else {
+            for (Py_ssize_t i = 0; i < T * L1; i++) g[i] = INFINITY;
+            for (Py_ssize_t t = 0; t < T; t++) g[t * L1 + L] = 0.0;
+            for (Py_ssize_t k = p - 1; k >= 0; k--) {
+                Py_ssize_t s_lo = k, s_hi = k == 0 ? 0 : L - (p - k), e_hi = L - (p - k - 1);
+                for (Py_ssize_t i = 0; i < T * L1; i++) h[i] = INFINITY;
+                for (Py_ssize_t s0 = s_lo; s0 <= s_hi; s0++) {
+                    for (Py_ssize_t e = s0 + 1; e <= e_hi; e++) {
+                        for (Py_ssize_t t = 0; t < T; t++) wmin[t] = INFINITY;
+                        for (Py_ssize_t c = 0; c < nk; c++)
+                            if (ylb[((k * nk + c) * L1 + s0) * L1 + e] <= thr)
+                                for (Py_ssize_t t = 0; t < T; t++)
+                                    if (w[t * nk + c] < wmin[t]) wmin[t] = w[t * nk + c];
+                        for (Py_ssize_t t = 0; t < T; t++) {
+                            double nx = g[t * L1 + e];
+                            if (wmin[t] == INFINITY || nx == INFINITY) continue;
+                            double x = wmin[t] + nx;
+                            if (x < h[t * L1 + s0]) h[t * L1 + s0] = x;
+                        }
+                    }
+                }
+                double *sw = g;
+                g = h;
+                h = sw;
+            }
+            for (Py_ssize_t t = 0; t < T; t++) out[t] = g[t * L1];
+        }
+    }
+    free(g);
+    free(h);
+    free(wmin);
     release_buffers(v, got);
     if (rc) return NULL;
     Py_RETURN_NONE;
@@ -630,6 +732,79 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ar_dp(table, tps, out, ntp, L1, budget, pmax): the T_sync split program of Search.ar_split.  table[i][s][e] (ntp x L1
+   x L1) is the least all-reduce of layers s..e-1 at least tp tps[i], inf where e <= s; out[j][b] ((pmax + 1) x
+   (budget + 1)) = the least, over j stages from layer 0 with tp budget b, of the largest stage's table value: g_0 = 0
+   at L (inf elsewhere), g_j[s][b] = min over i (tps[i] <= b) and e of max(table[i][s][e], g_{j-1}[e][b - tps[i]]), out[j]
+   = g_j[0] (out[0] all inf).  Only s <= L - j and e <= L - j + 1 are computed (every other entry is inf: a stage holds
+   one layer at least); maxima and minima only, so the same values as the numpy program (no NaN in the table). */
+static PyObject *ar_dp(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *objs[3];
+    Py_ssize_t ntp, L1, budget, pmax;
+    if (!PyArg_ParseTuple(args, "OOOnnnn", &objs[0], &objs[1], &objs[2], &ntp, &L1, &budget, &pmax)) return NULL;
+    if (ntp < 0 || L1 < 1 || budget < 0 || pmax < 0) {
+        PyErr_SetString(PyExc_ValueError, "ar_dp: bad sizes");
+        return NULL;
+    }
+    Py_buffer v[3];
+    int got = take_buffers(objs, v, 3, 2);
+    int rc = 0;
+    double *g = NULL, *h = NULL;
+    Py_ssize_t B1 = budget + 1;
+    if (got < 3) {
+        rc = -2;
+    } else if (v[0].len < ntp * L1 * L1 * (Py_ssize_t)sizeof(double) || v[1].len < ntp * (Py_ssize_t)sizeof(long long) ||
+               v[2].len < (pmax + 1) * B1 * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "ar_dp: buffers too small");
+        rc = -2;
+    } else {
+        const double *table = (const double *)v[0].buf;
+        const long long *tps = (const long long *)v[1].buf;
+        double *out = (double *)v[2].buf;
+        Py_ssize_t L = L1 - 1;
+        g = (double *)malloc(sizeof(double) * (size_t)(L1 * B1));
+        h = (double *)malloc(sizeof(double) * (size_t)(L1 * B1));
+        if (!g || !h) {
+            PyErr_NoMemory();
+            rc = -1;
+        } else {
+            for (Py_ssize_t i = 0; i < L1 * B1; i++) g[i] = INFINITY;
+            for (Py_ssize_t b = 0; b < B1; b++) g[L * B1 + b] = 0.0, out[b] = INFINITY;
+            for (Py_ssize_t j = 1; j <= pmax; j++) {
+                for (Py_ssize_t i = 0; i < L1 * B1; i++) h[i] = INFINITY;
+                for (Py_ssize_t s = 0; s <= L - j; s++) {
+                    double *hrow = h + s * B1;
+                    for (Py_ssize_t i = 0; i < ntp; i++) {
+                        Py_ssize_t t = (Py_ssize_t)tps[i];
+                        if (t > budget || t < 0) continue;
+                        const double *arow = table + (i * L1 + s) * L1;
+                        for (Py_ssize_t e = s + 1; e <= L - j + 1; e++) {
+                            double a = arow[e];
+                            if (a == INFINITY) continue;
+                            const double *grow = g + e * B1;
+                            for (Py_ssize_t b = t; b < B1; b++) {
+                                double x = grow[b - t];
+                                double m = a > x ? a : x;
+                                if (m < hrow[b]) hrow[b] = m;
+                            }
+                        }
+                    }
+                }
+                double *sw = g;
+                g = h;
+                h = sw;
+                for (Py_ssize_t b = 0; b < B1; b++) out[j * B1 + b] = g[b];
+            }
+        }
+    }
+    free(g);
+    free(h);
+    release_buffers(v, got);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"two_step", two_step, METH_VARARGS,
      "two_step(nxt, out, rows, width, d, t0, t1): the two-column device step of milp_partition.hetero.search "
@@ -638,6 +813,8 @@ static PyMethodDef methods[] = {
      "two_layer(nxt, t0m, t1m, out, L1, width, d): one stage of the two-column table (Triple.two_tables)."},
     {"lambda_suffix", lambda_suffix, METH_VARARGS,
      "lambda_suffix(masks, w, out, p, nk, T, L1): the weighted device suffix program (_lambda_suffix)."},
+    {"lambda_first", lambda_first, METH_VARARGS,
+     "lambda_first(ylb, w, out, thr, p, nk, T, L1): the program's first row under ylb <= thr (_lambda_first)."},
     {"lagrange_suffix", lagrange_suffix, METH_VARARGS,
      "lagrange_suffix(ylb, wm, out, p, nk, N, L1): the Lagrangian sum program of the later stages (_lagrange_suffix)."},
     {"two_use", two_use, METH_VARARGS,
@@ -646,6 +823,7 @@ static PyMethodDef methods[] = {
     {"two_fits", two_fits, METH_VARARGS, "two_fits(g, nxt, width): min over a of g[a] + nxt[width - 1 - a]."},
     {"split_dp", split_dp, METH_VARARGS,
      "split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): Search.root_split's programs (row of the first layer)."},
+    {"ar_dp", ar_dp, METH_VARARGS, "ar_dp(table, tps, out, ntp, L1, budget, pmax): Search.ar_split's program (rows of layer 0)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -89,6 +89,35 @@ def lambda_suffix(masks: np.ndarray, w: np.ndarray) -> np.ndarray | None:
     return out
 
 
+def lambda_first(ylb: np.ndarray, w: np.ndarray, thr: float) -> np.ndarray | None:
+    """:func:`milp_partition.hetero.search._lambda_first_under` (the row sfx[0][t][0] of the weighted device suffix
+    program with masks ``ylb <= thr``; ``ylb`` [k][c][s0][e] inf wherever e <= s0, ``thr`` finite) in C, computing
+    only the states a split from layer 0 reaches; None when the extension is not available (or is an older build
+    without it)."""
+    if not available() or not hasattr(_ext, "lambda_first"):
+        return None
+    y = np.ascontiguousarray(ylb, dtype=np.float64)
+    p, nk, l1, _l1 = y.shape
+    wc = np.ascontiguousarray(w, dtype=np.float64)
+    out = np.empty(wc.shape[0])
+    _ext.lambda_first(y, wc, out, float(thr), p, nk, wc.shape[0], l1)  # type: ignore[union-attr]
+    return out
+
+
+def ar_dp(table: np.ndarray, tps: list[int], budget: int, pmax: int) -> np.ndarray | None:
+    """:meth:`milp_partition.hetero.search._Search.ar_split`'s program in C: out[j][b] = the least, over j stages from
+    layer 0 within tp budget b, of the largest stage's ``table`` value (``table`` [i][s][e] at least tp ``tps[i]``, inf
+    where e <= s, no NaN); None when the extension is not available (or is an older build without it)."""
+    if not available() or not hasattr(_ext, "ar_dp"):
+        return None
+    tab = np.ascontiguousarray(table, dtype=np.float64)
+    ntp, l1, _l1 = tab.shape
+    tp_arr = np.ascontiguousarray(tps, dtype=np.int64)
+    out = np.empty((pmax + 1, budget + 1))
+    _ext.ar_dp(tab, tp_arr, out, ntp, l1, int(budget), int(pmax))  # type: ignore[union-attr]
+    return out
+
+
 def lagrange_suffix(ylb: np.ndarray, wm: np.ndarray) -> np.ndarray | None:
     """:func:`milp_partition.hetero.search._lagrange_suffix` (G[n][k][s0] from ylb [k][c][s][e], inf where not allowed,
     and wm [n][c]) in C: the same additions and minima; None when the extension is not available (or is an older

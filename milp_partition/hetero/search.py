@@ -89,6 +89,13 @@ YSTAR_REL = 1e-3
 #: Once the floor is raised (before any level's tables are built), the levels' caps are at these fractions of the
 #: way from the floor to the triple's cap.
 YSTAR_LEVELS = (0.85, 0.7, 0.55, 0.4, 0.3, 0.2, 0.1, 0.05)
+#: Whether a two-column triple checks its exact device table under the incumbent's caps before the caps' rounds
+#: (:meth:`_Triple.run`; the tests turn it off to compare: the same decisions).
+TWO_PRECHECK = True
+#: The two-column fit tests keep only the rows a split from layer 0 reaches where the table is at least this wide
+#: (column-0 devices + 1): below, the C stage costs less than finding them (gptneo-a32-v96, 33 wide: 1.4 % more
+#: instructions with them; gptneo-a128x2-v128x2-b2048's pooled search, 257 wide: the C stage's time halved).
+REACH_MIN_WIDTH = 64
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -510,6 +517,17 @@ def _lambda_first(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
     return _lambda_suffix(masks, w, L)[0, :, 0]
 
 
+def _lambda_first_under(ylb: np.ndarray, thr: float, w: np.ndarray, L: int) -> np.ndarray:
+    """:func:`_lambda_first` of the masks ``ylb <= thr`` (``ylb`` [k][c][s0][e] inf wherever e <= s0, as
+    :meth:`_Search.stage_ylb_arr` is).  With a finite ``thr``, in C where the extension is built: the same values,
+    computed only on the states a split from layer 0 reaches (stage k from a layer in [k, L - P + k])."""
+    if math.isfinite(thr):
+        got = native.lambda_first(ylb, w, thr)
+        if got is not None:
+            return got
+    return _lambda_first(ylb <= thr, w, L)
+
+
 def _lagrange_suffix(ylb: np.ndarray, wm: np.ndarray, L: int) -> np.ndarray:
     """G[n][k][s0] = the least, over the splits of layers s0..L-1 into stages k..P-1, of sum_k min_c (ylb[k][c][s][e] +
     wm[n][c]) (inf: no split; G[n][P][L] = 0).  ``ylb`` [k][c][s][e] is inf where configuration c may not serve the
@@ -768,25 +786,46 @@ class _Search:
             L, inf = tb.L, math.inf
             pmax = max(1, min(L, total // d))
             budget = min(total // d, 4 * pmax)
-            g = np.full((L + 1, budget + 1), inf)  # g[s][b]: j stages over layers s..L-1 within tp budget b
-            g[L, :] = 0.0
-            out_rows = [np.full(budget + 1, inf)]
-            for _j in range(pmax):
-                nxt = np.full((L + 1, budget + 1), inf)
-                for t, arr in table.items():
-                    if t > budget:
-                        continue
-                    # a stage over s..e-1 with least tp t, then the rest from e within budget b - t
-                    cand = np.maximum(arr[:, :, None], g[None, :, : budget + 1 - t])  # [s][e][b - t]
-                    nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
-                g = nxt
-                out_rows.append(g[0].copy())
+            stacked = np.array(list(table.values()))
+            fast = None if np.isnan(stacked).any() else native.ar_dp(stacked, list(table), budget, pmax)
+            if fast is not None:  # the same program in C (rows of layer 0 only; the same values)
+                out_rows = list(fast)
+            else:
+                g = np.full((L + 1, budget + 1), inf)  # g[s][b]: j stages over layers s..L-1 within tp budget b
+                g[L, :] = 0.0
+                out_rows = [np.full(budget + 1, inf)]
+                for _j in range(pmax):
+                    nxt = np.full((L + 1, budget + 1), inf)
+                    for t, arr in table.items():
+                        if t > budget:
+                            continue
+                        # a stage over s..e-1 with least tp t, then the rest from e within budget b - t
+                        cand = np.maximum(arr[:, :, None], g[None, :, : budget + 1 - t])  # [s][e][b - t]
+                        nxt[:, t:] = np.minimum(nxt[:, t:], cand.min(axis=1))
+                    g = nxt
+                    out_rows.append(g[0].copy())
             rows = tb.ardp_cache[d] = (out_rows, self.ar_floor(tb, d))
         got_rows, floor = rows
         if p >= len(got_rows):
             return floor
         row = got_rows[p]
         return max(float(row[min(total // d, len(row) - 1)]), floor)
+
+    def ar_splits(self, tb: _Tables, d: int) -> np.ndarray:
+        """[P]: :meth:`ar_split` of (d, P) for P = 0..L (entry 0 unused), the same floats, cached per (mbs, D) in
+        ``tb.misc`` (the listing asks for every P of a D at once)."""
+        key = ("arvec", d)
+        got = tb.misc.get(key)
+        if got is None:
+            self.ar_split(tb, d, 1)  # builds the rows of D
+            rows, floor = tb.ardp_cache[d]
+            b = sum(tb.caps) // d
+            vals = [floor] * (tb.L + 1)
+            for p in range(1, min(len(rows), tb.L + 1)):
+                row = rows[p]
+                vals[p] = max(float(row[min(b, len(row) - 1)]), floor)
+            got = tb.misc[key] = np.array(vals)
+        return cast("np.ndarray", got)
 
     def x_of(self, p: int, i: int, a: float, b: float) -> float:
         if p == 1:
@@ -828,16 +867,23 @@ class _Search:
         pkey = (c, in_flight, role)
         arr = parts.get(pkey)
         if arr is None:
-            self.send_tables(tb)
-            amin_c, bmin_c = tb.misc[("ab", self.sound)]
-            L = tb.L
-            idx = np.arange(L + 1)
-            upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
-            a = np.array(amin_c[c])[None, :]  # [e]
-            b = np.array([*bmin_c[c], 0.0])[:, None]  # [s0]
-            x = {"none": 0.0, "a": a, "2a": 2 * a, "b": b, "2b": 2 * b, "a+b": a + b}[role]
-            fit = idx[None, :] <= np.array([*tb.fit_row(c, in_flight), L])[:, None]
-            arr = parts[pkey] = np.where(upper & fit, tb.comp_matrix(c) + x, math.inf)
+            # the array reads in_flight only through the fit row: the in-flight counts with the same row share one
+            fit_row = tb.fit_row(c, in_flight)
+            same = tb.misc.setdefault(("ylbrow", self.sound), {})
+            rkey = (c, role, tuple(fit_row))
+            arr = same.get(rkey)
+            if arr is None:
+                self.send_tables(tb)
+                amin_c, bmin_c = tb.misc[("ab", self.sound)]
+                L = tb.L
+                idx = np.arange(L + 1)
+                upper = idx[None, :] > idx[:, None]  # [s0][e]: e > s0
+                a = np.array(amin_c[c])[None, :]  # [e]
+                b = np.array([*bmin_c[c], 0.0])[:, None]  # [s0]
+                x = {"none": 0.0, "a": a, "2a": 2 * a, "b": b, "2b": 2 * b, "a+b": a + b}[role]
+                fit = idx[None, :] <= np.array([*fit_row, L])[:, None]
+                arr = same[rkey] = np.where(upper & fit, tb.comp_matrix(c) + x, math.inf)
+            parts[pkey] = arr
         return cast("np.ndarray", arr)
 
     def stage_ymin(self, tb: _Tables, p: int, k: int) -> np.ndarray:
@@ -847,7 +893,14 @@ class _Search:
         key = (p - k, self.send_role(p, k))
         got = mins.get(key)
         if got is None:
-            got = mins[key] = np.min([self.ylb_part(tb, c, p - k, key[1]) for c in range(len(tb.cfgs))], axis=0)
+            arrs = [self.ylb_part(tb, c, p - k, key[1]) for c in range(len(tb.cfgs))]
+            # the same parts (shared between in-flight counts with the same fit rows) give the same minimum
+            same = tb.misc.setdefault(("yminparts", self.sound), {})
+            pkey = tuple(id(a) for a in arrs)
+            got = same.get(pkey)
+            if got is None:
+                got = same[pkey] = np.min(arrs, axis=0)
+            mins[key] = got
         return cast("np.ndarray", got)
 
     def stage_ylb_arr(self, tb: _Tables, p: int) -> np.ndarray:
@@ -991,6 +1044,28 @@ class _Search:
             + self.ar_split(tb, d, p)
         )
 
+    def triple_bounds(self, tb: _Tables, d: int, plist: list[int], quick: bool) -> np.ndarray:
+        """[i]: :meth:`triple_bound` (``split=False``, or ``quick``) of P = plist[i], every P at once: the same
+        operations on the same values in the same order, element by element (so the same floats), for listing the
+        triples without a Python call per (D, P)."""
+        m = math.ceil(self.problem.global_batch / (tb.mbs * d))
+        ps = np.array(plist)
+        xkey = ("xarr", tb.tmin)
+        xarr = tb.misc.get(xkey)
+        if xarr is None:  # row P: x_stats of P (P = 1..L), the same floats
+            xarr = tb.misc[xkey] = np.array([(0.0, 0.0), *(self.x_stats(tb, p) for p in range(1, tb.L + 1))])
+        xmin, xsum = xarr[ps, 0], xarr[ps, 1]
+        cmin = tb.cminpre[tb.L]
+        if quick:
+            split = np.array([self.free_split(tb, p) for p in plist])
+            ymax_lb, ysum_lb = split[:, 0], split[:, 1]
+        else:
+            ymax_lb = ysum_lb = np.full(len(plist), -math.inf)
+        ar = self.ar_splits(tb, d)[np.minimum(ps, tb.L)] if d > 1 else np.zeros(len(plist))
+        ymax = np.maximum(np.maximum(tb.theta_devices(d) + xmin, cmin / ps + xmin), ymax_lb)
+        with np.errstate(invalid="ignore"):  # 0 * inf is nan, as in triple_bound's floats (m = 1, no split fits)
+            return cast("np.ndarray", (m - 1) * ymax + np.maximum(cmin + xsum, ysum_lb) + tb.umin + ar)
+
     def x_stats(self, tb: _Tables, p: int) -> tuple[float, float]:
         """(min, sum) of the least X_i over the p stages (:func:`_x_min`), cached per (P, least send): the same values
         for every D and micro-batch size of that least send (the triple bounds ask for them thousands of times)."""
@@ -1011,7 +1086,7 @@ class _Search:
 
     def run(self) -> SearchOutcome:
         prob = self.problem
-        triples = []
+        triples: list[tuple[float, int, int, int]] = []
         tables: dict[int, _Tables] = {}
         for mbs in prob.micro_batches():
             tb = _Tables(prob, mbs)
@@ -1027,15 +1102,13 @@ class _Search:
                 # a triple whose bound without the split already reaches the (heuristics') incumbent holds no better
                 # plan: it is left out before its P's tables are built (and the degree rule below, which builds ring
                 # tables, is asked only when some P of this D is left)
-                listed = [
-                    (p, lb0)
-                    for p in range(1, min(tb.L, total // d) + 1)
-                    if (lb0 := self.triple_bound(tb, d, p, split=False)) * (1 - PRUNE_REL) < self.out.value
-                ]
+                lb0 = self.triple_bounds(tb, d, list(range(1, min(tb.L, total // d) + 1)), quick=False)
+                keep = lb0 * (1 - PRUNE_REL) < self.out.value
+                listed = (np.flatnonzero(keep) + 1).tolist()
                 if not listed or (not late and self.dominated_by_fewer(tb, d)):
                     continue  # none left, or every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
-                for p, lb0 in listed:
-                    triples.append((lb0 if late else self.triple_bound(tb, d, p, quick=True), mbs, d, p))
+                keys = (lb0[keep] if late else self.triple_bounds(tb, d, listed, quick=True)).tolist()
+                triples.extend((key, mbs, d, p) for key, p in zip(keys, listed))
         triples.sort()
         if self.budget.expired():  # no time to explore: the least listed bound (each a triple's lower bound)
             self.out.triples, self.out.stopped_by = len(triples), "time_limit"
@@ -1229,8 +1302,7 @@ class _Search:
                 return False
             if y_seen <= y_hi and fits:
                 return True
-        masks = self.stage_ylb_arr(tb, p) <= y_hi * (1 + 1e-12)
-        first = _lambda_first(masks, w, tb.L)
+        first = _lambda_first_under(self.stage_ylb_arr(tb, p), y_hi * (1 + 1e-12), w, tb.L)
         seen.append((y_hi, first))
         return bool((d * first <= cap * (1 + 1e-12)).all())
 
@@ -1570,7 +1642,15 @@ class _Triple:
         )
 
     def run(self) -> None:
-        """Tighten the caps, build the device-budget tables, then search the tree (each step may prune the triple)."""
+        """Tighten the caps, build the device-budget tables, then search the tree (each step may prune the triple).
+
+        On two columns the exact device table is first built under the incumbent's caps alone (``y_hi``, ``ar_hi``,
+        before the bottleneck and Lagrangian rounds of :meth:`tighten_caps`): the rounds only take configurations away,
+        and the table's fit only falls with fewer configurations, so a triple it rules out here :meth:`two_suffix`
+        would rule out after them (the same decisions, the same tree); on gptneo-a32-v96 it rules out 97 of the 153
+        triples entered, each before its ~2.5 ms of rounds."""
+        if TWO_PRECHECK and self.two and not self.two_fit_masks(self.build_masks(self.y_hi, self.ar_hi)):
+            return
         if not self.tighten_caps() or not self.lambda_suffix():
             return
         if self.two and not self.two_suffix():
@@ -1645,9 +1725,10 @@ class _Triple:
         return lo
 
     def two_fit_masks(self, masks: np.ndarray) -> bool:
-        """Whether the two-column device table of the configurations ``masks`` allows holds a plan."""
-        first = self.two_tables(masks)[0][0]
-        return first is not None and bool(first[self.cap0] <= self.cap1)
+        """Whether the two-column device table of the configurations ``masks`` allows holds a plan (its first row
+        only: :meth:`two_tables` without the per-stage lists)."""
+        self.two_tables(masks, lists=False)
+        return bool(self.last_two_np[0][0, self.cap0] <= self.cap1)
 
     def tighten_caps(self) -> bool:
         """The caps from the incumbent, tightened by the bottleneck programs until they stop moving; False when
@@ -1789,8 +1870,10 @@ class _Triple:
             return False  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
         return True
 
-    def two_tables(self, masks_by_k: np.ndarray) -> list[list[np.ndarray | None]]:
-        """two_sfx[k][s0] (:meth:`two_suffix`) for the configurations ``masks_by_k`` allows (None: no completion)."""
+    def two_tables(self, masks_by_k: np.ndarray, lists: bool = True) -> list[list[np.ndarray | None]]:
+        """two_sfx[k][s0] (:meth:`two_suffix`) for the configurations ``masks_by_k`` allows (None: no completion); the
+        same values as arrays [k][s0][a] in :attr:`last_two_np` (an all-inf row where None).  ``lists=False``: the
+        arrays only (the lists left empty)."""
         tb, L, p, d, nk, cap0 = self.tb, self.L, self.p, self.d, self.nk, self.cap0
         inf = math.inf
         two_sfx: list[list[np.ndarray | None]] = [[None] * (L + 1) for _ in range(p + 1)]
@@ -1818,6 +1901,14 @@ class _Triple:
             else:
                 tm = np.zeros((p, L + 1, L + 1), dtype=int)
             least.append(tm)
+        if not lists and cap0 + 1 >= REACH_MIN_WIDTH:
+            # the first row only: the states a split from layer 0 reaches through allowed (s0, e) pairs, stage by stage
+            # (the others' rows are never read from it); the pairs of every other first layer are dropped (0, 0)
+            reach = np.zeros(L + 1, dtype=bool)
+            reach[0] = True
+            for k in range(p):
+                least[0][k][~reach], least[1][k][~reach] = 0, 0
+                reach = ((least[0][k] > 0) | (least[1][k] > 0)).any(axis=0)
         for k in range(p - 1, -1, -1):
             t0m, t1m = least[0][k], least[1][k]
             nxt = cur  # [e][a]: two_sfx[k + 1][e] (inf where None)
@@ -1827,8 +1918,9 @@ class _Triple:
             else:
                 cur = self._two_layer_numpy(nxt, t0m, t1m, cidx, combos)
             cur[L - (p - k) + 1 :] = inf  # stage k starts at L - (p - k) at the latest
-            for s0 in np.flatnonzero(np.isfinite(cur).any(axis=1)).tolist():
-                two_sfx[k][s0] = cur[s0]
+            if lists:
+                for s0 in np.flatnonzero(np.isfinite(cur).any(axis=1)).tolist():
+                    two_sfx[k][s0] = cur[s0]
             layers[k] = cur
         self.last_two_np = layers
         return two_sfx
