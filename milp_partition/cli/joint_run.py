@@ -102,6 +102,13 @@ def _measured_layers(
     return None
 
 
+def _with_time_layers(args: argparse.Namespace, flag: str, given: bool, what: str) -> None:
+    """Refuse ``flag`` (``given``: set beyond its default) without ``--time-layers``: it shapes a calibration made now
+    (``what`` it does), and ``--layer-times`` reuses one as it was recorded."""
+    if given and not getattr(args, "time_layers", False):
+        raise InputError(f"{what}: give --time-layers too (--layer-times reuses a calibration as it was recorded)", where=flag)
+
+
 def calibration_launches(args: argparse.Namespace) -> int:
     """``--calibration-launches K``: how many times ``--time-layers`` calibrates (the planner reads the median of each
     number over them, :func:`milp_partition.run.median_of.median_of`); 1 when not given.
@@ -112,12 +119,7 @@ def calibration_launches(args: argparse.Namespace) -> int:
         When K > 1 is given without ``--time-layers`` (nothing is calibrated to repeat).
     """
     k = int(getattr(args, "calibration_launches", 1) or 1)
-    if k > 1 and not getattr(args, "time_layers", False):
-        raise InputError(
-            "repeats the calibration of --time-layers: give --time-layers too (--layer-times reuses a calibration as it "
-            "was recorded)",
-            where="--calibration-launches",
-        )
+    _with_time_layers(args, "--calibration-launches", k > 1, "repeats the calibration of --time-layers")
     return k
 
 
@@ -130,12 +132,7 @@ def calibration_seconds(args: argparse.Namespace) -> float:
         When S > 0 is given without ``--time-layers`` (nothing is timed now).
     """
     seconds = float(getattr(args, "calibration_seconds", 0.0) or 0.0)
-    if seconds > 0 and not getattr(args, "time_layers", False):
-        raise InputError(
-            "spreads the timings of --time-layers over S seconds: give --time-layers too (--layer-times reuses a "
-            "calibration as it was recorded)",
-            where="--calibration-seconds",
-        )
+    _with_time_layers(args, "--calibration-seconds", seconds > 0, "spreads the timings of --time-layers over S seconds")
     return seconds
 
 
