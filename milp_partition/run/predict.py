@@ -488,6 +488,11 @@ class LockstepTimings:
     ddp_totals: dict[tuple[int, int], list[tuple[float, float]]] = field(default_factory=dict)
 
 
+def _last_pass_s(timer: LayerTimer) -> float:
+    """The forward and backward seconds of ``timer``'s last recorded pass, summed over its nodes."""
+    return math.fsum(timer.fwd[v][-1] + timer.bwd[v][-1] for v in timer.points if timer.fwd[v] and timer.bwd[v])
+
+
 class _LockstepSize:
     """One micro-batch size's layer timer and its copies under DDP (one per data-parallel degree) for
     :func:`time_layers_in_lockstep`; each pass begins at the group's barrier."""
@@ -519,14 +524,11 @@ class _LockstepSize:
         """The plain pass, then each DDP copy's, every one started at the barrier; the sums recorded with ``record``."""
         self.barrier()
         self.timer.sample(record=record)
-        timer = self.timer
-        plain = math.fsum(timer.fwd[v][-1] + timer.bwd[v][-1] for v in timer.points if timer.fwd[v] and timer.bwd[v])
         for d, other in self.wrapped.items():
             self.barrier()
             other.sample(record=record)
             if record:
-                under = math.fsum(other.fwd[v][-1] + other.bwd[v][-1] for v in other.points if other.fwd[v] and other.bwd[v])
-                self.totals[d].append((plain, under))
+                self.totals[d].append((_last_pass_s(self.timer), _last_pass_s(other)))
 
 
 def time_layers_in_lockstep(
