@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -67,18 +66,12 @@ def test_lockstep_timing_gives_every_pass_and_a_ddp_pair_per_pass(tmp_path: Path
     pytest.importorskip("torch")
     import torch.distributed as dist
 
-    from milp_partition.cli.dispatch import main
     from milp_partition.run.predict import time_layers_in_lockstep
+    from tests.one_rank import one_rank_group, small_mlp_graph
 
-    graph = tmp_path / "mlp.json"
-    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "4x32", "--training"]
-    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
-    data = json.loads(graph.read_text())
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
-    try:
+    graph, data = small_mlp_graph(tmp_path)
+    with one_rank_group(tmp_path):
         got = time_layers_in_lockstep(data, str(graph), [1, 2], dist.barrier, repeats=3, ddp={1: (dist.group.WORLD, (2,))})
-    finally:
-        dist.destroy_process_group()
     nodes = [n["id"] for n in data["nodes"] if not n["id"].endswith(":bwd")]
     assert set(got.layers) == {1, 2} and all(list(got.layers[b]) == nodes for b in (1, 2))
     assert all(len(f) == 3 and len(g) == 3 and all(x >= 0 for x in f + g) for t in got.layers.values() for f, g in t.values())

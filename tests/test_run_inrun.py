@@ -29,21 +29,13 @@ def test_in_step_timing_on_one_rank_gives_every_module_node_at_every_size(tmp_pa
     """time_layers_in_step on a one-rank gloo group (run's own stage, schedule and optimizer): every node the layer timer
     stamps at each size, none negative, each size's passes positive, and the factors positive and finite."""
     pytest.importorskip("torch")
-    import torch.distributed as dist
-
-    from milp_partition.cli.dispatch import main
     from milp_partition.run.inrun import time_layers_in_step
     from milp_partition.run.predict import LayerTimer, layer_spec
+    from tests.one_rank import one_rank_group, small_mlp_graph
 
-    graph = tmp_path / "mlp.json"
-    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "4x32", "--training"]
-    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
-    data = json.loads(graph.read_text())
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
-    try:
+    graph, data = small_mlp_graph(tmp_path)
+    with one_rank_group(tmp_path):
         got = time_layers_in_step(data, str(graph), [1, 2], global_batch=2, rounds=2)
-    finally:
-        dist.destroy_process_group()
     points = LayerTimer(layer_spec(data, str(graph), [1]), samples=1).points
     assert set(got.layers) == {1, 2} and all(list(got.layers[b]) == points for b in (1, 2))
     assert all(f >= 0 and g >= 0 for t in got.layers.values() for f, g in t.values())

@@ -79,23 +79,17 @@ def test_lockstep_timing_over_seconds_gives_every_size_the_same_passes(tmp_path:
     pytest.importorskip("torch")
     import torch.distributed as dist
 
-    from milp_partition.cli.dispatch import main
     from milp_partition.run.empty import largest_over_group
     from milp_partition.run.predict import time_layers_in_lockstep
+    from tests.one_rank import one_rank_group, small_mlp_graph
 
-    graph = tmp_path / "mlp.json"
-    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "4x32", "--training"]
-    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
-    data = json.loads(graph.read_text())
-    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
-    try:
+    graph, data = small_mlp_graph(tmp_path)
+    with one_rank_group(tmp_path):
         assert largest_over_group(2.5) == 2.5
         got = time_layers_in_lockstep(
             data, str(graph), [1, 2], dist.barrier, repeats=2, ddp={1: (dist.group.WORLD, (2,))},
             min_seconds=0.05, agree_max=largest_over_group,
         )  # fmt: skip
-    finally:
-        dist.destroy_process_group()
     counts = {len(f) for t in got.layers.values() for f, g in t.values()} | {len(got.ddp_totals[(1, 2)])}
     assert len(counts) == 1 and counts.pop() >= 2
 
@@ -138,13 +132,11 @@ def test_two_ranks_time_the_split_layers_over_seconds_in_the_same_rounds(tmp_pat
     the count is agreed (the slowest rank's), so both ranks time every size the same number of passes, at least the
     repeats asked (a rank that ran more would hang at the other's barrier)."""
     pytest.importorskip("torch")
-    from milp_partition.cli.dispatch import main
     from milp_partition.run.launch import run_ranks
+    from tests.one_rank import small_mlp_graph
     from tests.tp_timed_workers import split_times_over_seconds
 
-    graph = tmp_path / "mlp.json"
-    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "4x32", "--training"]
-    assert main([*args, "--granularity", "layer", "-o", str(graph)]) == 0
+    graph, _ = small_mlp_graph(tmp_path)
     call = (2, str(tmp_path / "store"), str(graph), [1, 2], 2, 0.1, str(tmp_path))
     run_ranks(split_times_over_seconds, 2, call, str(tmp_path))
     ranks = [json.loads((tmp_path / f"over{r}.json").read_text()) for r in range(2)]
