@@ -127,3 +127,71 @@ def test_calibration_launches_without_time_layers_is_refused(graph: Path, capsys
     assert "--objective run" in capsys.readouterr().err
     assert main([*common, "--calibration-seconds", "3", "--coefficients", str(graph)]) == 2  # nothing timed now
     assert "--calibration-seconds" in capsys.readouterr().err
+
+
+def _fake_calibrations(monkeypatch: pytest.MonkeyPatch, nodes: list[str], scales: list[float]) -> None:
+    """``--time-layers``' timers replaced by fakes whose every number is scaled by the next of ``scales`` (the layer
+    timing and the runtime's calibration of one solve take one each); the runtime's calibration times the model's
+    optimizer inside run's step at 0.6 ms x the scale over 6 parameter tensors."""
+    import milp_partition.cli.joint_run as jr
+
+    it = iter(scales)
+    now: dict[str, float] = {}
+
+    def fake_layers(data: Any, source: str, sizes: list[int], threads: int = 1) -> SizeTimings:
+        now["f"] = f = next(it)
+        times = {b: {v: (1e-4 * f * b, 2e-4 * f * b) for v in nodes} for b in sizes}
+        return SizeTimings(times, 1e-5 * f, {b: {v: 64.0 for v in nodes} for b in sizes})
+
+    def fake_empty(
+        shapes: list[tuple[int, int, int, int]], threads: int = 1, model: Any = None, calibration_seconds: float = 0.0
+    ) -> EmptySteps:
+        f = now["f"]
+        links = {"p2p_alpha_s": 1e-5 * f, "p2p_beta_s_per_byte": 1e-9 * f, "allreduce_alpha_s": 2e-5 * f,
+                 "allreduce_beta_s_per_byte": 2e-9 * f}  # fmt: skip
+        steps = tuple((p, d, m, 1e-3 * f * p * m) for p, d, m, t in shapes if t == 1)
+        return EmptySteps(steps, links, threads, optimizer_in_step_s=6e-4 * f, optimizer_param_tensors=6)
+
+    monkeypatch.setattr(jr, "time_layers_by_size", fake_layers)
+    monkeypatch.setattr(jr, "calibrate_empty_steps", fake_empty)
+
+
+def test_several_layer_times_results_are_read_as_the_median_of_their_calibrations(
+    graph: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--layer-times A B C``: calibrations taken at different times, each number the median over them; the optimizer's
+    price per tensor from the model's own step inside run's step where the calibration timed it."""
+    from milp_partition.io.imported_layers import read_layers
+
+    nodes = list(read_layers(json.loads(graph.read_text()), str(graph)).layers)
+    _fake_calibrations(monkeypatch, nodes, [1.0, 3.0, 2.0])
+    common = ["solve", str(graph), "--problem", "joint", "--objective", "run", "--devices", "2", "--memory", "1GiB"]
+    common += ["--tp-degrees", "1"]
+    results = [tmp_path / f"cal{k}.json" for k in range(3)]
+    for out in results:
+        assert main([*common, "--global-batch", "4", "--time-layers", "-o", str(out)]) == 0
+    cost = json.loads(results[0].read_text())["cost_model"]
+    assert cost["optimizer_s_per_param_tensor"] == pytest.approx(1e-4)  # 0.6 ms over 6 tensors, not the timer's 1e-5
+    assert cost["layer_times"]["optimizer_in_step"] == [pytest.approx(6e-4), 6]
+    merged = tmp_path / "merged.json"
+    assert main([*common, "--global-batch", "4", "--layer-times", *map(str, results), "-o", str(merged)]) == 0
+    got, middle = (json.loads(p.read_text()) for p in (merged, results[2]))  # the 2x calibration holds every median
+    assert got["objective"] == pytest.approx(middle["objective"], rel=1e-12)
+    assert got["cost_model"]["optimizer_s_per_param_tensor"] == pytest.approx(2e-4)
+    timed = got["cost_model"]["layer_times"]
+    assert timed["sizes"]["2"][nodes[0]] == pytest.approx([4e-4, 8e-4])
+    assert timed["links"]["allreduce_alpha_s"] == pytest.approx(4e-5)
+    assert timed["calibration_launches"] == 3 and timed["calibration_results"] == 3  # one each, in three solves
+    # the merged result reused alone prices the plan alike
+    again = tmp_path / "again.json"
+    assert main([*common, "--global-batch", "4", "--layer-times", str(merged), "-o", str(again)]) == 0
+    assert json.loads(again.read_text())["objective"] == pytest.approx(got["objective"], rel=1e-12)
+    assert json.loads(again.read_text())["cost_model"]["layer_times"]["calibration_results"] == 3
+    # a result of another global batch calibrated other shapes: refused, naming the files
+    other = tmp_path / "other.json"
+    _fake_calibrations(monkeypatch, nodes, [1.0])
+    assert main([*common, "--global-batch", "8", "--time-layers", "-o", str(other)]) == 0
+    capsys.readouterr()
+    assert main([*common, "--global-batch", "4", "--layer-times", str(other), str(results[0]), "-o", str(again)]) == 2
+    err = capsys.readouterr().err
+    assert "different things" in err and "other.json" in err and "Traceback" not in err

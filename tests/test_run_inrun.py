@@ -42,6 +42,11 @@ def test_in_step_timing_on_one_rank_gives_every_module_node_at_every_size(tmp_pa
     assert all(sum(f + g for f, g in got.layers[b].values()) > 0 for b in (1, 2))
     assert all(math.isfinite(k) and k > 0 for b in (1, 2) for k in got.factors[b])
     assert all(timer > 0 and in_step > 0 and tiny > 0 for timer, in_step, tiny in got.passes_s.values())
+    # the optimizer's step inside run's step, over the model's parameter tensors (weight and bias per linear layer)
+    from milp_partition.run.model import build_model
+
+    assert got.optimizer_s > 0
+    assert got.param_tensors == len(list(build_model(layer_spec(data, str(graph), [1]), 0).parameters())) > 0
 
 
 def test_runs_prediction_reads_the_plans_factors_for_one_rank_plans_only(tmp_path: Path) -> None:
@@ -106,3 +111,11 @@ def test_recorded_factors_are_read_back_and_bad_ones_refused_naming_the_field(tm
     path.write_text(json.dumps({"cost_model": {"layer_times": {**timed, "in_step_factors": [[4, 1.0]]}}}))
     with pytest.raises(InputError):  # not three numbers
         read_calibrated_empty_steps(path)
+    path.write_text(json.dumps({"cost_model": {"layer_times": {**timed, "optimizer_in_step": [7e-4, 12]}}}))
+    got = read_calibrated_empty_steps(path)
+    assert got is not None and (got.optimizer_in_step_s, got.optimizer_param_tensors) == (7e-4, 12)
+    for bad in ([-1.0, 12], [float("nan"), 12], [1e-3, -1]):
+        path.write_text(json.dumps({"cost_model": {"layer_times": {**timed, "optimizer_in_step": bad}}}))
+        with pytest.raises(InputError) as err:
+            read_calibrated_empty_steps(path)
+        assert "cost_model.layer_times.optimizer_in_step" in str(err.value)

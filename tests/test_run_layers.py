@@ -154,6 +154,10 @@ def test_time_layers_measures_the_models_own_layers_per_size(tmp_path: Path, cap
     assert sorted(b for b, _, _ in timed["in_step_factors"]) == [1, 2, 4]
     assert plan["cost_model"]["in_step_factors"] == timed["in_step_factors"]
     assert all(kf > 0 and kb > 0 for _, kf, kb in timed["in_step_factors"])
+    # the model's optimizer step timed there too: the planner's price per parameter tensor is its share
+    opt_s, tensors = timed["optimizer_in_step"]
+    assert opt_s > 0 and tensors > 0
+    assert plan["cost_model"]["optimizer_s_per_param_tensor"] == pytest.approx(opt_s / tensors, rel=1e-12)
     one = tmp_path / "one.json"
     force = ["--stages", "1", "--data-parallel", "1", "--tensor-parallel", "1", "--microbatches", "2"]
     assert main([*common, "--global-batch", "4", "--layer-times", str(out), *force, "-o", str(one)]) == 0

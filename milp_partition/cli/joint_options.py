@@ -151,8 +151,11 @@ def _run_objective_options(g: argparse._ArgumentGroup) -> None:
     )
     g.add_argument(
         "--layer-times",
+        nargs="+",
+        metavar="RESULT_JSON",
         help="joint, --objective run: reuse the layer times a solve with --time-layers wrote (its result JSON), so "
-        "that forced and free plans are priced from one measurement",
+        "that forced and free plans are priced from one measurement; several results (calibrations of one model at "
+        "different times): the median of each measured number over them",
     )
     g.add_argument(
         "--empty-steps",

@@ -30,7 +30,7 @@ import statistics
 import time
 from dataclasses import asdict, fields, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from milp_partition.calibration.torch_ops import OperatorCoefficients, calibrate_operators
 from milp_partition.cli.options import flag_name
@@ -90,8 +90,13 @@ def _measured_layers(
     of an earlier node's (``None``: not recorded), and where they come from; ``None`` when the layers are priced
     operator by operator."""
     if getattr(args, "layer_times", None) is not None:
-        times, per_tensor, saved_at, reused = _read_layer_times(Path(args.layer_times), sizes)
-        return times, per_tensor, saved_at, reused, f"the model's own layers as timed in {args.layer_times}"
+        paths = layer_time_paths(args)
+        readings = [_read_layer_times(path, sizes) for path in paths]
+        times, per_tensor, saved_at, reused = _median_of_results(readings, paths)
+        origin = f"the model's own layers as timed in {', '.join(map(str, paths))}"
+        if len(paths) > 1:
+            origin += f" (the median over the {len(paths)} results)"
+        return times, per_tensor, saved_at, reused, origin
     if getattr(args, "time_layers", False):
         k = calibration_launches(args)
         got = median_of([time_layers_by_size(data, source, sizes, threads=LAYER_THREADS) for _ in range(k)])
@@ -100,6 +105,40 @@ def _measured_layers(
             origin += f" (the median of {k} timings)"
         return got.times, got.optimizer_s_per_param_tensor, got.saved_bytes_per_sample, got.reused_bytes_per_sample, origin
     return None
+
+
+def layer_time_paths(args: argparse.Namespace) -> list[Path]:
+    """``--layer-times RESULT [RESULT ...]``: the results whose calibrations the planner reads (the median of each
+    number over them); ``[]`` when not given."""
+    given = getattr(args, "layer_times", None)
+    if given is None:
+        return []
+    return [Path(p) for p in ([given] if isinstance(given, str | Path) else given)]
+
+
+T = TypeVar("T")
+
+
+def _median_of_results(readings: list[T], paths: list[Path]) -> T:
+    """The element-wise median of one reading per ``--layer-times`` result (:func:`median_of`); the first as it is when
+    there is one.
+
+    Raises
+    ------
+    InputError
+        When the results measured different things (other sizes, shapes or nodes): they are not one model's
+        calibrations at one global batch and device count.
+    """
+    if len(readings) == 1:
+        return readings[0]
+    try:
+        return median_of(readings)
+    except ValueError as exc:
+        raise InputError(
+            f"the results of --layer-times measured different things ({exc}): calibrate each with the same graph, "
+            "--devices and --global-batch",
+            source=", ".join(map(str, paths)),
+        ) from None
 
 
 def _with_time_layers(args: argparse.Namespace, flag: str, given: bool, what: str) -> None:
@@ -177,6 +216,28 @@ def _layer_times_object(path: Path) -> dict[str, Any]:
     return timed
 
 
+def _read_calibrations(paths: list[Path]) -> EmptySteps | None:
+    """The calibrations the ``--layer-times`` results recorded (:func:`read_calibrated_empty_steps`), the median of each
+    number over them; ``None`` when none recorded one.
+
+    Raises
+    ------
+    InputError
+        When some recorded one and others did not (naming those), or they measured different things.
+    """
+    readings = [read_calibrated_empty_steps(path) for path in paths]
+    found = [r for r in readings if r is not None]
+    if not found:
+        return None
+    if len(found) < len(readings):
+        lacking = [str(p) for p, r in zip(paths, readings, strict=True) if r is None]
+        raise InputError(
+            "recorded no calibration of the runtime (written before --time-layers measured E): give results that all record one",
+            source=", ".join(lacking),
+        )
+    return _median_of_results(found, paths)
+
+
 def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
     """The empty steps and gloo's fits a ``--time-layers`` result recorded (``cost_model.layer_times.empty_steps``,
     ``links``, ``threads``); ``None`` when it recorded none (a result written before they were measured).
@@ -221,6 +282,8 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         split_optimizer = {
             int(t): (float(x[0]), int(x[1]), int(x[2])) for t, x in (timed.get("split_optimizer_tp") or {}).items()
         }
+        optimizer_s, optimizer_tensors = timed.get("optimizer_in_step") or (0.0, 0)
+        optimizer_s, optimizer_tensors = float(optimizer_s), int(optimizer_tensors)
     except (TypeError, ValueError, AttributeError, IndexError) as exc:
         raise InputError(
             f"expected [stages, data-parallel, micro-batches, seconds] entries: {exc}", source=str(path), where=where
@@ -251,6 +314,10 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         raise InputError(
             "expected [forward, backward] seconds >= 0 per node", source=str(path), where="cost_model.layer_times.split_times_tp"
         )
+    if not (optimizer_s >= 0 and math.isfinite(optimizer_s)) or optimizer_tensors < 0:
+        raise InputError(
+            "expected [seconds >= 0, parameter tensors >= 0]", source=str(path), where="cost_model.layer_times.optimizer_in_step"
+        )
     if any(not (x >= 0 and math.isfinite(x)) for at in saved_tp.values() for by in at.values() for x in by.values()):
         raise InputError(
             "expected saved bytes per sample >= 0", source=str(path), where="cost_model.layer_times.saved_bytes_per_sample_tp"
@@ -268,6 +335,8 @@ def read_calibrated_empty_steps(path: Path) -> EmptySteps | None:
         split_times=split_times,
         split_optimizer=split_optimizer,
         in_step_factors=in_step,
+        optimizer_in_step_s=optimizer_s,
+        optimizer_param_tensors=optimizer_tensors,
     )
 
 
@@ -397,11 +466,17 @@ def _calibrations_recorded(args: argparse.Namespace) -> dict[str, Any]:
     over: ``--calibration-launches`` and ``--calibration-seconds`` with ``--time-layers``; with ``--layer-times``, what its
     result recorded (1 and 0 before they were recorded)."""
     if getattr(args, "time_layers", False):
-        return {"calibration_launches": calibration_launches(args), "calibration_seconds": calibration_seconds(args)}
-    recorded = _layer_times_object(Path(args.layer_times))
-    return {
-        "calibration_launches": int(recorded.get("calibration_launches") or 1),
-        "calibration_seconds": float(recorded.get("calibration_seconds") or 0.0),
+        return {
+            "calibration_launches": calibration_launches(args),
+            "calibration_seconds": calibration_seconds(args),
+            "calibration_results": 1,
+        }
+    recorded = [_layer_times_object(path) for path in layer_time_paths(args)]
+    return {  # several results: the planner reads the median over all their calibrations' medians
+        "calibration_launches": sum(int(r.get("calibration_launches") or 1) for r in recorded),
+        "calibration_seconds": min(float(r.get("calibration_seconds") or 0.0) for r in recorded),
+        # the separate solves (moments) the calibrations were taken in
+        "calibration_results": sum(int(r.get("calibration_results") or 1) for r in recorded),
     }
 
 
@@ -472,12 +547,12 @@ def run_problem_from_args(args: argparse.Namespace) -> tuple[RunPlanProblem, dic
         if shapes:
             calibrated = _calibrate_now(shapes, args, (data, source, G))
     elif getattr(args, "layer_times", None) is not None:
-        calibrated = read_calibrated_empty_steps(Path(args.layer_times))
+        calibrated = _read_calibrations(layer_time_paths(args))
     if calibrated is not None:
         problem = with_busy_times(_with_empty_steps(problem, calibrated, from_runs), calibrated.busy)
         problem = with_saved_at_degree(problem, calibrated.saved_at_degree, calibrated.reused_at_degree)
         problem = with_split_times(problem, calibrated.split_times)  # f_v(b, t), g_v(b, t) as timed split
-        problem = _with_split_optimizer(problem, calibrated)
+        problem = _with_split_optimizer(_with_in_step_optimizer(problem, calibrated), calibrated)
         coeffs = problem.coefficients
         assert timed is not None
         timed.update(_calibration_record(calibrated), **_calibrations_recorded(args))
@@ -532,6 +607,18 @@ def _saved_origin(problem: RunPlanProblem) -> dict[str, str]:
     )
 
 
+def _with_in_step_optimizer(problem: RunPlanProblem, calibrated: EmptySteps) -> RunPlanProblem:
+    """``problem`` with the optimizer's price per parameter tensor taken from the model's own optimizer step inside
+    ``run``'s step on one rank, over the calibration's seconds (:attr:`EmptySteps.optimizer_in_step_s` over its
+    parameter tensors), where it was timed; else as the layer timer measured it back to back at the largest size."""
+    seconds, tensors = calibrated.optimizer_in_step_s, calibrated.optimizer_param_tensors
+    if not (seconds > 0 and tensors > 0):
+        return problem
+    weights = math.fsum(v.param_bytes for v in problem.layers)  # the per-byte part stays as the cost model prices it
+    per_tensor = (seconds - weights * problem.coefficients.optimizer_s_per_param_byte) / tensors
+    return replace(problem, coefficients=replace(problem.coefficients, optimizer_s_per_param_tensor=max(per_tensor, 0.0)))
+
+
 def _with_split_optimizer(problem: RunPlanProblem, calibrated: EmptySteps) -> RunPlanProblem:
     """``problem`` with DTensor's optimizer overhead per DTensor parameter taken from the split model's own optimizer step
     where the calibration timed it (:attr:`EmptySteps.split_optimizer`): at degree ``t``, ``(O_t - n o_opt - W_t k_opt) /
@@ -571,6 +658,8 @@ def _calibration_record(calibrated: EmptySteps) -> dict[str, Any]:
         "ddp_in_step": [list(x) for x in calibrated.ddp_in_step],
         # one rank: the passes inside run's step over the layer timer's, per size (run/inrun.py; busy["1"] holds them)
         "in_step_factors": [list(x) for x in calibrated.in_step_factors],
+        # one rank: the model's optimizer step inside run's step (seconds, the median over the rounds) and its tensors
+        "optimizer_in_step": [calibrated.optimizer_in_step_s, calibrated.optimizer_param_tensors],
         # each layer's saved bytes per sample on one rank of a t-rank mesh, as run counts them (t -> size -> node)
         "saved_bytes_per_sample_tp": {
             str(t): {str(b): by for b, by in at.items()} for t, at in calibrated.saved_at_degree.items()

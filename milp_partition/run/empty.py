@@ -112,6 +112,11 @@ class EmptySteps:
     #: ``(micro-batch size, kappa_F, kappa_B)`` of the one-rank shapes' sizes: the passes inside ``run``'s step over the
     #: layer timer's (:func:`milp_partition.run.inrun.time_layers_in_step`); empty without the model.
     in_step_factors: tuple[tuple[int, float, float], ...] = ()
+    #: The one-rank group's optimizer step and ``zero_grad`` of the whole model inside ``run``'s step, seconds (the median
+    #: over the rounds of every size, :attr:`milp_partition.run.inrun.InStepTimings.optimizer_s`), and the model's
+    #: parameter tensors; 0 and 0 where no one-rank shape was calibrated with the model.
+    optimizer_in_step_s: float = 0.0
+    optimizer_param_tensors: int = 0
 
 
 def empty_worker(
@@ -163,6 +168,7 @@ def empty_worker(
             dtensor = asdict(calibrate_runtime(threads, group=own_group))
         busy: dict[str, dict[str, list[list[float]]]] = {}
         in_step: list[list[float]] = []
+        optimizer_in_step: list[float] = [0.0, 0]
         ddp_totals: list[list[Any]] = []
         tp_saved: dict[str, Any] = {}
         tp_times: dict[str, Any] = {}
@@ -186,6 +192,7 @@ def empty_worker(
                 )
                 busy = {str(b): {v: [[f], [g]] for v, (f, g) in t.items()} for b, t in alone.layers.items()}
                 in_step = [[b, kf, kb] for b, (kf, kb) in sorted(alone.factors.items())]
+                optimizer_in_step = [alone.optimizer_s, alone.param_tensors]
             else:
                 got = time_layers_in_lockstep(
                     model[0], model[1], model[2], dist.barrier, threads, layer_repeats, ddp=ddp,
@@ -193,9 +200,9 @@ def empty_worker(
                 )  # fmt: skip
                 busy = {str(b): {v: [f, g] for v, (f, g) in t.items()} for b, t in got.layers.items()}
                 ddp_totals = [[d, b, [list(x) for x in pairs]] for (d, b), pairs in sorted(got.ddp_totals.items())]
-        out = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor, "tp_saved": tp_saved}
-        out["tp_times"], out["tp_optimizer"] = tp_times, tp_optimizer
-        out["in_step"] = in_step
+        out: dict[str, Any] = {"steps": found, "links": links, "busy": busy, "ddp": ddp_totals, "dtensor": dtensor}
+        out["tp_saved"], out["tp_times"], out["tp_optimizer"] = tp_saved, tp_times, tp_optimizer
+        out["in_step"], out["optimizer_in_step"] = in_step, optimizer_in_step
         write_atomic(Path(out_dir) / f"empty{rank}.json", json.dumps(out))
     finally:
         dist.destroy_process_group()
@@ -381,6 +388,7 @@ def calibrate_empty_steps(
     busy: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
     ddp_in_step: list[tuple[int, int, float]] = []
     in_step: list[tuple[int, float, float]] = []
+    optimizer_in_step = (0.0, 0)
     saved_tp: dict[int, dict[int, dict[str, float]]] = {}
     reused_tp: dict[int, dict[int, dict[str, dict[str, float]]]] = {}
     split_times: dict[int, dict[int, dict[str, tuple[float, float]]]] = {}
@@ -408,6 +416,9 @@ def calibrate_empty_steps(
             for t, got in (ranks[0].get("tp_optimizer") or {}).items():
                 split_optimizer[int(t)] = (split_optimizer_s(ranks, t), int(got["params"]), int(got["dtensors"]))
             in_step += [(int(b), float(kf), float(kb)) for b, kf, kb in ranks[0].get("in_step") or ()]
+            seconds, tensors = ranks[0].get("optimizer_in_step") or (0.0, 0)
+            if world == 1 and seconds > 0:
+                optimizer_in_step = (float(seconds), int(tensors))
             for k, (d, b, _) in enumerate(ranks[0]["ddp"]):
                 ddp_in_step.append((int(d), int(b), ddp_added_s([r["ddp"][k][2] for r in ranks])))
         for k, (p, d, m, t) in enumerate(mine):
@@ -437,4 +448,6 @@ def calibrate_empty_steps(
         split_times=split_times,
         split_optimizer=split_optimizer,
         in_step_factors=tuple(in_step),
+        optimizer_in_step_s=optimizer_in_step[0],
+        optimizer_param_tensors=optimizer_in_step[1],
     )

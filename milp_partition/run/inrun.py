@@ -59,11 +59,19 @@ class InStepTimings:
         Size ``b`` -> (the model's pass without hooks as the timer runs it, the step's passes per micro-batch, the tiny
         module's passes per micro-batch through the same schedule code), the thread's CPU seconds, medians over the
         rounds (for the report).
+    optimizer_s
+        The optimizer's step and ``zero_grad`` of the whole model as ``run``'s step runs them, right after its
+        schedule's passes (wall clock, the median over every round of every size; the step does not depend on the
+        size): the one cost model's optimizer price for the model's imports (``solve --time-layers``).  0 when no round was recorded.
+    param_tensors
+        The model's parameter tensors (what :attr:`optimizer_s` steps over).
     """
 
     layers: dict[int, dict[str, tuple[float, float]]]
     factors: dict[int, tuple[float, float]] = field(default_factory=dict)
     passes_s: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    optimizer_s: float = 0.0
+    param_tensors: int = 0
 
 
 class _Chunks:
@@ -159,6 +167,8 @@ class _SizeRounds:
         )
         self.chunks = _Chunks(self.schedule._stage, self.schedule)
         self.opt = optimizer(spec, params)
+        self.param_tensors = len(params)
+        self.optimizer_s: list[float] = []
         self.tiny, self.tiny_chunks = _tiny_schedule(self.n, device, mesh["pp"].get_group())
         self.ratios: list[tuple[float, float]] = []
         self.sums: list[tuple[float, float, float]] = []
@@ -178,8 +188,10 @@ class _SizeRounds:
         dist.barrier()
         self.chunks.take()
         self.schedule.step(*args, target=target[: n * b].to(self.device), losses=[], **kwargs)
+        t0 = time.perf_counter()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)
+        opt_s = time.perf_counter() - t0
         dist.barrier()
         step_f, step_b = self.chunks.take()
         self.tiny_chunks.take()
@@ -187,6 +199,7 @@ class _SizeRounds:
         tiny_f, tiny_b = self.tiny_chunks.take()
         if not record:
             return
+        self.optimizer_s.append(opt_s)
         self.ratios.append((in_step_factor(step_f / n, tiny_f / n, plain_f), in_step_factor(step_b / n, tiny_b / n, plain_b)))
         self.sums.append((plain_f + plain_b, (step_f + step_b) / n, (tiny_f + tiny_b) / n))
 
@@ -232,6 +245,8 @@ def time_layers_in_step(
     layers: dict[int, dict[str, tuple[float, float]]] = {}
     factors: dict[int, tuple[float, float]] = {}
     passes: dict[int, tuple[float, float, float]] = {}
+    optimizer_s: list[float] = []
+    tensors = 0
     try:
         for group in size_groups(sizes, 2 * model_bytes(data), min_seconds):  # the timer's model and the stage's
             states = [_SizeRounds(base, b, global_batch, threads, seed, mesh, device) for b in group.sizes]
@@ -241,7 +256,9 @@ def time_layers_in_step(
                 factors[state.b] = state.factors()
                 passes[state.b] = state.passes()
                 layers[state.b] = scaled_layers(dict(prof.forward_s), dict(prof.backward_s), factors[state.b])
+                optimizer_s += state.optimizer_s
+                tensors = state.param_tensors
             del states  # this group's models go before the next group's are built
     finally:
         torch.set_num_threads(previous)
-    return InStepTimings(layers, factors, passes)
+    return InStepTimings(layers, factors, passes, statistics.median(optimizer_s) if optimizer_s else 0.0, tensors)
