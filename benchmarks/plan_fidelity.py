@@ -249,6 +249,8 @@ def row_of(model: str, plan: Path, free: bool, launches: list[tuple[dict[str, An
         "calibration_launches": ((data.get("cost_model") or {}).get("layer_times") or {}).get("calibration_launches") or 1,
         # the seconds each timing of the calibration lasted at least (0: back to back, before --calibration-seconds)
         "calibration_seconds": ((data.get("cost_model") or {}).get("layer_times") or {}).get("calibration_seconds") or 0.0,
+        # the separate solves the calibrations were taken in (1: one solve, its calibrations back to back)
+        "calibration_results": ((data.get("cost_model") or {}).get("layer_times") or {}).get("calibration_results") or 1,
         "warmup_steps": r.get("warmup_steps", 1),
         "launch_spread": agg["across_launches"],
         "launch_steps_s": " ".join(f"{x:.4g}" for x in agg["launch_steps_s"]),
@@ -323,34 +325,75 @@ def terms_of(data: dict[str, Any], r: dict[str, Any]) -> dict[str, float]:
     return {t: mine[t] / theirs[t] if theirs[t] > 0 else float("nan") for t in TERMS}
 
 
-def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) -> list[dict[str, Any]]:
-    """Every plan of one model: import, the free optimum (timing the layers), each forced shape with those layer
-    times, each run, one row each (``--cached-only``: only the plans already run). A shape without a plan leaves a
-    ``.none`` file (listed)."""
-    ref, inp, memory = ALL_MODELS[name]
+def model_files(name: str, args: argparse.Namespace, work: Path) -> tuple[str, Path, list[str]]:
+    """A model's file stem, its imported graph in ``work`` and the ``solve`` command that plans it (without the plan's
+    flags or output)."""
+    _, _, memory = ALL_MODELS[name]
     stem = name.split()[0].lower()
-    graph = work / f"{stem}.json"
-    G = args.global_batch
-    if args.fresh and not CACHED_ONLY:  # import, calibrate, plan and run again: nothing from an earlier checkout
-        for old in [graph, *work.glob(f"{stem}_G{G}_*")]:
-            old.unlink(missing_ok=True)
+    solve = [*CLI, "solve", str(work / f"{stem}.json"), "--problem", "joint", "--objective", "run", "--memory", memory]
+    solve += ["--devices", str(args.devices), "--global-batch", str(args.global_batch), "--quiet"]
+    return stem, work / f"{stem}.json", solve
+
+
+def forget(name: str, args: argparse.Namespace, work: Path) -> None:
+    """``--fresh``: a model's graph, calibrations, plans and runs in ``work`` removed (nothing from an earlier checkout)."""
+    stem, graph, _ = model_files(name, args, work)
+    for old in [graph, *work.glob(f"{stem}_G{args.global_batch}_*")]:
+        old.unlink(missing_ok=True)
+
+
+def imported(name: str, work: Path, profile: Path) -> Path | None:
+    """The model's graph in ``work``, imported now if missing (``None`` under ``--cached-only`` when missing)."""
+    ref, inp, _ = ALL_MODELS[name]
+    graph = work / f"{name.split()[0].lower()}.json"
     if not graph.exists():
         if CACHED_ONLY:
-            return []
+            return None
         sh([*CLI, "import", "torch", ref, "--input", inp, "--training", "--granularity", "layer", "--profile", str(profile), "--output", str(graph)])  # fmt: skip
-    solve = [*CLI, "solve", str(graph), "--problem", "joint", "--objective", "run", "--memory", memory]
-    solve += ["--devices", str(args.devices), "--global-batch", str(G), "--quiet"]
+    return graph
+
+
+def calibration_file(name: str, args: argparse.Namespace, work: Path, k: int) -> Path:
+    """``--calibrate-apart``: the model's ``k``-th calibration (from 1), a solve of its own."""
+    stem, _, _ = model_files(name, args, work)
+    return work / f"{stem}_G{args.global_batch}_cal{k}.json"
+
+
+def calibrate_once(name: str, args: argparse.Namespace, work: Path, profile: Path, k: int) -> None:
+    """``--calibrate-apart``: the model's ``k``-th calibration as a solve of its own (``--time-layers``, one calibration
+    over ``--calibration-seconds``), unless it is in ``work``."""
+    cal = calibration_file(name, args, work, k)
+    if cal.exists() or CACHED_ONLY or imported(name, work, profile) is None:
+        return
+    _, _, solve = model_files(name, args, work)
+    sh([*solve, "--time-layers", "--calibration-seconds", str(args.calibration_seconds), "-o", str(cal)])
+
+
+def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) -> list[dict[str, Any]]:
+    """Every plan of one model: import, the free optimum (timing the layers; with ``--calibrate-apart`` reading its
+    separate calibrations), each forced shape with those layer times, each run, one row each (``--cached-only``: only
+    the plans already run). A shape without a plan leaves a ``.none`` file (listed)."""
+    stem, _, solve = model_files(name, args, work)
+    G = args.global_batch
+    if args.fresh and not CACHED_ONLY:  # import, calibrate, plan and run again: nothing from an earlier checkout
+        forget(name, args, work)
+    if imported(name, work, profile) is None:
+        return []
     free = work / f"{stem}_G{G}_free.json"
     if not free.exists():
         if CACHED_ONLY:
             return []
-        timing = [
-            "--calibration-launches",
-            str(args.calibration_launches),
-            "--calibration-seconds",
-            str(args.calibration_seconds),
-        ]
-        sh([*solve, "--time-layers", *timing, "-o", str(free)])
+        if args.calibrate_apart:  # the calibrations taken apart, in solves of their own: the median over them
+            cals = [calibration_file(name, args, work, k) for k in range(1, args.calibration_launches + 1)]
+            sh([*solve, "--layer-times", *map(str, cals), "-o", str(free)])
+        else:
+            timing = [
+                "--calibration-launches",
+                str(args.calibration_launches),
+                "--calibration-seconds",
+                str(args.calibration_seconds),
+            ]
+            sh([*solve, "--time-layers", *timing, "-o", str(free)])
     rows: list[dict[str, Any]] = []
     seen: dict[str, dict[str, Any]] = {}
     run_args = ["--steps", str(args.steps), "--seconds", str(args.seconds), "--warmup-seconds", str(args.warmup_seconds)]
@@ -525,10 +568,19 @@ def launch_counts(rows: list[dict[str, Any]]) -> str:
 def calibrations(rows: list[dict[str, Any]]) -> str:
     """How many calibrations each model's planner read the median of (its free solve's ``--calibration-launches``;
     1 for a result written before they were repeated)."""
-    got = {r["model"]: (r.get("calibration_launches", 1), float(r.get("calibration_seconds") or 0.0)) for r in rows}
+    got = {
+        r["model"]: (
+            int(r.get("calibration_launches", 1)),
+            float(r.get("calibration_seconds") or 0.0),
+            int(r.get("calibration_results") or 1),
+        )
+        for r in rows
+    }
 
-    def said(k: int, seconds: float) -> str:
+    def said(k: int, seconds: float, apart: int) -> str:
         spread = f"each timing over at least {seconds:g} s, its shapes or sizes in turn" if seconds > 0 else "back to back"
+        if apart > 1:
+            spread += f"; in {apart} separate solves, the models' calibrations in turn, the launches in rounds after them"
         return f"{k} time(s) ({spread})"
 
     kinds = sorted(set(got.values()))
@@ -668,6 +720,15 @@ def main() -> int:
         f"{CALIBRATION_SECONDS:g}; solve --calibration-seconds)",
     )
     ap.add_argument(
+        "--calibrate-apart",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="take each model's calibrations as separate solves, the models in turn, and launch the plans in rounds "
+        "(every plan's first launch, then every plan's second, ...), so that a model's calibrations and launches are "
+        "spread over the whole benchmark (default; --no-calibrate-apart: each model calibrated K times back to back in "
+        "its free solve, then its plans launched K times each, model by model)",
+    )
+    ap.add_argument(
         "--seconds",
         type=float,
         default=RUN_SECONDS,
@@ -717,11 +778,37 @@ def main() -> int:
     models = [m for m in ALL_MODELS if not args.models or any(w.lower() in m.lower() for w in args.models)]
     load_start = os.getloadavg()
     rows: list[dict[str, Any]] = []
+    if args.calibrate_apart and not CACHED_ONLY:
+        spread_over_models(models, args, work, profile, load_start)
+        args.fresh = False  # done once, above
     for model in models:
         rows += bench_model(model, args, work, profile)
         if rows:
             write(rows, args, load_start, no_plan(work))  # after each model: a cut-short run keeps the models done
     return 0
+
+
+def spread_over_models(
+    models: list[str], args: argparse.Namespace, work: Path, profile: Path, load_start: tuple[float, ...]
+) -> None:
+    """``--calibrate-apart``: each model's calibrations taken one at a time, the models in turn (every model's first,
+    then every model's second, ...), then its plans, then the launches in rounds (every plan's first launch, then
+    every plan's second, ...), so that one model's calibrations and launches are spread over the whole benchmark, as
+    the other models' are, rather than taken in minutes of their own."""
+    if args.fresh:
+        for model in models:
+            forget(model, args, work)
+    for k in range(1, args.calibration_launches + 1):
+        for model in models:
+            calibrate_once(model, args, work, profile, k)
+    rounds = args.launches
+    for k in range(1, rounds + 1):  # round k: launch k of every plan (bench_model runs the missing launches up to k)
+        args.launches = k
+        rows = [row for model in models for row in bench_model(model, args, work, profile)]
+        args.fresh = False
+        if rows:
+            write(rows, args, load_start, no_plan(work))
+    args.launches = rounds
 
 
 if __name__ == "__main__":

@@ -227,3 +227,48 @@ def test_the_header_says_how_many_launches_and_calibrations(pf: Any) -> None:
     assert pf.calibrations(rows).startswith("A: 3 time(s) (back to back); B: 1 time(s)")  # written before they were repeated: 1
     spread = [{"model": "A", "calibration_launches": 3, "calibration_seconds": 6.0}]
     assert pf.calibrations(spread).startswith("3 time(s) (each timing over at least 6 s, its shapes or sizes in turn)")
+
+
+def test_calibrations_apart_go_model_by_model_in_turn_then_the_launches_in_rounds(
+    pf: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--calibrate-apart: every model's first calibration, then every model's second, ...; then launch k of every plan
+    for k = 1, 2, 3; the free solve reads the model's separate calibrations (``--layer-times`` of each)."""
+    import argparse
+
+    order: list[tuple[str, str, int]] = []
+    monkeypatch.setattr(pf, "calibrate_once", lambda m, a, w, p, k: order.append(("cal", m, k)))
+    monkeypatch.setattr(pf, "bench_model", lambda m, a, w, p: order.append(("launch", m, a.launches)) or [])
+    args = argparse.Namespace(calibration_launches=3, launches=3, fresh=False)
+    pf.spread_over_models(["A", "B"], args, tmp_path, tmp_path / "cpu.json", (1.0, 1.0, 1.0))
+    cals = [("cal", m, k) for k in (1, 2, 3) for m in ("A", "B")]
+    assert order == cals + [("launch", m, k) for k in (1, 2, 3) for m in ("A", "B")]
+    assert args.launches == 3
+
+    # the free solve of a model calibrated apart: the median over its calibrations, each a solve of its own
+    monkeypatch.undo()
+    ran: list[list[str]] = []
+
+    def fake_sh(cmd: list[str], check: bool = True) -> int:
+        ran.append(cmd)
+        Path(cmd[cmd.index("-o" if "-o" in cmd else "--output") + 1]).write_text("{}")
+        return 0
+
+    monkeypatch.setattr(pf, "sh", fake_sh)
+    monkeypatch.setattr(pf, "shapes", lambda *a: [])
+    monkeypatch.setattr(pf, "run_one", lambda *a, **k: None)
+    monkeypatch.setattr(pf, "plan_key", lambda p: p.name)
+    name = next(iter(pf.ALL_MODELS))
+    args = argparse.Namespace(
+        calibration_launches=2, calibration_seconds=6.0, devices=2, global_batch=8, fresh=False, calibrate_apart=True,
+        microbatches=[2], tensor_parallel=[1], steps=12, seconds=3.0, warmup_seconds=1.5, launches=1,
+    )  # fmt: skip
+    pf.calibrate_once(name, args, tmp_path, tmp_path / "cpu.json", 1)
+    pf.calibrate_once(name, args, tmp_path, tmp_path / "cpu.json", 2)
+    pf.calibrate_once(name, args, tmp_path, tmp_path / "cpu.json", 2)  # there already: not again
+    assert [next(w for w in c if w in ("import", "solve")) for c in ran] == ["import", "solve", "solve"]
+    assert all("--time-layers" in c and c[c.index("--calibration-seconds") + 1] == "6.0" for c in ran[1:])
+    assert pf.bench_model(name, args, tmp_path, tmp_path / "cpu.json") == []
+    free = ran[-1]
+    cals = [str(pf.calibration_file(name, args, tmp_path, k)) for k in (1, 2)]
+    assert "--time-layers" not in free and free[free.index("--layer-times") + 1 : free.index("-o")] == cals
