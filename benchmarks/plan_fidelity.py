@@ -779,8 +779,7 @@ def main() -> int:
     load_start = os.getloadavg()
     rows: list[dict[str, Any]] = []
     if args.calibrate_apart and not CACHED_ONLY:
-        spread_over_models(models, args, work, profile, load_start)
-        args.fresh = False  # done once, above
+        spread_over_models(models, args, work, profile, load_start)  # leaves args.fresh False: done once there
     for model in models:
         rows += bench_model(model, args, work, profile)
         if rows:
@@ -798,6 +797,7 @@ def spread_over_models(
     if args.fresh:
         for model in models:
             forget(model, args, work)
+        args.fresh = False  # once, here: bench_model below must not remove the calibrations just taken
     for k in range(1, args.calibration_launches + 1):
         for model in models:
             calibrate_once(model, args, work, profile, k)
@@ -805,7 +805,6 @@ def spread_over_models(
     for k in range(1, rounds + 1):  # round k: launch k of every plan (bench_model runs the missing launches up to k)
         args.launches = k
         rows = [row for model in models for row in bench_model(model, args, work, profile)]
-        args.fresh = False
         if rows:
             write(rows, args, load_start, no_plan(work))
     args.launches = rounds

@@ -236,14 +236,17 @@ def test_calibrations_apart_go_model_by_model_in_turn_then_the_launches_in_round
     for k = 1, 2, 3; the free solve reads the model's separate calibrations (``--layer-times`` of each)."""
     import argparse
 
-    order: list[tuple[str, str, int]] = []
+    order: list[tuple[Any, ...]] = []
+    monkeypatch.setattr(pf, "forget", lambda m, a, w: order.append(("forget", m, 0)))
     monkeypatch.setattr(pf, "calibrate_once", lambda m, a, w, p, k: order.append(("cal", m, k)))
-    monkeypatch.setattr(pf, "bench_model", lambda m, a, w, p: order.append(("launch", m, a.launches)) or [])
-    args = argparse.Namespace(calibration_launches=3, launches=3, fresh=False)
+    # bench_model must not be asked to start afresh: it would remove the calibrations just taken
+    monkeypatch.setattr(pf, "bench_model", lambda m, a, w, p: order.append(("launch", m, a.launches, a.fresh)) or [])
+    args = argparse.Namespace(calibration_launches=3, launches=3, fresh=True)
     pf.spread_over_models(["A", "B"], args, tmp_path, tmp_path / "cpu.json", (1.0, 1.0, 1.0))
     cals = [("cal", m, k) for k in (1, 2, 3) for m in ("A", "B")]
-    assert order == cals + [("launch", m, k) for k in (1, 2, 3) for m in ("A", "B")]
-    assert args.launches == 3
+    launches = [("launch", m, k, False) for k in (1, 2, 3) for m in ("A", "B")]
+    assert order == [("forget", "A", 0), ("forget", "B", 0), *cals, *launches]
+    assert args.launches == 3 and args.fresh is False
 
     # the free solve of a model calibrated apart: the median over its calibrations, each a solve of its own
     monkeypatch.undo()
