@@ -1,5 +1,29 @@
 """The pooled relaxations solved (:mod:`milp_partition.hetero.pool` states them and proves the bound): a proven lower
-bound of a setting's iteration seconds and the pooled plan lifted to the setting's zones."""
+bound of a setting's iteration seconds and the pooled plan lifted to the setting's zones.
+
+**The split by devices** (:func:`split_bound`, one kind in two regions or more, N_A the larger region's devices):
+
+* every plan of at most N_A devices is bounded by the capped pool (:func:`milp_partition.hetero.pool.capped_pool_problem`:
+  all zones in one pool of N_A devices);
+* every plan of more than N_A devices is bounded by the pooled search per region (the pools per kind and region)
+  restricted to the triples (mbs, D, P) with D P tp_max > N_A (``search(..., min_devices=N_A + 1)``; tp_max the
+  largest tp of the micro-batch size, so a triple left out holds no plan of more than N_A devices);
+
+so the least of the two bounds is a bound of the setting.  **Proof.**  Let pi be a plan of the setting and v its
+iteration seconds.  If pi has at most N_A devices, the capped bound is at most v (its claim).  Else pi renamed to the
+region pools is a plan pi' of the region-pooled problem of at most v seconds (the pooled claim) with the same devices,
+more than N_A, so its triple is listed.  The restricted search's bound covers every plan of a listed triple except
+where its degree rule left out the triple (mbs, d, P) because a plan pi'' of (mbs, d - 1, P) with the same stages, one
+replica fewer per stage, is no slower (``search._Search.dominated_by_fewer``): pi'' has fewer devices, so either at most
+N_A (and the capped bound covers it: every region-pooled plan renamed to the one pool is a plan of the capped pool no
+slower, since the one pool's links take the least over a superset of fits) or more than N_A (its triple is listed and
+the argument repeats with d - 1, ending at d = 1).  Every other rule of the search is within one triple.  So
+min(capped bound, restricted bound) <= v.  Where the capped search gives no bound, the region search runs on every
+triple (its bound alone covers every plan).
+
+On gptneo-a128x5-b2048 the capped pool's optimum is 4.5550 s (complete in ~2 CPU s), the us-central1 pooled optimum:
+the region search then leaves out the triples of that optimum (D = 32, P = 4, tp 4: 512 devices).
+"""
 
 from __future__ import annotations
 
@@ -8,7 +32,15 @@ from dataclasses import dataclass, field
 
 from milp_partition.budget import Budget
 from milp_partition.hetero.cost import evaluate
-from milp_partition.hetero.pool import lift, pool_groups, pooled_problem, region_subsettings, rename
+from milp_partition.hetero.pool import (
+    capped_pool_problem,
+    lift,
+    pool_groups,
+    pooled_problem,
+    region_groups,
+    region_subsettings,
+    rename,
+)
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan
@@ -32,6 +64,8 @@ def pooled_bound(
     budget: Budget,
     groups: dict[tuple[str, str], str] | None = None,
     start: HeteroPlan | None = None,
+    min_devices: int = 0,
+    cap: int | None = None,
 ) -> PoolOutcome:
     """Solve the pooled relaxation (:func:`pooled_problem` with ``groups``, default one pool per kind) within
     ``budget`` and lift its plan; ``start``: a plan of the setting whose renamed copy is the pooled search's first
@@ -40,9 +74,16 @@ def pooled_bound(
     search's plan is returned (the search's first, the others while time is left).
 
     ``bound_s``: the pooled search's proven bound, a lower bound of the setting's iteration seconds (module docstring);
-    ``None`` when it gave no finite positive bound."""
-    groups = pool_groups(problem) if groups is None else groups
-    pooled = pooled_problem(problem, groups)
+    ``None`` when it gave no finite positive bound.  ``min_devices``: the search's triples restricted as
+    :func:`split_bound` states (then ``bound_s`` covers only the plans of at least that many devices).  ``cap``: the
+    capped pool of the plans of at most ``cap`` devices (:func:`capped_pool_problem`; ``groups`` and ``start`` are not
+    read: the start might not fit the cap), whose ``bound_s`` covers only those plans."""
+    if cap is not None:
+        groups, start = pool_groups(problem), None
+        pooled = capped_pool_problem(problem, cap)
+    else:
+        groups = pool_groups(problem) if groups is None else groups
+        pooled = pooled_problem(problem, groups)
     # pooled plans to start from (each a plan of the pooled problem, so the search's bound never exceeds its value):
     # the start renamed, and a Sailor-style even plan of the pools (its lift is a candidate too)
     starts: list[HeteroPlan] = [rename(start, groups)] if start is not None else []
@@ -52,7 +93,7 @@ def pooled_bound(
             starts.append(plan)
     priced = sorted(((evaluate(pooled, p).iteration_s, i) for i, p in enumerate(starts)), key=lambda t: t[0])
     inc, inc_plan = (priced[0][0], starts[priced[0][1]]) if priced else (math.inf, None)
-    got = search(pooled, budget, inc, inc_plan)
+    got = search(pooled, budget, inc, inc_plan, min_devices)
     out = PoolOutcome(complete=got.complete, pooled_value_s=got.value, nodes=got.nodes)
     if math.isfinite(got.bound) and got.bound > 0:
         out.bound_s = got.bound
@@ -99,3 +140,40 @@ def regional_plan(problem: HeteroProblem, budget: Budget) -> RegionalOutcome:
         if got.plan is not None and got.value_s < out.value_s:
             out.plan, out.value_s = got.plan, got.value_s
     return out
+
+
+@dataclass
+class SplitOutcome:
+    """What :func:`split_bound` gave: the setting's proven bound (``None``: none), the best plan lifted from either
+    search with its seconds, and each search's outcome (``big`` is None when the budget ran out before it)."""
+
+    bound_s: float | None
+    plan: HeteroPlan | None
+    value_s: float
+    small: PoolOutcome
+    big: PoolOutcome | None
+
+
+def split_bound(
+    problem: HeteroProblem, split: int, small_budget: Budget, budget: Budget, start: HeteroPlan | None = None
+) -> SplitOutcome:
+    """The split by devices (module docstring) of a setting with one kind in two regions or more, ``split`` = N_A
+    (:func:`milp_partition.hetero.pool.device_split`): the capped pool within ``small_budget`` (its plan lifted: a plan of
+    the setting), then the region pools' search restricted to more than N_A devices within ``budget``, started from the
+    better of ``start`` and the capped pool's plan."""
+    small = pooled_bound(problem, small_budget, cap=split)
+    plan, value = small.plan, small.value_s
+    if budget.expired():
+        return SplitOutcome(None, plan, value, small, None)
+    if start is not None and plan is not None and value < evaluate(problem, start).iteration_s:
+        start = plan
+    elif start is None:
+        start = plan
+    min_devices = split + 1 if small.bound_s is not None else 0
+    big = pooled_bound(problem, budget, region_groups(problem), start, min_devices)
+    if big.plan is not None and big.value_s < value:
+        plan, value = big.plan, big.value_s
+    bound = None
+    if big.bound_s is not None and (small.bound_s is not None or min_devices == 0):
+        bound = big.bound_s if min_devices == 0 else min(big.bound_s, small.bound_s or math.inf)
+    return SplitOutcome(bound, plan, value, small, big)

@@ -100,6 +100,11 @@ REACH_MIN_WIDTH = 64
 LEAF_ENUM_MAX = 512
 
 
+def _tp_max(cfgs: list[tuple[int, int]]) -> int:
+    """The largest tp among the replica configurations (column, tp) of a micro-batch size (0: none)."""
+    return max((tp for _j, tp in cfgs), default=0)
+
+
 @dataclass
 class SearchOutcome:
     """What the search found: the best plan, its value, the proven bound, whether it ran to the end."""
@@ -139,6 +144,8 @@ class _Tables:
             for tp in (1, 2, 4):
                 if problem.replica_valid(c.kind, mbs, tp):
                     self.cfgs.append((j, tp))
+        #: the largest tp of a replica: every plan of (mbs, D, P) has at most D P tp_max devices
+        self.tp_max = _tp_max(self.cfgs)
         self.fbpre: list[list[float]] = []
         self.upd: list[tuple[float, ...]] = []
         self.ppre: list[list[float]] = []
@@ -628,6 +635,7 @@ def _share_ar_caches(tables: dict[int, _Tables], tb: _Tables) -> None:
 class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
+        self.min_devices = 0
         self.balanced = False
         self.abort = False
         self.triple_nodes = 0
@@ -1102,9 +1110,12 @@ class _Search:
                 # a triple whose bound without the split already reaches the (heuristics') incumbent holds no better
                 # plan: it is left out before its P's tables are built (and the degree rule below, which builds ring
                 # tables, is asked only when some P of this D is left)
-                lb0 = self.triple_bounds(tb, d, list(range(1, min(tb.L, total // d) + 1)), quick=False)
+                plist = [p for p in range(1, min(tb.L, total // d) + 1) if d * p * tb.tp_max >= self.min_devices]
+                if not plist:
+                    continue
+                lb0 = self.triple_bounds(tb, d, plist, quick=False)
                 keep = lb0 * (1 - PRUNE_REL) < self.out.value
-                listed = (np.flatnonzero(keep) + 1).tolist()
+                listed = [p for p, k in zip(plist, keep.tolist()) if k]
                 if not listed or (not late and self.dominated_by_fewer(tb, d)):
                     continue  # none left, or every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
                 keys = (lb0[keep] if late else self.triple_bounds(tb, d, listed, quick=True)).tolist()
@@ -2316,6 +2327,18 @@ class _Triple:
                 break
 
 
-def search(problem: HeteroProblem, budget: Budget, incumbent: float = math.inf, plan: HeteroPlan | None = None) -> SearchOutcome:
-    """Branch and bound (module docstring); ``incumbent``/``plan``: a verified plan to start from."""
-    return _Search(problem, budget, incumbent, plan).run()
+def search(
+    problem: HeteroProblem,
+    budget: Budget,
+    incumbent: float = math.inf,
+    plan: HeteroPlan | None = None,
+    min_devices: int = 0,
+) -> SearchOutcome:
+    """Branch and bound (module docstring); ``incumbent``/``plan``: a verified plan to start from.  ``min_devices``:
+    only the triples (mbs, D, P) with D P tp_max >= ``min_devices`` are searched (tp_max the largest tp of the micro-batch
+    size), so the bound covers every plan of at least ``min_devices`` devices and none of fewer (the degree rule may
+    then leave out a triple whose plans are matched by fewer devices: :mod:`milp_partition.hetero.spanning` states the
+    use that stays sound)."""
+    srch = _Search(problem, budget, incumbent, plan)
+    srch.min_devices = min_devices
+    return srch.run()

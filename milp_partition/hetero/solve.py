@@ -26,8 +26,8 @@ from milp_partition.chain import (
     gap_of,
     run_chain,
 )
-from milp_partition.hetero.pool import groupings, poolable
-from milp_partition.hetero.pooled import pooled_bound, regional_plan
+from milp_partition.hetero.pool import device_split, groupings, poolable
+from milp_partition.hetero.pooled import pooled_bound, regional_plan, split_bound
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
 from milp_partition.hetero.search import search
 from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
@@ -205,6 +205,10 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         (:mod:`milp_partition.hetero.pool`: per kind and region where that differs from per kind), within
         :data:`POOL_SHARE` of the limit with the regional plans: its plan lifted to the zones (a heuristic) and its
         proven bound (a lower bound of the setting's iteration seconds)."""
+        split = device_split(run.problem)
+        if split is not None:
+            yield from self.split_step(run, split)
+            return
         notes = run.result.solver_notes.setdefault("pooled", [])
         t_start, limit = run.budget.elapsed(), run.budget.limit_s
         t0 = time.monotonic()
@@ -243,6 +247,40 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             yield Outcome("pooled-lift", got.plan, secs, False, "", value=got.value_s)
         if got.bound_s is not None:
             yield Outcome("pooled-bound", None, 0.0, True, "pooled relaxation", bound=got.bound_s * (1 - 1e-12))
+
+    def split_step(self, run: HeteroRun, split: int) -> Iterable[Outcome[HeteroPlan]]:
+        """One kind in two regions or more (:func:`milp_partition.hetero.pooled.split_bound`): the capped pool of the
+        plans of at most ``split`` devices (the larger region's; within :data:`REGIONAL_SHARE` of the limit: its lifted
+        plan), then the region pools' search of the plans of more (within :data:`POOL_SHARE` with it); the least of
+        the two bounds is a proven bound of the setting."""
+        limit, t0 = run.budget.limit_s, time.monotonic()
+        best = run.best
+        got = split_bound(
+            run.problem,
+            split,
+            run.budget.capped(REGIONAL_SHARE * limit),
+            run.budget.capped(POOL_SHARE * limit - run.budget.elapsed()),
+            best.solution if best is not None else None,
+        )
+        secs = time.monotonic() - t0
+        parts = [("capped", got.small)] + ([("regions", got.big)] if got.big is not None else [])
+        run.result.solver_notes["pooled"] = [
+            {
+                "pools": name,
+                "devices": f"<= {split}" if name == "capped" else f"> {split}",
+                "complete": out.complete,
+                "nodes": out.nodes,
+                "pooled_value_s": out.pooled_value_s if math.isfinite(out.pooled_value_s) else None,
+                "bound_s": out.bound_s,
+                "lifted_s": out.value_s if out.plan is not None else None,
+            }
+            for name, out in parts
+        ]
+        run.result.solver_notes["split_seconds"] = secs
+        if got.plan is not None:
+            yield Outcome("pooled-lift", got.plan, secs, False, "", value=got.value_s)
+        if got.bound_s is not None:
+            yield Outcome("pooled-bound", None, 0.0, True, "split by devices", bound=got.bound_s * (1 - 1e-12))
 
     def within_stop_gap(self, run: HeteroRun) -> bool:
         """Whether the best verified plan is within :attr:`HeteroSolveSettings.pool_stop_gap` of the best proven bound."""
