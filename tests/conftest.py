@@ -80,45 +80,6 @@ def random_pipeline_problem(
     return PipelineProblem(graph, cluster, PipelineSettings(contiguous=contiguous, memory_model=memory_model))  # type: ignore[arg-type]
 
 
-#: Test files holding single tests of several seconds (rank processes of torch, real benchmark instances, wheels), the
-#: longest first, as measured with ``--durations`` at 20b455e (2 cores).  Scheduling only: pytest-xdist hands tests out
-#: in collection order, and a long test collected last ran alone on one worker while the other sat idle (up to ~45 s
-#: of a ~400 s run); collected first, the run ends on short tests on both workers.  A file missing from this list, or
-#: one that is no longer long, changes the order and nothing else.
-LONG_FIRST = (
-    "test_run_microbatch_size.py",
-    "test_run_mesh.py",
-    "test_tp_memory.py",
-    "test_run_layers.py",
-    "test_placement_exact.py",
-    "test_joint_stage_bound.py",
-    "test_strategy_marginals.py",
-    "test_installed_layout.py",
-    "test_run_plans.py",
-    "test_pipeline_dp.py",
-    "test_run_tensor_parallel.py",
-    "test_galvatron_gap_plot.py",
-    "test_joint_segment_bound.py",
-    "test_settings_path.py",
-    "test_joint_native.py",
-    "test_run_robustness.py",
-    "test_joint_column_bound.py",
-    "test_gap_ray.py",
-    "test_tp_timed.py",
-    "test_joint_orders.py",
-    "test_joint_formulation.py",
-    "test_strategy_exact.py",
-    "test_pipeline_benchmarks.py",
-)
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files of :data:`LONG_FIRST` first, in its order; every other test after them, in collection order (a stable
-    sort: the order is the same in every xdist worker, as xdist requires)."""
-    rank = {name: i for i, name in enumerate(LONG_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FIRST)))
-
-
 @pytest.fixture(autouse=True)
 def _ctrl_c_as_python_handles_it() -> Iterator[None]:
     """Each test starts with Ctrl-C raising KeyboardInterrupt and leaves it so: the clean-clone CI at 331514a failed
