@@ -30,6 +30,7 @@ from milp_partition.chain import (
     run_chain,
 )
 from milp_partition.result import Result, Status
+from tests.source_trees import parsed
 
 
 class FakeClock:
@@ -303,7 +304,7 @@ def test_only_the_top_layer_imports_the_registry() -> None:
         rel = path.relative_to(root)
         if rel.parts[0] in top or (rel.name == "registry.py" and len(rel.parts) == 1):
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(parsed(path)):
             if isinstance(node, ast.ImportFrom) and node.module is not None:
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):

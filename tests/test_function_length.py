@@ -11,6 +11,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.source_trees import parsed
+
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 100
 # formulations/ and heuristics/ install as milp_partition.formulations / .heuristics (package-dir)
@@ -49,7 +51,7 @@ def _exempt(path: Path, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
 def _long_functions() -> list[tuple[str, int]]:
     out = []
     for path in _files():
-        tree = ast.parse(path.read_text(), filename=str(path))
+        tree = parsed(path)
         stack: list[tuple[ast.AST, str]] = [(tree, "")]
         while stack:
             node, prefix = stack.pop()

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_trees import parsed
+
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "milp_partition"
 #: Top-level folders that install as milp_partition.<folder> (pyproject's package-dir).
@@ -167,7 +169,7 @@ def layer_of(module: str) -> int | None:
 
 def _first_party_imports(module: str, path: Path) -> list[tuple[int, str]]:
     """(line, module) of every import of a project module, at any depth (function-local imports included)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     out: list[tuple[int, str]] = []
     for node in ast.walk(tree):
@@ -301,7 +303,7 @@ def test_data_model_and_io_import_no_solver_side() -> None:
 
 def _root_imports(path: Path) -> set[str]:
     """The top-level package of every import of a file, at any depth."""
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module and not n.level}
     return names
@@ -371,7 +373,7 @@ def _needs_optional(module: str, seen: frozenset[str] = frozenset()) -> bool:
     path = MODULES.get(module)
     if path is None or module in seen:
         return False
-    tree = ast.parse(path.read_text())
+    tree = parsed(path)
     tops = [a.name for n in tree.body if isinstance(n, ast.Import) for a in n.names]
     tops += [n.module for n in tree.body if isinstance(n, ast.ImportFrom) and n.module]
     return any(_needs_optional(m, seen | {module}) for m in tops)
@@ -390,7 +392,7 @@ def test_first_party_imports_at_module_top() -> None:
     bad = []
     for f in sorted(MODULES.values()):
         rel = str(f.relative_to(ROOT))
-        tree = ast.parse(f.read_text())
+        tree = parsed(f)
         for fn in ast.walk(tree):
             if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue

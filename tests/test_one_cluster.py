@@ -34,6 +34,7 @@ from milp_partition.io.piper import read_joint
 from milp_partition.io.sailor import read_sailor
 from milp_partition.joint.layers import LayerPlanSettings, joint_from_imported
 from milp_partition.placement.convert import placement_from_instance_file
+from tests.source_trees import parsed
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "benchmarks"
@@ -146,7 +147,7 @@ def _cluster_like_classes() -> list[str]:
     found = []
     for folder in PACKAGE_FOLDERS:
         for path in sorted(folder.rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            for node in ast.walk(parsed(path)):
                 if isinstance(node, ast.ClassDef) and (node.name.endswith("Cluster") or node.name == "Hardware"):
                     found.append(f"{path.relative_to(ROOT)}:{node.name}")
     return found
@@ -303,7 +304,7 @@ def _problem_classes() -> dict[str, set[str]]:
     """Each ``<problem>/problem.py``'s ``*Problem`` class and the names it defines (fields and properties)."""
     found: dict[str, set[str]] = {}
     for path in sorted(Path(milp_partition.__file__).parent.glob("*/problem.py")):
-        for node in ast.parse(path.read_text(), str(path)).body:
+        for node in parsed(path).body:
             if isinstance(node, ast.ClassDef) and node.name.endswith("Problem"):
                 names = {s.target.id for s in node.body if isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name)}
                 names |= {s.name for s in node.body if isinstance(s, ast.FunctionDef)}

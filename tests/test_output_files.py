@@ -13,6 +13,7 @@ from milp_partition.errors import InputError
 from milp_partition.io.atomic import write_atomic
 from tests.fuzz_inputs import run_cli
 from tests.fuzz_seeds import REPO
+from tests.source_trees import parsed
 
 TINY = REPO / "examples" / "tiny.json"
 
@@ -143,7 +144,7 @@ def _raw_writes(path: Path) -> list[str]:
     import ast
 
     found = []
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(parsed(path)):
         if not isinstance(node, ast.Call):
             continue
         name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")

@@ -110,25 +110,38 @@ def test_layout_places_ranks_stage_by_stage() -> None:
 # -- runs on gloo (CPU) ----------------------------------------------------------------------------
 
 
-def _mlp_plan(tmp_path: Path, degrees: list[tuple[int, int]]) -> Path:
-    """A 2-stage plan of the test MLP from the planner, its stages given ``degrees`` (and the planner's in-flight)."""
+@pytest.fixture(scope="module")
+def mlp_graph(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test MLP imported for training at a batch of 8 (layer granularity): once for this module's runs."""
+    pytest.importorskip("torch")
     from milp_partition.cli.dispatch import main
 
-    graph = tmp_path / "m.json"
+    graph = tmp_path_factory.mktemp("mesh") / "m.json"
     args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training"]
     assert main([*args, "--granularity", "layer", "--output", str(graph)]) == 0
-    plan = tmp_path / "plan.json"
+    return graph
+
+
+@pytest.fixture(scope="module")
+def two_stage_plan(mlp_graph: Path) -> dict:
+    """The planner's 2-stage plan of the test MLP (d = t = 1), solved once: the runs below give its stages their degrees."""
+    from milp_partition.cli.dispatch import main
+
+    plan = mlp_graph.parent / "plan2.json"
     # solved for 4 devices (run refuses stages that use more devices than the plan was solved for)
-    solve = ["solve", str(graph), "--problem", "joint", "--devices", "4", "--memory", "1GiB", "--microbatches", "4"]
-    assert (
-        main(
-            [*solve, "--stages", str(len(degrees)), "--data-parallel", "1", "--tensor-parallel", "1", "--quiet", "-o", str(plan)]
-        )
-        == 0
-    )
-    data = json.loads(plan.read_text())
+    solve = ["solve", str(mlp_graph), "--problem", "joint", "--devices", "4", "--memory", "1GiB", "--microbatches", "4"]
+    assert main([*solve, "--stages", "2", "--data-parallel", "1", "--tensor-parallel", "1", "--quiet", "-o", str(plan)]) == 0
+    return json.loads(plan.read_text())
+
+
+def _mlp_plan(tmp_path: Path, two_stage_plan: dict, degrees: list[tuple[int, int]]) -> Path:
+    """A copy of the planner's 2-stage plan of the test MLP in ``tmp_path``, its stages given ``degrees`` (and the
+    planner's in-flight)."""
+    assert len(degrees) == len(two_stage_plan["stages"])
+    data = json.loads(json.dumps(two_stage_plan))
     for st, (d, t), y in zip(data["stages"], degrees, _planner_in_flight(degrees)):
         st.update(data_parallel=d, tensor_parallel=t, microbatches_in_flight=y)
+    plan = tmp_path / "plan.json"
     plan.write_text(json.dumps(data))
     return plan
 
@@ -140,12 +153,13 @@ def _mlp_plan(tmp_path: Path, degrees: list[tuple[int, int]]) -> Path:
         [(1, 1), (2, 1)],  # 3 ranks: one replica scatters micro-batches to two
     ],
 )
-def test_a_plan_with_different_degrees_per_stage_matches_one_process(tmp_path: Path, degrees: list[tuple[int, int]]) -> None:
-    pytest.importorskip("torch")
+def test_a_plan_with_different_degrees_per_stage_matches_one_process(
+    tmp_path: Path, two_stage_plan: dict, degrees: list[tuple[int, int]]
+) -> None:
     from milp_partition.run.launch import run_plan
     from milp_partition.run.spec import read_run_spec
 
-    spec = read_run_spec(_mlp_plan(tmp_path, degrees))
+    spec = read_run_spec(_mlp_plan(tmp_path, two_stage_plan, degrees))
     assert not spec.uniform and spec.world_size == sum(d * t for d, t in degrees)
     run = run_plan(spec, 2)
     assert run["ranks"] == spec.world_size and len(run["losses"]) == 2
@@ -155,42 +169,37 @@ def test_a_plan_with_different_degrees_per_stage_matches_one_process(tmp_path: P
     assert any("different degrees" in n for n in run["notes"])
 
 
-def _one_stage_mlp_plan(tmp_path: Path, devices: int, microbatches: int, d: int, t: int) -> Path:
-    """The test MLP imported for training and planned by the joint problem as one stage of degrees ``(d, t)``."""
+def _one_stage_mlp_plan(tmp_path: Path, mlp_graph: Path, devices: int, microbatches: int, d: int, t: int) -> Path:
+    """The test MLP (imported for training) planned by the joint problem as one stage of degrees ``(d, t)``."""
     from milp_partition.cli.dispatch import main
 
-    graph = tmp_path / "m.json"
-    args = ["import", "torch", "milp_partition.importers.models:mlp_small_test", "--input", "8x32", "--training"]
-    assert main([*args, "--granularity", "layer", "--output", str(graph)]) == 0
     plan = tmp_path / "plan.json"
-    solve = ["solve", str(graph), "--problem", "joint", "--devices", str(devices), "--memory", "1GiB"]
+    solve = ["solve", str(mlp_graph), "--problem", "joint", "--devices", str(devices), "--memory", "1GiB"]
     shape = ["--microbatches", str(microbatches), "--stages", "1", "--data-parallel", str(d), "--tensor-parallel", str(t)]
     assert main([*solve, *shape, "--quiet", "-o", str(plan)]) == 0
     return plan
 
 
-def test_data_and_tensor_parallel_together_match_one_process(tmp_path: Path) -> None:
+def test_data_and_tensor_parallel_together_match_one_process(tmp_path: Path, mlp_graph: Path) -> None:
     # a 2-D (dp, tp) mesh: DDP takes no DTensor parameters, so the run all-reduces the gradients over dp itself
-    pytest.importorskip("torch")
     from milp_partition.run.launch import run_plan
     from milp_partition.run.spec import read_run_spec
 
-    spec = read_run_spec(_one_stage_mlp_plan(tmp_path, 4, 4, 2, 2))
+    spec = read_run_spec(_one_stage_mlp_plan(tmp_path, mlp_graph, 4, 4, 2, 2))
     assert spec.uniform and spec.shape == (1, 2, 2)
     run = run_plan(spec, 2)
     assert run["ranks"] == 4 and run["loss_max_rel_diff"] <= 1e-6
     assert len(run["losses"]) == 2
 
 
-def test_recomputed_layers_are_split_as_planned_and_match_one_process(tmp_path: Path) -> None:
+def test_recomputed_layers_are_split_as_planned_and_match_one_process(tmp_path: Path, mlp_graph: Path) -> None:
     """A tensor-parallel stage whose every layer is recomputed: the split comes before the checkpoint wrapper (which
     would hide a recomputed Linear from ColwiseParallel, and move a recomputed block's inner paths), so every planned
     split is applied and the losses are one process's."""
-    pytest.importorskip("torch")
     from milp_partition.run.launch import run_plan
     from milp_partition.run.spec import read_run_spec
 
-    plan = _one_stage_mlp_plan(tmp_path, 2, 2, 1, 2)
+    plan = _one_stage_mlp_plan(tmp_path, mlp_graph, 2, 2, 1, 2)
     data = json.loads(plan.read_text())
     data["stages"][0]["configs"] = {v: "activation recomp" for v in data["stages"][0]["nodes"]}
     plan.write_text(json.dumps(data))

@@ -23,6 +23,7 @@ from milp_partition import registry
 from milp_partition.backends import SolveOutput, SolveParams, SolveStatus
 from milp_partition.cli import main
 from milp_partition.settings import CommonSettings
+from tests.source_trees import parsed
 
 REPO = Path(__file__).resolve().parents[1]
 GALVATRON = REPO.parent / "shared" / "benchmarks" / "galvatron"
@@ -188,7 +189,7 @@ def test_no_control_flow_reads_the_solver_notes() -> None:
     found = []
     for folder in ("milp_partition", "formulations", "heuristics"):
         for path in sorted((REPO / folder).rglob("*.py")):
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(parsed(path)):
                 if isinstance(node, (ast.If, ast.While, ast.IfExp, ast.Assert)):
                     tests = [node.test]
                 elif isinstance(node, ast.comprehension):
