@@ -21,16 +21,14 @@ from milp_partition.hetero.problem import HeteroPlan, HeteroProblem
 from milp_partition.hetero.solve import HeteroSolveSettings, solve_hetero
 from tests.test_hetero import HETERO, _plans
 from tests.test_hetero_pool import ZONED, _zoned
+from tests.test_hetero_regions import SPANNING
 
 pytestmark = pytest.mark.skipif(not HETERO.is_dir(), reason="../shared/benchmarks/hetero is not here")
 
 #: One kind in two regions (us-central1, us-west1), 3 or 4 devices: A100-40 and V100-16, regions of equal and unequal
 #: size, zones of one region with different fits (no link order is assumed by the split).
 SPLIT = [
-    {"A100-40_us-central1-a": 2, "A100-40_us-west1-b": 2},
-    {"A100-40_us-central1-a": 1, "A100-40_us-central1-b": 1, "A100-40_us-west1-b": 2},
-    {"A100-40_us-central1-c": 2, "A100-40_us-west1-b": 1},
-    {"V100-16_us-central1-f": 2, "V100-16_us-west1-b": 2},
+    *SPANNING,  # the spanning bound's four (tests/test_hetero_regions.py)
     {"V100-16_us-central1-a": 3, "V100-16_us-west1-b": 1},
     {"A100-40_us-central1-a": 1, "A100-40_us-central1-f": 2, "A100-40_us-west1-b": 1},
 ]
