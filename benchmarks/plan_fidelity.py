@@ -342,10 +342,10 @@ def forget(name: str, args: argparse.Namespace, work: Path) -> None:
         old.unlink(missing_ok=True)
 
 
-def imported(name: str, work: Path, profile: Path) -> Path | None:
+def imported(name: str, args: argparse.Namespace, work: Path, profile: Path) -> Path | None:
     """The model's graph in ``work``, imported now if missing (``None`` under ``--cached-only`` when missing)."""
     ref, inp, _ = ALL_MODELS[name]
-    graph = work / f"{name.split()[0].lower()}.json"
+    _, graph, _ = model_files(name, args, work)
     if not graph.exists():
         if CACHED_ONLY:
             return None
@@ -363,7 +363,7 @@ def calibrate_once(name: str, args: argparse.Namespace, work: Path, profile: Pat
     """``--calibrate-apart``: the model's ``k``-th calibration as a solve of its own (``--time-layers``, one calibration
     over ``--calibration-seconds``), unless it is in ``work``."""
     cal = calibration_file(name, args, work, k)
-    if cal.exists() or CACHED_ONLY or imported(name, work, profile) is None:
+    if cal.exists() or CACHED_ONLY or imported(name, args, work, profile) is None:
         return
     _, _, solve = model_files(name, args, work)
     sh([*solve, "--time-layers", "--calibration-seconds", str(args.calibration_seconds), "-o", str(cal)])
@@ -377,7 +377,7 @@ def bench_model(name: str, args: argparse.Namespace, work: Path, profile: Path) 
     G = args.global_batch
     if args.fresh and not CACHED_ONLY:  # import, calibrate, plan and run again: nothing from an earlier checkout
         forget(name, args, work)
-    if imported(name, work, profile) is None:
+    if imported(name, args, work, profile) is None:
         return []
     free = work / f"{stem}_G{G}_free.json"
     if not free.exists():
