@@ -13,6 +13,14 @@ def fail_or_wait(rank: int, seconds: float) -> None:
     time.sleep(seconds)
 
 
+def write_env(rank: int, name: str, out_dir: str) -> None:
+    """A worker: writes the value of the environment variable ``name`` it sees to ``env{rank}.txt``."""
+    import os
+    from pathlib import Path
+
+    Path(out_dir, f"env{rank}.txt").write_text(os.environ.get(name, ""))
+
+
 def tp_saved_and_held(rank: int, world: int, store_path: str, graph_path: str, global_batch: int, out_dir: str) -> None:
     """A worker of tests/test_tp_memory.py: on a ``world``-rank tensor-parallel mesh, the layers' saved bytes as the
     calibration counts them (run/tp_saved.py), then two steps of the whole model split as run splits it (one stage, one

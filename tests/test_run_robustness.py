@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from milp_partition.errors import InputError
+from milp_partition.run import launch as launch_module
 from milp_partition.run.launch import HostLimits, check_host
 from milp_partition.run.spec import read_run_spec
 from tests.fuzz_inputs import run_cli
@@ -266,12 +267,63 @@ def test_a_worker_whose_launcher_died_before_it_started_exits_at_once() -> None:
     assert done.returncode == 1 and done.stderr == ""
 
 
+def _descendants(pid: str = "self") -> list[int]:
+    """The live descendants of a process (Linux): its children, theirs, and so on (none once it is gone)."""
+    out: list[int] = []
+    try:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            for child in (task / "children").read_text().split():
+                out += [int(child), *_descendants(child)]
+    except OSError:
+        pass
+    return out
+
+
 def _children() -> list[int]:
-    """This process's live children (Linux)."""
+    """This process's live workers (Linux): its descendants other than multiprocessing's fork server and resource
+    tracker (the rank server of ``milp_partition.run.launch``, which stays to serve this process's later runs, and its
+    helper), whose children the workers are; zombies are not counted."""
     pids = []
-    for task in Path("/proc/self/task").iterdir():
-        pids += [int(p) for p in (task / "children").read_text().split()]
-    return pids
+    for pid in _descendants():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if b"multiprocessing.forkserver" not in cmd and b"multiprocessing.resource_tracker" not in cmd and state != "Z":
+            pids.append(pid)
+    return sorted(pids)
+
+
+@pytest.mark.skipif(not launch_module.FORK_SERVER, reason="the rank server is Linux's")
+def test_a_forked_worker_whose_launcher_is_gone_exits_at_once(tmp_path: Path) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    code = (
+        f"from milp_partition.run.launch import _forked_main\n_forked_main({str(tmp_path / 'absent.call')!r}, {gone.pid}, {{}})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 1 and done.stderr == ""  # before reading its call (a file that is not there)
+
+
+@pytest.mark.skipif(not launch_module.FORK_SERVER, reason="the rank server is Linux's")
+def test_forked_workers_take_the_launchers_environment_and_never_its_main_module(tmp_path: Path) -> None:
+    # a launcher script without the main guard: a worker that imported it would run the launch again
+    script = tmp_path / "launcher.py"
+    script.write_text(
+        "import os, sys, tempfile\n"
+        f"sys.path.insert(0, {str(REPO)!r})\n"
+        "from milp_partition.run.launch import run_ranks\n"
+        "from tests.run_workers import write_env\n"
+        "for value in ('first', 'second'):\n"
+        "    os.environ['MILP_RUN_TEST_VALUE'] = value\n"
+        "    with tempfile.TemporaryDirectory() as tmp:\n"
+        f"        run_ranks(write_env, 2, ('MILP_RUN_TEST_VALUE', {str(tmp_path)!r}), tmp)\n"
+        f"    print(sorted(open(os.path.join({str(tmp_path)!r}, f'env{{r}}.txt')).read() for r in range(2)))\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["['first', 'first']", "['second', 'second']"]
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")

@@ -9,6 +9,15 @@ exception (Ctrl-C and SIGTERM arrive as :class:`KeyboardInterrupt`, see :mod:`mi
 failed worker or the end, stops every one started so far (SIGTERM, then SIGKILL after :data:`STOP_GRACE_S`), during
 the spawn too: no worker outlives the run.
 
+On Linux (:data:`FORK_SERVER`) the workers are forked from one server process per launcher, multiprocessing's
+fork server, which imports torch, its distributed and pipelining packages and the runtime once
+(:data:`RANK_SERVER_PRELOAD`: about 4.5 CPU s that every fresh interpreter would pay again), so a run of ``K`` ranks
+imports torch once instead of ``K`` times, and later runs of the same launcher not at all.  The server imports only
+(no tensor work, no thread pool, no CUDA), so forking from it is safe; each worker then takes the launcher's working
+directory, ``sys.path`` and environment as of its start.  The server ends when the launcher ends (it reads the
+launcher's end of a pipe); a worker asks for SIGKILL when the server dies, and exits at once if the launcher is gone
+before that.  Elsewhere each worker is a fresh interpreter (:data:`_BOOT`).
+
 :func:`host_limits` says how many ranks the machine can host (cores, memory, GPUs); :func:`check_host` refuses a
 plan beyond it unless forced.
 """
@@ -26,6 +35,8 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
+from multiprocessing import context as mp_context
+from multiprocessing import forkserver, popen_forkserver, spawn
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +57,11 @@ HEARTBEAT_S = 10.0
 RANK_OVERHEAD_BYTES = 400 * 2**20
 #: Ranks per core (each with its ``--threads``) a machine may host without ``--oversubscribe``.
 RANKS_PER_CORE = 2
+#: Whether the workers are forked from the rank server (module docstring; Linux only), else each started as a fresh
+#: interpreter.
+FORK_SERVER = sys.platform.startswith("linux")
+#: What the rank server imports once before it forks the workers (a module it cannot import is left to the workers).
+RANK_SERVER_PRELOAD = ("torch", "torch.distributed", "torch.distributed.pipelining", "milp_partition.run.engine")
 
 
 class WorkerFailed(RuntimeError):
@@ -164,15 +180,108 @@ _rank_main(fn, rank, parent, error_dir, args)
 """
 
 
-def _start(fn: Callable[..., None], rank: int, error_dir: str, args: tuple[Any, ...]) -> subprocess.Popen[bytes]:
-    """Start the worker of ``rank`` (:data:`_BOOT`): its call is pickled to a file in ``error_dir``."""
+class _Forked:
+    """A worker forked by the rank server, seen as the :class:`subprocess.Popen` of a fresh one is (``poll``,
+    ``returncode``, ``terminate``, ``kill``, ``wait``: what :func:`stop_processes` and :func:`_failure` call)."""
+
+    def __init__(self, proc: Any) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+
+    @property
+    def returncode(self) -> int | None:
+        code: int | None = self.proc.exitcode
+        return code
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def terminate(self) -> None:
+        self.proc.terminate()
+
+    def kill(self) -> None:
+        self.proc.kill()
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.proc.join(timeout)
+        code = self.returncode
+        if code is None:
+            raise subprocess.TimeoutExpired(f"rank worker {self.pid}", timeout or 0.0)
+        return code
+
+
+Worker = subprocess.Popen[bytes] | _Forked
+
+
+class _RankPopen(popen_forkserver.Popen):  # type: ignore[misc]
+    """The fork server's launch of a worker without the launcher's main module in its preparation data (a worker
+    needs none of it: its call names a module-level function, and a launcher script without the
+    ``if __name__ == "__main__"`` guard would start its work again in every worker)."""
+
+    def _launch(self, process_obj: Any) -> None:
+        real = spawn.get_preparation_data
+
+        def without_main(name: str) -> dict[str, Any]:
+            data: dict[str, Any] = real(name)
+            data.pop("init_main_from_path", None)
+            data.pop("init_main_from_name", None)
+            return data
+
+        spawn.get_preparation_data = without_main  # read once, in this call, on this thread
+        try:
+            super()._launch(process_obj)  # type: ignore[misc]
+        finally:
+            spawn.get_preparation_data = real
+
+
+class _RankProcess(mp_context.ForkServerProcess):  # type: ignore[misc]
+    """A worker forked by the rank server (:class:`_RankPopen`)."""
+
+    @staticmethod
+    def _Popen(process_obj: Any) -> Any:
+        forkserver.set_forkserver_preload(list(RANK_SERVER_PRELOAD))  # read when the server starts (the first worker)
+        return _RankPopen(process_obj)
+
+
+def _forked_main(call: str, launcher: int, env: dict[str, str]) -> None:
+    """A worker forked by the rank server: tied to the server's life (which ends with the launcher's: the worker
+    closes its copy of the server's client pipe), gone at once when the launcher is; the launcher's environment; then
+    its call as :data:`_BOOT` reads it."""
+    parent = os.getppid()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    server: Any = forkserver._forkserver
+    alive = getattr(server, "_forkserver_alive_fd", None)
+    if alive is not None:  # the server's "a client lives" pipe: held here, it would keep the server (and so this) alive
+        os.close(alive)
+        server._forkserver_alive_fd = None
+    _die_with_parent(parent)
+    try:
+        os.kill(launcher, 0)
+    except ProcessLookupError:
+        os._exit(1)
+    os.environ.clear()
+    os.environ.update(env)
+    with open(call, "rb") as fh:
+        path, payload = pickle.load(fh)
+    sys.path[:0] = [p for p in path if p not in sys.path]
+    fn, rank, _launcher, error_dir, args = pickle.loads(payload)
+    _rank_main(fn, rank, parent, error_dir, args)
+
+
+def _start(fn: Callable[..., None], rank: int, error_dir: str, args: tuple[Any, ...]) -> Worker:
+    """Start the worker of ``rank`` (forked by the rank server, else :data:`_BOOT`): its call is pickled to a file in
+    ``error_dir``."""
     payload = pickle.dumps((fn, rank, os.getpid(), error_dir, args))
     call = Path(error_dir, f"rank{rank}.call")
     write_atomic(call, pickle.dumps((list(sys.path), payload)), what="the worker's call")
+    if FORK_SERVER:
+        proc = _RankProcess(target=_forked_main, args=(str(call), os.getpid(), dict(os.environ)))
+        proc.start()
+        return _Forked(proc)
     return subprocess.Popen([sys.executable, "-c", _BOOT, str(call), str(os.getpid())])
 
 
-def stop_processes(procs: list[subprocess.Popen[bytes]], grace_s: float = STOP_GRACE_S) -> None:
+def stop_processes(procs: list[Worker], grace_s: float = STOP_GRACE_S) -> None:
     """SIGTERM every live process of ``procs``, SIGKILL those still alive after ``grace_s``, and reap them all."""
     for p in procs:
         if p.poll() is None:
@@ -187,7 +296,7 @@ def stop_processes(procs: list[subprocess.Popen[bytes]], grace_s: float = STOP_G
         p.wait()
 
 
-def _failure(procs: list[subprocess.Popen[bytes]], error_dir: str) -> WorkerFailed | None:
+def _failure(procs: list[Worker], error_dir: str) -> WorkerFailed | None:
     """The first failed worker (by rank) as a :class:`WorkerFailed`, if any has failed."""
     for rank, p in enumerate(procs):
         if p.poll() not in (None, 0):
@@ -196,7 +305,7 @@ def _failure(procs: list[subprocess.Popen[bytes]], error_dir: str) -> WorkerFail
                 data = json.loads(path.read_text())
                 return WorkerFailed(rank, str(data["summary"]), str(data["traceback"]))
             except (OSError, ValueError, KeyError):
-                code = p.returncode
+                code = p.returncode or 0  # not None: poll() just gave it
                 how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
                 return WorkerFailed(rank, f"the process ended ({how})")
     return None
@@ -217,7 +326,7 @@ def run_ranks(
     KeyboardInterrupt
         On Ctrl-C or SIGTERM (every worker is stopped first, during the spawn too).
     """
-    procs: list[subprocess.Popen[bytes]] = []
+    procs: list[Worker] = []
     say = progress or (lambda _: None)
     try:
         for rank in range(nprocs):
