@@ -241,13 +241,16 @@ def _marked(mark: str) -> list[int]:
         if not entry.name.isdigit():
             continue
         try:
-            if mark.encode() in (entry / "environ").read_bytes():
-                status = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-                if status != "Z":
-                    pids.append(int(entry.name))
+            if mark.encode() in (entry / "environ").read_bytes() and _state(entry.name) != "Z":
+                pids.append(int(entry.name))
         except OSError:
             continue
     return pids
+
+
+def _state(pid: str) -> str:
+    """A process's state letter from ``/proc/PID/stat`` (``Z``: a zombie); OSError once it is gone."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
 def test_a_worker_whose_launcher_died_before_it_started_exits_at_once() -> None:
@@ -287,7 +290,7 @@ def _children() -> list[int]:
     for pid in _descendants():
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            state = _state(str(pid))
         except OSError:
             continue
         if b"multiprocessing.forkserver" not in cmd and b"multiprocessing.resource_tracker" not in cmd and state != "Z":
