@@ -8,6 +8,11 @@ each column holding all of them (exactly for two columns, greedily for more).
 Each such plan is priced exactly; the best is returned.  Uniform (:func:`best_uniform_plan`): one configuration
 (column, tp) for every replica of every stage, an even split and the most replicas that fit.  Heuristics: they prove
 nothing.
+
+A plan is priced only when its compute floor (:func:`compute_floor`: the iteration time with every send, the update
+and the all-reduce at 0) is below the best plan's seconds so far: the others cannot replace it, so the plan returned
+is the same as pricing every one (on opt350-a32-v96, 1,102 of the 1,110 plans priced before were below 3 % of the
+heuristics' time).
 """
 
 from __future__ import annotations
@@ -17,6 +22,14 @@ from collections.abc import Iterator
 
 from milp_partition.hetero.cost import evaluate, memory_bytes
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, Replica
+
+
+def compute_floor(m: int, compute_s: list[float]) -> float:
+    """(m - 1) max_i C_i + sum_i C_i: at most the iteration seconds of every plan of m micro-batches whose stages'
+    compute is C_i (the formula's T_pp = (m - 1) max_i (C_i + X_i) + sum_i X_i + sum_i C_i + U with X_i, U, T_sync
+    >= 0, the same products and sums in the same order, and floating-point sums and products monotone in each
+    argument)."""
+    return (m - 1) * max(compute_s) + sum(compute_s)
 
 
 def even_split(layers: int, p: int) -> tuple[tuple[int, int], ...]:
@@ -184,6 +197,9 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12) -> tuple[Hetero
                 choice = _assign(options, caps, values[lo], d)
                 if choice is None:
                     continue
+                m = math.ceil(problem.global_batch / (mbs * d))
+                if compute_floor(m, [options[i][k][0] for i, k in enumerate(choice)]) >= best_v:
+                    continue  # no better than the best so far (its C_i are the formula's: the same sums)
                 reps = []
                 for i, k in enumerate(choice):
                     _c, j, tp, _idx = options[i][k]
@@ -218,6 +234,11 @@ def best_uniform_plan(problem: HeteroProblem) -> tuple[HeteroPlan | None, float]
     best: HeteroPlan | None = None
     best_v = math.inf
     for plan in uniform_plans(problem):
+        r = plan.replicas[0][0]
+        t = problem.model.times[(r.kind, plan.mbs, r.tp)]
+        m = math.ceil(problem.global_batch / (plan.mbs * len(plan.replicas[0])))
+        if compute_floor(m, [sum(t[ly][0] + t[ly][1] for ly in range(s, e)) for s, e in plan.stages]) >= best_v:
+            continue  # no better than the best so far (the formula's C_i: the same sums)
         v = evaluate(problem, plan).iteration_s
         if v < best_v:
             best, best_v = plan, v

@@ -62,3 +62,29 @@ def test_two_column_oracle_answers_as_the_assignment_program() -> None:
             got = [oracle.feasible(caps, theta, d) for theta in values]
             want = [_assign(options, caps, theta, d) is not None for theta in values]
             assert got == want, (options, caps, d)
+
+
+def test_the_heuristics_compute_floor_skips_no_better_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The even and uniform heuristics price a plan only when its compute floor is below the best so far: on every
+    shared setting (both objectives) they return the very plans and seconds of pricing every plan (the floor turned
+    off), and the floor is at most the price of every plan they list.  A floor 10 % too high changes the answer on some
+    setting (so the comparison can fail)."""
+    from milp_partition.heuristics import hetero_even
+
+    from milp_partition.hetero.cost import evaluate
+    from milp_partition.io.sailor import setting_names
+
+    floor = hetero_even.compute_floor
+    problems = [read_sailor(HETERO, setting=n, objective=o) for n in setting_names(HETERO) for o in ("sailor", "sound")]
+    with_floor = [(hetero_even.best_even_plan(p), hetero_even.best_uniform_plan(p)) for p in problems]
+    for p in problems:
+        for plan in itertools.islice(hetero_even.uniform_plans(p), 40):
+            r = plan.replicas[0][0]
+            t = p.model.times[(r.kind, plan.mbs, r.tp)]
+            m = math.ceil(p.global_batch / (plan.mbs * len(plan.replicas[0])))
+            c = [sum(t[ly][0] + t[ly][1] for ly in range(s, e)) for s, e in plan.stages]
+            assert floor(m, c) <= evaluate(p, plan).iteration_s
+    monkeypatch.setattr(hetero_even, "compute_floor", lambda m, c: -math.inf)
+    assert [(hetero_even.best_even_plan(p), hetero_even.best_uniform_plan(p)) for p in problems] == with_floor
+    monkeypatch.setattr(hetero_even, "compute_floor", lambda m, c: 1.1 * floor(m, c))
+    assert [(hetero_even.best_even_plan(p), hetero_even.best_uniform_plan(p)) for p in problems] != with_floor
