@@ -152,3 +152,42 @@ def test_the_region_search_covers_all_when_the_capped_pool_gives_no_bound(monkey
     assert got.bound_s is not None and got.bound_s <= want * (1 + 1e-12)
     assert got.big is not None and got.big.bound_s == got.bound_s
     assert real(problem, Budget.starting_now(60.0), region_groups(problem)).bound_s == pytest.approx(got.bound_s)
+
+
+@pytest.mark.parametrize("stop_gap", [0.01, 0.2, 0.6])
+@pytest.mark.parametrize("counts", SPLIT)
+def test_the_region_search_pruned_at_the_stop_gap_stays_a_bound(counts: dict[str, int], stop_gap: float) -> None:
+    """``stop_gap``: the region search prunes at (1 - stop_gap) times the best plan's seconds, a threshold with no
+    plan.  Its bound must stay at most every plan of more than N_A devices (else a false proof), the setting's at most
+    the optimum, and no plan's seconds may be the threshold's: the plan returned is priced and at least the optimum."""
+    for blocks, batch in SHAPES:
+        problem = _zoned(counts, blocks=blocks, global_batch=batch)
+        split = device_split(problem)
+        assert split is not None
+        small, big = _by_devices(problem, split)
+        got = split_bound(problem, split, Budget.starting_now(60.0), Budget.starting_now(60.0), stop_gap=stop_gap)
+        assert got.big is not None and got.big.complete and got.big.bound_s is not None
+        if math.isfinite(big):
+            assert got.big.bound_s <= big * (1 + 1e-12)
+        assert got.bound_s is not None and got.bound_s <= min(small, big) * (1 + 1e-12)
+        assert got.plan is not None and got.value_s == evaluate(problem, got.plan).iteration_s
+        assert got.value_s >= min(small, big) * (1 - 1e-12)
+
+
+def test_the_stop_gap_prunes_the_region_search() -> None:
+    """The threshold is used: with a wide gap the region searches visit fewer nodes in all than the proofs up to the
+    best plan; the solve's answer stays within the default gap of its bound."""
+    nodes_full = nodes_wide = 0
+    for counts in SPLIT:
+        for blocks, batch in SHAPES:
+            problem = _zoned(counts, blocks=blocks, global_batch=batch)
+            split = device_split(problem)
+            assert split is not None
+            full = split_bound(problem, split, Budget.starting_now(60.0), Budget.starting_now(60.0))
+            wide = split_bound(problem, split, Budget.starting_now(60.0), Budget.starting_now(60.0), stop_gap=0.6)
+            assert full.big is not None and wide.big is not None
+            nodes_full, nodes_wide = nodes_full + full.big.nodes, nodes_wide + wide.big.nodes
+    assert nodes_wide < nodes_full
+    for counts in SPLIT:
+        res = solve_hetero(_zoned(counts), HeteroSolveSettings(time_limit_s=60.0))
+        assert res.gap is not None and res.gap <= 0.01 + 1e-12

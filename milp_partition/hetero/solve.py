@@ -80,8 +80,10 @@ class HeteroSolveSettings(SearchOnlySettings):
         Once the best verified plan is within this relative gap of the best proven bound after a pooled relaxation,
         ``(value - bound) / value <= pool_stop_gap`` (issue 40's bar: optimal or within 1 %), no further pooled
         relaxation runs and the exact search gets at most ``pool_stop_search_s`` (a small setting's full proof; else
-        the answer is ``feasible`` with the pooled bound and its gap).  ``0``: the exact search gets the rest of the
-        time limit.
+        the answer is ``feasible`` with the pooled bound and its gap).  With one kind in two regions or more, the
+        region search of the plans of more devices than the larger region's prunes at this gap below the best plan
+        (:func:`milp_partition.hetero.pooled.split_bound`): it proves the bar, not the closest bound.  ``0``: the
+        exact search gets the rest of the time limit (and the region search proves the bound up to the best plan).
     pool_stop_search_s
         The exact search's seconds after the pooled relaxations reached ``pool_stop_gap`` (at least 0; 0: no exact
         search), on settings of at most :data:`STOP_SEARCH_MAX_DEVICES` devices (none on larger ones).
@@ -251,8 +253,9 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
     def split_step(self, run: HeteroRun, split: int) -> Iterable[Outcome[HeteroPlan]]:
         """One kind in two regions or more (:func:`milp_partition.hetero.pooled.split_bound`): the capped pool of the
         plans of at most ``split`` devices (the larger region's; within :data:`REGIONAL_SHARE` of the limit: its lifted
-        plan), then the region pools' search of the plans of more (within :data:`POOL_SHARE` with it); the least of
-        the two bounds is a proven bound of the setting."""
+        plan), then the region pools' search of the plans of more (within :data:`POOL_SHARE` with it), pruning at
+        ``pool_stop_gap`` below the best plan's seconds (its ``stop_gap``: the bar it must reach, no more); the least
+        of the two bounds is a proven bound of the setting."""
         limit, t0 = run.budget.limit_s, time.monotonic()
         best = run.best
         got = split_bound(
@@ -261,6 +264,7 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
             run.budget.capped(REGIONAL_SHARE * limit),
             run.budget.capped(POOL_SHARE * limit - run.budget.elapsed()),
             best.solution if best is not None else None,
+            stop_gap=self.settings.pool_stop_gap,
         )
         secs = time.monotonic() - t0
         parts = [("capped", got.small)] + ([("regions", got.big)] if got.big is not None else [])
