@@ -11,8 +11,8 @@ nothing.
 
 A plan is priced only when its compute floor (:func:`compute_floor`: the iteration time with every send, the update
 and the all-reduce at 0) is below the best plan's seconds so far: the others cannot replace it, so the plan returned
-is the same as pricing every one (on opt350-a32-v96, 1,102 of the 1,110 plans priced before were below 3 % of the
-heuristics' time).
+is the same as pricing every one (on opt350-a32-v96 the uniform plans priced fall from 330 to 22 and the even ones
+from 772 to 174: 0.103 -> 0.060 CPU s for both heuristics).
 """
 
 from __future__ import annotations

@@ -186,9 +186,9 @@ def split_bound(
     better of ``start`` and the capped pool's plan.
 
     ``stop_gap`` > 0: the region search prunes at the ceiling v (1 - ``stop_gap`` (1 - :data:`CEILING_MARGIN`)), v the
-    better of the two plans' seconds (:func:`pooled_bound`'s ``ceiling_s``): complete, it proves the plans of more than N_A devices at least
-    min(ceiling, the best it found), so the setting's bound is within ``stop_gap`` of v or better (the capped bound
-    where that is lower), in fewer nodes than the proof up to v."""
+    better of the two plans' seconds (:func:`pooled_bound`'s ``ceiling_s``): complete, it proves the plans of more
+    than N_A devices at least min(ceiling, the best it found), so the setting's bound, the least of that and the capped
+    bound, is within ``stop_gap`` of v unless the capped bound is lower still; in fewer nodes than the proof up to v."""
     small = pooled_bound(problem, small_budget, cap=split)
     plan, value = small.plan, small.value_s
     if budget.expired():
