@@ -7,6 +7,7 @@ optimum; two broken variants (the cap one device short, the triples' device coun
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -191,3 +192,42 @@ def test_the_stop_gap_prunes_the_region_search() -> None:
     for counts in SPLIT:
         res = solve_hetero(_zoned(counts), HeteroSolveSettings(time_limit_s=60.0))
         assert res.gap is not None and res.gap <= 0.01 + 1e-12
+
+
+def test_the_cli_passes_stop_gap_and_refuses_bad_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``solve --stop-gap FRACTION`` sets ``pool_stop_gap`` (default 0.01); a fraction of 1 or more, or one given for a
+    problem that does not read it, exits 2 naming the flag; the answer with ``--stop-gap 0`` is the proven optimum."""
+    import json
+
+    from milp_partition.cli import hetero as hetero_cli
+    from milp_partition.cli.dispatch import main
+
+    f = tmp_path / "s.json"
+    f.write_text(json.dumps({"model": "OPT-350", "global_batch": 64, "gpus": SPLIT[4]}))
+    seen: list[float] = []
+    real = hetero_cli.solve_hetero
+
+    def recording(problem: HeteroProblem, settings: HeteroSolveSettings) -> object:
+        seen.append(settings.pool_stop_gap)
+        return real(problem, settings)
+
+    monkeypatch.setattr(hetero_cli, "solve_hetero", recording)
+    out = tmp_path / "out.json"
+    assert main(["solve", str(HETERO), "--setting-file", str(f), "-q", "--output", str(out)]) == 0
+    assert main(["solve", str(HETERO), "--setting-file", str(f), "-q", "--stop-gap", "0", "--output", str(out)]) == 0
+    assert seen == [0.01, 0.0]
+    assert json.loads(out.read_text())["status"] == "optimal"
+    capsys.readouterr()
+    for args in (
+        ["solve", str(HETERO), "--setting-file", str(f), "-q", "--stop-gap", "1"],
+        ["solve", "examples/bert24_training.json", "-q", "--stop-gap", "0.1"],
+    ):
+        try:
+            code = main(args)
+        except SystemExit as exited:  # argparse's own check exits; the problem's refusal returns
+            code = exited.code
+        assert code == 2
+        assert "--stop-gap" in capsys.readouterr().err
+    assert len(seen) == 2

@@ -141,4 +141,12 @@ def factor(text: str) -> float:
     return value
 
 
+def fraction_below_one(text: str) -> float:
+    """A relative gap such as ``--stop-gap``: finite, 0 or more and below 1."""
+    value = _number(text, "the fraction")
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be 0 or more and below 1 (0.01 is 1 %), got {text}")
+    return value
+
+
 bytes_per_element = ranged_int(1, 64)

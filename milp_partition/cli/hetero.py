@@ -76,7 +76,8 @@ def format_report(result: HeteroResult, problem: HeteroProblem) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     problem = problem_from_args(args)
-    settings = HeteroSolveSettings(**common_fields(args.common), heuristics=not args.no_heuristics)  # type: ignore[arg-type]
+    gap = {} if getattr(args, "stop_gap", None) is None else {"pool_stop_gap": args.stop_gap}
+    settings = HeteroSolveSettings(**common_fields(args.common), heuristics=not args.no_heuristics, **gap)  # type: ignore[arg-type]
     result = solve_hetero(problem, settings)
     return emit(result, args, lambda: format_report(result, problem))
 
