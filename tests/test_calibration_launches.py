@@ -109,7 +109,11 @@ def test_the_planner_reads_the_median_of_the_calibrations(graph: Path, tmp_path:
     assert timed["links"]["allreduce_alpha_s"] == pytest.approx(4e-5)
     # the plan priced from the median: the same price when the recorded (median) calibration is reused
     again = tmp_path / "again.json"
+    parsed: list[str] = []
+    parse = jr.parse_json
+    monkeypatch.setattr(jr, "parse_json", lambda text, source: parsed.append(source) or parse(text, source))
     assert main([*common, "--layer-times", str(out), "-o", str(again)]) == 0
+    assert parsed.count(str(out)) == 1  # the times, the calibration and the recorded settings from one read
     assert json.loads(again.read_text())["objective"] == pytest.approx(json.loads(out.read_text())["objective"], rel=1e-12)
     assert json.loads(again.read_text())["cost_model"]["layer_times"]["calibration_launches"] == 3
     assert json.loads(again.read_text())["cost_model"]["layer_times"]["calibration_seconds"] == 2.5

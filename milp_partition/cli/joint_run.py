@@ -208,11 +208,27 @@ def _read_layer_times(path: Path, sizes: list[int]) -> tuple[_Times, float, dict
     return times, per_tensor, saved_at, reused
 
 
+#: ``--layer-times`` results parsed in this process, by (path, size, mtime): the times, the calibrations and the
+#: recorded settings are read from each result in turn, and one solve read every file three times.
+_LAYER_TIMES_READ: dict[tuple[str, int, int], dict[str, Any]] = {}
+
+
 def _layer_times_object(path: Path) -> dict[str, Any]:
+    """A ``--layer-times`` result's ``cost_model.layer_times`` (parsed once per file and version in a process)."""
+    try:
+        st = path.stat()
+        key: tuple[str, int, int] | None = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+    except OSError:
+        key = None  # read_text_file names the file and the reason
+    got = _LAYER_TIMES_READ.get(key) if key is not None else None
+    if got is not None:
+        return got
     data = parse_json(read_text_file(path), str(path))
     timed = data.get("cost_model", {}).get("layer_times") if isinstance(data, dict) else None
     if not isinstance(timed, dict) or not isinstance(timed.get("sizes"), dict):
         raise InputError("no cost_model.layer_times: give the result of a solve with --time-layers", source=str(path))
+    if key is not None:
+        _LAYER_TIMES_READ[key] = timed
     return timed
 
 
