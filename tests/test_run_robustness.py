@@ -408,3 +408,30 @@ def test_evaluate_takes_the_cluster_from_the_plan_it_is_given(tmp_path: Path) ->
     assert float(out.split("time_per_sample = ")[1].split()[0]) == pytest.approx(objective, rel=1e-9)
     rc, _, err = run_cli(["evaluate", str(graph), str(plan), "--problem", "joint", "--bandwidth", "1GB/s"])  # a flag wins
     assert rc == 2 and "contradict the verifier" in err, err
+
+
+def test_the_heartbeat_never_counts_zero_ranks_working(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launcher's heartbeat names the ranks still working; ranks that end during its sleep are not reported as
+    "0 of N rank(s) working" (seen as the ranks ended), while a heartbeat with ranks alive is still said."""
+    from milp_partition.run import launch
+
+    class Fake:
+        def __init__(self, polls: list[int | None]) -> None:
+            self.polls, self.returncode = polls, None
+
+        def poll(self) -> int | None:
+            self.returncode = self.polls.pop(0) if len(self.polls) > 1 else self.polls[0]
+            return self.returncode
+
+    # polls: each start checks the ranks started so far (rank 0 twice, rank 1 once); then a loop pass polls each rank
+    # in _failure, rank 0 in the all-done test (it stops at the first alive rank) and each rank in the heartbeat: both
+    # alive through the first pass and the second's tests, ended at its heartbeat
+    fakes = iter([Fake([None] * 7 + [0]), Fake([None] * 4 + [0])])
+    monkeypatch.setattr(launch, "_start", lambda fn, rank, error_dir, args: next(fakes))
+    monkeypatch.setattr(launch, "POLL_S", 0.0)
+    monkeypatch.setattr(launch, "HEARTBEAT_S", 0.0)
+    monkeypatch.setattr(launch, "stop_processes", lambda procs: None)  # nothing to stop: they ended
+    said: list[str] = []
+    launch.run_ranks(print, 2, (), str(tmp_path), progress=said.append)
+    beats = [s for s in said if "working" in s]
+    assert beats and all(not s.startswith("0 of") for s in beats), said

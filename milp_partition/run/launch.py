@@ -345,7 +345,8 @@ def run_ranks(
             if time.monotonic() - last >= HEARTBEAT_S:
                 last = time.monotonic()
                 alive = sum(p.poll() is None for p in procs)
-                say(f"{alive} of {nprocs} rank(s) working, {last - start:.0f} s")
+                if alive:  # none alive: they ended during the sleep, and the next pass returns or raises
+                    say(f"{alive} of {nprocs} rank(s) working, {last - start:.0f} s")
     finally:
         stop_processes(procs)
 
