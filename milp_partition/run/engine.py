@@ -25,6 +25,7 @@ import signal
 import statistics
 import threading
 import time
+import warnings
 from typing import Any
 
 from milp_partition.io.atomic import write_atomic
@@ -538,6 +539,21 @@ def _prepare_stage(spec: RunSpec, module: Any, q: int, tp_mesh: Any, device: Any
     return module.to(device)
 
 
+#: The message of torch's FutureWarning from inside ``pipeline()`` (a regular expression, matched at its start).
+LEAFSPEC_WARNING = r"`isinstance\(treespec, LeafSpec\)` is deprecated"
+
+
+def traced_pipeline(model: Any, args: tuple[Any, ...], kwargs: dict[str, Any] | None, points: dict[str, Any]) -> Any:
+    """torch's ``pipeline()`` of ``model`` traced on ``args``/``kwargs`` and split at ``points``, without the
+    FutureWarning torch 2.13 raises inside it (its traced program is deep-copied and its tree specs warn of their own
+    deprecated LeafSpec check, in copyreg: nothing the user or the plan can act on, printed once per rank before)."""
+    from torch.distributed.pipelining import pipeline
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=LEAFSPEC_WARNING, category=FutureWarning)
+        return pipeline(model, args, kwargs, split_spec=points)
+
+
 def _stage_module(
     spec: RunSpec, model: Any, pp: int, args0: list[Any], kwargs0: dict[str, Any], mesh: Any, device: Any, notes: list[str]
 ) -> tuple[Any, list[Any]]:
@@ -546,14 +562,12 @@ def _stage_module(
     Returns the module to schedule and its parameters (before DDP wraps it). With tensor parallelism, DDP (which
     takes no DTensor parameters) is left out: :func:`_train_steps` all-reduces the gradients over ``dp``.
     """
-    from torch.distributed.pipelining import pipeline
-
     S, D, T = spec.shape
     if S > 1:
         points, cut_notes = _split_points(spec)
         notes += cut_notes
         b = spec.microbatch_size  # traced on one micro-batch (the stages' shapes are a micro-batch's)
-        pipe = pipeline(model, tuple(a[:b] for a in args0), {k: v[:b] for k, v in kwargs0.items()} or None, split_spec=points)
+        pipe = traced_pipeline(model, tuple(a[:b] for a in args0), {k: v[:b] for k, v in kwargs0.items()} or None, points)
         module = pipe.get_stage_module(pp)
         del pipe
     else:
@@ -670,7 +684,6 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
     """A plan whose stages have different (d, t): :class:`~milp_partition.run.mixed.MixedRank` on this rank's stage."""
     import torch
     import torch.distributed as dist
-    from torch.distributed.pipelining import pipeline
 
     cuda = device.type == "cuda"
     layout = RankLayout(spec.degrees, spec.microbatches)
@@ -685,7 +698,7 @@ def _mixed_rank(spec: RunSpec, rank: int, steps: int, seed: int, timer: Any, dev
     points, cut_notes = _split_points(spec)
     notes += cut_notes
     b = spec.microbatch_size  # traced and run on one micro-batch of b samples
-    pipe = pipeline(model, tuple(a[:b] for a in args0), {k: v[:b] for k, v in kwargs0.items()} or None, split_spec=points)
+    pipe = traced_pipeline(model, tuple(a[:b] for a in args0), {k: v[:b] for k, v in kwargs0.items()} or None, points)
     graph, model_output = stage_graph(pipe, [a[:b] for a in args0], {k: v[:b] for k, v in kwargs0.items()})
     module = _prepare_stage(spec, pipe.get_stage_module(place.stage), place.stage, tp_mesh, device, notes, model)
     del model, pipe
