@@ -416,19 +416,22 @@ def test_the_heartbeat_never_counts_zero_ranks_working(tmp_path: Path, monkeypat
     from milp_partition.run import launch
 
     class Fake:
-        def __init__(self, polls: list[int | None]) -> None:
-            self.polls, self.returncode = polls, None
+        returncode: int | None = None
 
         def poll(self) -> int | None:
-            self.returncode = self.polls.pop(0) if len(self.polls) > 1 else self.polls[0]
             return self.returncode
 
-    # polls: each start checks the ranks started so far (rank 0 twice, rank 1 once); then a loop pass polls each rank
-    # in _failure, rank 0 in the all-done test (it stops at the first alive rank) and each rank in the heartbeat: both
-    # alive through the first pass and the second's tests, ended at its heartbeat
-    fakes = iter([Fake([None] * 7 + [0]), Fake([None] * 4 + [0])])
-    monkeypatch.setattr(launch, "_start", lambda fn, rank, error_dir, args: next(fakes))
-    monkeypatch.setattr(launch, "POLL_S", 0.0)
+    fakes = [Fake(), Fake()]
+    sleeps = iter(range(1, 1000))
+
+    def sleep(_s: float) -> None:  # both ranks end during the launcher's second sleep
+        if next(sleeps) == 2:
+            for f in fakes:
+                f.returncode = 0
+
+    started = iter(fakes)
+    monkeypatch.setattr(launch, "_start", lambda fn, rank, error_dir, args: next(started))
+    monkeypatch.setattr(launch.time, "sleep", sleep)
     monkeypatch.setattr(launch, "HEARTBEAT_S", 0.0)
     monkeypatch.setattr(launch, "stop_processes", lambda procs: None)  # nothing to stop: they ended
     said: list[str] = []
