@@ -61,6 +61,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, Protocol, TypeVar
 
 from milp_partition.backends import Model, SolveOutput, SolveParams, SolveStatus, get_backend
+from milp_partition.backends.base import write_line
 from milp_partition.backends.cbc import stop_cbc_children
 from milp_partition.backends.options import BackendOptions, options_for
 from milp_partition.budget import Budget
@@ -649,7 +650,7 @@ class PhaseTicker:
         while not self._stop.wait(interval):
             text = self.line()
             if text is not None:
-                print(text, file=sys.stderr, flush=True)
+                write_line(sys.stderr, text)
 
 
 def _add_all(run: Run[P, S], steps: Steps[P, S], outcomes: Iterable[Outcome[S]]) -> None:
@@ -772,7 +773,7 @@ def _finish(run: Run[P, S], steps: Steps[P, S], claim: SolverClaim | None) -> No
 def say(progress_interval_s: float | None, text: str) -> None:
     """Print a line on stderr unless progress output is off (``None``)."""
     if progress_interval_s is not None:
-        print(text, file=sys.stderr, flush=True)
+        write_line(sys.stderr, text)
 
 
 def run_backend(result: Result, settings: ChainSettings, model: Model, budget: Budget | None = None) -> SolveOutput:

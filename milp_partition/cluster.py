@@ -190,7 +190,7 @@ class Cluster:
         hetero problem from Sailor's fits and per-tp profiles.
     link_fits
         :data:`LinkKey` -> :class:`LinkFit` where a source gives fitted curves (Sailor); a missing key means that link
-        is unknown (plans using it are refused).
+        is unknown: pricing a plan that uses it raises :class:`InputError` naming the link (:meth:`link_fit`).
     collectives
         Measured collective tables where a source gives them (Galvatron), else ``None``.
     """
@@ -271,7 +271,13 @@ class Cluster:
         try:
             return self.link_fits[key]
         except KeyError:
-            raise InputError(f"no network fit for link {key!r}", where="network fits") from None
+            zs, ks, cs, zr, kr, cr = key
+            raise InputError(
+                f"no network fit from {ks} (count {cs}) in {zs} to {kr} (count {cr}) in {zr}: a plan of this setting "
+                "needs that link and the fits do not cover it (Sailor's simulator could not price it either); leave "
+                "that kind or zone out of the setting",
+                where="network fits",
+            ) from None
 
     def with_memory(self, memory_bytes: float | None) -> Cluster:
         """The same one-kind cluster with another memory per device (unchecked: the readers check figures)."""

@@ -278,6 +278,21 @@ def test_bad_inputs_name_file_and_field(tmp_path: Path) -> None:
         read_sailor(HETERO, trace=HETERO / "clusters/gpu_trace_heterogeneous_imbalanced.csv", row=9, model="OPT-350")
 
 
+def test_a_zone_or_link_without_a_network_fit_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A zone the network fits do not have for the kind is refused when the setting is read, naming the file, the
+    column and the zones that have fits; a link the fits lack (RTX-2080's tp 2 to tp 1 in us-central1-a) stops the
+    solve with exit 2 naming the link's kinds, counts and zones (it named only a raw key tuple before)."""
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps({"model": "OPT-350", "global_batch": 1024, "gpus": {"A100-40_mars": 8}}))
+    with pytest.raises(InputError, match=r"s\.json.*gpus\.A100-40_mars.*zone 'mars'.*us-central1-a, us-central1-b"):
+        read_sailor(HETERO, setting_file=bad)
+    bad.write_text(json.dumps({"model": "OPT-350", "global_batch": 1024, "gpus": {"RTX-2080_us-central1-a": 8}}))
+    assert main(["solve", str(HETERO), "--setting-file", str(bad), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "from RTX-2080 (count 2) in us-central1-a to RTX-2080 (count 1) in us-central1-a" in err
+    assert "Traceback" not in err and "internal error" not in err
+
+
 def test_cli_setting_file_and_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     s = tmp_path / "s.json"
     s.write_text(

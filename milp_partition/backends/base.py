@@ -179,7 +179,15 @@ class ProgressPrinter:
     def _run(self) -> None:
         assert self.interval_s
         while not self._stop.wait(self.interval_s):
-            print(self.line(), file=self.stream, flush=True)
+            write_line(self.stream, self.line())
+
+
+def write_line(stream: TextIO, text: str) -> None:
+    """Write ``text`` and its newline in one call and flush: a progress thread and the main thread both print on
+    stderr, and ``print`` writes the text and the newline in two calls, between which the other thread's line could
+    land (``... best verified 0.1345[hetero-bnb] no solution ...``)."""
+    stream.write(text + "\n")
+    stream.flush()
 
 
 T = TypeVar("T")

@@ -104,7 +104,7 @@ def pooled_bound(
     # the start renamed, and a Sailor-style even plan of the pools (its lift is a candidate too)
     starts: list[HeteroPlan] = [rename(start, groups)] if start is not None else []
     if not budget.expired():
-        plan, _v = best_even_plan(pooled)
+        plan, _v = best_even_plan(pooled, budget=budget)
         if plan is not None:
             starts.append(plan)
     priced = sorted(((evaluate(pooled, p).iteration_s, i) for i, p in enumerate(starts)), key=lambda t: t[0])

@@ -1092,9 +1092,12 @@ class _Search:
             got = self.full_bounds[triple] = max(quick, self.triple_bound(tables[mbs], d, p))
         return got
 
-    def run(self) -> SearchOutcome:
+    def list_triples(self) -> tuple[list[tuple[float, int, int, int]], list[float], dict[int, _Tables]]:
+        """The triples (quick bound, mbs, D, P) to explore, unsorted; the floors of the triples left unlisted when the
+        budget ran out while listing (empty when it did not); the tables per micro-batch size."""
         prob = self.problem
         triples: list[tuple[float, int, int, int]] = []
+        floors: list[float] = []  # bounds of the triples not listed (the budget ran out while listing)
         tables: dict[int, _Tables] = {}
         for mbs in prob.micro_batches():
             tb = _Tables(prob, mbs)
@@ -1104,9 +1107,16 @@ class _Search:
             _share_ar_caches(tables, tb)
             total = sum(tb.caps)
             for d in range(1, total + 1):
-                # once the budget is spent, the rest of the list takes the bound without the split (no tables) and no
-                # degree is left out (that test builds tables): listed cheaply, so that the bound below covers them
+                if floors:
+                    # the budget ran out at an earlier D: every triple of D or more of this micro-batch size is at
+                    # least sum_l min C + min U (the formula's other terms are >= 0), listed as one floor
+                    floors.append(tb.cminpre[tb.L] + tb.umin)
+                    break
+                # once the budget is spent, the next D is listed with the bound without the split (no tables, no
+                # degree left out: that test builds tables); the D after it ends the list above
                 late = self.budget.expired()
+                if late:
+                    floors.append(math.inf)
                 # a triple whose bound without the split already reaches the (heuristics') incumbent holds no better
                 # plan: it is left out before its P's tables are built (and the degree rule below, which builds ring
                 # tables, is asked only when some P of this D is left)
@@ -1120,10 +1130,15 @@ class _Search:
                     continue  # none left, or every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
                 keys = (lb0[keep] if late else self.triple_bounds(tb, d, listed, quick=True)).tolist()
                 triples.extend((key, mbs, d, p) for key, p in zip(keys, listed))
+        return triples, floors, tables
+
+    def run(self) -> SearchOutcome:
+        prob = self.problem
+        triples, floors, tables = self.list_triples()
         triples.sort()
-        if self.budget.expired():  # no time to explore: the least listed bound (each a triple's lower bound)
+        if floors or self.budget.expired():  # no time to explore: the least listed bound (each a triple's lower bound)
             self.out.triples, self.out.stopped_by = len(triples), "time_limit"
-            self.out.bound = min([self.out.value, *(t[0] for t in triples[:1])])
+            self.out.bound = min([self.out.value, *(t[0] for t in triples[:1]), *floors])
             return self.out
         self.out.triples = len(triples)
         # phase 1 (a heuristic): every triple in order, a few hundred nodes each, balanced stage ends first, for

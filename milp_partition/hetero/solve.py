@@ -101,6 +101,13 @@ class HeteroSolveSettings(SearchOnlySettings):
             raise ValueError(f"pool_stop_search_s must be 0 or more seconds, got {self.pool_stop_search_s!r}")
 
 
+def _heuristic_note(run: HeteroRun, plan: HeteroPlan | None, name: str) -> str:
+    """The outcome's message of a heuristic: why it has no plan, or that the time limit cut it short."""
+    if run.budget.expired():
+        return "time limit reached"
+    return "" if plan is not None else f"no {name} plan fits"
+
+
 @dataclass(frozen=True)
 class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
     """Steps for :func:`milp_partition.chain.run_chain` (no formulation: the branch and bound proves)."""
@@ -134,14 +141,14 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         if not self.settings.heuristics:
             return
         t0 = time.monotonic()
-        best, best_v = best_uniform_plan(run.problem)
+        best, best_v = best_uniform_plan(run.problem, budget=run.budget)
         yield Outcome(
-            "uniform", best, time.monotonic() - t0, False, "" if best else "no uniform plan fits", value=best_v if best else None
+            "uniform", best, time.monotonic() - t0, False, _heuristic_note(run, best, "uniform"), value=best_v if best else None
         )
         t0 = time.monotonic()
-        even, v = best_even_plan(run.problem)
+        even, v = best_even_plan(run.problem, budget=run.budget)
         yield Outcome(
-            "sailor-even", even, time.monotonic() - t0, False, "" if even else "no even plan fits", value=v if even else None
+            "sailor-even", even, time.monotonic() - t0, False, _heuristic_note(run, even, "even"), value=v if even else None
         )
 
     def refine(self, run: HeteroRun) -> Iterable[Outcome[HeteroPlan]]:

@@ -152,6 +152,21 @@ def read_links(folder: Path, kinds: set[str], zones: set[str]) -> dict[LinkKey, 
     return links
 
 
+def _check_zones(folder: Path, cols: list[tuple[str, str, int]], links: dict[LinkKey, LinkFit], source: str) -> None:
+    """:class:`InputError` naming the column whose zone has no network fit for its kind (the search would only
+    fail later, at the first link it prices, without naming the setting)."""
+    have = {(zs, ks) for zs, ks, _cs, _zr, _kr, _cr in links}
+    for kind, zone, _n in cols:
+        if (zone, kind) not in have:
+            data = _load(folder, FITS)
+            known = sorted(z for z, per_kind in data.items() if isinstance(per_kind, dict) and kind in per_kind)
+            raise InputError(
+                f"no network fit for {kind} in zone {zone!r} in {FITS}; zones with {kind} fits: {', '.join(known) or 'none'}",
+                source=source,
+                where=f"gpus.{kind}_{zone}",
+            )
+
+
 def read_nodes(folder: Path) -> dict[str, int]:
     """Devices per node, per kind (``basic_cluster_config.json``)."""
     src = str(folder / NODES)
@@ -258,6 +273,7 @@ def build_problem(
             raise InputError(f"kind {kind!r} is not in {NODES}", source=source, where=f"gpus.{kind}")
         kinds[kind] = DeviceKind(kind, GPU_MEMORY_GIB[kind] * 2**30, nodes[kind])
     links = read_links(folder, set(kinds), {z for _k, z, _n in cols})
+    _check_zones(folder, cols, links, source)
     cluster = kinds_cluster(kinds, [KindColumn(k, z, n) for k, z, n in cols], links, source=source)
     gb = global_batch if global_batch is not None else setting.get("global_batch")
     if gb is None:
