@@ -46,3 +46,25 @@ def test_main_line_search_stops_at_its_deadline(shared_benchmarks):
     problem = read_placement_instance(shared_benchmarks / "placement" / "transformer.json")
     assert main_line(problem, deadline=time.monotonic() - 1.0) is None
     assert math.isfinite(best_bound(problem, flow=False).best)
+
+
+def test_pairs_past_the_deadline_get_a_cheap_bound_only_up_to_a_count(shared_benchmarks, monkeypatch):
+    """Past its deadline the decomposition gives at most ``CHEAP_PAIRS`` pairs their segment's device-path bound (a
+    millisecond each: 64,000 pairs ran 60 s past a 10 s limit) and the rest bound 0: the bound stays valid (at most
+    the proven optimum) and no segment is solved.  yolov5x has 960 pairs; the count is set to 40 here."""
+    from milp_partition.placement import decompose as dmod
+
+    problem = read_placement_instance(shared_benchmarks / "placement" / "yolov5x.json")
+    dec = decompose(problem)
+    calls = [0]
+    cheap = dmod._cheap_value
+
+    def counted(*args):
+        calls[0] += 1
+        return cheap(*args)
+
+    monkeypatch.setattr(dmod, "CHEAP_PAIRS", 40)
+    monkeypatch.setattr(dmod, "_cheap_value", counted)
+    out = solve_decomposed(problem, dec, _never, time_limit_s=60.0, deadline=time.monotonic() - 1.0)
+    assert calls[0] == 40 and out.solves == 0 and out.solution is None
+    assert 0 <= out.bound <= YOLOV5X_OPT * (1 + 1e-9)
