@@ -346,3 +346,21 @@ def test_two_column_step_is_its_definition() -> None:
         nxt = rng.integers(0, 200, size=(rows, width)).astype(float)
         nxt[rng.random((rows, width)) < 0.3] = math.inf
         assert np.array_equal(_two_step(nxt, d, t0, t1), two_step_definition(nxt, d, t0, t1))
+
+
+def test_info_shows_the_one_setting_asked_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``info FOLDER --setting-file FILE`` (issue 40 item 1: info shows the setting) describes that setting, not the
+    folder's named ones; ``--objective`` and ``--global-batch`` reach it; the options are refused on another problem."""
+    s = tmp_path / "five.json"
+    s.write_text(
+        json.dumps({"model": "GPT-Neo-2.7", "global_batch": 1024, "gpus": {"A100-40_us-central1-a": 32, "A100-40_us-west1-b": 8}})
+    )
+    assert main(["info", str(HETERO), "--setting-file", str(s), "--objective", "sound", "--global-batch", "256"]) == 0
+    out = capsys.readouterr().out
+    assert "A100-40_us-west1-b: 8 devices" in out and "global batch 256, objective sound" in out
+    assert "setting     opt350-a8-v16" not in out  # the named settings are listed by name only
+    assert main(["info", str(HETERO)]) == 0
+    assert "setting     opt350-a8-v16" in capsys.readouterr().out
+    tiny = Path(__file__).resolve().parents[1] / "examples" / "tiny.json"
+    assert main(["info", str(tiny), "--setting", "x"]) == 2
+    assert "--setting: does not apply" in capsys.readouterr().err

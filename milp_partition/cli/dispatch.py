@@ -133,7 +133,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         entry.options_module().register_options(e, "evaluate")
 
     i = sub.add_parser("info", help="describe an instance (sizes, work, memory, bounds)")
-    i.add_argument("instance", type=Path, help=instance_help)
+    i.add_argument("instance", type=Path, help=instance_help + ", or Sailor's benchmark folder (hetero)")
+    registry.problem("hetero").options_module().register_options(i, "info")  # one setting of the folder
     for name, (module_name, text) in COMMANDS.items():
         if only is None or only == name:
             importlib.import_module(module_name).register(sub)

@@ -103,11 +103,18 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
+    """The folder and its named settings, or with ``--setting``, ``--setting-file`` or ``--trace`` that one setting."""
     names = setting_names(args.instance)
     print(f"folder      {args.instance} (Sailor's benchmark: profiles, traces, network fits)")
     print(f"settings    {', '.join(names) if names else '(none)'}")
-    for name in names:
-        for line in describe(read_sailor(args.instance, setting=name)):
+    chosen = any(getattr(args, k, None) is not None for k in ("setting", "setting_file", "trace"))
+    problems = (
+        [problem_from_args(args)]
+        if chosen
+        else [problem_from_args(argparse.Namespace(**{**vars(args), "setting": n})) for n in names]
+    )
+    for problem in problems:
+        for line in describe(problem):
             print("  " + line)
     print("solve with  --setting NAME | --setting-file FILE | --trace CSV --row N --model M  [--objective sound]")
     return EXIT_OK

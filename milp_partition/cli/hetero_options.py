@@ -16,13 +16,18 @@ OPTIONS = frozenset({"setting", "setting_file", "trace", "row", "model", "global
 
 
 def register_options(parser: argparse.ArgumentParser, command: str = "solve") -> None:
-    """Add the hetero problem's own options (``--global-batch`` and ``--objective`` are shared with other problems)."""
+    """Add the hetero problem's own options (``--global-batch`` and ``--objective`` are shared with other problems; on
+    ``info``, whose parser has no other problem's options, they are added here: ``info FOLDER --setting-file FILE``
+    shows that one setting)."""
     g = parser.add_argument_group("hetero problem (Sailor's benchmark folder: mixed GPU kinds)")
     g.add_argument("--setting", help="hetero: a setting name of reference/settings.json (or of --setting-file)")
     g.add_argument("--setting-file", type=Path, help="hetero: a JSON setting {model, global_batch, gpus: {'<kind>_<zone>': n}}")
     g.add_argument("--trace", type=Path, help="hetero: a Sailor trace CSV (with --row and --model)")
     g.add_argument("--row", type=int, help="hetero: the trace row (default 0)")
     g.add_argument("--model", help="hetero: the model of a trace row (OPT-350, GPT-Neo-2.7)")
+    if command == "info":  # info has no problem options of its own: the two the others share are added here
+        g.add_argument("--global-batch", type=int, help="hetero: the global batch (default: the setting's)")
+        g.add_argument("--objective", choices=("sailor", "sound"), help="hetero: the objective the setting is shown for")
     if command == "solve":
         g.add_argument(
             "--stop-gap",

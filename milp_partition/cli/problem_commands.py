@@ -60,6 +60,10 @@ def problem_command(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    """``info``: the detected problem's ``cmd_info``."""
+    """``info``: the detected problem's ``cmd_info`` (the hetero options, which choose one setting of Sailor's folder,
+    refused for the other problems)."""
     args.problem = None
-    return registry.problem(problem_kind(args)).cli_module().cmd_info(args)  # type: ignore[no-any-return]
+    kind = problem_kind(args)
+    if kind != "hetero":
+        refuse_unused_options(args, kind)
+    return registry.problem(kind).cli_module().cmd_info(args)  # type: ignore[no-any-return]
