@@ -11,7 +11,7 @@ import pytest
 from milp_partition.backends.registry import installed
 from milp_partition.io.placement_instance import read_placement_instance
 from milp_partition.placement.decompose import decompose, solve_decomposed
-from milp_partition.placement.problem import PlacementSettings, make_placement_problem
+from milp_partition.placement.problem import PlacementProblem, PlacementSettings, make_placement_problem
 from milp_partition.placement.solve import PlacementSolveSettings, solution_of, solve_placement
 from milp_partition.verifiers.placement import verify_placement
 from tests.placement_brute_force import brute_force_makespan
@@ -136,8 +136,8 @@ def test_googlenet_proven_optimal() -> None:
     assert _check_result(problem, result) == pytest.approx(1.24132, abs=1e-9)
 
 
-def test_decomposition_is_exact_on_a_chain_of_diamonds() -> None:
-    """Bottleneck segments solved apart and stitched give the brute-force optimum."""
+def _chain_of_diamonds() -> PlacementProblem:
+    """Three diamonds in a row on two devices (seeded times and transfers): four bottlenecks, segments of two tasks."""
     rng = np.random.default_rng(5)
     tasks, edges = ["s"], []
     prev = "s"
@@ -150,7 +150,12 @@ def test_decomposition_is_exact_on_a_chain_of_diamonds() -> None:
     time = rng.integers(1, 6, size=(n, d)).astype(float)
     comm = np.zeros((len(edges), d, d))
     comm[:, 0, 1] = comm[:, 1, 0] = rng.integers(1, 3, size=len(edges))
-    problem = make_placement_problem(tasks, ["g0", "g1"], time, np.zeros(n), [np.inf, np.inf], edges, comm)
+    return make_placement_problem(tasks, ["g0", "g1"], time, np.zeros(n), [np.inf, np.inf], edges, comm)
+
+
+def test_decomposition_is_exact_on_a_chain_of_diamonds() -> None:
+    """Bottleneck segments solved apart and stitched give the brute-force optimum."""
+    problem = _chain_of_diamonds()
     dec = decompose(problem)
     assert len(dec.bottlenecks) == 4 and max(len(s.inner) for s in dec.segments) == 2
 
@@ -213,3 +218,14 @@ def test_decomposition_with_colocation_across_a_bottleneck() -> None:
     want = brute_force_makespan(problem)
     assert out.bound == pytest.approx(want) and out.value == pytest.approx(want)
     assert verify_placement(problem, out.solution).feasible
+
+
+def test_the_quick_solve_before_the_decomposition_prints_no_result_of_its_own(capsys) -> None:
+    """The quick whole-model solve before the decomposition is a nested chain: with progress on, only the outer chain's
+    ``[result]`` line is printed (the nested one's, mid-run, read as a second solve that had ended)."""
+    problem = _chain_of_diamonds()
+    assert decompose(problem).useful
+    solve_placement(problem, PlacementSolveSettings(time_limit_s=20.0, threads=1, progress_interval_s=5.0))
+    err = capsys.readouterr().err
+    assert "quick solve of the whole model" in err  # the decomposition path ran
+    assert err.count("[result]") == 1, err

@@ -311,6 +311,8 @@ class PlacementSteps(StepDefaults[PlacementProblem, PlacementSolution]):
             time_limit_s=quick_s,
             flow_bound=settings.flow_bound and dec.useful,
             heuristics=again or settings.heuristics,
+            progress_interval_s=None,  # silent: its outcome line below is the one shown (its own bounds, heuristic,
+            # back-end and [result] lines, mid-run, read as a second solve that had ended)
         )
         first = nested(solve_placement(problem, quick))
         run.result.solver_notes["quick_solve_s"] = quick_s
