@@ -217,3 +217,13 @@ def test_a_sequence_length_not_profiled_is_named(root: Path, seq: int, named: st
     with pytest.raises(InputError) as err:
         read_galvatron(root / "models/llama2-7b", root / "hardware", devices=8, memory_mb=36 * 1024, global_batch=16, seq=seq)
     assert named in str(err.value)
+
+
+def test_a_cluster_shape_without_a_hardware_profile_is_named(root: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--devices 64 needs Galvatron's profile of 8 nodes of 8 GPUs, which the shipped folder lacks: exit 2 naming
+    --devices, the shape and the shapes the folder has (it said 'no such file; check the path' before)."""
+    args = ["solve", str(root / "models" / "llama2-7b"), "--hardware", str(root / "hardware"), "--devices", "64"]
+    assert main([*args, "--memory", "80GiB", "--global-batch", "64", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "--devices: no profile for 64 GPUs (8 node(s) of 8)" in err
+    assert "1nodes_8gpus_per_node" in err and "2nodes_8gpus_per_node" in err and "check the path" not in err

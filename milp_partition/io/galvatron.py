@@ -338,6 +338,15 @@ def read_collectives(folder: Path, devices: int) -> CollectiveTables:
     nodes, per = hardware_files(devices)
     tag = f"{nodes}nodes_{per}gpus_per_node"
     ar_path = folder / f"allreduce_bandwidth_{tag}.json"
+    if not ar_path.is_file():
+        have = sorted(p.name[len("allreduce_bandwidth_") : -len(".json")] for p in folder.glob("allreduce_bandwidth_*.json"))
+        raise InputError(
+            f"no profile for {devices} GPUs ({nodes} node(s) of {per}): Galvatron's profiler writes one file per "
+            f"cluster shape, and this folder has {', '.join(have) or 'none'}; profile that shape or give --devices "
+            "of a profiled one",
+            source=str(ar_path),
+            where="--devices",
+        )
     ar = _load(ar_path)
     coe: dict[str, float] = {}
 
