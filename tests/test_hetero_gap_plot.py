@@ -14,7 +14,8 @@ from milp_partition.cli.dispatch import main
 from milp_partition.errors import InputError
 from milp_partition.hetero import gap as hetero_gap
 from milp_partition.hetero.problem import plan_to_sailor
-from milp_partition.sweep.jobs import EXACT, GapJob
+from milp_partition.sweep.jobs import EXACT, STOPPED_AT_LIMIT, GapJob
+from milp_partition.sweep.markdown import render_markdown
 from milp_partition.sweep.registry import execute
 from tests.test_hetero import _formula
 
@@ -106,3 +107,14 @@ def test_plot_of_a_solved_plan(tmp_path: Path) -> None:
             assert g["memory_bytes"] <= g["memory_limit_bytes"]
     png = tmp_path / "plan.png"
     assert main(["plot", str(out), "--output", str(png)]) == 0 and png.stat().st_size > 0
+
+
+def test_a_baseline_cut_by_the_time_limit_is_a_feasible_row_that_says_so(tmp_path: Path) -> None:
+    """With no time at all each baseline returns the first plan it priced (a feasible row, not 'failed': it was
+    'failed, over the time limit' before, however good its plan) and the gap table shows that it was stopped."""
+    path = _setting(tmp_path)
+    for m in hetero_gap.HEURISTICS:
+        row = execute(GapJob("hetero", str(path), path.stem, "x", (), m, time_limit_s=0.0))
+        assert row["status"] == "feasible" and row["message"].startswith(STOPPED_AT_LIMIT), row
+        assert float(row["value"]) > 0
+        assert f"feasible ({STOPPED_AT_LIMIT}" in render_markdown([row], "gap", row["code"], [])

@@ -16,18 +16,18 @@ objective); the exact row carries the chain's verified value, bound and status.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from milp_partition.budget import Budget
 from milp_partition.errors import InputError
 from milp_partition.hetero.problem import HeteroPlan, HeteroProblem, plan_to_sailor
 from milp_partition.hetero.solve import HeteroSolveSettings, solve_hetero
 from milp_partition.heuristics.hetero_even import best_even_plan, best_uniform_plan
 from milp_partition.io.json_text import read_setting_file, recognize_setting_file
 from milp_partition.io.sailor import build_problem, read_sailor
-from milp_partition.sweep.jobs import EXACT, GapJob, exact_row, heuristic_row
+from milp_partition.sweep.jobs import EXACT, STOPPED_AT_LIMIT, GapJob, exact_row, heuristic_row
 from milp_partition.verifiers.hetero import verify_hetero
 
 FORMAT = "milp-partition-hetero/1"
@@ -36,10 +36,11 @@ KEYS = ("format", "folder", "setting", "name", "model", "global_batch", "gpus", 
 OBJECTIVE = "iteration time"
 AXES: Mapping[str, tuple[str, ...] | None] = {}
 
-#: Heuristic name -> ``problem -> plan or None`` (both search a small space to the end; no deadline).
-HEURISTIC_FUNCTIONS: Mapping[str, Callable[[HeteroProblem], HeteroPlan | None]] = {
-    "sailor-even": lambda p: best_even_plan(p)[0],
-    "uniform": lambda p: best_uniform_plan(p)[0],
+#: Heuristic name -> ``(problem, budget) -> plan or None``: each searches a small space to the end, or stops at the
+#: budget with the best plan priced so far (at least its first).
+HEURISTIC_FUNCTIONS: Mapping[str, Callable[[HeteroProblem, Budget], HeteroPlan | None]] = {
+    "sailor-even": lambda p, b: best_even_plan(p, budget=b)[0],
+    "uniform": lambda p, b: best_uniform_plan(p, budget=b)[0],
 }
 HEURISTICS: tuple[str, ...] = tuple(HEURISTIC_FUNCTIONS)
 
@@ -93,11 +94,11 @@ def run(job: GapJob) -> dict[str, str]:
         raise InputError(f"unknown hetero heuristic {job.method!r}; known: {', '.join(HEURISTICS)}")
 
     def heuristic() -> tuple[HeteroPlan | None, str]:
-        t0 = time.monotonic()
-        plan = baseline(problem)
-        if time.monotonic() - t0 > job.time_limit_s:
-            return None, f"took {time.monotonic() - t0:.1f} s, over the time limit"
-        return plan, "" if plan is not None else "no plan fits"
+        budget = Budget.starting_now(job.time_limit_s)
+        plan = baseline(problem, budget)
+        if plan is None:
+            return None, "no plan fits"
+        return plan, f"{STOPPED_AT_LIMIT}: the best plan priced before it" if budget.expired() else ""
 
     def verify(plan: HeteroPlan) -> tuple[bool, float, list[str]]:
         rep = verify_hetero(problem, plan_to_sailor(plan))

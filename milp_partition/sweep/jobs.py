@@ -232,6 +232,11 @@ def exact_row(job: GapJob, result: Result, base: dict[str, str]) -> dict[str, st
     )
 
 
+#: How a heuristic's message starts when the time limit cut it short and it returned the best it had found: the row is
+#: ``feasible`` and the gap table shows the message beside it (other feasible rows' messages stay in the CSV only).
+STOPPED_AT_LIMIT = "stopped at the time limit"
+
+
 def heuristic_row(
     job: GapJob,
     base: dict[str, str],
@@ -241,7 +246,8 @@ def heuristic_row(
     """Run one heuristic (``() -> (solution or None, message)``) and score it with the problem's verifier.
 
     The row is ``failed`` (an error or no solution), ``rejected`` (the verifier refuses it) or
-    ``feasible`` with the verifier's value; the time is the heuristic's alone.
+    ``feasible`` with the verifier's value (and the heuristic's message, e.g. that it stopped at the time limit); the
+    time is the heuristic's alone.
     """
     t0 = time.perf_counter()
     try:
@@ -254,4 +260,4 @@ def heuristic_row(
     feasible, value, violations = verify(solution)
     if not feasible:
         return job.row(status="rejected", seconds=seconds, message="verifier: " + "; ".join(violations[:3]), **base)
-    return job.row(status="feasible", value=value, seconds=seconds, **base)
+    return job.row(status="feasible", value=value, seconds=seconds, message=message, **base)

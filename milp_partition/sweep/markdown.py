@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 
-from milp_partition.sweep.jobs import EXACT
+from milp_partition.sweep.jobs import EXACT, STOPPED_AT_LIMIT
 from milp_partition.sweep.summary import Group, groups
 
 
@@ -71,7 +71,8 @@ def _group_table(g: Group, code: str) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     for r in g.rows:
-        note = f" ({r['message'][:90]})" if r["status"] in ("failed", "error", "rejected") else ""
+        shown = r["status"] in ("failed", "error", "rejected") or r["message"].startswith(STOPPED_AT_LIMIT)
+        note = f" ({r['message'][:90]})" if shown else ""
         stale = " †" if r["code"] != code else ""
         lines.append(
             f"| {r['method']} | {r['status']}{stale}{note} | {_fmt(r['value'])} | {_fmt(r['bound'])} | {_pct(g.gap(r))} | "
