@@ -1098,6 +1098,7 @@ class _Search:
         prob = self.problem
         triples: list[tuple[float, int, int, int]] = []
         floors: list[float] = []  # bounds of the triples not listed (the budget ran out while listing)
+        stopped = False
         tables: dict[int, _Tables] = {}
         for mbs in prob.micro_batches():
             tb = _Tables(prob, mbs)
@@ -1107,16 +1108,15 @@ class _Search:
             _share_ar_caches(tables, tb)
             total = sum(tb.caps)
             for d in range(1, total + 1):
-                if floors:
+                if stopped:
                     # the budget ran out at an earlier D: every triple of D or more of this micro-batch size is at
                     # least sum_l min C + min U (the formula's other terms are >= 0), listed as one floor
                     floors.append(tb.cminpre[tb.L] + tb.umin)
                     break
-                # once the budget is spent, the next D is listed with the bound without the split (no tables, no
-                # degree left out: that test builds tables); the D after it ends the list above
+                # once the budget is spent, this D is listed with the bound without the split (no tables, no degree
+                # left out: that test builds tables); the D after it ends the list above
                 late = self.budget.expired()
-                if late:
-                    floors.append(math.inf)
+                stopped = stopped or late
                 # a triple whose bound without the split already reaches the (heuristics') incumbent holds no better
                 # plan: it is left out before its P's tables are built (and the degree rule below, which builds ring
                 # tables, is asked only when some P of this D is left)
