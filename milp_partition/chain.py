@@ -11,7 +11,11 @@ reduction and solver interface)::
 
 One :class:`~milp_partition.budget.Budget`, made once from ``time_limit_s``, reaches every
 phase (``Run.budget``); the stop reason is a field of the result (``stopped_by``:
-``"time_limit"`` or ``"interrupt"``) and the message's stop note is composed from it.
+``"time_limit"`` or ``"interrupt"``) and the message's stop note is composed from it.  The exact
+phase's model build, its translation for the back-end and the back-end itself each get what is
+left of it, at least a second (to report what they have); the build and the translation read it
+as rows are added (:func:`~milp_partition.backends.model.build_budget`,
+:func:`~milp_partition.backends.base.ticking`) and end the exact phase once it is spent.
 
 Every solution that reaches the policy has been lifted to the original problem
 and scored by the problem's independent verifier; every bound is a proven lower
@@ -63,6 +67,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from milp_partition.backends import Model, SolveOutput, SolveParams, SolveStatus, get_backend
 from milp_partition.backends.base import write_line
 from milp_partition.backends.cbc import stop_cbc_children
+from milp_partition.backends.model import build_budget
 from milp_partition.backends.options import BackendOptions, options_for
 from milp_partition.budget import Budget
 from milp_partition.result import HeuristicRun, Result, Status, StopReason
@@ -679,7 +684,15 @@ def _solve_exact(run: Run[P, S], steps: Steps[P, S]) -> SolverClaim | None:
     if formulation is None:
         return None
     run.phase = "model build"
-    built = formulation.build(run)
+    # the build gets what is left of the one budget (at least a second, as the back-end below); a large model's rows
+    # read it as they are added (:func:`~milp_partition.backends.model.build_budget`)
+    try:
+        with build_budget(Budget.starting_now(max(1.0, run.budget.left()), run.budget.clock)):
+            built = formulation.build(run)
+    except TimeoutError:
+        run.stop("time_limit")
+        run.say(f"[{run.settings.solver}] the time limit ran out while the model was built: no exact solve")
+        return None
     if built is None:
         return None
     run.phase = ""  # the back-end prints its own progress lines (the translation of the model, then the search)
