@@ -12,7 +12,7 @@ import pytest
 
 from milp_partition import chain
 from milp_partition.backends import model as model_module
-from milp_partition.backends.model import BUILD_TICK_ROWS, Model, Sense, VarKind, build_budget
+from milp_partition.backends.model import TICK_ROWS, Model, Sense, VarKind, build_budget
 from milp_partition.budget import Budget
 from milp_partition.placement.problem import make_placement_problem
 from milp_partition.placement.solve import PlacementSolveSettings, solve_placement
@@ -27,14 +27,14 @@ def test_rows_read_the_build_budget_every_tick() -> None:
     m = Model()
     x = m.add_var("x", VarKind.CONTINUOUS, 0.0, 1.0)
     with build_budget(_spent()):
-        for _ in range(BUILD_TICK_ROWS - 1):
+        for _ in range(TICK_ROWS - 1):
             m.add_constraint([(x, 1.0)], Sense.LE, 1.0)
         with pytest.raises(TimeoutError, match="while the model was built"):
             m.add_constraint([(x, 1.0)], Sense.LE, 1.0)
-    for _ in range(2 * BUILD_TICK_ROWS):  # outside the block: no budget
+    for _ in range(2 * TICK_ROWS):  # outside the block: no budget
         m.add_constraint([(x, 1.0)], Sense.LE, 1.0)
     with build_budget(Budget(1.0, 0.0, lambda: 0.5)):  # time left
-        for _ in range(BUILD_TICK_ROWS):
+        for _ in range(TICK_ROWS):
             m.add_constraint([(x, 1.0)], Sense.LE, 1.0)
 
 
@@ -56,7 +56,7 @@ def test_a_build_past_the_limit_ends_the_exact_phase_with_the_verified_plan(
         with build_budget(_spent()):
             yield
 
-    monkeypatch.setattr(model_module, "BUILD_TICK_ROWS", 1)  # every row reads the clock
+    monkeypatch.setattr(model_module, "TICK_ROWS", 1)  # every row reads the clock
     monkeypatch.setattr(chain, "build_budget", spent_build)
     result = solve_placement(problem, PlacementSolveSettings(time_limit_s=30.0, decompose=False, progress_interval_s=5.0))
     assert "the time limit ran out while the model was built" in capsys.readouterr().err

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, TextIO, TypeVar
 
-from milp_partition.backends.model import Model
+from milp_partition.backends.model import TICK_ROWS, Model
 from milp_partition.backends.options import BackendOptions
 from milp_partition.budget import Budget
 
@@ -191,9 +191,6 @@ def write_line(stream: TextIO, text: str) -> None:
 
 
 T = TypeVar("T")
-
-#: Rows translated between two readings of the clock.
-TICK_ROWS = 4096
 
 
 def ticking(items: Iterable[T], budget: Budget | None) -> Iterator[T]:

@@ -19,15 +19,16 @@ from dataclasses import dataclass, field
 from milp_partition.budget import Budget
 from milp_partition.errors import ModelError
 
-#: Constraints added between two readings of the build's clock (:func:`build_budget`).
-BUILD_TICK_ROWS = 4096
+#: Rows between two readings of the clock: constraints added under :func:`build_budget`, and rows translated for a
+#: back-end (:func:`milp_partition.backends.base.ticking`).
+TICK_ROWS = 4096
 #: The budget of the model build in progress, set by :func:`build_budget` (``None``: no limit).
 _BUILD_BUDGET: ContextVar[Budget | None] = ContextVar("build_budget", default=None)
 
 
 @contextmanager
 def build_budget(budget: Budget | None) -> Iterator[None]:
-    """Within the block, :meth:`Model.add_constraint` reads ``budget`` every :data:`BUILD_TICK_ROWS` constraints and
+    """Within the block, :meth:`Model.add_constraint` reads ``budget`` every :data:`TICK_ROWS` constraints and
     raises :class:`TimeoutError` once it is spent: the chain builds a formulation under it, so that a model of
     hundreds of thousands of rows (4 s in Python on a 4,000-task placement with link contention) is not built past
     the time limit only to be dropped by the translation, which reads the same kind of budget."""
@@ -188,7 +189,7 @@ class Model:
         if not math.isfinite(rhs) or any(not math.isfinite(c) for c in merged.values()):
             raise ModelError(f"constraint {name!r} has a non-finite coefficient or right-hand side")
         self.constraints.append(Constraint(merged, sense, float(rhs), name))
-        if len(self.constraints) % BUILD_TICK_ROWS == 0:
+        if len(self.constraints) % TICK_ROWS == 0:
             budget = _BUILD_BUDGET.get()
             if budget is not None and budget.expired():
                 raise TimeoutError("the time limit ran out while the model was built")
