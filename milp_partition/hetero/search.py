@@ -33,6 +33,13 @@ order); the plan is priced exactly (:func:`milp_partition.hetero.cost.evaluate`)
 lower bound keeps that bound in the proven bound (reported with its gap, never hidden).  The links may be pooled
 (:mod:`milp_partition.hetero.pool`: the least of several fits); the tables read them piece by piece.
 
+**Plans that span regions** (``search``'s ``regions``, where ``min_devices`` exceeds every region's devices, as in
+:func:`milp_partition.hetero.pooled.split_bound`'s region search): every plan covered uses two regions.  A leaf whose
+stages all stay in one region is dropped (no plan reducing to it is covered), and a node whose decided stages all stay
+in one region R is bounded with the crossing its completion must make: the first later stage with a replica outside R
+follows a stage all in R, so some replica r sends across regions at that boundary in both directions
+(:meth:`_Triple.span_lb`, :meth:`_Triple.span_tables`).
+
 The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the full bound of the
 first unexplored triple of phase 2 when the budget ran out; when it ran out before phase 2, the least listed bound of
 the triples not done, the triples listed after it ran out with their bound without the split).
@@ -96,6 +103,9 @@ TWO_PRECHECK = True
 #: (column-0 devices + 1): below, the C stage costs less than finding them (gptneo-a32-v96, 33 wide: 1.4 % more
 #: instructions with them; gptneo-a128x2-v128x2-b2048's pooled search, 257 wide: the C stage's time halved).
 REACH_MIN_WIDTH = 64
+#: Whether a search whose plans must span two regions (``search``'s ``regions``, :meth:`_Triple.span_lb`) bounds a node
+#: whose decided stages stay in one region with the crossing its completion must make (the tests turn it off to compare).
+SPAN_BOUND = True
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -636,6 +646,7 @@ class _Search:
     def __init__(self, problem: HeteroProblem, budget: Budget, incumbent: float, plan: HeteroPlan | None) -> None:
         self.node_cap: int | None = None
         self.min_devices = 0
+        self.regions: dict[str, str] | None = None  # pooled zone -> region (:func:`search`'s ``regions``)
         self.balanced = False
         self.abort = False
         self.triple_nodes = 0
@@ -1296,6 +1307,47 @@ class _Search:
             got = tb.misc["lams"] = (w, cap)
         return cast("tuple[np.ndarray, np.ndarray]", got)
 
+    def span_columns(self, tb: _Tables) -> list[int] | None:
+        """Per column of ``tb``: its region's index, where every plan the search must cover spans two regions (the
+        regions are given, every column has one, and ``min_devices`` exceeds every region's devices: such a plan cannot
+        stay in one region); else None (:meth:`_Triple.span_lb` is not used)."""
+        if self.regions is None or not SPAN_BOUND or self.min_devices <= 0:
+            return None
+        names = [self.regions.get(c.zone) for c in tb.cols]
+        if any(n is None for n in names):
+            return None
+        order = sorted(set(cast("list[str]", names)))
+        index = [order.index(cast(str, n)) for n in names]
+        per = [sum(cap for cap, r in zip(tb.caps, index) if r == k) for k in range(len(order))]
+        if len(order) < 2 or self.min_devices <= max(per):
+            return None
+        return index
+
+    def cross_sends(self, tb: _Tables) -> tuple[list[float], list[float]]:
+        """(acr[e], bcr[s0]): the least forward send of a stage ending at e and the least backward send of a stage
+        starting at s0 between two configurations of different regions (:meth:`send_tables`'s sizes, the pairs
+        restricted to crossing ones; inf where no crossing link is priced), cached in ``tb.misc``."""
+        key = ("cross", self.sound)
+        got = tb.misc.get(key)
+        if got is None:
+            cols = self.span_columns(tb)
+            assert cols is not None
+            pairs = [
+                (c1, c2) for c1, (j1, _t1) in enumerate(tb.cfgs) for c2, (j2, _t2) in enumerate(tb.cfgs) if cols[j1] != cols[j2]
+            ]
+            L, inf = tb.L, math.inf
+
+            def least(nbytes: float) -> float:
+                return min((tb.send(c1, c2, nbytes) for c1, c2 in pairs), default=inf)
+
+            acr = [least(FLOAT_BYTES * tb.mbs * tb.out[e - 1]) if e >= 1 else 0.0 for e in range(L + 1)]
+            bcr = [
+                least(FLOAT_BYTES * tb.mbs * (tb.out[s0 - 1] if self.sound else tb.out[s0])) if s0 >= 1 else 0.0
+                for s0 in range(L)
+            ]
+            got = tb.misc[key] = (acr, [*bcr, 0.0])
+        return cast("tuple[list[float], list[float]]", got)
+
     def devices_admit(self, tb: _Tables, d: int, p: int) -> bool:
         """False when no plan of (tb.mbs, d, p) below the incumbent fits the devices (a sound test, before the triple's
         tables are built).
@@ -1620,6 +1672,7 @@ class _Triple:
         self.floor_y = theta + xmin_all
         self.ystar_todo = self.two and m > 1 and YSTAR_AFTER_NODES is not None
         self._init_lagrange(lams, ncol)
+        self._init_span(sets)
 
     def _init_two_columns(self, sets: list[tuple[int, ...]], ncol: int) -> None:
         """The two-column tables' fixed parts (empty on other column counts): per set its column-0 and column-1 tps and
@@ -1647,6 +1700,20 @@ class _Triple:
             else np.zeros((0, 4)),
             dtype=np.int64,
         )
+
+    def _init_span(self, sets: list[tuple[int, ...]]) -> None:
+        """Plans that must span two regions (:meth:`span_lb`): per set its region (-1: it spans two), the decided stages'
+        region per depth (-2: none decided, -1: they span two already); the crossing tables come after the caps."""
+        tb = self.tb
+        cols = self.search.span_columns(tb)
+        self.span = cols is not None
+        self.set_region = (
+            [cols[tb.cfgs[q[0]][0]] if len({cols[tb.cfgs[c][0]] for c in q}) == 1 else -1 for q in sets] if cols else []
+        )
+        self.span_stack = [-2]
+        self.acr: list[float] = []
+        self.span_in: tuple[list[list[float]], list[list[float]]] = ([], [])
+        self.span_lat: tuple[list[list[float]], list[list[float]]] = ([], [])
 
     def _init_lagrange(self, lams: list[tuple[float, ...]], ncol: int) -> None:
         """The Lagrangian bound's fixed parts (:meth:`lagrange`): its weights and the (weight vector, factor) pairs."""
@@ -1687,8 +1754,107 @@ class _Triple:
         bits = np.tensordot(self.masks_by_k.astype(np.int64), shifts, axes=([1], [0]))
         self.allowed_bits = bits.tolist()
         self.allowed_np = np.ascontiguousarray(bits, dtype=np.int64)  # [k][s0][e], for :meth:`scan`
+        if self.span:
+            self.span_tables()
         self.nodes0 = self.search.out.nodes
         self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
+
+    def end_order(self, s: int, rest: int) -> list[int]:
+        """The ends of a stage from layer s with ``rest`` stages after it, in :meth:`rec`'s order: increasing, or in
+        phase 1 (balanced) nearest the even split first."""
+        L = self.L
+        ends = list(range(s + 1, L - rest + 1)) if rest else [L]
+        if self.search.balanced and rest:
+            aim = s + (L - s) / (rest + 1)
+            ends.sort(key=lambda x: abs(x - aim))
+        return ends
+
+    def past_room(self, base_min_c: float, armax: float) -> bool:
+        """Whether the ends after this one can be skipped (:meth:`rec`, an end where no allowed set is below the incumbent):
+        compute grows with the end, so once even the cheapest set's compute ``base_min_c`` is over the incumbent's room,
+        every later end is too (not in phase 1's balanced order)."""
+        tb, srch = self.tb, self.search
+        return (
+            not srch.balanced
+            and tb.tmin >= 0
+            and math.isfinite(base_min_c)
+            and (self.m - 1) * (base_min_c + self.xmin_all) + tb.cminpre[self.L] + tb.umin + armax > srch.out.value
+        )
+
+    def span_tables(self) -> None:
+        """The later stages' least max and sum of y when a boundary among them crosses regions (:meth:`span_lb`).
+
+        Stage k of a plan whose boundary k-1|k crosses (replica r of stage k-1 in one region, replica r of stage k in
+        another) has a backward send b_k at least the least crossing one, bcr[s0], beside its own least; stage k-1's
+        forward send a_{k-1} at least acr[e].  Per stage, its least y over the configurations the caps allow (as
+        :func:`_bottleneck_arr`), with the crossing backward send (Yin) or forward send (Yout); then exact dynamic
+        programs over the splits of layers s0..L-1 into stages k..P-1:
+
+        In[k][s0]  = min_e  max/sum( Yin[k][s0][e], N[k+1][e] )        (the boundary k-1|k crosses)
+        Lat[k][s0] = min_e  min( max/sum( Y[k][s0][e], Lat[k+1][e] ), max/sum( Yout[k][s0][e], In[k+1][e] ) )
+                                                                         (some boundary after stage k's start)
+
+        with N the plain programs (``rmax_np``, ``rsum_np``), In[P] = Lat[P] = inf.  Each is a lower bound of its
+        max or sum of y over every completion with such a crossing (one crossing kept; more only add)."""
+        tb, p, L, inf = self.tb, self.p, self.L, math.inf
+        acr, bcr = self.search.cross_sends(tb)
+        self.acr = acr
+        amin = np.array(self.amin_c)  # [c][e]
+        _a, bmin_c = tb.misc[("ab", self.sound)]
+        bmin = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
+        inc_a = np.maximum(np.array(acr)[None, :] - amin, 0.0)  # [c][e]
+        inc_b = np.maximum(np.array(bcr)[None, :] - bmin, 0.0)  # [c][s0]
+        masked = np.where(self.masks_by_k, self.ylb_arr, inf)  # [k][c][s0][e]
+        nmax, nsum = self.rmax_np, self.rsum_np
+        in_max, in_sum = np.full((p + 1, L + 1), inf), np.full((p + 1, L + 1), inf)
+        lat_max, lat_sum = np.full((p + 1, L + 1), inf), np.full((p + 1, L + 1), inf)
+        for k in range(p - 1, 0, -1):  # stage 0 has no boundary before it
+            ka, kb = self.x_coef[k]
+            y = masked[k].min(axis=0)  # [s0][e]
+            yin = (masked[k] + kb * inc_b[:, :, None]).min(axis=0)
+            yout = (masked[k] + ka * inc_a[:, None, :]).min(axis=0)
+            in_max[k] = np.maximum(yin, nmax[k + 1][None, :]).min(axis=1)
+            in_sum[k] = (yin + nsum[k + 1][None, :]).min(axis=1)
+            lat_max[k] = np.minimum(np.maximum(y, lat_max[k + 1][None, :]), np.maximum(yout, in_max[k + 1][None, :])).min(axis=1)
+            lat_sum[k] = np.minimum(y + lat_sum[k + 1][None, :], yout + in_sum[k + 1][None, :]).min(axis=1)
+        self.span_in = (in_max.tolist(), in_sum.tolist())
+        self.span_lat = (lat_max.tolist(), lat_sum.tolist())
+
+    def span_lb(
+        self,
+        i: int,
+        e: int,
+        ci: float,
+        a_here: float,
+        b_here: float,
+        ymax2: float,
+        ysum2: float,
+        restmax: float,
+        restsum: float,
+        tail: float,
+    ) -> float:
+        """A lower bound of every completion of a node whose decided stages 0..i (stage i over layers ..e-1, its compute
+        ``ci``, least sends ``a_here``, ``b_here``) all stay in one region R, in a search whose plans span two regions
+        (:meth:`_Search.span_columns`); ``restmax``, ``restsum``: the node's bounds of the later stages' max and sum of y;
+        ``tail``: its U and T_sync terms.
+
+        **Sound.**  Let j > i be the first stage with a replica outside R (it exists: the plan spans two regions).
+        Stage j-1 is all in R, so the replicas r of stages j-1 and j in different regions send across: a_{j-1} >=
+        acr and b_j >= bcr at that boundary.  Either j = i + 1 (stage i's y takes acr[e], the later stages' the In
+        programs of :meth:`span_tables`) or j > i + 1 (the Lat programs); the bound is the lesser of the two."""
+        ka, kb = self.x_coef[i]
+        m1 = self.m - 1
+        floor_y = self.floor_y
+        in_max, in_sum = self.span_in
+        lat_max, lat_sum = self.span_lat
+        acr = self.acr[e]
+        y1 = ci + (ka * (acr if acr > a_here else a_here) + kb * b_here)
+        base1 = max(restmax, in_max[i + 1][e], floor_y, ymax2, y1)
+        lb1 = m1 * base1 + ysum2 + y1 + max(restsum, in_sum[i + 1][e]) + tail
+        y2 = ci + (ka * a_here + kb * b_here)
+        base2 = max(restmax, lat_max[i + 1][e], floor_y, ymax2, y2)
+        lb2 = m1 * base2 + ysum2 + y2 + max(restsum, lat_sum[i + 1][e]) + tail
+        return lb1 if lb1 < lb2 else lb2
 
     def set_usage(self, q: tuple[int, ...]) -> list[float]:
         """Per weight vector lambda_t: the least lambda_t-weighted devices of D replicas on set q."""
@@ -2247,8 +2413,7 @@ class _Triple:
         if srch.budget.expired():  # a node's pair bounds (prev_arrays) can take a tenth of a second on many columns
             srch.stop = True
             return
-        tb, L, p, m, two, two_sfx, chosen = self.tb, self.L, self.p, self.m, self.two, self.two_sfx, self.chosen
-        xmin_all, ar_floor = self.xmin_all, self.ar_floor
+        tb, p, m, two, two_sfx, chosen = self.tb, self.p, self.m, self.two, self.two_sfx, self.chosen
         rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
         # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
         ka, kb = self.x_coef[i]
@@ -2261,11 +2426,7 @@ class _Triple:
             self.raise_floors()
         floor_y, ar_floor = self.floor_y, self.ar_floor
         use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
-        ends: range | list[int] | tuple[int] = range(s + 1, L - rest + 1) if rest else (L,)
-        if srch.balanced and rest:
-            aim = s + (L - s) / (rest + 1)
-            ends = sorted(ends, key=lambda x: abs(x - aim))
-        ends = list(ends)
+        ends = self.end_order(s, rest)
         # every (end, set) pair at once: the sets each end keeps (bound and weighted devices), the least bound and the
         # least compute of the allowed sets (:meth:`scan`)
         lag_b: list[list[float]] | None = None
@@ -2276,6 +2437,7 @@ class _Triple:
             rs_row, rsum_row = self.rsum_np[i + 1], rsum_l[i + 1]
         cands, minlbs, basemins = self.scan(i, s, ends, prev, used, umax, armax, g_used, rs_row)
         last = i == p - 1
+        span, set_region, status = self.span, self.set_region, self.span_stack[-1]
         for idx, e in enumerate(ends):
             srch.out.nodes += 1
             srch.ticks += 1
@@ -2313,6 +2475,14 @@ class _Triple:
                 lb = (m - 1) * big + ysum2 + yi + restsum + (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
                 if lb * (1 - PRUNE_REL) >= value:
                     continue  # the incumbent fell since the scan
+                # the decided stages in one region: a plan not covered (a leaf), or one whose crossing is to come
+                region = (set_region[qi] if status in (-2, set_region[qi]) else -1) if span else -1
+                tail = (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
+                if region >= 0 and (
+                    rest == 0
+                    or self.span_lb(i, e, ci, a_here, b_here, ymax2, ysum2, base, restsum, tail) * (1 - PRUNE_REL) >= value
+                ):
+                    continue
                 used2 = used_l[qi]
                 g2 = self.two_use(g_used, q) if two else g_used  # (the scan checked two_ok on it)
                 if use_levels and rest:
@@ -2326,19 +2496,14 @@ class _Triple:
                     srch.leaf(tb, self.d, p, m, chosen, lb)
                     value = srch.out.value
                 elif not self.dominated((i + 1, e, q, tuple(sorted(x[2] for x in chosen))), (ymax2, ysum2, ci, b_here, u, ar)):
+                    self.span_stack.append(region)
                     self.rec(i + 1, e, ymax2, ysum2, ci, b_here, u, ar, used2, g2)
+                    self.span_stack.pop()
                     value = srch.out.value
                 chosen.pop()
                 if srch.stop or srch.abort:
                     return
-            # compute grows with e: once even the cheapest set is over the incumbent's room, stop
-            if (
-                not srch.balanced
-                and not any_ok
-                and tb.tmin >= 0
-                and math.isfinite(base_min_c)
-                and (m - 1) * (base_min_c + xmin_all) + tb.cminpre[L] + tb.umin + armax > srch.out.value
-            ):
+            if not any_ok and self.past_room(base_min_c, armax):
                 break
 
 
@@ -2348,12 +2513,16 @@ def search(
     incumbent: float = math.inf,
     plan: HeteroPlan | None = None,
     min_devices: int = 0,
+    regions: dict[str, str] | None = None,
 ) -> SearchOutcome:
     """Branch and bound (module docstring); ``incumbent``/``plan``: a verified plan to start from.  ``min_devices``:
     only the triples (mbs, D, P) with D P tp_max >= ``min_devices`` are searched (tp_max the largest tp of the micro-batch
     size), so the bound covers every plan of at least ``min_devices`` devices and none of fewer (the degree rule may
     then leave out a triple whose plans are matched by fewer devices: :mod:`milp_partition.hetero.spanning` states the
-    use that stays sound)."""
+    use that stays sound).  ``regions``: each column's zone -> its region; where ``min_devices`` exceeds every region's
+    devices, the plans it covers span two regions and a node whose decided stages stay in one is bounded with the
+    crossing its completion must make (:meth:`_Triple.span_lb`; the bound then covers those plans only)."""
     srch = _Search(problem, budget, incumbent, plan)
     srch.min_devices = min_devices
+    srch.regions = regions
     return srch.run()
