@@ -664,6 +664,8 @@ class _Search:
         # per (mbs, P): (y_hi, least weighted devices per replica under it) of :meth:`devices_admit`'s tests so far
         self.admit_seen: dict[tuple[int, int], list[tuple[float, np.ndarray]]] = {}
         self.col_ar_cache: dict[tuple[int, tuple[int, ...]], dict[int, np.ndarray]] = {}  # :meth:`col_ar_table`
+        # (D, configurations, sets) -> :func:`set_allreduce_lb`'s [q][s][e] (the micro-batch sizes share it)
+        self.set_ar_cache: dict[tuple[int, tuple[tuple[int, int], ...], tuple[tuple[int, ...], ...]], np.ndarray] = {}
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
@@ -2195,7 +2197,12 @@ class _Triple:
             cq = np.stack([comp[m].max(axis=0) for m in members])  # [q][s][e]
             aq = np.stack([amin[m].max(axis=0) for m in members])  # [q][e]
             uq = np.stack([upd[m].max(axis=0) for m in members])  # [q][s]
-            arq = set_allreduce_lb(self.search, tb, self.sets, self.d)  # [q][s][e]
+            # the all-reduce reads the weights, the sets' tps and columns and D, not the micro-batch size: shared by
+            # the sizes with the same configurations (read only)
+            ar_key = (self.d, tuple(tb.cfgs), tuple(self.sets))
+            arq = self.search.set_ar_cache.get(ar_key)
+            if arq is None:
+                arq = self.search.set_ar_cache[ar_key] = set_allreduce_lb(self.search, tb, self.sets, self.d)  # [q][s][e]
             got = tb.misc[key] = (cq, aq, uq, arq)
         return cast("tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]", got)
 
