@@ -106,6 +106,11 @@ REACH_MIN_WIDTH = 64
 #: Whether a search whose plans must span two regions (``search``'s ``regions``, :meth:`_Triple.span_lb`) bounds a node
 #: whose decided stages stay in one region with the crossing its completion must make (the tests turn it off to compare).
 SPAN_BOUND = True
+#: Whether a search of plans that span two regions raises its device floors (:meth:`_Triple.raise_floors`).  Measured
+#: on the three five-zone region searches (the same bounds either way): without them 4-13 % more nodes but 10-22 % less
+#: CPU (e.g. gptneo-a128x5-b2048 1.85 M nodes, 63 k table steps, 21.0 CPU s with; 2.10 M, 20 k, 16.4 s without); on the
+#: two-column settings they pay (gptneo-a80-v240-b4096 2.3 against 3.1 CPU s) and stay.
+SPAN_FLOORS = False
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -1675,6 +1680,8 @@ class _Triple:
         self.ystar_todo = self.two and m > 1 and YSTAR_AFTER_NODES is not None
         self._init_lagrange(lams, ncol)
         self._init_span(sets)
+        if self.span and not SPAN_FLOORS:
+            self.ar_todo = self.ystar_todo = False
 
     def _init_two_columns(self, sets: list[tuple[int, ...]], ncol: int) -> None:
         """The two-column tables' fixed parts (empty on other column counts): per set its column-0 and column-1 tps and
