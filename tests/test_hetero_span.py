@@ -15,7 +15,7 @@ import pytest
 from milp_partition.budget import Budget
 from milp_partition.hetero import search as search_module
 from milp_partition.hetero.cost import evaluate
-from milp_partition.hetero.pool import device_split, pooled_problem, region_groups
+from milp_partition.hetero.pool import device_split, pool_groups, pooled_problem, region_groups
 from milp_partition.hetero.pooled import pool_regions
 from milp_partition.hetero.problem import HeteroProblem
 from milp_partition.hetero.search import SearchOutcome, search
@@ -54,6 +54,13 @@ def _least_pooled_above(problem: HeteroProblem, split: int) -> float:
     pooled = pooled_problem(problem, region_groups(problem))
     vals = [evaluate(pooled, p).iteration_s for p in _plans(pooled) if _devices(p) > split]
     return min(vals, default=math.inf)
+
+
+def test_pool_regions_names_each_region_pool_and_refuses_a_pool_across_regions() -> None:
+    """The region pools map to their regions; the one pool per kind spans two regions, so it has none."""
+    problem, _split = CASES[0]
+    assert pool_regions(region_groups(problem)) == {"pooled:us-central1": "us-central1", "pooled:us-west1": "us-west1"}
+    assert pool_regions(pool_groups(problem)) is None
 
 
 def test_the_regions_reach_the_search_and_apply_only_above_every_region() -> None:
