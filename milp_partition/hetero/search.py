@@ -111,6 +111,14 @@ SPAN_BOUND = True
 #: CPU (e.g. gptneo-a128x5-b2048 1.85 M nodes, 63 k table steps, 21.0 CPU s with; 2.10 M, 20 k, 16.4 s without); on the
 #: two-column settings they pay (gptneo-a80-v240-b4096 2.3 against 3.1 CPU s) and stay.
 SPAN_FLOORS = False
+#: Whether a search of plans that span two regions uses the Lagrangian bound (:meth:`_Triple.lagrange`).  Measured on
+#: the three five-zone region searches (the same bounds either way): without it 1-5 % more nodes, 5-15 % less CPU
+#: (gptneo-a32x5-b1024 1.29 M -> 1.33 M nodes, 7.8 -> 6.6 CPU s; gptneo-a128x5-b2048 15.7 -> 14.5 s).
+SPAN_LAGRANGE = False
+#: Whether a search of plans that span two regions checks a triple's device table before its caps' rounds
+#: (:data:`TWO_PRECHECK`).  On the three five-zone region searches it rules out no triple the rounds would not (the same
+#: nodes) and takes 28-40 % of their table steps (gptneo-a128x5-b2048 21.0 k -> 14.6 k steps, 14.8 -> 13.9 CPU s).
+SPAN_PRECHECK = False
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -1678,8 +1686,8 @@ class _Triple:
         # :meth:`ymax_floor` in a large two-column tree
         self.floor_y = theta + xmin_all
         self.ystar_todo = self.two and m > 1 and YSTAR_AFTER_NODES is not None
-        self._init_lagrange(lams, ncol)
         self._init_span(sets)
+        self._init_lagrange(lams, ncol)
         if self.span and not SPAN_FLOORS:
             self.ar_todo = self.ystar_todo = False
 
@@ -1739,7 +1747,7 @@ class _Triple:
         # on; the several-zone searches keep their cost)
         self.lag_pairs = (
             [(len(lams) - 1, f) for f in LAGRANGE_FACTORS] + [(j, f) for j in range(ncol) for f in LAGRANGE_FACTORS_COLUMN]
-            if LAGRANGE_BOUND and ncol <= 2
+            if LAGRANGE_BOUND and ncol <= 2 and (SPAN_LAGRANGE or not self.span)
             else []
         )
 
@@ -1751,7 +1759,8 @@ class _Triple:
         and the table's fit only falls with fewer configurations, so a triple it rules out here :meth:`two_suffix`
         would rule out after them (the same decisions, the same tree); on gptneo-a32-v96 it rules out 97 of the 153
         triples entered, each before its ~2.5 ms of rounds."""
-        if TWO_PRECHECK and self.two and not self.two_fit_masks(self.build_masks(self.y_hi, self.ar_hi)):
+        precheck = TWO_PRECHECK and (SPAN_PRECHECK or not self.span)
+        if precheck and self.two and not self.two_fit_masks(self.build_masks(self.y_hi, self.ar_hi)):
             return
         if not self.tighten_caps() or not self.lambda_suffix():
             return
