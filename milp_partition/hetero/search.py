@@ -2475,14 +2475,18 @@ class _Triple:
                     return
             if two and rest and two_sfx[i + 1][e] is None:
                 continue  # no completion from layer e fits the devices under the incumbent
+            kept = cands[idx]
+            if not kept:  # most ends: the scan kept no set, so only the test that ends the loop
+                if minlbs[idx] >= srch.out.value and self.past_room(basemins[idx], armax):
+                    break
+                continue
             restsum_e = rsum_row[e]  # least sum of the later stages' y (bottleneck programs, Lagrangian bound)
             restmax = rmax_l[i + 1][e]  # least max of the later stages' y
             base = restmax if restmax >= floor_y else floor_y
             value = srch.out.value
             any_ok = minlbs[idx] < value  # some allowed set's bound below the incumbent at this end's start
             base_min_c = basemins[idx]
-            kept = cands[idx]
-            full = self.set_terms_at(last, s, e) if kept else []
+            full = self.set_terms_at(last, s, e)
             for qi in kept:
                 q, ci, a_here, u_q, ar_q = full[qi]
                 ymax2, ysum2, b_here = ymax2_l[qi], ysum2_l[qi], bhere_l[qi]
