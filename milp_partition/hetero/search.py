@@ -1777,6 +1777,14 @@ class _Triple:
         self.nodes0 = self.search.out.nodes
         self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
 
+    def later_sums(self, i: int, rest: int, used: list[float]) -> tuple[list[list[float]] | None, np.ndarray, list[float]]:
+        """For :meth:`rec` at stage i: the Lagrangian bounds of the later stages' sum of y under the devices the decided
+        stages leave, per end and set (None: not used), and per end the least sum of the later stages' y (array, list)."""
+        if rest and self.lag_g is not None:
+            lag_arr, rs_row = self.lag_rest(i, used)
+            return lag_arr.tolist(), rs_row, rs_row.tolist()
+        return None, self.rsum_np[i + 1], self.rsum_l[i + 1]
+
     def end_order(self, s: int, rest: int) -> list[int]:
         """The ends of a stage from layer s with ``rest`` stages after it, in :meth:`rec`'s order: increasing, or in
         phase 1 (balanced) nearest the even split first."""
@@ -2437,7 +2445,7 @@ class _Triple:
             srch.stop = True
             return
         tb, p, m, two, two_sfx, chosen = self.tb, self.p, self.m, self.two, self.two_sfx, self.chosen
-        rsum_l, rmax_l, umin = self.rsum_l, self.rmax_l, tb.umin
+        rmax_l, umin = self.rmax_l, tb.umin
         # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
         ka, kb = self.x_coef[i]
         rest = p - i - 1
@@ -2452,12 +2460,7 @@ class _Triple:
         ends = self.end_order(s, rest)
         # every (end, set) pair at once: the sets each end keeps (bound and weighted devices), the least bound and the
         # least compute of the allowed sets (:meth:`scan`)
-        lag_b: list[list[float]] | None = None
-        if rest and self.lag_g is not None:  # the later stages' sum of y under the devices the decided ones leave
-            lag_arr, rs_row = self.lag_rest(i, used)
-            lag_b, rsum_row = lag_arr.tolist(), rs_row.tolist()
-        else:
-            rs_row, rsum_row = self.rsum_np[i + 1], rsum_l[i + 1]
+        lag_b, rs_row, rsum_row = self.later_sums(i, rest, used)
         cands, minlbs, basemins = self.scan(i, s, ends, prev, used, umax, armax, g_used, rs_row)
         last = i == p - 1
         span, set_region, status = self.span, self.set_region, self.span_stack[-1]
