@@ -677,8 +677,8 @@ class _Search:
         # per (mbs, P): (y_hi, least weighted devices per replica under it) of :meth:`devices_admit`'s tests so far
         self.admit_seen: dict[tuple[int, int], list[tuple[float, np.ndarray]]] = {}
         self.col_ar_cache: dict[tuple[int, tuple[int, ...]], dict[int, np.ndarray]] = {}  # :meth:`col_ar_table`
-        # (D, configurations, sets) -> :func:`set_allreduce_lb`'s [q][s][e] (the micro-batch sizes share it)
-        self.set_ar_cache: dict[tuple[int, tuple[tuple[int, int], ...], tuple[tuple[int, ...], ...]], np.ndarray] = {}
+        # (D, configurations) -> :func:`set_allreduce_lb`'s [q][s][e] (the micro-batch sizes share it)
+        self.set_ar_cache: dict[tuple[int, tuple[tuple[int, int], ...]], np.ndarray] = {}
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
@@ -1857,12 +1857,13 @@ class _Triple:
         ysum2: float,
         restmax: float,
         restsum: float,
-        tail: float,
+        u: float,
+        ar: float,
     ) -> float:
         """A lower bound of every completion of a node whose decided stages 0..i (stage i over layers ..e-1, its compute
         ``ci``, least sends ``a_here``, ``b_here``) all stay in one region R, in a search whose plans span two regions
         (:meth:`_Search.span_columns`); ``restmax``, ``restsum``: the node's bounds of the later stages' max and sum of y;
-        ``tail``: its U and T_sync terms.
+        ``u``, ``ar``: the decided stages' U and largest all-reduce.
 
         **Sound.**  Let j > i be the first stage with a replica outside R (it exists: the plan spans two regions).
         Stage j-1 is all in R, so the replicas r of stages j-1 and j in different regions send across: a_{j-1} >=
@@ -1871,6 +1872,8 @@ class _Triple:
         ka, kb = self.x_coef[i]
         m1 = self.m - 1
         floor_y = self.floor_y
+        umin, ar_floor = self.tb.umin, self.ar_floor
+        tail = (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
         in_max, in_sum = self.span_in
         lat_max, lat_sum = self.span_lat
         acr = self.acr[e]
@@ -2222,8 +2225,8 @@ class _Triple:
             aq = np.stack([amin[m].max(axis=0) for m in members])  # [q][e]
             uq = np.stack([upd[m].max(axis=0) for m in members])  # [q][s]
             # the all-reduce reads the weights, the sets' tps and columns and D, not the micro-batch size: shared by
-            # the sizes with the same configurations (read only)
-            ar_key = (self.d, tuple(tb.cfgs), tuple(self.sets))
+            # the sizes with the same configurations (the sets follow from them and D; read only)
+            ar_key = (self.d, tuple(tb.cfgs))
             arq = self.search.set_ar_cache.get(ar_key)
             if arq is None:
                 arq = self.search.set_ar_cache[ar_key] = set_allreduce_lb(self.search, tb, self.sets, self.d)  # [q][s][e]
@@ -2507,10 +2510,9 @@ class _Triple:
                     continue  # the incumbent fell since the scan
                 # the decided stages in one region: a plan not covered (a leaf), or one whose crossing is to come
                 region = (set_region[qi] if status in (-2, set_region[qi]) else -1) if span else -1
-                tail = (u if u >= umin else umin) + (ar if ar >= ar_floor else ar_floor)
                 if region >= 0 and (
                     rest == 0
-                    or self.span_lb(i, e, ci, a_here, b_here, ymax2, ysum2, base, restsum, tail) * (1 - PRUNE_REL) >= value
+                    or self.span_lb(i, e, ci, a_here, b_here, ymax2, ysum2, base, restsum, u, ar) * (1 - PRUNE_REL) >= value
                 ):
                     continue
                 used2 = used_l[qi]
