@@ -178,6 +178,7 @@ def test_search_with_cap_levels_from_the_first_node_matches_brute_force(objectiv
 
     monkeypatch.setattr(hs, "LEVEL_AFTER_NODES", -1)
     monkeypatch.setattr(hs, "LAGRANGE_BOUND", False)  # the Lagrangian bound off: it prunes these nodes first
+    monkeypatch.setattr(hs, "NATIVE_TREE", False)  # rec, whose level_fits is counted (tests/test_hetero_tree.py: C = rec)
     results: list[bool] = []
     level_fits = hs._Triple.level_fits
 

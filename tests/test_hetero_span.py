@@ -154,6 +154,7 @@ def test_the_crossing_bound_keeps_the_best_spanning_plan(mid: int, objective: st
     assert split is not None
     got = _region_search(problem, split + 1)
     monkeypatch.setattr(search_module._Triple, "span_lb", lambda self, *args: -math.inf)
+    monkeypatch.setattr(search_module, "NATIVE_TREE", False)  # rec, whose span_lb is replaced (C = rec: test_hetero_tree)
     ref = _region_search(problem, split + 1)
     assert got.complete and ref.complete
     assert got.value == pytest.approx(ref.value, rel=1e-12) and got.bound == pytest.approx(ref.bound, rel=1e-12)

@@ -609,6 +609,60 @@ static int two_use_fits(const double *g, const double *row, double cap1, Py_ssiz
     return 0;
 }
 
+/* The arguments of scan_core (stage_scan's, below). */
+typedef struct {
+    const double *cq, *aq, *uq, *arq;
+    const int64_t *bits, *allowed;
+    const double *ymax2, *ysum2, *bhere, *restsum, *restmax, *usage, *used, *sfx, *caps, *g, *nxt;
+    const int64_t *twoq;
+    Py_ssize_t s, last, nq, nt, l1, w, d, two;
+    double ka, kb, mm1, floor_y, umax, armax, umin, ar_floor, value, keep, cap1;
+} ScanArgs;
+
+/* stage_scan's loop (its comment below) on raw arrays; dq and y: scratch of at least w + 1 entries where A->two. */
+static void scan_core(const ScanArgs *A, const int64_t *ends, Py_ssize_t n, int64_t *cand, int64_t *cnt, double *minlb,
+                      double *basemin, Py_ssize_t *dq, double *y) {
+    for (Py_ssize_t idx = 0; idx < n; idx++) {
+        Py_ssize_t e = (Py_ssize_t)ends[idx];
+        int64_t k = 0;
+        double best_lb = INFINITY, best_c = INFINITY;
+        if (e <= A->s || e >= A->l1) {
+            cnt[idx] = 0, minlb[idx] = best_lb, basemin[idx] = best_c;
+            continue;
+        }
+        int64_t mask = A->allowed[e];
+        double rs = A->restsum[e], rm = A->restmax[e];
+        double base = rm >= A->floor_y ? rm : A->floor_y;
+        for (Py_ssize_t q = 0; q < A->nq; q++) {
+            if ((A->bits[q] & mask) != A->bits[q]) continue;
+            double ci = A->cq[(q * A->l1 + A->s) * A->l1 + e];
+            if (ci < best_c) best_c = ci;
+            double av = A->last ? 0.0 : A->aq[q * A->l1 + e];
+            double yi = ci + (A->ka * av + A->kb * A->bhere[q]);
+            double big = A->ymax2[q] >= yi ? A->ymax2[q] : yi;
+            if (base > big) big = base;
+            double uqv = A->uq[q * A->l1 + A->s], arv = A->arq[(q * A->l1 + A->s) * A->l1 + e];
+            double u = A->umax >= uqv ? A->umax : uqv;
+            double ar = A->armax >= arv ? A->armax : arv;
+            double lb = A->mm1 * big + A->ysum2[q] + yi + rs + (u >= A->umin ? u : A->umin) + (ar >= A->ar_floor ? ar : A->ar_floor);
+            double lbk = lb * A->keep;
+            if (lbk != lbk) lbk = -INFINITY;
+            if (lbk < best_lb) best_lb = lbk;
+            if (lb * A->keep >= A->value) continue;
+            int ok = 1;
+            for (Py_ssize_t t = 0; t < A->nt && ok; t++)
+                if (!((A->usage[q * A->nt + t] + A->used[t]) + A->sfx[t * A->l1 + e] <= A->caps[t])) ok = 0;
+            if (ok && A->two) {
+                const int64_t *tq = A->twoq + 4 * q;
+                ok = two_use_fits(A->g, A->nxt + e * A->w, A->cap1, A->w, A->d, (int)tq[0], (int)tq[1], (Py_ssize_t)tq[2],
+                                  (Py_ssize_t)tq[3], dq, y);
+            }
+            if (ok) cand[idx * A->nq + k++] = (int64_t)q;
+        }
+        cnt[idx] = k, minlb[idx] = best_lb, basemin[idx] = best_c;
+    }
+}
+
 /* stage_scan: one node of the search's tree (search.py, _Triple.rec) over every (end e, set q) at once: which pairs
    the bound and the weighted device budget keep.  Arguments (all C-contiguous; Q sets, T weights, L1 = layers + 1,
    n ends):
@@ -689,45 +743,9 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
                 n = 0; /* no work: the buffers are released below */
             }
         }
-        for (Py_ssize_t idx = 0; idx < n; idx++) {
-            Py_ssize_t e = (Py_ssize_t)ends[idx];
-            int64_t k = 0;
-            double best_lb = INFINITY, best_c = INFINITY;
-            if (e <= s || e >= l1) {
-                cnt[idx] = 0, minlb[idx] = best_lb, basemin[idx] = best_c;
-                continue;
-            }
-            int64_t mask = allowed[e];
-            double rs = restsum[e], rm = restmax[e];
-            double base = rm >= floor_y ? rm : floor_y;
-            for (Py_ssize_t q = 0; q < nq; q++) {
-                if ((bits[q] & mask) != bits[q]) continue;
-                double ci = cq[(q * l1 + s) * l1 + e];
-                if (ci < best_c) best_c = ci;
-                double a = last ? 0.0 : aq[q * l1 + e];
-                double yi = ci + (ka * a + kb * bhere[q]);
-                double big = ymax2[q] >= yi ? ymax2[q] : yi;
-                if (base > big) big = base;
-                double uqv = uq[q * l1 + s], arv = arq[(q * l1 + s) * l1 + e];
-                double u = umax >= uqv ? umax : uqv;
-                double ar = armax >= arv ? armax : arv;
-                double lb = mm1 * big + ysum2[q] + yi + rs + (u >= umin ? u : umin) + (ar >= ar_floor ? ar : ar_floor);
-                double lbk = lb * keep;
-                if (lbk != lbk) lbk = -INFINITY;
-                if (lbk < best_lb) best_lb = lbk;
-                if (lb * keep >= value) continue;
-                int ok = 1;
-                for (Py_ssize_t t = 0; t < nt && ok; t++)
-                    if (!((usage[q * nt + t] + used[t]) + sfx[t * l1 + e] <= caps[t])) ok = 0;
-                if (ok && two) {
-                    const int64_t *tq = twoq + 4 * q;
-                    ok = two_use_fits(g, nxt + e * w, cap1, w, d, (int)tq[0], (int)tq[1], (Py_ssize_t)tq[2],
-                                      (Py_ssize_t)tq[3], dq, y);
-                }
-                if (ok) cand[idx * nq + k++] = (int64_t)q;
-            }
-            cnt[idx] = k, minlb[idx] = best_lb, basemin[idx] = best_c;
-        }
+        ScanArgs sa = {cq, aq, uq, arq, bits, allowed, ymax2, ysum2, bhere, restsum, restmax, usage, used, sfx, caps, g, nxt,
+                       twoq, s, last, nq, nt, l1, w, d, two, ka, kb, mm1, floor_y, umax, armax, umin, ar_floor, value, keep, cap1};
+        scan_core(&sa, ends, n, cand, cnt, minlb, basemin, dq, y);
         free(y), free(dq);
     }
     release_buffers(v, got);
@@ -808,6 +826,692 @@ static PyObject *ar_dp(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* ---- tree_run: the search's tree of one (mbs, D, P) in C (search.py, _Triple.rec, whose Python form is the
+   definition).  The same double operations in the same order as rec, scan, span_lb, past_room, level_of, level_fits,
+   dominated and prev_arrays; what rec asks Python for (a pair row of the previous set, a cap level's tables, a leaf,
+   the clock, the device floors, the Lagrangian rows) is asked through callbacks, at the same points.  So the same
+   nodes, the same pruning and the same leaves as the Python loop (the tests compare both). ---- */
+
+/* out[a] = two_use's (min over n in [nlo, nhi] with a - n t0 >= 0 of g[a - n t0] + (d - n) t1, inf where none) with
+   scratch dq and y of at least width / t0 + 1 entries: the same sums and minima as two_use above. */
+static void two_use_core(const double *g, double *out, Py_ssize_t width, Py_ssize_t d, int t0, int t1, Py_ssize_t nlo,
+                         Py_ssize_t nhi, Py_ssize_t *dq, double *y) {
+    for (Py_ssize_t a = 0; a < width; a++) out[a] = INFINITY;
+    if (nlo > nhi) return;
+    if (!t0) {
+        for (Py_ssize_t a = 0; a < width; a++) out[a] = g[a] + (double)t1 * (double)(d - nhi);
+        return;
+    }
+    for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
+        Py_ssize_t jn = (width - r + t0 - 1) / t0;
+        for (Py_ssize_t k = 0; k < jn; k++) y[k] = g[r + k * t0] + (double)(t1 * k);
+        Py_ssize_t head = 0, tail = 0;
+        for (Py_ssize_t j = 0; j < jn; j++) {
+            Py_ssize_t kin = j - nlo;
+            if (kin >= 0) {
+                while (tail > head && y[dq[tail - 1]] >= y[kin]) tail--;
+                dq[tail++] = kin;
+            }
+            while (tail > head && dq[head] < j - nhi) head++;
+            if (tail > head) out[r + j * t0] = y[dq[head]] + (double)t1 * (double)(d - j);
+        }
+    }
+}
+
+/* The dominance memo of _Triple.dominated: key (next stage, next layer, last set, sorted sets) -> the accumulated
+   terms of the partial plans kept under it (6 doubles each). */
+typedef struct {
+    uint64_t h;
+    Py_ssize_t koff;
+    int klen, nv, cap;
+    double *vals;
+} MemoEntry;
+
+typedef struct {
+    MemoEntry *tab;
+    size_t size, used;
+    int32_t *keys;
+    size_t kused, kcap;
+} Memo;
+
+#define MEMO_VALS 6
+
+static uint64_t memo_hash(const int32_t *k, int n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (int i = 0; i < n; i++) {
+        h ^= (uint32_t)k[i];
+        h *= 1099511628211ULL;
+    }
+    return h ^ (h >> 31);
+}
+
+static void memo_free(Memo *mm) {
+    if (mm->tab)
+        for (size_t i = 0; i < mm->size; i++) free(mm->tab[i].vals);
+    free(mm->tab);
+    free(mm->keys);
+    memset(mm, 0, sizeof(*mm));
+}
+
+static int memo_grow(Memo *mm) {
+    size_t nsize = mm->size ? mm->size * 2 : 4096;
+    MemoEntry *nt = (MemoEntry *)calloc(nsize, sizeof(MemoEntry));
+    if (!nt) return -1;
+    for (size_t i = 0; i < mm->size; i++) {
+        MemoEntry *e = &mm->tab[i];
+        if (!e->vals) continue;
+        size_t j = (size_t)e->h & (nsize - 1);
+        while (nt[j].vals) j = (j + 1) & (nsize - 1);
+        nt[j] = *e;
+    }
+    free(mm->tab);
+    mm->tab = nt;
+    mm->size = nsize;
+    return 0;
+}
+
+/* 1: a partial plan under this key is no worse in every term (dominated); 0: not (vals kept, the ones it dominates
+   dropped); -1: out of memory.  NaN compares false, as in Python. */
+static int memo_dominated(Memo *mm, const int32_t *key, int klen, const double *vals) {
+    if ((mm->used + 1) * 2 > mm->size && memo_grow(mm) < 0) return -1;
+    uint64_t h = memo_hash(key, klen);
+    size_t j = (size_t)h & (mm->size - 1);
+    for (;;) {
+        MemoEntry *e = &mm->tab[j];
+        if (!e->vals) break;
+        if (e->h == h && e->klen == klen && !memcmp(mm->keys + e->koff, key, sizeof(int32_t) * (size_t)klen)) {
+            for (int v = 0; v < e->nv; v++) {
+                const double *old = e->vals + MEMO_VALS * v;
+                int all = 1;
+                for (int t = 0; t < MEMO_VALS && all; t++)
+                    if (!(old[t] <= vals[t])) all = 0;
+                if (all) return 1;
+            }
+            int w = 0;
+            for (int v = 0; v < e->nv; v++) {
+                const double *old = e->vals + MEMO_VALS * v;
+                int all = 1;
+                for (int t = 0; t < MEMO_VALS && all; t++)
+                    if (!(vals[t] <= old[t])) all = 0;
+                if (!all) {
+                    if (w != v) memcpy(e->vals + MEMO_VALS * w, old, sizeof(double) * MEMO_VALS);
+                    w++;
+                }
+            }
+            e->nv = w;
+            if (e->nv == e->cap) {
+                int ncap = e->cap * 2;
+                double *nv = (double *)realloc(e->vals, sizeof(double) * MEMO_VALS * (size_t)ncap);
+                if (!nv) return -1;
+                e->vals = nv, e->cap = ncap;
+            }
+            memcpy(e->vals + MEMO_VALS * e->nv, vals, sizeof(double) * MEMO_VALS);
+            e->nv++;
+            return 0;
+        }
+        j = (j + 1) & (mm->size - 1);
+    }
+    if (mm->kused + (size_t)klen > mm->kcap) {
+        size_t ncap = mm->kcap ? mm->kcap * 2 : 65536;
+        while (ncap < mm->kused + (size_t)klen) ncap *= 2;
+        int32_t *nk = (int32_t *)realloc(mm->keys, sizeof(int32_t) * ncap);
+        if (!nk) return -1;
+        mm->keys = nk, mm->kcap = ncap;
+    }
+    double *v = (double *)malloc(sizeof(double) * MEMO_VALS * 2);
+    if (!v) return -1;
+    memcpy(mm->keys + mm->kused, key, sizeof(int32_t) * (size_t)klen);
+    MemoEntry *e = &mm->tab[j];
+    e->h = h, e->koff = (Py_ssize_t)mm->kused, e->klen = klen, e->vals = v, e->nv = 1, e->cap = 2;
+    memcpy(v, vals, sizeof(double) * MEMO_VALS);
+    mm->kused += (size_t)klen;
+    mm->used++;
+    return 0;
+}
+
+#define TREE_LEVELS 32
+
+typedef struct {
+    int P, L1, Q, NT, W, two, span, lag, sound, balanced, todo;
+    Py_ssize_t d;
+    long long m;
+    double mm1, keep, value, floor_y, ar_floor, umin, tmin, xmin_all, cminpre_L, cap1, y_cap_masks;
+    long long nodes, ticks, triple_nodes, node_cap, nodes0, ystar_after, level_after, tick;
+    const double *cq, *aq, *uq, *arq, *usage, *caps_tol, *lam_cap, *rmax, *rsum, *suffix, *two_np, *ka, *kb;
+    const int64_t *bits, *allowed, *twoq, *set_region;
+    const int8_t *two_none;
+    const double *in_max, *in_sum, *lat_max, *lat_sum, *acr;
+    int nlev;
+    double lev_cap[TREE_LEVELS];
+    int lev_built[TREE_LEVELS];
+    PyObject *lev_obj[TREE_LEVELS];
+    Py_buffer lev_buf[TREE_LEVELS][2];
+    int lev_nbuf[TREE_LEVELS];
+    double **pair;
+    PyObject *cb_pair, *cb_level, *cb_leaf, *cb_expired, *cb_raise, *cb_lag;
+    int *ch_s, *ch_e, *ch_q, *span_stack;
+    double *ymax2, *ysum2, *bhere, *used, *g, *minlb, *basemin, *yscr;
+    int64_t *cand, *cnt, *ends;
+    Py_ssize_t *dq;
+    int32_t *key;
+    Memo memo;
+    int stop, abort, err;
+} Tree;
+
+static int tree_expired(Tree *T) {
+    PyObject *r = PyObject_CallNoArgs(T->cb_expired);
+    if (!r) {
+        T->err = 1;
+        return 1;
+    }
+    int x = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (x < 0) T->err = 1;
+    return x != 0;
+}
+
+/* A buffer of at least need doubles (C-contiguous) from obj; 0 or -1 (error set). */
+static int tree_buffer(PyObject *obj, Py_buffer *v, Py_ssize_t need, const char *what) {
+    if (PyObject_GetBuffer(obj, v, PyBUF_C_CONTIGUOUS) < 0) return -1;
+    if (v->len < need * (Py_ssize_t)sizeof(double)) {
+        PyBuffer_Release(v);
+        PyErr_Format(PyExc_ValueError, "tree_run: %s is smaller than expected", what);
+        return -1;
+    }
+    return 0;
+}
+
+/* prev_arrays' pair row (a_{i-1}, b_i per set) of the previous set qp from layer s, cached: 2 Q doubles or NULL */
+static const double *tree_pair(Tree *T, int qp, int s) {
+    double **slot = &T->pair[(Py_ssize_t)qp * T->L1 + s];
+    if (*slot) return *slot;
+    PyObject *r = PyObject_CallFunction(T->cb_pair, "ii", qp, s);
+    if (!r) return NULL;
+    PyObject *a = NULL, *b = NULL;
+    if (!PyArg_ParseTuple(r, "OO", &a, &b)) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    Py_buffer va, vb;
+    double *row = NULL;
+    if (tree_buffer(a, &va, T->Q, "a pair row") == 0) {
+        if (tree_buffer(b, &vb, T->Q, "a pair row") == 0) {
+            row = (double *)malloc(sizeof(double) * 2 * (size_t)T->Q);
+            if (row) {
+                memcpy(row, va.buf, sizeof(double) * (size_t)T->Q);
+                memcpy(row + T->Q, vb.buf, sizeof(double) * (size_t)T->Q);
+            } else
+                PyErr_NoMemory();
+            PyBuffer_Release(&vb);
+        }
+        PyBuffer_Release(&va);
+    }
+    Py_DECREF(r);
+    *slot = row;
+    return row;
+}
+
+static int tree_past_room(const Tree *T, double base_min_c, double armax) {
+    return !T->balanced && T->tmin >= 0 && isfinite(base_min_c) &&
+           T->mm1 * (base_min_c + T->xmin_all) + T->cminpre_L + T->umin + armax > T->value;
+}
+
+static int tree_level_of(const Tree *T, double room) {
+    int best = -1;
+    for (int j = 0; j < T->nlev; j++) {
+        if (T->lev_cap[j] * (1 - 1e-9) >= room)
+            best = j;
+        else
+            break;
+    }
+    return best;
+}
+
+static int tree_level_check(const Tree *T, int j, int k, int e, const double *used2, const double *g2) {
+    const double *sfx = (const double *)T->lev_buf[j][0].buf;
+    for (int t = 0; t < T->NT; t++)
+        if (used2[t] + sfx[((Py_ssize_t)k * T->NT + t) * T->L1 + e] > T->lam_cap[t] * (1 + 1e-12)) return 0;
+    if (T->two) {
+        const double *nxt = (const double *)T->lev_buf[j][1].buf + ((Py_ssize_t)k * T->L1 + e) * T->W;
+        double best = INFINITY;
+        for (Py_ssize_t a = 0; a < T->W; a++) {
+            double x = g2[a] + nxt[T->W - 1 - a];
+            if (x < best) best = x;
+        }
+        if (best > T->cap1) return 0;
+    }
+    return 1;
+}
+
+/* level_fits: 1 fits, 0 not, -1 error */
+static int tree_level_fits(Tree *T, int j, int k, int e, const double *used2, const double *g2) {
+    if (!T->lev_built[j]) {
+        for (int jj = j - 1; jj >= 0; jj--)
+            if (T->lev_built[jj]) {
+                if (!tree_level_check(T, jj, k, e, used2, g2)) return 0;
+                break;
+            }
+        PyObject *r = PyObject_CallFunction(T->cb_level, "i", j);
+        if (!r) return -1;
+        PyObject *sfx = NULL, *two = NULL;
+        if (!PyArg_ParseTuple(r, "OO", &sfx, &two)) {
+            Py_DECREF(r);
+            return -1;
+        }
+        T->lev_obj[j] = r; /* holds the arrays while their buffers are read */
+        if (tree_buffer(sfx, &T->lev_buf[j][0], (Py_ssize_t)(T->P + 1) * T->NT * T->L1, "a level's suffix") < 0) return -1;
+        T->lev_nbuf[j] = 1;
+        if (T->two) {
+            if (tree_buffer(two, &T->lev_buf[j][1], (Py_ssize_t)(T->P + 1) * T->L1 * T->W, "a level's table") < 0) return -1;
+            T->lev_nbuf[j] = 2;
+        }
+        T->lev_built[j] = 1;
+    }
+    return tree_level_check(T, j, k, e, used2, g2);
+}
+
+static double tree_span_lb(const Tree *T, int i, int e, double ci, double a_here, double b_here, double ymax2, double ysum2,
+                           double restmax, double restsum, double u, double ar) {
+    double ka = T->ka[i], kb = T->kb[i];
+    double tail = (u >= T->umin ? u : T->umin) + (ar >= T->ar_floor ? ar : T->ar_floor);
+    Py_ssize_t at = (Py_ssize_t)(i + 1) * T->L1 + e;
+    double acr = T->acr[e];
+    double y1 = ci + (ka * (acr > a_here ? acr : a_here) + kb * b_here);
+    double base1 = restmax;
+    if (T->in_max[at] > base1) base1 = T->in_max[at];
+    if (T->floor_y > base1) base1 = T->floor_y;
+    if (ymax2 > base1) base1 = ymax2;
+    if (y1 > base1) base1 = y1;
+    double lb1 = T->mm1 * base1 + ysum2 + y1 + (T->in_sum[at] > restsum ? T->in_sum[at] : restsum) + tail;
+    double y2 = ci + (ka * a_here + kb * b_here);
+    double base2 = restmax;
+    if (T->lat_max[at] > base2) base2 = T->lat_max[at];
+    if (T->floor_y > base2) base2 = T->floor_y;
+    if (ymax2 > base2) base2 = ymax2;
+    if (y2 > base2) base2 = y2;
+    double lb2 = T->mm1 * base2 + ysum2 + y2 + (T->lat_sum[at] > restsum ? T->lat_sum[at] : restsum) + tail;
+    return lb1 < lb2 ? lb1 : lb2;
+}
+
+static void tree_leaf(Tree *T, int depth, double lb) {
+    PyObject *lst = PyList_New(depth);
+    if (!lst) {
+        T->err = 1;
+        return;
+    }
+    for (int k = 0; k < depth; k++) {
+        PyObject *t = Py_BuildValue("(iii)", T->ch_s[k], T->ch_e[k], T->ch_q[k]);
+        if (!t) {
+            Py_DECREF(lst);
+            T->err = 1;
+            return;
+        }
+        PyList_SET_ITEM(lst, k, t);
+    }
+    PyObject *r = PyObject_CallFunction(T->cb_leaf, "Od", lst, lb);
+    Py_DECREF(lst);
+    if (!r) {
+        T->err = 1;
+        return;
+    }
+    double value;
+    int stop;
+    if (!PyArg_ParseTuple(r, "dp", &value, &stop)) T->err = 1;
+    else
+        T->value = value, T->stop = T->stop || stop;
+    Py_DECREF(r);
+}
+
+static int tree_raise(Tree *T) {
+    PyObject *r = PyObject_CallNoArgs(T->cb_raise);
+    if (!r) return -1;
+    PyObject *caps = NULL;
+    double fy, af;
+    if (!PyArg_ParseTuple(r, "ddO", &fy, &af, &caps)) {
+        Py_DECREF(r);
+        return -1;
+    }
+    Py_ssize_t n = PySequence_Size(caps);
+    if (n < 0 || n > TREE_LEVELS) {
+        Py_DECREF(r);
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "tree_run: too many cap levels");
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < n; j++) {
+        PyObject *x = PySequence_GetItem(caps, j);
+        if (!x) {
+            Py_DECREF(r);
+            return -1;
+        }
+        T->lev_cap[j] = PyFloat_AsDouble(x);
+        Py_DECREF(x);
+    }
+    T->nlev = (int)n;
+    T->floor_y = fy, T->ar_floor = af, T->todo = 0;
+    Py_DECREF(r);
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+static void tree_rec(Tree *T, int i, int s, double ymax, double ysum, double c_prev, double b_prev, double umax, double armax) {
+    if (T->stop || T->abort || T->err) return;
+    if (tree_expired(T)) {
+        if (!T->err) T->stop = 1;
+        return;
+    }
+    const int P = T->P, L1 = T->L1, L = L1 - 1, Q = T->Q, NT = T->NT, rest = P - i - 1, last = i == P - 1;
+    const Py_ssize_t W = T->W;
+    const double ka = T->ka[i], kb = T->kb[i], mm1 = T->mm1, keep = T->keep, umin = T->umin;
+    double *ymax2 = T->ymax2 + (Py_ssize_t)i * Q, *ysum2 = T->ysum2 + (Py_ssize_t)i * Q, *bhere = T->bhere + (Py_ssize_t)i * Q;
+    const double *used = T->used + (Py_ssize_t)i * NT, *g_used = T->g + (Py_ssize_t)i * W;
+    if (i == 0) {
+        for (int q = 0; q < Q; q++) ymax2[q] = ymax, ysum2[q] = ysum, bhere[q] = 0.0;
+    } else {
+        const double *row = tree_pair(T, T->ch_q[i - 1], s);
+        if (!row) {
+            T->err = 1;
+            return;
+        }
+        const int first = i - 1 == 0, single = P <= 3 || T->sound;
+        for (int q = 0; q < Q; q++) {
+            double a = row[q];
+            double x = first ? (single ? a : 2 * a) : a + b_prev;
+            double yp = c_prev + x;
+            ymax2[q] = ymax >= yp ? ymax : yp;
+            ysum2[q] = ysum + yp;
+            bhere[q] = row[Q + q];
+        }
+    }
+    if (T->todo && T->nodes - T->nodes0 > T->ystar_after && tree_raise(T) < 0) {
+        T->err = 1;
+        return;
+    }
+    const double floor_y = T->floor_y, ar_floor = T->ar_floor;
+    const int use_levels = T->m > 1 && 0 < T->y_cap_masks && T->y_cap_masks < INFINITY && T->nodes - T->nodes0 > T->level_after;
+    int64_t *ends = T->ends + (Py_ssize_t)i * L1;
+    Py_ssize_t n = 0;
+    if (rest)
+        for (int x = s + 1; x < L - rest + 1; x++) ends[n++] = x;
+    else
+        ends[n++] = L;
+    if (T->balanced && rest) { /* nearest the even split first; a stable sort, as Python's */
+        double aim = s + (double)(L - s) / (rest + 1);
+        for (Py_ssize_t a = 1; a < n; a++) {
+            int64_t x = ends[a];
+            double kx = fabs((double)x - aim);
+            Py_ssize_t b = a - 1;
+            while (b >= 0 && fabs((double)ends[b] - aim) > kx) ends[b + 1] = ends[b], b--;
+            ends[b + 1] = x;
+        }
+    }
+    /* the later stages' least sum of y: the Lagrangian rows (per end and set) or the bottleneck program's */
+    PyObject *lagobj = NULL;
+    Py_buffer lagbuf[2];
+    int nlag = 0;
+    const double *rs_row = T->rsum + (Py_ssize_t)(i + 1) * L1, *lag_b = NULL;
+    if (rest && T->lag) {
+        PyObject *ul = PyList_New(NT);
+        if (!ul) {
+            T->err = 1;
+            return;
+        }
+        for (int t = 0; t < NT; t++) PyList_SET_ITEM(ul, t, PyFloat_FromDouble(used[t]));
+        lagobj = PyObject_CallFunction(T->cb_lag, "iO", i, ul);
+        Py_DECREF(ul);
+        PyObject *lb_o = NULL, *rs_o = NULL;
+        if (!lagobj || !PyArg_ParseTuple(lagobj, "OO", &lb_o, &rs_o) || tree_buffer(lb_o, &lagbuf[0], (Py_ssize_t)L1 * Q, "lag rows") < 0) {
+            Py_XDECREF(lagobj);
+            T->err = 1;
+            return;
+        }
+        nlag = 1;
+        if (tree_buffer(rs_o, &lagbuf[1], L1, "lag sums") < 0) {
+            PyBuffer_Release(&lagbuf[0]);
+            Py_DECREF(lagobj);
+            T->err = 1;
+            return;
+        }
+        nlag = 2;
+        lag_b = (const double *)lagbuf[0].buf;
+        rs_row = (const double *)lagbuf[1].buf;
+    }
+    int64_t *cand = T->cand + (Py_ssize_t)i * L1 * Q, *cnt = T->cnt + (Py_ssize_t)i * L1;
+    double *minlb = T->minlb + (Py_ssize_t)i * L1, *basemin = T->basemin + (Py_ssize_t)i * L1;
+    {
+        ScanArgs sa = {T->cq, T->aq, T->uq, T->arq, T->bits, T->allowed + ((Py_ssize_t)i * L1 + s) * L1, ymax2, ysum2, bhere,
+                       rs_row, T->rmax + (Py_ssize_t)(i + 1) * L1, T->usage, used, T->suffix + (Py_ssize_t)(i + 1) * NT * L1,
+                       T->caps_tol, g_used, T->two ? T->two_np + (Py_ssize_t)(i + 1) * L1 * W : NULL, T->twoq, s, last, Q,
+                       NT, L1, W, T->d, T->two, ka, kb, mm1, floor_y, umax, armax, umin, ar_floor, T->value, keep, T->cap1};
+        scan_core(&sa, ends, n, cand, cnt, minlb, basemin, T->dq, T->yscr);
+    }
+    const int status = T->span_stack[i];
+    double *used2 = T->used + (Py_ssize_t)(i + 1) * NT, *g2 = T->g + (Py_ssize_t)(i + 1) * W;
+    for (Py_ssize_t idx = 0; idx < n; idx++) {
+        const int e = (int)ends[idx];
+        T->nodes++, T->ticks++, T->triple_nodes++;
+        if (T->node_cap >= 0 && T->triple_nodes > T->node_cap) {
+            T->abort = 1;
+            goto done;
+        }
+        if (T->ticks >= T->tick) {
+            T->ticks = 0;
+            if (tree_expired(T)) {
+                if (!T->err) T->stop = 1;
+                goto done;
+            }
+        }
+        if (T->two && rest && T->two_none[(Py_ssize_t)(i + 1) * L1 + e]) continue;
+        const int64_t k = cnt[idx], *kept = cand + idx * Q;
+        if (!k) {
+            if (minlb[idx] >= T->value && tree_past_room(T, basemin[idx], armax)) break;
+            continue;
+        }
+        const double restsum_e = rs_row[e], restmax = T->rmax[(Py_ssize_t)(i + 1) * L1 + e];
+        const double base = restmax >= floor_y ? restmax : floor_y;
+        double value = T->value;
+        const int any_ok = minlb[idx] < value;
+        const double base_min_c = basemin[idx];
+        for (int64_t kk = 0; kk < k; kk++) {
+            const int qi = (int)kept[kk];
+            const Py_ssize_t qse = ((Py_ssize_t)qi * L1 + s) * L1 + e;
+            const double ci = T->cq[qse], a_here = last ? 0.0 : T->aq[(Py_ssize_t)qi * L1 + e];
+            const double u_q = T->uq[(Py_ssize_t)qi * L1 + s], ar_q = T->arq[qse];
+            const double ym2 = ymax2[qi], ys2 = ysum2[qi], b_here = bhere[qi];
+            double restsum = restsum_e;
+            if (lag_b && lag_b[(Py_ssize_t)e * Q + qi] > restsum) restsum = lag_b[(Py_ssize_t)e * Q + qi];
+            const double yi = ci + (ka * a_here + kb * b_here);
+            double big = ym2 >= yi ? ym2 : yi;
+            if (base > big) big = base;
+            const double u = umax >= u_q ? umax : u_q;
+            const double ar = armax >= ar_q ? armax : ar_q;
+            const double lb = mm1 * big + ys2 + yi + restsum + (u >= umin ? u : umin) + (ar >= ar_floor ? ar : ar_floor);
+            if (lb * keep >= value) continue;
+            int region = -1;
+            if (T->span) {
+                int sr = (int)T->set_region[qi];
+                region = (status == -2 || status == sr) ? sr : -1;
+            }
+            if (region >= 0 &&
+                (rest == 0 || tree_span_lb(T, i, e, ci, a_here, b_here, ym2, ys2, base, restsum, u, ar) * keep >= value))
+                continue;
+            for (int t = 0; t < NT; t++) used2[t] = T->usage[(Py_ssize_t)qi * NT + t] + used[t];
+            if (T->two) {
+                const int64_t *tq = T->twoq + 4 * qi;
+                two_use_core(g_used, g2, W, T->d, (int)tq[0], (int)tq[1], (Py_ssize_t)tq[2], (Py_ssize_t)tq[3], T->dq, T->yscr);
+            }
+            if (use_levels && rest) {
+                const double others = ys2 + yi + restsum + (u >= umin ? u : umin) + (ar >= ar_floor ? ar : ar_floor);
+                const int j = tree_level_of(T, (value / keep - others) / mm1);
+                if (j >= 0) {
+                    int r = tree_level_fits(T, j, i + 1, e, used2, g2);
+                    if (r < 0) {
+                        T->err = 1;
+                        goto done;
+                    }
+                    if (!r) continue;
+                }
+            }
+            T->ch_s[i] = s, T->ch_e[i] = e, T->ch_q[i] = qi;
+            if (rest == 0) {
+                tree_leaf(T, i + 1, lb);
+                value = T->value;
+            } else {
+                int32_t *key = T->key;
+                key[0] = i + 1, key[1] = e, key[2] = qi;
+                for (int a = 0; a <= i; a++) { /* the sets so far, sorted (insertion) */
+                    int32_t x = T->ch_q[a];
+                    int b = a - 1;
+                    while (b >= 0 && key[3 + b] > x) key[3 + b + 1] = key[3 + b], b--;
+                    key[3 + b + 1] = x;
+                }
+                const double vals[MEMO_VALS] = {ym2, ys2, ci, b_here, u, ar};
+                int dom = memo_dominated(&T->memo, key, i + 4, vals);
+                if (dom < 0) {
+                    PyErr_NoMemory();
+                    T->err = 1;
+                    goto done;
+                }
+                if (!dom) {
+                    T->span_stack[i + 1] = region;
+                    tree_rec(T, i + 1, e, ym2, ys2, ci, b_here, u, ar);
+                    value = T->value;
+                }
+            }
+            if (T->stop || T->abort || T->err) goto done;
+        }
+        if (!any_ok && tree_past_room(T, base_min_c, armax)) break;
+    }
+done:
+    for (int b = 0; b < nlag; b++) PyBuffer_Release(&lagbuf[b]);
+    Py_XDECREF(lagobj);
+}
+
+/* tree_run(arrays, ints, doubles, callbacks): _Triple.rec from the root in C (the block comment above); the arrays,
+   sizes and callbacks as search.py's _Triple.tree passes them.  Returns (nodes, ticks, triple nodes, stop, abort,
+   incumbent). */
+static PyObject *tree_run(PyObject *self, PyObject *args) {
+    (void)self;
+    enum { NA = 24, NI = 21, ND = 10, NC = 6 };
+    PyObject *o_arr, *o_int, *o_dbl, *o_cb;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyTuple_Type, &o_arr, &PyTuple_Type, &o_int, &PyTuple_Type, &o_dbl, &PyTuple_Type, &o_cb))
+        return NULL;
+    if (PyTuple_GET_SIZE(o_arr) != NA || PyTuple_GET_SIZE(o_int) != NI || PyTuple_GET_SIZE(o_dbl) != ND || PyTuple_GET_SIZE(o_cb) != NC) {
+        PyErr_SetString(PyExc_ValueError, "tree_run: wrong argument counts");
+        return NULL;
+    }
+    long long iv[NI];
+    double dv[ND];
+    for (int k = 0; k < NI; k++) iv[k] = PyLong_AsLongLong(PyTuple_GET_ITEM(o_int, k));
+    for (int k = 0; k < ND; k++) dv[k] = PyFloat_AsDouble(PyTuple_GET_ITEM(o_dbl, k));
+    if (PyErr_Occurred()) return NULL;
+    Tree T0;
+    memset(&T0, 0, sizeof(T0));
+    Tree *T = &T0;
+    T->P = (int)iv[0], T->L1 = (int)iv[1], T->Q = (int)iv[2], T->NT = (int)iv[3], T->W = (int)iv[4], T->two = (int)iv[5];
+    T->span = (int)iv[6], T->lag = (int)iv[7], T->sound = (int)iv[8], T->balanced = (int)iv[9], T->todo = (int)iv[10];
+    T->d = (Py_ssize_t)iv[11], T->m = iv[12], T->nodes = iv[13], T->ticks = iv[14], T->triple_nodes = iv[15];
+    T->node_cap = iv[16], T->nodes0 = iv[17], T->ystar_after = iv[18], T->level_after = iv[19], T->tick = iv[20];
+    T->keep = dv[0], T->value = dv[1], T->floor_y = dv[2], T->ar_floor = dv[3], T->umin = dv[4], T->tmin = dv[5];
+    T->xmin_all = dv[6], T->cminpre_L = dv[7], T->cap1 = dv[8], T->y_cap_masks = dv[9];
+    T->mm1 = (double)(T->m - 1);
+    const Py_ssize_t P = T->P, L1 = T->L1, Q = T->Q, NT = T->NT, W = T->W;
+    if (P < 1 || L1 < 2 || Q < 1 || NT < 0 || W < 1 || T->d < 1 || T->m < 1) {
+        PyErr_SetString(PyExc_ValueError, "tree_run: bad sizes");
+        return NULL;
+    }
+    const Py_ssize_t tw = T->two ? 1 : 0, sp = T->span ? 1 : 0;
+    /* each array's least size in bytes, in argument order */
+    const Py_ssize_t need[NA] = {Q * L1 * L1 * 8, Q * L1 * 8, Q * L1 * 8, Q * L1 * L1 * 8, Q * NT * 8, NT * 8, NT * 8,
+                                 (P + 1) * L1 * 8, (P + 1) * L1 * 8, (P + 1) * NT * L1 * 8, tw * (P + 1) * L1 * W * 8, P * 8,
+                                 P * 8, Q * 8, P * L1 * L1 * 8, tw * Q * 4 * 8, sp * Q * 8, tw * (P + 1) * L1,
+                                 sp * (P + 1) * L1 * 8, sp * (P + 1) * L1 * 8, sp * (P + 1) * L1 * 8, sp * (P + 1) * L1 * 8,
+                                 sp * L1 * 8, 0};
+    Py_buffer v[NA];
+    int got = 0, rc = 0;
+    for (; got < NA; got++) {
+        if (PyObject_GetBuffer(PyTuple_GET_ITEM(o_arr, got), &v[got], PyBUF_C_CONTIGUOUS) < 0) {
+            rc = -1;
+            break;
+        }
+        if (v[got].len < need[got]) {
+            PyErr_Format(PyExc_ValueError, "tree_run: array %d is smaller than expected", got);
+            got++;
+            rc = -1;
+            break;
+        }
+    }
+    PyObject *result = NULL;
+    if (!rc) {
+        T->cq = (const double *)v[0].buf, T->aq = (const double *)v[1].buf, T->uq = (const double *)v[2].buf;
+        T->arq = (const double *)v[3].buf, T->usage = (const double *)v[4].buf, T->caps_tol = (const double *)v[5].buf;
+        T->lam_cap = (const double *)v[6].buf, T->rmax = (const double *)v[7].buf, T->rsum = (const double *)v[8].buf;
+        T->suffix = (const double *)v[9].buf, T->two_np = (const double *)v[10].buf, T->ka = (const double *)v[11].buf;
+        T->kb = (const double *)v[12].buf, T->bits = (const int64_t *)v[13].buf, T->allowed = (const int64_t *)v[14].buf;
+        T->twoq = (const int64_t *)v[15].buf, T->set_region = (const int64_t *)v[16].buf;
+        T->two_none = (const int8_t *)v[17].buf, T->in_max = (const double *)v[18].buf, T->in_sum = (const double *)v[19].buf;
+        T->lat_max = (const double *)v[20].buf, T->lat_sum = (const double *)v[21].buf, T->acr = (const double *)v[22].buf;
+        Py_ssize_t nlev = v[23].len / (Py_ssize_t)sizeof(double);
+        if (nlev > TREE_LEVELS) {
+            PyErr_SetString(PyExc_ValueError, "tree_run: too many cap levels");
+            rc = -1;
+        } else {
+            T->nlev = (int)nlev;
+            for (Py_ssize_t j = 0; j < nlev; j++) T->lev_cap[j] = ((const double *)v[23].buf)[j];
+        }
+        for (int k = 0; k < NC; k++) {
+            PyObject *cb = PyTuple_GET_ITEM(o_cb, k);
+            if (!PyCallable_Check(cb)) {
+                PyErr_SetString(PyExc_TypeError, "tree_run: callbacks must be callable");
+                rc = -1;
+            }
+        }
+        T->cb_pair = PyTuple_GET_ITEM(o_cb, 0), T->cb_level = PyTuple_GET_ITEM(o_cb, 1), T->cb_leaf = PyTuple_GET_ITEM(o_cb, 2);
+        T->cb_expired = PyTuple_GET_ITEM(o_cb, 3), T->cb_raise = PyTuple_GET_ITEM(o_cb, 4), T->cb_lag = PyTuple_GET_ITEM(o_cb, 5);
+    }
+    if (!rc) {
+        T->pair = (double **)calloc((size_t)(Q * L1), sizeof(double *));
+        T->ch_s = (int *)calloc((size_t)P, sizeof(int));
+        T->ch_e = (int *)calloc((size_t)P, sizeof(int));
+        T->ch_q = (int *)calloc((size_t)P, sizeof(int));
+        T->span_stack = (int *)calloc((size_t)(P + 1), sizeof(int));
+        T->ymax2 = (double *)calloc((size_t)(P * Q), sizeof(double));
+        T->ysum2 = (double *)calloc((size_t)(P * Q), sizeof(double));
+        T->bhere = (double *)calloc((size_t)(P * Q), sizeof(double));
+        T->used = (double *)calloc((size_t)((P + 1) * (NT ? NT : 1)), sizeof(double));
+        T->g = (double *)calloc((size_t)((P + 1) * W), sizeof(double));
+        T->minlb = (double *)calloc((size_t)(P * L1), sizeof(double));
+        T->basemin = (double *)calloc((size_t)(P * L1), sizeof(double));
+        T->cand = (int64_t *)calloc((size_t)(P * L1 * Q), sizeof(int64_t));
+        T->cnt = (int64_t *)calloc((size_t)(P * L1), sizeof(int64_t));
+        T->ends = (int64_t *)calloc((size_t)(P * L1), sizeof(int64_t));
+        T->dq = (Py_ssize_t *)calloc((size_t)(W + 1), sizeof(Py_ssize_t));
+        T->yscr = (double *)calloc((size_t)(W + 1), sizeof(double));
+        T->key = (int32_t *)calloc((size_t)(P + 4), sizeof(int32_t));
+        if (!T->pair || !T->ch_s || !T->ch_e || !T->ch_q || !T->span_stack || !T->ymax2 || !T->ysum2 || !T->bhere || !T->used ||
+            !T->g || !T->minlb || !T->basemin || !T->cand || !T->cnt || !T->ends || !T->dq || !T->yscr || !T->key) {
+            PyErr_NoMemory();
+            rc = -1;
+        }
+    }
+    if (!rc) {
+        T->span_stack[0] = -2; /* no stage decided */
+        tree_rec(T, 0, 0, -INFINITY, 0.0, 0.0, 0.0, -INFINITY, 0.0);
+        if (!T->err)
+            result = Py_BuildValue("(LLLiid)", T->nodes, T->ticks, T->triple_nodes, T->stop, T->abort, T->value);
+    }
+    if (T->pair)
+        for (Py_ssize_t k = 0; k < Q * L1; k++) free(T->pair[k]);
+    free(T->pair), free(T->ch_s), free(T->ch_e), free(T->ch_q), free(T->span_stack), free(T->ymax2), free(T->ysum2);
+    free(T->bhere), free(T->used), free(T->g), free(T->minlb), free(T->basemin), free(T->cand), free(T->cnt), free(T->ends);
+    free(T->dq), free(T->yscr), free(T->key);
+    for (int j = 0; j < TREE_LEVELS; j++) {
+        for (int b = 0; b < T->lev_nbuf[j]; b++) PyBuffer_Release(&T->lev_buf[j][b]);
+        Py_XDECREF(T->lev_obj[j]);
+    }
+    memo_free(&T->memo);
+    release_buffers(v, got);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"two_step", two_step, METH_VARARGS,
      "two_step(nxt, out, rows, width, d, t0, t1): the two-column device step of milp_partition.hetero.search "
@@ -827,6 +1531,8 @@ static PyMethodDef methods[] = {
     {"split_dp", split_dp, METH_VARARGS,
      "split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): Search.root_split's programs (row of the first layer)."},
     {"ar_dp", ar_dp, METH_VARARGS, "ar_dp(table, tps, out, ntp, L1, budget, pmax): Search.ar_split's program (rows of layer 0)."},
+    {"tree_run", tree_run, METH_VARARGS,
+     "tree_run(arrays, ints, doubles, callbacks): the tree of one (mbs, D, P) from its root (search.py, _Triple.rec)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -237,3 +237,20 @@ def stage_scan(
         float(cap1),
     )
     return cand, cnt, minlb, basemin
+
+
+def tree_available() -> bool:
+    """Whether :func:`tree_run` can run (the extension is built with it and not turned off)."""
+    return available() and hasattr(_ext, "tree_run")
+
+
+def tree_run(
+    arrays: tuple[np.ndarray, ...],
+    ints: tuple[int, ...],
+    doubles: tuple[float, ...],
+    callbacks: tuple[object, ...],
+) -> tuple[int, int, int, int, int, float]:
+    """The tree of one (mbs, D, P) from its root in C (:meth:`milp_partition.hetero.search._Triple.tree`, which states
+    the arguments; :meth:`~milp_partition.hetero.search._Triple.rec` is the definition): (nodes, ticks, triple nodes,
+    stop, abort, incumbent) after it.  Only where :func:`tree_available`."""
+    return _ext.tree_run(arrays, ints, doubles, callbacks)  # type: ignore[union-attr,no-any-return]

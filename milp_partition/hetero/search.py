@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -119,6 +120,9 @@ SPAN_LAGRANGE = False
 #: (:data:`TWO_PRECHECK`).  On the three five-zone region searches it rules out no triple the rounds would not (the same
 #: nodes) and takes 28-40 % of their table steps (gptneo-a128x5-b2048 21.0 k -> 14.6 k steps, 14.8 -> 13.9 CPU s).
 SPAN_PRECHECK = False
+#: Whether a triple's tree runs in C where the extension is built (:meth:`_Triple.tree`; the tests turn it off to compare:
+#: the same nodes).
+NATIVE_TREE = True
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -1775,7 +1779,133 @@ class _Triple:
         if self.span:
             self.span_tables()
         self.nodes0 = self.search.out.nodes
-        self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
+        if NATIVE_TREE and native.tree_available():
+            self.tree()
+        else:
+            self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
+
+    def tree(self) -> None:
+        """:meth:`rec` from the root in C (:func:`milp_partition.hetero.native.tree_run`): the same operations in the same
+        order, so the same nodes, pruning, leaves and counters (the tests compare both).  What :meth:`rec` computes in
+        Python along the way is asked through callbacks at the same points: a pair row of the previous set
+        (:meth:`prev_arrays`' cache), a cap level's tables (:meth:`level_fits`' build), a leaf (:meth:`_Search.leaf`),
+        the clock, the device floors (:meth:`raise_floors`) and the Lagrangian rows (:meth:`later_sums`)."""
+        srch = self.search
+        if srch.stop or srch.abort:
+            return
+        arrays, ints, doubles = self.tree_inputs()
+        nodes, ticks, tnodes, stop, abort, _value = native.tree_run(arrays, ints, doubles, self.tree_callbacks())
+        srch.out.nodes, srch.ticks, srch.triple_nodes = nodes, ticks, tnodes
+        srch.stop = srch.stop or bool(stop)
+        srch.abort = srch.abort or bool(abort)
+
+    def tree_inputs(self) -> tuple[tuple[np.ndarray, ...], tuple[int, ...], tuple[float, ...]]:
+        """The arrays, whole numbers and doubles :func:`milp_partition.hetero.native.tree_run` reads (:meth:`tree`), in
+        its argument order."""
+        srch, tb, p, L = self.search, self.tb, self.p, self.L
+        sets = self.sets
+        cq, aq, uq, arq = (np.ascontiguousarray(x, dtype=float) for x in self.set_term_lists())
+        f64 = np.float64
+        one = np.zeros(1)
+        two_np = np.ascontiguousarray(np.stack(self.two_np), dtype=f64) if self.two else one
+        two_none = (~np.isfinite(two_np).any(axis=2)).astype(np.int8) if self.two else np.zeros(1, dtype=np.int8)
+        span = self.span
+        span_arr = [np.ascontiguousarray(x, dtype=f64) for x in (*self.span_in, *self.span_lat)] if span else [one] * 4
+        arrays = (
+            cq,
+            aq,
+            uq,
+            arq,
+            np.ascontiguousarray(self.usage_arr, dtype=f64).reshape(len(sets), len(self.lams)),
+            np.ascontiguousarray(self.caps_tol, dtype=f64),
+            np.array(self.lam_cap, dtype=f64),
+            np.ascontiguousarray(self.rmax_np, dtype=f64),
+            np.ascontiguousarray(self.rsum_np, dtype=f64),
+            np.ascontiguousarray(self.suffix_np, dtype=f64),
+            two_np,
+            np.array([c[0] for c in self.x_coef], dtype=f64),
+            np.array([c[1] for c in self.x_coef], dtype=f64),
+            self.set_bits_np,
+            self.allowed_np,
+            np.ascontiguousarray(self.twoq, dtype=np.int64) if self.two else np.zeros(4, dtype=np.int64),
+            np.array(self.set_region, dtype=np.int64) if span else np.zeros(1, dtype=np.int64),
+            two_none,
+            *span_arr,
+            np.array(self.acr, dtype=f64) if span else one,
+            np.array(self.level_caps, dtype=f64),
+        )
+        ints = (
+            p,
+            L + 1,
+            len(sets),
+            len(self.lams),
+            self.cap0 + 1 if self.two else 1,
+            int(self.two),
+            int(span),
+            int(self.lag_g is not None),
+            int(self.sound),
+            int(srch.balanced),
+            int(self.ar_todo or self.ystar_todo),
+            self.d,
+            self.m,
+            srch.out.nodes,
+            srch.ticks,
+            srch.triple_nodes,
+            -1 if srch.node_cap is None else srch.node_cap,
+            self.nodes0,
+            YSTAR_AFTER_NODES if YSTAR_AFTER_NODES is not None else 0,
+            LEVEL_AFTER_NODES,
+            TICK,
+        )
+        doubles = (
+            1 - PRUNE_REL,
+            srch.out.value,
+            self.floor_y,
+            self.ar_floor,
+            tb.umin,
+            tb.tmin,
+            self.xmin_all,
+            tb.cminpre[L],
+            float(self.cap1),
+            self.y_cap_masks,
+        )
+
+        return arrays, ints, doubles
+
+    def tree_callbacks(self) -> tuple[Callable[..., object], ...]:
+        """What :func:`milp_partition.hetero.native.tree_run` asks Python for (:meth:`tree`), in its argument order."""
+        srch, tb, p, sets, d, m = self.search, self.tb, self.p, self.sets, self.d, self.m
+        f64 = np.float64
+        one = np.zeros(1)
+
+        def pair(qp: int, s: int) -> tuple[np.ndarray, np.ndarray]:  # prev_arrays' rows
+            key = (sets[qp], s)
+            rows = self.pair_rows.get(key)
+            if rows is None:
+                sa, sb = self.size_a(s), self.size_b(s)
+                got = [srch.pair_lb(tb, sets[qp], q, sa, sb) for q in sets]
+                rows = self.pair_rows[key] = (np.array([g[0] for g in got], dtype=f64), np.array([g[1] for g in got], dtype=f64))
+            return rows
+
+        def level(j: int) -> tuple[np.ndarray, np.ndarray]:  # level_fits' build of level j
+            masks = self.masks_by_k & (self.ylb_arr <= self.level_caps[j] * self.tol)
+            self.level_cache[j] = (self.lambda_tables(masks), self.two_tables(masks) if self.two else [])
+            sfx = np.ascontiguousarray(self.last_sfx, dtype=f64)
+            return sfx, (np.ascontiguousarray(np.stack(self.last_two_np), dtype=f64) if self.two else one)
+
+        def leaf(ch: list[tuple[int, int, int]], lb: float) -> tuple[float, bool]:
+            srch.leaf(tb, d, p, m, [(s, e, sets[q]) for s, e, q in ch], lb)
+            return srch.out.value, srch.stop
+
+        def raise_floors() -> tuple[float, float, list[float]]:
+            self.raise_floors()
+            return self.floor_y, self.ar_floor, list(self.level_caps)
+
+        def lag(i: int, used: list[float]) -> tuple[np.ndarray, np.ndarray]:
+            b, rs = self.lag_rest(i, used)
+            return np.ascontiguousarray(b, dtype=f64), np.ascontiguousarray(rs, dtype=f64)
+
+        return (pair, level, leaf, srch.budget.expired, raise_floors, lag)
 
     def later_sums(self, i: int, rest: int, used: list[float]) -> tuple[list[list[float]] | None, np.ndarray, list[float]]:
         """For :meth:`rec` at stage i: the Lagrangian bounds of the later stages' sum of y under the devices the decided
