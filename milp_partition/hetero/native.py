@@ -51,7 +51,7 @@ def two_step(nxt: np.ndarray, d: int, t0: int, t1: int) -> np.ndarray | None:
     return out
 
 
-def two_layer(nxt: np.ndarray, t0m: np.ndarray, t1m: np.ndarray, d: int) -> np.ndarray | None:
+def two_layer(nxt: np.ndarray, t0m: np.ndarray, t1m: np.ndarray, d: int, out: np.ndarray | None = None) -> np.ndarray | None:
     """One stage of the two-column table (:meth:`milp_partition.hetero.search._Triple.two_tables`): out[s0][a] = the
     least over e of :func:`two_step` (nxt, d, t0m[s0][e], t1m[s0][e]) [e][a] (a pair (0, 0): no configuration,
     skipped; inf where none), in C; None when the extension is not available.
@@ -64,12 +64,15 @@ def two_layer(nxt: np.ndarray, t0m: np.ndarray, t1m: np.ndarray, d: int) -> np.n
         [s0][e], (L + 1) x (L + 1): the least allowed tp on column 0 and 1 (0: none), each in 0..4.
     d : int
         Replicas of the stage (D).
+    out : np.ndarray, optional
+        Where to write (C-contiguous float64 of nxt's shape, not nxt itself), returned; a new array when None.
     """
     if not available():
         return None
     src = np.ascontiguousarray(nxt, dtype=np.float64)
     rows, width = src.shape
-    out = np.empty_like(src)
+    if out is None:
+        out = np.empty_like(src)
     a0 = np.ascontiguousarray(t0m, dtype=np.int64)
     a1 = np.ascontiguousarray(t1m, dtype=np.int64)
     _ext.two_layer(src, a0, a1, out, rows, width, int(d))  # type: ignore[union-attr]

@@ -123,6 +123,13 @@ SPAN_PRECHECK = False
 #: Whether a triple's tree runs in C where the extension is built (:meth:`_Triple.tree`; the tests turn it off to compare:
 #: the same nodes).
 NATIVE_TREE = True
+#: Whether a search of plans that span two regions uses the cap levels (:meth:`_Triple.level_fits`).  With the tree in
+#: C (:meth:`_Triple.tree`) a node costs far less than the levels' tables: on the three five-zone region searches (at
+#: their ceilings, the same bounds) without them 1.2-1.6x the nodes and 12-35 % less CPU (gptneo-a128x5-b2048 2.11 M ->
+#: 2.85 M nodes, 14.6 k -> 6.3 k table steps, 7.7 -> 5.0 CPU s; gptneo-a32x5-b1024 2.2 -> 1.8 s; opt350-a80x5-b2048 2.4
+#: -> 2.1 s).  The two-column settings keep them (the same or a little less CPU with them: gptneo-a128x2-v128x2-b2048
+#: 5.4 against 5.6 s).
+SPAN_LEVELS = False
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -1694,6 +1701,8 @@ class _Triple:
         self._init_lagrange(lams, ncol)
         if self.span and not SPAN_FLOORS:
             self.ar_todo = self.ystar_todo = False
+        # the cap levels from this many nodes on (never: a count no tree reaches)
+        self.level_after = LEVEL_AFTER_NODES if (SPAN_LEVELS or not self.span) else 1 << 62
 
     def _init_two_columns(self, sets: list[tuple[int, ...]], ncol: int) -> None:
         """The two-column tables' fixed parts (empty on other column counts): per set its column-0 and column-1 tps and
@@ -1714,6 +1723,8 @@ class _Triple:
         self.two_sfx: list[list[np.ndarray | None]] = []
         self.two_np: list[np.ndarray] = []  # two_sfx[k] as [s0][a] arrays (:meth:`two_tables`)
         self.last_two_np: list[np.ndarray] = []
+        self.last_two_stack = np.zeros((0, 0, 0))  # the same tables as one array [k][s0][a]
+        self.two_stack = self.last_two_stack  # two_np's
         # per set: (t0, t1, least n, most n) of :meth:`two_use`, for :meth:`scan`
         self.twoq = np.array(
             [[t0, t1, int(ns[0]), int(ns[-1])] if len(ns) else [t0, t1, 1, 0] for t0, t1, ns in (self.two_steps[q] for q in sets)]
@@ -1807,7 +1818,7 @@ class _Triple:
         cq, aq, uq, arq = (np.ascontiguousarray(x, dtype=float) for x in self.set_term_lists())
         f64 = np.float64
         one = np.zeros(1)
-        two_np = np.ascontiguousarray(np.stack(self.two_np), dtype=f64) if self.two else one
+        two_np = self.two_stack if self.two else one
         two_none = (~np.isfinite(two_np).any(axis=2)).astype(np.int8) if self.two else np.zeros(1, dtype=np.int8)
         span = self.span
         span_arr = [np.ascontiguousarray(x, dtype=f64) for x in (*self.span_in, *self.span_lat)] if span else [one] * 4
@@ -1854,7 +1865,7 @@ class _Triple:
             -1 if srch.node_cap is None else srch.node_cap,
             self.nodes0,
             YSTAR_AFTER_NODES if YSTAR_AFTER_NODES is not None else 0,
-            LEVEL_AFTER_NODES,
+            self.level_after,
             TICK,
         )
         doubles = (
@@ -1891,7 +1902,7 @@ class _Triple:
             masks = self.masks_by_k & (self.ylb_arr <= self.level_caps[j] * self.tol)
             self.level_cache[j] = (self.lambda_tables(masks), self.two_tables(masks) if self.two else [])
             sfx = np.ascontiguousarray(self.last_sfx, dtype=f64)
-            return sfx, (np.ascontiguousarray(np.stack(self.last_two_np), dtype=f64) if self.two else one)
+            return sfx, (self.last_two_stack if self.two else one)
 
         def leaf(ch: list[tuple[int, int, int]], lb: float) -> tuple[float, bool]:
             srch.leaf(tb, d, p, m, [(s, e, sets[q]) for s, e, q in ch], lb)
@@ -2215,7 +2226,7 @@ class _Triple:
         then each (s0, e) picks its pair's row.
         """
         self.two_sfx = two_sfx = self.two_tables(self.masks_by_k)
-        self.two_np = self.last_two_np
+        self.two_np, self.two_stack = self.last_two_np, self.last_two_stack
         first = two_sfx[0][0]
         if first is None or first[self.cap0] > self.cap1:
             return False  # the two columns cannot hold any plan of this (mbs, D, P) that beats the incumbent
@@ -2237,9 +2248,12 @@ class _Triple:
         cidx = np.full((5, 5), -1)
         for i, (t0, t1) in enumerate(combos):
             cidx[t0, t1] = i
-        cur = np.full((L + 1, cap0 + 1), inf)
-        cur[L] = 0.0
-        layers = [cur] * (p + 1)  # [k]: two_sfx[k] as one [s0][a] array (all inf where None), for :meth:`scan`
+        # [k][s0][a]: two_sfx[k] (all inf where None) as one array, for :meth:`scan` and the C tree (each stage written
+        # in place where the C stage runs)
+        stack = np.full((p + 1, L + 1, cap0 + 1), inf)
+        stack[p, L] = 0.0
+        cur = stack[p]
+        layers = [cur] * (p + 1)
         # least allowed tp per column over [k][s0][e] (0: the column has no allowed configuration there), every stage
         # at once
         least = []
@@ -2263,17 +2277,19 @@ class _Triple:
         for k in range(p - 1, -1, -1):
             t0m, t1m = least[0][k], least[1][k]
             nxt = cur  # [e][a]: two_sfx[k + 1][e] (inf where None)
-            fast = native.two_layer(nxt, t0m, t1m, d)  # the same values as the numpy lines below
+            fast = native.two_layer(nxt, t0m, t1m, d, stack[k])  # the same values as the numpy lines below
             if fast is not None:
                 cur = fast
             else:
-                cur = self._two_layer_numpy(nxt, t0m, t1m, cidx, combos)
+                cur = stack[k]
+                cur[:] = self._two_layer_numpy(nxt, t0m, t1m, cidx, combos)
             cur[L - (p - k) + 1 :] = inf  # stage k starts at L - (p - k) at the latest
             if lists:
                 for s0 in np.flatnonzero(np.isfinite(cur).any(axis=1)).tolist():
                     two_sfx[k][s0] = cur[s0]
             layers[k] = cur
         self.last_two_np = layers
+        self.last_two_stack = stack
         return two_sfx
 
     def _two_layer_numpy(
@@ -2589,7 +2605,7 @@ class _Triple:
         if (self.ar_todo or self.ystar_todo) and srch.out.nodes - self.nodes0 > cast(int, YSTAR_AFTER_NODES):
             self.raise_floors()
         floor_y, ar_floor = self.floor_y, self.ar_floor
-        use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > LEVEL_AFTER_NODES
+        use_levels = m > 1 and 0 < self.y_cap_masks < math.inf and srch.out.nodes - self.nodes0 > self.level_after
         ends = self.end_order(s, rest)
         # every (end, set) pair at once: the sets each end keeps (bound and weighted devices), the least bound and the
         # least compute of the allowed sets (:meth:`scan`)
