@@ -130,6 +130,12 @@ NATIVE_TREE = True
 #: -> 2.1 s).  The two-column settings keep them (the same or a little less CPU with them: gptneo-a128x2-v128x2-b2048
 #: 5.4 against 5.6 s).
 SPAN_LEVELS = False
+#: Whether a search of plans that span two regions (two columns, one per region) keeps the exact two-column device table
+#: (:meth:`_Triple.two_suffix`; the weighted device budgets stay).  With the tree in C, on the three five-zone region
+#: searches at their ceilings (the same bounds) without it 1.02-1.03x the nodes and 15-35 % less CPU (gptneo-a32x5-b1024
+#: 2.19 M -> 2.25 M nodes, 1.77 -> 1.41 CPU s; opt350-a80x5-b2048 2.11 -> 1.79 s; gptneo-a128x5-b2048, 513 columns wide,
+#: 5.0 -> 3.2 s).
+SPAN_TWO = False
 #: A leaf with at most this many replica lists (:func:`milp_partition.hetero.leaf.leaf_size`) is priced plan by plan.
 LEAF_ENUM_MAX = 512
 
@@ -1337,7 +1343,7 @@ class _Search:
         """Per column of ``tb``: its region's index, where every plan the search must cover spans two regions (the
         regions are given, every column has one, and ``min_devices`` exceeds every region's devices: such a plan cannot
         stay in one region); else None (:meth:`_Triple.span_lb` is not used)."""
-        if self.regions is None or not SPAN_BOUND or self.min_devices <= 0:
+        if self.regions is None or self.min_devices <= 0:
             return None
         names = [self.regions.get(c.zone) for c in tb.cols]
         if any(n is None for n in names):
@@ -1668,6 +1674,7 @@ class _Triple:
         # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
         # lambda-weighted replica times D, plus the best suffix from e
         self.ylb_arr = search.stage_ylb_arr(tb, p)
+        self._init_span(sets)  # (before the two-column tables: a search of plans that span two regions has none)
         self._init_two_columns(sets, ncol)
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
         self.rmax_l: list[list[float]] = []
@@ -1697,18 +1704,17 @@ class _Triple:
         # :meth:`ymax_floor` in a large two-column tree
         self.floor_y = theta + xmin_all
         self.ystar_todo = self.two and m > 1 and YSTAR_AFTER_NODES is not None
-        self._init_span(sets)
         self._init_lagrange(lams, ncol)
-        if self.span and not SPAN_FLOORS:
+        if self.spanning and not SPAN_FLOORS:
             self.ar_todo = self.ystar_todo = False
         # the cap levels from this many nodes on (never: a count no tree reaches)
-        self.level_after = LEVEL_AFTER_NODES if (SPAN_LEVELS or not self.span) else 1 << 62
+        self.level_after = LEVEL_AFTER_NODES if (SPAN_LEVELS or not self.spanning) else 1 << 62
 
     def _init_two_columns(self, sets: list[tuple[int, ...]], ncol: int) -> None:
         """The two-column tables' fixed parts (empty on other column counts): per set its column-0 and column-1 tps and
         the counts of replicas on column 0 it allows."""
         tb, d = self.tb, self.d
-        self.two = ncol == 2
+        self.two = ncol == 2 and (SPAN_TWO or not self.spanning)
         self.cap0, self.cap1 = (tb.caps[0], tb.caps[1]) if self.two else (0, 0)
         self.avec = np.arange(self.cap0 + 1)
         # per set: its column-0 and column-1 members' tps and the counts n of replicas on column 0 it allows
@@ -1738,7 +1744,10 @@ class _Triple:
         region per depth (-2: none decided, -1: they span two already); the crossing tables come after the caps."""
         tb = self.tb
         cols = self.search.span_columns(tb)
-        self.span = cols is not None
+        # every plan the search covers spans two regions (the settings' choices keyed on it: SPAN_FLOORS, SPAN_LEVELS,
+        # SPAN_TWO, SPAN_LAGRANGE, SPAN_PRECHECK); the crossing bound (and the leaves in one region dropped) with it
+        self.spanning = cols is not None
+        self.span = self.spanning and SPAN_BOUND
         self.set_region = (
             [cols[tb.cfgs[q[0]][0]] if len({cols[tb.cfgs[c][0]] for c in q}) == 1 else -1 for q in sets] if cols else []
         )
@@ -1762,7 +1771,7 @@ class _Triple:
         # on; the several-zone searches keep their cost)
         self.lag_pairs = (
             [(len(lams) - 1, f) for f in LAGRANGE_FACTORS] + [(j, f) for j in range(ncol) for f in LAGRANGE_FACTORS_COLUMN]
-            if LAGRANGE_BOUND and ncol <= 2 and (SPAN_LAGRANGE or not self.span)
+            if LAGRANGE_BOUND and ncol <= 2 and (SPAN_LAGRANGE or not self.spanning)
             else []
         )
 
@@ -1774,7 +1783,7 @@ class _Triple:
         and the table's fit only falls with fewer configurations, so a triple it rules out here :meth:`two_suffix`
         would rule out after them (the same decisions, the same tree); on gptneo-a32-v96 it rules out 97 of the 153
         triples entered, each before its ~2.5 ms of rounds."""
-        precheck = TWO_PRECHECK and (SPAN_PRECHECK or not self.span)
+        precheck = TWO_PRECHECK and (SPAN_PRECHECK or not self.spanning)
         if precheck and self.two and not self.two_fit_masks(self.build_masks(self.y_hi, self.ar_hi)):
             return
         if not self.tighten_caps() or not self.lambda_suffix():
