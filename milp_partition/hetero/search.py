@@ -120,6 +120,8 @@ SPAN_LAGRANGE = False
 #: (:data:`TWO_PRECHECK`).  On the three five-zone region searches it rules out no triple the rounds would not (the same
 #: nodes) and takes 28-40 % of their table steps (gptneo-a128x5-b2048 21.0 k -> 14.6 k steps, 14.8 -> 13.9 CPU s).
 SPAN_PRECHECK = False
+#: The all-reduce tables of this many consecutive degrees are computed at once (:meth:`_Search.min_ar_table`).
+AR_BATCH = 32
 #: Whether a triple's tree runs in C where the extension is built (:meth:`_Triple.tree`; the tests turn it off to compare:
 #: the same nodes).
 NATIVE_TREE = True
@@ -346,8 +348,9 @@ class _Tables:
         return lo * (1 - 1e-9)
 
 
-def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarray:
-    """:func:`milp_partition.hetero.cost.bucketed_seconds` over an array of sizes (all > 0)."""
+def _bucketed_vec(size: np.ndarray, n: int | np.ndarray, coef: tuple[float, ...]) -> np.ndarray:
+    """:func:`milp_partition.hetero.cost.bucketed_seconds` over an array of sizes (all > 0); ``n`` (ring members) a
+    whole number or an array of them that broadcasts with the sizes."""
     bucket = 500_000_000.0
     full = np.maximum(np.ceil(size / bucket) - 1, 0)
     last = size - full * bucket
@@ -361,7 +364,7 @@ def _bucketed_vec(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarr
     return np.asarray(full * ring(bucket) + ring(last))
 
 
-def _bucketed_vec_min(size: np.ndarray, n: int, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
+def _bucketed_vec_min(size: np.ndarray, n: int | np.ndarray, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
     """:func:`_bucketed_vec` for a link that takes the least time over several fits (``parts``), piece by piece as
     :class:`milp_partition.hetero.pool.MinLinkFit` prices each bucket; one part: :func:`_bucketed_vec`'s values.  The
     parts are evaluated at once (a leading axis), with :func:`_bucketed_vec`'s operations in its order."""
@@ -412,6 +415,14 @@ def _well_conditioned_each(size: np.ndarray, n: int, coef: tuple[float, ...]) ->
         mag = sum(abs(c) * np.abs(lx) ** (k - i - 1) for i, c in enumerate(coef))
         ok &= (bw > 1e-6 * mag) | ~np.asarray(where)
     return ok
+
+
+def _distinct(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(the distinct values of x, per entry the index of its value): an elementwise function evaluated on the first and
+    read back through the second gives the same floats as on x itself, once per distinct value (the all-reduce tables'
+    sizes repeat, the layers of a model being of a few shapes: 99 distinct among GPT-Neo-2.7's 595 layer ranges)."""
+    u, inv = np.unique(x, return_inverse=True)
+    return u, inv.reshape(x.shape)
 
 
 def _x_min(p: int, i: int, tmin: float, sound: bool) -> float:
@@ -623,10 +634,10 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
             # a pooled link (:class:`milp_partition.hetero.pool.MinLinkFit`) is the least of its parts, piece by piece:
             # every part evaluated (its ``coefficients`` alone are its first part, above the link where another is less)
             parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
-            safe = np.where(pos, size, 1.0)
-            good = ~pos | np.logical_and.reduce([_well_conditioned_each(safe, d, coef) for coef in parts])
+            u, inv = _distinct(np.where(pos, size, 1.0))
+            good = ~pos | np.logical_and.reduce([_well_conditioned_each(u, d, coef) for coef in parts])[inv]
             with np.errstate(all="ignore"):  # entries not well conditioned are not read
-                v = np.where(pos & good, _bucketed_vec_min(safe, d, parts), 0.0)
+                v = np.where(pos & good, _bucketed_vec_min(u, d, parts)[inv], 0.0)
             pair_cache[key] = (v, good)
         return pair_cache[key]
 
@@ -743,7 +754,9 @@ class _Search:
         """tp -> [s][e]: a lower bound on the all-reduce of layers s..e-1 over D replicas whose least tp is tp.
 
         The least over the column pairs' fits, in numpy (bucket count and last bucket computed at once; the
-        result is lowered by 1e-9 of its size to stay below the exact bucket loop's rounding).
+        result is lowered by 1e-9 of its size to stay below the exact bucket loop's rounding).  Computed for
+        :data:`AR_BATCH` degrees from d at once (the listing asks for every D in turn; each entry is the same
+        elementwise operations on its own size and D), once per distinct size (:func:`_distinct`).
         """
         got = tb.min_ar_cache.get(d)
         if got is None:
@@ -757,14 +770,23 @@ class _Search:
                 for c1 in tb.cols
                 for c2 in tb.cols
             }
-            got = {}
+            ds = [x for x in range(d, d + AR_BATCH) if x not in tb.min_ar_cache]
+            dcol = np.array(ds)[:, None]
+            new: list[dict[int, np.ndarray]] = [{} for _ in ds]
             for tp in tps:
-                size = np.where(valid, w / min(4, tp), 1.0)
-                best = np.full(size.shape, np.inf)
+                key = ("ar_sizes", tp)
+                if key not in tb.misc:  # the sizes do not depend on D: their distinct values once per tp
+                    tb.misc[key] = _distinct(np.where(valid, w / min(4, tp), 1.0))
+                u, inv = tb.misc[key]
+                best = np.full((len(ds), len(u)), np.inf)
                 for parts in fits:
-                    best = np.minimum(best, _bucketed_vec_min(size, d, parts))
-                got[tp] = np.where(valid, best - 1e-9 * np.abs(best), np.inf)
-            tb.min_ar_cache[d] = got
+                    best = np.minimum(best, _bucketed_vec_min(u[None, :], dcol, parts))
+                low = best - 1e-9 * np.abs(best)
+                for k in range(len(ds)):
+                    new[k][tp] = np.where(valid, low[k][inv], np.inf)
+            for x, table in zip(ds, new):
+                tb.min_ar_cache[x] = table
+            got = new[0]
         return got
 
     def col_ar_table(self, tb: _Tables, d: int) -> dict[int, np.ndarray]:
@@ -786,7 +808,7 @@ class _Search:
             for t in sorted({tp for _j, tp in tb.cfgs}):
                 size = np.where(valid, w / min(4, t), 1.0)
                 pos = valid & (size > 0)
-                safe = np.where(pos, size, 1.0)
+                u, inv = _distinct(np.where(pos, size, 1.0))
                 ring: dict[tuple[int, int], np.ndarray] = {}
                 by_parts: dict[tuple[tuple[float, ...], ...], np.ndarray] = {}  # column pairs with one link: once
                 for j1 in range(ncol):
@@ -795,12 +817,13 @@ class _Search:
                         parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
                         got_ring = by_parts.get(parts)
                         if got_ring is None:
-                            good = np.ones(safe.shape, dtype=bool)
+                            good_u = np.ones(u.shape, dtype=bool)
                             for c in parts:
-                                good &= _well_conditioned_each(safe, d, c)
+                                good_u &= _well_conditioned_each(u, d, c)
                             with np.errstate(all="ignore"):
-                                vals = _bucketed_vec_min(safe, d, parts)
-                            got_ring = by_parts[parts] = np.where(pos & good, vals - 1e-9 * np.abs(vals), 0.0)
+                                vals = _bucketed_vec_min(u, d, parts)
+                                low = vals - 1e-9 * np.abs(vals)
+                            got_ring = by_parts[parts] = np.where(pos & good_u[inv], low[inv], 0.0)
                         ring[(j1, j2)] = got_ring
                 arr = np.zeros((ncol, L + 1, L + 1))
                 for j in range(ncol):
