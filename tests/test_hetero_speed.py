@@ -263,3 +263,39 @@ def test_stage_tables_shared_between_in_flight_counts_equal_their_definition() -
             assert np.array_equal(srch.stage_ymin(tb, p, k), want), (p, k)
     parts = tb.misc[("ylbpart", srch.sound)]
     assert len({id(a) for a in parts.values()}) < len(parts)  # in-flight counts with one fit row share an array
+
+
+def test_batched_allreduce_tables_equal_the_per_degree_tables_of_every_entry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:meth:`_Search.min_ar_table` computes AR_BATCH degrees at once on the distinct sizes only, and the set tables read
+    every part of a pooled link's conditioning at once (:func:`_well_conditioned_all`): on gptneo-a32x5-b1024's region
+    pools (links the least of several fits), the tables of several D equal the per-entry, per-degree form (the least over
+    the column pairs' rings of each entry's own size, lowered by 1e-9), and the conditioning test of all parts equals the
+    test of each part, entry by entry."""
+    import numpy as np
+
+    from milp_partition.hetero import search as hs
+    from milp_partition.hetero.pool import fit_parts, pooled_problem, region_groups
+    from milp_partition.io.sailor import read_sailor
+
+    root = Path(__file__).resolve().parents[1]
+    problem = read_sailor(HETERO, setting_file=root / "benchmarks" / "hetero_heldback" / "gptneo-a32x5-b1024.json")
+    pooled = pooled_problem(problem, region_groups(problem))
+    srch = _Search(pooled, Budget.starting_now(60.0), math.inf, None)
+    tb = _Tables(pooled, 1)
+    L = tb.L
+    pre = np.array(tb.w1pre)
+    fits = {fit_parts(pooled.cluster.link_fit((a.zone, a.kind, 1, b.zone, b.kind, 1))) for a in tb.cols for b in tb.cols}
+    assert any(len(parts) > 1 for parts in fits)
+    for d in (2, 3, 9, 40, 41, 77):
+        table = srch.min_ar_table(tb, d)
+        for tp, got in table.items():
+            for s0 in range(L):
+                sizes = (pre[s0 + 1 :] - pre[s0]) / min(4, tp)
+                want = np.min([hs._bucketed_vec_min(sizes, d, parts) for parts in fits], axis=0)
+                want = want - 1e-9 * np.abs(want)
+                assert np.allclose(got[s0, s0 + 1 :], want, rtol=1e-14, atol=0.0), (d, tp, s0)
+            assert np.isinf(got[np.tril_indices(L + 1)]).all()
+        sizes = (pre[None, :] - pre[:, None])[np.triu_indices(L + 1, 1)]
+        for parts in fits:
+            each = np.logical_and.reduce([hs._well_conditioned_each(sizes, d, coef) for coef in parts])
+            assert np.array_equal(hs._well_conditioned_all(sizes, d, parts), each)

@@ -417,6 +417,26 @@ def _well_conditioned_each(size: np.ndarray, n: int, coef: tuple[float, ...]) ->
     return ok
 
 
+def _well_conditioned_all(size: np.ndarray, n: int, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
+    """Per size, whether :func:`_well_conditioned_each` holds for every fit of ``parts`` (all of one length), the parts
+    evaluated at once on a leading axis: the same sums in the same order, part by part."""
+    bucket = 500_000_000.0
+    full = np.maximum(np.ceil(size / bucket) - 1, 0)
+    coef = np.array(parts)  # [part][power]
+    k = coef.shape[1]
+    ok = np.ones(np.shape(size), dtype=bool)
+    for steps, where in (((size - full * bucket) / n, True), (np.full(np.shape(size), bucket / n), full > 0)):
+        lx = np.log2(steps / 1e6)
+        bw: np.ndarray | float = 0
+        mag: np.ndarray | float = 0
+        for i in range(k):
+            c = coef[:, i].reshape(-1, *((1,) * np.ndim(size)))
+            bw = bw + c * lx ** (k - i - 1)
+            mag = mag + np.abs(c) * np.abs(lx) ** (k - i - 1)
+        ok &= (np.asarray(bw > 1e-6 * np.asarray(mag))).all(axis=0) | ~np.asarray(where)
+    return ok
+
+
 def _distinct(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(the distinct values of x, per entry the index of its value): an elementwise function evaluated on the first and
     read back through the second gives the same floats as on x itself, once per distinct value (the all-reduce tables'
@@ -635,7 +655,7 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
             # every part evaluated (its ``coefficients`` alone are its first part, above the link where another is less)
             parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
             u, inv = _distinct(np.where(pos, size, 1.0))
-            good = ~pos | np.logical_and.reduce([_well_conditioned_each(u, d, coef) for coef in parts])[inv]
+            good = ~pos | _well_conditioned_all(u, d, parts)[inv]
             with np.errstate(all="ignore"):  # entries not well conditioned are not read
                 v = np.where(pos & good, _bucketed_vec_min(u, d, parts)[inv], 0.0)
             pair_cache[key] = (v, good)
@@ -817,9 +837,7 @@ class _Search:
                         parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
                         got_ring = by_parts.get(parts)
                         if got_ring is None:
-                            good_u = np.ones(u.shape, dtype=bool)
-                            for c in parts:
-                                good_u &= _well_conditioned_each(u, d, c)
+                            good_u = _well_conditioned_all(u, d, parts)
                             with np.errstate(all="ignore"):
                                 vals = _bucketed_vec_min(u, d, parts)
                                 low = vals - 1e-9 * np.abs(vals)
