@@ -976,7 +976,7 @@ typedef struct {
     Py_ssize_t d;
     long long m;
     double mm1, keep, value, floor_y, ar_floor, umin, tmin, xmin_all, cminpre_L, cap1, y_cap_masks;
-    long long nodes, ticks, triple_nodes, node_cap, nodes0, ystar_after, level_after, tick;
+    long long nodes, ticks, triple_nodes, node_cap, nodes0, ystar_after, level_after, tick, entries, entry_tick;
     const double *cq, *aq, *uq, *arq, *usage, *caps_tol, *lam_cap, *rmax, *rsum, *suffix, *two_np, *ka, *kb;
     const int64_t *bits, *allowed, *twoq, *set_region;
     const int8_t *two_none;
@@ -1021,14 +1021,16 @@ static int tree_buffer(PyObject *obj, Py_buffer *v, Py_ssize_t need, const char 
     return 0;
 }
 
-/* prev_arrays' pair row (a_{i-1}, b_i per set) of the previous set qp from layer s, cached: 2 Q doubles or NULL */
-static const double *tree_pair(Tree *T, int qp, int s) {
+/* prev_arrays' pair row (a_{i-1}, b_i per set) of the previous set qp from layer s, cached: 2 Q doubles or NULL;
+   *fresh: whether Python computed it now (pair_row) */
+static const double *tree_pair(Tree *T, int qp, int s, int *fresh) {
     double **slot = &T->pair[(Py_ssize_t)qp * T->L1 + s];
+    *fresh = 0;
     if (*slot) return *slot;
     PyObject *r = PyObject_CallFunction(T->cb_pair, "ii", qp, s);
     if (!r) return NULL;
     PyObject *a = NULL, *b = NULL;
-    if (!PyArg_ParseTuple(r, "OO", &a, &b)) {
+    if (!PyArg_ParseTuple(r, "OOp", &a, &b, fresh)) {
         Py_DECREF(r);
         return NULL;
     }
@@ -1194,23 +1196,31 @@ static int tree_raise(Tree *T) {
 
 static void tree_rec(Tree *T, int i, int s, double ymax, double ysum, double c_prev, double b_prev, double umax, double armax) {
     if (T->stop || T->abort || T->err) return;
-    if (tree_expired(T)) {
-        if (!T->err) T->stop = 1;
-        return;
-    }
     const int P = T->P, L1 = T->L1, L = L1 - 1, Q = T->Q, NT = T->NT, rest = P - i - 1, last = i == P - 1;
     const Py_ssize_t W = T->W;
     const double ka = T->ka[i], kb = T->kb[i], mm1 = T->mm1, keep = T->keep, umin = T->umin;
     double *ymax2 = T->ymax2 + (Py_ssize_t)i * Q, *ysum2 = T->ysum2 + (Py_ssize_t)i * Q, *bhere = T->bhere + (Py_ssize_t)i * Q;
     const double *used = T->used + (Py_ssize_t)i * NT, *g_used = T->g + (Py_ssize_t)i * W;
-    if (i == 0) {
-        for (int q = 0; q < Q; q++) ymax2[q] = ymax, ysum2[q] = ysum, bhere[q] = 0.0;
-    } else {
-        const double *row = tree_pair(T, T->ch_q[i - 1], s);
+    int fresh = 0;
+    const double *row = NULL;
+    if (i > 0) {
+        row = tree_pair(T, T->ch_q[i - 1], s, &fresh);
         if (!row) {
             T->err = 1;
             return;
         }
+    }
+    /* rec's clock: every entry_tick calls and where the pair row is new */
+    if (++T->entries >= T->entry_tick || fresh) {
+        T->entries = 0;
+        if (tree_expired(T)) {
+            if (!T->err) T->stop = 1;
+            return;
+        }
+    }
+    if (i == 0) {
+        for (int q = 0; q < Q; q++) ymax2[q] = ymax, ysum2[q] = ysum, bhere[q] = 0.0;
+    } else {
         const int first = i - 1 == 0, single = P <= 3 || T->sound;
         for (int q = 0; q < Q; q++) {
             double a = row[q];
@@ -1386,11 +1396,11 @@ done:
 }
 
 /* tree_run(arrays, ints, doubles, callbacks): _Triple.rec from the root in C (the block comment above); the arrays,
-   sizes and callbacks as search.py's _Triple.tree passes them.  Returns (nodes, ticks, triple nodes, stop, abort,
-   incumbent). */
+   sizes and callbacks as search.py's _Triple.tree passes them.  Returns (nodes, ticks, triple nodes, calls since the
+   clock was read, stop, abort, incumbent). */
 static PyObject *tree_run(PyObject *self, PyObject *args) {
     (void)self;
-    enum { NA = 24, NI = 21, ND = 10, NC = 6 };
+    enum { NA = 24, NI = 23, ND = 10, NC = 6 };
     PyObject *o_arr, *o_int, *o_dbl, *o_cb;
     if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyTuple_Type, &o_arr, &PyTuple_Type, &o_int, &PyTuple_Type, &o_dbl, &PyTuple_Type, &o_cb))
         return NULL;
@@ -1410,6 +1420,7 @@ static PyObject *tree_run(PyObject *self, PyObject *args) {
     T->span = (int)iv[6], T->lag = (int)iv[7], T->sound = (int)iv[8], T->balanced = (int)iv[9], T->todo = (int)iv[10];
     T->d = (Py_ssize_t)iv[11], T->m = iv[12], T->nodes = iv[13], T->ticks = iv[14], T->triple_nodes = iv[15];
     T->node_cap = iv[16], T->nodes0 = iv[17], T->ystar_after = iv[18], T->level_after = iv[19], T->tick = iv[20];
+    T->entries = iv[21], T->entry_tick = iv[22];
     T->keep = dv[0], T->value = dv[1], T->floor_y = dv[2], T->ar_floor = dv[3], T->umin = dv[4], T->tmin = dv[5];
     T->xmin_all = dv[6], T->cminpre_L = dv[7], T->cap1 = dv[8], T->y_cap_masks = dv[9];
     T->mm1 = (double)(T->m - 1);
@@ -1496,7 +1507,7 @@ static PyObject *tree_run(PyObject *self, PyObject *args) {
         T->span_stack[0] = -2; /* no stage decided */
         tree_rec(T, 0, 0, -INFINITY, 0.0, 0.0, 0.0, -INFINITY, 0.0);
         if (!T->err)
-            result = Py_BuildValue("(LLLiid)", T->nodes, T->ticks, T->triple_nodes, T->stop, T->abort, T->value);
+            result = Py_BuildValue("(LLLLiid)", T->nodes, T->ticks, T->triple_nodes, T->entries, T->stop, T->abort, T->value);
     }
     if (T->pair)
         for (Py_ssize_t k = 0; k < Q * L1; k++) free(T->pair[k]);

@@ -252,8 +252,8 @@ def tree_run(
     ints: tuple[int, ...],
     doubles: tuple[float, ...],
     callbacks: tuple[object, ...],
-) -> tuple[int, int, int, int, int, float]:
+) -> tuple[int, int, int, int, int, int, float]:
     """The tree of one (mbs, D, P) from its root in C (:meth:`milp_partition.hetero.search._Triple.tree`, which states
     the arguments; :meth:`~milp_partition.hetero.search._Triple.rec` is the definition): (nodes, ticks, triple nodes,
-    stop, abort, incumbent) after it.  Only where :func:`tree_available`."""
+    calls since the clock was read, stop, abort, incumbent) after it.  Only where :func:`tree_available`."""
     return _ext.tree_run(arrays, ints, doubles, callbacks)  # type: ignore[union-attr,no-any-return]

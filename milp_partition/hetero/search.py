@@ -66,6 +66,8 @@ from milp_partition.hetero.problem import FLOAT_BYTES, HeteroPlan, HeteroProblem
 PRUNE_REL = 1e-12
 #: Budget checks every this many nodes.
 TICK = 2000
+#: And every this many calls of the tree (each also where its pair row is new: :meth:`_Triple.rec`).
+ENTRY_TICK = 64
 #: Phase 1 (heuristic sweep over every triple): share of the time limit and nodes per triple.
 PHASE1_SHARE = 0.08
 PHASE1_NODES = 300
@@ -716,6 +718,7 @@ class _Search:
         self.sound = problem.objective == "sound"
         self.out = SearchOutcome(plan=plan, value=incumbent)
         self.ticks = 0
+        self.entries = 0  # tree calls since the clock was last read (:meth:`_Triple.rec`)
         self.stop = False
         self.full_bounds: dict[tuple[float, int, int, int], float] = {}
         self.fewer_cache: dict[tuple[int, tuple[int, ...]], bool] = {}
@@ -1737,7 +1740,10 @@ class _Triple:
         # (its completions' bounds are no lower; an unresolved leaf of the kept one keeps its bound in the answer)
         self.memo: dict[tuple[object, ...], list[tuple[float, ...]]] = {}
         # per (previous stage's set, first layer): the pair bounds (a_{i-1}, b_i) over :attr:`sets` (:meth:`prev_arrays`)
-        self.pair_rows: dict[tuple[tuple[int, ...], int], tuple[np.ndarray, np.ndarray]] = {}
+        # (shared by the triples of this micro-batch size with the same sets: the rows read neither D nor P)
+        self.pair_rows: dict[tuple[tuple[int, ...], int], tuple[np.ndarray, np.ndarray]] = tb.misc.setdefault(
+            ("pair_rows", tuple(sets)), {}
+        )
         self.scan_const: tuple[np.ndarray, ...] | None = None
         self.scan_out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.ends_cache: dict[tuple[int, int], np.ndarray] = {}
@@ -1855,8 +1861,8 @@ class _Triple:
         if srch.stop or srch.abort:
             return
         arrays, ints, doubles = self.tree_inputs()
-        nodes, ticks, tnodes, stop, abort, _value = native.tree_run(arrays, ints, doubles, self.tree_callbacks())
-        srch.out.nodes, srch.ticks, srch.triple_nodes = nodes, ticks, tnodes
+        nodes, ticks, tnodes, entries, stop, abort, _value = native.tree_run(arrays, ints, doubles, self.tree_callbacks())
+        srch.out.nodes, srch.ticks, srch.triple_nodes, srch.entries = nodes, ticks, tnodes, entries
         srch.stop = srch.stop or bool(stop)
         srch.abort = srch.abort or bool(abort)
 
@@ -1917,6 +1923,8 @@ class _Triple:
             YSTAR_AFTER_NODES if YSTAR_AFTER_NODES is not None else 0,
             self.level_after,
             TICK,
+            srch.entries,
+            ENTRY_TICK,
         )
         doubles = (
             1 - PRUNE_REL,
@@ -1939,14 +1947,9 @@ class _Triple:
         f64 = np.float64
         one = np.zeros(1)
 
-        def pair(qp: int, s: int) -> tuple[np.ndarray, np.ndarray]:  # prev_arrays' rows
-            key = (sets[qp], s)
-            rows = self.pair_rows.get(key)
-            if rows is None:
-                sa, sb = self.size_a(s), self.size_b(s)
-                got = [srch.pair_lb(tb, sets[qp], q, sa, sb) for q in sets]
-                rows = self.pair_rows[key] = (np.array([g[0] for g in got], dtype=f64), np.array([g[1] for g in got], dtype=f64))
-            return rows
+        def pair(qp: int, s: int) -> tuple[np.ndarray, np.ndarray, bool]:  # prev_arrays' rows, and whether new
+            (a, b), fresh = self.pair_row(sets[qp], s)
+            return a, b, fresh
 
         def level(j: int) -> tuple[np.ndarray, np.ndarray]:  # level_fits' build of level j
             masks = self.masks_by_k & (self.ylb_arr <= self.level_caps[j] * self.tol)
@@ -2591,15 +2594,7 @@ class _Triple:
         nq = len(self.sets)
         if i == 0:
             return np.full(nq, ymax, dtype=float), np.full(nq, ysum, dtype=float), np.zeros(nq)
-        q_prev = self.chosen[-1][2]
-        key = (q_prev, s)
-        rows = self.pair_rows.get(key)
-        if rows is None:
-            srch, tb = self.search, self.tb
-            sa, sb = self.size_a(s), self.size_b(s)
-            got = [srch.pair_lb(tb, q_prev, q, sa, sb) for q in self.sets]
-            rows = self.pair_rows[key] = (np.array([g[0] for g in got], dtype=float), np.array([g[1] for g in got], dtype=float))
-        a_prev, b_here = rows
+        (a_prev, b_here), _fresh = self.pair_row(self.chosen[-1][2], s)
         p = self.p
         if i - 1 == 0:
             x = a_prev if (p <= 3 or self.sound) else 2 * a_prev
@@ -2607,6 +2602,20 @@ class _Triple:
             x = a_prev + b_prev
         y_prev = c_prev + x
         return np.where(ymax >= y_prev, ymax, y_prev), ysum + y_prev, b_here
+
+    def pair_row(self, q_prev: tuple[int, ...], s: int) -> tuple[tuple[np.ndarray, np.ndarray], bool]:
+        """(a_{i-1}, b_i) per set of :attr:`sets` after stage i-1 on set ``q_prev`` ends at layer s (:meth:`_Search.pair_lb`),
+        cached; and whether it was computed now (then :meth:`rec` reads the clock: on many columns a row is thousands of
+        pair bounds)."""
+        key = (q_prev, s)
+        rows = self.pair_rows.get(key)
+        if rows is not None:
+            return rows, False
+        srch, tb = self.search, self.tb
+        sa, sb = self.size_a(s), self.size_b(s)
+        got = [srch.pair_lb(tb, q_prev, q, sa, sb) for q in self.sets]
+        rows = self.pair_rows[key] = (np.array([g[0] for g in got], dtype=float), np.array([g[1] for g in got], dtype=float))
+        return rows, True
 
     def raise_floors(self) -> None:
         """Once the tree is past ``YSTAR_AFTER_NODES`` nodes: T_sync's floor under the devices
@@ -2640,9 +2649,13 @@ class _Triple:
         srch = self.search
         if srch.stop or srch.abort:
             return
-        if srch.budget.expired():  # a node's pair bounds (prev_arrays) can take a tenth of a second on many columns
-            srch.stop = True
-            return
+        # the clock: every ENTRY_TICK calls, and where this call's pair row is new (many columns: thousands of bounds)
+        srch.entries += 1
+        if srch.entries >= ENTRY_TICK or (i > 0 and (self.chosen[-1][2], s) not in self.pair_rows):
+            srch.entries = 0
+            if srch.budget.expired():
+                srch.stop = True
+                return
         tb, p, m, two, two_sfx, chosen = self.tb, self.p, self.m, self.two, self.two_sfx, self.chosen
         rmax_l, umin = self.rmax_l, tb.umin
         # X_i = ka a_i + kb b_i (the same values as _Search.x_of: each coefficient is 0, 1 or 2)
