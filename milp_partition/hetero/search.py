@@ -648,23 +648,25 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
     cl = srch.problem.cluster
     pair_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
 
-    def pair(tp: int, j: int, j2: int, size: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def pair(tp: int, j: int, j2: int, pos: np.ndarray, u: np.ndarray, inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, well conditioned) per entry of the pair's ring (values 0 where the size is 0 or not well
-        conditioned; read only where well conditioned)."""
+        conditioned; read only where well conditioned); ``u``, ``inv``: the sizes' distinct values (1 where not
+        positive) and each entry's index among them."""
         key = (tp, j, j2)
         if key not in pair_cache:
             c1, c2 = tb.cols[j], tb.cols[j2]
             # a pooled link (:class:`milp_partition.hetero.pool.MinLinkFit`) is the least of its parts, piece by piece:
             # every part evaluated (its ``coefficients`` alone are its first part, above the link where another is less)
             parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
-            u, inv = _distinct(np.where(pos, size, 1.0))
             good = ~pos | _well_conditioned_all(u, d, parts)[inv]
             with np.errstate(all="ignore"):  # entries not well conditioned are not read
                 v = np.where(pos & good, _bucketed_vec_min(u, d, parts)[inv], 0.0)
             pair_cache[key] = (v, good)
         return pair_cache[key]
 
-    sizes: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    # per least tp: the sizes, where they are positive, and their distinct values (:func:`_distinct`), read neither D
+    # nor the sets: kept on the tables
+    sizes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = tb.misc.setdefault("set_ar_sizes", {})
     for qi, q in enumerate(sets):
         tpmin = min(4, min(tb.cfgs[c][1] for c in q))
         if tpmin not in sizes:
@@ -673,11 +675,12 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
             else:
                 pre = np.array(list(itertools.accumulate((FLOAT_BYTES * x / tpmin for x in w1), initial=0.0)))
             size = np.where(valid, pre[None, :] - pre[:, None], 0.0)
-            sizes[tpmin] = (size, valid & (size > 0))
-        size, pos = sizes[tpmin]
+            pos = valid & (size > 0)
+            sizes[tpmin] = (size, pos, *_distinct(np.where(pos, size, 1.0)))
+        size, pos, u, inv = sizes[tpmin]
         cols = sorted({tb.cfgs[c][0] for c in q})
         if len(cols) == 1:
-            vals, good = pair(tpmin, cols[0], cols[0], size, pos)
+            vals, good = pair(tpmin, cols[0], cols[0], pos, u, inv)
         else:
             vals, good = np.full(size.shape, -math.inf), np.ones(size.shape, dtype=bool)
             for j in cols:
@@ -686,7 +689,7 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
                 for j2 in cols:
                     if j2 == j:
                         continue
-                    (a, ga), (b, gb) = pair(tpmin, j, j2, size, pos), pair(tpmin, j2, j, size, pos)
+                    (a, ga), (b, gb) = pair(tpmin, j, j2, pos, u, inv), pair(tpmin, j2, j, pos, u, inv)
                     best_j = np.minimum(best_j, np.minimum(a, b))
                     good = good & ga & gb
                 vals = np.maximum(vals, best_j)
@@ -2422,13 +2425,18 @@ class _Triple:
         got = self.tb.misc.get(key)
         if got is None:
             tb, nk = self.tb, self.nk
-            comp = np.stack([tb.comp_matrix(c) for c in range(nk)])  # [c][s][e]
-            amin = np.array(self.amin_c)  # [c][e]
-            upd = np.array([[*tb.upd[c], 0.0] for c in range(nk)])  # [c][s] (s = L: no stage starts there)
-            members = [list(q) for q in self.sets]
-            cq = np.stack([comp[m].max(axis=0) for m in members])  # [q][s][e]
-            aq = np.stack([amin[m].max(axis=0) for m in members])  # [q][e]
-            uq = np.stack([upd[m].max(axis=0) for m in members])  # [q][s]
+            members_key = ("setmembers", self.sound, tuple(self.sets))  # (the sets' maxima read neither D nor P)
+            if members_key not in tb.misc:
+                comp = np.stack([tb.comp_matrix(c) for c in range(nk)])  # [c][s][e]
+                amin = np.array(self.amin_c)  # [c][e]
+                upd = np.array([[*tb.upd[c], 0.0] for c in range(nk)])  # [c][s] (s = L: no stage starts there)
+                members = [list(q) for q in self.sets]
+                tb.misc[members_key] = (
+                    np.stack([comp[m].max(axis=0) for m in members]),  # [q][s][e]
+                    np.stack([amin[m].max(axis=0) for m in members]),  # [q][e]
+                    np.stack([upd[m].max(axis=0) for m in members]),  # [q][s]
+                )
+            cq, aq, uq = tb.misc[members_key]
             # the all-reduce reads the weights, the sets' tps and columns and D, not the micro-batch size: shared by
             # the sizes with the same configurations (the sets follow from them and D; read only)
             ar_key = (self.d, tuple(tb.cfgs))
