@@ -129,6 +129,8 @@ def pooled_bound(
     to_lift = [got.plan] if got.plan is not None and all(got.plan is not p for p in starts) else []
     to_lift += starts[1:] if start is not None else starts
     for plan in to_lift:  # the search's plan first; the others while time is left
+        if out.plan is not None and evaluate(pooled, plan).iteration_s >= out.value_s:
+            continue  # a lift keeps each replica's place, kind and tp: renamed back it is this plan, no slower pooled
         lifted, v = lift(problem, plan, groups)
         if lifted is not None and v < out.value_s:
             out.plan, out.value_s = lifted, v
