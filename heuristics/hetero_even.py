@@ -20,6 +20,7 @@ priced so far, at least the first one they find (on a setting of 20,000 devices 
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Iterator
 
@@ -47,10 +48,18 @@ def even_split(layers: int, p: int) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
-def _assign(options: list[list[tuple[float, int, int, int]]], caps: list[int], theta: float, d: int) -> list[int] | None:
+def _assign(
+    options: list[list[tuple[float, int, int, int]]],
+    caps: list[int],
+    theta: float,
+    d: int,
+    sorted_comps: list[list[float]] | None = None,
+) -> list[int] | None:
     """Per stage an option (compute, column, tp, index) with compute <= theta within the columns' devices, or None.
 
     Two columns: exactly (a DP over stages on column-0 devices keeping the least column-1 devices); more: greedily.
+    ``sorted_comps``: per stage its options' computes in increasing order (the greedy's count of allowed options by
+    bisection: the same counts), built here when not given.
     """
     if len(caps) == 2:
         states: dict[int, tuple[int, list[int]]] = {0: (0, [])}
@@ -74,7 +83,8 @@ def _assign(options: list[list[tuple[float, int, int, int]]], caps: list[int], t
     choice: list[int] = []
     # stages with the fewest allowed options first; per stage the option that uses the fewest devices of the
     # column with most devices left (relative)
-    order = sorted(range(len(options)), key=lambda i: sum(1 for o in options[i] if o[0] <= theta))
+    comps = sorted_comps if sorted_comps is not None else [sorted(o[0] for o in row) for row in options]
+    order = sorted(range(len(options)), key=lambda i: bisect.bisect_right(comps[i], theta))
     picked: dict[int, int] = {}
     for i in order:
         best = None
@@ -145,11 +155,12 @@ def _feasible(
     values: list[float],
     k: int,
     d: int,
+    sorted_comps: list[list[float]] | None = None,
 ) -> bool:
     """Whether :func:`_assign` (options, caps, values[k], d) finds an assignment (through the oracle on two columns)."""
     if oracle is not None:
         return oracle.feasible(caps, values[k], d)
-    return _assign(options, caps, values[k], d) is not None
+    return _assign(options, caps, values[k], d, sorted_comps) is not None
 
 
 def best_even_plan(problem: HeteroProblem, max_stages: int = 12, budget: Budget | None = None) -> tuple[HeteroPlan | None, float]:
@@ -181,6 +192,7 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12, budget: Budget 
             if any(not r for r in options):
                 continue
             values = sorted({o[0] for r in options for o in r})
+            comps = [sorted(o[0] for o in row) for row in options]
             # two columns: the least theta index for every d by a pointer that only moves up (a theta feasible for d
             # is feasible for d - 1, and a larger theta allows more options: the same index as a bisection per d),
             # each test one lookup in :class:`_TwoColumnOracle`'s table of the theta (the same answers as _assign)
@@ -189,7 +201,7 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12, budget: Budget 
             for d in range(1, total // p + 1):
                 if best is not None and budget is not None and budget.expired():
                     return best, best_v
-                if not _feasible(oracle, options, caps, values, len(values) - 1, d):
+                if not _feasible(oracle, options, caps, values, len(values) - 1, d, comps):
                     break  # more replicas fit even less
                 if oracle is not None:
                     while not oracle.feasible(caps, values[lo], d):
@@ -198,11 +210,11 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12, budget: Budget 
                     lo, hi = 0, len(values) - 1
                     while lo < hi:
                         mid = (lo + hi) // 2
-                        if _assign(options, caps, values[mid], d) is None:
+                        if _assign(options, caps, values[mid], d, comps) is None:
                             lo = mid + 1
                         else:
                             hi = mid
-                choice = _assign(options, caps, values[lo], d)
+                choice = _assign(options, caps, values[lo], d, comps)
                 if choice is None:
                     continue
                 m = math.ceil(problem.global_batch / (mbs * d))
