@@ -124,6 +124,11 @@ SPAN_LAGRANGE = False
 SPAN_PRECHECK = False
 #: The all-reduce tables of this many consecutive degrees are computed at once (:meth:`_Search.min_ar_table`).
 AR_BATCH = 32
+#: The most rounds of the caps' bottleneck programs in a triple's setup (:meth:`_Triple.tighten_caps`), and in a search
+#: of plans that span two regions: there a second round moved few caps (gptneo-a128x5-b2048's region search 2,891,674
+#: nodes with four rounds, 2,900,009 with one, 1.64-1.72 against 1.54-1.61 CPU s; the other two within noise).
+CAP_ROUNDS = 4
+SPAN_CAP_ROUNDS = 1
 #: Whether a triple's tree runs in C where the extension is built (:meth:`_Triple.tree`; the tests turn it off to compare:
 #: the same nodes).
 NATIVE_TREE = True
@@ -2166,7 +2171,7 @@ class _Triple:
         out = self.search.out
         inf = math.inf
         y_cap, ar_cap = self.y_hi, self.ar_hi
-        for _round in range(4):
+        for _round in range(SPAN_CAP_ROUNDS if self.spanning else CAP_ROUNDS):
             masks_by_k = self.build_masks(y_cap, ar_cap)
             self.y_cap_masks, self.ar_cap_masks = y_cap, ar_cap
             rmax_arr, rsum_arr = _bottleneck_arr(self.ylb_arr, masks_by_k, L)
