@@ -545,8 +545,9 @@ def _bottleneck(
     return rmax, rsum
 
 
-def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_bottleneck` on stacked arrays: ``ylb`` and ``allowed`` are [k][c][s0][e]; rows rmax[k], rsum[k]."""
+def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_bottleneck` on stacked arrays: ``ylb`` and ``allowed`` are [k][c][s0][e]; rows rmax[k], rsum[k], and each
+    stage's least y over its allowed configurations [k][s0][e]."""
     p, inf = ylb.shape[0], math.inf
     rmax = np.full((p + 1, L + 1), inf)
     rsum = np.full((p + 1, L + 1), inf)
@@ -556,7 +557,7 @@ def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.nd
         yk = ymin[k]
         rmax[k] = np.maximum(yk, rmax[k + 1][None, :]).min(axis=1)
         rsum[k] = (yk + rsum[k + 1][None, :]).min(axis=1)
-    return rmax, rsum
+    return rmax, rsum, ymin
 
 
 #: Up to this many columns the device relaxation weighs every subset of columns (2^n - 1 vectors), beyond it each
@@ -1744,6 +1745,7 @@ class _Triple:
         self.nodes0 = 0
         self.allowed_np = np.zeros((0, 0, 0), dtype=np.int64)
         self.rmax_np = self.rsum_np = np.zeros((0, 0))
+        self.ymin_np = np.zeros((0, 0, 0))
         self.set_bits = [sum(1 << c for c in q) for q in sets]
         self.set_bits_np = np.array(self.set_bits, dtype=np.int64)
         # the sets' terms at every (s0, e), shared by the triples of this micro-batch size and D (not filtered)
@@ -2044,7 +2046,7 @@ class _Triple:
         lat_max, lat_sum = np.full((p + 1, L + 1), inf), np.full((p + 1, L + 1), inf)
         for k in range(p - 1, 0, -1):  # stage 0 has no boundary before it
             ka, kb = self.x_coef[k]
-            y = masked[k].min(axis=0)  # [s0][e]
+            y = self.ymin_np[k]  # [s0][e] (masked[k]'s least over the configurations)
             yin = (masked[k] + kb * inc_b[:, :, None]).min(axis=0)
             yout = (masked[k] + ka * inc_a[:, None, :]).min(axis=0)
             in_max[k] = np.maximum(yin, nmax[k + 1][None, :]).min(axis=1)
@@ -2174,7 +2176,7 @@ class _Triple:
         for _round in range(SPAN_CAP_ROUNDS if self.spanning else CAP_ROUNDS):
             masks_by_k = self.build_masks(y_cap, ar_cap)
             self.y_cap_masks, self.ar_cap_masks = y_cap, ar_cap
-            rmax_arr, rsum_arr = _bottleneck_arr(self.ylb_arr, masks_by_k, L)
+            rmax_arr, rsum_arr, ymin = _bottleneck_arr(self.ylb_arr, masks_by_k, L)
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
                 return False  # no split of the layers obeys the caps
@@ -2192,6 +2194,7 @@ class _Triple:
                 break
             y_cap, ar_cap = min(y_cap, y_new), min(ar_cap, ar_new)
         self.masks_by_k = masks_by_k
+        self.ymin_np = ymin  # [k][s0][e] under these masks (:meth:`span_tables`)
         if lag_gain <= LAGRANGE_KEEP * s00:
             self.lag_g = None  # the Lagrangian barely moves the root: the tree does not pay for it at every node
         self.level_caps = [self.y_cap_masks * f for f in LEVEL_FRACTIONS]
