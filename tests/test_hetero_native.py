@@ -361,3 +361,60 @@ def test_compiled_allreduce_split_program_equals_numpy(setting: str, monkeypatch
         assert len(got) == len(want) and all(np.array_equal(a, b) for a, b in zip(got, want)), d
         finite += sum(int(np.isfinite(a).any()) for a in got)
     assert finite > 20
+
+
+def _span_programs_numpy(
+    masks: np.ndarray,
+    ylb: np.ndarray,
+    inc_a: np.ndarray,
+    inc_b: np.ndarray,
+    ka: np.ndarray,
+    kb: np.ndarray,
+    nmax: np.ndarray,
+    nsum: np.ndarray,
+) -> tuple[np.ndarray, ...]:
+    """The numpy lines of :meth:`milp_partition.hetero.search._Triple.span_tables` (the definition)."""
+    p, _nk, l1, _ = ylb.shape
+    inf = math.inf
+    masked = np.where(masks, ylb, inf)
+    ymin = masked.min(axis=1)
+    in_max, in_sum, lat_max, lat_sum = (np.full((p + 1, l1), inf) for _ in range(4))
+    for k in range(p - 1, 0, -1):
+        y = ymin[k]
+        yin = (masked[k] + kb[k] * inc_b[:, :, None]).min(axis=0)
+        yout = (masked[k] + ka[k] * inc_a[:, None, :]).min(axis=0)
+        in_max[k] = np.maximum(yin, nmax[k + 1][None, :]).min(axis=1)
+        in_sum[k] = (yin + nsum[k + 1][None, :]).min(axis=1)
+        lat_max[k] = np.minimum(np.maximum(y, lat_max[k + 1][None, :]), np.maximum(yout, in_max[k + 1][None, :])).min(axis=1)
+        lat_sum[k] = np.minimum(y + lat_sum[k + 1][None, :], yout + in_sum[k + 1][None, :]).min(axis=1)
+    return in_max, in_sum, lat_max, lat_sum
+
+
+@needs_native
+def test_compiled_crossing_programs_equal_numpy() -> None:
+    """The crossing programs of the region search (``span_dp``) on random tables: allowed configurations with holes,
+    least y with inf, crossing increments with inf and NaN (0 times inf where a stage has no forward send), every send
+    coefficient 0, 1 or 2: the same values as the numpy lines, NaN where numpy has NaN."""
+    rng = np.random.default_rng(5)
+    nan_seen = 0
+    for trial in range(300):
+        p, nk, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 5)), int(rng.integers(2, 9))
+        ylb = rng.random((p, nk, l1, l1)) * 10
+        ylb[rng.random(ylb.shape) < 0.2] = math.inf
+        masks = rng.random(ylb.shape) < 0.7
+        inc_a, inc_b = rng.random((nk, l1)), rng.random((nk, l1))
+        if trial % 3 == 0:
+            inc_a[rng.random(inc_a.shape) < 0.2] = math.inf
+            inc_b[rng.random(inc_b.shape) < 0.1] = math.nan
+        ka, kb = rng.integers(0, 3, p).astype(float), rng.integers(0, 3, p).astype(float)
+        nmax, nsum = rng.random((p + 1, l1)) * 5, rng.random((p + 1, l1)) * 20
+        nmax[rng.random(nmax.shape) < 0.2] = math.inf
+        ymin = np.where(masks, ylb, math.inf).min(axis=1)
+        got = native.span_dp(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum)
+        assert got is not None
+        with np.errstate(invalid="ignore"):  # (0 times inf)
+            want = _span_programs_numpy(masks, ylb, inc_a, inc_b, ka, kb, nmax, nsum)
+        for g, w in zip(got, want):
+            assert np.array_equal(g, w, equal_nan=True), trial
+        nan_seen += any(bool(np.isnan(w).any()) for w in want)
+    assert nan_seen > 0

@@ -826,6 +826,88 @@ static PyObject *ar_dp(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* NaN-propagating minimum and maximum: numpy's np.minimum / np.maximum (and its min reductions) on two values. */
+static inline double nan_min(double a, double b) { return a != a ? a : (b != b ? b : (b < a ? b : a)); }
+static inline double nan_max(double a, double b) { return a != a ? a : (b != b ? b : (b > a ? b : a)); }
+
+/* span_dp(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum, in_max, in_sum, lat_max, lat_sum, P, nk, L1): the crossing
+   programs of search.py's _Triple.span_tables (its numpy form is the definition): for k = P - 1 .. 1, with
+   m[c][s0][e] = ylb[k][c][s0][e] where masks[k][c][s0][e] (uint8) else inf, yin = min_c (m + kb[k] inc_b[c][s0]),
+   yout = min_c (m + ka[k] inc_a[c][e]), y = ymin[k]:
+     in_max[k][s0]  = min_e max(yin, nmax[k+1][e]),            in_sum[k][s0]  = min_e (yin + nsum[k+1][e]),
+     lat_max[k][s0] = min_e min(max(y, lat_max[k+1][e]), max(yout, in_max[k+1][e])),
+     lat_sum[k][s0] = min_e min(y + lat_sum[k+1][e], yout + in_sum[k+1][e]);
+   the outputs ((P + 1) x L1) come filled with inf (rows 0 and P stay).  The same sums and products per entry, minima and
+   maxima that propagate NaN as numpy's do, so the same values. */
+static PyObject *span_dp(PyObject *self, PyObject *args) {
+    (void)self;
+    enum { NB = 13 };
+    PyObject *o[NB];
+    Py_ssize_t P, nk, L1;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOnnn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9],
+                          &o[10], &o[11], &o[12], &P, &nk, &L1))
+        return NULL;
+    if (P < 1 || nk < 0 || L1 < 1) {
+        PyErr_SetString(PyExc_ValueError, "span_dp: bad sizes");
+        return NULL;
+    }
+    const Py_ssize_t need[NB] = {P * nk * L1 * L1,     P * nk * L1 * L1 * 8, P * L1 * L1 * 8, nk * L1 * 8, nk * L1 * 8,
+                                 P * 8,                P * 8,                (P + 1) * L1 * 8, (P + 1) * L1 * 8,
+                                 (P + 1) * L1 * 8,     (P + 1) * L1 * 8,     (P + 1) * L1 * 8, (P + 1) * L1 * 8};
+    Py_buffer v[NB];
+    int got = 0, rc = 0;
+    for (; got < NB; got++) {
+        if (PyObject_GetBuffer(o[got], &v[got], PyBUF_C_CONTIGUOUS | (got >= 9 ? PyBUF_WRITABLE : 0)) < 0) {
+            rc = -1;
+            break;
+        }
+        if (v[got].len < need[got]) {
+            PyErr_Format(PyExc_ValueError, "span_dp: argument %d is smaller than expected", got);
+            got++;
+            rc = -1;
+            break;
+        }
+    }
+    if (!rc) {
+        const uint8_t *masks = (const uint8_t *)v[0].buf;
+        const double *ylb = (const double *)v[1].buf, *ymin = (const double *)v[2].buf;
+        const double *inc_a = (const double *)v[3].buf, *inc_b = (const double *)v[4].buf;
+        const double *ka = (const double *)v[5].buf, *kb = (const double *)v[6].buf;
+        const double *nmax = (const double *)v[7].buf, *nsum = (const double *)v[8].buf;
+        double *in_max = (double *)v[9].buf, *in_sum = (double *)v[10].buf;
+        double *lat_max = (double *)v[11].buf, *lat_sum = (double *)v[12].buf;
+        const Py_ssize_t plane = L1 * L1;
+        for (Py_ssize_t k = P - 1; k >= 1; k--) {
+            const double a_k = ka[k], b_k = kb[k];
+            const double *nmx = nmax + (k + 1) * L1, *nsm = nsum + (k + 1) * L1;
+            const double *imx = in_max + (k + 1) * L1, *ism = in_sum + (k + 1) * L1;
+            const double *lmx = lat_max + (k + 1) * L1, *lsm = lat_sum + (k + 1) * L1;
+            for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
+                double b_in_max = INFINITY, b_in_sum = INFINITY, b_lat_max = INFINITY, b_lat_sum = INFINITY;
+                for (Py_ssize_t e = 0; e < L1; e++) {
+                    double yin = INFINITY, yout = INFINITY;
+                    for (Py_ssize_t c = 0; c < nk; c++) {
+                        Py_ssize_t at = ((k * nk + c) * L1 + s0) * L1 + e;
+                        double m = masks[at] ? ylb[at] : INFINITY;
+                        yin = nan_min(yin, m + b_k * inc_b[c * L1 + s0]);
+                        yout = nan_min(yout, m + a_k * inc_a[c * L1 + e]);
+                    }
+                    double y = ymin[k * plane + s0 * L1 + e];
+                    b_in_max = nan_min(b_in_max, nan_max(yin, nmx[e]));
+                    b_in_sum = nan_min(b_in_sum, yin + nsm[e]);
+                    b_lat_max = nan_min(b_lat_max, nan_min(nan_max(y, lmx[e]), nan_max(yout, imx[e])));
+                    b_lat_sum = nan_min(b_lat_sum, nan_min(y + lsm[e], yout + ism[e]));
+                }
+                in_max[k * L1 + s0] = b_in_max, in_sum[k * L1 + s0] = b_in_sum;
+                lat_max[k * L1 + s0] = b_lat_max, lat_sum[k * L1 + s0] = b_lat_sum;
+            }
+        }
+    }
+    release_buffers(v, got);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ---- tree_run: the search's tree of one (mbs, D, P) in C (search.py, _Triple.rec, whose Python form is the
    definition).  The same double operations in the same order as rec, scan, span_lb, past_room, level_of, level_fits,
    dominated and prev_arrays; what rec asks Python for (a pair row of the previous set, a cap level's tables, a leaf,
@@ -1542,6 +1624,9 @@ static PyMethodDef methods[] = {
     {"split_dp", split_dp, METH_VARARGS,
      "split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): Search.root_split's programs (row of the first layer)."},
     {"ar_dp", ar_dp, METH_VARARGS, "ar_dp(table, tps, out, ntp, L1, budget, pmax): Search.ar_split's program (rows of layer 0)."},
+    {"span_dp", span_dp, METH_VARARGS,
+     "span_dp(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum, in_max, in_sum, lat_max, lat_sum, P, nk, L1): the "
+     "crossing programs of _Triple.span_tables."},
     {"tree_run", tree_run, METH_VARARGS,
      "tree_run(arrays, ints, doubles, callbacks): the tree of one (mbs, D, P) from its root (search.py, _Triple.rec)."},
     {NULL, NULL, 0, NULL},

@@ -242,6 +242,44 @@ def stage_scan(
     return cand, cnt, minlb, basemin
 
 
+def span_dp(
+    masks: np.ndarray,
+    ylb: np.ndarray,
+    ymin: np.ndarray,
+    inc_a: np.ndarray,
+    inc_b: np.ndarray,
+    ka: np.ndarray,
+    kb: np.ndarray,
+    nmax: np.ndarray,
+    nsum: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """The crossing programs of :meth:`milp_partition.hetero.search._Triple.span_tables` (its numpy form is the
+    definition) in C: (in_max, in_sum, lat_max, lat_sum), each (P + 1) x (L + 1); None when the extension is not
+    available (or is an older build without it).  ``masks`` and ``ylb`` [k][c][s0][e], ``ymin`` [k][s0][e], ``inc_a``
+    and ``inc_b`` [c][layer], ``ka`` and ``kb`` [k], ``nmax`` and ``nsum`` (P + 1) x (L + 1)."""
+    if not available() or not hasattr(_ext, "span_dp"):
+        return None
+    p, nk, l1, _l1 = ylb.shape
+    outs = tuple(np.full((p + 1, l1), np.inf) for _ in range(4))
+    f = np.float64
+    _ext.span_dp(  # type: ignore[union-attr]
+        np.ascontiguousarray(masks, dtype=np.uint8),
+        np.ascontiguousarray(ylb, dtype=f),
+        np.ascontiguousarray(ymin, dtype=f),
+        np.ascontiguousarray(inc_a, dtype=f),
+        np.ascontiguousarray(inc_b, dtype=f),
+        np.ascontiguousarray(ka, dtype=f),
+        np.ascontiguousarray(kb, dtype=f),
+        np.ascontiguousarray(nmax, dtype=f),
+        np.ascontiguousarray(nsum, dtype=f),
+        *outs,
+        p,
+        nk,
+        l1,
+    )
+    return outs[0], outs[1], outs[2], outs[3]
+
+
 def tree_available() -> bool:
     """Whether :func:`tree_run` can run (the extension is built with it and not turned off)."""
     return available() and hasattr(_ext, "tree_run")

@@ -1818,6 +1818,7 @@ class _Triple:
         self.acr: list[float] = []
         self.span_in: tuple[list[list[float]], list[list[float]]] = ([], [])
         self.span_lat: tuple[list[list[float]], list[list[float]]] = ([], [])
+        self.span_np: tuple[np.ndarray, ...] = ()  # (in_max, in_sum, lat_max, lat_sum) as arrays, for the C tree
 
     def _init_lagrange(self, lams: list[tuple[float, ...]], ncol: int) -> None:
         """The Lagrangian bound's fixed parts (:meth:`lagrange`): its weights and the (weight vector, factor) pairs."""
@@ -1893,7 +1894,7 @@ class _Triple:
         two_np = self.two_stack if self.two else one
         two_none = (~np.isfinite(two_np).any(axis=2)).astype(np.int8) if self.two else np.zeros(1, dtype=np.int8)
         span = self.span
-        span_arr = [np.ascontiguousarray(x, dtype=f64) for x in (*self.span_in, *self.span_lat)] if span else [one] * 4
+        span_arr = list(self.span_np) if span else [one] * 4
         arrays = (
             cq,
             aq,
@@ -2040,8 +2041,14 @@ class _Triple:
         bmin = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
         inc_a = np.maximum(np.array(acr)[None, :] - amin, 0.0)  # [c][e]
         inc_b = np.maximum(np.array(bcr)[None, :] - bmin, 0.0)  # [c][s0]
-        masked = np.where(self.masks_by_k, self.ylb_arr, inf)  # [k][c][s0][e]
         nmax, nsum = self.rmax_np, self.rsum_np
+        ka_all, kb_all = (np.array([c[j] for c in self.x_coef]) for j in (0, 1))
+        fast = native.span_dp(self.masks_by_k, self.ylb_arr, self.ymin_np, inc_a, inc_b, ka_all, kb_all, nmax, nsum)
+        if fast is not None:  # the same values as the numpy lines below
+            self.span_np = fast
+            self.span_in, self.span_lat = (fast[0].tolist(), fast[1].tolist()), (fast[2].tolist(), fast[3].tolist())
+            return
+        masked = np.where(self.masks_by_k, self.ylb_arr, inf)  # [k][c][s0][e]
         in_max, in_sum = np.full((p + 1, L + 1), inf), np.full((p + 1, L + 1), inf)
         lat_max, lat_sum = np.full((p + 1, L + 1), inf), np.full((p + 1, L + 1), inf)
         for k in range(p - 1, 0, -1):  # stage 0 has no boundary before it
@@ -2053,6 +2060,7 @@ class _Triple:
             in_sum[k] = (yin + nsum[k + 1][None, :]).min(axis=1)
             lat_max[k] = np.minimum(np.maximum(y, lat_max[k + 1][None, :]), np.maximum(yout, in_max[k + 1][None, :])).min(axis=1)
             lat_sum[k] = np.minimum(y + lat_sum[k + 1][None, :], yout + in_sum[k + 1][None, :]).min(axis=1)
+        self.span_np = (in_max, in_sum, lat_max, lat_sum)
         self.span_in = (in_max.tolist(), in_sum.tolist())
         self.span_lat = (lat_max.tolist(), lat_sum.tolist())
 
