@@ -424,15 +424,16 @@ def _well_conditioned_each(size: np.ndarray, n: int, coef: tuple[float, ...]) ->
     return ok
 
 
-def _well_conditioned_all(size: np.ndarray, n: int, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
+def _well_conditioned_all(size: np.ndarray, n: int | np.ndarray, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
     """Per size, whether :func:`_well_conditioned_each` holds for every fit of ``parts`` (all of one length), the parts
-    evaluated at once on a leading axis: the same sums in the same order, part by part."""
+    evaluated at once on a leading axis: the same sums in the same order, part by part.  ``n`` (ring members) a whole
+    number or an array of them that broadcasts with the sizes (then the result has the broadcast shape)."""
     bucket = 500_000_000.0
     full = np.maximum(np.ceil(size / bucket) - 1, 0)
     coef = np.array(parts)  # [part][power]
     k = coef.shape[1]
-    ok = np.ones(np.shape(size), dtype=bool)
-    for steps, where in (((size - full * bucket) / n, True), (np.full(np.shape(size), bucket / n), full > 0)):
+    ok: np.ndarray | bool = True
+    for steps, where in (((size - full * bucket) / n, True), (np.zeros(np.shape(size)) + bucket / n, full > 0)):
         lx = np.log2(steps / 1e6)
         bw: np.ndarray | float = 0
         mag: np.ndarray | float = 0
@@ -440,8 +441,8 @@ def _well_conditioned_all(size: np.ndarray, n: int, parts: tuple[tuple[float, ..
             c = coef[:, i].reshape(-1, *((1,) * np.ndim(size)))
             bw = bw + c * lx ** (k - i - 1)
             mag = mag + np.abs(c) * np.abs(lx) ** (k - i - 1)
-        ok &= (np.asarray(bw > 1e-6 * np.asarray(mag))).all(axis=0) | ~np.asarray(where)
-    return ok
+        ok = ok & ((np.asarray(bw > 1e-6 * np.asarray(mag))).all(axis=0) | ~np.asarray(where))
+    return np.asarray(ok)
 
 
 def _distinct(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -652,22 +653,29 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
     valid = idx[None, :] > idx[:, None]
     w1 = srch.problem.model.params_floats[1]
     cl = srch.problem.cluster
-    pair_cache: dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]] = {}
+    # per (tp, column, column, D): the pair's ring values and where they are well conditioned; they read the weights,
+    # the columns and D only, kept on the search (shared by the micro-batch sizes with these columns)
+    pair_cache: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray]] = srch.set_pair_cache
 
     def pair(tp: int, j: int, j2: int, pos: np.ndarray, u: np.ndarray, inv: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(values, well conditioned) per entry of the pair's ring (values 0 where the size is 0 or not well
         conditioned; read only where well conditioned); ``u``, ``inv``: the sizes' distinct values (1 where not
         positive) and each entry's index among them."""
-        key = (tp, j, j2)
+        key = (tp, j, j2, d)
         if key not in pair_cache:
             c1, c2 = tb.cols[j], tb.cols[j2]
             # a pooled link (:class:`milp_partition.hetero.pool.MinLinkFit`) is the least of its parts, piece by piece:
             # every part evaluated (its ``coefficients`` alone are its first part, above the link where another is less)
             parts = fit_parts(cl.link_fit((c1.zone, c1.kind, 1, c2.zone, c2.kind, 1)))
-            good = ~pos | _well_conditioned_all(u, d, parts)[inv]
+            # AR_BATCH degrees from d at once (the triples ask for nearby D in turn): per entry the same operations
+            ds = [x for x in range(d, d + AR_BATCH) if (tp, j, j2, x) not in pair_cache]
+            dcol = np.array(ds)[:, None]
+            good_all = _well_conditioned_all(u[None, :], dcol, parts)
             with np.errstate(all="ignore"):  # entries not well conditioned are not read
-                v = np.where(pos & good, _bucketed_vec_min(u, d, parts)[inv], 0.0)
-            pair_cache[key] = (v, good)
+                v_all = _bucketed_vec_min(u[None, :], dcol, parts)
+            for row, x in enumerate(ds):
+                good = ~pos | good_all[row][inv]
+                pair_cache[(tp, j, j2, x)] = (np.where(pos & good, v_all[row][inv], 0.0), good)
         return pair_cache[key]
 
     # per least tp: the sizes, where they are positive, and their distinct values (:func:`_distinct`), read neither D
@@ -740,6 +748,7 @@ class _Search:
         self.col_ar_cache: dict[tuple[int, tuple[int, ...]], dict[int, np.ndarray]] = {}  # :meth:`col_ar_table`
         # (D, configurations) -> :func:`set_allreduce_lb`'s [q][s][e] (the micro-batch sizes share it)
         self.set_ar_cache: dict[tuple[int, tuple[tuple[int, int], ...]], np.ndarray] = {}
+        self.set_pair_cache: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray]] = {}  # (set_allreduce_lb)
 
     # ---- bounds between neighbouring sets ----
     def pair_lb(self, tb: _Tables, q1: tuple[int, ...], q2: tuple[int, ...], size_a: float, size_b: float) -> tuple[float, float]:
