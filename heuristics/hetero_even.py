@@ -206,6 +206,10 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12, budget: Budget 
                 if oracle is not None:
                     while not oracle.feasible(caps, values[lo], d):
                         lo += 1
+                elif len(caps) == 1:  # one column: the greedy takes each stage's least tp, so it fits exactly when
+                    # sum_i d tp_i(theta) <= the count, monotone in theta and in d: the pointer finds the bisection's index
+                    while _assign(options, caps, values[lo], d, comps) is None:
+                        lo += 1
                 else:  # more columns: the greedy is not monotone in theta; a bisection per d, as it always was
                     lo, hi = 0, len(values) - 1
                     while lo < hi:

@@ -88,3 +88,27 @@ def test_the_heuristics_compute_floor_skips_no_better_plan(monkeypatch: pytest.M
     assert [(hetero_even.best_even_plan(p), hetero_even.best_uniform_plan(p)) for p in problems] == with_floor
     monkeypatch.setattr(hetero_even, "compute_floor", lambda m, c: 1.1 * floor(m, c))
     assert [(hetero_even.best_even_plan(p), hetero_even.best_uniform_plan(p)) for p in problems] != with_floor
+
+
+def test_one_column_greedy_is_monotone_so_the_pointer_finds_the_bisection_index() -> None:
+    """On one column the even heuristic moves one pointer over theta as D grows (:func:`best_even_plan`) instead of a
+    bisection per D: that finds the same least feasible theta only because :func:`_assign` on one column is feasible
+    exactly when the stages' least allowed tps fit (sum_i d tp_i(theta) <= the count), monotone in theta and in d.
+    Checked on random stage options of one column: feasibility by _assign equals that sum test, for every theta and
+    d."""
+    from milp_partition.heuristics.hetero_even import _assign
+
+    rng = np.random.default_rng(9)
+    for _ in range(300):
+        p = int(rng.integers(1, 6))
+        options = [
+            [(float(rng.integers(1, 8)), 0, int(rng.choice([1, 2, 4])), idx) for idx in range(int(rng.integers(1, 5)))]
+            for _i in range(p)
+        ]
+        cap = int(rng.integers(0, 60))
+        values = sorted({o[0] for r in options for o in r})
+        for d in range(1, 12):
+            for theta in values:
+                least = [min((tp for comp, _c, tp, _i in row if comp <= theta), default=None) for row in options]
+                fits = all(t is not None for t in least) and sum(d * t for t in least if t is not None) <= cap
+                assert (_assign(options, [cap], theta, d) is not None) == fits, (options, cap, d, theta)
