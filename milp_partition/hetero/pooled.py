@@ -114,7 +114,9 @@ def pooled_bound(
     # under a ceiling (the caller's plan is good to within its stop gap) no even plan: it would have to be below the
     # ceiling to prune or to lift to a better plan (on the five-zone settings the region pools' even plan is 0.3-1.4 %
     # above the caller's plan, and it cost 0.05-0.18 CPU s)
-    if not budget.expired() and not math.isfinite(ceiling_s):
+    # the capped pool's even plan even on a spent budget (its first plan): the split's caller runs no heuristics of its
+    # own (:meth:`milp_partition.hetero.solve.HeteroSteps.heuristics`), so this is its plan when no time is left
+    if (cap is not None or not budget.expired()) and not math.isfinite(ceiling_s):
         plan, _v = best_even_plan(pooled, budget=budget)
         if plan is not None:
             starts.append(plan)
