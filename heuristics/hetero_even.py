@@ -148,6 +148,27 @@ class _TwoColumnOracle:
         return row[min(caps[0] // d, len(row) - 1)] <= caps[1] // d
 
 
+class _OneColumnOracle:
+    """Whether :func:`_assign` finds an assignment on one column, for every theta index and d at once.
+
+    On one column the greedy gives each stage its least tp among the options with compute <= theta (the least score
+    d tp / left), so it fits exactly when d times the sum of those least tps is at most the count (every partial sum is
+    then within it too): one sum per theta index, built once (``sums[k]``, inf when some stage has no option), and the
+    test is one product and comparison.  The assignment it finds reads theta alone (each stage's first option of least
+    tp), so it is kept per theta index."""
+
+    def __init__(self, options: list[list[tuple[float, int, int, int]]], values: list[float]) -> None:
+        self.options = options
+        self.sums: list[float] = []
+        for theta in values:
+            least = [min((tp for comp, _c, tp, _i in row if comp <= theta), default=None) for row in options]
+            self.sums.append(math.inf if any(t is None for t in least) else float(sum(t for t in least if t is not None)))
+        self.choices: dict[int, list[int] | None] = {}
+
+    def feasible(self, caps: list[int], k: int, d: int) -> bool:
+        return d * self.sums[k] <= caps[0]
+
+
 def _feasible(
     oracle: _TwoColumnOracle | None,
     options: list[list[tuple[float, int, int, int]]],
@@ -197,18 +218,23 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12, budget: Budget 
             # is feasible for d - 1, and a larger theta allows more options: the same index as a bisection per d),
             # each test one lookup in :class:`_TwoColumnOracle`'s table of the theta (the same answers as _assign)
             oracle = _TwoColumnOracle(options) if len(caps) == 2 else None
+            one = _OneColumnOracle(options, values) if len(caps) == 1 else None
             lo = 0
             for d in range(1, total // p + 1):
                 if best is not None and budget is not None and budget.expired():
                     return best, best_v
-                if not _feasible(oracle, options, caps, values, len(values) - 1, d, comps):
+                top = len(values) - 1
+                if not (
+                    one.feasible(caps, top, d) if one is not None else _feasible(oracle, options, caps, values, top, d, comps)
+                ):
                     break  # more replicas fit even less
                 if oracle is not None:
                     while not oracle.feasible(caps, values[lo], d):
                         lo += 1
-                elif len(caps) == 1:  # one column: the greedy takes each stage's least tp, so it fits exactly when
-                    # sum_i d tp_i(theta) <= the count, monotone in theta and in d: the pointer finds the bisection's index
-                    while _assign(options, caps, values[lo], d, comps) is None:
+                elif one is not None:  # one column: the greedy takes each stage's least tp, so it fits exactly
+                    # when d sum_i tp_i(theta) <= the count, monotone in theta and in d: the pointer finds the bisection's
+                    # index, each test one product (:class:`_OneColumnOracle`)
+                    while not one.feasible(caps, lo, d):
                         lo += 1
                 else:  # more columns: the greedy is not monotone in theta; a bisection per d, as it always was
                     lo, hi = 0, len(values) - 1
@@ -218,7 +244,12 @@ def best_even_plan(problem: HeteroProblem, max_stages: int = 12, budget: Budget 
                             lo = mid + 1
                         else:
                             hi = mid
-                choice = _assign(options, caps, values[lo], d, comps)
+                if one is not None:  # (the same assignment for every d that fits: it reads theta alone)
+                    if lo not in one.choices:
+                        one.choices[lo] = _assign(options, caps, values[lo], d, comps)
+                    choice = one.choices[lo]
+                else:
+                    choice = _assign(options, caps, values[lo], d, comps)
                 if choice is None:
                     continue
                 m = math.ceil(problem.global_batch / (mbs * d))

@@ -94,9 +94,9 @@ def test_one_column_greedy_is_monotone_so_the_pointer_finds_the_bisection_index(
     """On one column the even heuristic moves one pointer over theta as D grows (:func:`best_even_plan`) instead of a
     bisection per D: that finds the same least feasible theta only because :func:`_assign` on one column is feasible
     exactly when the stages' least allowed tps fit (sum_i d tp_i(theta) <= the count), monotone in theta and in d.
-    Checked on random stage options of one column: feasibility by _assign equals that sum test, for every theta and
-    d."""
-    from milp_partition.heuristics.hetero_even import _assign
+    Checked on random stage options of one column: feasibility by _assign equals that sum test and the one-column
+    oracle's, for every theta and d, and every d that fits gets the same assignment (the oracle keeps one per theta)."""
+    from milp_partition.heuristics.hetero_even import _assign, _OneColumnOracle
 
     rng = np.random.default_rng(9)
     for _ in range(300):
@@ -107,8 +107,14 @@ def test_one_column_greedy_is_monotone_so_the_pointer_finds_the_bisection_index(
         ]
         cap = int(rng.integers(0, 60))
         values = sorted({o[0] for r in options for o in r})
-        for d in range(1, 12):
-            for theta in values:
+        oracle = _OneColumnOracle(options, values)
+        for k, theta in enumerate(values):
+            choices = set()
+            for d in range(1, 12):
                 least = [min((tp for comp, _c, tp, _i in row if comp <= theta), default=None) for row in options]
                 fits = all(t is not None for t in least) and sum(d * t for t in least if t is not None) <= cap
-                assert (_assign(options, [cap], theta, d) is not None) == fits, (options, cap, d, theta)
+                got = _assign(options, [cap], theta, d)
+                assert (got is not None) == fits == oracle.feasible([cap], k, d), (options, cap, d, theta)
+                if got is not None:
+                    choices.add(tuple(got))
+            assert len(choices) <= 1
