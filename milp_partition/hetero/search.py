@@ -1369,8 +1369,9 @@ class _Search:
                     got = (np.zeros_like(w), True)
                 else:
                     # a pooled link (:mod:`milp_partition.hetero.pool`) is the least of its parts piece by piece: the
-                    # same function the plans are priced with, each part evaluated well
-                    got = (_bucketed_vec_min(w / t, n, parts), all(_well_conditioned(w / t, n, c) for c in parts))
+                    # same function the plans are priced with, each part evaluated well (once per distinct size)
+                    u, inv = _distinct(w / t)
+                    got = (_bucketed_vec_min(u, n, parts)[inv], bool(_well_conditioned_all(u, n, parts).all()))
                 self.ring_cache[key] = got
             return got
 
