@@ -111,6 +111,19 @@ def pooled_problem(problem: HeteroProblem, groups: dict[tuple[str, str], str] | 
 Orders = dict[tuple[str, str], tuple[str, ...]]
 
 
+_REPLICAS: dict[tuple[str, str, int], Replica] = {}
+
+
+def _replica(kind: str, zone: str, tp: int) -> Replica:
+    """One shared :class:`Replica` per (kind, zone, tp): the fills make tens of thousands, and the pricing's row tests
+    (:func:`milp_partition.hetero.cost.evaluate`) compare by identity first (equal either way: a frozen value)."""
+    key = (kind, zone, tp)
+    got = _REPLICAS.get(key)
+    if got is None:
+        got = _REPLICAS[key] = Replica(kind, zone, tp)
+    return got
+
+
 def _fill_rows(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> HeteroPlan | None:
     """Zones for the pooled plan's replicas, row by row (replica r of every stage): each row's devices of a pool in
     the first of the pool's zones (``order``) with room for all of them, else replica by replica in the first zone
@@ -130,7 +143,7 @@ def _fill_rows(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> Heter
             if not z:
                 return None
             left[(rep.kind, z)] -= rep.tp
-            out[i].append(Replica(rep.kind, z, rep.tp))
+            out[i].append(_replica(rep.kind, z, rep.tp))
     return HeteroPlan(plan.mbs, plan.stages, tuple(tuple(x) for x in out))
 
 
@@ -147,7 +160,7 @@ def _fill_stages(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> Het
             if not z:
                 return None
             left[(rep.kind, z)] -= rep.tp
-            row.append(Replica(rep.kind, z, rep.tp))
+            row.append(_replica(rep.kind, z, rep.tp))
         out[i] = tuple(row)
     return HeteroPlan(plan.mbs, plan.stages, tuple(out))
 
@@ -177,7 +190,7 @@ def _whole_stage_plans(
             continue
         zone = dict(zip(slots, combo))
         reps = tuple(
-            tuple(Replica(r.kind, zone[(i, (r.kind, r.zone))], r.tp) for r in row) for i, row in enumerate(plan.replicas)
+            tuple(_replica(r.kind, zone[(i, (r.kind, r.zone))], r.tp) for r in row) for i, row in enumerate(plan.replicas)
         )
         out.append(HeteroPlan(plan.mbs, plan.stages, reps))
     return out
