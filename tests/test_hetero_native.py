@@ -418,3 +418,30 @@ def test_compiled_crossing_programs_equal_numpy() -> None:
             assert np.array_equal(g, w, equal_nan=True), trial
         nan_seen += any(bool(np.isnan(w).any()) for w in want)
     assert nan_seen > 0
+
+
+@needs_native
+def test_compiled_bottleneck_programs_equal_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The caps' bottleneck programs (``bottleneck``: each stage's least y over its allowed configurations, the least
+    max and least sum of the later stages' y) on random tables with holes, inf and NaN: the same values as the numpy
+    lines of :func:`_bottleneck_arr` (NaN where numpy has NaN)."""
+    from milp_partition.hetero.search import _bottleneck_arr
+
+    rng = np.random.default_rng(3)
+    nan_seen = 0
+    for trial in range(300):
+        p, nk, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 5)), int(rng.integers(2, 9))
+        ylb = rng.random((p, nk, l1, l1)) * 10
+        ylb[rng.random(ylb.shape) < 0.2] = math.inf
+        if trial % 4 == 0:
+            ylb[rng.random(ylb.shape) < 0.05] = math.nan
+        masks = rng.random(ylb.shape) < 0.7
+        got = native.bottleneck(ylb, masks)
+        assert got is not None
+        with monkeypatch.context() as mp:
+            mp.setattr(native, "_ext", None)
+            want = _bottleneck_arr(ylb, masks, l1 - 1)
+        for g, w in zip(got, want):
+            assert np.array_equal(g, w, equal_nan=True), trial
+        nan_seen += bool(np.isnan(want[0]).any())
+    assert nan_seen > 0

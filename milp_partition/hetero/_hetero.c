@@ -908,6 +908,70 @@ static PyObject *span_dp(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* bottleneck(ylb, masks, rmax, rsum, ymin, P, nk, L1): search.py's _bottleneck_arr (its numpy form is the definition):
+   ymin[k][s0][e] = min_c (ylb[k][c][s0][e] where masks[k][c][s0][e] (uint8) else inf); with rmax[P][L] = -inf,
+   rsum[P][L] = 0 (inf elsewhere in row P), for k = P - 1 .. 0: rmax[k][s0] = min_e max(ymin[k][s0][e], rmax[k+1][e]),
+   rsum[k][s0] = min_e (ymin[k][s0][e] + rsum[k+1][e]).  The minima and maxima propagate NaN as numpy's do and the sums
+   are single additions: the same values. */
+static PyObject *bottleneck(PyObject *self, PyObject *args) {
+    (void)self;
+    enum { NB = 5 };
+    PyObject *o[NB];
+    Py_ssize_t P, nk, L1;
+    if (!PyArg_ParseTuple(args, "OOOOOnnn", &o[0], &o[1], &o[2], &o[3], &o[4], &P, &nk, &L1)) return NULL;
+    if (P < 0 || nk < 0 || L1 < 1) {
+        PyErr_SetString(PyExc_ValueError, "bottleneck: bad sizes");
+        return NULL;
+    }
+    const Py_ssize_t need[NB] = {P * nk * L1 * L1 * 8, P * nk * L1 * L1, (P + 1) * L1 * 8, (P + 1) * L1 * 8, P * L1 * L1 * 8};
+    Py_buffer v[NB];
+    int got = 0, rc = 0;
+    for (; got < NB; got++) {
+        if (PyObject_GetBuffer(o[got], &v[got], PyBUF_C_CONTIGUOUS | (got >= 2 ? PyBUF_WRITABLE : 0)) < 0) {
+            rc = -1;
+            break;
+        }
+        if (v[got].len < need[got]) {
+            PyErr_Format(PyExc_ValueError, "bottleneck: argument %d is smaller than expected", got);
+            got++;
+            rc = -1;
+            break;
+        }
+    }
+    if (!rc) {
+        const double *ylb = (const double *)v[0].buf;
+        const uint8_t *masks = (const uint8_t *)v[1].buf;
+        double *rmax = (double *)v[2].buf, *rsum = (double *)v[3].buf, *ymin = (double *)v[4].buf;
+        const Py_ssize_t plane = L1 * L1;
+        for (Py_ssize_t i = 0; i < (P + 1) * L1; i++) rmax[i] = INFINITY, rsum[i] = INFINITY;
+        rmax[P * L1 + L1 - 1] = -INFINITY, rsum[P * L1 + L1 - 1] = 0.0;
+        for (Py_ssize_t k = 0; k < P; k++) {
+            double *ym = ymin + k * plane;
+            for (Py_ssize_t i = 0; i < plane; i++) ym[i] = INFINITY;
+            for (Py_ssize_t c = 0; c < nk; c++) {
+                const double *y = ylb + (k * nk + c) * plane;
+                const uint8_t *m = masks + (k * nk + c) * plane;
+                for (Py_ssize_t i = 0; i < plane; i++) ym[i] = nan_min(ym[i], m[i] ? y[i] : INFINITY);
+            }
+        }
+        for (Py_ssize_t k = P - 1; k >= 0; k--) {
+            const double *ym = ymin + k * plane, *nmx = rmax + (k + 1) * L1, *nsm = rsum + (k + 1) * L1;
+            for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
+                double bmax = INFINITY, bsum = INFINITY;
+                for (Py_ssize_t e = 0; e < L1; e++) {
+                    double y = ym[s0 * L1 + e];
+                    bmax = nan_min(bmax, nan_max(y, nmx[e]));
+                    bsum = nan_min(bsum, y + nsm[e]);
+                }
+                rmax[k * L1 + s0] = bmax, rsum[k * L1 + s0] = bsum;
+            }
+        }
+    }
+    release_buffers(v, got);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
 /* ---- tree_run: the search's tree of one (mbs, D, P) in C (search.py, _Triple.rec, whose Python form is the
    definition).  The same double operations in the same order as rec, scan, span_lb, past_room, level_of, level_fits,
    dominated and prev_arrays; what rec asks Python for (a pair row of the previous set, a cap level's tables, a leaf,
@@ -1624,6 +1688,8 @@ static PyMethodDef methods[] = {
     {"split_dp", split_dp, METH_VARARGS,
      "split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): Search.root_split's programs (row of the first layer)."},
     {"ar_dp", ar_dp, METH_VARARGS, "ar_dp(table, tps, out, ntp, L1, budget, pmax): Search.ar_split's program (rows of layer 0)."},
+    {"bottleneck", bottleneck, METH_VARARGS,
+     "bottleneck(ylb, masks, rmax, rsum, ymin, P, nk, L1): _bottleneck_arr's least y per stage and its programs."},
     {"span_dp", span_dp, METH_VARARGS,
      "span_dp(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum, in_max, in_sum, lat_max, lat_sum, P, nk, L1): the "
      "crossing programs of _Triple.span_tables."},

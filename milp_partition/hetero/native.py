@@ -242,6 +242,27 @@ def stage_scan(
     return cand, cnt, minlb, basemin
 
 
+def bottleneck(ylb: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """:func:`milp_partition.hetero.search._bottleneck_arr` (its numpy form is the definition) in C: (rmax, rsum) as
+    (P + 1) x (L + 1) and each stage's least y over its allowed configurations [k][s0][e]; ``ylb`` and ``masks``
+    [k][c][s0][e].  None when the extension is not available (or is an older build without it)."""
+    if not available() or not hasattr(_ext, "bottleneck"):
+        return None
+    p, nk, l1, _l1 = ylb.shape
+    rmax, rsum, ymin = np.empty((p + 1, l1)), np.empty((p + 1, l1)), np.empty((p, l1, l1))
+    _ext.bottleneck(  # type: ignore[union-attr]
+        np.ascontiguousarray(ylb, dtype=np.float64),
+        np.ascontiguousarray(masks, dtype=np.bool_).view(np.uint8),
+        rmax,
+        rsum,
+        ymin,
+        p,
+        nk,
+        l1,
+    )
+    return rmax, rsum, ymin
+
+
 def span_dp(
     masks: np.ndarray,
     ylb: np.ndarray,

@@ -549,6 +549,9 @@ def _bottleneck(
 def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_bottleneck` on stacked arrays: ``ylb`` and ``allowed`` are [k][c][s0][e]; rows rmax[k], rsum[k], and each
     stage's least y over its allowed configurations [k][s0][e]."""
+    fast = native.bottleneck(ylb, allowed) if ylb.shape[2] == L + 1 else None
+    if fast is not None:  # the same values as the numpy lines below
+        return fast
     p, inf = ylb.shape[0], math.inf
     rmax = np.full((p + 1, L + 1), inf)
     rsum = np.full((p + 1, L + 1), inf)
@@ -2127,14 +2130,23 @@ class _Triple:
         (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
         ok = self.ylb_arr <= y_cap * self.tol
         if self.min_ar is not None:
-            ar_ok = {t: arr <= ar_cap * self.tol for t, arr in self.min_ar.items()}
-            ar_any = np.zeros((self.nk, self.L + 1, self.L + 1), dtype=bool)
-            for c in range(self.nk):
-                for t, arr in ar_ok.items():
-                    if t <= self.tb.cfgs[c][1]:
-                        ar_any[c] |= arr
-            ok &= ar_any[None]
+            # some tp t <= c's with min_ar[t] <= the cap: the least of those tables at most the cap (the same answer)
+            ok &= (self.min_ar_by_cfg() <= ar_cap * self.tol)[None]
         return ok
+
+    def min_ar_by_cfg(self) -> np.ndarray:
+        """[c][s0][e]: the least all-reduce table (:meth:`_Search.min_ar_table`) over the tps up to configuration c's,
+        kept per D on the tables (:meth:`build_masks`)."""
+        key = ("min_ar_by_cfg", self.d)
+        got = self.tb.misc.get(key)
+        if got is None:
+            assert self.min_ar is not None
+            rows = []
+            for _j, tp in self.tb.cfgs:
+                tabs = [arr for t, arr in self.min_ar.items() if t <= tp]
+                rows.append(np.minimum.reduce(tabs) if tabs else np.full((self.L + 1, self.L + 1), math.inf))
+            got = self.tb.misc[key] = np.array(rows)
+        return cast(np.ndarray, got)
 
     def col_ar_masks(self, ar_cap: float) -> np.ndarray:
         """[c][s0][e]: configuration c = (column j, tp) may be in a stage over layers s0..e-1 whose all-reduce stays
