@@ -877,21 +877,37 @@ static PyObject *span_dp(PyObject *self, PyObject *args) {
         double *in_max = (double *)v[9].buf, *in_sum = (double *)v[10].buf;
         double *lat_max = (double *)v[11].buf, *lat_sum = (double *)v[12].buf;
         const Py_ssize_t plane = L1 * L1;
+        double *yin_k = (double *)malloc(sizeof(double) * (size_t)plane);
+        double *yout_k = (double *)malloc(sizeof(double) * (size_t)plane);
+        if (!yin_k || !yout_k) {
+            PyErr_NoMemory();
+            rc = -1;
+            P = 0; /* no work: the buffers are freed and released below */
+        }
         for (Py_ssize_t k = P - 1; k >= 1; k--) {
             const double a_k = ka[k], b_k = kb[k];
             const double *nmx = nmax + (k + 1) * L1, *nsm = nsum + (k + 1) * L1;
             const double *imx = in_max + (k + 1) * L1, *ism = in_sum + (k + 1) * L1;
             const double *lmx = lat_max + (k + 1) * L1, *lsm = lat_sum + (k + 1) * L1;
+            /* yin, yout over the configurations first (each configuration's plane in order: the same minima) */
+            for (Py_ssize_t i = 0; i < plane; i++) yin_k[i] = INFINITY, yout_k[i] = INFINITY;
+            for (Py_ssize_t c = 0; c < nk; c++) {
+                const double *y = ylb + (k * nk + c) * plane, *ia = inc_a + c * L1, *ib = inc_b + c * L1;
+                const uint8_t *m = masks + (k * nk + c) * plane;
+                for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
+                    const double bin = b_k * ib[s0];
+                    for (Py_ssize_t e = 0; e < L1; e++) {
+                        Py_ssize_t i = s0 * L1 + e;
+                        double mv = m[i] ? y[i] : INFINITY;
+                        yin_k[i] = nan_min(yin_k[i], mv + bin);
+                        yout_k[i] = nan_min(yout_k[i], mv + a_k * ia[e]);
+                    }
+                }
+            }
             for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                 double b_in_max = INFINITY, b_in_sum = INFINITY, b_lat_max = INFINITY, b_lat_sum = INFINITY;
                 for (Py_ssize_t e = 0; e < L1; e++) {
-                    double yin = INFINITY, yout = INFINITY;
-                    for (Py_ssize_t c = 0; c < nk; c++) {
-                        Py_ssize_t at = ((k * nk + c) * L1 + s0) * L1 + e;
-                        double m = masks[at] ? ylb[at] : INFINITY;
-                        yin = nan_min(yin, m + b_k * inc_b[c * L1 + s0]);
-                        yout = nan_min(yout, m + a_k * inc_a[c * L1 + e]);
-                    }
+                    double yin = yin_k[s0 * L1 + e], yout = yout_k[s0 * L1 + e];
                     double y = ymin[k * plane + s0 * L1 + e];
                     b_in_max = nan_min(b_in_max, nan_max(yin, nmx[e]));
                     b_in_sum = nan_min(b_in_sum, yin + nsm[e]);
@@ -902,6 +918,8 @@ static PyObject *span_dp(PyObject *self, PyObject *args) {
                 lat_max[k * L1 + s0] = b_lat_max, lat_sum[k * L1 + s0] = b_lat_sum;
             }
         }
+        free(yin_k);
+        free(yout_k);
     }
     release_buffers(v, got);
     if (rc) return NULL;

@@ -1829,6 +1829,7 @@ class _Triple:
         )
         self.span_stack = [-2]
         self.acr: list[float] = []
+        self.acr_np = np.zeros(0)
         self.span_in: tuple[list[list[float]], list[list[float]]] = ([], [])
         self.span_lat: tuple[list[list[float]], list[list[float]]] = ([], [])
         self.span_np: tuple[np.ndarray, ...] = ()  # (in_max, in_sum, lat_max, lat_sum) as arrays, for the C tree
@@ -1928,7 +1929,7 @@ class _Triple:
             np.array(self.set_region, dtype=np.int64) if span else np.zeros(1, dtype=np.int64),
             two_none,
             *span_arr,
-            np.array(self.acr, dtype=f64) if span else one,
+            self.acr_np if span else one,
             np.array(self.level_caps, dtype=f64),
         )
         ints = (
@@ -2049,11 +2050,17 @@ class _Triple:
         tb, p, L, inf = self.tb, self.p, self.L, math.inf
         acr, bcr = self.search.cross_sends(tb)
         self.acr = acr
-        amin = np.array(self.amin_c)  # [c][e]
-        _a, bmin_c = tb.misc[("ab", self.sound)]
-        bmin = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
-        inc_a = np.maximum(np.array(acr)[None, :] - amin, 0.0)  # [c][e]
-        inc_b = np.maximum(np.array(bcr)[None, :] - bmin, 0.0)  # [c][s0]
+        key = ("span_inc", self.sound)  # (they read the tables and the sends only: once per micro-batch size)
+        if key not in tb.misc:
+            amin = np.array(self.amin_c)  # [c][e]
+            _a, bmin_c = tb.misc[("ab", self.sound)]
+            bmin = np.array([[*row, 0.0] for row in bmin_c])  # [c][s0]
+            tb.misc[key] = (
+                np.maximum(np.array(acr)[None, :] - amin, 0.0),  # [c][e]
+                np.maximum(np.array(bcr)[None, :] - bmin, 0.0),  # [c][s0]
+                np.array(acr),
+            )
+        inc_a, inc_b, self.acr_np = tb.misc[key]
         nmax, nsum = self.rmax_np, self.rsum_np
         ka_all, kb_all = (np.array([c[j] for c in self.x_coef]) for j in (0, 1))
         fast = native.span_dp(self.masks_by_k, self.ylb_arr, self.ymin_np, inc_a, inc_b, ka_all, kb_all, nmax, nsum)
