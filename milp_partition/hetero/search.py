@@ -38,7 +38,14 @@ lower bound keeps that bound in the proven bound (reported with its gap, never h
 stages all stay in one region is dropped (no plan reducing to it is covered), and a node whose decided stages all stay
 in one region R is bounded with the crossing its completion must make: the first later stage with a replica outside R
 follows a stage all in R, so some replica r sends across regions at that boundary in both directions
-(:meth:`_Triple.span_lb`, :meth:`_Triple.span_tables`).
+(:meth:`_Triple.span_lb`, :meth:`_Triple.span_tables`).  There the cheaper setup pays (the ``SPAN_`` settings: no cap
+levels, two-column table, device floors, Lagrangian bound or device precheck, one round of the caps); and under a
+threshold with no plan behind it (a caller's ceiling) there is no phase 1.
+
+**In C** (:mod:`milp_partition.hetero.native`, where the extension is built): the tree of a triple
+(:meth:`_Triple.tree`: :meth:`_Triple.rec`'s operations in the same order, the same nodes), the scan of a node's (end,
+set) pairs, the device tables and the setup's dynamic programs; each has its Python or numpy form here, the definition
+the tests compare it with.
 
 The answer: the incumbent, and a proven bound = min(incumbent, unresolved leaves' bounds, the full bound of the
 first unexplored triple of phase 2 when the budget ran out; when it ran out before phase 2, the least listed bound of
