@@ -299,3 +299,46 @@ def test_batched_allreduce_tables_equal_the_per_degree_tables_of_every_entry(mon
         for parts in fits:
             each = np.logical_and.reduce([hs._well_conditioned_each(sizes, d, coef) for coef in parts])
             assert np.array_equal(hs._well_conditioned_all(sizes, d, parts), each)
+
+
+@pytest.mark.parametrize("which", ["capped", "regions"])
+def test_the_listing_by_chunks_of_degrees_equals_the_degree_by_degree_form(which: str) -> None:
+    """:meth:`_Search.list_triples` computes the bounds of 64 degrees at once (:meth:`_Search.list_degrees`): on
+    gptneo-a32x5-b1024's capped pool and its region pools (the triples of more than N_A devices), the triples listed,
+    their keys and their order are those of the degree-by-degree form (:meth:`_Search.triple_bounds` per D: the bound
+    without the split below the incumbent, the degree rule, the quick bound as the key)."""
+    from milp_partition.heuristics.hetero_even import best_uniform_plan
+
+    from milp_partition.hetero.pool import capped_pool_problem, device_split, pooled_problem, region_groups
+    from milp_partition.hetero.search import PRUNE_REL
+    from milp_partition.io.sailor import read_sailor
+
+    root = Path(__file__).resolve().parents[1]
+    problem = read_sailor(HETERO, setting_file=root / "benchmarks" / "hetero_heldback" / "gptneo-a32x5-b1024.json")
+    split = device_split(problem)
+    assert split is not None
+    if which == "capped":
+        pooled, min_devices = capped_pool_problem(problem, split), 0
+    else:
+        pooled, min_devices = pooled_problem(problem, region_groups(problem)), split + 1
+    value = best_uniform_plan(pooled)[1] * 0.995
+    srch = _Search(pooled, Budget.starting_now(600.0), value, None)
+    srch.min_devices = min_devices
+    got, floors, tables = srch.list_triples()
+    assert not floors and len(got) > 100
+    ref = _Search(pooled, Budget.starting_now(600.0), value, None)
+    ref.min_devices = min_devices
+    want = []
+    for mbs, tb in tables.items():
+        total = sum(tb.caps)
+        for d in range(1, total + 1):
+            plist = [p for p in range(1, min(tb.L, total // d) + 1) if d * p * tb.tp_max >= min_devices]
+            if not plist:
+                continue
+            lb0 = ref.triple_bounds(tb, d, plist, quick=False)
+            listed = [p for p, b in zip(plist, lb0.tolist()) if b * (1 - PRUNE_REL) < value]
+            if not listed or ref.dominated_by_fewer(tb, d):
+                continue
+            keys = ref.triple_bounds(tb, d, listed, quick=True).tolist()
+            want.extend((key, mbs, d, p) for key, p in zip(keys, listed))
+    assert got == want

@@ -129,6 +129,8 @@ SPAN_LAGRANGE = False
 #: (:data:`TWO_PRECHECK`).  On the three five-zone region searches it rules out no triple the rounds would not (the same
 #: nodes) and takes 28-40 % of their table steps (gptneo-a128x5-b2048 21.0 k -> 14.6 k steps, 14.8 -> 13.9 CPU s).
 SPAN_PRECHECK = False
+#: The listing computes the bounds of this many degrees at once (:meth:`_Search.list_degrees`).
+LIST_CHUNK = 64
 #: The all-reduce tables of this many consecutive degrees are computed at once (:meth:`_Search.min_ar_table`).
 AR_BATCH = 32
 #: The most rounds of the caps' bottleneck programs in a triple's setup (:meth:`_Triple.tighten_caps`), and in a search
@@ -397,6 +399,11 @@ def _bucketed_vec_min(size: np.ndarray, n: int | np.ndarray, parts: tuple[tuple[
         bw: np.ndarray | float = 0
         for i in range(k):
             bw = bw + coef[:, i].reshape(-1, *extra) * lx ** (k - i - 1)
+        bw = np.asarray(bw)
+        if bool((bw > 0).all()):
+            # every part's bandwidth positive: 2 (n - 1) (step / 1e9) / bw falls as bw grows, and rounding keeps that
+            # order, so the least over the parts is the one at the largest bandwidth (the same float)
+            return np.asarray(2 * (n - 1) * ((step / 1e9) / bw.max(axis=0)))
         return np.asarray(2 * (n - 1) * ((step / 1e9) / bw)).min(axis=0)
 
     return np.asarray(full * ring_min(np.full(np.shape(last), bucket)) + ring_min(last))
@@ -1223,6 +1230,7 @@ class _Search:
             tables[mbs] = tb
             _share_ar_caches(tables, tb)
             total = sum(tb.caps)
+            chunk: list[tuple[int, bool]] = []  # (D, late): their bounds computed together (:meth:`list_degrees`)
             for d in range(1, total + 1):
                 if stopped:
                     # the budget ran out at an earlier D: every triple of D or more of this micro-batch size is at
@@ -1233,20 +1241,69 @@ class _Search:
                 # left out: that test builds tables); the D after it ends the list above
                 late = self.budget.expired()
                 stopped = stopped or late
-                # a triple whose bound without the split already reaches the (heuristics') incumbent holds no better
-                # plan: it is left out before its P's tables are built (and the degree rule below, which builds ring
-                # tables, is asked only when some P of this D is left)
-                plist = [p for p in range(1, min(tb.L, total // d) + 1) if d * p * tb.tp_max >= self.min_devices]
-                if not plist:
+                if not any(d * p * tb.tp_max >= self.min_devices for p in range(1, min(tb.L, total // d) + 1)):
                     continue
-                lb0 = self.triple_bounds(tb, d, plist, quick=False)
-                keep = lb0 * (1 - PRUNE_REL) < self.out.value
-                listed = [p for p, k in zip(plist, keep.tolist()) if k]
-                if not listed or (not late and self.dominated_by_fewer(tb, d)):
-                    continue  # none left, or every plan of (mbs, d, P) has one of (mbs, d - 1, P) at most its value
-                keys = (lb0[keep] if late else self.triple_bounds(tb, d, listed, quick=True)).tolist()
-                triples.extend((key, mbs, d, p) for key, p in zip(keys, listed))
+                if d > 1:
+                    self.ar_splits(tb, d)  # (its tables now, so that the clock above sees their time)
+                chunk.append((d, late))
+                if late or len(chunk) >= LIST_CHUNK:
+                    triples.extend(self.list_degrees(tb, chunk))
+                    chunk = []
+            triples.extend(self.list_degrees(tb, chunk))
         return triples, floors, tables
+
+    def list_degrees(self, tb: _Tables, chunk: list[tuple[int, bool]]) -> list[tuple[float, int, int, int]]:
+        """The triples (quick bound, mbs, D, P) of the degrees ``chunk`` ((D, late) in increasing D) that the listing
+        keeps, in order of D then P: per D the P with D P tp_max >= ``min_devices`` (at most L and the devices over D)
+        whose bound without the split (:meth:`triple_bound`, ``split=False``) is below the incumbent, unless every plan
+        of D has one of D - 1 at most its value (:meth:`dominated_by_fewer`, not asked where ``late``), keyed by the
+        quick bound (``late``: by the bound without the split).  Every D of the chunk at once: :meth:`triple_bounds`'
+        operations on the same values, element by element, so the same floats."""
+        if not chunk:
+            return []
+        L, total, mbs = tb.L, sum(tb.caps), tb.mbs
+        ds = np.array([d for d, _late in chunk])
+        ps = np.arange(1, L + 1)
+        valid = (ps[None, :] <= np.minimum(L, total // ds)[:, None]) & (ds[:, None] * ps[None, :] * tb.tp_max >= self.min_devices)
+        lb0 = self.degree_bounds(tb, ds, None)
+        keep = valid & (lb0 * (1 - PRUNE_REL) < self.out.value)
+        rows = [(i, d, late) for i, (d, late) in enumerate(chunk) if keep[i].any()]
+        rows = [(i, d, late) for i, d, late in rows if late or not self.dominated_by_fewer(tb, d)]
+        quick_ps = sorted({int(p) for i, _d, late in rows if not late for p in ps[keep[i]]})
+        fs = np.full((L + 1, 2), -math.inf)
+        for p in quick_ps:
+            fs[p] = self.free_split(tb, p)
+        keys = self.degree_bounds(tb, ds, fs) if quick_ps else lb0
+        out: list[tuple[float, int, int, int]] = []
+        for i, d, late in rows:
+            listed = ps[keep[i]]
+            vals = (lb0 if late else keys)[i][listed - 1]
+            out.extend((key, mbs, d, p) for key, p in zip(vals.tolist(), listed.tolist()))
+        return out
+
+    def degree_bounds(self, tb: _Tables, ds: np.ndarray, fs: np.ndarray | None) -> np.ndarray:
+        """[D][P - 1]: :meth:`triple_bounds` of every D of ``ds`` and P = 1..L (``fs`` [P]: the free split's least max and
+        sum of y, :meth:`free_split`, -inf where not asked; None: without the split), the same operations element by
+        element."""
+        L = tb.L
+        ps = np.arange(1, L + 1)
+        m = np.array([math.ceil(self.problem.global_batch / (tb.mbs * int(d))) for d in ds])
+        xkey = ("xarr", tb.tmin)
+        xarr = tb.misc.get(xkey)
+        if xarr is None:  # row P: x_stats of P (P = 1..L), the same floats
+            xarr = tb.misc[xkey] = np.array([(0.0, 0.0), *(self.x_stats(tb, p) for p in range(1, tb.L + 1))])
+        xmin, xsum = xarr[ps, 0], xarr[ps, 1]
+        cmin = tb.cminpre[tb.L]
+        if fs is not None:
+            ymax_lb, ysum_lb = fs[ps, 0], fs[ps, 1]
+        else:
+            ymax_lb = ysum_lb = np.full(L, -math.inf)
+        # (the listing built each D's T_sync rows before its clock reading: read here, not asked again)
+        ar = np.array([cast("np.ndarray", tb.misc[("arvec", int(d))])[ps] if d > 1 else np.zeros(L) for d in ds])
+        theta = np.array([tb.theta_devices(int(d)) for d in ds])
+        ymax = np.maximum(np.maximum(theta[:, None] + xmin[None, :], (cmin / ps + xmin)[None, :]), ymax_lb[None, :])
+        with np.errstate(invalid="ignore"):  # 0 * inf is nan, as in triple_bound's floats (m = 1, no split fits)
+            return cast("np.ndarray", (m - 1)[:, None] * ymax + np.maximum(cmin + xsum, ysum_lb)[None, :] + tb.umin + ar)
 
     def run(self) -> SearchOutcome:
         prob = self.problem
