@@ -214,9 +214,11 @@ def test_allreduce_table_of_pooled_links_is_below_the_exact_bound() -> None:
 
 @pytest.mark.parametrize("objective", ["sailor", "sound"])
 def test_listing_bounds_of_every_depth_at_once_equal_the_triple_bound(objective: str) -> None:
-    """:meth:`_Search.triple_bounds` (the listing's bounds of every P of a (mbs, D) at once, without the split and the
+    """:meth:`_Search.degree_bounds` (the listing's bounds of many D and every P at once, without the split and the
     quick one) equals :meth:`_Search.triple_bound` float for float, on OPT-350 (26 layers) over 8 + 16 devices, every
-    micro-batch size and D; and the quick bound is at least the one without the split (it adds the split)."""
+    micro-batch size, D and P; and the quick bound is at least the one without the split (it adds the split)."""
+    import numpy as np
+
     problem = read_sailor(HETERO, setting="opt350-a8-v16", objective=objective)
     srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
     compared = raised = 0
@@ -225,15 +227,19 @@ def test_listing_bounds_of_every_depth_at_once_equal_the_triple_bound(objective:
         if not tb.cfgs or not all(math.isfinite(x) for x in tb.cmin):
             continue
         total = sum(tb.caps)
-        for d in range(1, total + 1):
-            ps = list(range(1, min(tb.L, total // d) + 1))
-            plain, quick = srch.triple_bounds(tb, d, ps, quick=False), srch.triple_bounds(tb, d, ps, quick=True)
-            for i, p in enumerate(ps):
-                assert plain[i] == srch.triple_bound(tb, d, p, split=False), (mbs, d, p)
-                assert quick[i] == srch.triple_bound(tb, d, p, quick=True), (mbs, d, p)
-                assert quick[i] >= plain[i]
+        ds = np.arange(1, total + 1)
+        fs = np.full((tb.L + 1, 2), -math.inf)
+        for p in range(1, tb.L + 1):
+            fs[p] = srch.free_split(tb, p)
+        plain, quick = srch.degree_bounds(tb, ds, None), srch.degree_bounds(tb, ds, fs)
+        for d in ds.tolist():
+            for p in range(1, min(tb.L, total // d) + 1):
+                i, j = d - 1, p - 1
+                assert plain[i, j] == srch.triple_bound(tb, d, p, split=False), (mbs, d, p)
+                assert quick[i, j] == srch.triple_bound(tb, d, p, quick=True), (mbs, d, p)
+                assert quick[i, j] >= plain[i, j]
                 compared += 1
-                raised += quick[i] > plain[i]
+                raised += quick[i, j] > plain[i, j]
     assert compared > 200 and raised > 0
 
 
@@ -302,11 +308,11 @@ def test_batched_allreduce_tables_equal_the_per_degree_tables_of_every_entry(mon
 
 
 @pytest.mark.parametrize("which", ["capped", "regions"])
-def test_the_listing_by_chunks_of_degrees_equals_the_degree_by_degree_form(which: str) -> None:
+def test_the_listing_by_chunks_of_degrees_equals_the_triple_by_triple_form(which: str) -> None:
     """:meth:`_Search.list_triples` computes the bounds of 64 degrees at once (:meth:`_Search.list_degrees`): on
     gptneo-a32x5-b1024's capped pool and its region pools (the triples of more than N_A devices), the triples listed,
-    their keys and their order are those of the degree-by-degree form (:meth:`_Search.triple_bounds` per D: the bound
-    without the split below the incumbent, the degree rule, the quick bound as the key)."""
+    their keys and their order are those of the triple-by-triple form (:meth:`_Search.triple_bound` per (D, P): the
+    bound without the split below the incumbent, the degree rule, the quick bound as the key)."""
     from milp_partition.heuristics.hetero_even import best_uniform_plan
 
     from milp_partition.hetero.pool import capped_pool_problem, device_split, pooled_problem, region_groups
@@ -335,10 +341,8 @@ def test_the_listing_by_chunks_of_degrees_equals_the_degree_by_degree_form(which
             plist = [p for p in range(1, min(tb.L, total // d) + 1) if d * p * tb.tp_max >= min_devices]
             if not plist:
                 continue
-            lb0 = ref.triple_bounds(tb, d, plist, quick=False)
-            listed = [p for p, b in zip(plist, lb0.tolist()) if b * (1 - PRUNE_REL) < value]
+            listed = [p for p in plist if ref.triple_bound(tb, d, p, split=False) * (1 - PRUNE_REL) < value]
             if not listed or ref.dominated_by_fewer(tb, d):
                 continue
-            keys = ref.triple_bounds(tb, d, listed, quick=True).tolist()
-            want.extend((key, mbs, d, p) for key, p in zip(keys, listed))
+            want.extend((ref.triple_bound(tb, d, p, quick=True), mbs, d, p) for p in listed)
     assert got == want

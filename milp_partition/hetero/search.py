@@ -1175,28 +1175,6 @@ class _Search:
             + self.ar_split(tb, d, p)
         )
 
-    def triple_bounds(self, tb: _Tables, d: int, plist: list[int], quick: bool) -> np.ndarray:
-        """[i]: :meth:`triple_bound` (``split=False``, or ``quick``) of P = plist[i], every P at once: the same
-        operations on the same values in the same order, element by element (so the same floats), for listing the
-        triples without a Python call per (D, P)."""
-        m = math.ceil(self.problem.global_batch / (tb.mbs * d))
-        ps = np.array(plist)
-        xkey = ("xarr", tb.tmin)
-        xarr = tb.misc.get(xkey)
-        if xarr is None:  # row P: x_stats of P (P = 1..L), the same floats
-            xarr = tb.misc[xkey] = np.array([(0.0, 0.0), *(self.x_stats(tb, p) for p in range(1, tb.L + 1))])
-        xmin, xsum = xarr[ps, 0], xarr[ps, 1]
-        cmin = tb.cminpre[tb.L]
-        if quick:
-            split = np.array([self.free_split(tb, p) for p in plist])
-            ymax_lb, ysum_lb = split[:, 0], split[:, 1]
-        else:
-            ymax_lb = ysum_lb = np.full(len(plist), -math.inf)
-        ar = self.ar_splits(tb, d)[np.minimum(ps, tb.L)] if d > 1 else np.zeros(len(plist))
-        ymax = np.maximum(np.maximum(tb.theta_devices(d) + xmin, cmin / ps + xmin), ymax_lb)
-        with np.errstate(invalid="ignore"):  # 0 * inf is nan, as in triple_bound's floats (m = 1, no split fits)
-            return cast("np.ndarray", (m - 1) * ymax + np.maximum(cmin + xsum, ysum_lb) + tb.umin + ar)
-
     def x_stats(self, tb: _Tables, p: int) -> tuple[float, float]:
         """(min, sum) of the least X_i over the p stages (:func:`_x_min`), cached per (P, least send): the same values
         for every D and micro-batch size of that least send (the triple bounds ask for them thousands of times)."""
@@ -1257,8 +1235,7 @@ class _Search:
         keeps, in order of D then P: per D the P with D P tp_max >= ``min_devices`` (at most L and the devices over D)
         whose bound without the split (:meth:`triple_bound`, ``split=False``) is below the incumbent, unless every plan
         of D has one of D - 1 at most its value (:meth:`dominated_by_fewer`, not asked where ``late``), keyed by the
-        quick bound (``late``: by the bound without the split).  Every D of the chunk at once: :meth:`triple_bounds`'
-        operations on the same values, element by element, so the same floats."""
+        quick bound (``late``: by the bound without the split).  Every D of the chunk at once (:meth:`degree_bounds`)."""
         if not chunk:
             return []
         L, total, mbs = tb.L, sum(tb.caps), tb.mbs
@@ -1281,10 +1258,15 @@ class _Search:
             out.extend((key, mbs, d, p) for key, p in zip(vals.tolist(), listed.tolist()))
         return out
 
+    def ar_vector(self, tb: _Tables, d: int) -> np.ndarray:
+        """:meth:`ar_splits` of D = d, read from its cache where built (not asked again)."""
+        got = tb.misc.get(("arvec", d))
+        return cast("np.ndarray", got) if got is not None else self.ar_splits(tb, d)
+
     def degree_bounds(self, tb: _Tables, ds: np.ndarray, fs: np.ndarray | None) -> np.ndarray:
-        """[D][P - 1]: :meth:`triple_bounds` of every D of ``ds`` and P = 1..L (``fs`` [P]: the free split's least max and
-        sum of y, :meth:`free_split`, -inf where not asked; None: without the split), the same operations element by
-        element."""
+        """[D][P - 1]: :meth:`triple_bound` of every D of ``ds`` and P = 1..L, without the split (``fs`` None) or with
+        ``fs`` [P] as the split's least max and sum of y (:meth:`free_split`: the quick bound; -inf where not asked): the
+        same operations on the same values, element by element (so the same floats), with no Python call per (D, P)."""
         L = tb.L
         ps = np.arange(1, L + 1)
         m = np.array([math.ceil(self.problem.global_batch / (tb.mbs * int(d))) for d in ds])
@@ -1299,7 +1281,7 @@ class _Search:
         else:
             ymax_lb = ysum_lb = np.full(L, -math.inf)
         # (the listing built each D's T_sync rows before its clock reading: read here, not asked again)
-        ar = np.array([cast("np.ndarray", tb.misc[("arvec", int(d))])[ps] if d > 1 else np.zeros(L) for d in ds])
+        ar = np.array([self.ar_vector(tb, int(d))[ps] if d > 1 else np.zeros(L) for d in ds])
         theta = np.array([tb.theta_devices(int(d)) for d in ds])
         ymax = np.maximum(np.maximum(theta[:, None] + xmin[None, :], (cmin / ps + xmin)[None, :]), ymax_lb[None, :])
         with np.errstate(invalid="ignore"):  # 0 * inf is nan, as in triple_bound's floats (m = 1, no split fits)
