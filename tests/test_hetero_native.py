@@ -363,31 +363,14 @@ def test_compiled_allreduce_split_program_equals_numpy(setting: str, monkeypatch
     assert finite > 20
 
 
-def _span_programs_numpy(
-    masks: np.ndarray,
-    ylb: np.ndarray,
-    inc_a: np.ndarray,
-    inc_b: np.ndarray,
-    ka: np.ndarray,
-    kb: np.ndarray,
-    nmax: np.ndarray,
-    nsum: np.ndarray,
-) -> tuple[np.ndarray, ...]:
-    """The numpy lines of :meth:`milp_partition.hetero.search._Triple.span_tables` (the definition)."""
-    p, _nk, l1, _ = ylb.shape
-    inf = math.inf
-    masked = np.where(masks, ylb, inf)
-    ymin = masked.min(axis=1)
-    in_max, in_sum, lat_max, lat_sum = (np.full((p + 1, l1), inf) for _ in range(4))
-    for k in range(p - 1, 0, -1):
-        y = ymin[k]
-        yin = (masked[k] + kb[k] * inc_b[:, :, None]).min(axis=0)
-        yout = (masked[k] + ka[k] * inc_a[:, None, :]).min(axis=0)
-        in_max[k] = np.maximum(yin, nmax[k + 1][None, :]).min(axis=1)
-        in_sum[k] = (yin + nsum[k + 1][None, :]).min(axis=1)
-        lat_max[k] = np.minimum(np.maximum(y, lat_max[k + 1][None, :]), np.maximum(yout, in_max[k + 1][None, :])).min(axis=1)
-        lat_sum[k] = np.minimum(y + lat_sum[k + 1][None, :], yout + in_sum[k + 1][None, :]).min(axis=1)
-    return in_max, in_sum, lat_max, lat_sum
+def _random_tables(rng: np.random.Generator, nan: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Random least-y tables [k][c][s0][e] (holes of inf, NaN where ``nan``) and allowed masks, for the C programs."""
+    p, nk, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 5)), int(rng.integers(2, 9))
+    ylb = rng.random((p, nk, l1, l1)) * 10
+    ylb[rng.random(ylb.shape) < 0.2] = math.inf
+    if nan:
+        ylb[rng.random(ylb.shape) < 0.05] = math.nan
+    return ylb, rng.random(ylb.shape) < 0.7
 
 
 @needs_native
@@ -395,13 +378,13 @@ def test_compiled_crossing_programs_equal_numpy() -> None:
     """The crossing programs of the region search (``span_dp``) on random tables: allowed configurations with holes,
     least y with inf, crossing increments with inf and NaN (0 times inf where a stage has no forward send), every send
     coefficient 0, 1 or 2: the same values as the numpy lines, NaN where numpy has NaN."""
+    from milp_partition.hetero.search import _span_programs
+
     rng = np.random.default_rng(5)
     nan_seen = 0
     for trial in range(300):
-        p, nk, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 5)), int(rng.integers(2, 9))
-        ylb = rng.random((p, nk, l1, l1)) * 10
-        ylb[rng.random(ylb.shape) < 0.2] = math.inf
-        masks = rng.random(ylb.shape) < 0.7
+        ylb, masks = _random_tables(rng, nan=False)
+        p, nk, l1, _l1 = ylb.shape
         inc_a, inc_b = rng.random((nk, l1)), rng.random((nk, l1))
         if trial % 3 == 0:
             inc_a[rng.random(inc_a.shape) < 0.2] = math.inf
@@ -413,7 +396,7 @@ def test_compiled_crossing_programs_equal_numpy() -> None:
         got = native.span_dp(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum)
         assert got is not None
         with np.errstate(invalid="ignore"):  # (0 times inf)
-            want = _span_programs_numpy(masks, ylb, inc_a, inc_b, ka, kb, nmax, nsum)
+            want = _span_programs(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum)
         for g, w in zip(got, want):
             assert np.array_equal(g, w, equal_nan=True), trial
         nan_seen += any(bool(np.isnan(w).any()) for w in want)
@@ -430,12 +413,8 @@ def test_compiled_bottleneck_programs_equal_numpy(monkeypatch: pytest.MonkeyPatc
     rng = np.random.default_rng(3)
     nan_seen = 0
     for trial in range(300):
-        p, nk, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 5)), int(rng.integers(2, 9))
-        ylb = rng.random((p, nk, l1, l1)) * 10
-        ylb[rng.random(ylb.shape) < 0.2] = math.inf
-        if trial % 4 == 0:
-            ylb[rng.random(ylb.shape) < 0.05] = math.nan
-        masks = rng.random(ylb.shape) < 0.7
+        ylb, masks = _random_tables(rng, nan=trial % 4 == 0)
+        l1 = ylb.shape[2]
         got = native.bottleneck(ylb, masks)
         assert got is not None
         with monkeypatch.context() as mp:

@@ -30,6 +30,22 @@ static void release_buffers(Py_buffer *v, int got) {
     for (int i = 0; i < got; i++) PyBuffer_Release(&v[i]);
 }
 
+/* The buffers of objs[0..n-1], C-contiguous, those in [wlo, whi) writable, each at least need[i] bytes (name: the
+   caller, for the message); returns how many were taken: n on success, fewer with a Python error set (the caller
+   releases the ones taken with release_buffers). */
+static int take_sized(PyObject *const *objs, Py_buffer *v, const Py_ssize_t *need, int n, int wlo, int whi, const char *name) {
+    int got = 0;
+    for (; got < n; got++) {
+        if (PyObject_GetBuffer(objs[got], &v[got], PyBUF_C_CONTIGUOUS | (got >= wlo && got < whi ? PyBUF_WRITABLE : 0)) < 0)
+            return got;
+        if (v[got].len < need[got]) {
+            PyErr_Format(PyExc_ValueError, "%s: argument %d is smaller than expected", name, got);
+            return got + 1;
+        }
+    }
+    return got;
+}
+
 /* out[e][a] (rows x width) = min over n of nxt[e][a - n t0] + (d - n) t1; 0 on success, -1 out of memory */
 static int step_core(const double *nxt, double *out, Py_ssize_t rows, Py_ssize_t width, Py_ssize_t d, int t0, int t1) {
     Py_ssize_t n_all = rows * width;
@@ -404,6 +420,34 @@ static PyObject *lagrange_suffix(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* out[a] = min over n in [nlo, nhi] with a - n t0 >= 0 of g[a - n t0] + (d - n) t1 (inf where none), with scratch dq
+   and y of at least width / t0 + 1 entries: two_use's loop (below; the tree's too).  t0 = 0: a - n t0 = a for every n,
+   the least (d - n) t1 at n = nhi.  Otherwise per residue r of a modulo t0 a sliding-window minimum over k = j - n in
+   [j - nhi, j - nlo] of y[k] = g[r + k t0] + k t1, kept with a monotone deque. */
+static void two_use_core(const double *g, double *out, Py_ssize_t width, Py_ssize_t d, int t0, int t1, Py_ssize_t nlo,
+                         Py_ssize_t nhi, Py_ssize_t *dq, double *y) {
+    for (Py_ssize_t a = 0; a < width; a++) out[a] = INFINITY;
+    if (nlo > nhi) return;
+    if (!t0) {
+        for (Py_ssize_t a = 0; a < width; a++) out[a] = g[a] + (double)t1 * (double)(d - nhi);
+        return;
+    }
+    for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
+        Py_ssize_t jn = (width - r + t0 - 1) / t0;
+        for (Py_ssize_t k = 0; k < jn; k++) y[k] = g[r + k * t0] + (double)(t1 * k);
+        Py_ssize_t head = 0, tail = 0;
+        for (Py_ssize_t j = 0; j < jn; j++) {
+            Py_ssize_t kin = j - nlo;
+            if (kin >= 0) {
+                while (tail > head && y[dq[tail - 1]] >= y[kin]) tail--;
+                dq[tail++] = kin;
+            }
+            while (tail > head && dq[head] < j - nhi) head++;
+            if (tail > head) out[r + j * t0] = y[dq[head]] + (double)t1 * (double)(d - j);
+        }
+    }
+}
+
 /* two_use(g, out, width, d, t0, t1, nlo, nhi): out[a] = min over n in [nlo, nhi] with a - n t0 >= 0 of
    g[a - n t0] + (d - n) t1 (inf where none): a decided stage's n replicas on column 0, d - n on column 1. */
 static PyObject *two_use(PyObject *self, PyObject *args) {
@@ -429,37 +473,17 @@ static PyObject *two_use(PyObject *self, PyObject *args) {
     } else {
         const double *g = (const double *)vg.buf;
         double *out = (double *)vo.buf;
-        for (Py_ssize_t a = 0; a < width; a++) out[a] = INFINITY;
-        if (nlo <= nhi) {
-            if (!t0) { /* a - n t0 = a for every n: the least (d - n) t1 is at n = nhi */
-                for (Py_ssize_t a = 0; a < width; a++) out[a] = g[a] + (double)t1 * (double)(d - nhi);
-            } else {
-                Py_ssize_t jmax = width / t0 + 1;
-                Py_ssize_t *dq = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)jmax);
-                double *y = (double *)malloc(sizeof(double) * (size_t)jmax);
-                if (!dq || !y) {
-                    PyErr_NoMemory();
-                    rc = -1;
-                } else {
-                    for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
-                        Py_ssize_t jn = (width - r + t0 - 1) / t0;
-                        for (Py_ssize_t k = 0; k < jn; k++) y[k] = g[r + k * t0] + (double)(t1 * k);
-                        Py_ssize_t head = 0, tail = 0;
-                        for (Py_ssize_t j = 0; j < jn; j++) {
-                            Py_ssize_t kin = j - nlo; /* k = j - n in [j - nhi, j - nlo] */
-                            if (kin >= 0) {
-                                while (tail > head && y[dq[tail - 1]] >= y[kin]) tail--;
-                                dq[tail++] = kin;
-                            }
-                            while (tail > head && dq[head] < j - nhi) head++;
-                            if (tail > head) out[r + j * t0] = y[dq[head]] + (double)t1 * (double)(d - j);
-                        }
-                    }
-                }
-                free(dq);
-                free(y);
-            }
+        Py_ssize_t jmax = (t0 ? width / t0 : 0) + 1; /* two_use_core's scratch */
+        Py_ssize_t *dq = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)jmax);
+        double *y = (double *)malloc(sizeof(double) * (size_t)jmax);
+        if (!dq || !y) {
+            PyErr_NoMemory();
+            rc = -1;
+        } else {
+            two_use_core(g, out, width, d, t0, t1, nlo, nhi, dq, y);
         }
+        free(dq);
+        free(y);
     }
     PyBuffer_Release(&vg);
     PyBuffer_Release(&vo);
@@ -703,20 +727,7 @@ static PyObject *stage_scan(PyObject *self, PyObject *args) {
                                  nt * 8,     n * nq * 8,       n * 8,       n * 8,       n * 8,
                                  two ? w * 8 : 0, two ? nq * 4 * 8 : 0, two ? l1 * w * 8 : 0};
     Py_buffer v[NB];
-    int got = 0, rc = 0;
-    for (; got < NB; got++) { /* on a failure, got counts the buffers held (released below) */
-        int flags = PyBUF_C_CONTIGUOUS | (got >= 16 && got < 20 ? PyBUF_WRITABLE : 0);
-        if (PyObject_GetBuffer(o[got], &v[got], flags) < 0) {
-            rc = -1;
-            break;
-        }
-        if (v[got].len < need[got]) {
-            PyErr_Format(PyExc_ValueError, "stage_scan: argument %d is smaller than expected", got);
-            got++;
-            rc = -1;
-            break;
-        }
-    }
+    int got = take_sized(o, v, need, NB, 16, 20, "stage_scan"), rc = got < NB ? -1 : 0; /* got: the buffers held */
     if (!rc) {
         const int64_t *ends = (const int64_t *)v[0].buf;
         const double *cq = (const double *)v[1].buf, *aq = (const double *)v[2].buf, *uq = (const double *)v[3].buf;
@@ -855,19 +866,7 @@ static PyObject *span_dp(PyObject *self, PyObject *args) {
                                  P * 8,                P * 8,                (P + 1) * L1 * 8, (P + 1) * L1 * 8,
                                  (P + 1) * L1 * 8,     (P + 1) * L1 * 8,     (P + 1) * L1 * 8, (P + 1) * L1 * 8};
     Py_buffer v[NB];
-    int got = 0, rc = 0;
-    for (; got < NB; got++) {
-        if (PyObject_GetBuffer(o[got], &v[got], PyBUF_C_CONTIGUOUS | (got >= 9 ? PyBUF_WRITABLE : 0)) < 0) {
-            rc = -1;
-            break;
-        }
-        if (v[got].len < need[got]) {
-            PyErr_Format(PyExc_ValueError, "span_dp: argument %d is smaller than expected", got);
-            got++;
-            rc = -1;
-            break;
-        }
-    }
+    int got = take_sized(o, v, need, NB, 9, NB, "span_dp"), rc = got < NB ? -1 : 0;
     if (!rc) {
         const uint8_t *masks = (const uint8_t *)v[0].buf;
         const double *ylb = (const double *)v[1].buf, *ymin = (const double *)v[2].buf;
@@ -943,19 +942,7 @@ static PyObject *bottleneck(PyObject *self, PyObject *args) {
     }
     const Py_ssize_t need[NB] = {P * nk * L1 * L1 * 8, P * nk * L1 * L1, (P + 1) * L1 * 8, (P + 1) * L1 * 8, P * L1 * L1 * 8};
     Py_buffer v[NB];
-    int got = 0, rc = 0;
-    for (; got < NB; got++) {
-        if (PyObject_GetBuffer(o[got], &v[got], PyBUF_C_CONTIGUOUS | (got >= 2 ? PyBUF_WRITABLE : 0)) < 0) {
-            rc = -1;
-            break;
-        }
-        if (v[got].len < need[got]) {
-            PyErr_Format(PyExc_ValueError, "bottleneck: argument %d is smaller than expected", got);
-            got++;
-            rc = -1;
-            break;
-        }
-    }
+    int got = take_sized(o, v, need, NB, 2, NB, "bottleneck"), rc = got < NB ? -1 : 0;
     if (!rc) {
         const double *ylb = (const double *)v[0].buf;
         const uint8_t *masks = (const uint8_t *)v[1].buf;
@@ -995,32 +982,6 @@ static PyObject *bottleneck(PyObject *self, PyObject *args) {
    dominated and prev_arrays; what rec asks Python for (a pair row of the previous set, a cap level's tables, a leaf,
    the clock, the device floors, the Lagrangian rows) is asked through callbacks, at the same points.  So the same
    nodes, the same pruning and the same leaves as the Python loop (the tests compare both). ---- */
-
-/* out[a] = two_use's (min over n in [nlo, nhi] with a - n t0 >= 0 of g[a - n t0] + (d - n) t1, inf where none) with
-   scratch dq and y of at least width / t0 + 1 entries: the same sums and minima as two_use above. */
-static void two_use_core(const double *g, double *out, Py_ssize_t width, Py_ssize_t d, int t0, int t1, Py_ssize_t nlo,
-                         Py_ssize_t nhi, Py_ssize_t *dq, double *y) {
-    for (Py_ssize_t a = 0; a < width; a++) out[a] = INFINITY;
-    if (nlo > nhi) return;
-    if (!t0) {
-        for (Py_ssize_t a = 0; a < width; a++) out[a] = g[a] + (double)t1 * (double)(d - nhi);
-        return;
-    }
-    for (Py_ssize_t r = 0; r < t0 && r < width; r++) {
-        Py_ssize_t jn = (width - r + t0 - 1) / t0;
-        for (Py_ssize_t k = 0; k < jn; k++) y[k] = g[r + k * t0] + (double)(t1 * k);
-        Py_ssize_t head = 0, tail = 0;
-        for (Py_ssize_t j = 0; j < jn; j++) {
-            Py_ssize_t kin = j - nlo;
-            if (kin >= 0) {
-                while (tail > head && y[dq[tail - 1]] >= y[kin]) tail--;
-                dq[tail++] = kin;
-            }
-            while (tail > head && dq[head] < j - nhi) head++;
-            if (tail > head) out[r + j * t0] = y[dq[head]] + (double)t1 * (double)(d - j);
-        }
-    }
-}
 
 /* The dominance memo of _Triple.dominated: key (next stage, next layer, last set, sorted sets) -> the accumulated
    terms of the partial plans kept under it (6 doubles each). */
@@ -1601,19 +1562,9 @@ static PyObject *tree_run(PyObject *self, PyObject *args) {
                                  sp * (P + 1) * L1 * 8, sp * (P + 1) * L1 * 8, sp * (P + 1) * L1 * 8, sp * (P + 1) * L1 * 8,
                                  sp * L1 * 8, 0};
     Py_buffer v[NA];
-    int got = 0, rc = 0;
-    for (; got < NA; got++) {
-        if (PyObject_GetBuffer(PyTuple_GET_ITEM(o_arr, got), &v[got], PyBUF_C_CONTIGUOUS) < 0) {
-            rc = -1;
-            break;
-        }
-        if (v[got].len < need[got]) {
-            PyErr_Format(PyExc_ValueError, "tree_run: array %d is smaller than expected", got);
-            got++;
-            rc = -1;
-            break;
-        }
-    }
+    PyObject *arr[NA];
+    for (int k = 0; k < NA; k++) arr[k] = PyTuple_GET_ITEM(o_arr, k);
+    int got = take_sized(arr, v, need, NA, 0, 0, "tree_run"), rc = got < NA ? -1 : 0;
     PyObject *result = NULL;
     if (!rc) {
         T->cq = (const double *)v[0].buf, T->aq = (const double *)v[1].buf, T->uq = (const double *)v[2].buf;

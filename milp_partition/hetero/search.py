@@ -578,6 +578,35 @@ def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.nd
     return rmax, rsum, ymin
 
 
+def _span_programs(
+    masks: np.ndarray,
+    ylb: np.ndarray,
+    ymin: np.ndarray,
+    inc_a: np.ndarray,
+    inc_b: np.ndarray,
+    ka: np.ndarray,
+    kb: np.ndarray,
+    nmax: np.ndarray,
+    nsum: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The crossing programs of :meth:`_Triple.span_tables` (In and Lat, max and sum), the definition
+    :func:`milp_partition.hetero.native.span_dp` repeats: ``masks`` and ``ylb`` [k][c][s0][e], ``ymin`` [k][s0][e] (each
+    stage's least y over its allowed configurations), the crossing increments ``inc_a`` [c][e] and ``inc_b`` [c][s0], the
+    sends' coefficients ``ka``, ``kb`` [k], the plain programs ``nmax``, ``nsum`` (P + 1) x (L + 1)."""
+    p, inf = ylb.shape[0], math.inf
+    masked = np.where(masks, ylb, inf)  # [k][c][s0][e]
+    in_max, in_sum, lat_max, lat_sum = (np.full((p + 1, ylb.shape[2]), inf) for _ in range(4))
+    for k in range(p - 1, 0, -1):  # stage 0 has no boundary before it
+        y = ymin[k]  # [s0][e] (masked[k]'s least over the configurations)
+        yin = (masked[k] + kb[k] * inc_b[:, :, None]).min(axis=0)
+        yout = (masked[k] + ka[k] * inc_a[:, None, :]).min(axis=0)
+        in_max[k] = np.maximum(yin, nmax[k + 1][None, :]).min(axis=1)
+        in_sum[k] = (yin + nsum[k + 1][None, :]).min(axis=1)
+        lat_max[k] = np.minimum(np.maximum(y, lat_max[k + 1][None, :]), np.maximum(yout, in_max[k + 1][None, :])).min(axis=1)
+        lat_sum[k] = np.minimum(y + lat_sum[k + 1][None, :], yout + in_sum[k + 1][None, :]).min(axis=1)
+    return in_max, in_sum, lat_max, lat_sum
+
+
 #: Up to this many columns the device relaxation weighs every subset of columns (2^n - 1 vectors), beyond it each
 #: column alone and all of them.
 SUBSET_WEIGHTS_MAX_COLUMNS = 5
@@ -2093,7 +2122,7 @@ class _Triple:
 
         with N the plain programs (``rmax_np``, ``rsum_np``), In[P] = Lat[P] = inf.  Each is a lower bound of its
         max or sum of y over every completion with such a crossing (one crossing kept; more only add)."""
-        tb, p, L, inf = self.tb, self.p, self.L, math.inf
+        tb = self.tb
         acr, bcr = self.search.cross_sends(tb)
         self.acr = acr
         key = ("span_inc", self.sound)  # (they read the tables and the sends only: once per micro-batch size)
@@ -2109,23 +2138,9 @@ class _Triple:
         inc_a, inc_b, self.acr_np = tb.misc[key]
         nmax, nsum = self.rmax_np, self.rsum_np
         ka_all, kb_all = (np.array([c[j] for c in self.x_coef]) for j in (0, 1))
-        fast = native.span_dp(self.masks_by_k, self.ylb_arr, self.ymin_np, inc_a, inc_b, ka_all, kb_all, nmax, nsum)
-        if fast is not None:  # the same values as the numpy lines below
-            self.span_np = fast
-            self.span_in, self.span_lat = (fast[0].tolist(), fast[1].tolist()), (fast[2].tolist(), fast[3].tolist())
-            return
-        masked = np.where(self.masks_by_k, self.ylb_arr, inf)  # [k][c][s0][e]
-        in_max, in_sum = np.full((p + 1, L + 1), inf), np.full((p + 1, L + 1), inf)
-        lat_max, lat_sum = np.full((p + 1, L + 1), inf), np.full((p + 1, L + 1), inf)
-        for k in range(p - 1, 0, -1):  # stage 0 has no boundary before it
-            ka, kb = self.x_coef[k]
-            y = self.ymin_np[k]  # [s0][e] (masked[k]'s least over the configurations)
-            yin = (masked[k] + kb * inc_b[:, :, None]).min(axis=0)
-            yout = (masked[k] + ka * inc_a[:, None, :]).min(axis=0)
-            in_max[k] = np.maximum(yin, nmax[k + 1][None, :]).min(axis=1)
-            in_sum[k] = (yin + nsum[k + 1][None, :]).min(axis=1)
-            lat_max[k] = np.minimum(np.maximum(y, lat_max[k + 1][None, :]), np.maximum(yout, in_max[k + 1][None, :])).min(axis=1)
-            lat_sum[k] = np.minimum(y + lat_sum[k + 1][None, :], yout + in_sum[k + 1][None, :]).min(axis=1)
+        args = (self.masks_by_k, self.ylb_arr, self.ymin_np, inc_a, inc_b, ka_all, kb_all, nmax, nsum)
+        got = native.span_dp(*args)  # the same values as its numpy form
+        in_max, in_sum, lat_max, lat_sum = got if got is not None else _span_programs(*args)
         self.span_np = (in_max, in_sum, lat_max, lat_sum)
         self.span_in = (in_max.tolist(), in_sum.tolist())
         self.span_lat = (lat_max.tolist(), lat_sum.tolist())
