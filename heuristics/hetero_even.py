@@ -158,7 +158,6 @@ class _OneColumnOracle:
     tp), so it is kept per theta index."""
 
     def __init__(self, options: list[list[tuple[float, int, int, int]]], values: list[float]) -> None:
-        self.options = options
         self.sums: list[float] = []
         for theta in values:
             least = [min((tp for comp, _c, tp, _i in row if comp <= theta), default=None) for row in options]

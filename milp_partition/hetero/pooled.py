@@ -129,10 +129,12 @@ def pooled_bound(
     out = PoolOutcome(complete=got.complete, pooled_value_s=got.value if got.plan is not None else math.inf, nodes=got.nodes)
     if math.isfinite(got.bound) and got.bound > 0:
         out.bound_s = got.bound
-    to_lift = [got.plan] if got.plan is not None and all(got.plan is not p for p in starts) else []
-    to_lift += starts[1:] if start is not None else starts
-    for plan in to_lift:  # the search's plan first; the others while time is left
-        if out.plan is not None and evaluate(pooled, plan).iteration_s >= out.value_s:
+    # each with its pooled seconds (priced above; the search's plan at its value)
+    start_s = dict((i, v) for v, i in priced)
+    to_lift = [(got.plan, got.value)] if got.plan is not None and all(got.plan is not p for p in starts) else []
+    to_lift += [(p, start_s[i]) for i, p in enumerate(starts) if start is None or i > 0]
+    for plan, pooled_s in to_lift:  # the search's plan first; the others while time is left
+        if out.plan is not None and pooled_s >= out.value_s:
             continue  # a lift keeps each replica's place, kind and tp: renamed back it is this plan, no slower pooled
         lifted, v = lift(problem, plan, groups)
         if lifted is not None and v < out.value_s:

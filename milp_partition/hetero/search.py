@@ -409,23 +409,11 @@ def _bucketed_vec_min(size: np.ndarray, n: int | np.ndarray, parts: tuple[tuple[
     return np.asarray(full * ring_min(np.full(np.shape(last), bucket)) + ring_min(last))
 
 
-def _well_conditioned(size: np.ndarray, n: int, coef: tuple[float, ...]) -> bool:
-    """Whether the bandwidth fit at every ring step of :func:`_bucketed_vec` (full buckets and the last piece, over n
-    members) is positive and at least 1e-6 of the sum of its terms' magnitudes (so a few roundings move it by less than
-    1e-10 of itself)."""
-    bucket = 500_000_000.0
-    full = np.maximum(np.ceil(size / bucket) - 1, 0)
-    steps = np.concatenate([size - full * bucket, [bucket] if bool((full > 0).any()) else []]) / n
-    lx = np.log2(steps / 1e6)
-    k = len(coef)
-    bw = sum(c * lx ** (k - i - 1) for i, c in enumerate(coef))
-    mag = sum(abs(c) * np.abs(lx) ** (k - i - 1) for i, c in enumerate(coef))
-    return bool(np.all(bw > 1e-6 * mag))
-
-
 def _well_conditioned_each(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarray:
-    """:func:`_well_conditioned` entry by entry: per size (> 0), whether the fit is positive and at least 1e-6 of the sum
-    of its terms' magnitudes at each of its ring steps (the last piece, and a full bucket where there is one)."""
+    """Per size (> 0), whether the bandwidth fit ``coef`` at each ring step of :func:`_bucketed_vec` over n members (the
+    last piece, and a full bucket where there is one) is positive and at least 1e-6 of the sum of its terms' magnitudes
+    (so a few roundings move it by less than 1e-10 of itself).  One fit: the definition :func:`_well_conditioned_all`
+    (every part of a pooled link at once) is tested against."""
     bucket = 500_000_000.0
     full = np.maximum(np.ceil(size / bucket) - 1, 0)
     k = len(coef)

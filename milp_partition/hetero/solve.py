@@ -141,9 +141,9 @@ class HeteroSteps(StepDefaults[HeteroProblem, HeteroPlan]):
         if not self.settings.heuristics:
             return
         if self.settings.pool and poolable(run.problem) and device_split(run.problem) is not None:
-            # the split by devices (:meth:`split_step`) starts its capped pool from its own Sailor-style plan and lifts
-            # the pool's optimum: on the five-zone settings the heuristics over every zone gave plans 3-12 % slower than
-            # that lift, in 0.07-0.25 CPU s, a quarter of the whole solve
+            # the split by devices (:meth:`split_step`) starts its capped pool from its own uniform plan (built even with
+            # no time left) and lifts the pool's optimum: on the five-zone settings the heuristics over every zone gave
+            # plans 3-12 % slower than that lift, in 0.07-0.25 CPU s, a quarter of the whole solve
             run.result.solver_notes["heuristics"] = "not run: the split by devices plans from its capped pool"
             return
         t0 = time.monotonic()
