@@ -57,19 +57,28 @@ def test_search_is_the_same_with_and_without_the_compiled_step(objective: str, m
 @needs_native
 def test_compiled_weighted_device_suffix_equals_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
     """:func:`_lambda_suffix` (the weighted device budget of the later stages) in C and in numpy on random masks and
-    weights (fractional: one over the counts): exactly the same values, inf where no split is allowed."""
+    weights (fractional: one over the counts, some inf; never NaN, as the search's are not): exactly the same values, inf where no split is
+    allowed; the allowed configurations' bits the same too.  Up to 10 configurations C reads each subset's least
+    weight from a table, beyond it configuration by configuration: both are compared."""
     from milp_partition.hetero.search import _lambda_suffix
 
     rng = np.random.default_rng(5)
-    for _ in range(60):
-        p, nk, t, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 7)), int(rng.integers(1, 5)), int(rng.integers(2, 12))
+    for trial in range(120):
+        p, t, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 5)), int(rng.integers(2, 12))
+        nk = int(rng.integers(1, 7)) if trial % 4 else int(rng.integers(9, 14))
         masks = rng.random((p, nk, l1, l1)) < rng.random()
         w = rng.integers(1, 9, size=(t, nk)) * rng.choice([1.0, 1 / 3, 0.125, 1 / 96], size=(t, 1))
-        got = native.lambda_suffix(masks, w)
+        if trial % 3 == 0:
+            w[rng.random(w.shape) < 0.2] = math.inf
+        bits = np.full((p, l1, l1), -1, dtype=np.int64)
+        got = native.lambda_suffix(masks, w, bits)
         with monkeypatch.context() as mp:
             mp.setattr(native, "_ext", None)
-            want = _lambda_suffix(masks, w, l1 - 1)
-        assert got is not None and np.array_equal(got, want)
+            want_bits = np.full((p, l1, l1), -1, dtype=np.int64)
+            want = _lambda_suffix(masks, w, l1 - 1, want_bits)
+        assert got is not None and np.array_equal(got, want), (p, nk, t, l1)
+        assert np.array_equal(bits, want_bits)
+        assert np.array_equal(want_bits, (masks.astype(np.int64) << np.arange(nk)[None, :, None, None]).sum(axis=1))
 
 
 @needs_native

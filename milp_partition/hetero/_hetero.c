@@ -210,49 +210,88 @@ static PyObject *two_layer(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
-/* lambda_suffix(masks, w, out, p, nk, T, L1): out[k][t][s0] (p + 1 x T x L1) = min over e of cost[k][t][s0][e] +
+/* lambda_suffix(masks, w, out, bits, p, nk, T, L1): out[k][t][s0] (p + 1 x T x L1) = min over e of cost[k][t][s0][e] +
    out[k + 1][t][e], cost = the least w[t][c] over the configurations c masks[k][c][s0][e] allows (inf: none); out[p][t]
-   = 0 at L1 - 1, inf elsewhere.  The same single additions and minima as the numpy program (the same values). */
+   = 0 at L1 - 1, inf elsewhere.  bits (None, or int64 p x L1 x L1): written with bit c of [k][s0][e] set where
+   masks[k][c][s0][e] is.  The same single additions and minima as the numpy program (the same values): up to
+   LAMBDA_TABLE_NK configurations, cost is read from a table of the least weight of every subset of configurations
+   (the minimum of the same weights, the NaN ones never taken either way). */
+#define LAMBDA_TABLE_NK 10
 static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
     (void)self;
-    PyObject *objs[3];
+    PyObject *objs[4];
     Py_ssize_t p, nk, T, L1;
-    if (!PyArg_ParseTuple(args, "OOOnnnn", &objs[0], &objs[1], &objs[2], &p, &nk, &T, &L1)) return NULL;
-    if (p < 0 || nk < 0 || T < 0 || L1 < 1) {
+    if (!PyArg_ParseTuple(args, "OOOOnnnn", &objs[0], &objs[1], &objs[2], &objs[3], &p, &nk, &T, &L1)) return NULL;
+    if (p < 0 || nk < 0 || nk > 62 || T < 0 || L1 < 1) {
         PyErr_SetString(PyExc_ValueError, "lambda_suffix: bad sizes");
         return NULL;
     }
-    Py_buffer v[3];
-    int got = take_buffers(objs, v, 3, 2);
+    int nb = objs[3] == Py_None ? 3 : 4;
+    Py_buffer v[4];
+    int got = take_buffers(objs, v, nb, 2);
     int rc = 0;
-    double *cost = NULL;
+    double *cost = NULL, *table = NULL;
     Py_ssize_t *fin = NULL;
-    if (got < 3) {
+    int64_t *bits = NULL;
+    const int use_table = nk <= LAMBDA_TABLE_NK;
+    if (got < nb) {
         rc = -2;
     } else if (v[0].len < p * nk * L1 * L1 || v[1].len < T * nk * (Py_ssize_t)sizeof(double) ||
-               v[2].len < (p + 1) * T * L1 * (Py_ssize_t)sizeof(double)) {
+               v[2].len < (p + 1) * T * L1 * (Py_ssize_t)sizeof(double) ||
+               (nb == 4 && v[3].len < p * L1 * L1 * (Py_ssize_t)sizeof(int64_t))) {
         PyErr_SetString(PyExc_ValueError, "lambda_suffix: buffers too small");
         rc = -2;
     } else {
         const unsigned char *masks = (const unsigned char *)v[0].buf;
         const double *w = (const double *)v[1].buf;
         double *out = (double *)v[2].buf;
+        const Py_ssize_t plane = L1 * L1, nsub = (Py_ssize_t)1 << (use_table ? nk : 0);
         for (Py_ssize_t i = 0; i < (p + 1) * T * L1; i++) out[i] = INFINITY;
         for (Py_ssize_t t = 0; t < T; t++) out[(p * T + t) * L1 + (L1 - 1)] = 0.0;
-        cost = (double *)malloc(sizeof(double) * (size_t)(L1 * L1 > 0 ? L1 * L1 : 1));
+        cost = (double *)malloc(sizeof(double) * (size_t)(plane > 0 ? plane : 1));
         fin = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)L1);
-        if (!cost || !fin) {
+        bits = nb == 4 ? (int64_t *)v[3].buf : (int64_t *)malloc(sizeof(int64_t) * (size_t)(p * plane > 0 ? p * plane : 1));
+        table = (double *)malloc(sizeof(double) * (size_t)(T * nsub));
+        if (!cost || !fin || !bits || !table) {
             PyErr_NoMemory();
             rc = -1;
         }
-        for (Py_ssize_t k = p - 1; k >= 0 && !rc; k--) {
+        if (!rc && use_table) {
+            /* table[t][b] = the least w[t][c] over the bits c of b (inf for none): one weight added to a smaller subset */
             for (Py_ssize_t t = 0; t < T; t++) {
-                for (Py_ssize_t i = 0; i < L1 * L1; i++) cost[i] = INFINITY;
-                for (Py_ssize_t c = 0; c < nk; c++) {
-                    double wc = w[t * nk + c];
-                    const unsigned char *m = masks + (k * nk + c) * L1 * L1;
-                    for (Py_ssize_t i = 0; i < L1 * L1; i++)
-                        if (m[i] && wc < cost[i]) cost[i] = wc;
+                double *tt = table + t * nsub;
+                tt[0] = INFINITY;
+                for (Py_ssize_t b = 1; b < nsub; b++) {
+                    int c = __builtin_ctzll((unsigned long long)b);
+                    double wc = w[t * nk + c], rest = tt[b & (b - 1)];
+                    tt[b] = wc < rest ? wc : rest;
+                }
+            }
+        }
+        for (Py_ssize_t k = 0; k < p && !rc; k++) {
+            int64_t *bk = bits + k * plane;
+            memset(bk, 0, sizeof(int64_t) * (size_t)plane);
+            for (Py_ssize_t c = 0; c < nk; c++) {
+                const unsigned char *m = masks + (k * nk + c) * plane;
+                const int64_t bit = (int64_t)1 << c;
+                for (Py_ssize_t i = 0; i < plane; i++)
+                    if (m[i]) bk[i] |= bit;
+            }
+        }
+        for (Py_ssize_t k = p - 1; k >= 0 && !rc; k--) {
+            const int64_t *bk = bits + k * plane;
+            for (Py_ssize_t t = 0; t < T; t++) {
+                if (use_table) {
+                    const double *tt = table + t * nsub;
+                    for (Py_ssize_t i = 0; i < plane; i++) cost[i] = tt[bk[i]];
+                } else {
+                    for (Py_ssize_t i = 0; i < plane; i++) cost[i] = INFINITY;
+                    for (Py_ssize_t c = 0; c < nk; c++) {
+                        double wc = w[t * nk + c];
+                        const unsigned char *m = masks + (k * nk + c) * plane;
+                        for (Py_ssize_t i = 0; i < plane; i++)
+                            if (m[i] && wc < cost[i]) cost[i] = wc;
+                    }
                 }
                 const double *nxt = out + ((k + 1) * T + t) * L1;
                 double *row = out + (k * T + t) * L1;
@@ -274,6 +313,8 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
     }
     free(cost);
     free(fin);
+    free(table);
+    if (nb == 3) free(bits);
     release_buffers(v, got);
     if (rc) return NULL;
     Py_RETURN_NONE;
@@ -888,26 +929,41 @@ static PyObject *span_dp(PyObject *self, PyObject *args) {
             const double *nmx = nmax + (k + 1) * L1, *nsm = nsum + (k + 1) * L1;
             const double *imx = in_max + (k + 1) * L1, *ism = in_sum + (k + 1) * L1;
             const double *lmx = lat_max + (k + 1) * L1, *lsm = lat_sum + (k + 1) * L1;
-            /* yin, yout over the configurations first (each configuration's plane in order: the same minima) */
+            /* yin, yout over the configurations first (each configuration's plane in order: the same minima).  A
+               masked entry adds inf + the increment: inf when every increment of the configuration is neither NaN nor
+               -inf (checked), and then it leaves the minimum as it is (NaN stays NaN): skipped. */
             for (Py_ssize_t i = 0; i < plane; i++) yin_k[i] = INFINITY, yout_k[i] = INFINITY;
             for (Py_ssize_t c = 0; c < nk; c++) {
                 const double *y = ylb + (k * nk + c) * plane, *ia = inc_a + c * L1, *ib = inc_b + c * L1;
                 const uint8_t *m = masks + (k * nk + c) * plane;
+                int tame = 1;
+                for (Py_ssize_t j = 0; j < L1 && tame; j++) {
+                    double xb = b_k * ib[j], xa = a_k * ia[j];
+                    tame = xb == xb && xa == xa && xb != -INFINITY && xa != -INFINITY;
+                }
                 for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                     const double bin = b_k * ib[s0];
                     for (Py_ssize_t e = 0; e < L1; e++) {
                         Py_ssize_t i = s0 * L1 + e;
+                        if (!m[i] && tame) continue;
                         double mv = m[i] ? y[i] : INFINITY;
                         yin_k[i] = nan_min(yin_k[i], mv + bin);
                         yout_k[i] = nan_min(yout_k[i], mv + a_k * ia[e]);
                     }
                 }
             }
+            /* an (s0, e) with yin, yout and y all inf adds nothing to the four minima when the next rows hold no NaN
+               and the sums' rows no -inf (checked): inf or larger in every term; skipped */
+            int tame_rows = 1;
+            for (Py_ssize_t e = 0; e < L1 && tame_rows; e++)
+                tame_rows = nmx[e] == nmx[e] && imx[e] == imx[e] && lmx[e] == lmx[e] && nsm[e] == nsm[e] && ism[e] == ism[e] &&
+                            lsm[e] == lsm[e] && nsm[e] != -INFINITY && ism[e] != -INFINITY && lsm[e] != -INFINITY;
             for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                 double b_in_max = INFINITY, b_in_sum = INFINITY, b_lat_max = INFINITY, b_lat_sum = INFINITY;
                 for (Py_ssize_t e = 0; e < L1; e++) {
                     double yin = yin_k[s0 * L1 + e], yout = yout_k[s0 * L1 + e];
                     double y = ymin[k * plane + s0 * L1 + e];
+                    if (tame_rows && yin == INFINITY && yout == INFINITY && y == INFINITY) continue;
                     b_in_max = nan_min(b_in_max, nan_max(yin, nmx[e]));
                     b_in_sum = nan_min(b_in_sum, yin + nsm[e]);
                     b_lat_max = nan_min(b_lat_max, nan_min(nan_max(y, lmx[e]), nan_max(yout, imx[e])));
@@ -956,15 +1012,21 @@ static PyObject *bottleneck(PyObject *self, PyObject *args) {
             for (Py_ssize_t c = 0; c < nk; c++) {
                 const double *y = ylb + (k * nk + c) * plane;
                 const uint8_t *m = masks + (k * nk + c) * plane;
-                for (Py_ssize_t i = 0; i < plane; i++) ym[i] = nan_min(ym[i], m[i] ? y[i] : INFINITY);
+                /* a masked entry's inf leaves the minimum as it is (NaN stays NaN): skipped */
+                for (Py_ssize_t i = 0; i < plane; i++)
+                    if (m[i]) ym[i] = nan_min(ym[i], y[i]);
             }
         }
         for (Py_ssize_t k = P - 1; k >= 0; k--) {
             const double *ym = ymin + k * plane, *nmx = rmax + (k + 1) * L1, *nsm = rsum + (k + 1) * L1;
+            /* y = inf adds inf to both minima when the next rows hold no NaN and the sums' no -inf (checked): skipped */
+            int tame = 1;
+            for (Py_ssize_t e = 0; e < L1 && tame; e++) tame = nmx[e] == nmx[e] && nsm[e] == nsm[e] && nsm[e] != -INFINITY;
             for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                 double bmax = INFINITY, bsum = INFINITY;
                 for (Py_ssize_t e = 0; e < L1; e++) {
                     double y = ym[s0 * L1 + e];
+                    if (tame && y == INFINITY) continue;
                     bmax = nan_min(bmax, nan_max(y, nmx[e]));
                     bsum = nan_min(bsum, y + nsm[e]);
                 }

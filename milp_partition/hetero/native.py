@@ -79,16 +79,17 @@ def two_layer(nxt: np.ndarray, t0m: np.ndarray, t1m: np.ndarray, d: int, out: np
     return out
 
 
-def lambda_suffix(masks: np.ndarray, w: np.ndarray) -> np.ndarray | None:
+def lambda_suffix(masks: np.ndarray, w: np.ndarray, bits: np.ndarray | None = None) -> np.ndarray | None:
     """:func:`milp_partition.hetero.search._lambda_suffix` (sfx[k][t][s0], masks [k][c][s0][e], weights w [t][c]) in
-    C; None when the extension is not available."""
+    C; None when the extension is not available.  ``bits`` (C-contiguous int64 [k][s0][e], optional): written with
+    bit c set where masks[k][c][s0][e] is (the configurations allowed, as one integer; at most 62 configurations)."""
     if not available():
         return None
     p, nk, l1, _l1 = masks.shape
     m = np.ascontiguousarray(masks, dtype=np.bool_).view(np.uint8)
     wc = np.ascontiguousarray(w, dtype=np.float64)
     out = np.empty((p + 1, wc.shape[0], l1))
-    _ext.lambda_suffix(m, wc, out, p, nk, wc.shape[0], l1)  # type: ignore[union-attr]
+    _ext.lambda_suffix(m, wc, out, bits, p, nk, wc.shape[0], l1)  # type: ignore[union-attr]
     return out
 
 

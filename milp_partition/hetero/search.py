@@ -618,13 +618,18 @@ def _weight_vectors(caps: list[int]) -> list[tuple[float, ...]]:
     return lams
 
 
-def _lambda_suffix(masks: np.ndarray, w: np.ndarray, L: int) -> np.ndarray:
+def _lambda_suffix(masks: np.ndarray, w: np.ndarray, L: int, bits: np.ndarray | None = None) -> np.ndarray:
     """sfx[k][t][s0] = least sum over stages k..P-1 (splitting layers s0..L-1) of each stage's least weight w[t][c]
     over the configurations c that ``masks`` [k][c][s0][e] allows (inf: no split); sfx[P][t][L] = 0.  Per weight
-    vector t; the caller multiplies by D.  In C where the extension is built (the same values), else numpy."""
-    got = native.lambda_suffix(masks, w)
+    vector t; the caller multiplies by D.  In C where the extension is built (the same values), else numpy.
+    ``bits`` (int64 [k][s0][e], optional): written with bit c set where masks[k][c][s0][e] is."""
+    got = native.lambda_suffix(masks, w, bits)
     if got is not None:
         return got
+    if bits is not None:
+        bits[...] = 0
+        for c in range(masks.shape[1]):
+            bits[masks[:, c]] |= np.int64(1) << np.int64(c)
     p, inf = masks.shape[0], math.inf
     cost = np.where(masks[:, None], w[None, :, :, None, None], inf).min(axis=2)  # [k][t][s0][e]
     sfx = np.full((p + 1, w.shape[0], L + 1), inf)
@@ -1799,11 +1804,8 @@ class _Triple:
         self.ar_cap_masks = math.inf
         self.ar_todo = ncol == 2 and d > 1 and YSTAR_AFTER_NODES is not None
         self.sound = search.sound
-        self.suffix = [[[inf] * (L + 1) for _ in range(p + 1)] for _ in lams]
         search.send_tables(tb)
         self.amin_c, _bmin_c = tb.misc[("ab", self.sound)]
-        for t in range(len(lams)):
-            self.suffix[t][p][L] = 0.0
         self.nk = len(tb.cfgs)
         self.tol = 1 + 1e-12
         # numpy form of: stage k over layers s0..e-1 may use configuration c when it fits, its compute plus its least
@@ -1816,7 +1818,8 @@ class _Triple:
         self.rmax_l: list[list[float]] = []
         self.rsum_l: list[list[float]] = []
         self.y_cap_masks = math.inf
-        self.level_cache: dict[int, tuple[list[list[list[float]]], list[list[np.ndarray | None]]]] = {}
+        self.level_cache: dict[int, tuple[list[list[list[float]]], list[list[np.ndarray | None]]]] = {}  # rec's
+        self.level_built = False  # whether a cap level's tables were built (rec's or the C tree's)
         self.level_caps: list[float] = []  # the levels' caps, decreasing (:meth:`tighten_caps`, :meth:`ymax_floor`)
         self.nodes0 = 0
         self.allowed_np = np.zeros((0, 0, 0), dtype=np.int64)
@@ -1931,12 +1934,6 @@ class _Triple:
             return
         if self.two and not self.two_suffix():
             return
-        # per stage k, first layer s, end e: which configurations pass the caps (the masks above, as lists)
-        # as one integer per (k, s0, e): bit c set when configuration c passes (a set passes when all its bits do)
-        bits = np.zeros((self.p, self.L + 1, self.L + 1), dtype=np.int64)
-        for c in range(self.nk):
-            bits[self.masks_by_k[:, c]] |= np.int64(1) << np.int64(c)
-        self.allowed_np = bits  # [k][s0][e], for :meth:`scan` and the C tree
         if self.span:
             self.span_tables()
         self.nodes0 = self.search.out.nodes
@@ -2047,8 +2044,10 @@ class _Triple:
 
         def level(j: int) -> tuple[np.ndarray, np.ndarray]:  # level_fits' build of level j
             masks = self.masks_by_k & (self.ylb_arr <= self.level_caps[j] * self.tol)
-            self.level_cache[j] = (self.lambda_tables(masks), self.two_tables(masks) if self.two else [])
-            sfx = np.ascontiguousarray(self.last_sfx, dtype=f64)
+            self.level_built = True
+            sfx = np.ascontiguousarray(self.lambda_array(masks), dtype=f64)
+            if self.two:
+                self.two_tables(masks)
             return sfx, (self.last_two_stack if self.two else one)
 
         def leaf(ch: list[tuple[int, int, int]], lb: float) -> tuple[float, bool]:
@@ -2350,24 +2349,34 @@ class _Triple:
         b = (self.lag_g[:, i + 1, :][:, :, None] - coef[:, None, :]).max(axis=0)  # [e][q]
         return b, np.maximum(self.rsum_np[i + 1], b.min(axis=1))
 
+    def lambda_array(self, masks_by_k: np.ndarray, bits: np.ndarray | None = None) -> np.ndarray:
+        """sfx[k][t][s0] (:meth:`lambda_suffix`) for the configurations ``masks_by_k`` allows, kept in
+        :attr:`last_sfx`; ``bits`` as :func:`_lambda_suffix`'s."""
+        key = ("lamw", self.d)  # [t][c]: D lambda_t[column] tp (read only: one per micro-batch size's tables and D)
+        w = self.tb.misc.get(key)
+        if w is None:
+            tb, d = self.tb, self.d
+            w = tb.misc[key] = np.array([[d * l_[j] * tp for j, tp in tb.cfgs] for l_ in self.lams])
+        self.last_sfx = sfx = _lambda_suffix(masks_by_k, cast(np.ndarray, w), self.L, bits)
+        return sfx
+
     def lambda_tables(self, masks_by_k: np.ndarray) -> list[list[list[float]]]:
-        """suffix[t][k][s0] (:meth:`lambda_suffix`) for the configurations ``masks_by_k`` allows."""
-        tb, L, p, d, lams = self.tb, self.L, self.p, self.d, self.lams
-        w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(self.nk)] for l_ in lams])  # [t][c]
-        sfx = _lambda_suffix(masks_by_k, w, L)
-        self.last_sfx = sfx
-        return [[sfx[k, t].tolist() for k in range(p + 1)] for t in range(len(lams))]
+        """suffix[t][k][s0] (:meth:`lambda_array`) as lists (:meth:`level_fits` of :meth:`rec`)."""
+        sfx = self.lambda_array(masks_by_k)
+        return [[sfx[k, t].tolist() for k in range(self.p + 1)] for t in range(len(self.lams))]
 
     def lambda_suffix(self) -> bool:
         """The lambda-weighted device suffix tables under the caps; False when no plan fits the devices.
 
         suffix[t][k][s0] = least lambda_t-weighted devices of stages k..P-1 over layers s0..L-1, each stage's D
-        replicas on its cheapest allowed configuration (all weight vectors and configurations at once, in numpy).
+        replicas on its cheapest allowed configuration (all weight vectors and configurations at once), in
+        :attr:`suffix_np` [k][t][s0].  With it :attr:`allowed_np` [k][s0][e]: per stage k, first layer s0, end e, the
+        configurations that pass the caps as one integer, bit c set when configuration c passes (a set passes when
+        all its bits do), for :meth:`scan` and the C tree.
         """
-        self.suffix = suffix = self.lambda_tables(self.masks_by_k)
-        self.suffix_np = self.last_sfx  # [k][t][s0], the same values as the lists
-        lams, lam_cap = self.lams, self.lam_cap
-        if any(suffix[t][0][0] > lam_cap[t] * (1 + 1e-12) for t in range(len(lams))):
+        self.allowed_np = np.empty((self.p, self.L + 1, self.L + 1), dtype=np.int64)
+        self.suffix_np = self.lambda_array(self.masks_by_k, self.allowed_np)
+        if (self.suffix_np[0, :, 0] > self.caps_tol).any():
             return False  # no plan of this (mbs, D, P) within the devices beats the incumbent
         return True
 
@@ -2579,6 +2588,7 @@ class _Triple:
             cap = self.level_caps[j]
             masks = self.masks_by_k & (self.ylb_arr <= cap * self.tol)
             got = self.level_cache[j] = (self.lambda_tables(masks), self.two_tables(masks) if self.two else [])
+            self.level_built = True
         return self._level_check(got, k, e, used2, g2)
 
     def _level_check(
@@ -2737,7 +2747,7 @@ class _Triple:
             floor = self.ymax_floor()
             if floor > self.floor_y:
                 self.floor_y = floor
-                if not self.level_cache:
+                if not self.level_built:
                     self.level_caps = [floor + (self.y_cap_masks - floor) * f for f in YSTAR_LEVELS]
 
     def rec(
