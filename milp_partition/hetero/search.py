@@ -1760,30 +1760,25 @@ class _Triple:
         m = self.m = math.ceil(prob.global_batch / (tb.mbs * d))
         theta = self.theta = tb.theta_devices(d)
         ncol = self.ncol = len(tb.cols)
-        xmins = self.xmins = [_x_min(p, i, tb.tmin, search.sound) for i in range(p)]
-        # X_i = ka a_i + kb b_i per stage (Sailor: the first stage's send doubled from P = 4, the last's always)
-        self.x_coef = [_x_coef(p, i, search.sound) for i in range(p)]
+        xkey = ("xstage", p, search.sound)  # per stage: least X_i and (ka, kb), read only
+        if xkey not in tb.misc:
+            tb.misc[xkey] = (
+                [_x_min(p, i, tb.tmin, search.sound) for i in range(p)],
+                # X_i = ka a_i + kb b_i per stage (Sailor: the first stage's send doubled from P = 4, the last's always)
+                [_x_coef(p, i, search.sound) for i in range(p)],
+            )
+        xmins, self.x_coef = tb.misc[xkey]
+        self.xmins = xmins
         xmin_all = self.xmin_all = min(xmins)
-        # reduced sets: per column at most one tp
-        per_col: list[list[int]] = [[k for k, (j, _t) in enumerate(tb.cfgs) if j == jj] for jj in range(ncol)]
-        sets: list[tuple[int, ...]] = []
-        for choice in itertools.product(*[[None, *ks] for ks in per_col]):
-            q = tuple(k for k in choice if k is not None)
-            if q and len(q) <= d:
-                sets.append(q)
-        self.sets = sets
-        # weights for the device-budget relaxation
-        lams = _weight_vectors(tb.caps)
-        self.lams = lams
-        self.lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
-        self.caps_tol = np.array([c * (1 + 1e-12) for c in self.lam_cap])
-        key = ("usage", d, tuple(sets))  # (the weights follow from the columns' counts: one per micro-batch size's tables)
-        if key not in tb.misc:
-            tb.misc[key] = np.array([self.set_usage(q) for q in sets])
-        self.usage_arr = tb.misc[key]  # [set][t]
+        # the parts read from the tables and D alone (the sets, the weights, the device usage), read only
+        shared = tb.misc.get(("triple_d", d))
+        if shared is None:
+            shared = tb.misc[("triple_d", d)] = self._shared_of_d(tb, d)
+        self.sets, self.set_index, self.lams, self.lam_cap, self.caps_tol, self.usage_arr, self.set_bits = shared[:7]
+        self.set_bits_np, self.lag_w = shared[7:]
+        sets, lams = self.sets, self.lams
         self.suffix_np = np.zeros((0, 0, 0))
         self.last_sfx = self.suffix_np
-        self.set_index = {q: k for k, q in enumerate(sets)}
         # the device budget of the stages still to come, under the incumbent: every stage k's compute is at most
         # y_hi - xmin_k (else (m - 1) max_i y_i alone reaches the incumbent); suffix[t][k][s] = least lambda_t-weighted
         # devices for stages k..P-1 over layers s..L-1 (each replica takes its cheapest allowed configuration)
@@ -1825,8 +1820,6 @@ class _Triple:
         self.allowed_np = np.zeros((0, 0, 0), dtype=np.int64)
         self.rmax_np = self.rsum_np = np.zeros((0, 0))
         self.ymin_np = np.zeros((0, 0, 0))
-        self.set_bits = [sum(1 << c for c in q) for q in sets]
-        self.set_bits_np = np.array(self.set_bits, dtype=np.int64)
         # the sets' terms at every (s0, e), shared by the triples of this micro-batch size and D (not filtered)
         self.set_terms = [tb.misc.setdefault(("setterms", d, last), {}) for last in (False, True)]
         self.chosen: list[tuple[int, int, tuple[int, ...]]] = []
@@ -1851,6 +1844,33 @@ class _Triple:
             self.ar_todo = self.ystar_todo = False
         # the cap levels from this many nodes on (never: a count no tree reaches)
         self.level_after = LEVEL_AFTER_NODES if (SPAN_LEVELS or not self.spanning) else 1 << 62
+
+    def _shared_of_d(self, tb: _Tables, d: int) -> tuple[Any, ...]:
+        """The triple's parts that read the tables and D alone, built once per (micro-batch size, D): the reduced sets
+        (per column at most one tp; at most D members), their index, the weight vectors of the device-budget
+        relaxation, their budgets with the tolerance, each set's least weighted use [set][t], each set's members as
+        bits (list and array) and the Lagrangian weights [t][c] (D lambda_t[column] tp)."""
+        ncol = len(tb.cols)
+        per_col: list[list[int]] = [[k for k, (j, _t) in enumerate(tb.cfgs) if j == jj] for jj in range(ncol)]
+        sets: list[tuple[int, ...]] = []
+        for choice in itertools.product(*[[None, *ks] for ks in per_col]):
+            q = tuple(k for k in choice if k is not None)
+            if q and len(q) <= d:
+                sets.append(q)
+        lams = _weight_vectors(tb.caps)
+        lam_cap = [sum(l_[j] * tb.caps[j] for j in range(ncol)) for l_ in lams]
+        usage = []
+        for q in sets:  # per weight vector: the least lambda_t-weighted devices of D replicas on set q
+            row = []
+            for l_ in lams:
+                vals = [l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in q]
+                row.append(sum(vals) + (d - len(q)) * min(vals))
+            usage.append(row)
+        caps_tol = np.array([c * (1 + 1e-12) for c in lam_cap])
+        set_bits = [sum(1 << c for c in q) for q in sets]
+        lag_w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(len(tb.cfgs))] for l_ in lams])
+        index = {q: k for k, q in enumerate(sets)}
+        return sets, index, lams, lam_cap, caps_tol, np.array(usage), set_bits, np.array(set_bits, dtype=np.int64), lag_w
 
     def _init_two_columns(self, sets: list[tuple[int, ...]], ncol: int) -> None:
         """The two-column tables' fixed parts (empty on other column counts): per set its column-0 and column-1 tps and
@@ -1885,14 +1905,18 @@ class _Triple:
         """Plans that must span two regions (:meth:`span_lb`): per set its region (-1: it spans two), the decided stages'
         region per depth (-2: none decided, -1: they span two already); the crossing tables come after the caps."""
         tb = self.tb
-        cols = self.search.span_columns(tb)
+        key = ("set_region", self.d)  # (the columns' regions and the sets: once per micro-batch size and D)
+        if key not in tb.misc:
+            cols = self.search.span_columns(tb)
+            tb.misc[key] = (
+                cols,
+                [cols[tb.cfgs[q[0]][0]] if len({cols[tb.cfgs[c][0]] for c in q}) == 1 else -1 for q in sets] if cols else [],
+            )
+        cols, self.set_region = tb.misc[key]
         # every plan the search covers spans two regions (the settings' choices keyed on it: SPAN_FLOORS, SPAN_LEVELS,
         # SPAN_TWO, SPAN_LAGRANGE, SPAN_PRECHECK); the crossing bound (and the leaves in one region dropped) with it
         self.spanning = cols is not None
         self.span = self.spanning and SPAN_BOUND
-        self.set_region = (
-            [cols[tb.cfgs[q[0]][0]] if len({cols[tb.cfgs[c][0]] for c in q}) == 1 else -1 for q in sets] if cols else []
-        )
         self.span_stack = [-2]
         self.acr: list[float] = []
         self.acr_np = np.zeros(0)
@@ -1901,15 +1925,14 @@ class _Triple:
         self.span_np: tuple[np.ndarray, ...] = ()  # (in_max, in_sum, lat_max, lat_sum) as arrays, for the C tree
 
     def _init_lagrange(self, lams: list[tuple[float, ...]], ncol: int) -> None:
-        """The Lagrangian bound's fixed parts (:meth:`lagrange`): its weights and the (weight vector, factor) pairs."""
-        tb, d = self.tb, self.d
+        """The Lagrangian bound's fixed parts (:meth:`lagrange`; its weights :attr:`lag_w` come with the sets): the
+        (weight vector, factor) pairs."""
         # the Lagrangian bound on the later stages' sum of y (:meth:`lagrange`): per weight vector kept, G[n][k][s0],
         # its multiplier, its weight vector's index and budget (None: not used in this triple)
         self.lag_g: np.ndarray | None = None
         self.lag_mu = np.zeros(0)
         self.lag_t = np.zeros(0, dtype=np.int64)
         self.lag_capt = np.zeros(0)
-        self.lag_w = np.array([[d * l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in range(len(tb.cfgs))] for l_ in lams])
         # (weight vector, factor) pairs of :meth:`lagrange`: one over the counts (the last weight vector) and each
         # column alone (the first ncol, :func:`_weight_vectors`); on one or two columns (the settings it was measured
         # on; the several-zone searches keep their cost)
@@ -2171,15 +2194,6 @@ class _Triple:
         lb2 = m1 * base2 + ysum2 + y2 + max(restsum, lat_sum[i + 1][e]) + tail
         return lb1 if lb1 < lb2 else lb2
 
-    def set_usage(self, q: tuple[int, ...]) -> list[float]:
-        """Per weight vector lambda_t: the least lambda_t-weighted devices of D replicas on set q."""
-        tb, d = self.tb, self.d
-        out = []
-        for l_ in self.lams:
-            vals = [l_[tb.cfgs[c][0]] * tb.cfgs[c][1] for c in q]
-            out.append(sum(vals) + (d - len(q)) * min(vals))
-        return out
-
     def build_masks(self, y_cap: float, ar_cap: float) -> np.ndarray:
         """[k][c][s0][e] -> configuration c may serve stage k over layers s0..e-1 in a plan better than the incumbent
         (it fits, its y_k stays under y_cap, its tp lets the all-reduce stay under ar_cap)."""
@@ -2318,7 +2332,7 @@ class _Triple:
     def lagrange(self, masks_by_k: np.ndarray, s00: float) -> float:
         """A lower bound on sum_i y_i of every plan of the triple below the incumbent, under the device budget: the
         largest G[n][0][0] - mu_n B_t (:func:`_lagrange_suffix`; configurations where ``masks_by_k`` allows them) over
-        the weight vectors t of :meth:`set_usage` (budget B_t) one over the counts and each column alone, and
+        the weight vectors t of :meth:`_shared_of_d` (budget B_t) one over the counts and each column alone, and
         multipliers mu = f s00 / B_t, f in :data:`LAGRANGE_FACTORS` (one over the counts) or
         :data:`LAGRANGE_FACTORS_COLUMN`.  Keeps, per weight vector, the tables of its best multiplier for the tree
         (:meth:`lag_rest`).  With :data:`LAGRANGE_BOUND` off: -inf, and no tables."""
@@ -2352,12 +2366,7 @@ class _Triple:
     def lambda_array(self, masks_by_k: np.ndarray, bits: np.ndarray | None = None) -> np.ndarray:
         """sfx[k][t][s0] (:meth:`lambda_suffix`) for the configurations ``masks_by_k`` allows, kept in
         :attr:`last_sfx`; ``bits`` as :func:`_lambda_suffix`'s."""
-        key = ("lamw", self.d)  # [t][c]: D lambda_t[column] tp (read only: one per micro-batch size's tables and D)
-        w = self.tb.misc.get(key)
-        if w is None:
-            tb, d = self.tb, self.d
-            w = tb.misc[key] = np.array([[d * l_[j] * tp for j, tp in tb.cfgs] for l_ in self.lams])
-        self.last_sfx = sfx = _lambda_suffix(masks_by_k, cast(np.ndarray, w), self.L, bits)
+        self.last_sfx = sfx = _lambda_suffix(masks_by_k, self.lag_w, self.L, bits)  # (lag_w: D lambda_t[column] tp)
         return sfx
 
     def lambda_tables(self, masks_by_k: np.ndarray) -> list[list[list[float]]]:
