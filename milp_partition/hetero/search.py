@@ -406,7 +406,9 @@ def _bucketed_vec_min(size: np.ndarray, n: int | np.ndarray, parts: tuple[tuple[
             return np.asarray(2 * (n - 1) * ((step / 1e9) / bw.max(axis=0)))
         return np.asarray(2 * (n - 1) * ((step / 1e9) / bw)).min(axis=0)
 
-    return np.asarray(full * ring_min(np.full(np.shape(last), bucket)) + ring_min(last))
+    # a full bucket's ring reads n alone: evaluated once per n (the same floats, broadcast over the sizes)
+    at_bucket = ring_min(np.full(np.broadcast_shapes(np.shape(n), (1,) * np.ndim(last)), bucket))
+    return np.asarray(full * at_bucket + ring_min(last))
 
 
 def _well_conditioned_each(size: np.ndarray, n: int, coef: tuple[float, ...]) -> np.ndarray:
@@ -435,12 +437,15 @@ def _well_conditioned_all(size: np.ndarray, n: int | np.ndarray, parts: tuple[tu
     coef = np.array(parts)  # [part][power]
     k = coef.shape[1]
     ok: np.ndarray | bool = True
-    for steps, where in (((size - full * bucket) / n, True), (np.zeros(np.shape(size)) + bucket / n, full > 0)):
+    # (a full bucket's step reads n alone: once per n, broadcast over the sizes; the same floats)
+    at_bucket = np.zeros(np.broadcast_shapes(np.shape(n), (1,) * np.ndim(size))) + bucket / n
+    ndim = max(np.ndim(size), np.ndim(n))
+    for steps, where in (((size - full * bucket) / n, True), (at_bucket, full > 0)):
         lx = np.log2(steps / 1e6)
         bw: np.ndarray | float = 0
         mag: np.ndarray | float = 0
         for i in range(k):
-            c = coef[:, i].reshape(-1, *((1,) * np.ndim(size)))
+            c = coef[:, i].reshape(-1, *((1,) * ndim))
             bw = bw + c * lx ** (k - i - 1)
             mag = mag + np.abs(c) * np.abs(lx) ** (k - i - 1)
         ok = ok & ((np.asarray(bw > 1e-6 * np.asarray(mag))).all(axis=0) | ~np.asarray(where))
@@ -720,8 +725,13 @@ def set_allreduce_lb(srch: _Search, tb: _Tables, sets: list[tuple[int, ...]], d:
     # per least tp: the sizes, where they are positive, and their distinct values (:func:`_distinct`), read neither D
     # nor the sets: kept on the tables
     sizes: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = tb.misc.setdefault("set_ar_sizes", {})
+    rows: dict[tuple[int, tuple[int, ...]], int] = {}  # (least tp, columns) -> the first set's row: the same bound
     for qi, q in enumerate(sets):
         tpmin = min(4, min(tb.cfgs[c][1] for c in q))
+        same = rows.setdefault((tpmin, tuple(sorted({tb.cfgs[c][0] for c in q}))), qi)
+        if same != qi:  # the bound reads the set's least tp and columns only (and ar_lb's exact loop the same)
+            out[qi] = out[same]
+            continue
         if tpmin not in sizes:
             if tpmin == 1:
                 pre = np.array(tb.w1pre)
@@ -783,7 +793,7 @@ class _Search:
         self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
         self.x_cache: dict[tuple[int, float], tuple[float, float]] = {}
         # per (mbs, P): (y_hi, least weighted devices per replica under it) of :meth:`devices_admit`'s tests so far
-        self.admit_seen: dict[tuple[int, int], list[tuple[float, np.ndarray]]] = {}
+        self.admit_seen: dict[tuple[int, int], list[tuple[float, list[float]]]] = {}
         self.col_ar_cache: dict[tuple[int, tuple[int, ...]], dict[int, np.ndarray]] = {}  # :meth:`col_ar_table`
         # (D, configurations) -> :func:`set_allreduce_lb`'s [q][s][e] (the micro-batch sizes share it)
         self.set_ar_cache: dict[tuple[int, tuple[tuple[int, int], ...]], np.ndarray] = {}
@@ -1544,16 +1554,18 @@ class _Search:
         # the least weighted devices per replica, F(y_hi), only falls as y_hi grows (the masks only gain
         # configurations): a threshold seen at or above y_hi whose F already fails D rules the triple out, one at or
         # below whose F fits admits it (the same decision as computing F(y_hi))
+        # (as Python floats: the same products and comparisons as the arrays', without an array per test)
         seen = self.admit_seen.setdefault((tb.mbs, p), [])
+        cap_tol = (cap * (1 + 1e-12)).tolist()
         for y_seen, first in seen:
-            fits = bool((d * first <= cap * (1 + 1e-12)).all())
+            fits = all(d * f <= c for f, c in zip(first, cap_tol))
             if y_seen >= y_hi and not fits:
                 return False
             if y_seen <= y_hi and fits:
                 return True
-        first = _lambda_first_under(self.stage_ylb_arr(tb, p), y_hi * (1 + 1e-12), w, tb.L)
+        first = _lambda_first_under(self.stage_ylb_arr(tb, p), y_hi * (1 + 1e-12), w, tb.L).tolist()
         seen.append((y_hi, first))
-        return bool((d * first <= cap * (1 + 1e-12)).all())
+        return all(d * f <= c for f, c in zip(first, cap_tol))
 
     # ---- a leaf: counts, orders, exact price ----
     def leaf(
