@@ -167,8 +167,8 @@ def test_compiled_decided_stage_use_equals_itstwo_step_definition() -> None:
 @needs_native
 @pytest.mark.parametrize(("setting", "objective"), [("opt350-a8-v16", "sailor"), ("gptneo-a32-v96", "sound")])
 def test_compiled_split_programs_equal_numpy(setting: str, objective: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """:meth:`_Search.root_split` (the split programs under the tp budget) in C and in numpy: the same least max and
-    least sum at every P and every D (fresh tables on each side)."""
+    """:meth:`_Search.root_split` (the split programs under the tp budget) and :meth:`_Search.free_split` (with no
+    budget) in C and in numpy: the same least max and least sum at every P and every D (fresh tables on each side)."""
     from milp_partition.hetero.search import _Search, _Tables
     from milp_partition.io.sailor import read_sailor
 
@@ -180,11 +180,15 @@ def test_compiled_split_programs_equal_numpy(setting: str, objective: str, monke
     tb_fast = _Tables(problem, mbs)
     total = sum(tb_fast.caps)
     got = {(p, d): fast.root_split(tb_fast, p, d) for p in range(1, tb_fast.L + 1) for d in (1, 2, 3, 5, max(1, total // p))}
+    free = {p: fast.free_split(tb_fast, p) for p in range(1, tb_fast.L + 1)}
     monkeypatch.setattr(native, "_ext", None)
     slow = _Search(problem, Budget.starting_now(60.0), math.inf, None)
     tb_slow = _Tables(problem, mbs)
     for (p, d), v in got.items():
         assert slow.root_split(tb_slow, p, d) == v, (p, d)
+    for p, v in free.items():
+        assert slow.free_split(tb_slow, p) == v, p
+    assert any(math.isfinite(v[1]) for v in free.values())
 
 
 @needs_native

@@ -95,8 +95,12 @@ def _uniform(row: tuple[Replica, ...]) -> bool:
     return bool(row) and row.count(row[0]) == len(row)
 
 
-def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
-    """The plan's terms under ``problem.objective`` (no feasibility check: see :func:`violations`)."""
+def evaluate(problem: HeteroProblem, plan: HeteroPlan, memo: dict[tuple[object, ...], float] | None = None) -> Terms:
+    """The plan's terms under ``problem.objective`` (no feasibility check: see :func:`violations`).  ``memo``: a dict
+    the caller keeps between plans of one problem (the lift prices hundreds that differ in zones only), holding each
+    send's and all-reduce's seconds by (link, bytes, members): the same values, each computed once."""
+    if memo is None:
+        memo = {}
     mod = problem.model
     cl = problem.cluster
     mbs, stages, reps = plan.mbs, plan.stages, plan.replicas
@@ -116,12 +120,19 @@ def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
         c.append(ci)
     out = mod.act_output_floats
 
+    def send_s(key: tuple[str, str, int, str, str, int], size: float) -> float:
+        mkey = (key, size)
+        got = memo.get(mkey)
+        if got is None:
+            got = memo[mkey] = cl.link_fit(key).seconds(size)
+        return got
+
     def worst_send(row: tuple[Replica, ...], other: tuple[Replica, ...], size: float, both_uniform: bool) -> float:
         if both_uniform:  # one distinct pair (the rows have one length, D)
             x, y = row[0], other[0]
-            return cl.link_fit((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp)).seconds(size)
+            return send_s((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp), size)
         pairs = dict.fromkeys((x.zone, x.kind, x.tp, y.zone, y.kind, y.tp) for x, y in zip(row, other))
-        return max(cl.link_fit(key).seconds(size) for key in pairs)
+        return max(send_s(key, size) for key in pairs)
 
     a, b = [0.0] * p, [0.0] * p
     for i in range(p):
@@ -144,7 +155,11 @@ def evaluate(problem: HeteroProblem, plan: HeteroPlan) -> Terms:
             else dict.fromkeys((x.zone, x.kind, y.zone, y.kind) for x, y in itertools.pairwise(row))
         )
         for lz, lk, rz, rk in adjacent:
-            v = max(v, bucketed_seconds(cl.link_fit((lz, lk, 1, rz, rk, 1)), size, d))
+            akey = (lz, lk, rz, rk, size, d)
+            got = memo.get(akey)
+            if got is None:
+                got = memo[akey] = bucketed_seconds(cl.link_fit((lz, lk, 1, rz, rk, 1)), size, d)
+            v = max(v, got)
         ar.append(v)
     x, t_pp, t_sync = combine(m, c, a, b, max(us), ar, sound)
     return Terms(m, tuple(c), tuple(x), max(us), tuple(ar), t_pp, t_sync)

@@ -221,17 +221,18 @@ def lift(
             by = tuple(sorted(members[k], key=weight.__getitem__))
             per_pool.append([by, by[::-1]])
     best, best_v = None, math.inf
+    memo: dict[tuple[object, ...], float] = {}  # the sends' and all-reduces' seconds, shared by the candidates
     for combo in itertools.product(*per_pool):
         order = dict(zip(keys, combo))
         for fill in (_fill_rows, _fill_stages):
             got = fill(problem, plan, order)
             if got is None:
                 continue
-            v = evaluate(problem, got).iteration_s
+            v = evaluate(problem, got, memo).iteration_s
             if v < best_v:
                 best, best_v = got, v
     for got in _whole_stage_plans(problem, plan, members, max_whole):
-        v = evaluate(problem, got).iteration_s
+        v = evaluate(problem, got, memo).iteration_s
         if v < best_v:
             best, best_v = got, v
     return best, best_v

@@ -196,6 +196,7 @@ class _Tables:
         self.comp_cache: dict[int, np.ndarray] = {}
         self.min_ar_cache: dict[int, dict[int, np.ndarray]] = {}
         self.ardp_cache: dict[int, tuple[list[np.ndarray], float]] = {}
+        self.arvec_cache: dict[int, np.ndarray] = {}  # D -> :meth:`_Search.ar_splits`' vector
         self.theta1: float | None = None
         self.cfgs: list[tuple[int, int]] = []
         for j, c in enumerate(self.cols):
@@ -398,7 +399,11 @@ def _bucketed_vec_min(size: np.ndarray, n: int | np.ndarray, parts: tuple[tuple[
         lx = np.log2(step / 1e6)
         bw: np.ndarray | float = 0
         for i in range(k):
-            bw = bw + coef[:, i].reshape(-1, *extra) * lx ** (k - i - 1)
+            c = coef[:, i].reshape(-1, *extra)
+            # c lx^j with numpy's lx ** j: j = 0 is c itself (lx ** 0 is 1, even for inf and NaN), j = 1 is c lx, j = 2
+            # c (lx lx) (numpy squares for ** 2): the same floats with fewer passes over the sizes
+            j = k - i - 1
+            bw = bw + (c if j == 0 else c * lx if j == 1 else c * (lx * lx) if j == 2 else c * lx**j)
         bw = np.asarray(bw)
         if bool((bw > 0).all()):
             # every part's bandwidth positive: 2 (n - 1) (step / 1e9) / bw falls as bw grows, and rounding keeps that
@@ -769,6 +774,7 @@ def _share_ar_caches(tables: dict[int, _Tables], tb: _Tables) -> None:
     for other in tables.values():
         if other is not tb and {t for _j, t in other.cfgs} == {t for _j, t in tb.cfgs}:
             tb.min_ar_cache, tb.ar_floor_cache, tb.ardp_cache = other.min_ar_cache, other.ar_floor_cache, other.ardp_cache
+            tb.arvec_cache = other.arvec_cache
             return
 
 
@@ -873,8 +879,9 @@ class _Search:
                 for parts in fits:
                     best = np.minimum(best, _bucketed_vec_min(u[None, :], dcol, parts))
                 low = best - 1e-9 * np.abs(best)
+                tables = np.where(valid[None], low[:, inv], np.inf)  # [D][s][e], every D at once
                 for k in range(len(ds)):
-                    new[k][tp] = np.where(valid, low[k][inv], np.inf)
+                    new[k][tp] = tables[k]
             for x, table in zip(ds, new):
                 tb.min_ar_cache[x] = table
             got = new[0]
@@ -975,10 +982,9 @@ class _Search:
         return max(float(row[min(total // d, len(row) - 1)]), floor)
 
     def ar_splits(self, tb: _Tables, d: int) -> np.ndarray:
-        """[P]: :meth:`ar_split` of (d, P) for P = 0..L (entry 0 unused), the same floats, cached per (mbs, D) in
-        ``tb.misc`` (the listing asks for every P of a D at once)."""
-        key = ("arvec", d)
-        got = tb.misc.get(key)
+        """[P]: :meth:`ar_split` of (d, P) for P = 0..L (entry 0 unused), the same floats, cached per D with the tables'
+        all-reduce rows (shared by the micro-batch sizes of the same tps; the listing asks for every P of a D at once)."""
+        got = tb.arvec_cache.get(d)
         if got is None:
             self.ar_split(tb, d, 1)  # builds the rows of D
             rows, floor = tb.ardp_cache[d]
@@ -987,7 +993,7 @@ class _Search:
             for p in range(1, min(len(rows), tb.L + 1)):
                 row = rows[p]
                 vals[p] = max(float(row[min(b, len(row) - 1)]), floor)
-            got = tb.misc[key] = np.array(vals)
+            got = tb.arvec_cache[d] = np.array(vals)
         return cast("np.ndarray", got)
 
     def x_of(self, p: int, i: int, a: float, b: float) -> float:
@@ -1176,14 +1182,21 @@ class _Search:
         got = tb.misc.get(key)
         if got is None:
             # _bottleneck with every configuration allowed: each stage's least y over the configurations is
-            # stage_ymin's (the same minima), then the same dynamic program
+            # stage_ymin's (the same minima), then the same dynamic program (in C where built: _bottleneck_arr's
+            # programs on one configuration per stage, all allowed, whose least y is stage_ymin's itself)
             L, inf = tb.L, math.inf
-            rmax, rsum = np.full(L + 1, inf), np.full(L + 1, inf)
-            rmax[L], rsum[L] = -inf, 0.0
-            for k in range(p - 1, -1, -1):
-                yk = self.stage_ymin(tb, p, k)
-                rmax, rsum = np.maximum(yk, rmax[None, :]).min(axis=1), (yk + rsum[None, :]).min(axis=1)
-            got = tb.misc[key] = (float(rmax[0]), float(rsum[0]))
+            ys = [self.stage_ymin(tb, p, k) for k in range(p)]
+            stacked = np.array(ys)[:, None]  # [k][1][s0][e]
+            fast = native.bottleneck(stacked, np.ones(stacked.shape, dtype=bool))
+            if fast is not None:
+                got = tb.misc[key] = (float(fast[0][0, 0]), float(fast[1][0, 0]))
+            else:
+                rmax, rsum = np.full(L + 1, inf), np.full(L + 1, inf)
+                rmax[L], rsum[L] = -inf, 0.0
+                for k in range(p - 1, -1, -1):
+                    yk = ys[k]
+                    rmax, rsum = np.maximum(yk, rmax[None, :]).min(axis=1), (yk + rsum[None, :]).min(axis=1)
+                got = tb.misc[key] = (float(rmax[0]), float(rsum[0]))
         return cast("tuple[float, float]", got)
 
     def triple_bound(self, tb: _Tables, d: int, p: int, quick: bool = False, split: bool = True) -> float:
@@ -1292,7 +1305,7 @@ class _Search:
 
     def ar_vector(self, tb: _Tables, d: int) -> np.ndarray:
         """:meth:`ar_splits` of D = d, read from its cache where built (not asked again)."""
-        got = tb.misc.get(("arvec", d))
+        got = tb.arvec_cache.get(d)
         return cast("np.ndarray", got) if got is not None else self.ar_splits(tb, d)
 
     def degree_bounds(self, tb: _Tables, ds: np.ndarray, fs: np.ndarray | None) -> np.ndarray:
