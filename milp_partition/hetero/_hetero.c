@@ -1174,7 +1174,9 @@ typedef struct {
     PyObject *lev_obj[TREE_LEVELS];
     Py_buffer lev_buf[TREE_LEVELS][2];
     int lev_nbuf[TREE_LEVELS];
-    double **pair;
+    const double **pair;          /* per (previous set, first layer): its row in pair_tab once read */
+    const double *pair_tab;       /* [qp][s][2 Q]: the rows (a then b) Python has computed, shared by the triples */
+    const uint8_t *pair_have;     /* [qp][s]: 1 where pair_tab holds the row */
     PyObject *cb_pair, *cb_level, *cb_leaf, *cb_expired, *cb_raise, *cb_lag;
     int *ch_s, *ch_e, *ch_q, *span_stack;
     double *ymax2, *ysum2, *bhere, *used, *g, *minlb, *basemin, *yscr;
@@ -1208,36 +1210,28 @@ static int tree_buffer(PyObject *obj, Py_buffer *v, Py_ssize_t need, const char 
     return 0;
 }
 
-/* prev_arrays' pair row (a_{i-1}, b_i per set) of the previous set qp from layer s, cached: 2 Q doubles or NULL;
-   *fresh: whether Python computed it now (pair_row) */
+/* prev_arrays' pair row (a_{i-1}, b_i per set) of the previous set qp from layer s: 2 Q doubles of pair_tab (the
+   callback computes a row not there yet into it), or NULL with a Python error; *fresh: whether Python computed it now
+   (pair_row) */
 static const double *tree_pair(Tree *T, int qp, int s, int *fresh) {
-    double **slot = &T->pair[(Py_ssize_t)qp * T->L1 + s];
+    const Py_ssize_t at = (Py_ssize_t)qp * T->L1 + s;
+    const double **slot = &T->pair[at];
     *fresh = 0;
     if (*slot) return *slot;
-    PyObject *r = PyObject_CallFunction(T->cb_pair, "ii", qp, s);
-    if (!r) return NULL;
-    PyObject *a = NULL, *b = NULL;
-    if (!PyArg_ParseTuple(r, "OOp", &a, &b, fresh)) {
+    if (!T->pair_have[at]) {
+        /* the callback computes the row into pair_tab (and says whether it was computed now) */
+        PyObject *r = PyObject_CallFunction(T->cb_pair, "ii", qp, s);
+        if (!r) return NULL;
+        int ok = PyArg_ParseTuple(r, "p", fresh);
         Py_DECREF(r);
-        return NULL;
-    }
-    Py_buffer va, vb;
-    double *row = NULL;
-    if (tree_buffer(a, &va, T->Q, "a pair row") == 0) {
-        if (tree_buffer(b, &vb, T->Q, "a pair row") == 0) {
-            row = (double *)malloc(sizeof(double) * 2 * (size_t)T->Q);
-            if (row) {
-                memcpy(row, va.buf, sizeof(double) * (size_t)T->Q);
-                memcpy(row + T->Q, vb.buf, sizeof(double) * (size_t)T->Q);
-            } else
-                PyErr_NoMemory();
-            PyBuffer_Release(&vb);
+        if (!ok) return NULL;
+        if (!T->pair_have[at]) {
+            PyErr_SetString(PyExc_RuntimeError, "tree_run: the pair callback did not fill its row");
+            return NULL;
         }
-        PyBuffer_Release(&va);
     }
-    Py_DECREF(r);
-    *slot = row;
-    return row;
+    *slot = T->pair_tab + at * 2 * (Py_ssize_t)T->Q;
+    return *slot;
 }
 
 static int tree_past_room(const Tree *T, double base_min_c, double armax) {
@@ -1587,7 +1581,7 @@ done:
    clock was read, stop, abort, incumbent). */
 static PyObject *tree_run(PyObject *self, PyObject *args) {
     (void)self;
-    enum { NA = 24, NI = 23, ND = 10, NC = 6 };
+    enum { NA = 26, NI = 23, ND = 10, NC = 6 };
     PyObject *o_arr, *o_int, *o_dbl, *o_cb;
     if (!PyArg_ParseTuple(args, "O!O!O!O!", &PyTuple_Type, &o_arr, &PyTuple_Type, &o_int, &PyTuple_Type, &o_dbl, &PyTuple_Type, &o_cb))
         return NULL;
@@ -1622,7 +1616,7 @@ static PyObject *tree_run(PyObject *self, PyObject *args) {
                                  (P + 1) * L1 * 8, (P + 1) * L1 * 8, (P + 1) * NT * L1 * 8, tw * (P + 1) * L1 * W * 8, P * 8,
                                  P * 8, Q * 8, P * L1 * L1 * 8, tw * Q * 4 * 8, sp * Q * 8, tw * (P + 1) * L1,
                                  sp * (P + 1) * L1 * 8, sp * (P + 1) * L1 * 8, sp * (P + 1) * L1 * 8, sp * (P + 1) * L1 * 8,
-                                 sp * L1 * 8, 0};
+                                 sp * L1 * 8, 0, Q * L1 * 2 * Q * 8, Q * L1};
     Py_buffer v[NA];
     PyObject *arr[NA];
     for (int k = 0; k < NA; k++) arr[k] = PyTuple_GET_ITEM(o_arr, k);
@@ -1637,6 +1631,7 @@ static PyObject *tree_run(PyObject *self, PyObject *args) {
         T->twoq = (const int64_t *)v[15].buf, T->set_region = (const int64_t *)v[16].buf;
         T->two_none = (const int8_t *)v[17].buf, T->in_max = (const double *)v[18].buf, T->in_sum = (const double *)v[19].buf;
         T->lat_max = (const double *)v[20].buf, T->lat_sum = (const double *)v[21].buf, T->acr = (const double *)v[22].buf;
+        T->pair_tab = (const double *)v[24].buf, T->pair_have = (const uint8_t *)v[25].buf;
         Py_ssize_t nlev = v[23].len / (Py_ssize_t)sizeof(double);
         if (nlev > TREE_LEVELS) {
             PyErr_SetString(PyExc_ValueError, "tree_run: too many cap levels");
@@ -1656,7 +1651,7 @@ static PyObject *tree_run(PyObject *self, PyObject *args) {
         T->cb_expired = PyTuple_GET_ITEM(o_cb, 3), T->cb_raise = PyTuple_GET_ITEM(o_cb, 4), T->cb_lag = PyTuple_GET_ITEM(o_cb, 5);
     }
     if (!rc) {
-        T->pair = (double **)calloc((size_t)(Q * L1), sizeof(double *));
+        T->pair = (const double **)calloc((size_t)(Q * L1), sizeof(double *));
         T->ch_s = (int *)calloc((size_t)P, sizeof(int));
         T->ch_e = (int *)calloc((size_t)P, sizeof(int));
         T->ch_q = (int *)calloc((size_t)P, sizeof(int));
@@ -1686,9 +1681,7 @@ static PyObject *tree_run(PyObject *self, PyObject *args) {
         if (!T->err)
             result = Py_BuildValue("(LLLLiid)", T->nodes, T->ticks, T->triple_nodes, T->entries, T->stop, T->abort, T->value);
     }
-    if (T->pair)
-        for (Py_ssize_t k = 0; k < Q * L1; k++) free(T->pair[k]);
-    free(T->pair), free(T->ch_s), free(T->ch_e), free(T->ch_q), free(T->span_stack), free(T->ymax2), free(T->ysum2);
+    free((void *)T->pair), free(T->ch_s), free(T->ch_e), free(T->ch_q), free(T->span_stack), free(T->ymax2), free(T->ysum2);
     free(T->bhere), free(T->used), free(T->g), free(T->minlb), free(T->basemin), free(T->cand), free(T->cnt), free(T->ends);
     free(T->dq), free(T->yscr), free(T->key);
     for (int j = 0; j < TREE_LEVELS; j++) {

@@ -1857,6 +1857,11 @@ class _Triple:
         self.pair_rows: dict[tuple[tuple[int, ...], int], tuple[np.ndarray, np.ndarray]] = tb.misc.setdefault(
             ("pair_rows", tuple(sets)), {}
         )
+        # the same rows as one array [previous set][s][a then b per set] and where it holds them, for the C tree
+        if ("pair_tab", tuple(sets)) not in tb.misc:
+            nq = len(sets)
+            tb.misc[("pair_tab", tuple(sets))] = (np.zeros((nq, L + 1, 2 * nq)), np.zeros((nq, L + 1), dtype=np.uint8))
+        self.pair_tab, self.pair_have = tb.misc[("pair_tab", tuple(sets))]
         self.scan_const: tuple[np.ndarray, ...] | None = None
         self.scan_out: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
         self.ends_cache: dict[tuple[int, int], np.ndarray] = {}
@@ -2039,6 +2044,8 @@ class _Triple:
             *span_arr,
             self.acr_np if span else one,
             np.array(self.level_caps, dtype=f64),
+            self.pair_tab,
+            self.pair_have,
         )
         ints = (
             p,
@@ -2086,9 +2093,8 @@ class _Triple:
         f64 = np.float64
         one = np.zeros(1)
 
-        def pair(qp: int, s: int) -> tuple[np.ndarray, np.ndarray, bool]:  # prev_arrays' rows, and whether new
-            (a, b), fresh = self.pair_row(sets[qp], s)
-            return a, b, fresh
+        def pair(qp: int, s: int) -> tuple[bool]:  # prev_arrays' rows into pair_tab, and whether computed now
+            return (self.pair_row(sets[qp], s)[1],)
 
         def level(j: int) -> tuple[np.ndarray, np.ndarray]:  # level_fits' build of level j
             masks = self.masks_by_k & (self.ylb_arr <= self.level_caps[j] * self.tol)
@@ -2767,6 +2773,9 @@ class _Triple:
         sa, sb = self.size_a(s), self.size_b(s)
         got = [srch.pair_lb(tb, q_prev, q, sa, sb) for q in self.sets]
         rows = self.pair_rows[key] = (np.array([g[0] for g in got], dtype=float), np.array([g[1] for g in got], dtype=float))
+        qp, nq = self.set_index[q_prev], len(self.sets)
+        self.pair_tab[qp, s, :nq], self.pair_tab[qp, s, nq:] = rows
+        self.pair_have[qp, s] = 1
         return rows, True
 
     def raise_floors(self) -> None:
