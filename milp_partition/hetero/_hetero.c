@@ -269,21 +269,34 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
             }
         }
         for (Py_ssize_t k = 0; k < p && !rc; k++) {
-            int64_t *bk = bits + k * plane;
+            int64_t *restrict bk = bits + k * plane;
             memset(bk, 0, sizeof(int64_t) * (size_t)plane);
             for (Py_ssize_t c = 0; c < nk; c++) {
-                const unsigned char *m = masks + (k * nk + c) * plane;
-                const int64_t bit = (int64_t)1 << c;
-                for (Py_ssize_t i = 0; i < plane; i++)
-                    if (m[i]) bk[i] |= bit;
+                const unsigned char *restrict m = masks + (k * nk + c) * plane;
+                for (Py_ssize_t i = 0; i < plane; i++) bk[i] |= (int64_t)(m[i] != 0) << c;
             }
         }
         for (Py_ssize_t k = p - 1; k >= 0 && !rc; k--) {
             const int64_t *bk = bits + k * plane;
             for (Py_ssize_t t = 0; t < T; t++) {
+                const double *nxt = out + ((k + 1) * T + t) * L1;
+                double *row = out + (k * T + t) * L1;
+                Py_ssize_t nfin = 0;
+                for (Py_ssize_t e = 0; e < L1; e++)
+                    if (nxt[e] != INFINITY) fin[nfin++] = e;
                 if (use_table) {
+                    /* cost read from the table where it is added: the same sums and minima */
                     const double *tt = table + t * nsub;
-                    for (Py_ssize_t i = 0; i < plane; i++) cost[i] = tt[bk[i]];
+                    for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
+                        double best = INFINITY;
+                        const int64_t *brow = bk + s0 * L1;
+                        for (Py_ssize_t f = 0; f < nfin; f++) {
+                            double x = tt[brow[fin[f]]] + nxt[fin[f]];
+                            if (x < best) best = x;
+                        }
+                        row[s0] = best;
+                    }
+                    continue;
                 } else {
                     for (Py_ssize_t i = 0; i < plane; i++) cost[i] = INFINITY;
                     for (Py_ssize_t c = 0; c < nk; c++) {
@@ -293,12 +306,7 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
                             if (m[i] && wc < cost[i]) cost[i] = wc;
                     }
                 }
-                const double *nxt = out + ((k + 1) * T + t) * L1;
-                double *row = out + (k * T + t) * L1;
                 /* an e with nxt[e] = inf gives inf (the weights are finite or inf, never -inf): skipped */
-                Py_ssize_t nfin = 0;
-                for (Py_ssize_t e = 0; e < L1; e++)
-                    if (nxt[e] != INFINITY) fin[nfin++] = e;
                 for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                     double best = INFINITY;
                     const double *crow = cost + s0 * L1;
