@@ -246,6 +246,37 @@ def test_search_proves_the_smallest_setting_above_sailor() -> None:
     assert verify_hetero(problem, plan_to_sailor(got.plan)).iteration_s == pytest.approx(got.value, rel=1e-12)
 
 
+def test_the_solve_collects_garbage_less_often_and_puts_the_thresholds_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """During :func:`solve_hetero` the collector's first threshold is at least ``GC_THRESHOLD0``; after it, the
+    thresholds found before (also when the solve raises)."""
+    import gc
+
+    from milp_partition.hetero import solve as hs
+
+    problem = read_sailor(HETERO, setting="opt350-a8-v16")
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    run = hs.run_chain
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.get_threshold())
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(hs, "run_chain", spy)
+    res = hs.solve_hetero(problem, hs.HeteroSolveSettings(time_limit_s=60.0))
+    assert res.sailor_plan
+    assert seen and seen[0][0] >= hs.GC_THRESHOLD0 > before[0] and seen[0][1:] == before[1:]
+    assert gc.get_threshold() == before
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(hs, "run_chain", boom)
+    with pytest.raises(RuntimeError):
+        hs.solve_hetero(problem)
+    assert gc.get_threshold() == before
+
+
 def test_a_spent_budget_still_gives_a_sound_bound() -> None:
     """No time at all: the bound is the first (mbs, D, P) bound, below every plan (here Sailor's and the layer move)."""
     problem = read_sailor(HETERO, setting="opt350-a32-v96")
