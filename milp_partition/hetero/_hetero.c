@@ -624,12 +624,14 @@ static PyObject *split_dp(PyObject *self, PyObject *args) {
                     for (Py_ssize_t e = e_lo; e <= e_hi; e++) {
                         double ys = y[s0 * L1 + e];
                         if (ys == INFINITY) continue; /* its candidates are inf: no minimum moves */
-                        const double *gm = gmax + e * B, *gs = gsum + e * B;
+                        const double *restrict gm = gmax + e * B, *restrict gs = gsum + e * B;
+                        double *restrict rmx = rmax, *restrict rsm = rsum;
+                        /* the same comparisons as a conditional store, written as selects (vectorized) */
                         for (Py_ssize_t b = t; b < B; b++) {
                             double cm = ys > gm[b - t] ? ys : gm[b - t];
-                            if (cm < rmax[b]) rmax[b] = cm;
+                            rmx[b] = cm < rmx[b] ? cm : rmx[b];
                             double cs = ys + gs[b - t];
-                            if (cs < rsum[b]) rsum[b] = cs;
+                            rsm[b] = cs < rsm[b] ? cs : rsm[b];
                         }
                     }
                 }
@@ -863,11 +865,13 @@ static PyObject *ar_dp(PyObject *self, PyObject *args) {
                         for (Py_ssize_t e = s + 1; e <= L - j + 1; e++) {
                             double a = arow[e];
                             if (a == INFINITY) continue;
-                            const double *grow = g + e * B1;
+                            const double *restrict grow = g + e * B1;
+                            double *restrict hr = hrow;
+                            /* the same comparisons as a conditional store, written as selects (vectorized) */
                             for (Py_ssize_t b = t; b < B1; b++) {
                                 double x = grow[b - t];
                                 double m = a > x ? a : x;
-                                if (m < hrow[b]) hrow[b] = m;
+                                hr[b] = m < hr[b] ? m : hr[b];
                             }
                         }
                     }
