@@ -55,9 +55,13 @@ class MinLinkFit(LinkFit):
         if got is None:
             lx = math.log2(nbytes / 1e6)
             got = math.inf
+            powers: dict[int, list[float]] = {}  # per fit length: lx ** (n - k - 1) for k < n, once for every part
             for coef in self.parts:
                 n = len(coef)
-                bw = sum(c * lx ** (n - k - 1) for k, c in enumerate(coef))
+                pw = powers.get(n)
+                if pw is None:
+                    pw = powers[n] = [lx ** (n - k - 1) for k in range(n)]
+                bw = sum(c * x for c, x in zip(coef, pw))  # (the same products, summed in the same order)
                 got = min(got, (nbytes / 1e9) / bw)
             self._cache[nbytes] = got
         return got

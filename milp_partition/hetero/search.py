@@ -800,6 +800,8 @@ class _Search:
         self.x_cache: dict[tuple[int, float], tuple[float, float]] = {}
         # per (mbs, P): (y_hi, least weighted devices per replica under it) of :meth:`devices_admit`'s tests so far
         self.admit_seen: dict[tuple[int, int], list[tuple[float, list[float]]]] = {}
+        # (configurations, counts, D) -> :meth:`_Triple._shared_of_d`'s parts (shared by the micro-batch sizes)
+        self.triple_shared: dict[tuple[object, ...], tuple[Any, ...]] = {}
         self.col_ar_cache: dict[tuple[int, tuple[int, ...]], dict[int, np.ndarray]] = {}  # :meth:`col_ar_table`
         # (D, configurations) -> :func:`set_allreduce_lb`'s [q][s][e] (the micro-batch sizes share it)
         self.set_ar_cache: dict[tuple[int, tuple[tuple[int, int], ...]], np.ndarray] = {}
@@ -1796,9 +1798,11 @@ class _Triple:
         self.xmins = xmins
         xmin_all = self.xmin_all = min(xmins)
         # the parts read from the tables and D alone (the sets, the weights, the device usage), read only
-        shared = tb.misc.get(("triple_d", d))
+        # (they read the tables' configurations and counts, not the micro-batch size: shared by the sizes)
+        skey = (tuple(tb.cfgs), tuple(tb.caps), d)
+        shared = search.triple_shared.get(skey)
         if shared is None:
-            shared = tb.misc[("triple_d", d)] = self._shared_of_d(tb, d)
+            shared = search.triple_shared[skey] = self._shared_of_d(tb, d)
         self.sets, self.set_index, self.lams, self.lam_cap, self.caps_tol, self.usage_arr, self.set_bits = shared[:7]
         self.set_bits_np, self.lag_w = shared[7:]
         sets, lams = self.sets, self.lams
@@ -1876,7 +1880,8 @@ class _Triple:
         self.level_after = LEVEL_AFTER_NODES if (SPAN_LEVELS or not self.spanning) else 1 << 62
 
     def _shared_of_d(self, tb: _Tables, d: int) -> tuple[Any, ...]:
-        """The triple's parts that read the tables and D alone, built once per (micro-batch size, D): the reduced sets
+        """The triple's parts that read the tables' configurations and counts and D alone, built once per (configurations,
+        counts, D) (the micro-batch sizes with the same configurations share them): the reduced sets
         (per column at most one tp; at most D members), their index, the weight vectors of the device-budget
         relaxation, their budgets with the tolerance, each set's least weighted use [set][t], each set's members as
         bits (list and array) and the Lagrangian weights [t][c] (D lambda_t[column] tp)."""
