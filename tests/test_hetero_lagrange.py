@@ -55,8 +55,8 @@ def test_lagrangian_sum_bound_holds_for_every_plan_below_the_incumbent(objective
             srch = _Search(problem, Budget.starting_now(60.0), best * frac, None)
             tr = _Triple(srch, tables[mbs], d, p)
             assert tr.tighten_caps(), (mbs, d, p)  # a plan below the incumbent exists: the caps must keep the triple
-            root = tr.lagrange(tr.masks_by_k, tr.rsum_l[0][0])
-            raised += root > tr.rsum_l[0][0] * (1 + 1e-6)
+            root = tr.lagrange(tr.masks_by_k, float(tr.rsum_np[0][0]))
+            raised += root > float(tr.rsum_np[0][0]) * (1 + 1e-6)
             no_price = float(tr.lag_g[:, 0, 0].max()) if tr.lag_g is not None else -math.inf
             for plan, v, y in items:
                 if v >= best * frac:

@@ -1998,7 +1998,18 @@ class _Triple:
         if NATIVE_TREE and native.tree_available():
             self.tree()
         else:
+            self.rec_lists()
             self.rec(0, 0, -math.inf, 0.0, 0.0, 0.0, -math.inf, 0.0, [0.0] * len(self.lams), np.zeros(self.cap0 + 1))
+
+    def rec_lists(self) -> None:
+        """The tables :meth:`rec` reads as lists (the C tree reads the arrays): the bottleneck programs' rows and, where
+        plans must span, the crossing programs'."""
+        self.rmax_l = self.rmax_np.tolist()
+        self.rsum_l = self.rsum_np.tolist()
+        if self.span_np:
+            in_max, in_sum, lat_max, lat_sum = self.span_np
+            self.span_in = (in_max.tolist(), in_sum.tolist())
+            self.span_lat = (lat_max.tolist(), lat_sum.tolist())
 
     def tree(self) -> None:
         """:meth:`rec` from the root in C (:func:`milp_partition.hetero.native.tree_run`): the same operations in the same
@@ -2187,9 +2198,7 @@ class _Triple:
         args = (self.masks_by_k, self.ylb_arr, self.ymin_np, inc_a, inc_b, ka_all, kb_all, nmax, nsum)
         got = native.span_dp(*args)  # the same values as its numpy form
         in_max, in_sum, lat_max, lat_sum = got if got is not None else _span_programs(*args)
-        self.span_np = (in_max, in_sum, lat_max, lat_sum)
-        self.span_in = (in_max.tolist(), in_sum.tolist())
-        self.span_lat = (lat_max.tolist(), lat_sum.tolist())
+        self.span_np = (in_max, in_sum, lat_max, lat_sum)  # (as lists for rec: :meth:`rec_lists`)
 
     def span_lb(
         self,
@@ -2333,9 +2342,7 @@ class _Triple:
         if lag_gain <= LAGRANGE_KEEP * s00:
             self.lag_g = None  # the Lagrangian barely moves the root: the tree does not pay for it at every node
         self.level_caps = [self.y_cap_masks * f for f in LEVEL_FRACTIONS]
-        self.rmax_l = [r.tolist() for r in rmax_arr]
-        self.rsum_l = [r.tolist() for r in rsum_arr]
-        self.rmax_np, self.rsum_np = np.ascontiguousarray(rmax_arr), np.ascontiguousarray(rsum_arr)
+        self.rmax_np, self.rsum_np = np.ascontiguousarray(rmax_arr), np.ascontiguousarray(rsum_arr)  # (lists: rec_lists)
         return True
 
     def ymax_floor(self) -> float:
