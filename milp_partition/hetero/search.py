@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -381,6 +382,25 @@ def _bucketed_vec(size: np.ndarray, n: int | np.ndarray, coef: tuple[float, ...]
     return np.asarray(full * ring(bucket) + ring(last))
 
 
+_SCRATCH = threading.local()
+
+
+def _scratch(shape: tuple[int, ...], slot: int) -> np.ndarray:
+    """A float64 work array of ``shape`` (``slot``: which of a call's arrays), kept per thread between calls: the
+    pooled links' rings evaluate tens of parts at once, and arrays of a few hundred kB allocated and freed at every call
+    cost their pages' faults again each time (the C allocator gives a freed heap top back to the system)."""
+    bufs: dict[tuple[tuple[int, ...], int], np.ndarray] | None = getattr(_SCRATCH, "bufs", None)
+    if bufs is None:
+        bufs = _SCRATCH.bufs = {}
+    key = (shape, slot)
+    got = bufs.get(key)
+    if got is None:
+        if len(bufs) >= 64:  # a few shapes repeat (the sizes per tp, a batch of degrees): keep the memory bounded
+            bufs.clear()
+        got = bufs[key] = np.empty(shape)
+    return got
+
+
 def _bucketed_vec_min(size: np.ndarray, n: int | np.ndarray, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
     """:func:`_bucketed_vec` for a link that takes the least time over several fits (``parts``), piece by piece as
     :class:`milp_partition.hetero.pool.MinLinkFit` prices each bucket; one part: :func:`_bucketed_vec`'s values.  The
@@ -397,19 +417,27 @@ def _bucketed_vec_min(size: np.ndarray, n: int | np.ndarray, parts: tuple[tuple[
     def ring_min(x: np.ndarray) -> np.ndarray:
         step = np.asarray(x, dtype=float) / n
         lx = np.log2(step / 1e6)
-        bw: np.ndarray | float = 0
+        # bw = 0 + sum_i c_i lx^(k-i-1) per part, into work arrays kept between calls (:func:`_scratch`)
+        shape = (len(parts), *np.shape(lx))
+        bw, tmp = _scratch(shape, 0), _scratch(shape, 1)
+        bw.fill(0.0)
         for i in range(k):
             c = coef[:, i].reshape(-1, *extra)
             # c lx^j with numpy's lx ** j: j = 0 is c itself (lx ** 0 is 1, even for inf and NaN), j = 1 is c lx, j = 2
             # c (lx lx) (numpy squares for ** 2): the same floats with fewer passes over the sizes
             j = k - i - 1
-            bw = bw + (c if j == 0 else c * lx if j == 1 else c * (lx * lx) if j == 2 else c * lx**j)
-        bw = np.asarray(bw)
+            if j == 0:
+                np.add(bw, c, out=bw)
+            else:
+                np.multiply(c, lx if j == 1 else lx * lx if j == 2 else lx**j, out=tmp)
+                np.add(bw, tmp, out=bw)
         if bool((bw > 0).all()):
             # every part's bandwidth positive: 2 (n - 1) (step / 1e9) / bw falls as bw grows, and rounding keeps that
             # order, so the least over the parts is the one at the largest bandwidth (the same float)
             return np.asarray(2 * (n - 1) * ((step / 1e9) / bw.max(axis=0)))
-        return np.asarray(2 * (n - 1) * ((step / 1e9) / bw)).min(axis=0)
+        np.divide(step / 1e9, bw, out=tmp)
+        np.multiply(2 * (n - 1), tmp, out=tmp)
+        return np.asarray(tmp.min(axis=0))
 
     # a full bucket's ring reads n alone: evaluated once per n (the same floats, broadcast over the sizes)
     at_bucket = ring_min(np.full(np.broadcast_shapes(np.shape(n), (1,) * np.ndim(last)), bucket))
@@ -447,13 +475,24 @@ def _well_conditioned_all(size: np.ndarray, n: int | np.ndarray, parts: tuple[tu
     ndim = max(np.ndim(size), np.ndim(n))
     for steps, where in (((size - full * bucket) / n, True), (at_bucket, full > 0)):
         lx = np.log2(steps / 1e6)
-        bw: np.ndarray | float = 0
-        mag: np.ndarray | float = 0
+        alx = np.abs(lx)
+        # bw = 0 + sum_i c_i lx^j, mag = 0 + sum_i |c_i| |lx|^j (j = k - i - 1; numpy's x ** 2 is x x, x ** 1 is x, x ** 0
+        # is 1), into work arrays kept between calls (:func:`_scratch`): the same floats
+        shape = (len(parts), *np.shape(lx))
+        bw, mag, tmp = _scratch(shape, 0), _scratch(shape, 1), _scratch(shape, 2)
+        bw.fill(0.0)
+        mag.fill(0.0)
         for i in range(k):
             c = coef[:, i].reshape(-1, *((1,) * ndim))
-            bw = bw + c * lx ** (k - i - 1)
-            mag = mag + np.abs(c) * np.abs(lx) ** (k - i - 1)
-        ok = ok & ((np.asarray(bw > 1e-6 * np.asarray(mag))).all(axis=0) | ~np.asarray(where))
+            j = k - i - 1
+            for acc, cc, x in ((bw, c, lx), (mag, np.abs(c), alx)):
+                if j == 0:
+                    np.add(acc, cc, out=acc)
+                else:
+                    np.multiply(cc, x if j == 1 else x * x if j == 2 else x**j, out=tmp)
+                    np.add(acc, tmp, out=acc)
+        np.multiply(1e-6, mag, out=tmp)
+        ok = ok & ((bw > tmp).all(axis=0) | ~np.asarray(where))
     return np.asarray(ok)
 
 
