@@ -226,6 +226,45 @@ def test_fewer_than_four_devices_solve(tmp_path: Path, gpus: dict[str, int], mod
         assert json.loads(out.read_text())["status"] == "optimal"
 
 
+def test_the_fills_place_equal_rows_and_replicas_together_as_one_by_one() -> None:
+    """:func:`_fill_rows` and :func:`_fill_stages` (equal rows, equal replicas placed together) give the plans of their
+    one-at-a-time definitions on random pooled plans of up to 48 replicas (runs of equal rows and replicas, two kinds,
+    tps 1-4), for every order of the zones, also where the counts run out (None on both sides)."""
+    from milp_partition.hetero.pool import _fill_rows, _fill_rows_by_row, _fill_stages, _fill_stages_by_replica, pool_groups
+    from milp_partition.hetero.problem import HeteroPlan, Replica
+
+    counts = {"A100-40_us-central1-a": 16, "A100-40_us-central1-b": 12, "A100-40_us-west1-b": 9, "V100-16_us-central1-a": 10}
+    problem = _zoned(counts)
+    groups = pool_groups(problem)
+    members: dict[tuple[str, str], list[str]] = {}
+    for (g, z), pz in groups.items():
+        members.setdefault((g, pz), []).append(z)
+    keys = sorted(members)
+    rng = random.Random(3)
+    placed = failed = 0
+    for _ in range(60):
+        p, d = rng.randint(1, 4), rng.randint(1, 12)
+        stages = []
+        for _i in range(p):
+            kinds = [rng.choice(keys) for _ in range(rng.randint(1, 2))]
+            reps: list[Replica] = []
+            while len(reps) < d:  # runs of equal replicas
+                kind, pz = rng.choice(kinds)
+                reps += [Replica(kind, pz, rng.choice([1, 1, 2, 4]))] * rng.randint(1, d)
+            stages.append(tuple(reps[:d]))
+        if rng.random() < 0.5:  # equal rows: every stage's replicas the same along the row
+            stages = [tuple([row[0]] * d) for row in stages]
+        plan = HeteroPlan(1, tuple((i, i + 1) for i in range(p)), tuple(stages))
+        for combo in itertools.product(*[list(itertools.permutations(members[k])) for k in keys]):
+            order = dict(zip(keys, combo))
+            for fast, slow in ((_fill_rows, _fill_rows_by_row), (_fill_stages, _fill_stages_by_replica)):
+                got, want = fast(problem, plan, order), slow(problem, plan, order)
+                assert got == want, (plan, order)
+                placed += want is not None
+                failed += want is None
+    assert placed > 100 and failed > 10
+
+
 @pytest.mark.parametrize("counts", ZONED)
 def test_whole_stage_zone_choices_are_plans_and_never_worse(counts: dict[str, int]) -> None:
     """Every plan of :func:`milp_partition.hetero.pool._whole_stage_plans` (each stage's replicas of a pool in one zone)

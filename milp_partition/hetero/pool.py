@@ -131,7 +131,48 @@ def _replica(kind: str, zone: str, tp: int) -> Replica:
 def _fill_rows(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> HeteroPlan | None:
     """Zones for the pooled plan's replicas, row by row (replica r of every stage): each row's devices of a pool in
     the first of the pool's zones (``order``) with room for all of them, else replica by replica in the first zone
-    with room; None when the counts do not hold it."""
+    with room; None when the counts do not hold it.
+
+    Rows equal to the one before are placed together where every pool of the row has a zone with room for the whole
+    row: the first such zone takes the next rows until its room falls below the row's need (the counts only fall, so
+    row by row would choose it for each of them, the same placement)."""
+    left = {(c.kind, c.zone): c.count for c in problem.cluster.columns}
+    d, p = plan.dp, len(plan.stages)
+    out: list[list[Replica]] = [[] for _ in range(p)]
+    rows = list(zip(*plan.replicas))  # row r: replica r of every stage
+    r = 0
+    while r < d:
+        row = rows[r]
+        same = 1  # rows r.. equal to row (tuples compare their items by identity first)
+        while r + same < d and rows[r + same] == row:
+            same += 1
+        need: dict[tuple[str, str], int] = {}
+        for rep in row:
+            need[(rep.kind, rep.zone)] = need.get((rep.kind, rep.zone), 0) + rep.tp
+        zone_of = {key: next((z for z in order[key] if left[(key[0], z)] >= n), "") for key, n in need.items()}
+        batch = 1
+        if all(zone_of.values()):
+            # every pool's first zone with room holds floor(room / need) rows like this one
+            batch = min(same, *(left[(key[0], zone_of[key])] // n if n > 0 else same for key, n in need.items()))
+            batch = max(batch, 1)
+        for i, rep in enumerate(row):
+            key = (rep.kind, rep.zone)
+            if batch > 1:
+                z = zone_of[key]
+                left[(rep.kind, z)] -= rep.tp * batch
+                out[i].extend([_replica(rep.kind, z, rep.tp)] * batch)
+                continue
+            z = zone_of[key] or next((z2 for z2 in order[key] if left[(rep.kind, z2)] >= rep.tp), "")
+            if not z:
+                return None
+            left[(rep.kind, z)] -= rep.tp
+            out[i].append(_replica(rep.kind, z, rep.tp))
+        r += batch
+    return HeteroPlan(plan.mbs, plan.stages, tuple(tuple(x) for x in out))
+
+
+def _fill_rows_by_row(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> HeteroPlan | None:
+    """:func:`_fill_rows` one row at a time (its definition; the tests compare both)."""
     left = {(c.kind, c.zone): c.count for c in problem.cluster.columns}
     d, p = plan.dp, len(plan.stages)
     out: list[list[Replica]] = [[] for _ in range(p)]
@@ -153,7 +194,35 @@ def _fill_rows(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> Heter
 
 def _fill_stages(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> HeteroPlan | None:
     """Zones stage by stage, the stages with the most devices first, each replica in order in the first of its pool's
-    zones (``order``) with room (the large tps are placed while the zones have room); None when they do not fit."""
+    zones (``order``) with room (the large tps are placed while the zones have room); None when they do not fit.
+
+    Replicas equal to the one before are placed together: the first zone with room takes the next ones until its room
+    falls below their tp (the counts only fall: one by one would choose it for each of them)."""
+    left = {(c.kind, c.zone): c.count for c in problem.cluster.columns}
+    p = len(plan.stages)
+    out: list[tuple[Replica, ...]] = [() for _ in range(p)]
+    for i in sorted(range(p), key=lambda i: -max(r.tp for r in plan.replicas[i])):
+        row: list[Replica] = []
+        reps = plan.replicas[i]
+        j = 0
+        while j < len(reps):
+            rep = reps[j]
+            same = 1
+            while j + same < len(reps) and (reps[j + same] is rep or reps[j + same] == rep):
+                same += 1
+            z = next((z2 for z2 in order[(rep.kind, rep.zone)] if left[(rep.kind, z2)] >= rep.tp), "")
+            if not z:
+                return None
+            batch = min(same, left[(rep.kind, z)] // rep.tp) if rep.tp > 0 else same
+            left[(rep.kind, z)] -= rep.tp * batch
+            row.extend([_replica(rep.kind, z, rep.tp)] * batch)
+            j += batch
+        out[i] = tuple(row)
+    return HeteroPlan(plan.mbs, plan.stages, tuple(out))
+
+
+def _fill_stages_by_replica(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> HeteroPlan | None:
+    """:func:`_fill_stages` one replica at a time (its definition; the tests compare both)."""
     left = {(c.kind, c.zone): c.count for c in problem.cluster.columns}
     p = len(plan.stages)
     out: list[tuple[Replica, ...]] = [() for _ in range(p)]
@@ -212,6 +281,9 @@ def lift(
     with both fills (up to ``max_orders`` combinations; beyond, the zones by count, largest first, and its reverse),
     and every choice of one zone per stage and pool (:func:`_whole_stage_plans`, up to ``max_whole`` choices)."""
     groups = pool_groups(problem) if groups is None else groups
+    # the pooled plan's replicas as :func:`_replica`'s shared objects (equal ones are then the same object: the fills'
+    # runs of equal rows and replicas are found by identity, at every order)
+    plan = HeteroPlan(plan.mbs, plan.stages, tuple(tuple(_replica(r.kind, r.zone, r.tp) for r in row) for row in plan.replicas))
     counts = {(c.kind, c.zone): c.count for c in problem.cluster.columns}
     members: dict[tuple[str, str], list[str]] = {}
     for (g, z), pz in groups.items():
@@ -226,19 +298,29 @@ def lift(
             per_pool.append([by, by[::-1]])
     best, best_v = None, math.inf
     memo: dict[tuple[object, ...], float] = {}  # the sends' and all-reduces' seconds, shared by the candidates
+    # a candidate equal to one priced before changes nothing (the same value, and only a lower one replaces the best):
+    # not priced again.  The fills build their replicas from :func:`_replica`'s shared objects, so a plan's replicas
+    # by identity are its key (two equal plans have the same objects)
+    priced: set[tuple[tuple[int, ...], ...]] = set()
+
+    def consider(got: HeteroPlan) -> None:
+        nonlocal best, best_v
+        key = tuple(tuple(map(id, row)) for row in got.replicas)
+        if key in priced:
+            return
+        priced.add(key)
+        v = evaluate(problem, got, memo).iteration_s
+        if v < best_v:
+            best, best_v = got, v
+
     for combo in itertools.product(*per_pool):
         order = dict(zip(keys, combo))
         for fill in (_fill_rows, _fill_stages):
             got = fill(problem, plan, order)
-            if got is None:
-                continue
-            v = evaluate(problem, got, memo).iteration_s
-            if v < best_v:
-                best, best_v = got, v
+            if got is not None:
+                consider(got)
     for got in _whole_stage_plans(problem, plan, members, max_whole):
-        v = evaluate(problem, got, memo).iteration_s
-        if v < best_v:
-            best, best_v = got, v
+        consider(got)
     return best, best_v
 
 
