@@ -834,7 +834,7 @@ class _Search:
         self.stop = False
         self.full_bounds: dict[tuple[float, int, int, int], float] = {}
         self.fewer_cache: dict[tuple[int, tuple[int, ...]], bool] = {}
-        self.ring_cache: dict[tuple[int, int, tuple[tuple[float, ...], ...]], tuple[np.ndarray, bool]] = {}
+        self.ring_cache: dict[tuple[object, ...], object] = {}  # (tp, n, parts) -> ring values; ("well", ...) -> bool
         self.ar_cache: dict[tuple[tuple[int, tuple[int, ...]], int, int, int], float] = {}
         self.x_cache: dict[tuple[int, float], tuple[float, float]] = {}
         # per (mbs, P): (y_hi, least weighted devices per replica under it) of :meth:`devices_admit`'s tests so far
@@ -911,6 +911,7 @@ class _Search:
             ds = [x for x in range(d, d + AR_BATCH) if x not in tb.min_ar_cache]
             dcol = np.array(ds)[:, None]
             new: list[dict[int, np.ndarray]] = [{} for _ in ds]
+            first = last = np.full(len(ds), np.inf)  # ar_floor's least first and last stage, per D
             for tp in tps:
                 key = ("ar_sizes", tp)
                 if key not in tb.misc:  # the sizes do not depend on D: their distinct values once per tp
@@ -923,8 +924,13 @@ class _Search:
                 tables = np.where(valid[None], low[:, inv], np.inf)  # [D][s][e], every D at once
                 for k in range(len(ds)):
                     new[k][tp] = tables[k]
-            for x, table in zip(ds, new):
+                first = np.minimum(first, tables[:, 0, 1:].min(axis=1))
+                last = np.minimum(last, tables[:, :L, L].min(axis=1))
+            for x, table, f, la in zip(ds, new, first.tolist(), last.tolist()):
                 tb.min_ar_cache[x] = table
+                # ar_floor's value from the same minima (where no NaN: ar_floor's own Python minima, else, decide)
+                if x > 1 and x not in tb.ar_floor_cache and not (math.isnan(f) or math.isnan(la)):
+                    tb.ar_floor_cache[x] = max(f, la)
             got = new[0]
         return got
 
@@ -1496,27 +1502,34 @@ class _Search:
             for c2 in tb.cols
         }
 
-        def ring(t: int, n: int, parts: tuple[tuple[float, ...], ...]) -> tuple[np.ndarray, bool]:
-            key = (t, n, parts)  # the same weights for every micro-batch size: shared by the triples of d and d + 1
+        def well(t: int, n: int, parts: tuple[tuple[float, ...], ...]) -> bool:
+            key = ("well", t, n, parts)  # the same weights for every micro-batch size: shared by D and D + 1
+            got = self.ring_cache.get(key)
+            if got is None:
+                got = self.ring_cache[key] = n <= 1 or bool(_well_conditioned_all(_distinct(w / t)[0], n, parts).all())
+            return cast(bool, got)
+
+        def ring(t: int, n: int, parts: tuple[tuple[float, ...], ...]) -> np.ndarray:
+            key = (t, n, parts)
             got = self.ring_cache.get(key)
             if got is None:
                 if n <= 1:
-                    got = (np.zeros_like(w), True)
+                    got = np.zeros_like(w)
                 else:
                     # a pooled link (:mod:`milp_partition.hetero.pool`) is the least of its parts piece by piece: the
                     # same function the plans are priced with, each part evaluated well (once per distinct size)
                     u, inv = _distinct(w / t)
-                    got = (_bucketed_vec_min(u, n, parts)[inv], bool(_well_conditioned_all(u, n, parts).all()))
+                    got = _bucketed_vec_min(u, n, parts)[inv]
                 self.ring_cache[key] = got
-            return got
+            return cast(np.ndarray, got)
 
+        # the fit is evaluated well (no cancellation: a relative error below 1e-10) at every ring step compared: asked
+        # first, for every fit and tp (no ring is priced where one is not)
+        if not all(well(t, x, coef) for coef in links for t in tps for x in (d - 1, d)):
+            return False
         for coef in links:
-            few, many = {}, {}
-            for t in tps:
-                (few[t], ok1), (many[t], ok2) = ring(t, d - 1, coef), ring(t, d, coef)
-                # the fit is evaluated well (no cancellation: a relative error below 1e-10) at every ring step compared
-                if not (ok1 and ok2):
-                    return False
+            few = {t: ring(t, d - 1, coef) for t in tps}
+            many = {t: ring(t, d, coef) for t in tps}
             for t in tps:
                 for t2 in tps:
                     if t2 < t:
