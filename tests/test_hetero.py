@@ -246,6 +246,24 @@ def test_search_proves_the_smallest_setting_above_sailor() -> None:
     assert verify_hetero(problem, plan_to_sailor(got.plan)).iteration_s == pytest.approx(got.value, rel=1e-12)
 
 
+@pytest.mark.parametrize("setting", ["opt350-a8-v16", "gptneo-a32-v96"])
+def test_memory_fit_rows_equal_the_scalar_rule(setting: str) -> None:
+    """:meth:`_Tables.fits` (every in-flight count's rows at once, in numpy) answers as :meth:`_Tables._fits` (the
+    scalar rule) for every configuration, in-flight count, first layer and end; some ranges fit and some do not."""
+    problem = read_sailor(HETERO, setting=setting)
+    mbs = max(problem.micro_batches())
+    tb = _Tables(problem, mbs)
+    seen = set()
+    for k in range(len(tb.cfgs)):
+        for f in (tb.L, 3, 1, 7, 2):
+            for s in range(tb.L):
+                for e in range(s + 1, tb.L + 1):
+                    got = tb.fits(k, s, e, f)
+                    assert got == tb._fits(k, s, e, f), (k, f, s, e)
+                    seen.add(got)
+    assert seen == {True, False}
+
+
 def test_the_solve_collects_garbage_less_often_and_puts_the_thresholds_back(monkeypatch: pytest.MonkeyPatch) -> None:
     """During :func:`solve_hetero` the collector's first threshold is at least ``GC_THRESHOLD0``; after it, the
     thresholds found before (also when the solve raises)."""

@@ -250,15 +250,19 @@ class _Tables:
         row = self.fit_cache.get((k, in_flight))
         if row is None:
             # memory grows with e (prefix sums of non-negative floats): the count of ends that fit is the last one;
-            # the same arithmetic as :meth:`_fits`, elementwise
+            # the same arithmetic as :meth:`_fits`, elementwise, for the in-flight counts 1..L (and this one) at once
             L = self.L
             pp, ap = np.array(self.ppre[k]), np.array(self.apre[k])
             params = pp[None, :] - pp[:, None]
             act = (ap[None, :] - ap[:, None]) * self.mbs * FLOAT_BYTES
-            used = params * self.problem.model.optimizer_bytes_per_param + act * in_flight + self.memconst[k]
+            flights = sorted({*range(1, L + 1), in_flight})
+            fl = np.array(flights, dtype=float)[:, None, None]
+            used = params * self.problem.model.optimizer_bytes_per_param + act * fl + self.memconst[k]
             ok = (used <= self.memcap[k] * (1 + 1e-12)) & (np.arange(L + 1)[None, :] > np.arange(L + 1)[:, None])
-            row = [s0 + int(n) for s0, n in enumerate(ok[:L].sum(axis=1).tolist())]
-            self.fit_cache[(k, in_flight)] = row
+            counts = ok[:, :L].sum(axis=2).tolist()
+            for f, cnt in zip(flights, counts):
+                self.fit_cache.setdefault((k, f), [s0 + int(n) for s0, n in enumerate(cnt)])
+            row = self.fit_cache[(k, in_flight)]
         return e <= row[s]
 
     def fit_row(self, k: int, in_flight: int) -> list[int]:
@@ -928,7 +932,7 @@ class _Search:
                 last = np.minimum(last, tables[:, :L, L].min(axis=1))
             for x, table, f, la in zip(ds, new, first.tolist(), last.tolist()):
                 tb.min_ar_cache[x] = table
-                # ar_floor's value from the same minima (where no NaN: ar_floor's own Python minima, else, decide)
+                # ar_floor's value from the same minima (with a NaN among them, ar_floor computes its own)
                 if x > 1 and x not in tb.ar_floor_cache and not (math.isnan(f) or math.isnan(la)):
                     tb.ar_floor_cache[x] = max(f, la)
             got = new[0]
