@@ -376,13 +376,16 @@ def test_compiled_allreduce_split_program_equals_numpy(setting: str, monkeypatch
     assert finite > 20
 
 
-def _random_tables(rng: np.random.Generator, nan: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Random least-y tables [k][c][s0][e] (holes of inf, NaN where ``nan``) and allowed masks, for the C programs."""
+def _random_tables(rng: np.random.Generator, nan: bool, upper: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Random least-y tables [k][c][s0][e] (holes of inf, NaN where ``nan``, inf wherever e <= s0 where ``upper``, as
+    the search's) and allowed masks, for the C programs."""
     p, nk, l1 = int(rng.integers(1, 6)), int(rng.integers(1, 5)), int(rng.integers(2, 9))
     ylb = rng.random((p, nk, l1, l1)) * 10
     ylb[rng.random(ylb.shape) < 0.2] = math.inf
     if nan:
         ylb[rng.random(ylb.shape) < 0.05] = math.nan
+    if upper:
+        ylb[..., np.arange(l1)[None, :] <= np.arange(l1)[:, None]] = math.inf
     return ylb, rng.random(ylb.shape) < 0.7
 
 
@@ -390,13 +393,16 @@ def _random_tables(rng: np.random.Generator, nan: bool) -> tuple[np.ndarray, np.
 def test_compiled_crossing_programs_equal_numpy() -> None:
     """The crossing programs of the region search (``span_dp``) on random tables: allowed configurations with holes,
     least y with inf, crossing increments with inf and NaN (0 times inf where a stage has no forward send), every send
-    coefficient 0, 1 or 2: the same values as the numpy lines, NaN where numpy has NaN."""
-    from milp_partition.hetero.search import _span_programs
+    coefficient 0, 1 or 2: the same values as the numpy lines, NaN where numpy has NaN.  Half the tables are inf
+    wherever e <= s0 (as the search's), given to C with ``upper`` (it reads less there)."""
+    from milp_partition.hetero.search import _inf_below, _span_programs
 
     rng = np.random.default_rng(5)
     nan_seen = 0
     for trial in range(300):
-        ylb, masks = _random_tables(rng, nan=False)
+        ylb, masks = _random_tables(rng, nan=False, upper=trial % 2 == 1)
+        upper = _inf_below(ylb)
+        assert upper or trial % 2 == 0
         p, nk, l1, _l1 = ylb.shape
         inc_a, inc_b = rng.random((nk, l1)), rng.random((nk, l1))
         if trial % 3 == 0:
@@ -406,7 +412,7 @@ def test_compiled_crossing_programs_equal_numpy() -> None:
         nmax, nsum = rng.random((p + 1, l1)) * 5, rng.random((p + 1, l1)) * 20
         nmax[rng.random(nmax.shape) < 0.2] = math.inf
         ymin = np.where(masks, ylb, math.inf).min(axis=1)
-        got = native.span_dp(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum)
+        got = native.span_dp(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum, upper=upper)
         assert got is not None
         with np.errstate(invalid="ignore"):  # (0 times inf)
             want = _span_programs(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum)
@@ -420,15 +426,18 @@ def test_compiled_crossing_programs_equal_numpy() -> None:
 def test_compiled_bottleneck_programs_equal_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
     """The caps' bottleneck programs (``bottleneck``: each stage's least y over its allowed configurations, the least
     max and least sum of the later stages' y) on random tables with holes, inf and NaN: the same values as the numpy
-    lines of :func:`_bottleneck_arr` (NaN where numpy has NaN)."""
-    from milp_partition.hetero.search import _bottleneck_arr
+    lines of :func:`_bottleneck_arr` (NaN where numpy has NaN).  Half the tables are inf wherever e <= s0 (as the
+    search's), given to C with ``upper`` (it reads less there)."""
+    from milp_partition.hetero.search import _bottleneck_arr, _inf_below
 
     rng = np.random.default_rng(3)
     nan_seen = 0
     for trial in range(300):
-        ylb, masks = _random_tables(rng, nan=trial % 4 == 0)
+        ylb, masks = _random_tables(rng, nan=trial % 4 == 0, upper=trial % 2 == 1)
         l1 = ylb.shape[2]
-        got = native.bottleneck(ylb, masks)
+        upper = _inf_below(ylb)
+        assert upper or trial % 2 == 0
+        got = native.bottleneck(ylb, masks, upper)
         assert got is not None
         with monkeypatch.context() as mp:
             mp.setattr(native, "_ext", None)

@@ -902,14 +902,17 @@ static inline double nan_max(double a, double b) { return a != a ? a : (b != b ?
      lat_max[k][s0] = min_e min(max(y, lat_max[k+1][e]), max(yout, in_max[k+1][e])),
      lat_sum[k][s0] = min_e min(y + lat_sum[k+1][e], yout + in_sum[k+1][e]);
    the outputs ((P + 1) x L1) come filled with inf (rows 0 and P stay).  The same sums and products per entry, minima and
-   maxima that propagate NaN as numpy's do, so the same values. */
+   maxima that propagate NaN as numpy's do, so the same values.  A last argument upper (optional, 0) says that ylb and
+   ymin are inf wherever e <= s0 (a stage holds a layer at least; as the search's tables are): entries there that leave
+   every minimum as it is are then not read. */
 static PyObject *span_dp(PyObject *self, PyObject *args) {
     (void)self;
     enum { NB = 13 };
     PyObject *o[NB];
     Py_ssize_t P, nk, L1;
-    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOnnn", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9],
-                          &o[10], &o[11], &o[12], &P, &nk, &L1))
+    int upper = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOOOOOOOOOnnn|p", &o[0], &o[1], &o[2], &o[3], &o[4], &o[5], &o[6], &o[7], &o[8], &o[9],
+                          &o[10], &o[11], &o[12], &P, &nk, &L1, &upper))
         return NULL;
     if (P < 1 || nk < 0 || L1 < 1) {
         PyErr_SetString(PyExc_ValueError, "span_dp: bad sizes");
@@ -945,6 +948,7 @@ static PyObject *span_dp(PyObject *self, PyObject *args) {
                masked entry adds inf + the increment: inf when every increment of the configuration is neither NaN nor
                -inf (checked), and then it leaves the minimum as it is (NaN stays NaN): skipped. */
             for (Py_ssize_t i = 0; i < plane; i++) yin_k[i] = INFINITY, yout_k[i] = INFINITY;
+            int all_tame = 1; /* every configuration's increments tame: with upper, yin and yout stay inf at e <= s0 */
             for (Py_ssize_t c = 0; c < nk; c++) {
                 const double *y = ylb + (k * nk + c) * plane, *ia = inc_a + c * L1, *ib = inc_b + c * L1;
                 const uint8_t *m = masks + (k * nk + c) * plane;
@@ -953,9 +957,11 @@ static PyObject *span_dp(PyObject *self, PyObject *args) {
                     double xb = b_k * ib[j], xa = a_k * ia[j];
                     tame = xb == xb && xa == xa && xb != -INFINITY && xa != -INFINITY;
                 }
+                all_tame &= tame;
                 for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                     const double bin = b_k * ib[s0];
-                    for (Py_ssize_t e = 0; e < L1; e++) {
+                    /* upper: ylb is inf at e <= s0, where a tame increment leaves both minima as they are */
+                    for (Py_ssize_t e = upper && tame ? s0 + 1 : 0; e < L1; e++) {
                         Py_ssize_t i = s0 * L1 + e;
                         if (!m[i] && tame) continue;
                         double mv = m[i] ? y[i] : INFINITY;
@@ -972,7 +978,9 @@ static PyObject *span_dp(PyObject *self, PyObject *args) {
                             lsm[e] == lsm[e] && nsm[e] != -INFINITY && ism[e] != -INFINITY && lsm[e] != -INFINITY;
             for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                 double b_in_max = INFINITY, b_in_sum = INFINITY, b_lat_max = INFINITY, b_lat_sum = INFINITY;
-                for (Py_ssize_t e = 0; e < L1; e++) {
+                /* upper and every increment tame: yin, yout and y (ymin, inf where ylb is) are inf at e <= s0: skipped
+                   there as below */
+                for (Py_ssize_t e = upper && all_tame && tame_rows ? s0 + 1 : 0; e < L1; e++) {
                     double yin = yin_k[s0 * L1 + e], yout = yout_k[s0 * L1 + e];
                     double y = ymin[k * plane + s0 * L1 + e];
                     if (tame_rows && yin == INFINITY && yout == INFINITY && y == INFINITY) continue;
@@ -997,13 +1005,15 @@ static PyObject *span_dp(PyObject *self, PyObject *args) {
    ymin[k][s0][e] = min_c (ylb[k][c][s0][e] where masks[k][c][s0][e] (uint8) else inf); with rmax[P][L] = -inf,
    rsum[P][L] = 0 (inf elsewhere in row P), for k = P - 1 .. 0: rmax[k][s0] = min_e max(ymin[k][s0][e], rmax[k+1][e]),
    rsum[k][s0] = min_e (ymin[k][s0][e] + rsum[k+1][e]).  The minima and maxima propagate NaN as numpy's do and the sums
-   are single additions: the same values. */
+   are single additions: the same values.  A last argument upper (optional, 0) says that ylb is inf wherever e <= s0:
+   entries there that leave every minimum as it is are then not read. */
 static PyObject *bottleneck(PyObject *self, PyObject *args) {
     (void)self;
     enum { NB = 5 };
     PyObject *o[NB];
     Py_ssize_t P, nk, L1;
-    if (!PyArg_ParseTuple(args, "OOOOOnnn", &o[0], &o[1], &o[2], &o[3], &o[4], &P, &nk, &L1)) return NULL;
+    int upper = 0;
+    if (!PyArg_ParseTuple(args, "OOOOOnnn|p", &o[0], &o[1], &o[2], &o[3], &o[4], &P, &nk, &L1, &upper)) return NULL;
     if (P < 0 || nk < 0 || L1 < 1) {
         PyErr_SetString(PyExc_ValueError, "bottleneck: bad sizes");
         return NULL;
@@ -1024,9 +1034,16 @@ static PyObject *bottleneck(PyObject *self, PyObject *args) {
             for (Py_ssize_t c = 0; c < nk; c++) {
                 const double *y = ylb + (k * nk + c) * plane;
                 const uint8_t *m = masks + (k * nk + c) * plane;
-                /* a masked entry's inf leaves the minimum as it is (NaN stays NaN): skipped */
-                for (Py_ssize_t i = 0; i < plane; i++)
-                    if (m[i]) ym[i] = nan_min(ym[i], y[i]);
+                /* a masked entry's inf leaves the minimum as it is (NaN stays NaN): skipped; upper: so is every
+                   entry at e <= s0 (ylb is inf there) */
+                if (upper) {
+                    for (Py_ssize_t s0 = 0; s0 < L1; s0++)
+                        for (Py_ssize_t i = s0 * L1 + s0 + 1; i < (s0 + 1) * L1; i++)
+                            if (m[i]) ym[i] = nan_min(ym[i], y[i]);
+                } else {
+                    for (Py_ssize_t i = 0; i < plane; i++)
+                        if (m[i]) ym[i] = nan_min(ym[i], y[i]);
+                }
             }
         }
         for (Py_ssize_t k = P - 1; k >= 0; k--) {
@@ -1036,7 +1053,8 @@ static PyObject *bottleneck(PyObject *self, PyObject *args) {
             for (Py_ssize_t e = 0; e < L1 && tame; e++) tame = nmx[e] == nmx[e] && nsm[e] == nsm[e] && nsm[e] != -INFINITY;
             for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                 double bmax = INFINITY, bsum = INFINITY;
-                for (Py_ssize_t e = 0; e < L1; e++) {
+                /* upper: ymin is inf at e <= s0 (ylb is), skipped there when tame as below */
+                for (Py_ssize_t e = upper && tame ? s0 + 1 : 0; e < L1; e++) {
                     double y = ym[s0 * L1 + e];
                     if (tame && y == INFINITY) continue;
                     bmax = nan_min(bmax, nan_max(y, nmx[e]));
@@ -1725,10 +1743,11 @@ static PyMethodDef methods[] = {
      "split_dp(yk, tps, gmax0, gsum0, p, L1, ntp, budget): Search.root_split's programs (row of the first layer)."},
     {"ar_dp", ar_dp, METH_VARARGS, "ar_dp(table, tps, out, ntp, L1, budget, pmax): Search.ar_split's program (rows of layer 0)."},
     {"bottleneck", bottleneck, METH_VARARGS,
-     "bottleneck(ylb, masks, rmax, rsum, ymin, P, nk, L1): _bottleneck_arr's least y per stage and its programs."},
+     "bottleneck(ylb, masks, rmax, rsum, ymin, P, nk, L1[, upper]): _bottleneck_arr's least y per stage and its "
+     "programs (upper: ylb is inf wherever e <= s0, not read there)."},
     {"span_dp", span_dp, METH_VARARGS,
-     "span_dp(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum, in_max, in_sum, lat_max, lat_sum, P, nk, L1): the "
-     "crossing programs of _Triple.span_tables."},
+     "span_dp(masks, ylb, ymin, inc_a, inc_b, ka, kb, nmax, nsum, in_max, in_sum, lat_max, lat_sum, P, nk, L1[, upper]): "
+     "the crossing programs of _Triple.span_tables (upper: ylb and ymin are inf wherever e <= s0)."},
     {"tree_run", tree_run, METH_VARARGS,
      "tree_run(arrays, ints, doubles, callbacks): the tree of one (mbs, D, P) from its root (search.py, _Triple.rec)."},
     {NULL, NULL, 0, NULL},

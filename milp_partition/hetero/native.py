@@ -243,10 +243,11 @@ def stage_scan(
     return cand, cnt, minlb, basemin
 
 
-def bottleneck(ylb: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def bottleneck(ylb: np.ndarray, masks: np.ndarray, upper: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """:func:`milp_partition.hetero.search._bottleneck_arr` (its numpy form is the definition) in C: (rmax, rsum) as
     (P + 1) x (L + 1) and each stage's least y over its allowed configurations [k][s0][e]; ``ylb`` and ``masks``
-    [k][c][s0][e].  None when the extension is not available (or is an older build without it)."""
+    [k][c][s0][e].  None when the extension is not available (or is an older build without it).  ``upper``: ``ylb`` is
+    inf wherever e <= s0 (the search's is): the same values, with fewer entries read."""
     if not available() or not hasattr(_ext, "bottleneck"):
         return None
     p, nk, l1, _l1 = ylb.shape
@@ -260,6 +261,7 @@ def bottleneck(ylb: np.ndarray, masks: np.ndarray) -> tuple[np.ndarray, np.ndarr
         p,
         nk,
         l1,
+        bool(upper),
     )
     return rmax, rsum, ymin
 
@@ -274,11 +276,13 @@ def span_dp(
     kb: np.ndarray,
     nmax: np.ndarray,
     nsum: np.ndarray,
+    upper: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
     """The crossing programs of :meth:`milp_partition.hetero.search._Triple.span_tables` (its numpy form is the
     definition) in C: (in_max, in_sum, lat_max, lat_sum), each (P + 1) x (L + 1); None when the extension is not
     available (or is an older build without it).  ``masks`` and ``ylb`` [k][c][s0][e], ``ymin`` [k][s0][e], ``inc_a``
-    and ``inc_b`` [c][layer], ``ka`` and ``kb`` [k], ``nmax`` and ``nsum`` (P + 1) x (L + 1)."""
+    and ``inc_b`` [c][layer], ``ka`` and ``kb`` [k], ``nmax`` and ``nsum`` (P + 1) x (L + 1).  ``upper``: ``ylb`` and
+    ``ymin`` are inf wherever e <= s0 (the search's are): the same values, with fewer entries read."""
     if not available() or not hasattr(_ext, "span_dp"):
         return None
     p, nk, l1, _l1 = ylb.shape
@@ -298,6 +302,7 @@ def span_dp(
         p,
         nk,
         l1,
+        bool(upper),
     )
     return outs[0], outs[1], outs[2], outs[3]
 

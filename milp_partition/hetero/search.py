@@ -601,10 +601,21 @@ def _bottleneck(
     return rmax, rsum
 
 
-def _bottleneck_arr(ylb: np.ndarray, allowed: np.ndarray, L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _inf_below(arr: np.ndarray) -> bool:
+    """Whether ``arr`` [..][s0][e] is inf wherever e <= s0 (a stage holds a layer at least: the search's tables are),
+    so that the C programs need not read there (their ``upper``)."""
+    n = arr.shape[-1]
+    low = np.arange(n)[None, :] <= np.arange(n)[:, None]  # [s0][e]: e <= s0
+    return bool(np.isposinf(arr[..., low]).all())
+
+
+def _bottleneck_arr(
+    ylb: np.ndarray, allowed: np.ndarray, L: int, upper: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`_bottleneck` on stacked arrays: ``ylb`` and ``allowed`` are [k][c][s0][e]; rows rmax[k], rsum[k], and each
-    stage's least y over its allowed configurations [k][s0][e]."""
-    fast = native.bottleneck(ylb, allowed) if ylb.shape[2] == L + 1 else None
+    stage's least y over its allowed configurations [k][s0][e].  ``upper``: ``ylb`` is inf wherever e <= s0
+    (:func:`_inf_below`; the C programs then read less, the same values)."""
+    fast = native.bottleneck(ylb, allowed, upper) if ylb.shape[2] == L + 1 else None
     if fast is not None:  # the same values as the numpy lines below
         return fast
     p, inf = ylb.shape[0], math.inf
@@ -1131,6 +1142,14 @@ class _Search:
             got = tb.misc[key] = np.array(self.stage_ylb(tb, p))
         return cast("np.ndarray", got)
 
+    def ylb_upper(self, tb: _Tables, p: int) -> bool:
+        """:func:`_inf_below` of :meth:`stage_ylb_arr` (cached with it)."""
+        key = ("ylbupper", p, self.sound)
+        got = tb.misc.get(key)
+        if got is None:
+            got = tb.misc[key] = _inf_below(self.stage_ylb_arr(tb, p))
+        return cast(bool, got)
+
     def send_tables(self, tb: _Tables) -> None:
         """Per configuration c: the least forward send of a stage ending at e and the least backward send of a stage
         starting at s0 (over every partner configuration), cached in ``tb.misc``."""
@@ -1238,7 +1257,7 @@ class _Search:
             L, inf = tb.L, math.inf
             ys = [self.stage_ymin(tb, p, k) for k in range(p)]
             stacked = np.array(ys)[:, None]  # [k][1][s0][e]
-            fast = native.bottleneck(stacked, np.ones(stacked.shape, dtype=bool))
+            fast = native.bottleneck(stacked, np.ones(stacked.shape, dtype=bool), _inf_below(stacked))
             if fast is not None:
                 got = tb.misc[key] = (float(fast[0][0, 0]), float(fast[1][0, 0]))
             else:
@@ -1892,6 +1911,7 @@ class _Triple:
         # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
         # lambda-weighted replica times D, plus the best suffix from e
         self.ylb_arr = search.stage_ylb_arr(tb, p)
+        self.ylb_upper = search.ylb_upper(tb, p)  # (inf wherever e <= s0: the C programs read less)
         self._init_span(sets)  # (before the two-column tables: a search of plans that span two regions has none)
         self._init_two_columns(sets, ncol)
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
@@ -2252,7 +2272,7 @@ class _Triple:
         nmax, nsum = self.rmax_np, self.rsum_np
         ka_all, kb_all = (np.array([c[j] for c in self.x_coef]) for j in (0, 1))
         args = (self.masks_by_k, self.ylb_arr, self.ymin_np, inc_a, inc_b, ka_all, kb_all, nmax, nsum)
-        got = native.span_dp(*args)  # the same values as its numpy form
+        got = native.span_dp(*args, upper=self.ylb_upper)  # the same values as its numpy form (ymin: inf where ylb is)
         in_max, in_sum, lat_max, lat_sum = got if got is not None else _span_programs(*args)
         self.span_np = (in_max, in_sum, lat_max, lat_sum)  # (as lists for rec: :meth:`rec_lists`)
 
@@ -2376,7 +2396,7 @@ class _Triple:
         for _round in range(SPAN_CAP_ROUNDS if self.spanning else CAP_ROUNDS):
             masks_by_k = self.build_masks(y_cap, ar_cap)
             self.y_cap_masks, self.ar_cap_masks = y_cap, ar_cap
-            rmax_arr, rsum_arr, ymin = _bottleneck_arr(self.ylb_arr, masks_by_k, L)
+            rmax_arr, rsum_arr, ymin = _bottleneck_arr(self.ylb_arr, masks_by_k, L, self.ylb_upper)
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
                 return False  # no split of the layers obeys the caps
