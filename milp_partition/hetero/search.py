@@ -198,6 +198,8 @@ class _Tables:
         self.min_ar_cache: dict[int, dict[int, np.ndarray]] = {}
         self.ardp_cache: dict[int, tuple[list[np.ndarray], float]] = {}
         self.arvec_cache: dict[int, np.ndarray] = {}  # D -> :meth:`_Search.ar_splits`' vector
+        # D -> (min_ar_cache's tables stacked [tp][s][e] in its tps' order, whether one holds a NaN)
+        self.min_ar_stack: dict[int, tuple[np.ndarray, bool]] = {}
         self.theta1: float | None = None
         self.cfgs: list[tuple[int, int]] = []
         for j, c in enumerate(self.cols):
@@ -828,7 +830,7 @@ def _share_ar_caches(tables: dict[int, _Tables], tb: _Tables) -> None:
     for other in tables.values():
         if other is not tb and {t for _j, t in other.cfgs} == {t for _j, t in tb.cfgs}:
             tb.min_ar_cache, tb.ar_floor_cache, tb.ardp_cache = other.min_ar_cache, other.ar_floor_cache, other.ardp_cache
-            tb.arvec_cache = other.arvec_cache
+            tb.arvec_cache, tb.min_ar_stack = other.arvec_cache, other.min_ar_stack
             return
 
 
@@ -927,7 +929,9 @@ class _Search:
             dcol = np.array(ds)[:, None]
             new: list[dict[int, np.ndarray]] = [{} for _ in ds]
             first = last = np.full(len(ds), np.inf)  # ar_floor's least first and last stage, per D
-            for tp in tps:
+            # [D][tp][s][e]: every D's tables stacked by tp (ar_split's program reads them so), each table a view
+            stack = np.empty((len(ds), len(tps), L + 1, L + 1))
+            for ti, tp in enumerate(tps):
                 key = ("ar_sizes", tp)
                 if key not in tb.misc:  # the sizes do not depend on D: their distinct values once per tp
                     tb.misc[key] = _distinct(np.where(valid, w / min(4, tp), 1.0))
@@ -936,13 +940,16 @@ class _Search:
                 for parts in fits:
                     best = np.minimum(best, _bucketed_vec_min(u[None, :], dcol, parts))
                 low = best - 1e-9 * np.abs(best)
-                tables = np.where(valid[None], low[:, inv], np.inf)  # [D][s][e], every D at once
+                tables = stack[:, ti]  # [D][s][e], every D at once
+                tables[...] = np.where(valid[None], low[:, inv], np.inf)
                 for k in range(len(ds)):
                     new[k][tp] = tables[k]
                 first = np.minimum(first, tables[:, 0, 1:].min(axis=1))
                 last = np.minimum(last, tables[:, :L, L].min(axis=1))
-            for x, table, f, la in zip(ds, new, first.tolist(), last.tolist()):
+            has_nan = np.isnan(stack).any(axis=(1, 2, 3)).tolist()
+            for k, (x, table, f, la) in enumerate(zip(ds, new, first.tolist(), last.tolist())):
                 tb.min_ar_cache[x] = table
+                tb.min_ar_stack[x] = (stack[k], has_nan[k])
                 # ar_floor's value from the same minima (with a NaN among them, ar_floor computes its own)
                 if x > 1 and x not in tb.ar_floor_cache and not (math.isnan(f) or math.isnan(la)):
                     tb.ar_floor_cache[x] = max(f, la)
@@ -1018,8 +1025,11 @@ class _Search:
             L, inf = tb.L, math.inf
             pmax = max(1, min(L, total // d))
             budget = min(total // d, 4 * pmax)
-            stacked = np.array(list(table.values()))
-            fast = None if np.isnan(stacked).any() else native.ar_dp(stacked, list(table), budget, pmax)
+            got_stack = tb.min_ar_stack.get(d)  # (the tables stacked as min_ar_table built them, and whether a NaN)
+            stacked, has_nan = got_stack if got_stack is not None else (np.array(list(table.values())), None)
+            if has_nan is None:
+                has_nan = bool(np.isnan(stacked).any())
+            fast = None if has_nan else native.ar_dp(stacked, list(table), budget, pmax)
             if fast is not None:  # the same program in C (rows of layer 0 only; the same values)
                 out_rows = list(fast)
             else:
@@ -1864,12 +1874,15 @@ class _Triple:
         ncol = self.ncol = len(tb.cols)
         xkey = ("xstage", p, search.sound)  # per stage: least X_i and (ka, kb), read only
         if xkey not in tb.misc:
+            # X_i = ka a_i + kb b_i per stage (Sailor: the first stage's send doubled from P = 4, the last's always)
+            coefs = [_x_coef(p, i, search.sound) for i in range(p)]
             tb.misc[xkey] = (
                 [_x_min(p, i, tb.tmin, search.sound) for i in range(p)],
-                # X_i = ka a_i + kb b_i per stage (Sailor: the first stage's send doubled from P = 4, the last's always)
-                [_x_coef(p, i, search.sound) for i in range(p)],
+                coefs,
+                np.array([c[0] for c in coefs], dtype=np.float64),  # ka, kb per stage as arrays (the C programs')
+                np.array([c[1] for c in coefs], dtype=np.float64),
             )
-        xmins, self.x_coef = tb.misc[xkey]
+        xmins, self.x_coef, self.ka_np, self.kb_np = tb.misc[xkey]
         self.xmins = xmins
         xmin_all = self.xmin_all = min(xmins)
         # the parts read from the tables and D alone (the sets, the weights, the device usage), read only
@@ -2126,8 +2139,8 @@ class _Triple:
             np.ascontiguousarray(self.rsum_np, dtype=f64),
             np.ascontiguousarray(self.suffix_np, dtype=f64),
             two_np,
-            np.array([c[0] for c in self.x_coef], dtype=f64),
-            np.array([c[1] for c in self.x_coef], dtype=f64),
+            self.ka_np,
+            self.kb_np,
             self.set_bits_np,
             self.allowed_np,
             np.ascontiguousarray(self.twoq, dtype=np.int64) if self.two else np.zeros(4, dtype=np.int64),
@@ -2270,8 +2283,7 @@ class _Triple:
             )
         inc_a, inc_b, self.acr_np = tb.misc[key]
         nmax, nsum = self.rmax_np, self.rsum_np
-        ka_all, kb_all = (np.array([c[j] for c in self.x_coef]) for j in (0, 1))
-        args = (self.masks_by_k, self.ylb_arr, self.ymin_np, inc_a, inc_b, ka_all, kb_all, nmax, nsum)
+        args = (self.masks_by_k, self.ylb_arr, self.ymin_np, inc_a, inc_b, self.ka_np, self.kb_np, nmax, nsum)
         got = native.span_dp(*args, upper=self.ylb_upper)  # the same values as its numpy form (ymin: inf where ylb is)
         in_max, in_sum, lat_max, lat_sum = got if got is not None else _span_programs(*args)
         self.span_np = (in_max, in_sum, lat_max, lat_sum)  # (as lists for rec: :meth:`rec_lists`)
