@@ -946,7 +946,7 @@ class _Search:
                     new[k][tp] = tables[k]
                 first = np.minimum(first, tables[:, 0, 1:].min(axis=1))
                 last = np.minimum(last, tables[:, :L, L].min(axis=1))
-            has_nan: list[bool] = np.isnan(stack).any(axis=(1, 2, 3)).tolist()
+            has_nan = cast("list[bool]", np.isnan(stack).any(axis=(1, 2, 3)).tolist())
             for k, (x, table, f, la) in enumerate(zip(ds, new, first.tolist(), last.tolist())):
                 tb.min_ar_cache[x] = table
                 tb.min_ar_stack[x] = (stack[k], has_nan[k])
