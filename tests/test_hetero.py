@@ -265,8 +265,8 @@ def test_memory_fit_rows_equal_the_scalar_rule(setting: str) -> None:
 
 
 def test_the_solve_collects_garbage_less_often_and_puts_the_thresholds_back(monkeypatch: pytest.MonkeyPatch) -> None:
-    """During :func:`solve_hetero` the collector's first threshold is at least ``GC_THRESHOLD0``; after it, the
-    thresholds found before (also when the solve raises)."""
+    """During :func:`solve_hetero` the collector's first threshold is at least ``GC_THRESHOLD0`` and the objects found
+    before are frozen; after it, the thresholds found before and nothing frozen (also when the solve raises)."""
     import gc
 
     from milp_partition.hetero import solve as hs
@@ -276,15 +276,21 @@ def test_the_solve_collects_garbage_less_often_and_puts_the_thresholds_back(monk
     seen: list[tuple[int, int, int]] = []
     run = hs.run_chain
 
+    frozen: list[int] = []
+
     def spy(*args: Any, **kwargs: Any) -> Any:
         seen.append(gc.get_threshold())
+        frozen.append(gc.get_freeze_count())
         return run(*args, **kwargs)
+
+    assert gc.get_freeze_count() == 0
 
     monkeypatch.setattr(hs, "run_chain", spy)
     res = hs.solve_hetero(problem, hs.HeteroSolveSettings(time_limit_s=60.0))
     assert res.sailor_plan
     assert seen and seen[0][0] >= hs.GC_THRESHOLD0 > before[0] and seen[0][1:] == before[1:]
-    assert gc.get_threshold() == before
+    assert frozen[0] > 0
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
     def boom(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")
@@ -292,7 +298,7 @@ def test_the_solve_collects_garbage_less_often_and_puts_the_thresholds_back(monk
     monkeypatch.setattr(hs, "run_chain", boom)
     with pytest.raises(RuntimeError):
         hs.solve_hetero(problem)
-    assert gc.get_threshold() == before
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
 
 
 def test_a_spent_budget_still_gives_a_sound_bound() -> None:
