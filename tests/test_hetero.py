@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from milp_partition.budget import Budget
@@ -262,6 +263,24 @@ def test_memory_fit_rows_equal_the_scalar_rule(setting: str) -> None:
                     assert got == tb._fits(k, s, e, f), (k, f, s, e)
                     seen.add(got)
     assert seen == {True, False}
+
+
+@pytest.mark.parametrize(("setting", "objective"), [("opt350-a8-v16", "sailor"), ("gptneo-a32-v96", "sound")])
+def test_stage_tables_are_inf_where_a_stage_would_hold_no_layer(setting: str, objective: str) -> None:
+    """Every stage table the search hands the C programs with ``upper`` (:meth:`_Search.stage_ylb_arr`, and the
+    least-y tables :meth:`_Search.stage_ymin` the split programs stack) is inf wherever e <= s0
+    (:func:`milp_partition.hetero.search._inf_below`), and finite somewhere above."""
+    from milp_partition.hetero.search import _inf_below
+
+    problem = read_sailor(HETERO, setting=setting, objective=objective)  # type: ignore[arg-type]
+    srch = _Search(problem, Budget.starting_now(60.0), math.inf, None)
+    for mbs in problem.micro_batches():
+        tb = _Tables(problem, mbs)
+        for p in range(1, tb.L + 1):
+            ylb = srch.stage_ylb_arr(tb, p)
+            assert _inf_below(ylb), (mbs, p)
+            assert all(_inf_below(srch.stage_ymin(tb, p, k)) for k in range(p)), (mbs, p)
+        assert np.isfinite(srch.stage_ylb_arr(tb, 1)).any()
 
 
 def test_the_solve_collects_garbage_less_often_and_puts_the_thresholds_back(monkeypatch: pytest.MonkeyPatch) -> None:

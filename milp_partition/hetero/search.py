@@ -1152,14 +1152,6 @@ class _Search:
             got = tb.misc[key] = np.array(self.stage_ylb(tb, p))
         return cast("np.ndarray", got)
 
-    def ylb_upper(self, tb: _Tables, p: int) -> bool:
-        """:func:`_inf_below` of :meth:`stage_ylb_arr` (cached with it)."""
-        key = ("ylbupper", p, self.sound)
-        got = tb.misc.get(key)
-        if got is None:
-            got = tb.misc[key] = _inf_below(self.stage_ylb_arr(tb, p))
-        return cast(bool, got)
-
     def send_tables(self, tb: _Tables) -> None:
         """Per configuration c: the least forward send of a stage ending at e and the least backward send of a stage
         starting at s0 (over every partner configuration), cached in ``tb.misc``."""
@@ -1267,7 +1259,7 @@ class _Search:
             L, inf = tb.L, math.inf
             ys = [self.stage_ymin(tb, p, k) for k in range(p)]
             stacked = np.array(ys)[:, None]  # [k][1][s0][e]
-            fast = native.bottleneck(stacked, np.ones(stacked.shape, dtype=bool), _inf_below(stacked))
+            fast = native.bottleneck(stacked, np.ones(stacked.shape, dtype=bool), True)  # (ylb_part's: inf at e <= s0)
             if fast is not None:
                 got = tb.misc[key] = (float(fast[0][0, 0]), float(fast[1][0, 0]))
             else:
@@ -1924,7 +1916,8 @@ class _Triple:
         # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
         # lambda-weighted replica times D, plus the best suffix from e
         self.ylb_arr = search.stage_ylb_arr(tb, p)
-        self.ylb_upper = search.ylb_upper(tb, p)  # (inf wherever e <= s0: the C programs read less)
+        # inf wherever e <= s0 (each :meth:`_Search.ylb_part` is: the tests check it), so the C programs read less
+        self.ylb_upper = True
         self._init_span(sets)  # (before the two-column tables: a search of plans that span two regions has none)
         self._init_two_columns(sets, ncol)
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
