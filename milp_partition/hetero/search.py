@@ -1292,6 +1292,22 @@ class _Search:
             + self.ar_split(tb, d, p)
         )
 
+    def x_stages(self, tb: _Tables, p: int) -> tuple[list[float], list[tuple[float, float]], np.ndarray, np.ndarray]:
+        """Per stage of p: the least X_i (:func:`_x_min`), (ka, kb) with X_i = ka a_i + kb b_i (:func:`_x_coef`;
+        Sailor: the first stage's send doubled from P = 4, the last's always), and ka, kb as arrays (the C programs');
+        cached per (P, objective) in ``tb``, read only."""
+        key = ("xstage", p, self.sound)
+        got = tb.misc.get(key)
+        if got is None:
+            coefs = [_x_coef(p, i, self.sound) for i in range(p)]
+            got = tb.misc[key] = (
+                [_x_min(p, i, tb.tmin, self.sound) for i in range(p)],
+                coefs,
+                np.array([c[0] for c in coefs], dtype=np.float64),
+                np.array([c[1] for c in coefs], dtype=np.float64),
+            )
+        return cast("tuple[list[float], list[tuple[float, float]], np.ndarray, np.ndarray]", got)
+
     def x_stats(self, tb: _Tables, p: int) -> tuple[float, float]:
         """(min, sum) of the least X_i over the p stages (:func:`_x_min`), cached per (P, least send): the same values
         for every D and micro-batch size of that least send (the triple bounds ask for them thousands of times)."""
@@ -1864,17 +1880,7 @@ class _Triple:
         m = self.m = math.ceil(prob.global_batch / (tb.mbs * d))
         theta = self.theta = tb.theta_devices(d)
         ncol = self.ncol = len(tb.cols)
-        xkey = ("xstage", p, search.sound)  # per stage: least X_i and (ka, kb), read only
-        if xkey not in tb.misc:
-            # X_i = ka a_i + kb b_i per stage (Sailor: the first stage's send doubled from P = 4, the last's always)
-            coefs = [_x_coef(p, i, search.sound) for i in range(p)]
-            tb.misc[xkey] = (
-                [_x_min(p, i, tb.tmin, search.sound) for i in range(p)],
-                coefs,
-                np.array([c[0] for c in coefs], dtype=np.float64),  # ka, kb per stage as arrays (the C programs')
-                np.array([c[1] for c in coefs], dtype=np.float64),
-            )
-        xmins, self.x_coef, self.ka_np, self.kb_np = tb.misc[xkey]
+        xmins, self.x_coef, self.ka_np, self.kb_np = search.x_stages(tb, p)
         self.xmins = xmins
         xmin_all = self.xmin_all = min(xmins)
         # the parts read from the tables and D alone (the sets, the weights, the device usage), read only
