@@ -248,11 +248,12 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
         const Py_ssize_t plane = L1 * L1, nsub = (Py_ssize_t)1 << (use_table ? nk : 0);
         for (Py_ssize_t i = 0; i < (p + 1) * T * L1; i++) out[i] = INFINITY;
         for (Py_ssize_t t = 0; t < T; t++) out[(p * T + t) * L1 + (L1 - 1)] = 0.0;
-        cost = (double *)malloc(sizeof(double) * (size_t)(plane > 0 ? plane : 1));
+        /* the cost plane of a stage and weight vector (without the table), or the table of every subset's least weight */
+        cost = use_table ? NULL : (double *)malloc(sizeof(double) * (size_t)(plane > 0 ? plane : 1));
+        table = use_table ? (double *)malloc(sizeof(double) * (size_t)(T * nsub > 0 ? T * nsub : 1)) : NULL;
         fin = (Py_ssize_t *)malloc(sizeof(Py_ssize_t) * (size_t)L1);
         bits = nb == 4 ? (int64_t *)v[3].buf : (int64_t *)malloc(sizeof(int64_t) * (size_t)(p * plane > 0 ? p * plane : 1));
-        table = (double *)malloc(sizeof(double) * (size_t)(T * nsub));
-        if (!cost || !fin || !bits || !table) {
+        if ((use_table ? !table : !cost) || !fin || !bits) {
             PyErr_NoMemory();
             rc = -1;
         }
@@ -285,7 +286,8 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
                 for (Py_ssize_t e = 0; e < L1; e++)
                     if (nxt[e] != INFINITY) fin[nfin++] = e;
                 if (use_table) {
-                    /* cost read from the table where it is added: the same sums and minima */
+                    /* cost read from the table where it is added: the same sums and minima (an e with nxt[e] = inf
+                       gives inf: the weights are finite or inf, never -inf; skipped) */
                     const double *tt = table + t * nsub;
                     for (Py_ssize_t s0 = 0; s0 < L1; s0++) {
                         double best = INFINITY;
@@ -297,14 +299,13 @@ static PyObject *lambda_suffix(PyObject *self, PyObject *args) {
                         row[s0] = best;
                     }
                     continue;
-                } else {
-                    for (Py_ssize_t i = 0; i < plane; i++) cost[i] = INFINITY;
-                    for (Py_ssize_t c = 0; c < nk; c++) {
-                        double wc = w[t * nk + c];
-                        const unsigned char *m = masks + (k * nk + c) * plane;
-                        for (Py_ssize_t i = 0; i < plane; i++)
-                            if (m[i] && wc < cost[i]) cost[i] = wc;
-                    }
+                }
+                for (Py_ssize_t i = 0; i < plane; i++) cost[i] = INFINITY;
+                for (Py_ssize_t c = 0; c < nk; c++) {
+                    double wc = w[t * nk + c];
+                    const unsigned char *m = masks + (k * nk + c) * plane;
+                    for (Py_ssize_t i = 0; i < plane; i++)
+                        if (m[i] && wc < cost[i]) cost[i] = wc;
                 }
                 /* an e with nxt[e] = inf gives inf (the weights are finite or inf, never -inf): skipped */
                 for (Py_ssize_t s0 = 0; s0 < L1; s0++) {

@@ -154,7 +154,6 @@ def _fill_rows(problem: HeteroProblem, plan: HeteroPlan, order: Orders) -> Heter
         if all(zone_of.values()):
             # every pool's first zone with room holds floor(room / need) rows like this one
             batch = min(same, *(left[(key[0], zone_of[key])] // n if n > 0 else same for key, n in need.items()))
-            batch = max(batch, 1)
         for i, rep in enumerate(row):
             key = (rep.kind, rep.zone)
             if batch > 1:

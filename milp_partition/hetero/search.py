@@ -1922,8 +1922,6 @@ class _Triple:
         # sends stay under y_hi, and its tp is at least the least tp the all-reduce allows; the stage's cheapest
         # lambda-weighted replica times D, plus the best suffix from e
         self.ylb_arr = search.stage_ylb_arr(tb, p)
-        # inf wherever e <= s0 (each :meth:`_Search.ylb_part` is: the tests check it), so the C programs read less
-        self.ylb_upper = True
         self._init_span(sets)  # (before the two-column tables: a search of plans that span two regions has none)
         self._init_two_columns(sets, ncol)
         self.masks_by_k: np.ndarray = np.zeros((0,), dtype=bool)
@@ -2283,7 +2281,8 @@ class _Triple:
         inc_a, inc_b, self.acr_np = tb.misc[key]
         nmax, nsum = self.rmax_np, self.rsum_np
         args = (self.masks_by_k, self.ylb_arr, self.ymin_np, inc_a, inc_b, self.ka_np, self.kb_np, nmax, nsum)
-        got = native.span_dp(*args, upper=self.ylb_upper)  # the same values as its numpy form (ymin: inf where ylb is)
+        # the same values as its numpy form; upper: ylb (each ylb_part, tested) and so ymin are inf wherever e <= s0
+        got = native.span_dp(*args, upper=True)
         in_max, in_sum, lat_max, lat_sum = got if got is not None else _span_programs(*args)
         self.span_np = (in_max, in_sum, lat_max, lat_sum)  # (as lists for rec: :meth:`rec_lists`)
 
@@ -2407,7 +2406,8 @@ class _Triple:
         for _round in range(SPAN_CAP_ROUNDS if self.spanning else CAP_ROUNDS):
             masks_by_k = self.build_masks(y_cap, ar_cap)
             self.y_cap_masks, self.ar_cap_masks = y_cap, ar_cap
-            rmax_arr, rsum_arr, ymin = _bottleneck_arr(self.ylb_arr, masks_by_k, L, self.ylb_upper)
+            # (upper: ylb_part builds every stage table inf wherever e <= s0; tested)
+            rmax_arr, rsum_arr, ymin = _bottleneck_arr(self.ylb_arr, masks_by_k, L, True)
             r00, s00 = float(rmax_arr[0][0]), float(rsum_arr[0][0])
             if not math.isfinite(s00):
                 return False  # no split of the layers obeys the caps
